@@ -1,0 +1,509 @@
+"""One declaration per header, two codecs generated from it.
+
+A header is declared once as a :class:`Layout`: an ordered list of bit fields (:class:`F`),
+reserved bits (:class:`R`) and byte strings (:class:`Raw`), most significant bit first, exactly as
+the tables in ``spec/wire-format.md`` list them. From that one declaration this module builds:
+
+* a ``construct`` definition (:attr:`Layout.construct`), used by the decoder tool, for error
+  messages and as the independent reference in property tests;
+* a fast codec compiled to straight-line Python around one precompiled :class:`struct.Struct`
+  (:meth:`Layout.decode`, :meth:`Layout.encode`, :meth:`Layout.pack_into`), used by the data path.
+
+Values travel as a :func:`collections.namedtuple` per layout (``Layout.T``): immutable, named,
+cheap to create, and equal when their fields are equal. Reserved bits are never exposed: they are
+sent as 0 and ignored on receive (wire-format.md §0).
+
+Every layout has a fixed size. Variants of a header (the SYN form of a request, the SOM and non-SOM
+forms of the standard SES header, ...) are separate layouts built from shared item lists, and the
+header chain in :mod:`uet.wire.packet` picks one from fields already decoded, as Wireshark's
+``Switch`` on the same fields would.
+
+The fast encoder masks sub-word fields to their width and does not range-check them (it runs per
+packet); :meth:`Layout.check` validates a value set and raises :class:`~uet.errors.EncodeError`,
+and the construct builder range-checks too.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import namedtuple
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+import construct as cs
+
+from uet.errors import DecodeError, EncodeError
+
+__all__ = ["F", "R", "Raw", "Layout"]
+
+
+@dataclass(frozen=True)
+class F:
+    """A named bit field: ``bits`` wide, optionally signed (two's complement) or enum-typed."""
+
+    name: str
+    bits: int
+    signed: bool = False
+    enum: type[IntEnum] | None = None
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class R:
+    """Reserved bits: sent as 0, ignored on receive."""
+
+    bits: int
+
+
+@dataclass(frozen=True)
+class Raw:
+    """An opaque byte string of fixed length (MAC and IP addresses, padding)."""
+
+    name: str
+    nbytes: int
+    doc: str = ""
+
+
+Item = F | R | Raw
+
+# struct format characters for whole words, and the greedy split of other widths.
+_NATIVE = {8: "B", 16: "H", 32: "I", 64: "Q"}
+_SIGNED = {8: "b", 16: "h", 32: "i", 64: "q"}
+
+
+def _chunks(width: int) -> list[int]:
+    out = []
+    while width:
+        for c in (64, 32, 16, 8):
+            if c <= width:
+                out.append(c)
+                width -= c
+                break
+    return out
+
+
+@dataclass
+class _Word:
+    """A run of bit fields that together fill whole bytes."""
+
+    items: list[F | R]
+    width: int
+    offset: int  # byte offset within the layout
+
+    @property
+    def fields(self) -> list[tuple[F, int]]:
+        """(field, shift) pairs, shift counted from the word's least significant bit."""
+        out = []
+        pos = self.width
+        for it in self.items:
+            pos -= it.bits
+            if isinstance(it, F):
+                out.append((it, pos))
+        return out
+
+
+class Layout:
+    """A fixed-size header declared field by field; see the module docstring."""
+
+    def __init__(
+        self,
+        name: str,
+        items: Iterable[Item],
+        *,
+        defaults: dict[str, int] | None = None,
+        doc: str = "",
+    ) -> None:
+        self.name = name
+        self.items: tuple[Item, ...] = tuple(items)
+        self.doc = doc
+        self._words: list[_Word | Raw] = []
+        self.field_offset: dict[str, int] = {}
+        self.fields: dict[str, F | Raw] = {}
+        offset = 0
+        for group in _merge(_groups(name, self.items)):
+            if isinstance(group, Raw):
+                self._words.append(group)
+                self._add_field(group, offset)
+                offset += group.nbytes
+                continue
+            bits = 0
+            for it in group:
+                if isinstance(it, F):
+                    self._add_field(it, offset + bits // 8)
+                bits += it.bits
+            self._words.append(_Word(group, bits, offset))
+            offset += bits // 8
+        self.size = offset
+        self.field_names: tuple[str, ...] = tuple(self.fields)
+        # plain ints: enum members would route every mask through Python-level operators
+        self.defaults = {k: int(v) if isinstance(v, int) else v for k, v in (defaults or {}).items()}
+        self.T = namedtuple(  # type: ignore[misc]
+            _camel(name),
+            self.field_names,
+            defaults=[
+                self.defaults.get(n, b"\0" * f.nbytes if isinstance(f, Raw) else 0) for n, f in self.fields.items()
+            ],
+        )
+        self.T.__doc__ = doc or f"Values of the {name} header."
+        self._compile()
+        self.construct = self._build_construct()
+
+    @classmethod
+    def concat(cls, name: str, *parts: Layout, doc: str = "") -> Layout:
+        """One layout made of consecutive headers, for a data path that always handles them
+        together (one struct call instead of several). A field whose name an earlier part already
+        uses is prefixed with the first word of its part's name: the SES ``flags`` after a PDS
+        header becomes ``ses_flags``."""
+        items: list[Item] = []
+        defaults: dict[str, Any] = {}
+        seen: set[str] = set()
+        for part in parts:
+            prefix = part.name.split("_", 1)[0] + "_"
+            for it in part.items:
+                if isinstance(it, (F, Raw)):
+                    new = prefix + it.name if it.name in seen else it.name
+                    if it.name in part.defaults:
+                        defaults[new] = part.defaults[it.name]
+                    if new != it.name:
+                        it = (
+                            F(new, it.bits, it.signed, it.enum, it.doc)
+                            if isinstance(it, F)
+                            else Raw(new, it.nbytes, it.doc)
+                        )
+                    seen.add(new)
+                items.append(it)
+        return cls(name, items, defaults=defaults, doc=doc or " + ".join(p.name for p in parts))
+
+    # -- declaration helpers -------------------------------------------------------------------
+
+    def _add_field(self, f: F | Raw, offset: int) -> None:
+        if f.name in self.fields:
+            raise ValueError(f"{self.name}: duplicate field {f.name}")
+        self.fields[f.name] = f
+        self.field_offset[f.name] = offset
+
+    def __repr__(self) -> str:
+        return f"Layout({self.name!r}, {self.size} bytes)"
+
+    # -- fast codec ----------------------------------------------------------------------------
+
+    def _compile(self) -> None:
+        fmt = ">"
+        dec_args: list[str] = []  # names bound by unpack
+        dec_pre: list[str] = []  # combined words
+        dec_vals: dict[str, str] = {}  # field -> expression
+        enc_vals: list[str] = []  # expressions handed to pack
+        n = 0
+        for w in self._words:
+            if isinstance(w, Raw):
+                fmt += f"{w.nbytes}s"
+                a = f"a{n}"
+                n += 1
+                dec_args.append(a)
+                dec_vals[w.name] = a
+                enc_vals.append(w.name)
+                continue
+            flds = w.fields
+            whole = len(w.items) == 1 and isinstance(w.items[0], F)
+            if whole and w.width in _NATIVE:
+                f = w.items[0]
+                fmt += (_SIGNED if f.signed else _NATIVE)[w.width]
+                a = f"a{n}"
+                n += 1
+                dec_args.append(a)
+                dec_vals[f.name] = a
+                enc_vals.append(f.name)
+                continue
+            # General word: unpack as unsigned chunks, combine, then shift/mask each field.
+            chunks = _chunks(w.width)
+            names = []
+            for c in chunks:
+                fmt += _NATIVE[c]
+                names.append(f"a{n}")
+                n += 1
+            dec_args.extend(names)
+            if len(chunks) == 1:
+                word = names[0]
+            else:
+                parts, rest = [], w.width
+                for c, nm in zip(chunks, names, strict=False):
+                    rest -= c
+                    parts.append(f"({nm} << {rest})" if rest else nm)
+                word = f"w{n}"
+                dec_pre.append(f"    {word} = " + " | ".join(parts))
+            for f, shift in flds:
+                mask = (1 << f.bits) - 1
+                expr = f"(({word} >> {shift}) & {mask:#x})" if shift else f"({word} & {mask:#x})"
+                if f.signed:
+                    expr = f"_sx({expr}, {f.bits})"
+                dec_vals[f.name] = expr
+            # encode: build the word, then split into the chunks
+            terms = []
+            for f, shift in flds:
+                mask = (1 << f.bits) - 1
+                t = f"({f.name} & {mask:#x})"
+                terms.append(f"({t} << {shift})" if shift else t)
+            wexpr = " | ".join(terms) if terms else "0"
+            if len(chunks) == 1:
+                enc_vals.append(f"({wexpr})")
+            else:
+                tmp = f"w{n}"
+                enc_vals.append(("__pre__", tmp, wexpr))  # type: ignore[arg-type]
+                rest = w.width
+                for c in chunks:
+                    rest -= c
+                    m = (1 << c) - 1
+                    enc_vals.append(f"(({tmp} >> {rest}) & {m:#x})" if rest else f"({tmp} & {m:#x})")
+        self._struct = struct.Struct(fmt)
+        assert self._struct.size == self.size, (self.name, fmt)
+        fields = ", ".join(self.field_names)
+        pre = [f"    {e[1]} = {e[2]}" for e in enc_vals if isinstance(e, tuple)]
+        packed = ", ".join(e for e in enc_vals if not isinstance(e, tuple))
+        args = ", ".join(dec_args)
+        vals = ", ".join(dec_vals[f] for f in self.field_names)
+        direct = len(dec_args) == len(self.field_names) and all(
+            dec_vals[f] == a for f, a in zip(self.field_names, dec_args, strict=False)
+        )
+        body_unpack = (
+            ["        return _unpack(buf, offset)"]
+            if direct
+            else [
+                f"        {args}, = _unpack(buf, offset)",
+                *["    " + p for p in dec_pre],
+                f"        return ({vals},)",
+            ]
+        )
+        src = [
+            "def decode(buf, offset=0):",
+            "    try:",
+            f"        {args}, = _unpack(buf, offset)",
+            *["    " + p for p in dec_pre],
+            f"        return _new(_T, ({vals},))",
+            "    except _StructError:",
+            "        raise _short(buf, offset) from None",
+            "def unpack(buf, offset=0):",
+            "    try:",
+            *body_unpack,
+            "    except _StructError:",
+            "        raise _short(buf, offset) from None",
+            "def encode(h):",
+            "    try:",
+            f"        {fields}, = h",
+            *["    " + p for p in pre],
+            f"        return _pack({packed})",
+            "    except (_StructError, TypeError, ValueError) as e:",
+            "        raise _enc_error(h, e) from None",
+            "def pack_into(buf, offset, h):",
+            "    try:",
+            f"        {fields}, = h",
+            *["    " + p for p in pre],
+            f"        _pack_into(buf, offset, {packed})",
+            "    except (_StructError, TypeError, ValueError) as e:",
+            "        raise _enc_error(h, e) from None",
+        ]
+        ns: dict[str, Any] = {
+            "_unpack": self._struct.unpack_from,
+            "_pack": self._struct.pack,
+            "_pack_into": self._struct.pack_into,
+            "_new": tuple.__new__,
+            "_T": self.T,
+            "_sx": _sign_extend,
+            "_StructError": struct.error,
+            "_short": self._short,
+            "_enc_error": self._enc_error,
+        }
+        exec(compile("\n".join(src), f"<layout {self.name}>", "exec"), ns)  # noqa: S102
+        # Plain functions stored on the instance: calling them costs one frame, no method binding.
+        self.decode: Callable[..., Any] = ns["decode"]
+        """``decode(buf, offset=0)``: ``self.size`` bytes at ``offset`` as a ``self.T`` (fast)."""
+        self.unpack: Callable[..., tuple] = ns["unpack"]
+        """``unpack(buf, offset=0)``: the same values as a plain tuple, the data path's decoder.
+
+        Equal (``==``) to what :attr:`decode` returns without building a named tuple (which costs
+        about 0.4 µs here); callers unpack it positionally."""
+        self.encode: Callable[[Any], bytes] = ns["encode"]
+        """``encode(values)``: a ``self.T`` or any sequence of the fields in order, to bytes."""
+        self.pack_into: Callable[..., None] = ns["pack_into"]
+        """``pack_into(buf, offset, values)``: encode into ``buf`` without allocating."""
+        self.source = "\n".join(src)
+
+    def _enc_error(self, values: Any, exc: Exception) -> EncodeError:
+        try:
+            self.check(values)
+        except EncodeError as e:
+            return e
+        return EncodeError(self.name, "*", str(exc))
+
+    def make(self, **fields: int) -> Any:
+        """A ``self.T`` with the given fields and the layout's defaults for the rest."""
+        return self.T(**fields)
+
+    def check(self, values: Any) -> None:
+        """Raise :class:`EncodeError` for the first field whose value does not fit."""
+        if len(values) != len(self.field_names):
+            raise EncodeError(self.name, "*", f"expected {len(self.field_names)} fields")
+        for name, v in zip(self.field_names, values, strict=False):
+            f = self.fields[name]
+            if isinstance(f, Raw):
+                if not isinstance(v, (bytes, bytearray)) or len(v) != f.nbytes:
+                    raise EncodeError(self.name, name, f"needs {f.nbytes} bytes")
+                continue
+            if not isinstance(v, int):
+                raise EncodeError(self.name, name, f"not an integer: {v!r}")
+            lo, hi = (-(1 << (f.bits - 1)), (1 << (f.bits - 1)) - 1) if f.signed else (0, (1 << f.bits) - 1)
+            if not lo <= v <= hi:
+                raise EncodeError(self.name, name, f"{v} does not fit {f.bits} bits")
+
+    def _short(self, buf: Any, offset: int) -> DecodeError:
+        have = max(0, len(buf) - offset)
+        missing = next((n for n, o in self.field_offset.items() if o + _nbytes(self.fields[n]) > have), "?")
+        return DecodeError(
+            self.name,
+            offset + have,
+            f"truncated: {self.size} bytes needed, {have} present (field {missing})",
+        )
+
+    # -- construct definition ------------------------------------------------------------------
+
+    def _build_construct(self) -> cs.Construct:
+        subs = []
+        for i, w in enumerate(self._words):
+            if isinstance(w, Raw):
+                subs.append(w.name / cs.Bytes(w.nbytes))
+                continue
+            if len(w.items) == 1 and isinstance(w.items[0], F):
+                f = w.items[0]
+                subs.append(f.name / cs.BytesInteger(w.width // 8, signed=f.signed))
+                continue
+            bits = []
+            for it in w.items:
+                if isinstance(it, R):
+                    bits.append(cs.Padding(it.bits))
+                else:
+                    bits.append(it.name / cs.BitsInteger(it.bits, signed=it.signed))
+            subs.append(f"_w{i}" / cs.BitStruct(*bits))
+        return cs.Struct(*subs)
+
+    def parse(self, buf: bytes | bytearray | memoryview, offset: int = 0) -> Any:
+        """Decode with the construct definition (slow path; errors name the field and offset)."""
+        data = bytes(buf[offset:])
+        try:
+            c = self.construct.parse(data)
+        except cs.ConstructError as e:
+            path = getattr(e, "path", "") or ""
+            fld = path.rsplit("-> ", 1)[-1].strip() if "->" in path else ""
+            if fld.startswith("_w"):
+                fld = ""
+            where = self.field_offset.get(fld, min(len(data), self.size))
+            if len(data) < self.size:
+                raise self._short(buf, offset) from None
+            raise DecodeError(self.name, offset + where, f"{fld or 'header'}: {e}") from None
+        flat: dict[str, Any] = {}
+        for k, v in c.items():
+            if k.startswith("_w"):
+                flat.update((kk, vv) for kk, vv in v.items() if not kk.startswith("_"))
+            elif not k.startswith("_"):
+                flat[k] = v
+        return self.T(**flat)
+
+    def build(self, values: Any) -> bytes:
+        """Encode with the construct definition (slow path, range-checked)."""
+        self.check(values)
+        d: dict[str, Any] = {}
+        named = dict(zip(self.field_names, values, strict=False))
+        for i, w in enumerate(self._words):
+            if isinstance(w, Raw) or (len(w.items) == 1 and isinstance(w.items[0], F)):
+                n = w.name if isinstance(w, Raw) else w.items[0].name
+                d[n] = named[n]
+            else:
+                d[f"_w{i}"] = {it.name: named[it.name] for it in w.items if isinstance(it, F)}
+        return self.construct.build(d)
+
+    # -- presentation --------------------------------------------------------------------------
+
+    def describe(self, values: Any) -> list[tuple[str, Any, str]]:
+        """(field, value, display) triples; enum fields show their names."""
+        out = []
+        for name, v in zip(self.field_names, values, strict=False):
+            f = self.fields[name]
+            if isinstance(f, Raw):
+                out.append((name, v, v.hex()))
+            elif f.enum is not None:
+                try:
+                    out.append((name, v, f"{f.enum(v).name} ({v:#x})"))
+                except ValueError:
+                    out.append((name, v, f"unknown ({v:#x})"))
+            else:
+                out.append((name, v, str(v)))
+        return out
+
+
+def _groups(name: str, items: tuple[Item, ...]) -> list[list[F | R] | Raw]:
+    """Split items into the smallest runs of bit fields that fill whole bytes."""
+    out: list[list[F | R] | Raw] = []
+    pending: list[F | R] = []
+    bits = 0
+    for it in items:
+        if isinstance(it, Raw):
+            if pending:
+                raise ValueError(f"{name}: byte field {it.name} inside a bit word")
+            out.append(it)
+            continue
+        if it.bits <= 0:
+            raise ValueError(f"{name}: non-positive width")
+        pending.append(it)
+        bits += it.bits
+        if bits % 8 == 0:
+            out.append(pending)
+            pending, bits = [], 0
+    if pending:
+        raise ValueError(f"{name}: fields do not end on a byte boundary")
+    return out
+
+
+def _merge(groups: list[list[F | R] | Raw]) -> list[list[F | R] | Raw]:
+    """Join adjacent runs into native-width words (16/32/64 bits) where that saves work.
+
+    A run of odd width (24, 48 bits) is joined with its successors until the width is native;
+    two runs that each hold several fields are joined when the sum is native. Fewer, wider words
+    mean fewer objects out of :func:`struct.unpack_from`, which is where the fast codec spends time.
+    """
+
+    def width(g: list[F | R]) -> int:
+        return sum(i.bits for i in g)
+
+    def plain(g: list[F | R]) -> bool:
+        return len(g) == 1 and isinstance(g[0], F) and width(g) in _NATIVE
+
+    out: list[list[F | R] | Raw] = []
+    for g in groups:
+        prev = out[-1] if out else None
+        if isinstance(g, list) and isinstance(prev, list):
+            pw, gw = width(prev), width(g)
+            joined = pw + gw in _NATIVE
+            if pw not in _NATIVE and pw + gw <= 64:
+                out[-1] = prev + g  # finish an odd word
+                continue
+            if gw not in _NATIVE and joined:
+                out[-1] = prev + g  # an odd run completes the previous word
+                continue
+            if joined and not plain(prev) and not plain(g):
+                out[-1] = prev + g
+                continue
+        out.append(list(g) if isinstance(g, list) else g)
+    return out
+
+
+def _sign_extend(v: int, bits: int) -> int:
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+def _nbytes(f: F | Raw) -> int:
+    return f.nbytes if isinstance(f, Raw) else max(1, (f.bits + 7) // 8)
+
+
+def _camel(name: str) -> str:
+    parts = "".join(c if c.isalnum() else "_" for c in name).split("_")
+    return "".join(p.capitalize() for p in parts) or "Header"

@@ -1,0 +1,181 @@
+"""Frames a fabric link carries: Ethernet II, 802.1Q, IPv4, IPv6, UDP, PFC; Linux cooked capture.
+
+Declared with the same :class:`~uet.wire.layout.Layout` machinery as the UET headers, so the
+fabric data path gets precompiled codecs and the decoder gets construct-backed error messages.
+"""
+
+from __future__ import annotations
+
+import socket
+from enum import IntEnum
+
+from uet.wire.layout import F, Layout, R, Raw
+
+#: UDP destination port of UET (wire-format.md §1.1 [Δ1]).
+UET_UDP_PORT = 4793
+#: UDP destination port of RoCEv2.
+ROCE_UDP_PORT = 4791
+#: IP protocol number for UET directly over IP (wire-format.md §1.2 [Δ2]).
+UET_IP_PROTO = 253
+#: PFC MAC-control destination address (IEEE 802.1Qbb).
+PFC_DST_MAC = bytes.fromhex("0180c2000001")
+
+
+class EtherType(IntEnum):
+    IPV4 = 0x0800
+    ARP = 0x0806
+    VLAN = 0x8100
+    IPV6 = 0x86DD
+    MAC_CONTROL = 0x8808
+
+
+class IpProto(IntEnum):
+    UDP = 17
+    UET = UET_IP_PROTO
+
+
+class Ecn(IntEnum):
+    """The two ECN bits of the IP TOS / traffic-class byte (RFC 3168)."""
+
+    NOT_ECT = 0
+    ECT1 = 1
+    ECT0 = 2
+    CE = 3
+
+
+ETHERNET = Layout(
+    "ethernet",
+    [Raw("dst", 6), Raw("src", 6), F("ethertype", 16, enum=EtherType)],
+    defaults={"ethertype": EtherType.IPV4},
+    doc="Ethernet II header (14 bytes).",
+)
+VLAN = Layout(
+    "vlan",
+    [F("pcp", 3), F("dei", 1), F("vid", 12), F("ethertype", 16, enum=EtherType)],
+    defaults={"ethertype": EtherType.IPV4},
+    doc="The 4 bytes after an 802.1Q TPID: tag control and the inner EtherType.",
+)
+IPV4 = Layout(
+    "ipv4",
+    [
+        F("version", 4),
+        F("ihl", 4),
+        F("dscp", 6),
+        F("ecn", 2, enum=Ecn),
+        F("total_length", 16),
+        F("identification", 16),
+        R(1),
+        F("df", 1),
+        F("mf", 1),
+        F("frag_offset", 13),
+        F("ttl", 8),
+        F("protocol", 8, enum=IpProto),
+        F("checksum", 16),
+        Raw("src", 4),
+        Raw("dst", 4),
+    ],
+    defaults={"version": 4, "ihl": 5, "df": 1, "ttl": 64, "protocol": IpProto.UDP},
+    doc="IPv4 header without options (20 bytes); options are skipped using IHL.",
+)
+IPV6 = Layout(
+    "ipv6",
+    [
+        F("version", 4),
+        F("dscp", 6),
+        F("ecn", 2, enum=Ecn),
+        F("flow_label", 20),
+        F("payload_length", 16),
+        F("next_header", 8, enum=IpProto),
+        F("hop_limit", 8),
+        Raw("src", 16),
+        Raw("dst", 16),
+    ],
+    defaults={"version": 6, "hop_limit": 64, "next_header": IpProto.UDP},
+    doc="IPv6 fixed header (40 bytes).",
+)
+UDP = Layout(
+    "udp",
+    [F("src_port", 16), F("dst_port", 16), F("length", 16), F("checksum", 16)],
+    defaults={"dst_port": UET_UDP_PORT},
+    doc="UDP header (8 bytes).",
+)
+PFC = Layout(
+    "pfc",
+    [F("opcode", 16), R(8), F("class_enable", 8), *[F(f"quanta{i}", 16) for i in range(8)]],
+    defaults={"opcode": 0x0101},
+    doc="IEEE 802.1Qbb priority-based flow control frame body after the EtherType 0x8808 "
+    "(opcode 0x0101, class-enable vector, eight pause times in 512-bit quanta); the frame is "
+    "padded with zeros to the 60-byte Ethernet minimum.",
+)
+SLL = Layout(
+    "sll",
+    [F("packet_type", 16), F("arphrd", 16), F("addr_len", 16), Raw("addr", 8), F("protocol", 16, enum=EtherType)],
+    doc="Linux cooked capture header v1 (pcap link type 113).",
+)
+SLL2 = Layout(
+    "sll2",
+    [
+        F("protocol", 16, enum=EtherType),
+        R(16),
+        F("ifindex", 32),
+        F("arphrd", 16),
+        F("packet_type", 8),
+        F("addr_len", 8),
+        Raw("addr", 8),
+    ],
+    doc="Linux cooked capture header v2 (pcap link type 276).",
+)
+
+ALL_LAYOUTS = [ETHERNET, VLAN, IPV4, IPV6, UDP, PFC, SLL, SLL2]
+
+PFC_OPCODE = 0x0101
+#: Minimum Ethernet frame without FCS.
+ETH_MIN_FRAME = 60
+
+
+def inet_checksum(data: bytes | bytearray | memoryview, initial: int = 0) -> int:
+    """RFC 1071 Internet checksum of ``data`` (one's complement of the one's-complement sum)."""
+    mv = memoryview(data)
+    s = initial
+    n = len(mv)
+    if n & 1:
+        s += mv[n - 1] << 8
+        n -= 1
+    s += int.from_bytes(mv[:n], "big") if n else 0
+    # fold the big integer 16 bits at a time
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16) if s < (1 << 64) else _fold(s)
+    return (~s) & 0xFFFF
+
+
+def _fold(s: int) -> int:
+    total = 0
+    while s:
+        total += s & 0xFFFF
+        s >>= 16
+    return total
+
+
+def udp_checksum(src: bytes, dst: bytes, udp: bytes | bytearray | memoryview) -> int:
+    """UDP checksum with the IPv4 or IPv6 pseudo-header; 0 is sent as 0xFFFF (RFC 768)."""
+    if len(src) == 4:
+        pseudo = src + dst + bytes((0, 17)) + len(udp).to_bytes(2, "big")
+    else:
+        pseudo = src + dst + len(udp).to_bytes(4, "big") + b"\0\0\0\x11"
+    c = inet_checksum(bytes(pseudo) + bytes(udp))
+    return c or 0xFFFF
+
+
+def ip_bytes(addr: str) -> bytes:
+    """Packed bytes of an IPv4 or IPv6 address string."""
+    fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    return socket.inet_pton(fam, addr)
+
+
+def ip_str(raw: bytes) -> str:
+    """Text form of a packed 4- or 16-byte address."""
+    return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
+
+
+def mac_str(raw: bytes) -> str:
+    return ":".join(f"{b:02x}" for b in raw)
