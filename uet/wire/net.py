@@ -134,26 +134,22 @@ ETH_MIN_FRAME = 60
 
 
 def inet_checksum(data: bytes | bytearray | memoryview, initial: int = 0) -> int:
-    """RFC 1071 Internet checksum of ``data`` (one's complement of the one's-complement sum)."""
-    mv = memoryview(data)
-    s = initial
+    """RFC 1071 Internet checksum of ``data`` (one's complement of the one's-complement sum).
+
+    The one's-complement sum of 16-bit words equals the whole buffer read as one big-endian
+    integer modulo 0xFFFF (because 2^16 ≡ 1 mod 0xFFFF), with 0xFFFF standing for a non-zero
+    multiple; ``int.from_bytes`` and ``%`` do that in C, far faster than a word loop.
+    """
+    mv = memoryview(data).cast("B")
     n = len(mv)
+    s = int.from_bytes(mv, "big") if n else 0
     if n & 1:
-        s += mv[n - 1] << 8
-        n -= 1
-    s += int.from_bytes(mv[:n], "big") if n else 0
-    # fold the big integer 16 bits at a time
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16) if s < (1 << 64) else _fold(s)
-    return (~s) & 0xFFFF
-
-
-def _fold(s: int) -> int:
-    total = 0
-    while s:
-        total += s & 0xFFFF
-        s >>= 16
-    return total
+        s <<= 8  # pad the odd byte on the right
+    s += initial
+    r = s % 0xFFFF
+    if r == 0 and s:
+        r = 0xFFFF
+    return (~r) & 0xFFFF
 
 
 def udp_checksum(src: bytes, dst: bytes, udp: bytes | bytearray | memoryview) -> int:

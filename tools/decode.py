@@ -1,0 +1,790 @@
+"""``uet-decode``: decode UET packets from captures, hex dumps or raw bytes, next to Wireshark.
+
+Inputs: a pcap or pcapng file (detected by magic), a text file of hex (hexdump offsets like
+``0000  45 00 ...``, an ASCII column, colons, ``0x`` prefixes and commas are accepted; a blank
+line or an offset of 0 starts the next packet), or a raw binary file; ``-`` or no file reads
+stdin; ``--hex`` takes the hex on the command line; ``--sample`` decodes the built-in sample.
+
+Bytes that are not a capture are decoded as follows (choices, since the spec notes are silent):
+``--bare``: UET starting at TSS/PDS; ``--ether``: an Ethernet frame; otherwise an IPv4 header
+(first byte 0x45..0x4F: a bare PDS header starting so would be an ACK_CC with a reserved
+next_hdr) or an IPv6 header (at least 40 bytes, next header UDP or 253) is decoded from
+IP, bytes whose EtherType at offset 12 is IPv4/IPv6/802.1Q/MAC control as Ethernet, and anything
+else as bare UET.
+
+Output: one tshark-like summary line per packet; ``-V`` the layered field tree with enum names and
+byte offsets (coloured with rich on a terminal); ``--json`` one JSON object per packet per line
+(:meth:`uet.wire.packet.Frame.to_dict`). ``--filter`` keeps packets whose PDS type, SES opcode or
+control type name is listed (also ``pfc``, ``tss``, ``other``); malformed packets are always
+reported. ``--count N`` stops after N reported packets. ``--stats`` ends with counts.
+
+``--keys FILE`` decrypts TSS-protected packets with a secure-domain key file, through the TSS
+sublayer's read-only decoder path (:mod:`uet.tss.decoder`, :mod:`uet.tss.keyfile`); while that
+sublayer is absent the option is a usage error. A packet no key authenticates stays encrypted and
+is not counted as malformed.
+
+Exit status: 0 every packet decoded, 1 some packet malformed, 2 usage or file error. Errors are
+one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import re
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from uet.errors import DecodeError, UetError
+from uet.pcap import PcapError, detect_format, read_capture
+from uet.wire import net
+from uet.wire.layout import Layout, Raw
+from uet.wire.packet import Decryptor, Frame, LinkType, Sealed, UetPacket, fields_dict, parse_frame, parse_uet
+from uet.wire.pds import ControlType, PdsType
+from uet.wire.ses import ResponseOpcode, SesOpcode
+
+PROG = "uet-decode"
+
+EPILOG = """\
+examples:
+  uet-decode --sample                          decode the built-in sample capture
+  uet-decode capture.pcapng                    one summary line per packet
+  uet-decode -V capture.pcap                   full field tree with enum names and offsets
+  uet-decode --json capture.pcap | jq .uet.pds every field as JSON, one object per line
+  uet-decode --filter ack,nack,send --stats capture.pcap
+  uet-decode --count 5 --sample
+  uet-decode --hex '45 00 00 59 00 00 40 00 40 11 26 92 0a 00 00 01 ...'
+  uet-decode --bare --hex '38 00 00 00 00 00 10 00 00 02 00 01'   (a bare ACK)
+  uet-decode --keys sd-keys.toml capture.pcap  decrypt TSS packets (key file mode 0600)
+  tcpdump -U -w - udp port 4793 | uet-decode -
+
+exit status: 0 all packets decoded, 1 some packet malformed, 2 usage or file error
+"""
+
+
+class UsageError(UetError):
+    """Bad command-line input (bad hex, unreadable file, unknown filter name): exit status 2."""
+
+
+@dataclass
+class Item:
+    """One packet to decode: its number, capture time, link type (None = bare UET) and bytes."""
+
+    number: int
+    timestamp_ns: int | None
+    linktype: int | None
+    data: bytes
+
+
+# -- input -------------------------------------------------------------------------------------
+
+_OFFSET = re.compile(r"^(0x)?([0-9a-fA-F]{2,8})(:?)$")
+_HEXTOK = re.compile(r"^(0x)?([0-9a-fA-F]+)$")
+
+
+def parse_hex(text: str) -> list[bytes]:
+    """Packets from hex text (see the module docstring); raises :class:`UsageError` on bad hex."""
+    packets: list[bytes] = []
+    cur = bytearray()
+    for lineno, raw_line in enumerate(text.splitlines(), 1):
+        line = raw_line.strip()
+        if not line or line.startswith("#"):
+            if cur:
+                packets.append(bytes(cur))
+                cur = bytearray()
+            continue
+        toks = line.replace(",", " ").split()
+        first = _OFFSET.match(toks[0])
+        is_offset = False
+        if first and len(toks) > 1:
+            value = int(first.group(2), 16)
+            marked = bool(first.group(3))  # "0x0010:" (tcpdump -x) or "00000010:" (xxd)
+            if marked or (len(first.group(2)) >= 4 and (value == len(cur) or value == 0)):
+                is_offset = True
+                if value == 0 and cur:
+                    packets.append(bytes(cur))
+                    cur = bytearray()
+        if is_offset:
+            got = 0
+            for t in toks[1:]:
+                m = _HEXTOK.match(t.replace(":", ""))
+                if not m or len(m.group(2)) % 2 or got >= 16:
+                    break  # the ASCII column of a hexdump
+                b = bytes.fromhex(m.group(2))
+                cur += b
+                got += len(b)
+            continue
+        for t in toks:
+            for part in t.split(":"):
+                if not part:
+                    continue
+                m = _HEXTOK.match(part)
+                if not m:
+                    raise UsageError(f"bad hex on line {lineno}: {part!r}")
+                digits = m.group(2)
+                if len(digits) % 2:
+                    if m.group(1) and len(digits) == 1:
+                        digits = "0" + digits
+                    else:
+                        raise UsageError(f"bad hex on line {lineno}: odd number of digits in {part!r}")
+                cur += bytes.fromhex(digits)
+    if cur:
+        packets.append(bytes(cur))
+    if not packets:
+        raise UsageError("no hex bytes found")
+    return packets
+
+
+def _looks_textual(data: bytes) -> bool:
+    return all(b in (9, 10, 13) or 32 <= b < 127 for b in data[:65536])
+
+
+def _guess_linktype(data: bytes, args: argparse.Namespace) -> int | None:
+    if args.bare:
+        return None
+    if args.ether:
+        return LinkType.ETHERNET
+    if data and data[0] >> 4 == 4 and data[0] & 0xF >= 5:
+        return LinkType.RAW  # a bare PDS header starting 0x45..0x4F would be ACK_CC with a reserved next_hdr
+    if len(data) >= 40 and data[0] >> 4 == 6 and data[6] in (net.IpProto.UDP, net.UET_IP_PROTO):
+        return LinkType.RAW
+    if len(data) >= 14 and int.from_bytes(data[12:14], "big") in (0x0800, 0x86DD, 0x8100, 0x88A8, 0x8808):
+        return LinkType.ETHERNET
+    return None
+
+
+def _bytes_items(packets: list[bytes], args: argparse.Namespace) -> Iterator[Item]:
+    for i, p in enumerate(packets, 1):
+        yield Item(i, None, _guess_linktype(p, args), p)
+
+
+def _capture_items(source: Any) -> Iterator[Item]:
+    for i, rec in enumerate(read_capture(source), 1):
+        yield Item(i, rec.timestamp_ns, rec.linktype, rec.frame)
+
+
+def _read_all(f: IO[bytes], n: int = -1) -> bytes:
+    try:
+        if n < 0:
+            return f.read()
+        chunks, got = [], 0
+        while got < n:
+            c = f.read(n - got)
+            if not c:
+                break
+            chunks.append(c)
+            got += len(c)
+        return b"".join(chunks)
+    except OSError as e:
+        raise UsageError(f"cannot read input: {e.strerror or e}") from None
+
+
+class _Prefixed:
+    """A read-only stream: ``head`` (already consumed for format detection), then ``rest``."""
+
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        self.head = head
+        self.rest = rest
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            if n < 0:
+                out, self.head = self.head + self.rest.read(), b""
+                return out
+            out, self.head = self.head[:n], self.head[n:]
+            return out
+        return self.rest.read(n)
+
+
+def items(args: argparse.Namespace, stdin: IO[bytes]) -> Iterator[Item]:
+    """The packets named by the command line, in order."""
+    if args.sample:
+        from uet.interop.samples import load_sample
+
+        yield from _capture_items(load_sample())
+        return
+    if args.hex is not None:
+        yield from _bytes_items(parse_hex(args.hex), args)
+        return
+    if args.file in (None, "-"):
+        name = "stdin"
+        head = _read_all(stdin, 4)
+        if args.format in ("auto", "pcap") and detect_format(head):
+            yield from _capture_items(_Prefixed(head, stdin))  # streamed: works behind tcpdump -U -w -
+            return
+        data = head + _read_all(stdin)
+    else:
+        try:
+            with open(args.file, "rb") as f:
+                head = f.read(4)
+                is_capture = args.format in ("auto", "pcap") and detect_format(head) is not None
+                data = b"" if is_capture else head + f.read()
+        except OSError as e:
+            raise UsageError(f"{args.file}: {e.strerror or e}") from None
+        if is_capture:
+            yield from _capture_items(args.file)
+            return
+        name = args.file
+    fmt = args.format
+    if fmt == "auto":
+        fmt = "pcap" if detect_format(data[:4]) else "hex" if data and _looks_textual(data) else "raw"
+    if fmt == "pcap":
+        if not detect_format(data[:4]):
+            raise UsageError(f"{name}: not a pcap or pcapng file")
+        yield from _capture_items(data)
+    elif fmt == "hex":
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(f"{name}: not hex text (not UTF-8)") from None
+        yield from _bytes_items(parse_hex(text), args)
+    else:
+        if not data:
+            raise UsageError(f"{name}: empty input")
+        yield from _bytes_items([data], args)
+
+
+# -- decoding ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Decoded:
+    item: Item
+    frame: Frame | None = None  # None for bare UET
+    uet: UetPacket | None = None
+    error: DecodeError | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.error:
+            return "malformed"
+        if self.frame is not None:
+            return self.frame.kind
+        return "uet"
+
+
+def decode_item(item: Item, port: int, decrypt: Decryptor | None = None) -> Decoded:
+    d = Decoded(item)
+    try:
+        if item.linktype is None:
+            d.uet = parse_uet(item.data, decrypt=decrypt)
+        else:
+            d.frame = parse_frame(item.data, item.linktype, port=port, decrypt=decrypt)
+            d.uet = d.frame.uet
+    except DecodeError as e:
+        d.error = e
+    return d
+
+
+def _key_decryptor(path: str) -> Decryptor:
+    """A decryptor over the TSS sublayer's read-only decoder path (``uet.tss.decoder``) and a key
+    file (``uet.tss.keyfile``). Packets need their IP addresses and entropy for the AAD, so bare
+    UET input stays encrypted. Until the TSS sublayer provides both, ``--keys`` is a usage error."""
+    try:
+        from uet.tss.decoder import decrypt_for_decoder
+        from uet.tss.keyfile import load_key_file
+    except ImportError:
+        raise UsageError("--keys: TSS decryption is not available yet (it arrives with the TSS sublayer)") from None
+    table = load_key_file(path)
+
+    def decrypt(s: Sealed) -> bytes | None:
+        if s.src_ip is None or s.dst_ip is None or s.entropy is None:
+            return None
+        return decrypt_for_decoder(table, s.datagram, s.src_ip, s.dst_ip, s.entropy)
+
+    return decrypt
+
+
+def _names(d: Decoded) -> set[str]:
+    """Names a --filter can match: PDS type, control type, SES opcode, pfc/tss/other."""
+    out: set[str] = set()
+    if d.frame is not None and d.frame.kind != "uet":
+        out.add(d.frame.kind)
+    u = d.uet
+    if u is None:
+        return out
+    if u.tss is not None:
+        out.add("tss")
+    if u.pds_type_name:
+        out.add(u.pds_type_name.lower())
+    p = u.pds
+    if p is not None and u.pds_type == PdsType.CONTROL:
+        out.add(ControlType(p.ctl_type).name.lower())
+    if u.ses_opcode_name:
+        out.add(u.ses_opcode_name.lower())
+    return out
+
+
+FILTER_NAMES = (
+    {m.name.lower() for m in PdsType if m != PdsType.TSS}
+    | {m.name.lower() for m in SesOpcode}
+    | {m.name.lower() for m in ResponseOpcode}
+    | {m.name.lower() for m in ControlType}
+    | {"pfc", "tss", "other"}
+)
+
+
+# -- summary line --------------------------------------------------------------------------------
+
+
+def _flags(names: list[str]) -> str:
+    return "[" + ",".join(names) + "]" if names else ""
+
+
+def _pds_summary(u: UetPacket) -> str:
+    lay, p = u.section("pds") or (None, None)
+    if p is None:
+        return ""
+    d = fields_dict(lay, p)  # type: ignore[arg-type]
+    t = u.pds_type
+    parts = [u.pds_type_name or f"type={t}"]
+    if t == PdsType.CONTROL:
+        parts[0] = f"CONTROL {ControlType(p.ctl_type).name}"
+    if "psn" in d and t != PdsType.CONTROL:
+        parts.append(f"psn={d['psn']}")
+    if t == PdsType.CONTROL:
+        parts.append(f"psn={d['psn']}")
+        if p.ctl_type == ControlType.PROBE:
+            parts.append(f"opaque={d['probe_opaque']:#06x}")
+    if "cack_psn" in d:
+        parts.append(f"cack={d['cack_psn']}")
+        if "ack_psn_offset" in d:
+            parts.append(f"ack_psn={d['cack_psn'] + d['ack_psn_offset'] & 0xFFFFFFFF}")
+        if "probe_opaque" in d:
+            parts.append(f"opaque={d['probe_opaque']:#06x}")
+    if "nack_code" in d:
+        parts.insert(1, d["nack_code_name"] or f"code={d['nack_code']:#x}")
+        parts.append(f"nack_psn={d['nack_psn']}")
+    if "pkt_id" in d:
+        parts.append(f"pkt_id={d['pkt_id']}")
+    if "spdcid" in d:
+        parts.append(f"spdcid={d['spdcid']}")
+    if "dpdcid" in d:
+        parts.append(f"dpdcid={d['dpdcid']}")
+    if "psn_offset" in d:
+        parts.append(f"start_psn={(d['psn'] - d['psn_offset']) & 0xFFFFFFFF}")
+    if "ccc_id" in d:
+        parts.append(f"ccc={d['ccc_id']} credit_target={d['credit_target']}")
+    if "sack_bitmap" in d:
+        base = (d["cack_psn"] + d["sack_psn_offset"]) & 0xFFFFFFFF
+        parts.append(f"{d['cc_type_name'] or d['cc_type']} sack_base={base} sack={d['sack_bitmap']:#x}")
+    if "expected_psn" in d:
+        parts.append(f"expected_psn={d['expected_psn']}")
+    if "payload" in d and d["payload"]:
+        parts.append(f"payload={d['payload']:#x}")
+    parts.append(_flags(d.get("flags_names", [])))
+    return " ".join(x for x in parts if x)
+
+
+def _ses_summary(u: UetPacket) -> str:
+    sec = u.section("ses")
+    if sec is None:
+        return ""
+    lay, s = sec
+    d = fields_dict(lay, s)
+    parts = [d.get("opcode_name") or f"opcode={d['opcode']:#x}"]
+    if "return_code" in d:
+        parts.append(d["return_code_name"] or f"rc={d['return_code']:#x}")
+    if "message_id" in d:
+        parts.append(f"msg={d['message_id']}")
+    if "read_request_message_id" in d:
+        parts.append(f"read_msg={d['read_request_message_id']}")
+    parts.append(f"job={d['job_id']:#x}")
+    if "pid_on_fep" in d:
+        parts.append(f"pid={d['pid_on_fep']} ri={d['resource_index']}")
+    off = d.get("buffer_offset", 0) + d.get("message_offset", 0)
+    if "buffer_offset" in d or "message_offset" in d:
+        parts.append(f"offset={off:#x}" if off else "offset=0")
+    if "request_length" in d:
+        parts.append(f"len={d['request_length']}")
+    if "modified_length" in d:
+        parts.append(f"mod_len={d['modified_length']}")
+    if "payload_length" in d:
+        parts.append(f"pkt_len={d['payload_length']}")
+    if "original_request_psn" in d:
+        parts.append(f"req_psn={d['original_request_psn']}")
+    if d.get("match_bits"):
+        parts.append(f"match={d['match_bits']:#x}")
+    parts.append(_flags(d.get("flags_names", [])))
+    for elay, e in u.extensions:
+        ed = fields_dict(elay, e)
+        if "atomic_opcode" in ed:
+            parts.append(f"{ed['atomic_opcode_name'] or hex(ed['atomic_opcode'])}/{ed['atomic_datatype_name']}")
+            if "compare_value" in ed:
+                parts.append(f"cmp={ed['compare_value']:#x} swap={ed['swap_value']:#x}")
+        elif "eager_length" in ed:
+            parts.append(f"eager={ed['eager_length']} read_off={ed['read_offset']:#x}")
+        elif "group" in ed:
+            parts.append(f"sync group={ed['group']} count={ed['count']}")
+    return " ".join(x for x in parts if x)
+
+
+def _addr(fr: Frame) -> str:
+    if fr.src is None:
+        eth = fr.layer("ethernet")
+        if eth is not None:
+            return f"{net.mac_str(eth.src)} → {net.mac_str(eth.dst)}"
+        return ""
+    if fr.sport is not None:
+        s = f"[{fr.src}]" if ":" in fr.src else fr.src
+        t = f"[{fr.dst}]" if ":" in (fr.dst or "") else fr.dst
+        return f"{s}:{fr.sport} → {t}:{fr.dport}"
+    extra = ""
+    if fr.uet is not None and fr.uet.entropy is not None:
+        extra = f" ip/{net.UET_IP_PROTO} entropy={fr.uet.entropy.entropy:#06x}"
+    return f"{fr.src} → {fr.dst}{extra}"
+
+
+def summary(d: Decoded, t0: int | None) -> str:
+    it = d.item
+    head = f"{it.number:5d}"
+    if it.timestamp_ns is not None and t0 is not None:
+        head += f" {(it.timestamp_ns - t0) / 1e9:11.6f}"
+    fr = d.frame
+    if fr is not None:
+        a = _addr(fr)
+        if a:
+            head += " " + a
+        if fr.ecn:
+            head += f" ecn={net.Ecn(fr.ecn).name}"
+    if fr is not None and fr.kind == "pfc":
+        p = fr.pfc
+        paused = [f"prio{i}={getattr(p, f'quanta{i}')}" for i in range(8) if p.class_enable >> i & 1]
+        body = "PFC " + (" ".join(paused) or "no classes enabled")
+    elif fr is not None and fr.kind == "other":
+        body = f"not UET ({fr.note})"
+    else:
+        u = d.uet
+        assert u is not None
+        parts = []
+        if u.tss is not None:
+            tv = u.tss
+            done = " decrypted" if u.decrypted else ""
+            parts.append(f"TSS sdi={tv.sdi} an={tv.an} epoch={tv.epoch} tsc={tv.tsc}{done}")
+        if u.encrypted:
+            why = " (no key authenticates it)" if u.decrypt_failed else ""
+            parts.append(f"encrypted {len(u.ciphertext or b'')} bytes + {len(u.icv or b'')}-byte ICV{why}")
+        else:
+            parts.append(_pds_summary(u))
+            s = _ses_summary(u)
+            if s:
+                parts.append(s)
+            parts.append(f"payload {len(u.payload)}")
+        body = " | ".join(parts)
+    line = f"{head} {body}"
+    if fr is not None and fr.warnings:
+        line += "  [warning: " + "; ".join(fr.warnings) + "]"
+    return line
+
+
+def error_line(d: Decoded) -> str:
+    e = d.error
+    assert e is not None
+    return f"frame {d.item.number}: malformed: {e.header} at offset {e.offset}: {e.reason}"
+
+
+# -- verbose tree --------------------------------------------------------------------------------
+
+_ADDR_FIELDS = {("ethernet", "src"), ("ethernet", "dst"), ("ipv4", "src"), ("ipv4", "dst")}
+_ADDR_FIELDS |= {("ipv6", "src"), ("ipv6", "dst")}
+
+
+def _field_lines(lay: Layout, values: Any, base: int) -> list[tuple[str, str, str]]:
+    d = fields_dict(lay, values)
+    out = []
+    for name in lay.field_names:
+        f = lay.fields[name]
+        v = getattr(values, name)
+        at = f"@{base + lay.field_offset[name]}"
+        if isinstance(f, Raw):
+            if (lay.name, name) in _ADDR_FIELDS:
+                shown = net.mac_str(v) if lay.name == "ethernet" else net.ip_str(bytes(v))
+            else:
+                shown = bytes(v).hex()
+            out.append((at, name, shown))
+            continue
+        extra = ""
+        if name == "flags":
+            extra = _flags(d.get("flags_names", []))
+        elif name + "_name" in d:
+            extra = d[name + "_name"] or "(unassigned)"
+        shown = f"{v} ({v:#x})" if v > 9 else str(v)
+        out.append((at, name, f"{shown}  {extra}".rstrip()))
+    return out
+
+
+def tree(d: Decoded) -> list[tuple[int, str, str]]:
+    """(indent, text, style) lines of the field tree."""
+    it = d.item
+    lines: list[tuple[int, str, str]] = []
+    head = f"Frame {it.number}: {len(it.data)} bytes"
+    if it.timestamp_ns is not None:
+        ts = datetime.fromtimestamp(it.timestamp_ns // 1_000_000_000, UTC)
+        head += f", {ts:%Y-%m-%d %H:%M:%S}.{it.timestamp_ns % 1_000_000_000:09d} UTC"
+    if it.linktype is not None:
+        head += f", link type {_linkname(it.linktype)}"
+    lines.append((0, head, "bold"))
+    sections: list[tuple[Layout, Any, int]] = []
+    if d.frame is not None:
+        sections += d.frame.layers
+    u = d.uet
+    if u is not None:
+        sections += [(lay, v, off) for (lay, v), off in zip(u.sections, u.offsets, strict=True)]
+    for lay, v, off in sections:
+        lines.append((1, f"{lay.name}  @{off}, {lay.size} bytes", "bold cyan"))
+        if lay.name in ("ipv4", "ipv6"):
+            ip = v
+            lines.append((2, f"{net.ip_str(bytes(ip.src))} → {net.ip_str(bytes(ip.dst))}", "dim"))
+        for at, name, shown in _field_lines(lay, v, off):
+            lines.append((2, f"{at:<6} {name:<24} {shown}", ""))
+        derived = {}
+        if u is not None and (lay, v) in u.sections and lay is u.pds_layout:
+            full = u.to_dict()["pds"]
+            derived = {k: full[k] for k in ("clear_psn", "start_psn", "ack_psn", "sack_base_psn") if k in full}
+        for k, val in derived.items():
+            lines.append((2, f"{'':<6} {k:<24} {val} (derived)", "dim"))
+    if d.frame is not None:
+        if d.frame.note:
+            lines.append((1, f"not UET: {d.frame.note}", "yellow"))
+        for w in d.frame.warnings:
+            lines.append((1, f"warning: {w}", "yellow"))
+    if u is not None:
+        if u.decrypted:
+            lines.append((1, "(the headers after the TSS header were decrypted with --keys)", "magenta"))
+        if u.decrypt_failed:
+            lines.append((1, "no key in the key file authenticates this packet", "yellow"))
+        if u.ciphertext is not None and not u.decrypted:
+            lines.append((1, f"ciphertext  {len(u.ciphertext)} bytes: {_hexcut(u.ciphertext)}", "magenta"))
+            lines.append((1, f"icv  {(u.icv or b'').hex()}", "magenta"))
+        else:
+            end = u.end - len(u.payload)
+            lines.append((1, f"payload  @{end}, {len(u.payload)} bytes: {_hexcut(u.payload)}", "green"))
+    if d.error is not None:
+        lines.append((1, error_line(d), "bold red"))
+    return lines
+
+
+def _hexcut(b: bytes, n: int = 64) -> str:
+    return b[:n].hex(" ") + (" ..." if len(b) > n else "")
+
+
+def _linkname(lt: int) -> str:
+    try:
+        return f"{LinkType(lt).name} ({lt})"
+    except ValueError:
+        return str(lt)
+
+
+# -- main ----------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Decode Ultra Ethernet Transport packets from pcap/pcapng captures, hex or raw bytes.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", nargs="?", metavar="FILE", help="pcap, pcapng, hex text or raw bytes; '-' or none: stdin")
+    p.add_argument("--format", choices=("auto", "pcap", "hex", "raw"), default="auto", help="input format (auto)")
+    p.add_argument("--hex", metavar="HEX", help="decode this hex instead of a file")
+    p.add_argument("--sample", action="store_true", help="decode the built-in sample capture")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--bare", action="store_true", help="hex/raw bytes are UET starting at TSS/PDS")
+    g.add_argument("--ether", action="store_true", help="hex/raw bytes are an Ethernet frame")
+    p.add_argument("--port", type=int, default=net.UET_UDP_PORT, help="UET UDP port (default %(default)s)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("-V", "--verbose", action="store_true", help="print the full field tree")
+    out.add_argument("--json", action="store_true", help="one JSON object per packet per line")
+    p.add_argument(
+        "--filter",
+        metavar="NAMES",
+        help="comma-separated exact names of PDS types (ack, rud_req...), SES opcodes (send, read...), "
+        "control types (probe...), pfc, tss or other",
+    )
+    p.add_argument("--stats", action="store_true", help="print counts per PDS type, SES opcode and errors")
+    p.add_argument("--count", type=int, metavar="N", help="stop after N reported packets")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour for -V (auto: TTY)")
+    p.add_argument("--keys", metavar="FILE", help="TSS key file (uet.tss.keyfile format) to decrypt secured packets")
+    return p
+
+
+class _Out:
+    def __init__(self, stream: IO[str], color: str) -> None:
+        self.stream = stream
+        use = color == "always" or (color == "auto" and _isatty(stream))
+        self.console = None
+        if use:
+            from rich.console import Console
+
+            self.console = Console(file=stream, highlight=False, force_terminal=True, soft_wrap=True)
+
+    def line(self, text: str, style: str = "") -> None:
+        if self.console is not None and style:
+            from rich.text import Text
+
+            self.console.print(Text(text, style=style))
+        elif self.console is not None:
+            from rich.text import Text
+
+            self.console.print(Text(text))
+        else:
+            self.stream.write(text + "\n")
+
+
+def _isatty(s: IO[str]) -> bool:
+    try:
+        return s.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def run(args: argparse.Namespace, stdout: IO[str], stdin: IO[bytes]) -> int:
+    sources = [
+        n
+        for n, given in (("FILE", args.file is not None), ("--hex", args.hex is not None), ("--sample", args.sample))
+        if given
+    ]
+    if len(sources) > 1:
+        raise UsageError(f"give one input, not {' and '.join(sources)}")
+    decrypt = _key_decryptor(args.keys) if args.keys is not None else None
+    if args.count is not None and args.count < 0:
+        raise UsageError("--count must be 0 or more")
+    if not 0 <= args.port <= 0xFFFF:
+        raise UsageError(f"--port {args.port} outside 0..65535")
+    wanted: set[str] | None = None
+    if args.filter is not None:
+        wanted = {n.strip().lower() for n in args.filter.split(",") if n.strip()}
+        bad = sorted(wanted - FILTER_NAMES)
+        if bad:
+            raise UsageError(
+                f"--filter: unknown name(s) {', '.join(bad)}; names are PDS types, SES opcodes, "
+                "control types, pfc, tss, other"
+            )
+    out = _Out(stdout, args.color)
+    stats: Counter[str] = Counter()
+    malformed = 0
+    shown = 0
+    t0: int | None = None
+    file_error: UetError | None = None
+    try:
+        for item in items(args, stdin):
+            if args.count is not None and shown >= args.count:
+                break
+            if t0 is None and item.timestamp_ns is not None:
+                t0 = item.timestamp_ns
+            d = decode_item(item, args.port, decrypt)
+            _count(stats, d)
+            if d.error is not None:
+                malformed += 1
+            elif wanted is not None and not (_names(d) & wanted):
+                continue
+            shown += 1
+            _emit(out, d, args, t0)
+    except (PcapError, UsageError) as e:
+        file_error = e
+    if args.stats:
+        _emit_stats(out, stats, args.json)
+    if file_error is not None:
+        raise file_error
+    return 1 if malformed else 0
+
+
+def _emit(out: _Out, d: Decoded, args: argparse.Namespace, t0: int | None) -> None:
+    if args.json:
+        obj: dict[str, Any] = {"frame": d.item.number}
+        if d.item.timestamp_ns is not None:
+            obj["timestamp_ns"] = d.item.timestamp_ns
+        if d.error is not None:
+            obj["malformed"] = {"header": d.error.header, "offset": d.error.offset, "reason": d.error.reason}
+        elif d.frame is not None:
+            obj.update(d.frame.to_dict())
+        elif d.uet is not None:
+            obj["kind"] = "uet"
+            obj["uet"] = d.uet.to_dict()
+        out.line(json.dumps(obj, separators=(",", ":")))
+    elif args.verbose:
+        for indent, text, style in tree(d):
+            out.line("  " * indent + text, style)
+        out.line("")
+    elif d.error is not None:
+        out.line(error_line(d), "bold red")
+    else:
+        out.line(summary(d, t0))
+
+
+def _count(stats: Counter[str], d: Decoded) -> None:
+    stats["packets"] += 1
+    if d.error is not None:
+        stats["malformed"] += 1
+        return
+    if d.frame is not None and d.frame.kind != "uet":
+        stats[d.frame.kind] += 1
+        return
+    u = d.uet
+    if u is None:
+        return
+    if u.tss is not None:
+        stats["tss"] += 1
+    if u.encrypted:
+        stats["encrypted"] += 1
+    if u.pds_type_name:
+        stats["pds:" + u.pds_type_name] += 1
+    if u.pds_type == PdsType.CONTROL and u.pds is not None:
+        stats["control:" + ControlType(u.pds.ctl_type).name] += 1
+    if u.ses_opcode_name:
+        stats["ses:" + u.ses_opcode_name] += 1
+
+
+def _emit_stats(out: _Out, stats: Counter[str], as_json: bool) -> None:
+    if as_json:
+        out.line(json.dumps({"stats": dict(sorted(stats.items()))}, separators=(",", ":")))
+        return
+    out.line("")
+    out.line(f"packets: {stats['packets']}  malformed: {stats['malformed']}", "bold")
+    for prefix, title in (("pds:", "PDS type"), ("control:", "control type"), ("ses:", "SES opcode")):
+        rows = sorted((k[len(prefix) :], v) for k, v in stats.items() if k.startswith(prefix))
+        if rows:
+            out.line(f"{title}:", "bold")
+            for k, v in rows:
+                out.line(f"  {k:<24} {v}")
+    others = [(k, stats[k]) for k in ("tss", "encrypted", "pfc", "other") if stats[k]]
+    if others:
+        out.line("other:", "bold")
+        for k, v in others:
+            out.line(f"  {k:<24} {v}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``uet-decode``; returns the exit status (0, 1 or 2)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
+        return int(e.code) if isinstance(e.code, int) else 2
+    stdout = sys.stdout
+    try:
+        stdin = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else io.BytesIO(b"")
+        return run(args, stdout, stdin)
+    except UetError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        with contextlib.suppress(Exception):
+            sys.stdout = None  # type: ignore[assignment]
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # never a traceback: one line, exit 2
+        print(f"{PROG}: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,349 @@
+"""Reading pcap and pcapng captures, and writing classic pcap for capture taps.
+
+:func:`read_capture` yields :class:`PcapRecord` ``(timestamp_ns, linktype, frame)`` from either
+format, told apart by the magic number:
+
+* **pcap** (libpcap): both byte orders, microsecond magic ``0xA1B2C3D4`` and nanosecond magic
+  ``0xA1B23C4D``; the link type is the header's low 16 bits (the upper bits carry FCS hints).
+* **pcapng**: every section (SHB, each with its own byte order), interface description blocks
+  with their link type, ``if_tsresol`` (option 9) and ``if_tsoffset`` (option 14), enhanced
+  packet blocks, simple packet blocks (no timestamp: ``timestamp_ns`` is None, interface 0) and
+  the obsolete packet block; other blocks are skipped.
+
+Input is read as a stream (a path, bytes, or any binary file object such as stdin), so large
+captures are never held in memory. Anything wrong with the file raises :class:`PcapError`, a
+:class:`~uet.errors.UetError`, after the records before the problem have been yielded.
+
+:class:`PcapWriter` writes classic pcap with the nanosecond magic, little-endian, link type
+Ethernet by default: the format every tool reads and the one a tap can append to frame by frame.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+import time
+from collections.abc import Iterator
+from typing import IO, Any, NamedTuple
+
+from uet.errors import UetError
+
+__all__ = [
+    "PcapError",
+    "PcapRecord",
+    "PcapWriter",
+    "read_capture",
+    "detect_format",
+    "PCAP_MAGIC_US",
+    "PCAP_MAGIC_NS",
+    "PCAPNG_SHB",
+    "LINKTYPE_ETHERNET",
+]
+
+PCAP_MAGIC_US = 0xA1B2C3D4
+PCAP_MAGIC_NS = 0xA1B23C4D
+PCAPNG_SHB = 0x0A0D0D0A
+_PCAPNG_BOM = 0x1A2B3C4D
+LINKTYPE_ETHERNET = 1
+#: Records larger than this are taken as a corrupt length field rather than allocated.
+MAX_RECORD = 1 << 26
+
+_BT_IDB = 1
+_BT_PB = 2
+_BT_SPB = 3
+_BT_EPB = 6
+_OPT_TSRESOL = 9
+_OPT_TSOFFSET = 14
+
+
+class PcapError(UetError):
+    """A capture file that cannot be read: bad magic, truncated or inconsistent records."""
+
+
+class PcapRecord(NamedTuple):
+    """One captured frame. ``timestamp_ns`` is None only for pcapng simple packet blocks."""
+
+    timestamp_ns: int | None
+    linktype: int
+    frame: bytes
+
+
+def detect_format(head: bytes) -> str | None:
+    """``"pcap"``, ``"pcapng"`` or None from a file's first four bytes."""
+    if len(head) < 4:
+        return None
+    for order in ("<", ">"):
+        (m,) = struct.unpack(order + "I", head[:4])
+        if m in (PCAP_MAGIC_US, PCAP_MAGIC_NS):
+            return "pcap"
+    if struct.unpack("<I", head[:4])[0] == PCAPNG_SHB:
+        return "pcapng"
+    return None
+
+
+def read_capture(source: str | os.PathLike[str] | bytes | bytearray | IO[bytes]) -> Iterator[PcapRecord]:
+    """Yield every record of a pcap or pcapng capture (see the module docstring)."""
+    if isinstance(source, (bytes, bytearray)):
+        yield from _read_stream(io.BytesIO(bytes(source)))
+        return
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            f = open(source, "rb")  # noqa: SIM115 - closed below, generator-scoped
+        except OSError as e:
+            raise PcapError(f"{os.fspath(source)}: {e.strerror or e}") from None
+        with f:
+            yield from _read_stream(f)
+        return
+    yield from _read_stream(source)
+
+
+class _Stream:
+    """Exact reads with the byte position, for error messages."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+        self.pos = 0
+
+    def read(self, n: int, what: str, *, eof_ok: bool = False) -> bytes | None:
+        chunks = []
+        got = 0
+        while got < n:
+            try:
+                c = self.f.read(n - got)
+            except OSError as e:
+                raise PcapError(f"read error at byte {self.pos + got}: {e}") from None
+            if not c:
+                break
+            chunks.append(c)
+            got += len(c)
+        data = b"".join(chunks)
+        if got == 0 and eof_ok:
+            return None
+        if got < n:
+            raise PcapError(f"truncated {what} at byte {self.pos}: {n} bytes needed, {got} present")
+        self.pos += n
+        return data
+
+
+def _read_stream(f: IO[bytes]) -> Iterator[PcapRecord]:
+    s = _Stream(f)
+    head = s.read(4, "file header", eof_ok=True)
+    if head is None:
+        raise PcapError("empty file: not a pcap or pcapng capture")
+    fmt = detect_format(head)
+    if fmt == "pcap":
+        yield from _read_pcap(s, head)
+    elif fmt == "pcapng":
+        yield from _read_pcapng(s, head)
+    else:
+        raise PcapError(f"not a pcap or pcapng file (magic {head.hex()})")
+
+
+def _read_pcap(s: _Stream, magic: bytes) -> Iterator[PcapRecord]:
+    order = "<" if struct.unpack("<I", magic)[0] in (PCAP_MAGIC_US, PCAP_MAGIC_NS) else ">"
+    nano = struct.unpack(order + "I", magic)[0] == PCAP_MAGIC_NS
+    rest = s.read(20, "pcap file header")
+    assert rest is not None
+    major, _minor, _zone, _sigfigs, _snaplen, network = struct.unpack(order + "HHiIII", rest)
+    if major != 2:
+        raise PcapError(f"unsupported pcap version {major}")
+    linktype = network & 0xFFFF
+    rec = struct.Struct(order + "IIII")
+    n = 0
+    while True:
+        hdr = s.read(16, f"record header {n + 1}", eof_ok=True)
+        if hdr is None:
+            return
+        sec, frac, incl, _orig = rec.unpack(hdr)
+        if incl > MAX_RECORD:
+            raise PcapError(f"record {n + 1} at byte {s.pos - 16}: implausible length {incl}")
+        data = s.read(incl, f"record {n + 1}")
+        assert data is not None
+        n += 1
+        ts = sec * 1_000_000_000 + (frac if nano else frac * 1000)
+        yield PcapRecord(ts, linktype, data)
+
+
+class _Iface(NamedTuple):
+    linktype: int
+    snaplen: int
+    units: int  # timestamp units per second
+    offset_s: int
+
+
+def _read_pcapng(s: _Stream, first: bytes) -> Iterator[PcapRecord]:
+    order = "<"
+    ifaces: list[_Iface] = []
+    btype_bytes: bytes | None = first
+    nblock = 0
+    while True:
+        if btype_bytes is None:
+            btype_bytes = s.read(4, "block type", eof_ok=True)
+            if btype_bytes is None:
+                return
+        start = s.pos - 4
+        nblock += 1
+        if struct.unpack("<I", btype_bytes)[0] == PCAPNG_SHB:
+            lenb = s.read(4, "section header block")
+            bom = s.read(4, "section header block")
+            assert lenb is not None and bom is not None
+            if struct.unpack("<I", bom)[0] == _PCAPNG_BOM:
+                order = "<"
+            elif struct.unpack(">I", bom)[0] == _PCAPNG_BOM:
+                order = ">"
+            else:
+                raise PcapError(f"section header at byte {start}: bad byte-order magic {bom.hex()}")
+            (total,) = struct.unpack(order + "I", lenb)
+            _check_len(total, start, 28)
+            body = s.read(total - 16, "section header block")
+            assert body is not None
+            major = struct.unpack(order + "H", body[:2])[0]
+            if major != 1:
+                raise PcapError(f"section header at byte {start}: unsupported pcapng version {major}")
+            ifaces = []
+        else:
+            (btype,) = struct.unpack(order + "I", btype_bytes)
+            lenb = s.read(4, f"block {nblock}")
+            assert lenb is not None
+            (total,) = struct.unpack(order + "I", lenb)
+            _check_len(total, start, 12)
+            body = s.read(total - 12, f"block {nblock}")
+            assert body is not None
+            tail = s.read(4, f"block {nblock} trailer")
+            assert tail is not None
+            _check_trailer(tail, total, order, start)
+            rec = _block(btype, body, order, ifaces, start)
+            if rec is not None:
+                yield rec
+            btype_bytes = None
+            continue
+        tail = s.read(4, f"block {nblock} trailer")
+        assert tail is not None
+        _check_trailer(tail, total, order, start)
+        btype_bytes = None
+
+
+def _check_len(total: int, start: int, minimum: int) -> None:
+    if total < minimum or total % 4 or total > MAX_RECORD:
+        raise PcapError(f"block at byte {start}: invalid block length {total}")
+
+
+def _check_trailer(tail: bytes, total: int, order: str, start: int) -> None:
+    if struct.unpack(order + "I", tail)[0] != total:
+        raise PcapError(f"block at byte {start}: trailing length does not match {total}")
+
+
+def _options(body: bytes, pos: int, order: str) -> dict[int, bytes]:
+    out: dict[int, bytes] = {}
+    while pos + 4 <= len(body):
+        code, ln = struct.unpack_from(order + "HH", body, pos)
+        pos += 4
+        if code == 0:
+            break
+        out.setdefault(code, body[pos : pos + ln])
+        pos += (ln + 3) & ~3
+    return out
+
+
+def _block(btype: int, body: bytes, order: str, ifaces: list[_Iface], start: int) -> PcapRecord | None:
+    if btype == _BT_IDB:
+        if len(body) < 8:
+            raise PcapError(f"interface description block at byte {start}: too short")
+        linktype, _res, snaplen = struct.unpack_from(order + "HHI", body, 0)
+        opts = _options(body, 8, order)
+        units = 1_000_000
+        if _OPT_TSRESOL in opts and opts[_OPT_TSRESOL]:
+            r = opts[_OPT_TSRESOL][0]
+            units = 2 ** (r & 0x7F) if r & 0x80 else 10 ** (r & 0x7F)
+        offset_s = 0
+        if _OPT_TSOFFSET in opts and len(opts[_OPT_TSOFFSET]) == 8:
+            offset_s = struct.unpack(order + "q", opts[_OPT_TSOFFSET])[0]
+        ifaces.append(_Iface(linktype, snaplen, units, offset_s))
+        return None
+    if btype in (_BT_EPB, _BT_PB):
+        if btype == _BT_EPB:
+            fixed = 20
+            if len(body) < fixed:
+                raise PcapError(f"enhanced packet block at byte {start}: too short")
+            iface, hi, lo, caplen, _orig = struct.unpack_from(order + "IIIII", body, 0)
+        else:
+            fixed = 20
+            if len(body) < fixed:
+                raise PcapError(f"packet block at byte {start}: too short")
+            iface, _drops, hi, lo, caplen, _orig = struct.unpack_from(order + "HHIIII", body, 0)
+        if iface >= len(ifaces):
+            raise PcapError(f"packet block at byte {start}: unknown interface {iface}")
+        if fixed + caplen > len(body):
+            raise PcapError(f"packet block at byte {start}: captured length {caplen} exceeds the block")
+        ifc = ifaces[iface]
+        ts = ((hi << 32) | lo) * 1_000_000_000 // ifc.units + ifc.offset_s * 1_000_000_000
+        return PcapRecord(ts, ifc.linktype, body[fixed : fixed + caplen])
+    if btype == _BT_SPB:
+        if not ifaces:
+            raise PcapError(f"simple packet block at byte {start}: no interface described")
+        if len(body) < 4:
+            raise PcapError(f"simple packet block at byte {start}: too short")
+        (orig,) = struct.unpack_from(order + "I", body, 0)
+        caplen = min(orig, len(body) - 4)
+        if ifaces[0].snaplen:
+            caplen = min(caplen, ifaces[0].snaplen)
+        return PcapRecord(None, ifaces[0].linktype, body[4 : 4 + caplen])
+    return None
+
+
+class PcapWriter:
+    """Classic pcap writer (nanosecond magic, little-endian) for capture taps.
+
+    ``dest`` is a path (created/truncated) or a binary file object (left open on :meth:`close`
+    unless ``close_file``). Frames longer than ``snaplen`` are truncated, keeping the original
+    length in the record as pcap does. Use as a context manager; :meth:`flush` pushes written
+    records to the file so a live tap can be read while it runs.
+    """
+
+    def __init__(
+        self,
+        dest: str | os.PathLike[str] | IO[bytes],
+        *,
+        linktype: int = LINKTYPE_ETHERNET,
+        snaplen: int = 262144,
+        close_file: bool | None = None,
+    ) -> None:
+        if isinstance(dest, (str, os.PathLike)):
+            self._f: IO[bytes] = open(dest, "wb")  # noqa: SIM115 - owned, closed in close()
+            self._own = True if close_file is None else close_file
+        else:
+            self._f = dest
+            self._own = bool(close_file)
+        self.linktype = linktype
+        self.snaplen = snaplen
+        self.count = 0
+        self._f.write(struct.pack("<IHHiIII", PCAP_MAGIC_NS, 2, 4, 0, 0, snaplen, linktype))
+
+    def write(self, frame: bytes | bytearray | memoryview, timestamp_ns: int | None = None) -> None:
+        """Append one frame; ``timestamp_ns`` defaults to the wall clock (taps in virtual time
+        pass their own)."""
+        if timestamp_ns is None:
+            timestamp_ns = time.time_ns()
+        data = bytes(frame)
+        incl = min(len(data), self.snaplen)
+        sec, ns = divmod(timestamp_ns, 1_000_000_000)
+        self._f.write(struct.pack("<IIII", sec, ns, incl, len(data)))
+        self._f.write(data[:incl])
+        self.count += 1
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def close(self) -> None:
+        if self._f.closed:
+            return
+        self._f.flush()
+        if self._own:
+            self._f.close()
+
+    def __enter__(self) -> PcapWriter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
