@@ -1,1 +1,58 @@
-"""uet/tss."""
+"""Transport Security Sublayer (TSS): secure domains, key derivation, AEAD, replay protection and
+key rotation (behaviour.md §5, §2.3.2; wire-format.md §3).
+
+Sans-I/O like every core: :class:`TssContext` seals and opens packets given addresses and time;
+:class:`SecureDomainTable` is a FEP's secure-domain key database, loaded from a key file
+(:func:`load_key_file`) or built per job (:meth:`SecureDomain.generate`). The PDS core uses the
+Start_PSN policies of :mod:`uet.tss.establish`; the decoder uses :func:`decrypt_for_decoder`.
+"""
+
+from uet.tss.context import DropReason, Opened, TssConfig, TssContext
+from uet.tss.decoder import decrypt_for_decoder
+from uet.tss.domain import KeySlot, SdMode, SecureDomain, SecureDomainTable, SlotState
+from uet.tss.errors import (
+    CounterExhaustedError,
+    DomainStateError,
+    KeyFileError,
+    KeyRotationError,
+    TssError,
+    UnknownDomainError,
+    UnknownPeerError,
+)
+from uet.tss.establish import (
+    Expected0RttStart,
+    InitiatorStartPsn,
+    Random1RttStart,
+    StartPsnMethod,
+    start_psn_policy,
+)
+from uet.tss.keyfile import load_key_file, write_key_file
+from uet.tss.secret import SecretBytes
+
+__all__ = [
+    "CounterExhaustedError",
+    "DomainStateError",
+    "DropReason",
+    "Expected0RttStart",
+    "InitiatorStartPsn",
+    "KeyFileError",
+    "KeyRotationError",
+    "KeySlot",
+    "Opened",
+    "Random1RttStart",
+    "SdMode",
+    "SecretBytes",
+    "SecureDomain",
+    "SecureDomainTable",
+    "SlotState",
+    "StartPsnMethod",
+    "TssConfig",
+    "TssContext",
+    "TssError",
+    "UnknownDomainError",
+    "UnknownPeerError",
+    "decrypt_for_decoder",
+    "load_key_file",
+    "start_psn_policy",
+    "write_key_file",
+]
