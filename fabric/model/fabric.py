@@ -1,0 +1,176 @@
+"""A whole Clos fabric in one sans-I/O object: switches, links and host NIC ports in virtual time.
+
+Surface (the seam for the asyncio ``uet-fabric`` process and for a virtual-time simulator):
+
+* ``inject(host, frame, now)``: host ``host`` (index into :attr:`Fabric.hosts`, or its name or IP)
+  hands its NIC a whole Ethernet frame at ``now``. The NIC serialises it at the host link rate.
+* ``poll(now) -> [(host, frame)]``: run everything due up to ``now`` and return the frames that
+  reached hosts (``poll_timed`` also gives each arrival time).
+* ``next_deadline()``: when something is due next (None when the fabric is idle).
+* ``telemetry`` (records) and ``counters`` (event counts) shared by every switch and NIC;
+  ``stats(now)`` gives per-port bytes, queue and pause figures.
+
+Internal links are modelled in-process: a frame that starts on a link at t reaches the far end at
+t + serialisation + propagation, and the far end processes it then (store-and-forward).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uet.fabric.model.config import FabricError
+from uet.fabric.model.events import EventQueue
+from uet.fabric.model.nic import HostNic
+from uet.fabric.model.port import Port
+from uet.fabric.model.switch import Switch
+from uet.fabric.model.telemetry import Counters, Telemetry
+from uet.fabric.topology import HostPlan, Topology
+
+
+class Fabric:
+    """Switches and host NICs of ``topology`` wired together; see the module docstring.
+
+    ``deliver_pfc``: also hand PFC frames the leaf sends to a host to ``poll`` (the NIC model
+    always obeys them). ``seed`` seeds every switch's random generator (WRED draws, random
+    spraying, adaptive tie-breaks) together with the switch id.
+    """
+
+    def __init__(
+        self,
+        topology: Topology | dict[str, Any] | str | None = None,
+        *,
+        seed: int = 0,
+        telemetry: Telemetry | None = None,
+        deliver_pfc: bool = False,
+    ) -> None:
+        if topology is None:
+            topology = Topology()
+        elif isinstance(topology, str):
+            topology = Topology.builtin(topology)
+        elif isinstance(topology, dict):
+            topology = Topology.from_dict(topology)
+        self.topology = topology
+        self.plan = plan = topology.plan()
+        self.events = EventQueue()
+        self.telemetry = telemetry if telemetry is not None else Telemetry()
+        self.counters = Counters()
+        self.deliver_pfc = deliver_pfc
+        self.switches: dict[str, Switch] = {}
+        cfg = topology.switch
+        for sp in plan.switches:
+            sw = Switch(
+                sp.name,
+                sp.id,
+                sp.ports,
+                cfg,
+                events=self.events,
+                telemetry=self.telemetry,
+                counters=self.counters,
+                seed=seed,
+            )
+            for prefix, ports in sp.routes:
+                sw.add_route(prefix, ports)
+            sw.on_transmit = self._on_transmit
+            self.switches[sp.name] = sw
+        self.hosts: list[HostPlan] = plan.hosts
+        self.nics: list[HostNic] = []
+        self._host_ids: dict[str, int] = {}
+        strict = tuple(tc for tc in range(8) if cfg.tcs[tc].strict)
+        weights = {tc: cfg.tcs[tc].weight for tc in range(8)}
+        for i, hp in enumerate(plan.hosts):
+            link = hp.link
+            port = Port(0, link.rate_bps, link.delay_ns, link.mtu, mac=hp.mac, strict=strict, weights=weights)
+            nic = HostNic(i, hp.name, port, cfg, self.events, self.telemetry, self.counters)
+            nic.on_transmit = self._on_transmit
+            nic.on_deliver = self._on_deliver
+            self.nics.append(nic)
+            self._host_ids[hp.name] = i
+            self._host_ids[hp.ip] = i
+        nodes: dict[str, Switch | HostNic] = {**self.switches, **{n.name: n for n in self.nics}}
+        for sp in plan.switches:
+            sw = self.switches[sp.name]
+            for port, (peer_name, peer_port) in zip(sw.ports, sp.peers, strict=True):
+                peer = nodes[peer_name]
+                port.peer = (peer, peer_port)
+                port.peer_mac = peer.ports[peer_port].mac
+                peer.ports[peer_port].peer = (sw, port.index)
+                peer.ports[peer_port].peer_mac = port.mac
+        self._delivered: list[tuple[int, int, bytes]] = []
+
+    # -- the sans-I/O surface --------------------------------------------------------------------
+
+    def host_index(self, host: int | str) -> int:
+        """Index of a host given its index, name (``h3``) or IPv4 address."""
+        if isinstance(host, int):
+            if not 0 <= host < len(self.hosts):
+                raise KeyError(f"no host {host}")
+            return host
+        return self._host_ids[host]
+
+    def inject(self, host: int | str, frame: bytes | bytearray, now: int) -> None:
+        """Host ``host`` transmits ``frame`` (a whole Ethernet frame without FCS) at ``now``."""
+        if now < self.events.now:
+            raise FabricError(f"inject at {now} after the fabric reached {self.events.now}")
+        self.events.run_until(now)
+        self.nics[self.host_index(host)].send(frame, now)
+
+    def poll(self, now: int) -> list[tuple[int, bytes]]:
+        """Advance to ``now``; frames delivered to hosts since the last poll as (host, frame)."""
+        return [(h, f) for _, h, f in self.poll_timed(now)]
+
+    def poll_timed(self, now: int) -> list[tuple[int, int, bytes]]:
+        """Like :meth:`poll`, as ``(arrival time, host, frame)`` in arrival order."""
+        self.events.run_until(now)
+        out, self._delivered = self._delivered, []
+        return out
+
+    def next_deadline(self) -> int | None:
+        """Time of the next internal event (a frame arriving or finishing, a timer), or None."""
+        return self.events.next_time()
+
+    @property
+    def now(self) -> int:
+        """The latest time the fabric has been advanced to."""
+        return self.events.now
+
+    # -- wiring -----------------------------------------------------------------------------------
+
+    def _on_transmit(self, node: Switch | HostNic, port_index: int, frame: bytearray, start: int, end: int) -> None:
+        port = node.ports[port_index]
+        peer, peer_port = port.peer  # type: ignore[misc]
+        self.events.schedule(end + port.delay_ns, peer.ingress, peer_port, frame)
+
+    def _on_deliver(self, host: int, frame: bytearray, now: int, is_pfc: bool) -> None:
+        if not is_pfc or self.deliver_pfc:
+            self._delivered.append((now, host, bytes(frame)))
+
+    # -- inspection --------------------------------------------------------------------------------
+
+    def host_ip(self, host: int | str) -> str:
+        return self.hosts[self.host_index(host)].ip
+
+    def host_mac(self, host: int | str) -> bytes:
+        return self.hosts[self.host_index(host)].mac
+
+    def gateway_mac(self, host: int | str) -> bytes:
+        """MAC of the leaf port a host is attached to (the destination MAC hosts send to)."""
+        hp = self.hosts[self.host_index(host)]
+        return self.switches[hp.switch].ports[hp.port].mac
+
+    def stats(self, now: int | None = None) -> dict[str, Any]:
+        """Per-switch and per-NIC byte, queue and pause figures at ``now`` (JSON-ready)."""
+        t = self.now if now is None else now
+        return {
+            "switches": [sw.stats(t) for sw in self.switches.values()],
+            "hosts": [
+                {
+                    "host": n.name,
+                    "tx_bytes": n.port.tx_bytes,
+                    "rx_bytes": n.port.rx_bytes,
+                    "queued": list(n.port.qbytes),
+                    "paused_ns": [n.port.paused_ns(tc, t) for tc in range(8)],
+                }
+                for n in self.nics
+            ],
+            "counters": {"/".join(map(str, k)): v for k, v in sorted(self.counters.items(), key=str)},
+        }

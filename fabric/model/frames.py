@@ -1,0 +1,240 @@
+"""The header bits the switch reads and rewrites in whole Ethernet frames.
+
+A fabric link carries whole Ethernet II frames without FCS (ARCHITECTURE.md, "Real packets on
+every wire"), so every decision of the model is made on real header bits: DSCP and ECN in the IPv4
+TOS byte, the TTL, the UDP ports (the source port is the UET entropy), the PDS/SES headers that
+trimming keeps, and 802.1Qbb pause frames. Offsets come from the :mod:`uet.wire.net` layouts; the
+per-hop rewrites (ECN → CE, TTL − 1) patch the IPv4 checksum incrementally (RFC 1624, eqn. 3),
+trimming recomputes it with :func:`uet.wire.net.inet_checksum`.
+"""
+
+from __future__ import annotations
+
+from uet.errors import DecodeError
+from uet.wire.net import (
+    ETH_MIN_FRAME,
+    ETHERNET,
+    IPV4,
+    PFC,
+    PFC_DST_MAC,
+    PFC_OPCODE,
+    UDP,
+    UET_IP_PROTO,
+    UET_UDP_PORT,
+    EtherType,
+    inet_checksum,
+)
+from uet.wire.pds import NextHeader, PdsType, pds_layout
+from uet.wire.ses import extension_layout, ses_layout
+from uet.wire.tss import ENTROPY, TSS_TYPE, tss_layout
+
+#: Classic 802.3x PAUSE opcode (all priorities share one timer).
+PAUSE_OPCODE = 0x0001
+ETH_LEN = ETHERNET.size
+VLAN_TAG_LEN = 4
+# byte offsets inside the IPv4 header, from the one declaration in uet.wire.net
+IP_TOS = IPV4.field_offset["dscp"]
+IP_LEN = IPV4.field_offset["total_length"]
+IP_TTL = IPV4.field_offset["ttl"]
+IP_PROTO = IPV4.field_offset["protocol"]
+IP_CSUM = IPV4.field_offset["checksum"]
+IP_SRC = IPV4.field_offset["src"]
+IP_DST = IPV4.field_offset["dst"]
+UDP_LEN = UDP.field_offset["length"]
+UDP_CSUM = UDP.field_offset["checksum"]
+_REQUEST_SES = (NextHeader.SMALL, NextHeader.MEDIUM, NextHeader.STANDARD)
+
+
+def l3_offset(frame: bytes | bytearray) -> tuple[int, int, int]:
+    """``(ethertype, offset of the L3 header, PCP or -1)``, skipping one 802.1Q tag."""
+    if len(frame) < ETH_LEN:
+        raise DecodeError("ethernet", 0, f"frame of {len(frame)} bytes is shorter than 14")
+    et = (frame[12] << 8) | frame[13]
+    if et == EtherType.VLAN:
+        if len(frame) < ETH_LEN + VLAN_TAG_LEN:
+            raise DecodeError("vlan", ETH_LEN, "truncated 802.1Q tag")
+        return (frame[16] << 8) | frame[17], ETH_LEN + VLAN_TAG_LEN, frame[14] >> 5
+    return et, ETH_LEN, -1
+
+
+def _csum_update(hc: int, old: int, new: int) -> int:
+    """RFC 1624 eqn. 3: checksum after a 16-bit word changed from ``old`` to ``new``."""
+    s = (~hc & 0xFFFF) + (~old & 0xFFFF) + new
+    s = (s & 0xFFFF) + (s >> 16)
+    s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def rewrite_tos_ttl(frame: bytearray, ip: int, tos: int, ttl: int) -> None:
+    """Set the TOS byte and TTL of the IPv4 header at ``ip``, patching its checksum."""
+    hc = (frame[ip + IP_CSUM] << 8) | frame[ip + IP_CSUM + 1]
+    old0 = (frame[ip] << 8) | frame[ip + IP_TOS]
+    new0 = (frame[ip] << 8) | tos
+    old1 = (frame[ip + IP_TTL] << 8) | frame[ip + IP_PROTO]
+    new1 = (ttl << 8) | frame[ip + IP_PROTO]
+    hc = _csum_update(_csum_update(hc, old0, new0), old1, new1)
+    frame[ip + IP_TOS] = tos
+    frame[ip + IP_TTL] = ttl
+    frame[ip + IP_CSUM] = hc >> 8
+    frame[ip + IP_CSUM + 1] = hc & 0xFF
+
+
+def ipv4_checksum_ok(frame: bytes | bytearray, ip: int) -> bool:
+    """True when the IPv4 header at ``ip`` has a valid checksum."""
+    ihl = (frame[ip] & 15) * 4
+    return inet_checksum(bytes(frame[ip : ip + ihl])) == 0
+
+
+def flow_tuple(frame: bytes | bytearray, ip: int) -> bytes:
+    """The 13 bytes ECMP hashes (§8.7): source IP, destination IP, protocol, source and
+    destination port. For UET directly over IP the entropy header's 16-bit entropy stands in for
+    the source port and the destination port is 0 (**decision**: keeps the tuple 13 bytes)."""
+    ihl = (frame[ip] & 15) * 4
+    proto = frame[ip + IP_PROTO]
+    l4 = ip + ihl
+    if proto == 17:
+        ports = bytes(frame[l4 : l4 + 4])
+    elif proto == UET_IP_PROTO:
+        ports = bytes(frame[l4 : l4 + 2]) + b"\0\0"
+    else:
+        ports = b"\0\0\0\0"
+    return bytes(frame[ip + IP_SRC : ip + IP_DST + 4]) + bytes((proto,)) + ports
+
+
+def is_uet(frame: bytes | bytearray, ip: int) -> bool:
+    """UET packet: UDP to port 4793 or IP protocol 253 (§8.4 rule 1)."""
+    proto = frame[ip + IP_PROTO]
+    if proto == UET_IP_PROTO:
+        return True
+    if proto != 17:
+        return False
+    l4 = ip + (frame[ip] & 15) * 4
+    return len(frame) >= l4 + 4 and ((frame[l4 + 2] << 8) | frame[l4 + 3]) == UET_UDP_PORT
+
+
+def uet_header_len(frame: bytes | bytearray, ip: int) -> int:
+    """Bytes of the IP packet at ``ip`` up to the end of the UET header stack as parsed.
+
+    IP header, UDP (or the entropy header), then a TSS header (behind which the PDS is ciphertext,
+    so parsing stops: behaviour.md §3.5), or the PDS header, the SES header its ``next_hdr`` names
+    and the SES extension the opcode implies (wire-format.md §2). Parsing stops at anything
+    reserved or truncated; the result never exceeds the packet.
+    """
+    end = len(frame)
+    off = ip + (frame[ip] & 15) * 4
+    off += UDP.size if frame[ip + IP_PROTO] == 17 else ENTROPY.size
+    if off + 2 > end:
+        return min(off, end) - ip
+    b0 = frame[off]
+    typ = b0 >> 3
+    if typ == TSS_TYPE:
+        return min(off + tss_layout(b0).size, end) - ip
+    nh = ((b0 & 7) << 1) | (frame[off + 1] >> 7)
+    lay = pds_layout(typ, frame[off + 1] & 0x7F, frame[off + 12] if off + 12 < end else None)
+    if lay is None:
+        return off - ip
+    off += lay.size
+    if typ == PdsType.CONTROL or nh == NextHeader.NONE or off + 2 > end:
+        return min(off, end) - ip
+    ses = ses_layout(nh, frame[off], frame[off + 1])
+    if ses is None:
+        return off - ip
+    opcode = frame[off] & 0x3F
+    off += ses.size
+    if nh in _REQUEST_SES:
+        ext = extension_layout(opcode, frame[off] if off < end else None)
+        if ext is not None:
+            off += ext.size
+    return min(off, end) - ip
+
+
+def trim(frame: bytes | bytearray, ip: int, keep: int, dscp: int) -> bytearray:
+    """The trimmed copy of a UET frame (§8.4 decision 2–3, behaviour.md §3.2).
+
+    Keeps the link-layer header and the first ``keep`` bytes of the IP packet; sets the IPv4 total
+    length, the UDP length (UDP checksum 0: the payload it covered is gone), DSCP := ``dscp`` unless
+    the packet already carries a trimmed DSCP (5 or 7), leaves ECN unchanged and recomputes the IPv4
+    checksum. PDS/SES bytes are untouched: the receiver knows the packet by its DSCP.
+    """
+    total = (frame[ip + IP_LEN] << 8) | frame[ip + IP_LEN + 1]
+    keep = min(keep, total, len(frame) - ip)
+    out = bytearray(frame[: ip + keep])
+    out[ip + IP_LEN] = keep >> 8
+    out[ip + IP_LEN + 1] = keep & 0xFF
+    tos = out[ip + IP_TOS]
+    if (tos >> 2) not in (5, 7):
+        out[ip + IP_TOS] = (dscp << 2) | (tos & 3)
+    ihl = (out[ip] & 15) * 4
+    if out[ip + IP_PROTO] == 17:
+        ulen = keep - ihl
+        u = ip + ihl
+        out[u + UDP_LEN] = ulen >> 8
+        out[u + UDP_LEN + 1] = ulen & 0xFF
+        out[u + UDP_CSUM] = 0
+        out[u + UDP_CSUM + 1] = 0
+    out[ip + IP_CSUM] = 0
+    out[ip + IP_CSUM + 1] = 0
+    c = inet_checksum(bytes(out[ip : ip + ihl]))
+    out[ip + IP_CSUM] = c >> 8
+    out[ip + IP_CSUM + 1] = c & 0xFF
+    return out
+
+
+def pfc_frame(src_mac: bytes, quanta: dict[int, int]) -> bytes:
+    """An 802.1Qbb PFC frame (§8.5) from ``src_mac``: class-enable bit i and Time[i] for each
+    ``priority: quanta`` item; 0 quanta means XON. Padded with zeros to the 60-byte minimum."""
+    enable = 0
+    times = [0] * 8
+    for prio, q in quanta.items():
+        enable |= 1 << prio
+        times[prio] = q
+    body = PFC.encode(PFC.make(opcode=PFC_OPCODE, class_enable=enable, **{f"quanta{i}": times[i] for i in range(8)}))
+    head = ETHERNET.encode(ETHERNET.make(dst=PFC_DST_MAC, src=bytes(src_mac), ethertype=EtherType.MAC_CONTROL))
+    frame = head + body
+    return frame + bytes(ETH_MIN_FRAME - len(frame))
+
+
+def parse_pause(frame: bytes | bytearray, off: int = ETH_LEN) -> dict[int, int] | None:
+    """``{priority: quanta}`` of a PFC frame (enabled classes only), all eight priorities for a
+    classic 802.3x PAUSE; None for other MAC-control opcodes. ``off`` is the body offset."""
+    if len(frame) < off + 4:
+        raise DecodeError("pfc", off, "truncated MAC control frame")
+    opcode = (frame[off] << 8) | frame[off + 1]
+    if opcode == PAUSE_OPCODE:
+        q = (frame[off + 2] << 8) | frame[off + 3]
+        return dict.fromkeys(range(8), q)
+    if opcode != PFC_OPCODE:
+        return None
+    v = PFC.decode(frame, off)
+    return {i: getattr(v, f"quanta{i}") for i in range(8) if v.class_enable & (1 << i)}
+
+
+def ipv4_frame(
+    src_ip: str,
+    dst_ip: str,
+    payload: bytes,
+    *,
+    sport: int = 0xC000,
+    dport: int = UET_UDP_PORT,
+    dscp: int = 0,
+    ecn: int = 0,
+    ttl: int = 64,
+    src_mac: bytes = b"\x02\0\0\0\0\1",
+    dst_mac: bytes = b"\x02\0\0\0\0\2",
+    udp_checksum: bool = True,
+) -> bytes:
+    """Ethernet II + IPv4 (DF, no options) + UDP + ``payload``, checksums computed — the frame a
+    fabric-link NIC sends (wire-format.md §1.1, §1.3). ``payload`` is everything above UDP."""
+    from uet.wire.net import ip_bytes, udp_checksum
+
+    src, dst = ip_bytes(src_ip), ip_bytes(dst_ip)
+    ulen = UDP.size + len(payload)
+    udp = bytearray(UDP.encode(UDP.make(src_port=sport, dst_port=dport, length=ulen, checksum=0)) + payload)
+    if udp_checksum:
+        c = udp_checksum(src, dst, udp)
+        udp[UDP_CSUM : UDP_CSUM + 2] = c.to_bytes(2, "big")
+    hdr = IPV4.make(dscp=dscp, ecn=ecn, total_length=IPV4.size + ulen, ttl=ttl, src=src, dst=dst, checksum=0)
+    ip = bytearray(IPV4.encode(hdr))
+    ip[IP_CSUM : IP_CSUM + 2] = inet_checksum(ip).to_bytes(2, "big")
+    eth = ETHERNET.encode(ETHERNET.make(dst=dst_mac, src=src_mac, ethertype=EtherType.IPV4))
+    return eth + bytes(ip) + bytes(udp)

@@ -1,0 +1,84 @@
+"""Choosing one of several equal-cost egress ports (§8.7).
+
+Modes:
+
+* ``ecmp``: CRC-32 (zlib) over the 13-byte 5-tuple followed by the 4-byte big-endian seed (the
+  switch id unless configured), modulo the number of next hops. The UDP source port is the UET
+  entropy, so a sender that changes its entropy per packet sprays through a hashing switch.
+* ``flowlet``: per flow, keep the egress and the time of the flow's last packet; a gap longer than
+  δ starts a new flowlet, whose egress is the hash of the tuple and the flowlet number.
+* ``spray_rr``: round robin over the next hops of the group, one counter per group (htsim's
+  periodic re-permutation is left out: with equal-cost paths it changes nothing on average).
+* ``spray_random``: uniform choice per packet from the switch's seeded generator.
+* ``adaptive``: the next hop with the fewest queued frames (egress bytes of all classes divided by
+  one maximum frame), ties broken at random.
+
+Only UET is sprayed (§8.7, §1.2): RoCE (UDP 4791) and other traffic fall back to ``ecmp`` in every
+per-packet mode and in ``flowlet`` mode, so a RoCE QP keeps one path and never sees reordering.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from collections.abc import Sequence
+
+from uet.fabric.model.config import LbConfig
+from uet.fabric.model.port import Port
+
+
+class LoadBalancer:
+    """Per-switch load-balancing state."""
+
+    def __init__(self, cfg: LbConfig, switch_id: int, rng: random.Random) -> None:
+        self.cfg = cfg
+        self.seed = (switch_id if cfg.seed is None else cfg.seed).to_bytes(4, "big")
+        self.rng = rng
+        self.modes = [cfg.per_tc.get(tc, cfg.mode) for tc in range(8)]
+        self._rr: dict[tuple[int, ...], int] = {}
+        self._flowlets: dict[bytes, tuple[int, int, int]] = {}
+
+    def ecmp_index(self, tup: bytes, n: int) -> int:
+        """Index of the next hop ECMP picks for the 13-byte tuple among ``n``."""
+        return zlib.crc32(tup + self.seed) % n
+
+    def choose(
+        self, group: Sequence[int], ports: Sequence[Port], tup: bytes, tc: int, sprayable: bool, now: int
+    ) -> int:
+        """The egress port for a packet of class ``tc`` with flow tuple ``tup``."""
+        n = len(group)
+        if n == 1:
+            return group[0]
+        mode = self.modes[tc]
+        if mode == "ecmp" or not sprayable:
+            return group[zlib.crc32(tup + self.seed) % n]
+        if mode == "spray_rr":
+            key = tuple(group)
+            i = self._rr.get(key, 0)
+            self._rr[key] = (i + 1) % n
+            return group[i]
+        if mode == "spray_random":
+            return group[self.rng.randrange(n)]
+        if mode == "adaptive":
+            return self._least_loaded(group, ports)
+        # flowlet
+        ent = self._flowlets.get(tup)
+        if ent is not None and now - ent[1] <= self.cfg.flowlet_ns and ent[0] in group:
+            self._flowlets[tup] = (ent[0], now, ent[2])
+            return ent[0]
+        fid = 0 if ent is None else ent[2] + 1
+        port = group[zlib.crc32(tup + self.seed + fid.to_bytes(4, "big")) % n]
+        self._flowlets[tup] = (port, now, fid)
+        return port
+
+    def _least_loaded(self, group: Sequence[int], ports: Sequence[Port]) -> int:
+        best: list[int] = []
+        best_q = -1
+        for p in group:
+            port = ports[p]
+            q = sum(port.qbytes) // port.max_frame
+            if best_q < 0 or q < best_q:
+                best, best_q = [p], q
+            elif q == best_q:
+                best.append(p)
+        return best[0] if len(best) == 1 else best[self.rng.randrange(len(best))]

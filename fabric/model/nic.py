@@ -1,0 +1,123 @@
+"""The host end of a host↔leaf link, as the fabric models it.
+
+An endpoint hands the fabric whole frames whenever it likes; the NIC port serialises them onto its
+link at the link rate (its queues are the NIC's transmit queues, unbounded: a host does not drop
+its own frames), classifies them by DSCP into the same eight classes as the switches, and honours
+PFC: a pause frame from the leaf stops the paused class, which is how pause reaches the sender in
+an incast (§8.5: "a host NIC pauses every QP mapped to that priority"). Frames arriving from the
+leaf are handed to the host through ``on_deliver``; PFC frames are consumed here and, when the
+fabric is asked to, passed on as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from uet.fabric.model.config import SwitchConfig
+from uet.fabric.model.events import EventQueue
+from uet.fabric.model.frames import IP_TOS, l3_offset, parse_pause
+from uet.fabric.model.port import CTRL, Packet, Port
+from uet.fabric.model.telemetry import Counters, PfcReceived, Telemetry
+
+from uet.errors import DecodeError
+from uet.wire.net import EtherType
+
+_ETH_IPV4 = int(EtherType.IPV4)
+_ETH_MAC_CONTROL = int(EtherType.MAC_CONTROL)
+
+
+class HostNic:
+    """Host ``index`` (named ``name``) attached by one link; ``port`` is its transmit side."""
+
+    def __init__(
+        self,
+        index: int,
+        name: str,
+        port: Port,
+        cfg: SwitchConfig,
+        events: EventQueue,
+        telemetry: Telemetry,
+        counters: Counters,
+    ) -> None:
+        self.index = index
+        self.name = name
+        self.port = port
+        self.ports = [port]
+        self.cfg = cfg
+        self.events = events
+        self.telemetry = telemetry
+        self.counters = counters
+        #: called as ``on_transmit(nic, 0, frame, start, end)`` when a frame starts on the link
+        self.on_transmit: Callable[[HostNic, int, bytearray, int, int], None] | None = None
+        #: called as ``on_deliver(host index, frame, time, is_pfc)`` for frames from the leaf
+        self.on_deliver: Callable[[int, bytearray, int, bool], None] | None = None
+
+    def send(self, frame: bytes | bytearray, now: int) -> None:
+        """Queue a frame for transmission at ``now`` (after everything due before it)."""
+        buf = bytearray(frame)
+        port = self.port
+        try:
+            et, ip, pcp = l3_offset(buf)
+        except DecodeError:
+            self.counters[("nic_malformed", self.name)] += 1
+            return
+        if et == _ETH_MAC_CONTROL:
+            port.ctrl.append(bytes(buf))
+        else:
+            tc = 0
+            if et == _ETH_IPV4 and len(buf) > ip + IP_TOS:
+                tc = pcp if (pcp >= 0 and self.cfg.trust_pcp) else self.cfg.dscp_map[buf[ip + IP_TOS] >> 2]
+            port.push(Packet(buf, 0, tc, ip, now))
+        self._kick(port, now)
+
+    def ingress(self, _port: int, frame: bytearray, now: int) -> None:
+        """A frame from the leaf arrived completely at ``now``."""
+        port = self.port
+        port.rx_bytes += len(frame)
+        port.rx_frames += 1
+        is_pfc = len(frame) >= 14 and ((frame[12] << 8) | frame[13]) == _ETH_MAC_CONTROL
+        if is_pfc:
+            try:
+                pauses = parse_pause(frame)
+            except DecodeError:
+                pauses = None
+            for prio, quanta in (pauses or {}).items():
+                port.apply_pause(prio, quanta, now)
+                self.counters[("pfc_rx", self.name, 0, prio, "xon" if quanta == 0 else "xoff")] += 1
+                if self.telemetry.wants("pfc_rx"):
+                    self.telemetry.add(PfcReceived(now, self.name, 0, prio, quanta))
+            self._kick(port, now)
+        if self.on_deliver is not None:
+            self.on_deliver(self.index, frame, now, is_pfc)
+
+    def _on_port_free(self, port: Port, _: object, now: int) -> None:
+        self._kick(port, now)
+
+    def _on_wake(self, port: Port, _: object, now: int) -> None:
+        port.wake_at = -1
+        self._kick(port, now)
+
+    def _kick(self, port: Port, now: int) -> None:
+        if port.busy_until > now or not (port.backlog or port.ctrl):
+            return
+        tc = port.pick(now)
+        if tc is None:
+            t = port.next_resume(now)
+            if t is not None and port.wake_at != t:
+                port.wake_at = t
+                self.events.schedule(t, self._on_wake, port)
+            return
+        if tc == CTRL:
+            frame = bytearray(port.ctrl.popleft())
+        else:
+            pkt = port.pop(tc)
+            frame = pkt.frame
+            port.last_tx[tc] = now
+            port.tx_tc_bytes[tc] += pkt.size
+        end = now + port.ser_ns(len(frame))
+        port.busy_until = end
+        port.tx_bytes += len(frame)
+        port.tx_frames += 1
+        self.events.schedule(end, self._on_port_free, port)
+        if self.on_transmit is not None:
+            self.on_transmit(self, 0, frame, now, end)

@@ -1,0 +1,239 @@
+"""One egress side of a full-duplex link: eight class queues, the scheduler and the pause timers.
+
+A :class:`Port` belongs to a switch or to a host NIC. It knows its link (rate, propagation delay,
+MTU) and computes when a frame leaves and arrives (§8.1 step 6, ARCHITECTURE.md principle 4):
+
+* serialisation time = ceil(wire bits × 10⁹ / rate) ns, where the wire bits count the frame
+  padded to the 60-byte Ethernet minimum plus ``wire_overhead`` bytes (FCS 4 + preamble/SFD 8 +
+  inter-frame gap 12 = 24 by default, rocev2-and-fabric.md §1.1: "link timing should add 20 bytes
+  per frame" on top of the frame with its FCS);
+* arrival at the peer = end of serialisation + propagation delay (store-and-forward).
+
+Scheduling (§8.6): MAC-control frames (PFC) first, then the strict classes from the highest TC
+down, then DWRR among the other non-empty, non-paused classes with quantum = weight × one maximum
+frame; an emptied queue forgets its deficit. An optional per-port ``strict_budget`` lets the DWRR
+classes send one frame after the strict classes sent that many bytes in a row (default: none).
+
+Pause (§8.5, receiver side): a PFC frame pauses the class for quanta × 512 bit times at this
+port's rate; a frame in flight finishes; a new frame overwrites the timer; 0 resumes at once.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from uet.fabric.model.config import FabricError
+
+#: Bytes a frame costs on the wire beyond its bytes without FCS: FCS 4, preamble/SFD 8, IFG 12.
+WIRE_OVERHEAD = 24
+#: Minimum Ethernet frame without FCS; shorter frames are padded on the wire.
+MIN_FRAME = 60
+#: Pause quantum in bit times (IEEE 802.1Qbb).
+QUANTUM_BITS = 512
+#: Index :meth:`Port.pick` returns for the MAC-control (PFC) frame queue.
+CTRL = 8
+
+
+class Packet:
+    """A frame held in a switch: its bytes and what ingress learned about it."""
+
+    __slots__ = ("frame", "size", "in_port", "tc", "ip", "pool", "t_enq")
+
+    def __init__(self, frame: bytearray, in_port: int, tc: int, ip: int, t_enq: int) -> None:
+        self.frame = frame
+        self.size = len(frame)
+        self.in_port = in_port
+        self.tc = tc
+        self.ip = ip
+        #: buffer pool charged: "shared", "reserve", "headroom", or "" (NIC queues: not charged)
+        self.pool = ""
+        self.t_enq = t_enq
+
+
+class Port:
+    """Egress queues, scheduler and link timing of one port; see the module docstring."""
+
+    def __init__(
+        self,
+        index: int,
+        rate_bps: int,
+        delay_ns: int,
+        mtu: int = 1500,
+        *,
+        mac: bytes = b"\x02\0\0\0\0\0",
+        strict: tuple[int, ...] = (7, 6),
+        weights: dict[int, int] | None = None,
+        strict_budget: int | None = None,
+        wire_overhead: int = WIRE_OVERHEAD,
+    ) -> None:
+        if rate_bps <= 0:
+            raise FabricError("link rate must be positive")
+        self.index = index
+        self.rate_bps = int(rate_bps)
+        self.delay_ns = int(delay_ns)
+        self.mtu = mtu
+        #: largest frame without FCS: MTU + Ethernet header + one 802.1Q tag
+        self.max_frame = mtu + 18
+        self.mac = bytes(mac)
+        self.wire_overhead = wire_overhead
+        #: (node, port index) at the far end of the link, set when the topology is wired
+        self.peer: tuple[object, int] | None = None
+        #: the far end is a host NIC (last hop: trimmed DSCP 5, §8.4)
+        self.faces_host = False
+        self.peer_mac = b"\xff" * 6
+        self.queues: list[deque[Packet]] = [deque() for _ in range(8)]
+        self.qbytes = [0] * 8
+        #: packets in all class queues
+        self.backlog = 0
+        #: averaged queue per class for classic WRED (EcnConfig.weight_shift > 0)
+        self.avg_q = [0.0] * 8
+        self.ctrl: deque[bytes] = deque()
+        self.busy_until = 0
+        self.paused_until = [0] * 8
+        self._pause_start = [0] * 8
+        self._paused_acc = [0] * 8
+        #: classes whose received pauses are ignored (watchdog "forward" action)
+        self.ignore_pause = [False] * 8
+        self.strict = tuple(sorted(strict, reverse=True))
+        w = weights or {}
+        self.dwrr = tuple(tc for tc in range(8) if tc not in self.strict)
+        self.quantum = [max(1, w.get(tc, 1)) * self.max_frame for tc in range(8)]
+        self.deficit = [0] * 8
+        self._rr = 0
+        self._fresh = True
+        self.strict_budget = strict_budget
+        self._strict_run = 0
+        self.tx_bytes = 0
+        self.tx_frames = 0
+        self.rx_bytes = 0
+        self.rx_frames = 0
+        self.tx_tc_bytes = [0] * 8
+        #: time of the last frame start per class (watchdog: "sent nothing since")
+        self.last_tx = [0] * 8
+        #: time a wake-up for the end of a pause is scheduled for (-1: none)
+        self.wake_at = -1
+        #: last telemetry sample time per class, index 8 for the port's byte counters
+        self.last_sample = [-(1 << 62)] * 9
+
+    # -- link timing --------------------------------------------------------------------------
+
+    def ser_ns(self, nbytes: int) -> int:
+        """Serialisation time of a frame of ``nbytes`` (without FCS) on this link, rounded up."""
+        bits = (max(nbytes, MIN_FRAME) + self.wire_overhead) * 8
+        return (bits * 1_000_000_000 + self.rate_bps - 1) // self.rate_bps
+
+    def pause_ns(self, quanta: int) -> int:
+        """Duration of ``quanta`` pause quanta (512 bit times each) at this link's rate."""
+        return (quanta * QUANTUM_BITS * 1_000_000_000 + self.rate_bps - 1) // self.rate_bps
+
+    # -- pause (receiver side of PFC) ---------------------------------------------------------
+
+    def apply_pause(self, tc: int, quanta: int, now: int) -> None:
+        """Start, extend or end (``quanta`` 0) the pause of class ``tc`` at ``now``."""
+        if self.paused_until[tc] > now:
+            self._paused_acc[tc] += now - self._pause_start[tc]
+        else:
+            self._paused_acc[tc] += self.paused_until[tc] - self._pause_start[tc]
+        self._pause_start[tc] = now
+        self.paused_until[tc] = now + self.pause_ns(quanta)
+
+    def is_paused(self, tc: int, now: int) -> bool:
+        return self.paused_until[tc] > now and not self.ignore_pause[tc]
+
+    def paused_ns(self, tc: int, now: int) -> int:
+        """Total time class ``tc`` has spent paused up to ``now``."""
+        return self._paused_acc[tc] + max(0, min(self.paused_until[tc], now) - self._pause_start[tc])
+
+    def next_resume(self, now: int) -> int | None:
+        """Earliest end of a pause that holds back a non-empty queue, or None."""
+        if not self.backlog:
+            return None
+        t = None
+        for tc in range(8):
+            if self.queues[tc] and self.is_paused(tc, now):
+                u = self.paused_until[tc]
+                if t is None or u < t:
+                    t = u
+        return t
+
+    # -- queues ---------------------------------------------------------------------------------
+
+    def push(self, pkt: Packet) -> None:
+        """Append to the queue of the packet's class."""
+        self.queues[pkt.tc].append(pkt)
+        self.qbytes[pkt.tc] += pkt.size
+        self.backlog += 1
+
+    def pop(self, tc: int) -> Packet:
+        """Remove the head of class ``tc``."""
+        pkt = self.queues[tc].popleft()
+        self.qbytes[tc] -= pkt.size
+        self.backlog -= 1
+        return pkt
+
+    # -- scheduler ------------------------------------------------------------------------------
+
+    def queued_bytes(self) -> int:
+        return sum(self.qbytes)
+
+    def pick(self, now: int) -> int | None:
+        """The class to serve next (:data:`CTRL` for a PFC frame), or None if nothing may go."""
+        if self.ctrl:
+            return CTRL
+        if not self.backlog:
+            return None
+        queues = self.queues
+        budget = self.strict_budget
+        for tc in self.strict:
+            if queues[tc] and not self.is_paused(tc, now):
+                if budget is not None and self._strict_run >= budget and self._dwrr_eligible(now):
+                    break
+                self._strict_run += queues[tc][0].size
+                return tc
+        tc = self._dwrr_pick(now)
+        if tc is not None:
+            self._strict_run = 0
+        return tc
+
+    def _dwrr_eligible(self, now: int) -> bool:
+        pu, ign = self.paused_until, self.ignore_pause
+        return any(self.queues[tc] and (pu[tc] <= now or ign[tc]) for tc in self.dwrr)
+
+    def _dwrr_pick(self, now: int) -> int | None:
+        queues, pu, ign = self.queues, self.paused_until, self.ignore_pause
+        active = [tc for tc in self.dwrr if queues[tc] and (pu[tc] <= now or ign[tc])]
+        if not active:
+            return None
+        order = self.dwrr
+        if len(active) == 1:
+            # one backlogged class: it is served alone, starting a fresh turn when others return
+            tc = active[0]
+            i = order.index(tc)
+            self._rr = (i + 1) % len(order) if len(queues[tc]) == 1 else i
+            self._fresh = True
+            self.deficit[tc] = 0
+            return tc
+        n = len(order)
+        deficit = self.deficit
+        while True:
+            tc = order[self._rr]
+            q = queues[tc]
+            if not q or (pu[tc] > now and not ign[tc]):
+                if not q:
+                    deficit[tc] = 0
+                self._rr = (self._rr + 1) % n
+                self._fresh = True
+                continue
+            if self._fresh:
+                deficit[tc] += self.quantum[tc]
+                self._fresh = False
+            size = q[0].size
+            if size <= deficit[tc]:
+                deficit[tc] -= size
+                if len(q) == 1:
+                    deficit[tc] = 0
+                    self._rr = (self._rr + 1) % n
+                    self._fresh = True
+                return tc
+            self._rr = (self._rr + 1) % n
+            self._fresh = True

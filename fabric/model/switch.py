@@ -1,0 +1,520 @@
+"""The sans-I/O switch: whole Ethernet frames and integer-ns times in, timed frames out.
+
+Pipeline (rocev2-and-fabric.md §8.1), per received frame:
+
+1. MAC-control frames (EtherType 0x8808) are consumed: PFC / PAUSE set the pause timers of this
+   port's *egress* queues (§8.5); never forwarded.
+2. Classify: TC from the DSCP table (or the 802.1Q PCP when ``trust_pcp``).
+3. Route: longest-prefix match on the IPv4 destination, then one of the equal-cost ports (§8.7).
+4. Admit: shared-buffer checks (§8.3) and PFC ingress accounting (§8.5); a UET data packet that
+   fails admission is trimmed to its headers and queued in TC7 (§8.4).
+5. Enqueue in (egress port, TC); XOFF upstream if the (ingress port, priority) crossed XOFF.
+6. Schedule when the egress link is idle (§8.6), skipping classes the downstream peer paused.
+7. Dequeue: ECN decision on the queue left behind (§8.2), TTL − 1, IPv4 checksum patched, MACs
+   rewritten (source = this port, destination = the peer); release the buffer charge; XON
+   upstream if the ingress PG drained below XON.
+
+The switch takes time only from its caller. Used alone it owns an :class:`EventQueue`:
+``receive(port, frame, now)`` first runs everything due up to ``now``; ``advance(now)`` runs timers;
+``next_deadline()`` says when to call again; ``take_transmissions()`` returns the frames that
+started on a link, each with its start, end of serialisation and arrival time at the peer. Inside
+a :class:`~uet.fabric.model.fabric.Fabric` all switches share one queue and ``on_transmit`` hands
+frames straight to the link.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from uet.fabric.model.buffer import Mmu
+from uet.fabric.model.config import FabricError, SwitchConfig
+from uet.fabric.model.events import EventQueue
+from uet.fabric.model.frames import (
+    IP_DST,
+    IP_TOS,
+    IP_TTL,
+    flow_tuple,
+    is_uet,
+    l3_offset,
+    parse_pause,
+    pfc_frame,
+    rewrite_tos_ttl,
+    trim,
+    uet_header_len,
+)
+from uet.fabric.model.lb import LoadBalancer
+from uet.fabric.model.port import CTRL, Packet, Port
+from uet.fabric.model.telemetry import (
+    Counters,
+    Dropped,
+    EcnMarked,
+    PfcReceived,
+    PfcSent,
+    PortBytes,
+    QueueDepth,
+    Telemetry,
+    Trimmed,
+    WatchdogEvent,
+)
+
+from uet.errors import DecodeError
+from uet.wire.net import EtherType as _Et
+from uet.wire.net import ip_bytes
+
+_ETH_IPV4 = int(_Et.IPV4)
+_ETH_MAC_CONTROL = int(_Et.MAC_CONTROL)
+_TRIMMABLE_REASONS = ("queue_limit", "dynamic_threshold", "buffer_full")
+
+
+@dataclass
+class PortSpec:
+    """A switch port's link: rate (bit/s), one-way propagation delay (ns), IP MTU; whether the
+    peer is a host NIC (last hop for trimming); the port's MAC (default derived from the switch
+    id and port number)."""
+
+    rate_bps: int = 1_000_000_000
+    delay_ns: int = 1_000
+    mtu: int = 1500
+    faces_host: bool = False
+    mac: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Transmission:
+    """A frame that started on ``port`` at ``start``; the last bit leaves at ``end`` and reaches
+    the peer at ``arrival`` (= end + propagation delay)."""
+
+    port: int
+    frame: bytes
+    start: int
+    end: int
+    arrival: int
+
+
+class Switch:
+    """One switch of the model; see the module docstring."""
+
+    def __init__(
+        self,
+        name: str,
+        switch_id: int,
+        ports: Sequence[PortSpec],
+        cfg: SwitchConfig | None = None,
+        *,
+        events: EventQueue | None = None,
+        telemetry: Telemetry | None = None,
+        counters: Counters | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.name = name
+        self.id = switch_id
+        self.cfg = cfg = cfg or SwitchConfig()
+        self._own_events = events is None
+        self.events = events if events is not None else EventQueue()
+        self.telemetry = telemetry if telemetry is not None else Telemetry()
+        self.counters = counters if counters is not None else Counters()
+        self.rng = random.Random(f"{seed}/{switch_id}")
+        strict = tuple(tc for tc in range(8) if cfg.tcs[tc].strict)
+        weights = {tc: cfg.tcs[tc].weight for tc in range(8)}
+        self.ports: list[Port] = []
+        for i, spec in enumerate(ports):
+            mac = spec.mac or bytes((0x02, 0x5A, (switch_id >> 8) & 0xFF, switch_id & 0xFF, 0, i & 0xFF))
+            port = Port(
+                i,
+                spec.rate_bps,
+                spec.delay_ns,
+                spec.mtu,
+                mac=mac,
+                strict=strict,
+                weights=weights,
+                strict_budget=cfg.strict_budget,
+            )
+            port.faces_host = spec.faces_host
+            self.ports.append(port)
+        self.mmu = Mmu(cfg, len(self.ports))
+        self.lossless = self.mmu.lossless
+        self.lb = LoadBalancer(cfg.lb, switch_id, self.rng)
+        self._dscp_map = cfg.dscp_map
+        self._ecn = [t.ecn for t in cfg.tcs]
+        self._trim_tc = cfg.trim.tc
+        self._sample_ns = cfg.sample_ns
+        self._routes: list[tuple[int, int, int, tuple[int, ...]]] = []
+        self._route_cache: dict[bytes, tuple[int, ...] | None] = {}
+        self._pfc_gen = [[0] * 8 for _ in self.ports]
+        self._wd_armed = False
+        self._wd_prev = 0
+        self._wd_since: dict[tuple[int, int], int] = {}
+        self._wd_restore: dict[tuple[int, int], int] = {}
+        self._wd_dropping: set[tuple[int, int]] = set()
+        #: called as ``on_transmit(switch, port, frame, start, end)`` when a frame starts on a link
+        self.on_transmit: Callable[[Switch, int, bytearray, int, int], None] = self._to_outbox
+        self.outbox: list[Transmission] = []
+
+    # -- routing ------------------------------------------------------------------------------
+
+    def add_route(self, prefix: str, ports: Sequence[int]) -> None:
+        """Route ``prefix`` ("10.0.1.0/24") over the equal-cost egress ``ports``."""
+        addr, _, plen_s = prefix.partition("/")
+        plen = int(plen_s) if plen_s else 32
+        mask = ((1 << 32) - 1) ^ ((1 << (32 - plen)) - 1)
+        net = int.from_bytes(ip_bytes(addr), "big") & mask
+        if not ports or any(not 0 <= p < len(self.ports) for p in ports):
+            raise FabricError(f"{self.name}: bad egress ports {ports} for {prefix}")
+        self._routes.append((plen, net, mask, tuple(ports)))
+        self._routes.sort(key=lambda r: -r[0])
+        self._route_cache.clear()
+
+    def lookup(self, dst: bytes) -> tuple[int, ...] | None:
+        """Equal-cost egress ports for the 4-byte destination, or None (longest prefix wins)."""
+        try:
+            return self._route_cache[dst]
+        except KeyError:
+            pass
+        a = int.from_bytes(dst, "big")
+        group = next((r[3] for r in self._routes if a & r[2] == r[1]), None)
+        self._route_cache[dst] = group
+        return group
+
+    # -- public sans-I/O surface ---------------------------------------------------------------
+
+    def receive(self, port: int, frame: bytes | bytearray, now: int) -> None:
+        """A whole frame's last bit arrived on ``port`` at ``now``."""
+        if self._own_events:
+            if now < self.events.now:
+                raise FabricError(f"{self.name}: time went backwards ({now} < {self.events.now})")
+            self.events.run_until(now)
+        self.ingress(port, bytearray(frame), now)
+
+    def advance(self, now: int) -> None:
+        """Run every timer due at or before ``now`` (links finishing frames, pauses ending, PFC
+        refreshes, watchdog polls)."""
+        self.events.run_until(now)
+
+    handle_timer = advance
+
+    def next_deadline(self) -> int | None:
+        """When :meth:`advance` has something to do next, or None."""
+        return self.events.next_time()
+
+    def take_transmissions(self) -> list[Transmission]:
+        """Frames started since the last call (standalone use)."""
+        out, self.outbox = self.outbox, []
+        return out
+
+    def _to_outbox(self, sw: Switch, port: int, frame: bytearray, start: int, end: int) -> None:
+        self.outbox.append(Transmission(port, bytes(frame), start, end, end + self.ports[port].delay_ns))
+
+    # -- ingress --------------------------------------------------------------------------------
+
+    def ingress(self, in_port: int, frame: bytearray, now: int) -> None:
+        """Ingress pipeline for a frame that is fully received at ``now`` (may be mutated)."""
+        pt = self.ports[in_port]
+        pt.rx_bytes += len(frame)
+        pt.rx_frames += 1
+        if len(frame) > pt.max_frame:
+            self._drop(in_port, 0, "oversize", len(frame), now)
+            return
+        if self.cfg.latency_ns:
+            self.events.schedule(now + self.cfg.latency_ns, self._process, in_port, frame)
+        else:
+            self._process(in_port, frame, now)
+
+    def _process(self, in_port: int, frame: bytearray, now: int) -> None:
+        try:
+            et, ip, pcp = l3_offset(frame)
+        except DecodeError:
+            self._drop(in_port, 0, "malformed", len(frame), now)
+            return
+        if et == _ETH_MAC_CONTROL:
+            self._on_mac_control(in_port, frame, ip, now)
+            return
+        if et != _ETH_IPV4 or len(frame) < ip + 20 or frame[ip] >> 4 != 4:
+            self._drop(in_port, 0, "not_ipv4", len(frame), now)
+            return
+        tc = pcp if (pcp >= 0 and self.cfg.trust_pcp) else self._dscp_map[frame[ip + IP_TOS] >> 2]
+        if frame[ip + IP_TTL] <= 1:
+            self._drop(in_port, tc, "ttl_expired", len(frame), now)
+            return
+        group = self.lookup(bytes(frame[ip + IP_DST : ip + IP_DST + 4]))
+        if group is None:
+            self._drop(in_port, tc, "no_route", len(frame), now)
+            return
+        if len(group) == 1:
+            out = group[0]
+        else:
+            out = self.lb.choose(group, self.ports, flow_tuple(frame, ip), tc, is_uet(frame, ip), now)
+        self._enqueue(Packet(frame, in_port, tc, ip, now), out, now)
+
+    def _enqueue(self, pkt: Packet, out: int, now: int) -> None:
+        port = self.ports[out]
+        tc = pkt.tc
+        if (out, tc) in self._wd_dropping:
+            self._drop(out, tc, "watchdog", pkt.size, now)
+            return
+        mmu = self.mmu
+        if tc in self.lossless:
+            reason = mmu.admit_lossless(pkt)
+        else:
+            reason = mmu.admit_lossy(pkt, port.qbytes[tc])
+        if reason:
+            trim_cfg = self.cfg.trim
+            if reason in _TRIMMABLE_REASONS and trim_cfg.enabled and tc in trim_cfg.tcs and is_uet(pkt.frame, pkt.ip):
+                self._trim(pkt, port, now)
+            else:
+                self._drop(out, tc, reason, pkt.size, now)
+            return
+        self._push(port, pkt, now)
+        if tc in self.lossless and mmu.should_xoff(pkt.in_port, tc):
+            self._send_pfc(pkt.in_port, tc, now, xon=False, refresh=False)
+
+    def _trim(self, pkt: Packet, port: Port, now: int) -> None:
+        """§8.4: cut to the headers, re-mark, queue in the trimmed class or drop if that is full."""
+        tcfg = self.cfg.trim
+        frame, ip = pkt.frame, pkt.ip
+        keep = tcfg.trim_bytes or max(tcfg.min_bytes, uet_header_len(frame, ip))
+        dscp = tcfg.dscp_lasthop if port.faces_host else tcfg.dscp_fabric
+        stub = Packet(trim(frame, ip, keep, dscp), pkt.in_port, self._trim_tc, ip, now)
+        limit = self.cfg.tcs[self._trim_tc].limit
+        mmu = self.mmu
+        if (limit is not None and port.qbytes[self._trim_tc] + stub.size > limit) or (
+            mmu.shared_used + stub.size > mmu.shared_size
+        ):
+            self._drop(port.index, self._trim_tc, "trim_queue_full", pkt.size, now)
+            return
+        mmu.charge_unconditional(stub)
+        self.counters[("trim", self.name, port.index)] += 1
+        if self.telemetry.wants("trim"):
+            self.telemetry.add(Trimmed(now, self.name, port.index, pkt.size, stub.size, stub.frame[ip + IP_TOS] >> 2))
+        self._push(port, stub, now)
+
+    def _push(self, port: Port, pkt: Packet, now: int) -> None:
+        tc = pkt.tc
+        port.push(pkt)
+        ecn = self._ecn[tc]
+        if ecn is not None and ecn.weight_shift:
+            w = 1.0 / (1 << ecn.weight_shift)
+            port.avg_q[tc] += w * (port.qbytes[tc] - port.avg_q[tc])
+        if self._sample_ns and now - port.last_sample[tc] >= self._sample_ns:
+            self._sample(port, tc, now)
+        if port.busy_until <= now:
+            self._kick(port, now)
+
+    def _drop(self, port: int, tc: int, reason: str, size: int, now: int) -> None:
+        c = self.counters
+        c[("drop", self.name, reason)] += 1
+        c[("drop_port", self.name, port, tc, reason)] += 1
+        if self.telemetry.wants("drop"):
+            self.telemetry.add(Dropped(now, self.name, port, tc, reason, size))
+
+    # -- egress ---------------------------------------------------------------------------------
+
+    def _on_port_free(self, port: Port, _: object, now: int) -> None:
+        self._kick(port, now)
+
+    def _on_wake(self, port: Port, _: object, now: int) -> None:
+        port.wake_at = -1
+        self._kick(port, now)
+
+    def _kick(self, port: Port, now: int) -> None:
+        """Start the next frame on an idle link, if any class may send.
+
+        A departing packet's buffer charge is released only after the link is marked busy: the
+        XON that release may trigger can be queued on this very port and must not start a second
+        frame on it.
+        """
+        while True:
+            if port.busy_until > now or not (port.backlog or port.ctrl):
+                return
+            tc = port.pick(now)
+            if tc is None:
+                t = port.next_resume(now)
+                if t is not None and port.wake_at != t:
+                    port.wake_at = t
+                    self.events.schedule(t, self._on_wake, port)
+                return
+            pkt = None
+            if tc == CTRL:
+                frame = bytearray(port.ctrl.popleft())
+            else:
+                pkt = port.pop(tc)
+                frame, ip = pkt.frame, pkt.ip
+                tos = frame[ip + IP_TOS]
+                ecn = self._ecn[tc]
+                if ecn is not None:
+                    q = port.avg_q[tc] if ecn.weight_shift else port.qbytes[tc]
+                    if q > ecn.kmin:
+                        p = ecn.probability(q)
+                        if p >= 1.0 or self.rng.random() < p:
+                            bits = tos & 3
+                            if bits == 1 or bits == 2:
+                                tos |= 3
+                                self.counters[("mark", self.name, port.index, tc)] += 1
+                                if self.telemetry.wants("ecn_mark"):
+                                    self.telemetry.add(EcnMarked(now, self.name, port.index, tc, int(q)))
+                            elif bits == 0 and ecn.wred_drop and tc not in self.lossless:
+                                self._drop(port.index, tc, "wred", pkt.size, now)
+                                self._release(pkt, now)
+                                continue
+                rewrite_tos_ttl(frame, ip, tos, frame[ip + IP_TTL] - 1)
+                frame[0:6] = port.peer_mac
+                frame[6:12] = port.mac
+                port.last_tx[tc] = now
+                port.tx_tc_bytes[tc] += pkt.size
+                if self._sample_ns and now - port.last_sample[tc] >= self._sample_ns:
+                    self._sample(port, tc, now)
+            end = now + port.ser_ns(len(frame))
+            port.busy_until = end
+            port.tx_bytes += len(frame)
+            port.tx_frames += 1
+            self.events.schedule(end, self._on_port_free, port)
+            self.on_transmit(self, port.index, frame, now, end)
+            if pkt is not None:
+                self._release(pkt, now)
+            return
+
+    def _release(self, pkt: Packet, now: int) -> None:
+        self.mmu.release(pkt)
+        tc = pkt.tc
+        if tc in self.lossless and self.mmu.should_xon(pkt.in_port, tc):
+            self._send_pfc(pkt.in_port, tc, now, xon=True, refresh=False)
+
+    def _sample(self, port: Port, tc: int, now: int) -> None:
+        last = port.last_sample
+        last[tc] = now
+        tel = self.telemetry
+        if tel.wants("queue_depth"):
+            tel.add(QueueDepth(now, self.name, port.index, tc, port.qbytes[tc], len(port.queues[tc])))
+        if now - last[8] >= self.cfg.sample_ns and tel.wants("port_bytes"):
+            last[8] = now
+            tel.add(PortBytes(now, self.name, port.index, port.tx_bytes, port.rx_bytes, port.tx_frames, port.rx_frames))
+
+    # -- PFC: sender side (§8.5) ---------------------------------------------------------------
+
+    def _send_pfc(self, p: int, tc: int, now: int, *, xon: bool, refresh: bool) -> None:
+        """Queue a PFC frame for priority ``tc`` on port ``p`` (towards the upstream peer)."""
+        port = self.ports[p]
+        pfc = self.cfg.pfc
+        quanta = 0 if xon else pfc.pause_quanta
+        port.ctrl.append(pfc_frame(port.mac, {tc: quanta}))
+        self.mmu.paused[p][tc] = not xon
+        self._pfc_gen[p][tc] += 1
+        self.counters[("pfc_tx", self.name, p, tc, "xon" if xon else "xoff")] += 1
+        if self.telemetry.wants("pfc_tx"):
+            self.telemetry.add(PfcSent(now, self.name, p, tc, quanta, self.mmu.ingress[p][tc], refresh))
+        if not xon:
+            every = pfc.refresh_ns or max(1, port.pause_ns(quanta) // 2)
+            self.events.schedule(now + every, self._on_pfc_refresh, (p, tc), self._pfc_gen[p][tc])
+        self._kick(port, now)
+
+    def _on_pfc_refresh(self, key: tuple[int, int], gen: int, now: int) -> None:
+        p, tc = key
+        if self._pfc_gen[p][tc] == gen and self.mmu.paused[p][tc]:
+            self._send_pfc(p, tc, now, xon=False, refresh=True)
+
+    # -- PFC: receiver side and watchdog ---------------------------------------------------------
+
+    def _on_mac_control(self, in_port: int, frame: bytearray, off: int, now: int) -> None:
+        try:
+            pauses = parse_pause(frame, off)
+        except DecodeError:
+            self._drop(in_port, 0, "malformed", len(frame), now)
+            return
+        if pauses is None:
+            self.counters[("mac_control_ignored", self.name, in_port)] += 1
+            return
+        port = self.ports[in_port]
+        for prio, quanta in pauses.items():
+            port.apply_pause(prio, quanta, now)
+            self.counters[("pfc_rx", self.name, in_port, prio, "xon" if quanta == 0 else "xoff")] += 1
+            if self.telemetry.wants("pfc_rx"):
+                self.telemetry.add(PfcReceived(now, self.name, in_port, prio, quanta))
+            if quanta and prio in self.lossless and self.cfg.watchdog.enabled:
+                self._wd_arm(now)
+        self._kick(port, now)
+
+    def _wd_arm(self, now: int) -> None:
+        if not self._wd_armed:
+            self._wd_armed = True
+            self._wd_prev = now
+            self.events.schedule(now + self.cfg.watchdog.poll_ns, self._wd_poll)
+
+    def _wd_poll(self, _a: object, _b: object, now: int) -> None:
+        """One watchdog poll (§8.5): detect queues stuck behind a pause, restore expired ones."""
+        wd = self.cfg.watchdog
+        keep = False
+        for port in self.ports:
+            for tc in self.lossless:
+                key = (port.index, tc)
+                until = self._wd_restore.get(key)
+                if until is not None:
+                    if now >= until:
+                        del self._wd_restore[key]
+                        self._wd_dropping.discard(key)
+                        port.ignore_pause[tc] = False
+                        self.telemetry.add(WatchdogEvent(now, self.name, port.index, tc, "restored", wd.action, 0))
+                        self._kick(port, now)
+                    else:
+                        keep = True
+                        continue
+                paused = port.paused_until[tc] > now
+                if paused:
+                    keep = True
+                stuck = paused and bool(port.queues[tc]) and port.last_tx[tc] < self._wd_prev
+                if not stuck:
+                    self._wd_since.pop(key, None)
+                    continue
+                since = self._wd_since.setdefault(key, self._wd_prev)
+                if now - since >= wd.detect_ns:
+                    self._wd_fire(port, tc, now)
+                    keep = True
+        self._wd_prev = now
+        if keep:
+            self.events.schedule(now + wd.poll_ns, self._wd_poll)
+        else:
+            self._wd_armed = False
+
+    def _wd_fire(self, port: Port, tc: int, now: int) -> None:
+        wd = self.cfg.watchdog
+        key = (port.index, tc)
+        self._wd_since.pop(key, None)
+        self._wd_restore[key] = now + wd.restore_ns
+        port.ignore_pause[tc] = True
+        dropped = 0
+        if wd.action == "drop":
+            self._wd_dropping.add(key)
+            while port.queues[tc]:
+                pkt = port.pop(tc)
+                self._release(pkt, now)
+                self._drop(port.index, tc, "watchdog", pkt.size, now)
+                dropped += 1
+        self.counters[("watchdog", self.name, port.index, tc)] += 1
+        self.telemetry.add(WatchdogEvent(now, self.name, port.index, tc, "storm", wd.action, dropped))
+        self._kick(port, now)
+
+    # -- inspection -------------------------------------------------------------------------------
+
+    def ingress_bytes(self, port: int, prio: int) -> int:
+        """Bytes in the buffer charged to (ingress ``port``, ``prio``)."""
+        return self.mmu.ingress[port][prio]
+
+    def stats(self, now: int) -> dict[str, object]:
+        """Per-port counters and buffer use at ``now`` (JSON-ready)."""
+        return {
+            "switch": self.name,
+            "buffer_used": self.mmu.used,
+            "buffer_peak": self.mmu.peak_used,
+            "ports": [
+                {
+                    "port": p.index,
+                    "tx_bytes": p.tx_bytes,
+                    "rx_bytes": p.rx_bytes,
+                    "tx_frames": p.tx_frames,
+                    "rx_frames": p.rx_frames,
+                    "queued": list(p.qbytes),
+                    "paused_ns": [p.paused_ns(tc, now) for tc in range(8)],
+                }
+                for p in self.ports
+            ],
+        }

@@ -1,0 +1,224 @@
+"""Link timing, scheduling between classes and the pause timer (spec §8.1, §8.5, §8.6), in
+virtual time with exact nanosecond expectations."""
+
+from __future__ import annotations
+
+from uet.fabric.model import Fabric, PortSpec, Switch, SwitchConfig
+from uet.fabric.model.frames import ipv4_frame, pfc_frame
+from uet.fabric.model.port import MIN_FRAME, WIRE_OVERHEAD
+from uet.fabric.topology import Topology
+
+from uet.wire.net import IPV4
+
+GBPS = 1_000_000_000
+
+
+def data(dscp: int = 0, payload: int = 1000, sport: int = 0xC001, dst: str = "10.0.1.2", dport: int = 4793) -> bytes:
+    return ipv4_frame("10.0.0.1", dst, bytes(payload), sport=sport, dport=dport, dscp=dscp, ecn=2)
+
+
+def ser(nbytes: int, rate: int) -> int:
+    """Expected serialisation time: (frame padded to 60 + FCS/preamble/IFG 24) × 8 bits / rate, ceil."""
+    bits = (max(nbytes, MIN_FRAME) + WIRE_OVERHEAD) * 8
+    return -(-bits * GBPS // rate)
+
+
+def switch(rate_out: int = GBPS, cfg: SwitchConfig | None = None, delay: int = 1_000) -> Switch:
+    sw = Switch("sw", 1, [PortSpec(rate_bps=100 * GBPS, delay_ns=0), PortSpec(rate_bps=rate_out, delay_ns=delay)], cfg)
+    sw.add_route("10.0.1.0/24", [1])
+    sw.add_route("10.0.0.0/24", [0])
+    return sw
+
+
+def drain(sw: Switch, until: int = 10**12) -> list:
+    while (t := sw.next_deadline()) is not None and t <= until:
+        sw.advance(t)
+    return sw.take_transmissions()
+
+
+def tc_of(frame: bytes) -> int:
+    return SwitchConfig().dscp_map[IPV4.decode(frame, 14).dscp]
+
+
+def test_serialisation_timing_is_exact() -> None:
+    for rate in (GBPS, 25 * GBPS, 3 * GBPS):
+        sw = switch(rate)
+        sizes = [1042, 60, 50, 1514, 300]
+        for n in sizes:
+            payload = n - 42
+            sw.receive(0, data(payload=max(payload, 0)), 0)
+        tx = drain(sw)
+        assert [len(t.frame) for t in tx] == [max(n, 42) for n in sizes]
+        t = 0
+        for x in tx:
+            assert x.start == t
+            assert x.end == t + ser(len(x.frame), rate)
+            assert x.arrival == x.end + 1_000
+            t = x.end
+    assert ser(1042, GBPS) == 8528 and ser(50, GBPS) == 672
+
+
+def test_frame_arriving_while_busy_waits_for_the_link() -> None:
+    sw = switch()
+    sw.receive(0, data(), 0)
+    sw.receive(0, data(), 5_000)  # link busy until 8528
+    sw.receive(0, data(), 20_000)  # link idle again
+    tx = drain(sw)
+    assert [(x.start, x.end) for x in tx] == [(0, 8528), (8528, 17056), (20_000, 28_528)]
+
+
+def test_fabric_path_latency_is_exact() -> None:
+    """Store-and-forward: same leaf = 2 links, cross leaf = 4 links, each ser + 1 µs; a train of N
+    equal frames pipelines so the last one lands (N − 1) × ser later."""
+    fab = Fabric("default")
+    s = ser(1042, GBPS)
+    f_local = ipv4_frame(fab.host_ip(0), fab.host_ip(1), bytes(1000))
+    fab.inject(0, f_local, 1_000_000)
+    assert fab.poll_timed(1_500_000)[0][0] == 1_000_000 + 2 * (s + 1_000)
+    n = 10
+    for _ in range(n):
+        fab.inject(0, ipv4_frame(fab.host_ip(0), fab.host_ip(5), bytes(1000)), 2_000_000)
+    got = fab.poll_timed(10**9)
+    assert [h for _, h, _ in got] == [5] * n
+    assert [t for t, _, _ in got] == [2_000_000 + 4 * (s + 1_000) + k * s for k in range(n)]
+    # TTL decremented once per switch hop (3 switches), IP checksum valid, MACs rewritten
+    ip = IPV4.decode(got[0][2], 14)
+    assert ip.ttl == 61
+    assert got[0][2][:6] == fab.host_mac(5) and got[0][2][6:12] == fab.gateway_mac(5)
+
+
+def test_strict_priority_then_dwrr_alternation() -> None:
+    big = 1472  # 1514-byte frames: one per DWRR quantum (one maximum frame, 1518)
+    sw = switch()
+    sw.receive(0, data(0, sport=1), 0)  # occupies the link from t = 0 and empties TC0
+    for k in range(6):
+        sw.receive(0, data(0, payload=big, sport=10 + k), 1)
+        sw.receive(0, data(26, payload=big, sport=20 + k, dport=4791), 1)
+    for k in range(2):
+        sw.receive(0, data(46, payload=100, sport=30 + k), 1)
+        sw.receive(0, data(7, payload=100, sport=40 + k), 1)
+    order = [tc_of(x.frame) for x in drain(sw)[1:]]
+    assert order[:4] == [7, 7, 6, 6]
+    # DWRR TC3 : TC0 = 1 : 1; the round continues after TC0, which just emptied, so TC3 leads
+    assert order[4:] == [3, 0] * 6
+
+
+def test_dwrr_deficit_carries_over_and_evens_bytes() -> None:
+    """Frames smaller than the quantum: the unused deficit carries to the next turn (so a queue
+    sometimes sends two in a row), and the byte shares stay within one frame of each other."""
+    sw = switch()
+    sw.receive(0, data(0, sport=1), 0)
+    for k in range(30):
+        sw.receive(0, data(0, sport=10 + k), 1)
+        sw.receive(0, data(26, sport=100 + k, dport=4791), 1)
+    order = [tc_of(x.frame) for x in drain(sw)[1:]]
+    assert order[:6] == [3, 0, 3, 0, 3, 3]
+    for i in range(len(order)):
+        assert abs(order[:i].count(0) - order[:i].count(3)) <= 2
+
+
+def test_dwrr_weights_share_bytes() -> None:
+    cfg = SwitchConfig()
+    cfg.tcs[3].weight = 2
+    sw = switch(cfg=cfg)
+    sw.receive(0, data(0, sport=1), 0)
+    for k in range(20):
+        sw.receive(0, data(0, payload=1472, sport=100 + k), 1)
+        sw.receive(0, data(26, payload=1472, sport=200 + k, dport=4791), 1)
+    tx = drain(sw)[1:]
+    assert [tc_of(x.frame) for x in tx[:30]] == [3, 3, 0] * 10
+
+
+def test_strict_budget_lets_dwrr_through() -> None:
+    cfg = SwitchConfig(strict_budget=1)
+    sw = switch(cfg=cfg)
+    sw.receive(0, data(0, sport=1), 0)
+    for k in range(3):
+        sw.receive(0, data(7, sport=40 + k), 1)
+        sw.receive(0, data(0, sport=50 + k), 1)
+    order = [tc_of(x.frame) for x in drain(sw)[1:]]
+    assert order == [7, 0, 7, 0, 7, 0]
+
+
+def test_received_pause_stops_only_its_class_for_the_quanta() -> None:
+    sw = switch()
+    peer = bytes.fromhex("020000000099")
+    sw.receive(1, pfc_frame(peer, {3: 100}), 0)  # 100 quanta × 512 ns at 1 Gb/s = 51.2 µs
+    for k in range(3):
+        sw.receive(0, data(26, sport=k, dport=4791), 10)
+    sw.receive(0, data(0, sport=9), 10)
+    tx = drain(sw)
+    assert [tc_of(x.frame) for x in tx] == [0, 3, 3, 3]
+    assert tx[0].start == 10
+    assert tx[1].start == 51_200  # resumes exactly when the pause runs out
+    assert sw.ports[1].paused_ns(3, 10**9) == 51_200
+    # a second pause, cancelled early by XON (0 quanta)
+    t0 = 20_000_000  # after the watchdog poll the first pause armed (5 ms) has run
+    sw.receive(1, pfc_frame(peer, {3: 0xFFFF}), t0)
+    sw.receive(0, data(26, sport=7, dport=4791), t0)
+    sw.advance(t0 + 50_000)
+    assert sw.take_transmissions() == []
+    sw.receive(1, pfc_frame(peer, {3: 0}), t0 + 60_000)
+    tx = drain(sw)
+    assert [x.start for x in tx] == [t0 + 60_000]
+    assert sw.counters[("pfc_rx", "sw", 1, 3, "xoff")] == 2 and sw.counters[("pfc_rx", "sw", 1, 3, "xon")] == 1
+
+
+def test_ttl_and_routing_drops_are_counted() -> None:
+    sw = switch()
+    sw.receive(0, ipv4_frame("10.0.0.1", "10.0.1.2", b"x", ttl=1), 0)
+    sw.receive(0, ipv4_frame("10.0.0.1", "192.168.0.1", b"x"), 0)
+    sw.receive(0, b"\0" * 12 + b"\x86\xdd" + bytes(60), 0)
+    assert drain(sw) == []
+    c = sw.counters
+    assert (c[("drop", "sw", "ttl_expired")], c[("drop", "sw", "no_route")], c[("drop", "sw", "not_ipv4")]) == (1, 1, 1)
+
+
+def test_topology_builtins_reach_every_host() -> None:
+    for name in ("default", "lab", "rail", "three_tier"):
+        fab = Fabric(name)
+        n = len(fab.hosts)
+        for src in range(n):
+            dst = (src * 7 + 3) % n
+            if dst == src:
+                dst = (src + 1) % n
+            fab.inject(src, ipv4_frame(fab.host_ip(src), fab.host_ip(dst), bytes(100), sport=src), 0)
+        got = fab.poll(10**9)
+        assert sorted(h for h, _ in got) == sorted(
+            ((s * 7 + 3) % n if (s * 7 + 3) % n != s else (s + 1) % n) for s in range(n)
+        )
+        assert fab.counters.total("drop") == 0
+    assert len(Fabric("lab").hosts) == 8 and len(Fabric("default").hosts) == 8
+    assert Topology.builtin("three_tier").plan().switches[-1].name == "ss1"
+
+
+def test_fixed_switching_latency_and_oversize_drop() -> None:
+    sw = Switch("sw", 1, [PortSpec(GBPS), PortSpec(GBPS)], SwitchConfig(latency_ns=500))
+    sw.add_route("10.0.1.0/24", [1])
+    sw.receive(0, data(), 1_000)
+    sw.receive(0, data(payload=1473), 2_000)  # 1515 bytes: over MTU 1500 + 14, under 1518 (tagged)
+    sw.receive(0, data(payload=1477), 3_000)  # 1519 bytes: longer than any 1500-MTU frame
+    tx = drain(sw)
+    assert [(x.start, len(x.frame)) for x in tx] == [(1_500, 1042), (1_500 + ser(1042, GBPS), 1515)]
+    assert sw.counters[("drop", "sw", "oversize")] == 1
+
+
+def test_headroom_formula() -> None:
+    from uet.fabric.model.config import headroom_bytes
+
+    assert headroom_bytes(GBPS, 1_000, 1086) == 4 * 1086  # §8.9: "the §8.5 formula gives ≈ 3.6 KB"
+    # 100 Gb/s: 25 000 B in 2 µs + PFC frame 84 + one frame 1110 + 2 × 1086 = 28 366 → 27 frames
+    assert headroom_bytes(100 * GBPS, 1_000, 1086) == 27 * 1086
+
+
+def test_pcp_classification_when_trusted() -> None:
+    f = data(0)
+    tagged = f[:12] + b"\x81\x00" + bytes((3 << 5, 1)) + f[12:]  # PCP 3, VID 1, DSCP 0
+    for trust, tc in ((False, 0), (True, 3)):
+        sw = switch(cfg=SwitchConfig(trust_pcp=trust))
+        sw.receive(0, data(0), 0)  # keeps the link busy so the tagged frame stays queued
+        sw.receive(0, tagged, 1)
+        assert sw.ports[1].qbytes[tc] == len(tagged)
+        assert sw.ingress_bytes(0, tc) == len(tagged)
+        tx = drain(sw)
+        assert tx[1].frame[12:16] == tagged[12:16] and IPV4.decode(tx[1].frame, 18).ttl == 63
