@@ -342,7 +342,11 @@ class Layout:
 
     def check(self, values: Any) -> None:
         """Raise :class:`EncodeError` for the first field whose value does not fit."""
-        if len(values) != len(self.field_names):
+        try:
+            n = len(values)
+        except TypeError:
+            raise EncodeError(self.name, "*", f"not a sequence of fields: {type(values).__name__}") from None
+        if n != len(self.field_names):
             raise EncodeError(self.name, "*", f"expected {len(self.field_names)} fields")
         for name, v in zip(self.field_names, values, strict=False):
             f = self.fields[name]

@@ -317,6 +317,17 @@ def ses_layout(next_hdr: int, b0: int, b1: int) -> Layout | None:
     return None
 
 
+def extension_layouts(opcode: int, data: bytes | bytearray | memoryview, offset: int) -> tuple[Layout, ...]:
+    """Every extension header after a request with ``opcode`` whose extensions start at
+    ``data[offset]``, in order: SYNC_ATOMIC carries the sync extension and then an atomic one
+    (wire-format.md §8.5), the atomic opcodes one atomic or compare-and-swap extension."""
+    if opcode == SesOpcode.SYNC_ATOMIC:
+        nxt = offset + SYNC_EXT.size
+        return (SYNC_EXT, extension_layout(SesOpcode.ATOMIC, data[nxt] if nxt < len(data) else None))
+    ext = extension_layout(opcode, data[offset] if offset < len(data) else None)
+    return (ext,) if ext is not None else ()
+
+
 def extension_layout(opcode: int, next_byte: int | None) -> Layout | None:
     """The extension after a request with ``opcode``; ``next_byte`` is the first byte after it."""
     if opcode in ATOMIC_OPCODES:
