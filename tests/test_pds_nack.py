@@ -1,0 +1,292 @@
+"""Every NACK the target generates (exact packets) and the initiator's reaction (spec/behaviour.md
+§2.6, §2.10, §2.11; wire-format.md §7.1 NACK_ACTION)."""
+
+from __future__ import annotations
+
+from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, nack, request, ses_small
+
+from uet.pds import Failed, InitiatorState, Mode, NackReceived, PdsConfig, SesNack, TargetState
+from uet.wire.pds import ControlType, NackCode, NackFlag, PdsType, ReqFlag
+
+START = 0x40000000
+CFG = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=None)
+
+
+def setup(mode: Mode = Mode.RUD, cfg: PdsConfig = CFG) -> tuple:
+    pair = Pair(cfg)
+    pair.a.core.submit(B_ADDR, mode, SES_NH, ses_small(), b"first", token="first", som=True, eom=True, now=0)
+    assert pair.run_until(lambda: len(pair.a.acked()) == 1)
+    (ip,) = pair.a.core.pdcs.values()
+    (tp,) = pair.b.core.pdcs.values()
+    return pair, ip, tp
+
+
+def one_nack(pair: Pair, code: NackCode) -> object:
+    out = pair.take(pair.b)
+    assert len(out) == 1, out
+    data, dst, _e = out[0]
+    h = hdr(data)
+    assert dst == A_ADDR and h.type == PdsType.NACK and h.nack_code == code and len(data) == 16
+    return h
+
+
+def pending_packet(pair: Pair, tok: str = "p") -> bytes:
+    pair.a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"pp", token=tok, som=True, eom=True, now=pair.now)
+    (data, _d, _e), = pair.take(pair.a)  # fmt: skip
+    return data
+
+
+# -- generation ------------------------------------------------------------------------------------
+
+
+def test_psn_oor_window() -> None:
+    pair, ip, tp = setup()
+    psn = START + 1 + CFG.mp_range
+    pair.inject(pair.b, request(psn, ip.lpdcid, tp.lpdcid), A_ADDR)
+    h = one_nack(pair, NackCode.PSN_OOR_WINDOW)
+    assert h.nack_psn == psn and h.spdcid == tp.lpdcid and h.dpdcid == ip.lpdcid
+    assert not pair.b.deliveries[1:]
+
+
+def test_rod_ooo() -> None:
+    pair, ip, tp = setup(Mode.ROD)
+    pair.inject(pair.b, request(START + 2, ip.lpdcid, tp.lpdcid, t=3), A_ADDR)
+    h = one_nack(pair, NackCode.ROD_OOO)
+    assert h.nack_psn == START + 2 and h.payload == START + 1  # the expected PSN
+    assert len(pair.b.deliveries) == 1
+
+
+def test_no_pdc_avail_when_max_pdcs_reached() -> None:
+    pair, ip, tp = setup(cfg=PdsConfig(start_psn=START, max_pdcs=1, close_idle_ns=None, target_idle_ns=None))
+    pair.inject(pair.b, request(99, 555, syn_offset=0), A_ADDR)
+    h = one_nack(pair, NackCode.NO_PDC_AVAIL)
+    assert h.spdcid == 0 and h.dpdcid == 555 and h.nack_psn == 99
+
+
+def test_inv_dpdcid() -> None:
+    pair, ip, tp = setup()
+    pair.inject(pair.b, request(START + 1, ip.lpdcid, tp.lpdcid ^ 0x8000), A_ADDR)
+    h = one_nack(pair, NackCode.INV_DPDCID)
+    assert h.spdcid == 0 and h.dpdcid == ip.lpdcid
+
+
+def test_pdc_hdr_mismatch() -> None:
+    pair, ip, tp = setup()
+    pair.inject(pair.b, request(START + 1, ip.lpdcid ^ 1, tp.lpdcid), A_ADDR)  # wrong SPDCID
+    assert one_nack(pair, NackCode.PDC_HDR_MISMATCH).spdcid == tp.lpdcid
+    pair.inject(pair.b, request(7, 4242, syn_offset=0, nh=4), A_ADDR)  # SYN carrying a response header
+    assert one_nack(pair, NackCode.PDC_HDR_MISMATCH).spdcid == 0
+    pair.inject(pair.b, request(START + 1, ip.lpdcid, tp.lpdcid), "10.0.0.99")  # wrong source FA
+    assert hdr(pair.take(pair.b)[0][0]).nack_code == NackCode.PDC_HDR_MISMATCH
+
+
+def test_pdc_mode_mismatch() -> None:
+    pair, ip, tp = setup()
+    pair.inject(pair.b, request(START + 1, ip.lpdcid, tp.lpdcid, t=3), A_ADDR)  # ROD on a RUD PDC
+    assert one_nack(pair, NackCode.PDC_MODE_MISMATCH).nack_psn == START + 1
+
+
+def test_closing() -> None:
+    pair, ip, tp = setup()
+    pair.a.core.request_close(ip.lpdcid, pair.now)
+    (cp, _d, _e), = pair.take(pair.a)  # fmt: skip
+    pair.inject(pair.b, cp, A_ADDR)
+    pair.take(pair.b)
+    assert tp.state is TargetState.CLOSING
+    pair.inject(pair.b, request(START + 2, ip.lpdcid, tp.lpdcid), A_ADDR)
+    assert one_nack(pair, NackCode.CLOSING).nack_psn == START + 2
+
+
+def test_invalid_syn() -> None:
+    pair, ip, tp = setup()
+    pair.inject(pair.b, request(START + 7, ip.lpdcid, syn_offset=3), A_ADDR)  # different Start_PSN
+    assert one_nack(pair, NackCode.INVALID_SYN).nack_psn == START + 7
+    far = START + 1 + 4 * CFG.mp_range
+    pair.inject(pair.b, request(far, ip.lpdcid, syn_offset=far - START), A_ADDR)  # same start, out of window
+    assert one_nack(pair, NackCode.INVALID_SYN).nack_psn == far
+
+
+def test_pkt_not_rcvd_and_ack_req_answers() -> None:
+    pair, ip, tp = setup()
+    pair.inject(pair.b, control(ControlType.ACK_REQ, START + 1, ip.lpdcid, tp.lpdcid), A_ADDR)
+    assert one_nack(pair, NackCode.PKT_NOT_RCVD).nack_psn == START + 1
+    pair.inject(pair.b, control(ControlType.ACK_REQ, START, ip.lpdcid, tp.lpdcid), A_ADDR)
+    (ack, _d, _e), = pair.take(pair.b)  # fmt: skip
+    assert hdr(ack).type == PdsType.ACK_CC and hdr(ack).cack_psn == START
+
+
+def test_unexp_event_for_unsupported_cp() -> None:
+    pair, ip, tp = setup()
+    for ctl in (ControlType.CREDIT_REQ, ControlType.NEGOTIATION, ControlType.REQ_CLOSE, 12):
+        pair.inject(pair.b, control(ctl, 0, ip.lpdcid, tp.lpdcid), A_ADDR)
+        one_nack(pair, NackCode.UNEXP_EVENT)
+
+
+def test_trimmed_and_lasthop() -> None:
+    pair, ip, tp = setup()
+    data = request(START + 1, ip.lpdcid, tp.lpdcid)
+    pair.inject(pair.b, data[:20], A_ADDR, trimmed=True, ecn=3)
+    h = one_nack(pair, NackCode.TRIMMED)
+    assert h.flags & NackFlag.M and h.nack_psn == START + 1
+    pair.inject(pair.b, data[:20], A_ADDR, trimmed=True, lasthop=True)
+    assert not one_nack(pair, NackCode.TRIMMED_LASTHOP).flags & NackFlag.M
+    assert len(pair.b.deliveries) == 1  # never delivered, PSN not marked
+    pair.inject(pair.b, data, A_ADDR)
+    assert len(pair.b.deliveries) == 2
+    pair.take(pair.b)
+    pair.inject(pair.b, data[:20], A_ADDR, trimmed=True)  # duplicate of a received PSN: ACK
+    assert hdr(pair.take(pair.b)[0][0]).type == PdsType.ACK_CC
+
+
+def test_new_start_psn_via_policy_hook() -> None:
+    pair = Pair(CFG)
+    demanded = 0x7000_0000
+    pair.b.core.start_psn_policy = lambda peer, start: demanded
+    for i in range(2):
+        pair.a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), bytes([i]), token=i, som=i == 0, eom=i == 1, now=0)
+    out = pair.take(pair.a)
+    pair.inject(pair.b, out[0][0], A_ADDR)
+    h = one_nack(pair, NackCode.NEW_START_PSN)
+    (tp,) = pair.b.core.pdcs.values()
+    assert h.payload == demanded and tp.state is TargetState.PENDING and not pair.b.deliveries
+    pair.inject(pair.b, out[1][0], A_ADDR)  # the second SYN still offers the old start: re-NACK
+    assert one_nack(pair, NackCode.NEW_START_PSN).payload == demanded
+    # initiator reaction: shift PSNs by the same delta, re-stamp and resend all, stay SYN_SENT
+    (ip,) = pair.a.core.pdcs.values()
+    pair.inject(pair.a, nack(NackCode.NEW_START_PSN, START, tp.lpdcid, ip.lpdcid, payload=demanded), B_ADDR)
+    assert ip.state is InitiatorState.SYN_SENT and ip.start_psn == demanded
+    re = pair.take(pair.a)
+    hs = [hdr(d) for d, _x, _y in re]
+    assert [(x.psn, x.psn_offset) for x in hs] == [(demanded, 0), (demanded + 1, 1)]
+    assert all(x.flags & ReqFlag.SYN and x.flags & ReqFlag.RETX for x in hs)
+    for d, _x, _y in re:
+        pair.inject(pair.b, d, A_ADDR)
+    assert tp.state is TargetState.ESTABLISHED and [d.psn for d in pair.b.deliveries] == [demanded, demanded + 1]
+    for d, _x, _y in pair.take(pair.b):
+        pair.inject(pair.a, d, B_ADDR)
+    assert ip.state is InitiatorState.ESTABLISHED and len(pair.a.acked()) == 2
+
+
+def test_pending_pdc_freed_after_new_pdc_time() -> None:
+    pair = Pair(CFG)
+    pair.b.core.start_psn_policy = lambda peer, start: 5
+    pair.inject(pair.b, request(100, 321, syn_offset=0), A_ADDR)
+    one_nack(pair, NackCode.NEW_START_PSN)
+    assert pair.b.core.get_timer() == CFG.new_pdc_ns
+    pair.now = CFG.new_pdc_ns
+    pair.b.core.handle_timer(pair.now)
+    assert not pair.b.core.pdcs and not pair.b.core.target_by_peer and not pair.b.closed()
+
+
+def test_no_ses_msg_avail_then_retransmission_accepted() -> None:
+    pair, ip, tp = setup()
+    calls = []
+
+    def respond(d):
+        calls.append(d.psn)
+        if len(calls) == 1:
+            raise SesNack("no buffer")
+
+    pair.b.respond = respond
+    data = pending_packet(pair)
+    pair.inject(pair.b, data, A_ADDR)
+    assert one_nack(pair, NackCode.NO_SES_MSG_AVAIL).nack_psn == START + 1
+    assert START + 1 not in tp.rcvd
+    assert pair.run_until(lambda: len(pair.a.acked()) == 2)
+    assert calls == [START + 1, START + 1]
+
+
+# -- initiator reactions ---------------------------------------------------------------------------
+
+
+def test_retransmit_class_nacks_resend_at_once() -> None:
+    for code in (NackCode.TRIMMED, NackCode.TRIMMED_LASTHOP, NackCode.PSN_OOR_WINDOW, NackCode.PKT_NOT_RCVD,
+                 NackCode.NO_SES_MSG_AVAIL, NackCode.RCVR_INFER_LOSS, NackCode.EXP_NACK_NORMAL):  # fmt: skip
+        pair, ip, tp = setup()
+        data = pending_packet(pair)
+        pair.inject(pair.a, nack(code, START + 1, tp.lpdcid, ip.lpdcid), B_ADDR)
+        (re, _d, _e), = pair.take(pair.a)  # fmt: skip
+        h = hdr(re)
+        assert h.psn == START + 1 and h.flags & ReqFlag.RETX and h.flags & ReqFlag.AR, code
+        assert re[12:] == data[12:]
+        assert any(isinstance(e, NackReceived) and e.code == code for e in pair.a.events)
+
+
+def test_no_pdc_avail_retries_after_rto() -> None:
+    pair = Pair(CFG)
+    pair.a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"x", token="x", som=True, eom=True, now=0)
+    pair.take(pair.a)
+    (ip,) = pair.a.core.pdcs.values()
+    pair.now = 1000
+    pair.inject(pair.a, nack(NackCode.NO_PDC_AVAIL, START, 0, ip.lpdcid), B_ADDR)
+    assert pair.take(pair.a) == []
+    assert pair.a.core.get_timer() == 1000 + CFG.rto_ns
+    pair.now = 1000 + CFG.rto_ns
+    pair.a.core.handle_timer(pair.now)
+    assert hdr(pair.take(pair.a)[0][0]).flags & ReqFlag.SYN
+
+
+def test_fatal_nacks_close_pdc_and_fail_outstanding() -> None:
+    fatal = (NackCode.INV_DPDCID, NackCode.PDC_HDR_MISMATCH, NackCode.CLOSING, NackCode.CLOSING_IN_ERR,
+             NackCode.GTD_DEL_RESP_UNAVAIL, NackCode.INVALID_SYN, NackCode.PDC_MODE_MISMATCH,
+             NackCode.UNEXP_EVENT, NackCode.EXP_NACK_FATAL)  # fmt: skip
+    for code in fatal:
+        pair, ip, tp = setup()
+        pending_packet(pair, "doomed")
+        pair.inject(pair.a, nack(code, START + 1, 0, ip.lpdcid), B_ADDR)
+        (f,) = pair.a.failed()
+        assert f.token == "doomed" and f.nack_code == code
+        assert pair.a.closed()[-1].error == f"nack {code.name}"
+        assert not pair.a.core.pdcs and ip.state is InitiatorState.CLOSED
+        # the next message opens a new PDC and completes
+        pair.a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"n", token="next", som=True, eom=True, now=pair.now)
+        assert pair.run_until(lambda pair=pair: pair.a.acked()[-1].token == "next")
+
+
+def test_ignored_nacks() -> None:
+    pair, ip, tp = setup()
+    pending_packet(pair)
+    for code in (NackCode.RCVD_SES_PROCG, 0x1B):
+        pair.inject(pair.a, nack(code, START + 1, tp.lpdcid, ip.lpdcid), B_ADDR)
+    pair.inject(pair.a, nack(NackCode.TRIMMED, START + 50, tp.lpdcid, ip.lpdcid), B_ADDR)  # not outstanding
+    pair.inject(pair.a, nack(NackCode.TRIMMED, START + 1, tp.lpdcid, 999), B_ADDR)  # unknown PDC
+    assert pair.take(pair.a) == [] and START + 1 in ip.outstanding and not pair.a.failed()
+    assert pair.a.core.counters["nack_stale"] == 1 and pair.a.core.counters["drop_nack_unknown_pdc"] == 1
+
+
+def test_nack_retry_exhaustion() -> None:
+    pair, ip, tp = setup()
+    pending_packet(pair)
+    for _ in range(CFG.max_nack_retx + 1):
+        pair.inject(pair.a, nack(NackCode.TRIMMED, START + 1, tp.lpdcid, ip.lpdcid), B_ADDR)
+    (f,) = pair.a.failed()
+    assert f.reason == "nack retry exhausted" and f.nack_code == NackCode.TRIMMED
+    assert pair.a.core.counters["retransmits"] == CFG.max_nack_retx and not pair.a.core.pdcs
+
+
+def test_rod_go_back_n_reaction() -> None:
+    pair, ip, tp = setup(Mode.ROD)
+    for i in range(4):
+        pair.a.core.submit(B_ADDR, Mode.ROD, SES_NH, ses_small(), bytes([i]), token=i, som=True, eom=True, now=0)
+    first = pair.take(pair.a)
+    assert [hdr(d).psn for d, _x, _y in first] == [START + 1 + i for i in range(4)]
+    n = nack(NackCode.ROD_OOO, START + 3, tp.lpdcid, ip.lpdcid, payload=START + 2)
+    pair.inject(pair.a, n, B_ADDR)
+    re = pair.take(pair.a)
+    assert [hdr(d).psn for d, _x, _y in re] == [START + 2, START + 3, START + 4]
+    assert all(hdr(d).flags & ReqFlag.RETX for d, _x, _y in re)
+    pair.inject(pair.a, nack(NackCode.ROD_OOO, START + 4, tp.lpdcid, ip.lpdcid, payload=START + 2), B_ADDR)
+    assert pair.take(pair.a) == []  # stale: same restart point
+    assert pair.a.core.counters["go_back_n"] == 1 and pair.a.core.counters["nack_gbn_stale"] == 1
+
+
+def test_rudi_nack_reaction() -> None:
+    pair = Pair(CFG)
+    pair.a.core.submit(B_ADDR, Mode.RUDI, SES_NH, ses_small(), b"i", token="i", som=True, eom=True, now=0)
+    (req, _d, _e), = pair.take(pair.a)  # fmt: skip
+    pid = hdr(req).pkt_id
+    pair.inject(pair.a, nack(NackCode.TRIMMED, pid, 0, 0, flags=int(NackFlag.NT)), B_ADDR)
+    (re, _d, _e), = pair.take(pair.a)  # fmt: skip
+    assert hdr(re).pkt_id == pid and hdr(re).flags & 0x10
+    pair.inject(pair.a, nack(NackCode.UNEXP_EVENT, pid, 0, 0, flags=int(NackFlag.NT)), B_ADDR)
+    assert [type(e) for e in pair.a.events][-1] is Failed

@@ -1,0 +1,163 @@
+"""Closing initiator PDCs (spec/behaviour.md §2.2 initiator table, §2.12).
+
+QUIESCE stops admitting messages (messages that have not started move to another PDC, §1.4),
+ACK_WAIT waits for every PSN to be acknowledged, CLOSE_ACK_WAIT sends CLOSE (new PSN, AR) and
+frees the PDC on its ACK. Close in error (inference where §2.12 is silent): outstanding packets and
+the rest of the message in progress fail, later queued messages move to a new PDC, and the PDC is
+freed at once; the target reclaims its half by its idle CLOSE_REQ timer.
+"""
+
+from __future__ import annotations
+
+from uet.pds.config import PdsLimitError
+from uet.pds.events import Failed, PdcClosed
+from uet.pds.pdc import InitiatorPdc, TxPkt
+from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
+from uet.wire.pds import ControlType
+
+_M32 = 0xFFFFFFFF
+_S = InitiatorState
+
+
+class CloseMixin:
+    """Close and reclamation of initiator PDCs, part of :class:`uet.pds.core.PdsCore`."""
+
+    # -- close -------------------------------------------------------------------------------------
+
+    def _start_close(self, pdc: InitiatorPdc, reason: str, now: int) -> None:
+        """Decision to close (§2.12): stop admitting messages → QUIESCE; queued messages that have
+        not started move to a new PDC."""
+        st = pdc.state
+        if st is _S.SYN_SENT:
+            pdc.close_requested = True
+            pdc.close_reason = reason
+            if self.usable.get(pdc.key) is pdc:
+                del self.usable[pdc.key]
+            return
+        if st is not _S.ESTABLISHED:
+            return
+        pdc.state = transition(INITIATOR_TRANSITIONS, st, _S.QUIESCE)
+        pdc.close_reason = reason
+        if self.usable.get(pdc.key) is pdc:
+            del self.usable[pdc.key]
+        self._migrate_unstarted(pdc, now)
+        self._check_close_progress(pdc, now)
+        self._dirty[pdc] = None
+
+    def _migrate_unstarted(self, pdc: InitiatorPdc, now: int) -> None:
+        """Move the messages that have not started on ``pdc`` (queued from the first unsent SOM
+        on, and every waiting message) to the key's usable PDC or a new one (§1.4: a closing PDC
+        is never used for new messages). The message in progress, if any, stays."""
+        pend = pdc.pending
+        cut = next((i for i, q in enumerate(pend) if q.som), len(pend))
+        moved = [pend[j] for j in range(cut, len(pend))]
+        for _ in range(len(pend) - cut):
+            pend.pop()
+        act = pdc.active
+        act_moves = act is not None and pdc.active_som is not None and pdc.active_som.psn == -1
+        waiting = list(pdc.waiting)
+        wait_map = pdc.wait_map
+        pdc.waiting.clear()
+        pdc.wait_map = {}
+        if act_moves:
+            pdc.active = None
+            pdc.active_som = None
+        if not moved and not waiting:
+            return
+        key = pdc.key
+        try:
+            new = self.usable.get(key) or self._new_ipdc(key, now)
+        except PdsLimitError:
+            for q in moved:
+                self._events.append(Failed(q.token, "no PDC available", None))
+            for _mk, lst in waiting:
+                for q in lst:
+                    self._events.append(Failed(q.token, "no PDC available", None))
+            return
+        # replay the moved messages into the new PDC in their original order
+        if act_moves:
+            # packets after the active message's SOM belong to it; it stays open
+            i = max(k for k, q in enumerate(moved) if q.som)
+            complete, active_pkts = moved[:i], moved[i:]
+            entries = [(None, complete)] if complete else []
+            entries.append((act, active_pkts))
+            wait_map = dict(wait_map)
+            wait_map[act] = active_pkts
+        else:
+            entries = [(None, moved)] if moved else []
+        entries.extend(waiting)
+        for mk, lst in entries:
+            if mk is not None and mk in wait_map:
+                new.wait_map[mk] = lst
+                self.open_msg[mk] = new
+            new.waiting.append((mk, lst))
+        self._promote(new)
+        self._dirty[new] = None
+
+    def _check_close_progress(self, pdc: InitiatorPdc, now: int) -> None:
+        """QUIESCE → ACK_WAIT when the active message is fully sent; ACK_WAIT → CLOSE_ACK_WAIT
+        when every PSN is acknowledged: send CLOSE with a new PSN and AR (§2.2, §2.12)."""
+        st = pdc.state
+        if st is _S.QUIESCE and not pdc.pending and pdc.active is None and not pdc.waiting:
+            st = pdc.state = transition(INITIATOR_TRANSITIONS, st, _S.ACK_WAIT)
+        if st is _S.ACK_WAIT and not pdc.outstanding:
+            pdc.state = transition(INITIATOR_TRANSITIONS, st, _S.CLOSE_ACK_WAIT)
+            pkt = TxPkt(None, 0, b"", b"", False, False)
+            pkt.ctl = int(ControlType.CLOSE)
+            pkt.psn = pdc.next_psn
+            pdc.next_psn = (pdc.next_psn + 1) & _M32
+            pdc.outstanding[pkt.psn] = pkt
+            pdc.close_pkt = pkt
+            self._count("ctl_tx_CLOSE")
+            self._transmit(pdc, pkt, now, False, True)
+
+    def _close_error(self, pdc: InitiatorPdc, reason: str, code: int | None, now: int) -> None:
+        """Close in error (§2.12): fail outstanding packets and the rest of the active message;
+        later queued messages move to a new PDC; free the PDC."""
+        ev = self._events
+        n = 0
+        for q in pdc.outstanding.values():
+            n += 1
+            if q.ctl is None:
+                ev.append(Failed(q.token, reason, code))
+        pdc.outstanding.clear()
+        if n:
+            pdc.gate.on_done(n)
+        if self.usable.get(pdc.key) is pdc:
+            del self.usable[pdc.key]
+        pdc.closed_error = reason
+        self._migrate_unstarted(pdc, now)
+        for q in pdc.pending:
+            ev.append(Failed(q.token, reason, code))
+        pdc.pending.clear()
+        self._free_ipdc(pdc, reason, now)
+
+    def _free_ipdc(self, pdc: InitiatorPdc, error: str | None, now: int) -> None:
+        """→ CLOSED: release the PDCID, the CCC reference and every table entry."""
+        pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S.CLOSED)
+        pdc.closed_error = error
+        n = 0
+        for q in pdc.outstanding.values():
+            n += 1
+            if q.ctl is None:  # only reachable if a CLOSE timed out with data pending (never)
+                self._events.append(Failed(q.token, error or "pdc closed", None))
+        pdc.outstanding.clear()
+        for q in pdc.pending:
+            self._events.append(Failed(q.token, error or "pdc closed", None))
+        pdc.pending.clear()
+        self.pdcs.pop(pdc.lpdcid, None)
+        if self.usable.get(pdc.key) is pdc:
+            del self.usable[pdc.key]
+        self._dirty.pop(pdc, None)
+        g = self.gates.get((pdc.peer, pdc.key[3]))
+        if g is not None:
+            if n:
+                g[0].on_done(n)
+            g[1] -= 1
+            if g[1] <= 0:
+                del self.gates[(pdc.peer, pdc.key[3])]
+        self._count("pdc_close_initiator" if error is None else "pdc_close_initiator_error")
+        self._events.append(PdcClosed(pdc.peer, pdc.lpdcid, pdc.mode, "initiator", error))
+        self._emit(
+            {"t": now, "ev": "pdc_close", "peer": pdc.peer, "pdc": pdc.lpdcid, "role": "initiator", "reason": error}
+        )

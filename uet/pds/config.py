@@ -1,0 +1,141 @@
+"""PDS configuration, delivery modes and the PDS exception types.
+
+Defaults come from ``spec/behaviour.md`` §2 (the reference provider's values where the spec notes
+give several); each field's docstring says where. Times are integer nanoseconds.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from uet.errors import UetError
+
+
+class Mode(enum.IntEnum):
+    """PDS delivery mode (spec/behaviour.md §2.1)."""
+
+    RUD = 0
+    ROD = 1
+    RUDI = 2
+    UUD = 3
+
+
+class PdsError(UetError):
+    """Base of the errors the PDS core raises to its owner (never for bad input from the wire)."""
+
+
+class PdsLimitError(PdsError):
+    """A configured limit (``max_pdcs``, ``max_queued``, RUDI ids) would be exceeded."""
+
+
+class PdcStateError(PdsError):
+    """An illegal PDC state transition was attempted (a bug, never ignored)."""
+
+
+class PdsClosedError(PdsError):
+    """The core was closed with :meth:`PdsCore.close`; it admits no new packets."""
+
+
+class SesNack(UetError):  # noqa: N818 - it is a NACK request, not a failure of the caller
+    """Raised by ``on_deliver`` when SES lacks a transient resource for the packet.
+
+    The PDS then NACKs it with ``NO_SES_MSG_AVAIL`` and does not mark the PSN received, so the
+    retransmission is accepted later (spec/behaviour.md §2.6 step 7, ``ses_nack``).
+    """
+
+
+@dataclass(frozen=True)
+class PdsConfig:
+    """Configuration of one FEP's PDS (aioquic ``QuicConfiguration`` style).
+
+    Attributes:
+        mp_range: PSN window (MP_RANGE): outstanding PSNs per PDC and the receiver's tracking
+            range; the reference uses 128 (§2.4). Advertised as ``mpr = mp_range // 128``.
+        max_pdcs: PDCs per FEP, initiator and target roles together. Beyond it a new initiator PDC
+            raises :class:`PdsLimitError` and a target answers SYNs with NACK ``NO_PDC_AVAIL``.
+        max_outstanding: unacknowledged packets per PDC (≤ ``mp_range``).
+        rto_ns: retransmission timeout ``RTO_Init_Time``. The spec mirror says 1 ms and the
+            reference 5 ms (§2.9); we choose 2 ms: a localhost RTT is ~50 µs, so 2 ms never fires
+            spuriously yet recovers a lost tail quickly. Constant (no back-off), per packet.
+        max_rto_retx: ``Max_RTO_Retx_Cnt`` (5, §2.9); RTO retransmissions and ACK_REQs per packet.
+        max_nack_retx: ``Max_NACK_Retx_Cnt`` (5, §2.9); NACK-driven resends per packet. NACKed
+            packets are resent at once, as the reference does (``NACK_Retx_Time`` = 0).
+        ack_gen_trigger: ``ACK_Gen_Trigger`` bytes of coalescing (16384, §2.8).
+        ack_gen_min_pkt_add: ``ACK_Gen_Min_Pkt_Add`` (1024, §2.8).
+        ack_timer_ns: flush a pending coalesced ACK this long after the first unacknowledged
+            arrival (inference: the spec notes name no value; 100 µs, well under ``rto_ns``).
+        ack_per_pkt: ``Enb_ACK_Per_Pkt``: ACK every request at once.
+        ack_on_ecn: ``ACK_On_ECN`` (1): a CE-marked request is ACKed at once.
+        ack_format: ``"ack_cc"`` (default: ACK_CC with NSCC state, a 64-bit SACK bitmap and MPR,
+            so the initiator learns about holes and recovers faster) or ``"ack"`` (plain 12-byte
+            ACK, CACK only).
+        fast_retx_threshold: SACK fast retransmit: an unacknowledged packet not known received is
+            resent once when at least this many newer PSNs are SACKed or acknowledged (3, the TCP
+            dup-ACK analogue; inference). 0 disables.
+        rod_buffer: ROD receivers buffer out-of-order requests (within the window) and deliver
+            them when the gap fills, as the reference does, instead of the spec's discard + NACK
+            ``ROD_OOO`` go-back-N (the default, spec/behaviour.md §2.13).
+        close_idle_ns: the initiator closes a PDC that has had nothing queued or outstanding for
+            this long (None = never). Inference (§2.12 "a few × RTO"): 50 ms.
+        target_idle_ns: a target sends CLOSE_REQ for a PDC on which nothing arrived for this long
+            (None = never); reclaims PDCs whose initiator vanished. 1 s (inference).
+        close_req_ns: ``Close_REQ_Time``: how long a target waits for CLOSE after CLOSE_REQ before
+            closing in error (reference 1000 ms; mirror 1 ms; we use 100 ms).
+        close_linger_ns: how long a target keeps a closed PDC to re-ACK a lost CLOSE and NACK
+            ``CLOSING`` late requests (a short MSL; the reference's endpoint MSL is 2 s). 10 ms.
+        new_pdc_ns: ``New_PDC_Time``: a PENDING target PDC not re-driven within it is freed
+            silently (mirror 5 ms).
+        clear_ns: ``PDS_Clear_Time``: the target sends CLEAR_REQ when it holds an uncleared
+            guaranteed response this long with nothing arriving (mirror 1 ms). The initiator
+            answers ``REQ_CLEAR`` at once (reference).
+        max_queued: packets queued per PDC before transmission (None = unlimited); beyond it
+            ``submit`` raises :class:`PdsLimitError`.
+        rudi_max_outstanding: RUDI requests in flight per FEP; later ones wait in a queue.
+        entropy_paths: size of the rotating entropy set used to spray RUD packets.
+        cc_window: packets in flight per (peer, traffic class) allowed by the fixed-window
+            ``none`` congestion gate (ARCHITECTURE.md "Coming next").
+        start_psn: force every new PDC's Start_PSN (tests, conformance); None = random in
+            [2^16, 2^31) (§2.3.1).
+        control_entropy: entropy value for control packets and for ACK/NACKs when the request's
+            entropy is unknown (reference: a fixed default, wire-format.md §1.3).
+    """
+
+    mp_range: int = 128
+    max_pdcs: int = 4096
+    max_outstanding: int = 128
+    rto_ns: int = 2_000_000
+    max_rto_retx: int = 5
+    max_nack_retx: int = 5
+    ack_gen_trigger: int = 16384
+    ack_gen_min_pkt_add: int = 1024
+    ack_timer_ns: int = 100_000
+    ack_per_pkt: bool = False
+    ack_on_ecn: bool = True
+    ack_format: str = "ack_cc"
+    fast_retx_threshold: int = 3
+    rod_buffer: bool = False
+    close_idle_ns: int | None = 50_000_000
+    target_idle_ns: int | None = 1_000_000_000
+    close_req_ns: int = 100_000_000
+    close_linger_ns: int = 10_000_000
+    new_pdc_ns: int = 5_000_000
+    clear_ns: int = 1_000_000
+    max_queued: int | None = None
+    rudi_max_outstanding: int = 1024
+    entropy_paths: int = 16
+    cc_window: int = 1024
+    start_psn: int | None = None
+    control_entropy: int = 0xC000
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.mp_range <= 4096:
+            raise ValueError("mp_range must be in 1..4096")
+        if not 1 <= self.max_outstanding <= self.mp_range:
+            raise ValueError("max_outstanding must be in 1..mp_range")
+        if self.ack_format not in ("ack", "ack_cc"):
+            raise ValueError("ack_format must be 'ack' or 'ack_cc'")
+        if not 1 <= self.max_pdcs <= 0xFFFF:
+            raise ValueError("max_pdcs must be in 1..65535")
+        if self.rto_ns <= 0:
+            raise ValueError("rto_ns must be positive")

@@ -1,0 +1,267 @@
+"""Control packets (both roles) and the target's close and timers (spec/behaviour.md §2.11,
+§2.12, §2.2 target table).
+
+Choices where the notes are silent (inference):
+
+- A CLOSE is accepted once every PSN before it is received; it implicitly clears everything,
+  is ACKed, reported as ``PdcClosed`` at once, and the PDC lingers in CLOSING for
+  ``close_linger_ns`` (re-ACK a lost CLOSE, NACK ``CLOSING`` for newer PSNs) before it is freed.
+- A target closes by CLOSE_REQ (new return-direction PSN, AR, retransmitted on RTO); when no
+  CLOSE arrives within ``close_req_ns`` it closes in error and sends NACK ``CLOSING_IN_ERR``
+  (linux). Triggers: owner request, core close, or ``target_idle_ns`` without arrivals.
+- CLEAR_REQ is sent every ``clear_ns`` while a guaranteed response waits for its clear with
+  nothing arriving; its payload is the newest PSN to clear.
+"""
+
+from __future__ import annotations
+
+from uet.pds.config import Mode
+from uet.pds.events import PdcClosed
+from uet.pds.pdc import TargetPdc
+from uet.pds.states import TARGET_TRANSITIONS, TargetState, transition
+from uet.wire.pds import CONTROL, CONTROL_SYN, AckFlag, ControlType, NackCode, ReqFlag
+
+_M32 = 0xFFFFFFFF
+_T = TargetState
+_AR = int(ReqFlag.AR)
+_RETX = int(ReqFlag.RETX)
+_SYN = int(ReqFlag.SYN)
+_ISROD = int(ReqFlag.ISROD)
+_A_RETX = int(AckFlag.RETX)
+
+
+def _diff(a: int, b: int) -> int:
+    d = (a - b) & _M32
+    return d - 0x100000000 if d & 0x80000000 else d
+
+
+def _diff(a: int, b: int) -> int:
+    d = (a - b) & _M32
+    return d - 0x100000000 if d & 0x80000000 else d
+
+
+class ControlMixin:
+    """Control packets and target close/timers, part of :class:`uet.pds.core.PdsCore`."""
+
+    # -- control packets ---------------------------------------------------------------------------
+
+    def _rx_control(self, data: bytes, src: str, now: int, ctl: int, flags: int, entropy: int | None) -> None:
+        """Control packet dispatch: PDC lookup (SYN: by peer and SPDCID), then by role (§2.11)."""
+        if len(data) < 16:
+            self._drop("short_control", now, src)
+            return
+        if flags & _SYN:
+            _t, _c, _f, opq, psn, spdcid, _u, _po, payload = CONTROL_SYN.unpack(data)
+            pdc = self.target_by_peer.get((src, spdcid))
+            if pdc is None:
+                code = NackCode.PKT_NOT_RCVD if ctl == ControlType.ACK_REQ else NackCode.INV_DPDCID
+                self._send_nack(src, code, psn, 0, spdcid, 0, now, entropy=entropy)
+                return
+        else:
+            _t, _c, _f, opq, psn, spdcid, dpdcid, payload = CONTROL.unpack(data)
+            pdc = self.pdcs.get(dpdcid)
+            if pdc is None:
+                self._send_nack(src, NackCode.INV_DPDCID, psn, 0, spdcid, 0, now, entropy=entropy)
+                return
+            if pdc.peer != src or spdcid != pdc.rpdcid:
+                self._send_nack(src, NackCode.PDC_HDR_MISMATCH, psn, pdc.lpdcid, spdcid, 0, now, entropy=entropy)
+                return
+        self._count("ctl_rx_" + (ControlType(ctl).name if ctl <= 9 else str(ctl)))
+        if pdc.role == "initiator":
+            self._rx_control_initiator(pdc, ctl, psn, payload, flags, now)
+        else:
+            self._rx_control_target(pdc, ctl, opq, psn, payload, flags, now)
+
+    def _rx_control_target(
+        self, tp: TargetPdc, ctl: int, opq: int, psn: int, payload: int, flags: int, now: int
+    ) -> None:
+        """ACK_REQ, CLEAR, CLOSE, PROBE, NOOP at a target; anything else → UNEXP_EVENT (§2.11)."""
+        ent = self.config.control_entropy
+        st = tp.state
+        retx = _A_RETX if flags & _RETX else 0
+        if ctl == ControlType.CLOSE:
+            self._rx_close(tp, psn, retx, now)
+            return
+        if st is _T.PENDING or (st is _T.CLOSING and ctl != ControlType.ACK_REQ):
+            self._send_nack(tp.peer, NackCode.UNEXP_EVENT, psn, tp.lpdcid, tp.rpdcid, 0, now)
+            return
+        tp.last_rx = now
+        mp = self.config.mp_range
+        if ctl == ControlType.ACK_REQ:
+            d = _diff(psn, tp.rx_base)
+            if d >= mp or d < -mp:
+                self._drop("ack_req_oor", now, tp.peer)
+            elif d < 0:
+                self._send_ack(tp, psn, retx, 0, b"", now, ent)
+            elif psn in tp.rod_buf:  # received, not yet handed to SES (ROD buffering)
+                self._send_nack(tp.peer, NackCode.RCVD_SES_PROCG, psn, tp.lpdcid, tp.rpdcid, 0, now)
+            elif psn in tp.rcvd:
+                r = tp.gtd.get(psn)
+                self._send_ack(tp, psn, retx, r[0] if r else 0, r[1] if r else b"", now, ent)
+            else:
+                self._send_nack(tp.peer, NackCode.PKT_NOT_RCVD, psn, tp.lpdcid, tp.rpdcid, 0, now)
+        elif ctl == ControlType.CLEAR:
+            if _diff(payload, tp.max_clear) > 0 and _diff(payload, tp.high_rcvd) <= 0:
+                tp.max_clear = payload
+                self._advance_cack(tp)
+        elif ctl == ControlType.PROBE:
+            self._send_ack(tp, tp.rx_base, retx, 0, b"", now, ent, opaque=opq)
+        elif ctl == ControlType.NOOP:
+            pass
+        else:
+            self._send_nack(tp.peer, NackCode.UNEXP_EVENT, psn, tp.lpdcid, tp.rpdcid, 0, now)
+
+    def _rx_close(self, tp: TargetPdc, psn: int, retx: int, now: int) -> None:
+        """CLOSE CP (§2.12): implicitly clear everything, ACK it, → CLOSING (linger), report."""
+        ent = self.config.control_entropy
+        st = tp.state
+        if st is _T.CLOSING:
+            if psn == tp.close_psn:
+                self._count("duplicates")
+                self._send_ack(tp, psn, retx, 0, b"", now, ent)
+            elif tp.close_psn is not None and _diff(psn, tp.close_psn) > 0:
+                self._send_nack(tp.peer, NackCode.CLOSING, psn, tp.lpdcid, tp.rpdcid, 0, now)
+            return
+        if st is not _T.ESTABLISHED and st is not _T.CLOSE_WAIT:
+            self._send_nack(tp.peer, NackCode.UNEXP_EVENT, psn, tp.lpdcid, tp.rpdcid, 0, now)
+            return
+        d = _diff(psn, tp.rx_base)
+        if d < 0 or d >= self.config.mp_range:
+            self._send_nack(tp.peer, NackCode.PSN_OOR_WINDOW, psn, tp.lpdcid, tp.rpdcid, 0, now)
+            return
+        rcvd = tp.rcvd
+        for i in range(d):
+            if (tp.rx_base + i) & _M32 not in rcvd:
+                self._drop("close_before_data", now, tp.peer)
+                return
+        rcvd.clear()
+        tp.gtd.clear()
+        tp.rod_buf.clear()
+        tp.rx_base = (psn + 1) & _M32
+        tp.max_clear = psn
+        tp.close_psn = psn
+        tp.close_req = None
+        tp.clear_req_at = None
+        tp.state = transition(TARGET_TRANSITIONS, st, _T.CLOSING)
+        tp.linger_until = now + self.config.close_linger_ns
+        self._send_ack(tp, psn, retx, 0, b"", now, ent)
+        self._count("pdc_close_target")
+        self._events.append(PdcClosed(tp.peer, tp.lpdcid, tp.mode, "target", None))
+        self._emit({"t": now, "ev": "pdc_close", "peer": tp.peer, "pdc": tp.lpdcid, "role": "target", "reason": None})
+
+    def _rx_ack_target(
+        self, tp: TargetPdc, data: bytes, now: int, off: int, cack: int, spdcid: int, probe: int
+    ) -> None:
+        """An ACK to a target-role PDC can only acknowledge its CLOSE_REQ (return direction)."""
+        cr = tp.close_req
+        if spdcid != tp.rpdcid or probe or cr is None or (cack + off) & _M32 != cr[0]:
+            self._drop("ack_target_pdc", now, tp.peer)
+            return
+        tp.close_req = None
+        self._count("close_req_acked")
+
+    def _target_close_req(self, tp: TargetPdc, now: int) -> None:
+        """ESTABLISHED → CLOSE_WAIT: send CLOSE_REQ (new return-direction PSN, AR), start
+        ``Close_REQ_Time`` (§2.12)."""
+        tp.state = transition(TARGET_TRANSITIONS, tp.state, _T.CLOSE_WAIT)
+        psn = tp.ret_psn
+        tp.ret_psn = (psn + 1) & _M32
+        tp.close_req = [psn, now, 0]
+        tp.close_wait_until = now + self.config.close_req_ns
+        self._send_close_req(tp, 0)
+
+    def _send_close_req(self, tp: TargetPdc, retx: int) -> None:
+        flags = _AR | retx | (_ISROD if tp.mode == Mode.ROD else 0)
+        hdr = CONTROL.encode((11, ControlType.REQ_CLOSE, flags, 0, tp.close_req[0], tp.lpdcid, tp.rpdcid, 0))
+        self._out.append((hdr, tp.peer, self.config.control_entropy))
+        self._count("ctl_tx_REQ_CLOSE")
+
+    def _target_close_error(self, tp: TargetPdc, reason: str, now: int, send_nack: bool = True) -> None:
+        """Close a target PDC in error; NACK CLOSING_IN_ERR tells the initiator (linux, §2.12)."""
+        if send_nack:
+            psn = tp.close_req[0] if tp.close_req else tp.rx_base
+            self._send_nack(tp.peer, NackCode.CLOSING_IN_ERR, psn, tp.lpdcid, tp.rpdcid, 0, now)
+        was_open = tp.state is not _T.CLOSING and tp.state is not _T.PENDING
+        self._free_tpdc(tp, now)
+        if was_open:
+            self._count("pdc_close_target_error")
+            self._events.append(PdcClosed(tp.peer, tp.lpdcid, tp.mode, "target", reason))
+            self._emit(
+                {"t": now, "ev": "pdc_close", "peer": tp.peer, "pdc": tp.lpdcid, "role": "target", "reason": reason}
+            )
+
+    def _free_tpdc(self, tp: TargetPdc, now: int) -> None:
+        tp.state = transition(TARGET_TRANSITIONS, tp.state, _T.CLOSED)
+        self.pdcs.pop(tp.lpdcid, None)
+        if self.target_by_peer.get((tp.peer, tp.rpdcid)) is tp:
+            del self.target_by_peer[(tp.peer, tp.rpdcid)]
+        tp.rcvd.clear()
+        tp.gtd.clear()
+        tp.rod_buf.clear()
+
+    # -- timers ------------------------------------------------------------------------------------
+
+    def _tpdc_deadline(self, tp: TargetPdc) -> int | None:
+        st = tp.state
+        if st is _T.CLOSING:
+            return tp.linger_until
+        if st is _T.PENDING:
+            return tp.pending_until
+        best = tp.ack_deadline
+        cands = []
+        if tp.close_req is not None:
+            cands.append(tp.close_req[1] + self.config.rto_ns)
+        if st is _T.CLOSE_WAIT:
+            cands.append(tp.close_wait_until)
+        if tp.clear_req_at is not None:
+            cands.append(tp.clear_req_at)
+        ti = self.config.target_idle_ns
+        if ti is not None and st is _T.ESTABLISHED:
+            cands.append(tp.last_rx + ti)
+        for x in cands:
+            if best is None or x < best:
+                best = x
+        return best
+
+    def _tpdc_timer(self, tp: TargetPdc, now: int) -> None:
+        """Coalesced-ACK flush, CLOSE_REQ retransmission and timeout, CLEAR_REQ, idle close,
+        PENDING expiry and linger end."""
+        st = tp.state
+        cfg = self.config
+        if st is _T.CLOSING:
+            if now >= tp.linger_until:
+                self._free_tpdc(tp, now)
+            return
+        if st is _T.PENDING:
+            if now >= tp.pending_until:
+                self._count("pdc_pending_expired")
+                self._free_tpdc(tp, now)
+            return
+        if tp.ack_deadline is not None and now >= tp.ack_deadline:
+            self._count("acks_timer")
+            self._send_ack(tp, tp.ack_trigger, tp.ack_flags, 0, b"", now, tp.entropy)
+        cr = tp.close_req
+        if cr is not None and now >= cr[1] + cfg.rto_ns:
+            if cr[2] >= cfg.max_rto_retx:
+                self._target_close_error(tp, "CLOSE_REQ not acknowledged", now)
+                return
+            cr[1] = now
+            cr[2] += 1
+            self._count("rto")
+            self._send_close_req(tp, _RETX)
+        if tp.state is _T.CLOSE_WAIT and now >= tp.close_wait_until:
+            self._target_close_error(tp, "no CLOSE after CLOSE_REQ", now)
+            return
+        if tp.clear_req_at is not None and now >= tp.clear_req_at:
+            if tp.gtd:
+                hi = max(tp.gtd, key=lambda p: _diff(p, tp.rx_base))
+                hdr = CONTROL.encode((11, ControlType.REQ_CLEAR, 0, 0, 0, tp.lpdcid, tp.rpdcid, hi))
+                self._out.append((hdr, tp.peer, cfg.control_entropy))
+                self._count("ctl_tx_REQ_CLEAR")
+                tp.clear_req_at = now + cfg.clear_ns
+            else:
+                tp.clear_req_at = None
+        ti = cfg.target_idle_ns
+        if ti is not None and tp.state is _T.ESTABLISHED and now >= tp.last_rx + ti:
+            self._count("target_idle_close")
+            self._target_close_req(tp, now)

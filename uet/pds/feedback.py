@@ -1,0 +1,330 @@
+"""Initiator feedback: ACK and NACK processing (spec/behaviour.md §2.8 "Sender processing of an
+ACK", §2.9, §2.10, §2.13, §2.3 NEW_START_PSN).
+
+Choices where the notes are silent (inference):
+
+- SACK fast retransmit: once per packet, when the newest PSN known received (SACK bit or ACK_PSN)
+  is at least ``fast_retx_threshold`` beyond it and it is not itself known received. It does not
+  count toward ``max_rto_retx``.
+- ROD_OOO → go-back-N: the target puts its next expected PSN in the NACK payload (the dissector
+  labels that word "max received PSN + 1"; the provider sends 0); the initiator resends every
+  unacknowledged packet from there (from ``tx_base`` if the payload is out of range) in PSN order.
+  Further ROD_OOO NACKs naming the same restart point are stale (they answer copies sent before
+  the restart) and are ignored; if the restarted head is lost again its RTO recovers it.
+- NO_PDC_AVAIL / NO_CCC_AVAIL / NO_BITMAP ("retry establishment later"): the packet is left to
+  its RTO instead of being resent at once. Fatal NACKs close the PDC in error (uet.pds.closing).
+  Unknown codes are ignored (reference). NACKs for PSNs not outstanding are ignored (§2.10).
+- NEW_START_PSN naming the Start_PSN already in use (a re-NACK) is ignored.
+"""
+
+from __future__ import annotations
+
+from uet.pds.events import NackReceived, ProbeAnswered, new_acked
+from uet.pds.pdc import InitiatorPdc
+from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
+from uet.wire.pds import ACK, ACK_CC, NACK, NACK_ACTION, AckFlag, NackAction, NackCode, NackFlag
+
+_M32 = 0xFFFFFFFF
+_S = InitiatorState
+_A_P = int(AckFlag.P)
+_A_EPSN = int(AckFlag.EPSN)
+_A_RETX = int(AckFlag.RETX)
+_A_M = int(AckFlag.M)
+_A_CLR = int(AckFlag.REQ_CLEAR)
+_A_CLS = int(AckFlag.REQ_CLOSE)
+_N_NT = int(NackFlag.NT)
+_N_M = int(NackFlag.M)
+_RAW_CC = ACK_CC[(False, "raw")]
+_RAW_CC_P = ACK_CC[(True, "raw")]
+
+
+def _diff(a: int, b: int) -> int:
+    d = (a - b) & _M32
+    return d - 0x100000000 if d & 0x80000000 else d
+
+
+def _code_name(code: int) -> str:
+    try:
+        return NackCode(code).name
+    except ValueError:
+        return f"0x{code:02X}"
+
+
+class FeedbackMixin:
+    """ACK/NACK processing of initiator PDCs, part of :class:`uet.pds.core.PdsCore`."""
+
+    # -- ACK processing ----------------------------------------------------------------------------
+
+    def _rx_ack(self, data: bytes, src: str, now: int, t: int, nh: int, flags: int) -> None:
+        """Sender processing of ACK / ACK_CC / ACK_CCX (§2.8 "Sender processing of an ACK")."""
+        probe = flags & _A_P
+        bitmap = 0
+        mpr = 0
+        sack_off = 0
+        if t == 7:
+            hl = 16 if flags & _A_EPSN else 12
+            if len(data) < hl:
+                self._drop("short_ack", now, src)
+                return
+            _t, _nh, _f, off, cack, spdcid, dpdcid = ACK.unpack(data)
+        else:
+            hl = 32 if t == 8 else 40
+            if len(data) < hl:
+                self._drop("short_ack", now, src)
+                return
+            v = (_RAW_CC_P if probe else _RAW_CC).unpack(data)
+            off, cack, spdcid, dpdcid, mpr, sack_off, bitmap = v[3], v[4], v[5], v[6], v[9], v[10], v[11]
+        pdc = self.pdcs.get(dpdcid)
+        if pdc is None:
+            self._drop("ack_unknown_pdc", now, src)
+            return
+        if pdc.peer != src:
+            self._drop("ack_peer", now, src)
+            return
+        if pdc.role != "initiator":
+            self._rx_ack_target(pdc, data, now, off, cack, spdcid, probe)
+            return
+        st = pdc.state
+        if st is _S.CLOSED:
+            self._drop("ack_closed_pdc", now, src)
+            return
+        if st is _S.SYN_SENT:
+            if spdcid == 0:
+                self._drop("ack_spdcid", now, src)
+                return
+        elif spdcid != pdc.rpdcid:
+            self._drop("ack_spdcid", now, src)
+            return
+        if _diff(cack, (pdc.next_psn - 1) & _M32) > 0:
+            self._drop("ack_cack_ahead", now, src)
+            return
+        c = self.counters
+        c["acks_rx"] = c.get("acks_rx", 0) + 1
+        if st is _S.SYN_SENT:
+            pdc.rpdcid = spdcid
+            pdc.state = transition(INITIATOR_TRANSITIONS, st, _S.ESTABLISHED)
+            if pdc.close_requested:
+                self._start_close(pdc, pdc.close_reason, now)
+        out = pdc.outstanding
+        events = self._events
+        npk = 0
+        nby = 0
+        rtt = None
+        ent = None
+        if probe:
+            sent = pdc.probes.pop(off, None)
+            if sent is not None:
+                events.append(ProbeAnswered(src, pdc.lpdcid, off, cack, now - sent))
+                rtt = now - sent
+        else:
+            apsn = (cack + off) & _M32
+            pkt = out.pop(apsn, None)
+            if pkt is not None:
+                npk += 1
+                nby += pkt.nbytes
+                ent = pkt.entropy
+                if pkt.sends == 1 or (pkt.sends == 2 and flags & _A_RETX):
+                    rtt = now - pkt.tx_time
+                if pkt.ctl is None:
+                    events.append(new_acked(pkt.token, nh, data[hl:] if nh else b""))
+                if _diff(apsn, pdc.high_sack) > 0:
+                    pdc.high_sack = apsn
+            else:
+                c["acks_dup"] = c.get("acks_dup", 0) + 1
+        # MPR: only from an ACK whose CACK is newer than the last applied (§2.4)
+        if mpr and _diff(cack, pdc.mpr_cack) > 0:
+            pdc.peer_mp = mpr * 128
+            pdc.mpr_cack = cack
+        # CACK: everything up to it is acknowledged, implicitly successful (§2.7)
+        if _diff(cack, pdc.max_cack) > 0:
+            pdc.max_cack = cack
+            p = pdc.tx_base
+            end = (cack + 1) & _M32
+            nxt = pdc.next_psn
+            while p != end and p != nxt:
+                pkt = out.pop(p, None)
+                if pkt is not None:
+                    npk += 1
+                    nby += pkt.nbytes
+                    if pkt.ctl is None:
+                        events.append(new_acked(pkt.token, 0, b""))
+                p = (p + 1) & _M32
+            if _diff(cack, pdc.high_sack) > 0:
+                pdc.high_sack = cack
+        if bitmap:
+            base = (cack + sack_off) & _M32
+            hi = pdc.high_sack
+            while bitmap:
+                low = bitmap & -bitmap
+                p = (base + low.bit_length() - 1) & _M32
+                bitmap ^= low
+                pkt = out.get(p)
+                if pkt is not None:
+                    pkt.dst_received = True
+                    if _diff(p, hi) > 0:
+                        hi = p
+            pdc.high_sack = hi
+        # slide tx_base over the leading acknowledged run
+        b = pdc.tx_base
+        nxt = pdc.next_psn
+        while b != nxt and b not in out:
+            b = (b + 1) & _M32
+        pdc.tx_base = b
+        if npk:
+            pdc.gate.on_ack(npk, nby, bool(flags & _A_M), rtt, now)
+            c["acked"] = c.get("acked", 0) + npk
+        if ent is not None:
+            pdc.entropy.feedback(ent, "ecn" if flags & _A_M else "ack")
+        if self._log is not None:
+            self._log(
+                {
+                    "t": now,
+                    "ev": "ack",
+                    "peer": src,
+                    "pdc": pdc.lpdcid,
+                    "cack": cack,
+                    "psn": None if probe else (cack + off) & _M32,
+                    "sack": bool(bitmap),
+                }
+            )
+        thr = self.config.fast_retx_threshold
+        if thr and out and _diff(pdc.high_sack, b) >= thr:
+            self._fast_retransmit(pdc, now, thr)
+        cp = pdc.close_pkt
+        if cp is not None and cp.psn not in out:
+            self._free_ipdc(pdc, None, now)
+            return
+        if flags & _A_CLR:
+            pdc.clear_needed = True
+        if flags & _A_CLS:
+            self._start_close(pdc, "target REQ_CLOSE", now)
+        if flags & _A_EPSN:
+            self._count("epsn_ignored")
+        pdc.last_activity = now
+        self._check_close_progress(pdc, now)
+        self._dirty[pdc] = None
+
+    def _fast_retransmit(self, pdc: InitiatorPdc, now: int, thr: int) -> None:
+        """Resend, once each, packets with ≥ ``thr`` newer PSNs known received (SACK gap)."""
+        out = pdc.outstanding
+        p = pdc.tx_base
+        stop = (pdc.high_sack - thr + 1) & _M32
+        while p != stop:
+            pkt = out.get(p)
+            if pkt is not None and not pkt.dst_received and not pkt.fast_done and pkt.ctl is None:
+                pkt.fast_done = True
+                self._count("fast_retransmits")
+                pdc.gate.on_timeout(now)
+                pdc.entropy.feedback(pkt.entropy, "timeout")
+                self._transmit(pdc, pkt, now, True, True)
+            p = (p + 1) & _M32
+
+    # -- NACK processing ---------------------------------------------------------------------------
+
+    def _rx_nack(self, data: bytes, src: str, now: int, flags: int) -> None:
+        """NACK / NACK_CCX reaction per NACK_ACTION (§2.10, wire-format.md §7.1)."""
+        if len(data) < 16:
+            self._drop("short_nack", now, src)
+            return
+        _t, _nh, _f, code, _vc, npsn, spdcid, dpdcid, payload = NACK.unpack(data)
+        name = _code_name(code)
+        self._count("nack_rx_" + name)
+        if self._log is not None:
+            self._log({"t": now, "ev": "nack_rx", "peer": src, "pdc": dpdcid, "psn": npsn, "code": name})
+        if flags & _N_NT:
+            self._rudi_nack(src, code, npsn, now)
+            return
+        pdc = self.pdcs.get(dpdcid)
+        if pdc is None or pdc.peer != src:
+            self._drop("nack_unknown_pdc", now, src)
+            return
+        action = NACK_ACTION.get(code, NackAction.IGNORE)
+        if pdc.role != "initiator":
+            if action == NackAction.CLOSE:
+                self._target_close_error(pdc, f"nack {name}", now, send_nack=False)
+            return
+        if spdcid and pdc.rpdcid and spdcid != pdc.rpdcid:
+            self._drop("nack_spdcid", now, src)
+            return
+        self._events.append(NackReceived(src, pdc.lpdcid, code, npsn))
+        if pdc.state is _S.CLOSED:
+            return
+        pdc.gate.on_nack(code, bool(flags & _N_M), now)
+        if code == NackCode.NEW_START_PSN:
+            self._new_start_psn(pdc, payload, now)
+            return
+        out = pdc.outstanding
+        pkt = out.get(npsn)
+        if pkt is None:
+            self._count("nack_stale")
+            return
+        if action == NackAction.IGNORE:
+            return
+        if action == NackAction.CLOSE:
+            self._close_error(pdc, f"nack {name}", code, now)
+            return
+        if code == NackCode.TRIMMED or code == NackCode.TRIMMED_LASTHOP:
+            pdc.entropy.feedback(pkt.entropy, "trim" if code == NackCode.TRIMMED else "ack")
+        if code == NackCode.ROD_OOO:
+            # payload = the target's next expected PSN (our extension; 0/out of range -> tx_base)
+            e = payload if 0 <= _diff(payload, pdc.tx_base) < _diff(pdc.next_psn, pdc.tx_base) else pdc.tx_base
+            if e == pdc.gbn_from or e not in out:
+                self._count("nack_gbn_stale")
+                return
+            head = out[e]
+            head.nack_retries += 1
+            if head.nack_retries > self.config.max_nack_retx:
+                self._close_error(pdc, "nack retry exhausted", code, now)
+                return
+            pdc.gbn_from = e
+            self._count("go_back_n")
+            p = e
+            nxt = pdc.next_psn
+            while p != nxt:
+                q = out.get(p)
+                if q is not None:
+                    self._transmit(pdc, q, now, True, True)
+                p = (p + 1) & _M32
+            return
+        pkt.nack_retries += 1
+        if pkt.nack_retries > self.config.max_nack_retx:
+            self._close_error(pdc, "nack retry exhausted", code, now)
+            return
+        if code in (NackCode.NO_PDC_AVAIL, NackCode.NO_CCC_AVAIL, NackCode.NO_BITMAP):
+            pkt.tx_time = now  # retry establishment after an RTO, not at once
+            del out[npsn]
+            out[npsn] = pkt
+            return
+        if code == NackCode.PKT_NOT_RCVD:
+            pkt.dst_received = False
+        self._transmit(pdc, pkt, now, True, True)
+
+    def _new_start_psn(self, pdc: InitiatorPdc, new_start: int, now: int) -> None:
+        """NACK NEW_START_PSN in SYN_SENT: shift Start_PSN, next PSN and window bases by the same
+        delta, re-stamp and resend every unacknowledged packet, retry counts reset (§2.2)."""
+        if pdc.state is not _S.SYN_SENT or (new_start & _M32) == pdc.start_psn:
+            self._count("nack_new_start_ignored")  # established, or a re-NACK of the old start
+            return
+        pdc.restarts += 1
+        if pdc.restarts > self.config.max_nack_retx:
+            self._close_error(pdc, "NEW_START_PSN loop", int(NackCode.NEW_START_PSN), now)
+            return
+        pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S.SYN_SENT)
+        delta = (new_start - pdc.start_psn) & _M32
+        pdc.start_psn = new_start & _M32
+        pdc.next_psn = (pdc.next_psn + delta) & _M32
+        pdc.tx_base = (pdc.tx_base + delta) & _M32
+        pdc.max_cack = (pdc.max_cack + delta) & _M32
+        pdc.mpr_cack = (pdc.mpr_cack + delta) & _M32
+        pdc.high_sack = (pdc.high_sack + delta) & _M32
+        old = sorted(pdc.outstanding.values(), key=lambda q: q.tx_seq)
+        pdc.outstanding = {}
+        for q in old:
+            q.psn = (q.psn + delta) & _M32
+            q.retries = 0
+            q.nack_retries = 0
+            q.dst_received = False
+            q.fast_done = False
+            pdc.outstanding[q.psn] = q
+        for q in sorted(old, key=lambda q: _diff(q.psn, pdc.start_psn)):
+            self._transmit(pdc, q, now, True, True)

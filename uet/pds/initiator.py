@@ -1,0 +1,402 @@
+"""Initiator half of RUD/ROD PDCs: submission, transmission, RTO timers, CPs from the target.
+ACK/NACK processing lives in :mod:`uet.pds.feedback`, closing in :mod:`uet.pds.closing`.
+
+Rules from spec/behaviour.md §2.2 (initiator table), §2.3 (SYN, Start_PSN), §2.4 (windows, MPR),
+§2.5 (transmission), §2.9 (retransmission), §2.11 (control packets).
+
+Choices where the notes are silent (inference):
+
+- AR is set on EOM, on retransmissions, with ``ack_per_pkt``, and on the last packet sent before
+  the queue empties or the window fills, so no sender ever waits for the coalescing timer.
+- SACK fast retransmit: once per packet, when the newest PSN known received (SACK bit or ACK_PSN)
+  is at least ``fast_retx_threshold`` beyond it and it is not itself known received. It does not
+  count toward ``max_rto_retx``.
+- ROD_OOO → go-back-N: the target puts its next expected PSN in the NACK payload (the dissector
+  labels that word "max received PSN + 1"; the provider sends 0); the initiator resends every
+  unacknowledged packet from there (from ``tx_base`` if the payload is out of range) in PSN order.
+  Further ROD_OOO NACKs naming the same restart point are stale (they answer copies sent before
+  the restart) and are ignored; if the restarted head is lost again its RTO recovers it.
+- NO_PDC_AVAIL / NO_CCC_AVAIL / NO_BITMAP ("retry establishment later"): the packet is left to
+  its RTO instead of being resent at once. Fatal NACKs close the PDC in error: its outstanding
+  packets and the rest of the active message fail; messages queued behind it move to a new PDC.
+- A closed-in-error PDC is freed at once; the target reclaims its half by idle CLOSE_REQ.
+"""
+
+from __future__ import annotations
+
+from uet.pds.config import Mode, PdsClosedError, PdsError, PdsLimitError
+from uet.pds.events import Failed, PdcOpened
+from uet.pds.pdc import InitiatorPdc, TxPkt
+from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
+from uet.wire.pds import (
+    ACK,
+    CONTROL,
+    CONTROL_SYN,
+    REQUEST,
+    REQUEST_SYN,
+    ControlType,
+    NackCode,
+    ReqFlag,
+)
+
+_M32 = 0xFFFFFFFF
+_S = InitiatorState
+_AR = int(ReqFlag.AR)
+_RETX = int(ReqFlag.RETX)
+_SYN = int(ReqFlag.SYN)
+_ISROD = int(ReqFlag.ISROD)
+
+
+def _diff(a: int, b: int) -> int:
+    d = (a - b) & _M32
+    return d - 0x100000000 if d & 0x80000000 else d
+
+
+class InitiatorMixin:
+    """Initiator-role behaviour of :class:`uet.pds.core.PdsCore` (see the module docstring)."""
+
+    # -- submission ------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        peer: str,
+        mode: Mode,
+        next_hdr: int,
+        ses: bytes,
+        payload: bytes | memoryview,
+        *,
+        token: object,
+        som: bool,
+        eom: bool,
+        now: int,
+        job_id: int = 0,
+        tc: int = 0,
+        msg_id: object = None,
+    ) -> None:
+        """Queue one SES packet (see the PDS core contract). Raises :class:`PdsLimitError` when a
+        configured limit would be exceeded and :class:`PdsClosedError` after :meth:`close`.
+
+        ``msg_id`` (addition to the contract) names the message when the owner interleaves the
+        submission of several messages to one ``(mode, job_id, peer, tc)`` key; without it the
+        packets of one message must be submitted without another multi-packet message of the
+        same key starting in between. A message that starts while another is open on the PDC
+        waits behind it (messages never interleave on a PDC, spec/behaviour.md §1.4)."""
+        if self._closing:
+            raise PdsClosedError("PDS core is closed")
+        if mode == Mode.UUD or mode == Mode.RUDI:
+            self._submit_unreliable(peer, mode, next_hdr, ses, payload, token, som, eom, now)
+            return
+        if mode != Mode.RUD and mode != Mode.ROD:
+            raise PdsError(f"unknown mode {mode!r}")
+        key = (mode, job_id, peer, tc)
+        mk = (key, msg_id)
+        pkt = TxPkt(token, next_hdr, ses, payload, som, eom)
+        if som:
+            if not eom and mk in self.open_msg:
+                raise PdsError(f"SOM for message {msg_id!r} of {key} while it is still open")
+            pdc = self.usable.get(key)
+            if pdc is None:
+                pdc = self._new_ipdc(key, now)
+            mq = self.config.max_queued
+            if mq is not None and len(pdc.pending) >= mq:
+                raise PdsLimitError(f"more than {mq} packets queued on PDC {pdc.lpdcid}")
+            if pdc.active is None:
+                pdc.pending.append(pkt)
+                if not eom:
+                    pdc.active = mk
+                    pdc.active_som = pkt
+                    self.open_msg[mk] = pdc
+            else:
+                lst = [pkt]
+                pdc.waiting.append((mk, lst))
+                if not eom:
+                    pdc.wait_map[mk] = lst
+                    self.open_msg[mk] = pdc
+        else:
+            pdc = self.open_msg.get(mk)
+            if pdc is None:
+                raise PdsError(f"non-SOM packet for message {msg_id!r} of {key} without an open message")
+            if eom:
+                del self.open_msg[mk]
+            if pdc.state is _S.CLOSED:
+                self._events.append(Failed(token, pdc.closed_error or "pdc closed", None))
+                return
+            mq = self.config.max_queued
+            if mq is not None and len(pdc.pending) >= mq:
+                raise PdsLimitError(f"more than {mq} packets queued on PDC {pdc.lpdcid}")
+            if pdc.active == mk:
+                pdc.pending.append(pkt)
+                if eom:
+                    pdc.active = None
+                    pdc.active_som = None
+                    self._promote(pdc)
+            else:
+                pdc.wait_map[mk].append(pkt)
+                if eom:
+                    del pdc.wait_map[mk]
+        self._dirty[pdc] = None
+
+    def _promote(self, pdc: InitiatorPdc) -> None:
+        """The active message is fully submitted: queue the waiting messages behind it, up to and
+        including the first one that is still open (it becomes the active message)."""
+        waiting = pdc.waiting
+        while pdc.active is None and waiting:
+            mk, lst = waiting.popleft()
+            pdc.pending.extend(lst)
+            if mk in pdc.wait_map:
+                del pdc.wait_map[mk]
+                pdc.active = mk
+                pdc.active_som = lst[0]
+
+    def _new_ipdc(self, key: tuple, now: int) -> InitiatorPdc:
+        """CLOSED → SYN_SENT: PDCID, random Start_PSN in [2^16, 2^31) (§2.3.1), CCC attach."""
+        cfg = self.config
+        if len(self.pdcs) >= cfg.max_pdcs:
+            raise PdsLimitError(f"max_pdcs={cfg.max_pdcs} reached")
+        mode, _job, peer, tc = key
+        start = cfg.start_psn if cfg.start_psn is not None else self.rng.randrange(1 << 16, 1 << 31)
+        g = self.gates.get((peer, tc))
+        if g is None:
+            g = self.gates[(peer, tc)] = [self.gate_factory(peer, tc), 0]
+        g[1] += 1
+        ent = self.entropy_factory(mode, self.rng, cfg.entropy_paths)
+        pdc = InitiatorPdc(key, peer, mode, self._alloc_pdcid(), start & _M32, ent, g[0])
+        pdc.peer_mp = min(128, cfg.mp_range)
+        pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S.SYN_SENT)
+        pdc.last_activity = now
+        self.pdcs[pdc.lpdcid] = pdc
+        self.usable[key] = pdc
+        if self._closing:  # created to carry messages moved off a closing PDC: close after them
+            pdc.close_requested = True
+            pdc.close_reason = "owner close"
+        self._count("pdc_open_initiator")
+        self._events.append(PdcOpened(peer, pdc.lpdcid, mode, "initiator"))
+        self._emit(
+            {
+                "t": now,
+                "ev": "pdc_open",
+                "peer": peer,
+                "pdc": pdc.lpdcid,
+                "role": "initiator",
+                "mode": mode.name,
+                "start_psn": pdc.start_psn,
+            }
+        )
+        return pdc
+
+    # -- transmission ------------------------------------------------------------------------------
+
+    def _pump(self, pdc: InitiatorPdc, now: int) -> None:
+        """Send queued packets while the local window, the peer's MPR window, the SYN offset
+        limit and the congestion gate allow (§2.4, §2.5)."""
+        st = pdc.state
+        if st is _S.CLOSED:
+            return
+        if st is not _S.CLOSE_ACK_WAIT:
+            pending = pdc.pending
+            cfg = self.config
+            win = cfg.max_outstanding
+            gate = pdc.gate
+            per_pkt = cfg.ack_per_pkt
+            lim = (pdc.max_cack + pdc.peer_mp) & _M32  # the peer's MPR window (§2.4)
+            while pending:
+                psn = pdc.next_psn
+                used = (psn - pdc.tx_base) & _M32
+                if used >= win:
+                    break
+                d = (psn - lim) & _M32
+                if d and d < 0x80000000:
+                    break
+                if pdc.state is _S.SYN_SENT and ((psn - pdc.start_psn) & _M32) > 4095:
+                    break
+                pkt = pending[0]
+                if not gate.can_send(pkt.nbytes, now):
+                    break
+                pending.popleft()
+                pkt.psn = psn
+                pdc.next_psn = (psn + 1) & _M32
+                pdc.outstanding[psn] = pkt
+                ar = pkt.eom or per_pkt or not pending or used + 1 >= win
+                self._transmit(pdc, pkt, now, False, ar)
+            self._check_close_progress(pdc, now)
+        if pdc.clear_needed and pdc.state is not _S.CLOSED:
+            self._send_clear(pdc, now)
+
+    def _transmit(self, pdc: InitiatorPdc, pkt: TxPkt, now: int, retx: bool, ar: bool) -> None:
+        """Build and queue one request or tracked CP; restamp clear PSN, SYN and flags (§2.5)."""
+        psn = pkt.psn
+        flags = _AR if ar else 0
+        if retx:
+            flags |= _RETX | _AR
+            # move to the end: outstanding stays ordered by latest transmission (= RTO deadline)
+            out = pdc.outstanding
+            del out[psn]
+            out[psn] = pkt
+        syn = pdc.state is _S.SYN_SENT
+        if pkt.ctl is None:
+            cpo = (pdc.tx_base - 1 - psn) & _M32  # CLEAR_PSN = tx_base - 1, as a signed offset
+            cpo = cpo - 0x100000000 if cpo & 0x80000000 else cpo
+            if cpo < -0x8000:
+                cpo = -0x8000
+            t = 2 if pdc.mode == Mode.RUD else 3
+            if syn:
+                hdr = REQUEST_SYN.encode((t, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid, 0, psn - pdc.start_psn))
+            else:
+                hdr = REQUEST.encode((t, pkt.next_hdr, flags, cpo, psn, pdc.lpdcid, pdc.rpdcid))
+            data = hdr + pkt.ses + pkt.payload if pkt.nbytes else hdr
+        else:
+            if pdc.mode == Mode.ROD:
+                flags |= _ISROD
+            data = CONTROL.encode((11, pkt.ctl, flags, 0, psn, pdc.lpdcid, pdc.rpdcid, 0))
+        ent = pdc.entropy.next_entropy()
+        pkt.entropy = ent
+        pkt.tx_time = now
+        if not pkt.sends:
+            pkt.first_tx = now
+        pkt.sends += 1
+        pdc.tx_seq += 1
+        pkt.tx_seq = pdc.tx_seq
+        pdc.last_activity = now
+        pdc.clear_needed = False
+        pdc.gate.on_send(pkt.nbytes, retx, now)
+        self._out.append((data, pdc.peer, ent))
+        c = self.counters
+        if retx:
+            c["retransmits"] = c.get("retransmits", 0) + 1
+        else:
+            c["tx"] = c.get("tx", 0) + 1
+        if self._log is not None:
+            self._log(
+                {
+                    "t": now,
+                    "ev": "retx" if retx else "tx",
+                    "peer": pdc.peer,
+                    "pdc": pdc.lpdcid,
+                    "psn": psn,
+                    "type": "ctl" if pkt.ctl is not None else pdc.mode.name,
+                    "len": len(data),
+                    "syn": syn,
+                }
+            )
+
+    def _send_ctl(self, pdc: InitiatorPdc, ctl: int, psn: int, payload: int, now: int, flags: int = 0) -> None:
+        """An untracked control packet on an initiator PDC (ACK_REQ, CLEAR, PROBE)."""
+        if pdc.mode == Mode.ROD:
+            flags |= _ISROD
+        if pdc.state is _S.SYN_SENT:
+            hdr = CONTROL_SYN.encode(
+                (11, ctl, flags | _SYN, 0, psn & _M32, pdc.lpdcid, 0, (psn - pdc.start_psn) & 0xFFF, payload & _M32)
+            )
+        else:
+            hdr = CONTROL.encode((11, ctl, flags, 0, psn & _M32, pdc.lpdcid, pdc.rpdcid, payload & _M32))
+        self._out.append((hdr, pdc.peer, self.config.control_entropy))
+        self._count("ctl_tx_" + ControlType(ctl).name)
+
+    def _send_clear(self, pdc: InitiatorPdc, now: int) -> None:
+        """CLEAR CP: payload = CLEAR_PSN = tx_base − 1, PSN 0, untracked (§2.7)."""
+        pdc.clear_needed = False
+        self._send_ctl(pdc, ControlType.CLEAR, 0, (pdc.tx_base - 1) & _M32, now)
+
+    def send_probe(self, pdcid: int, opaque: int, now: int) -> bool:
+        """Send a PROBE CP on initiator PDC ``pdcid`` (payload = SACK base = CACK + 1); the
+        target answers with an ACK carrying P and ``opaque`` (§2.11). False if no such PDC."""
+        pdc = self.pdcs.get(pdcid)
+        if pdc is None or pdc.role != "initiator" or pdc.state is _S.CLOSED:
+            return False
+        opaque &= 0xFFFF
+        pdc.probes[opaque] = now
+        if pdc.mode == Mode.ROD:
+            flags = _ISROD
+        else:
+            flags = 0
+        if pdc.state is _S.SYN_SENT:
+            hdr = CONTROL_SYN.encode(
+                (
+                    11,
+                    ControlType.PROBE,
+                    flags | _SYN,
+                    opaque,
+                    pdc.tx_base,
+                    pdc.lpdcid,
+                    0,
+                    (pdc.tx_base - pdc.start_psn) & 0xFFF,
+                    (pdc.max_cack + 1) & _M32,
+                )
+            )
+        else:
+            hdr = CONTROL.encode(
+                (11, ControlType.PROBE, flags, opaque, pdc.tx_base, pdc.lpdcid, pdc.rpdcid, (pdc.max_cack + 1) & _M32)
+            )
+        self._out.append((hdr, pdc.peer, self.config.control_entropy))
+        self._count("ctl_tx_PROBE")
+        return True
+
+    # -- timers ------------------------------------------------------------------------------------
+
+    def _ipdc_deadline(self, pdc: InitiatorPdc) -> int | None:
+        out = pdc.outstanding
+        if out:
+            return next(iter(out.values())).tx_time + self.config.rto_ns
+        ci = self.config.close_idle_ns
+        if (
+            ci is not None
+            and pdc.state is _S.ESTABLISHED
+            and not pdc.pending
+            and pdc.active is None
+            and not pdc.waiting
+        ):
+            return pdc.last_activity + ci
+        return None
+
+    def _ipdc_timer(self, pdc: InitiatorPdc, now: int) -> None:
+        """RTO per packet (§2.9): ACK_REQ if known received, else retransmit; limits → error."""
+        cfg = self.config
+        rto = cfg.rto_ns
+        out = pdc.outstanding
+        while out and pdc.state is not _S.CLOSED:
+            pkt = next(iter(out.values()))
+            if pkt.tx_time + rto > now:
+                break
+            if pkt.retries >= cfg.max_rto_retx:
+                if pkt.ctl == ControlType.CLOSE:
+                    self._free_ipdc(pdc, "CLOSE not acknowledged", now)
+                else:
+                    self._close_error(pdc, "retry exhausted", None, now)
+                return
+            pkt.retries += 1
+            self._count("rto")
+            pdc.gate.on_timeout(now)
+            pdc.entropy.feedback(pkt.entropy, "timeout")
+            if pkt.dst_received and pkt.ctl is None:
+                self._send_ctl(pdc, ControlType.ACK_REQ, pkt.psn, 0, now, _AR)
+                pkt.tx_time = now
+                del out[pkt.psn]
+                out[pkt.psn] = pkt
+            elif _diff(pkt.psn, (pdc.max_cack + pdc.peer_mp) & _M32) > 0:
+                pkt.tx_time = now  # the peer window forbids it: wait (§2.9)
+                del out[pkt.psn]
+                out[pkt.psn] = pkt
+            else:
+                self._transmit(pdc, pkt, now, True, True)
+        if pdc.state is _S.ESTABLISHED and not out:
+            d = self._ipdc_deadline(pdc)
+            if d is not None and d <= now:
+                self._start_close(pdc, "idle", now)
+                self._dirty[pdc] = None
+
+    # -- control packets from the target -----------------------------------------------------------
+
+    def _rx_control_initiator(self, pdc: InitiatorPdc, ctl: int, psn: int, payload: int, flags: int, now: int) -> None:
+        """CPs a target sends: REQ_CLEAR (send CLEAR), REQ_CLOSE (ACK it, start close), NOOP."""
+        if ctl == ControlType.REQ_CLEAR:
+            self._send_clear(pdc, now)
+        elif ctl == ControlType.REQ_CLOSE:
+            # ACK the CLOSE_REQ's return-direction PSN, then begin our own close (§2.12)
+            hdr = ACK.encode((7, 0, 0, 0, psn & _M32, pdc.lpdcid, pdc.rpdcid))
+            self._out.append((hdr, pdc.peer, self.config.control_entropy))
+            self._count("acks_tx")
+            self._start_close(pdc, "target CLOSE_REQ", now)
+        elif ctl == ControlType.NOOP:
+            pass
+        else:
+            self._send_nack(pdc.peer, NackCode.UNEXP_EVENT, psn, pdc.lpdcid, pdc.rpdcid, 0, now)

@@ -1,0 +1,210 @@
+"""RUDI and UUD: the PDC-less modes (spec/behaviour.md §2.14, §2.15).
+
+RUDI initiator: each request gets a 32-bit packet id unique among its outstanding requests
+(a counter, skipping ids in use), a per-request RTO (``rto_ns``, ``max_rto_retx``) and is resent
+with RETX and the same id until its RUDI response arrives; at least once, duplicates reach SES.
+A response for no outstanding id is a late duplicate and is dropped. RUDI target: stateless;
+every copy is handed to SES and answered by exactly one RUDI response (type 5) echoing the id
+and carrying the SES response (next_hdr 0 and no SES bytes when ``on_deliver`` returns None).
+A transient SES shortage (:class:`~uet.pds.config.SesNack`) or a trimmed request is answered
+with a RUDI NACK (NT = 1, PDCIDs 0).
+
+UUD: one packet (SOM and EOM), no PDC, no ACK; ``Acked`` is reported when the datagram is
+handed out. The target hands it to SES and ignores the return value.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from uet.pds.config import Mode, PdsError, PdsLimitError, SesNack
+from uet.pds.events import Failed, NackReceived, new_acked, new_delivery
+from uet.pds.target import normalize_response, ses_end
+from uet.wire.pds import NACK_ACTION, RUDI, UUD, NackAction, NackCode, NackFlag, RudiFlag
+
+_M32 = 0xFFFFFFFF
+_NT = int(NackFlag.NT)
+
+
+class RudiPkt:
+    """An outstanding RUDI request."""
+
+    __slots__ = ("pid", "token", "peer", "next_hdr", "body", "tx_time", "retries", "nack_retries", "entropy")
+
+    def __init__(self, pid: int, token: Any, peer: str, next_hdr: int, body: bytes) -> None:
+        self.pid = pid
+        self.token = token
+        self.peer = peer
+        self.next_hdr = next_hdr
+        self.body = body
+        self.tx_time = 0
+        self.retries = 0
+        self.nack_retries = 0
+        self.entropy = 0
+
+
+class RudiMixin:
+    """RUDI/UUD behaviour of :class:`uet.pds.core.PdsCore` (see the module docstring)."""
+
+    def _rudi_init(self) -> None:
+        self._rudi_next = self.rng.randrange(1 << 32)
+        #: outstanding RUDI requests by packet id, in order of latest transmission
+        self._rudi_out: dict[int, RudiPkt] = {}
+        self._rudi_wait: deque[RudiPkt] = deque()
+        self._uud_q: list[tuple[bytes, str, Any]] = []
+
+    def _submit_unreliable(
+        self, peer: str, mode: Mode, nh: int, ses: bytes, payload: Any, token: Any, som: bool, eom: bool, now: int
+    ) -> None:
+        if not (som and eom):
+            raise PdsError(f"{mode.name} packets are single-packet messages (SOM and EOM)")
+        if mode == Mode.UUD:
+            self._uud_q.append((UUD.encode((6, nh, 0)) + ses + payload, peer, token))
+            return
+        out = self._rudi_out
+        if len(out) + len(self._rudi_wait) >= 0xFFFFFFFF:
+            raise PdsLimitError("RUDI packet id space exhausted")
+        pid = self._rudi_next
+        while pid in out:  # ids come from a counter: queued ones are unique until 2^32 wraps
+            pid = (pid + 1) & _M32
+        self._rudi_next = (pid + 1) & _M32
+        self._rudi_wait.append(RudiPkt(pid, token, peer, nh, bytes(ses) + bytes(payload)))
+
+    def _rudi_flush(self, now: int) -> None:
+        """Hand out queued UUD datagrams (→ Acked) and start waiting RUDI requests."""
+        if self._uud_q:
+            ent = self._misc_entropy
+            for data, peer, token in self._uud_q:
+                self._out.append((data, peer, ent.next_entropy()))
+                self._events.append(new_acked(token, 0, b""))
+            self._count("uud_tx", len(self._uud_q))
+            self._uud_q = []
+        wait = self._rudi_wait
+        lim = self.config.rudi_max_outstanding
+        while wait and len(self._rudi_out) < lim:
+            pkt = wait.popleft()
+            self._rudi_out[pkt.pid] = pkt
+            self._rudi_send(pkt, now, False)
+
+    def _rudi_send(self, pkt: RudiPkt, now: int, retx: bool) -> None:
+        flags = int(RudiFlag.RETX) if retx else 0
+        pkt.entropy = self._misc_entropy.next_entropy()
+        pkt.tx_time = now
+        if retx:
+            del self._rudi_out[pkt.pid]
+            self._rudi_out[pkt.pid] = pkt
+        self._out.append((RUDI.encode((4, pkt.next_hdr, flags, pkt.pid)) + pkt.body, pkt.peer, pkt.entropy))
+        self._count("rudi_retransmits" if retx else "rudi_tx")
+        if self._log is not None:
+            self._log(
+                {"t": now, "ev": "retx" if retx else "tx", "peer": pkt.peer, "pdc": 0, "psn": pkt.pid, "type": "RUDI"}
+            )
+
+    def _rudi_deadline(self) -> int | None:
+        if self._rudi_out:
+            return next(iter(self._rudi_out.values())).tx_time + self.config.rto_ns
+        return None
+
+    def _rudi_timer(self, now: int) -> None:
+        out = self._rudi_out
+        rto = self.config.rto_ns
+        while out:
+            pkt = next(iter(out.values()))
+            if pkt.tx_time + rto > now:
+                break
+            if pkt.retries >= self.config.max_rto_retx:
+                del out[pkt.pid]
+                self._events.append(Failed(pkt.token, "retry exhausted", None))
+                self._count("rudi_failed")
+                continue
+            pkt.retries += 1
+            self._count("rto")
+            self._rudi_send(pkt, now, True)
+        if self._rudi_wait:
+            self._rudi_flush(now)
+
+    def _rx_rudi_request(
+        self,
+        data: bytes,
+        src: str,
+        now: int,
+        nh: int,
+        flags: int,
+        ecn: int,
+        trimmed: bool,
+        lasthop: bool,
+        entropy: int | None,
+    ) -> None:
+        if len(data) < 8:
+            self._drop("short_rudi", now, src)
+            return
+        pid = RUDI.unpack(data)[3]
+        retx = flags & RudiFlag.RETX
+        nfl = _NT | (int(NackFlag.M) if ecn == 3 else 0) | (int(NackFlag.RETX) if retx else 0)
+        if trimmed:
+            code = NackCode.TRIMMED_LASTHOP if lasthop else NackCode.TRIMMED
+            self._send_nack(src, code, pid, 0, 0, nfl, now, entropy=entropy)
+            return
+        end = ses_end(data, 8, nh)
+        if end is None:
+            self._drop("ses_header", now, src)
+            return
+        try:
+            r = self.on_deliver(new_delivery(src, Mode.RUDI, 0, pid, nh, data[8:end], data[end:], ecn, bool(retx)))
+        except SesNack:
+            self._send_nack(src, NackCode.NO_SES_MSG_AVAIL, pid, 0, 0, nfl, now, entropy=entropy)
+            return
+        rnh, resp, _g = normalize_response(r)
+        rfl = (int(RudiFlag.M) if ecn == 3 else 0) | (int(RudiFlag.RETX) if retx else 0)
+        ent = self.config.control_entropy if entropy is None else entropy
+        self._out.append((RUDI.encode((5, rnh, rfl, pid)) + resp, src, ent))
+        self._count("rudi_delivered")
+
+    def _rx_rudi_response(self, data: bytes, src: str, now: int, nh: int) -> None:
+        if len(data) < 8:
+            self._drop("short_rudi", now, src)
+            return
+        pid = RUDI.unpack(data)[3]
+        pkt = self._rudi_out.get(pid)
+        if pkt is None or pkt.peer != src:
+            self._drop("rudi_late_response", now, src)
+            return
+        del self._rudi_out[pid]
+        self._events.append(new_acked(pkt.token, nh, data[8:] if nh else b""))
+        self._count("rudi_acked")
+        if self._log is not None:
+            self._log({"t": now, "ev": "ack", "peer": src, "pdc": 0, "psn": pid, "type": "RUDI"})
+        if self._rudi_wait:
+            self._rudi_flush(now)
+
+    def _rudi_nack(self, src: str, code: int, pid: int, now: int) -> None:
+        pkt = self._rudi_out.get(pid)
+        if pkt is None or pkt.peer != src:
+            self._drop("rudi_nack_unknown", now, src)
+            return
+        self._events.append(NackReceived(src, 0, code, pid))
+        action = NACK_ACTION.get(code, NackAction.IGNORE)
+        if action == NackAction.IGNORE:
+            return
+        pkt.nack_retries += 1
+        if action != NackAction.RETRANSMIT or pkt.nack_retries > self.config.max_nack_retx:
+            del self._rudi_out[pid]
+            self._events.append(Failed(pkt.token, f"nack {NackCode(code).name}", code))
+            return
+        self._rudi_send(pkt, now, True)
+
+    def _rx_uud(self, data: bytes, src: str, now: int, nh: int, ecn: int, trimmed: bool) -> None:
+        if trimmed:
+            self._drop("uud_trimmed", now, src)
+            return
+        end = ses_end(data, 4, nh)
+        if end is None:
+            self._drop("ses_header", now, src)
+            return
+        try:
+            self.on_deliver(new_delivery(src, Mode.UUD, 0, 0, nh, data[4:end], data[end:], ecn, False))
+        except SesNack:
+            self._drop("uud_no_resource", now, src)
+            return
+        self._count("uud_delivered")

@@ -1,0 +1,123 @@
+"""Seams for congestion control and multipath: the entropy strategy and the congestion gate.
+
+ARCHITECTURE.md "Coming next": the PDS asks a per-CCC object before each transmission and tells
+it every ACK, NACK, trim, ECN mark and timeout. Until NSCC/RCCC and REPS land, the gate is a fixed
+window (the ``none`` algorithm) and entropy is a rotating set (RUD spraying, spec/behaviour.md
+§4.6 "a randomly initialised modular counter is acceptable") or one value per PDC (ROD single
+path, §2.13). A CCC module replaces them by setting ``PdsCore.gate_factory`` /
+``PdsCore.entropy_factory``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Protocol
+
+from uet.pds.config import Mode
+
+
+class EntropyStrategy(Protocol):
+    """Chooses the entropy value (UDP source port) of each packet of one PDC."""
+
+    def next_entropy(self) -> int:
+        """The entropy value for the next transmission."""
+        ...
+
+    def feedback(self, entropy: int, event: str) -> None:
+        """``event`` is ``"ack"``, ``"ecn"``, ``"nack"``, ``"trim"`` or ``"timeout"``."""
+        ...
+
+
+class RotatingEntropy:
+    """Oblivious spraying over ``paths`` consecutive values from a random base (§4.6)."""
+
+    __slots__ = ("_base", "_paths", "_i")
+
+    def __init__(self, rng: random.Random, paths: int) -> None:
+        self._paths = max(1, paths)
+        self._base = rng.randrange(0x4000, 0x10000 - self._paths)
+        self._i = rng.randrange(self._paths)
+
+    def next_entropy(self) -> int:
+        i = self._i + 1
+        if i == self._paths:
+            i = 0
+        self._i = i
+        return self._base + i
+
+    def feedback(self, entropy: int, event: str) -> None:
+        """Oblivious: feedback is ignored (REPS will use it)."""
+
+
+class SingleEntropy:
+    """One entropy value for the PDC's life: ROD single path (§2.13)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, rng: random.Random, paths: int = 1) -> None:
+        self.value = rng.randrange(0x4000, 0x10000)
+
+    def next_entropy(self) -> int:
+        return self.value
+
+    def feedback(self, entropy: int, event: str) -> None:
+        """Single path: nothing to learn."""
+
+
+def default_entropy(mode: Mode, rng: random.Random, paths: int) -> EntropyStrategy:
+    """RUD sprays over a rotating set; ROD (and everything else) uses one value."""
+    return RotatingEntropy(rng, paths) if mode == Mode.RUD else SingleEntropy(rng)
+
+
+class CongestionGate(Protocol):
+    """Per-CCC gate asked before every transmission of new data and told about its fate."""
+
+    def can_send(self, nbytes: int, now: int) -> bool: ...
+
+    def on_send(self, nbytes: int, retx: bool, now: int) -> None: ...
+
+    def on_ack(self, npkts: int, nbytes: int, ecn: bool, rtt_ns: int | None, now: int) -> None: ...
+
+    def on_nack(self, code: int, ecn: bool, now: int) -> None: ...
+
+    def on_timeout(self, now: int) -> None: ...
+
+    def on_done(self, npkts: int) -> None:
+        """``npkts`` packets left flight without an ACK (failed or abandoned)."""
+        ...
+
+
+class FixedWindowGate:
+    """The ``none`` algorithm: at most ``window`` first transmissions in flight per CCC."""
+
+    __slots__ = ("window", "inflight", "acked_bytes", "nacks", "timeouts", "ecn_marks")
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.inflight = 0
+        self.acked_bytes = 0
+        self.nacks = 0
+        self.timeouts = 0
+        self.ecn_marks = 0
+
+    def can_send(self, nbytes: int, now: int) -> bool:
+        return self.inflight < self.window
+
+    def on_send(self, nbytes: int, retx: bool, now: int) -> None:
+        if not retx:
+            self.inflight += 1
+
+    def on_ack(self, npkts: int, nbytes: int, ecn: bool, rtt_ns: int | None, now: int) -> None:
+        self.inflight -= npkts
+        self.acked_bytes += nbytes
+        if ecn:
+            self.ecn_marks += 1
+
+    def on_nack(self, code: int, ecn: bool, now: int) -> None:
+        self.nacks += 1
+
+    def on_timeout(self, now: int) -> None:
+        self.timeouts += 1
+
+    def on_done(self, npkts: int) -> None:
+        self.inflight -= npkts

@@ -1,0 +1,452 @@
+"""Target half of RUD/ROD PDCs: establishment, request reception, CACK/clear, ACK generation
+with coalescing and SACK (spec/behaviour.md §2.2 target table, §2.3, §2.6, §2.7, §2.8, §2.13).
+Control packets and the target's close and timers are in :mod:`uet.pds.control`.
+
+Choices where the notes are silent (inference):
+
+- Duplicates are answered at once with the stored guaranteed response, or else with an ACK that
+  carries no SES header (next_hdr 0), which the initiator reports as a default response.
+- SACK base: ``cack + 1``, or ``trigger − 63`` when the trigger is more than 64 beyond CACK
+  (htsim's ``max(trigger − 63, cack + 1)``). ``service_time`` is in µs (the unit is a spec gap).
+- ``RCVD_SES_PROCG`` arises only with the ROD buffering option (``rod_buffer``): an ACK_REQ for
+  a PSN held in the reorder buffer (received, not yet handed to SES). Otherwise SES answers
+  synchronously in ``on_deliver``, so a received PSN always has its response.
+  ``GTD_DEL_RESP_UNAVAIL`` cannot arise: guaranteed responses are kept in the PDC until cleared.
+  The initiator still reacts to both (ignore / close) when a peer sends them.
+- Return-direction requests (read data as PDS requests) are not implemented: a request that
+  names an initiator-role PDC is answered with NACK ``UNEXP_EVENT``.
+- ROD: the spec's go-back-N (§2.13): an out-of-order request is discarded and answered with NACK
+  ``ROD_OOO`` whose payload is the next expected PSN (the dissector's "max received PSN + 1"
+  reading of that word; the provider sends 0), so the initiator knows where to restart.
+- A SYN for a new PDC while the core is closing (or at ``max_pdcs``) gets ``NO_PDC_AVAIL``. A SYN
+  with a new Start_PSN from a PDCID whose old PDC still lingers in CLOSING replaces it.
+- Coalescing: ACK at once on AR/SYN/RETX, on any SES response, on CE (``ack_on_ecn``), with
+  ``ack_per_pkt``, or when ``ack_gen_trigger`` bytes accumulated; otherwise after
+  ``ack_timer_ns``. (The reference's "ACK once the newest AR PSN fills its gap" is covered by the
+  retransmission that fills the gap carrying RETX.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uet.pds.config import Mode, PdsError, SesNack
+from uet.pds.events import PdcOpened, new_delivery
+from uet.pds.pdc import TargetPdc
+from uet.pds.states import TARGET_TRANSITIONS, TargetState, transition
+from uet.wire.pds import (
+    ACK,
+    ACK_CC,
+    ACK_PROBE,
+    CC_REQUEST,
+    CC_REQUEST_SYN,
+    REQUEST,
+    REQUEST_SYN,
+    AckFlag,
+    NackCode,
+    NackFlag,
+    ReqFlag,
+)
+from uet.wire.ses import extension_layout, ses_layout
+
+_M32 = 0xFFFFFFFF
+_T = TargetState
+_AR = int(ReqFlag.AR)
+_RETX = int(ReqFlag.RETX)
+_SYN = int(ReqFlag.SYN)
+_A_P = int(AckFlag.P)
+_A_RETX = int(AckFlag.RETX)
+_A_M = int(AckFlag.M)
+_A_CLR = int(AckFlag.REQ_CLEAR)
+_N_M = int(NackFlag.M)
+_N_RETX = int(NackFlag.RETX)
+_NSCC = ACK_CC[(False, "nscc")]
+_NSCC_P = ACK_CC[(True, "nscc")]
+_REQ_NH = (1, 2, 3)
+_ROD = Mode.ROD
+_RUD = Mode.RUD
+_SES_END: dict[tuple[int, int, int], int] = {}
+
+
+def _diff(a: int, b: int) -> int:
+    d = (a - b) & _M32
+    return d - 0x100000000 if d & 0x80000000 else d
+
+
+def ses_end(data: bytes, off: int, nh: int) -> int | None:
+    """Offset where the SES request header (with its extension) that starts at ``off`` ends, or
+    None if ``next_hdr`` is not a request header or the bytes are too short (wire-format.md §8–9)."""
+    n = len(data)
+    if off + 2 > n:
+        return None
+    b0 = data[off]
+    key = (nh, b0, data[off + 1])
+    size = _SES_END.get(key)
+    if size is not None:  # a header kind without extension, seen before
+        end = off + size
+        return end if end <= n else None
+    lay = ses_layout(nh, b0, data[off + 1])
+    if lay is None:
+        return None
+    end = off + lay.size
+    if end > n:
+        return None
+    if nh in _REQ_NH:
+        ext = extension_layout(b0 & 0x3F, data[end] if end < n else None)
+        if ext is not None:
+            end += ext.size
+            return end if end <= n else None
+    if len(_SES_END) < 4096:  # bounded: fuzzed headers must not grow it without limit
+        _SES_END[key] = lay.size
+    return end
+
+
+def normalize_response(r: Any) -> tuple[int, bytes, bool]:
+    """``on_deliver``'s result as (next_hdr, bytes, guaranteed); see uet.pds.core."""
+    if r is None:
+        return 0, b"", False
+    if len(r) == 3:
+        nh, b, g = r
+    else:
+        nh, b = r
+        g = nh != 4 or len(b) < 2 or (b[0] >> 6) != 0 or (b[1] & 0x3F) > 1
+    if nh not in (4, 5, 6):
+        raise PdsError(f"on_deliver returned next_hdr {nh}; expected 4, 5 or 6")
+    return nh, bytes(b), bool(g)
+
+
+class TargetMixin:
+    """Target-role behaviour of :class:`uet.pds.core.PdsCore` (see the module docstring)."""
+
+    # -- requests ----------------------------------------------------------------------------------
+
+    def _rx_request(
+        self,
+        data: bytes,
+        src: str,
+        now: int,
+        t: int,
+        nh: int,
+        flags: int,
+        ecn: int,
+        trimmed: bool,
+        lasthop: bool,
+        entropy: int | None,
+    ) -> None:
+        """Receive a RUD/ROD (CC) request in the order of checks of §2.6."""
+        cc = t >= 13
+        hl = 16 if cc else 12
+        if len(data) < hl:
+            self._drop("short_request", now, src)
+            return
+        syn = flags & _SYN
+        if syn:
+            v = (CC_REQUEST_SYN if cc else REQUEST_SYN).unpack(data)
+            cpo, psn, spdcid, poff = v[3], v[4], v[5], v[7]
+        else:
+            v = (CC_REQUEST if cc else REQUEST).unpack(data)
+            cpo, psn, spdcid, dpdcid = v[3], v[4], v[5], v[6]
+        mode = _ROD if t == 3 or t == 14 else _RUD
+        retx = flags & _RETX
+        nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
+        cfg = self.config
+        if syn:
+            start = (psn - poff) & _M32
+            tp = self.target_by_peer.get((src, spdcid))
+            if tp is not None and tp.state is _T.CLOSING and start != tp.start_psn:
+                self._free_tpdc(tp, now)  # the initiator reused its PDCID for a new PDC
+                tp = None
+            if tp is None:
+                if nh not in _REQ_NH or spdcid == 0:
+                    self._send_nack(src, NackCode.PDC_HDR_MISMATCH, psn, 0, spdcid, nfl, now, entropy=entropy)
+                    return
+                if len(self.pdcs) >= cfg.max_pdcs or self._closing:
+                    self._send_nack(src, NackCode.NO_PDC_AVAIL, psn, 0, spdcid, nfl, now, entropy=entropy)
+                    return
+                tp = TargetPdc(src, mode, self._alloc_pdcid(), spdcid, start, now)
+                self.pdcs[tp.lpdcid] = tp
+                self.target_by_peer[(src, spdcid)] = tp
+                pol = self.start_psn_policy
+                want = pol(src, start) if pol is not None else None
+                if want is not None and (want & _M32) != start:
+                    self._tpdc_reset(tp, want & _M32)
+                    tp.state = transition(TARGET_TRANSITIONS, tp.state, _T.PENDING)
+                    tp.pending_until = now + cfg.new_pdc_ns
+                    self._count("pdc_pending")
+                    self._send_nack(
+                        src, NackCode.NEW_START_PSN, psn, tp.lpdcid, spdcid, nfl, now, tp.start_psn, entropy
+                    )
+                    return
+                self._tpdc_establish(tp, now)
+            elif tp.state is _T.PENDING:
+                if start != tp.start_psn:
+                    tp.pending_until = now + cfg.new_pdc_ns
+                    self._send_nack(
+                        src, NackCode.NEW_START_PSN, psn, tp.lpdcid, spdcid, nfl, now, tp.start_psn, entropy
+                    )
+                    return
+                self._tpdc_establish(tp, now)
+            elif start != tp.start_psn:
+                self._send_nack(src, NackCode.INVALID_SYN, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
+                return
+        else:
+            tp = self.pdcs.get(dpdcid)
+            if tp is None:
+                self._send_nack(src, NackCode.INV_DPDCID, psn, 0, spdcid, nfl, now, entropy=entropy)
+                return
+            if tp.role != "target":
+                self._send_nack(src, NackCode.UNEXP_EVENT, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
+                return
+            if tp.peer != src or spdcid != tp.rpdcid or nh not in _REQ_NH:
+                self._send_nack(src, NackCode.PDC_HDR_MISMATCH, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
+                return
+            if tp.state is _T.PENDING:
+                self._drop("request_pending_pdc", now, src)
+                return
+        if tp.mode != mode:
+            self._send_nack(src, NackCode.PDC_MODE_MISMATCH, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
+            return
+        if tp.close_psn is not None and _diff(psn, tp.close_psn) > 0:
+            self._send_nack(src, NackCode.CLOSING, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
+            return
+        ent = cfg.control_entropy if entropy is None else entropy
+        tp.last_rx = now
+        if cpo < 0:
+            c = (psn + cpo) & _M32
+            if _diff(c, tp.max_clear) > 0:
+                tp.max_clear = c
+        d = (psn - tp.rx_base) & _M32
+        mp = cfg.mp_range
+        if d >= mp:
+            if d < 0x100000000 - mp:  # neither current nor previous window
+                code = NackCode.INVALID_SYN if syn else NackCode.PSN_OOR_WINDOW
+                self._send_nack(src, code, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
+                return
+            self._count("duplicates")
+            self._advance_cack(tp)
+            self._send_ack(tp, psn, retx, 0, b"", now, ent)
+            return
+        if psn in tp.rcvd:
+            self._count("duplicates")
+            self._advance_cack(tp)
+            r = tp.gtd.get(psn)
+            if r is not None:
+                self._send_ack(tp, psn, retx, r[0], r[1], now, ent)
+            else:
+                self._send_ack(tp, psn, retx, 0, b"", now, ent)
+            return
+        if trimmed:
+            code = NackCode.TRIMMED_LASTHOP if lasthop else NackCode.TRIMMED
+            self._send_nack(src, code, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
+            return
+        if tp.state is _T.CLOSING:
+            self._send_nack(src, NackCode.CLOSING, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
+            return
+        if mode is _ROD and psn != tp.rod_next:
+            if not cfg.rod_buffer:
+                self._send_nack(src, NackCode.ROD_OOO, psn, tp.lpdcid, spdcid, nfl, now, tp.rod_next, entropy)
+                return
+            # buffering option (reference behaviour, §2.13): keep it, report it in the SACK, and
+            # deliver it once the gap before it fills; the ACK names only delivered PSNs
+            tp.rod_buf[psn] = (data, flags, ecn, ent)
+            tp.rcvd.add(psn)
+            self._count("rod_buffered")
+            self._send_ack(tp, (tp.rx_base - 1) & _M32, 0, 0, b"", now, ent)
+            return
+        if not self._accept(tp, src, mode, psn, spdcid, nh, flags, data, hl, ecn, now, ent):
+            return
+        buf = tp.rod_buf
+        while buf and tp.rod_next in buf:
+            psn = tp.rod_next
+            data, flags, ecn, ent = buf.pop(psn)
+            tp.rcvd.discard(psn)
+            if not self._accept(tp, src, mode, psn, spdcid, nh, flags, data, hl, ecn, now, ent):
+                return
+
+    def _accept(
+        self,
+        tp: TargetPdc,
+        src: str,
+        mode: Mode,
+        psn: int,
+        spdcid: int,
+        nh: int,
+        flags: int,
+        data: bytes,
+        hl: int,
+        ecn: int,
+        now: int,
+        ent: int,
+    ) -> bool:
+        """Deliver a new PSN to SES, record it (CACK, guaranteed response) and ACK per the
+        coalescing rules (§2.6 steps 6–9, §2.8). False when SES refused it (NACK sent)."""
+        cfg = self.config
+        retx = flags & _RETX
+        end = ses_end(data, hl, nh)
+        if end is None:
+            self._drop("ses_header", now, src)
+            return False
+        try:
+            r = self.on_deliver(new_delivery(src, mode, tp.lpdcid, psn, nh, data[hl:end], data[end:], ecn, bool(retx)))
+        except SesNack:
+            nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
+            self._send_nack(src, NackCode.NO_SES_MSG_AVAIL, psn, tp.lpdcid, spdcid, nfl, now, entropy=ent)
+            return False
+        if r is None:
+            rnh = 0
+            resp = b""
+            gtd = False
+        else:
+            rnh, resp, gtd = normalize_response(r)
+        if mode is _ROD:
+            tp.rod_next = (psn + 1) & _M32
+        hd = (psn - tp.high_rcvd) & _M32
+        if hd and hd < 0x80000000:
+            tp.high_rcvd = psn
+        tp.rcvd_bytes += len(data) + 48  # nominal size: UDP length + 40 (§4.2)
+        c = self.counters
+        c["delivered"] = c.get("delivered", 0) + 1
+        if self._log is not None:
+            self._log(
+                {
+                    "t": now,
+                    "ev": "rx",
+                    "peer": src,
+                    "pdc": tp.lpdcid,
+                    "psn": psn,
+                    "type": mode.name,
+                    "len": len(data),
+                    "retx": bool(retx),
+                }
+            )
+        if psn == tp.rx_base and not gtd and not tp.rcvd:
+            tp.rx_base = (psn + 1) & _M32  # in-order fast path (no hole, nothing uncleared above)
+        else:
+            tp.rcvd.add(psn)
+            if gtd:
+                tp.gtd[psn] = (rnh, resp)
+            self._advance_cack(tp)
+            if tp.gtd:
+                tp.clear_req_at = now + cfg.clear_ns
+        aflags = (_A_M if ecn == 3 else 0) | (_A_RETX if retx else 0)
+        if flags & (_AR | _SYN | _RETX) or rnh or cfg.ack_per_pkt or (ecn == 3 and cfg.ack_on_ecn):
+            self._send_ack(tp, psn, aflags, rnh, resp, now, ent)
+            return True
+        tp.ack_gen_count += max(len(data) - end, cfg.ack_gen_min_pkt_add)
+        if tp.ack_gen_count >= cfg.ack_gen_trigger:
+            self._send_ack(tp, psn, aflags, 0, b"", now, ent)
+            return True
+        tp.ack_trigger = psn
+        tp.ack_flags = aflags
+        tp.entropy = ent
+        if tp.ack_deadline is None:
+            tp.ack_deadline = now + cfg.ack_timer_ns
+            tp.first_rx = now
+        return True
+
+    def _tpdc_reset(self, tp: TargetPdc, start: int) -> None:
+        tp.start_psn = start
+        tp.rx_base = start
+        tp.rod_next = start
+        tp.ret_psn = start
+        tp.max_clear = (start - 1) & _M32
+        tp.high_rcvd = (start - 1) & _M32
+
+    def _tpdc_establish(self, tp: TargetPdc, now: int) -> None:
+        tp.state = transition(TARGET_TRANSITIONS, tp.state, _T.ESTABLISHED)
+        self._count("pdc_open_target")
+        self._events.append(PdcOpened(tp.peer, tp.lpdcid, tp.mode, "target"))
+        self._emit(
+            {
+                "t": now,
+                "ev": "pdc_open",
+                "peer": tp.peer,
+                "pdc": tp.lpdcid,
+                "role": "target",
+                "mode": tp.mode.name,
+                "start_psn": tp.start_psn,
+            }
+        )
+
+    def _advance_cack(self, tp: TargetPdc) -> None:
+        """CACK = highest PSN with everything from rx_base received and no uncleared guaranteed
+        response on the way (§2.7); state below the new rx_base is released."""
+        base = tp.rx_base
+        rcvd = tp.rcvd
+        gtd = tp.gtd
+        mc = tp.max_clear
+        while base in rcvd:
+            if gtd and base in gtd:
+                if _diff(base, mc) > 0:
+                    break
+                del gtd[base]
+            rcvd.remove(base)
+            base = (base + 1) & _M32
+        tp.rx_base = base
+        if not gtd:
+            tp.clear_req_at = None
+
+    def _send_ack(
+        self,
+        tp: TargetPdc,
+        trig: int,
+        flags: int,
+        rnh: int,
+        resp: bytes,
+        now: int,
+        ent: int,
+        opaque: int | None = None,
+    ) -> None:
+        """Build ACK or ACK_CC (``ack_format``) naming ``trig``, with CACK, SACK, MPR, NSCC state
+        and the SES response (§2.8)."""
+        cack = (tp.rx_base - 1) & _M32
+        if tp.gtd:
+            flags |= _A_CLR
+        if opaque is None:
+            off = _diff(trig, cack)
+            if not -0x8000 <= off <= 0x7FFF:
+                off = 0
+        else:
+            flags |= _A_P
+            off = opaque
+        cfg = self.config
+        if cfg.ack_format == "ack":
+            hdr = (ACK if opaque is None else ACK_PROBE).encode((7, rnh, flags, off, cack, tp.lpdcid, tp.rpdcid))
+        else:
+            rcvd = tp.rcvd
+            bm = 0
+            soff = 1
+            if rcvd:
+                base = (trig - 63) & _M32 if _diff(trig, cack) > 64 else (cack + 1) & _M32
+                for p in rcvd:
+                    i = (p - base) & _M32
+                    if i < 64:
+                        bm |= 1 << i
+                soff = _diff(base, cack)
+            st = (now - tp.first_rx) // 1000 if tp.ack_deadline is not None else 0
+            hdr = (_NSCC if opaque is None else _NSCC_P).encode(
+                (
+                    8,
+                    rnh,
+                    flags,
+                    off,
+                    cack,
+                    tp.lpdcid,
+                    tp.rpdcid,
+                    0,
+                    0,
+                    min(255, max(1, cfg.mp_range // 128)),
+                    soff,
+                    bm,
+                    min(st, 0xFFFF),
+                    0,
+                    0,
+                    ((tp.rcvd_bytes + 255) >> 8) & 0xFFFFFF,
+                    min(len(rcvd), 0xFFFF),
+                )
+            )
+        self._out.append((hdr + resp if resp else hdr, tp.peer, ent))
+        tp.ack_deadline = None
+        tp.ack_gen_count = 0
+        c = self.counters
+        c["acks_tx"] = c.get("acks_tx", 0) + 1
