@@ -1,0 +1,52 @@
+"""uet-bench smoke tests: the commands run and report their keys (no timing assertions)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from uet.tools import bench
+
+from uet.link import loopback_addresses
+
+
+def _addr() -> str:
+    return ",".join(loopback_addresses(2))
+
+
+def test_pair_json_keys(capsys) -> None:
+    rc = bench.main(["pair", "--size", "1MiB", "--json", "--addresses", _addr()])
+    out = json.loads(capsys.readouterr().out)
+    for k in ("bytes", "intact", "duplicates", "goodput_gbps", "raw_udp_gbps", "ratio", "retransmits"):
+        assert k in out
+    assert out["bytes"] == 1 << 20 and out["intact"] is True and rc == 0
+    assert out["raw_udp_gbps"] > 0 and out["goodput_gbps"] > 0 and out["ratio"] > 0
+    assert out["sender_cpu_us_per_pkt"] > 0 and out["receiver_cpu_us_per_pkt"] > 0
+
+
+def test_rtt_json_keys(capsys) -> None:
+    rc = bench.main(["rtt", "--count", "30", "--json", "--addresses", _addr()])
+    out = json.loads(capsys.readouterr().out)
+    for k in ("uet_p50_us", "raw_p50_us", "ratio", "uet_p99_us", "raw_p99_us"):
+        assert out[k] > 0
+    assert rc == 0
+
+
+def test_codec_is_dispatched(monkeypatch) -> None:
+    import uet.tools.bench_codec as bc
+
+    seen = []
+    monkeypatch.setattr(bc, "main", lambda argv: seen.append(list(argv)) or 7)
+    assert bench.main(["codec", "--quick", "x"]) == 7
+    assert seen == [["--quick", "x"]]
+
+
+def test_usage_and_unknown_subcommand(capsys) -> None:
+    assert bench.main([]) == 2
+    assert bench.main(["nope"]) == 2
+    assert "pair" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text,n", [("1MiB", 1 << 20), ("64k", 64000), ("512KiB", 512 << 10), ("100", 100)])
+def test_parse_size(text: str, n: int) -> None:
+    assert bench.parse_size(text) == n

@@ -1,0 +1,712 @@
+"""``uet-bench``: benchmarks, each figure reported against the raw-UDP limit of the same run.
+
+Subcommands:
+
+* ``uet-bench codec ...`` — header codec speed (:mod:`uet.tools.bench_codec`).
+* ``uet-bench pair`` — two OS processes (this one sends, a spawned one receives) on two loopback
+  Fabric Addresses. In one run it measures (a) a raw-UDP blast of the same bytes in datagrams of
+  the same payload size, windowed by receiver credits so the kernel buffer does not just drop
+  (goodput = bytes the receiver got / time from the first send to the last arrival), then (b) a
+  UET transfer of ``--size`` random bytes through two :class:`uet.endpoint.Endpoint` objects,
+  optionally impaired (``--loss --reorder --dup --corrupt``, applied on transmit by both FEPs).
+  Reports goodput, packets/s, the UET/raw ratio, retransmissions, CPU time per packet on both
+  sides, ``intact`` (SHA-256 of what arrived == what was sent) and ``duplicates`` (messages
+  delivered more than once).
+* ``uet-bench rtt`` — p50/p99 round trip of a 64-byte message (UET send + reply) against a
+  raw-UDP ping-pong between the same two processes.
+
+Both processes read ``time.monotonic_ns()`` (one system-wide clock), so "first send" in the sender
+and "last arrival" in the receiver are comparable. Messages are tagged with their index in SES
+``header_data`` (the 64-bit immediate data), so the receiver can order them and count duplicates
+without touching the payload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import random
+import re
+import socket
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from multiprocessing.connection import Connection
+from typing import Any
+
+__all__ = ["PairOptions", "main", "parse_size", "run_pair", "run_rtt"]
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1 << 20}
+_UNITS.update({"g": 10**9, "gb": 10**9, "gib": 1 << 30})
+
+
+def parse_size(text: str) -> int:
+    """``"64MiB"``, ``"1MiB"``, ``"512k"``, ``"1000"`` → bytes."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+@dataclass
+class PairOptions:
+    """Options of ``uet-bench pair`` (and of the demo, which reuses the transfer)."""
+
+    size: int = 64 << 20
+    payload: int = 4096
+    mode: str = "rud"
+    loss: float = 0.0
+    reorder: float = 0.0
+    dup: float = 0.0
+    corrupt: float = 0.0
+    seed: int = 1
+    addresses: tuple[str, str] = ("127.0.0.2", "127.0.0.3")
+    port: int = 4793
+    message_size: int | None = None
+    timeout: float = 600.0
+    rto_ms: float | None = None
+    profile: str | None = None
+    counters: bool = False
+    raw: bool = True
+    progress: bool = False
+    uvloop: bool = True
+
+
+# -- raw UDP blast -------------------------------------------------------------------------------
+
+_RAW_BUF = 4 << 20
+
+
+def _raw_window(payload: int) -> int:
+    """Datagrams in flight: half the receive buffer (skb overhead included), at least 16."""
+    return max(16, (_RAW_BUF // 2) // (payload + 512))
+
+
+def _raw_receiver(sock: socket.socket, payload: int) -> dict[str, Any]:
+    k = max(1, _raw_window(payload) // 4)
+    buf = bytearray(65536)
+    count = nbytes = 0
+    last = 0
+    cpu0 = time.process_time()
+    sock.settimeout(10.0)
+    peer = None
+    while True:
+        try:
+            n, peer = sock.recvfrom_into(buf)
+        except TimeoutError:
+            break
+        if n == 0:
+            break
+        count += 1
+        nbytes += n
+        last = time.monotonic_ns()
+        if count % k == 0:
+            sock.sendto(count.to_bytes(8, "big"), peer)
+        sock.settimeout(2.0)
+    return {"bytes": nbytes, "packets": count, "last_ns": last, "cpu_s": time.process_time() - cpu0}
+
+
+def _raw_sender(sock: socket.socket, dst: tuple[str, int], data: memoryview, payload: int) -> dict[str, Any]:
+    window = _raw_window(payload)
+    n = max(1, -(-len(data) // payload))
+    sock.settimeout(0.2)
+    acked = i = stalls = 0
+    cpu0 = time.process_time()
+    t0 = time.monotonic_ns()
+    send = sock.sendto
+    while i < n:
+        while i < n and i - acked < window:
+            send(data[i * payload : (i + 1) * payload], dst)
+            i += 1
+        if i >= n:
+            break
+        try:
+            acked = max(acked, int.from_bytes(sock.recv(64), "big"))
+        except TimeoutError:
+            stalls += 1  # a credit or data datagram was lost: reopen the window
+            acked = i
+    for _ in range(3):
+        send(b"", dst)
+    return {"t0_ns": t0, "packets": n, "stalls": stalls, "cpu_s": time.process_time() - cpu0}
+
+
+def _raw_socket(address: str) -> socket.socket:
+    s = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_DGRAM)
+    for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
+        s.setsockopt(socket.SOL_SOCKET, opt, _RAW_BUF)
+    s.bind((address, 0))
+    return s
+
+
+# -- UET transfer --------------------------------------------------------------------------------
+
+
+def _endpoint_config(opts: PairOptions) -> Any:
+    from uet.endpoint import EndpointConfig
+
+    cfg = EndpointConfig(payload_size=opts.payload, max_message=max(64 << 20, opts.message_size or 0), seed=opts.seed)
+    if opts.rto_ms is not None:
+        cfg = replace(cfg, pds=replace(cfg.pds, rto_ns=int(opts.rto_ms * 1e6)))
+    return cfg
+
+
+def _impairment(opts: PairOptions, seed: int) -> Any:
+    from uet.link.impair import ImpairmentConfig
+
+    cfg = ImpairmentConfig(
+        loss=opts.loss, dup=opts.dup, corrupt=opts.corrupt, reorder=opts.reorder, reorder_delay_s=0.001, seed=seed
+    )
+    return cfg if cfg.active else None
+
+
+def _message_size(opts: PairOptions) -> int:
+    if opts.message_size:
+        return opts.message_size
+    if opts.mode == "uud":
+        return opts.payload  # UUD messages are single datagrams (behaviour.md §2.15)
+    return min(opts.size, 64 << 20) or 1
+
+
+def _mode(name: str) -> Any:
+    from uet.pds import Mode
+
+    return Mode[name.upper()]
+
+
+async def _pipe_recv(conn: Connection, timeout: float | None = None) -> Any:
+    """Receive from a multiprocessing pipe without blocking the event loop."""
+    loop = asyncio.get_running_loop()
+    if conn.poll():
+        return conn.recv()
+    fut = loop.create_future()
+    fd = conn.fileno()
+    loop.add_reader(fd, lambda: fut.done() or fut.set_result(None))
+    try:
+        await asyncio.wait_for(fut, timeout)
+    finally:
+        loop.remove_reader(fd)
+    return conn.recv()
+
+
+def _profiler(opts: PairOptions) -> Any:
+    """A running cProfile.Profile when ``--profile DIR`` was given (the UET phase only)."""
+    if not opts.profile:
+        return None
+    import cProfile
+
+    prof = cProfile.Profile(time.process_time)  # CPU time: preemption by other processes excluded
+    prof.enable()
+    return prof
+
+
+def _dump_profile(prof: Any, opts: PairOptions, role: str) -> None:
+    if prof is None:
+        return
+    prof.disable()
+    os.makedirs(opts.profile, exist_ok=True)  # type: ignore[arg-type]
+    prof.dump_stats(os.path.join(opts.profile, f"{role}.prof"))  # type: ignore[arg-type]
+
+
+def _retransmits(counters: dict[str, int]) -> int:
+    """Retransmitted requests: PDC retransmissions (RTO, NACK, SACK-fast, go-back-N) + RUDI."""
+    return counters.get("retransmits", 0) + counters.get("rudi_retransmits", 0)
+
+
+def _nacks(counters: dict[str, int], direction: str) -> int:
+    return sum(v for k, v in counters.items() if k.startswith(f"nack_{direction}"))
+
+
+async def _uet_receiver(conn: Connection, opts: PairOptions) -> None:
+    from uet.endpoint import Endpoint
+
+    b = opts.addresses[1]
+    ep = await Endpoint.open(
+        b, port=opts.port, config=_endpoint_config(opts), impairment=_impairment(opts, opts.seed + 1)
+    )
+    msize = _message_size(opts)
+    expected = max(1, -(-opts.size // msize))
+    got: dict[int, bytes] = {}
+    dups = 0
+    last_ns = 0
+    cpu0 = time.process_time()
+    cpu_last = cpu0
+    done = asyncio.Event()
+
+    async def reader() -> None:
+        nonlocal dups, last_ns, cpu_last
+        while True:
+            m = await ep.recv()
+            idx = m.header_data if m.header_data is not None else -1
+            if idx in got:
+                dups += 1
+            else:
+                got[idx] = m.data
+            last_ns = time.monotonic_ns()
+            cpu_last = time.process_time()
+            if len(got) >= expected:
+                done.set()
+
+    prof = _profiler(opts)
+    task = asyncio.create_task(reader())
+    conn.send(("uet_ready", ep.link.port))
+    stop = asyncio.create_task(_pipe_recv(conn))
+    await asyncio.wait({stop, asyncio.create_task(done.wait())}, return_when=asyncio.FIRST_COMPLETED)
+    if not done.is_set():
+        # The sender finished (or gave up) first: unreliable modes may still have datagrams in
+        # flight, so wait until nothing new arrives for 300 ms (at most 3 s).
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline and not done.is_set():
+            n = len(got)
+            try:
+                await asyncio.wait_for(done.wait(), 0.3)
+            except TimeoutError:
+                if len(got) == n:
+                    break
+    h = hashlib.sha256()
+    delivered = 0
+    for i in range(expected):
+        d = got.get(i)
+        if d is not None:
+            h.update(d)
+            delivered += len(d)
+    result = {
+        "sha256": h.hexdigest(),
+        "complete": all(i in got for i in range(expected)),
+        "delivered": delivered,
+        "messages": len(got),
+        "duplicates": dups,
+        "last_ns": last_ns,
+        "cpu_s": cpu_last - cpu0,
+        "counters": ep.counters,
+    }
+    _dump_profile(prof, opts, "receiver")
+    if not stop.done():
+        await stop  # the sender's "sent" message
+    conn.send(("uet_result", result))
+    await _pipe_recv(conn)  # "close": the sender closed its PDCs first
+    task.cancel()
+    await ep.close()
+    conn.send(("closed", None))
+
+
+def _child(conn: Connection, kind: str, opts_d: dict[str, Any]) -> None:
+    """Entry point of the spawned receiver process."""
+    opts = PairOptions(**opts_d)
+    from uet.endpoint import run
+
+    try:
+        if kind == "pair":
+            if opts.raw:
+                s = _raw_socket(opts.addresses[1])
+                conn.send(("raw_ready", s.getsockname()[1]))
+                conn.send(("raw_result", _raw_receiver(s, opts.payload)))
+                s.close()
+            run(_uet_receiver(conn, opts), use_uvloop=opts.uvloop)
+        else:
+            _rtt_child(conn, opts)
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):  # parent went away
+        pass
+
+
+def _spawn(kind: str, opts: PairOptions) -> tuple[mp.process.BaseProcess, Connection]:
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_child, args=(child, kind, asdict(opts)), daemon=True)
+    proc.start()
+    child.close()
+    return proc, parent
+
+
+def _expect(conn: Connection, tag: str, timeout: float = 60.0) -> Any:
+    if not conn.poll(timeout):
+        raise TimeoutError(f"receiver process did not send {tag!r} within {timeout} s")
+    got = conn.recv()
+    if got[0] != tag:
+        raise RuntimeError(f"receiver sent {got[0]!r}, expected {tag!r}")
+    return got[1]
+
+
+async def _uet_sender(conn: Connection, opts: PairOptions, data: bytes, progress: Any) -> dict[str, Any]:
+    from uet.endpoint import Endpoint
+
+    a, b = opts.addresses
+    ep = await Endpoint.open(a, port=opts.port, config=_endpoint_config(opts), impairment=_impairment(opts, opts.seed))
+    await _pipe_recv(conn, 60.0)  # ("uet_ready", port)
+    mode = _mode(opts.mode)
+    msize = _message_size(opts)
+    view = memoryview(data)
+    nmsg = max(1, -(-len(data) // msize))
+    total_pkts = sum(ep.segmenter.count(len(view[i * msize : (i + 1) * msize])) for i in range(nmsg))
+    prof = _profiler(opts)
+    cpu0 = time.process_time()
+    t0 = time.monotonic_ns()
+    futs = [ep.send_nowait(b, view[i * msize : (i + 1) * msize], mode=mode, header_data=i) for i in range(nmsg)]
+    ticker = None
+    if progress is not None:
+        task_id = progress.add_task(f"UET {opts.mode.upper()}", total=total_pkts)
+
+        async def tick() -> None:
+            while True:
+                progress.update(task_id, completed=ep.counters.get("packets_acked", 0))
+                await asyncio.sleep(0.1)
+
+        ticker = asyncio.create_task(tick())
+    error = None
+    try:
+        results = await asyncio.wait_for(asyncio.gather(*futs, return_exceptions=True), opts.timeout)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            error = f"{len(errors)} of {nmsg} messages failed: {errors[0]}"
+    except TimeoutError:
+        error = f"timeout after {opts.timeout} s"
+    t_sent = time.monotonic_ns()
+    cpu_s = time.process_time() - cpu0
+    _dump_profile(prof, opts, "sender")
+    if ticker is not None:
+        ticker.cancel()
+    conn.send(("sent", None))
+    res = await _pipe_recv(conn, 60.0)
+    rx = res[1]
+    counters = ep.counters
+    await ep.close()
+    conn.send(("close", None))
+    await _pipe_recv(conn, 60.0)
+    return {
+        "t0_ns": t0,
+        "t_sent_ns": t_sent,
+        "cpu_s": cpu_s,
+        "packets": total_pkts,
+        "messages": nmsg,
+        "error": error,
+        "counters": counters,
+        "rx": rx,
+    }
+
+
+def run_pair(opts: PairOptions) -> dict[str, Any]:
+    """Run the pair benchmark; returns the result record (see the module docstring)."""
+    data = random.Random(opts.seed).randbytes(opts.size)
+    sha_sent = hashlib.sha256(data).hexdigest()
+    proc, conn = _spawn("pair", opts)
+    out: dict[str, Any] = {
+        "mode": opts.mode,
+        "bytes": opts.size,
+        "payload": opts.payload,
+        "loss": opts.loss,
+        "reorder": opts.reorder,
+        "dup": opts.dup,
+        "corrupt": opts.corrupt,
+        "seed": opts.seed,
+    }
+    try:
+        raw_bps = None
+        if opts.raw:
+            port = _expect(conn, "raw_ready")
+            s = _raw_socket(opts.addresses[0])
+            snd = _raw_sender(s, (opts.addresses[1], port), memoryview(data), opts.payload)
+            rcv = _expect(conn, "raw_result", opts.timeout)
+            s.close()
+            raw_t = max(1, rcv["last_ns"] - snd["t0_ns"])
+            raw_bps = rcv["bytes"] * 8 / (raw_t / 1e9)
+            out.update(
+                raw_udp_gbps=round(raw_bps / 1e9, 4),
+                raw_udp_bytes=rcv["bytes"],
+                raw_pps=round(rcv["packets"] / (raw_t / 1e9)),
+                raw_sender_cpu_us_per_pkt=round(snd["cpu_s"] * 1e6 / max(1, snd["packets"]), 2),
+                raw_receiver_cpu_us_per_pkt=round(rcv["cpu_s"] * 1e6 / max(1, rcv["packets"]), 2),
+                raw_stalls=snd["stalls"],
+            )
+        progress = None
+        if opts.progress:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.percentage:>5.1f}%"),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            progress.start()
+        from uet.endpoint import run
+
+        try:
+            snd = run(_uet_sender(conn, opts, data, progress), use_uvloop=opts.uvloop)
+        finally:
+            if progress is not None:
+                progress.stop()
+        rx = snd["rx"]
+        t_end = rx["last_ns"] if rx["last_ns"] else snd["t_sent_ns"]
+        elapsed = max(1, t_end - snd["t0_ns"]) / 1e9
+        goodput = rx["delivered"] * 8 / elapsed
+        sc, rc = snd["counters"], rx["counters"]
+        out.update(
+            intact=bool(rx["complete"] and rx["sha256"] == sha_sent and snd["error"] is None),
+            delivered_bytes=rx["delivered"],
+            duplicates=rx["duplicates"],
+            messages=snd["messages"],
+            messages_delivered=rx["messages"],
+            packets=snd["packets"],
+            elapsed_s=round(elapsed, 4),
+            goodput_gbps=round(goodput / 1e9, 4),
+            pps=round(snd["packets"] / elapsed),
+            ratio=round(goodput / raw_bps, 3) if raw_bps else None,
+            retransmits=_retransmits(sc),
+            nacks_sent=_nacks(sc, "tx") + _nacks(rc, "tx"),
+            nacks_received=_nacks(sc, "rx"),
+            sender_cpu_us_per_pkt=round(snd["cpu_s"] * 1e6 / max(1, snd["packets"]), 2),
+            receiver_cpu_us_per_pkt=round(rx["cpu_s"] * 1e6 / max(1, snd["packets"]), 2),
+            sender_datagrams=sc.get("link_tx_packets", 0),
+            receiver_datagrams=rc.get("link_tx_packets", 0),
+            impaired=sc.get("impair_dropped", 0) + rc.get("impair_dropped", 0),
+            error=snd["error"],
+        )
+        if opts.counters:
+            out["sender_counters"] = {k: v for k, v in sc.items() if v}
+            out["receiver_counters"] = {k: v for k, v in rc.items() if v}
+        if out.get("ratio") is None:
+            out["ratio"] = None
+        out.setdefault("raw_udp_gbps", None)
+        return out
+    finally:
+        conn.close()
+        proc.join(10)
+        if proc.is_alive():  # pragma: no cover - only when the child hangs
+            proc.terminate()
+            proc.join(5)
+
+
+# -- rtt -------------------------------------------------------------------------------------------
+
+
+def _rtt_child(conn: Connection, opts: PairOptions) -> None:
+    s = _raw_socket(opts.addresses[1])
+    conn.send(("raw_ready", s.getsockname()[1]))
+    s.settimeout(10.0)
+    buf = bytearray(65536)
+    while True:
+        try:
+            n, peer = s.recvfrom_into(buf)
+        except TimeoutError:
+            break
+        if n == 0:
+            break
+        s.sendto(buf[:n], peer)
+    s.close()
+    from uet.endpoint import Endpoint, run
+
+    async def echo() -> None:
+        ep = await Endpoint.open(opts.addresses[1], port=opts.port, config=_endpoint_config(opts))
+        mode = _mode(opts.mode)
+
+        async def loop() -> None:
+            while True:
+                m = await ep.recv()
+                await ep.send(m.source, m.data, mode=mode)
+
+        task = asyncio.create_task(loop())
+        conn.send(("uet_ready", None))
+        await _pipe_recv(conn)
+        task.cancel()
+        await ep.close()
+        conn.send(("closed", None))
+
+    run(echo(), use_uvloop=opts.uvloop)
+
+
+def _pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def run_rtt(opts: PairOptions, count: int = 1000, size: int = 64) -> dict[str, Any]:
+    """Ping-pong round trips: raw UDP first, then UET, between the same two processes."""
+    proc, conn = _spawn("rtt", opts)
+    try:
+        port = _expect(conn, "raw_ready")
+        s = _raw_socket(opts.addresses[0])
+        s.settimeout(2.0)
+        dst = (opts.addresses[1], port)
+        msg = bytes(size)
+        raw: list[float] = []
+        for i in range(count + count // 10):
+            t0 = time.perf_counter_ns()
+            s.sendto(msg, dst)
+            try:
+                s.recv(65536)
+            except TimeoutError:
+                continue
+            if i >= count // 10:  # warm-up excluded
+                raw.append((time.perf_counter_ns() - t0) / 1e3)
+        s.sendto(b"", dst)
+        s.close()
+        from uet.endpoint import Endpoint, run
+
+        async def uet() -> list[float]:
+            ep = await Endpoint.open(opts.addresses[0], port=opts.port, config=_endpoint_config(opts))
+            await _pipe_recv(conn, 60.0)
+            mode = _mode(opts.mode)
+            out: list[float] = []
+            for i in range(count + count // 10):
+                t0 = time.perf_counter_ns()
+                fut = ep.send_nowait(opts.addresses[1], msg, mode=mode)
+                await asyncio.wait_for(ep.recv(), 10.0)
+                t1 = time.perf_counter_ns()
+                await fut
+                if i >= count // 10:
+                    out.append((t1 - t0) / 1e3)
+            await ep.close()
+            conn.send(("close", None))
+            await _pipe_recv(conn, 60.0)
+            return out
+
+        u = run(uet(), use_uvloop=opts.uvloop)
+        res = {
+            "mode": opts.mode,
+            "count": count,
+            "size": size,
+            "uet_p50_us": round(statistics.median(u), 1),
+            "uet_p99_us": round(_pct(u, 99), 1),
+            "raw_p50_us": round(statistics.median(raw), 1),
+            "raw_p99_us": round(_pct(raw, 99), 1),
+        }
+        res["ratio"] = round(res["uet_p50_us"] / res["raw_p50_us"], 2)
+        return res
+    finally:
+        conn.close()
+        proc.join(10)
+        if proc.is_alive():  # pragma: no cover
+            proc.terminate()
+            proc.join(5)
+
+
+# -- command line ----------------------------------------------------------------------------------
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--payload", type=parse_size, default=4096, help="payload bytes per packet (default 4096)")
+    p.add_argument("--mode", choices=["rud", "rod", "rudi", "uud"], default="rud")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--addresses", default="127.0.0.2,127.0.0.3", help="sender,receiver Fabric Addresses")
+    p.add_argument("--port", type=int, default=4793, help="UET UDP port (both FEPs)")
+    p.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
+    p.add_argument("--rto-ms", type=float, default=None, help="PDS retransmission timeout (default: endpoint's)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _options(ns: argparse.Namespace, **kw: Any) -> PairOptions:
+    a, b = (x.strip() for x in ns.addresses.split(","))
+    return PairOptions(
+        payload=ns.payload,
+        mode=ns.mode,
+        seed=ns.seed,
+        addresses=(a, b),
+        port=ns.port,
+        uvloop=not ns.no_uvloop,
+        rto_ms=ns.rto_ms,
+        progress=not ns.json and sys.stderr.isatty(),
+        **kw,
+    )
+
+
+def _print_table(title: str, rec: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title)
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    for k, v in rec.items():
+        t.add_row(k, "" if v is None else str(v))
+    Console().print(t)
+
+
+def pair_main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="uet-bench pair", description="UET vs raw UDP between two processes")
+    p.add_argument("--size", type=parse_size, default=64 << 20, help="bytes to transfer (default 64MiB)")
+    p.add_argument("--message-size", type=parse_size, default=None, help="bytes per message")
+    p.add_argument("--loss", type=float, default=0.0)
+    p.add_argument("--reorder", type=float, default=0.0)
+    p.add_argument("--dup", type=float, default=0.0)
+    p.add_argument("--corrupt", type=float, default=0.0)
+    p.add_argument("--timeout", type=float, default=600.0, help="give up on the UET transfer after this (s)")
+    p.add_argument("--no-raw", action="store_true", help="skip the raw-UDP reference")
+    p.add_argument("--counters", action="store_true", help="include both endpoints' counters")
+    p.add_argument(
+        "--profile", metavar="DIR", help="cProfile both sides of the UET phase into DIR/{sender,receiver}.prof"
+    )
+    _common(p)
+    ns = p.parse_args(argv)
+    opts = _options(
+        ns,
+        size=ns.size,
+        message_size=ns.message_size,
+        loss=ns.loss,
+        reorder=ns.reorder,
+        dup=ns.dup,
+        corrupt=ns.corrupt,
+        timeout=ns.timeout,
+        raw=not ns.no_raw,
+        profile=ns.profile,
+        counters=ns.counters,
+    )
+    rec = run_pair(opts)
+    if ns.json:
+        sys.stdout.write(json.dumps(rec) + "\n")
+    else:
+        _print_table(f"uet-bench pair ({opts.mode.upper()}, {opts.size} bytes, payload {opts.payload})", rec)
+    ok = rec["intact"] or (opts.mode == "uud" and rec["error"] is None)
+    return 0 if ok else 1
+
+
+def rtt_main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="uet-bench rtt", description="UET vs raw UDP ping-pong round trip")
+    p.add_argument("--count", type=int, default=1000)
+    p.add_argument("--size", type=parse_size, default=64, help="message bytes (default 64)")
+    _common(p)
+    ns = p.parse_args(argv)
+    rec = run_rtt(_options(ns), count=ns.count, size=ns.size)
+    if ns.json:
+        sys.stdout.write(json.dumps(rec) + "\n")
+    else:
+        _print_table(f"uet-bench rtt ({rec['mode'].upper()}, {rec['size']} bytes)", rec)
+    return 0
+
+
+_USAGE = """usage: uet-bench {codec,pair,rtt} ...
+
+  codec   header codec speed (uet.tools.bench_codec)
+  pair    UET transfer vs raw UDP between two processes
+  rtt     UET vs raw UDP round trip of a small message
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Dispatch ``uet-bench codec|pair|rtt``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        sys.stdout.write(_USAGE)
+        return 0 if args else 2
+    sub, rest = args[0], args[1:]
+    if sub == "codec":
+        from uet.tools.bench_codec import main as codec_main
+
+        return codec_main(rest)
+    if sub == "pair":
+        return pair_main(rest)
+    if sub == "rtt":
+        return rtt_main(rest)
+    sys.stderr.write(f"uet-bench: unknown subcommand {sub!r}\n" + _USAGE)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

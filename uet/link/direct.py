@@ -1,0 +1,259 @@
+"""Direct link: UET over the host's UDP stack (ARCHITECTURE.md "Link modes: direct").
+
+The FEP's Fabric Address is a host IP address and the link binds one UDP socket to
+``(address, port)`` (port 4793, wire-format.md §1.1; configurable so tests can run beside other
+FEPs). Datagrams go to ``(peer FA, peer_port)``, the same port by default.
+
+Implementation choices (measured on the project machine, Python 3.11, loopback, 8 KiB datagrams):
+
+* A plain non-blocking socket driven by ``loop.add_reader`` rather than
+  ``loop.create_datagram_endpoint``: asyncio's datagram transports never expose ancillary data, so
+  they cannot read ``IP_RECVTOS``; ``recvmsg`` can, for ~1 µs more than ``recv`` per datagram. The
+  reader drains up to ``max_batch`` datagrams per readiness callback and hands them to the
+  endpoint as one batch, so the PDS core runs once per batch (its ACK coalescing and the endpoint's
+  send flush see many packets at a time). ``add_reader`` works the same with uvloop and asyncio.
+* The TOS byte (``DSCP << 2 | ECN``) of the most common class (data: DSCP 0) is set once with
+  ``setsockopt(IP_TOS)`` and those datagrams go out with ``sendto``; other classes (ACK/NACK/
+  control: DSCP 46, TOS 0xB8) carry a per-datagram ``IP_TOS`` control message in ``sendmsg``.
+  IPv6 uses ``IPV6_TCLASS`` / ``IPV6_RECVTCLASS`` the same way.
+* The kernel picks the UDP source port: it is the bound port, not the packet's entropy value (a
+  socket cannot vary its source port per datagram). Receivers never rely on the source port; the
+  fabric link, which builds its own UDP header, carries the entropy (wire-format.md §1.1).
+* When the socket's send buffer is full, datagrams wait in order in a backlog drained by
+  ``add_writer``; nothing is dropped silently (``tx_backlog`` counts stalls).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import struct
+import sys
+from collections import deque
+
+from uet.errors import UetError
+from uet.link.base import DSCP_DATA, Link, ReceiveCallback, tos
+from uet.link.impair import Impairment
+from uet.wire.net import UET_UDP_PORT
+
+__all__ = ["DirectLink", "LinkError", "loopback_addresses"]
+
+_IPV6_RECVTCLASS = getattr(socket, "IPV6_RECVTCLASS", 66)
+_IPV6_TCLASS = getattr(socket, "IPV6_TCLASS", 67)
+
+
+def loopback_addresses(n: int, seed: int | None = None) -> list[str]:
+    """``n`` distinct random IPv4 addresses in 127.0.0.0/8 (all loopback on Linux, no root needed),
+    avoiding 127.0.0.0/16 where fixed demo addresses such as 127.0.0.2 live; for tests that must not
+    collide with other FEPs on the same machine."""
+    import random
+
+    rng = random.Random(seed)
+    out: set[str] = set()
+    while len(out) < n:
+        out.add(f"127.{rng.randrange(1, 255)}.{rng.randrange(0, 256)}.{rng.randrange(1, 255)}")
+    return sorted(out)
+
+
+class LinkError(UetError):
+    """The link could not be opened (address not local, port in use, ...)."""
+
+
+class DirectLink(Link):
+    """One UDP socket bound to ``(address, port)`` on the running event loop."""
+
+    def __init__(
+        self,
+        address: str,
+        port: int = UET_UDP_PORT,
+        *,
+        peer_port: int | None = None,
+        impairment: Impairment | None = None,
+        rcvbuf: int = 4 << 20,
+        sndbuf: int = 4 << 20,
+        max_batch: int = 64,
+        data_tos: int = tos(DSCP_DATA),
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self.loop = loop or asyncio.get_running_loop()
+        ip = ipaddress.ip_address(address)
+        self.address = str(ip)
+        self.v6 = ip.version == 6
+        fam = socket.AF_INET6 if self.v6 else socket.AF_INET
+        sock = socket.socket(fam, socket.SOCK_DGRAM)
+        try:
+            sock.setblocking(False)
+            for opt, size in ((socket.SO_RCVBUF, rcvbuf), (socket.SO_SNDBUF, sndbuf)):
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, opt, size)
+                except OSError:  # pragma: no cover - limited by net.core.*mem_max, never fatal
+                    pass
+            if self.v6:
+                sock.setsockopt(socket.IPPROTO_IPV6, _IPV6_RECVTCLASS, 1)
+                sock.setsockopt(socket.IPPROTO_IPV6, _IPV6_TCLASS, data_tos)
+                self._tos_level, self._tos_opt = socket.IPPROTO_IPV6, _IPV6_TCLASS
+            else:
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, data_tos)
+                self._tos_level, self._tos_opt = socket.IPPROTO_IP, socket.IP_TOS
+            sock.bind((self.address, port))
+        except OSError as e:
+            sock.close()
+            raise LinkError(f"cannot bind UDP {self.address} port {port}: {e}") from e
+        self.sock = sock
+        self.port = sock.getsockname()[1]
+        self.peer_port = peer_port if peer_port is not None else self.port
+        self.impairment = impairment
+        self.max_batch = max_batch
+        self._data_tos = data_tos
+        self._cmsg: dict[int, list[tuple[int, int, bytes]]] = {}
+        self._addr: dict[str, tuple[str, int]] = {}
+        self._backlog: deque[tuple[bytes, tuple[str, int], int]] = deque()
+        self._callback: ReceiveCallback | None = None
+        self._closed = False
+        self.counters: dict[str, int] = {
+            "tx_packets": 0,
+            "tx_bytes": 0,
+            "rx_packets": 0,
+            "rx_bytes": 0,
+            "tx_backlog": 0,
+            "tx_errors": 0,
+            "rx_errors": 0,
+        }
+        self.loop.add_reader(sock.fileno(), self._on_readable)
+
+    def __repr__(self) -> str:
+        return f"DirectLink({self.address!r}, port={self.port})"
+
+    # -- transmit ------------------------------------------------------------------------------
+
+    def send(self, datagram: bytes, dst: str, entropy: int, dscp: int, ecn: int = 0) -> None:
+        """Send (after the impairment, if any); ``entropy`` is not representable here (module doc)."""
+        addr = self._addr.get(dst)
+        if addr is None:
+            addr = self._addr[dst] = (dst, self.peer_port)
+        t = ((dscp & 0x3F) << 2) | (ecn & 3)
+        imp = self.impairment
+        if imp is None:
+            if t == self._data_tos and not self._backlog and not self._closed:
+                # fast path: the common class, nothing queued
+                try:
+                    self.sock.sendto(datagram, addr)
+                except OSError as e:
+                    self._tx_failed(e, datagram, addr, t)
+                    return
+                c = self.counters
+                c["tx_packets"] += 1
+                c["tx_bytes"] += len(datagram)
+                return
+            self._tx(datagram, addr, t)
+            return
+        for data, delay in imp.apply(datagram):
+            if delay > 0:
+                self.loop.call_later(delay, self._tx, data, addr, t)
+            else:
+                self._tx(data, addr, t)
+
+    def _tx(self, data: bytes, addr: tuple[str, int], t: int) -> None:
+        if self._closed:
+            return
+        if self._backlog:
+            self._backlog.append((data, addr, t))
+            return
+        try:
+            if t == self._data_tos:
+                self.sock.sendto(data, addr)
+            else:
+                self.sock.sendmsg([data], self._tos_cmsg(t), 0, addr)
+        except OSError as e:
+            self._tx_failed(e, data, addr, t)
+            return
+        c = self.counters
+        c["tx_packets"] += 1
+        c["tx_bytes"] += len(data)
+
+    def _tx_failed(self, exc: OSError, data: bytes, addr: tuple[str, int], t: int) -> None:
+        """A send raised: queue it if the buffer was full, else count the error (and drop)."""
+        if isinstance(exc, BlockingIOError):
+            self.counters["tx_backlog"] += 1
+            self._backlog.append((data, addr, t))
+            self.loop.add_writer(self.sock.fileno(), self._on_writable)
+        else:
+            self.counters["tx_errors"] += 1
+
+    def _tos_cmsg(self, t: int) -> list[tuple[int, int, bytes]]:
+        cm = self._cmsg.get(t)
+        if cm is None:
+            cm = self._cmsg[t] = [(self._tos_level, self._tos_opt, struct.pack("i", t))]
+        return cm
+
+    def _on_writable(self) -> None:
+        sock = self.sock
+        bl = self._backlog
+        c = self.counters
+        while bl:
+            data, addr, t = bl[0]
+            try:
+                if t == self._data_tos:
+                    sock.sendto(data, addr)
+                else:
+                    sock.sendmsg([data], self._tos_cmsg(t), 0, addr)
+            except BlockingIOError:
+                return
+            except OSError:
+                c["tx_errors"] += 1
+            else:
+                c["tx_packets"] += 1
+                c["tx_bytes"] += len(data)
+            bl.popleft()
+        self.loop.remove_writer(sock.fileno())
+
+    @property
+    def backlog(self) -> int:
+        """Datagrams waiting for room in the socket's send buffer."""
+        return len(self._backlog)
+
+    # -- receive -------------------------------------------------------------------------------
+
+    def set_receiver(self, callback: ReceiveCallback) -> None:
+        self._callback = callback
+
+    def _on_readable(self) -> None:
+        recvmsg = self.sock.recvmsg
+        batch: list[tuple[bytes, str, int]] = []
+        nbytes = 0
+        v6 = self.v6
+        for _ in range(self.max_batch):
+            try:
+                data, anc, _flags, src = recvmsg(65536, 64)
+            except BlockingIOError:
+                break
+            except OSError:
+                self.counters["rx_errors"] += 1
+                break
+            ecn = 0
+            if anc:
+                raw = anc[0][2]
+                ecn = (int.from_bytes(raw, sys.byteorder) if v6 else raw[0]) & 3
+            batch.append((data, src[0], ecn))
+            nbytes += len(data)
+        if batch:
+            c = self.counters
+            c["rx_packets"] += len(batch)
+            c["rx_bytes"] += nbytes
+            if self._callback is not None:
+                self._callback(batch)
+
+    # -- teardown ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        fd = self.sock.fileno()
+        self.loop.remove_reader(fd)
+        if self._backlog:
+            self.loop.remove_writer(fd)
+            self._backlog.clear()
+        self.sock.close()
