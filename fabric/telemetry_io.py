@@ -1,0 +1,159 @@
+"""Telemetry out of the switch process: JSON lines, PNG plots and per-port pcap taps.
+
+* :class:`JsonLines` writes the model's telemetry records (``uet.fabric.model.telemetry``: queue
+  depth, ECN marks, drops, trims, PFC frames, watchdog events, port bytes) one JSON object per
+  line, each with ``event`` (the record kind) and ``t`` (ns of model time since the fabric
+  started), in the order the model produced them; it can keep the dicts for plotting.
+* :func:`plot` renders ``queue_depth.png`` (bytes per (switch, port, TC) queue over time) and
+  ``throughput.png`` (transmit rate per switch port in about 100 time bins, from the cumulative
+  ``port_bytes`` samples)
+  with matplotlib's Agg backend (the ``plot`` extra).
+* :class:`PcapTaps` writes one classic pcap (Ethernet link type, nanosecond timestamps) per switch
+  port with both directions of that port's link: a frame the port sends at the time it starts on
+  the link, a frame it receives at the time it finished arriving. Timestamps are wall-clock:
+  the fabric's start time plus model time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import IO, Any
+
+from uet.pcap import PcapWriter
+
+__all__ = ["JsonLines", "PcapTaps", "plot", "read_jsonl"]
+
+
+class JsonLines:
+    """JSON-lines sink for telemetry dicts; ``path`` None writes nothing, ``keep`` keeps a copy."""
+
+    def __init__(self, path: str | os.PathLike[str] | None, *, keep: bool = False) -> None:
+        if path and os.path.dirname(os.fspath(path)):
+            os.makedirs(os.path.dirname(os.fspath(path)), exist_ok=True)
+        self._f: IO[str] | None = open(path, "w", encoding="utf-8") if path else None  # noqa: SIM115
+        self.keep = keep
+        self.kept: list[dict[str, Any]] = []
+        self.count = 0
+
+    def write(self, records: Iterable[dict[str, Any]]) -> None:
+        f = self._f
+        keep = self.keep
+        for r in records:
+            self.count += 1
+            if f is not None:
+                f.write(json.dumps(r, separators=(",", ":")))
+                f.write("\n")
+            if keep:
+                self.kept.append(r)
+
+    def flush(self) -> None:
+        if self._f is not None:
+            self._f.flush()
+
+    def close(self) -> None:
+        if self._f is not None and not self._f.closed:
+            self._f.close()
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every JSON object of a JSON-lines file (blank lines skipped)."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def plot(records: list[dict[str, Any]], outdir: str | os.PathLike[str], *, top: int = 12) -> list[str]:
+    """Write ``queue_depth.png`` and ``throughput.png`` into ``outdir``; returns the paths.
+
+    Only the ``top`` busiest queues (by peak depth) and ports (by bytes sent) are drawn, so a
+    large fabric stays readable.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(outdir, exist_ok=True)
+    queues: dict[tuple[str, int, int], list[tuple[float, int]]] = defaultdict(list)
+    ports: dict[tuple[str, int], list[tuple[float, int]]] = defaultdict(list)
+    for r in records:
+        ev = r.get("event")
+        if ev == "queue_depth":
+            queues[(r["node"], r["port"], r["tc"])].append((r["t"] / 1e6, r["bytes"]))
+        elif ev == "port_bytes":
+            ports[(r["node"], r["port"])].append((r["t"] / 1e6, r["tx_bytes"]))
+    out = []
+
+    fig, ax = plt.subplots(figsize=(10, 5))
+    busiest = sorted(queues, key=lambda k: -max(b for _, b in queues[k]))[:top]
+    for key in sorted(busiest):
+        pts = queues[key]
+        ax.step([t for t, _ in pts], [b / 1024 for _, b in pts], where="post", label=f"{key[0]}:{key[1]} tc{key[2]}")
+    ax.set_xlabel("time (ms)")
+    ax.set_ylabel("queue depth (KiB)")
+    ax.set_title("Egress queue depth per port and traffic class")
+    if busiest:
+        ax.legend(fontsize="small", ncol=2)
+    path = os.path.join(outdir, "queue_depth.png")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    out.append(path)
+
+    fig, ax = plt.subplots(figsize=(10, 5))
+    busiest_p = sorted(ports, key=lambda k: -(max(b for _, b in ports[k]) - min(b for _, b in ports[k])))[:top]
+    t_all = [t for k in busiest_p for t, _ in ports[k]]
+    if t_all:
+        t_lo, t_hi = min(t_all), max(t_all)
+        step = max(1.0, (t_hi - t_lo) / 100)  # ms per bin: about 100 bins, at least 1 ms
+        grid = [t_lo + i * step for i in range(int((t_hi - t_lo) / step) + 2)]
+        for key in sorted(busiest_p):
+            pts = sorted(ports[key])
+            times = [t for t, _ in pts]
+            cum = []
+            for g in grid:  # cumulative bytes at each grid time (last sample at or before it)
+                i = bisect.bisect_right(times, g) - 1
+                cum.append(pts[i][1] if i >= 0 else pts[0][1])
+            rates = [(b1 - b0) * 8 / (step * 1e3) for b0, b1 in zip(cum, cum[1:], strict=False)]  # Mb/s
+            ax.step(grid[1:], rates, where="pre", label=f"{key[0]}:{key[1]}")
+    ax.set_ylabel("transmit rate (Mb/s)")
+    ax.set_title("Throughput per switch port")
+    if busiest_p:
+        ax.legend(fontsize="small", ncol=2)
+    path = os.path.join(outdir, "throughput.png")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    out.append(path)
+    return out
+
+
+class PcapTaps:
+    """One :class:`PcapWriter` per switch port, opened lazily as ``{switch}-p{port}.pcap``."""
+
+    def __init__(self, outdir: str | os.PathLike[str], epoch_ns: int) -> None:
+        os.makedirs(outdir, exist_ok=True)
+        self.outdir = os.fspath(outdir)
+        self.epoch_ns = epoch_ns
+        self.writers: dict[tuple[str, int], PcapWriter] = {}
+
+    def path(self, switch: str, port: int) -> str:
+        return os.path.join(self.outdir, f"{switch}-p{port}.pcap")
+
+    def write(self, switch: str, port: int, frame: bytes | bytearray, t_ns: int) -> None:
+        """Record ``frame`` seen on ``switch`` port ``port`` at model time ``t_ns``."""
+        w = self.writers.get((switch, port))
+        if w is None:
+            w = self.writers[(switch, port)] = PcapWriter(self.path(switch, port))
+        w.write(frame, self.epoch_ns + t_ns)
+
+    def flush(self) -> None:
+        for w in self.writers.values():
+            w.flush()
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            w.close()

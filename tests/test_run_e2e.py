@@ -1,0 +1,130 @@
+"""``uet-run`` end to end: real endpoint processes through the ``uet-fabric`` process (tools/run.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+RUN = [sys.executable, "-m", "uet.tools.run"]
+TIMEOUT = 240
+
+
+def run_json(*args: str) -> tuple[int, dict]:
+    p = subprocess.run([*RUN, *args, "--json"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.stdout.strip(), p.stderr[-3000:]
+    return p.returncode, json.loads(p.stdout)
+
+
+def test_incast_8_to_1_delivers_everything_and_marks_the_congested_port():
+    rc, r = run_json("--workload", "incast", "--endpoints", "9")
+    assert rc == 0, r
+    assert r["ok"] and r["endpoints"] == 9 and len(r["flows"]) == 8
+    assert {f["dst"] for f in r["flows"]} == {"10.0.0.1"}
+    for f in r["flows"]:
+        assert f["intact"] and f["delivered"] == f["messages"] == 4 and f["bytes"] == 4 * 65536
+        assert f["goodput_mbps"] > 0 and f["completion_s"] > 0
+    fab = r["fabric"]
+    for key in ("ecn_marks", "trims", "drops", "pauses"):
+        assert key in fab
+    assert fab["ecn_marks"] > 0
+    # the receiver (host 0) hangs off leaf0 port 0: that downlink is where the queue builds
+    assert fab["marks_by_port"].get("leaf0:0", 0) > 0
+    assert max(fab["marks_by_port"], key=fab["marks_by_port"].get) == "leaf0:0"
+    # the receiver saw the CE marks on arrival (FabricLink passes ECN up)
+    assert r["endpoint_counters"][0]["link_rx_ce"] > 0
+
+
+def test_pairs_with_scenario_file(tmp_path):
+    sc = tmp_path / "pairs.toml"
+    sc.write_text(
+        """
+[run]
+workload = "pairs"
+endpoints = 4
+message_bytes = 20000
+messages = 2
+seed = 7
+
+[topology]
+builtin = "default"
+[topology.switch.lb]
+mode = "spray_rr"
+
+[endpoint]
+max_inflight = 16
+"""
+    )
+    rc, r = run_json(str(sc))
+    assert rc == 0, r
+    assert [(f["src"], f["dst"]) for f in r["flows"]] == [("10.0.0.1", "10.0.0.3"), ("10.0.0.2", "10.0.0.4")]
+    assert all(f["intact"] and f["bytes"] == 40000 for f in r["flows"])
+
+
+def test_failure_exits_nonzero():
+    # far too little time for the transfer: the endpoints give up, the launcher reports a failure
+    rc, r = run_json("--workload", "incast", "--endpoints", "3", "--messages", "50", "--timeout", "0.05")
+    assert rc == 1 and not r["ok"]
+    assert r["endpoint_errors"] and not all(f["intact"] for f in r["flows"])
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait(cond, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_no_orphans_when_the_launcher_is_interrupted(sig):
+    # a long run: 3 endpoints, many messages; interrupt it once every process is up
+    p = subprocess.Popen(
+        [*RUN, "--workload", "incast", "--endpoints", "3", "--messages", "2000", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert _wait(lambda: len(_children(p.pid)) >= 4, 60), "fabric + 3 endpoints did not start"
+        kids = _children(p.pid)
+        # let them get going (the endpoints' sockets are open once the fabric saw their ARP)
+        p.send_signal(sig)
+        rc = p.wait(timeout=60)
+        if sig == signal.SIGINT:
+            assert rc == 130
+            assert "interrupted" in p.stderr.read()
+        assert _wait(lambda: not any(_alive(k) for k in kids), 30), [k for k in kids if _alive(k)]
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)

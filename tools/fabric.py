@@ -1,0 +1,192 @@
+"""``uet-fabric``: run a leaf/spine fabric (all switches in one process) behind UDP sockets.
+
+Each host-facing port is a UDP socket on ``--bind`` (127.0.0.1) at ``--base-port`` + host index
+(0: ephemeral); each datagram is one Ethernet frame (fabric/switch.py). The model's settings come
+from the topology, never from parallel options: ``--topology`` names a built-in (``default``,
+``lab``, ``rail``, ``three_tier``) or a TOML file (its ``[topology]`` table: the fields of
+``uet.fabric.topology.Topology``, ``[topology.host_link]``, ``[topology.switch.pfc]`` ...);
+``--profile realtime`` (default, fabric/profiles.py: 100 Mb/s links, thresholds scaled per §8.9)
+or ``lab`` (the model's 1 Gb/s defaults) is applied first, then the file, then ``-o KEY=VALUE``
+overrides with dotted keys into the same tables (``-o switch.lb.mode=spray_rr``,
+``-o hosts_per_leaf=5``, ``-o switch.tcs.0.ecn.kmin=4096``).
+
+Output: one JSON line ``{"event": "ready", "hosts": [...]}`` on stdout once the sockets are bound
+(host name, IP, leaf, UDP port: what a launcher needs); on SIGINT/SIGTERM the pcaps and telemetry
+are flushed and one JSON line ``{"event": "summary", ...}`` follows (fabric counters, I/O stats,
+timer pacing). ``--telemetry FILE`` writes JSON-lines records; ``--plot DIR`` renders PNG plots at
+exit; ``--pcap DIR`` writes one pcap per switch port; ``--live`` shows a ``rich`` table of ports and
+queues on stderr. Exit status 0, or 2 on a usage/configuration error (one line, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from typing import Any
+
+from uet.fabric.profiles import PROFILES, REALTIME_RATE_BPS, load_topology, overrides_to_dict
+from uet.fabric.switch import FabricProcess, ProcessConfig
+from uet.fabric.telemetry_io import plot
+
+from uet.errors import UetError
+
+__all__ = ["build_parser", "main", "serve"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="uet-fabric", description=__doc__.split("\n\n")[0])
+    p.add_argument("--topology", "-t", default="default", help="built-in name or TOML file (default: default)")
+    p.add_argument("--profile", choices=PROFILES, default="realtime", help="parameter profile applied first")
+    p.add_argument("--rate", type=float, default=REALTIME_RATE_BPS, help="link rate of the realtime profile (bit/s)")
+    p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--bind", default="127.0.0.1", help="address the host-port sockets bind to")
+    p.add_argument("--base-port", type=int, default=0, help="UDP port of host 0 (others follow); 0 = ephemeral")
+    p.add_argument("--host-addr", action="append", default=[], metavar="I=IP:PORT", help="fixed NIC address")
+    p.add_argument("--telemetry", metavar="FILE", help="write telemetry records as JSON lines")
+    p.add_argument("--plot", metavar="DIR", help="render PNG plots at exit")
+    p.add_argument("--pcap", metavar="DIR", help="one pcap per switch port")
+    p.add_argument("--live", action="store_true", help="live table of ports and queues (stderr)")
+    p.add_argument("--timer", choices=("auto", "timerfd", "loop"), default="auto")
+    p.add_argument("--sample-ms", type=float, default=50.0, help="port byte snapshot / flush period")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
+    return p
+
+
+def _host_addrs(items: list[str]) -> dict[int, tuple[str, int]]:
+    out = {}
+    for item in items:
+        idx, _, addr = item.partition("=")
+        ip, _, port = addr.rpartition(":")
+        out[int(idx)] = (ip, int(port))
+    return out
+
+
+def _live_table(fp: FabricProcess, prev: dict[tuple[str, int], int], dt: float) -> Any:
+    from rich.table import Table
+    from uet.fabric.switch import fabric_counters
+
+    c = fabric_counters(fp.fabric)
+    t = Table(
+        title=f"uet-fabric  t={fp.now() / 1e9:.1f}s  marks={c['ecn_marks']} trims={c['trims']} "
+        f"drops={c['drops']} pauses={c['pauses']}",
+        expand=False,
+    )
+    for col in (
+        "port",
+        "peer",
+        "tx Mb/s",
+        "tx frames",
+        "rx frames",
+        "queued B (tc0/3/6/7)",
+        "paused",
+        "marks",
+        "trims",
+    ):
+        t.add_column(col, justify="right" if col not in ("port", "peer") else "left")
+    now = fp.fabric.now
+    for sw in fp.fabric.switches.values():
+        for p in sw.ports:
+            key = (sw.name, p.index)
+            rate = (p.tx_bytes - prev.get(key, p.tx_bytes)) * 8 / dt / 1e6 if dt > 0 else 0.0
+            prev[key] = p.tx_bytes
+            peer = p.peer[0].name if p.peer else "-"  # type: ignore[union-attr]
+            q = p.qbytes
+            paused = ",".join(str(tc) for tc in range(8) if p.paused_until[tc] > now) or "-"
+            name = f"{sw.name}:{p.index}"
+            t.add_row(
+                name,
+                peer,
+                f"{rate:.1f}",
+                str(p.tx_frames),
+                str(p.rx_frames),
+                f"{q[0]}/{q[3]}/{q[6]}/{q[7]}",
+                paused,
+                str(c["marks_by_port"].get(name, 0)),
+                str(c["trims_by_port"].get(name, 0)),
+            )
+    return t
+
+
+async def serve(args: argparse.Namespace, ready_out: Any = None) -> dict[str, Any]:
+    """Run the fabric until SIGINT/SIGTERM; returns the summary."""
+    topo = load_topology(
+        args.topology, profile=args.profile, rate_bps=int(args.rate), overrides=overrides_to_dict(args.overrides)
+    )
+    cfg = ProcessConfig(
+        host=args.bind,
+        base_port=args.base_port,
+        host_addrs=_host_addrs(args.host_addr),
+        telemetry=args.telemetry,
+        keep_telemetry=bool(args.plot),
+        sample_ns=int(args.sample_ms * 1e6),
+        pcap_dir=args.pcap,
+        timer=args.timer,
+        seed=args.seed,
+    )
+    fp = FabricProcess(topo, cfg)
+    await fp.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    out = ready_out or sys.stdout
+    hosts = [
+        {"host": h.name, "ip": h.ip, "leaf": h.switch, "leaf_port": h.port, "udp": list(fp.ports[i])}
+        for i, h in enumerate(fp.fabric.hosts)
+    ]
+    out.write(json.dumps({"event": "ready", "timer": fp.timer.backend, "hosts": hosts}) + "\n")
+    out.flush()
+    live_task = None
+    if args.live:
+        live_task = asyncio.ensure_future(_live(fp, stop))
+    summary = await fp.run(stop)
+    if live_task is not None:
+        await live_task
+    if args.plot:
+        summary["plots"] = plot(fp.sink.kept, args.plot)
+    out.write(json.dumps({"event": "summary", **summary}) + "\n")
+    out.flush()
+    return summary
+
+
+async def _live(fp: FabricProcess, stop: asyncio.Event) -> None:
+    from rich.console import Console
+    from rich.live import Live
+
+    prev: dict[tuple[str, int], int] = {}
+    period = 0.5
+    with Live(_live_table(fp, prev, 0), console=Console(stderr=True), refresh_per_second=4) as live:
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), period)
+            except TimeoutError:
+                pass
+            live.update(_live_table(fp, prev, period))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``uet-fabric``."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code) if isinstance(e.code, int) else 2
+    from uet.tools.run_worker import die_with_parent
+
+    from uet.endpoint import run
+
+    die_with_parent()
+    try:
+        run(serve(args), use_uvloop=not args.no_uvloop)
+    except (UetError, ValueError, OSError) as e:
+        sys.stderr.write(f"uet-fabric: {e}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

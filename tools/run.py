@@ -1,0 +1,559 @@
+"""``uet-run``: run a workload over UET through the software fabric, one process per endpoint.
+
+Starts one ``uet-fabric`` process (every switch of the topology) and N endpoint processes
+(tools/run_worker.py), endpoint *i* on host *i* of the topology: its Fabric Address is that host's
+IPv4 address (10.0.l.(h+1), §8.8) and its NIC is a :class:`~uet.link.fabric.FabricLink` on the
+host's switch-port socket, both told to it by the launcher. When the topology has fewer hosts
+than endpoints, ``hosts_per_leaf`` grows until they fit (**decision**: ``--endpoints 9`` on the
+default 2-leaf fabric gives 5 hosts per leaf).
+
+Workloads (``--workload``), each flow sending ``--messages`` messages of ``--message-bytes``
+random bytes:
+
+* ``incast``: endpoints 1..N−1 all send to endpoint 0 (N−1 : 1);
+* ``pairs``: endpoint i sends to endpoint i + N/2 (N even), so with hosts numbered leaf by leaf
+  the pairs cross the spines;
+* ``permutation``: a random derangement (seeded), one flow per endpoint;
+* ``all_to_all``: every endpoint sends to every other.
+
+A scenario TOML holds the same settings: ``[run]`` (``workload``, ``endpoints``,
+``message_bytes``, ``messages``, ``seed``, ``timeout_s``, ``profile``, ``rate_bps``),
+``[topology]`` (as for ``uet-fabric``) and ``[endpoint]`` (fields of
+:class:`~uet.endpoint.EndpointConfig`, ``[endpoint.pds]`` for the PDS core). Command-line options
+override the file. Built-in default: ``incast``, 9 endpoints, 4 × 64 KiB per flow.
+
+Endpoint defaults for the fabric (**decisions**): 1024-byte payloads (the §8.9 lab PMTU: frames
+fit the 1500-byte MTU); data sent ECT(0) (``ecn_capable``); at most 16 packets in flight per lane
+(``max_inflight``) and a 200 ms PDS RTO (``pds.rto_ns``). The PDS has no congestion control yet,
+and with ten Python processes on two shared cores the receiver's CPU, not the fabric, is the
+bottleneck of an incast: with 32 packets in flight and the endpoint's 50 ms RTO, half of eight
+8:1 runs collapsed into spurious retransmissions (about 400 per 256-packet flow with only ~6
+trims and no drops in the fabric) until "retry exhausted"; with 16 and 200 ms, 6 of 6 runs
+completed in ~0.25 s with hundreds of ECN marks on the receiver's downlink (8 in flight: too few
+marks to show congestion reliably).
+
+Output: a ``rich`` table of flows (bytes, completion time, goodput, retransmits, intact) and the
+fabric counters (ECN marks, trims, drops, pauses), or with ``--json`` one JSON object
+``{"ok", "workload", "flows": [{..., "intact"}], "fabric": {"ecn_marks", "trims", "drops",
+"pauses", ...}, "endpoints": [...], "pacing": {...}}``. ``--pcap DIR`` / ``--plot DIR`` /
+``--telemetry FILE`` are passed to the fabric. A progress bar on stderr (when it is a terminal,
+or with ``--progress``) follows the bytes received.
+
+Every child runs in its own process group; on completion, on error and on Ctrl-C / SIGTERM the
+launcher stops them all (SIGTERM to each group, SIGKILL after a grace period), and the children
+also ask the kernel to SIGTERM them if the launcher dies. Exit status: 0 when every message
+arrived intact, 1 when an endpoint failed or a message was lost or corrupted, 2 on a usage
+error, 130 on interrupt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import random
+import signal
+import sys
+import time
+import tomllib
+from typing import Any
+
+from uet.fabric.profiles import PROFILES, REALTIME_RATE_BPS, load_topology, overrides_to_dict
+
+__all__ = ["Launcher", "build_flows", "build_parser", "main"]
+
+WORKLOADS = ("incast", "pairs", "permutation", "all_to_all")
+
+DEFAULT_RUN: dict[str, Any] = {
+    "workload": "incast",
+    "endpoints": 9,
+    "message_bytes": 65536,
+    "messages": 4,
+    "seed": 1,
+    "timeout_s": 120.0,
+    "profile": "realtime",
+    "rate_bps": REALTIME_RATE_BPS,
+    "topology": "default",
+}
+
+DEFAULT_ENDPOINT: dict[str, Any] = {
+    "payload_size": 1024,
+    "ecn_capable": True,
+    "max_inflight": 16,
+    "pds": {"rto_ns": 200_000_000},
+}
+
+
+class RunError(Exception):
+    """The run could not be set up or a child misbehaved."""
+
+
+def build_flows(workload: str, n: int, seed: int) -> list[tuple[int, int]]:
+    """``(source, destination)`` endpoint indices of ``workload`` over ``n`` endpoints."""
+    if n < 2:
+        raise RunError("a workload needs at least 2 endpoints")
+    if workload == "incast":
+        return [(i, 0) for i in range(1, n)]
+    if workload == "pairs":
+        if n % 2:
+            raise RunError("pairs needs an even number of endpoints")
+        return [(i, i + n // 2) for i in range(n // 2)]
+    if workload == "permutation":
+        rng = random.Random(seed)
+        while True:
+            perm = list(range(n))
+            rng.shuffle(perm)
+            if all(perm[i] != i for i in range(n)):
+                return [(i, perm[i]) for i in range(n)]
+    if workload == "all_to_all":
+        return [(i, j) for i in range(n) for j in range(n) if i != j]
+    raise RunError(f"unknown workload {workload!r}; one of {WORKLOADS}")
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["UET_RUN_PARENT"] = str(os.getpid())
+    return env
+
+
+class Child:
+    """A child process in its own process group, with its stdout read as JSON lines."""
+
+    def __init__(self, name: str, proc: asyncio.subprocess.Process) -> None:
+        self.name = name
+        self.proc = proc
+        self.events: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.reader = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        while True:
+            line = await self.proc.stdout.readline()
+            if not line:
+                await self.events.put(None)
+                return
+            try:
+                await self.events.put(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+
+    async def next(self, timeout: float) -> dict[str, Any]:
+        try:
+            ev = await asyncio.wait_for(self.events.get(), timeout)
+        except TimeoutError:
+            raise RunError(f"{self.name}: no report within {timeout:.0f} s") from None
+        if ev is None:
+            rc = await self.proc.wait()
+            raise RunError(f"{self.name} exited (status {rc}) unexpectedly")
+        return ev
+
+    async def tell(self, line: str) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
+            self.proc.stdin.write(line.encode() + b"\n")
+            with contextlib.suppress(ConnectionError):
+                await self.proc.stdin.drain()
+
+    def signal_group(self, sig: int) -> None:
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, sig)
+
+
+async def _spawn(name: str, *args: str, stdin: bool = True) -> Child:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *args,
+        stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        env=_child_env(),
+        start_new_session=True,
+    )
+    return Child(name, proc)
+
+
+class Launcher:
+    """One run: settings in, :meth:`run` → the result dict (see the module docstring)."""
+
+    def __init__(self, settings: dict[str, Any], topology: dict[str, Any], endpoint: dict[str, Any]) -> None:
+        self.s = settings
+        self.topology_table = topology
+        self.endpoint = endpoint
+        self.children: list[Child] = []
+        self.fabric: Child | None = None
+        self.workers: list[Child] = []
+        self.progress: Any = None
+
+    def fabric_args(self, n: int) -> list[str]:
+        s = self.s
+        topo = load_topology(
+            self.topology_table or s["topology"],
+            profile=s["profile"],
+            rate_bps=int(s["rate_bps"]),
+            overrides=overrides_to_dict(s.get("overrides", [])),
+        )
+        per_leaf_hosts = {"rail": topo.groups * topo.rails, "three_tier": topo.pods * topo.leaves}
+        leaves = per_leaf_hosts.get(topo.kind, topo.leaves)
+        extra = []
+        if leaves * topo.hosts_per_leaf < n:
+            extra = ["-o", f"hosts_per_leaf={math.ceil(n / leaves)}"]
+        self.host_rate = topo.host_link.rate_bps
+        args = ["-m", "uet.tools.fabric", "--profile", s["profile"], "--rate", str(int(s["rate_bps"]))]
+        spec = s["topology"]
+        if self.topology_table:
+            path = s.get("scenario")
+            if not path:
+                raise RunError("an inline topology table needs a scenario file")
+            args += ["--topology", path]
+        else:
+            args += ["--topology", spec]
+        for o in s.get("overrides", []):
+            args += ["-o", o]
+        args += extra
+        for opt in ("pcap", "plot", "telemetry"):
+            if s.get(opt):
+                args += [f"--{opt}", str(s[opt])]
+        return args
+
+    async def run(self) -> dict[str, Any]:
+        s = self.s
+        n = int(s["endpoints"])
+        flows = build_flows(s["workload"], n, int(s["seed"]))
+        timeout = float(s["timeout_s"])
+        self.fabric = await _spawn("fabric", *self.fabric_args(n), stdin=False)
+        self.children.append(self.fabric)
+        ready = await self.fabric.next(30)
+        if ready.get("event") != "ready":
+            raise RunError(f"fabric: unexpected first report {ready}")
+        hosts = ready["hosts"][:n]
+        if len(hosts) < n:
+            raise RunError(f"the topology has {len(ready['hosts'])} hosts for {n} endpoints")
+        fa = [h["ip"] for h in hosts]
+        expect = [0] * n
+        out: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+        for fid, (a, b) in enumerate(flows):
+            out[a].append({"flow": fid, "dst": fa[b], "messages": int(s["messages"]), "bytes": int(s["message_bytes"])})
+            expect[b] += int(s["messages"])
+        for i in range(n):
+            spec = {
+                "fa": fa[i],
+                "switch": hosts[i]["udp"],
+                "rate_bps": self.host_rate,
+                "endpoint": self.endpoint,
+                "flows": out[i],
+                "expect": expect[i],
+                "seed": int(s["seed"]),
+                "timeout_s": timeout,
+            }
+            w = await _spawn(f"endpoint {i} ({fa[i]})", "-m", "uet.tools.run_worker", json.dumps(spec))
+            self.workers.append(w)
+            self.children.append(w)
+        for w in self.workers:
+            ev = await w.next(30)
+            if ev.get("event") != "ready":
+                raise RunError(f"{w.name}: unexpected first report {ev}")
+        t_go = time.monotonic()
+        for w in self.workers:
+            await w.tell("go")
+        total = len(flows) * int(s["messages"]) * int(s["message_bytes"])
+        results = await asyncio.wait_for(asyncio.gather(*(self._collect(w, total) for w in self.workers)), timeout + 30)
+        elapsed = time.monotonic() - t_go
+        for w in self.workers:
+            await w.tell("stop")
+        closed = await asyncio.gather(*(self._closed(w) for w in self.workers))
+        codes = [await w.proc.wait() for w in self.workers]
+        self.fabric.signal_group(signal.SIGTERM)
+        summary: dict[str, Any] = {}
+        while True:
+            try:
+                ev = await self.fabric.next(30)
+            except RunError:
+                break
+            if ev.get("event") == "summary":
+                summary = ev
+        await self.fabric.proc.wait()
+        return self._result(flows, fa, results, closed, codes, summary, elapsed)
+
+    async def _collect(self, w: Child, total: int) -> dict[str, Any]:
+        flows, rx, error = [], [], None
+        while True:
+            ev = await w.next(float(self.s["timeout_s"]) + 30)
+            kind = ev.get("event")
+            if kind == "flow":
+                flows.append(ev)
+            elif kind == "rx":
+                rx.append(ev)
+                if self.progress is not None:
+                    self.progress[0].update(self.progress[1], advance=ev["bytes"])
+            elif kind == "error":
+                error = ev.get("error")
+                break
+            elif kind == "done":
+                break
+        return {"flows": flows, "rx": rx, "error": error}
+
+    async def _closed(self, w: Child) -> dict[str, Any]:
+        try:
+            while True:
+                ev = await w.next(30)
+                if ev.get("event") == "closed":
+                    return ev.get("counters", {})
+        except RunError:
+            return {}
+
+    def _result(
+        self,
+        flows: list[tuple[int, int]],
+        fa: list[str],
+        results: list[dict[str, Any]],
+        closed: list[dict[str, Any]],
+        codes: list[int],
+        summary: dict[str, Any],
+        elapsed: float,
+    ) -> dict[str, Any]:
+        sent = {f["flow"]: f for r in results for f in r["flows"]}
+        got: dict[tuple[int, int], list[str]] = {}
+        for r in results:
+            for m in r["rx"]:
+                got.setdefault((m["flow"], m["index"]), []).append(m["sha256"])
+        out_flows = []
+        ok = True
+        for fid, (a, b) in enumerate(flows):
+            f = sent.get(fid)
+            rec: dict[str, Any] = {"flow": fid, "src": fa[a], "dst": fa[b]}
+            if f is None:
+                rec.update(bytes=0, intact=False, error="no report from the sender")
+            else:
+                hashes = f["sha256"]
+                intact = f["error"] is None and all(got.get((fid, i)) == [h] for i, h in enumerate(hashes))
+                rec.update({k: f[k] for k in ("bytes", "messages", "completion_s", "goodput_mbps", "retransmits")})
+                rec.update(
+                    delivered=sum(1 for i in range(len(hashes)) if (fid, i) in got), intact=intact, error=f["error"]
+                )
+            ok = ok and rec["intact"]
+            out_flows.append(rec)
+        errors = [r["error"] for r in results if r["error"]]
+        ok = ok and not errors and all(c == 0 for c in codes)
+        fab = summary.get("fabric", {})
+        return {
+            "ok": ok,
+            "workload": self.s["workload"],
+            "endpoints": len(fa),
+            "elapsed_s": round(elapsed, 3),
+            "flows": out_flows,
+            "fabric": fab,
+            "fabric_io": summary.get("io", {}),
+            "pacing": summary.get("pacing", {}),
+            "endpoint_status": codes,
+            "endpoint_errors": errors,
+            "endpoint_counters": [
+                {
+                    k: c.get(k, 0)
+                    for k in (
+                        "retransmits",
+                        "link_rx_ce",
+                        "link_rx_trimmed",
+                        "link_tx_held",
+                        "link_pfc_rx_xoff",
+                        "messages_sent",
+                        "messages_received",
+                    )
+                }
+                for c in closed
+            ],
+            "plots": summary.get("plots", []),
+        }
+
+    def stop_all(self, sig: int = signal.SIGTERM) -> None:
+        for c in self.children:
+            c.signal_group(sig)
+
+    async def shutdown(self, grace: float = 5.0) -> None:
+        """Stop every child that is still running: SIGTERM its group, SIGKILL after ``grace``."""
+        live = [c for c in self.children if c.proc.returncode is None]
+        for c in live:
+            c.signal_group(signal.SIGTERM)
+        if live:
+            _done, pending = await asyncio.wait([asyncio.ensure_future(c.proc.wait()) for c in live], timeout=grace)
+            for c in live:
+                if c.proc.returncode is None:
+                    c.signal_group(signal.SIGKILL)
+            for c in live:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(c.proc.wait(), grace)
+        for c in self.children:
+            c.reader.cancel()
+
+
+def render(result: dict[str, Any]) -> None:
+    """The results table (stdout)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    t = Table(title=f"uet-run {result['workload']}: {result['endpoints']} endpoints, {result['elapsed_s']} s")
+    for col in ("flow", "src → dst", "bytes", "completion (s)", "goodput (Mb/s)", "retransmits", "intact"):
+        t.add_column(col, justify="left" if col == "src → dst" else "right")
+    for f in result["flows"]:
+        t.add_row(
+            str(f["flow"]),
+            f"{f['src']} → {f['dst']}",
+            str(f.get("bytes", 0)),
+            str(f.get("completion_s", "-")),
+            str(f.get("goodput_mbps", "-")),
+            str(f.get("retransmits", "-")),
+            "[green]yes[/]" if f["intact"] else f"[red]NO[/] {f.get('error') or ''}",
+        )
+    con.print(t)
+    fab = result["fabric"]
+    ft = Table(title="fabric")
+    for col in ("ecn_marks", "trims", "drops", "pauses", "pfc_xon", "watchdog"):
+        ft.add_column(col, justify="right")
+    ft.add_row(*(str(fab.get(k, "-")) for k in ("ecn_marks", "trims", "drops", "pauses", "pfc_xon", "watchdog")))
+    con.print(ft)
+    if fab.get("marks_by_port"):
+        con.print("ECN marks by port: " + ", ".join(f"{k}={v}" for k, v in sorted(fab["marks_by_port"].items())))
+    p = result.get("pacing") or {}
+    if p.get("firings"):
+        con.print(
+            f"switch timer ({p['timer']}): {p['firings']} firings, lateness p50 {p['p50_us']} µs, "
+            f"p99 {p['p99_us']} µs, max {p['max_us']} µs"
+        )
+    con.print(
+        "[green]all messages intact[/]" if result["ok"] else "[red]FAILED: a message was lost or an endpoint failed[/]"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="uet-run", description=__doc__.split("\n\n")[0])
+    p.add_argument("scenario", nargs="?", help="scenario TOML (default: the built-in incast)")
+    p.add_argument("--workload", "-w", choices=WORKLOADS)
+    p.add_argument("--endpoints", "-n", type=int)
+    p.add_argument("--message-bytes", type=int)
+    p.add_argument("--messages", type=int, help="messages per flow")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--timeout", type=float, dest="timeout_s")
+    p.add_argument("--topology", "-t", help="built-in name or TOML file for the fabric")
+    p.add_argument("--profile", choices=PROFILES)
+    p.add_argument("--rate", type=float, dest="rate_bps", help="link rate of the realtime profile (bit/s)")
+    p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--pcap", metavar="DIR")
+    p.add_argument("--plot", metavar="DIR")
+    p.add_argument("--telemetry", metavar="FILE")
+    p.add_argument("--progress", action="store_true", help="progress bar on stderr even when not a terminal")
+    return p
+
+
+def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(run settings, inline topology table, endpoint table) from a scenario file and options."""
+    s = dict(DEFAULT_RUN)
+    topo: dict[str, Any] = {}
+    ep = dict(DEFAULT_ENDPOINT)
+    if args.scenario:
+        with open(args.scenario, "rb") as f:
+            doc = tomllib.load(f)
+        s.update(doc.get("run", {}))
+        topo = doc.get("topology", {})
+        ep.update(doc.get("endpoint", {}))
+        s["scenario"] = args.scenario
+    for k in ("workload", "endpoints", "message_bytes", "messages", "seed", "timeout_s", "profile", "rate_bps"):
+        v = getattr(args, k)
+        if v is not None:
+            s[k] = v
+    if args.topology:
+        s["topology"] = args.topology
+        topo = {}
+    s["overrides"] = list(s.get("overrides", [])) + args.overrides
+    for opt in ("pcap", "plot", "telemetry"):
+        if getattr(args, opt):
+            s[opt] = getattr(args, opt)
+    ep = _deep_update(ep, overrides_to_dict(args.ep_overrides))
+    return s, topo, ep
+
+
+def _deep_update(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _deep_update(out.get(k, {}), v) if isinstance(v, dict) else v
+    return out
+
+
+async def _main(args: argparse.Namespace) -> int:
+    s, topo, ep = settings_from(args)
+    launcher = Launcher(s, topo, ep)
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    interrupted = False
+
+    def on_signal() -> None:
+        nonlocal interrupted
+        interrupted = True
+        if task is not None:
+            task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
+    progress_cm: Any = contextlib.nullcontext()
+    if args.progress or sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeElapsedColumn
+
+        prog = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            DownloadColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True, force_terminal=True if args.progress else None),
+            transient=True,
+        )
+        total = (
+            len(build_flows(s["workload"], int(s["endpoints"]), int(s["seed"]))) * s["messages"] * s["message_bytes"]
+        )
+        launcher.progress = (prog, prog.add_task(f"{s['workload']} received", total=total))
+        progress_cm = prog
+    try:
+        with progress_cm:
+            result = await launcher.run()
+    except asyncio.CancelledError:
+        await launcher.shutdown()
+        sys.stderr.write("uet-run: interrupted; every process stopped\n")
+        return 130
+    except (RunError, TimeoutError, OSError, ValueError) as e:
+        await launcher.shutdown()
+        sys.stderr.write(f"uet-run: {e or type(e).__name__}\n")
+        return 1
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    await launcher.shutdown()
+    if interrupted:
+        return 130
+    if args.json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        render(result)
+    return 0 if result["ok"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``uet-run``."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code) if isinstance(e.code, int) else 2
+    try:
+        return asyncio.run(_main(args))
+    except KeyboardInterrupt:  # pragma: no cover - the handler normally catches it
+        return 130
+    except (OSError, ValueError, tomllib.TOMLDecodeError) as e:
+        sys.stderr.write(f"uet-run: {e}\n")
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,386 @@
+"""Fabric link: the FEP's NIC port on a switch port (ARCHITECTURE.md "Link modes: fabric").
+
+One UDP socket, connected to the switch process's port for this host (``uet-fabric``), carries
+whole Ethernet frames, one per datagram. The link builds every header itself, so what the fabric
+sees are real header bits (wire-format.md §1.1, §1.3; rocev2-and-fabric.md §1.4, §8.1):
+
+* Ethernet II: source MAC derived from the FA (**decision**: ``02:00`` + the four IPv4 bytes, a
+  locally administered unicast address — the same rule the topology uses for host MACs, so the
+  switch's rewritten destination MAC equals ours); destination MAC the gateway (the leaf port):
+  configured, else learned from the source MAC of the first frame received, else broadcast.
+* IPv4: IHL 5, DF, ID 0, TTL 64, DSCP as the endpoint asks (data 0 / ACK, NACK, control 46),
+  ECN: data packets the caller sends Not-ECT go out ``data_ecn`` (default **ECT(0)**, the choice
+  wire-format.md §1.3 leaves open: ECN-capable when the fabric may mark), header checksum.
+* UDP: source port = the packet's **entropy** (what ECMP hashes), destination 4793, checksum
+  computed (wire-format.md §1.1 "our choice").
+
+Fabric Addresses in fabric mode are the topology's IPv4 addresses (host h on leaf l is
+10.0.l.(h+1), §8.8); they only label frames — the socket itself lives on 127.0.0.1.
+
+**Receive.** Frames are read in batches; an IPv4/UDP frame to port 4793 whose header checksum is
+right yields ``(datagram, source FA, ecn)`` — the UDP payload cut to the IP total length (frames
+are padded to 60 bytes), the IP source address and the ECN bits (3 = CE, for congestion
+control). Anything else is counted and dropped. A packet trimmed by a switch (DSCP 5 or 7,
+§8.4) has lost its payload; the :class:`~uet.link.base.Link` callback has no field to say so and
+the PDS core must not take a cut packet for a whole one, so by default the link drops it and counts
+``rx_trimmed`` (the sender's SACK / RTO recovery resends it). With ``deliver_trimmed`` the link
+passes it up with :data:`ECN_TRIMMED` (and :data:`ECN_LASTHOP` for DSCP 5) or-ed into the ``ecn``
+value, for an endpoint that hands those to ``PdsCore.receive_datagram(trimmed=, lasthop=)``.
+
+**PFC** (IEEE 802.1Qbb, §8.5). A pause frame from the leaf stops the paused priorities for
+quanta × 512 bit times at ``rate_bps`` (the host link's rate); frames of a paused class wait in
+order in a per-class queue and go out when an XON (0 quanta) arrives or the pause expires; a
+classic 802.3x PAUSE stops every class. The class of a frame is the switch's: its DSCP through
+the DSCP → TC table (``dscp_map``, default §8.1), TC = priority (model config decision).
+
+On opening, the link sends one gratuitous ARP frame so the switch process learns the socket's
+address before any frame must be delivered to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+from collections import deque
+from collections.abc import Sequence
+
+from uet.errors import UetError
+from uet.link.base import DSCP_DATA, Link, ReceiveCallback
+from uet.wire.net import UET_UDP_PORT, inet_checksum, ip_bytes
+
+__all__ = ["ECN_LASTHOP", "ECN_TRIMMED", "FabricLink", "fa_mac"]
+
+#: Or-ed into the ``ecn`` of a received trimmed packet (``deliver_trimmed``): a switch cut it.
+ECN_TRIMMED = 0x100
+#: Or-ed in besides :data:`ECN_TRIMMED` when the trim happened at the last hop (DSCP 5).
+ECN_LASTHOP = 0x200
+
+_ECT0 = 2
+_BROADCAST = b"\xff" * 6
+_ETH_IPV4 = b"\x08\x00"
+_ETH_ARP = 0x0806
+_ETH_MAC_CONTROL = 0x8808
+_ETH_VLAN = 0x8100
+_OP_PFC = 0x0101
+_OP_PAUSE = 0x0001
+_QUANTUM_BITS = 512
+_IP_HDR = struct.Struct("!BBHHHBBH4s4s")
+_UDP_HDR = struct.Struct("!HHHH")
+
+
+def fa_mac(address: str) -> bytes:
+    """The MAC of the NIC with Fabric Address ``address``: ``02:00`` + its IPv4 bytes."""
+    return b"\x02\x00" + ip_bytes(address)
+
+
+def _default_dscp_map() -> tuple[int, ...]:
+    from uet.fabric.model.config import default_dscp_map
+
+    return default_dscp_map()
+
+
+class FabricLinkError(UetError):
+    """The fabric link could not be opened."""
+
+
+class FabricLink(Link):
+    """A NIC port on switch port ``switch`` (``(host, udp port)`` of the ``uet-fabric`` socket)."""
+
+    def __init__(
+        self,
+        address: str,
+        switch: tuple[str, int],
+        *,
+        bind: tuple[str, int] = ("127.0.0.1", 0),
+        mac: bytes | None = None,
+        gateway_mac: bytes | None = None,
+        rate_bps: int = 100_000_000,
+        udp_port: int = UET_UDP_PORT,
+        data_ecn: int = _ECT0,
+        udp_checksum: bool = True,
+        deliver_trimmed: bool = False,
+        dscp_map: Sequence[int] | None = None,
+        max_batch: int = 64,
+        rcvbuf: int = 4 << 20,
+        sndbuf: int = 4 << 20,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self.loop = loop or asyncio.get_running_loop()
+        if ":" in address:
+            raise FabricLinkError("the fabric link carries IPv4 Fabric Addresses only")
+        self.address = address
+        self._src_ip = ip_bytes(address)
+        self.mac = mac or fa_mac(address)
+        self.gateway_mac = gateway_mac
+        self._learn_gateway = gateway_mac is None
+        self.rate_bps = int(rate_bps)
+        self.udp_port = udp_port
+        self.data_ecn = data_ecn & 3
+        self.udp_checksum = udp_checksum
+        self.deliver_trimmed = deliver_trimmed
+        self.dscp_map = tuple(dscp_map) if dscp_map is not None else _default_dscp_map()
+        self.max_batch = max_batch
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sock.setblocking(False)
+            for opt, size in ((socket.SO_RCVBUF, rcvbuf), (socket.SO_SNDBUF, sndbuf)):
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, opt, size)
+                except OSError:  # pragma: no cover - bounded by net.core.*mem_max
+                    pass
+            sock.bind(bind)
+            sock.connect(switch)
+        except OSError as e:
+            sock.close()
+            raise FabricLinkError(f"cannot open a fabric link to {switch}: {e}") from e
+        self.sock = sock
+        self.port = sock.getsockname()[1]
+        self.switch = switch
+        self._callback: ReceiveCallback | None = None
+        self._closed = False
+        #: pause expiry per priority (monotonic ns; 0 = not paused)
+        self.paused_until = [0] * 8
+        self._held: list[deque[bytes]] = [deque() for _ in range(8)]
+        self._resume: list[asyncio.TimerHandle | None] = [None] * 8
+        self._backlog: deque[bytes] = deque()
+        self._eth: bytes = b""
+        self._set_eth()
+        self._ip_cache: dict[str, bytes] = {}
+        self.counters: dict[str, int] = {
+            "tx_packets": 0,
+            "tx_bytes": 0,
+            "rx_packets": 0,
+            "rx_bytes": 0,
+            "rx_ce": 0,
+            "rx_trimmed": 0,
+            "rx_not_uet": 0,
+            "rx_malformed": 0,
+            "rx_errors": 0,
+            "tx_errors": 0,
+            "tx_backlog": 0,
+            "tx_held": 0,
+            "pfc_rx_xoff": 0,
+            "pfc_rx_xon": 0,
+        }
+        self.loop.add_reader(sock.fileno(), self._on_readable)
+        self._announce()
+
+    def __repr__(self) -> str:
+        return f"FabricLink({self.address!r}, switch={self.switch})"
+
+    def _set_eth(self) -> None:
+        self._eth = (self.gateway_mac or _BROADCAST) + self.mac + _ETH_IPV4
+
+    def _announce(self) -> None:
+        """Gratuitous ARP (RFC 5227 announcement) so the switch learns this socket's address."""
+        arp = struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, self.mac, self._src_ip, b"\0" * 6, self._src_ip)
+        frame = _BROADCAST + self.mac + struct.pack("!H", _ETH_ARP) + arp
+        self._raw_send(frame.ljust(60, b"\0"))
+
+    # -- transmit ------------------------------------------------------------------------------
+
+    def send(self, datagram: bytes, dst: str, entropy: int, dscp: int, ecn: int = 0) -> None:
+        """Frame ``datagram`` for ``dst`` and send it, or hold it while its class is paused."""
+        if self._closed:
+            return
+        if ecn == 0 and dscp == DSCP_DATA:
+            ecn = self.data_ecn
+        frame = self.build(datagram, dst, entropy, dscp, ecn)
+        tc = self.dscp_map[dscp & 0x3F]
+        if self.paused_until[tc]:
+            if self.paused_until[tc] > time.monotonic_ns():
+                self._held[tc].append(frame)
+                self.counters["tx_held"] += 1
+                return
+            self._unpause(tc)
+        self._raw_send(frame)
+
+    def build(self, datagram: bytes, dst: str, entropy: int, dscp: int, ecn: int) -> bytes:
+        """The Ethernet/IPv4/UDP frame carrying ``datagram`` (see the module docstring)."""
+        dst_ip = self._ip_cache.get(dst)
+        if dst_ip is None:
+            dst_ip = self._ip_cache[dst] = ip_bytes(dst)
+        ulen = 8 + len(datagram)
+        src_ip = self._src_ip
+        ip = bytearray(
+            _IP_HDR.pack(0x45, ((dscp & 0x3F) << 2) | (ecn & 3), 20 + ulen, 0, 0x4000, 64, 17, 0, src_ip, dst_ip)
+        )
+        ip[10:12] = inet_checksum(ip).to_bytes(2, "big")
+        csum = 0
+        sport = entropy & 0xFFFF
+        if self.udp_checksum:
+            pseudo = src_ip + dst_ip + b"\x00\x11" + ulen.to_bytes(2, "big")
+            csum = inet_checksum(pseudo + _UDP_HDR.pack(sport, self.udp_port, ulen, 0) + datagram) or 0xFFFF
+        frame = self._eth + bytes(ip) + _UDP_HDR.pack(sport, self.udp_port, ulen, csum) + datagram
+        if len(frame) < 60:
+            frame += bytes(60 - len(frame))
+        return frame
+
+    def _raw_send(self, frame: bytes) -> None:
+        if self._backlog:
+            self._backlog.append(frame)
+            return
+        try:
+            self.sock.send(frame)
+        except BlockingIOError:
+            self.counters["tx_backlog"] += 1
+            self._backlog.append(frame)
+            self.loop.add_writer(self.sock.fileno(), self._on_writable)
+            return
+        except OSError:
+            self.counters["tx_errors"] += 1
+            return
+        c = self.counters
+        c["tx_packets"] += 1
+        c["tx_bytes"] += len(frame)
+
+    def _on_writable(self) -> None:
+        bl = self._backlog
+        c = self.counters
+        while bl:
+            try:
+                self.sock.send(bl[0])
+            except BlockingIOError:
+                return
+            except OSError:
+                c["tx_errors"] += 1
+            else:
+                c["tx_packets"] += 1
+                c["tx_bytes"] += len(bl[0])
+            bl.popleft()
+        self.loop.remove_writer(self.sock.fileno())
+
+    @property
+    def held(self) -> int:
+        """Frames waiting for a paused class to resume."""
+        return sum(len(q) for q in self._held)
+
+    # -- PFC -----------------------------------------------------------------------------------
+
+    def _on_pause(self, enable: int, quanta: Sequence[int]) -> None:
+        now = time.monotonic_ns()
+        c = self.counters
+        for prio in range(8):
+            if not enable & (1 << prio):
+                continue
+            q = quanta[prio]
+            h = self._resume[prio]
+            if h is not None:
+                h.cancel()
+                self._resume[prio] = None
+            if q == 0:
+                c["pfc_rx_xon"] += 1
+                self._unpause(prio)
+                continue
+            c["pfc_rx_xoff"] += 1
+            dur = q * _QUANTUM_BITS * 1_000_000_000 // self.rate_bps
+            self.paused_until[prio] = now + dur
+            self._resume[prio] = self.loop.call_later(dur / 1e9, self._unpause, prio)
+
+    def _unpause(self, prio: int) -> None:
+        """Resume ``prio``: send what waited, in order."""
+        self.paused_until[prio] = 0
+        h = self._resume[prio]
+        if h is not None:
+            h.cancel()
+            self._resume[prio] = None
+        held = self._held[prio]
+        while held and not self._closed:
+            self._raw_send(held.popleft())
+
+    # -- receive -------------------------------------------------------------------------------
+
+    def set_receiver(self, callback: ReceiveCallback) -> None:
+        self._callback = callback
+
+    def _on_readable(self) -> None:
+        recv = self.sock.recv
+        batch: list[tuple[bytes, str, int]] = []
+        for _ in range(self.max_batch):
+            try:
+                frame = recv(65536)
+            except BlockingIOError:
+                break
+            except OSError:
+                self.counters["rx_errors"] += 1
+                break
+            item = self.parse(frame)
+            if item is not None:
+                batch.append(item)
+        if batch and self._callback is not None and not self._closed:
+            self._callback(batch)
+
+    def parse(self, frame: bytes) -> tuple[bytes, str, int] | None:
+        """One received frame → ``(datagram, source FA, ecn)``, or None (consumed or dropped)."""
+        c = self.counters
+        if len(frame) < 14:
+            c["rx_malformed"] += 1
+            return None
+        et = (frame[12] << 8) | frame[13]
+        off = 14
+        if et == _ETH_VLAN and len(frame) >= 18:
+            et = (frame[16] << 8) | frame[17]
+            off = 18
+        if et == _ETH_MAC_CONTROL:
+            if len(frame) >= off + 20:
+                op, enable = struct.unpack_from("!HH", frame, off)
+                if op == _OP_PFC:
+                    self._on_pause(enable & 0xFF, struct.unpack_from("!8H", frame, off + 4))
+                    return None
+                if op == _OP_PAUSE:
+                    (q,) = struct.unpack_from("!H", frame, off + 2)
+                    self._on_pause(0xFF, [q] * 8)
+                    return None
+            c["rx_not_uet"] += 1
+            return None
+        if et != 0x0800:
+            c["rx_not_uet"] += 1
+            return None
+        if len(frame) < off + 28 or frame[off] != 0x45:
+            c["rx_malformed"] += 1
+            return None
+        total = (frame[off + 2] << 8) | frame[off + 3]
+        if total < 28 or off + total > len(frame) or inet_checksum(memoryview(frame)[off : off + 20]) != 0:
+            c["rx_malformed"] += 1
+            return None
+        if frame[off + 9] != 17 or ((frame[off + 22] << 8) | frame[off + 23]) != self.udp_port:
+            c["rx_not_uet"] += 1
+            return None
+        if self._learn_gateway and self.gateway_mac is None:
+            self.gateway_mac = frame[6:12]
+            self._set_eth()
+        tos = frame[off + 1]
+        ecn = tos & 3
+        dscp = tos >> 2
+        if dscp == 5 or dscp == 7:
+            c["rx_trimmed"] += 1
+            if not self.deliver_trimmed:
+                return None
+            ecn |= ECN_TRIMMED | (ECN_LASTHOP if dscp == 5 else 0)
+        if ecn & 3 == 3:
+            c["rx_ce"] += 1
+        data = frame[off + 28 : off + total]
+        c["rx_packets"] += 1
+        c["rx_bytes"] += len(data)
+        src = f"{frame[off + 12]}.{frame[off + 13]}.{frame[off + 14]}.{frame[off + 15]}"
+        return data, src, ecn
+
+    # -- teardown ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for h in self._resume:
+            if h is not None:
+                h.cancel()
+        for q in self._held:
+            q.clear()
+        fd = self.sock.fileno()
+        self.loop.remove_reader(fd)
+        if self._backlog:
+            self.loop.remove_writer(fd)
+            self._backlog.clear()
+        self.sock.close()
