@@ -79,6 +79,7 @@ class Pair:
         corrupt: float = 0.0,
         delay_ns: int = 10_000,
         log: bool = False,
+        sdi: bool = False,
     ) -> None:
         self.rng = random.Random(seed)
         self.records: list[dict] = []
@@ -90,28 +91,34 @@ class Pair:
         self.reorder = reorder
         self.corrupt = corrupt
         self.delay_ns = delay_ns
+        #: carry each datagram's SDI (datagrams_to_send(with_sdi=True) → receive_datagram(sdi=))
+        self.sdi = sdi
         self.now = 0
         self._seq = 0
-        self._flight: list[tuple[int, int, str, bytes, str, int]] = []
+        self._flight: list[tuple[int, int, str, bytes, str, int, int | None]] = []
         #: optional hook: (data, src, dst) -> replacement list of datagrams (e.g. [] to drop)
         self.filter: Callable[[bytes, str, str], list[bytes]] | None = None
         #: every datagram handed out, as (time, src, dst, bytes), before loss
         self.wire: list[tuple[int, str, str, bytes]] = []
+        #: compare the core's timer heap with a full scan of its PDCs at every step
+        self.check_timers = False
 
     def side(self, addr: str) -> Side:
         return self.a if addr == A_ADDR else self.b
 
     def _collect(self) -> None:
         for src, side in ((A_ADDR, self.a), (B_ADDR, self.b)):
-            for data, dst, ent in side.core.datagrams_to_send(self.now):
+            for item in side.core.datagrams_to_send(self.now, with_sdi=self.sdi):
+                data, dst, ent = item[:3]
+                sdi = item[3] if self.sdi else None
                 assert dst == (B_ADDR if src == A_ADDR else A_ADDR)
                 assert 0 <= ent <= 0xFFFF
                 self.wire.append((self.now, src, dst, data))
                 outs = [data] if self.filter is None else self.filter(data, src, dst)
                 for d in outs:
-                    self._launch(d, src, dst, ent)
+                    self._launch(d, src, dst, ent, sdi)
 
-    def _launch(self, data: bytes, src: str, dst: str, ent: int) -> None:
+    def _launch(self, data: bytes, src: str, dst: str, ent: int, sdi: int | None = None) -> None:
         r = self.rng
         if self.loss and r.random() < self.loss:
             return
@@ -126,7 +133,7 @@ class Pair:
             if self.reorder and r.random() < self.reorder:
                 t += r.randrange(1, 4 * self.delay_ns)
             self._seq += 1
-            heapq.heappush(self._flight, (t, self._seq, dst, d, src, ent))
+            heapq.heappush(self._flight, (t, self._seq, dst, d, src, ent, sdi))
 
     def inject(self, dst_side: Side, data: bytes, src: str, **kw: Any) -> None:
         """Deliver ``data`` to a core at once (exact-packet tests)."""
@@ -144,6 +151,9 @@ class Pair:
         self._collect()
         self.a.drain_events()
         self.b.drain_events()
+        if self.check_timers:
+            for s in (self.a, self.b):
+                scan_timer_check(s.core)
         cands = []
         if self._flight:
             cands.append(self._flight[0][0])
@@ -155,8 +165,8 @@ class Pair:
             return False
         self.now = max(self.now, min(cands))
         while self._flight and self._flight[0][0] <= self.now:
-            _t, _s, dst, data, src, ent = heapq.heappop(self._flight)
-            self.side(dst).core.receive_datagram(data, src, self.now, entropy=ent)
+            _t, _s, dst, data, src, ent, sdi = heapq.heappop(self._flight)
+            self.side(dst).core.receive_datagram(data, src, self.now, entropy=ent, sdi=sdi)
         for s in (self.a, self.b):
             t = s.core.get_timer()
             if t is not None and t <= self.now:
@@ -182,6 +192,20 @@ class Pair:
         for _ in range(max_steps):
             if self.now > end or not self.step():
                 return
+
+
+def scan_timer_check(core: PdsCore) -> None:
+    """The timer heap (``get_timer``) must never be later than the earliest deadline found by
+    scanning every PDC (earlier is harmless: the timer runs, finds nothing due, re-arms)."""
+    best = core._rudi_deadline()
+    for pdc in core.pdcs.values():
+        d = core._ipdc_deadline(pdc) if pdc.role == "initiator" else core._tpdc_deadline(pdc)
+        if d is not None and (best is None or d < best):
+            best = d
+    got = core.get_timer()
+    assert (got is None) == (best is None) or (best is None and got is not None), (got, best)
+    if best is not None:
+        assert got is not None and got <= best, (got, best)
 
 
 # -- exact-packet helpers ------------------------------------------------------------------------

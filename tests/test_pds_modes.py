@@ -23,12 +23,15 @@ def test_rod_in_order_delivery_with_gap_and_go_back_n() -> None:
     assert [d.payload for d in pair.b.deliveries] == [b"\x00", b"\x01"]  # 2, 3 discarded, 4 out of order
     replies = pair.take(pair.b)
     codes = [hdr(d).nack_code if hdr(d).type == PdsType.NACK else None for d, _x, _y in replies]
-    assert codes.count(NackCode.ROD_OOO) == 3
+    # one ROD_OOO per gap: 2 opens the gap at 1 (NACK), 3 is discarded silently, 4 opens a new
+    # gap at 2 once 1 arrived (NACK)
+    assert codes.count(NackCode.ROD_OOO) == 2
+    assert pair.b.core.counters["rod_ooo_discarded"] == 1
     for d, _x, _y in replies:
         pair.inject(pair.a, d, B_ADDR)
     re = pair.take(pair.a)
-    # go-back-N from the PSN each NACK says the target expects (PSN 1 was not yet ACKed when the
-    # first NACK was sent): later NACKs naming the same point are ignored
+    # go-back-N from the PSN the first NACK says the target expects (PSN 1 was not yet ACKed
+    # when it was sent); the second names a point inside the range just resent: ignored
     assert {START + 2, START + 3, START + 4} <= {hdr(d).psn for d, _x, _y in re}
     assert all(hdr(d).flags & ReqFlag.RETX for d, _x, _y in re)
     assert pair.a.core.counters["nack_gbn_stale"] >= 1
@@ -168,3 +171,45 @@ def test_rod_buffering_under_loss_and_reordering() -> None:
         assert pair.run_until(lambda pair=pair: len(pair.a.acked()) == 80)
         assert [int.from_bytes(d.payload, "big") for d in pair.b.deliveries] == list(range(80))
         assert not pair.a.failed()
+
+
+def _rod_lossy(rod_buffer: bool, seed: int = 11) -> Pair:
+    cfg = PdsConfig(close_idle_ns=None, target_idle_ns=None, rto_ns=1_000_000, rod_buffer=rod_buffer)
+    drops = []
+    pair = Pair(cfg, seed=seed)
+    rng = __import__("random").Random(seed)
+
+    def filt(data: bytes, src: str, dst: str) -> list[bytes]:
+        if src == A_ADDR and data[0] >> 3 == PdsType.ROD_REQ and rng.random() < 0.02:
+            drops.append(data)
+            return []
+        return [data]
+
+    pair.filter = filt
+    n = 1500
+    for i in range(n):
+        pair.a.core.submit(B_ADDR, Mode.ROD, SES_NH, ses_small(), i.to_bytes(2, "big") * 64, token=i, som=True,
+                           eom=True, now=0)  # fmt: skip
+    assert pair.run_until(lambda: len(pair.a.acked()) == n, max_ns=20_000_000_000)
+    assert [int.from_bytes(d.payload[:2], "big") for d in pair.b.deliveries] == list(range(n))
+    pair.drops = drops  # type: ignore[attr-defined]
+    return pair
+
+
+def test_rod_go_back_n_one_nack_per_loss_and_bounded_resends() -> None:
+    """2 % data loss on a 1500-packet ROD transfer: about one ROD_OOO NACK per loss (not one per
+    packet in flight behind it) and at most (losses × window) retransmissions."""
+    pair = _rod_lossy(False)
+    losses = len(pair.drops)  # type: ignore[attr-defined]
+    nacks = pair.b.core.counters.get("nack_tx_ROD_OOO", 0)
+    retx = pair.a.core.counters.get("retransmits", 0)
+    assert losses > 10
+    assert nacks <= 2 * losses
+    assert retx <= losses * CFG.max_outstanding
+    assert pair.b.core.counters["rod_ooo_discarded"] > nacks  # the flight behind a loss: silent
+
+
+def test_rod_buffer_option_resends_only_losses() -> None:
+    pair = _rod_lossy(True)
+    losses = len(pair.drops)  # type: ignore[attr-defined]
+    assert pair.a.core.counters.get("retransmits", 0) <= 3 * losses

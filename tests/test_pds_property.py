@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, ses_small
 
 from uet.pds import Acked, Failed, Mode, PdsConfig
+from uet.wire import ses as ses_wire
 
 CFG = PdsConfig(max_rto_retx=25, max_nack_retx=25, rto_ns=200_000, close_idle_ns=None, target_idle_ns=None)
 
@@ -33,6 +34,8 @@ def _submit_messages(pair: Pair, mode: Mode, sizes: list[int]) -> list[tuple[int
     return tokens
 
 
+RESP_DATA = ses_wire.RESPONSE_DATA.encode(ses_wire.RESPONSE_DATA.make(message_id=1, modified_length=24))
+
 settings_fast = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 
 
@@ -45,25 +48,54 @@ settings_fast = settings(max_examples=80, deadline=None, suppress_health_check=[
     mode=st.sampled_from([Mode.RUD, Mode.ROD]),
     sizes=st.lists(st.integers(1, 6), min_size=1, max_size=6),
     rod_buffer=st.booleans(),
+    ret=st.integers(0, 3),
 )
-@example(seed=1, loss=0.2, dup=0.2, reorder=0.3, mode=Mode.RUD, sizes=[6] * 6, rod_buffer=False)
-@example(seed=2, loss=0.2, dup=0.2, reorder=0.3, mode=Mode.ROD, sizes=[6] * 6, rod_buffer=False)
-@example(seed=2, loss=0.2, dup=0.2, reorder=0.3, mode=Mode.ROD, sizes=[6] * 6, rod_buffer=True)
-@example(seed=3, loss=0.2, dup=0.0, reorder=0.0, mode=Mode.ROD, sizes=[1, 5, 2, 6], rod_buffer=False)
+@example(seed=1, loss=0.2, dup=0.2, reorder=0.3, mode=Mode.RUD, sizes=[6] * 6, rod_buffer=False, ret=0)
+@example(seed=2, loss=0.2, dup=0.2, reorder=0.3, mode=Mode.ROD, sizes=[6] * 6, rod_buffer=False, ret=0)
+@example(seed=2, loss=0.2, dup=0.2, reorder=0.3, mode=Mode.ROD, sizes=[6] * 6, rod_buffer=True, ret=2)
+@example(seed=3, loss=0.2, dup=0.0, reorder=0.0, mode=Mode.ROD, sizes=[1, 5, 2, 6], rod_buffer=False, ret=3)
+@example(seed=4, loss=0.2, dup=0.2, reorder=0.3, mode=Mode.RUD, sizes=[6] * 6, rod_buffer=False, ret=3)
 def test_reliable_exactly_once(
-    seed: int, loss: float, dup: float, reorder: float, mode: Mode, sizes: list[int], rod_buffer: bool
+    seed: int, loss: float, dup: float, reorder: float, mode: Mode, sizes: list[int], rod_buffer: bool, ret: int
 ) -> None:
+    """Forward traffic plus, with ``ret`` > 0, ``ret`` return-direction packets (read data as
+    requests, uet.pds.ret) for every forward packet delivered: both directions exactly once."""
     pair = Pair(replace(CFG, rod_buffer=rod_buffer), seed=seed, loss=loss, dup=dup, reorder=reorder)
+    pair.check_timers = True
+    ret_tokens: list[tuple] = []
+
+    def respond(d):
+        if d.next_hdr == 5:
+            return None
+        for i in range(ret):
+            tok = ("ret", d.payload[0], d.payload[1], i)
+            ret_tokens.append(tok)
+            pair.b.core.submit_return(
+                d.pdc, 5, RESP_DATA, bytes(tok[1:]) * 8, token=tok, som=i == 0, eom=i == ret - 1, now=pair.now
+            )
+        return None
+
+    pair.b.respond = respond
     tokens = _submit_messages(pair, mode, sizes)
-    assert pair.run_until(lambda: len(pair.a.acked()) + len(pair.a.failed()) >= len(tokens), max_ns=5_000_000_000)
+    n_ret = len(tokens) * ret
+    assert pair.run_until(
+        lambda: len(pair.a.acked()) + len(pair.a.failed()) >= len(tokens) and len(pair.b.acked()) >= n_ret,
+        max_ns=5_000_000_000,
+    )
     pair.run_until(lambda: False, max_ns=20_000_000)  # let stray duplicates and ACKs land
     acked = [e.token for e in pair.a.acked()]
-    assert not pair.a.failed()
+    assert not pair.a.failed() and not pair.b.failed()
     assert sorted(acked) == sorted(tokens) and len(set(acked)) == len(tokens)
     got = [(d.payload[0], d.payload[1]) for d in pair.b.deliveries]
     assert sorted(got) == sorted(tokens) and len(set(got)) == len(got)
     if mode == Mode.ROD:
         assert got == tokens
+    back = [tuple(d.payload[:3]) for d in pair.a.deliveries]
+    assert all(d.next_hdr == 5 for d in pair.a.deliveries)
+    assert sorted(back) == sorted(t[1:] for t in ret_tokens) and len(set(back)) == n_ret
+    if mode == Mode.ROD:
+        assert back == [t[1:] for t in ret_tokens]
+    assert sorted(e.token for e in pair.b.acked()) == sorted(ret_tokens)
     # graceful close reclaims every PDC on both sides
     pair.a.core.close(pair.now)
     assert pair.run_until(lambda: pair.a.core.idle() and not pair.a.core.pdcs, max_ns=5_000_000_000)
@@ -101,6 +133,13 @@ def test_rudi_at_least_once(seed: int, loss: float, dup: float, reorder: float, 
 def _valid_packets() -> list[bytes]:
     """Real packets of every kind, captured from a short lossy exchange in both directions."""
     pair = Pair(PdsConfig(ack_per_pkt=True), seed=7)
+
+    def respond(d):  # return-direction traffic too (uet.pds.ret)
+        if d.next_hdr != 5 and d.pdc and d.mode == Mode.RUD:
+            pair.b.core.submit_return(d.pdc, 5, RESP_DATA, b"back", token="ret", som=True, eom=True, now=pair.now)
+        return None
+
+    pair.b.respond = respond
     _submit_messages(pair, Mode.RUD, [3])
     pair.a.core.submit(B_ADDR, Mode.ROD, SES_NH, ses_small(), b"r" * 30, token="rod", som=True, eom=True, now=0)
     pair.a.core.submit(B_ADDR, Mode.RUDI, SES_NH, ses_small(), b"i" * 30, token="rudi", som=True, eom=True, now=0)

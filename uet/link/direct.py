@@ -11,7 +11,9 @@ Implementation choices (measured on the project machine, Python 3.11, loopback, 
   they cannot read ``IP_RECVTOS``; ``recvmsg`` can, for ~1 µs more than ``recv`` per datagram. The
   reader drains up to ``max_batch`` datagrams per readiness callback and hands them to the
   endpoint as one batch, so the PDS core runs once per batch (its ACK coalescing and the endpoint's
-  send flush see many packets at a time). ``add_reader`` works the same with uvloop and asyncio.
+  send flush see many packets at a time); one readiness callback keeps reading batches until
+  EAGAIN (at most ``max_rounds`` of them, for fairness). ``add_reader`` works the same with
+  uvloop and asyncio.
 * The TOS byte (``DSCP << 2 | ECN``) of the most common class (data: DSCP 0) is set once with
   ``setsockopt(IP_TOS)`` and those datagrams go out with ``sendto``; other classes (ACK/NACK/
   control: DSCP 46, TOS 0xB8) carry a per-datagram ``IP_TOS`` control message in ``sendmsg``.
@@ -73,6 +75,7 @@ class DirectLink(Link):
         rcvbuf: int = 4 << 20,
         sndbuf: int = 4 << 20,
         max_batch: int = 64,
+        max_rounds: int = 4,
         data_tos: int = tos(DSCP_DATA),
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
@@ -106,6 +109,7 @@ class DirectLink(Link):
         self.peer_port = peer_port if peer_port is not None else self.port
         self.impairment = impairment
         self.max_batch = max_batch
+        self.max_rounds = max(1, max_rounds)
         self._data_tos = data_tos
         self._cmsg: dict[int, list[tuple[int, int, bytes]]] = {}
         self._addr: dict[str, tuple[str, int]] = {}
@@ -120,6 +124,7 @@ class DirectLink(Link):
             "tx_backlog": 0,
             "tx_errors": 0,
             "rx_errors": 0,
+            "rx_batches": 0,
         }
         self.loop.add_reader(sock.fileno(), self._on_readable)
 
@@ -220,30 +225,43 @@ class DirectLink(Link):
         self._callback = callback
 
     def _on_readable(self) -> None:
+        """Drain the socket: batches of at most ``max_batch`` datagrams, handed over one by one,
+        until ``recvmsg`` says EAGAIN or ``max_rounds`` batches were read (then the selector
+        calls again: other callbacks get their turn). One wakeup thus serves a whole burst, and
+        the endpoint runs the PDS core (and sends its coalesced ACKs) once per batch."""
         recvmsg = self.sock.recvmsg
-        batch: list[tuple[bytes, str, int]] = []
-        nbytes = 0
         v6 = self.v6
-        for _ in range(self.max_batch):
-            try:
-                data, anc, _flags, src = recvmsg(65536, 64)
-            except BlockingIOError:
-                break
-            except OSError:
-                self.counters["rx_errors"] += 1
-                break
-            ecn = 0
-            if anc:
-                raw = anc[0][2]
-                ecn = (int.from_bytes(raw, sys.byteorder) if v6 else raw[0]) & 3
-            batch.append((data, src[0], ecn))
-            nbytes += len(data)
-        if batch:
-            c = self.counters
-            c["rx_packets"] += len(batch)
-            c["rx_bytes"] += nbytes
-            if self._callback is not None:
-                self._callback(batch)
+        c = self.counters
+        cap = self.max_batch
+        for _round in range(self.max_rounds):
+            batch: list[tuple[bytes, str, int]] = []
+            append = batch.append
+            nbytes = 0
+            more = True
+            for _ in range(cap):
+                try:
+                    data, anc, _flags, src = recvmsg(65536, 64)
+                except BlockingIOError:
+                    more = False
+                    break
+                except OSError:
+                    c["rx_errors"] += 1
+                    more = False
+                    break
+                if anc:
+                    raw = anc[0][2]
+                    append((data, src[0], (int.from_bytes(raw, sys.byteorder) if v6 else raw[0]) & 3))
+                else:
+                    append((data, src[0], 0))
+                nbytes += len(data)
+            if batch:
+                c["rx_packets"] += len(batch)
+                c["rx_bytes"] += nbytes
+                c["rx_batches"] += 1
+                if self._callback is not None:
+                    self._callback(batch)
+            if not more or self._closed:
+                return
 
     # -- teardown ------------------------------------------------------------------------------
 

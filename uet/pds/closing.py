@@ -16,6 +16,13 @@ from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
 from uet.wire.pds import ControlType
 
 _M32 = 0xFFFFFFFF
+_CT_CLOSE = ControlType.CLOSE
+_S_ACK_WAIT = InitiatorState.ACK_WAIT
+_S_CLOSED = InitiatorState.CLOSED
+_S_CLOSE_ACK_WAIT = InitiatorState.CLOSE_ACK_WAIT
+_S_ESTABLISHED = InitiatorState.ESTABLISHED
+_S_QUIESCE = InitiatorState.QUIESCE
+_S_SYN_SENT = InitiatorState.SYN_SENT
 _S = InitiatorState
 
 
@@ -28,15 +35,15 @@ class CloseMixin:
         """Decision to close (§2.12): stop admitting messages → QUIESCE; queued messages that have
         not started move to a new PDC."""
         st = pdc.state
-        if st is _S.SYN_SENT:
+        if st is _S_SYN_SENT:
             pdc.close_requested = True
             pdc.close_reason = reason
             if self.usable.get(pdc.key) is pdc:
                 del self.usable[pdc.key]
             return
-        if st is not _S.ESTABLISHED:
+        if st is not _S_ESTABLISHED:
             return
-        pdc.state = transition(INITIATOR_TRANSITIONS, st, _S.QUIESCE)
+        pdc.state = transition(INITIATOR_TRANSITIONS, st, _S_QUIESCE)
         pdc.close_reason = reason
         if self.usable.get(pdc.key) is pdc:
             del self.usable[pdc.key]
@@ -98,12 +105,17 @@ class CloseMixin:
         """QUIESCE → ACK_WAIT when the active message is fully sent; ACK_WAIT → CLOSE_ACK_WAIT
         when every PSN is acknowledged: send CLOSE with a new PSN and AR (§2.2, §2.12)."""
         st = pdc.state
-        if st is _S.QUIESCE and not pdc.pending and pdc.active is None and not pdc.waiting:
-            st = pdc.state = transition(INITIATOR_TRANSITIONS, st, _S.ACK_WAIT)
-        if st is _S.ACK_WAIT and not pdc.outstanding:
-            pdc.state = transition(INITIATOR_TRANSITIONS, st, _S.CLOSE_ACK_WAIT)
+        if pdc.locks:  # the SES still expects return data (§6.10 lock_pdc, uet.pds.ret)
+            return
+        if st is _S_QUIESCE and not pdc.pending and pdc.active is None and not pdc.waiting:
+            st = pdc.state = transition(INITIATOR_TRANSITIONS, st, _S_ACK_WAIT)
+        if st is _S_ACK_WAIT and not pdc.outstanding:
+            rr = pdc.rrx
+            if rr is not None and rr.ack_deadline is not None:  # flush the return-direction ACK
+                self._send_ack(rr, rr.ack_trigger, rr.ack_flags, 0, b"", now, rr.entropy)
+            pdc.state = transition(INITIATOR_TRANSITIONS, st, _S_CLOSE_ACK_WAIT)
             pkt = TxPkt(None, 0, b"", b"", False, False)
-            pkt.ctl = int(ControlType.CLOSE)
+            pkt.ctl = int(_CT_CLOSE)
             pkt.psn = pdc.next_psn
             pdc.next_psn = (pdc.next_psn + 1) & _M32
             pdc.outstanding[pkt.psn] = pkt
@@ -113,7 +125,13 @@ class CloseMixin:
 
     def _close_error(self, pdc: InitiatorPdc, reason: str, code: int | None, now: int) -> None:
         """Close in error (§2.12): fail outstanding packets and the rest of the active message;
-        later queued messages move to a new PDC; free the PDC."""
+        later queued messages move to a new PDC; free the PDC. For a return-direction half
+        (uet.pds.ret) its packets fail and its target PDC closes in error."""
+        if pdc.owner is not None:
+            owner = pdc.owner
+            self._ret_fail(owner, reason, code)
+            self._target_close_error(owner, reason, now)
+            return
         ev = self._events
         n = 0
         for q in pdc.outstanding.values():
@@ -134,7 +152,7 @@ class CloseMixin:
 
     def _free_ipdc(self, pdc: InitiatorPdc, error: str | None, now: int) -> None:
         """→ CLOSED: release the PDCID, the CCC reference and every table entry."""
-        pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S.CLOSED)
+        pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S_CLOSED)
         pdc.closed_error = error
         n = 0
         for q in pdc.outstanding.values():

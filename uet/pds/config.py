@@ -99,6 +99,18 @@ class PdsConfig:
             [2^16, 2^31) (§2.3.1).
         control_entropy: entropy value for control packets and for ACK/NACKs when the request's
             entropy is unknown (reference: a fixed default, wire-format.md §1.3).
+        psn_range_limit: ``Limit_PSN_Range`` (§2.3.2): a secure PDC (one with an SDI) that has
+            used this many PSNs is closed at the next message boundary and a new PDC takes the
+            next message. The spec's bound is 2^31; the check runs when a message starts, so the
+            default keeps 2^16 PSNs of headroom for the message in progress.
+        rod_gbn_holdoff: ROD go-back-N (§2.13): after a restart from PSN p, ``ROD_OOO`` NACKs
+            naming p again are stale (they answer packets sent before the restart) until this
+            many × the smoothed RTT has passed (``rto_ns / 4`` before the first RTT sample);
+            after that they mean the restarted head was lost too, and the window restarts once
+            more instead of waiting for the RTO.
+        rod_nack_holdoff_ns: a ROD target NACKs ``ROD_OOO`` once per gap, then discards the
+            rest of the flight silently for this long before NACKing the same gap again
+            (None = ``rto_ns / 4``).
     """
 
     mp_range: int = 128
@@ -127,6 +139,9 @@ class PdsConfig:
     cc_window: int = 1024
     start_psn: int | None = None
     control_entropy: int = 0xC000
+    psn_range_limit: int = (1 << 31) - (1 << 16)
+    rod_gbn_holdoff: float = 1.5
+    rod_nack_holdoff_ns: int | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.mp_range <= 4096:

@@ -22,6 +22,27 @@ from uet.pds.states import TARGET_TRANSITIONS, TargetState, transition
 from uet.wire.pds import CONTROL, CONTROL_SYN, AckFlag, ControlType, NackCode, ReqFlag
 
 _M32 = 0xFFFFFFFF
+_CT_ACK_REQ = ControlType.ACK_REQ
+_CT_CLEAR = ControlType.CLEAR
+_CT_CLOSE = ControlType.CLOSE
+_CT_NOOP = ControlType.NOOP
+_CT_PROBE = ControlType.PROBE
+_CT_REQ_CLEAR = ControlType.REQ_CLEAR
+_CT_REQ_CLOSE = ControlType.REQ_CLOSE
+_MODE_ROD = Mode.ROD
+_NC_CLOSING = NackCode.CLOSING
+_NC_CLOSING_IN_ERR = NackCode.CLOSING_IN_ERR
+_NC_INV_DPDCID = NackCode.INV_DPDCID
+_NC_PDC_HDR_MISMATCH = NackCode.PDC_HDR_MISMATCH
+_NC_PKT_NOT_RCVD = NackCode.PKT_NOT_RCVD
+_NC_PSN_OOR_WINDOW = NackCode.PSN_OOR_WINDOW
+_NC_RCVD_SES_PROCG = NackCode.RCVD_SES_PROCG
+_NC_UNEXP_EVENT = NackCode.UNEXP_EVENT
+_T_CLOSED = TargetState.CLOSED
+_T_CLOSE_WAIT = TargetState.CLOSE_WAIT
+_T_CLOSING = TargetState.CLOSING
+_T_ESTABLISHED = TargetState.ESTABLISHED
+_T_PENDING = TargetState.PENDING
 _T = TargetState
 _AR = int(ReqFlag.AR)
 _RETX = int(ReqFlag.RETX)
@@ -54,21 +75,33 @@ class ControlMixin:
             _t, _c, _f, opq, psn, spdcid, _u, _po, payload = CONTROL_SYN.unpack(data)
             pdc = self.target_by_peer.get((src, spdcid))
             if pdc is None:
-                code = NackCode.PKT_NOT_RCVD if ctl == ControlType.ACK_REQ else NackCode.INV_DPDCID
+                code = _NC_PKT_NOT_RCVD if ctl == _CT_ACK_REQ else _NC_INV_DPDCID
                 self._send_nack(src, code, psn, 0, spdcid, 0, now, entropy=entropy)
                 return
         else:
             _t, _c, _f, opq, psn, spdcid, dpdcid, payload = CONTROL.unpack(data)
             pdc = self.pdcs.get(dpdcid)
             if pdc is None:
-                self._send_nack(src, NackCode.INV_DPDCID, psn, 0, spdcid, 0, now, entropy=entropy)
+                self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, 0, now, entropy=entropy)
                 return
             if pdc.peer != src or spdcid != pdc.rpdcid:
-                self._send_nack(src, NackCode.PDC_HDR_MISMATCH, psn, pdc.lpdcid, spdcid, 0, now, entropy=entropy)
+                self._send_nack(src, _NC_PDC_HDR_MISMATCH, psn, pdc.lpdcid, spdcid, 0, now, entropy=entropy)
                 return
+        if pdc.sdi != self._rx_sdi:
+            self._drop("sdi_mismatch", now, src)
+            return
+        self._tdirty.add(pdc.lpdcid)
         self._count("ctl_rx_" + (ControlType(ctl).name if ctl <= 9 else str(ctl)))
         if pdc.role == "initiator":
+            if ctl == _CT_ACK_REQ or ctl == _CT_CLEAR:  # about return data (uet.pds.ret)
+                if pdc.rrx is not None:
+                    self._rx_control_target(pdc.rrx, ctl, opq, psn, payload, flags, now)
+                elif ctl == _CT_ACK_REQ:
+                    self._send_nack(pdc.peer, _NC_PKT_NOT_RCVD, psn, pdc.lpdcid, pdc.rpdcid, 0, now)
+                return
             self._rx_control_initiator(pdc, ctl, psn, payload, flags, now)
+        elif ctl == _CT_REQ_CLEAR and pdc.ret is not None:
+            self._send_clear(pdc.ret, now)
         else:
             self._rx_control_target(pdc, ctl, opq, psn, payload, flags, now)
 
@@ -79,55 +112,59 @@ class ControlMixin:
         ent = self.config.control_entropy
         st = tp.state
         retx = _A_RETX if flags & _RETX else 0
-        if ctl == ControlType.CLOSE:
+        if ctl == _CT_CLOSE:
             self._rx_close(tp, psn, retx, now)
             return
-        if st is _T.PENDING or (st is _T.CLOSING and ctl != ControlType.ACK_REQ):
-            self._send_nack(tp.peer, NackCode.UNEXP_EVENT, psn, tp.lpdcid, tp.rpdcid, 0, now)
+        if st is _T_PENDING or (st is _T_CLOSING and ctl != _CT_ACK_REQ):
+            self._send_nack(tp.peer, _NC_UNEXP_EVENT, psn, tp.lpdcid, tp.rpdcid, 0, now)
             return
         tp.last_rx = now
         mp = self.config.mp_range
-        if ctl == ControlType.ACK_REQ:
+        if ctl == _CT_ACK_REQ:
             d = _diff(psn, tp.rx_base)
             if d >= mp or d < -mp:
                 self._drop("ack_req_oor", now, tp.peer)
             elif d < 0:
                 self._send_ack(tp, psn, retx, 0, b"", now, ent)
             elif psn in tp.rod_buf:  # received, not yet handed to SES (ROD buffering)
-                self._send_nack(tp.peer, NackCode.RCVD_SES_PROCG, psn, tp.lpdcid, tp.rpdcid, 0, now)
+                self._send_nack(tp.peer, _NC_RCVD_SES_PROCG, psn, tp.lpdcid, tp.rpdcid, 0, now)
             elif psn in tp.rcvd:
                 r = tp.gtd.get(psn)
                 self._send_ack(tp, psn, retx, r[0] if r else 0, r[1] if r else b"", now, ent)
             else:
-                self._send_nack(tp.peer, NackCode.PKT_NOT_RCVD, psn, tp.lpdcid, tp.rpdcid, 0, now)
-        elif ctl == ControlType.CLEAR:
+                self._send_nack(tp.peer, _NC_PKT_NOT_RCVD, psn, tp.lpdcid, tp.rpdcid, 0, now)
+        elif ctl == _CT_CLEAR:
             if _diff(payload, tp.max_clear) > 0 and _diff(payload, tp.high_rcvd) <= 0:
                 tp.max_clear = payload
                 self._advance_cack(tp)
-        elif ctl == ControlType.PROBE:
+        elif ctl == _CT_PROBE:
             self._send_ack(tp, tp.rx_base, retx, 0, b"", now, ent, opaque=opq)
-        elif ctl == ControlType.NOOP:
+        elif ctl == _CT_NOOP:
             pass
         else:
-            self._send_nack(tp.peer, NackCode.UNEXP_EVENT, psn, tp.lpdcid, tp.rpdcid, 0, now)
+            self._send_nack(tp.peer, _NC_UNEXP_EVENT, psn, tp.lpdcid, tp.rpdcid, 0, now)
 
     def _rx_close(self, tp: TargetPdc, psn: int, retx: int, now: int) -> None:
         """CLOSE CP (§2.12): implicitly clear everything, ACK it, → CLOSING (linger), report."""
         ent = self.config.control_entropy
         st = tp.state
-        if st is _T.CLOSING:
+        if st is _T_CLOSING:
             if psn == tp.close_psn:
                 self._count("duplicates")
-                self._send_ack(tp, psn, retx, 0, b"", now, ent)
+                self._send_ack(tp, psn, retx, 0, b"", now, ent, epsn=tp.epsn)
             elif tp.close_psn is not None and _diff(psn, tp.close_psn) > 0:
-                self._send_nack(tp.peer, NackCode.CLOSING, psn, tp.lpdcid, tp.rpdcid, 0, now)
+                self._send_nack(tp.peer, _NC_CLOSING, psn, tp.lpdcid, tp.rpdcid, 0, now)
             return
-        if st is not _T.ESTABLISHED and st is not _T.CLOSE_WAIT:
-            self._send_nack(tp.peer, NackCode.UNEXP_EVENT, psn, tp.lpdcid, tp.rpdcid, 0, now)
+        if st is not _T_ESTABLISHED and st is not _T_CLOSE_WAIT:
+            self._send_nack(tp.peer, _NC_UNEXP_EVENT, psn, tp.lpdcid, tp.rpdcid, 0, now)
             return
         d = _diff(psn, tp.rx_base)
         if d < 0 or d >= self.config.mp_range:
-            self._send_nack(tp.peer, NackCode.PSN_OOR_WINDOW, psn, tp.lpdcid, tp.rpdcid, 0, now)
+            self._send_nack(tp.peer, _NC_PSN_OOR_WINDOW, psn, tp.lpdcid, tp.rpdcid, 0, now)
+            return
+        if self._ret_busy(tp):  # return data still in flight: answer once it drains (uet.pds.ret)
+            tp.close_deferred = (psn, retx)
+            self._count("close_deferred")
             return
         rcvd = tp.rcvd
         for i in range(d):
@@ -142,9 +179,12 @@ class ControlMixin:
         tp.close_psn = psn
         tp.close_req = None
         tp.clear_req_at = None
-        tp.state = transition(TARGET_TRANSITIONS, st, _T.CLOSING)
+        tp.state = transition(TARGET_TRANSITIONS, st, _T_CLOSING)
         tp.linger_until = now + self.config.close_linger_ns
-        self._send_ack(tp, psn, retx, 0, b"", now, ent)
+        on_close = getattr(self.start_psn_policy, "on_close", None)
+        if on_close is not None:  # secure 0-RTT: raise the SDI's Expected_PSN, return it (§2.3.2)
+            tp.epsn = on_close(0 if tp.sdi is None else tp.sdi, tp.start_psn)
+        self._send_ack(tp, psn, retx, 0, b"", now, ent, epsn=tp.epsn)
         self._count("pdc_close_target")
         self._events.append(PdcClosed(tp.peer, tp.lpdcid, tp.mode, "target", None))
         self._emit({"t": now, "ev": "pdc_close", "peer": tp.peer, "pdc": tp.lpdcid, "role": "target", "reason": None})
@@ -163,16 +203,24 @@ class ControlMixin:
     def _target_close_req(self, tp: TargetPdc, now: int) -> None:
         """ESTABLISHED → CLOSE_WAIT: send CLOSE_REQ (new return-direction PSN, AR), start
         ``Close_REQ_Time`` (§2.12)."""
-        tp.state = transition(TARGET_TRANSITIONS, tp.state, _T.CLOSE_WAIT)
-        psn = tp.ret_psn
-        tp.ret_psn = (psn + 1) & _M32
+        if self._ret_busy(tp):  # §2.12: only once the return direction is drained (uet.pds.ret)
+            tp.close_req_wanted = True
+            return
+        tp.state = transition(TARGET_TRANSITIONS, tp.state, _T_CLOSE_WAIT)
+        ret = tp.ret
+        if ret is not None:  # CLOSE_REQ takes the next PSN of the return direction's space
+            psn = ret.next_psn
+            ret.next_psn = (psn + 1) & _M32
+        else:
+            psn = tp.ret_psn
+            tp.ret_psn = (psn + 1) & _M32
         tp.close_req = [psn, now, 0]
         tp.close_wait_until = now + self.config.close_req_ns
         self._send_close_req(tp, 0)
 
     def _send_close_req(self, tp: TargetPdc, retx: int) -> None:
-        flags = _AR | retx | (_ISROD if tp.mode == Mode.ROD else 0)
-        hdr = CONTROL.encode((11, ControlType.REQ_CLOSE, flags, 0, tp.close_req[0], tp.lpdcid, tp.rpdcid, 0))
+        flags = _AR | retx | (_ISROD if tp.mode == _MODE_ROD else 0)
+        hdr = CONTROL.encode((11, _CT_REQ_CLOSE, flags, 0, tp.close_req[0], tp.lpdcid, tp.rpdcid, 0))
         self._out.append((hdr, tp.peer, self.config.control_entropy))
         self._count("ctl_tx_REQ_CLOSE")
 
@@ -180,8 +228,9 @@ class ControlMixin:
         """Close a target PDC in error; NACK CLOSING_IN_ERR tells the initiator (linux, §2.12)."""
         if send_nack:
             psn = tp.close_req[0] if tp.close_req else tp.rx_base
-            self._send_nack(tp.peer, NackCode.CLOSING_IN_ERR, psn, tp.lpdcid, tp.rpdcid, 0, now)
-        was_open = tp.state is not _T.CLOSING and tp.state is not _T.PENDING
+            self._send_nack(tp.peer, _NC_CLOSING_IN_ERR, psn, tp.lpdcid, tp.rpdcid, 0, now)
+        was_open = tp.state is not _T_CLOSING and tp.state is not _T_PENDING
+        self._ret_fail(tp, reason, None)
         self._free_tpdc(tp, now)
         if was_open:
             self._count("pdc_close_target_error")
@@ -191,7 +240,9 @@ class ControlMixin:
             )
 
     def _free_tpdc(self, tp: TargetPdc, now: int) -> None:
-        tp.state = transition(TARGET_TRANSITIONS, tp.state, _T.CLOSED)
+        if tp.ret is not None:
+            self._ret_fail(tp, "pdc closed", None)
+        tp.state = transition(TARGET_TRANSITIONS, tp.state, _T_CLOSED)
         self.pdcs.pop(tp.lpdcid, None)
         if self.target_by_peer.get((tp.peer, tp.rpdcid)) is tp:
             del self.target_by_peer[(tp.peer, tp.rpdcid)]
@@ -203,20 +254,23 @@ class ControlMixin:
 
     def _tpdc_deadline(self, tp: TargetPdc) -> int | None:
         st = tp.state
-        if st is _T.CLOSING:
+        if st is _T_CLOSING:
             return tp.linger_until
-        if st is _T.PENDING:
+        if st is _T_PENDING:
             return tp.pending_until
         best = tp.ack_deadline
         cands = []
+        ret = tp.ret
+        if ret is not None and ret.outstanding:
+            cands.append(next(iter(ret.outstanding.values())).tx_time + self.config.rto_ns)
         if tp.close_req is not None:
             cands.append(tp.close_req[1] + self.config.rto_ns)
-        if st is _T.CLOSE_WAIT:
+        if st is _T_CLOSE_WAIT:
             cands.append(tp.close_wait_until)
         if tp.clear_req_at is not None:
             cands.append(tp.clear_req_at)
         ti = self.config.target_idle_ns
-        if ti is not None and st is _T.ESTABLISHED:
+        if ti is not None and st is _T_ESTABLISHED:
             cands.append(tp.last_rx + ti)
         for x in cands:
             if best is None or x < best:
@@ -228,15 +282,20 @@ class ControlMixin:
         PENDING expiry and linger end."""
         st = tp.state
         cfg = self.config
-        if st is _T.CLOSING:
+        if st is _T_CLOSING:
             if now >= tp.linger_until:
                 self._free_tpdc(tp, now)
             return
-        if st is _T.PENDING:
+        if st is _T_PENDING:
             if now >= tp.pending_until:
                 self._count("pdc_pending_expired")
                 self._free_tpdc(tp, now)
             return
+        ret = tp.ret
+        if ret is not None and ret.outstanding:
+            self._ipdc_timer(ret, now)
+            if tp.state is _T_CLOSED:
+                return
         if tp.ack_deadline is not None and now >= tp.ack_deadline:
             self._count("acks_timer")
             self._send_ack(tp, tp.ack_trigger, tp.ack_flags, 0, b"", now, tp.entropy)
@@ -249,19 +308,19 @@ class ControlMixin:
             cr[2] += 1
             self._count("rto")
             self._send_close_req(tp, _RETX)
-        if tp.state is _T.CLOSE_WAIT and now >= tp.close_wait_until:
+        if tp.state is _T_CLOSE_WAIT and now >= tp.close_wait_until:
             self._target_close_error(tp, "no CLOSE after CLOSE_REQ", now)
             return
         if tp.clear_req_at is not None and now >= tp.clear_req_at:
             if tp.gtd:
                 hi = max(tp.gtd, key=lambda p: _diff(p, tp.rx_base))
-                hdr = CONTROL.encode((11, ControlType.REQ_CLEAR, 0, 0, 0, tp.lpdcid, tp.rpdcid, hi))
+                hdr = CONTROL.encode((11, _CT_REQ_CLEAR, 0, 0, 0, tp.lpdcid, tp.rpdcid, hi))
                 self._out.append((hdr, tp.peer, cfg.control_entropy))
                 self._count("ctl_tx_REQ_CLEAR")
                 tp.clear_req_at = now + cfg.clear_ns
             else:
                 tp.clear_req_at = None
         ti = cfg.target_idle_ns
-        if ti is not None and tp.state is _T.ESTABLISHED and now >= tp.last_rx + ti:
+        if ti is not None and tp.state is _T_ESTABLISHED and now >= tp.last_rx + ti:
             self._count("target_idle_close")
             self._target_close_req(tp, now)

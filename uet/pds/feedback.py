@@ -9,8 +9,10 @@ Choices where the notes are silent (inference):
 - ROD_OOO → go-back-N: the target puts its next expected PSN in the NACK payload (the dissector
   labels that word "max received PSN + 1"; the provider sends 0); the initiator resends every
   unacknowledged packet from there (from ``tx_base`` if the payload is out of range) in PSN order.
-  Further ROD_OOO NACKs naming the same restart point are stale (they answer copies sent before
-  the restart) and are ignored; if the restarted head is lost again its RTO recovers it.
+  Further ROD_OOO NACKs naming a point inside the restarted range within ``rod_gbn_holdoff`` ×
+  SRTT of the restart are stale (they answer copies sent before the restart) and are ignored; a later one
+  means the restarted head was lost as well and restarts the window again (the target sends at
+  most one per ``rod_nack_holdoff_ns`` per gap, uet.pds.target).
 - NO_PDC_AVAIL / NO_CCC_AVAIL / NO_BITMAP ("retry establishment later"): the packet is left to
   its RTO instead of being resent at once. Fatal NACKs close the PDC in error (uet.pds.closing).
   Unknown codes are ignored (reference). NACKs for PSNs not outstanding are ignored (§2.10).
@@ -19,12 +21,25 @@ Choices where the notes are silent (inference):
 
 from __future__ import annotations
 
-from uet.pds.events import NackReceived, ProbeAnswered, new_acked
+from uet.pds.events import Acked, NackReceived, ProbeAnswered
 from uet.pds.pdc import InitiatorPdc
 from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
-from uet.wire.pds import ACK, ACK_CC, NACK, NACK_ACTION, AckFlag, NackAction, NackCode, NackFlag
+from uet.wire.pds import ACK, ACK_CC, ACK_EPSN, NACK, NACK_ACTION, AckFlag, NackAction, NackCode, NackFlag
 
 _M32 = 0xFFFFFFFF
+_NA_CLOSE = NackAction.CLOSE
+_NA_IGNORE = NackAction.IGNORE
+_NC_NEW_START_PSN = NackCode.NEW_START_PSN
+_NC_NO_BITMAP = NackCode.NO_BITMAP
+_NC_NO_CCC_AVAIL = NackCode.NO_CCC_AVAIL
+_NC_NO_PDC_AVAIL = NackCode.NO_PDC_AVAIL
+_NC_PKT_NOT_RCVD = NackCode.PKT_NOT_RCVD
+_NC_ROD_OOO = NackCode.ROD_OOO
+_NC_TRIMMED = NackCode.TRIMMED
+_NC_TRIMMED_LASTHOP = NackCode.TRIMMED_LASTHOP
+_S_CLOSED = InitiatorState.CLOSED
+_S_ESTABLISHED = InitiatorState.ESTABLISHED
+_S_SYN_SENT = InitiatorState.SYN_SENT
 _S = InitiatorState
 _A_P = int(AckFlag.P)
 _A_EPSN = int(AckFlag.EPSN)
@@ -33,8 +48,11 @@ _A_M = int(AckFlag.M)
 _A_CLR = int(AckFlag.REQ_CLEAR)
 _A_CLS = int(AckFlag.REQ_CLOSE)
 _N_NT = int(NackFlag.NT)
+_N_RETX = int(NackFlag.RETX)
 _N_M = int(NackFlag.M)
 _RAW_CC = ACK_CC[(False, "raw")]
+_tnew = tuple.__new__
+_ACK_EPSN = ACK_EPSN
 _RAW_CC_P = ACK_CC[(True, "raw")]
 
 
@@ -81,14 +99,21 @@ class FeedbackMixin:
         if pdc.peer != src:
             self._drop("ack_peer", now, src)
             return
-        if pdc.role != "initiator":
-            self._rx_ack_target(pdc, data, now, off, cack, spdcid, probe)
+        if pdc.sdi != self._rx_sdi:
+            self._drop("sdi_mismatch", now, src)
             return
+        if pdc.role != "initiator":
+            cr = pdc.close_req
+            owner = pdc
+            pdc = pdc.ret
+            if pdc is None or (cr is not None and (cack + off) & _M32 == cr[0]):
+                self._rx_ack_target(owner, data, now, off, cack, spdcid, probe)
+                return
         st = pdc.state
-        if st is _S.CLOSED:
+        if st is _S_CLOSED:
             self._drop("ack_closed_pdc", now, src)
             return
-        if st is _S.SYN_SENT:
+        if st is _S_SYN_SENT:
             if spdcid == 0:
                 self._drop("ack_spdcid", now, src)
                 return
@@ -100,9 +125,9 @@ class FeedbackMixin:
             return
         c = self.counters
         c["acks_rx"] = c.get("acks_rx", 0) + 1
-        if st is _S.SYN_SENT:
+        if st is _S_SYN_SENT:
             pdc.rpdcid = spdcid
-            pdc.state = transition(INITIATOR_TRANSITIONS, st, _S.ESTABLISHED)
+            pdc.state = transition(INITIATOR_TRANSITIONS, st, _S_ESTABLISHED)
             if pdc.close_requested:
                 self._start_close(pdc, pdc.close_reason, now)
         out = pdc.outstanding
@@ -126,7 +151,7 @@ class FeedbackMixin:
                 if pkt.sends == 1 or (pkt.sends == 2 and flags & _A_RETX):
                     rtt = now - pkt.tx_time
                 if pkt.ctl is None:
-                    events.append(new_acked(pkt.token, nh, data[hl:] if nh else b""))
+                    events.append(_tnew(Acked, (pkt.token, nh, data[hl:] if nh else b"")))
                 if _diff(apsn, pdc.high_sack) > 0:
                     pdc.high_sack = apsn
             else:
@@ -141,13 +166,16 @@ class FeedbackMixin:
             p = pdc.tx_base
             end = (cack + 1) & _M32
             nxt = pdc.next_psn
-            while p != end and p != nxt:
-                pkt = out.pop(p, None)
+            append = events.append
+            pop = out.pop
+            # tx_base may already be past CACK (packets acked one by one): never walk beyond CACK
+            while p != end and p != nxt and _diff(cack, p) >= 0:
+                pkt = pop(p, None)
                 if pkt is not None:
                     npk += 1
                     nby += pkt.nbytes
                     if pkt.ctl is None:
-                        events.append(new_acked(pkt.token, 0, b""))
+                        append(_tnew(Acked, (pkt.token, 0, b"")))
                 p = (p + 1) & _M32
             if _diff(cack, pdc.high_sack) > 0:
                 pdc.high_sack = cack
@@ -170,6 +198,8 @@ class FeedbackMixin:
         while b != nxt and b not in out:
             b = (b + 1) & _M32
         pdc.tx_base = b
+        if rtt is not None:
+            pdc.srtt = rtt if not pdc.srtt else pdc.srtt + ((rtt - pdc.srtt) >> 3)
         if npk:
             pdc.gate.on_ack(npk, nby, bool(flags & _A_M), rtt, now)
             c["acked"] = c.get("acked", 0) + npk
@@ -190,19 +220,38 @@ class FeedbackMixin:
         thr = self.config.fast_retx_threshold
         if thr and out and _diff(pdc.high_sack, b) >= thr:
             self._fast_retransmit(pdc, now, thr)
+        if flags & _A_EPSN and t == 7:
+            self._rx_epsn(pdc, data, now)
         cp = pdc.close_pkt
         if cp is not None and cp.psn not in out:
             self._free_ipdc(pdc, None, now)
             return
         if flags & _A_CLR:
             pdc.clear_needed = True
+        owner = pdc.owner
+        if owner is not None:  # return half: no close of its own; drained → deferred work
+            if not out and not pdc.pending:
+                self._ret_drained(owner, now)
+            self._dirty[pdc] = None
+            return
         if flags & _A_CLS:
             self._start_close(pdc, "target REQ_CLOSE", now)
-        if flags & _A_EPSN:
-            self._count("epsn_ignored")
         pdc.last_activity = now
         self._check_close_progress(pdc, now)
         self._dirty[pdc] = None
+
+    def _rx_epsn(self, pdc: InitiatorPdc, data: bytes, now: int) -> None:
+        """A closing ACK with ``EPSN`` (secure 0-RTT, §2.3.2): hand ``expected_psn`` to the
+        initiator hook (``on_close_ack(sdi, expected_psn)``), which adopts it as the SDI's
+        ``ini_start_psn`` when newer. Without a hook or an SDI it is counted and ignored."""
+        epsn = _ACK_EPSN.unpack(data)[7]
+        hook = self.initiator_start_psn
+        if hook is None or pdc.sdi is None:
+            self._count("epsn_ignored")
+            return
+        hook.on_close_ack(pdc.sdi, epsn)
+        self._count("epsn_adopted")
+        self._emit({"t": now, "ev": "epsn", "peer": pdc.peer, "pdc": pdc.lpdcid, "expected_psn": epsn})
 
     def _fast_retransmit(self, pdc: InitiatorPdc, now: int, thr: int) -> None:
         """Resend, once each, packets with ≥ ``thr`` newer PSNs known received (SACK gap)."""
@@ -238,19 +287,25 @@ class FeedbackMixin:
         if pdc is None or pdc.peer != src:
             self._drop("nack_unknown_pdc", now, src)
             return
-        action = NACK_ACTION.get(code, NackAction.IGNORE)
-        if pdc.role != "initiator":
-            if action == NackAction.CLOSE:
-                self._target_close_error(pdc, f"nack {name}", now, send_nack=False)
+        if pdc.sdi != self._rx_sdi:
+            self._drop("sdi_mismatch", now, src)
             return
+        action = NACK_ACTION.get(code, _NA_IGNORE)
+        if pdc.role != "initiator":
+            if pdc.ret is not None and code != _NC_NEW_START_PSN and npsn in pdc.ret.outstanding:
+                pdc = pdc.ret  # a NACK of return data (uet.pds.ret)
+            else:
+                if action == _NA_CLOSE:
+                    self._target_close_error(pdc, f"nack {name}", now, send_nack=False)
+                return
         if spdcid and pdc.rpdcid and spdcid != pdc.rpdcid:
             self._drop("nack_spdcid", now, src)
             return
         self._events.append(NackReceived(src, pdc.lpdcid, code, npsn))
-        if pdc.state is _S.CLOSED:
+        if pdc.state is _S_CLOSED:
             return
         pdc.gate.on_nack(code, bool(flags & _N_M), now)
-        if code == NackCode.NEW_START_PSN:
+        if code == _NC_NEW_START_PSN:
             self._new_start_psn(pdc, payload, now)
             return
         out = pdc.outstanding
@@ -258,17 +313,19 @@ class FeedbackMixin:
         if pkt is None:
             self._count("nack_stale")
             return
-        if action == NackAction.IGNORE:
+        if action == _NA_IGNORE:
             return
-        if action == NackAction.CLOSE:
+        if action == _NA_CLOSE:
             self._close_error(pdc, f"nack {name}", code, now)
             return
-        if code == NackCode.TRIMMED or code == NackCode.TRIMMED_LASTHOP:
-            pdc.entropy.feedback(pkt.entropy, "trim" if code == NackCode.TRIMMED else "ack")
-        if code == NackCode.ROD_OOO:
+        if code == _NC_TRIMMED or code == _NC_TRIMMED_LASTHOP:
+            pdc.entropy.feedback(pkt.entropy, "trim" if code == _NC_TRIMMED else "ack")
+        if code == _NC_ROD_OOO:
             # payload = the target's next expected PSN (our extension; 0/out of range -> tx_base)
             e = payload if 0 <= _diff(payload, pdc.tx_base) < _diff(pdc.next_psn, pdc.tx_base) else pdc.tx_base
-            if e == pdc.gbn_from or e not in out:
+            cfg = self.config
+            hold = pdc.srtt * cfg.rod_gbn_holdoff if pdc.srtt else cfg.rto_ns // 4
+            if e not in out or self._gbn_stale(pdc, e, npsn, flags & _N_RETX, now, hold):
                 self._count("nack_gbn_stale")
                 return
             head = out[e]
@@ -277,6 +334,8 @@ class FeedbackMixin:
                 self._close_error(pdc, "nack retry exhausted", code, now)
                 return
             pdc.gbn_from = e
+            pdc.gbn_end = pdc.next_psn
+            pdc.gbn_time = now
             self._count("go_back_n")
             p = e
             nxt = pdc.next_psn
@@ -290,26 +349,46 @@ class FeedbackMixin:
         if pkt.nack_retries > self.config.max_nack_retx:
             self._close_error(pdc, "nack retry exhausted", code, now)
             return
-        if code in (NackCode.NO_PDC_AVAIL, NackCode.NO_CCC_AVAIL, NackCode.NO_BITMAP):
+        if code in (_NC_NO_PDC_AVAIL, _NC_NO_CCC_AVAIL, _NC_NO_BITMAP):
             pkt.tx_time = now  # retry establishment after an RTO, not at once
             del out[npsn]
             out[npsn] = pkt
             return
-        if code == NackCode.PKT_NOT_RCVD:
+        if code == _NC_PKT_NOT_RCVD:
             pkt.dst_received = False
         self._transmit(pdc, pkt, now, True, True)
+
+    def _gbn_stale(self, pdc: InitiatorPdc, e: int, npsn: int, retx: int, now: int, hold: float) -> bool:
+        """Does a ROD_OOO (restart point ``e``, triggered by the copy of ``npsn`` it names,
+        ``retx`` = that copy was a retransmission) answer packets sent before the last restart?
+
+        - the triggering copy was a first transmission of a PSN that the last restart resent:
+          it left before the restart, so the NACK is stale when ``e`` lies in the resent range;
+        - it was a retransmission and ``e`` is the restart point itself, within ``hold`` of the
+          restart: it may answer an earlier restart's copies; stale (the target re-NACKs the
+          gap after its own hold-off if the restarted head really was lost);
+        - otherwise (a new loss inside or after the resent range) it is fresh."""
+        gf = pdc.gbn_from
+        if gf is None:
+            return False
+        span = _diff(pdc.gbn_end, gf)
+        if not 0 <= _diff(e, gf) < span:
+            return False
+        if not retx:
+            return 0 <= _diff(npsn, gf) < span
+        return e == gf and now - pdc.gbn_time < hold
 
     def _new_start_psn(self, pdc: InitiatorPdc, new_start: int, now: int) -> None:
         """NACK NEW_START_PSN in SYN_SENT: shift Start_PSN, next PSN and window bases by the same
         delta, re-stamp and resend every unacknowledged packet, retry counts reset (§2.2)."""
-        if pdc.state is not _S.SYN_SENT or (new_start & _M32) == pdc.start_psn:
+        if pdc.state is not _S_SYN_SENT or (new_start & _M32) == pdc.start_psn:
             self._count("nack_new_start_ignored")  # established, or a re-NACK of the old start
             return
         pdc.restarts += 1
         if pdc.restarts > self.config.max_nack_retx:
-            self._close_error(pdc, "NEW_START_PSN loop", int(NackCode.NEW_START_PSN), now)
+            self._close_error(pdc, "NEW_START_PSN loop", int(_NC_NEW_START_PSN), now)
             return
-        pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S.SYN_SENT)
+        pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S_SYN_SENT)
         delta = (new_start - pdc.start_psn) & _M32
         pdc.start_psn = new_start & _M32
         pdc.next_psn = (pdc.next_psn + delta) & _M32

@@ -40,11 +40,29 @@ from uet.wire.pds import (
 )
 
 _M32 = 0xFFFFFFFF
+_CT_ACK_REQ = ControlType.ACK_REQ
+_CT_CLEAR = ControlType.CLEAR
+_CT_CLOSE = ControlType.CLOSE
+_CT_NOOP = ControlType.NOOP
+_CT_PROBE = ControlType.PROBE
+_CT_REQ_CLEAR = ControlType.REQ_CLEAR
+_CT_REQ_CLOSE = ControlType.REQ_CLOSE
+_MODE_ROD = Mode.ROD
+_MODE_RUD = Mode.RUD
+_MODE_RUDI = Mode.RUDI
+_MODE_UUD = Mode.UUD
+_NC_UNEXP_EVENT = NackCode.UNEXP_EVENT
+_S_CLOSED = InitiatorState.CLOSED
+_S_CLOSE_ACK_WAIT = InitiatorState.CLOSE_ACK_WAIT
+_S_ESTABLISHED = InitiatorState.ESTABLISHED
+_S_SYN_SENT = InitiatorState.SYN_SENT
 _S = InitiatorState
 _AR = int(ReqFlag.AR)
 _RETX = int(ReqFlag.RETX)
 _SYN = int(ReqFlag.SYN)
 _ISROD = int(ReqFlag.ISROD)
+#: REQUEST's own struct (one definition of the header, uet.wire.pds): prologue word, fields
+_REQ_PACK = REQUEST._struct.pack
 
 
 def _diff(a: int, b: int) -> int:
@@ -72,7 +90,9 @@ class InitiatorMixin:
         job_id: int = 0,
         tc: int = 0,
         msg_id: object = None,
-    ) -> None:
+        sdi: int | None = None,
+        lock: bool = False,
+    ) -> int:
         """Queue one SES packet (see the PDS core contract). Raises :class:`PdsLimitError` when a
         configured limit would be exceeded and :class:`PdsClosedError` after :meth:`close`.
 
@@ -80,48 +100,60 @@ class InitiatorMixin:
         submission of several messages to one ``(mode, job_id, peer, tc)`` key; without it the
         packets of one message must be submitted without another multi-packet message of the
         same key starting in between. A message that starts while another is open on the PDC
-        waits behind it (messages never interleave on a PDC, spec/behaviour.md §1.4)."""
+        waits behind it (messages never interleave on a PDC, spec/behaviour.md §1.4).
+
+        Additions: ``sdi`` (secure domain) is part of the PDC key (§1.4 ``tss_context``: all
+        packets of a PDC share one SDI; :meth:`sdi_of` tells the TSS layer which one to seal a
+        datagram with). ``lock=True`` takes an SES lock on the PDC (§6.10 ``lock_pdc``): it will
+        not send CLOSE until :meth:`unlock_pdc` releases it, so a read's return data can still
+        arrive. Returns the local PDCID used (0 for RUDI/UUD)."""
         if self._closing:
             raise PdsClosedError("PDS core is closed")
-        if mode == Mode.UUD or mode == Mode.RUDI:
-            self._submit_unreliable(peer, mode, next_hdr, ses, payload, token, som, eom, now)
-            return
-        if mode != Mode.RUD and mode != Mode.ROD:
+        if mode != 0 and mode != 1:  # not RUD / ROD (int compare: Mode is an IntEnum)
+            if mode == 3 or mode == 2:
+                self._submit_unreliable(peer, Mode(mode), next_hdr, ses, payload, token, som, eom, now)
+                return 0
             raise PdsError(f"unknown mode {mode!r}")
-        key = (mode, job_id, peer, tc)
-        mk = (key, msg_id)
         pkt = TxPkt(token, next_hdr, ses, payload, som, eom)
         if som:
-            if not eom and mk in self.open_msg:
-                raise PdsError(f"SOM for message {msg_id!r} of {key} while it is still open")
+            key = (mode, job_id, peer, tc, sdi)
             pdc = self.usable.get(key)
-            if pdc is None:
+            if pdc is None or (pdc.sdi is not None and self._psn_range_used(pdc)):
+                if pdc is not None:  # Limit_PSN_Range (§2.3.2): close it, re-establish
+                    self._start_close(pdc, "psn range limit", now)
                 pdc = self._new_ipdc(key, now)
-            mq = self.config.max_queued
+            mq = self._max_queued
             if mq is not None and len(pdc.pending) >= mq:
                 raise PdsLimitError(f"more than {mq} packets queued on PDC {pdc.lpdcid}")
-            if pdc.active is None:
-                pdc.pending.append(pkt)
-                if not eom:
+            if eom:
+                if pdc.active is None:
+                    pdc.pending.append(pkt)
+                else:
+                    pdc.waiting.append((None, [pkt]))
+            else:
+                mk = (mode, job_id, peer, tc, sdi, msg_id)
+                if mk in self.open_msg:
+                    raise PdsError(f"SOM for message {msg_id!r} of {key} while it is still open")
+                self.open_msg[mk] = pdc
+                if pdc.active is None:
+                    pdc.pending.append(pkt)
                     pdc.active = mk
                     pdc.active_som = pkt
-                    self.open_msg[mk] = pdc
-            else:
-                lst = [pkt]
-                pdc.waiting.append((mk, lst))
-                if not eom:
+                else:
+                    lst = [pkt]
+                    pdc.waiting.append((mk, lst))
                     pdc.wait_map[mk] = lst
-                    self.open_msg[mk] = pdc
         else:
+            mk = (mode, job_id, peer, tc, sdi, msg_id)
             pdc = self.open_msg.get(mk)
             if pdc is None:
-                raise PdsError(f"non-SOM packet for message {msg_id!r} of {key} without an open message")
+                raise PdsError(f"non-SOM packet for message {msg_id!r} of {mk[:5]} without an open message")
             if eom:
                 del self.open_msg[mk]
-            if pdc.state is _S.CLOSED:
+            if pdc.state is _S_CLOSED:
                 self._events.append(Failed(token, pdc.closed_error or "pdc closed", None))
-                return
-            mq = self.config.max_queued
+                return pdc.lpdcid
+            mq = self._max_queued
             if mq is not None and len(pdc.pending) >= mq:
                 raise PdsLimitError(f"more than {mq} packets queued on PDC {pdc.lpdcid}")
             if pdc.active == mk:
@@ -129,12 +161,32 @@ class InitiatorMixin:
                 if eom:
                     pdc.active = None
                     pdc.active_som = None
-                    self._promote(pdc)
+                    if pdc.waiting:
+                        self._promote(pdc)
             else:
                 pdc.wait_map[mk].append(pkt)
                 if eom:
                     del pdc.wait_map[mk]
+        if lock:
+            pdc.locks += 1
         self._dirty[pdc] = None
+        return pdc.lpdcid
+
+    def unlock_pdc(self, pdcid: int, now: int) -> None:
+        """Release one SES lock taken with ``submit(lock=True)`` (§6.10 "unlock PDC"); a closing
+        PDC proceeds to CLOSE once its last lock is gone. Unknown PDCIDs are ignored."""
+        pdc = self.pdcs.get(pdcid)
+        if pdc is None or pdc.role != "initiator" or pdc.locks <= 0:
+            return
+        pdc.locks -= 1
+        if not pdc.locks:
+            self._check_close_progress(pdc, now)
+            self._dirty[pdc] = None
+
+    def _psn_range_used(self, pdc: InitiatorPdc) -> bool:
+        """``Limit_PSN_Range`` (§2.3.2): a secure PDC has used (or queued for) its PSN range."""
+        used = (pdc.next_psn - pdc.start_psn) & _M32
+        return used + len(pdc.pending) >= self.config.psn_range_limit
 
     def _promote(self, pdc: InitiatorPdc) -> None:
         """The active message is fully submitted: queue the waiting messages behind it, up to and
@@ -149,22 +201,32 @@ class InitiatorMixin:
                 pdc.active_som = lst[0]
 
     def _new_ipdc(self, key: tuple, now: int) -> InitiatorPdc:
-        """CLOSED → SYN_SENT: PDCID, random Start_PSN in [2^16, 2^31) (§2.3.1), CCC attach."""
+        """CLOSED → SYN_SENT: PDCID, Start_PSN, CCC attach. Start_PSN: ``config.start_psn`` if
+        set; for a secure PDC (``sdi`` in the key) the ``initiator_start_psn`` hook's choice
+        (``ini_start_psn`` of the SDI, else random, §2.3.2); else random in [2^16, 2^31) (§2.3.1)."""
         cfg = self.config
         if len(self.pdcs) >= cfg.max_pdcs:
             raise PdsLimitError(f"max_pdcs={cfg.max_pdcs} reached")
-        mode, _job, peer, tc = key
-        start = cfg.start_psn if cfg.start_psn is not None else self.rng.randrange(1 << 16, 1 << 31)
+        mode, _job, peer, tc, sdi = key
+        hook = self.initiator_start_psn
+        if cfg.start_psn is not None:
+            start = cfg.start_psn
+        elif sdi is not None and hook is not None:
+            start = hook.start_psn(sdi)
+        else:
+            start = self.rng.randrange(1 << 16, 1 << 31)
         g = self.gates.get((peer, tc))
         if g is None:
             g = self.gates[(peer, tc)] = [self.gate_factory(peer, tc), 0]
         g[1] += 1
         ent = self.entropy_factory(mode, self.rng, cfg.entropy_paths)
         pdc = InitiatorPdc(key, peer, mode, self._alloc_pdcid(), start & _M32, ent, g[0])
+        pdc.sdi = sdi
         pdc.peer_mp = min(128, cfg.mp_range)
-        pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S.SYN_SENT)
+        pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S_SYN_SENT)
         pdc.last_activity = now
         self.pdcs[pdc.lpdcid] = pdc
+        self._tdirty.add(pdc.lpdcid)
         self.usable[key] = pdc
         if self._closing:  # created to carry messages moved off a closing PDC: close after them
             pdc.close_requested = True
@@ -188,42 +250,116 @@ class InitiatorMixin:
 
     def _pump(self, pdc: InitiatorPdc, now: int) -> None:
         """Send queued packets while the local window, the peer's MPR window, the SYN offset
-        limit and the congestion gate allow (§2.4, §2.5)."""
+        limit and the congestion gate allow (§2.4, §2.5).
+
+        First transmissions of requests on an established PDC are built here inline (header
+        packed with the REQUEST layout's own struct, one ``join`` for header + SES + payload);
+        SYN packets, control packets and retransmissions go through :meth:`_transmit`. A gate
+        with ``quota(now)`` is asked once per pump and told once (``on_send_many``); other gates
+        are asked per packet (seams.CongestionGate)."""
         st = pdc.state
-        if st is _S.CLOSED:
+        if st is _S_CLOSED:
             return
-        if st is not _S.CLOSE_ACK_WAIT:
+        if st is not _S_CLOSE_ACK_WAIT and pdc.pending:
             pending = pdc.pending
             cfg = self.config
             win = cfg.max_outstanding
             gate = pdc.gate
             per_pkt = cfg.ack_per_pkt
             lim = (pdc.max_cack + pdc.peer_mp) & _M32  # the peer's MPR window (§2.4)
-            while pending:
-                psn = pdc.next_psn
-                used = (psn - pdc.tx_base) & _M32
-                if used >= win:
-                    break
-                d = (psn - lim) & _M32
-                if d and d < 0x80000000:
-                    break
-                if pdc.state is _S.SYN_SENT and ((psn - pdc.start_psn) & _M32) > 4095:
-                    break
-                pkt = pending[0]
-                if not gate.can_send(pkt.nbytes, now):
-                    break
-                pending.popleft()
-                pkt.psn = psn
-                pdc.next_psn = (psn + 1) & _M32
-                pdc.outstanding[psn] = pkt
-                ar = pkt.eom or per_pkt or not pending or used + 1 >= win
-                self._transmit(pdc, pkt, now, False, ar)
+            quota_fn = getattr(gate, "quota", None)
+            quota = quota_fn(now) if quota_fn is not None else -1
+            out = pdc.outstanding
+            psn = pdc.next_psn
+            base = pdc.tx_base
+            word = (2 if pdc.mode == 0 else 3) << 11
+            lp = pdc.lpdcid
+            rp = pdc.rpdcid
+            peer = pdc.peer
+            next_ent = pdc.entropy.next_entropy
+            append = self._out.append
+            seq = pdc.tx_seq
+            sent = nbytes = 0
+            log = self._log
+            if quota >= 0 and st is not _S_SYN_SENT:
+                # established PDC, gate with a quota: how many go now is known up front
+                used = (psn - base) & _M32
+                n = win - used  # local window
+                r = (lim - psn) & _M32  # peer's MPR window: PSNs up to lim
+                r = r + 1 if r < 0x80000000 else 0
+                if r < n:
+                    n = r
+                if quota < n:
+                    n = quota
+                if len(pending) < n:
+                    n = len(pending)
+                popleft = pending.popleft
+                for _ in range(n):
+                    pkt = popleft()
+                    used += 1
+                    ar = _AR if pkt.eom or per_pkt or not pending or used >= win else 0
+                    # clear_psn_offset = (tx_base - 1) - psn = -used (|used| <= mp_range <= 4096)
+                    hdr = _REQ_PACK(word | (pkt.next_hdr << 7) | ar, -used, psn, lp, rp)
+                    ent = next_ent()
+                    append((b"".join((hdr, pkt.ses, pkt.payload)), peer, ent))
+                    out[psn] = pkt
+                    pkt.psn = psn
+                    pkt.entropy = ent
+                    pkt.tx_time = now
+                    pkt.sends = 1
+                    seq += 1
+                    pkt.tx_seq = seq
+                    nbytes += pkt.nbytes
+                    if log is not None:
+                        self._log_tx(pdc, pkt, now, False, 12 + pkt.nbytes, False)
+                    psn = (psn + 1) & _M32
+                if n > 0:
+                    sent = n
+            else:
+                # SYN phase (psn_offset limit, SYN header) or a per-packet gate: one at a time
+                while pending:
+                    used = (psn - base) & _M32
+                    if used >= win:
+                        break
+                    d = (psn - lim) & _M32
+                    if d and d < 0x80000000:
+                        break
+                    if pdc.state is _S_SYN_SENT and ((psn - pdc.start_psn) & _M32) > 4095:
+                        break
+                    pkt = pending[0]
+                    if quota < 0:
+                        if not gate.can_send(pkt.nbytes, now):
+                            break
+                    elif quota == 0:
+                        break
+                    else:
+                        quota -= 1
+                        sent += 1
+                        nbytes += pkt.nbytes
+                    pending.popleft()
+                    pkt.psn = psn
+                    out[psn] = pkt
+                    psn = pdc.next_psn = (psn + 1) & _M32
+                    pdc.tx_seq = seq
+                    ar = pkt.eom or per_pkt or not pending or used + 1 >= win
+                    self._transmit(pdc, pkt, now, False, ar, quota >= 0)
+                    seq = pdc.tx_seq
+            pdc.next_psn = psn
+            pdc.tx_seq = seq
+            if sent:
+                pdc.last_activity = now
+                pdc.clear_needed = False
+                gate.on_send_many(sent, nbytes, now)
+                c = self.counters
+                c["tx"] = c.get("tx", 0) + sent
+        if st is not _S_ESTABLISHED:
             self._check_close_progress(pdc, now)
-        if pdc.clear_needed and pdc.state is not _S.CLOSED:
+        if pdc.clear_needed and pdc.state is not _S_CLOSED:
             self._send_clear(pdc, now)
 
-    def _transmit(self, pdc: InitiatorPdc, pkt: TxPkt, now: int, retx: bool, ar: bool) -> None:
-        """Build and queue one request or tracked CP; restamp clear PSN, SYN and flags (§2.5)."""
+    def _transmit(self, pdc: InitiatorPdc, pkt: TxPkt, now: int, retx: bool, ar: bool, gated: bool = False) -> None:
+        """Build and queue one request or tracked CP; restamp clear PSN, SYN and flags (§2.5).
+        ``gated``: the caller already accounted this first transmission with the gate."""
         psn = pkt.psn
         flags = _AR if ar else 0
         if retx:
@@ -232,20 +368,20 @@ class InitiatorMixin:
             out = pdc.outstanding
             del out[psn]
             out[psn] = pkt
-        syn = pdc.state is _S.SYN_SENT
+        syn = pdc.state is _S_SYN_SENT
         if pkt.ctl is None:
             cpo = (pdc.tx_base - 1 - psn) & _M32  # CLEAR_PSN = tx_base - 1, as a signed offset
             cpo = cpo - 0x100000000 if cpo & 0x80000000 else cpo
             if cpo < -0x8000:
                 cpo = -0x8000
-            t = 2 if pdc.mode == Mode.RUD else 3
+            t = 2 if pdc.mode == 0 else 3
             if syn:
                 hdr = REQUEST_SYN.encode((t, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid, 0, psn - pdc.start_psn))
             else:
                 hdr = REQUEST.encode((t, pkt.next_hdr, flags, cpo, psn, pdc.lpdcid, pdc.rpdcid))
-            data = hdr + pkt.ses + pkt.payload if pkt.nbytes else hdr
+            data = b"".join((hdr, pkt.ses, pkt.payload)) if pkt.nbytes else hdr
         else:
-            if pdc.mode == Mode.ROD:
+            if pdc.mode == 1:
                 flags |= _ISROD
             data = CONTROL.encode((11, pkt.ctl, flags, 0, psn, pdc.lpdcid, pdc.rpdcid, 0))
         ent = pdc.entropy.next_entropy()
@@ -258,32 +394,37 @@ class InitiatorMixin:
         pkt.tx_seq = pdc.tx_seq
         pdc.last_activity = now
         pdc.clear_needed = False
-        pdc.gate.on_send(pkt.nbytes, retx, now)
+        if not gated:
+            pdc.gate.on_send(pkt.nbytes, retx, now)
         self._out.append((data, pdc.peer, ent))
         c = self.counters
         if retx:
             c["retransmits"] = c.get("retransmits", 0) + 1
-        else:
+        elif not gated:
             c["tx"] = c.get("tx", 0) + 1
         if self._log is not None:
-            self._log(
-                {
-                    "t": now,
-                    "ev": "retx" if retx else "tx",
-                    "peer": pdc.peer,
-                    "pdc": pdc.lpdcid,
-                    "psn": psn,
-                    "type": "ctl" if pkt.ctl is not None else pdc.mode.name,
-                    "len": len(data),
-                    "syn": syn,
-                }
-            )
+            self._log_tx(pdc, pkt, now, retx, len(data), syn)
+
+    def _log_tx(self, pdc: InitiatorPdc, pkt: TxPkt, now: int, retx: bool, n: int, syn: bool) -> None:
+        self._log(
+            {
+                "t": now,
+                "ev": "retx" if retx else "tx",
+                "peer": pdc.peer,
+                "pdc": pdc.lpdcid,
+                "psn": pkt.psn,
+                "type": "ctl" if pkt.ctl is not None else pdc.mode.name,
+                "len": n,
+                "syn": syn,
+                "dir": "return" if pdc.owner is not None else "forward",
+            }
+        )
 
     def _send_ctl(self, pdc: InitiatorPdc, ctl: int, psn: int, payload: int, now: int, flags: int = 0) -> None:
         """An untracked control packet on an initiator PDC (ACK_REQ, CLEAR, PROBE)."""
-        if pdc.mode == Mode.ROD:
+        if pdc.mode == _MODE_ROD:
             flags |= _ISROD
-        if pdc.state is _S.SYN_SENT:
+        if pdc.state is _S_SYN_SENT:
             hdr = CONTROL_SYN.encode(
                 (11, ctl, flags | _SYN, 0, psn & _M32, pdc.lpdcid, 0, (psn - pdc.start_psn) & 0xFFF, payload & _M32)
             )
@@ -295,25 +436,25 @@ class InitiatorMixin:
     def _send_clear(self, pdc: InitiatorPdc, now: int) -> None:
         """CLEAR CP: payload = CLEAR_PSN = tx_base − 1, PSN 0, untracked (§2.7)."""
         pdc.clear_needed = False
-        self._send_ctl(pdc, ControlType.CLEAR, 0, (pdc.tx_base - 1) & _M32, now)
+        self._send_ctl(pdc, _CT_CLEAR, 0, (pdc.tx_base - 1) & _M32, now)
 
     def send_probe(self, pdcid: int, opaque: int, now: int) -> bool:
         """Send a PROBE CP on initiator PDC ``pdcid`` (payload = SACK base = CACK + 1); the
         target answers with an ACK carrying P and ``opaque`` (§2.11). False if no such PDC."""
         pdc = self.pdcs.get(pdcid)
-        if pdc is None or pdc.role != "initiator" or pdc.state is _S.CLOSED:
+        if pdc is None or pdc.role != "initiator" or pdc.state is _S_CLOSED:
             return False
         opaque &= 0xFFFF
         pdc.probes[opaque] = now
-        if pdc.mode == Mode.ROD:
+        if pdc.mode == _MODE_ROD:
             flags = _ISROD
         else:
             flags = 0
-        if pdc.state is _S.SYN_SENT:
+        if pdc.state is _S_SYN_SENT:
             hdr = CONTROL_SYN.encode(
                 (
                     11,
-                    ControlType.PROBE,
+                    _CT_PROBE,
                     flags | _SYN,
                     opaque,
                     pdc.tx_base,
@@ -325,7 +466,7 @@ class InitiatorMixin:
             )
         else:
             hdr = CONTROL.encode(
-                (11, ControlType.PROBE, flags, opaque, pdc.tx_base, pdc.lpdcid, pdc.rpdcid, (pdc.max_cack + 1) & _M32)
+                (11, _CT_PROBE, flags, opaque, pdc.tx_base, pdc.lpdcid, pdc.rpdcid, (pdc.max_cack + 1) & _M32)
             )
         self._out.append((hdr, pdc.peer, self.config.control_entropy))
         self._count("ctl_tx_PROBE")
@@ -334,13 +475,22 @@ class InitiatorMixin:
     # -- timers ------------------------------------------------------------------------------------
 
     def _ipdc_deadline(self, pdc: InitiatorPdc) -> int | None:
+        rr = pdc.rrx
+        if rr is not None and rr.ack_deadline is not None:
+            d = self._ipdc_deadline_tx(pdc)
+            return rr.ack_deadline if d is None or rr.ack_deadline < d else d
+        return self._ipdc_deadline_tx(pdc)
+
+    def _ipdc_deadline_tx(self, pdc: InitiatorPdc) -> int | None:
         out = pdc.outstanding
         if out:
             return next(iter(out.values())).tx_time + self.config.rto_ns
+        if pdc.owner is not None or pdc.locks:
+            return None
         ci = self.config.close_idle_ns
         if (
             ci is not None
-            and pdc.state is _S.ESTABLISHED
+            and pdc.state is _S_ESTABLISHED
             and not pdc.pending
             and pdc.active is None
             and not pdc.waiting
@@ -349,16 +499,19 @@ class InitiatorMixin:
         return None
 
     def _ipdc_timer(self, pdc: InitiatorPdc, now: int) -> None:
-        """RTO per packet (§2.9): ACK_REQ if known received, else retransmit; limits → error."""
+        """RTO per packet (§2.9): ACK_REQ if known received, else retransmit; limits → error.
+        Also flushes the return direction's coalesced ACK (uet.pds.ret)."""
+        if pdc.rrx is not None:
+            self._rrx_timer(pdc, now)
         cfg = self.config
         rto = cfg.rto_ns
         out = pdc.outstanding
-        while out and pdc.state is not _S.CLOSED:
+        while out and pdc.state is not _S_CLOSED:
             pkt = next(iter(out.values()))
             if pkt.tx_time + rto > now:
                 break
             if pkt.retries >= cfg.max_rto_retx:
-                if pkt.ctl == ControlType.CLOSE:
+                if pkt.ctl == _CT_CLOSE:
                     self._free_ipdc(pdc, "CLOSE not acknowledged", now)
                 else:
                     self._close_error(pdc, "retry exhausted", None, now)
@@ -368,7 +521,7 @@ class InitiatorMixin:
             pdc.gate.on_timeout(now)
             pdc.entropy.feedback(pkt.entropy, "timeout")
             if pkt.dst_received and pkt.ctl is None:
-                self._send_ctl(pdc, ControlType.ACK_REQ, pkt.psn, 0, now, _AR)
+                self._send_ctl(pdc, _CT_ACK_REQ, pkt.psn, 0, now, _AR)
                 pkt.tx_time = now
                 del out[pkt.psn]
                 out[pkt.psn] = pkt
@@ -378,8 +531,8 @@ class InitiatorMixin:
                 out[pkt.psn] = pkt
             else:
                 self._transmit(pdc, pkt, now, True, True)
-        if pdc.state is _S.ESTABLISHED and not out:
-            d = self._ipdc_deadline(pdc)
+        if pdc.state is _S_ESTABLISHED and not out and pdc.owner is None:
+            d = self._ipdc_deadline_tx(pdc)
             if d is not None and d <= now:
                 self._start_close(pdc, "idle", now)
                 self._dirty[pdc] = None
@@ -388,15 +541,15 @@ class InitiatorMixin:
 
     def _rx_control_initiator(self, pdc: InitiatorPdc, ctl: int, psn: int, payload: int, flags: int, now: int) -> None:
         """CPs a target sends: REQ_CLEAR (send CLEAR), REQ_CLOSE (ACK it, start close), NOOP."""
-        if ctl == ControlType.REQ_CLEAR:
+        if ctl == _CT_REQ_CLEAR:
             self._send_clear(pdc, now)
-        elif ctl == ControlType.REQ_CLOSE:
+        elif ctl == _CT_REQ_CLOSE:
             # ACK the CLOSE_REQ's return-direction PSN, then begin our own close (§2.12)
             hdr = ACK.encode((7, 0, 0, 0, psn & _M32, pdc.lpdcid, pdc.rpdcid))
             self._out.append((hdr, pdc.peer, self.config.control_entropy))
             self._count("acks_tx")
             self._start_close(pdc, "target CLOSE_REQ", now)
-        elif ctl == ControlType.NOOP:
+        elif ctl == _CT_NOOP:
             pass
         else:
-            self._send_nack(pdc.peer, NackCode.UNEXP_EVENT, psn, pdc.lpdcid, pdc.rpdcid, 0, now)
+            self._send_nack(pdc.peer, _NC_UNEXP_EVENT, psn, pdc.lpdcid, pdc.rpdcid, 0, now)

@@ -18,6 +18,11 @@ class TxPkt:
 
     ``ctl`` is None for SES requests and the ControlType for tracked control packets. ``tx_seq``
     orders transmissions on the PDC (go-back-N ignores NACKs for copies sent before a restart).
+
+    Speed: the constructor sets only what ``submit`` knows; the transmission fields are set when
+    the packet is first sent, and the rarely changed ones (``ctl``, retry counts, SACK marks) are
+    class-level defaults shadowed per instance on first write (the ``__dict__`` slot), so a
+    packet costs one small allocation on the data path.
     """
 
     __slots__ = (
@@ -29,17 +34,19 @@ class TxPkt:
         "nbytes",
         "som",
         "eom",
-        "ctl",
         "tx_time",
-        "first_tx",
         "tx_seq",
         "sends",
-        "retries",
-        "nack_retries",
         "entropy",
-        "dst_received",
-        "fast_done",
+        "__dict__",
     )
+
+    ctl: int | None = None
+    first_tx = 0
+    retries = 0
+    nack_retries = 0
+    dst_received = False
+    fast_done = False
 
     def __init__(self, token: Any, next_hdr: int, ses: bytes, payload: Any, som: bool, eom: bool) -> None:
         self.psn = -1
@@ -50,16 +57,8 @@ class TxPkt:
         self.nbytes = len(ses) + len(payload)
         self.som = som
         self.eom = eom
-        self.ctl: int | None = None
-        self.tx_time = 0
-        self.first_tx = 0
-        self.tx_seq = 0
         self.sends = 0
-        self.retries = 0
-        self.nack_retries = 0
-        self.entropy = 0
-        self.dst_received = False
-        self.fast_done = False
+        self.tx_time = 0
 
 
 class InitiatorPdc:
@@ -97,6 +96,14 @@ class InitiatorPdc:
         "active_som",
         "waiting",
         "wait_map",
+        "sdi",
+        "owner",
+        "rrx",
+        "locks",
+        "srtt",
+        "gbn_time",
+        "gbn_end",
+        "tkey",
     )
 
     role = "initiator"
@@ -137,6 +144,22 @@ class InitiatorPdc:
         self.waiting: deque[tuple[Any, list[TxPkt]]] = deque()
         #: the still-open waiting messages, by message key
         self.wait_map: dict[Any, list[TxPkt]] = {}
+        #: secure domain (SDI) of every packet on this PDC, None when TSS is off (§1.4, §2.3.2)
+        self.sdi: int | None = None
+        #: return-direction send half only: the target PDC it belongs to (§1.4 "second PSN space")
+        self.owner: TargetPdc | None = None
+        #: the receive half of the return direction (read data arriving as requests), lazily made
+        self.rrx: TargetPdc | None = None
+        #: SES locks (``submit(lock=True)`` until ``unlock_pdc``): no close while > 0 (§6.10)
+        self.locks = 0
+        #: smoothed RTT (ns, EWMA 1/8 of valid samples, §2.9); 0 until the first sample
+        self.srtt = 0
+        #: time of the last go-back-N restart (ROD)
+        self.gbn_time = 0
+        #: next_psn at that restart: [gbn_from, gbn_end) was resent
+        self.gbn_end = start_psn
+        #: key of this PDC's live entry on the core's timer heap
+        self.tkey = 0
 
 
 class TargetPdc:
@@ -171,6 +194,15 @@ class TargetPdc:
         "clear_req_at",
         "entropy",
         "rod_buf",
+        "ptype",
+        "sdi",
+        "ret",
+        "close_deferred",
+        "ack_due",
+        "epsn",
+        "rod_nack",
+        "tkey",
+        "close_req_wanted",
     )
 
     role = "target"
@@ -209,3 +241,21 @@ class TargetPdc:
         self.entropy = 0
         #: ROD buffering option: out-of-order requests by PSN, (data, flags, ecn, entropy)
         self.rod_buf: dict[int, tuple] = {}
+        #: PDS type of its requests (2 RUD, 3 ROD): the receive fast path compares it
+        self.ptype = 3 if mode == Mode.ROD else 2
+        #: secure domain the PDC was established in (None when TSS is off, §2.3.2)
+        self.sdi: int | None = None
+        #: return-direction send half (read data as requests, §1.4), made on first use
+        self.ret: InitiatorPdc | None = None
+        #: a CLOSE that arrived while return data was still unacknowledged: (psn, retx flag)
+        self.close_deferred: tuple[int, int] | None = None
+        #: a plain ACK is due and queued in ``PdsCore._ack_dirty`` (built by datagrams_to_send)
+        self.ack_due = False
+        #: Expected_PSN returned in the closing ACK (``EPSN``, secure 0-RTT), None for none
+        self.epsn: int | None = None
+        #: last ROD_OOO sent: (expected PSN, time) — one NACK per gap and hold-off
+        self.rod_nack: tuple[int, int] | None = None
+        #: a CLOSE_REQ waits for the return direction to drain (uet.pds.ret)
+        self.close_req_wanted = False
+        #: key of this PDC's live entry on the core's timer heap
+        self.tkey = 0

@@ -24,6 +24,13 @@ from uet.pds.target import normalize_response, ses_end
 from uet.wire.pds import NACK_ACTION, RUDI, UUD, NackAction, NackCode, NackFlag, RudiFlag
 
 _M32 = 0xFFFFFFFF
+_MODE_RUDI = Mode.RUDI
+_MODE_UUD = Mode.UUD
+_NA_IGNORE = NackAction.IGNORE
+_NA_RETRANSMIT = NackAction.RETRANSMIT
+_NC_NO_SES_MSG_AVAIL = NackCode.NO_SES_MSG_AVAIL
+_NC_TRIMMED = NackCode.TRIMMED
+_NC_TRIMMED_LASTHOP = NackCode.TRIMMED_LASTHOP
 _NT = int(NackFlag.NT)
 
 
@@ -59,7 +66,7 @@ class RudiMixin:
     ) -> None:
         if not (som and eom):
             raise PdsError(f"{mode.name} packets are single-packet messages (SOM and EOM)")
-        if mode == Mode.UUD:
+        if mode == _MODE_UUD:
             self._uud_q.append((UUD.encode((6, nh, 0)) + ses + payload, peer, token))
             return
         out = self._rudi_out
@@ -143,7 +150,7 @@ class RudiMixin:
         retx = flags & RudiFlag.RETX
         nfl = _NT | (int(NackFlag.M) if ecn == 3 else 0) | (int(NackFlag.RETX) if retx else 0)
         if trimmed:
-            code = NackCode.TRIMMED_LASTHOP if lasthop else NackCode.TRIMMED
+            code = _NC_TRIMMED_LASTHOP if lasthop else _NC_TRIMMED
             self._send_nack(src, code, pid, 0, 0, nfl, now, entropy=entropy)
             return
         end = ses_end(data, 8, nh)
@@ -151,9 +158,9 @@ class RudiMixin:
             self._drop("ses_header", now, src)
             return
         try:
-            r = self.on_deliver(new_delivery(src, Mode.RUDI, 0, pid, nh, data[8:end], data[end:], ecn, bool(retx)))
+            r = self.on_deliver(new_delivery(src, _MODE_RUDI, 0, pid, nh, data[8:end], data[end:], ecn, bool(retx)))
         except SesNack:
-            self._send_nack(src, NackCode.NO_SES_MSG_AVAIL, pid, 0, 0, nfl, now, entropy=entropy)
+            self._send_nack(src, _NC_NO_SES_MSG_AVAIL, pid, 0, 0, nfl, now, entropy=entropy)
             return
         rnh, resp, _g = normalize_response(r)
         rfl = (int(RudiFlag.M) if ecn == 3 else 0) | (int(RudiFlag.RETX) if retx else 0)
@@ -184,11 +191,11 @@ class RudiMixin:
             self._drop("rudi_nack_unknown", now, src)
             return
         self._events.append(NackReceived(src, 0, code, pid))
-        action = NACK_ACTION.get(code, NackAction.IGNORE)
-        if action == NackAction.IGNORE:
+        action = NACK_ACTION.get(code, _NA_IGNORE)
+        if action == _NA_IGNORE:
             return
         pkt.nack_retries += 1
-        if action != NackAction.RETRANSMIT or pkt.nack_retries > self.config.max_nack_retx:
+        if action != _NA_RETRANSMIT or pkt.nack_retries > self.config.max_nack_retx:
             del self._rudi_out[pid]
             self._events.append(Failed(pkt.token, f"nack {NackCode(code).name}", code))
             return
@@ -203,7 +210,7 @@ class RudiMixin:
             self._drop("ses_header", now, src)
             return
         try:
-            self.on_deliver(new_delivery(src, Mode.UUD, 0, 0, nh, data[4:end], data[end:], ecn, False))
+            self.on_deliver(new_delivery(src, _MODE_UUD, 0, 0, nh, data[4:end], data[end:], ecn, False))
         except SesNack:
             self._drop("uud_no_resource", now, src)
             return

@@ -70,7 +70,11 @@ def default_entropy(mode: Mode, rng: random.Random, paths: int) -> EntropyStrate
 
 
 class CongestionGate(Protocol):
-    """Per-CCC gate asked before every transmission of new data and told about its fate."""
+    """Per-CCC gate asked before every transmission of new data and told about its fate.
+
+    A gate may also offer ``quota(now) -> int`` (first transmissions allowed now) together with
+    ``on_send_many(npkts, nbytes, now)``; the PDS then asks once per burst instead of calling
+    ``can_send``/``on_send`` per packet (see :class:`FixedWindowGate`)."""
 
     def can_send(self, nbytes: int, now: int) -> bool: ...
 
@@ -103,9 +107,19 @@ class FixedWindowGate:
     def can_send(self, nbytes: int, now: int) -> bool:
         return self.inflight < self.window
 
+    def quota(self, now: int) -> int:
+        """Optional fast seam: how many first transmissions may go now without asking
+        :meth:`can_send` per packet; the PDS reports them with :meth:`on_send_many`."""
+        q = self.window - self.inflight
+        return q if q > 0 else 0
+
     def on_send(self, nbytes: int, retx: bool, now: int) -> None:
         if not retx:
             self.inflight += 1
+
+    def on_send_many(self, npkts: int, nbytes: int, now: int) -> None:
+        """``npkts`` first transmissions of ``nbytes`` in total (pairs with :meth:`quota`)."""
+        self.inflight += npkts
 
     def on_ack(self, npkts: int, nbytes: int, ecn: bool, rtt_ns: int | None, now: int) -> None:
         self.inflight -= npkts

@@ -13,30 +13,41 @@ Choices where the notes are silent (inference):
   synchronously in ``on_deliver``, so a received PSN always has its response.
   ``GTD_DEL_RESP_UNAVAIL`` cannot arise: guaranteed responses are kept in the PDC until cleared.
   The initiator still reacts to both (ignore / close) when a peer sends them.
-- Return-direction requests (read data as PDS requests) are not implemented: a request that
-  names an initiator-role PDC is answered with NACK ``UNEXP_EVENT``.
+- Return-direction requests (read data as PDS requests, uet.pds.ret): a request whose DPDCID
+  names an initiator-role PDC is received by that PDC's return half (``rrx``) with the same
+  rules; only next_hdr 5 (RESPONSE_DATA) is accepted there (else ``PDC_HDR_MISMATCH``).
 - ROD: the spec's go-back-N (§2.13): an out-of-order request is discarded and answered with NACK
   ``ROD_OOO`` whose payload is the next expected PSN (the dissector's "max received PSN + 1"
-  reading of that word; the provider sends 0), so the initiator knows where to restart.
+  reading of that word; the provider sends 0), so the initiator knows where to restart. Only
+  the first out-of-order packet of a gap is NACKed; the rest of the flight behind the loss is
+  discarded silently until ``rod_nack_holdoff_ns`` has passed (then the next one is NACKed
+  again, in case the NACK or the restarted head was lost): one NACK per loss instead of one
+  per packet in flight.
 - A SYN for a new PDC while the core is closing (or at ``max_pdcs``) gets ``NO_PDC_AVAIL``. A SYN
   with a new Start_PSN from a PDCID whose old PDC still lingers in CLOSING replaces it.
-- Coalescing: ACK at once on AR/SYN/RETX, on any SES response, on CE (``ack_on_ecn``), with
-  ``ack_per_pkt``, or when ``ack_gen_trigger`` bytes accumulated; otherwise after
+- Coalescing: ACK at once on SYN/RETX, on any SES response, on CE (``ack_on_ecn``), with
+  ``ack_per_pkt``. An AR request or ``ack_gen_trigger`` accumulated bytes make a plain ACK
+  *due*: it is built by the next ``datagrams_to_send`` (which the owner calls after feeding a
+  batch of datagrams, at the same ``now``), so all the ACKs due on one PDC within a batch leave as
+  one ACK naming the newest trigger, with CACK/SACK covering the rest — timing unchanged, fewer
+  ACK datagrams for both sides to build, send and process. Otherwise the ACK goes after
   ``ack_timer_ns``. (The reference's "ACK once the newest AR PSN fills its gap" is covered by the
   retransmission that fills the gap carrying RETX.)
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from uet.pds.config import Mode, PdsError, SesNack
 from uet.pds.events import PdcOpened, new_delivery
 from uet.pds.pdc import TargetPdc
-from uet.pds.states import TARGET_TRANSITIONS, TargetState, transition
+from uet.pds.states import TARGET_TRANSITIONS, InitiatorState, TargetState, transition
 from uet.wire.pds import (
     ACK,
     ACK_CC,
+    ACK_EPSN,
     ACK_PROBE,
     CC_REQUEST,
     CC_REQUEST_SYN,
@@ -50,6 +61,24 @@ from uet.wire.pds import (
 from uet.wire.ses import extension_layout, ses_layout
 
 _M32 = 0xFFFFFFFF
+_MODE_ROD = Mode.ROD
+_MODE_RUD = Mode.RUD
+_NC_CLOSING = NackCode.CLOSING
+_NC_INVALID_SYN = NackCode.INVALID_SYN
+_NC_INV_DPDCID = NackCode.INV_DPDCID
+_NC_NEW_START_PSN = NackCode.NEW_START_PSN
+_NC_NO_PDC_AVAIL = NackCode.NO_PDC_AVAIL
+_NC_NO_SES_MSG_AVAIL = NackCode.NO_SES_MSG_AVAIL
+_NC_PDC_HDR_MISMATCH = NackCode.PDC_HDR_MISMATCH
+_NC_PDC_MODE_MISMATCH = NackCode.PDC_MODE_MISMATCH
+_NC_PSN_OOR_WINDOW = NackCode.PSN_OOR_WINDOW
+_NC_ROD_OOO = NackCode.ROD_OOO
+_NC_TRIMMED = NackCode.TRIMMED
+_NC_TRIMMED_LASTHOP = NackCode.TRIMMED_LASTHOP
+_NC_UNEXP_EVENT = NackCode.UNEXP_EVENT
+_T_CLOSING = TargetState.CLOSING
+_T_ESTABLISHED = TargetState.ESTABLISHED
+_T_PENDING = TargetState.PENDING
 _T = TargetState
 _AR = int(ReqFlag.AR)
 _RETX = int(ReqFlag.RETX)
@@ -58,14 +87,20 @@ _A_P = int(AckFlag.P)
 _A_RETX = int(AckFlag.RETX)
 _A_M = int(AckFlag.M)
 _A_CLR = int(AckFlag.REQ_CLEAR)
+_A_EPSN = int(AckFlag.EPSN)
 _N_M = int(NackFlag.M)
 _N_RETX = int(NackFlag.RETX)
 _NSCC = ACK_CC[(False, "nscc")]
 _NSCC_P = ACK_CC[(True, "nscc")]
 _REQ_NH = (1, 2, 3)
-_ROD = Mode.ROD
-_RUD = Mode.RUD
+_NH_RESPONSE_DATA = 5
+_S_SYN_SENT = InitiatorState.SYN_SENT
+_ROD = _MODE_ROD
+_RUD = _MODE_RUD
 _SES_END: dict[tuple[int, int, int], int] = {}
+#: the request header after the prologue: clear_psn_offset, psn, spdcid, dpdcid (REQUEST's own
+#: struct, so the field layout stays defined once, in uet.wire.pds)
+_REQ_TAIL = struct.Struct(REQUEST._struct.format.replace("H", "", 1)).unpack_from
 
 
 def _diff(a: int, b: int) -> int:
@@ -120,6 +155,20 @@ class TargetMixin:
 
     # -- requests ----------------------------------------------------------------------------------
 
+    def _log_rx(self, tp: TargetPdc, src: str, psn: int, n: int, retx: int, now: int) -> None:
+        self._log(
+            {
+                "t": now,
+                "ev": "rx",
+                "peer": src,
+                "pdc": tp.lpdcid,
+                "psn": psn,
+                "type": tp.mode.name,
+                "len": n,
+                "retx": bool(retx),
+            }
+        )
+
     def _rx_request(
         self,
         data: bytes,
@@ -133,7 +182,8 @@ class TargetMixin:
         lasthop: bool,
         entropy: int | None,
     ) -> None:
-        """Receive a RUD/ROD (CC) request in the order of checks of §2.6."""
+        """Receive a RUD/ROD (CC) request in the order of checks of §2.6 (the general path;
+        in-order data takes the fast path in :meth:`uet.pds.core.PdsCore.receive_datagram`)."""
         cc = t >= 13
         hl = 16 if cc else 12
         if len(data) < hl:
@@ -153,61 +203,72 @@ class TargetMixin:
         if syn:
             start = (psn - poff) & _M32
             tp = self.target_by_peer.get((src, spdcid))
-            if tp is not None and tp.state is _T.CLOSING and start != tp.start_psn:
+            if tp is not None and tp.state is _T_CLOSING and start != tp.start_psn:
                 self._free_tpdc(tp, now)  # the initiator reused its PDCID for a new PDC
                 tp = None
             if tp is None:
                 if nh not in _REQ_NH or spdcid == 0:
-                    self._send_nack(src, NackCode.PDC_HDR_MISMATCH, psn, 0, spdcid, nfl, now, entropy=entropy)
+                    self._send_nack(src, _NC_PDC_HDR_MISMATCH, psn, 0, spdcid, nfl, now, entropy=entropy)
                     return
                 if len(self.pdcs) >= cfg.max_pdcs or self._closing:
-                    self._send_nack(src, NackCode.NO_PDC_AVAIL, psn, 0, spdcid, nfl, now, entropy=entropy)
+                    self._send_nack(src, _NC_NO_PDC_AVAIL, psn, 0, spdcid, nfl, now, entropy=entropy)
                     return
                 tp = TargetPdc(src, mode, self._alloc_pdcid(), spdcid, start, now)
                 self.pdcs[tp.lpdcid] = tp
+                self._tdirty.add(tp.lpdcid)
                 self.target_by_peer[(src, spdcid)] = tp
-                pol = self.start_psn_policy
-                want = pol(src, start) if pol is not None else None
+                tp.sdi = self._rx_sdi
+                want = self._policy_start(src, tp.sdi, start)
                 if want is not None and (want & _M32) != start:
                     self._tpdc_reset(tp, want & _M32)
-                    tp.state = transition(TARGET_TRANSITIONS, tp.state, _T.PENDING)
+                    tp.state = transition(TARGET_TRANSITIONS, tp.state, _T_PENDING)
                     tp.pending_until = now + cfg.new_pdc_ns
                     self._count("pdc_pending")
-                    self._send_nack(
-                        src, NackCode.NEW_START_PSN, psn, tp.lpdcid, spdcid, nfl, now, tp.start_psn, entropy
-                    )
+                    self._send_nack(src, _NC_NEW_START_PSN, psn, tp.lpdcid, spdcid, nfl, now, tp.start_psn, entropy)
                     return
                 self._tpdc_establish(tp, now)
-            elif tp.state is _T.PENDING:
+            elif tp.sdi != self._rx_sdi:
+                self._drop("sdi_mismatch", now, src)
+                return
+            elif tp.state is _T_PENDING:
                 if start != tp.start_psn:
                     tp.pending_until = now + cfg.new_pdc_ns
-                    self._send_nack(
-                        src, NackCode.NEW_START_PSN, psn, tp.lpdcid, spdcid, nfl, now, tp.start_psn, entropy
-                    )
+                    self._send_nack(src, _NC_NEW_START_PSN, psn, tp.lpdcid, spdcid, nfl, now, tp.start_psn, entropy)
                     return
                 self._tpdc_establish(tp, now)
             elif start != tp.start_psn:
-                self._send_nack(src, NackCode.INVALID_SYN, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
+                self._send_nack(src, _NC_INVALID_SYN, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
                 return
         else:
             tp = self.pdcs.get(dpdcid)
             if tp is None:
-                self._send_nack(src, NackCode.INV_DPDCID, psn, 0, spdcid, nfl, now, entropy=entropy)
+                self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, nfl, now, entropy=entropy)
                 return
-            if tp.role != "target":
-                self._send_nack(src, NackCode.UNEXP_EVENT, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
+            if tp.role != "target":  # return direction: read data for an initiator PDC (uet.pds.ret)
+                if tp.peer != src or spdcid != tp.rpdcid or nh != _NH_RESPONSE_DATA or tp.state is _S_SYN_SENT:
+                    if tp.state is _S_SYN_SENT and tp.peer == src:
+                        self._drop("return_before_established", now, src)
+                        return
+                    self._send_nack(src, _NC_PDC_HDR_MISMATCH, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
+                    return
+                tp = self._rrx_for(tp, src, spdcid, nh, now)
+                if tp is None:
+                    return
+            elif tp.peer != src or spdcid != tp.rpdcid or nh not in _REQ_NH:
+                self._send_nack(src, _NC_PDC_HDR_MISMATCH, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
                 return
-            if tp.peer != src or spdcid != tp.rpdcid or nh not in _REQ_NH:
-                self._send_nack(src, NackCode.PDC_HDR_MISMATCH, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
+            if tp.sdi != self._rx_sdi:
+                self._drop("sdi_mismatch", now, src)
                 return
-            if tp.state is _T.PENDING:
+            if tp.state is _T_PENDING:
                 self._drop("request_pending_pdc", now, src)
                 return
+        self._tdirty.add(tp.lpdcid)
         if tp.mode != mode:
-            self._send_nack(src, NackCode.PDC_MODE_MISMATCH, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
+            self._send_nack(src, _NC_PDC_MODE_MISMATCH, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
             return
         if tp.close_psn is not None and _diff(psn, tp.close_psn) > 0:
-            self._send_nack(src, NackCode.CLOSING, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
+            self._send_nack(src, _NC_CLOSING, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
             return
         ent = cfg.control_entropy if entropy is None else entropy
         tp.last_rx = now
@@ -219,7 +280,7 @@ class TargetMixin:
         mp = cfg.mp_range
         if d >= mp:
             if d < 0x100000000 - mp:  # neither current nor previous window
-                code = NackCode.INVALID_SYN if syn else NackCode.PSN_OOR_WINDOW
+                code = _NC_INVALID_SYN if syn else _NC_PSN_OOR_WINDOW
                 self._send_nack(src, code, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
                 return
             self._count("duplicates")
@@ -236,15 +297,24 @@ class TargetMixin:
                 self._send_ack(tp, psn, retx, 0, b"", now, ent)
             return
         if trimmed:
-            code = NackCode.TRIMMED_LASTHOP if lasthop else NackCode.TRIMMED
+            code = _NC_TRIMMED_LASTHOP if lasthop else _NC_TRIMMED
             self._send_nack(src, code, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
             return
-        if tp.state is _T.CLOSING:
-            self._send_nack(src, NackCode.CLOSING, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
+        if tp.state is _T_CLOSING:
+            self._send_nack(src, _NC_CLOSING, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
             return
         if mode is _ROD and psn != tp.rod_next:
             if not cfg.rod_buffer:
-                self._send_nack(src, NackCode.ROD_OOO, psn, tp.lpdcid, spdcid, nfl, now, tp.rod_next, entropy)
+                # one ROD_OOO per gap and hold-off: the rest of the flight behind a loss is
+                # discarded silently (it would only repeat the same restart point)
+                e = tp.rod_next
+                rn = tp.rod_nack
+                hold = cfg.rod_nack_holdoff_ns
+                if rn is not None and rn[0] == e and now - rn[1] < (cfg.rto_ns // 4 if hold is None else hold):
+                    self._count("rod_ooo_discarded")
+                    return
+                tp.rod_nack = (e, now)
+                self._send_nack(src, _NC_ROD_OOO, psn, tp.lpdcid, spdcid, nfl, now, e, entropy)
                 return
             # buffering option (reference behaviour, §2.13): keep it, report it in the SACK, and
             # deliver it once the gap before it fills; the ACK names only delivered PSNs
@@ -290,7 +360,7 @@ class TargetMixin:
             r = self.on_deliver(new_delivery(src, mode, tp.lpdcid, psn, nh, data[hl:end], data[end:], ecn, bool(retx)))
         except SesNack:
             nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
-            self._send_nack(src, NackCode.NO_SES_MSG_AVAIL, psn, tp.lpdcid, spdcid, nfl, now, entropy=ent)
+            self._send_nack(src, _NC_NO_SES_MSG_AVAIL, psn, tp.lpdcid, spdcid, nfl, now, entropy=ent)
             return False
         if r is None:
             rnh = 0
@@ -307,18 +377,7 @@ class TargetMixin:
         c = self.counters
         c["delivered"] = c.get("delivered", 0) + 1
         if self._log is not None:
-            self._log(
-                {
-                    "t": now,
-                    "ev": "rx",
-                    "peer": src,
-                    "pdc": tp.lpdcid,
-                    "psn": psn,
-                    "type": mode.name,
-                    "len": len(data),
-                    "retx": bool(retx),
-                }
-            )
+            self._log_rx(tp, src, psn, len(data), retx, now)
         if psn == tp.rx_base and not gtd and not tp.rcvd:
             tp.rx_base = (psn + 1) & _M32  # in-order fast path (no hole, nothing uncleared above)
         else:
@@ -329,12 +388,17 @@ class TargetMixin:
             if tp.gtd:
                 tp.clear_req_at = now + cfg.clear_ns
         aflags = (_A_M if ecn == 3 else 0) | (_A_RETX if retx else 0)
-        if flags & (_AR | _SYN | _RETX) or rnh or cfg.ack_per_pkt or (ecn == 3 and cfg.ack_on_ecn):
+        if flags & (_SYN | _RETX) or rnh or cfg.ack_per_pkt or (ecn == 3 and cfg.ack_on_ecn):
             self._send_ack(tp, psn, aflags, rnh, resp, now, ent)
             return True
         tp.ack_gen_count += max(len(data) - end, cfg.ack_gen_min_pkt_add)
-        if tp.ack_gen_count >= cfg.ack_gen_trigger:
-            self._send_ack(tp, psn, aflags, 0, b"", now, ent)
+        if flags & _AR or tp.ack_gen_count >= cfg.ack_gen_trigger:
+            tp.ack_trigger = psn  # due: sent by the next datagrams_to_send (merged per PDC)
+            tp.ack_flags = aflags
+            tp.entropy = ent
+            if not tp.ack_due:
+                tp.ack_due = True
+                self._ack_dirty.append(tp)
             return True
         tp.ack_trigger = psn
         tp.ack_flags = aflags
@@ -343,6 +407,20 @@ class TargetMixin:
             tp.ack_deadline = now + cfg.ack_timer_ns
             tp.first_rx = now
         return True
+
+    def _policy_start(self, src: str, sdi: int | None, start: int) -> int | None:
+        """Ask the secure establishment policy about an offered Start_PSN (§2.3.2): None
+        accepts (0-RTT), an int is the Start_PSN the PDC must use (PENDING + NACK
+        ``NEW_START_PSN``). ``start_psn_policy`` is either a ``uet.tss.establish`` policy object
+        (``check_start_psn(sdi, start_psn, minted)``: EXPECTED_0RTT_START or RANDOM_1RTT_START;
+        SDI None counts as 0) or a plain callable ``(peer, start_psn) -> int | None``."""
+        pol = self.start_psn_policy
+        if pol is None:
+            return None
+        chk = getattr(pol, "check_start_psn", None)
+        if chk is not None:
+            return chk(0 if sdi is None else sdi, start, None)
+        return pol(src, start)
 
     def _tpdc_reset(self, tp: TargetPdc, start: int) -> None:
         tp.start_psn = start
@@ -353,7 +431,7 @@ class TargetMixin:
         tp.high_rcvd = (start - 1) & _M32
 
     def _tpdc_establish(self, tp: TargetPdc, now: int) -> None:
-        tp.state = transition(TARGET_TRANSITIONS, tp.state, _T.ESTABLISHED)
+        tp.state = transition(TARGET_TRANSITIONS, tp.state, _T_ESTABLISHED)
         self._count("pdc_open_target")
         self._events.append(PdcOpened(tp.peer, tp.lpdcid, tp.mode, "target"))
         self._emit(
@@ -396,10 +474,23 @@ class TargetMixin:
         now: int,
         ent: int,
         opaque: int | None = None,
+        epsn: int | None = None,
     ) -> None:
         """Build ACK or ACK_CC (``ack_format``) naming ``trig``, with CACK, SACK, MPR, NSCC state
-        and the SES response (§2.8)."""
+        and the SES response (§2.8). ``epsn``: a closing ACK of a secure 0-RTT PDC, a plain ACK
+        with flag ``EPSN`` and the 4-byte Expected_PSN (``pds.ACK_EPSN``, §2.3.2, wire §5.3)."""
         cack = (tp.rx_base - 1) & _M32
+        if epsn is not None:
+            off = _diff(trig, cack)
+            hdr = ACK_EPSN.encode(
+                (7, 0, flags | _A_EPSN, off if -0x8000 <= off <= 0x7FFF else 0, cack, tp.lpdcid, tp.rpdcid, epsn & _M32)
+            )
+            self._out.append((hdr, tp.peer, ent))
+            tp.ack_deadline = None
+            tp.ack_due = False
+            tp.ack_gen_count = 0
+            self._count("acks_tx")
+            return
         if tp.gtd:
             flags |= _A_CLR
         if opaque is None:
@@ -447,6 +538,7 @@ class TargetMixin:
             )
         self._out.append((hdr + resp if resp else hdr, tp.peer, ent))
         tp.ack_deadline = None
+        tp.ack_due = False
         tp.ack_gen_count = 0
         c = self.counters
         c["acks_tx"] = c.get("acks_tx", 0) + 1

@@ -1,0 +1,124 @@
+"""The PDS data-path restructuring: per-batch ACK coalescing, the in-order receive fast path,
+the timer heap and the record-style per-packet events (uet.pds.core, uet.pds.events)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, scan_timer_check, ses_small
+
+from uet.pds import Acked, Delivery, Failed, Mode, PdsConfig
+from uet.wire import pds as pds_wire
+
+CFG = PdsConfig(close_idle_ns=None, target_idle_ns=None, rto_ns=200_000)
+
+
+def _establish(pair: Pair) -> None:
+    pair.a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"hello", token="syn", som=True, eom=True, now=0)
+    assert pair.run_until(lambda: any(e.token == "syn" for e in pair.a.acked()))
+    pair.a.events.clear()
+    pair.b.deliveries.clear()
+
+
+def _batch(pair: Pair, n: int, eom_each: bool = True) -> list[bytes]:
+    """``n`` requests on an established PDC (no SYN: its ACK at once would hide coalescing)."""
+    _establish(pair)
+    for i in range(n):
+        som = eom_each or i == 0
+        eom = eom_each or i == n - 1
+        pair.a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), bytes([i]) * 8, token=i, som=som, eom=eom, now=0)
+    return [d for d, _x, _y in pair.take(pair.a)]
+
+
+def test_acks_due_in_one_batch_leave_as_one_ack() -> None:
+    pair = Pair(CFG)
+    reqs = _batch(pair, 32)  # every packet is its own message: AR on each
+    assert all(hdr(d).flags & pds_wire.ReqFlag.AR and not hdr(d).flags & pds_wire.ReqFlag.SYN for d in reqs)
+    for d in reqs:
+        pair.inject(pair.b, d, A_ADDR)
+    assert len(pair.b.deliveries) == 32
+    acks = pair.take(pair.b)
+    assert len(acks) == 1
+    a = hdr(acks[0][0])
+    assert a.cack_psn == hdr(reqs[-1]).psn and a.ack_psn_offset == 0
+    pair.inject(pair.a, acks[0][0], B_ADDR)
+    assert sorted(e.token for e in pair.a.acked()) == list(range(32))
+
+
+def test_ack_per_pkt_and_retx_are_not_merged() -> None:
+    pair = Pair(PdsConfig(close_idle_ns=None, target_idle_ns=None, ack_per_pkt=True))
+    reqs = _batch(pair, 8)
+    for d in reqs:
+        pair.inject(pair.b, d, A_ADDR)
+    assert len(pair.take(pair.b)) == 8
+    # a retransmission (RETX) is ACKed on its own, with RETX echoed (RTT sample validity, §2.9)
+    pair2 = Pair(CFG)
+    reqs = _batch(pair2, 2)
+    pair2.inject(pair2.b, reqs[0], A_ADDR)
+    b = bytearray(reqs[1])
+    b[1] |= pds_wire.ReqFlag.RETX
+    pair2.inject(pair2.b, bytes(b), A_ADDR)
+    acks = [hdr(d) for d, _x, _y in pair2.take(pair2.b)]
+    # the ACK due for the first packet is superseded by the RETX one, which covers it by CACK
+    assert len(acks) == 1 and acks[0].flags & pds_wire.AckFlag.RETX
+    assert acks[0].cack_psn == hdr(reqs[1]).psn and acks[0].ack_psn_offset == 0
+
+
+def test_fast_and_general_paths_agree_around_a_gap() -> None:
+    """In-order packets take the fast path; a gap sends the rest through the general path until
+    it fills; deliveries and the final CACK are the same either way."""
+    pair = Pair(CFG)
+    reqs = _batch(pair, 10, eom_each=False)
+    order = [0, 1, 2, 5, 6, 3, 4, 7, 8, 9]
+    for i in order:
+        pair.inject(pair.b, reqs[i], A_ADDR)
+    assert [d.payload[0] for d in pair.b.deliveries] == order
+    [tp] = pair.b.core.pdcs.values()
+    assert not tp.rcvd and tp.rx_base == (hdr(reqs[-1]).psn + 1) & 0xFFFFFFFF
+    for d, _x, _y in pair.take(pair.b):
+        pair.inject(pair.a, d, B_ADDR)
+    assert sorted(e.token for e in pair.a.acked()) == list(range(10))
+
+
+def test_timer_heap_with_many_pdcs() -> None:
+    """200 PDCs (one per JobID); the one packet of PDC 137 is lost once: only its RTO fires, the
+    heap agrees with a full scan at every step and stays compact."""
+    pair = Pair(CFG, seed=4)
+    pair.check_timers = True
+    lost = []
+
+    def filt(data: bytes, src: str, dst: str) -> list[bytes]:
+        if src == A_ADDR and data[0] >> 3 == pds_wire.PdsType.RUD_REQ and data[-1] == 137 and not lost:
+            lost.append(data)
+            return []
+        return [data]
+
+    pair.filter = filt
+    for j in range(200):
+        pair.a.core.submit(
+            B_ADDR, Mode.RUD, SES_NH, ses_small(), bytes([j & 0xFF]) * 4, token=j, som=True, eom=True, now=0, job_id=j
+        )
+    assert pair.run_until(lambda: len(pair.a.acked()) == 200)
+    assert len(lost) == 1 and pair.a.core.counters["rto"] == 1 and pair.a.core.counters["retransmits"] == 1
+    assert len(pair.a.core.pdcs) == 200
+    for s in (pair.a, pair.b):
+        scan_timer_check(s.core)
+        assert len(s.core._theap) <= 4 * len(s.core.pdcs) + 64
+    pair.a.core.close(pair.now)
+    assert pair.run_until(lambda: not pair.a.core.pdcs and not pair.b.core.pdcs)
+    assert pair.a.core.get_timer() is None and pair.b.core.get_timer() is None
+
+
+def test_record_events_behave_like_frozen_dataclasses() -> None:
+    d = Delivery("10.0.0.1", Mode.RUD, 5, 77, 3, b"ses", b"pay", 0, False)
+    assert (d.peer, d.mode, d.pdc, d.psn, d.next_hdr, d.ses, d.payload, d.ecn, d.retx) == (
+        "10.0.0.1", Mode.RUD, 5, 77, 3, b"ses", b"pay", 0, False,
+    )  # fmt: skip
+    a = Acked(token="t", response_next_hdr=4, response=b"r")
+    assert a == Acked("t", 4, b"r") and a != ("t", 4, b"r") and hash(a) == hash(Acked("t", 4, b"r"))
+    assert a != Failed("t", 4, b"r")  # type-aware equality (Failed is a dataclass)
+    with pytest.raises(AttributeError):
+        a.token = "x"  # type: ignore[misc]
+    assert "token='t'" in repr(a)
+    assert not dataclasses.is_dataclass(a) and dataclasses.is_dataclass(Failed("t", "x", None))
