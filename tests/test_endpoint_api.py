@@ -12,6 +12,7 @@ import pytest
 from uet.endpoint import DeliveryError, Endpoint, EndpointClosed, EndpointConfig, Mode, install_uvloop, run
 from uet.eventlog import EventLog, read_events
 from uet.link import ImpairmentConfig, loopback_addresses
+from uet.ses.errors import SesError
 from uet.wire.ses import ReturnCode
 
 T = 30.0
@@ -80,9 +81,9 @@ async def test_large_message_with_impairment_and_bounded_inflight() -> None:
 async def test_target_error_raises_delivery_error() -> None:
     ea, eb = await _pair()
     async with ea, eb:
-        with pytest.raises(DeliveryError) as ei:
+        with pytest.raises(SesError) as ei:
             await asyncio.wait_for(ea.send(eb.address, b"x" * 10_000, pid=99), T)
-        assert ei.value.return_code == ReturnCode.UNDELIVERABLE
+        assert ei.value.return_code == ReturnCode.BAD_PID  # relative addressing, unknown PIDonFEP
         assert eb.pending_messages == 0
         # the endpoint keeps working afterwards
         await asyncio.wait_for(ea.send(eb.address, b"ok"), T)

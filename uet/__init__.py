@@ -1,10 +1,77 @@
 """Ultra Ethernet Transport (UET) reference implementation.
 
 Sublayers live in :mod:`uet.wire` (byte layouts), :mod:`uet.pds` (packet delivery),
-:mod:`uet.ses` (semantics), :mod:`uet.cc` (congestion control) and :mod:`uet.tss` (security).
+:mod:`uet.ses` (semantics), :mod:`uet.cc` (congestion control) and :mod:`uet.tss` (security);
+:class:`Endpoint` (:mod:`uet.endpoint`) is the public async API::
+
+    from uet import Endpoint, Access, AmoOp, AmoType, ReturnCode, UetError
+
+The API names are imported lazily (PEP 562), so ``import uet.wire`` stays cheap and free of
+import cycles.
 """
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from uet.errors import DecodeError, EncodeError, UetError
 
-__all__ = ["DecodeError", "EncodeError", "UetError"]
+if TYPE_CHECKING:  # pragma: no cover
+    from uet.endpoint import DeliveryError, Endpoint, EndpointClosed, EndpointConfig, Message, Peer, Receive
+    from uet.pds import Mode
+    from uet.ses.errors import SesError
+    from uet.ses.memory import Access, MemoryRegion
+    from uet.wire.ses import AmoOp, AmoType, ReturnCode
+
+_LAZY = {
+    "Access": "uet.ses.memory",
+    "AmoOp": "uet.wire.ses",
+    "AmoType": "uet.wire.ses",
+    "DeliveryError": "uet.endpoint",
+    "Endpoint": "uet.endpoint",
+    "EndpointClosed": "uet.endpoint",
+    "EndpointConfig": "uet.endpoint",
+    "MemoryRegion": "uet.ses.memory",
+    "Message": "uet.endpoint",
+    "Mode": "uet.pds",
+    "Peer": "uet.endpoint",
+    "Receive": "uet.endpoint",
+    "ReturnCode": "uet.wire.ses",
+    "SesError": "uet.ses.errors",
+}
+
+__all__ = [
+    "Access",
+    "AmoOp",
+    "AmoType",
+    "DecodeError",
+    "DeliveryError",
+    "EncodeError",
+    "Endpoint",
+    "EndpointClosed",
+    "EndpointConfig",
+    "MemoryRegion",
+    "Message",
+    "Mode",
+    "Peer",
+    "Receive",
+    "ReturnCode",
+    "SesError",
+    "UetError",
+]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """Import the public API names on first use."""
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'uet' has no attribute {name!r}")
+    value = getattr(import_module(mod), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,42 +1,80 @@
-"""The Fabric Endpoint (FEP): the asyncio object that runs SES + PDS over a link.
+"""The Fabric Endpoint (FEP): the asyncio object that runs SES + PDS over a link — the public API.
 
-``Endpoint`` composes three sans-I/O parts with one I/O part (ARCHITECTURE.md "Principles" 1):
+``Endpoint`` composes the sans-I/O parts with one I/O part (ARCHITECTURE.md "Principles" 1):
 
-* the message layer (:mod:`uet.ses.message`): segmentation into SES standard requests and
-  reassembly at the target;
+* the SES (:class:`uet.ses.SesFep`): memory regions, resources, matching, the initiator and target
+  engines for every operation (send, tagged send, RMA write/read, atomics, rendezvous and
+  deferrable sends, RTR, MSG_ERROR), plus the unexpected-message fast path;
 * the PDS core (:class:`uet.pds.PdsCore`): PDCs, PSNs, ACKs, retransmission;
 * a :class:`uet.link.Link` (the direct UDP link by default) that only moves bytes.
 
-The endpoint owns one timer handle, re-armed from ``core.get_timer()``, and feeds the core the
-time from ``time.monotonic_ns()`` (the clock asyncio's loop uses; uvloop's ``loop.time()`` is the
-same monotonic clock truncated to milliseconds, too coarse for the core's RTT samples, so the
-endpoint reads the clock itself and arms timers with relative delays).
+Public API (issue 4; every call raises a :class:`~uet.ses.errors.SesError` subclass carrying the
+:class:`~uet.wire.ses.ReturnCode` when the target or PDS reports a failure)::
 
-Processing is batched: the link hands over every datagram readable at once, the endpoint feeds
-them all to the core, then handles the core's events (completions refill the send lanes), then
-drains ``datagrams_to_send`` once and re-arms the timer. Sends queued by the application in the
-same loop iteration are submitted together in one such pump.
+    ep = await Endpoint.open("127.0.0.2", job=42, pid=1)
+    mr = ep.register(buf, access=Access.REMOTE_READ | Access.REMOTE_WRITE | Access.REMOTE_ATOMIC)
+    await ep.send(peer, data, tag=None)          # tagged when tag is an int
+    msg = await ep.recv(tag=None, ignore=0)      # msg.data, msg.source, msg.tag
+    msg = await ep.recv_into(buffer, tag=7)      # posted receive with a buffer
+    await ep.write(peer, key, offset, data)
+    data = await ep.read(peer, key, offset, length)
+    old = await ep.atomic(peer, key, offset, AmoOp.SUM, AmoType.UINT64, operand, fetch=True)
+    old = await ep.compare_swap(peer, key, offset, AmoType.UINT64, compare, swap)
+    await ep.close()
 
-Flow control (task rule: memory stays bounded for 64 MiB messages): messages toward one
-``(peer, mode, traffic class)`` form a *lane*; a lane submits the packets of one message at a time
-(PDS requires all packets of a message on one PDC and no interleaving on a PDC, behaviour.md §1.4)
-and keeps at most ``EndpointConfig.max_inflight`` packets submitted but not yet Acked/Failed.
-Payloads are zero-copy slices of the caller's buffer, so a 64 MiB message costs its own bytes plus
-``max_inflight`` small headers.
+**Peer addressing** (behaviour.md §1.1–§1.2, our choice): ``peer`` is a :class:`Peer` or an
+address string. A string (or a ``Peer`` field left None) means: the same JobID, PIDonFEP and
+resource index as this endpoint — the SPMD convention where every process of a job uses the same
+PIDonFEP on its own FEP — with generation 0 and relative addressing. ``Peer(addr, pid=...,
+ri=..., job=..., generation=..., relative=False)`` names anything else; absolute addressing
+(``relative=False``) reaches a process regardless of its job (authorisation then rests on the
+memory region's or receive's JobID restriction).
+
+**Two send paths.** A plain eager send (no DC, under the rendezvous/deferrable thresholds) is
+segmented by the endpoint itself into *lanes* (below), with the SES standard header, exactly the
+packets :class:`~uet.ses.initiator.SesInitiator` would build (wire-identical), because that path
+carries bulk data and costs a fraction of the general engine's CPU per packet. Every other
+operation goes through the initiator engine. Both take message ids from one space.
+
+Flow control of the eager path (memory stays bounded for 64 MiB messages): messages toward one
+``(peer, mode, traffic class, job)`` form a *lane*; a lane submits the packets of one message at
+a time (PDS requires all packets of a message on one PDC and no interleaving on a PDC, behaviour.md
+§1.4) and keeps at most ``EndpointConfig.max_inflight`` packets submitted but not yet
+Acked/Failed. Payloads are zero-copy slices of the caller's buffer. Engine packets are submitted
+with a PDS ``msg_id`` so they queue behind a lane's open message instead of interleaving.
 
 Completion rule for ``send`` (behaviour.md §6.9 "initiator rules"): the message is delivered when
-every packet is Acked and no SES response reported an error; an explicit ``RESPONSE`` with
-``RC_OK`` must carry ``modified_length`` equal to the message length. An ACK carrying the target's
-final response may be lost and replaced by a cumulative ACK ("implicit acknowledgement by CACK
-counts as success"); since the target's PDS acknowledges a packet only after SES accepted it,
-all-Acked means the whole message was placed. RUDI packets are Acked by their RUDI responses; UUD
-packets are Acked when handed to the link (best effort, §2.15).
+every packet is Acked and no SES response reported an error (an ACK carrying the target's
+non-guaranteed response may be lost and replaced by a cumulative ACK: implicit success). RUDI
+packets are Acked by their RUDI responses; UUD packets when handed to the link (best effort,
+§2.15). Errors: a return code other than OK in a response raises its ``SesError`` subclass
+(``BadPid``, ``BadMkey``, ...); a packet PDS gave up on raises :class:`DeliveryError`
+(``UNDELIVERABLE``, with the NACK code). The eager path does not retry ``NO_MATCH``; the engine
+path retries per §6.4.
 
-Core interface details (the PDS core contract): the token of every packet is its message object
-(the core reports exactly one Acked/Failed per submitted packet, so the endpoint counts them);
+Receives: ``recv`` (no buffer) takes the first matching message from the unexpected list —
+eager messages that arrived before any receive was posted — or waits for one; ``recv_into``
+posts a buffer on the expected list (truncation only with ``truncate=True``, else ``TOO_LONG``);
+``post_recv`` returns a :class:`Receive` handle that can be cancelled (``CANCELLED``).
+Cancelling the task awaiting ``recv``/``recv_into`` withdraws the receive.
+
+Time: the endpoint owns one timer handle, re-armed from the PDS core's and the SES engines'
+``get_timer()``, and feeds them ``time.monotonic_ns()``. Processing is batched: the link hands
+over every datagram readable at once, the endpoint feeds them to the core, handles events, then
+drains ``datagrams_to_send`` once and re-arms the timer.
+
 RUDI and UUD packets are submitted to the core as SOM+EOM each (no PDC, so no message framing at
-the PDS level; the core requires it) while their SES headers carry the message's real SOM/EOM
-and the target's message layer reassembles them.
+the PDS level) while their SES headers carry the message's real SOM/EOM. Read data returns in the
+ACKs of the read requests (``TargetConfig.max_ack_data`` = the payload size): the endpoint does
+not yet use the PDS core's return direction (read data as requests on the read's PDC, which also
+needs a PDC lock held until the data is in).
+
+Known limits (choices): an eager message that fails part-way (a packet Failed in PDS) sends no
+MSG_ERROR, so its partial reassembly at the target expires after ``reassembly_timeout_ns`` (the
+engine path sends MSG_ERROR, §6.4); completed fast-path messages wait on the unexpected list
+without a byte limit (like the previous inbox; only messages *in progress* are bounded, by
+``max_partial``, beyond which PDS NACKs ``NO_SES_MSG_AVAIL``); a :class:`Message` completed into
+a posted buffer reports ``mode`` 0 (the receive completion does not carry the PDS mode).
 """
 
 from __future__ import annotations
@@ -56,17 +94,24 @@ from uet.link.base import DSCP_CONTROL, DSCP_DATA, Link
 from uet.link.direct import DirectLink
 from uet.link.impair import Impairment, ImpairmentConfig
 from uet.pds import Acked, Failed, Mode, NackReceived, PdcClosed, PdcOpened, PdsConfig, PdsCore
+from uet.ses.errors import Undeliverable, error_for
+from uet.ses.events import OpCompleted, OpFailed, RecvCompleted, WriteCompleted
+from uet.ses.fep import SesFep
+from uet.ses.initiator import InitiatorConfig, SesAddress
+from uet.ses.matching import MatchLimits, PostedReceive
+from uet.ses.memory import Access, MemoryRegion
 from uet.ses.message import (
+    MAX_WIRE_PAYLOAD,
     Message,
     MessageConfig,
-    Reassembler,
     Segmenter,
     decode_response,
     initiator_id,
 )
+from uet.ses.target import TargetConfig
 from uet.wire.net import UET_UDP_PORT
 from uet.wire.pds import NextHeader, PdsType
-from uet.wire.ses import ReturnCode
+from uet.wire.ses import CSWAP_OPS, AmoOp, AmoType, ReturnCode
 
 __all__ = [
     "DeliveryError",
@@ -75,15 +120,18 @@ __all__ = [
     "EndpointConfig",
     "Message",
     "Mode",
+    "Peer",
+    "Receive",
     "install_uvloop",
     "run",
 ]
 
 T = TypeVar("T")
 
-_NH_STANDARD = int(NextHeader.STANDARD)
 _NH_RESPONSE = int(NextHeader.RESPONSE)
-_RC_GOOD = (int(ReturnCode.NULL), int(ReturnCode.OK))
+_NH_STANDARD = int(NextHeader.STANDARD)
+_RC_OK = int(ReturnCode.OK)
+_RC_GOOD = (int(ReturnCode.NULL), _RC_OK)
 #: PDS types that carry requests (data class, DSCP 0); every other type is ACK/NACK/control.
 _DATA_TYPES = frozenset(
     {
@@ -97,32 +145,42 @@ _DATA_TYPES = frozenset(
     }
 )
 _IS_DATA = tuple(t in _DATA_TYPES for t in range(32))
+_OWN: Any = object()
 
 
-class DeliveryError(UetError):
-    """A message was not delivered: a packet Failed in PDS, or the target's SES answered an error.
+class DeliveryError(Undeliverable):
+    """A message or operation did not reach the target: a packet Failed in PDS, or it was
+    refused locally before any packet left. An :class:`~uet.ses.errors.SesError` with return code
+    ``UNDELIVERABLE`` unless ``return_code`` says otherwise.
 
-    Attributes: ``reason`` (words), ``nack_code`` (the PDS NACK code when one caused it),
-    ``return_code`` (the SES return code when the target reported one).
+    Attributes: ``reason`` (words), ``nack_code`` (the PDS NACK code when one caused it).
     """
 
     def __init__(self, reason: str, *, nack_code: int | None = None, return_code: int | None = None) -> None:
         self.reason = reason
         self.nack_code = nack_code
-        self.return_code = return_code
-        extra = []
-        if nack_code is not None:
-            extra.append(f"nack {nack_code:#x}")
-        if return_code is not None:
-            try:
-                extra.append(f"rc {ReturnCode(return_code).name}")
-            except ValueError:
-                extra.append(f"rc {return_code:#x}")
-        super().__init__(reason + (f" ({', '.join(extra)})" if extra else ""))
+        extra = f" (nack {nack_code:#x})" if nack_code is not None else ""
+        super().__init__(reason + extra, return_code=return_code)
 
 
 class EndpointClosed(UetError):
-    """The endpoint is closed (or closing): no new sends; pending ones fail with this."""
+    """The endpoint is closed (or closing): no new operations; pending ones fail with this."""
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A target of operations: a FEP's Fabric Address plus the SES addressing (§1.1–§1.2).
+
+    Fields left None take this endpoint's own value (same job, same PIDonFEP, same resource
+    index: the SPMD convention). ``relative=False`` selects absolute addressing (REL clear).
+    """
+
+    address: str
+    pid: int | None = None
+    ri: int | None = None
+    job: int | None = None
+    generation: int = 0
+    relative: bool = True
 
 
 @dataclass(frozen=True)
@@ -132,7 +190,8 @@ class EndpointConfig:
     Attributes:
         payload_size: payload bytes per packet (default 4096; 8192 is the reference provider's
             upper bound; ≤ 16383 conforms to the 14-bit ``payload_length``; larger values up to
-            65451 use the loopback-only jumbo extension of :mod:`uet.ses.message`).
+            65451 use the loopback-only jumbo extension of :mod:`uet.ses.message`, for eager
+            sends only — the SES engine segments at min(payload_size, 16383)).
         max_message: largest message sent or reassembled (64 MiB).
         max_inflight: packets per lane submitted to the PDS core and not yet Acked/Failed. Two
             PSN windows by default, so the core always has the next window queued when ACKs
@@ -146,12 +205,19 @@ class EndpointConfig:
             processing is a large share of per-packet CPU on both sides).
         ecn_capable: mark data packets ECT(0) (the reference marks nothing, wire-format.md §1.3;
             turn on when an ECN-reacting CC is in use).
-        max_partial / reassembly_timeout_ns: target reassembly limits (:class:`MessageConfig`).
+        rendezvous_threshold: sends longer than this use RENDEZVOUS_SEND (§6.6: eager part, the
+            target reads the rest); None (default) never.
+        deferrable_threshold: sends longer than this use DEFERRABLE_SEND (§6.7: the target
+            defers when no receive is posted and sends an RTR later); None (default) never.
+        eager_length: bytes a rendezvous send carries eagerly.
+        match_limits: the unexpected-list limits of the target engine (:class:`MatchLimits`).
+        max_partial / reassembly_timeout_ns: limits of the unexpected-message fast path
+            (:class:`MessageConfig`): messages being reassembled at once, idle timeout.
         close_timeout_s: how long :meth:`Endpoint.close` waits for PDCs to close gracefully.
         housekeeping_s: period of the reassembly expiry sweep.
         max_batch: datagrams read per readiness callback (direct link).
         rcvbuf / sndbuf: socket buffer sizes requested (bounded by ``net.core.*mem_max``).
-        seed: seeds the PDS core's and the message ids' random generators, mixed with the FEP's
+        seed: seeds the PDS core's and the SES engines' random generators, mixed with the FEP's
             address (None = random).
     """
 
@@ -160,6 +226,10 @@ class EndpointConfig:
     max_inflight: int = 256
     pds: PdsConfig = field(default_factory=lambda: PdsConfig(rto_ns=50_000_000, ack_gen_trigger=32768))
     ecn_capable: bool = False
+    rendezvous_threshold: int | None = None
+    deferrable_threshold: int | None = None
+    eager_length: int = 4096
+    match_limits: MatchLimits = field(default_factory=MatchLimits)
     max_partial: int = 1024
     reassembly_timeout_ns: int = 5_000_000_000
     close_timeout_s: float = 2.0
@@ -175,7 +245,7 @@ class EndpointConfig:
         self.message_config()  # validates payload_size / max_message
 
     def message_config(self) -> MessageConfig:
-        """The message layer's configuration derived from these fields."""
+        """The fast path's (message layer's) configuration derived from these fields."""
         return MessageConfig(
             payload_size=self.payload_size,
             max_message=self.max_message,
@@ -184,8 +254,46 @@ class EndpointConfig:
         )
 
 
+class Receive:
+    """A posted receive (:meth:`Endpoint.post_recv`): await it for the :class:`Message` (its
+    ``data`` a view of the buffer), or :meth:`cancel` it (the await then raises ``Cancelled``)."""
+
+    __slots__ = ("_ep", "_posted", "future", "buffer")
+
+    def __init__(self, ep: Endpoint, future: asyncio.Future[Message], buffer: memoryview) -> None:
+        self._ep = ep
+        self._posted: PostedReceive | None = None
+        self.future = future
+        self.buffer = buffer
+
+    def cancel(self) -> bool:
+        """Withdraw the receive if no message took it yet; True when it was withdrawn."""
+        return self._ep.cancel(self)
+
+    def done(self) -> bool:
+        """Whether the receive has completed (or failed, or was cancelled)."""
+        return self.future.done()
+
+    def __await__(self) -> Any:
+        return self.future.__await__()
+
+
+class _Waiter:
+    """A receive without a buffer (``recv``): its filter and future."""
+
+    __slots__ = ("tagged", "tag", "ignore", "initiator", "future", "posted")
+
+    def __init__(self, tagged: bool, tag: int, ignore: int, initiator: int | None, future: asyncio.Future) -> None:
+        self.tagged = tagged
+        self.tag = tag
+        self.ignore = ignore
+        self.initiator = initiator
+        self.future = future
+        self.posted: PostedReceive | None = None
+
+
 class _OutMsg:
-    """A message being sent: its packets' progress and the caller's future."""
+    """An eager message being sent on a lane: its packets' progress and the caller's future."""
 
     __slots__ = (
         "peer",
@@ -203,6 +311,10 @@ class _OutMsg:
         "future",
         "pid",
         "ri",
+        "job",
+        "generation",
+        "relative",
+        "tag",
         "header_data",
         "t0",
         "lane",
@@ -220,21 +332,25 @@ class _OutMsg:
         self.done = 0
         self.eom_submitted = False
         self.abandoned = False
-        self.error: DeliveryError | None = None
+        self.error: UetError | None = None
         self.future = future
         self.pid = 0
         self.ri = 0
+        self.job = 0
+        self.generation = 0
+        self.relative = True
+        self.tag: int | None = None
         self.header_data: int | None = None
         self.t0 = 0
         self.lane: _Lane | None = None
 
 
 class _Lane:
-    """Messages toward one (peer, mode, tc), submitted one message at a time."""
+    """Eager messages toward one (peer, mode, tc, job), submitted one message at a time."""
 
     __slots__ = ("key", "queue", "active", "inflight", "job_id", "tc")
 
-    def __init__(self, key: tuple[str, Mode, int], job_id: int, tc: int) -> None:
+    def __init__(self, key: tuple[str, Mode, int, int], job_id: int, tc: int) -> None:
         self.key = key
         self.queue: deque[_OutMsg] = deque()
         self.active: _OutMsg | None = None
@@ -247,11 +363,21 @@ def _now() -> int:
     return time.monotonic_ns()
 
 
-class Endpoint:
-    """A Fabric Endpoint: ``await Endpoint.open(address)``, then ``send`` / ``recv``, then ``close``.
+def _flat(data: Any) -> memoryview:
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    if view.ndim != 1 or view.itemsize != 1 or view.format != "B":
+        view = view.cast("B")
+    return view
 
-    Use as an async context manager to close automatically. ``counters`` merges the PDS core's,
-    the link's (``link_`` prefix), the message layer's (``ses_`` prefix) and the endpoint's own.
+
+class Endpoint:
+    """A Fabric Endpoint: ``await Endpoint.open(address, job=..., pid=...)``, then operations
+    (module docstring), then ``close``. An async context manager (closes on exit).
+
+    Attributes: ``address`` (the Fabric Address), ``job``, ``pid``, ``resource_index``, ``ses``
+    (the :class:`~uet.ses.SesFep`), ``core`` (the :class:`~uet.pds.PdsCore`), ``link``.
+    ``counters`` merges the PDS core's, the link's (``link_`` prefix), the SES layer's (``ses_``
+    prefix) and the endpoint's own.
     """
 
     def __init__(
@@ -264,9 +390,14 @@ class Endpoint:
         config: EndpointConfig | None = None,
         event_log: EventLog | Callable[[dict], None] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
+        security: Any = None,
     ) -> None:
         self.config = cfg = config or EndpointConfig()
         self.loop = loop or asyncio.get_running_loop()
+        if security is not None:  # TSS: seal/open every datagram (uet.tss.link)
+            from uet.tss.link import SecureLink
+
+            link = SecureLink(link, security, event_log=event_log)
         self.link = link
         self.address = link.address
         self.job = job
@@ -278,20 +409,42 @@ class Endpoint:
         rng = random.Random(None if cfg.seed is None else f"{cfg.seed}/{self.address}")
         self.core = PdsCore(self.address, cfg.pds, rng=random.Random(rng.getrandbits(64)), log=event_log)
         self.core.on_deliver = self._on_deliver
+        if security is not None:
+            link.attach(self.core)  # type: ignore[attr-defined]  # secure Start_PSN policy (§2.3.2)
+        self.initiator_id = initiator_id(self.address)
+        ses_payload = min(cfg.payload_size, MAX_WIRE_PAYLOAD)
+        self.ses = SesFep(
+            self.address,
+            initiator=InitiatorConfig(
+                initiator_id=self.initiator_id,
+                max_payload=ses_payload,
+                deferrable_threshold=cfg.deferrable_threshold,
+                rendezvous_threshold=cfg.rendezvous_threshold,
+                eager_length=cfg.eager_length,
+                local_pid=pid,
+                local_index=resource_index,
+            ),
+            target=TargetConfig(max_payload=ses_payload, max_ack_data=ses_payload),
+            limits=cfg.match_limits,
+            rng=random.Random(rng.getrandbits(64)),
+            fast=cfg.message_config(),
+            default=(pid, resource_index, job),
+        )
         self.segmenter = Segmenter(
             job_id=job,
-            initiator=initiator_id(self.address),
+            initiator=self.initiator_id,
             payload_size=cfg.payload_size,
             max_message=cfg.max_message,
             rng=random.Random(rng.getrandbits(64)),
         )
-        self.reassembler = Reassembler(
-            job_id=job, pid_on_fep=pid, resource_index=resource_index, config=cfg.message_config()
-        )
-        self._lanes: dict[tuple[str, Mode, int], _Lane] = {}
-        self._inbox: deque[Message] = deque()
-        self._waiters: deque[asyncio.Future[Message]] = deque()
+        self._lanes: dict[tuple[str, Mode, int, int], _Lane] = {}
+        self._waiters: deque[_Waiter] = deque()
+        self._writes: deque[WriteCompleted] = deque()
+        self._write_waiters: deque[asyncio.Future[WriteCompleted]] = deque()
+        self._ops: set[asyncio.Future] = set()
         self._peers: dict[str, str] = {}
+        self._dests: dict[str, SesAddress] = {}
+        self.ses.on_unexpected = self._offer
         self._unfinished: set[_OutMsg] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
@@ -307,6 +460,8 @@ class Endpoint:
             "messages_received": 0,
             "bytes_sent": 0,
             "bytes_received": 0,
+            "ops_completed": 0,
+            "ops_failed": 0,
             "pdcs_opened": 0,
             "pdcs_closed": 0,
             "pdcs_closed_in_error": 0,
@@ -335,12 +490,15 @@ class Endpoint:
         impairment: Impairment | ImpairmentConfig | None = None,
         event_log: EventLog | Callable[[dict], None] | None = None,
         link: Link | None = None,
+        security: Any = None,
     ) -> Endpoint:
-        """Open a FEP at ``address`` (binding UDP ``port``, 4793 by default) on the running loop.
+        """Open a FEP at ``address`` (binding UDP ``port``, 4793 by default) on the running loop,
+        hosting process ``pid`` of job ``job`` with resource index ``resource_index``.
 
         ``peer_port`` is where peers listen (default: the same port). ``impairment`` (an
         :class:`Impairment` or its config) impairs everything this FEP transmits. Pass ``link``
-        to run over another :class:`Link` (the fabric link).
+        to run over another :class:`Link` (the fabric link). ``security`` (a
+        :class:`uet.tss.link.SecurityConfig` or a secure-domain table) runs TSS on every datagram.
         """
         cfg = config or EndpointConfig()
         if isinstance(impairment, ImpairmentConfig):
@@ -355,7 +513,9 @@ class Endpoint:
                 sndbuf=cfg.sndbuf,
                 max_batch=cfg.max_batch,
             )
-        return cls(link, job=job, pid=pid, resource_index=resource_index, config=cfg, event_log=event_log)
+        return cls(
+            link, job=job, pid=pid, resource_index=resource_index, config=cfg, event_log=event_log, security=security
+        )
 
     async def __aenter__(self) -> Endpoint:
         return self
@@ -366,113 +526,401 @@ class Endpoint:
     def __repr__(self) -> str:
         return f"Endpoint({self.address!r}, job={self.job}, pid={self.pid})"
 
-    # -- public API ----------------------------------------------------------------------------
+    # -- addressing ------------------------------------------------------------------------------
+
+    def _fa(self, address: str) -> str:
+        fa = self._peers.get(address)
+        if fa is None:
+            fa = self._peers[address] = str(ipaddress.ip_address(address))
+        return fa
+
+    def _dest(self, peer: Peer | str, pid: int | None = None, ri: int | None = None) -> SesAddress:
+        """The SES address of ``peer`` (None fields: this endpoint's own job / pid / index)."""
+        if isinstance(peer, str):
+            if pid is None and ri is None:
+                d = self._dests.get(peer)
+                if d is None:
+                    d = self._dests[peer] = self._dest(Peer(peer))
+                return d
+            peer = Peer(peer)
+        pid = peer.pid if pid is None else pid
+        ri = peer.ri if ri is None else ri
+        return SesAddress(
+            self._fa(peer.address),
+            self.pid if pid is None else pid,
+            self.resource_index if ri is None else ri,
+            peer.generation,
+            self.job if peer.job is None else peer.job,
+            peer.relative,
+        )
+
+    # -- memory ----------------------------------------------------------------------------------
+
+    def register(
+        self,
+        buffer: Any,
+        access: Access | int = Access.ALL,
+        *,
+        key: int | None = None,
+        job: int | None = _OWN,
+    ) -> MemoryRegion:
+        """Register ``buffer`` (bytearray, memoryview, mmap, array... any buffer; read-only ones
+        only for ``REMOTE_READ``) for remote access; returns the :class:`MemoryRegion` whose
+        ``key`` peers use. ``job`` restricts it to one JobID (default: this endpoint's job; None
+        = any job); requests from other jobs get ``BAD_MKEY`` (§6.5 "treated as unknown").
+        Raises :class:`~uet.ses.errors.RegistrationError`."""
+        return self.ses.memory.register(buffer, access, key=key, job=self.job if job is _OWN else job)
+
+    def deregister(self, region: MemoryRegion | int) -> None:
+        """Remove a registration (a region or its key); later requests get ``BAD_MKEY``."""
+        self.ses.memory.deregister(region)
+
+    # -- sends -----------------------------------------------------------------------------------
 
     async def send(
         self,
-        peer: str,
+        peer: Peer | str,
         data: bytes | bytearray | memoryview,
         *,
+        tag: int | None = None,
         mode: Mode = Mode.RUD,
-        pid: int = 0,
-        resource_index: int = 0,
         header_data: int | None = None,
+        dc: bool = False,
+        protocol: str | None = None,
+        pid: int | None = None,
+        resource_index: int | None = None,
         tc: int = 0,
     ) -> None:
-        """Send ``data`` as one message to the FEP at ``peer`` (its process ``pid``).
+        """Send ``data`` as one message to ``peer`` (tagged with 64-bit ``tag`` when given).
 
-        Returns when the target has the whole message (see the module docstring); raises
-        :class:`DeliveryError` if a packet failed or the target answered an error, and
-        :class:`EndpointClosed` if the endpoint closes first. ``data`` must not change until the
-        call returns (packets are zero-copy slices of it).
+        Returns when the target has the whole message (module docstring); raises a
+        :class:`~uet.ses.errors.SesError` subclass on failure (:class:`DeliveryError` when PDS
+        gave up) and :class:`EndpointClosed` if the endpoint closes first. ``data`` must not
+        change until the call returns (packets are zero-copy slices of it). ``mode`` is the PDS
+        delivery mode; ``header_data`` 64-bit immediate data; ``dc`` asks for delivery-complete
+        semantics (§6.8); ``protocol`` forces ``"eager"``, ``"rendezvous"`` or ``"deferrable"``
+        (default: by the configured thresholds).
         """
         await self.send_nowait(
-            peer, data, mode=mode, pid=pid, resource_index=resource_index, header_data=header_data, tc=tc
-        )
+            peer, data, tag=tag, mode=mode, header_data=header_data, dc=dc, protocol=protocol,
+            pid=pid, resource_index=resource_index, tc=tc,
+        )  # fmt: skip
 
     def send_nowait(
         self,
-        peer: str,
+        peer: Peer | str,
         data: bytes | bytearray | memoryview,
         *,
+        tag: int | None = None,
         mode: Mode = Mode.RUD,
-        pid: int = 0,
-        resource_index: int = 0,
         header_data: int | None = None,
+        dc: bool = False,
+        protocol: str | None = None,
+        pid: int | None = None,
+        resource_index: int | None = None,
         tc: int = 0,
     ) -> asyncio.Future[None]:
         """Queue a message and return the future that :meth:`send` awaits (for pipelining)."""
         if self._closing:
             raise EndpointClosed(f"{self} is closed")
-        fa = self._peers.get(peer)
-        if fa is None:
-            fa = self._peers[peer] = str(ipaddress.ip_address(peer))
-        peer = fa
+        dest = self._dest(peer, pid, resource_index)
         mode = Mode(mode)
-        view = data if isinstance(data, memoryview) else memoryview(data)
-        if view.ndim != 1 or view.itemsize != 1:
-            view = view.cast("B")
-        if len(view) > self.config.max_message:
-            raise DeliveryError(f"message of {len(view)} bytes exceeds max_message {self.config.max_message}")
+        view = _flat(data)
+        n = len(view)
+        if n > self.config.max_message:
+            raise DeliveryError(f"message of {n} bytes exceeds max_message {self.config.max_message}")
+        cfg = self.config
+        if protocol is None:
+            if cfg.rendezvous_threshold is not None and n > cfg.rendezvous_threshold and n > cfg.eager_length:
+                protocol = "rendezvous"
+            elif cfg.deferrable_threshold is not None and n > cfg.deferrable_threshold:
+                protocol = "deferrable"
+            else:
+                protocol = "eager"
+        if protocol != "eager" or dc:
+            return self._engine_op(
+                lambda fut: self.ses.initiator.send(
+                    dest, view, tag=tag, header_data=header_data, dc=dc, protocol=protocol, mode=int(mode), context=fut
+                )
+            )
         fut: asyncio.Future[None] = self.loop.create_future()
         seg = self.segmenter
-        msg = _OutMsg(peer, mode, view, seg.next_message_id(), seg.count(len(view)), fut)
-        msg.pid, msg.ri, msg.header_data = pid, resource_index, header_data
+        msg = _OutMsg(dest.fa, mode, view, self.ses.alloc_message_id(), seg.count(n), fut)
+        msg.pid, msg.ri, msg.job, msg.generation, msg.relative = (
+            dest.pid_on_fep, dest.resource_index, dest.job_id, dest.ri_generation, dest.relative,
+        )  # fmt: skip
+        msg.tag = tag
+        msg.header_data = header_data
         msg.t0 = _now()
-        key = (peer, mode, tc)
+        key = (dest.fa, mode, tc, dest.job_id)
         lane = self._lanes.get(key)
         if lane is None:
-            lane = self._lanes[key] = _Lane(key, self.job, tc)
+            lane = self._lanes[key] = _Lane(key, dest.job_id, tc)
         msg.lane = lane
         self._unfinished.add(msg)
         lane.queue.append(msg)
         self._dirty.add(lane)
-        self._log("msg_tx", peer=peer, mode=mode.name, msg_id=msg.mid, bytes=msg.length, pkts=msg.npkts)
+        if self.event_log is not None:
+            self._log("msg_tx", peer=dest.fa, mode=mode.name, msg_id=msg.mid, bytes=n, pkts=msg.npkts)
         self._schedule_pump()
         return fut
 
-    async def recv(self) -> Message:
-        """The next message delivered to this FEP (waits for one; raises :class:`EndpointClosed`
-        when the endpoint closes while waiting)."""
-        if self._inbox:
-            return self._inbox.popleft()
+    # -- RMA and atomics -------------------------------------------------------------------------
+
+    async def write(
+        self,
+        peer: Peer | str,
+        key: int,
+        offset: int,
+        data: bytes | bytearray | memoryview,
+        *,
+        header_data: int | None = None,
+        dc: bool = False,
+        mode: Mode = Mode.RUD,
+    ) -> None:
+        """RMA write of ``data`` at ``offset`` of the peer's region ``key`` (§6.5). With
+        ``header_data`` the target sees a remote-write completion (:meth:`next_write`). Errors:
+        ``BAD_MKEY``, ``PERM_VIOLATION``, ``UNSUPPORTED_SIZE`` / ``BAD_ADDR`` (bounds), ..."""
+        dest = self._dest(peer)
+        view = _flat(data)
+        await self._engine_op(
+            lambda fut: self.ses.initiator.write(
+                dest, key, offset, view, header_data=header_data, dc=dc, mode=int(mode), context=fut
+            )
+        )
+
+    async def read(
+        self,
+        peer: Peer | str,
+        key: int,
+        offset: int,
+        length: int,
+        *,
+        into: bytearray | memoryview | None = None,
+        mode: Mode = Mode.RUD,
+    ) -> bytes | memoryview:
+        """RMA read of ``length`` bytes at ``offset`` of the peer's region ``key`` (§6.5);
+        returns the bytes (or fills ``into`` and returns a view of it)."""
+        dest = self._dest(peer)
+        out = _flat(into) if into is not None else None
+        result = await self._engine_op(
+            lambda fut: self.ses.initiator.read(dest, key, offset, length, into=out, mode=int(mode), context=fut)
+        )
+        return out[:length] if out is not None else result
+
+    async def atomic(
+        self,
+        peer: Peer | str,
+        key: int,
+        offset: int,
+        op: AmoOp | int,
+        datatype: AmoType | int,
+        operand: Any = None,
+        *,
+        fetch: bool = False,
+        compare: int | float = 0,
+        swap: int | float = 0,
+        mode: Mode = Mode.RUD,
+    ) -> Any:
+        """Atomic ``op`` on ``datatype`` at ``offset`` of the peer's region ``key`` (§6.5, §10).
+
+        ``operand`` is one value or a sequence (vector atomics; MSWAP takes ``[value, mask]``
+        pairs; READ needs no operand); raw bytes are sent as they are. The compare-and-swap
+        family takes ``compare``/``swap`` (see :meth:`compare_swap`). With ``fetch`` the result
+        is the prior value (a tuple for several elements), else None. Errors:
+        ``AMO_UNSUPPORTED_OP/DT/SIZE``, ``AMO_UNALIGNED``, ``BAD_MKEY``, ``PERM_VIOLATION``...
+        """
+        dest = self._dest(peer)
+        if operand is None:
+            operands: Any = [] if op in CSWAP_OPS else [0]
+        elif isinstance(operand, bytes | bytearray | list | tuple):
+            operands = operand
+        else:
+            operands = [operand]
+        return await self._engine_op(
+            lambda fut: self.ses.initiator.atomic(
+                dest,
+                key,
+                offset,
+                int(op),
+                int(datatype),
+                operands,
+                compare=compare,
+                swap=swap,
+                fetch=fetch,
+                mode=int(mode),
+                context=fut,
+            )  # fmt: skip
+        )
+
+    async def compare_swap(
+        self,
+        peer: Peer | str,
+        key: int,
+        offset: int,
+        datatype: AmoType | int,
+        compare: int | float,
+        swap: int | float,
+        *,
+        op: AmoOp | int = AmoOp.CSWAP,
+        fetch: bool = True,
+        mode: Mode = Mode.RUD,
+    ) -> Any:
+        """Compare-and-swap (or another ``op`` of the family: CSWAP_NE, CSWAP_LE, ...) of one
+        element; returns the prior value when ``fetch`` (the default), so success is
+        ``result == compare`` for plain CSWAP."""
+        if op not in CSWAP_OPS:
+            raise ValueError(f"{op!r} is not a compare-and-swap operation")
+        return await self.atomic(peer, key, offset, op, datatype, None, fetch=fetch, compare=compare, swap=swap,
+                                 mode=mode)  # fmt: skip
+
+    def _engine_op(self, start: Callable[[asyncio.Future], int]) -> asyncio.Future:
+        if self._closing:
+            raise EndpointClosed(f"{self} is closed")
+        fut = self.loop.create_future()
+        start(fut)
+        self._ops.add(fut)
+        self._schedule_pump()
+        return fut
+
+    # -- receives --------------------------------------------------------------------------------
+
+    async def recv(self, tag: int | None = None, ignore: int = 0, *, source: str | None = None) -> Message:
+        """The next message matching the filter (waits for one): untagged when ``tag`` is None,
+        else a tagged message whose match bits equal ``tag`` outside the ``ignore`` mask (so
+        ``tag=0, ignore=~0`` takes any tagged message); from ``source`` only, or any source.
+        Raises :class:`EndpointClosed` when the endpoint closes while waiting."""
         if self._closed:
             raise EndpointClosed(f"{self} is closed")
+        tagged = tag is not None
+        init = None if source is None else initiator_id(source)
         fut: asyncio.Future[Message] = self.loop.create_future()
-        self._waiters.append(fut)
-        return await fut
+        w = _Waiter(tagged, tag or 0, ignore, init, fut)
+        self._waiters.append(w)
+        if self.ses.has_unexpected():
+            self._serve_waiters()
+            if fut.done():
+                return fut.result()
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if w in self._waiters:
+                self._waiters.remove(w)
+            raise
 
-    def recv_nowait(self) -> Message | None:
-        """The next delivered message, or None when none is waiting."""
-        return self._inbox.popleft() if self._inbox else None
+    def recv_nowait(self, tag: int | None = None, ignore: int = 0, *, source: str | None = None) -> Message | None:
+        """A matching message already on the unexpected list (fast path), or None."""
+        init = None if source is None else initiator_id(source)
+        for m in self.ses.unexpected_messages:
+            if (m.tag is not None) == (tag is not None) and (
+                tag is None or not ((m.tag or 0) ^ tag) & ~ignore & 0xFFFFFFFFFFFFFFFF
+            ):
+                if init is None or init == m.initiator:
+                    self.ses.unexpected_messages.remove(m)
+                    return self._delivered(m)
+        return None
+
+    def post_recv(
+        self,
+        buffer: bytearray | memoryview,
+        *,
+        tag: int | None = None,
+        ignore: int = 0,
+        source: str | None = None,
+        truncate: bool = False,
+    ) -> Receive:
+        """Post ``buffer`` on the expected list (§6.4) and return its :class:`Receive` handle.
+        Matching as in :meth:`recv`; a longer message is truncated with ``truncate``, else the
+        receive fails with ``TOO_LONG``."""
+        if self._closed:
+            raise EndpointClosed(f"{self} is closed")
+        view = _flat(buffer)
+        h = Receive(self, self.loop.create_future(), view)
+        init = None if source is None else initiator_id(source)
+        h._posted = self.ses.post_recv(
+            view, tagged=tag is not None, tag=tag or 0, ignore=ignore, initiator=init, truncate=truncate, context=h
+        )
+        self._ops.add(h.future)
+        self._schedule_pump()
+        return h
+
+    async def recv_into(
+        self,
+        buffer: bytearray | memoryview,
+        *,
+        tag: int | None = None,
+        ignore: int = 0,
+        source: str | None = None,
+        truncate: bool = False,
+    ) -> Message:
+        """Post ``buffer`` and wait for its message (``data`` is a view of ``buffer``); raises the
+        receive's error (``TOO_LONG``, ``CANCELLED``...). Cancelling the awaiting task withdraws
+        the receive."""
+        h = self.post_recv(buffer, tag=tag, ignore=ignore, source=source, truncate=truncate)
+        try:
+            return await asyncio.shield(h.future)
+        except asyncio.CancelledError:
+            if not h.future.done():
+                self.cancel(h)
+            raise
+
+    def cancel(self, receive: Receive) -> bool:
+        """Cancel a posted receive: True if it was still posted (it then fails with
+        ``Cancelled``), False when a message already took it."""
+        if receive._posted is None or receive.future.done():
+            return False
+        return self.ses.cancel_recv(receive._posted)
+
+    async def next_write(self) -> WriteCompleted:
+        """The next remote WRITE with header data that landed in one of this FEP's regions (the
+        target-side completion with immediate data, §6.5)."""
+        if self._writes:
+            return self._writes.popleft()
+        if self._closed:
+            raise EndpointClosed(f"{self} is closed")
+        fut: asyncio.Future[WriteCompleted] = self.loop.create_future()
+        self._write_waiters.append(fut)
+        return await fut
 
     @property
     def pending_messages(self) -> int:
-        """Delivered messages waiting for :meth:`recv`."""
-        return len(self._inbox)
+        """Delivered messages waiting on the unexpected list for :meth:`recv`."""
+        return len(self.ses.unexpected_messages)
 
     @property
     def counters(self) -> dict[str, int]:
         """A snapshot of every counter (core, ``link_*``, ``ses_*``, endpoint)."""
         out = dict(self.core.counters)
         out.update({"link_" + k: v for k, v in self.link.counters.items()})
-        out.update({"ses_" + k: v for k, v in self.reassembler.counters.items()})
+        out.update({"ses_" + k: v for k, v in self.ses.counters.items()})
         imp = getattr(self.link, "impairment", None)
         if imp is not None:
             out.update({"impair_" + k: v for k, v in imp.counters.items()})
         out.update(self._stats)
         return out
 
+    def _delivered(self, m: Message) -> Message:
+        st = self._stats
+        st["messages_received"] += 1
+        st["bytes_received"] += m.nbytes
+        if self.event_log is not None:
+            self._log("msg_rx", peer=m.source, msg_id=m.message_id, bytes=m.nbytes, mode=Mode(m.mode).name)
+        return m
+
+    # -- close -----------------------------------------------------------------------------------
+
     async def close(self) -> None:
-        """Close gracefully: stop admitting sends, let queued messages finish and PDCs close
+        """Close gracefully: stop admitting operations, let queued ones finish and PDCs close
         (CLOSE control packets, behaviour.md §2.12) for at most ``close_timeout_s``, then release
-        the link. Sends still pending then fail with :class:`EndpointClosed`."""
+        the link. Operations still pending then fail with :class:`EndpointClosed`."""
         if self._closed:
             return
         self._closing = True
         deadline = self.loop.time() + self.config.close_timeout_s
         # First let what was already queued go out and be acknowledged.
-        while any(lane.queue or lane.active or lane.inflight for lane in self._lanes.values()):
+        while any(lane.queue or lane.active or lane.inflight for lane in self._lanes.values()) or not (
+            self.ses.initiator.idle()
+        ):
             if self.loop.time() >= deadline:
                 break
             await self._wait_idle_change(deadline)
@@ -493,10 +941,15 @@ class Endpoint:
                 self._stats["messages_failed"] += 1
                 m.future.set_exception(EndpointClosed(f"{self} closed before message {m.mid} was delivered"))
         self._unfinished.clear()
-        while self._waiters:
-            w = self._waiters.popleft()
-            if not w.done():
-                w.set_exception(EndpointClosed(f"{self} closed"))
+        for f in self._ops:
+            if not f.done():
+                f.set_exception(EndpointClosed(f"{self} closed"))
+        self._ops.clear()
+        for fw in [w.future for w in self._waiters] + list(self._write_waiters):
+            if not fw.done():
+                fw.set_exception(EndpointClosed(f"{self} closed"))
+        self._waiters.clear()
+        self._write_waiters.clear()
         self._log("close", **{k: v for k, v in self._stats.items() if v})
         self.link.close()
         if isinstance(self.event_log, EventLog):
@@ -522,7 +975,7 @@ class Endpoint:
         if self._closed:
             return
         now = _now()
-        self.reassembler.now = now
+        self.ses.now = now
         rx = self.core.receive_datagram
         for data, src, ecn in batch:
             rx(data, src, now, ecn=ecn)
@@ -535,12 +988,13 @@ class Endpoint:
             return
         now = _now()
         self._stats["timer_fires"] += 1
-        self.reassembler.now = now
+        self.ses.now = now
         self.core.handle_timer(now)
+        self.ses.handle_timer(now)
         self._pump(now)
 
     def _pump(self, now: int | None = None) -> None:
-        """Events → refill lanes → transmit → re-arm the timer."""
+        """Events → refill lanes and submit engine packets → transmit → re-arm the timer."""
         self._pump_scheduled = False
         if self._closed:
             return
@@ -548,12 +1002,13 @@ class Endpoint:
             now = _now()
         self._stats["pumps"] += 1
         core = self.core
-        self._drain_events()
+        self._drain_events(now)
         if self._dirty:
             dirty = self._dirty
             self._dirty = set()
             for lane in dirty:
                 self._refill(lane, now)
+        self._submit_engine(now)
         out = core.datagrams_to_send(now)
         if out:
             send = self.link.send
@@ -565,15 +1020,21 @@ class Endpoint:
                 else:
                     send(data, dst, entropy, DSCP_CONTROL, 0)
             # UUD packets are Acked when handed out: their events are ready now.
-            self._drain_events()
-            if self._dirty:
+            self._drain_events(now)
+            if self._dirty or self._ses_pending():
                 self._schedule_pump()
         self._arm_timer(now)
         if self._idle_event is not None:
             self._idle_event.set()
 
+    def _ses_pending(self) -> bool:
+        return self.ses.has_packets()
+
     def _arm_timer(self, now: int) -> None:
         at = self.core.get_timer()
+        st = self.ses.get_timer()
+        if st is not None and (at is None or st < at):
+            at = st
         if at is None:
             return
         if self._timer is not None:
@@ -586,7 +1047,7 @@ class Endpoint:
     def _sweep(self) -> None:
         if self._closed:
             return
-        self.reassembler.expire(_now())
+        self.ses.expire(_now())
         self._housekeeping = self.loop.call_later(self.config.housekeeping_s, self._sweep)
 
     # -- initiator side ------------------------------------------------------------------------
@@ -594,7 +1055,7 @@ class Endpoint:
     def _refill(self, lane: _Lane, now: int) -> None:
         limit = self.config.max_inflight
         submit = self.core.submit
-        peer, mode, tc = lane.key
+        peer, mode, tc, _job = lane.key
         unreliable = mode == Mode.RUDI or mode == Mode.UUD
         while lane.inflight < limit:
             msg = lane.active
@@ -603,8 +1064,9 @@ class Endpoint:
                     return
                 msg = lane.active = lane.queue.popleft()
                 msg.it = self.segmenter.packets(
-                    msg.data, msg.mid, pid_on_fep=msg.pid, resource_index=msg.ri, header_data=msg.header_data
-                )
+                    msg.data, msg.mid, pid_on_fep=msg.pid, resource_index=msg.ri, header_data=msg.header_data,
+                    tag=msg.tag, job_id=msg.job, generation=msg.generation, relative=msg.relative,
+                )  # fmt: skip
             if msg.abandoned:
                 lane.active = None
                 self._maybe_finish(msg)
@@ -634,14 +1096,33 @@ class Endpoint:
                 msg.eom_submitted = True
                 lane.active = None
 
-    def _drain_events(self) -> None:
-        """Handle every pending core event; Acked (one per packet) takes an inlined fast path."""
+    def _submit_engine(self, now: int) -> None:
+        """Hand every packet the SES engines have ready to the PDS core."""
+        ses = self.ses
+        if not ses.has_packets():
+            return
+        submit = self.core.submit
+        for p in ses.packets_to_send():
+            mode = Mode(p.mode)
+            whole = mode == Mode.RUDI or mode == Mode.UUD
+            tok = p.token
+            try:
+                submit(
+                    p.peer, mode, p.next_hdr, p.ses, p.payload, token=tok, som=p.som or whole, eom=p.eom or whole,
+                    now=now, job_id=p.job_id, msg_id=("ses", tok[1]) if tok[0] != "read_return" else tok,
+                )  # fmt: skip
+            except UetError as e:
+                ses.on_failed(tok, f"PDS refused the packet: {e}", None, now)
+
+    def _drain_events(self, now: int) -> None:
+        """Handle every pending core event; an eager packet's plain Acked takes an inlined fast
+        path; then the SES engines' completions."""
         next_event = self.core.next_event
         dirty = self._dirty
         acked = 0
         ev = next_event()
         while ev is not None:
-            if type(ev) is Acked and not ev.response_next_hdr:
+            if type(ev) is Acked and not ev.response_next_hdr and type(ev.token) is _OutMsg:
                 msg = ev.token
                 msg.done += 1
                 lane = msg.lane
@@ -651,26 +1132,34 @@ class Endpoint:
                 if msg.done >= msg.submitted:
                     self._maybe_finish(msg)
             else:
-                self._on_event(ev)
+                self._on_event(ev, now)
             ev = next_event()
         self._stats["packets_acked"] += acked
+        self._drain_ses()
 
-    def _on_event(self, ev: Any) -> None:
+    def _on_event(self, ev: Any, now: int) -> None:
         t = type(ev)
         if t is Acked:
             msg = ev.token
+            if type(msg) is not _OutMsg:
+                self._stats["packets_acked"] += 1
+                self.ses.on_ack(msg, ev.response_next_hdr, ev.response, now)
+                return
             self._packet_done(msg)
             if ev.response_next_hdr == _NH_RESPONSE and ev.response and msg.error is None:
                 _op, rc, _mid, mlen = decode_response(ev.response)
                 if rc not in _RC_GOOD:
-                    msg.error = DeliveryError("target SES reported an error", return_code=rc)
+                    msg.error = error_for(rc, f"send of {msg.length} bytes to {msg.peer}")
                     msg.abandoned = True
-                elif rc == ReturnCode.OK and mlen != msg.length:
-                    msg.error = DeliveryError(f"target placed {mlen} of {msg.length} bytes", return_code=rc)
+                elif rc == _RC_OK and mlen > msg.length:
+                    msg.error = error_for(ReturnCode.OP_VIOLATION, f"target placed {mlen} of {msg.length} bytes")
                     msg.abandoned = True
             self._maybe_finish(msg)
         elif t is Failed:
             msg = ev.token
+            if type(msg) is not _OutMsg:
+                self.ses.on_failed(msg, ev.reason, ev.nack_code, now)
+                return
             self._packet_done(msg)
             if msg.error is None:
                 msg.error = DeliveryError(f"packet failed: {ev.reason}", nack_code=ev.nack_code)
@@ -709,32 +1198,123 @@ class Endpoint:
         else:
             self._stats["messages_sent"] += 1
             self._stats["bytes_sent"] += msg.length
-            self._log("msg_done", peer=msg.peer, msg_id=msg.mid, bytes=msg.length, ns=elapsed)
+            if self.event_log is not None:
+                self._log("msg_done", peer=msg.peer, msg_id=msg.mid, bytes=msg.length, ns=elapsed)
             fut.set_result(None)
         msg.data = memoryview(b"")  # release the caller's buffer
 
+    # -- SES completions -------------------------------------------------------------------------
+
+    def _drain_ses(self) -> None:
+        ses = self.ses
+        if not ses.has_events():
+            if self._waiters and ses.has_unexpected():
+                self._serve_waiters()
+            return
+        ev = ses.next_event()
+        while ev is not None:
+            t = type(ev)
+            if t is RecvCompleted:
+                self._on_recv_completed(ev)
+            elif t is OpCompleted:
+                fut = ev.context
+                self._stats["ops_completed"] += 1
+                if ev.kind in ("send", "deferrable", "rendezvous"):
+                    self._stats["messages_sent"] += 1
+                self._ops.discard(fut)
+                if fut is not None and not fut.done():
+                    fut.set_result(ev.result)
+            elif t is OpFailed:
+                fut = ev.context
+                self._stats["ops_failed"] += 1
+                self._ops.discard(fut)
+                if fut is not None and not fut.done():
+                    fut.set_exception(ev.error)
+            elif t is WriteCompleted:
+                self._on_write(ev)
+            ev = ses.next_event()
+        if self._waiters and ses.has_unexpected():
+            self._serve_waiters()
+
+    def _on_recv_completed(self, ev: RecvCompleted) -> None:
+        ctx = ev.context
+        if isinstance(ctx, Receive):
+            h = ctx
+            self._ops.discard(h.future)
+            if h.future.done():
+                return
+            if ev.return_code != _RC_OK:
+                h.future.set_exception(error_for(ev.return_code, "receive"))
+                return
+            m = Message(
+                h.buffer[: ev.length], ev.source, 0, 0, 0, ev.initiator, ev.header_data,
+                tag=ev.tag if h._posted is not None and h._posted.tagged else None, message_length=ev.message_length,
+            )  # fmt: skip
+            h.future.set_result(self._delivered(m))
+        elif isinstance(ctx, _Waiter):
+            w = ctx
+            posted = w.posted
+            assert posted is not None
+            m = Message(
+                bytes(posted.buffer[: ev.length]), ev.source, 0, 0, 0, ev.initiator, ev.header_data,
+                tag=ev.tag if w.tagged else None, message_length=ev.message_length,
+            )  # fmt: skip
+            if w.future.done():  # the recv() was cancelled: give the message to the next receive
+                if ev.return_code == _RC_OK:
+                    self.ses.unexpected_messages.appendleft(m)
+                return
+            if ev.return_code != _RC_OK:
+                w.future.set_exception(error_for(ev.return_code, "receive"))
+            else:
+                w.future.set_result(self._delivered(m))
+
+    def _offer(self, m: Message) -> bool:
+        """A fast-path message no posted receive took: give it to the first waiting ``recv()``
+        it matches (called synchronously from ``on_deliver``, like the old inbox)."""
+        for w in self._waiters:
+            if w.posted is None and not w.future.done() and w.tagged == (m.tag is not None):
+                if w.tagged and ((m.tag or 0) ^ w.tag) & ~w.ignore & 0xFFFFFFFFFFFFFFFF:
+                    continue
+                if w.initiator is not None and w.initiator != m.initiator:
+                    continue
+                self._waiters.remove(w)
+                w.future.set_result(self._delivered(m))
+                return True
+        return False
+
+    def _serve_waiters(self) -> None:
+        """Give unexpected messages to waiting ``recv()`` calls, in the order they were made."""
+        ses = self.ses
+        keep: deque[_Waiter] = deque()
+        while self._waiters:
+            w = self._waiters.popleft()
+            if w.future.done():
+                continue
+            if not ses.has_unexpected():
+                keep.append(w)
+                continue
+            got = ses.take_unexpected(tagged=w.tagged, tag=w.tag, ignore=w.ignore, initiator=w.initiator, context=w)
+            if got is None:
+                keep.append(w)
+            elif isinstance(got, Message):
+                w.future.set_result(self._delivered(got))
+            else:
+                w.posted = got  # sized receive posted for a target-engine entry (RTR / rendezvous)
+                self._schedule_pump()
+        self._waiters = keep
+
+    def _on_write(self, ev: WriteCompleted) -> None:
+        while self._write_waiters:
+            f = self._write_waiters.popleft()
+            if not f.done():
+                f.set_result(ev)
+                return
+        self._writes.append(ev)
+
     # -- target side ---------------------------------------------------------------------------
 
-    def _on_deliver(self, d: Any) -> tuple[int, bytes] | None:
-        r = self.reassembler
-        resp = r.deliver(d.peer, d.mode, d.next_hdr, d.ses, d.payload)
-        if r.completed:
-            st = self._stats
-            while r.completed:
-                m = r.completed.popleft()
-                st["messages_received"] += 1
-                st["bytes_received"] += m.nbytes
-                if self.event_log is not None:
-                    self._log("msg_rx", peer=m.source, msg_id=m.message_id, bytes=m.nbytes, mode=Mode(m.mode).name)
-                waiters = self._waiters
-                while waiters:
-                    w = waiters.popleft()
-                    if not w.done():
-                        w.set_result(m)
-                        break
-                else:
-                    self._inbox.append(m)
-        return resp
+    def _on_deliver(self, d: Any) -> Any:
+        return self.ses.on_deliver(d)
 
     def _log(self, ev: str, **fields: Any) -> None:
         log = self.event_log

@@ -5,25 +5,64 @@ This is the object the endpoint drives (sans-I/O, like the PDS core): it gives t
 either engine wants sent. The initiator and target share the memory table (a rendezvous send
 registers its buffer there) and the target calls the initiator for rendezvous reads and RTRs, and
 routes read-return data and RTRs that arrive as requests back to it (behaviour.md §6.5–§6.7).
+
+**Unexpected-message fast path** (optional, ``fast=MessageConfig(...)``; the endpoint uses it).
+The full target engine costs several times the per-packet CPU of the minimal message layer
+(:mod:`uet.ses.message`), and bulk eager sends that arrive before a receive is posted are the
+common case (``Endpoint.recv()`` posts no buffer). Such a message goes to the overflow
+(unexpected) list anyway (§6.4), so the fast path *is* that list for eager sends:
+
+* A packet is offered to the :class:`~uet.ses.message.Reassembler` (``decline`` mode) first. It
+  takes SEND/TAGGED_SEND packets with the standard header, version 0, no IE/DC, buffer offset 0,
+  addressed to the default resource ``(pid, index)`` with its generation (and its JobID under
+  relative addressing); everything else — and every message whose first-arriving packet finds a
+  matching posted receive — is declined and handled by :class:`~uet.ses.target.SesTarget`. The
+  decision is made once per message (``(source FA, message id)``) and remembered.
+* A message completed on the fast path is bound at once (in ``on_deliver``) to the first posted
+  receive that matches it (a receive posted while it was arriving); the copy into that buffer
+  happens when the owner polls :meth:`next_event` (a :class:`RecvCompleted` with
+  ``unexpected=True``). Otherwise it waits in :attr:`SesFep.unexpected_messages` for
+  :meth:`take_unexpected` / :meth:`post_recv`.
+* Its completing response is the message layer's ``RESPONSE``/``RC_OK`` with modified length =
+  message length (the overflow list holds the whole message, so nothing is truncated here).
+
+Choices: arrival order is kept within each list; between a fast-path message and a message on
+the target engine's own unexpected list (deferrable, rendezvous, medium-header, DC sends), a
+receive takes the fast-path one first. Message ids of both initiator paths come from one space
+(:meth:`alloc_message_id`), so ``(source, message id)`` never names two live messages.
 """
 
 from __future__ import annotations
 
 import random
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
-from uet.ses.addressing import ResourceTable
+from uet.ses.addressing import Resource, ResourceTable
+from uet.ses.errors import SesError
 from uet.ses.events import OpCompleted, OpFailed, OutPacket, RecvCompleted, WriteCompleted
 from uet.ses.initiator import InitiatorConfig, SesInitiator
-from uet.ses.matching import MatchLimits
+from uet.ses.matching import MatchLimits, PostedReceive
 from uet.ses.memory import MemoryTable
+from uet.ses.message import DECLINED, Message, MessageConfig, Reassembler
 from uet.ses.target import SesTarget, TargetConfig
+from uet.wire.ses import ReturnCode
 
 __all__ = ["SesFep"]
 
+_MASK64 = (1 << 64) - 1
+_RC_OK = int(ReturnCode.OK)
+_RC_TOO_LONG = int(ReturnCode.TOO_LONG)
+
 
 class SesFep:
-    """SES for one Fabric Endpoint: ``initiator``, ``target``, ``memory``, ``resources``."""
+    """SES for one Fabric Endpoint: ``initiator``, ``target``, ``memory``, ``resources``.
+
+    With ``fast`` (a :class:`MessageConfig`) and ``default`` = ``(pid, index, job)``, the default
+    resource is configured and the unexpected-message fast path (module docstring) is on; the
+    owner sets :attr:`now` (ns) before feeding packets.
+    """
 
     def __init__(
         self,
@@ -33,6 +72,8 @@ class SesFep:
         target: TargetConfig | None = None,
         limits: MatchLimits | None = None,
         rng: random.Random | None = None,
+        fast: MessageConfig | None = None,
+        default: tuple[int, int, int] | None = None,
     ) -> None:
         self.address = address
         rng = rng or random.Random()
@@ -42,10 +83,40 @@ class SesFep:
         self.target = SesTarget(
             resources=self.resources, memory=self.memory, initiator=self.initiator, config=target, rng=rng
         )
+        #: current time (ns) for the target engine's reassembly bookkeeping; set by the owner
+        self.now = 0
+        self.default: Resource | None = None
+        self.fast: Reassembler | None = None
+        #: fast-path messages no receive has taken yet, in arrival order
+        self.unexpected_messages: deque[Message] = deque()
+        self._bound: deque[tuple[Message, PostedReceive]] = deque()
+        #: optional hook offered each completed fast-path message no posted receive took (the
+        #: endpoint's waiting buffer-less receives); True = taken, else it joins the list
+        self.on_unexpected: Callable[[Message], bool] | None = None
+        self._events: deque[RecvCompleted] = deque()
+        if default is not None:
+            pid, index, job = default
+            self.default = self.resources.add(pid, index, job)
+            if fast is not None:
+                self.fast = Reassembler(
+                    job_id=job, pid_on_fep=pid, resource_index=index, config=fast, decline=True, admit=self._admit
+                )
 
-    def on_deliver(self, delivery: Any) -> tuple[int, bytes, bool] | None:
-        """The PDS core's ``on_deliver`` hook."""
-        return self.target.on_deliver(delivery)
+    # -- PDS side ---------------------------------------------------------------------------------
+
+    def on_deliver(self, delivery: Any) -> tuple[int, bytes] | tuple[int, bytes, bool] | None:
+        """The PDS core's ``on_deliver`` hook: fast path first, then the target engine."""
+        d = delivery
+        fast = self.fast
+        if fast is not None:
+            fast.now = self.now
+            r = fast.deliver(d.peer, d.mode, d.next_hdr, d.ses, d.payload)
+            if r is not DECLINED:
+                if fast.completed:
+                    self._settle_fast()
+                return r
+        r2 = self.target.handle(d.peer, d.next_hdr, d.ses, d.payload, mode=int(d.mode), pdc=d.pdc, now=self.now)
+        return None if r2 is None else (r2.next_hdr, r2.data, r2.guaranteed)
 
     def on_ack(self, token: Any, response_next_hdr: int, response: bytes, now: int = 0) -> None:
         """PDS ``Acked`` for a packet from :meth:`packets_to_send` (read-return packets included)."""
@@ -59,15 +130,169 @@ class SesFep:
         """Every request packet ready: the initiator's, then the target's read-return data."""
         return self.initiator.packets_to_send() + self.target.packets_to_send()
 
+    def has_packets(self) -> bool:
+        """Whether :meth:`packets_to_send` would return anything (cheap check for the owner)."""
+        return bool(self.initiator._ready) or bool(self.target._out)
+
+    def alloc_message_id(self) -> int:
+        """A message id from the initiator engine's space, for messages segmented outside it
+        (the endpoint's eager fast path), so both never reuse a live id (§6.1)."""
+        return self.initiator._alloc_msg_id()
+
+    # -- receives ---------------------------------------------------------------------------------
+
+    def post_recv(
+        self,
+        buffer: bytearray | memoryview,
+        *,
+        tagged: bool = False,
+        tag: int = 0,
+        ignore: int = 0,
+        initiator: int | None = None,
+        truncate: bool = False,
+        context: Any = None,
+        resource: Resource | None = None,
+    ) -> PostedReceive:
+        """Post a receive on ``resource`` (default: the default resource). A matching fast-path
+        message is taken first (its :class:`RecvCompleted` is queued at once); else the target
+        engine posts it (its own unexpected list is searched there)."""
+        res = resource or self.default
+        if res is None:
+            raise ValueError("no resource to post on")
+        if res is self.default:
+            for m in self.unexpected_messages:
+                if _accepts(tagged, tag, ignore, initiator, m):
+                    self.unexpected_messages.remove(m)
+                    view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+                    recv = PostedReceive(view.cast("B") if view.format != "B" else view, tagged, tag, ignore,
+                                         initiator, None, truncate, context)  # fmt: skip
+                    self._fill(m, recv)
+                    return recv
+        return self.target.post_recv(
+            res, buffer, tagged=tagged, tag=tag, ignore=ignore, initiator=initiator, truncate=truncate, context=context
+        )
+
+    def cancel_recv(self, recv: PostedReceive, resource: Resource | None = None) -> bool:
+        """Cancel a posted receive (a ``CANCELLED`` completion follows); False if already taken."""
+        res = resource or self.default
+        return res is not None and self.target.cancel_recv(res, recv)
+
+    def take_unexpected(
+        self, *, tagged: bool, tag: int = 0, ignore: int = 0, initiator: int | None = None, context: Any = None
+    ) -> Message | PostedReceive | None:
+        """A receive without a buffer (the endpoint's ``recv()``): the first matching fast-path
+        message (returned), else the first matching entry of the target engine's unexpected list,
+        for which a receive of exactly its length is posted (returned; its completion follows as a
+        :class:`RecvCompleted`), else None."""
+        for m in self.unexpected_messages:
+            if _accepts(tagged, tag, ignore, initiator, m):
+                self.unexpected_messages.remove(m)
+                return m
+        res = self.default
+        if res is None:
+            return None
+        for u in res.matcher.unexpected:
+            if u.tagged == tagged and (not tagged or not (u.tag ^ tag) & ~ignore & _MASK64):
+                if initiator is None or initiator == u.initiator:
+                    # exact tag and source: the matcher binds this very entry (the first one so)
+                    return self.target.post_recv(
+                        res, bytearray(u.length), tagged=tagged, tag=u.tag, initiator=u.initiator, context=context
+                    )
+        return None
+
+    def has_unexpected(self) -> bool:
+        """Whether either unexpected list holds anything (for the owner's no-buffer receives)."""
+        return bool(self.unexpected_messages) or (self.default is not None and bool(self.default.matcher.unexpected))
+
+    # -- events and timers --------------------------------------------------------------------------
+
     def next_event(self) -> OpCompleted | OpFailed | RecvCompleted | WriteCompleted | None:
-        """Initiator completions first, then target completions."""
-        return self.initiator.next_event() or self.target.next_event()
+        """Initiator completions first, then fast-path receive completions, then the target's."""
+        ev = self.initiator.next_event()
+        if ev is not None:
+            return ev
+        while self._bound:
+            m, recv = self._bound.popleft()
+            self._fill(m, recv)
+        if self._events:
+            return self._events.popleft()
+        return self.target.next_event()
+
+    def has_events(self) -> bool:
+        """Whether :meth:`next_event` would return something (cheap check for the owner's pump)."""
+        return bool(self.initiator._events or self._bound or self._events or self.target._events)
 
     def get_timer(self) -> int | None:
         """Earliest deadline of either engine (retry backoff, RTR wait, reassembly expiry)."""
+        if not self.initiator._ops and not self.target._recs:
+            return None  # nothing in progress: skip the scans (called once per endpoint pump)
         ts = [t for t in (self.initiator.get_timer(), self.target.get_timer()) if t is not None]
         return min(ts) if ts else None
 
     def handle_timer(self, now: int) -> None:
+        """Fire due timers of both engines (the fast path is swept by :meth:`expire`)."""
         self.initiator.handle_timer(now)
         self.target.handle_timer(now)
+
+    def expire(self, now: int) -> None:
+        """Housekeeping: drop idle partial fast-path messages (reassembly timeout, §6.1)."""
+        if self.fast is not None:
+            self.fast.expire(now)
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """Initiator (``init_``), target (``tgt_``) and fast-path (``fast_``) counters."""
+        out = {"init_" + k: v for k, v in self.initiator.counters.items()}
+        out.update({"tgt_" + k: v for k, v in self.target.counters.items()})
+        if self.fast is not None:
+            out.update({"fast_" + k: v for k, v in self.fast.counters.items()})
+        return out
+
+    # -- internals ----------------------------------------------------------------------------------
+
+    def _admit(self, tagged: bool, tag: int, initiator: int, job: int) -> bool:
+        """Fast path for a new message unless a posted receive on the default resource takes it."""
+        res = self.default
+        assert res is not None
+        posted = res.matcher.posted(tagged)
+        return not posted or not any(r.accepts(tagged, tag, initiator) for r in posted)
+
+    def _settle_fast(self) -> None:
+        """Completed fast-path messages: bind to a matching posted receive, else keep unexpected."""
+        fast = self.fast
+        res = self.default
+        assert fast is not None and res is not None
+        while fast.completed:
+            m = fast.completed.popleft()
+            try:
+                recv = res.matcher.match(tagged=m.tag is not None, tag=m.tag or 0, initiator=m.initiator, job=m.job_id)
+            except SesError:  # a receive restricted to another job: leave the message unexpected
+                recv = None
+            if recv is None:
+                offer = self.on_unexpected
+                if offer is None or not offer(m):
+                    self.unexpected_messages.append(m)
+            else:
+                self._bound.append((m, recv))
+
+    def _fill(self, m: Message, recv: PostedReceive) -> None:
+        """Copy a fast-path message into a receive buffer (truncation rules of §6.4)."""
+        room = len(recv.buffer)
+        n = m.nbytes
+        if n > room and not recv.truncate:
+            rc, placed = _RC_TOO_LONG, 0
+        else:
+            rc, placed = _RC_OK, min(n, room)
+            if placed:
+                recv.buffer[:placed] = memoryview(m.data)[:placed]
+        self._events.append(
+            RecvCompleted(recv.id, recv.context, rc, placed, n, m.source, m.initiator, m.tag or 0, m.header_data, True)
+        )
+
+
+def _accepts(tagged: bool, tag: int, ignore: int, initiator: int | None, m: Message) -> bool:
+    if (m.tag is not None) != tagged:
+        return False
+    if tagged and ((m.tag or 0) ^ tag) & ~ignore & _MASK64:
+        return False
+    return initiator is None or initiator == m.initiator

@@ -1,8 +1,12 @@
 """Minimal SES message layer: segmentation at the initiator, reassembly at the target (sans-I/O).
 
-This is the small semantic sublayer the endpoint uses until the full SES (matching, memory
-regions, RMA, atomics) lands. It implements untagged ``SEND`` messages with the **standard request
-header** (wire-format.md §8.2, behaviour.md §6.1):
+This is the bulk-data fast path under the full SES engines: the endpoint segments plain eager
+sends with :class:`Segmenter` (packets identical to :class:`uet.ses.initiator.SesInitiator`'s),
+and :class:`uet.ses.fep.SesFep` runs :class:`Reassembler` in ``decline`` mode as the unexpected
+(overflow) list for eager messages that arrive before a receive is posted, handing every other
+request to :class:`uet.ses.target.SesTarget`. It implements ``SEND`` and ``TAGGED_SEND`` messages
+(the tag in ``match_bits``) with the **standard request header** (wire-format.md §8.2,
+behaviour.md §6.1):
 
 * the first packet (SOM) carries ``header_data`` (0 unless the caller passes immediate data, then
   ``HD`` is set) and ``request_length`` (the whole message length); it implies message offset 0;
@@ -48,8 +52,9 @@ from __future__ import annotations
 import ipaddress
 import random
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from uet.errors import UetError
 from uet.pds.config import SesNack
@@ -57,6 +62,7 @@ from uet.wire.pds import NextHeader
 from uet.wire.ses import RESPONSE, STANDARD, ResponseOpcode, ReturnCode, SesFlag, SesOpcode
 
 __all__ = [
+    "DECLINED",
     "MAX_WIRE_PAYLOAD",
     "Message",
     "MessageConfig",
@@ -85,6 +91,9 @@ _MID_UNPACK = _MID_LAYOUT.unpack
 _RESP_PACK = RESPONSE.encode
 
 _SEND = int(SesOpcode.SEND)
+_TSEND = int(SesOpcode.TAGGED_SEND)
+_MASK64 = (1 << 64) - 1
+_F_IE_DC = int(SesFlag.IE | SesFlag.DC)
 _F_SOM = int(SesFlag.SOM)
 _F_EOM = int(SesFlag.EOM)
 _F_HD = int(SesFlag.HD)
@@ -92,6 +101,10 @@ _F_REL = int(SesFlag.REL)
 _NH_STANDARD = int(NextHeader.STANDARD)
 _NH_RESPONSE = int(NextHeader.RESPONSE)
 _RC_OK = int(ReturnCode.OK)
+
+
+#: :meth:`Reassembler.deliver` in ``decline`` mode: "not mine, give it to the full SES target".
+DECLINED: Any = type("Declined", (), {"__repr__": lambda self: "DECLINED", "__slots__": ()})()
 
 
 class MessageError(UetError):
@@ -136,9 +149,12 @@ class MessageConfig:
 class Message:
     """A message delivered to the application at the target.
 
-    ``data`` is the whole message (``bytes``); ``source`` the initiator's Fabric Address; ``mode``
-    the PDS delivery mode it arrived in (an int equal to :class:`uet.pds.Mode`); ``header_data``
-    the 64-bit immediate data when the initiator set ``HD``, else None; ``nbytes`` its length.
+    ``data`` is the whole message (``bytes``; a ``memoryview`` of the caller's buffer for a
+    receive posted with a buffer); ``source`` the initiator's Fabric Address; ``mode`` the PDS
+    delivery mode it arrived in (an int equal to :class:`uet.pds.Mode`); ``tag`` the 64-bit match
+    bits of a tagged send, None for an untagged one; ``header_data`` the 64-bit immediate data
+    when the initiator set ``HD``, else None; ``nbytes`` the bytes delivered and
+    ``message_length`` the sender's length (larger when a receive truncated it).
 
     A multi-packet message keeps its packets until ``data`` is first read and joins them then:
     the join of a large message (tens of ms for 64 MiB here) runs in the application's context,
@@ -146,11 +162,23 @@ class Message:
     would delay that ACK past the initiator's RTO.
     """
 
-    __slots__ = ("_data", "_parts", "source", "mode", "message_id", "job_id", "initiator", "header_data", "nbytes")
+    __slots__ = (
+        "_data",
+        "_parts",
+        "source",
+        "mode",
+        "message_id",
+        "job_id",
+        "initiator",
+        "header_data",
+        "nbytes",
+        "tag",
+        "message_length",
+    )
 
     def __init__(
         self,
-        data: bytes | None,
+        data: bytes | memoryview | None,
         source: str,
         mode: int,
         message_id: int,
@@ -159,6 +187,8 @@ class Message:
         header_data: int | None = None,
         *,
         parts: list[bytes] | None = None,
+        tag: int | None = None,
+        message_length: int | None = None,
     ) -> None:
         self._data = data
         self._parts = parts
@@ -169,6 +199,8 @@ class Message:
         self.initiator = initiator
         self.header_data = header_data
         self.nbytes = len(data) if data is not None else sum(map(len, parts or ()))
+        self.tag = tag
+        self.message_length = self.nbytes if message_length is None else message_length
 
     @property
     def data(self) -> bytes:
@@ -176,19 +208,34 @@ class Message:
         if d is None:
             d = self._data = b"".join(self._parts or ())
             self._parts = None
-        return d
+        return d  # type: ignore[return-value]
+
+    @property
+    def truncated(self) -> bool:
+        """True when the receive kept fewer bytes than the sender sent (§6.4 truncation)."""
+        return self.nbytes < self.message_length
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):
             return NotImplemented
-        return (self.source, self.mode, self.message_id, self.job_id, self.initiator, self.header_data, self.data) == (
+        return (
+            self.source,
+            self.mode,
+            self.message_id,
+            self.job_id,
+            self.initiator,
+            self.header_data,
+            self.tag,
+            bytes(self.data),
+        ) == (
             other.source,
             other.mode,
             other.message_id,
             other.job_id,
             other.initiator,
             other.header_data,
-            other.data,
+            other.tag,
+            bytes(other.data),
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -196,7 +243,7 @@ class Message:
     def __repr__(self) -> str:
         return (
             f"Message(source={self.source!r}, mode={self.mode}, message_id={self.message_id}, "
-            f"nbytes={self.nbytes}, header_data={self.header_data})"
+            f"nbytes={self.nbytes}, tag={self.tag}, header_data={self.header_data})"
         )
 
 
@@ -255,12 +302,18 @@ class Segmenter:
         resource_index: int = 0,
         header_data: int | None = None,
         start: int = 0,
+        tag: int | None = None,
+        job_id: int | None = None,
+        generation: int = 0,
+        relative: bool = True,
     ) -> Iterator[tuple[bytes, memoryview, bool, bool]]:
         """Yield ``(ses_header, payload, som, eom)`` for each packet, from packet index ``start``.
 
-        ``payload`` is a zero-copy slice of ``data``. ``pid_on_fep`` and ``resource_index``
-        address the target process and resource (§1.1). Raises :class:`MessageError` for a
-        message larger than ``max_message``.
+        ``payload`` is a zero-copy slice of ``data``. ``pid_on_fep``, ``resource_index`` and
+        ``generation`` address the target process and resource (§1.1); ``job_id`` overrides the
+        segmenter's JobID and ``relative`` clears ``REL`` for absolute addressing (§1.2). With a
+        ``tag`` the opcode is ``TAGGED_SEND`` and the tag travels in ``match_bits`` (§6.4). Raises
+        :class:`MessageError` for a message larger than ``max_message``.
         """
         view = data if isinstance(data, memoryview) else memoryview(data)
         if view.ndim != 1 or view.itemsize != 1:
@@ -270,9 +323,12 @@ class Segmenter:
             raise MessageError(f"message of {length} bytes exceeds max_message {self.max_message}")
         ps = self.payload_size
         n = self.count(length)
-        rel = _F_REL
-        job = self.job_id
+        rel = _F_REL if relative else 0
+        job = self.job_id if job_id is None else job_id
         init = self.initiator
+        opcode = _SEND if tag is None else _TSEND
+        mb = 0 if tag is None else tag & _MASK64
+        gen = generation
         for i in range(start, n):
             off = i * ps
             end = min(off + ps, length)
@@ -281,17 +337,17 @@ class Segmenter:
                 flags = _F_SOM | rel | (_F_EOM if eom else 0) | (_F_HD if header_data is not None else 0)
                 ses = _SOM_PACK(
                     (
-                        _SEND,
+                        opcode,
                         0,
                         flags,
                         message_id,
-                        0,
+                        gen,
                         job,
                         pid_on_fep,
                         resource_index,
                         0,
                         init,
-                        0,
+                        mb,
                         header_data or 0,
                         length,
                     )
@@ -300,17 +356,17 @@ class Segmenter:
                 plen = end - off
                 ses = _MID_PACK(
                     (
-                        _SEND,
+                        opcode,
                         0,
                         rel | (_F_EOM if eom else 0),
                         message_id,
-                        0,
+                        gen,
                         job,
                         pid_on_fep,
                         resource_index,
                         0,
                         init,
-                        0,
+                        mb,
                         plen if plen <= MAX_WIRE_PAYLOAD else 0,
                         off,
                         length,
@@ -340,6 +396,7 @@ class _Partial:
     segments: dict[int, bytes] = field(default_factory=dict)
     header_data: int | None = None
     error: int = 0
+    tag: int | None = None
 
 
 class Reassembler:
@@ -358,8 +415,19 @@ class Reassembler:
         pid_on_fep: int = 0,
         resource_index: int = 0,
         config: MessageConfig | None = None,
+        decline: bool = False,
+        admit: Callable[[bool, int, int, int], bool] | None = None,
     ) -> None:
         self.config = config or MessageConfig()
+        #: fast-path mode (:class:`uet.ses.fep.SesFep`): packets this layer does not handle are
+        #: answered :data:`DECLINED` instead of an error, so the full SES target can take them
+        self.decline = decline
+        #: asked ``(tagged, tag, initiator, job)`` for the first packet of a new message in
+        #: ``decline`` mode; False declines the whole message (a posted receive matches it)
+        self.admit = admit
+        #: the resource generation requests must carry (others are declined, §6.3 step 4)
+        self.generation = 0
+        self._slow: OrderedDict[tuple[str, int], None] = OrderedDict()
         self.job_id = job_id
         self.pid_on_fep = pid_on_fep
         self.resource_index = resource_index
@@ -382,21 +450,38 @@ class Reassembler:
     def deliver(
         self, peer: str, mode: int, next_hdr: int, ses: bytes | memoryview, payload: bytes | memoryview
     ) -> tuple[int, bytes] | None:
-        """Place one packet; return the SES response for the PDS core (None = default)."""
+        """Place one packet; return the SES response for the PDS core (None = default), or
+        :data:`DECLINED` in ``decline`` mode for a packet the full SES target must handle."""
         self._packets += 1
         if next_hdr != _NH_STANDARD or len(ses) < _SES_SIZE:
+            if self.decline:
+                return DECLINED
             return self._error(ReturnCode.UNSUPPORTED_OP, 0, 0, "bad_header")
         n = len(payload)
         som = ses[1] & _F_SOM
         if som:
-            op, ver, flags, mid, _gen, job, pid, ri, _bo, init, _mb, hdata, length = _SOM_UNPACK(ses)
+            op, ver, flags, mid, gen, job, pid, ri, bo, init, mb, hdata, length = _SOM_UNPACK(ses)
             off = 0
         else:
-            op, ver, flags, mid, _gen, job, pid, ri, _bo, init, _mb, plen, off, length = _MID_UNPACK(ses)
-            if plen != n and (n <= MAX_WIRE_PAYLOAD or plen):
-                return self._fail_key(peer, mid, job, ReturnCode.OP_VIOLATION, "bad_payload_length")
+            op, ver, flags, mid, gen, job, pid, ri, bo, init, mb, plen, off, length = _MID_UNPACK(ses)
+        if self.decline and (
+            (op != _SEND and op != _TSEND)
+            or ver
+            or bo
+            or flags & _F_IE_DC
+            or gen != self.generation
+            or pid != self.pid_on_fep
+            or ri != self.resource_index
+            or (flags & _F_REL and job != self.job_id)
+        ):
+            rec = self._partial.get((peer, mid))
+            if rec is None:
+                return DECLINED
+            return self._fail((peer, mid), rec, ReturnCode.OP_VIOLATION, "changed_header")
+        if not som and plen != n and (n <= MAX_WIRE_PAYLOAD or plen):
+            return self._fail_key(peer, mid, job, ReturnCode.OP_VIOLATION, "bad_payload_length")
         if (
-            op != _SEND
+            (op != _SEND and op != _TSEND)
             or ver
             or (flags & _F_REL and (pid != self.pid_on_fep or ri != self.resource_index or job != self.job_id))
         ):
@@ -409,6 +494,16 @@ class Reassembler:
                 # A packet of a message already delivered (RUDI duplicate): answer it again.
                 self._counters["duplicate_after_complete"] += 1
                 return _NH_RESPONSE, encode_response(done[0], mid, job, done[1])
+            if self.decline:
+                slow = self._slow
+                if key in slow:
+                    return DECLINED
+                admit = self.admit
+                if admit is not None and not admit(op == _TSEND, mb, init, job):
+                    slow[key] = None
+                    if len(slow) > self.config.completed_max:
+                        slow.popitem(last=False)
+                    return DECLINED
             if length > self.config.max_message:
                 return self._fail_key(peer, mid, job, ReturnCode.TOO_LONG, "too_long", length)
             if len(self._partial) >= self.config.max_partial or (
@@ -420,8 +515,10 @@ class Reassembler:
                 raise SesNack(f"no reassembly slot for message {mid} from {peer}")
             if length == n and som and flags & _F_EOM:
                 # One-packet message: no buffer, no bookkeeping beyond the duplicate memory.
-                return self._complete_single(key, payload, mode, job, init, hdata if flags & _F_HD else None)
-            rec = _Partial(True, length, mode, job, init, self.now)
+                return self._complete_single(
+                    key, payload, mode, job, init, hdata if flags & _F_HD else None, mb if op == _TSEND else None
+                )
+            rec = _Partial(True, length, mode, job, init, self.now, tag=mb if op == _TSEND else None)
             self._partial[key] = rec
             self._partial_bytes += length
         elif rec.error:
@@ -461,7 +558,7 @@ class Reassembler:
         """Classify a request the fast path refused (target processing order, behaviour.md §6.3)."""
         if ver != 0:
             return self._error(ReturnCode.UNCOR, mid, job, "bad_version")
-        if op != _SEND:
+        if op != _SEND and op != _TSEND:
             return self._error(ReturnCode.UNSUPPORTED_OP, mid, job, "bad_opcode")
         if pid != self.pid_on_fep or ri != self.resource_index:
             return self._error(ReturnCode.UNDELIVERABLE, mid, job, "undeliverable")
@@ -470,10 +567,17 @@ class Reassembler:
     # -- helpers -------------------------------------------------------------------------------
 
     def _complete_single(
-        self, key: tuple[str, int], payload: bytes | memoryview, mode: int, job: int, init: int, hdata: int | None
+        self,
+        key: tuple[str, int],
+        payload: bytes | memoryview,
+        mode: int,
+        job: int,
+        init: int,
+        hdata: int | None,
+        tag: int | None,
     ) -> tuple[int, bytes]:
         n = len(payload)
-        self.completed.append(Message(bytes(payload), key[0], mode, key[1], job, init, hdata))
+        self.completed.append(Message(bytes(payload), key[0], mode, key[1], job, init, hdata, tag=tag))
         self._remember(key, _RC_OK, n, job)
         self._counters["messages"] += 1
         return _NH_RESPONSE, encode_response(_RC_OK, key[1], job, n)
@@ -484,7 +588,7 @@ class Reassembler:
         rec.live = False
         rec.segments = {}
         self.completed.append(
-            Message(None, key[0], rec.mode, mid, rec.job_id, rec.initiator, rec.header_data, parts=parts)
+            Message(None, key[0], rec.mode, mid, rec.job_id, rec.initiator, rec.header_data, parts=parts, tag=rec.tag)
         )
         self._remember(key, _RC_OK, rec.length, rec.job_id)
         self._counters["messages"] += 1
