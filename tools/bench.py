@@ -3,6 +3,8 @@
 Subcommands:
 
 * ``uet-bench codec ...`` — header codec speed (:mod:`uet.tools.bench_codec`).
+* ``uet-bench core ...`` — two PDS cores in one process, no sockets: CPU per packet per side
+  (:mod:`uet.tools.bench_core`).
 * ``uet-bench pair`` — two OS processes (this one sends, a spawned one receives) on two loopback
   Fabric Addresses. In one run it measures (a) a raw-UDP blast of the same bytes in datagrams of
   the same payload size, windowed by receiver credits so the kernel buffer does not just drop
@@ -12,6 +14,11 @@ Subcommands:
   Reports goodput, packets/s, the UET/raw ratio, retransmissions, CPU time per packet on both
   sides, ``intact`` (SHA-256 of what arrived == what was sent) and ``duplicates`` (messages
   delivered more than once).
+  With ``--tss`` a second UET transfer of the same bytes runs inside a secure domain made for the
+  run (TSS on every datagram, :mod:`uet.tss.link`) and the record adds ``ratio_vs_plaintext``
+  (secure goodput / plaintext goodput of this run); ``--tamper P`` lets an attacker flip one bit
+  in a fraction P of the sealed datagrams and adds ``auth_failures`` with an exact accounting of
+  the tampered datagrams that reached a receiver; ``--rotate`` switches keys half-way.
 * ``uet-bench rtt`` — p50/p99 round trip of a 64-byte message (UET send + reply) against a
   raw-UDP ping-pong between the same two processes.
 
@@ -76,6 +83,11 @@ class PairOptions:
     raw: bool = True
     progress: bool = False
     uvloop: bool = True
+    tss: bool = False
+    tamper: float = 0.0
+    rotate: bool = False
+    secure: bool = False  # internal: this transfer runs inside the secure domain
+    tss_keys: tuple[str, ...] = ()  # internal: the run's keys (hex), handed to the receiver process
 
 
 # -- raw UDP blast -------------------------------------------------------------------------------
@@ -191,6 +203,7 @@ async def _pipe_recv(conn: Connection, timeout: float | None = None) -> Any:
         await asyncio.wait_for(fut, timeout)
     finally:
         loop.remove_reader(fd)
+    os.set_blocking(fd, True)  # the loop may leave the fd non-blocking; a large message comes in parts
     return conn.recv()
 
 
@@ -227,8 +240,13 @@ async def _uet_receiver(conn: Connection, opts: PairOptions) -> None:
 
     b = opts.addresses[1]
     ep = await Endpoint.open(
-        b, port=opts.port, config=_endpoint_config(opts), impairment=_impairment(opts, opts.seed + 1)
+        b,
+        port=opts.port,
+        config=_endpoint_config(opts),
+        impairment=_impairment(opts, opts.seed + 1),
+        security=_security(opts, opts.seed + 1),
     )
+    _tss_rotation(ep, opts, "rx_packets")
     msize = _message_size(opts)
     expected = max(1, -(-opts.size // msize))
     got: dict[int, bytes] = {}
@@ -292,7 +310,8 @@ async def _uet_receiver(conn: Connection, opts: PairOptions) -> None:
     await _pipe_recv(conn)  # "close": the sender closed its PDCs first
     task.cancel()
     await ep.close()
-    conn.send(("closed", None))
+    os.set_blocking(conn.fileno(), True)  # the TSS report can exceed the pipe's buffer
+    conn.send(("closed", _tss_report(ep)))
 
 
 def _child(conn: Connection, kind: str, opts_d: dict[str, Any]) -> None:
@@ -307,7 +326,9 @@ def _child(conn: Connection, kind: str, opts_d: dict[str, Any]) -> None:
                 conn.send(("raw_ready", s.getsockname()[1]))
                 conn.send(("raw_result", _raw_receiver(s, opts.payload)))
                 s.close()
-            run(_uet_receiver(conn, opts), use_uvloop=opts.uvloop)
+            run(_uet_receiver(conn, replace(opts, secure=False)), use_uvloop=opts.uvloop)
+            if opts.tss:
+                run(_uet_receiver(conn, replace(opts, secure=True)), use_uvloop=opts.uvloop)
         else:
             _rtt_child(conn, opts)
     except (EOFError, BrokenPipeError, KeyboardInterrupt):  # parent went away
@@ -336,13 +357,20 @@ async def _uet_sender(conn: Connection, opts: PairOptions, data: bytes, progress
     from uet.endpoint import Endpoint
 
     a, b = opts.addresses
-    ep = await Endpoint.open(a, port=opts.port, config=_endpoint_config(opts), impairment=_impairment(opts, opts.seed))
+    ep = await Endpoint.open(
+        a,
+        port=opts.port,
+        config=_endpoint_config(opts),
+        impairment=_impairment(opts, opts.seed),
+        security=_security(opts, opts.seed),
+    )
     await _pipe_recv(conn, 60.0)  # ("uet_ready", port)
     mode = _mode(opts.mode)
     msize = _message_size(opts)
     view = memoryview(data)
     nmsg = max(1, -(-len(data) // msize))
     total_pkts = sum(ep.segmenter.count(len(view[i * msize : (i + 1) * msize])) for i in range(nmsg))
+    _tss_rotation(ep, opts, "tss_out_pkts")
     prof = _profiler(opts)
     cpu0 = time.process_time()
     t0 = time.monotonic_ns()
@@ -376,8 +404,10 @@ async def _uet_sender(conn: Connection, opts: PairOptions, data: bytes, progress
     counters = ep.counters
     await ep.close()
     conn.send(("close", None))
-    await _pipe_recv(conn, 60.0)
+    closed = await _pipe_recv(conn, 60.0)
     return {
+        "tss": _tss_report(ep),
+        "rx_tss": closed[1],
         "t0_ns": t0,
         "t_sent_ns": t_sent,
         "cpu_s": cpu_s,
@@ -393,6 +423,10 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
     """Run the pair benchmark; returns the result record (see the module docstring)."""
     data = random.Random(opts.seed).randbytes(opts.size)
     sha_sent = hashlib.sha256(data).hexdigest()
+    if opts.tss:
+        # The run's secure-domain keys (current and, for --rotate, the next), made here and handed
+        # to the receiver process as the SDME would; never printed.
+        opts = replace(opts, tss_keys=(os.urandom(32).hex(), os.urandom(32).hex()))
     proc, conn = _spawn("pair", opts)
     out: dict[str, Any] = {
         "mode": opts.mode,
@@ -404,6 +438,8 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
         "corrupt": opts.corrupt,
         "seed": opts.seed,
     }
+    if opts.tss:
+        out.update(tss=True, tamper=opts.tamper, rotate=opts.rotate)
     try:
         raw_bps = None
         if opts.raw:
@@ -438,40 +474,47 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
             progress.start()
         from uet.endpoint import run
 
-        try:
-            snd = run(_uet_sender(conn, opts, data, progress), use_uvloop=opts.uvloop)
-        finally:
-            if progress is not None:
-                progress.stop()
-        rx = snd["rx"]
-        t_end = rx["last_ns"] if rx["last_ns"] else snd["t_sent_ns"]
-        elapsed = max(1, t_end - snd["t0_ns"]) / 1e9
-        goodput = rx["delivered"] * 8 / elapsed
-        sc, rc = snd["counters"], rx["counters"]
-        out.update(
-            intact=bool(rx["complete"] and rx["sha256"] == sha_sent and snd["error"] is None),
-            delivered_bytes=rx["delivered"],
-            duplicates=rx["duplicates"],
-            messages=snd["messages"],
-            messages_delivered=rx["messages"],
-            packets=snd["packets"],
-            elapsed_s=round(elapsed, 4),
-            goodput_gbps=round(goodput / 1e9, 4),
-            pps=round(snd["packets"] / elapsed),
-            ratio=round(goodput / raw_bps, 3) if raw_bps else None,
-            retransmits=_retransmits(sc),
-            nacks_sent=_nacks(sc, "tx") + _nacks(rc, "tx"),
-            nacks_received=_nacks(sc, "rx"),
-            sender_cpu_us_per_pkt=round(snd["cpu_s"] * 1e6 / max(1, snd["packets"]), 2),
-            receiver_cpu_us_per_pkt=round(rx["cpu_s"] * 1e6 / max(1, snd["packets"]), 2),
-            sender_datagrams=sc.get("link_tx_packets", 0),
-            receiver_datagrams=rc.get("link_tx_packets", 0),
-            impaired=sc.get("impair_dropped", 0) + rc.get("impair_dropped", 0),
-            error=snd["error"],
-        )
-        if opts.counters:
-            out["sender_counters"] = {k: v for k, v in sc.items() if v}
-            out["receiver_counters"] = {k: v for k, v in rc.items() if v}
+        phases = [replace(opts, secure=False)] + ([replace(opts, secure=True)] if opts.tss else [])
+        plain: dict[str, Any] = {}
+        for phase in phases:
+            if phase.secure:  # the plaintext transfer's figures move under "plaintext"
+                plain = {k: out[k] for k in _PHASE_KEYS if k in out}
+            try:
+                snd = run(_uet_sender(conn, phase, data, progress), use_uvloop=opts.uvloop)
+            finally:
+                if progress is not None and phase is phases[-1]:
+                    progress.stop()
+            rx = snd["rx"]
+            t_end = rx["last_ns"] if rx["last_ns"] else snd["t_sent_ns"]
+            elapsed = max(1, t_end - snd["t0_ns"]) / 1e9
+            goodput = rx["delivered"] * 8 / elapsed
+            sc, rc = snd["counters"], rx["counters"]
+            out.update(
+                intact=bool(rx["complete"] and rx["sha256"] == sha_sent and snd["error"] is None),
+                delivered_bytes=rx["delivered"],
+                duplicates=rx["duplicates"],
+                messages=snd["messages"],
+                messages_delivered=rx["messages"],
+                packets=snd["packets"],
+                elapsed_s=round(elapsed, 4),
+                goodput_gbps=round(goodput / 1e9, 4),
+                pps=round(snd["packets"] / elapsed),
+                ratio=round(goodput / raw_bps, 3) if raw_bps else None,
+                retransmits=_retransmits(sc),
+                nacks_sent=_nacks(sc, "tx") + _nacks(rc, "tx"),
+                nacks_received=_nacks(sc, "rx"),
+                sender_cpu_us_per_pkt=round(snd["cpu_s"] * 1e6 / max(1, snd["packets"]), 2),
+                receiver_cpu_us_per_pkt=round(rx["cpu_s"] * 1e6 / max(1, snd["packets"]), 2),
+                sender_datagrams=sc.get("link_tx_packets", 0),
+                receiver_datagrams=rc.get("link_tx_packets", 0),
+                impaired=sc.get("impair_dropped", 0) + rc.get("impair_dropped", 0),
+                error=snd["error"],
+            )
+            if opts.counters:
+                out["sender_counters"] = {k: v for k, v in sc.items() if v}
+                out["receiver_counters"] = {k: v for k, v in rc.items() if v}
+        if opts.tss:
+            out.update(_tss_fields(snd, out, plain, opts))
         if out.get("ratio") is None:
             out["ratio"] = None
         out.setdefault("raw_udp_gbps", None)
@@ -482,6 +525,126 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
         if proc.is_alive():  # pragma: no cover - only when the child hangs
             proc.terminate()
             proc.join(5)
+
+
+# -- TSS (--tss, --tamper, --rotate) ---------------------------------------------------------------
+
+#: Figures of one UET transfer; with ``--tss`` the plaintext transfer's go under ``"plaintext"``.
+_PHASE_KEYS = (
+    "intact",
+    "delivered_bytes",
+    "elapsed_s",
+    "goodput_gbps",
+    "pps",
+    "ratio",
+    "retransmits",
+    "sender_cpu_us_per_pkt",
+    "receiver_cpu_us_per_pkt",
+    "error",
+)
+
+
+def _security(opts: PairOptions, seed: int) -> Any:
+    """The FEP's :class:`uet.tss.link.SecurityConfig` for a secure transfer, else None.
+
+    One cluster-mode secure domain (SDI 1) with the run's key; with ``--rotate`` the next key is
+    pre-installed in slot 1 (accepted on receive from the start, make-before-break, behaviour.md
+    §5.7) and each FEP switches its sender to it half-way (:func:`_tss_rotation`). With
+    ``--tamper P`` an attacker flips one bit in a fraction P of the sealed datagrams this FEP sends,
+    remembering them, and the FEP fingerprints every datagram it receives, so the run can count
+    exactly how many tampered datagrams reached a receiver. The authentication-failure latch
+    (§5.8 step 6) is off: the bench measures detection, not the latch.
+    """
+    if not opts.secure:
+        return None
+    from uet.tss import SdMode, SecureDomain, SecureDomainTable, TssConfig
+    from uet.tss.link import SecurityConfig, Tamper
+
+    sd = SecureDomain.with_key(1, SdMode.CLUSTER, bytes.fromhex(opts.tss_keys[0]))
+    if opts.rotate:
+        sd.install(1, bytes.fromhex(opts.tss_keys[1]))
+    tamper = Tamper(opts.tamper, seed=seed, record=True) if opts.tamper else None
+    return SecurityConfig(
+        SecureDomainTable([sd]),
+        tamper=tamper,
+        record_arrivals=tamper is not None,
+        tss=TssConfig(auth_fail_threshold=None),
+    )
+
+
+def _tss_rotation(ep: Any, opts: PairOptions, counter: str) -> None:
+    """``--rotate``: switch this FEP's sender to AN 1 once ``counter`` reaches half the data
+    packets of the transfer (sender: sealed datagrams; receiver: datagrams received)."""
+    if not (opts.secure and opts.rotate):
+        return
+    loop = asyncio.get_running_loop()
+    half = max(1, -(-opts.size // opts.payload) // 2)
+
+    def check() -> None:
+        if ep.link.counters.get(counter, 0) >= half:
+            ep.link.activate(1)
+        else:
+            loop.call_later(0.002, check)
+
+    check()
+
+
+def _tss_report(ep: Any) -> dict[str, Any] | None:
+    """One FEP's TSS accounting, taken after it closed (no more traffic): drops per reason, what
+    its attacker tampered with, and the fingerprints of everything it received."""
+    link = ep.link
+    if not hasattr(link, "ctx"):
+        return None
+    tamper = link.tamper
+    return {
+        "drops": {r.value: n for r, n in link.ctx.drops.items()},
+        "tampered": tamper.tampered if tamper is not None else 0,
+        "tamper_fps": list(tamper.fingerprints) if tamper is not None else [],
+        "arrivals": list(link.arrivals) if link.arrivals is not None else [],
+        "rotations": link.counters["tss_rotations"],
+        "sealed": link.ctx.stats["out_pkts"],
+        "opened": link.ctx.stats["in_auth_pkts"],
+    }
+
+
+def _tss_fields(snd: dict[str, Any], out: dict[str, Any], plain: dict[str, Any], opts: PairOptions) -> dict[str, Any]:
+    """The ``--tss`` figures: ``ratio_vs_plaintext``, ``auth_failures`` and their accounting.
+
+    ``auth_failures`` counts every datagram the two receivers' TSS layers rejected (all drop
+    reasons, ``tss_drops``: a flipped bit in the security header is rejected as unknown SDI,
+    replay... before the tag is checked; ``auth_failures_bad_tag`` is the tag-failure share).
+    ``tampered_reached_receiver`` counts the tampered datagrams (fingerprinted by the attacker
+    after the flip) that a receiver actually read (fingerprinted on arrival), in both
+    directions; datagrams lost before the receiver read them are ``tampered_lost``. With the
+    secure transfer's own traffic never rejected (fresh TSC on every transmission, no
+    reordering beyond the replay window), ``auth_failures`` must equal
+    ``tampered_reached_receiver`` exactly (``auth_failures_match``).
+    """
+    a, b = snd["tss"], snd["rx_tss"]
+    drops: dict[str, int] = {}
+    for side in (a, b):
+        for reason, n in side["drops"].items():
+            drops[reason] = drops.get(reason, 0) + n
+    b_arrivals, a_arrivals = set(b["arrivals"]), set(a["arrivals"])
+    reached = sum(fp in b_arrivals for fp in a["tamper_fps"]) + sum(fp in a_arrivals for fp in b["tamper_fps"])
+    tampered = a["tampered"] + b["tampered"]
+    auth_failures = sum(drops.values())
+    plain_gp = plain.get("goodput_gbps") or 0.0
+    return {
+        "intact": bool(out["intact"] and plain.get("intact")),
+        "secure_intact": out["intact"],
+        "plaintext": plain,
+        "ratio_vs_plaintext": round(out["goodput_gbps"] / plain_gp, 3) if plain_gp else None,
+        "auth_failures": auth_failures,
+        "auth_failures_bad_tag": drops.get("bad_tag", 0),
+        "tss_drops": drops,
+        "tampered": tampered,
+        "tampered_reached_receiver": reached,
+        "tampered_lost": tampered - reached,
+        "auth_failures_match": auth_failures == reached,
+        "rotations": a["rotations"] + b["rotations"],
+        "sealed_datagrams": a["sealed"] + b["sealed"],
+    }
 
 
 # -- rtt -------------------------------------------------------------------------------------------
@@ -641,10 +804,26 @@ def pair_main(argv: Sequence[str]) -> int:
     p.add_argument("--no-raw", action="store_true", help="skip the raw-UDP reference")
     p.add_argument("--counters", action="store_true", help="include both endpoints' counters")
     p.add_argument(
+        "--tss",
+        action="store_true",
+        help="also run the UET transfer inside a secure domain (keys made for the run); adds ratio_vs_plaintext",
+    )
+    p.add_argument(
+        "--tamper",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="(implies --tss) flip one random bit in a fraction P of the sealed datagrams on the wire; "
+        "adds auth_failures",
+    )
+    p.add_argument("--rotate", action="store_true", help="(implies --tss) rotate the key half-way through")
+    p.add_argument(
         "--profile", metavar="DIR", help="cProfile both sides of the UET phase into DIR/{sender,receiver}.prof"
     )
     _common(p)
     ns = p.parse_args(argv)
+    if not 0.0 <= ns.tamper <= 1.0:
+        p.error("--tamper is a probability in [0, 1]")
     opts = _options(
         ns,
         size=ns.size,
@@ -657,6 +836,9 @@ def pair_main(argv: Sequence[str]) -> int:
         raw=not ns.no_raw,
         profile=ns.profile,
         counters=ns.counters,
+        tss=ns.tss or ns.tamper > 0 or ns.rotate,
+        tamper=ns.tamper,
+        rotate=ns.rotate,
     )
     rec = run_pair(opts)
     if ns.json:
@@ -681,16 +863,17 @@ def rtt_main(argv: Sequence[str]) -> int:
     return 0
 
 
-_USAGE = """usage: uet-bench {codec,pair,rtt} ...
+_USAGE = """usage: uet-bench {codec,core,pair,rtt} ...
 
   codec   header codec speed (uet.tools.bench_codec)
+  core    PDS core cost per packet, in memory (uet.tools.bench_core)
   pair    UET transfer vs raw UDP between two processes
   rtt     UET vs raw UDP round trip of a small message
 """
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Dispatch ``uet-bench codec|pair|rtt``."""
+    """Dispatch ``uet-bench codec|core|pair|rtt``."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         sys.stdout.write(_USAGE)
@@ -700,6 +883,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from uet.tools.bench_codec import main as codec_main
 
         return codec_main(rest)
+    if sub == "core":
+        from uet.tools.bench_core import main as core_main
+
+        return core_main(rest)
     if sub == "pair":
         return pair_main(rest)
     if sub == "rtt":

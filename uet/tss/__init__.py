@@ -5,6 +5,9 @@ Sans-I/O like every core: :class:`TssContext` seals and opens packets given addr
 :class:`SecureDomainTable` is a FEP's secure-domain key database, loaded from a key file
 (:func:`load_key_file`) or built per job (:meth:`SecureDomain.generate`). The PDS core uses the
 Start_PSN policies of :mod:`uet.tss.establish`; the decoder uses :func:`decrypt_for_decoder`.
+:mod:`uet.tss.link` puts TSS between an endpoint and its link (``Endpoint.open(...,
+security=SecurityConfig(table))``): every datagram sealed and opened, drops counted and logged, the
+secure establishment hooks given to the PDS core, key rotation across members.
 """
 
 from uet.tss.context import DropReason, Opened, TssConfig, TssContext

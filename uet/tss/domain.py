@@ -91,8 +91,9 @@ class KeySlot:
     next_tsc: int = 0
     #: Receive replay windows, one per sender (SSI or None, source address), made on first auth.
     windows: dict[tuple[int | None, bytes], ReplayWindow] = field(default_factory=dict)
-    #: Derived (AESGCM, IV mask) per KDF context (and label); filled only after a tag verified.
-    derived: dict[bytes, tuple[AESGCM, bytes | None]] = field(default_factory=dict)
+    #: Derived (AESGCM, IV mask) per KDF-context inputs ``(epoch, rekey, SSI, address or None)``;
+    #: on receive filled only after a tag verified.
+    derived: dict[tuple, tuple[AESGCM, bytes | None]] = field(default_factory=dict)
     _aead: AESGCM | None = None
 
     def __repr__(self) -> str:
@@ -365,6 +366,8 @@ class SecureDomainTable:
 
     def __init__(self, domains: list[SecureDomain] | None = None) -> None:
         self._by_sdi: dict[int, SecureDomain] = {}
+        #: Bumped on every add/remove, so cached per-domain state can tell the table changed.
+        self.version = 0
         for d in domains or ():
             self.add(d)
 
@@ -373,11 +376,13 @@ class SecureDomainTable:
         if domain.sdi in self._by_sdi:
             raise ValueError(f"SDI {domain.sdi} is already in the table")
         self._by_sdi[domain.sdi] = domain
+        self.version += 1
         return domain
 
     def remove(self, sdi: int) -> None:
         """Remove an SD and forget its keys."""
         d = self._by_sdi.pop(sdi)
+        self.version += 1
         for slot in d.slots:
             if slot is not None:
                 slot.forget()
