@@ -86,12 +86,17 @@ def plot(records: list[dict[str, Any]], outdir: str | os.PathLike[str], *, top: 
         elif ev == "port_bytes":
             ports[(r["node"], r["port"])].append((r["t"] / 1e6, r["tx_bytes"]))
     out = []
+    window = _active_window(queues, ports)
+    colours = plt.get_cmap("tab20").colors  # up to 20 distinct lines (the default cycle repeats after 10)
 
     fig, ax = plt.subplots(figsize=(10, 5))
+    ax.set_prop_cycle(color=colours)
     busiest = sorted(queues, key=lambda k: -max(b for _, b in queues[k]))[:top]
     for key in sorted(busiest):
         pts = queues[key]
         ax.step([t for t, _ in pts], [b / 1024 for _, b in pts], where="post", label=f"{key[0]}:{key[1]} tc{key[2]}")
+    if window:
+        ax.set_xlim(*window)
     ax.set_xlabel("time (ms)")
     ax.set_ylabel("queue depth (KiB)")
     ax.set_title("Egress queue depth per port and traffic class")
@@ -104,10 +109,11 @@ def plot(records: list[dict[str, Any]], outdir: str | os.PathLike[str], *, top: 
     out.append(path)
 
     fig, ax = plt.subplots(figsize=(10, 5))
+    ax.set_prop_cycle(color=colours)
     busiest_p = sorted(ports, key=lambda k: -(max(b for _, b in ports[k]) - min(b for _, b in ports[k])))[:top]
     t_all = [t for k in busiest_p for t, _ in ports[k]]
     if t_all:
-        t_lo, t_hi = min(t_all), max(t_all)
+        t_lo, t_hi = window or (min(t_all), max(t_all))
         step = max(1.0, (t_hi - t_lo) / 100)  # ms per bin: about 100 bins, at least 1 ms
         grid = [t_lo + i * step for i in range(int((t_hi - t_lo) / step) + 2)]
         for key in sorted(busiest_p):
@@ -119,6 +125,9 @@ def plot(records: list[dict[str, Any]], outdir: str | os.PathLike[str], *, top: 
                 cum.append(pts[i][1] if i >= 0 else pts[0][1])
             rates = [(b1 - b0) * 8 / (step * 1e3) for b0, b1 in zip(cum, cum[1:], strict=False)]  # Mb/s
             ax.step(grid[1:], rates, where="pre", label=f"{key[0]}:{key[1]}")
+    if window:
+        ax.set_xlim(*window)
+    ax.set_xlabel("time (ms)")
     ax.set_ylabel("transmit rate (Mb/s)")
     ax.set_title("Throughput per switch port")
     if busiest_p:
@@ -129,6 +138,23 @@ def plot(records: list[dict[str, Any]], outdir: str | os.PathLike[str], *, top: 
     plt.close(fig)
     out.append(path)
     return out
+
+
+def _active_window(
+    queues: dict[tuple[str, int, int], list[tuple[float, int]]], ports: dict[tuple[str, int], list[tuple[float, int]]]
+) -> tuple[float, float] | None:
+    """The time span (ms) in which anything happened: a queue held bytes or a port's byte count
+    moved, with a 5 % margin. The fabric starts before the endpoints, so without this the plots
+    would be mostly an idle run-up."""
+    times = [t for pts in queues.values() for t, b in pts if b]
+    for pts in ports.values():
+        pts = sorted(pts)
+        times += [t1 for (_, b0), (t1, b1) in zip(pts, pts[1:], strict=False) if b1 != b0]
+    if not times:
+        return None
+    lo, hi = min(times), max(times)
+    margin = max(1.0, (hi - lo) * 0.05)
+    return lo - margin, hi + margin
 
 
 class PcapTaps:
