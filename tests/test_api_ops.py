@@ -233,10 +233,10 @@ async def test_rendezvous_and_deferrable_sends() -> None:
         # deferrable: no receive posted → deferred; the receive's RTR restarts it
         d2 = os.urandom(30_000)
         fut = ea.send_nowait(eb.address, d2, tag=2, protocol="deferrable")
-        for _ in range(200):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + T  # wait for the deferral itself, with the file's generous bound
+        while not eb.counters["ses_tgt_deferred"] and loop.time() < deadline:
             await asyncio.sleep(0.005)
-            if eb.counters["ses_tgt_deferred"]:
-                break
         assert eb.counters["ses_tgt_deferred"] == 1 and not fut.done()
         buf = bytearray(30_000)
         m = await w(eb.recv_into(buf, tag=2))

@@ -187,6 +187,7 @@ def test_fuzz_never_raises_and_pair_recovers(junk: list[bytes], mutations: list[
     pair = Pair(PdsConfig(rto_ns=200_000, max_rto_retx=8), seed=3)
     _submit_messages(pair, Mode.RUD, [2])
     pair.run_until(lambda: len(pair.a.acked()) == 2)
+    before = dict(pair.b.core.counters)
     for side, src in ((pair.a, B_ADDR), (pair.b, A_ADDR)):
         for j in junk:
             side.core.receive_datagram(j, src, pair.now, ecn=len(j) & 3, trimmed=len(j) % 5 == 0)
@@ -197,7 +198,11 @@ def test_fuzz_never_raises_and_pair_recovers(junk: list[bytes], mutations: list[
             data = bytes(b[: pos % (len(b) + 1)]) if trunc else bytes(b)
             side.core.receive_datagram(data, src, pair.now)
             side.core.receive_datagram(data, src, pair.now, trimmed=True, lasthop=trunc)
-    assert sum(v for k, v in pair.b.core.counters.items() if k.startswith("drop_")) >= 0
+    # Every datagram B was given left a trace: read (``rx``) or dropped as too short, and the junk
+    # was answered by drops or NACKs (§2.6), not silently swallowed.
+    delta = {k: v - before.get(k, 0) for k, v in pair.b.core.counters.items()}
+    assert delta.get("rx", 0) + delta.get("drop_short", 0) == len(junk) + 2 * len(mutations)
+    assert sum(v for k, v in delta.items() if k.startswith(("drop_", "nack_tx_"))) > 0
     _fresh_transfer_ok(pair, "after")
 
 

@@ -19,9 +19,8 @@ control type name is listed (also ``pfc``, ``tss``, ``other``); malformed packet
 reported. ``--count N`` stops after N reported packets. ``--stats`` ends with counts.
 
 ``--keys FILE`` decrypts TSS-protected packets with a secure-domain key file, through the TSS
-sublayer's read-only decoder path (:mod:`uet.tss.decoder`, :mod:`uet.tss.keyfile`); while that
-sublayer is absent the option is a usage error. A packet no key authenticates stays encrypted and
-is not counted as malformed.
+sublayer's read-only decoder path (:mod:`uet.tss.decoder`, :mod:`uet.tss.keyfile`). A packet no
+key authenticates stays encrypted and is not counted as malformed.
 
 Exit status: 0 every packet decoded, 1 some packet malformed, 2 usage or file error. Errors are
 one line, never a traceback.
@@ -285,12 +284,11 @@ def decode_item(item: Item, port: int, decrypt: Decryptor | None = None) -> Deco
 def _key_decryptor(path: str) -> Decryptor:
     """A decryptor over the TSS sublayer's read-only decoder path (``uet.tss.decoder``) and a key
     file (``uet.tss.keyfile``). Packets need their IP addresses and entropy for the AAD, so bare
-    UET input stays encrypted. Until the TSS sublayer provides both, ``--keys`` is a usage error."""
-    try:
-        from uet.tss.decoder import decrypt_for_decoder
-        from uet.tss.keyfile import load_key_file
-    except ImportError:
-        raise UsageError("--keys: TSS decryption is not available yet (it arrives with the TSS sublayer)") from None
+    UET input stays encrypted. Imported here so that decoding without ``--keys`` never loads the TSS
+    sublayer."""
+    from uet.tss.decoder import decrypt_for_decoder
+    from uet.tss.keyfile import load_key_file
+
     table = load_key_file(path)
 
     def decrypt(s: Sealed) -> bytes | None:

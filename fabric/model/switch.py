@@ -33,6 +33,7 @@ from uet.fabric.model.config import FabricError, SwitchConfig
 from uet.fabric.model.events import EventQueue
 from uet.fabric.model.frames import (
     IP_DST,
+    IP_LEN,
     IP_TOS,
     IP_TTL,
     flow_tuple,
@@ -232,6 +233,13 @@ class Switch:
             return
         if et != _ETH_IPV4 or len(frame) < ip + 20 or frame[ip] >> 4 != 4:
             self._drop(in_port, 0, "not_ipv4", len(frame), now)
+            return
+        # An IPv4 header shorter than 20 bytes, or a total length beyond the frame (truncated) or
+        # shorter than the header: no router forwards it (RFC 1812 §5.2.2), count it as malformed.
+        hl = (frame[ip] & 0xF) << 2
+        tot = (frame[ip + IP_LEN] << 8) | frame[ip + IP_LEN + 1]
+        if hl < 20 or tot < hl or len(frame) < ip + tot:
+            self._drop(in_port, 0, "malformed", len(frame), now)
             return
         tc = pcp if (pcp >= 0 and self.cfg.trust_pcp) else self._dscp_map[frame[ip + IP_TOS] >> 2]
         if frame[ip + IP_TTL] <= 1:
