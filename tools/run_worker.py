@@ -80,7 +80,9 @@ async def _lines(loop: asyncio.AbstractEventLoop) -> asyncio.StreamReader:
 async def worker(spec: dict[str, Any]) -> int:
     loop = asyncio.get_running_loop()
     cfg = merge(EndpointConfig(), spec.get("endpoint", {}))
-    link = FabricLink(spec["fa"], (spec["switch"][0], int(spec["switch"][1])), rate_bps=int(spec["rate_bps"]))
+    link = FabricLink(
+        spec["fa"], (spec["switch"][0], int(spec["switch"][1])), rate_bps=int(spec["rate_bps"]), deliver_trimmed=True
+    )
     ep = Endpoint(link, job=int(spec.get("job", 0)), config=cfg)
     seed = int(spec.get("seed", 0))
     flows = spec.get("flows", [])

@@ -53,7 +53,9 @@ packets are Acked by their RUDI responses; UUD packets when handed to the link (
 path retries per §6.4.
 
 Receives: ``recv`` (no buffer) takes the first matching message from the unexpected list —
-eager messages that arrived before any receive was posted — or waits for one; ``recv_into``
+eager messages that arrived before any receive was posted — or waits for one (a message of at
+least ``MessageConfig.inplace_threshold`` = 1 MiB was reassembled in place, and its ``data`` is a
+read-only ``memoryview``; smaller ones are ``bytes``); ``recv_into``
 posts a buffer on the expected list (truncation only with ``truncate=True``, else ``TOO_LONG``);
 ``post_recv`` returns a :class:`Receive` handle that can be cancelled (``CANCELLED``).
 Cancelling the task awaiting ``recv``/``recv_into`` withdraws the receive.
@@ -86,6 +88,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from typing import Any, TypeVar
 
 from uet.errors import UetError
@@ -145,6 +148,10 @@ _DATA_TYPES = frozenset(
     }
 )
 _IS_DATA = tuple(t in _DATA_TYPES for t in range(32))
+#: Trim marks a link may or into a received datagram's ``ecn`` (uet.link.fabric ECN_TRIMMED /
+#: ECN_LASTHOP, repeated here so the endpoint does not import the fabric link).
+_ECN_TRIMMED = 0x100
+_ECN_LASTHOP = 0x200
 _OWN: Any = object()
 
 
@@ -399,6 +406,10 @@ class Endpoint:
 
             link = SecureLink(link, security, event_log=event_log)
         self.link = link
+        #: the link's batch transmit (DirectLink.send_many), when it has one
+        self._send_many: Callable[[Sequence[tuple[bytes, str, int]], Sequence[bool], int], None] | None = getattr(
+            link, "send_many", None
+        )
         self.address = link.address
         self.job = job
         self.pid = pid
@@ -408,7 +419,6 @@ class Endpoint:
         # Start_PSNs and message ids.
         rng = random.Random(None if cfg.seed is None else f"{cfg.seed}/{self.address}")
         self.core = PdsCore(self.address, cfg.pds, rng=random.Random(rng.getrandbits(64)), log=event_log)
-        self.core.on_deliver = self._on_deliver
         if security is not None:
             link.attach(self.core)  # type: ignore[attr-defined]  # secure Start_PSN policy (§2.3.2)
         self.initiator_id = initiator_id(self.address)
@@ -430,6 +440,8 @@ class Endpoint:
             fast=cfg.message_config(),
             default=(pid, resource_index, job),
         )
+        self.core.on_deliver = self.ses.on_deliver  # directly: one Python frame less per packet
+        self.core.payload_views = True  # the fast path copies payloads into reassembly buffers
         self.segmenter = Segmenter(
             job_id=job,
             initiator=self.initiator_id,
@@ -972,13 +984,20 @@ class Endpoint:
             self.loop.call_soon(self._pump)
 
     def _on_batch(self, batch: Sequence[tuple[bytes, str, int]]) -> None:
+        """A batch from the link: feed the core, then one pump. ``ecn`` is the IP ECN field, with
+        the fabric link's trim marks or-ed in (``ECN_TRIMMED`` 0x100, ``ECN_LASTHOP`` 0x200,
+        ``deliver_trimmed``): a trimmed request is NACKed TRIMMED at once (behaviour.md §2.6)
+        instead of waiting for the initiator's RTO."""
         if self._closed:
             return
         now = _now()
         self.ses.now = now
         rx = self.core.receive_datagram
         for data, src, ecn in batch:
-            rx(data, src, now, ecn=ecn)
+            if ecn > 3:
+                rx(data, src, now, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED), lasthop=bool(ecn & _ECN_LASTHOP))
+            else:
+                rx(data, src, now, ecn=ecn)
         self._pump(now)
 
     def _on_timer(self) -> None:
@@ -1011,14 +1030,18 @@ class Endpoint:
         self._submit_engine(now)
         out = core.datagrams_to_send(now)
         if out:
-            send = self.link.send
-            is_data = _IS_DATA
-            ecn = self._data_ecn
-            for data, dst, entropy in out:
-                if is_data[data[0] >> 3]:
-                    send(data, dst, entropy, DSCP_DATA, ecn)
-                else:
-                    send(data, dst, entropy, DSCP_CONTROL, 0)
+            send_many = self._send_many
+            if send_many is not None:  # the direct link: one call per batch
+                send_many(out, _IS_DATA, self._data_ecn)
+            else:
+                send = self.link.send
+                is_data = _IS_DATA
+                ecn = self._data_ecn
+                for data, dst, entropy in out:
+                    if is_data[data[0] >> 3]:
+                        send(data, dst, entropy, DSCP_DATA, ecn)
+                    else:
+                        send(data, dst, entropy, DSCP_CONTROL, 0)
             # UUD packets are Acked when handed out: their events are ready now.
             self._drain_events(now)
             if self._dirty or self._ses_pending():
@@ -1053,10 +1076,17 @@ class Endpoint:
     # -- initiator side ------------------------------------------------------------------------
 
     def _refill(self, lane: _Lane, now: int) -> None:
+        """Submit the lane's packets to the core until ``max_inflight`` are outstanding. A RUD/ROD
+        message's SOM packet goes through ``submit`` (it picks the PDC), the rest in runs through
+        ``submit_run`` (one call per refill); its segmenter resumes where the last call stopped."""
         limit = self.config.max_inflight
         submit = self.core.submit
+        submit_run = self.core.submit_run
         peer, mode, tc, _job = lane.key
-        unreliable = mode == Mode.RUDI or mode == Mode.UUD
+        job_id = lane.job_id
+        # RUDI/UUD have no PDC, so every packet is its own PDS request (the core takes them as
+        # SOM+EOM); the SES header still carries the message's real SOM/EOM.
+        whole = mode == Mode.RUDI or mode == Mode.UUD
         while lane.inflight < limit:
             msg = lane.active
             if msg is None:
@@ -1071,30 +1101,52 @@ class Endpoint:
                 lane.active = None
                 self._maybe_finish(msg)
                 continue
-            item = next(msg.it, None)
-            if item is None:  # pragma: no cover - EOM always ends the iterator first
-                lane.active = None
-                continue
-            ses, payload, som, eom = item
+            room = limit - lane.inflight
+            n = 0
+            done = True  # the message is fully submitted (EOM) or failed
             try:
-                # RUDI/UUD have no PDC, so every packet is its own PDS request (the core takes
-                # them as SOM+EOM); the SES header still carries the message's real SOM/EOM.
-                pds_whole = unreliable
-                submit(
-                    peer, mode, _NH_STANDARD, ses, payload, token=msg, som=som or pds_whole,
-                    eom=eom or pds_whole, now=now, job_id=lane.job_id, tc=tc,
-                )  # fmt: skip
+                if whole:
+                    for ses, payload, _som, eom in msg.it:
+                        submit(
+                            peer, mode, _NH_STANDARD, ses, payload, token=msg, som=True, eom=True, now=now,
+                            job_id=job_id, tc=tc,
+                        )  # fmt: skip
+                        n += 1
+                        if eom:
+                            msg.eom_submitted = True
+                            break
+                        if n >= room:
+                            done = False
+                            break
+                else:
+                    if not msg.submitted:  # the SOM packet opens the message on a PDC
+                        ses, payload, som, eom = next(msg.it)
+                        submit(
+                            peer, mode, _NH_STANDARD, ses, payload, token=msg, som=som, eom=eom, now=now,
+                            job_id=job_id, tc=tc,
+                        )  # fmt: skip
+                        n = 1
+                        msg.eom_submitted = eom
+                    if not msg.eom_submitted:
+                        if n < room:  # the rest of the message, up to the room, in one call
+                            n += submit_run(
+                                peer, mode, _NH_STANDARD, islice(msg.it, room - n), token=msg, now=now,
+                                job_id=job_id, tc=tc,
+                            )  # fmt: skip
+                        if msg.submitted + n >= msg.npkts:
+                            msg.eom_submitted = True
+                        else:
+                            done = False
             except UetError as e:
                 msg.abandoned = True
                 msg.error = msg.error or DeliveryError(f"PDS refused the packet: {e}")
+                done = True
+            msg.submitted += n
+            lane.inflight += n
+            if done:
                 lane.active = None
-                self._maybe_finish(msg)
-                continue
-            msg.submitted += 1
-            lane.inflight += 1
-            if eom:
-                msg.eom_submitted = True
-                lane.active = None
+                if msg.abandoned:
+                    self._maybe_finish(msg)
 
     def _submit_engine(self, now: int) -> None:
         """Hand every packet the SES engines have ready to the PDS core."""
@@ -1117,23 +1169,25 @@ class Endpoint:
     def _drain_events(self, now: int) -> None:
         """Handle every pending core event; an eager packet's plain Acked takes an inlined fast
         path; then the SES engines' completions."""
-        next_event = self.core.next_event
+        take = self.core.take_events
         dirty = self._dirty
         acked = 0
-        ev = next_event()
-        while ev is not None:
-            if type(ev) is Acked and not ev.response_next_hdr and type(ev.token) is _OutMsg:
-                msg = ev.token
-                msg.done += 1
-                lane = msg.lane
-                lane.inflight -= 1
-                dirty.add(lane)
-                acked += 1
-                if msg.done >= msg.submitted:
-                    self._maybe_finish(msg)
-            else:
+        evs = take()
+        while evs:
+            for ev in evs:
+                if type(ev) is Acked:
+                    msg, rnh, _resp = ev
+                    if not rnh and type(msg) is _OutMsg:
+                        msg.done += 1
+                        lane = msg.lane
+                        lane.inflight -= 1
+                        dirty.add(lane)
+                        acked += 1
+                        if msg.done >= msg.submitted:
+                            self._maybe_finish(msg)
+                        continue
                 self._on_event(ev, now)
-            ev = next_event()
+            evs = take()  # (handlers never queue core events today; drained again to be sure)
         self._stats["packets_acked"] += acked
         self._drain_ses()
 
@@ -1312,9 +1366,6 @@ class Endpoint:
         self._writes.append(ev)
 
     # -- target side ---------------------------------------------------------------------------
-
-    def _on_deliver(self, d: Any) -> Any:
-        return self.ses.on_deliver(d)
 
     def _log(self, ev: str, **fields: Any) -> None:
         log = self.event_log

@@ -21,6 +21,9 @@ Implementation choices (measured on the project machine, Python 3.11, loopback, 
 * The kernel picks the UDP source port: it is the bound port, not the packet's entropy value (a
   socket cannot vary its source port per datagram). Receivers never rely on the source port; the
   fabric link, which builds its own UDP header, carries the entropy (wire-format.md §1.1).
+* :meth:`DirectLink.send_many` sends a whole ``datagrams_to_send`` batch (the endpoint's path):
+  one ``sendto`` per data-class datagram without a method call, address lookup or counter update
+  per datagram (~1 µs less per packet than :meth:`DirectLink.send` in a loop).
 * When the socket's send buffer is full, datagrams wait in order in a backlog drained by
   ``add_writer``; nothing is dropped silently (``tx_backlog`` counts stalls).
 """
@@ -33,9 +36,10 @@ import socket
 import struct
 import sys
 from collections import deque
+from collections.abc import Sequence
 
 from uet.errors import UetError
-from uet.link.base import DSCP_DATA, Link, ReceiveCallback, tos
+from uet.link.base import DSCP_CONTROL, DSCP_DATA, Link, ReceiveCallback, tos
 from uet.link.impair import Impairment
 from uet.wire.net import UET_UDP_PORT
 
@@ -159,6 +163,53 @@ class DirectLink(Link):
                 self.loop.call_later(delay, self._tx, data, addr, t)
             else:
                 self._tx(data, addr, t)
+
+    def send_many(self, datagrams: Sequence[tuple[bytes, str, int]], data_class: Sequence[bool], ecn: int = 0) -> None:
+        """Send a batch as :meth:`send` would, one datagram at a time and in order: a datagram
+        whose PDS type (first byte >> 3) is marked in ``data_class`` goes in the data class
+        (``DSCP_DATA`` with ``ecn``), every other one in the control class (``DSCP_CONTROL``,
+        ECN 0). The endpoint hands over each ``datagrams_to_send`` result this way: the common
+        case (data class, nothing queued, no impairment) is one ``sendto`` per datagram with no
+        per-datagram method call, address lookup or counter update."""
+        t_data = ((DSCP_DATA & 0x3F) << 2) | (ecn & 3)
+        if self.impairment is not None or t_data != self._data_tos or self._backlog or self._closed:
+            send = self.send
+            for data, dst, entropy in datagrams:
+                if data_class[data[0] >> 3]:
+                    send(data, dst, entropy, DSCP_DATA, ecn)
+                else:
+                    send(data, dst, entropy, DSCP_CONTROL, 0)
+            return
+        sendto = self.sock.sendto
+        addrs = self._addr
+        port = self.peer_port
+        t_ctl = (DSCP_CONTROL & 0x3F) << 2
+        npkts = nbytes = 0
+        it = iter(datagrams)
+        for data, dst, _entropy in it:
+            addr = addrs.get(dst)
+            if addr is None:
+                addr = addrs[dst] = (dst, port)
+            if not data_class[data[0] >> 3]:
+                self._tx(data, addr, t_ctl)
+                if self._backlog:
+                    break
+                continue
+            try:
+                sendto(data, addr)
+            except OSError as e:
+                self._tx_failed(e, data, addr, t_data)
+                break
+            npkts += 1
+            nbytes += len(data)
+        c = self.counters
+        c["tx_packets"] += npkts
+        c["tx_bytes"] += nbytes
+        for data, dst, entropy in it:  # the send buffer filled up: the rest queue in order
+            if data_class[data[0] >> 3]:
+                self.send(data, dst, entropy, DSCP_DATA, ecn)
+            else:
+                self.send(data, dst, entropy, DSCP_CONTROL, 0)
 
     def _tx(self, data: bytes, addr: tuple[str, int], t: int) -> None:
         if self._closed:

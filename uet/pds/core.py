@@ -27,7 +27,10 @@ Additions to the PDS core contract (all optional, defaults keep the contract's b
 ``submit(..., msg_id=, sdi=, lock=) -> PDCID``, ``unlock_pdc``, ``submit_return`` (uet.pds.ret),
 ``receive_datagram(..., trimmed=, lasthop=, entropy=, sdi=)``, ``datagrams_to_send(now,
 with_sdi=True)`` and ``sdi_of`` (the SDI to seal a datagram with), ``start_psn_policy`` and
-``initiator_start_psn`` (secure establishment, §2.3.2), ``send_probe``, ``request_close``.
+``initiator_start_psn`` (secure establishment, §2.3.2), ``send_probe``, ``request_close``,
+``submit_run`` (the rest of an open message in one call), ``take_events`` (all pending events at
+once) and the ``payload_views`` attribute (PDC request payloads delivered as ``memoryview``
+slices of the datagram, for an owner that copies them anyway).
 
 Choices where the notes are silent (inference, documented here and in the modules):
 
@@ -50,7 +53,7 @@ from __future__ import annotations
 import random
 import struct
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from heapq import heapify, heappop, heappush
 from typing import Any
 
@@ -148,6 +151,12 @@ class PdsCore(
         #: CCC seams (ARCHITECTURE.md "Coming next"): replace to plug NSCC/RCCC and REPS in.
         self.gate_factory: Callable[[str, int], Any] = lambda peer, tc: FixedWindowGate(self.config.cc_window)
         self.entropy_factory: Callable[[Mode, random.Random, int], Any] = default_entropy
+        #: Owner opt-in (addition): deliver PDC request payloads as read-only ``memoryview``
+        #: slices of the received datagram instead of ``bytes`` copies, for an ``on_deliver``
+        #: that copies the payload into its own buffer anyway (the endpoint's reassembly): one
+        #: copy of every payload byte less on the receive path. A callee that keeps such a view
+        #: keeps the whole datagram alive.
+        self.payload_views = False
         self._rudi_init()
         self._misc_entropy = RotatingEntropy(self.rng, self.config.entropy_paths)
 
@@ -266,8 +275,12 @@ class PdsCore(
                             tp.max_clear = cl
                     try:
                         dv = _tnew(
-                            Delivery, (src, tp.mode, tp.lpdcid, psn, nh, data[12:end], data[end:], ecn, retx != 0)
-                        )
+                            Delivery,
+                            (
+                                src, tp.mode, tp.lpdcid, psn, nh, data[12:end],
+                                memoryview(data)[end:] if self.payload_views else data[end:], ecn, retx != 0,
+                            ),
+                        )  # fmt: skip
                         r = self.on_deliver(dv)
                     except SesNack:
                         nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
@@ -454,6 +467,15 @@ class PdsCore(
     def next_event(self) -> Event | None:
         """The oldest pending event, or None."""
         return self._events.popleft() if self._events else None
+
+    def take_events(self) -> Sequence[Event]:
+        """Addition: every pending event at once, oldest first (empty when none) — the same
+        sequence as :meth:`next_event` until None, without a call per event."""
+        evs = self._events
+        if not evs:
+            return ()
+        self._events = deque()
+        return evs
 
     def close(self, now: int) -> None:
         """Graceful close of every PDC: initiator PDCs quiesce and send CLOSE; target PDCs ask

@@ -168,8 +168,11 @@ class FeedbackMixin:
             nxt = pdc.next_psn
             append = events.append
             pop = out.pop
-            # tx_base may already be past CACK (packets acked one by one): never walk beyond CACK
-            while p != end and p != nxt and _diff(cack, p) >= 0:
+            # tx_base may already be past CACK (packets acked one by one): never walk beyond CACK.
+            # Checked once: walking forward from a tx_base at or before CACK meets ``end`` first.
+            if _diff(cack, p) < 0:
+                p = end
+            while p != end and p != nxt:
                 pkt = pop(p, None)
                 if pkt is not None:
                     npk += 1

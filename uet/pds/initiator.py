@@ -24,6 +24,9 @@ Choices where the notes are silent (inference):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from uet.pds.config import Mode, PdsClosedError, PdsError, PdsLimitError
 from uet.pds.events import Failed, PdcOpened
 from uet.pds.pdc import InitiatorPdc, TxPkt
@@ -171,6 +174,76 @@ class InitiatorMixin:
             pdc.locks += 1
         self._dirty[pdc] = None
         return pdc.lpdcid
+
+    def submit_run(
+        self,
+        peer: str,
+        mode: Mode,
+        next_hdr: int,
+        packets: Iterable[tuple[bytes, Any, bool, bool]],
+        *,
+        token: object,
+        now: int,
+        job_id: int = 0,
+        tc: int = 0,
+        msg_id: object = None,
+        sdi: int | None = None,
+    ) -> int:
+        """Addition: queue a run of non-SOM packets of the RUD/ROD message open for ``(mode,
+        job_id, peer, tc, sdi, msg_id)`` — each item of ``packets`` an ``(ses, payload, som,
+        eom)`` — exactly as one :meth:`submit` per packet would, in one call (the endpoint's bulk
+        path: the open message is looked up once per run, not per packet). Consumes ``packets``
+        up to and including the EOM packet; returns the number queued (a closed PDC fails each
+        with a ``Failed`` event, as :meth:`submit` does). Raises like :meth:`submit` before
+        queueing anything; with ``max_queued`` set, a run stops before the packet that would
+        exceed it and returns the count, and raises only when it could queue none."""
+        if self._closing:
+            raise PdsClosedError("PDS core is closed")
+        if mode != 0 and mode != 1:
+            raise PdsError(f"submit_run takes RUD/ROD packets, not mode {mode!r}")
+        mk = (mode, job_id, peer, tc, sdi, msg_id)
+        pdc = self.open_msg.get(mk)
+        if pdc is None:
+            raise PdsError(f"non-SOM packet for message {msg_id!r} of {mk[:5]} without an open message")
+        closed = pdc.state is _S_CLOSED
+        mq = None if closed else self._max_queued
+        pending = pdc.pending
+        active = pdc.active == mk
+        lst = None if active or closed else pdc.wait_map[mk]
+        n = 0
+        it = iter(packets)
+        while True:
+            if mq is not None and len(pending) >= mq:
+                if n:
+                    break
+                raise PdsLimitError(f"more than {mq} packets queued on PDC {pdc.lpdcid}")
+            item = next(it, None)
+            if item is None:
+                break
+            ses, payload, som, eom = item
+            if som:
+                raise PdsError("submit_run takes the packets after a message's SOM")
+            if eom:
+                del self.open_msg[mk]
+            n += 1
+            if closed:
+                self._events.append(Failed(token, pdc.closed_error or "pdc closed", None))
+            elif active:
+                pending.append(TxPkt(token, next_hdr, ses, payload, False, eom))
+                if eom:
+                    pdc.active = None
+                    pdc.active_som = None
+                    if pdc.waiting:
+                        self._promote(pdc)
+            else:
+                lst.append(TxPkt(token, next_hdr, ses, payload, False, eom))  # type: ignore[union-attr]
+                if eom:
+                    del pdc.wait_map[mk]
+            if eom:
+                break
+        if n and not closed:
+            self._dirty[pdc] = None
+        return n
 
     def unlock_pdc(self, pdcid: int, now: int) -> None:
         """Release one SES lock taken with ``submit(lock=True)`` (§6.10 "unlock PDC"); a closing

@@ -357,7 +357,8 @@ class TargetMixin:
             self._drop("ses_header", now, src)
             return False
         try:
-            r = self.on_deliver(new_delivery(src, mode, tp.lpdcid, psn, nh, data[hl:end], data[end:], ecn, bool(retx)))
+            pl = memoryview(data)[end:] if self.payload_views else data[end:]
+            r = self.on_deliver(new_delivery(src, mode, tp.lpdcid, psn, nh, data[hl:end], pl, ecn, bool(retx)))
         except SesNack:
             nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
             self._send_nack(src, _NC_NO_SES_MSG_AVAIL, psn, tp.lpdcid, spdcid, nfl, now, entropy=ent)

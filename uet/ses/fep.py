@@ -106,16 +106,18 @@ class SesFep:
 
     def on_deliver(self, delivery: Any) -> tuple[int, bytes] | tuple[int, bytes, bool] | None:
         """The PDS core's ``on_deliver`` hook: fast path first, then the target engine."""
-        d = delivery
+        peer, mode, pdc, _psn, nh, ses, pl, _ecn, _retx = delivery
         fast = self.fast
         if fast is not None:
             fast.now = self.now
-            r = fast.deliver(d.peer, d.mode, d.next_hdr, d.ses, d.payload)
+            r = fast.deliver(peer, mode, nh, ses, pl)
             if r is not DECLINED:
                 if fast.completed:
                     self._settle_fast()
                 return r
-        r2 = self.target.handle(d.peer, d.next_hdr, d.ses, d.payload, mode=int(d.mode), pdc=d.pdc, now=self.now)
+        if type(pl) is memoryview:  # the core's payload_views: the engine keeps bytes
+            pl = pl.tobytes()
+        r2 = self.target.handle(peer, nh, ses, pl, mode=int(mode), pdc=pdc, now=self.now)
         return None if r2 is None else (r2.next_hdr, r2.data, r2.guaranteed)
 
     def on_ack(self, token: Any, response_next_hdr: int, response: bytes, now: int = 0) -> None:
