@@ -406,13 +406,7 @@ async def test_transfers_survive_hostile_traffic(mode_name: str, secure: bool) -
     assert errors == [], [(e.get("message"), repr(e.get("exception"))) for e in errors]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Endpoint.recv/recv_nowait(source=...) match the SES header's claimed initiator id, not the "
-    "Fabric Address the message arrived from: a copy of A's packet sent by another FEP is returned "
-    "for source=A with Message.source set to that other FEP (uet/endpoint.py recv_nowait, uet/ses/fep.py)",
-)
-async def test_recv_source_filter_trusts_the_claimed_initiator() -> None:
+async def test_recv_source_filter_checks_the_arrival_address() -> None:
     """``recv(source=A)`` promises messages "from ``source`` only"; a stranger replaying A's
     single-packet SYN (no TSS: it opens the stranger's own PDC, §2.3.1) delivers a message whose SES
     header still names A's initiator id. Filtering on the id alone returns it as A's."""
@@ -437,14 +431,6 @@ async def test_recv_source_filter_trusts_the_claimed_initiator() -> None:
         await asyncio.wait_for(asyncio.gather(ea.close(), eb.close()), TIMEOUT)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Endpoint with security= submits to PdsCore without the SDI (uet/endpoint.py: core.submit(..., sdi=None)),"
-    " so its initiator PDCs are not secure PDCs in the core: the closing ACK's EPSN is ignored (counter "
-    "epsn_ignored), every new PDC takes a random Start_PSN, and whenever that falls before the target's "
-    "Expected_PSN every in-flight SYN packet is NACKed NEW_START_PSN (1-RTT instead of 0-RTT, §2.3.2); the "
-    "Limit_PSN_Range close never applies either",
-)
 async def test_secure_pdc_reestablishment_adopts_the_closing_epsn() -> None:
     """behaviour.md §2.3.2 (EXPECTED_0RTT_START): on close the target returns ``Expected_PSN`` in the
     closing ACK; the initiator adopts it as ``ini_start_psn`` and starts its next PDC there, so the

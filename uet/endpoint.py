@@ -288,13 +288,23 @@ class Receive:
 class _Waiter:
     """A receive without a buffer (``recv``): its filter and future."""
 
-    __slots__ = ("tagged", "tag", "ignore", "initiator", "future", "posted")
+    __slots__ = ("tagged", "tag", "ignore", "initiator", "source", "future", "posted")
 
-    def __init__(self, tagged: bool, tag: int, ignore: int, initiator: int | None, future: asyncio.Future) -> None:
+    def __init__(
+        self,
+        tagged: bool,
+        tag: int,
+        ignore: int,
+        initiator: int | None,
+        future: asyncio.Future,
+        source: str | None = None,
+    ) -> None:
         self.tagged = tagged
         self.tag = tag
         self.ignore = ignore
         self.initiator = initiator
+        #: the Fabric Address a directed receive wants (checked against where a message came from)
+        self.source = source
         self.future = future
         self.posted: PostedReceive | None = None
 
@@ -419,8 +429,15 @@ class Endpoint:
         # Start_PSNs and message ids.
         rng = random.Random(None if cfg.seed is None else f"{cfg.seed}/{self.address}")
         self.core = PdsCore(self.address, cfg.pds, rng=random.Random(rng.getrandbits(64)), log=event_log)
+        #: SDI of this FEP's PDCs (TSS): given to the core with every packet it sends and receives, so
+        #: its PDCs are secure PDCs (Expected_PSN reuse, PSN-range limit, SDI checks, §2.3.2)
+        self._sdi: int | None = None
+        self._rx_sdi: int | None = None
         if security is not None:
             link.attach(self.core)  # type: ignore[attr-defined]  # secure Start_PSN policy (§2.3.2)
+            self._sdi = link.sdi  # type: ignore[attr-defined]
+            # with accept_any_sdi the link opens several domains and a packet's SDI is not passed up
+            self._rx_sdi = None if link.config.accept_any_sdi else self._sdi  # type: ignore[attr-defined]
         self.initiator_id = initiator_id(self.address)
         ses_payload = min(cfg.payload_size, MAX_WIRE_PAYLOAD)
         self.ses = SesFep(
@@ -800,14 +817,17 @@ class Endpoint:
     async def recv(self, tag: int | None = None, ignore: int = 0, *, source: str | None = None) -> Message:
         """The next message matching the filter (waits for one): untagged when ``tag`` is None,
         else a tagged message whose match bits equal ``tag`` outside the ``ignore`` mask (so
-        ``tag=0, ignore=~0`` takes any tagged message); from ``source`` only, or any source.
+        ``tag=0, ignore=~0`` takes any tagged message); from ``source`` only, or any source. A
+        directed receive checks the Fabric Address the message arrived from as well as the
+        initiator ID its SES header claims: a copy of ``source``'s packet sent by anyone else does
+        not match.
         Raises :class:`EndpointClosed` when the endpoint closes while waiting."""
         if self._closed:
             raise EndpointClosed(f"{self} is closed")
         tagged = tag is not None
         init = None if source is None else initiator_id(source)
         fut: asyncio.Future[Message] = self.loop.create_future()
-        w = _Waiter(tagged, tag or 0, ignore, init, fut)
+        w = _Waiter(tagged, tag or 0, ignore, init, fut, source)
         self._waiters.append(w)
         if self.ses.has_unexpected():
             self._serve_waiters()
@@ -827,7 +847,7 @@ class Endpoint:
             if (m.tag is not None) == (tag is not None) and (
                 tag is None or not ((m.tag or 0) ^ tag) & ~ignore & 0xFFFFFFFFFFFFFFFF
             ):
-                if init is None or init == m.initiator:
+                if init is None or (init == m.initiator and m.source == source):
                     self.ses.unexpected_messages.remove(m)
                     return self._delivered(m)
         return None
@@ -993,6 +1013,13 @@ class Endpoint:
         now = _now()
         self.ses.now = now
         rx = self.core.receive_datagram
+        sdi = self._rx_sdi
+        if sdi is not None:  # a secure FEP: every packet was opened under this FEP's SDI
+            for data, src, ecn in batch:
+                rx(data, src, now, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED), lasthop=bool(ecn & _ECN_LASTHOP),
+                   sdi=sdi)  # fmt: skip
+            self._pump(now)
+            return
         for data, src, ecn in batch:
             if ecn > 3:
                 rx(data, src, now, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED), lasthop=bool(ecn & _ECN_LASTHOP))
@@ -1082,6 +1109,7 @@ class Endpoint:
         limit = self.config.max_inflight
         submit = self.core.submit
         submit_run = self.core.submit_run
+        sdi = self._sdi
         peer, mode, tc, _job = lane.key
         job_id = lane.job_id
         # RUDI/UUD have no PDC, so every packet is its own PDS request (the core takes them as
@@ -1109,7 +1137,7 @@ class Endpoint:
                     for ses, payload, _som, eom in msg.it:
                         submit(
                             peer, mode, _NH_STANDARD, ses, payload, token=msg, som=True, eom=True, now=now,
-                            job_id=job_id, tc=tc,
+                            job_id=job_id, tc=tc, sdi=sdi,
                         )  # fmt: skip
                         n += 1
                         if eom:
@@ -1123,7 +1151,7 @@ class Endpoint:
                         ses, payload, som, eom = next(msg.it)
                         submit(
                             peer, mode, _NH_STANDARD, ses, payload, token=msg, som=som, eom=eom, now=now,
-                            job_id=job_id, tc=tc,
+                            job_id=job_id, tc=tc, sdi=sdi,
                         )  # fmt: skip
                         n = 1
                         msg.eom_submitted = eom
@@ -1131,7 +1159,7 @@ class Endpoint:
                         if n < room:  # the rest of the message, up to the room, in one call
                             n += submit_run(
                                 peer, mode, _NH_STANDARD, islice(msg.it, room - n), token=msg, now=now,
-                                job_id=job_id, tc=tc,
+                                job_id=job_id, tc=tc, sdi=sdi,
                             )  # fmt: skip
                         if msg.submitted + n >= msg.npkts:
                             msg.eom_submitted = True
@@ -1162,6 +1190,7 @@ class Endpoint:
                 submit(
                     p.peer, mode, p.next_hdr, p.ses, p.payload, token=tok, som=p.som or whole, eom=p.eom or whole,
                     now=now, job_id=p.job_id, msg_id=("ses", tok[1]) if tok[0] != "read_return" else tok,
+                    sdi=self._sdi,
                 )  # fmt: skip
             except UetError as e:
                 ses.on_failed(tok, f"PDS refused the packet: {e}", None, now)
@@ -1347,7 +1376,9 @@ class Endpoint:
             if not ses.has_unexpected():
                 keep.append(w)
                 continue
-            got = ses.take_unexpected(tagged=w.tagged, tag=w.tag, ignore=w.ignore, initiator=w.initiator, context=w)
+            got = ses.take_unexpected(
+                tagged=w.tagged, tag=w.tag, ignore=w.ignore, initiator=w.initiator, context=w, source=w.source
+            )
             if got is None:
                 keep.append(w)
             elif isinstance(got, Message):

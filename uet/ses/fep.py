@@ -180,14 +180,22 @@ class SesFep:
         return res is not None and self.target.cancel_recv(res, recv)
 
     def take_unexpected(
-        self, *, tagged: bool, tag: int = 0, ignore: int = 0, initiator: int | None = None, context: Any = None
+        self,
+        *,
+        tagged: bool,
+        tag: int = 0,
+        ignore: int = 0,
+        initiator: int | None = None,
+        context: Any = None,
+        source: str | None = None,
     ) -> Message | PostedReceive | None:
         """A receive without a buffer (the endpoint's ``recv()``): the first matching fast-path
         message (returned), else the first matching entry of the target engine's unexpected list,
         for which a receive of exactly its length is posted (returned; its completion follows as a
-        :class:`RecvCompleted`), else None."""
+        :class:`RecvCompleted`), else None. ``source`` (a Fabric Address) restricts fast-path
+        messages to those that arrived from it (see :func:`_accepts`)."""
         for m in self.unexpected_messages:
-            if _accepts(tagged, tag, ignore, initiator, m):
+            if _accepts(tagged, tag, ignore, initiator, m, source):
                 self.unexpected_messages.remove(m)
                 return m
         res = self.default
@@ -292,9 +300,15 @@ class SesFep:
         )
 
 
-def _accepts(tagged: bool, tag: int, ignore: int, initiator: int | None, m: Message) -> bool:
+def _accepts(tagged: bool, tag: int, ignore: int, initiator: int | None, m: Message, source: str | None = None) -> bool:
+    """Whether fast-path message ``m`` matches a receive. A directed receive names its source
+    twice: the SES ``initiator`` ID (§6.4) and, when given, the Fabric Address the message really
+    came from (its PDC's peer). The ID is only a claim in the header, so a copy of A's packet sent
+    by another FEP carries A's ID; the address is what PDS established, and both must agree."""
     if (m.tag is not None) != tagged:
         return False
     if tagged and ((m.tag or 0) ^ tag) & ~ignore & _MASK64:
+        return False
+    if source is not None and m.source != source:
         return False
     return initiator is None or initiator == m.initiator
