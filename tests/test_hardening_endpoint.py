@@ -455,14 +455,6 @@ async def test_secure_pdc_reestablishment_adopts_the_closing_epsn() -> None:
         await asyncio.wait_for(asyncio.gather(ea.close(), eb.close()), TIMEOUT)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the fast path reserves reassembly room by the *claimed* request_length (uet/ses/message.py "
-    "max_partial_bytes, 1 GiB): 16 first packets claiming 64 MiB each exhaust it, every further multi-packet "
-    "message is refused with SesNack -> NACK NO_SES_MSG_AVAIL, and the initiator's 5 immediate NACK-driven "
-    "resends (PdsConfig.max_nack_retx, NACK_Retx_Time 0) run out long before the claimants' reassembly "
-    "timeout frees the room: the legitimate message fails UNDELIVERABLE",
-)
 async def test_claimed_lengths_cannot_starve_other_messages() -> None:
     """A stranger (no TSS) opens 16 PDCs, each with one first packet of a "64 MiB" send it never
     finishes. A's 3-packet message to B must still arrive — at worst after the claimants'

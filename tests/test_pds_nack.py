@@ -6,7 +6,7 @@ from __future__ import annotations
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, nack, request, ses_small
 
 from uet.pds import Failed, InitiatorState, Mode, NackReceived, PdsConfig, SesNack, TargetState
-from uet.wire.pds import ControlType, NackCode, NackFlag, PdsType, ReqFlag
+from uet.wire.pds import ControlType, NackCode, NackFlag, NextHeader, PdsType, ReqFlag
 
 START = 0x40000000
 CFG = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=None)
@@ -201,7 +201,7 @@ def test_no_ses_msg_avail_then_retransmission_accepted() -> None:
 
 def test_retransmit_class_nacks_resend_at_once() -> None:
     for code in (NackCode.TRIMMED, NackCode.TRIMMED_LASTHOP, NackCode.PSN_OOR_WINDOW, NackCode.PKT_NOT_RCVD,
-                 NackCode.NO_SES_MSG_AVAIL, NackCode.RCVR_INFER_LOSS, NackCode.EXP_NACK_NORMAL):  # fmt: skip
+                 NackCode.RCVR_INFER_LOSS, NackCode.EXP_NACK_NORMAL):  # fmt: skip
         pair, ip, tp = setup()
         data = pending_packet(pair)
         pair.inject(pair.a, nack(code, START + 1, tp.lpdcid, ip.lpdcid), B_ADDR)
@@ -210,6 +210,60 @@ def test_retransmit_class_nacks_resend_at_once() -> None:
         assert h.psn == START + 1 and h.flags & ReqFlag.RETX and h.flags & ReqFlag.AR, code
         assert re[12:] == data[12:]
         assert any(isinstance(e, NackReceived) and e.code == code for e in pair.a.events)
+
+
+SHORTAGE = (NackCode.NO_PKT_BUFFER, NackCode.NO_GTD_DEL_AVAIL, NackCode.NO_SES_MSG_AVAIL, NackCode.NO_RESOURCE)
+
+
+def test_resource_shortage_nacks_resend_after_a_doubling_delay() -> None:
+    """NO_PKT_BUFFER .. NO_RESOURCE: no resend at once; a resend after NACK_Retx_Time (= RTO),
+    doubled per NACK, not counted as an RTO, until Max_NACK_Retx_Cnt is spent (§2.10, §2.6 step 7)."""
+    rto = CFG.rto_ns
+    for code in SHORTAGE:
+        pair, ip, tp = setup()
+        data = pending_packet(pair)
+        for k in range(CFG.max_nack_retx):
+            t0 = pair.now
+            pair.inject(pair.a, nack(code, START + 1, tp.lpdcid, ip.lpdcid), B_ADDR)
+            pair.inject(pair.a, nack(code, START + 1, tp.lpdcid, ip.lpdcid), B_ADDR)  # older copy's: ignored
+            assert pair.take(pair.a) == [], code
+            due = t0 + (rto << k)
+            assert pair.a.core.get_timer() == due
+            pair.now = due - 1
+            pair.a.core.handle_timer(pair.now)
+            assert pair.take(pair.a) == []
+            pair.now = due
+            pair.a.core.handle_timer(pair.now)
+            (re, _d, _e), = pair.take(pair.a)  # fmt: skip
+            h = hdr(re)
+            assert h.psn == START + 1 and h.flags & ReqFlag.RETX and re[12:] == data[12:]
+        c = pair.a.core.counters
+        assert c["nack_resends"] == CFG.max_nack_retx and c.get("rto", 0) == 0 and not pair.a.failed()
+        assert c["nack_while_parked"] == CFG.max_nack_retx
+        pair.inject(pair.a, nack(code, START + 1, tp.lpdcid, ip.lpdcid), B_ADDR)
+        (f,) = pair.a.failed()
+        assert f.reason == "nack retry exhausted" and f.nack_code == code
+
+
+def test_parked_packet_delivers_and_does_not_hold_up_other_rtos() -> None:
+    """While one packet waits out a shortage (a long delay), a later packet that is lost still
+    gets its RTO on time, and the parked one is delivered and acknowledged after its delay."""
+    cfg = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=None, nack_retx_ns=10 * CFG.rto_ns)
+    pair, ip, tp = setup(cfg=cfg)
+    pending_packet(pair, "parked")
+    pair.inject(pair.a, nack(NackCode.NO_SES_MSG_AVAIL, START + 1, tp.lpdcid, ip.lpdcid), B_ADDR)
+    t0 = pair.now
+    pending_packet(pair, "lost")  # sent, never arrives
+    assert pair.a.core.get_timer() == t0 + cfg.rto_ns
+    pair.now = t0 + cfg.rto_ns
+    pair.a.core.handle_timer(pair.now)
+    ((re, _d, _e),) = pair.take(pair.a)
+    assert hdr(re).psn == START + 2 and hdr(re).flags & ReqFlag.RETX
+    assert pair.a.core.counters["rto"] == 1
+    assert START + 1 in ip.outstanding and ip.parked
+    assert pair.run_until(lambda: len(pair.a.acked()) == 3)
+    assert pair.now >= t0 + cfg.nack_retx_ns and not pair.a.failed()
+    assert {a.token for a in pair.a.acked()} == {"first", "parked", "lost"}
 
 
 def test_no_pdc_avail_retries_after_rto() -> None:
@@ -290,3 +344,64 @@ def test_rudi_nack_reaction() -> None:
     assert hdr(re).pkt_id == pid and hdr(re).flags & 0x10
     pair.inject(pair.a, nack(NackCode.UNEXP_EVENT, pid, 0, 0, flags=int(NackFlag.NT)), B_ADDR)
     assert [type(e) for e in pair.a.events][-1] is Failed
+
+
+def test_rudi_shortage_nack_parks_with_doubling_delay() -> None:
+    """A RUDI request NACKed NO_SES_MSG_AVAIL is resent after NACK_Retx_Time (= RTO), then after
+    twice that; a NACK of an earlier copy while it waits does not count; no RTO is spent."""
+    pair = Pair(CFG)
+    pair.a.core.submit(B_ADDR, Mode.RUDI, SES_NH, ses_small(), b"i", token="i", som=True, eom=True, now=0)
+    (req, _d, _e), = pair.take(pair.a)  # fmt: skip
+    pid = hdr(req).pkt_id
+    short = nack(NackCode.NO_SES_MSG_AVAIL, pid, 0, 0, flags=int(NackFlag.NT))
+    for k in range(2):
+        t0 = pair.now
+        pair.inject(pair.a, short, B_ADDR)
+        pair.inject(pair.a, short, B_ADDR)  # a NACK of an older copy: ignored while parked
+        assert pair.take(pair.a) == [] and pair.a.core.get_timer() == t0 + (CFG.rto_ns << k)
+        pair.now = t0 + (CFG.rto_ns << k)
+        pair.a.core.handle_timer(pair.now)
+        (re, _d, _e), = pair.take(pair.a)  # fmt: skip
+        assert hdr(re).pkt_id == pid and hdr(re).flags & 0x10
+    c = pair.a.core.counters
+    assert c["nack_parked"] == 2 and c["nack_while_parked"] == 2 and c["nack_resends"] == 2 and not c.get("rto")
+    assert not pair.a.failed()
+
+
+def test_reassembly_shortage_is_waited_out_end_to_end() -> None:
+    """B reassembles one message at a time (``max_partial=1``). A's first message loses a packet,
+    so it stays incomplete until that packet's RTO; meanwhile every packet of the second message
+    draws NO_SES_MSG_AVAIL. With resends at once (the reference) the second message spends its
+    Max_NACK_Retx_Cnt within a few RTTs and fails; with the doubling NACK_Retx_Time it is resent
+    after the first completes, and both messages arrive intact (§2.6 step 7, §2.10)."""
+    from uet.ses.message import MessageConfig, Reassembler, Segmenter
+
+    pair = Pair(CFG)
+    r = Reassembler(job_id=1, pid_on_fep=3, config=MessageConfig(payload_size=100, max_partial=1))
+
+    def respond(d):
+        r.now = pair.now
+        return r.deliver(d.peer, d.mode, d.next_hdr, d.ses, d.payload)
+
+    pair.b.respond = respond
+    dropped = []
+
+    def drop_one(data: bytes, src: str, dst: str) -> list[bytes]:
+        h = hdr(data)
+        if src == A_ADDR and h.type == PdsType.RUD_REQ and h.psn == START + 1 and not dropped:
+            dropped.append(h.psn)
+            return []
+        return [data]
+
+    pair.filter = drop_one
+    seg = Segmenter(job_id=1, payload_size=100)
+    msgs = [bytes([i]) * 350 for i in (1, 2)]
+    for mid, m in enumerate(msgs):
+        pkts = list(seg.packets(m, mid, pid_on_fep=3))
+        for i, (ses, pl, som, eom) in enumerate(pkts):
+            pair.a.core.submit(B_ADDR, Mode.RUD, NextHeader.STANDARD, ses, pl, token=(mid, i), som=som, eom=eom, now=0)
+    assert pair.run_until(lambda: len(pair.a.acked()) == 8 or pair.a.failed())
+    assert dropped and not pair.a.failed()
+    assert sorted(bytes(m.data) for m in r.completed) == msgs
+    c = pair.a.core.counters
+    assert c["nack_rx_NO_SES_MSG_AVAIL"] >= 1 and c["nack_parked"] >= 1 and c["nack_resends"] >= 1

@@ -60,7 +60,14 @@ class PdsConfig:
             spuriously yet recovers a lost tail quickly. Constant (no back-off), per packet.
         max_rto_retx: ``Max_RTO_Retx_Cnt`` (5, §2.9); RTO retransmissions and ACK_REQs per packet.
         max_nack_retx: ``Max_NACK_Retx_Cnt`` (5, §2.9); NACK-driven resends per packet. NACKed
-            packets are resent at once, as the reference does (``NACK_Retx_Time`` = 0).
+            packets are resent at once, as the reference does, except after the resource-shortage
+            NACKs (``nack_retx_ns``).
+        nack_retx_ns: ``NACK_Retx_Time`` (§2.9; mirror 1 ms, reference 0) for the transient
+            resource-shortage NACKs ``NO_PDC_AVAIL`` .. ``NO_RESOURCE`` (0x04–0x0A, §2.10): the
+            packet is resent after this delay, doubled per NACK it drew (at most 64×), so a
+            shortage is waited out instead of spending the NACK retries at once. None = ``rto_ns``
+            (inference: the RTO scales with the fabric; 2+4+8+16+32 ms before the 6th NACK fails
+            the packet).
         ack_gen_trigger: ``ACK_Gen_Trigger`` bytes of coalescing (16384, §2.8).
         ack_gen_min_pkt_add: ``ACK_Gen_Min_Pkt_Add`` (1024, §2.8).
         ack_timer_ns: flush a pending coalesced ACK this long after the first unacknowledged
@@ -119,6 +126,7 @@ class PdsConfig:
     rto_ns: int = 2_000_000
     max_rto_retx: int = 5
     max_nack_retx: int = 5
+    nack_retx_ns: int | None = None
     ack_gen_trigger: int = 16384
     ack_gen_min_pkt_add: int = 1024
     ack_timer_ns: int = 100_000

@@ -262,7 +262,10 @@ class ControlMixin:
         cands = []
         ret = tp.ret
         if ret is not None and ret.outstanding:
-            cands.append(next(iter(ret.outstanding.values())).tx_time + self.config.rto_ns)
+            if ret.parked:
+                cands.append(self._parked_deadline(ret))
+            else:
+                cands.append(next(iter(ret.outstanding.values())).tx_time + self.config.rto_ns)
         if tp.close_req is not None:
             cands.append(tp.close_req[1] + self.config.rto_ns)
         if st is _T_CLOSE_WAIT:

@@ -106,6 +106,7 @@ class PdsCore(
     ) -> None:
         self.local = local
         self.config = config or PdsConfig()
+        self._nack_retx_ns = self.config.nack_retx_ns or self.config.rto_ns
         self.rng = rng or random.Random()  # noqa: S311 - PSNs/PDCIDs are not secrets here
         self._log = log
         self.counters: dict[str, int] = {}

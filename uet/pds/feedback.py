@@ -13,8 +13,13 @@ Choices where the notes are silent (inference):
   SRTT of the restart are stale (they answer copies sent before the restart) and are ignored; a later one
   means the restarted head was lost as well and restarts the window again (the target sends at
   most one per ``rod_nack_holdoff_ns`` per gap, uet.pds.target).
-- NO_PDC_AVAIL / NO_CCC_AVAIL / NO_BITMAP ("retry establishment later"): the packet is left to
-  its RTO instead of being resent at once. Fatal NACKs close the PDC in error (uet.pds.closing).
+- Resource shortages, NO_PDC_AVAIL .. NO_RESOURCE (0x04–0x0A: "retry establishment later" and
+  "retransmit", both transient): the packet is *parked* and resent after ``NACK_Retx_Time``
+  (``PdsConfig.nack_retx_ns``, default the RTO) doubled per NACK it drew (at most 64×), not at
+  once: an immediate resend would meet the same shortage and spend ``Max_NACK_Retx_Cnt`` in
+  microseconds (behaviour.md §2.10 "normal" class, §2.6 step 7). SACK fast retransmit skips parked
+  packets. Other retransmit-class NACKs resend at once, as the reference does.
+  Fatal NACKs close the PDC in error (uet.pds.closing).
   Unknown codes are ignored (reference). NACKs for PSNs not outstanding are ignored (§2.10).
 - NEW_START_PSN naming the Start_PSN already in use (a re-NACK) is ignored.
 """
@@ -30,9 +35,8 @@ _M32 = 0xFFFFFFFF
 _NA_CLOSE = NackAction.CLOSE
 _NA_IGNORE = NackAction.IGNORE
 _NC_NEW_START_PSN = NackCode.NEW_START_PSN
-_NC_NO_BITMAP = NackCode.NO_BITMAP
-_NC_NO_CCC_AVAIL = NackCode.NO_CCC_AVAIL
 _NC_NO_PDC_AVAIL = NackCode.NO_PDC_AVAIL
+_NC_NO_RESOURCE = NackCode.NO_RESOURCE
 _NC_PKT_NOT_RCVD = NackCode.PKT_NOT_RCVD
 _NC_ROD_OOO = NackCode.ROD_OOO
 _NC_TRIMMED = NackCode.TRIMMED
@@ -263,7 +267,7 @@ class FeedbackMixin:
         stop = (pdc.high_sack - thr + 1) & _M32
         while p != stop:
             pkt = out.get(p)
-            if pkt is not None and not pkt.dst_received and not pkt.fast_done and pkt.ctl is None:
+            if pkt is not None and not pkt.dst_received and not pkt.fast_done and pkt.ctl is None and not pkt.parked:
                 pkt.fast_done = True
                 self._count("fast_retransmits")
                 pdc.gate.on_timeout(now)
@@ -348,14 +352,16 @@ class FeedbackMixin:
                     self._transmit(pdc, q, now, True, True)
                 p = (p + 1) & _M32
             return
+        shortage = _NC_NO_PDC_AVAIL <= code <= _NC_NO_RESOURCE
+        if shortage and pkt.parked:
+            self._count("nack_while_parked")  # it answers a copy sent before the wait began
+            return
         pkt.nack_retries += 1
         if pkt.nack_retries > self.config.max_nack_retx:
             self._close_error(pdc, "nack retry exhausted", code, now)
             return
-        if code in (_NC_NO_PDC_AVAIL, _NC_NO_CCC_AVAIL, _NC_NO_BITMAP):
-            pkt.tx_time = now  # retry establishment after an RTO, not at once
-            del out[npsn]
-            out[npsn] = pkt
+        if shortage:
+            self._park(pdc, pkt, now)
             return
         if code == _NC_PKT_NOT_RCVD:
             pkt.dst_received = False

@@ -437,6 +437,8 @@ class InitiatorMixin:
         flags = _AR if ar else 0
         if retx:
             flags |= _RETX | _AR
+            if pkt.parked:  # resent (by its delay or otherwise): no longer waiting out a shortage
+                pkt.parked = 0
             # move to the end: outstanding stays ordered by latest transmission (= RTO deadline)
             out = pdc.outstanding
             del out[psn]
@@ -557,6 +559,8 @@ class InitiatorMixin:
     def _ipdc_deadline_tx(self, pdc: InitiatorPdc) -> int | None:
         out = pdc.outstanding
         if out:
+            if pdc.parked:
+                return self._parked_deadline(pdc)
             return next(iter(out.values())).tx_time + self.config.rto_ns
         if pdc.owner is not None or pdc.locks:
             return None
@@ -571,39 +575,93 @@ class InitiatorMixin:
             return pdc.last_activity + ci
         return None
 
+    def _parked_deadline(self, pdc: InitiatorPdc) -> int | None:
+        """Earliest deadline of ``pdc``'s outstanding packets while some are parked (waiting out a
+        resource-shortage NACK, :meth:`_park`): their resend times and the others' RTOs. A scan
+        of at most ``max_outstanding`` packets, only while something is parked; it also recounts
+        ``pdc.parked`` (packets acknowledged while parked leave the count stale-high)."""
+        rto = self.config.rto_ns
+        best = None
+        parked = 0
+        for q in pdc.outstanding.values():
+            if q.parked:
+                parked += 1
+                d = q.parked
+            else:
+                d = q.tx_time + rto
+            if best is None or d < best:
+                best = d
+        pdc.parked = parked
+        return best
+
+    def _park(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None:
+        """Resend ``pkt`` after ``NACK_Retx_Time`` doubled per NACK it has drawn, not at once: the
+        target NACKed it for a transient resource shortage (``NO_PDC_AVAIL`` .. ``NO_RESOURCE``,
+        behaviour.md §2.10 "normal" class; §2.6 step 7) that an immediate resend would only meet
+        again, using up ``Max_NACK_Retx_Cnt`` in microseconds. The wait does not count as an RTO
+        retry and does not tell the congestion gate about a loss (nothing was lost)."""
+        base = self._nack_retx_ns
+        delay = base << min(max(pkt.nack_retries - 1, 0), 6)  # doubling, at most 64 × the base
+        pkt.parked = now + delay
+        pdc.parked += 1
+        self._count("nack_parked")
+
+    def _rto_one(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> bool:
+        """The RTO of one due packet (§2.9): ACK_REQ if known received, else retransmit; limits →
+        error. False when the PDC was closed or freed (stop)."""
+        cfg = self.config
+        out = pdc.outstanding
+        if pkt.retries >= cfg.max_rto_retx:
+            if pkt.ctl == _CT_CLOSE:
+                self._free_ipdc(pdc, "CLOSE not acknowledged", now)
+            else:
+                self._close_error(pdc, "retry exhausted", None, now)
+            return False
+        pkt.retries += 1
+        self._count("rto")
+        pdc.gate.on_timeout(now)
+        pdc.entropy.feedback(pkt.entropy, "timeout")
+        if pkt.dst_received and pkt.ctl is None:
+            self._send_ctl(pdc, _CT_ACK_REQ, pkt.psn, 0, now, _AR)
+            pkt.tx_time = now
+            del out[pkt.psn]
+            out[pkt.psn] = pkt
+        elif _diff(pkt.psn, (pdc.max_cack + pdc.peer_mp) & _M32) > 0:
+            pkt.tx_time = now  # the peer window forbids it: wait (§2.9)
+            del out[pkt.psn]
+            out[pkt.psn] = pkt
+        else:
+            self._transmit(pdc, pkt, now, True, True)
+        return True
+
     def _ipdc_timer(self, pdc: InitiatorPdc, now: int) -> None:
-        """RTO per packet (§2.9): ACK_REQ if known received, else retransmit; limits → error.
+        """RTO per packet (§2.9) and the delayed resends of parked packets (:meth:`_park`).
         Also flushes the return direction's coalesced ACK (uet.pds.ret)."""
         if pdc.rrx is not None:
             self._rrx_timer(pdc, now)
-        cfg = self.config
-        rto = cfg.rto_ns
+        rto = self.config.rto_ns
         out = pdc.outstanding
+        if pdc.parked:
+            # parked packets break the RTO order of ``outstanding``: visit every packet once
+            for pkt in list(out.values()):
+                if pdc.state is _S_CLOSED or out.get(pkt.psn) is not pkt:
+                    if pdc.state is _S_CLOSED:
+                        return
+                    continue
+                due = pkt.parked
+                if due:
+                    if due <= now:
+                        self._count("nack_resends")
+                        self._transmit(pdc, pkt, now, True, True)  # clears pkt.parked
+                elif pkt.tx_time + rto <= now and not self._rto_one(pdc, pkt, now):
+                    return
+            self._parked_deadline(pdc)  # recount
         while out and pdc.state is not _S_CLOSED:
             pkt = next(iter(out.values()))
-            if pkt.tx_time + rto > now:
+            if pdc.parked or pkt.tx_time + rto > now:
                 break
-            if pkt.retries >= cfg.max_rto_retx:
-                if pkt.ctl == _CT_CLOSE:
-                    self._free_ipdc(pdc, "CLOSE not acknowledged", now)
-                else:
-                    self._close_error(pdc, "retry exhausted", None, now)
+            if not self._rto_one(pdc, pkt, now):
                 return
-            pkt.retries += 1
-            self._count("rto")
-            pdc.gate.on_timeout(now)
-            pdc.entropy.feedback(pkt.entropy, "timeout")
-            if pkt.dst_received and pkt.ctl is None:
-                self._send_ctl(pdc, _CT_ACK_REQ, pkt.psn, 0, now, _AR)
-                pkt.tx_time = now
-                del out[pkt.psn]
-                out[pkt.psn] = pkt
-            elif _diff(pkt.psn, (pdc.max_cack + pdc.peer_mp) & _M32) > 0:
-                pkt.tx_time = now  # the peer window forbids it: wait (§2.9)
-                del out[pkt.psn]
-                out[pkt.psn] = pkt
-            else:
-                self._transmit(pdc, pkt, now, True, True)
         if pdc.state is _S_ESTABLISHED and not out and pdc.owner is None:
             d = self._ipdc_deadline_tx(pdc)
             if d is not None and d <= now:

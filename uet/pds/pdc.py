@@ -45,6 +45,8 @@ class TxPkt:
     first_tx = 0
     retries = 0
     nack_retries = 0
+    #: resend time (ns) while waiting out a resource-shortage NACK, 0 otherwise (uet.pds.feedback)
+    parked = 0
     dst_received = False
     fast_done = False
 
@@ -104,6 +106,7 @@ class InitiatorPdc:
         "gbn_time",
         "gbn_end",
         "tkey",
+        "parked",
     )
 
     role = "initiator"
@@ -135,6 +138,8 @@ class InitiatorPdc:
         self.gbn_from: int | None = None
         self.high_sack = self.max_cack
         self.restarts = 0
+        #: packets parked after a resource-shortage NACK (an upper bound; recounted by the timer)
+        self.parked = 0
         self.probes: dict[int, int] = {}
         self.closed_error: str | None = None
         #: message being queued on this PDC (SOM submitted, EOM not yet) and its SOM packet

@@ -7,7 +7,9 @@ A response for no outstanding id is a late duplicate and is dropped. RUDI target
 every copy is handed to SES and answered by exactly one RUDI response (type 5) echoing the id
 and carrying the SES response (next_hdr 0 and no SES bytes when ``on_deliver`` returns None).
 A transient SES shortage (:class:`~uet.pds.config.SesNack`) or a trimmed request is answered
-with a RUDI NACK (NT = 1, PDCIDs 0).
+with a RUDI NACK (NT = 1, PDCIDs 0). The initiator resends a request NACKed for a resource
+shortage (``NO_PDC_AVAIL`` .. ``NO_RESOURCE``) after ``PdsConfig.nack_retx_ns`` doubled per NACK,
+not at once, exactly as on a PDC (uet.pds.feedback, behaviour.md §2.10); other NACKs at once.
 
 UUD: one packet (SOM and EOM), no PDC, no ACK; ``Acked`` is reported when the datagram is
 handed out. The target hands it to SES and ignores the return value.
@@ -29,6 +31,8 @@ _MODE_UUD = Mode.UUD
 _NA_IGNORE = NackAction.IGNORE
 _NA_RETRANSMIT = NackAction.RETRANSMIT
 _NC_NO_SES_MSG_AVAIL = NackCode.NO_SES_MSG_AVAIL
+_NC_NO_PDC_AVAIL = NackCode.NO_PDC_AVAIL
+_NC_NO_RESOURCE = NackCode.NO_RESOURCE
 _NC_TRIMMED = NackCode.TRIMMED
 _NC_TRIMMED_LASTHOP = NackCode.TRIMMED_LASTHOP
 _NT = int(NackFlag.NT)
@@ -37,7 +41,7 @@ _NT = int(NackFlag.NT)
 class RudiPkt:
     """An outstanding RUDI request."""
 
-    __slots__ = ("pid", "token", "peer", "next_hdr", "body", "tx_time", "retries", "nack_retries", "entropy")
+    __slots__ = ("pid", "token", "peer", "next_hdr", "body", "tx_time", "retries", "nack_retries", "entropy", "parked")
 
     def __init__(self, pid: int, token: Any, peer: str, next_hdr: int, body: bytes) -> None:
         self.pid = pid
@@ -49,6 +53,8 @@ class RudiPkt:
         self.retries = 0
         self.nack_retries = 0
         self.entropy = 0
+        #: resend time (ns) while waiting out a resource-shortage NACK, 0 otherwise
+        self.parked = 0
 
 
 class RudiMixin:
@@ -59,6 +65,8 @@ class RudiMixin:
         #: outstanding RUDI requests by packet id, in order of latest transmission
         self._rudi_out: dict[int, RudiPkt] = {}
         self._rudi_wait: deque[RudiPkt] = deque()
+        #: RUDI requests parked after a resource-shortage NACK (an upper bound, recounted)
+        self._rudi_parked = 0
         self._uud_q: list[tuple[bytes, str, Any]] = []
 
     def _submit_unreliable(
@@ -99,6 +107,7 @@ class RudiMixin:
         pkt.entropy = self._misc_entropy.next_entropy()
         pkt.tx_time = now
         if retx:
+            pkt.parked = 0
             del self._rudi_out[pkt.pid]
             self._rudi_out[pkt.pid] = pkt
         self._out.append((RUDI.encode((4, pkt.next_hdr, flags, pkt.pid)) + pkt.body, pkt.peer, pkt.entropy))
@@ -110,13 +119,52 @@ class RudiMixin:
 
     def _rudi_deadline(self) -> int | None:
         if self._rudi_out:
+            if self._rudi_parked:
+                return self._rudi_parked_deadline()
             return next(iter(self._rudi_out.values())).tx_time + self.config.rto_ns
         return None
+
+    def _rudi_parked_deadline(self) -> int | None:
+        """Earliest RTO or parked resend among outstanding RUDI requests (a scan, only while some
+        are parked); recounts ``_rudi_parked``."""
+        rto = self.config.rto_ns
+        best = None
+        parked = 0
+        for q in self._rudi_out.values():
+            if q.parked:
+                parked += 1
+                d = q.parked
+            else:
+                d = q.tx_time + rto
+            if best is None or d < best:
+                best = d
+        self._rudi_parked = parked
+        return best
 
     def _rudi_timer(self, now: int) -> None:
         out = self._rudi_out
         rto = self.config.rto_ns
-        while out:
+        if self._rudi_parked:  # parked requests break the RTO order: visit each once
+            for pkt in list(out.values()):
+                if out.get(pkt.pid) is not pkt:
+                    continue
+                if pkt.parked:
+                    if pkt.parked <= now:
+                        self._count("nack_resends")
+                        self._rudi_send(pkt, now, True)
+                    continue
+                if pkt.tx_time + rto > now:
+                    continue
+                if pkt.retries >= self.config.max_rto_retx:
+                    del out[pkt.pid]
+                    self._events.append(Failed(pkt.token, "retry exhausted", None))
+                    self._count("rudi_failed")
+                    continue
+                pkt.retries += 1
+                self._count("rto")
+                self._rudi_send(pkt, now, True)
+            self._rudi_parked_deadline()
+        while out and not self._rudi_parked:
             pkt = next(iter(out.values()))
             if pkt.tx_time + rto > now:
                 break
@@ -194,10 +242,19 @@ class RudiMixin:
         action = NACK_ACTION.get(code, _NA_IGNORE)
         if action == _NA_IGNORE:
             return
+        shortage = _NC_NO_PDC_AVAIL <= code <= _NC_NO_RESOURCE
+        if shortage and pkt.parked:
+            self._count("nack_while_parked")  # it answers a copy sent before the wait began
+            return
         pkt.nack_retries += 1
         if action != _NA_RETRANSMIT or pkt.nack_retries > self.config.max_nack_retx:
             del self._rudi_out[pid]
             self._events.append(Failed(pkt.token, f"nack {NackCode(code).name}", code))
+            return
+        if shortage:  # transient: resend after NACK_Retx_Time, doubling (as for PDCs, uet.pds.feedback)
+            pkt.parked = now + (self._nack_retx_ns << min(pkt.nack_retries - 1, 6))
+            self._rudi_parked += 1
+            self._count("nack_parked")
             return
         self._rudi_send(pkt, now, True)
 

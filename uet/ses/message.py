@@ -141,7 +141,15 @@ class MessageConfig:
         max_partial: most messages being reassembled at once; a packet of a new message beyond
             it raises :class:`uet.pds.SesNack` (a transient shortage: PDS NACKs it with
             ``NO_SES_MSG_AVAIL`` and the initiator resends it later, §2.6 step 7, §6.9).
-        max_partial_bytes: most bytes of reassembly buffers allocated at once (same answer).
+        max_partial_bytes: most bytes held by messages being reassembled, counted as *committed*
+            (the payload bytes kept for a segmented message; the buffer pages populated for an
+            in-place one, plus packets placed beyond them), never by the ``request_length`` a first
+            packet claims: a claim that is never finished costs what it delivered, so strangers
+            claiming huge lengths cannot starve other messages (inference; the spec notes only
+            say a shortage is NACKed ``NO_SES_MSG_AVAIL``, behaviour.md §2.6 step 7). A packet
+            that would take the total beyond it — the first of a new message or a later one —
+            raises :class:`uet.pds.SesNack` and is resent by its initiator after a delay; a
+            message longer than the whole budget is refused the same way.
         reassembly_timeout_ns: a partially received message idle this long is dropped (reference:
             5 s, behaviour.md §6.1).
         completed_ttl_ns: how long a completed message id is remembered to absorb RUDI duplicates.
@@ -443,6 +451,8 @@ class _Partial:
     buf: mmap.mmap | None = None
     view: memoryview | None = None
     ahead: int = 0
+    #: bytes this message has charged to ``Reassembler._partial_bytes`` (MessageConfig.max_partial_bytes)
+    charged: int = 0
 
 
 class Reassembler:
@@ -528,10 +538,18 @@ class Reassembler:
                 view = rec.view
                 seg = rec.segments
                 end = off + n
-                if view is not None and rec.received + n < length and end <= length and off not in seg:
-                    # in place, new, in bounds and not completing the message: :meth:`_place` inlined
+                ahead = rec.ahead
+                if (
+                    view is not None
+                    and rec.received + n < length
+                    and end <= length
+                    and off not in seg
+                    and (end <= ahead or off <= ahead + _POPULATE_CHUNK)
+                ):
+                    # in place, new, in bounds, near the in-order front and not completing the
+                    # message: :meth:`_place` inlined
                     rec.last_ns = self.now
-                    if end > rec.ahead and off <= rec.ahead + _POPULATE_CHUNK:
+                    if end > ahead:
                         self._populate(rec, end)
                     view[off:end] = payload
                     seg[off] = n
@@ -597,9 +615,8 @@ class Reassembler:
                     return DECLINED
             if length > self.config.max_message:
                 return self._fail_key(peer, mid, job, ReturnCode.TOO_LONG, "too_long", length)
-            if len(self._partial) >= self.config.max_partial or (
-                self._partial_bytes + length > self.config.max_partial_bytes
-            ):
+            cap = self.config.max_partial_bytes
+            if len(self._partial) >= self.config.max_partial or length > cap or self._partial_bytes + n > cap:
                 # Transient shortage: ask PDS to NACK (NO_SES_MSG_AVAIL) so the packet is resent
                 # later instead of failing the message (behaviour.md §2.6 step 7, §6.9).
                 self._count("no_reassembly_slot")
@@ -618,10 +635,7 @@ class Reassembler:
                     except OSError:  # pragma: no cover - THP disabled
                         pass
                 rec.view = memoryview(rec.buf)
-                if _MADV_POPULATE_WRITE is None:
-                    rec.ahead = length
             self._partial[key] = rec
-            self._partial_bytes += length
         elif rec.error:
             return _NH_RESPONSE, encode_response(rec.error, mid, job, 0)
         elif length != rec.length:
@@ -663,11 +677,19 @@ class Reassembler:
             return self._fail(key, rec, ReturnCode.OP_VIOLATION, "eom_not_at_end")
         view = rec.view
         if view is not None:
-            if end > rec.ahead and off <= rec.ahead + _POPULATE_CHUNK:
-                self._populate(rec, end)  # (a packet far ahead of the in-order front faults its own pages)
+            if end > rec.ahead:
+                if off <= rec.ahead + _POPULATE_CHUNK:
+                    self._populate(rec, end)
+                else:  # a packet far ahead of the in-order front faults its own pages: charge them
+                    self._charge(rec, n)
             view[off:end] = payload
             seg[off] = n
         else:
+            total = self._partial_bytes + n
+            if total > self.config.max_partial_bytes:
+                self._charge(rec, n)  # raises SesNack
+            self._partial_bytes = total  # (:meth:`_charge` inlined)
+            rec.charged += n
             seg[off] = payload if type(payload) is bytes else bytes(payload)
         if som and flags & _F_HD:
             rec.header_data = hdata
@@ -690,23 +712,43 @@ class Reassembler:
             pos += len(seg[o])
         return self._complete(key, rec, key[1], [seg[o] for o in order])
 
-    @staticmethod
-    def _populate(rec: _Partial, end: int) -> None:
+    def _charge(self, rec: _Partial, n: int) -> None:
+        """Charge ``n`` more committed bytes to ``rec``, or raise :class:`SesNack` (nothing
+        changed) when that would exceed ``max_partial_bytes`` (a transient shortage)."""
+        total = self._partial_bytes + n
+        if total > self.config.max_partial_bytes:
+            self._count("no_reassembly_room")
+            raise SesNack("reassembly memory exhausted")
+        self._partial_bytes = total
+        rec.charged += n
+
+    def _release(self, rec: _Partial) -> None:
+        """Return everything ``rec`` charged (its buffer is being dropped)."""
+        self._partial_bytes -= rec.charged
+        rec.charged = 0
+
+    def _populate(self, rec: _Partial, end: int) -> None:
         """Populate the buffer's pages in ``_POPULATE_CHUNK`` steps up to ``end`` (one system call
-        per MiB instead of a page fault per page); where the kernel lacks the call, stop trying
-        (the copy then faults the pages in itself)."""
+        per 2 MiB instead of a page fault per page), charging the populated bytes; where the kernel
+        lacks the call, the copy faults the pages in itself (they are charged all the same). Near
+        the memory budget it populates (and charges) only up to ``end``; past it, :class:`SesNack`
+        before anything changes."""
         buf = rec.buf
         assert buf is not None
         ahead = rec.ahead
-        length = rec.length
-        try:
-            while ahead < end:
-                n = min(_POPULATE_CHUNK, length - ahead)
-                buf.madvise(_MADV_POPULATE_WRITE, ahead, n)  # type: ignore[arg-type]
-                ahead += n
-        except (OSError, ValueError):
-            ahead = length
-        rec.ahead = ahead
+        want = min(rec.length, max(end, ahead + _POPULATE_CHUNK))
+        if self._partial_bytes + want - ahead > self.config.max_partial_bytes:
+            want = end  # near the budget: only what this packet needs
+        self._charge(rec, want - ahead)
+        if _MADV_POPULATE_WRITE is not None:
+            try:
+                while ahead < want:
+                    n = min(_POPULATE_CHUNK, want - ahead)
+                    buf.madvise(_MADV_POPULATE_WRITE, ahead, n)  # type: ignore[arg-type]
+                    ahead += n
+            except (OSError, ValueError):  # pragma: no cover - kernel without MADV_POPULATE_WRITE
+                pass
+        rec.ahead = want
 
     def _bad_request(self, op: int, ver: int, pid: int, ri: int, job: int, mid: int) -> tuple[int, bytes]:
         """Classify a request the fast path refused (target processing order, behaviour.md §6.3)."""
@@ -738,7 +780,7 @@ class Reassembler:
 
     def _complete(self, key: tuple[str, int], rec: _Partial, mid: int, parts: list[bytes] | None) -> tuple[int, bytes]:
         del self._partial[key]
-        self._partial_bytes -= rec.length
+        self._release(rec)
         rec.live = False
         rec.segments = {}
         data = None
@@ -777,7 +819,7 @@ class Reassembler:
     def _fail(self, key: tuple[str, int], rec: _Partial, rc: int, reason: str) -> tuple[int, bytes]:
         """Put a message in error: free its buffer, answer this and every later packet with ``rc``."""
         if rec.live:
-            self._partial_bytes -= rec.length
+            self._release(rec)
             rec.live = False
         rec.error = int(rc)
         rec.segments.clear()
@@ -802,7 +844,7 @@ class Reassembler:
         for k in stale:
             rec = self._partial.pop(k)
             if rec.live:
-                self._partial_bytes -= rec.length
+                self._release(rec)
                 self._counters["expired"] += 1
                 rec.live = False
                 rec.view = rec.buf = None
