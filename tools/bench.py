@@ -789,7 +789,7 @@ def _print_table(title: str, rec: dict[str, Any]) -> None:
     t.add_column("value", justify="right")
     for k, v in rec.items():
         t.add_row(k, "" if v is None else str(v))
-    Console().print(t)
+    Console(width=None if sys.stdout.isatty() else 120).print(t)  # no 80-column wrap in pipes
 
 
 def pair_main(argv: Sequence[str]) -> int:

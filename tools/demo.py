@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 120)  # no 80-column wrap when piped
     a, b = (x.strip() for x in ns.addresses.split(","))
     table = Table(title=f"UET demo: {a} → {b}, loss {ns.loss:.0%}, reorder {ns.reorder:.0%}, dup {ns.dup:.0%}")
     for col in ("mode", "bytes", "s", "Gbit/s", "retx", "NACKs", "dups", "intact"):

@@ -392,7 +392,7 @@ def render(result: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    con = Console(width=None if sys.stdout.isatty() else 120)  # no 80-column wrap when piped
     t = Table(title=f"uet-run {result['workload']}: {result['endpoints']} endpoints, {result['elapsed_s']} s")
     for col in ("flow", "src → dst", "bytes", "completion (s)", "goodput (Mb/s)", "retransmits", "intact"):
         t.add_column(col, justify="left" if col == "src → dst" else "right")
