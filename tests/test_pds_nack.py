@@ -200,8 +200,9 @@ def test_no_ses_msg_avail_then_retransmission_accepted() -> None:
 
 
 def test_retransmit_class_nacks_resend_at_once() -> None:
-    for code in (NackCode.TRIMMED, NackCode.TRIMMED_LASTHOP, NackCode.PSN_OOR_WINDOW, NackCode.PKT_NOT_RCVD,
-                 NackCode.RCVR_INFER_LOSS, NackCode.EXP_NACK_NORMAL):  # fmt: skip
+    for code in (NackCode.TRIMMED, NackCode.TRIMMED_LASTHOP, NackCode.TRIMMED_ACK, NackCode.PSN_OOR_WINDOW,
+                 NackCode.PKT_NOT_RCVD, NackCode.ACK_WITH_DATA, NackCode.RCVR_INFER_LOSS, NackCode.EXP_NACK_NORMAL,
+                 NackCode.EXP_NACK_ERR):  # fmt: skip
         pair, ip, tp = setup()
         data = pending_packet(pair)
         pair.inject(pair.a, nack(code, START + 1, tp.lpdcid, ip.lpdcid), B_ADDR)
@@ -267,12 +268,19 @@ def test_parked_packet_delivers_and_does_not_hold_up_other_rtos() -> None:
 
 
 def test_no_pdc_avail_retries_after_rto() -> None:
+    """NO_PDC_AVAIL, NO_CCC_AVAIL and NO_BITMAP (no PDC was created, spdcid 0): the SYN is sent
+    again after NACK_Retx_Time, still as a SYN (§2.10)."""
+    for code in (NackCode.NO_PDC_AVAIL, NackCode.NO_CCC_AVAIL, NackCode.NO_BITMAP):
+        _no_pdc_retry(code)
+
+
+def _no_pdc_retry(code: NackCode) -> None:
     pair = Pair(CFG)
     pair.a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"x", token="x", som=True, eom=True, now=0)
     pair.take(pair.a)
     (ip,) = pair.a.core.pdcs.values()
     pair.now = 1000
-    pair.inject(pair.a, nack(NackCode.NO_PDC_AVAIL, START, 0, ip.lpdcid), B_ADDR)
+    pair.inject(pair.a, nack(code, START, 0, ip.lpdcid), B_ADDR)
     assert pair.take(pair.a) == []
     assert pair.a.core.get_timer() == 1000 + CFG.rto_ns
     pair.now = 1000 + CFG.rto_ns
