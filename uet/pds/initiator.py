@@ -29,7 +29,7 @@ from typing import Any
 
 from uet.pds.config import Mode, PdsClosedError, PdsError, PdsLimitError
 from uet.pds.events import Failed, PdcOpened
-from uet.pds.pdc import InitiatorPdc, TxPkt
+from uet.pds.pdc import InitiatorPdc, TxPkt, earliest_deadline
 from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
 from uet.wire.pds import (
     ACK,
@@ -580,18 +580,7 @@ class InitiatorMixin:
         resource-shortage NACK, :meth:`_park`): their resend times and the others' RTOs. A scan
         of at most ``max_outstanding`` packets, only while something is parked; it also recounts
         ``pdc.parked`` (packets acknowledged while parked leave the count stale-high)."""
-        rto = self.config.rto_ns
-        best = None
-        parked = 0
-        for q in pdc.outstanding.values():
-            if q.parked:
-                parked += 1
-                d = q.parked
-            else:
-                d = q.tx_time + rto
-            if best is None or d < best:
-                best = d
-        pdc.parked = parked
+        best, pdc.parked = earliest_deadline(pdc.outstanding.values(), self.config.rto_ns)
         return best
 
     def _park(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None:

@@ -7,6 +7,7 @@ The behaviour lives in :mod:`uet.pds.initiator` and :mod:`uet.pds.target`.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from uet.pds.config import Mode
@@ -61,6 +62,23 @@ class TxPkt:
         self.eom = eom
         self.sends = 0
         self.tx_time = 0
+
+
+def earliest_deadline(packets: Iterable[TxPkt], rto_ns: int) -> tuple[int | None, int]:
+    """``(earliest deadline, number parked)`` over outstanding ``packets``: a parked packet's
+    resend time (waiting out a resource-shortage NACK), else its RTO. Used only while something is
+    parked, by PDCs and by RUDI alike; the count refreshes a stale-high parked counter."""
+    best = None
+    parked = 0
+    for q in packets:
+        if q.parked:
+            parked += 1
+            d = q.parked
+        else:
+            d = q.tx_time + rto_ns
+        if best is None or d < best:
+            best = d
+    return best, parked
 
 
 class InitiatorPdc:

@@ -22,6 +22,7 @@ from typing import Any
 
 from uet.pds.config import Mode, PdsError, PdsLimitError, SesNack
 from uet.pds.events import Failed, NackReceived, new_acked, new_delivery
+from uet.pds.pdc import earliest_deadline
 from uet.pds.target import normalize_response, ses_end
 from uet.wire.pds import NACK_ACTION, RUDI, UUD, NackAction, NackCode, NackFlag, RudiFlag
 
@@ -127,18 +128,7 @@ class RudiMixin:
     def _rudi_parked_deadline(self) -> int | None:
         """Earliest RTO or parked resend among outstanding RUDI requests (a scan, only while some
         are parked); recounts ``_rudi_parked``."""
-        rto = self.config.rto_ns
-        best = None
-        parked = 0
-        for q in self._rudi_out.values():
-            if q.parked:
-                parked += 1
-                d = q.parked
-            else:
-                d = q.tx_time + rto
-            if best is None or d < best:
-                best = d
-        self._rudi_parked = parked
+        best, self._rudi_parked = earliest_deadline(self._rudi_out.values(), self.config.rto_ns)
         return best
 
     def _rudi_timer(self, now: int) -> None:
