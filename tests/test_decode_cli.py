@@ -88,8 +88,6 @@ def test_malformed_hex_one_error_line(capsys):
     "argv,msg",
     [
         (["/nonexistent/capture.pcap"], "No such file"),
-        (["--hex", "45 00 zz"], "bad hex"),
-        (["--hex", "450"], "odd number"),
         (["--keys", "/nonexistent/keys.toml", "--sample"], "keys.toml"),
         (["--filter", "ack,bogus", "--sample"], "unknown name(s) bogus"),
         (["--count", "-1", "--sample"], "--count"),
@@ -101,6 +99,16 @@ def test_usage_and_file_errors_exit_2(capsys, argv, msg):
     assert rc == 2
     if msg:
         assert msg in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "text,msg", [("45 00 zz", "bad hex on line 1: 'zz'"), ("450", "odd number of digits"), ("# nothing", "no hex")]
+)
+def test_malformed_hex_is_one_error_line_and_exit_1(capsys, text, msg):
+    """Text that is not hex is malformed input, like a malformed packet: exit 1, one line."""
+    rc, out, err = run(capsys, "--hex", text)
+    assert rc == 1 and out == ""
+    assert err.startswith("uet-decode: malformed hex: ") and msg in err and err.count("\n") == 1
 
 
 def test_argparse_errors_and_help(capsys):

@@ -63,12 +63,19 @@ examples:
   uet-decode --keys sd-keys.toml capture.pcap  decrypt TSS packets (key file mode 0600)
   tcpdump -U -w - udp port 4793 | uet-decode -
 
-exit status: 0 all packets decoded, 1 some packet malformed, 2 usage or file error
+exit status: 0 all packets decoded, 1 some packet or the hex text malformed, 2 usage or file error
 """
 
 
 class UsageError(UetError):
-    """Bad command-line input (bad hex, unreadable file, unknown filter name): exit status 2."""
+    """Bad command-line input (unreadable file, unknown filter name, bad option): exit status 2."""
+
+
+class HexError(UetError):
+    """Hex text that is not hex (a stray character, an odd digit count, no bytes at all).
+
+    Malformed input like a malformed packet: one error line and exit status 1 (the usage
+    errors, exit 2, are about options and files)."""
 
 
 @dataclass
@@ -88,7 +95,7 @@ _HEXTOK = re.compile(r"^(0x)?([0-9a-fA-F]+)$")
 
 
 def parse_hex(text: str) -> list[bytes]:
-    """Packets from hex text (see the module docstring); raises :class:`UsageError` on bad hex."""
+    """Packets from hex text (see the module docstring); raises :class:`HexError` on bad hex."""
     packets: list[bytes] = []
     cur = bytearray()
     for lineno, raw_line in enumerate(text.splitlines(), 1):
@@ -125,18 +132,18 @@ def parse_hex(text: str) -> list[bytes]:
                     continue
                 m = _HEXTOK.match(part)
                 if not m:
-                    raise UsageError(f"bad hex on line {lineno}: {part!r}")
+                    raise HexError(f"bad hex on line {lineno}: {part!r}")
                 digits = m.group(2)
                 if len(digits) % 2:
                     if m.group(1) and len(digits) == 1:
                         digits = "0" + digits
                     else:
-                        raise UsageError(f"bad hex on line {lineno}: odd number of digits in {part!r}")
+                        raise HexError(f"bad hex on line {lineno}: odd number of digits in {part!r}")
                 cur += bytes.fromhex(digits)
     if cur:
         packets.append(bytes(cur))
     if not packets:
-        raise UsageError("no hex bytes found")
+        raise HexError("no hex bytes found")
     return packets
 
 
@@ -770,6 +777,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         stdin = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else io.BytesIO(b"")
         return run(args, stdout, stdin)
+    except HexError as e:
+        print(f"{PROG}: malformed hex: {e}", file=sys.stderr)
+        return 1
     except UetError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
