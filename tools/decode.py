@@ -45,7 +45,7 @@ from uet.pcap import PcapError, detect_format, read_capture
 from uet.wire import net
 from uet.wire.layout import Layout, Raw
 from uet.wire.packet import Decryptor, Frame, LinkType, Sealed, UetPacket, fields_dict, parse_frame, parse_uet
-from uet.wire.pds import ControlType, PdsType
+from uet.wire.pds import ControlType, PdsType, ack_psn, sack_base, start_psn
 from uet.wire.ses import ResponseOpcode, SesOpcode
 
 PROG = "uet-decode"
@@ -360,7 +360,7 @@ def _pds_summary(u: UetPacket) -> str:
     if "cack_psn" in d:
         parts.append(f"cack={d['cack_psn']}")
         if "ack_psn_offset" in d:
-            parts.append(f"ack_psn={d['cack_psn'] + d['ack_psn_offset'] & 0xFFFFFFFF}")
+            parts.append(f"ack_psn={ack_psn(d['cack_psn'], d['ack_psn_offset'])}")
         if "probe_opaque" in d:
             parts.append(f"opaque={d['probe_opaque']:#06x}")
     if "nack_code" in d:
@@ -373,11 +373,11 @@ def _pds_summary(u: UetPacket) -> str:
     if "dpdcid" in d:
         parts.append(f"dpdcid={d['dpdcid']}")
     if "psn_offset" in d:
-        parts.append(f"start_psn={(d['psn'] - d['psn_offset']) & 0xFFFFFFFF}")
+        parts.append(f"start_psn={start_psn(d['psn'], d['psn_offset'])}")
     if "ccc_id" in d:
         parts.append(f"ccc={d['ccc_id']} credit_target={d['credit_target']}")
     if "sack_bitmap" in d:
-        base = (d["cack_psn"] + d["sack_psn_offset"]) & 0xFFFFFFFF
+        base = sack_base(d["cack_psn"], d["sack_psn_offset"])
         parts.append(f"{d['cc_type_name'] or d['cc_type']} sack_base={base} sack={d['sack_bitmap']:#x}")
     if "expected_psn" in d:
         parts.append(f"expected_psn={d['expected_psn']}")
