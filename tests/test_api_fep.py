@@ -57,17 +57,31 @@ def test_unexpected_messages_take_the_fast_path_and_match_by_tag() -> None:
     assert isinstance(m, Message) and m.data == data and m.tag == 0xAB and m.source == PEER
 
 
-def test_posted_receive_sends_the_message_to_the_target_engine() -> None:
+def test_posted_receive_with_room_takes_the_fast_path_into_its_buffer() -> None:
     f = fep()
     buf = bytearray(4000)
     recv = f.post_recv(buf, tagged=True, tag=5)
     data = b"z" * 2500
     for ses, pl in packets(data, 200, tag=5):
+        r = deliver(f, ses, pl)
+    assert f.counters["fast_messages"] == 1 and f.counters["tgt_requests"] == 0
+    assert r is not None and decode_response(r[1]) == (1, ReturnCode.OK, 200, 2500)
+    (ev,) = events(f)
+    assert isinstance(ev, RecvCompleted) and ev.recv_id == recv.id and ev.length == 2500 and not ev.unexpected
+    assert bytes(buf[:2500]) == data and ev.tag == 5
+
+
+def test_posted_receive_that_would_truncate_sends_the_message_to_the_target_engine() -> None:
+    f = fep()
+    buf = bytearray(2000)
+    recv = f.post_recv(buf, tagged=True, tag=5, truncate=True)
+    data = b"z" * 2500
+    for ses, pl in packets(data, 200, tag=5):
         deliver(f, ses, pl)
     assert f.counters["fast_messages"] == 0 and f.counters["tgt_requests"] == 3
     (ev,) = events(f)
-    assert isinstance(ev, RecvCompleted) and ev.recv_id == recv.id and ev.length == 2500 and not ev.unexpected
-    assert bytes(buf[:2500]) == data
+    assert isinstance(ev, RecvCompleted) and ev.recv_id == recv.id and ev.length == 2000 and not ev.unexpected
+    assert ev.message_length == 2500 and bytes(buf) == data[:2000]
 
 
 def test_receive_posted_while_a_fast_message_arrives_gets_it_at_completion() -> None:

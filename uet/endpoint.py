@@ -1098,6 +1098,8 @@ class Endpoint:
         if self._closed:
             return
         self.ses.expire(_now())
+        if self.ses.has_events():  # receives bound to expired messages fail (DROPPED)
+            self._schedule_pump()
         self._housekeeping = self.loop.call_later(self.config.housekeeping_s, self._sweep)
 
     # -- initiator side ------------------------------------------------------------------------

@@ -112,7 +112,7 @@ class SesFep:
             fast.now = self.now
             r = fast.deliver(peer, mode, nh, ses, pl)
             if r is not DECLINED:
-                if fast.completed:
+                if fast.completed or fast.receives:
                     self._settle_fast()
                 return r
         if type(pl) is memoryview:  # the core's payload_views: the engine keeps bytes
@@ -246,8 +246,11 @@ class SesFep:
 
     def expire(self, now: int) -> None:
         """Housekeeping: drop idle partial fast-path messages (reassembly timeout, §6.1)."""
-        if self.fast is not None:
-            self.fast.expire(now)
+        fast = self.fast
+        if fast is not None:
+            fast.expire(now)
+            if fast.receives:
+                self._settle_fast()
 
     @property
     def counters(self) -> dict[str, int]:
@@ -260,18 +263,37 @@ class SesFep:
 
     # -- internals ----------------------------------------------------------------------------------
 
-    def _admit(self, tagged: bool, tag: int, initiator: int, job: int) -> bool:
-        """Fast path for a new message unless a posted receive on the default resource takes it."""
+    def _admit(self, tagged: bool, tag: int, initiator: int, job: int, length: int) -> bool | PostedReceive:
+        """Where a new message on the default resource goes (asked at its first-arriving packet):
+
+        * no posted receive matches it → True: the overflow (unexpected) fast path;
+        * the first matching receive has room for the whole message → that receive, consumed
+          from the posted list: the fast path places the message straight into its buffer
+          (expected list, §6.4);
+        * otherwise (a receive that would truncate or is too short, or one restricted to another
+          job) → False: the target engine handles the whole message and its errors."""
         res = self.default
         assert res is not None
-        posted = res.matcher.posted(tagged)
-        return not posted or not any(r.accepts(tagged, tag, initiator) for r in posted)
+        first = next((r for r in res.matcher.posted(tagged) if r.accepts(tagged, tag, initiator)), None)
+        if first is None:
+            return True
+        if len(first.buffer) < length or (first.job is not None and first.job != job):
+            return False
+        recv = res.matcher.match(tagged=tagged, tag=tag, initiator=initiator, job=job)
+        assert recv is first
+        return recv
 
     def _settle_fast(self) -> None:
         """Completed fast-path messages: bind to a matching posted receive, else keep unexpected."""
         fast = self.fast
         res = self.default
         assert fast is not None and res is not None
+        while fast.receives:
+            recv, rc, m = fast.receives.popleft()
+            self._events.append(
+                RecvCompleted(recv.id, recv.context, rc, m.nbytes, m.message_length, m.source, m.initiator,
+                              m.tag or 0, m.header_data, False)
+            )  # fmt: skip
         while fast.completed:
             m = fast.completed.popleft()
             try:

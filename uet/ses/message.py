@@ -111,6 +111,7 @@ _F_REL = int(SesFlag.REL)
 _NH_STANDARD = int(NextHeader.STANDARD)
 _NH_RESPONSE = int(NextHeader.RESPONSE)
 _RC_OK = int(ReturnCode.OK)
+_RC_DROPPED = int(ReturnCode.DROPPED)
 #: ``madvise(MADV_POPULATE_WRITE)`` (Linux ≥ 5.14): fault a range of a reassembly buffer in with
 #: one system call instead of one page fault per 4 KiB page while packets are copied in.
 _MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23 if sys.platform == "linux" else None)
@@ -453,6 +454,9 @@ class _Partial:
     ahead: int = 0
     #: bytes this message has charged to ``Reassembler._partial_bytes`` (MessageConfig.max_partial_bytes)
     charged: int = 0
+    #: the posted receive (:class:`uet.ses.matching.PostedReceive`) whose buffer the message is
+    #: placed into, when it matched one (expected list); None on the overflow path
+    recv: Any = None
 
 
 class Reassembler:
@@ -472,14 +476,16 @@ class Reassembler:
         resource_index: int = 0,
         config: MessageConfig | None = None,
         decline: bool = False,
-        admit: Callable[[bool, int, int, int], bool] | None = None,
+        admit: Callable[[bool, int, int, int, int], Any] | None = None,
     ) -> None:
         self.config = config or MessageConfig()
         #: fast-path mode (:class:`uet.ses.fep.SesFep`): packets this layer does not handle are
         #: answered :data:`DECLINED` instead of an error, so the full SES target can take them
         self.decline = decline
-        #: asked ``(tagged, tag, initiator, job)`` for the first packet of a new message in
-        #: ``decline`` mode; False declines the whole message (a posted receive matches it)
+        #: asked ``(tagged, tag, initiator, job, request_length)`` for the first packet of a new
+        #: message in ``decline`` mode: True takes it on the overflow path, False declines the
+        #: whole message, and a posted receive (already removed from its list) places it straight
+        #: into that receive's buffer (see :attr:`receives`)
         self.admit = admit
         #: the resource generation requests must carry (others are declined, §6.3 step 4)
         self.generation = 0
@@ -489,6 +495,10 @@ class Reassembler:
         self.resource_index = resource_index
         self.now = 0
         self.completed: deque[Message] = deque()
+        #: posted receives this layer finished, in order: ``(receive, return code, message)``;
+        #: the message's ``data`` is a view of the receive's buffer (empty on an error) and its
+        #: ``message_length`` the sender's length
+        self.receives: deque[tuple[Any, int, Message]] = deque()
         self._partial: dict[tuple[str, int], _Partial] = {}
         self._partial_bytes = 0
         self._done: OrderedDict[tuple[str, int], tuple[int, int, int, int]] = OrderedDict()
@@ -608,11 +618,28 @@ class Reassembler:
                 if key in slow:
                     return DECLINED
                 admit = self.admit
-                if admit is not None and not admit(op == _TSEND, mb, init, job):
-                    slow[key] = None
-                    if len(slow) > self.config.completed_max:
-                        slow.popitem(last=False)
-                    return DECLINED
+                if admit is not None:
+                    took = admit(op == _TSEND, mb, init, job, length)
+                    if not took:
+                        slow[key] = None
+                        if len(slow) > self.config.completed_max:
+                            slow.popitem(last=False)
+                        return DECLINED
+                    if took is not True:
+                        # expected list: a posted receive with room for the whole message; its
+                        # buffer is the application's, so no reassembly budget is charged
+                        rec = _Partial(True, length, mode, job, init, self.now, tag=mb if op == _TSEND else None)
+                        rec.recv = took
+                        rec.view = took.buffer[:length]
+                        rec.ahead = length
+                        self._partial[key] = rec
+                        if som and flags & _F_EOM and length == n:
+                            if n:
+                                rec.view[:n] = payload
+                            if flags & _F_HD:
+                                rec.header_data = hdata
+                            return self._complete(key, rec, mid, None)
+        if rec is None:
             if length > self.config.max_message:
                 return self._fail_key(peer, mid, job, ReturnCode.TOO_LONG, "too_long", length)
             cap = self.config.max_partial_bytes
@@ -783,13 +810,22 @@ class Reassembler:
         self._release(rec)
         rec.live = False
         rec.segments = {}
-        data = None
-        if rec.view is not None:
-            data = rec.view.toreadonly()
-            rec.view = rec.buf = None
-        self.completed.append(
-            Message(data, key[0], rec.mode, mid, rec.job_id, rec.initiator, rec.header_data, parts=parts, tag=rec.tag)
-        )
+        recv = rec.recv
+        if recv is not None:  # expected list: the data is already in the receive's buffer
+            rec.recv = None
+            m = Message(rec.view, key[0], rec.mode, mid, rec.job_id, rec.initiator, rec.header_data, tag=rec.tag)
+            rec.view = None
+            self.receives.append((recv, _RC_OK, m))
+        else:
+            data = None
+            if rec.view is not None:
+                data = rec.view.toreadonly()
+                rec.view = rec.buf = None
+            self.completed.append(
+                Message(
+                    data, key[0], rec.mode, mid, rec.job_id, rec.initiator, rec.header_data, parts=parts, tag=rec.tag
+                )
+            )
         self._remember(key, _RC_OK, rec.length, rec.job_id)
         self._counters["messages"] += 1
         return _NH_RESPONSE, encode_response(_RC_OK, mid, rec.job_id, rec.length)
@@ -825,7 +861,17 @@ class Reassembler:
         rec.segments.clear()
         rec.view = rec.buf = None
         rec.last_ns = self.now
+        self._fail_receive(key, rec, int(rc))
         return self._error(rc, key[1], rec.job_id, reason)
+
+    def _fail_receive(self, key: tuple[str, int], rec: _Partial, rc: int) -> None:
+        """A message bound to a posted receive failed: complete that receive with ``rc`` (once)."""
+        recv = rec.recv
+        if recv is not None:
+            rec.recv = None
+            m = Message(b"", key[0], rec.mode, key[1], rec.job_id, rec.initiator, rec.header_data, tag=rec.tag,
+                        message_length=rec.length)  # fmt: skip
+            self.receives.append((recv, rc, m))
 
     def _fail_key(self, peer: str, mid: int, job: int, rc: int, reason: str, length: int = 0) -> tuple[int, bytes]:
         key = (peer, mid)
@@ -848,6 +894,7 @@ class Reassembler:
                 self._counters["expired"] += 1
                 rec.live = False
                 rec.view = rec.buf = None
+                self._fail_receive(k, rec, _RC_DROPPED)
         ttl = now - self.config.completed_ttl_ns
         done = self._done
         while done:
