@@ -22,6 +22,23 @@ def test_pair_json_keys(capsys) -> None:
     assert out["bytes"] == 1 << 20 and out["intact"] is True and rc == 0
     assert out["raw_udp_gbps"] > 0 and out["goodput_gbps"] > 0 and out["ratio"] > 0
     assert out["sender_cpu_us_per_pkt"] > 0 and out["receiver_cpu_us_per_pkt"] > 0
+    rounds = out["rounds"]  # three alternating raw/UET rounds by default; the ratio is their median
+    assert len(rounds) == 3 and all(r["intact"] for r in rounds)
+    assert sorted(r["ratio"] for r in rounds)[1] == out["ratio"]
+
+
+@pytest.mark.parametrize("receive", ["posted", "unexpected"])
+def test_pair_receive_paths_with_several_messages(capsys, receive: str) -> None:
+    argv = ["pair", "--size", "1MiB", "--message-size", "96KiB", "--rounds", "1", "--json", "--receive", receive]
+    rc = bench.main(argv + ["--addresses", _addr()])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["intact"] is True and out["duplicates"] == 0 and "rounds" not in out
+    assert out["messages"] == out["messages_delivered"] == 11 and out["delivered_bytes"] == 1 << 20
+
+
+def test_pair_rejects_zero_rounds(capsys) -> None:
+    with pytest.raises(SystemExit):
+        bench.main(["pair", "--rounds", "0"])
 
 
 def test_rtt_json_keys(capsys) -> None:

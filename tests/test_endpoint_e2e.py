@@ -20,9 +20,11 @@ def _run(mode: str, size: int, **kw) -> dict:
     return run_pair(opts)
 
 
-@pytest.mark.parametrize("mode", ["rud", "rod"])
-def test_32mib_with_loss_reorder_dup_arrives_intact_once(mode: str) -> None:
-    rec = _run(mode, 32 * MiB, loss=0.05, reorder=0.05, dup=0.05, seed=3)
+@pytest.mark.parametrize("mode,receive", [("rud", "posted"), ("rod", "posted"), ("rud", "unexpected")])
+def test_32mib_with_loss_reorder_dup_arrives_intact_once(mode: str, receive: str) -> None:
+    """``posted``: tagged receives into a registered buffer (the expected list); ``unexpected``:
+    ``recv()`` and reassembly on the overflow path."""
+    rec = _run(mode, 32 * MiB, loss=0.05, reorder=0.05, dup=0.05, seed=3, receive=receive)
     assert rec["error"] is None
     assert rec["intact"] and rec["delivered_bytes"] == 32 * MiB
     assert rec["duplicates"] == 0

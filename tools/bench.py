@@ -23,9 +23,31 @@ Subcommands:
   raw-UDP ping-pong between the same two processes.
 
 Both processes read ``time.monotonic_ns()`` (one system-wide clock), so "first send" in the sender
-and "last arrival" in the receiver are comparable. Messages are tagged with their index in SES
+and "last arrival" in the receiver are comparable. Messages carry their index in SES
 ``header_data`` (the 64-bit immediate data), so the receiver can order them and count duplicates
 without touching the payload.
+
+How the receiver takes the data (``--receive``):
+
+* ``posted`` (default): the way RDMA applications and benchmarks work. Before the transfer the
+  receiver registers one buffer for all of ``--size`` (its pages faulted in, as memory
+  registration pins them) and posts one tagged receive per message (tag = message index) with
+  :meth:`uet.endpoint.Endpoint.post_recv`; every message is placed straight into its slice of
+  that buffer (the SES fast path's expected list). A message delivered twice would find no
+  receive left for its tag and wait on the unexpected list, where ``duplicates`` counts it.
+* ``unexpected``: the receiver calls :meth:`~uet.endpoint.Endpoint.recv` and every message is
+  reassembled on the overflow path into fresh memory the endpoint allocates, so the zeroing of
+  those pages by the kernel is paid on the receive path.
+
+The raw-UDP receiver reads every datagram into one reused buffer and keeps none of it.
+
+Rounds (``--rounds``, default 3 on the command line): the raw-UDP blast and the UET transfer
+alternate, round after round, between the same two processes; ``raw_udp_gbps``,
+``goodput_gbps``, ``ratio`` and the CPU figures are the medians over the rounds (``ratio`` is
+the median of the per-round ratios), ``retransmits`` and ``duplicates`` the sums, ``intact``
+holds when every round was intact, and ``rounds`` lists every round's own figures. On a shared
+machine one short transfer is easily disturbed by other load; the median of alternating rounds
+is the figure that repeats.
 """
 
 from __future__ import annotations
@@ -86,6 +108,8 @@ class PairOptions:
     tss: bool = False
     tamper: float = 0.0
     rotate: bool = False
+    receive: str = "posted"
+    rounds: int = 1
     secure: bool = False  # internal: this transfer runs inside the secure domain
     tss_keys: tuple[str, ...] = ()  # internal: the run's keys (hex), handed to the receiver process
 
@@ -249,12 +273,35 @@ async def _uet_receiver(conn: Connection, opts: PairOptions) -> None:
     _tss_rotation(ep, opts, "rx_packets")
     msize = _message_size(opts)
     expected = max(1, -(-opts.size // msize))
-    got: dict[int, bytes] = {}
+    got: dict[int, bytes | memoryview] = {}
+    failed: list[str] = []
     dups = 0
     last_ns = 0
+    done = asyncio.Event()
+    posted = opts.receive == "posted"
+    if posted:
+        region = _registered_buffer(opts.size)
+        handles = [ep.post_recv(region[i * msize : (i + 1) * msize], tag=i) for i in range(expected)]
+
+        def completed(fut: asyncio.Future) -> None:
+            nonlocal last_ns, cpu_last
+            if fut.cancelled():
+                return
+            if fut.exception() is not None:
+                failed.append(str(fut.exception()))
+            else:
+                m = fut.result()
+                got[m.tag] = m.data
+            last_ns = time.monotonic_ns()
+            cpu_last = time.process_time()
+            if len(got) + len(failed) >= expected:
+                done.set()
+
     cpu0 = time.process_time()
     cpu_last = cpu0
-    done = asyncio.Event()
+    if posted:
+        for h in handles:
+            h.future.add_done_callback(completed)
 
     async def reader() -> None:
         nonlocal dups, last_ns, cpu_last
@@ -271,7 +318,7 @@ async def _uet_receiver(conn: Connection, opts: PairOptions) -> None:
                 done.set()
 
     prof = _profiler(opts)
-    task = asyncio.create_task(reader())
+    task = asyncio.create_task(reader()) if not posted else None
     conn.send(("uet_ready", ep.link.port))
     stop = asyncio.create_task(_pipe_recv(conn))
     await asyncio.wait({stop, asyncio.create_task(done.wait())}, return_when=asyncio.FIRST_COMPLETED)
@@ -286,6 +333,8 @@ async def _uet_receiver(conn: Connection, opts: PairOptions) -> None:
             except TimeoutError:
                 if len(got) == n:
                     break
+    if posted:
+        dups = ep.pending_messages  # deliveries of a tag whose receive was already taken
     h = hashlib.sha256()
     delivered = 0
     for i in range(expected):
@@ -299,6 +348,7 @@ async def _uet_receiver(conn: Connection, opts: PairOptions) -> None:
         "delivered": delivered,
         "messages": len(got),
         "duplicates": dups,
+        "failed": failed[:3],
         "last_ns": last_ns,
         "cpu_s": cpu_last - cpu0,
         "counters": ep.counters,
@@ -308,10 +358,32 @@ async def _uet_receiver(conn: Connection, opts: PairOptions) -> None:
         await stop  # the sender's "sent" message
     conn.send(("uet_result", result))
     await _pipe_recv(conn)  # "close": the sender closed its PDCs first
-    task.cancel()
+    if task is not None:
+        task.cancel()
     await ep.close()
     os.set_blocking(conn.fileno(), True)  # the TSS report can exceed the pipe's buffer
     conn.send(("closed", _tss_report(ep)))
+
+
+def _registered_buffer(size: int) -> memoryview:
+    """A writable buffer of ``size`` bytes with every page faulted in before the transfer (what
+    memory registration does for an RDMA application): one ``MADV_POPULATE_WRITE`` call where
+    the kernel has it, else one write per page."""
+    import mmap
+
+    if size == 0:
+        return memoryview(bytearray())
+    buf = mmap.mmap(-1, size)
+    populate = getattr(mmap, "MADV_POPULATE_WRITE", 23 if sys.platform == "linux" else None)
+    try:
+        if populate is None:
+            raise OSError
+        buf.madvise(populate)
+    except (OSError, ValueError):
+        page = mmap.PAGESIZE
+        for off in range(0, size, page):
+            buf[off] = 0
+    return memoryview(buf)
 
 
 def _child(conn: Connection, kind: str, opts_d: dict[str, Any]) -> None:
@@ -321,12 +393,13 @@ def _child(conn: Connection, kind: str, opts_d: dict[str, Any]) -> None:
 
     try:
         if kind == "pair":
-            if opts.raw:
-                s = _raw_socket(opts.addresses[1])
-                conn.send(("raw_ready", s.getsockname()[1]))
-                conn.send(("raw_result", _raw_receiver(s, opts.payload)))
-                s.close()
-            run(_uet_receiver(conn, replace(opts, secure=False)), use_uvloop=opts.uvloop)
+            for _round in range(max(1, opts.rounds)):
+                if opts.raw:
+                    s = _raw_socket(opts.addresses[1])
+                    conn.send(("raw_ready", s.getsockname()[1]))
+                    conn.send(("raw_result", _raw_receiver(s, opts.payload)))
+                    s.close()
+                run(_uet_receiver(conn, replace(opts, secure=False)), use_uvloop=opts.uvloop)
             if opts.tss:
                 run(_uet_receiver(conn, replace(opts, secure=True)), use_uvloop=opts.uvloop)
         else:
@@ -374,7 +447,11 @@ async def _uet_sender(conn: Connection, opts: PairOptions, data: bytes, progress
     prof = _profiler(opts)
     cpu0 = time.process_time()
     t0 = time.monotonic_ns()
-    futs = [ep.send_nowait(b, view[i * msize : (i + 1) * msize], mode=mode, header_data=i) for i in range(nmsg)]
+    tagged = opts.receive == "posted"
+    futs = [
+        ep.send_nowait(b, view[i * msize : (i + 1) * msize], mode=mode, header_data=i, tag=i if tagged else None)
+        for i in range(nmsg)
+    ]
     ticker = None
     if progress is not None:
         task_id = progress.add_task(f"UET {opts.mode.upper()}", total=total_pkts)
@@ -441,23 +518,6 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
     if opts.tss:
         out.update(tss=True, tamper=opts.tamper, rotate=opts.rotate)
     try:
-        raw_bps = None
-        if opts.raw:
-            port = _expect(conn, "raw_ready")
-            s = _raw_socket(opts.addresses[0])
-            snd = _raw_sender(s, (opts.addresses[1], port), memoryview(data), opts.payload)
-            rcv = _expect(conn, "raw_result", opts.timeout)
-            s.close()
-            raw_t = max(1, rcv["last_ns"] - snd["t0_ns"])
-            raw_bps = rcv["bytes"] * 8 / (raw_t / 1e9)
-            out.update(
-                raw_udp_gbps=round(raw_bps / 1e9, 4),
-                raw_udp_bytes=rcv["bytes"],
-                raw_pps=round(rcv["packets"] / (raw_t / 1e9)),
-                raw_sender_cpu_us_per_pkt=round(snd["cpu_s"] * 1e6 / max(1, snd["packets"]), 2),
-                raw_receiver_cpu_us_per_pkt=round(rcv["cpu_s"] * 1e6 / max(1, rcv["packets"]), 2),
-                raw_stalls=snd["stalls"],
-            )
         progress = None
         if opts.progress:
             from rich.console import Console
@@ -474,47 +534,27 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
             progress.start()
         from uet.endpoint import run
 
-        phases = [replace(opts, secure=False)] + ([replace(opts, secure=True)] if opts.tss else [])
-        plain: dict[str, Any] = {}
-        for phase in phases:
-            if phase.secure:  # the plaintext transfer's figures move under "plaintext"
-                plain = {k: out[k] for k in _PHASE_KEYS if k in out}
-            try:
-                snd = run(_uet_sender(conn, phase, data, progress), use_uvloop=opts.uvloop)
-            finally:
-                if progress is not None and phase is phases[-1]:
-                    progress.stop()
-            rx = snd["rx"]
-            t_end = rx["last_ns"] if rx["last_ns"] else snd["t_sent_ns"]
-            elapsed = max(1, t_end - snd["t0_ns"]) / 1e9
-            goodput = rx["delivered"] * 8 / elapsed
-            sc, rc = snd["counters"], rx["counters"]
-            out.update(
-                intact=bool(rx["complete"] and rx["sha256"] == sha_sent and snd["error"] is None),
-                delivered_bytes=rx["delivered"],
-                duplicates=rx["duplicates"],
-                messages=snd["messages"],
-                messages_delivered=rx["messages"],
-                packets=snd["packets"],
-                elapsed_s=round(elapsed, 4),
-                goodput_gbps=round(goodput / 1e9, 4),
-                pps=round(snd["packets"] / elapsed),
-                ratio=round(goodput / raw_bps, 3) if raw_bps else None,
-                retransmits=_retransmits(sc),
-                nacks_sent=_nacks(sc, "tx") + _nacks(rc, "tx"),
-                nacks_received=_nacks(sc, "rx"),
-                sender_cpu_us_per_pkt=round(snd["cpu_s"] * 1e6 / max(1, snd["packets"]), 2),
-                receiver_cpu_us_per_pkt=round(rx["cpu_s"] * 1e6 / max(1, snd["packets"]), 2),
-                sender_datagrams=sc.get("link_tx_packets", 0),
-                receiver_datagrams=rc.get("link_tx_packets", 0),
-                impaired=sc.get("impair_dropped", 0) + rc.get("impair_dropped", 0),
-                error=snd["error"],
-            )
+        rounds: list[dict[str, Any]] = []
+        snd: dict[str, Any] = {}
+        try:
+            for _ in range(max(1, opts.rounds)):
+                rnd = _raw_round(conn, opts, data) if opts.raw else {}
+                snd = run(_uet_sender(conn, replace(opts, secure=False), data, progress), use_uvloop=opts.uvloop)
+                rnd.update(_uet_figures(snd, sha_sent, rnd.get("raw_udp_gbps")))
+                rounds.append(rnd)
+            out.update(_aggregate(rounds))
             if opts.counters:
-                out["sender_counters"] = {k: v for k, v in sc.items() if v}
-                out["receiver_counters"] = {k: v for k, v in rc.items() if v}
-        if opts.tss:
-            out.update(_tss_fields(snd, out, plain, opts))
+                out["sender_counters"] = {k: v for k, v in snd["counters"].items() if v}
+                out["receiver_counters"] = {k: v for k, v in snd["rx"]["counters"].items() if v}
+            if opts.tss:
+                plain = {k: out[k] for k in _PHASE_KEYS if k in out}
+                snd = run(_uet_sender(conn, replace(opts, secure=True), data, progress), use_uvloop=opts.uvloop)
+                sec = _uet_figures(snd, sha_sent, out.get("raw_udp_gbps"))
+                out.update({k: v for k, v in sec.items() if not k.startswith("_")})
+                out.update(_tss_fields(snd, out, plain, opts))
+        finally:
+            if progress is not None:
+                progress.stop()
         if out.get("ratio") is None:
             out["ratio"] = None
         out.setdefault("raw_udp_gbps", None)
@@ -525,6 +565,96 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
         if proc.is_alive():  # pragma: no cover - only when the child hangs
             proc.terminate()
             proc.join(5)
+
+
+def _raw_round(conn: Connection, opts: PairOptions, data: bytes) -> dict[str, Any]:
+    """One raw-UDP blast of ``data`` to the receiver process; its figures."""
+    port = _expect(conn, "raw_ready")
+    s = _raw_socket(opts.addresses[0])
+    try:
+        snd = _raw_sender(s, (opts.addresses[1], port), memoryview(data), opts.payload)
+        rcv = _expect(conn, "raw_result", opts.timeout)
+    finally:
+        s.close()
+    raw_t = max(1, rcv["last_ns"] - snd["t0_ns"])
+    raw_bps = rcv["bytes"] * 8 / (raw_t / 1e9)
+    return {
+        "raw_udp_gbps": round(raw_bps / 1e9, 4),
+        "raw_udp_bytes": rcv["bytes"],
+        "raw_pps": round(rcv["packets"] / (raw_t / 1e9)),
+        "raw_sender_cpu_us_per_pkt": round(snd["cpu_s"] * 1e6 / max(1, snd["packets"]), 2),
+        "raw_receiver_cpu_us_per_pkt": round(rcv["cpu_s"] * 1e6 / max(1, rcv["packets"]), 2),
+        "raw_stalls": snd["stalls"],
+    }
+
+
+def _uet_figures(snd: dict[str, Any], sha_sent: str, raw_gbps: float | None) -> dict[str, Any]:
+    """The figures of one UET transfer (``snd``: :func:`_uet_sender`'s record)."""
+    rx = snd["rx"]
+    t_end = rx["last_ns"] if rx["last_ns"] else snd["t_sent_ns"]
+    elapsed = max(1, t_end - snd["t0_ns"]) / 1e9
+    goodput = rx["delivered"] * 8 / elapsed
+    sc, rc = snd["counters"], rx["counters"]
+    error = snd["error"] or (f"receive failed: {rx['failed'][0]}" if rx.get("failed") else None)
+    return {
+        "intact": bool(rx["complete"] and rx["sha256"] == sha_sent and error is None),
+        "delivered_bytes": rx["delivered"],
+        "duplicates": rx["duplicates"],
+        "messages": snd["messages"],
+        "messages_delivered": rx["messages"],
+        "packets": snd["packets"],
+        "elapsed_s": round(elapsed, 4),
+        "goodput_gbps": round(goodput / 1e9, 4),
+        "pps": round(snd["packets"] / elapsed),
+        "ratio": round(goodput / 1e9 / raw_gbps, 3) if raw_gbps else None,
+        "retransmits": _retransmits(sc),
+        "nacks_sent": _nacks(sc, "tx") + _nacks(rc, "tx"),
+        "nacks_received": _nacks(sc, "rx"),
+        "sender_cpu_us_per_pkt": round(snd["cpu_s"] * 1e6 / max(1, snd["packets"]), 2),
+        "receiver_cpu_us_per_pkt": round(rx["cpu_s"] * 1e6 / max(1, snd["packets"]), 2),
+        "sender_datagrams": sc.get("link_tx_packets", 0),
+        "receiver_datagrams": rc.get("link_tx_packets", 0),
+        "impaired": sc.get("impair_dropped", 0) + rc.get("impair_dropped", 0),
+        "error": error,
+    }
+
+
+#: per-round figures reported as the median over the rounds (the rest: sums, all/any, first error)
+_MEDIANS = (
+    "raw_udp_gbps",
+    "raw_pps",
+    "raw_sender_cpu_us_per_pkt",
+    "raw_receiver_cpu_us_per_pkt",
+    "elapsed_s",
+    "goodput_gbps",
+    "pps",
+    "ratio",
+    "sender_cpu_us_per_pkt",
+    "receiver_cpu_us_per_pkt",
+)
+_SUMS = ("raw_stalls", "duplicates", "retransmits", "nacks_sent", "nacks_received", "impaired")
+#: what each entry of ``rounds`` shows
+_ROUND_KEYS = ("raw_udp_gbps", "goodput_gbps", "ratio", "intact", "retransmits")
+
+
+def _aggregate(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One record from alternating rounds (module docstring, "Rounds")."""
+    last = rounds[-1]
+    out = dict(last)
+    for k in _MEDIANS:
+        vals = [r[k] for r in rounds if r.get(k) is not None]
+        if k in last:
+            out[k] = round(statistics.median(vals), 4) if vals else None
+    for k in _SUMS:
+        if k in last:
+            out[k] = sum(r.get(k) or 0 for r in rounds)
+    out["intact"] = all(r["intact"] for r in rounds)
+    out["error"] = next((r["error"] for r in rounds if r["error"]), None)
+    out["delivered_bytes"] = min(r["delivered_bytes"] for r in rounds)
+    out["messages_delivered"] = min(r["messages_delivered"] for r in rounds)
+    if len(rounds) > 1:
+        out["rounds"] = [{k: r.get(k) for k in _ROUND_KEYS} for r in rounds]
+    return out
 
 
 # -- TSS (--tss, --tamper, --rotate) ---------------------------------------------------------------
@@ -802,6 +932,18 @@ def pair_main(argv: Sequence[str]) -> int:
     p.add_argument("--corrupt", type=float, default=0.0)
     p.add_argument("--timeout", type=float, default=600.0, help="give up on the UET transfer after this (s)")
     p.add_argument("--no-raw", action="store_true", help="skip the raw-UDP reference")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="alternating raw-UDP/UET rounds; figures are medians over them (default 3)",
+    )
+    p.add_argument(
+        "--receive",
+        choices=["posted", "unexpected"],
+        default="posted",
+        help="posted: tagged receives into a registered buffer (default); unexpected: recv() on the overflow path",
+    )
     p.add_argument("--counters", action="store_true", help="include both endpoints' counters")
     p.add_argument(
         "--tss",
@@ -824,6 +966,8 @@ def pair_main(argv: Sequence[str]) -> int:
     ns = p.parse_args(argv)
     if not 0.0 <= ns.tamper <= 1.0:
         p.error("--tamper is a probability in [0, 1]")
+    if ns.rounds < 1:
+        p.error("--rounds must be at least 1")
     opts = _options(
         ns,
         size=ns.size,
@@ -834,6 +978,8 @@ def pair_main(argv: Sequence[str]) -> int:
         corrupt=ns.corrupt,
         timeout=ns.timeout,
         raw=not ns.no_raw,
+        rounds=ns.rounds,
+        receive=ns.receive,
         profile=ns.profile,
         counters=ns.counters,
         tss=ns.tss or ns.tamper > 0 or ns.rotate,
