@@ -148,10 +148,6 @@ _DATA_TYPES = frozenset(
     }
 )
 _IS_DATA = tuple(t in _DATA_TYPES for t in range(32))
-#: Trim marks a link may or into a received datagram's ``ecn`` (uet.link.fabric ECN_TRIMMED /
-#: ECN_LASTHOP, repeated here so the endpoint does not import the fabric link).
-_ECN_TRIMMED = 0x100
-_ECN_LASTHOP = 0x200
 _OWN: Any = object()
 
 
@@ -459,6 +455,8 @@ class Endpoint:
         )
         self.core.on_deliver = self.ses.on_deliver  # directly: one Python frame less per packet
         self.core.payload_views = True  # the fast path copies payloads into reassembly buffers
+        if self.ses.fast is not None:  # predicted in-order runs go straight to the message layer
+            self.core.on_data = self.ses.fast.deliver_datagram
         self.segmenter = Segmenter(
             job_id=job,
             initiator=self.initiator_id,
@@ -1012,19 +1010,8 @@ class Endpoint:
             return
         now = _now()
         self.ses.now = now
-        rx = self.core.receive_datagram
-        sdi = self._rx_sdi
-        if sdi is not None:  # a secure FEP: every packet was opened under this FEP's SDI
-            for data, src, ecn in batch:
-                rx(data, src, now, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED), lasthop=bool(ecn & _ECN_LASTHOP),
-                   sdi=sdi)  # fmt: skip
-            self._pump(now)
-            return
-        for data, src, ecn in batch:
-            if ecn > 3:
-                rx(data, src, now, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED), lasthop=bool(ecn & _ECN_LASTHOP))
-            else:
-                rx(data, src, now, ecn=ecn)
+        # a secure FEP: every packet was opened under this FEP's SDI (None without TSS)
+        self.core.receive_batch(batch, now, sdi=self._rx_sdi)
         self._pump(now)
 
     def _on_timer(self) -> None:

@@ -99,6 +99,10 @@ _MID_TAIL = struct.Struct(">34sHII")
 _MID_PREFIX = _MID_LAYOUT.field_offset["payload_length"]
 _MID_LENGTHS = struct.Struct(">HII").unpack_from  # payload_length (+2 reserved bits), offset, length
 assert _MID_PREFIX == 34 and _MID_LAYOUT.field_offset["request_length"] == 40 and _MID_LAYOUT.size == 44
+#: in a whole datagram (:meth:`Reassembler.deliver_datagram`): where the payload of a packet with
+#: a standard SOM=0 header starts, and where its length fields are
+_DATA_END = DATA_HEADER_BYTES
+_DATA_LENGTHS = 12 + _MID_PREFIX
 
 _SEND = int(SesOpcode.SEND)
 _TSEND = int(SesOpcode.TAGGED_SEND)
@@ -523,50 +527,59 @@ class Reassembler:
         self, peer: str, mode: int, next_hdr: int, ses: bytes | memoryview, payload: bytes | memoryview
     ) -> tuple[int, bytes] | None:
         """Place one packet; return the SES response for the PDS core (None = default), or
-        :data:`DECLINED` in ``decline`` mode for a packet the full SES target must handle.
-
-        Fast path: a non-SOM packet whose header bytes 0–33 (everything but payload_length,
-        message_offset and request_length) equal those of the last non-SOM packet accepted, from
-        the same peer, for a message still being reassembled, passed every header check then and
-        passes them now (same field values, same resource generation): only its length fields are
-        checked before placement."""
+        :data:`DECLINED` in ``decline`` mode for a packet the full SES target must handle. Every
+        check of the header is made, in the target's order (the bulk of a message usually
+        arrives through :meth:`deliver_datagram` instead)."""
         self._packets += 1
+        return self._deliver(peer, mode, next_hdr, ses, payload)
+
+    def deliver_datagram(self, peer: str, next_hdr: int, data: bytes, ses_end: int, now: int) -> Any:
+        """The PDS core's lean hook (``PdsCore.on_data``): one in-order packet of a predicted run,
+        as the whole datagram (SES header at bytes 12 to ``ses_end``, then the payload).
+
+        It places the packet only when it is the expected continuation of the message the last
+        accepted middle packet belonged to: its SES header bytes 0–33 (everything but
+        ``payload_length``, ``message_offset`` and ``request_length``) equal that packet's, which
+        passed every header check; it comes from the same peer, the resource generation is
+        unchanged, its length fields agree, it lands in bounds on bytes not yet received, near the
+        in-order front of an in-place buffer, and does not complete the message. Then it returns
+        None (default response). Anything else returns :data:`DECLINED` having changed nothing,
+        and the packet comes back through :meth:`deliver`. ``SesNack`` (reassembly memory
+        exhausted) is raised before anything changes."""
         rec = self._last_rec
         if (
             rec is not None
             and rec.live
-            and type(ses) is bytes
-            and ses.startswith(self._last_prefix)
-            and peer == self._last_peer
+            and ses_end == _DATA_END
             and next_hdr == _NH_STANDARD
-            and len(ses) >= _SES_SIZE
+            and data.startswith(self._last_prefix, 12)
+            and peer == self._last_peer
             and self.generation == self._last_gen
         ):
-            plen, off, length = _MID_LENGTHS(ses, _MID_PREFIX)
-            n = len(payload)
-            if (plen == n or (n > MAX_WIRE_PAYLOAD and not plen)) and length == rec.length:
-                view = rec.view
-                seg = rec.segments
-                end = off + n
+            plen, off, length = _MID_LENGTHS(data, _DATA_LENGTHS)
+            n = len(data) - _DATA_END
+            view = rec.view
+            end = off + n
+            if (
+                (plen == n or (n > MAX_WIRE_PAYLOAD and not plen))
+                and length == rec.length
+                and view is not None
+                and rec.received + n < length
+                and end <= length
+                and off not in rec.segments
+            ):
                 ahead = rec.ahead
-                if (
-                    view is not None
-                    and rec.received + n < length
-                    and end <= length
-                    and off not in seg
-                    and (end <= ahead or off <= ahead + _POPULATE_CHUNK)
-                ):
-                    # in place, new, in bounds, near the in-order front and not completing the
-                    # message: :meth:`_place` inlined
-                    rec.last_ns = self.now
-                    if end > ahead:
-                        self._populate(rec, end)
-                    view[off:end] = payload
-                    seg[off] = n
-                    rec.received += n
-                    return None
-                return self._place(self._last_key, rec, off, n, payload, 0, 0, 0)
-        return self._deliver(peer, mode, next_hdr, ses, payload)
+                if end > ahead:
+                    if off > ahead + _POPULATE_CHUNK:
+                        return DECLINED  # far ahead of the in-order front: the general path
+                    self._populate(rec, end)
+                view[off:end] = memoryview(data)[_DATA_END:]
+                rec.segments[off] = n
+                rec.received += n
+                rec.last_ns = now
+                self._packets += 1
+                return None
+        return DECLINED
 
     def _deliver(
         self, peer: str, mode: int, next_hdr: int, ses: bytes | memoryview, payload: bytes | memoryview
