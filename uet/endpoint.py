@@ -112,6 +112,7 @@ from uet.ses.message import (
     initiator_id,
 )
 from uet.ses.target import TargetConfig
+from uet.tuning import tune_allocator
 from uet.wire.net import UET_UDP_PORT
 from uet.wire.pds import NextHeader, PdsType
 from uet.wire.ses import CSWAP_OPS, AmoOp, AmoType, ReturnCode
@@ -222,6 +223,11 @@ class EndpointConfig:
         rcvbuf / sndbuf: socket buffer sizes requested (bounded by ``net.core.*mem_max``).
         seed: seeds the PDS core's and the SES engines' random generators, mixed with the FEP's
             address (None = random).
+        tune_allocator: keep freed heap memory in the process (glibc ``M_TRIM_THRESHOLD`` =
+            32 MiB, :func:`uet.tuning.tune_allocator`; process-wide, applied once): without it
+            every burst of datagrams freed is handed back to the kernel and faulted back in by the
+            next (measured 5.4 → 3.6–3.9 µs per 8 KiB packet to build and queue datagrams).
+            False leaves the allocator alone.
     """
 
     payload_size: int = 4096
@@ -241,6 +247,7 @@ class EndpointConfig:
     rcvbuf: int = 4 << 20
     sndbuf: int = 4 << 20
     seed: int | None = None
+    tune_allocator: bool = True
 
     def __post_init__(self) -> None:
         if self.max_inflight < 1:
@@ -407,6 +414,8 @@ class Endpoint:
     ) -> None:
         self.config = cfg = config or EndpointConfig()
         self.loop = loop or asyncio.get_running_loop()
+        if cfg.tune_allocator:
+            tune_allocator()
         if security is not None:  # TSS: seal/open every datagram (uet.tss.link)
             from uet.tss.link import SecureLink
 
