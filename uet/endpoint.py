@@ -96,7 +96,7 @@ from uet.eventlog import EventLog
 from uet.link.base import DSCP_CONTROL, DSCP_DATA, Link
 from uet.link.direct import DirectLink
 from uet.link.impair import Impairment, ImpairmentConfig
-from uet.pds import Acked, Failed, Mode, NackReceived, PdcClosed, PdcOpened, PdsConfig, PdsCore
+from uet.pds import Acked, AckedRun, Failed, Mode, NackReceived, PdcClosed, PdcOpened, PdsConfig, PdsCore
 from uet.ses.errors import Undeliverable, error_for
 from uet.ses.events import OpCompleted, OpFailed, RecvCompleted, WriteCompleted
 from uet.ses.fep import SesFep
@@ -117,6 +117,7 @@ from uet.wire.net import UET_UDP_PORT
 from uet.wire.pds import NextHeader, PdsType
 from uet.wire.ses import CSWAP_OPS, AmoOp, AmoType, ReturnCode
 
+_tnew = tuple.__new__
 __all__ = [
     "DeliveryError",
     "Endpoint",
@@ -464,6 +465,7 @@ class Endpoint:
         )
         self.core.on_deliver = self.ses.on_deliver  # directly: one Python frame less per packet
         self.core.payload_views = True  # the fast path copies payloads into reassembly buffers
+        self.core.acked_runs = True  # implicitly acknowledged packets of a message: one event per run
         if self.ses.fast is not None:  # predicted in-order runs go straight to the message layer
             self.core.on_data = self.ses.fast.deliver_datagram
         self.segmenter = Segmenter(
@@ -1202,7 +1204,22 @@ class Endpoint:
         evs = take()
         while evs:
             for ev in evs:
-                if type(ev) is Acked:
+                t = type(ev)
+                if t is AckedRun:  # (core.acked_runs) count packets of one token, implicitly Acked
+                    msg, cnt = ev
+                    if type(msg) is _OutMsg:
+                        msg.done += cnt
+                        lane = msg.lane
+                        lane.inflight -= cnt
+                        dirty.add(lane)
+                        acked += cnt
+                        if msg.done >= msg.submitted:
+                            self._maybe_finish(msg)
+                        continue
+                    for _ in range(cnt):
+                        self._on_event(_tnew(Acked, (msg, 0, b"")), now)
+                    continue
+                if t is Acked:
                     msg, rnh, _resp = ev
                     if not rnh and type(msg) is _OutMsg:
                         msg.done += 1

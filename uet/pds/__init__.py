@@ -5,7 +5,7 @@ See :mod:`uet.pds.core` and spec/behaviour.md §2.
 
 from uet.pds.config import Mode, PdcStateError, PdsClosedError, PdsConfig, PdsError, PdsLimitError, SesNack
 from uet.pds.core import PdsCore
-from uet.pds.events import Acked, Delivery, Event, Failed, NackReceived, PdcClosed, PdcOpened, ProbeAnswered
+from uet.pds.events import Acked, AckedRun, Delivery, Event, Failed, NackReceived, PdcClosed, PdcOpened, ProbeAnswered
 from uet.pds.seams import CongestionGate, EntropyStrategy, FixedWindowGate, RotatingEntropy, SingleEntropy
 from uet.pds.states import (
     INITIATOR_TRANSITIONS,
@@ -19,6 +19,7 @@ __all__ = [
     "INITIATOR_TRANSITIONS",
     "TARGET_TRANSITIONS",
     "Acked",
+    "AckedRun",
     "CongestionGate",
     "Delivery",
     "EntropyStrategy",

@@ -170,6 +170,10 @@ class PdsCore(
         #: packet then goes to ``on_deliver`` as usual). It may raise ``SesNack``, having done
         #: nothing. None: every packet goes to ``on_deliver``.
         self.on_data: Callable[[str, int, bytes, int, int], Any] | None = None
+        #: Owner opt-in (addition): report packets a CACK acknowledges implicitly as one
+        #: ``AckedRun(token, count)`` per run of consecutive packets with the same token instead
+        #: of one ``Acked(token, 0, b"")`` each (uet.pds.events.AckedRun).
+        self.acked_runs = False
         self._rudi_init()
         self._misc_entropy = RotatingEntropy(self.rng, self.config.entropy_paths)
 

@@ -56,6 +56,15 @@ class Acked(_Record, namedtuple("_Acked", "token response_next_hdr response")): 
     __slots__ = ()
 
 
+class AckedRun(_Record, namedtuple("_AckedRun", "token count")):  # noqa: PYI024
+    """Initiator, when the owner turned on ``PdsCore.acked_runs`` (an addition): ``count``
+    consecutive packets submitted with the same ``token`` were acknowledged implicitly by one
+    CACK advance (none carried a response). Exactly the same as ``count`` events
+    ``Acked(token, 0, b"")`` in a row, in one record. Fields: ``token: object, count: int``."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True)
 class Failed:
     """Initiator: the packet with ``token`` will not be delivered (exactly one of Acked/Failed)."""

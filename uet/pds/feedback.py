@@ -26,7 +26,9 @@ Choices where the notes are silent (inference):
 
 from __future__ import annotations
 
-from uet.pds.events import Acked, NackReceived, ProbeAnswered
+from typing import Any
+
+from uet.pds.events import Acked, AckedRun, NackReceived, ProbeAnswered
 from uet.pds.pdc import InitiatorPdc
 from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
 from uet.wire.pds import ACK, ACK_CC, ACK_EPSN, NACK, NACK_ACTION, AckFlag, NackAction, NackCode, NackFlag
@@ -176,6 +178,25 @@ class FeedbackMixin:
             # Checked once: walking forward from a tx_base at or before CACK meets ``end`` first.
             if _diff(cack, p) < 0:
                 p = end
+            if self.acked_runs:  # one AckedRun per run of packets with the same token
+                tok: Any = None
+                run = 0
+                while p != end and p != nxt:
+                    pkt = pop(p, None)
+                    if pkt is not None:
+                        npk += 1
+                        nby += pkt.nbytes
+                        if pkt.ctl is None:
+                            if pkt.token is tok:
+                                run += 1
+                            else:
+                                if run:
+                                    append(_tnew(AckedRun, (tok, run)))
+                                tok = pkt.token
+                                run = 1
+                    p = (p + 1) & _M32
+                if run:
+                    append(_tnew(AckedRun, (tok, run)))
             while p != end and p != nxt:
                 pkt = pop(p, None)
                 if pkt is not None:
