@@ -76,6 +76,42 @@ async def test_ecn_bits_travel_and_are_read_with_recvtos() -> None:
         lb.close()
 
 
+async def test_without_read_ecn_datagrams_arrive_with_ecn_zero() -> None:
+    (a, b) = loopback_addresses(2)
+    la = DirectLink(a, 0)
+    lb = DirectLink(b, 0, read_ecn=False)
+    la.peer_port, lb.peer_port = lb.port, la.port
+    sink = Sink()
+    lb.set_receiver(sink)
+    try:
+        for ecn in (0, 1, 2, 3):
+            la.send(bytes([ecn]) * 100, lb.address, 0, DSCP_DATA, ecn=ecn)
+        await sink.wait(4)
+        assert sorted(d[0] for d, _s, _e in sink.items) == [0, 1, 2, 3]
+        assert all(src == a and e == 0 and len(d) == 100 for d, src, e in sink.items)
+        assert lb.counters["rx_packets"] == 4 and lb.counters["rx_bytes"] == 400
+    finally:
+        la.close()
+        lb.close()
+
+
+async def test_endpoint_reads_ecn_when_it_is_ecn_capable_or_told_to() -> None:
+    from uet.endpoint import Endpoint, EndpointConfig
+
+    for cfg, want in (
+        (EndpointConfig(), False),
+        (EndpointConfig(ecn_capable=True), True),
+        (EndpointConfig(ecn_feedback=True), True),
+        (EndpointConfig(ecn_capable=True, ecn_feedback=False), False),
+    ):
+        (a,) = loopback_addresses(1)
+        ep = await Endpoint.open(a, port=0, config=cfg)
+        try:
+            assert ep.link.read_ecn is want
+        finally:
+            await ep.close()
+
+
 async def test_dscp_per_packet_class_in_tos_byte() -> None:
     (a, b) = loopback_addresses(2)
     la = DirectLink(a, 0)

@@ -8,7 +8,8 @@ Implementation choices (measured on the project machine, Python 3.11, loopback, 
 
 * A plain non-blocking socket driven by ``loop.add_reader`` rather than
   ``loop.create_datagram_endpoint``: asyncio's datagram transports never expose ancillary data, so
-  they cannot read ``IP_RECVTOS``; ``recvmsg`` can, for ~1 µs more than ``recv`` per datagram. The
+  they cannot read ``IP_RECVTOS``; ``recvmsg`` can, for ~1 µs more than ``recv`` per datagram
+  (``read_ecn``; without it the link reads with ``recvfrom`` and reports ECN 0). The
   reader drains up to ``max_batch`` datagrams per readiness callback and hands them to the
   endpoint as one batch, so the PDS core runs once per batch (its ACK coalescing and the endpoint's
   send flush see many packets at a time); one readiness callback keeps reading batches until
@@ -81,6 +82,7 @@ class DirectLink(Link):
         max_batch: int = 64,
         max_rounds: int = 4,
         data_tos: int = tos(DSCP_DATA),
+        read_ecn: bool = True,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self.loop = loop or asyncio.get_running_loop()
@@ -97,11 +99,13 @@ class DirectLink(Link):
                 except OSError:  # pragma: no cover - limited by net.core.*mem_max, never fatal
                     pass
             if self.v6:
-                sock.setsockopt(socket.IPPROTO_IPV6, _IPV6_RECVTCLASS, 1)
+                if read_ecn:
+                    sock.setsockopt(socket.IPPROTO_IPV6, _IPV6_RECVTCLASS, 1)
                 sock.setsockopt(socket.IPPROTO_IPV6, _IPV6_TCLASS, data_tos)
                 self._tos_level, self._tos_opt = socket.IPPROTO_IPV6, _IPV6_TCLASS
             else:
-                sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+                if read_ecn:
+                    sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
                 sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, data_tos)
                 self._tos_level, self._tos_opt = socket.IPPROTO_IP, socket.IP_TOS
             sock.bind((self.address, port))
@@ -114,6 +118,8 @@ class DirectLink(Link):
         self.impairment = impairment
         self.max_batch = max_batch
         self.max_rounds = max(1, max_rounds)
+        #: whether received datagrams' ECN field is read (``IP_RECVTOS``); else it is reported 0
+        self.read_ecn = read_ecn
         self._data_tos = data_tos
         self._cmsg: dict[int, list[tuple[int, int, bytes]]] = {}
         self._addr: dict[str, tuple[str, int]] = {}
@@ -280,7 +286,9 @@ class DirectLink(Link):
         until ``recvmsg`` says EAGAIN or ``max_rounds`` batches were read (then the selector
         calls again: other callbacks get their turn). One wakeup thus serves a whole burst, and
         the endpoint runs the PDS core (and sends its coalesced ACKs) once per batch."""
+        read_ecn = self.read_ecn
         recvmsg = self.sock.recvmsg
+        recvfrom = None if read_ecn else self.sock.recvfrom
         v6 = self.v6
         c = self.counters
         cap = self.max_batch
@@ -291,6 +299,11 @@ class DirectLink(Link):
             more = True
             for _ in range(cap):
                 try:
+                    if recvfrom is not None:  # read_ecn off: plain recvfrom, ECN reported 0
+                        data, src = recvfrom(65536)
+                        append((data, src[0], 0))
+                        nbytes += len(data)
+                        continue
                     data, anc, _flags, src = recvmsg(65536, 64)
                 except BlockingIOError:
                     more = False
