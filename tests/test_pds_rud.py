@@ -339,6 +339,36 @@ def test_guaranteed_response_kept_until_cleared() -> None:
     assert len([e for e in pair.a.acked() if e.token == toks[0]]) == 1
 
 
+def test_clear_that_releases_a_held_cack_is_acked_at_once() -> None:
+    """A guaranteed response holds CACK below its PSN while later packets keep arriving; the
+    initiator's CLEAR CP (sent because the held CACK fills its window) releases them, and the
+    target reports the new CACK at once instead of leaving the initiator to its RTO."""
+    pair = Pair(CFG)
+    ipdc, tp, _ = establish(pair)
+    err = bytes([0x01, 0x05]) + b"\x00" * 10  # SES RESPONSE, rc NO_MATCH: guaranteed delivery
+    pair.b.respond = lambda d: (4, err) if d.payload[:1] == b"\x00" else None
+    submit(pair, 3, tag="g", msg=False)
+    reqs = pair.take(pair.a)
+    psn = hdr(reqs[0][0]).psn
+    for req, _d, _e in reqs:
+        pair.inject(pair.b, req, A_ADDR)
+    acks = pair.take(pair.b)
+    assert all(hdr(a).cack_psn == psn - 1 for a, _d, _e in acks)  # held below the uncleared PSN
+    assert tp.rcvd == {psn, psn + 1, psn + 2} and list(tp.gtd) == [psn]
+    for a, _d, _e in acks:
+        pair.inject(pair.a, a, B_ADDR)
+    clr = [c for c, _d, _e in pair.take(pair.a) if hdr(c).type == PdsType.CONTROL]
+    assert [hdr(c).ctl_type for c in clr] == [ControlType.CLEAR] and hdr(clr[0]).payload == psn
+    pair.inject(pair.b, clr[0], A_ADDR)
+    assert tp.gtd == {} and not tp.rcvd and tp.rx_base == psn + 3
+    (ack, _d, _e), = pair.take(pair.b)  # fmt: skip
+    assert hdr(ack).type == PdsType.ACK_CC and hdr(ack).cack_psn == psn + 2
+    pair.inject(pair.a, ack, B_ADDR)
+    assert ipdc.max_cack == psn + 2 and not ipdc.outstanding
+    pair.inject(pair.b, clr[0], A_ADDR)  # a repeated CLEAR releases nothing: no ACK
+    assert pair.take(pair.b) == []
+
+
 def test_clear_req_when_clear_lost() -> None:
     pair = Pair(CFG)
     ipdc, tp, _ = establish(pair)

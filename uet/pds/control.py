@@ -136,7 +136,15 @@ class ControlMixin:
         elif ctl == _CT_CLEAR:
             if _diff(payload, tp.max_clear) > 0 and _diff(payload, tp.high_rcvd) <= 0:
                 tp.max_clear = payload
+                base = tp.rx_base
                 self._advance_cack(tp)
+                if tp.rx_base != base:
+                    # The clear released PSNs that earlier ACKs had to leave out of CACK: report
+                    # the new CACK at once (inference; the notes say only "recomputes CACK").
+                    # An initiator sends a CLEAR CP when it has nothing it may send, typically
+                    # because the uncleared PSN holds its window (CACK + MPR): without this ACK
+                    # it would wait for its RTO and an ACK_REQ.
+                    self._send_ack(tp, (tp.rx_base - 1) & _M32, 0, 0, b"", now, ent)
         elif ctl == _CT_PROBE:
             self._send_ack(tp, tp.rx_base, retx, 0, b"", now, ent, opaque=opq)
         elif ctl == _CT_NOOP:
