@@ -8,10 +8,11 @@ import random
 
 from uet.pds import Mode
 from uet.pds.events import Delivery
+from uet.pds.target import normalize_response
 from uet.ses import RecvCompleted, SesFep
 from uet.ses.message import MessageConfig, Segmenter, decode_response
 from uet.ses.target import TargetConfig
-from uet.wire.ses import ReturnCode
+from uet.wire.ses import RESPONSE, ReturnCode
 
 PEER, ME, JOB, PID = "10.0.0.1", "10.0.0.2", 42, 1
 SEC = 1_000_000_000
@@ -149,3 +150,19 @@ def test_receives_the_fast_path_leaves_to_the_target_engine() -> None:
     r = deliver(f, *p)
     assert decode_response(r[1])[1] == ReturnCode.BAD_JOB_ID
     assert f.counters["fast_messages"] == 0 and f.cancel_recv(other_job) is True
+
+
+def test_the_response_says_which_list_the_message_went_to() -> None:
+    """§6.4: list 0 for a posted receive (plain response), 1 for the overflow list, which is a
+    guaranteed-delivery response PDS keeps until cleared (§2.7); a RUDI-style duplicate of a
+    completed message gets the same answer again."""
+    f = fep()
+    f.post_recv(bytearray(100))
+    (p,) = packets(b"e" * 50, 70)
+    expected = deliver(f, *p)
+    (p2,) = packets(b"o" * 50, 71)
+    overflow = deliver(f, *p2)
+    assert RESPONSE.unpack(expected[1])[0] == 0 and normalize_response(expected)[2] is False
+    assert RESPONSE.unpack(overflow[1])[0] == 1 and normalize_response(overflow)[2] is True
+    assert decode_response(overflow[1])[1:] == (ReturnCode.OK, 71, 50)
+    assert deliver(f, *p2) == overflow and deliver(f, *p) == expected

@@ -20,6 +20,10 @@ The target side (:class:`Reassembler`) places each packet at ``message_offset`` 
 ACK / default response) for packets that do not finish a message, and an SES ``RESPONSE`` with
 ``RC_OK`` and ``modified_length`` = bytes placed for the packet that completes it; errors are
 answered with the return code the reference would use (§6.3, §6.9) and ``modified_length`` 0.
+The response's ``list`` field says where the message went (behaviour.md §6.4): 0 when it was
+placed into a posted receive (the expected list), 1 when it was buffered for a later receive (the
+overflow list) — a guaranteed-delivery response, which PDS keeps until the initiator clears its
+PSN (§2.7).
 
 Choices where the spec notes are silent (behaviour.md §6.1, §6.9):
 
@@ -116,6 +120,9 @@ _NH_STANDARD = int(NextHeader.STANDARD)
 _NH_RESPONSE = int(NextHeader.RESPONSE)
 _RC_OK = int(ReturnCode.OK)
 _RC_DROPPED = int(ReturnCode.DROPPED)
+#: the response's ``list`` field: matched a posted receive / went to the overflow list (§6.4)
+_EXPECTED = 0
+_OVERFLOW = 1
 #: ``madvise(MADV_POPULATE_WRITE)`` (Linux ≥ 5.14): fault a range of a reassembly buffer in with
 #: one system call instead of one page fault per 4 KiB page while packets are copied in.
 _MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23 if sys.platform == "linux" else None)
@@ -293,9 +300,13 @@ def initiator_id(address: str) -> int:
     return int(ipaddress.ip_address(address)) & 0xFFFFFFFF
 
 
-def encode_response(rc: int, message_id: int, job_id: int, modified_length: int, *, ri_generation: int = 0) -> bytes:
-    """An SES ``RESPONSE`` header (wire-format.md §11.1): opcode RESPONSE, list 0 (expected)."""
-    return _RESP_PACK((0, int(ResponseOpcode.RESPONSE), 0, rc, message_id, ri_generation, job_id, modified_length))
+def encode_response(
+    rc: int, message_id: int, job_id: int, modified_length: int, *, ri_generation: int = 0, list_: int = 0
+) -> bytes:
+    """An SES ``RESPONSE`` header (wire-format.md §11.1): opcode RESPONSE; ``list_`` 0 = matched
+    on the expected list, 1 = the overflow (unexpected) list. PDS treats a response with list 1
+    (or an error code) as guaranteed (uet.pds.target.normalize_response, behaviour.md §2.7)."""
+    return _RESP_PACK((list_, int(ResponseOpcode.RESPONSE), 0, rc, message_id, ri_generation, job_id, modified_length))
 
 
 def decode_response(data: bytes) -> tuple[int, int, int, int]:
@@ -505,7 +516,8 @@ class Reassembler:
         self.receives: deque[tuple[Any, int, Message]] = deque()
         self._partial: dict[tuple[str, int], _Partial] = {}
         self._partial_bytes = 0
-        self._done: OrderedDict[tuple[str, int], tuple[int, int, int, int]] = OrderedDict()
+        #: completed messages: (return code, modified length, JobID, time, list)
+        self._done: OrderedDict[tuple[str, int], tuple[int, int, int, int, int]] = OrderedDict()
         self._packets = 0
         #: the fast path's one-entry cache (:meth:`deliver`): the last non-SOM packet's message
         self._last_rec: _Partial | None = None
@@ -625,7 +637,7 @@ class Reassembler:
             if done is not None:
                 # A packet of a message already delivered (RUDI duplicate): answer it again.
                 self._counters["duplicate_after_complete"] += 1
-                return _NH_RESPONSE, encode_response(done[0], mid, job, done[1])
+                return _NH_RESPONSE, encode_response(done[0], mid, job, done[1], list_=done[4])
             if self.decline:
                 slow = self._slow
                 if key in slow:
@@ -814,9 +826,9 @@ class Reassembler:
     ) -> tuple[int, bytes]:
         n = len(payload)
         self.completed.append(Message(bytes(payload), key[0], mode, key[1], job, init, hdata, tag=tag))
-        self._remember(key, _RC_OK, n, job)
+        self._remember(key, _RC_OK, n, job, _OVERFLOW)
         self._counters["messages"] += 1
-        return _NH_RESPONSE, encode_response(_RC_OK, key[1], job, n)
+        return _NH_RESPONSE, encode_response(_RC_OK, key[1], job, n, list_=_OVERFLOW)
 
     def _complete(self, key: tuple[str, int], rec: _Partial, mid: int, parts: list[bytes] | None) -> tuple[int, bytes]:
         del self._partial[key]
@@ -824,6 +836,7 @@ class Reassembler:
         rec.live = False
         rec.segments = {}
         recv = rec.recv
+        lst = _EXPECTED if recv is not None else _OVERFLOW
         if recv is not None:  # expected list: the data is already in the receive's buffer
             rec.recv = None
             m = Message(rec.view, key[0], rec.mode, mid, rec.job_id, rec.initiator, rec.header_data, tag=rec.tag)
@@ -839,13 +852,13 @@ class Reassembler:
                     data, key[0], rec.mode, mid, rec.job_id, rec.initiator, rec.header_data, parts=parts, tag=rec.tag
                 )
             )
-        self._remember(key, _RC_OK, rec.length, rec.job_id)
+        self._remember(key, _RC_OK, rec.length, rec.job_id, lst)
         self._counters["messages"] += 1
-        return _NH_RESPONSE, encode_response(_RC_OK, mid, rec.job_id, rec.length)
+        return _NH_RESPONSE, encode_response(_RC_OK, mid, rec.job_id, rec.length, list_=lst)
 
-    def _remember(self, key: tuple[str, int], rc: int, length: int, job: int) -> None:
+    def _remember(self, key: tuple[str, int], rc: int, length: int, job: int, lst: int = 0) -> None:
         done = self._done
-        done[key] = (rc, length, job, self.now)
+        done[key] = (rc, length, job, self.now, lst)
         done.move_to_end(key)
         while len(done) > self.config.completed_max:
             done.popitem(last=False)
