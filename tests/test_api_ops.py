@@ -274,3 +274,24 @@ async def test_send_failure_to_absent_peer_is_delivery_error() -> None:
         assert ei.value.return_code == ReturnCode.UNDELIVERABLE
         with pytest.raises(E.Undeliverable):
             await w(ea.read(nobody, 1, 0, 8))
+
+
+async def test_a_waiting_directed_recv_ignores_a_message_that_only_claims_its_source() -> None:
+    """``recv(source=A)`` waiting when a message arrives from C whose SES header claims A's
+    initiator ID: it is not A's message (the arrival address differs), so it stays unexpected and
+    the directed receive gets A's real message."""
+    ea, eb = await _pair()
+    (c,) = loopback_addresses(1)
+    ec = await Endpoint.open(c, job=JOB, pid=1, port=ea.link.port, peer_port=eb.link.port)  # B answers there
+    async with ea, eb, ec:
+        directed = asyncio.ensure_future(eb.recv(source=ea.address))
+        await asyncio.sleep(0)
+        ec.segmenter.initiator = ea.initiator_id  # the forger claims A's initiator ID
+        await w(ec.send(eb.address, b"forged"))
+        await asyncio.sleep(0.05)
+        assert not directed.done()
+        await w(ea.send(eb.address, b"real"))
+        m = await w(directed)
+        assert (m.data, m.source) == (b"real", ea.address)
+        other = await w(eb.recv())
+        assert (other.data, other.source) == (b"forged", ec.address)

@@ -166,3 +166,28 @@ def test_the_response_says_which_list_the_message_went_to() -> None:
     assert RESPONSE.unpack(overflow[1])[0] == 1 and normalize_response(overflow)[2] is True
     assert decode_response(overflow[1])[1:] == (ReturnCode.OK, 71, 50)
     assert deliver(f, *p2) == overflow and deliver(f, *p) == expected
+
+
+def test_a_waiting_receive_without_buffer_makes_it_the_expected_list() -> None:
+    """The endpoint's ``recv()`` posts no buffer; when one waits for a message as its first
+    packet arrives, the message is reassembled by the message layer as before but reported on the
+    expected list (plain response, nothing for PDS to keep); the hook sees the arrival address."""
+    f = fep()
+    asked = []
+
+    def waiting(tagged, tag, initiator, source):
+        asked.append((tagged, tag, initiator, source))
+        return tag == 1
+
+    f.receive_waiting = waiting
+    (p1,) = packets(b"w" * 30, 80, tag=1)
+    (p2,) = packets(b"n" * 30, 81, tag=2)
+    r1, r2 = deliver(f, *p1), deliver(f, *p2)
+    assert RESPONSE.unpack(r1[1])[0] == 0 and normalize_response(r1)[2] is False
+    assert RESPONSE.unpack(r2[1])[0] == 1 and normalize_response(r2)[2] is True
+    assert asked == [(True, 1, 7, PEER), (True, 2, 7, PEER)]
+    assert [m.tag for m in f.unexpected_messages] == [1, 2]  # no on_unexpected hook here
+    big = packets(b"b" * 3000, 82, tag=1)  # multi-packet, in place or segmented alike
+    for p in big:
+        r = deliver(f, *p)
+    assert RESPONSE.unpack(r[1])[0] == 0 and decode_response(r[1])[1:] == (ReturnCode.OK, 82, 3000)

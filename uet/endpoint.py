@@ -489,6 +489,7 @@ class Endpoint:
         self._peers: dict[str, str] = {}
         self._dests: dict[str, SesAddress] = {}
         self.ses.on_unexpected = self._offer
+        self.ses.receive_waiting = self._receive_waiting
         self._unfinished: set[_OutMsg] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
@@ -1373,19 +1374,31 @@ class Endpoint:
             else:
                 w.future.set_result(self._delivered(m))
 
+    def _waiter_for(self, tagged: bool, tag: int, initiator: int, source: str) -> _Waiter | None:
+        """The first waiting ``recv()`` (no buffer) that takes a message with these fields."""
+        for w in self._waiters:
+            if w.posted is None and not w.future.done() and w.tagged == tagged:
+                if tagged and (tag ^ w.tag) & ~w.ignore & 0xFFFFFFFFFFFFFFFF:
+                    continue
+                if w.initiator is not None and (w.initiator != initiator or w.source != source):
+                    continue
+                return w
+        return None
+
+    def _receive_waiting(self, tagged: bool, tag: int, initiator: int, source: str) -> bool:
+        """SesFep.receive_waiting: a ``recv()`` waits for a message arriving with these fields."""
+        return self._waiter_for(tagged, tag, initiator, source) is not None
+
     def _offer(self, m: Message) -> bool:
         """A fast-path message no posted receive took: give it to the first waiting ``recv()``
-        it matches (called synchronously from ``on_deliver``, like the old inbox)."""
-        for w in self._waiters:
-            if w.posted is None and not w.future.done() and w.tagged == (m.tag is not None):
-                if w.tagged and ((m.tag or 0) ^ w.tag) & ~w.ignore & 0xFFFFFFFFFFFFFFFF:
-                    continue
-                if w.initiator is not None and w.initiator != m.initiator:
-                    continue
-                self._waiters.remove(w)
-                w.future.set_result(self._delivered(m))
-                return True
-        return False
+        it matches (called synchronously from ``on_deliver``, like the old inbox). A directed
+        receive also checks the Fabric Address the message came from."""
+        w = self._waiter_for(m.tag is not None, m.tag or 0, m.initiator, m.source)
+        if w is None:
+            return False
+        self._waiters.remove(w)
+        w.future.set_result(self._delivered(m))
+        return True
 
     def _serve_waiters(self) -> None:
         """Give unexpected messages to waiting ``recv()`` calls, in the order they were made."""

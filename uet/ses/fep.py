@@ -45,7 +45,7 @@ from uet.ses.events import OpCompleted, OpFailed, OutPacket, RecvCompleted, Writ
 from uet.ses.initiator import InitiatorConfig, SesInitiator
 from uet.ses.matching import MatchLimits, PostedReceive
 from uet.ses.memory import MemoryTable
-from uet.ses.message import DECLINED, Message, MessageConfig, Reassembler
+from uet.ses.message import DECLINED, EXPECTED, Message, MessageConfig, Reassembler
 from uet.ses.target import SesTarget, TargetConfig
 from uet.wire.ses import ReturnCode
 
@@ -93,6 +93,10 @@ class SesFep:
         #: optional hook offered each completed fast-path message no posted receive took (the
         #: endpoint's waiting buffer-less receives); True = taken, else it joins the list
         self.on_unexpected: Callable[[Message], bool] | None = None
+        #: optional hook asked ``(tagged, tag, initiator, source FA)`` when a new message finds no
+        #: posted receive: True when a receive without a buffer is waiting that would take it, so
+        #: the message is reported on the expected list (uet.ses.message.EXPECTED)
+        self.receive_waiting: Callable[[bool, int, int, str], bool] | None = None
         self._events: deque[RecvCompleted] = deque()
         if default is not None:
             pid, index, job = default
@@ -263,10 +267,12 @@ class SesFep:
 
     # -- internals ----------------------------------------------------------------------------------
 
-    def _admit(self, tagged: bool, tag: int, initiator: int, job: int, length: int) -> bool | PostedReceive:
+    def _admit(self, tagged: bool, tag: int, initiator: int, job: int, length: int, peer: str) -> Any:
         """Where a new message on the default resource goes (asked at its first-arriving packet):
 
-        * no posted receive matches it → True: the overflow (unexpected) fast path;
+        * no posted receive matches it → True: the overflow (unexpected) fast path, or
+          :data:`~uet.ses.message.EXPECTED` when :attr:`receive_waiting` says a receive without a
+          buffer waits for it (reassembled the same way, reported on the expected list);
         * the first matching receive has room for the whole message → that receive, consumed
           from the posted list: the fast path places the message straight into its buffer
           (expected list, §6.4);
@@ -276,7 +282,8 @@ class SesFep:
         assert res is not None
         first = next((r for r in res.matcher.posted(tagged) if r.accepts(tagged, tag, initiator)), None)
         if first is None:
-            return True
+            waiting = self.receive_waiting
+            return EXPECTED if waiting is not None and waiting(tagged, tag, initiator, peer) else True
         if len(first.buffer) < length or (first.job is not None and first.job != job):
             return False
         recv = res.matcher.match(tagged=tagged, tag=tag, initiator=initiator, job=job)

@@ -23,7 +23,10 @@ answered with the return code the reference would use (§6.3, §6.9) and ``modif
 The response's ``list`` field says where the message went (behaviour.md §6.4): 0 when it was
 placed into a posted receive (the expected list), 1 when it was buffered for a later receive (the
 overflow list) — a guaranteed-delivery response, which PDS keeps until the initiator clears its
-PSN (§2.7).
+PSN (§2.7). A receive without a buffer (the endpoint's ``recv()``) that is waiting when the
+message's first packet arrives counts as posted: the message is reassembled in this layer's buffer
+and reported on the expected list (:data:`EXPECTED`; choice: the application posted the receive
+before the message came, only the buffer is the provider's).
 
 Choices where the spec notes are silent (behaviour.md §6.1, §6.9):
 
@@ -70,6 +73,7 @@ from uet.wire.ses import RESPONSE, STANDARD, ResponseOpcode, ReturnCode, SesFlag
 
 __all__ = [
     "DECLINED",
+    "EXPECTED",
     "MAX_WIRE_PAYLOAD",
     "Message",
     "MessageConfig",
@@ -131,6 +135,11 @@ _POPULATE_CHUNK = 2 << 20
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
 _MAP_FLAGS = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
 
+
+#: ``Reassembler.admit`` answer: a receive without a buffer is waiting for this message (the
+#: endpoint's ``recv()``): reassemble it into a buffer of this layer, as on the overflow path, but
+#: it matched a receive posted before it arrived, so the response says ``list`` = expected.
+EXPECTED: Any = type("Expected", (), {"__repr__": lambda self: "EXPECTED", "__slots__": ()})()
 
 #: :meth:`Reassembler.deliver` in ``decline`` mode: "not mine, give it to the full SES target".
 DECLINED: Any = type("Declined", (), {"__repr__": lambda self: "DECLINED", "__slots__": ()})()
@@ -472,6 +481,8 @@ class _Partial:
     #: the posted receive (:class:`uet.ses.matching.PostedReceive`) whose buffer the message is
     #: placed into, when it matched one (expected list); None on the overflow path
     recv: Any = None
+    #: the response's ``list`` field for this message: 1 overflow, 0 expected (a receive waited)
+    list_: int = 1
 
 
 class Reassembler:
@@ -491,16 +502,17 @@ class Reassembler:
         resource_index: int = 0,
         config: MessageConfig | None = None,
         decline: bool = False,
-        admit: Callable[[bool, int, int, int, int], Any] | None = None,
+        admit: Callable[[bool, int, int, int, int, str], Any] | None = None,
     ) -> None:
         self.config = config or MessageConfig()
         #: fast-path mode (:class:`uet.ses.fep.SesFep`): packets this layer does not handle are
         #: answered :data:`DECLINED` instead of an error, so the full SES target can take them
         self.decline = decline
-        #: asked ``(tagged, tag, initiator, job, request_length)`` for the first packet of a new
-        #: message in ``decline`` mode: True takes it on the overflow path, False declines the
-        #: whole message, and a posted receive (already removed from its list) places it straight
-        #: into that receive's buffer (see :attr:`receives`)
+        #: asked ``(tagged, tag, initiator, job, request_length, peer)`` for the first packet of a
+        #: new message in ``decline`` mode: True takes it on the overflow path, :data:`EXPECTED`
+        #: the same way but reported on the expected list (a receive without a buffer waits for
+        #: it), False declines the whole message, and a posted receive (already removed from its
+        #: list) places it straight into that receive's buffer (see :attr:`receives`)
         self.admit = admit
         #: the resource generation requests must carry (others are declined, §6.3 step 4)
         self.generation = 0
@@ -638,13 +650,17 @@ class Reassembler:
                 # A packet of a message already delivered (RUDI duplicate): answer it again.
                 self._counters["duplicate_after_complete"] += 1
                 return _NH_RESPONSE, encode_response(done[0], mid, job, done[1], list_=done[4])
+            lst = _OVERFLOW
             if self.decline:
                 slow = self._slow
                 if key in slow:
                     return DECLINED
                 admit = self.admit
                 if admit is not None:
-                    took = admit(op == _TSEND, mb, init, job, length)
+                    took = admit(op == _TSEND, mb, init, job, length, peer)
+                    if took is EXPECTED:
+                        lst = _EXPECTED
+                        took = True
                     if not took:
                         slow[key] = None
                         if len(slow) > self.config.completed_max:
@@ -676,9 +692,11 @@ class Reassembler:
             if length == n and som and flags & _F_EOM:
                 # One-packet message: no buffer, no bookkeeping beyond the duplicate memory.
                 return self._complete_single(
-                    key, payload, mode, job, init, hdata if flags & _F_HD else None, mb if op == _TSEND else None
-                )
+                    key, payload, mode, job, init, hdata if flags & _F_HD else None, mb if op == _TSEND else None,
+                    lst,
+                )  # fmt: skip
             rec = _Partial(True, length, mode, job, init, self.now, tag=mb if op == _TSEND else None)
+            rec.list_ = lst
             if length >= self.config.inplace_threshold:
                 rec.buf = mmap.mmap(-1, length, flags=_MAP_FLAGS) if _MAP_FLAGS else mmap.mmap(-1, length)
                 if _MADV_HUGEPAGE is not None and length >= _POPULATE_CHUNK:
@@ -823,12 +841,13 @@ class Reassembler:
         init: int,
         hdata: int | None,
         tag: int | None,
+        lst: int = _OVERFLOW,
     ) -> tuple[int, bytes]:
         n = len(payload)
         self.completed.append(Message(bytes(payload), key[0], mode, key[1], job, init, hdata, tag=tag))
-        self._remember(key, _RC_OK, n, job, _OVERFLOW)
+        self._remember(key, _RC_OK, n, job, lst)
         self._counters["messages"] += 1
-        return _NH_RESPONSE, encode_response(_RC_OK, key[1], job, n, list_=_OVERFLOW)
+        return _NH_RESPONSE, encode_response(_RC_OK, key[1], job, n, list_=lst)
 
     def _complete(self, key: tuple[str, int], rec: _Partial, mid: int, parts: list[bytes] | None) -> tuple[int, bytes]:
         del self._partial[key]
@@ -836,7 +855,7 @@ class Reassembler:
         rec.live = False
         rec.segments = {}
         recv = rec.recv
-        lst = _EXPECTED if recv is not None else _OVERFLOW
+        lst = _EXPECTED if recv is not None else rec.list_
         if recv is not None:  # expected list: the data is already in the receive's buffer
             rec.recv = None
             m = Message(rec.view, key[0], rec.mode, mid, rec.job_id, rec.initiator, rec.header_data, tag=rec.tag)
