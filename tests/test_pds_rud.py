@@ -369,6 +369,46 @@ def test_clear_that_releases_a_held_cack_is_acked_at_once() -> None:
     assert pair.take(pair.b) == []
 
 
+def test_window_held_by_a_lost_cack_is_reopened_by_a_probe() -> None:
+    """A guaranteed response holds CACK; the initiator sends up to the peer's window (CACK + MPR)
+    and every packet is acknowledged one by one, so nothing is outstanding while two more wait.
+    The ACK that reports the CACK released by the CLEAR is lost: no RTO would ever ask again, so
+    after an RTO the initiator sends a PROBE, and the target's answer reopens the window."""
+    cfg = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=None, ack_per_pkt=True)
+    pair = Pair(cfg)
+    ipdc, tp, _ = establish(pair)
+    err = bytes([0x01, 0x05]) + b"\x00" * 10  # SES RESPONSE, rc NO_MATCH: guaranteed delivery
+    pair.b.respond = lambda d: (4, err) if d.psn == START + 1 else None
+    toks = submit(pair, 130, tag="w", msg=False)
+    reqs = pair.take(pair.a)
+    assert len(reqs) == 128 and hdr(reqs[-1][0]).psn == START + 128  # CACK + MPR
+    for req, _d, _e in reqs:
+        pair.inject(pair.b, req, A_ADDR)
+    acks = pair.take(pair.b)
+    assert len(acks) == 128 and {hdr(a).cack_psn for a, _d, _e in acks} == {START}  # held
+    for a, _d, _e in acks:
+        pair.inject(pair.a, a, B_ADDR)
+    assert not ipdc.outstanding and len(ipdc.pending) == 2 and ipdc.max_cack == START
+    (clr, _d, _e), = pair.take(pair.a)  # fmt: skip
+    assert hdr(clr).ctl_type == ControlType.CLEAR
+    pair.inject(pair.b, clr, A_ADDR)
+    (lost, _d, _e), = pair.take(pair.b)  # fmt: skip
+    assert hdr(lost).cack_psn == START + 128  # the release, reported... and lost on the way
+    assert pair.a.core.get_timer() == pair.now + cfg.rto_ns
+    pair.now += cfg.rto_ns
+    pair.a.core.handle_timer(pair.now)
+    (probe, _d, _e), = pair.take(pair.a)  # fmt: skip
+    assert hdr(probe).ctl_type == ControlType.PROBE and pair.a.core.counters["window_probes"] == 1
+    pair.inject(pair.b, probe, A_ADDR)
+    (answer, _d, _e), = pair.take(pair.b)  # fmt: skip
+    assert hdr(answer).flags & AckFlag.P and hdr(answer).cack_psn == START + 128
+    pair.inject(pair.a, answer, B_ADDR)
+    assert ipdc.max_cack == START + 128
+    rest = pair.take(pair.a)
+    assert [hdr(r).psn for r, _d, _e in rest] == [START + 129, START + 130]
+    assert pair.run_until(lambda: len([e for e in pair.a.acked() if e.token in toks]) == 130)
+
+
 def test_clear_req_when_clear_lost() -> None:
     pair = Pair(CFG)
     ipdc, tp, _ = establish(pair)

@@ -83,6 +83,7 @@ _N_RETX = int(NackFlag.RETX)
 _T_CLOSE_WAIT = TargetState.CLOSE_WAIT
 _T_ESTABLISHED = TargetState.ESTABLISHED
 _T_PENDING = TargetState.PENDING
+_MODE_ROD = Mode.ROD
 #: the whole RUD/ROD request header (SYN = 0): prologue word, clear_psn_offset, psn, SPDCID, DPDCID
 _REQ_WORDS = REQUEST._struct.unpack_from
 #: ``receive_batch`` ecn marks of the fabric link (uet.link.fabric ECN_TRIMMED / ECN_LASTHOP)
@@ -176,6 +177,8 @@ class PdsCore(
         self.acked_runs = False
         self._rudi_init()
         self._misc_entropy = RotatingEntropy(self.rng, self.config.entropy_paths)
+        #: opaque value of the last window probe (uet.pds.initiator._window_probe)
+        self._probe_seq = 0
 
     # -- helpers shared by the halves -----------------------------------------------------------
 
@@ -401,11 +404,15 @@ class PdsCore(
         pdcs = self.pdcs
         trig = cfg.ack_gen_trigger
         min_add = cfg.ack_gen_min_pkt_add
+        mp = cfg.mp_range
         tp: Any = None
-        # the run: its PDC, the predicted PSN / IDs / header bytes, and what it has added up
-        nxt = lp = rp = word = s01 = end = k = nbytes = gen = mc = 0
+        # the run: its PDC, the predicted PSN / IDs / header bytes, and what it has added up;
+        # ``held``: the PDC holds received PSNs above CACK (a hole or an uncleared guaranteed
+        # response), so the run's PSNs join ``rcvd`` (``hp``) within the window above ``base``
+        nxt = lp = rp = word = s01 = end = k = nbytes = gen = mc = base = 0
         peer = ""
-        due = nondue = False
+        due = nondue = held = False
+        hp: list[int] = []
         for data, src, ecn in batch:
             if tp is not None:
                 if ecn < 3 and type(data) is bytes and len(data) >= end:
@@ -417,6 +424,7 @@ class PdsCore(
                         and (w == word or w == word | _AR)
                         and src == peer
                         and (data[12] << 8 | data[13]) == s01
+                        and (not held or ((psn - base) & _M32) < mp)
                     ):
                         try:
                             r = hook(src, (w >> 7) & 0xF, data, end, now)
@@ -438,17 +446,20 @@ class PdsCore(
                             else:
                                 nondue = True
                             nxt = (psn + 1) & _M32
+                            if held:
+                                hp.append(psn)
                             continue
                 if k:
-                    self._end_run(tp, nxt, k, nbytes, gen, mc, due, nondue, now)
+                    self._end_run(tp, nxt, k, nbytes, gen, mc, due, nondue, now, hp if held else None)
                 tp = None
             if ecn > 3:
                 rx(data, src, now, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
                    lasthop=bool(ecn & _ECN_LASTHOP), sdi=sdi)  # fmt: skip
                 continue
             rx(data, src, now, ecn=ecn, sdi=sdi)
-            # start a run after a request the fast path accepted in order (the PDC's CACK base is
-            # right after it and nothing is held out of order)
+            # start a run after a request accepted as the newest PSN of its PDC: either in order
+            # with nothing held (the PDC's CACK base is right after it), or as the highest of the
+            # PSNs held above CACK (not the ROD buffering option)
             if ecn < 3 and type(data) is bytes and len(data) >= 14 and (data[0] >> 3 == 2 or data[0] >> 3 == 3):
                 w, cpo, psn, sp, dp = _REQ_WORDS(data, 0)
                 t = pdcs.get(dp)
@@ -456,17 +467,28 @@ class PdsCore(
                     type(t) is TargetPdc
                     and not w & (_SYN | _RETX)
                     and t.state is _T_ESTABLISHED
-                    and not t.rcvd
-                    and t.rx_base == (psn + 1) & _M32
                     and t.rpdcid == sp
                     and t.peer == src
                     and t.ptype == w >> 11
                     and t.sdi == sdi
                 ):
-                    size = _SES_END.get(((w >> 7) & 0xF, data[12], data[13]))
+                    nb = (psn + 1) & _M32
+                    held = bool(t.rcvd)
+                    if held:
+                        ok = (
+                            t.high_rcvd == psn
+                            and psn in t.rcvd
+                            and not t.rod_buf
+                            and (t.mode is not _MODE_ROD or t.rod_next == nb)
+                        )
+                    else:
+                        ok = t.rx_base == nb
+                    size = _SES_END.get(((w >> 7) & 0xF, data[12], data[13])) if ok else None
                     if size is not None:
                         tp = t
-                        nxt = t.rx_base
+                        nxt = nb
+                        base = t.rx_base
+                        hp = []
                         lp, rp, peer = dp, sp, src
                         word = w & ~0x7F
                         s01 = data[12] << 8 | data[13]
@@ -476,19 +498,40 @@ class PdsCore(
                         mc = t.max_clear
                         due = nondue = False
         if tp is not None and k:
-            self._end_run(tp, nxt, k, nbytes, gen, mc, due, nondue, now)
+            self._end_run(tp, nxt, k, nbytes, gen, mc, due, nondue, now, hp if held else None)
 
     def _end_run(
-        self, tp: TargetPdc, nxt: int, k: int, nbytes: int, gen: int, mc: int, due: bool, nondue: bool, now: int
+        self,
+        tp: TargetPdc,
+        nxt: int,
+        k: int,
+        nbytes: int,
+        gen: int,
+        mc: int,
+        due: bool,
+        nondue: bool,
+        now: int,
+        held: list[int] | None = None,
     ) -> None:
         """Write a predicted run's accumulated state to its PDC (:meth:`receive_batch`): what
-        ``k`` in-order packets through ``receive_datagram``'s fast path would have left."""
+        ``k`` packets through ``receive_datagram`` would have left — its fast path (CACK base
+        advanced) or, with ``held`` (the run's PSNs), the general path's bookkeeping of PSNs
+        received above CACK: they join ``rcvd`` and CACK is recomputed once with the newest
+        clear-PSN mark (the per-packet recomputations end in the same state)."""
         last = (nxt - 1) & _M32
-        tp.rx_base = tp.rod_next = nxt
+        tp.max_clear = mc
+        if held is None:
+            tp.rx_base = tp.rod_next = nxt
+        else:
+            tp.rcvd.update(held)
+            if tp.mode is _MODE_ROD:
+                tp.rod_next = nxt
+            self._advance_cack(tp)
+            if tp.gtd:
+                tp.clear_req_at = now + self.config.clear_ns
         tp.high_rcvd = last
         tp.rcvd_bytes += nbytes
         tp.last_rx = now
-        tp.max_clear = mc
         tp.ack_gen_count = gen
         tp.ack_trigger = last
         tp.ack_flags = 0

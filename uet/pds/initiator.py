@@ -562,6 +562,8 @@ class InitiatorMixin:
             if pdc.parked:
                 return self._parked_deadline(pdc)
             return next(iter(out.values())).tx_time + self.config.rto_ns
+        if self._window_stalled(pdc):
+            return pdc.last_activity + self.config.rto_ns
         if pdc.owner is not None or pdc.locks:
             return None
         ci = self.config.close_idle_ns
@@ -651,11 +653,35 @@ class InitiatorMixin:
                 break
             if not self._rto_one(pdc, pkt, now):
                 return
+        if self._window_stalled(pdc):
+            if pdc.last_activity + rto <= now:
+                self._window_probe(pdc, now)
+            return
         if pdc.state is _S_ESTABLISHED and not out and pdc.owner is None:
             d = self._ipdc_deadline_tx(pdc)
             if d is not None and d <= now:
                 self._start_close(pdc, "idle", now)
                 self._dirty[pdc] = None
+
+    def _window_stalled(self, pdc: InitiatorPdc) -> bool:
+        """Packets wait, none is outstanding, and the next PSN lies beyond the peer's window
+        (CACK + MPR, §2.4): only an ACK with a newer CACK can open it, and no RTO will ask for one
+        (the ACK that carried it may have been lost)."""
+        if pdc.outstanding or not pdc.pending or pdc.state is not _S_ESTABLISHED or pdc.owner is not None:
+            return False
+        d = (pdc.next_psn - ((pdc.max_cack + pdc.peer_mp) & _M32)) & _M32
+        return 0 < d < 0x80000000
+
+    def _window_probe(self, pdc: InitiatorPdc, now: int) -> None:
+        """A window stalled for an RTO (:meth:`_window_stalled`): send a PROBE CP; the target
+        answers with an ACK carrying its current CACK (§2.11), which opens the window. One per
+        RTO while it lasts, like a persist timer (inference: the notes say nothing about a window
+        that only a lost ACK could open)."""
+        self._probe_seq = (self._probe_seq + 1) & 0xFFFF
+        self.send_probe(pdc.lpdcid, self._probe_seq, now)
+        pdc.last_activity = now
+        self._tdirty.add(pdc.lpdcid)
+        self._count("window_probes")
 
     # -- control packets from the target -----------------------------------------------------------
 
