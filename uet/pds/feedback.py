@@ -178,33 +178,27 @@ class FeedbackMixin:
             # Checked once: walking forward from a tx_base at or before CACK meets ``end`` first.
             if _diff(cack, p) < 0:
                 p = end
-            if self.acked_runs:  # one AckedRun per run of packets with the same token
-                tok: Any = None
-                run = 0
-                while p != end and p != nxt:
-                    pkt = pop(p, None)
-                    if pkt is not None:
-                        npk += 1
-                        nby += pkt.nbytes
-                        if pkt.ctl is None:
-                            if pkt.token is tok:
-                                run += 1
-                            else:
-                                if run:
-                                    append(_tnew(AckedRun, (tok, run)))
-                                tok = pkt.token
-                                run = 1
-                    p = (p + 1) & _M32
-                if run:
-                    append(_tnew(AckedRun, (tok, run)))
+            runs = self.acked_runs  # owner opt-in: one AckedRun per run of the same token
+            tok: Any = None
+            run = 0
             while p != end and p != nxt:
                 pkt = pop(p, None)
                 if pkt is not None:
                     npk += 1
                     nby += pkt.nbytes
                     if pkt.ctl is None:
-                        append(_tnew(Acked, (pkt.token, 0, b"")))
+                        if not runs:
+                            append(_tnew(Acked, (pkt.token, 0, b"")))
+                        elif pkt.token is tok:
+                            run += 1
+                        else:
+                            if run:
+                                append(_tnew(AckedRun, (tok, run)))
+                            tok = pkt.token
+                            run = 1
                 p = (p + 1) & _M32
+            if run:
+                append(_tnew(AckedRun, (tok, run)))
             if _diff(cack, pdc.high_sack) > 0:
                 pdc.high_sack = cack
         if bitmap:
