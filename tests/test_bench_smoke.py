@@ -67,3 +67,10 @@ def test_usage_and_unknown_subcommand(capsys) -> None:
 @pytest.mark.parametrize("text,n", [("1MiB", 1 << 20), ("64k", 64000), ("512KiB", 512 << 10), ("100", 100)])
 def test_parse_size(text: str, n: int) -> None:
     assert bench.parse_size(text) == n
+
+
+def test_pair_table_lists_the_rounds(capsys) -> None:
+    rc = bench.main(["pair", "--size", "256KiB", "--rounds", "2", "--addresses", _addr()])
+    out = capsys.readouterr().out
+    assert rc == 0 and "goodput_gbps" in out and "rounds (raw UDP and UET alternate" in out
+    assert "{'raw_udp_gbps'" not in out  # the rounds are a table of their own, not a dict dump

@@ -911,15 +911,27 @@ def _options(ns: argparse.Namespace, **kw: Any) -> PairOptions:
 
 
 def _print_table(title: str, rec: dict[str, Any]) -> None:
+    """``rec`` as a metric/value table; its ``rounds`` (a list of records) as a second table."""
     from rich.console import Console
     from rich.table import Table
 
+    console = Console(width=None if sys.stdout.isatty() else 120)  # no 80-column wrap in pipes
     t = Table(title=title)
     t.add_column("metric")
     t.add_column("value", justify="right")
+    rounds = rec.get("rounds")
     for k, v in rec.items():
-        t.add_row(k, "" if v is None else str(v))
-    Console(width=None if sys.stdout.isatty() else 120).print(t)  # no 80-column wrap in pipes
+        if k != "rounds":
+            t.add_row(k, "" if v is None else str(v))
+    console.print(t)
+    if rounds:
+        r = Table(title="rounds (raw UDP and UET alternate; the figures above are medians)")
+        r.add_column("round", justify="right")
+        for k in rounds[0]:
+            r.add_column(k, justify="right")
+        for i, row in enumerate(rounds, 1):
+            r.add_row(str(i), *("" if v is None else str(v) for v in row.values()))
+        console.print(r)
 
 
 def pair_main(argv: Sequence[str]) -> int:
