@@ -29,8 +29,12 @@ Additions to the PDS core contract (all optional, defaults keep the contract's b
 with_sdi=True)`` and ``sdi_of`` (the SDI to seal a datagram with), ``start_psn_policy`` and
 ``initiator_start_psn`` (secure establishment, §2.3.2), ``send_probe``, ``request_close``,
 ``submit_run`` (the rest of an open message in one call), ``take_events`` (all pending events at
-once) and the ``payload_views`` attribute (PDC request payloads delivered as ``memoryview``
-slices of the datagram, for an owner that copies them anyway).
+once), the ``payload_views`` attribute (PDC request payloads delivered as ``memoryview``
+slices of the datagram, for an owner that copies them anyway), ``receive_batch`` with the
+``on_data`` hook (header prediction for runs of in-order data, exactly equivalent to one
+``receive_datagram`` per datagram) and the ``acked_runs`` attribute (``AckedRun`` events for
+runs of implicitly acknowledged packets of one token). An initiator whose window only a lost
+ACK could open probes the target once per RTO (persist timer, uet.pds.initiator).
 
 Choices where the notes are silent (inference, documented here and in the modules):
 
