@@ -383,14 +383,16 @@ class PdsCore(
         in-order data. ``sdi`` as in :meth:`receive_datagram`, for every item.
 
         Header prediction (addition; the idea of Van Jacobson's TCP receive fast path): once a
-        request has been accepted in order on an established target PDC with nothing out of
-        order or uncleared, the next datagram is predicted to be the next PSN on that PDC, from
+        request has been accepted as the newest PSN of an established target PDC (in order with
+        nothing held, or the highest of the PSNs held above CACK behind a hole or an uncleared
+        guaranteed response), the next datagram is predicted to be the next PSN on that PDC, from
         the same peer, with the same PDS type and next header, the same SES header kind, no flag
-        but AR and no CE mark. A datagram that matches goes to :attr:`on_data` (the whole
-        datagram, no ``Delivery``, no slices), and its PDS bookkeeping is added up and written to
-        the PDC once per run: CACK base, clear-PSN high mark, received bytes, counters and the
-        ACK trigger (plain ACKs are coalesced per batch anyway, uet.pds.target), with the same
-        end state as one ``receive_datagram`` per packet. A misprediction, an ``on_data`` answer
+        but AR and no CE mark (and, when PSNs are held, inside the receive window). A datagram
+        that matches goes to :attr:`on_data` (the whole datagram, no ``Delivery``, no slices),
+        and its PDS bookkeeping is added up and written to the PDC once per run: CACK base (or
+        the held PSNs), clear-PSN high mark, received bytes, counters and the ACK trigger (plain
+        ACKs are coalesced per batch anyway, uet.pds.target), with the same end state as one
+        ``receive_datagram`` per packet. A misprediction, an ``on_data`` answer
         other than None, or ``SesNack`` ends the run (its state written first) and the datagram
         takes :meth:`receive_datagram`. Without ``on_data``, with an event log or with
         ``ack_per_pkt`` every datagram takes :meth:`receive_datagram`."""
