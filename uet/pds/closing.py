@@ -9,21 +9,14 @@ freed at once; the target reclaims its half by its idle CLOSE_REQ timer.
 
 from __future__ import annotations
 
+from uet.pds._aliases import _CT_CLOSE, _M32, _S_CLOSE_ACK_WAIT, _S_CLOSED, _S_ESTABLISHED, _S_SYN_SENT
 from uet.pds.config import PdsLimitError
 from uet.pds.events import Failed, PdcClosed
 from uet.pds.pdc import InitiatorPdc, TxPkt
 from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
-from uet.wire.pds import ControlType
 
-_M32 = 0xFFFFFFFF
-_CT_CLOSE = ControlType.CLOSE
 _S_ACK_WAIT = InitiatorState.ACK_WAIT
-_S_CLOSED = InitiatorState.CLOSED
-_S_CLOSE_ACK_WAIT = InitiatorState.CLOSE_ACK_WAIT
-_S_ESTABLISHED = InitiatorState.ESTABLISHED
 _S_QUIESCE = InitiatorState.QUIESCE
-_S_SYN_SENT = InitiatorState.SYN_SENT
-_S = InitiatorState
 
 
 class CloseMixin:

@@ -15,40 +15,40 @@ Choices where the notes are silent (inference):
 
 from __future__ import annotations
 
-from uet.pds.config import Mode
+from uet.pds._aliases import (
+    _A_RETX,
+    _AR,
+    _CT_ACK_REQ,
+    _CT_CLEAR,
+    _CT_CLOSE,
+    _CT_NOOP,
+    _CT_PROBE,
+    _CT_REQ_CLEAR,
+    _CT_REQ_CLOSE,
+    _ISROD,
+    _M32,
+    _MODE_ROD,
+    _NC_CLOSING,
+    _NC_INV_DPDCID,
+    _NC_PDC_HDR_MISMATCH,
+    _NC_PKT_NOT_RCVD,
+    _NC_PSN_OOR_WINDOW,
+    _NC_UNEXP_EVENT,
+    _RETX,
+    _SYN,
+    _T_CLOSE_WAIT,
+    _T_CLOSED,
+    _T_CLOSING,
+    _T_ESTABLISHED,
+    _T_PENDING,
+)
 from uet.pds.events import PdcClosed
 from uet.pds.pdc import TargetPdc
-from uet.pds.states import TARGET_TRANSITIONS, TargetState, transition
-from uet.wire.pds import CONTROL, CONTROL_SYN, AckFlag, ControlType, NackCode, ReqFlag
+from uet.pds.states import TARGET_TRANSITIONS, transition
+from uet.wire.pds import CONTROL, CONTROL_SYN, ControlType, NackCode
 
-_M32 = 0xFFFFFFFF
-_CT_ACK_REQ = ControlType.ACK_REQ
-_CT_CLEAR = ControlType.CLEAR
-_CT_CLOSE = ControlType.CLOSE
-_CT_NOOP = ControlType.NOOP
-_CT_PROBE = ControlType.PROBE
-_CT_REQ_CLEAR = ControlType.REQ_CLEAR
-_CT_REQ_CLOSE = ControlType.REQ_CLOSE
-_MODE_ROD = Mode.ROD
-_NC_CLOSING = NackCode.CLOSING
 _NC_CLOSING_IN_ERR = NackCode.CLOSING_IN_ERR
-_NC_INV_DPDCID = NackCode.INV_DPDCID
-_NC_PDC_HDR_MISMATCH = NackCode.PDC_HDR_MISMATCH
-_NC_PKT_NOT_RCVD = NackCode.PKT_NOT_RCVD
-_NC_PSN_OOR_WINDOW = NackCode.PSN_OOR_WINDOW
 _NC_RCVD_SES_PROCG = NackCode.RCVD_SES_PROCG
-_NC_UNEXP_EVENT = NackCode.UNEXP_EVENT
-_T_CLOSED = TargetState.CLOSED
-_T_CLOSE_WAIT = TargetState.CLOSE_WAIT
-_T_CLOSING = TargetState.CLOSING
-_T_ESTABLISHED = TargetState.ESTABLISHED
-_T_PENDING = TargetState.PENDING
-_T = TargetState
-_AR = int(ReqFlag.AR)
-_RETX = int(ReqFlag.RETX)
-_SYN = int(ReqFlag.SYN)
-_ISROD = int(ReqFlag.ISROD)
-_A_RETX = int(AckFlag.RETX)
 
 
 def _diff(a: int, b: int) -> int:

@@ -63,31 +63,32 @@ from typing import Any
 
 from uet.errors import DecodeError
 from uet.pds import closing, control, feedback, initiator, ret, rudi, target
+from uet.pds._aliases import (
+    _A_M,
+    _A_RETX,
+    _AR,
+    _M32,
+    _MODE_ROD,
+    _N_M,
+    _N_RETX,
+    _NC_NO_SES_MSG_AVAIL,
+    _RETX,
+    _S_CLOSED,
+    _S_ESTABLISHED,
+    _SYN,
+    _T_CLOSE_WAIT,
+    _T_CLOSED,
+    _T_ESTABLISHED,
+    _T_PENDING,
+)
 from uet.pds.config import Mode, PdsConfig, SesNack
 from uet.pds.events import Delivery, Event
 from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy
-from uet.pds.states import InitiatorState, TargetState
 from uet.pds.target import _REQ_TAIL, _SES_END, normalize_response
-from uet.wire.pds import NACK, REQUEST, AckFlag, NackCode, NackFlag, ReqFlag
+from uet.wire.pds import NACK, REQUEST, NackCode
 
-_M32 = 0xFFFFFFFF
-_S_ESTABLISHED = InitiatorState.ESTABLISHED
-_T_CLOSED = TargetState.CLOSED
-_S_CLOSED = InitiatorState.CLOSED
 _tnew = tuple.__new__
-_NC_NO_SES_MSG_AVAIL = NackCode.NO_SES_MSG_AVAIL
-_AR = int(ReqFlag.AR)
-_RETX = int(ReqFlag.RETX)
-_SYN = int(ReqFlag.SYN)
-_A_M = int(AckFlag.M)
-_A_RETX = int(AckFlag.RETX)
-_N_M = int(NackFlag.M)
-_N_RETX = int(NackFlag.RETX)
-_T_CLOSE_WAIT = TargetState.CLOSE_WAIT
-_T_ESTABLISHED = TargetState.ESTABLISHED
-_T_PENDING = TargetState.PENDING
-_MODE_ROD = Mode.ROD
 #: the whole RUD/ROD request header (SYN = 0): prologue word, clear_psn_offset, psn, SPDCID, DPDCID
 _REQ_WORDS = REQUEST._struct.unpack_from
 #: ``receive_batch`` ecn marks of the fabric link (uet.link.fabric ECN_TRIMMED / ECN_LASTHOP)

@@ -28,34 +28,35 @@ from __future__ import annotations
 
 from typing import Any
 
+from uet.pds._aliases import (
+    _A_CLR,
+    _A_EPSN,
+    _A_M,
+    _A_P,
+    _A_RETX,
+    _M32,
+    _N_M,
+    _N_RETX,
+    _NA_IGNORE,
+    _NC_NEW_START_PSN,
+    _NC_NO_PDC_AVAIL,
+    _NC_NO_RESOURCE,
+    _NC_PKT_NOT_RCVD,
+    _NC_ROD_OOO,
+    _NC_TRIMMED,
+    _NC_TRIMMED_LASTHOP,
+    _S_CLOSED,
+    _S_ESTABLISHED,
+    _S_SYN_SENT,
+)
 from uet.pds.events import Acked, AckedRun, NackReceived, ProbeAnswered
 from uet.pds.pdc import InitiatorPdc
-from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
+from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import ACK, ACK_CC, ACK_EPSN, NACK, NACK_ACTION, AckFlag, NackAction, NackCode, NackFlag
 
-_M32 = 0xFFFFFFFF
 _NA_CLOSE = NackAction.CLOSE
-_NA_IGNORE = NackAction.IGNORE
-_NC_NEW_START_PSN = NackCode.NEW_START_PSN
-_NC_NO_PDC_AVAIL = NackCode.NO_PDC_AVAIL
-_NC_NO_RESOURCE = NackCode.NO_RESOURCE
-_NC_PKT_NOT_RCVD = NackCode.PKT_NOT_RCVD
-_NC_ROD_OOO = NackCode.ROD_OOO
-_NC_TRIMMED = NackCode.TRIMMED
-_NC_TRIMMED_LASTHOP = NackCode.TRIMMED_LASTHOP
-_S_CLOSED = InitiatorState.CLOSED
-_S_ESTABLISHED = InitiatorState.ESTABLISHED
-_S_SYN_SENT = InitiatorState.SYN_SENT
-_S = InitiatorState
-_A_P = int(AckFlag.P)
-_A_EPSN = int(AckFlag.EPSN)
-_A_RETX = int(AckFlag.RETX)
-_A_M = int(AckFlag.M)
-_A_CLR = int(AckFlag.REQ_CLEAR)
 _A_CLS = int(AckFlag.REQ_CLOSE)
 _N_NT = int(NackFlag.NT)
-_N_RETX = int(NackFlag.RETX)
-_N_M = int(NackFlag.M)
 _RAW_CC = ACK_CC[(False, "raw")]
 _tnew = tuple.__new__
 _ACK_EPSN = ACK_EPSN

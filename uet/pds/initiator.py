@@ -27,10 +27,30 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from uet.pds._aliases import (
+    _AR,
+    _CT_ACK_REQ,
+    _CT_CLEAR,
+    _CT_CLOSE,
+    _CT_NOOP,
+    _CT_PROBE,
+    _CT_REQ_CLEAR,
+    _CT_REQ_CLOSE,
+    _ISROD,
+    _M32,
+    _MODE_ROD,
+    _NC_UNEXP_EVENT,
+    _RETX,
+    _S_CLOSE_ACK_WAIT,
+    _S_CLOSED,
+    _S_ESTABLISHED,
+    _S_SYN_SENT,
+    _SYN,
+)
 from uet.pds.config import Mode, PdsClosedError, PdsError, PdsLimitError
 from uet.pds.events import Failed, PdcOpened
 from uet.pds.pdc import InitiatorPdc, TxPkt, earliest_deadline
-from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
+from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK,
     CONTROL,
@@ -38,32 +58,8 @@ from uet.wire.pds import (
     REQUEST,
     REQUEST_SYN,
     ControlType,
-    NackCode,
-    ReqFlag,
 )
 
-_M32 = 0xFFFFFFFF
-_CT_ACK_REQ = ControlType.ACK_REQ
-_CT_CLEAR = ControlType.CLEAR
-_CT_CLOSE = ControlType.CLOSE
-_CT_NOOP = ControlType.NOOP
-_CT_PROBE = ControlType.PROBE
-_CT_REQ_CLEAR = ControlType.REQ_CLEAR
-_CT_REQ_CLOSE = ControlType.REQ_CLOSE
-_MODE_ROD = Mode.ROD
-_MODE_RUD = Mode.RUD
-_MODE_RUDI = Mode.RUDI
-_MODE_UUD = Mode.UUD
-_NC_UNEXP_EVENT = NackCode.UNEXP_EVENT
-_S_CLOSED = InitiatorState.CLOSED
-_S_CLOSE_ACK_WAIT = InitiatorState.CLOSE_ACK_WAIT
-_S_ESTABLISHED = InitiatorState.ESTABLISHED
-_S_SYN_SENT = InitiatorState.SYN_SENT
-_S = InitiatorState
-_AR = int(ReqFlag.AR)
-_RETX = int(ReqFlag.RETX)
-_SYN = int(ReqFlag.SYN)
-_ISROD = int(ReqFlag.ISROD)
 #: REQUEST's own struct (one definition of the header, uet.wire.pds): prologue word, fields
 _REQ_PACK = REQUEST._struct.pack
 

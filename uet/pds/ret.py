@@ -39,15 +39,9 @@ Choices where the notes are silent (inference):
 
 from __future__ import annotations
 
+from uet.pds._aliases import _S_CLOSED, _S_ESTABLISHED, _S_SYN_SENT, _T_ESTABLISHED
 from uet.pds.events import Failed
 from uet.pds.pdc import InitiatorPdc, TargetPdc, TxPkt
-from uet.pds.states import InitiatorState, TargetState
-
-_M32 = 0xFFFFFFFF
-_S_ESTABLISHED = InitiatorState.ESTABLISHED
-_S_SYN_SENT = InitiatorState.SYN_SENT
-_S_CLOSED = InitiatorState.CLOSED
-_T_ESTABLISHED = TargetState.ESTABLISHED
 
 
 class ReturnMixin:

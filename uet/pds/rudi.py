@@ -20,22 +20,24 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from uet.pds._aliases import (
+    _M32,
+    _MODE_RUDI,
+    _MODE_UUD,
+    _NA_IGNORE,
+    _NC_NO_PDC_AVAIL,
+    _NC_NO_RESOURCE,
+    _NC_NO_SES_MSG_AVAIL,
+    _NC_TRIMMED,
+    _NC_TRIMMED_LASTHOP,
+)
 from uet.pds.config import Mode, PdsError, PdsLimitError, SesNack
 from uet.pds.events import Failed, NackReceived, new_acked, new_delivery
 from uet.pds.pdc import earliest_deadline
 from uet.pds.target import normalize_response, ses_end
 from uet.wire.pds import NACK_ACTION, RUDI, UUD, NackAction, NackCode, NackFlag, RudiFlag
 
-_M32 = 0xFFFFFFFF
-_MODE_RUDI = Mode.RUDI
-_MODE_UUD = Mode.UUD
-_NA_IGNORE = NackAction.IGNORE
 _NA_RETRANSMIT = NackAction.RETRANSMIT
-_NC_NO_SES_MSG_AVAIL = NackCode.NO_SES_MSG_AVAIL
-_NC_NO_PDC_AVAIL = NackCode.NO_PDC_AVAIL
-_NC_NO_RESOURCE = NackCode.NO_RESOURCE
-_NC_TRIMMED = NackCode.TRIMMED
-_NC_TRIMMED_LASTHOP = NackCode.TRIMMED_LASTHOP
 _NT = int(NackFlag.NT)
 
 

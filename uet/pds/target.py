@@ -40,10 +40,39 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from uet.pds._aliases import (
+    _A_CLR,
+    _A_EPSN,
+    _A_M,
+    _A_P,
+    _A_RETX,
+    _AR,
+    _M32,
+    _MODE_ROD,
+    _MODE_RUD,
+    _N_M,
+    _N_RETX,
+    _NC_CLOSING,
+    _NC_INV_DPDCID,
+    _NC_NEW_START_PSN,
+    _NC_NO_PDC_AVAIL,
+    _NC_NO_SES_MSG_AVAIL,
+    _NC_PDC_HDR_MISMATCH,
+    _NC_PSN_OOR_WINDOW,
+    _NC_ROD_OOO,
+    _NC_TRIMMED,
+    _NC_TRIMMED_LASTHOP,
+    _RETX,
+    _S_SYN_SENT,
+    _SYN,
+    _T_CLOSING,
+    _T_ESTABLISHED,
+    _T_PENDING,
+)
 from uet.pds.config import Mode, PdsError, SesNack
 from uet.pds.events import PdcOpened, new_delivery
 from uet.pds.pdc import TargetPdc
-from uet.pds.states import TARGET_TRANSITIONS, InitiatorState, TargetState, transition
+from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK,
     ACK_CC,
@@ -53,48 +82,16 @@ from uet.wire.pds import (
     CC_REQUEST_SYN,
     REQUEST,
     REQUEST_SYN,
-    AckFlag,
     NackCode,
-    NackFlag,
-    ReqFlag,
 )
 from uet.wire.ses import extension_layout, ses_layout
 
-_M32 = 0xFFFFFFFF
-_MODE_ROD = Mode.ROD
-_MODE_RUD = Mode.RUD
-_NC_CLOSING = NackCode.CLOSING
 _NC_INVALID_SYN = NackCode.INVALID_SYN
-_NC_INV_DPDCID = NackCode.INV_DPDCID
-_NC_NEW_START_PSN = NackCode.NEW_START_PSN
-_NC_NO_PDC_AVAIL = NackCode.NO_PDC_AVAIL
-_NC_NO_SES_MSG_AVAIL = NackCode.NO_SES_MSG_AVAIL
-_NC_PDC_HDR_MISMATCH = NackCode.PDC_HDR_MISMATCH
 _NC_PDC_MODE_MISMATCH = NackCode.PDC_MODE_MISMATCH
-_NC_PSN_OOR_WINDOW = NackCode.PSN_OOR_WINDOW
-_NC_ROD_OOO = NackCode.ROD_OOO
-_NC_TRIMMED = NackCode.TRIMMED
-_NC_TRIMMED_LASTHOP = NackCode.TRIMMED_LASTHOP
-_NC_UNEXP_EVENT = NackCode.UNEXP_EVENT
-_T_CLOSING = TargetState.CLOSING
-_T_ESTABLISHED = TargetState.ESTABLISHED
-_T_PENDING = TargetState.PENDING
-_T = TargetState
-_AR = int(ReqFlag.AR)
-_RETX = int(ReqFlag.RETX)
-_SYN = int(ReqFlag.SYN)
-_A_P = int(AckFlag.P)
-_A_RETX = int(AckFlag.RETX)
-_A_M = int(AckFlag.M)
-_A_CLR = int(AckFlag.REQ_CLEAR)
-_A_EPSN = int(AckFlag.EPSN)
-_N_M = int(NackFlag.M)
-_N_RETX = int(NackFlag.RETX)
 _NSCC = ACK_CC[(False, "nscc")]
 _NSCC_P = ACK_CC[(True, "nscc")]
 _REQ_NH = (1, 2, 3)
 _NH_RESPONSE_DATA = 5
-_S_SYN_SENT = InitiatorState.SYN_SENT
 _ROD = _MODE_ROD
 _RUD = _MODE_RUD
 _SES_END: dict[tuple[int, int, int], int] = {}
