@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=1.0, help="seconds to wait for an expected reply (default 1)")
     p.add_argument("--max-time", type=float, default=300.0, help="stop starting cases after this many seconds")
     p.add_argument("-k", dest="select", action="append", default=[], metavar="EXPR",
-                   help="run cases whose id, area or title contains EXPR ('not EXPR' excludes); repeatable")  # fmt: skip
+                   help="run cases whose id, area or title contains EXPR ('not EXPR' excludes)")  # fmt: skip
     p.add_argument("--list", action="store_true", help="list the cases with their spec references and exit")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed case")
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
@@ -135,6 +135,7 @@ def build_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> T
 
         try:
             t.keys = load_key_file(args.keys)
+            t.keys_text = Path(args.keys).read_text()
         except (KeyFileError, OSError) as e:
             parser.error(f"--keys: {e}")
         t.sdi = args.sdi

@@ -88,7 +88,11 @@ class Peer:
             from uet.tss.link import SecurityConfig
 
             tss = TssConfig(replay_window=0) if "answer-replay" in a.fault else TssConfig()
-            security = SecurityConfig(load_key_file(a.keys), sdi=a.sdi, tss=tss)
+            from uet.conformance.session import start_tsc_from_clock
+
+            table = load_key_file(a.keys)
+            start_tsc_from_clock(table)  # a restarted peer must not repeat the IVs of its last run
+            security = SecurityConfig(table, sdi=a.sdi, tss=tss)
         link = None
         rewriters = [f for f in a.fault if FAULTS[f][0] is not None]
         if rewriters:
@@ -110,7 +114,8 @@ class Peer:
             self.buffers.append(buf)
         for rcv in self.profile.receives:
             self.tasks.append(asyncio.ensure_future(self._posted(rcv.size, rcv.tag, rcv.truncate)))
-        self.tasks.append(asyncio.ensure_future(self._untagged()))
+        # several waiting receives: a deferred send whose initiator never restarts (§6.7) holds one
+        self.tasks += [asyncio.ensure_future(self._untagged()) for _ in range(4)]
         self.tasks.append(asyncio.ensure_future(self._sweep_tagged()))
 
     def identity(self) -> dict[str, Any]:
@@ -130,7 +135,13 @@ class Peer:
             buf = bytearray(size)
             self.stats["receives_posted"] += 1
             try:
-                m = await ep.recv_into(buf, tag=tag, truncate=truncate)
+                h = ep.post_recv(buf, tag=tag, truncate=truncate)
+            except EndpointClosed:
+                return
+            # a receive failed at shutdown has nobody left to read its error
+            h.future.add_done_callback(lambda f: f.cancelled() or f.exception())
+            try:
+                m = await h
                 self._count(m.nbytes)
             except EndpointClosed:
                 return

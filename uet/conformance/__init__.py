@@ -12,6 +12,7 @@ __all__ = ["all_cases"]
 
 def all_cases() -> list[Case]:
     """Every registered case, in registration order (areas in spec order)."""
-    import uet.conformance.cases  # noqa: F401 - registers the cases
+    from uet.conformance.cases import AREA_ORDER
 
-    return list(CASES.values())
+    rank = {a: i for i, a in enumerate(AREA_ORDER)}
+    return sorted(CASES.values(), key=lambda c: rank.get(c.area, len(rank)))

@@ -74,7 +74,7 @@ def _probe_echo(d: bytearray) -> bool:
 
 def _no_req_clear(d: bytearray) -> bool:
     if d[0] >> 3 in (P.PdsType.ACK, P.PdsType.ACK_CC, P.PdsType.ACK_CCX) and d[1] & P.AckFlag.REQ_CLEAR:
-        d[1] &= ~P.AckFlag.REQ_CLEAR & 0xFF
+        d[1] &= 0xFF ^ int(P.AckFlag.REQ_CLEAR)  # byte 1 also holds next_hdr's low bit
         return True
     return False
 
@@ -110,6 +110,9 @@ FAULTS: dict[str, tuple[Callable[[bytearray], bool] | None, str]] = {
 
 class FaultLink(Link):
     """A link that rewrites what the endpoint sends (module docstring); counts rewrites."""
+
+    #: no batch transmit: the endpoint must hand every datagram to :meth:`send`
+    send_many = None
 
     def __init__(self, inner: Link, faults: list[str]) -> None:
         unknown = [f for f in faults if f not in FAULTS]

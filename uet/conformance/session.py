@@ -34,6 +34,20 @@ from uet.wire import pds as P
 __all__ = ["CheckFailed", "Pdc", "Session", "Target"]
 
 
+def start_tsc_from_clock(table: Any) -> None:
+    """Start every key slot's TSC at the wall clock in 10 µs units (< 2^48 until the year 2059).
+
+    A key file gives the same key and epoch to every process that loads it; a sender whose TSC
+    restarted at 0 would repeat GCM IVs of its previous run (uet.tss.keyfile "Nonce safety") and
+    a receiver's replay window would drop its packets as replays. Starting from the clock keeps
+    successive runs apart as long as a run sends fewer than 100 000 packets a second."""
+    tsc = int(time.time() * 100_000)
+    for sd in table:
+        for slot in sd.slots:
+            if slot is not None and slot.next_tsc < tsc:
+                slot.next_tsc = tsc
+
+
 class CheckFailed(AssertionError):  # noqa: N818 - a check's verdict, read as "check failed"
     """A case's expectation was not met: ``expected`` in words (the runner adds the bytes)."""
 
@@ -78,6 +92,7 @@ class Target:
     regions: list[Region] = field(default_factory=list)
     receives: list[Receive] = field(default_factory=list)
     keys: Any = None  # a SecureDomainTable, or None
+    keys_text: str = ""  # the key file's text (to derive deliberately wrong variants)
     sdi: int | None = None
 
     def region(self, need: str, *, job: str = "own") -> Region | None:
@@ -122,10 +137,13 @@ class Session:
         self._queue: list[Reply] = []
         self._used: set[int] = set()
         self.pdcs: list[Pdc] = []
+        self.start_floor: int | None = None
+        self._mid = self.rng.randrange(1, 0xFFFF)
         self._tss = None
         if target.keys is not None:
             from uet.tss.context import TssContext
 
+            start_tsc_from_clock(target.keys)
             self._tss = TssContext(target.keys, local)
             if target.sdi is None:
                 target.sdi = next(iter(target.keys)).sdi
@@ -152,13 +170,28 @@ class Session:
                 return v
 
     def new_start_psn(self) -> int:
-        """A random Start_PSN in [2^16, 2^31) as the reference picks them (§2.3.1)."""
-        return self.rng.randrange(1 << 16, 1 << 31)
+        """A random Start_PSN in [2^16, 2^31) as the reference picks them (§2.3.1).
+
+        Secure PDCs (§2.3.2): a target may demand Start PSNs at or above its Expected_PSN for the
+        SDI, which every close raises. With keys the tester therefore learns the floor from a first
+        PDC (its NACK ``NEW_START_PSN``, or its closing ACK's EPSN) and then hands out ascending
+        Start PSNs above it, as an initiator following ``ini_start_psn`` does."""
+        if self._tss is None:
+            return self.rng.randrange(1 << 16, 1 << 31)
+        if self.start_floor is None:
+            self.start_floor = 1 << 16
+            Pdc(self, start=self.start_floor).open()  # learns the floor from NEW_START_PSN if needed
+        v = (self.start_floor + self.rng.randrange(1, 0x1000)) & M32
+        self.start_floor = (v + 0x1000) & M32
+        return v
 
     def ses(self, **kw: Any) -> SesFields:
-        """SES fields addressed to the target's job / PIDonFEP / resource index, relatively."""
+        """SES fields addressed to the target's job / PIDonFEP / resource index, relatively, with a
+        message ID never used before in this session (ids are unique among an initiator's
+        outstanding messages across all its PDCs, behaviour.md §6.1)."""
         t = self.target
-        base: dict[str, Any] = dict(job=t.job, pid=t.pid, ri=t.ri, message_id=self.rng.randrange(1, 0xFFFF))
+        self._mid = (self._mid + 1) & 0xFFFF or 1
+        base: dict[str, Any] = dict(job=t.job, pid=t.pid, ri=t.ri, message_id=self._mid)
         base.update(kw)
         return SesFields(**base)
 
@@ -345,7 +378,20 @@ class Pdc:
         non-guaranteed success response) and wait for its ACK."""
         ses = ses_standard(self.s.ses(**{"opcode": 0, **kw}))
         psn = self.send(ses)
-        r = self.ack_for(psn)
+        r = self.s.expect(
+            lambda r: self.mine(r) and (
+                r.is_ack and not r.flags & P.AckFlag.P or r.is_nack and r.pds.nack_code == P.NackCode.NEW_START_PSN
+            ),
+            f"an ACK (or NACK NEW_START_PSN) for the SYN PSN {psn:#x} on PDC {self.spdcid}",
+        )  # fmt: skip
+        if r.is_nack:  # secure PDC (§2.3.2): restart from the Start PSN the target demands
+            self.start = self.next_psn = r.pds.payload
+            self.clear_psn = (self.start - 1) & M32
+            if self.s.start_floor is not None:
+                self.s.start_floor = (self.start + 0x1000) & M32
+            psn = self.send(ses)
+            r = self.ack_for(psn)
+        self.learn(r)
         self.clear_psn = psn  # everything so far acknowledged
         if r.flags & P.AckFlag.REQ_CLEAR:
             self.send_clear(psn)
@@ -382,8 +428,12 @@ class Pdc:
         self.closed = True
         self.s.send(control(P.ControlType.CLOSE, psn=psn, spdcid=self.spdcid, dpdcid=self.dpdcid, flags=P.ReqFlag.AR))
         try:
-            return self.s.expect(
+            r = self.s.expect(
                 lambda r: self.mine(r) and (r.is_ack and r.ack_psn == psn or r.is_nack), "the ACK of CLOSE", timeout
             )
         except CheckFailed:
             return None
+        if r.is_ack and r.flags & P.AckFlag.EPSN and self.s.start_floor is not None:  # §2.3.2 closing ACK
+            if P.psn_after(r.pds.expected_psn, self.s.start_floor):
+                self.s.start_floor = r.pds.expected_psn
+        return r
