@@ -893,6 +893,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
     p.add_argument("--rto-ms", type=float, default=None, help="PDS retransmission timeout (default: endpoint's)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--peer", metavar="ADDR", help="client side only, against a running uet-peer (bench_peer)")
 
 
 def _options(ns: argparse.Namespace, **kw: Any) -> PairOptions:
@@ -976,6 +977,10 @@ def pair_main(argv: Sequence[str]) -> int:
     )
     _common(p)
     ns = p.parse_args(argv)
+    if ns.peer:
+        from uet.tools.bench_peer import pair_peer
+
+        return pair_peer(ns)
     if not 0.0 <= ns.tamper <= 1.0:
         p.error("--tamper is a probability in [0, 1]")
     if ns.rounds < 1:
@@ -1013,6 +1018,10 @@ def rtt_main(argv: Sequence[str]) -> int:
     p.add_argument("--size", type=parse_size, default=64, help="message bytes (default 64)")
     _common(p)
     ns = p.parse_args(argv)
+    if ns.peer:
+        from uet.tools.bench_peer import rtt_peer
+
+        return rtt_peer(ns)
     rec = run_rtt(_options(ns), count=ns.count, size=ns.size)
     if ns.json:
         sys.stdout.write(json.dumps(rec) + "\n")
