@@ -981,7 +981,11 @@ V: list[tuple[Layout, dict[str, Any], str]] = [
     (roce.IMMDT, dict(imm=0xCAFEF00D), "cafef00d"),
     (roce.IETH, dict(rkey=1), "00000001"),
     # the §4.2 CNP vector's BTH and reserved bytes: opcode 0x81, P_Key 0xffff, BECN (0x40), DestQP 0x22
-    (roce.CNP, dict(dest_qp=0x22), "81 00 ffff 40 000022 00 000000" + "00" * 16),
+    (
+        roce.CNP,
+        dict(opcode=0x81, se=0, m=0, pad_cnt=0, tver=0, pkey=0xFFFF, fecn=0, becn=1, dest_qp=0x22, ack_req=0, psn=0),
+        "81 00 ffff 40 000022 00 000000" + "00" * 16,
+    ),
 ]
 
 
