@@ -24,6 +24,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from uet.tools.cli import ArgumentParser, run_main
+
 from uet.conformance import all_cases
 from uet.conformance.case import Result, run_case
 from uet.conformance.profile import (
@@ -37,7 +39,6 @@ from uet.conformance.report import list_cases, summary, table, to_json, write_ju
 from uet.conformance.session import Session, Target
 
 __all__ = ["main"]
-VERSION = "0.1.0"
 
 
 def _int(text: str) -> int:
@@ -45,7 +46,7 @@ def _int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="uet-conformance", description="Black-box conformance tests for a UET endpoint.")
+    p = ArgumentParser(prog="uet-conformance", description="Black-box conformance tests for a UET endpoint.")
     p.add_argument("--target", metavar="ADDR", help="Fabric Address of the endpoint under test")
     p.add_argument("--port", type=int, default=4793, help="UET UDP port of the target (default 4793)")
     p.add_argument("--local", metavar="ADDR", help="the tester's own address (default: chosen next to the target)")
@@ -69,7 +70,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE")
     p.add_argument("--seed", type=int, default=None, help="seed PDCIDs / PSNs chosen by the tester")
-    p.add_argument("--version", action="version", version=f"uet-conformance {VERSION}")
     return p
 
 
@@ -143,6 +143,11 @@ def build_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> T
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``uet-conformance``: 0 when every MUST case passed, 1 otherwise, 2 for usage errors."""
+    return run_main("uet-conformance", _main, argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     cases = select(all_cases(), args.select)

@@ -29,6 +29,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from uet.tools.cli import ArgumentParser, UsageError, run_main
+
 from uet.conformance.faults import FAULTS, FaultLink
 from uet.conformance.profile import Profile, ProfileError, default_profile, load_profile
 from uet.endpoint import Endpoint, EndpointClosed, EndpointConfig
@@ -38,7 +40,6 @@ from uet.ses.memory import Access
 __all__ = ["main"]
 
 _RIGHTS = {"r": Access.REMOTE_READ, "w": Access.REMOTE_WRITE, "a": Access.REMOTE_ATOMIC, "i": Access.IDEMPOTENT_SAFE}
-VERSION = "0.1.0"
 
 
 def _int(text: str) -> int:
@@ -46,7 +47,7 @@ def _int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="uet-peer",
         description="A standalone UET endpoint to point uet-conformance or uet-bench --peer at.",
     )
@@ -64,7 +65,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--fault", action="append", default=[], choices=sorted(FAULTS), metavar="NAME",
         help="TEST ONLY: break a rule on purpose (" + ", ".join(sorted(FAULTS)) + ")",
     )  # fmt: skip
-    p.add_argument("--version", action="version", version=f"uet-peer {VERSION}")
     return p
 
 
@@ -124,7 +124,7 @@ class Peer:
         a = self.args
         sdi = getattr(ep.link, "sdi", None)
         return {
-            "uet_peer": VERSION, "address": ep.address, "port": a.port, "job": a.job, "pid": a.pid, "ri": a.ri,
+            "uet_peer": 1, "address": ep.address, "port": a.port, "job": a.job, "pid": a.pid, "ri": a.ri,
             "mode": a.mode, "tss_sdi": sdi, "faults": a.fault, **self.profile.as_json(),
         }  # fmt: skip
 
@@ -212,6 +212,11 @@ async def _serve(args: argparse.Namespace, profile: Profile) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``uet-peer``: usage errors exit 2 with one line, Ctrl-C and SIGTERM stop it cleanly."""
+    return run_main("uet-peer", _main, argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     for name, v, bits in (("job", args.job, 24), ("pid", args.pid, 12), ("ri", args.ri, 12)):
@@ -220,11 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         profile = load_profile(args.config, args.job) if args.config else default_profile(args.job)
     except ProfileError as e:
-        parser.error(str(e))
-    try:
-        return asyncio.run(_serve(args, profile))
-    except KeyboardInterrupt:  # a second Ctrl-C during shutdown
-        return 130
+        raise UsageError(str(e)) from None
+    return asyncio.run(_serve(args, profile))
 
 
 if __name__ == "__main__":

@@ -111,9 +111,6 @@ FAULTS: dict[str, tuple[Callable[[bytearray], bool] | None, str]] = {
 class FaultLink(Link):
     """A link that rewrites what the endpoint sends (module docstring); counts rewrites."""
 
-    #: no batch transmit: the endpoint must hand every datagram to :meth:`send`
-    send_many = None
-
     def __init__(self, inner: Link, faults: list[str]) -> None:
         unknown = [f for f in faults if f not in FAULTS]
         if unknown:
@@ -123,8 +120,19 @@ class FaultLink(Link):
         self._rewriters = [rw for f in faults if (rw := FAULTS[f][0]) is not None]
         self.rewritten = 0
 
-    def __getattr__(self, name: str):  # port, peer_port, impairment... of the inner link
-        return getattr(self.inner, name)
+    # Only these pass through: the wrapper has no batch transmit method (``send_many``,
+    # ``send_transmits``...), so the endpoint hands every datagram to :meth:`send`.
+    @property
+    def port(self) -> int | None:
+        return getattr(self.inner, "port", None)
+
+    @property
+    def peer_port(self) -> int | None:
+        return getattr(self.inner, "peer_port", None)
+
+    @property
+    def impairment(self) -> object:
+        return getattr(self.inner, "impairment", None)
 
     @property
     def counters(self) -> dict[str, int]:  # type: ignore[override]

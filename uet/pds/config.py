@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any
 
 from uet.errors import UetError
 
@@ -57,8 +58,18 @@ class PdsConfig:
         max_outstanding: unacknowledged packets per PDC (≤ ``mp_range``).
         rto_ns: retransmission timeout ``RTO_Init_Time``. The spec mirror says 1 ms and the
             reference 5 ms (§2.9); we choose 2 ms: a localhost RTT is ~50 µs, so 2 ms never fires
-            spuriously yet recovers a lost tail quickly. Constant (no back-off), per packet.
-        max_rto_retx: ``Max_RTO_Retx_Cnt`` (5, §2.9); RTO retransmissions and ACK_REQs per packet.
+            spuriously yet recovers a lost tail quickly. The initial value: it backs off
+            exponentially up to ``rto_max_ns`` (uet.pds.backoff).
+        rto_max_ns: cap of the backed-off RTO (inference: 100 ms; uet.pds.backoff).
+        max_rto_retx: ``Max_RTO_Retx_Cnt`` (5, §2.9); RTO retransmissions and ACK_REQs per packet
+            before it may fail; it fails once ``retry_time_ns`` have also passed since its first
+            transmission (uet.pds.backoff).
+        retry_time_ns: time part of the retry budget (inference: 2 s, long enough for a brief
+            stall or a quick peer restart; uet.pds.backoff).
+        max_clear_req: CLEAR_REQs a target sends for one held guaranteed response before it
+            stops asking (it keeps the response; a later request or CLEAR still releases it).
+            They are spaced by ``clear_ns`` backed off like the RTO (uet.pds.backoff), so one
+            request can draw at most this many replies (issue "reliability" item 6).
         max_nack_retx: ``Max_NACK_Retx_Cnt`` (5, §2.9); NACK-driven resends per packet. NACKed
             packets are resent at once, as the reference does, except after the resource-shortage
             NACKs (``nack_retx_ns``).
@@ -101,7 +112,13 @@ class PdsConfig:
         rudi_max_outstanding: RUDI requests in flight per FEP; later ones wait in a queue.
         entropy_paths: size of the rotating entropy set used to spray RUD packets.
         cc_window: packets in flight per (peer, traffic class) allowed by the fixed-window
-            ``none`` congestion gate (ARCHITECTURE.md "Coming next").
+            ``none`` congestion gate (ARCHITECTURE.md "Congestion control seam").
+        cc: congestion control of every CCC, by name (uet.cc.registry): ``none`` (the fixed
+            window), ``nscc``, ``rccc`` or ``nscc+rccc`` (spec/behaviour.md §4).
+        lb: path selection (§4.6): ``default`` (rotating spraying for RUD, one entropy per ROD
+            PDC), ``single``, ``oblivious``, ``reps`` or ``bitmap``.
+        cc_params: a ``uet.cc.CcConfig`` (link speed, config_base_rtt, MTU, ...); None = its
+            defaults (100 Gb/s, 12 µs).
         start_psn: force every new PDC's Start_PSN (tests, conformance); None = random in
             [2^16, 2^31) (§2.3.1).
         control_entropy: entropy value for control packets and for ACK/NACKs when the request's
@@ -124,7 +141,10 @@ class PdsConfig:
     max_pdcs: int = 4096
     max_outstanding: int = 128
     rto_ns: int = 2_000_000
+    rto_max_ns: int = 100_000_000
     max_rto_retx: int = 5
+    retry_time_ns: int = 2_000_000_000
+    max_clear_req: int = 5
     max_nack_retx: int = 5
     nack_retx_ns: int | None = None
     ack_gen_trigger: int = 16384
@@ -145,6 +165,9 @@ class PdsConfig:
     rudi_max_outstanding: int = 1024
     entropy_paths: int = 16
     cc_window: int = 1024
+    cc: str = "none"
+    lb: str = "default"
+    cc_params: Any = None
     start_psn: int | None = None
     control_entropy: int = 0xC000
     psn_range_limit: int = (1 << 31) - (1 << 16)
@@ -162,3 +185,7 @@ class PdsConfig:
             raise ValueError("max_pdcs must be in 1..65535")
         if self.rto_ns <= 0:
             raise ValueError("rto_ns must be positive")
+        if self.cc != "none" or self.lb != "default":
+            from uet.cc.registry import check_names
+
+            check_names(self.cc, self.lb)
