@@ -19,11 +19,11 @@ packet may be moved ``max_nack_retx`` times (issue 15 item 9, inference on the e
 from __future__ import annotations
 
 from uet.pds._aliases import _CT_CLOSE, _M32, _S_CLOSE_ACK_WAIT, _S_CLOSED, _S_ESTABLISHED, _S_SYN_SENT
-from uet.wire.pds import NackCode
 from uet.pds.config import PdsLimitError
 from uet.pds.events import Failed, PdcClosed
 from uet.pds.pdc import InitiatorPdc, TxPkt
 from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
+from uet.wire.pds import NackCode
 
 _S_ACK_WAIT = InitiatorState.ACK_WAIT
 _S_QUIESCE = InitiatorState.QUIESCE
