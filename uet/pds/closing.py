@@ -149,14 +149,15 @@ class CloseMixin:
             return
         ev = self._events
         salvaged = self._salvage(pdc) if code in RETRY_ON_NEW_PDC else []
-        n = 0
+        n = nb = 0
         for q in pdc.outstanding.values():
             n += 1
+            nb += q.nbytes
             if q.ctl is None:
                 ev.append(Failed(q.token, reason, code))
         pdc.outstanding.clear()
         if n:
-            pdc.gate.on_done(n)
+            pdc.gate.on_done(n, nb)
         if self.usable.get(pdc.key) is pdc:
             del self.usable[pdc.key]
         pdc.closed_error = reason
@@ -206,11 +207,12 @@ class CloseMixin:
             is_active = act is not None and g[0] is act_som
             if not (g[-1].eom or is_active) or g[0].nack_retries >= limit:
                 continue
-            n_out = 0
+            n_out = b_out = 0
             for q in g:
                 if q.psn != -1:
                     if out.pop(q.psn, None) is not None:
                         n_out += 1
+                        b_out += q.nbytes
                 else:
                     pend.remove(q)
                 q.psn = -1
@@ -221,7 +223,7 @@ class CloseMixin:
                 q.fast_done = False
                 q.parked = 0
             if n_out:
-                pdc.gate.on_done(n_out)
+                pdc.gate.on_done(n_out, b_out)
             if is_active:
                 pdc.active = None
                 pdc.active_som = None
