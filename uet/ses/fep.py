@@ -288,7 +288,7 @@ class SesFep:
 
     def get_timer(self) -> int | None:
         """Earliest deadline of either engine (retry backoff, RTR wait, reassembly expiry)."""
-        if not self.initiator._ops and not self.target._recs:
+        if not self.initiator._ops and not self.target._recs and not self.target._reserved_at:
             return None  # nothing in progress: skip the scans (called once per endpoint pump)
         ts = [t for t in (self.initiator.get_timer(), self.target.get_timer()) if t is not None]
         return min(ts) if ts else None
