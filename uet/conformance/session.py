@@ -138,6 +138,8 @@ class Session:
         self._used: set[int] = set()
         self.pdcs: list[Pdc] = []
         self.start_floor: int | None = None
+        #: the secure target mints Start PSNs itself (RANDOM_1RTT_START, §2.3.2)
+        self.one_rtt = False
         self._mid = self.rng.randrange(1, 0xFFFF)
         self._tss = None
         if target.keys is not None:
@@ -172,15 +174,20 @@ class Session:
     def new_start_psn(self) -> int:
         """A random Start_PSN in [2^16, 2^31) as the reference picks them (§2.3.1).
 
-        Secure PDCs (§2.3.2): a target may demand Start PSNs at or above its Expected_PSN for the
-        SDI, which every close raises. With keys the tester therefore learns the floor from a first
-        PDC (its NACK ``NEW_START_PSN``, or its closing ACK's EPSN) and then hands out ascending
-        Start PSNs above it, as an initiator following ``ini_start_psn`` does."""
+        Secure PDCs (§2.3.2): an EXPECTED_0RTT_START target demands Start PSNs at or above its
+        Expected_PSN for the SDI, which every close raises; a RANDOM_1RTT_START target mints every
+        Start PSN itself (NACK ``NEW_START_PSN``). With keys the tester learns which from a first
+        PDC: for the first it hands out ascending Start PSNs above the floor it learned (as an
+        initiator following ``ini_start_psn`` does), for the second each :class:`Pdc` asks for its
+        Start PSN before the case starts (:attr:`one_rtt`)."""
         if self._tss is None:
             return self.rng.randrange(1 << 16, 1 << 31)
         if self.start_floor is None:
             self.start_floor = 1 << 16
-            Pdc(self, start=self.start_floor).open()  # learns the floor from NEW_START_PSN if needed
+            warm = Pdc(self, start=self.start_floor)  # learns the floor from NEW_START_PSN if needed
+            warm.open()
+            self.one_rtt = warm.restarted
+            warm.close()
         v = (self.start_floor + self.rng.randrange(1, 0x1000)) & M32
         self.start_floor = (v + 0x1000) & M32
         return v
@@ -323,7 +330,22 @@ class Pdc:
         self.dpdcid: int | None = None
         self.clear_psn = (self.start - 1) & M32
         self.closed = False
+        self.restarted = False  # a NACK NEW_START_PSN moved the Start PSN (§2.3.2)
         s.pdcs.append(self)
+        if start is None and s._tss is not None and s.one_rtt:
+            self._ask_start()
+
+    def _ask_start(self) -> None:
+        """RANDOM_1RTT_START (§2.3.2): offer a Start PSN with a SYN the target will refuse with
+        NACK ``NEW_START_PSN`` (nothing is delivered, the target PDC waits PENDING), and adopt the
+        Start PSN it names, so the case's first packet is its real first SYN."""
+        self.s.send(self.header(self.start) + ses_standard(self.s.ses(opcode=0)))
+        r = self.s.expect(
+            lambda r: self.mine(r) and r.is_nack and r.pds.nack_code == P.NackCode.NEW_START_PSN,
+            "NACK NEW_START_PSN for the offered Start PSN (a RANDOM_1RTT_START target)",
+        )
+        self.start = self.next_psn = r.pds.payload
+        self.clear_psn = (self.start - 1) & M32
 
     def mine(self, r: Reply) -> bool:
         """A reply addressed to this PDC (its DPDCID is our SPDCID)."""
@@ -385,6 +407,7 @@ class Pdc:
             f"an ACK (or NACK NEW_START_PSN) for the SYN PSN {psn:#x} on PDC {self.spdcid}",
         )  # fmt: skip
         if r.is_nack:  # secure PDC (§2.3.2): restart from the Start PSN the target demands
+            self.restarted = True
             self.start = self.next_psn = r.pds.payload
             self.clear_psn = (self.start - 1) & M32
             if self.s.start_floor is not None:

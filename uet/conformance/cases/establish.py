@@ -148,7 +148,7 @@ def _rod(s: Session) -> None:
 @case("EST-015", A, "a SYN whose next header is a response is refused with PDC_HDR_MISMATCH", "behaviour.md §2.2",
       hostile=True)  # fmt: skip
 def _syn_wrong_nh(s: Session) -> None:
-    p = Pdc(s)
+    p = Pdc(s, start=s.rng.randrange(1 << 16, 1 << 31))  # no PDC, not even a PENDING one (§2.3.2)
     p.send(bytes(12), next_hdr=P.NextHeader.RESPONSE)
     r = p.nack(p.start)
     check(r.pds.nack_code == NC.PDC_HDR_MISMATCH, "NACK PDC_HDR_MISMATCH", r)
