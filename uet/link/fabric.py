@@ -47,6 +47,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from uet.errors import UetError
+from uet.fep.events import Datagram
 from uet.link.base import DSCP_DATA, Link, ReceiveCallback
 from uet.wire.net import UET_UDP_PORT, inet_checksum, ip_bytes
 
@@ -120,6 +121,10 @@ class FabricLink(Link):
         self.data_ecn = data_ecn & 3
         self.udp_checksum = udp_checksum
         self.deliver_trimmed = deliver_trimmed
+        #: hand up :class:`uet.fep.events.Datagram` records (trim marks as named fields, the UDP
+        #: source port for TSS's AAD) instead of ``(datagram, source FA, ecn)`` triples; the
+        #: endpoint sets it when the FEP core seals and opens TSS itself (uet.endpoint)
+        self.records = False
         self.dscp_map = tuple(dscp_map) if dscp_map is not None else _default_dscp_map()
         self.max_batch = max_batch
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -312,8 +317,9 @@ class FabricLink(Link):
         if batch and self._callback is not None and not self._closed:
             self._callback(batch)
 
-    def parse(self, frame: bytes) -> tuple[bytes, str, int] | None:
-        """One received frame → ``(datagram, source FA, ecn)``, or None (consumed or dropped)."""
+    def parse(self, frame: bytes) -> tuple[bytes, str, int] | Datagram | None:
+        """One received frame → ``(datagram, source FA, ecn)`` (a :class:`Datagram` with
+        :attr:`records`), or None (consumed or dropped)."""
         c = self.counters
         if len(frame) < 14:
             c["rx_malformed"] += 1
@@ -365,6 +371,9 @@ class FabricLink(Link):
         c["rx_packets"] += 1
         c["rx_bytes"] += len(data)
         src = f"{frame[off + 12]}.{frame[off + 13]}.{frame[off + 14]}.{frame[off + 15]}"
+        if self.records:
+            sport = (frame[off + 20] << 8) | frame[off + 21]
+            return Datagram(data, src, ecn & 3, bool(ecn & ECN_TRIMMED), bool(ecn & ECN_LASTHOP), sport)
         return data, src, ecn
 
     # -- teardown ------------------------------------------------------------------------------
