@@ -7,14 +7,20 @@ host's switch-port socket, both told to it by the launcher. When the topology ha
 than endpoints, ``hosts_per_leaf`` grows until they fit (**decision**: ``--endpoints 9`` on the
 default 2-leaf fabric gives 5 hosts per leaf).
 
-Workloads (``--workload``), each flow sending ``--messages`` messages of ``--message-bytes``
-random bytes:
+Workloads (``--workload``) are the objects of :mod:`uet.workloads`, each flow sending
+``--messages`` messages of ``--message-bytes`` random bytes:
 
 * ``incast``: endpoints 1..N−1 all send to endpoint 0 (N−1 : 1);
 * ``pairs``: endpoint i sends to endpoint i + N/2 (N even), so with hosts numbered leaf by leaf
   the pairs cross the spines;
 * ``permutation``: a random derangement (seeded), one flow per endpoint;
-* ``all_to_all``: every endpoint sends to every other.
+* ``all_to_all``: every endpoint sends to every other;
+* ``incast_victim``: an incast on endpoint 0 plus a victim flow 1 → N−1;
+* ``allreduce``: ring all-reduce of a ``--message-bytes`` vector (reduce-scatter, all-gather).
+
+Engines (``--engine``): ``live`` (default) runs the processes described here; ``sim`` runs the
+same scenario and the same workload objects in one process in virtual time (``uet-sim``, which
+applies the ``datacenter`` profile unless the scenario names another).
 
 A scenario TOML holds the same settings: ``[run]`` (``workload``, ``endpoints``,
 ``message_bytes``, ``messages``, ``seed``, ``timeout_s``, ``profile``, ``rate_bps``),
@@ -54,7 +60,6 @@ import contextlib
 import json
 import math
 import os
-import random
 import signal
 import sys
 import time
@@ -63,9 +68,13 @@ from typing import Any
 
 from uet.fabric.profiles import PROFILES, REALTIME_RATE_BPS, load_topology, overrides_to_dict
 
+from uet.workloads import WORKLOADS as _WORKLOADS
+from uet.workloads import Workload, make
+from uet.workloads.report import summarize
+
 __all__ = ["Launcher", "build_flows", "build_parser", "main"]
 
-WORKLOADS = ("incast", "pairs", "permutation", "all_to_all")
+WORKLOADS = tuple(_WORKLOADS)
 
 DEFAULT_RUN: dict[str, Any] = {
     "workload": "incast",
@@ -91,26 +100,24 @@ class RunError(Exception):
     """The run could not be set up or a child misbehaved."""
 
 
+def build_workload(s: dict[str, Any]) -> Workload:
+    """The workload object of run settings ``s`` (RunError for a bad name or size)."""
+    try:
+        return make(
+            s["workload"],
+            int(s["endpoints"]),
+            message_bytes=int(s["message_bytes"]),
+            messages=int(s["messages"]),
+            seed=int(s["seed"]),
+        )
+    except ValueError as e:
+        raise RunError(str(e)) from None
+
+
 def build_flows(workload: str, n: int, seed: int) -> list[tuple[int, int]]:
     """``(source, destination)`` endpoint indices of ``workload`` over ``n`` endpoints."""
-    if n < 2:
-        raise RunError("a workload needs at least 2 endpoints")
-    if workload == "incast":
-        return [(i, 0) for i in range(1, n)]
-    if workload == "pairs":
-        if n % 2:
-            raise RunError("pairs needs an even number of endpoints")
-        return [(i, i + n // 2) for i in range(n // 2)]
-    if workload == "permutation":
-        rng = random.Random(seed)
-        while True:
-            perm = list(range(n))
-            rng.shuffle(perm)
-            if all(perm[i] != i for i in range(n)):
-                return [(i, perm[i]) for i in range(n)]
-    if workload == "all_to_all":
-        return [(i, j) for i in range(n) for j in range(n) if i != j]
-    raise RunError(f"unknown workload {workload!r}; one of {WORKLOADS}")
+    w = build_workload({"workload": workload, "endpoints": n, "message_bytes": 1 << 16, "messages": 1, "seed": seed})
+    return [(f.src, f.dst) for f in w.flows()]
 
 
 def _child_env() -> dict[str, str]:
@@ -185,6 +192,7 @@ class Launcher:
         self.fabric: Child | None = None
         self.workers: list[Child] = []
         self.progress: Any = None
+        self.workload: Workload | None = None
 
     def fabric_args(self, n: int) -> list[str]:
         s = self.s
@@ -197,7 +205,10 @@ class Launcher:
         per_leaf_hosts = {"rail": topo.groups * topo.rails, "three_tier": topo.pods * topo.leaves}
         leaves = per_leaf_hosts.get(topo.kind, topo.leaves)
         extra = []
-        if leaves * topo.hosts_per_leaf < n:
+        if topo.kind == "fat_tree":
+            if topo.host_count() < n:
+                extra = ["-o", f"hosts={n}"]
+        elif leaves * topo.hosts_per_leaf < n:
             extra = ["-o", f"hosts_per_leaf={math.ceil(n / leaves)}"]
         self.host_rate = topo.host_link.rate_bps
         args = ["-m", "uet.tools.fabric", "--profile", s["profile"], "--rate", str(int(s["rate_bps"]))]
@@ -220,7 +231,7 @@ class Launcher:
     async def run(self) -> dict[str, Any]:
         s = self.s
         n = int(s["endpoints"])
-        flows = build_flows(s["workload"], n, int(s["seed"]))
+        wl = self.workload = build_workload(s)
         timeout = float(s["timeout_s"])
         self.fabric = await _spawn("fabric", *self.fabric_args(n), stdin=False)
         self.children.append(self.fabric)
@@ -231,20 +242,16 @@ class Launcher:
         if len(hosts) < n:
             raise RunError(f"the topology has {len(ready['hosts'])} hosts for {n} endpoints")
         fa = [h["ip"] for h in hosts]
-        expect = [0] * n
-        out: list[list[dict[str, Any]]] = [[] for _ in range(n)]
-        for fid, (a, b) in enumerate(flows):
-            out[a].append({"flow": fid, "dst": fa[b], "messages": int(s["messages"]), "bytes": int(s["message_bytes"])})
-            expect[b] += int(s["messages"])
+        wspec = {"name": wl.name, "n": n, "message_bytes": wl.message_bytes, "messages": wl.messages, "seed": wl.seed}
         for i in range(n):
             spec = {
                 "fa": fa[i],
                 "switch": hosts[i]["udp"],
                 "rate_bps": self.host_rate,
                 "endpoint": self.endpoint,
-                "flows": out[i],
-                "expect": expect[i],
-                "seed": int(s["seed"]),
+                "workload": wspec,
+                "rank": i,
+                "addresses": fa,
                 "timeout_s": timeout,
             }
             w = await _spawn(f"endpoint {i} ({fa[i]})", "-m", "uet.tools.run_worker", json.dumps(spec))
@@ -257,7 +264,7 @@ class Launcher:
         t_go = time.monotonic()
         for w in self.workers:
             await w.tell("go")
-        total = len(flows) * int(s["messages"]) * int(s["message_bytes"])
+        total = wl.total_bytes()
         results = await asyncio.wait_for(asyncio.gather(*(self._collect(w, total) for w in self.workers)), timeout + 30)
         elapsed = time.monotonic() - t_go
         for w in self.workers:
@@ -274,10 +281,10 @@ class Launcher:
             if ev.get("event") == "summary":
                 summary = ev
         await self.fabric.proc.wait()
-        return self._result(flows, fa, results, closed, codes, summary, elapsed)
+        return self._result(fa, results, closed, codes, summary, elapsed)
 
     async def _collect(self, w: Child, total: int) -> dict[str, Any]:
-        flows, rx, error = [], [], None
+        flows, rx, error, check = [], [], None, None
         while True:
             ev = await w.next(float(self.s["timeout_s"]) + 30)
             kind = ev.get("event")
@@ -291,8 +298,9 @@ class Launcher:
                 error = ev.get("error")
                 break
             elif kind == "done":
+                check = ev.get("check")
                 break
-        return {"flows": flows, "rx": rx, "error": error}
+        return {"flows": flows, "rx": rx, "error": error, "check": check}
 
     async def _closed(self, w: Child) -> dict[str, Any]:
         try:
@@ -305,7 +313,6 @@ class Launcher:
 
     def _result(
         self,
-        flows: list[tuple[int, int]],
         fa: list[str],
         results: list[dict[str, Any]],
         closed: list[dict[str, Any]],
@@ -313,36 +320,19 @@ class Launcher:
         summary: dict[str, Any],
         elapsed: float,
     ) -> dict[str, Any]:
-        sent = {f["flow"]: f for r in results for f in r["flows"]}
-        got: dict[tuple[int, int], list[str]] = {}
-        for r in results:
-            for m in r["rx"]:
-                got.setdefault((m["flow"], m["index"]), []).append(m["sha256"])
-        out_flows = []
-        ok = True
-        for fid, (a, b) in enumerate(flows):
-            f = sent.get(fid)
-            rec: dict[str, Any] = {"flow": fid, "src": fa[a], "dst": fa[b]}
-            if f is None:
-                rec.update(bytes=0, intact=False, error="no report from the sender")
-            else:
-                hashes = f["sha256"]
-                intact = f["error"] is None and all(got.get((fid, i)) == [h] for i, h in enumerate(hashes))
-                rec.update({k: f[k] for k in ("bytes", "messages", "completion_s", "goodput_mbps", "retransmits")})
-                rec.update(
-                    delivered=sum(1 for i in range(len(hashes)) if (fid, i) in got), intact=intact, error=f["error"]
-                )
-            ok = ok and rec["intact"]
-            out_flows.append(rec)
-        errors = [r["error"] for r in results if r["error"]]
-        ok = ok and not errors and all(c == 0 for c in codes)
+        assert self.workload is not None
+        res = summarize(self.workload, fa, results)
+        errors = res["errors"]
+        ok = res["ok"] and all(c == 0 for c in codes)
         fab = summary.get("fabric", {})
         return {
             "ok": ok,
+            "engine": "live",
             "workload": self.s["workload"],
             "endpoints": len(fa),
             "elapsed_s": round(elapsed, 3),
-            "flows": out_flows,
+            "flows": res["flows"],
+            "fct": res["fct"],
             "fabric": fab,
             "fabric_io": summary.get("io", {}),
             "pacing": summary.get("pacing", {}),
@@ -510,9 +500,7 @@ async def _main(args: argparse.Namespace) -> int:
             console=Console(stderr=True, force_terminal=True if args.progress else None),
             transient=True,
         )
-        total = (
-            len(build_flows(s["workload"], int(s["endpoints"]), int(s["seed"]))) * s["messages"] * s["message_bytes"]
-        )
+        total = build_workload(s).total_bytes()
         launcher.progress = (prog, prog.add_task(f"{s['workload']} received", total=total))
         progress_cm = prog
     try:
