@@ -669,3 +669,38 @@ def test_idle_partial_message_expires_with_dropped(fep: SesFep) -> None:
     assert fep.get_timer() is None
     r = handle(fep, mid_hdr(SesOpcode.SEND, REL | EOM, 1, 36, 64, 100), b"b" * 36)
     assert r is not None and r.data == resp(RC.DROPPED, 1)
+
+
+# -- issue "reliability" items 7 and 8 ------------------------------------------------------------
+
+UUD = 3
+
+
+@pytest.mark.parametrize("mode", [RUDI, UUD])
+def test_unreliable_write_and_atomic_need_idempotent_safe_region(fep: SesFep, region, mode: int) -> None:  # noqa: ANN001
+    """Item 8: UUD WRITE and ATOMIC obey the idempotent-safe rule RUDI enforces (§2.14, §2.15);
+    before the fix a UUD write changed a region that is not idempotent-safe."""
+    r = handle(fep, som_hdr(SesOpcode.WRITE, REL | EOM, 1, 4, mb=KEY), b"evil", mode=mode)
+    assert r is not None and r.data == resp(RC.OP_VIOLATION, 1)
+    ext = ATOMIC_EXT.encode((AmoOp.SUM, AmoType.UINT64, 0))
+    r = handle(fep, amo_hdr(ext, REL | EOM, 8), (5).to_bytes(8, "little"), mode=mode)
+    assert r is not None and r.data == resp(RC.OP_VIOLATION, 1)
+    assert bytes(region.view) == bytes(64)
+    safe = fep.memory.register(bytearray(8), Access.ALL | Access.IDEMPOTENT_SAFE)
+    r = handle(fep, som_hdr(SesOpcode.WRITE, REL | EOM, 2, 4, mb=safe.key), b"good", mode=mode)
+    assert r is not None and r.data == ok(2, 4) and bytes(safe.view[:4]) == b"good"
+
+
+@pytest.mark.parametrize("mode", [RUD, ROD, RUDI])
+def test_write_with_stale_generation_is_refused_and_changes_nothing(fep: SesFep, region, mode: int) -> None:  # noqa: ANN001
+    """Item 7 (§6.3 step 4, every first packet): a WRITE carrying a generation other than the
+    resource's is answered BAD_GENERATION with the current one and places nothing; a packet
+    outside the region is BAD_ADDR, a message longer than the region UNSUPPORTED_SIZE (§6.5)."""
+    region.access |= Access.IDEMPOTENT_SAFE
+    r = handle(fep, som_hdr(SesOpcode.WRITE, REL | EOM, 1, 4, mb=KEY, ri=1, gen=4), b"evil", mode=mode)
+    assert r is not None and r.data == resp(RC.BAD_GENERATION, 1, gen=5)
+    r = handle(fep, mid_hdr(SesOpcode.WRITE, REL | EOM, 2, 4, 4, 8, mb=KEY, gen=9), b"evil", mode=mode)
+    assert r is not None and r.data == resp(RC.BAD_GENERATION, 2, gen=0)
+    assert bytes(region.view) == bytes(64)
+    r = handle(fep, som_hdr(SesOpcode.WRITE, REL | EOM, 3, 0, bo=65, mb=KEY), b"", mode=mode)
+    assert r is not None and r.data == resp(RC.BAD_ADDR, 3)

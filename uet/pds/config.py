@@ -57,8 +57,18 @@ class PdsConfig:
         max_outstanding: unacknowledged packets per PDC (≤ ``mp_range``).
         rto_ns: retransmission timeout ``RTO_Init_Time``. The spec mirror says 1 ms and the
             reference 5 ms (§2.9); we choose 2 ms: a localhost RTT is ~50 µs, so 2 ms never fires
-            spuriously yet recovers a lost tail quickly. Constant (no back-off), per packet.
-        max_rto_retx: ``Max_RTO_Retx_Cnt`` (5, §2.9); RTO retransmissions and ACK_REQs per packet.
+            spuriously yet recovers a lost tail quickly. The initial value: it backs off
+            exponentially up to ``rto_max_ns`` (uet.pds.backoff).
+        rto_max_ns: cap of the backed-off RTO (inference: 100 ms; uet.pds.backoff).
+        max_rto_retx: ``Max_RTO_Retx_Cnt`` (5, §2.9); RTO retransmissions and ACK_REQs per packet
+            before it may fail; it fails once ``retry_time_ns`` have also passed since its first
+            transmission (uet.pds.backoff).
+        retry_time_ns: time part of the retry budget (inference: 2 s, long enough for a brief
+            stall or a quick peer restart; uet.pds.backoff).
+        max_clear_req: CLEAR_REQs a target sends for one held guaranteed response before it
+            stops asking (it keeps the response; a later request or CLEAR still releases it).
+            They are spaced by ``clear_ns`` backed off like the RTO (uet.pds.backoff), so one
+            request can draw at most this many replies (issue "reliability" item 6).
         max_nack_retx: ``Max_NACK_Retx_Cnt`` (5, §2.9); NACK-driven resends per packet. NACKed
             packets are resent at once, as the reference does, except after the resource-shortage
             NACKs (``nack_retx_ns``).
@@ -124,7 +134,10 @@ class PdsConfig:
     max_pdcs: int = 4096
     max_outstanding: int = 128
     rto_ns: int = 2_000_000
+    rto_max_ns: int = 100_000_000
     max_rto_retx: int = 5
+    retry_time_ns: int = 2_000_000_000
+    max_clear_req: int = 5
     max_nack_retx: int = 5
     nack_retx_ns: int | None = None
     ack_gen_trigger: int = 16384

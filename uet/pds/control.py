@@ -9,7 +9,9 @@ Choices where the notes are silent (inference):
 - A target closes by CLOSE_REQ (new return-direction PSN, AR, retransmitted on RTO); when no
   CLOSE arrives within ``close_req_ns`` it closes in error and sends NACK ``CLOSING_IN_ERR``
   (linux). Triggers: owner request, core close, or ``target_idle_ns`` without arrivals.
-- CLEAR_REQ is sent every ``clear_ns`` while a guaranteed response waits for its clear with
+- CLEAR_REQ is sent after ``clear_ns``, then spaced by the backed-off RTO (uet.pds.backoff), at
+  most ``max_clear_req`` times per arrival from the initiator (a forged request cannot draw an
+  unbounded stream of replies); it is sent while a guaranteed response waits for its clear with
   nothing arriving; its payload is the newest PSN to clear.
 """
 
@@ -42,6 +44,7 @@ from uet.pds._aliases import (
     _T_ESTABLISHED,
     _T_PENDING,
 )
+from uet.pds.backoff import rto_for
 from uet.pds.events import PdcClosed
 from uet.pds.pdc import TargetPdc
 from uet.pds.states import TARGET_TRANSITIONS, transition
@@ -273,9 +276,9 @@ class ControlMixin:
             if ret.parked:
                 cands.append(self._parked_deadline(ret))
             else:
-                cands.append(next(iter(ret.outstanding.values())).tx_time + self.config.rto_ns)
+                cands.append(next(iter(ret.outstanding.values())).tx_time + rto_for(self.config, ret.rto_shift))
         if tp.close_req is not None:
-            cands.append(tp.close_req[1] + self.config.rto_ns)
+            cands.append(tp.close_req[1] + rto_for(self.config, tp.close_req[2]))
         if st is _T_CLOSE_WAIT:
             cands.append(tp.close_wait_until)
         if tp.clear_req_at is not None:
@@ -311,7 +314,7 @@ class ControlMixin:
             self._count("acks_timer")
             self._send_ack(tp, tp.ack_trigger, tp.ack_flags, 0, b"", now, tp.entropy)
         cr = tp.close_req
-        if cr is not None and now >= cr[1] + cfg.rto_ns:
+        if cr is not None and now >= cr[1] + rto_for(cfg, cr[2]):
             if cr[2] >= cfg.max_rto_retx:
                 self._target_close_error(tp, "CLOSE_REQ not acknowledged", now)
                 return
@@ -323,13 +326,19 @@ class ControlMixin:
             self._target_close_error(tp, "no CLOSE after CLOSE_REQ", now)
             return
         if tp.clear_req_at is not None and now >= tp.clear_req_at:
-            if tp.gtd:
+            if tp.last_rx > tp.clear_req_last:
+                tp.clear_reqs = 0  # the initiator spoke since the last CLEAR_REQ: a fresh budget
+            if tp.gtd and tp.clear_reqs < cfg.max_clear_req:
                 hi = max(tp.gtd, key=lambda p: _diff(p, tp.rx_base))
                 hdr = CONTROL.encode((11, _CT_REQ_CLEAR, 0, 0, 0, tp.lpdcid, tp.rpdcid, hi))
                 self._out.append((hdr, tp.peer, cfg.control_entropy))
                 self._count("ctl_tx_REQ_CLEAR")
-                tp.clear_req_at = now + cfg.clear_ns
+                tp.clear_reqs += 1
+                tp.clear_req_last = now
+                tp.clear_req_at = now + max(cfg.clear_ns, rto_for(cfg, tp.clear_reqs))
             else:
+                if tp.gtd:
+                    self._count("clear_req_exhausted")
                 tp.clear_req_at = None
         ti = cfg.target_idle_ns
         if ti is not None and tp.state is _T_ESTABLISHED and now >= tp.last_rx + ti:

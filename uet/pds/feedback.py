@@ -226,6 +226,13 @@ class FeedbackMixin:
         if npk:
             pdc.gate.on_ack(npk, nby, bool(flags & _A_M), rtt, now)
             c["acked"] = c.get("acked", 0) + npk
+            pdc.rto_shift = 0  # progress: the backed-off RTO returns to its initial value (§2.9)
+            w = pdc.rod_win
+            if w:  # ROD go-back-N window grows by one packet per window acknowledged (§2.13)
+                pdc.rod_acc += npk
+                if pdc.rod_acc >= w:
+                    pdc.rod_acc -= w
+                    pdc.rod_win = w + 1 if w + 1 < self.config.max_outstanding else 0
         if ent is not None:
             pdc.entropy.feedback(ent, "ecn" if flags & _A_M else "ack")
         if self._log is not None:
@@ -356,17 +363,7 @@ class FeedbackMixin:
             if head.nack_retries > self.config.max_nack_retx:
                 self._close_error(pdc, "nack retry exhausted", code, now)
                 return
-            pdc.gbn_from = e
-            pdc.gbn_end = pdc.next_psn
-            pdc.gbn_time = now
-            self._count("go_back_n")
-            p = e
-            nxt = pdc.next_psn
-            while p != nxt:
-                q = out.get(p)
-                if q is not None:
-                    self._transmit(pdc, q, now, True, True)
-                p = (p + 1) & _M32
+            self._go_back(pdc, e, now)
             return
         shortage = _NC_NO_PDC_AVAIL <= code <= _NC_NO_RESOURCE
         if shortage and pkt.parked:

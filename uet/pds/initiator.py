@@ -47,6 +47,7 @@ from uet.pds._aliases import (
     _S_SYN_SENT,
     _SYN,
 )
+from uet.pds.backoff import next_shift, retries_spent, rto_for
 from uet.pds.config import Mode, PdsClosedError, PdsError, PdsLimitError
 from uet.pds.events import Failed, PdcOpened
 from uet.pds.pdc import InitiatorPdc, TxPkt, earliest_deadline
@@ -332,7 +333,7 @@ class InitiatorMixin:
         if st is not _S_CLOSE_ACK_WAIT and pdc.pending:
             pending = pdc.pending
             cfg = self.config
-            win = cfg.max_outstanding
+            win = pdc.rod_win or cfg.max_outstanding
             gate = pdc.gate
             per_pkt = cfg.ack_per_pkt
             lim = (pdc.max_cack + pdc.peer_mp) & _M32  # the peer's MPR window (§2.4)
@@ -374,7 +375,7 @@ class InitiatorMixin:
                     out[psn] = pkt
                     pkt.psn = psn
                     pkt.entropy = ent
-                    pkt.tx_time = now
+                    pkt.tx_time = pkt.first_tx = now
                     pkt.sends = 1
                     seq += 1
                     pkt.tx_seq = seq
@@ -557,9 +558,9 @@ class InitiatorMixin:
         if out:
             if pdc.parked:
                 return self._parked_deadline(pdc)
-            return next(iter(out.values())).tx_time + self.config.rto_ns
+            return next(iter(out.values())).tx_time + rto_for(self.config, pdc.rto_shift)
         if self._window_stalled(pdc):
-            return pdc.last_activity + self.config.rto_ns
+            return pdc.last_activity + rto_for(self.config, pdc.rto_shift)
         if pdc.owner is not None or pdc.locks:
             return None
         ci = self.config.close_idle_ns
@@ -578,7 +579,7 @@ class InitiatorMixin:
         resource-shortage NACK, :meth:`_park`): their resend times and the others' RTOs. A scan
         of at most ``max_outstanding`` packets, only while something is parked; it also recounts
         ``pdc.parked`` (packets acknowledged while parked leave the count stale-high)."""
-        best, pdc.parked = earliest_deadline(pdc.outstanding.values(), self.config.rto_ns)
+        best, pdc.parked = earliest_deadline(pdc.outstanding.values(), rto_for(self.config, pdc.rto_shift))
         return best
 
     def _park(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None:
@@ -598,7 +599,14 @@ class InitiatorMixin:
         error. False when the PDC was closed or freed (stop)."""
         cfg = self.config
         out = pdc.outstanding
-        if pkt.retries >= cfg.max_rto_retx:
+        gbn = pdc.mode == 1 and not cfg.rod_buffer and pkt.ctl is None
+        if gbn and pkt.psn != pdc.tx_base:
+            # ROD go-back-N: a packet behind the oldest unacknowledged one was discarded with the
+            # gap (§2.13); it is resent without spending its own retries (the head's count)
+            self._count("rto_behind_gap")
+            self._transmit(pdc, pkt, now, True, True)
+            return True
+        if retries_spent(cfg, pkt.retries, pkt.first_tx, now):
             if pkt.ctl == _CT_CLOSE:
                 self._free_ipdc(pdc, "CLOSE not acknowledged", now)
             else:
@@ -606,6 +614,10 @@ class InitiatorMixin:
             return False
         pkt.retries += 1
         self._count("rto")
+        if gbn and not pkt.dst_received:
+            pdc.gate.on_timeout(now)
+            self._go_back(pdc, pkt.psn, now)
+            return True
         pdc.gate.on_timeout(now)
         pdc.entropy.feedback(pkt.entropy, "timeout")
         if pkt.dst_received and pkt.ctl is None:
@@ -626,7 +638,15 @@ class InitiatorMixin:
         Also flushes the return direction's coalesced ACK (uet.pds.ret)."""
         if pdc.rrx is not None:
             self._rrx_timer(pdc, now)
-        rto = self.config.rto_ns
+        rto = rto_for(self.config, pdc.rto_shift)
+        rto0 = self.counters.get("rto", 0)
+        try:
+            self._ipdc_timer_rto(pdc, now, rto)
+        finally:
+            if self.counters.get("rto", 0) != rto0:  # a timer round that retransmitted: back off
+                pdc.rto_shift = next_shift(pdc.rto_shift)
+
+    def _ipdc_timer_rto(self, pdc: InitiatorPdc, now: int, rto: int) -> None:
         out = pdc.outstanding
         if pdc.parked:
             # parked packets break the RTO order of ``outstanding``: visit every packet once
@@ -658,6 +678,27 @@ class InitiatorMixin:
             if d is not None and d <= now:
                 self._start_close(pdc, "idle", now)
                 self._dirty[pdc] = None
+
+    def _go_back(self, pdc: InitiatorPdc, e: int, now: int) -> None:
+        """ROD go-back-N from PSN ``e`` (§2.13): resend every unacknowledged packet from ``e`` in
+        PSN order and halve the PDC's ROD send window (at least 4 packets), so the next gap
+        discards — and costs retransmissions of — at most that many (it grows back by one packet
+        per window acknowledged, uet.pds.feedback)."""
+        cfg = self.config
+        pdc.rod_win = max((pdc.rod_win or cfg.max_outstanding) // 2, min(4, cfg.max_outstanding))
+        pdc.rod_acc = 0
+        pdc.gbn_from = e
+        pdc.gbn_end = pdc.next_psn
+        pdc.gbn_time = now
+        self._count("go_back_n")
+        out = pdc.outstanding
+        p = e
+        nxt = pdc.next_psn
+        while p != nxt:
+            q = out.get(p)
+            if q is not None:
+                self._transmit(pdc, q, now, True, True)
+            p = (p + 1) & _M32
 
     def _window_stalled(self, pdc: InitiatorPdc) -> bool:
         """Packets wait, none is outstanding, and the next PSN lies beyond the peer's window

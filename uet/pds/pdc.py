@@ -39,11 +39,11 @@ class TxPkt:
         "tx_seq",
         "sends",
         "entropy",
+        "first_tx",
         "__dict__",
     )
 
     ctl: int | None = None
-    first_tx = 0
     retries = 0
     nack_retries = 0
     #: resend time (ns) while waiting out a resource-shortage NACK, 0 otherwise (uet.pds.feedback)
@@ -62,6 +62,8 @@ class TxPkt:
         self.eom = eom
         self.sends = 0
         self.tx_time = 0
+        #: time of the first transmission (the retry budget's time part, uet.pds.backoff)
+        self.first_tx = 0
 
 
 def earliest_deadline(packets: Iterable[TxPkt], rto_ns: int) -> tuple[int | None, int]:
@@ -125,6 +127,9 @@ class InitiatorPdc:
         "gbn_end",
         "tkey",
         "parked",
+        "rto_shift",
+        "rod_win",
+        "rod_acc",
     )
 
     role = "initiator"
@@ -183,6 +188,11 @@ class InitiatorPdc:
         self.gbn_end = start_psn
         #: key of this PDC's live entry on the core's timer heap
         self.tkey = 0
+        #: RTO back-offs in force (uet.pds.backoff): reset by an ACK that acknowledges something
+        self.rto_shift = 0
+        #: ROD go-back-N send window (packets) and its additive-increase counter (§2.13)
+        self.rod_win = 0
+        self.rod_acc = 0
 
 
 class TargetPdc:
@@ -215,6 +225,8 @@ class TargetPdc:
         "close_req",
         "close_wait_until",
         "clear_req_at",
+        "clear_reqs",
+        "clear_req_last",
         "entropy",
         "rod_buf",
         "ptype",
@@ -261,6 +273,9 @@ class TargetPdc:
         self.close_req: list[int] | None = None
         self.close_wait_until = 0
         self.clear_req_at: int | None = None
+        #: CLEAR_REQs sent since the last arrival, and when the latest left (uet.pds.control)
+        self.clear_reqs = 0
+        self.clear_req_last = 0
         self.entropy = 0
         #: ROD buffering option: out-of-order requests by PSN, (data, flags, ecn, entropy)
         self.rod_buf: dict[int, tuple] = {}

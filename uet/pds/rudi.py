@@ -31,6 +31,7 @@ from uet.pds._aliases import (
     _NC_TRIMMED,
     _NC_TRIMMED_LASTHOP,
 )
+from uet.pds.backoff import next_shift, retries_spent, rto_for
 from uet.pds.config import Mode, PdsError, PdsLimitError, SesNack
 from uet.pds.events import Failed, NackReceived, new_acked, new_delivery
 from uet.pds.pdc import earliest_deadline
@@ -44,7 +45,19 @@ _NT = int(NackFlag.NT)
 class RudiPkt:
     """An outstanding RUDI request."""
 
-    __slots__ = ("pid", "token", "peer", "next_hdr", "body", "tx_time", "retries", "nack_retries", "entropy", "parked")
+    __slots__ = (
+        "pid",
+        "token",
+        "peer",
+        "next_hdr",
+        "body",
+        "tx_time",
+        "first_tx",
+        "retries",
+        "nack_retries",
+        "entropy",
+        "parked",
+    )
 
     def __init__(self, pid: int, token: Any, peer: str, next_hdr: int, body: bytes) -> None:
         self.pid = pid
@@ -53,6 +66,7 @@ class RudiPkt:
         self.next_hdr = next_hdr
         self.body = body
         self.tx_time = 0
+        self.first_tx = 0
         self.retries = 0
         self.nack_retries = 0
         self.entropy = 0
@@ -70,6 +84,8 @@ class RudiMixin:
         self._rudi_wait: deque[RudiPkt] = deque()
         #: RUDI requests parked after a resource-shortage NACK (an upper bound, recounted)
         self._rudi_parked = 0
+        #: RTO back-offs in force for RUDI requests (uet.pds.backoff); a response resets it
+        self._rudi_shift = 0
         self._uud_q: list[tuple[bytes, str, Any]] = []
 
     def _submit_unreliable(
@@ -103,6 +119,7 @@ class RudiMixin:
         while wait and len(self._rudi_out) < lim:
             pkt = wait.popleft()
             self._rudi_out[pkt.pid] = pkt
+            pkt.first_tx = now
             self._rudi_send(pkt, now, False)
 
     def _rudi_send(self, pkt: RudiPkt, now: int, retx: bool) -> None:
@@ -124,18 +141,27 @@ class RudiMixin:
         if self._rudi_out:
             if self._rudi_parked:
                 return self._rudi_parked_deadline()
-            return next(iter(self._rudi_out.values())).tx_time + self.config.rto_ns
+            return next(iter(self._rudi_out.values())).tx_time + rto_for(self.config, self._rudi_shift)
         return None
 
     def _rudi_parked_deadline(self) -> int | None:
         """Earliest RTO or parked resend among outstanding RUDI requests (a scan, only while some
         are parked); recounts ``_rudi_parked``."""
-        best, self._rudi_parked = earliest_deadline(self._rudi_out.values(), self.config.rto_ns)
+        best, self._rudi_parked = earliest_deadline(self._rudi_out.values(), rto_for(self.config, self._rudi_shift))
         return best
 
     def _rudi_timer(self, now: int) -> None:
+        """Per-request RTO (§2.14) with the back-off and retry budget of uet.pds.backoff."""
+        rto0 = self.counters.get("rto", 0)
+        self._rudi_timer_rto(now, rto_for(self.config, self._rudi_shift))
+        if self.counters.get("rto", 0) != rto0:
+            self._rudi_shift = next_shift(self._rudi_shift)
+        if self._rudi_wait:
+            self._rudi_flush(now)
+
+    def _rudi_timer_rto(self, now: int, rto: int) -> None:
         out = self._rudi_out
-        rto = self.config.rto_ns
+        cfg = self.config
         if self._rudi_parked:  # parked requests break the RTO order: visit each once
             for pkt in list(out.values()):
                 if out.get(pkt.pid) is not pkt:
@@ -147,7 +173,7 @@ class RudiMixin:
                     continue
                 if pkt.tx_time + rto > now:
                     continue
-                if pkt.retries >= self.config.max_rto_retx:
+                if retries_spent(cfg, pkt.retries, pkt.first_tx, now):
                     del out[pkt.pid]
                     self._events.append(Failed(pkt.token, "retry exhausted", None))
                     self._count("rudi_failed")
@@ -160,7 +186,7 @@ class RudiMixin:
             pkt = next(iter(out.values()))
             if pkt.tx_time + rto > now:
                 break
-            if pkt.retries >= self.config.max_rto_retx:
+            if retries_spent(cfg, pkt.retries, pkt.first_tx, now):
                 del out[pkt.pid]
                 self._events.append(Failed(pkt.token, "retry exhausted", None))
                 self._count("rudi_failed")
@@ -168,8 +194,6 @@ class RudiMixin:
             pkt.retries += 1
             self._count("rto")
             self._rudi_send(pkt, now, True)
-        if self._rudi_wait:
-            self._rudi_flush(now)
 
     def _rx_rudi_request(
         self,
@@ -218,6 +242,7 @@ class RudiMixin:
             self._drop("rudi_late_response", now, src)
             return
         del self._rudi_out[pid]
+        self._rudi_shift = 0
         self._events.append(new_acked(pkt.token, nh, data[8:] if nh else b""))
         self._count("rudi_acked")
         if self._log is not None:

@@ -84,6 +84,10 @@ __all__ = ["SesTarget", "TargetConfig"]
 
 _MODE_ROD = 1
 _MODE_RUDI = 2
+_MODE_UUD = 3
+#: modes whose requests may reach SES more than once or unacknowledged (RUDI retransmits, UUD
+#: has no PSN or duplicate filter): WRITE and ATOMIC need an idempotent-safe region (§2.14, §2.15)
+_UNSAFE_MODES = (_MODE_RUDI, _MODE_UUD)
 
 _SENDS = {
     SesOpcode.SEND: (False, "eager"),
@@ -454,8 +458,8 @@ class SesTarget:
         if rec.kind == "write":
             region = self.memory.lookup(req.match_bits, req.job_id)
             region.check(Access.REMOTE_WRITE, req.buffer_offset, 0)
-            if mode == _MODE_RUDI and not region.access & Access.IDEMPOTENT_SAFE:
-                raise OpViolation("RUDI write to a region that is not idempotent-safe")
+            if mode in _UNSAFE_MODES and not region.access & Access.IDEMPOTENT_SAFE:
+                raise OpViolation("RUDI/UUD write to a region that is not idempotent-safe")
             region.check_message(req.buffer_offset, req.request_length)
             rec.region, rec.base = region, req.buffer_offset
             return False
@@ -798,8 +802,8 @@ class SesTarget:
         if fetch or amo == AmoOp.READ:
             need |= Access.REMOTE_READ
         region.check(need, 0, 0)
-        if mode == _MODE_RUDI and not region.access & Access.IDEMPOTENT_SAFE:
-            raise OpViolation("RUDI atomic on a region that is not idempotent-safe")
+        if mode in _UNSAFE_MODES and not region.access & Access.IDEMPOTENT_SAFE:
+            raise OpViolation("RUDI/UUD atomic on a region that is not idempotent-safe")
         n, size = atomics.plan(amo, dtype, len(req.payload), req.buffer_offset)
         region.check(need, req.buffer_offset, n * size)
         old = atomics.apply(
