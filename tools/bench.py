@@ -15,8 +15,9 @@ Subcommands:
   sides, ``intact`` (SHA-256 of what arrived == what was sent) and ``duplicates`` (messages
   delivered more than once).
   With ``--tss`` a second UET transfer of the same bytes runs inside a secure domain made for the
-  run (TSS on every datagram, :mod:`uet.tss.link`) and the record adds ``ratio_vs_plaintext``
-  (secure goodput / plaintext goodput of this run); ``--tamper P`` lets an attacker flip one bit
+  run (TSS on every datagram, :mod:`uet.tss.link`): the record's top-level figures stay the
+  plaintext transfer's, the secure transfer's are under ``secure``, and ``ratio_vs_plaintext`` is
+  secure goodput / plaintext goodput of this run; ``--tamper P`` lets an attacker flip one bit
   in a fraction P of the sealed datagrams and adds ``auth_failures`` with an exact accounting of
   the tampered datagrams that reached a receiver; ``--rotate`` switches keys half-way.
 * ``uet-bench rtt`` — p50/p99 round trip of a 64-byte message (UET send + reply) against a
@@ -54,12 +55,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import multiprocessing as mp
 import os
 import random
-import re
+import signal
 import socket
 import statistics
 import sys
@@ -69,18 +71,24 @@ from dataclasses import asdict, dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
-__all__ = ["PairOptions", "main", "parse_size", "run_pair", "run_rtt"]
+from uet.tools.bench_options import add_impairment, add_transfer_options, check_transfer
+from uet.tools.cli import (
+    ArgumentParser,
+    RunFailed,
+    float_arg,
+    int_arg,
+    parse_size,
+    probability,
+    run_main,
+    size_arg,
+)
 
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1 << 20}
-_UNITS.update({"g": 10**9, "gb": 10**9, "gib": 1 << 30})
+from uet.errors import UetError
 
+__all__ = ["PairOptions", "build_parser", "main", "parse_size", "random_data", "run_pair", "run_rtt"]
 
-def parse_size(text: str) -> int:
-    """``"64MiB"``, ``"1MiB"``, ``"512k"``, ``"1000"`` → bytes."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+#: largest ``pair --size``: the data is held in memory (sent copy, receive buffer) several times
+MAX_PAIR_SIZE = 1 << 30
 
 
 @dataclass
@@ -228,11 +236,11 @@ async def _pipe_recv(conn: Connection, timeout: float | None = None) -> Any:
     finally:
         loop.remove_reader(fd)
     os.set_blocking(fd, True)  # the loop may leave the fd non-blocking; a large message comes in parts
-    return conn.recv()
+    return _checked(conn.recv())
 
 
 def _profiler(opts: PairOptions) -> Any:
-    """A running cProfile.Profile when ``--profile DIR`` was given (the UET phase only)."""
+    """A running cProfile.Profile when ``--cprofile DIR`` was given (the UET phase only)."""
     if not opts.profile:
         return None
     import cProfile
@@ -406,21 +414,41 @@ def _child(conn: Connection, kind: str, opts_d: dict[str, Any]) -> None:
             _rtt_child(conn, opts)
     except (EOFError, BrokenPipeError, KeyboardInterrupt):  # parent went away
         pass
+    except (UetError, OSError) as e:  # e.g. the port is taken: the parent reports it in one line
+        with contextlib.suppress(OSError, EOFError):
+            conn.send(("error", f"receiver process: {e}"))
 
 
 def _spawn(kind: str, opts: PairOptions) -> tuple[mp.process.BaseProcess, Connection]:
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_child, args=(child, kind, asdict(opts)), daemon=True)
-    proc.start()
+    # The receiver is started with SIGINT blocked (the mask survives exec): Ctrl-C in the terminal
+    # reaches the whole process group, and only this process should handle it; the child follows
+    # by seeing its pipe close. The resource tracker is started first: starting it unblocks SIGINT.
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        proc.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
     child.close()
     return proc, parent
+
+
+def _checked(got: Any) -> Any:
+    """A message from the receiver process; its ``("error", text)`` report becomes RunFailed."""
+    if isinstance(got, tuple) and got and got[0] == "error":
+        raise RunFailed(got[1])
+    return got
 
 
 def _expect(conn: Connection, tag: str, timeout: float = 60.0) -> Any:
     if not conn.poll(timeout):
         raise TimeoutError(f"receiver process did not send {tag!r} within {timeout} s")
-    got = conn.recv()
+    got = _checked(conn.recv())
     if got[0] != tag:
         raise RuntimeError(f"receiver sent {got[0]!r}, expected {tag!r}")
     return got[1]
@@ -496,15 +524,26 @@ async def _uet_sender(conn: Connection, opts: PairOptions, data: bytes, progress
     }
 
 
+def random_data(size: int, seed: int) -> bytes:
+    """``size`` seeded random bytes, made in 16 MiB pieces (``randbytes`` of more than 256 MiB
+    overflows a C int)."""
+    rng = random.Random(seed)
+    piece = 16 << 20
+    if size <= piece:
+        return rng.randbytes(size)
+    return b"".join(rng.randbytes(min(piece, size - off)) for off in range(0, size, piece))
+
+
 def run_pair(opts: PairOptions) -> dict[str, Any]:
     """Run the pair benchmark; returns the result record (see the module docstring)."""
-    data = random.Random(opts.seed).randbytes(opts.size)
+    data = random_data(opts.size, opts.seed)
     sha_sent = hashlib.sha256(data).hexdigest()
     if opts.tss:
         # The run's secure-domain keys (current and, for --rotate, the next), made here and handed
         # to the receiver process as the SDME would; never printed.
         opts = replace(opts, tss_keys=(os.urandom(32).hex(), os.urandom(32).hex()))
     proc, conn = _spawn("pair", opts)
+    interrupted = False
     out: dict[str, Any] = {
         "mode": opts.mode,
         "bytes": opts.size,
@@ -547,11 +586,18 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
                 out["sender_counters"] = {k: v for k, v in snd["counters"].items() if v}
                 out["receiver_counters"] = {k: v for k, v in snd["rx"]["counters"].items() if v}
             if opts.tss:
-                plain = {k: out[k] for k in _PHASE_KEYS if k in out}
                 snd = run(_uet_sender(conn, replace(opts, secure=True), data, progress), use_uvloop=opts.uvloop)
                 sec = _uet_figures(snd, sha_sent, out.get("raw_udp_gbps"))
-                out.update({k: v for k, v in sec.items() if not k.startswith("_")})
-                out.update(_tss_fields(snd, out, plain, opts))
+                secure = {k: sec[k] for k in _PHASE_KEYS if k in sec}
+                out.update(_tss_fields(snd, secure, out, opts))
+                out["secure"] = secure
+                out["error"] = out["error"] or secure["error"]
+        except KeyboardInterrupt:
+            if not rounds:
+                raise
+            interrupted = True  # Ctrl-C: the rounds completed so far are the result
+            out.update(_aggregate(rounds))
+            out["interrupted"] = True
         finally:
             if progress is not None:
                 progress.stop()
@@ -559,8 +605,13 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
             out["ratio"] = None
         out.setdefault("raw_udp_gbps", None)
         return out
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
         conn.close()
+        if interrupted:
+            proc.terminate()
         proc.join(10)
         if proc.is_alive():  # pragma: no cover - only when the child hangs
             proc.terminate()
@@ -659,7 +710,7 @@ def _aggregate(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 # -- TSS (--tss, --tamper, --rotate) ---------------------------------------------------------------
 
-#: Figures of one UET transfer; with ``--tss`` the plaintext transfer's go under ``"plaintext"``.
+#: Figures of one UET transfer; with ``--tss`` the secure transfer's go under ``"secure"``.
 _PHASE_KEYS = (
     "intact",
     "delivered_bytes",
@@ -737,8 +788,13 @@ def _tss_report(ep: Any) -> dict[str, Any] | None:
     }
 
 
-def _tss_fields(snd: dict[str, Any], out: dict[str, Any], plain: dict[str, Any], opts: PairOptions) -> dict[str, Any]:
+def _tss_fields(
+    snd: dict[str, Any], secure: dict[str, Any], plain: dict[str, Any], opts: PairOptions
+) -> dict[str, Any]:
     """The ``--tss`` figures: ``ratio_vs_plaintext``, ``auth_failures`` and their accounting.
+
+    The record's top-level figures (goodput, retransmits, CPU...) stay those of the plaintext
+    transfer with or without ``--tss``; the secure transfer's own are under ``secure``.
 
     ``auth_failures`` counts every datagram the two receivers' TSS layers rejected (all drop
     reasons, ``tss_drops``: a flipped bit in the security header is rejected as unknown SDI,
@@ -761,10 +817,9 @@ def _tss_fields(snd: dict[str, Any], out: dict[str, Any], plain: dict[str, Any],
     auth_failures = sum(drops.values())
     plain_gp = plain.get("goodput_gbps") or 0.0
     return {
-        "intact": bool(out["intact"] and plain.get("intact")),
-        "secure_intact": out["intact"],
-        "plaintext": plain,
-        "ratio_vs_plaintext": round(out["goodput_gbps"] / plain_gp, 3) if plain_gp else None,
+        "intact": bool(secure["intact"] and plain.get("intact")),
+        "secure_intact": secure["intact"],
+        "ratio_vs_plaintext": round(secure["goodput_gbps"] / plain_gp, 3) if plain_gp else None,
         "auth_failures": auth_failures,
         "auth_failures_bad_tag": drops.get("bad_tag", 0),
         "tss_drops": drops,
@@ -881,72 +936,71 @@ def run_rtt(opts: PairOptions, count: int = 1000, size: int = 64) -> dict[str, A
             proc.join(5)
 
 
-# -- command line ----------------------------------------------------------------------------------
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--payload", type=parse_size, default=4096, help="payload bytes per packet (default 4096)")
-    p.add_argument("--mode", choices=["rud", "rod", "rudi", "uud"], default="rud")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--addresses", default="127.0.0.2,127.0.0.3", help="sender,receiver Fabric Addresses")
-    p.add_argument("--port", type=int, default=4793, help="UET UDP port (both FEPs)")
-    p.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
-    p.add_argument("--rto-ms", type=float, default=None, help="PDS retransmission timeout (default: endpoint's)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def _options(ns: argparse.Namespace, **kw: Any) -> PairOptions:
-    a, b = (x.strip() for x in ns.addresses.split(","))
-    return PairOptions(
-        payload=ns.payload,
-        mode=ns.mode,
-        seed=ns.seed,
-        addresses=(a, b),
-        port=ns.port,
-        uvloop=not ns.no_uvloop,
-        rto_ms=ns.rto_ms,
-        progress=not ns.json and sys.stderr.isatty(),
-        **kw,
-    )
-
-
 def _print_table(title: str, rec: dict[str, Any]) -> None:
-    """``rec`` as a metric/value table; its ``rounds`` (a list of records) as a second table."""
+    """``rec`` as a metric/value table (a third column says which figures are medians over the
+    rounds and which are sums); its ``rounds`` and ``secure`` records as tables of their own."""
     from rich.console import Console
     from rich.table import Table
+    from uet.tools.cli import yes_no
+
+    def show(v: Any) -> str:
+        return "" if v is None else yes_no(v) if isinstance(v, bool) else str(v)
 
     console = Console(width=None if sys.stdout.isatty() else 120)  # no 80-column wrap in pipes
+    rounds = rec.get("rounds")
     t = Table(title=title)
     t.add_column("metric")
     t.add_column("value", justify="right")
-    rounds = rec.get("rounds")
+    if rounds:
+        t.add_column(f"over {len(rounds)} rounds")
     for k, v in rec.items():
-        if k != "rounds":
-            t.add_row(k, "" if v is None else str(v))
+        if k in ("rounds", "secure") or isinstance(v, dict | list):
+            continue
+        row = [k, show(v)]
+        if rounds:
+            row.append("median" if k in _MEDIANS else "sum" if k in _SUMS else "every round" if k == "intact" else "")
+        t.add_row(*row)
     console.print(t)
     if rounds:
-        r = Table(title="rounds (raw UDP and UET alternate; the figures above are medians)")
+        r = Table(title="rounds (raw UDP and UET alternate)")
         r.add_column("round", justify="right")
         for k in rounds[0]:
             r.add_column(k, justify="right")
         for i, row in enumerate(rounds, 1):
-            r.add_row(str(i), *("" if v is None else str(v) for v in row.values()))
+            r.add_row(str(i), *(show(v) for v in row.values()))
         console.print(r)
+    if rec.get("secure"):
+        st = Table(title="secure transfer (TSS)")
+        st.add_column("metric")
+        st.add_column("value", justify="right")
+        for k, v in rec["secure"].items():
+            st.add_row(k, show(v))
+        console.print(st)
 
 
-def pair_main(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog="uet-bench pair", description="UET vs raw UDP between two processes")
-    p.add_argument("--size", type=parse_size, default=64 << 20, help="bytes to transfer (default 64MiB)")
-    p.add_argument("--message-size", type=parse_size, default=None, help="bytes per message")
-    p.add_argument("--loss", type=float, default=0.0)
-    p.add_argument("--reorder", type=float, default=0.0)
-    p.add_argument("--dup", type=float, default=0.0)
-    p.add_argument("--corrupt", type=float, default=0.0)
-    p.add_argument("--timeout", type=float, default=600.0, help="give up on the UET transfer after this (s)")
+# -- command line ----------------------------------------------------------------------------------
+#
+# ``uet-bench`` is one argparse parser with a subparser per benchmark. A subcommand lives in a
+# module with ``add_parser(sub)`` (its options, validated by their argparse types) that sets
+# ``run=`` to a function ``run(ns) -> int``; ``_SUBCOMMANDS`` lists them in --help order.
+
+
+def _pair_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "pair", help="UET transfer vs raw UDP between two processes", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument(
+        "--size", type=size_arg(1, MAX_PAIR_SIZE), default=64 << 20, help="bytes to transfer (default 64MiB)"
+    )
+    p.add_argument("--message-size", type=size_arg(1, 0xFFFFFFFF), default=None, help="bytes per message")
+    add_impairment(p)
+    p.add_argument(
+        "--timeout", type=float_arg(0.0, open_lo=True), default=600.0, help="give up on the UET transfer after (s)"
+    )
     p.add_argument("--no-raw", action="store_true", help="skip the raw-UDP reference")
     p.add_argument(
         "--rounds",
-        type=int,
+        type=int_arg(1),
         default=3,
         help="alternating raw-UDP/UET rounds; figures are medians over them (default 3)",
     )
@@ -960,11 +1014,11 @@ def pair_main(argv: Sequence[str]) -> int:
     p.add_argument(
         "--tss",
         action="store_true",
-        help="also run the UET transfer inside a secure domain (keys made for the run); adds ratio_vs_plaintext",
+        help="also run the UET transfer inside a secure domain (keys made for the run); adds a 'secure' record",
     )
     p.add_argument(
         "--tamper",
-        type=float,
+        type=probability,
         default=0.0,
         metavar="P",
         help="(implies --tss) flip one random bit in a fraction P of the sealed datagrams on the wire; "
@@ -972,17 +1026,25 @@ def pair_main(argv: Sequence[str]) -> int:
     )
     p.add_argument("--rotate", action="store_true", help="(implies --tss) rotate the key half-way through")
     p.add_argument(
-        "--profile", metavar="DIR", help="cProfile both sides of the UET phase into DIR/{sender,receiver}.prof"
+        "--cprofile", metavar="DIR", help="cProfile both sides of the UET phase into DIR/{sender,receiver}.prof"
     )
-    _common(p)
-    ns = p.parse_args(argv)
-    if not 0.0 <= ns.tamper <= 1.0:
-        p.error("--tamper is a probability in [0, 1]")
-    if ns.rounds < 1:
-        p.error("--rounds must be at least 1")
-    opts = _options(
-        ns,
+    add_transfer_options(p)
+    p.set_defaults(run=pair_command)
+
+
+def pair_command(ns: argparse.Namespace) -> int:
+    """``uet-bench pair``: run, print the table or JSON; exit 1 when the transfer failed."""
+    (a, b), port, _cfg = check_transfer(ns, "uet-bench")
+    opts = PairOptions(
         size=ns.size,
+        payload=ns.payload,
+        mode=ns.mode,
+        seed=ns.seed,
+        addresses=(a, b),
+        port=port,
+        uvloop=not ns.no_uvloop,
+        rto_ms=ns.rto_ms,
+        progress=not ns.json and sys.stderr.isatty(),
         message_size=ns.message_size,
         loss=ns.loss,
         reorder=ns.reorder,
@@ -992,7 +1054,7 @@ def pair_main(argv: Sequence[str]) -> int:
         raw=not ns.no_raw,
         rounds=ns.rounds,
         receive=ns.receive,
-        profile=ns.profile,
+        profile=ns.cprofile,
         counters=ns.counters,
         tss=ns.tss or ns.tamper > 0 or ns.rotate,
         tamper=ns.tamper,
@@ -1003,17 +1065,33 @@ def pair_main(argv: Sequence[str]) -> int:
         sys.stdout.write(json.dumps(rec) + "\n")
     else:
         _print_table(f"uet-bench pair ({opts.mode.upper()}, {opts.size} bytes, payload {opts.payload})", rec)
+    if rec.get("interrupted"):
+        raise KeyboardInterrupt
     ok = rec["intact"] or (opts.mode == "uud" and rec["error"] is None)
     return 0 if ok else 1
 
 
-def rtt_main(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog="uet-bench rtt", description="UET vs raw UDP ping-pong round trip")
-    p.add_argument("--count", type=int, default=1000)
-    p.add_argument("--size", type=parse_size, default=64, help="message bytes (default 64)")
-    _common(p)
-    ns = p.parse_args(argv)
-    rec = run_rtt(_options(ns), count=ns.count, size=ns.size)
+def _rtt_parser(sub: Any) -> None:
+    p = sub.add_parser("rtt", help="UET vs raw UDP round trip of a small message")
+    p.add_argument("--count", type=int_arg(1), default=1000, help="round trips measured (default 1000)")
+    p.add_argument("--size", type=size_arg(1, 65000), default=64, help="message bytes (default 64)")
+    add_transfer_options(p)
+    p.set_defaults(run=rtt_command)
+
+
+def rtt_command(ns: argparse.Namespace) -> int:
+    """``uet-bench rtt``."""
+    (a, b), port, _cfg = check_transfer(ns, "uet-bench")
+    opts = PairOptions(
+        payload=ns.payload,
+        mode=ns.mode,
+        seed=ns.seed,
+        addresses=(a, b),
+        port=port,
+        uvloop=not ns.no_uvloop,
+        rto_ms=ns.rto_ms,
+    )
+    rec = run_rtt(opts, count=ns.count, size=ns.size)
     if ns.json:
         sys.stdout.write(json.dumps(rec) + "\n")
     else:
@@ -1021,36 +1099,49 @@ def rtt_main(argv: Sequence[str]) -> int:
     return 0
 
 
-_USAGE = """usage: uet-bench {codec,core,pair,rtt} ...
+def _codec_parser(sub: Any) -> None:
+    from uet.tools.bench_codec import add_parser
 
-  codec   header codec speed (uet.tools.bench_codec)
-  core    PDS core cost per packet, in memory (uet.tools.bench_core)
-  pair    UET transfer vs raw UDP between two processes
-  rtt     UET vs raw UDP round trip of a small message
-"""
+    add_parser(sub)
+
+
+def _core_parser(sub: Any) -> None:
+    from uet.tools.bench_core import add_parser
+
+    add_parser(sub)
+
+
+#: (name, function adding the subparser), in --help order
+_SUBCOMMANDS: list[tuple[str, Any]] = [
+    ("codec", _codec_parser),
+    ("core", _core_parser),
+    ("pair", _pair_parser),
+    ("rtt", _rtt_parser),
+]
+
+
+def build_parser() -> ArgumentParser:
+    """The ``uet-bench`` parser with every subcommand."""
+    p = ArgumentParser(prog="uet-bench", description="UET benchmarks, each figure next to a limit measured in the run")
+    sub = p.add_subparsers(dest="command", metavar="{" + ",".join(n for n, _ in _SUBCOMMANDS) + "}", required=True)
+    for _name, add in _SUBCOMMANDS:
+        add(sub)
+    return p
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    ns = build_parser().parse_args(argv)
+    try:
+        return ns.run(ns)
+    except BrokenPipeError:
+        raise
+    except (UetError, OSError, TimeoutError) as e:
+        raise RunFailed(str(e) or type(e).__name__) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Dispatch ``uet-bench codec|core|pair|rtt``."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help"):
-        sys.stdout.write(_USAGE)
-        return 0 if args else 2
-    sub, rest = args[0], args[1:]
-    if sub == "codec":
-        from uet.tools.bench_codec import main as codec_main
-
-        return codec_main(rest)
-    if sub == "core":
-        from uet.tools.bench_core import main as core_main
-
-        return core_main(rest)
-    if sub == "pair":
-        return pair_main(rest)
-    if sub == "rtt":
-        return rtt_main(rest)
-    sys.stderr.write(f"uet-bench: unknown subcommand {sub!r}\n" + _USAGE)
-    return 2
+    """Entry point of ``uet-bench``: exit 0, 1 for a failed run, 2 for a usage error, 130 on Ctrl-C."""
+    return run_main("uet-bench", _main, argv)
 
 
 if __name__ == "__main__":

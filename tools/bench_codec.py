@@ -19,6 +19,9 @@ import sys
 import timeit
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from uet.tools.cli import int_arg
 
 from uet.wire import datapath, net, pds, ses, tss
 from uet.wire.layout import Layout
@@ -107,19 +110,29 @@ def _time_group(g: Group, number: int, repeat: int) -> dict[str, float]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="uet-bench codec",
+def add_parser(sub: Any) -> None:
+    """The ``uet-bench codec`` subcommand (tools/bench.py)."""
+    p = sub.add_parser(
+        "codec",
+        help="header codec speed: fast struct codecs vs construct",
         description="Time header encode/decode per packet: fast struct codecs versus construct.",
         epilog="example: uet-bench codec --json",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object (group -> timings in µs)")
-    p.add_argument("--number", type=int, default=20000, help="calls per timing run of the fast codecs")
-    p.add_argument("--repeat", type=int, default=5, help="timing runs; the best is reported")
-    args = p.parse_args(argv)
-    if args.number < 1 or args.repeat < 1:
-        p.error("--number and --repeat must be positive")
+    p.add_argument("--number", type=int_arg(1), default=20000, help="calls per timing run of the fast codecs")
+    p.add_argument("--repeat", type=int_arg(1), default=5, help="timing runs; the best is reported")
+    p.set_defaults(run=run)
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``uet-bench codec ...`` (kept for ``python -m uet.tools.bench_codec``)."""
+    from uet.tools.bench import main as bench_main
+
+    return bench_main(["codec", *(sys.argv[1:] if argv is None else argv)])
+
+
+def run(args: argparse.Namespace) -> int:
+    """Time every group; print a table or one JSON object."""
     groups = _groups()
     results: dict[str, dict[str, float]] = {}
     progress = None

@@ -29,6 +29,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from uet.tools.cli import int_arg, size_arg
+
 from uet.pds import Acked, Mode, PdsConfig, PdsCore
 from uet.wire import ses as ses_wire
 
@@ -155,16 +157,32 @@ def bench(payloads: Sequence[int], packets: int, repeat: int, message: int, wind
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``uet-bench core [--payload N ...] [--packets N] [--repeat N] [--json]``."""
-    p = argparse.ArgumentParser(prog="uet-bench core", description=__doc__.split("\n\n")[0])
-    p.add_argument("--payload", type=int, action="append", help="payload bytes per packet (default 4096 and 8192)")
-    p.add_argument("--packets", type=int, default=20000, help="data packets per run")
-    p.add_argument("--message", type=int, default=65536, help="message size in bytes")
-    p.add_argument("--window", type=int, default=64, help="packets submitted and not yet acknowledged")
-    p.add_argument("--repeat", type=int, default=3, help="runs per payload; the best is reported")
+def add_parser(sub: Any) -> None:
+    """The ``uet-bench core`` subcommand (tools/bench.py)."""
+    p = sub.add_parser("core", help="PDS core cost per packet, in memory", description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--payload",
+        type=size_arg(1, 65451),
+        action="append",
+        help="payload bytes per packet (default 4096 and 8192; repeat for several)",
+    )
+    p.add_argument("--packets", type=int_arg(1), default=20000, help="data packets per run")
+    p.add_argument("--message", type=size_arg(1, 0xFFFFFFFF), default=65536, help="message size in bytes")
+    p.add_argument("--window", type=int_arg(1), default=64, help="packets submitted and not yet acknowledged")
+    p.add_argument("--repeat", type=int_arg(1), default=3, help="runs per payload; the best is reported")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    ns = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    p.set_defaults(run=run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``uet-bench core ...`` (kept for ``python -m uet.tools.bench_core`` and the tests)."""
+    from uet.tools.bench import main as bench_main
+
+    return bench_main(["core", *(sys.argv[1:] if argv is None else argv)])
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Run the benchmark for every payload; print a table or one JSON object."""
     payloads = ns.payload or [4096, 8192]
     res = bench(payloads, ns.packets, ns.repeat, ns.message, ns.window)
     if ns.json:

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
 
+from uet.tools.cli import int_arg, port_number
+
 from uet.errors import DecodeError, UetError
 from uet.pcap import PcapError, detect_format, read_capture
 from uet.wire import net
@@ -590,7 +592,9 @@ def _linkname(lt: int) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from uet.tools.cli import ArgumentParser
+
+    p = ArgumentParser(
         prog=PROG,
         description="Decode Ultra Ethernet Transport packets from pcap/pcapng captures, hex or raw bytes.",
         epilog=EPILOG,
@@ -603,7 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--bare", action="store_true", help="hex/raw bytes are UET starting at TSS/PDS")
     g.add_argument("--ether", action="store_true", help="hex/raw bytes are an Ethernet frame")
-    p.add_argument("--port", type=int, default=net.UET_UDP_PORT, help="UET UDP port (default %(default)s)")
+    p.add_argument("--port", type=port_number, default=net.UET_UDP_PORT, help="UET UDP port (default %(default)s)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("-V", "--verbose", action="store_true", help="print the full field tree")
     out.add_argument("--json", action="store_true", help="one JSON object per packet per line")
@@ -614,7 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
         "control types (probe...), pfc, tss or other",
     )
     p.add_argument("--stats", action="store_true", help="print counts per PDS type, SES opcode and errors")
-    p.add_argument("--count", type=int, metavar="N", help="stop after N reported packets")
+    p.add_argument("--count", type=int_arg(1), metavar="N", help="stop after N reported packets")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour for -V (auto: TTY)")
     p.add_argument("--keys", metavar="FILE", help="TSS key file (uet.tss.keyfile format) to decrypt secured packets")
     return p
@@ -768,10 +772,14 @@ def _emit_stats(out: _Out, stats: Counter[str], as_json: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``uet-decode``; returns the exit status (0, 1 or 2)."""
+    from uet.tools.cli import UsageError, report_usage_error
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
+    except UsageError as e:  # one line, exit 2 (tools/cli.py)
+        return report_usage_error(PROG, e)
+    except SystemExit as e:  # --help / --version
         return int(e.code) if isinstance(e.code, int) else 2
     stdout = sys.stdout
     try:

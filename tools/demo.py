@@ -3,74 +3,127 @@
 Starts a receiver endpoint process on 127.0.0.3 and a sender on 127.0.0.2 (this process), and
 transfers ``--size`` random bytes (8 MiB by default) in RUD and then in ROD while both FEPs drop,
 reorder and duplicate 2 % / 2 % / 1 % of what they transmit. Prints a summary table (bytes, time,
-goodput, retransmissions, NACKs, intact) and exits non-zero if anything was lost, duplicated or
-corrupted. Uses the same two-process transfer as ``uet-bench pair`` (without the raw-UDP run).
+goodput, retransmissions, NACKs, intact) or, with ``--json``, one JSON object ``{"ok", "runs":
+[...]}`` with the ``uet-bench pair`` record of each mode; exits 1 if anything was lost, duplicated
+or corrupted, 2 on a usage error, 130 on Ctrl-C (after the modes that completed). Uses the same
+two-process transfer as ``uet-bench pair`` (without the raw-UDP run) and the same options.
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from uet.tools.bench import PairOptions, parse_size, run_pair
+from uet.tools.bench import PairOptions, run_pair
+from uet.tools.bench_options import add_impairment, add_transfer_options, check_transfer
+from uet.tools.cli import ArgumentParser, RunFailed, UsageError, float_arg, run_main, size_arg, yes_no
 
-__all__ = ["main"]
+from uet.errors import UetError
+
+__all__ = ["build_parser", "main"]
+
+_MODES = ("rud", "rod", "rudi", "uud")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="uet-demo", description=__doc__.splitlines()[0])
-    p.add_argument("--size", type=parse_size, default=8 << 20, help="bytes per transfer (default 8MiB)")
-    p.add_argument("--payload", type=parse_size, default=4096)
-    p.add_argument("--loss", type=float, default=0.02)
-    p.add_argument("--reorder", type=float, default=0.02)
-    p.add_argument("--dup", type=float, default=0.01)
-    p.add_argument("--modes", default="rud,rod", help="comma-separated delivery modes")
-    p.add_argument("--addresses", default="127.0.0.2,127.0.0.3")
-    p.add_argument("--port", type=int, default=4793)
-    p.add_argument("--seed", type=int, default=1)
-    ns = p.parse_args(argv)
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog="uet-demo", description=__doc__.splitlines()[0])
+    p.add_argument("--size", type=size_arg(1, 1 << 30), default=8 << 20, help="bytes per transfer (default 8MiB)")
+    add_impairment(p, loss=0.02, reorder=0.02, dup=0.01)
+    p.add_argument("--modes", default="rud,rod", help="comma-separated delivery modes (default rud,rod)")
+    p.add_argument(
+        "--timeout", type=float_arg(0.0, open_lo=True), default=300.0, help="give up on a transfer after (s)"
+    )
+    add_transfer_options(p)
+    p.set_defaults(mode="rud")
+    return p
+
+
+def _modes(text: str) -> list[str]:
+    modes = [m.strip().lower() for m in text.split(",") if m.strip()]
+    bad = [m for m in modes if m not in _MODES]
+    if not modes or bad:
+        raise UsageError(f"--modes {text!r}: each one of {', '.join(_MODES)}")
+    return modes
+
+
+def _row(rec: dict[str, Any]) -> tuple[str, ...]:
+    good = bool(rec["intact"]) and rec["duplicates"] == 0
+    return (
+        rec["mode"].upper(),
+        str(rec["delivered_bytes"]),
+        f"{rec['elapsed_s']:.3f}",
+        f"{rec['goodput_gbps']:.3f}",
+        str(rec["retransmits"]),
+        str(rec["nacks_sent"]),
+        str(rec["duplicates"]),
+        f"[green]{yes_no(True)}[/]" if good else f"[red]{yes_no(False)}[/] {rec.get('error') or ''}",
+    )
+
+
+def _body(argv: Sequence[str] | None) -> int:
+    ns = build_parser().parse_args(argv)
+    modes = _modes(ns.modes)
+    (a, b), port, _cfg = check_transfer(ns, "uet-demo")
 
     from rich.console import Console
     from rich.table import Table
 
     console = Console(width=None if sys.stdout.isatty() else 120)  # no 80-column wrap when piped
-    a, b = (x.strip() for x in ns.addresses.split(","))
     table = Table(title=f"UET demo: {a} → {b}, loss {ns.loss:.0%}, reorder {ns.reorder:.0%}, dup {ns.dup:.0%}")
-    for col in ("mode", "bytes", "s", "Gbit/s", "retx", "NACKs", "dups", "intact"):
+    for col in ("mode", "bytes", "s", "goodput (Gbit/s)", "retransmits", "NACKs", "dups", "intact"):
         table.add_column(col, justify="right")
-    ok = True
-    for mode in (m.strip() for m in ns.modes.split(",")):
-        opts = PairOptions(
-            size=ns.size,
-            payload=ns.payload,
-            mode=mode,
-            loss=ns.loss,
-            reorder=ns.reorder,
-            dup=ns.dup,
-            seed=ns.seed,
-            addresses=(a, b),
-            port=ns.port,
-            raw=False,
-            timeout=300.0,
-            progress=sys.stderr.isatty(),
-        )
-        with console.status(f"transferring {ns.size} bytes in {mode.upper()}…"):
-            rec = run_pair(opts)
-        good = bool(rec["intact"]) and rec["duplicates"] == 0
-        ok &= good
-        table.add_row(
-            mode.upper(),
-            str(rec["delivered_bytes"]),
-            f"{rec['elapsed_s']:.3f}",
-            f"{rec['goodput_gbps']:.3f}",
-            str(rec["retransmits"]),
-            str(rec["nacks_sent"]),
-            str(rec["duplicates"]),
-            "[green]yes[/]" if good else f"[red]NO[/] {rec.get('error') or ''}",
-        )
-    console.print(table)
+    runs: list[dict[str, Any]] = []
+    interrupted = False
+    try:
+        for mode in modes:
+            opts = PairOptions(
+                size=ns.size,
+                payload=ns.payload,
+                mode=mode,
+                loss=ns.loss,
+                reorder=ns.reorder,
+                dup=ns.dup,
+                corrupt=ns.corrupt,
+                seed=ns.seed,
+                addresses=(a, b),
+                port=port,
+                raw=False,
+                timeout=ns.timeout,
+                rto_ms=ns.rto_ms,
+                uvloop=not ns.no_uvloop,
+                progress=not ns.json and sys.stderr.isatty(),
+            )
+            with console.status(f"transferring {ns.size} bytes in {mode.upper()}…") if not ns.json else _null():
+                rec = run_pair(opts)
+            runs.append(rec)
+            table.add_row(*_row(rec))
+    except KeyboardInterrupt:
+        interrupted = True  # the modes that completed are printed below
+    except UetError as e:
+        raise RunFailed(str(e)) from None
+    ok = bool(runs) and all(r["intact"] and r["duplicates"] == 0 for r in runs)
+    if ns.json:
+        sys.stdout.write(json.dumps({"ok": ok and not interrupted, "interrupted": interrupted, "runs": runs}) + "\n")
+    elif runs:
+        console.print(table)
+    if interrupted:
+        raise KeyboardInterrupt
     return 0 if ok else 1
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``uet-demo``."""
+    return run_main("uet-demo", _body, argv)
 
 
 if __name__ == "__main__":

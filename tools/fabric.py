@@ -25,11 +25,14 @@ import asyncio
 import json
 import signal
 import sys
+import tomllib
+from collections.abc import Sequence
 from typing import Any
 
 from uet.fabric.profiles import PROFILES, REALTIME_RATE_BPS, load_topology, overrides_to_dict
 from uet.fabric.switch import FabricProcess, ProcessConfig
 from uet.fabric.telemetry_io import plot
+from uet.tools.cli import ArgumentParser, UsageError, float_arg, format_rate, int_arg, rate_arg, run_main
 
 from uet.errors import UetError
 
@@ -37,21 +40,30 @@ __all__ = ["build_parser", "main", "serve"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="uet-fabric", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="uet-fabric", description=__doc__.split("\n\n")[0])
     p.add_argument("--topology", "-t", default="default", help="built-in name or TOML file (default: default)")
     p.add_argument("--profile", choices=PROFILES, default="realtime", help="parameter profile applied first")
-    p.add_argument("--rate", type=float, default=REALTIME_RATE_BPS, help="link rate of the realtime profile (bit/s)")
+    p.add_argument(
+        "--rate",
+        type=rate_arg(1),
+        default=None,
+        help=f"link rate of the realtime profile, bit/s: 100M, 1G, 25Gbit (default {format_rate(REALTIME_RATE_BPS)})",
+    )
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--bind", default="127.0.0.1", help="address the host-port sockets bind to")
-    p.add_argument("--base-port", type=int, default=0, help="UDP port of host 0 (others follow); 0 = ephemeral")
+    p.add_argument(
+        "--base-port", type=int_arg(0, 65535), default=0, help="UDP port of host 0 (others follow); 0 = ephemeral"
+    )
     p.add_argument("--host-addr", action="append", default=[], metavar="I=IP:PORT", help="fixed NIC address")
     p.add_argument("--telemetry", metavar="FILE", help="write telemetry records as JSON lines")
     p.add_argument("--plot", metavar="DIR", help="render PNG plots at exit")
     p.add_argument("--pcap", metavar="DIR", help="one pcap per switch port")
     p.add_argument("--live", action="store_true", help="live table of ports and queues (stderr)")
     p.add_argument("--timer", choices=("auto", "timerfd", "loop"), default="auto")
-    p.add_argument("--sample-ms", type=float, default=50.0, help="port byte snapshot / flush period")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--sample-ms", type=float_arg(0.0, open_lo=True), default=50.0, help="port byte snapshot / flush period"
+    )
+    p.add_argument("--seed", type=int_arg(0), default=0)
     p.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
     return p
 
@@ -61,8 +73,51 @@ def _host_addrs(items: list[str]) -> dict[int, tuple[str, int]]:
     for item in items:
         idx, _, addr = item.partition("=")
         ip, _, port = addr.rpartition(":")
-        out[int(idx)] = (ip, int(port))
+        try:
+            out[int(idx)] = (ip, int(port))
+            if not ip or not 0 <= int(port) <= 65535 or int(idx) < 0:
+                raise ValueError
+        except ValueError:
+            raise UsageError(f"--host-addr {item!r}: give I=IP:PORT (host index, address, UDP port)") from None
     return out
+
+
+def rate_for(profile: str, rate: int | None) -> int:
+    """The realtime profile's link rate; ``--rate`` with another profile is refused, never ignored."""
+    if rate is not None and profile != "realtime":
+        raise UsageError(
+            f"--rate sets the realtime profile's link rate; the {profile} profile has its own "
+            "(change it with -o host_link.rate_bps=... and -o fabric_link.rate_bps=...)"
+        )
+    return REALTIME_RATE_BPS if rate is None else rate
+
+
+def require_matplotlib(option: str = "--plot") -> None:
+    """``--plot`` needs matplotlib: say so before the run instead of failing after it."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError(f"{option} needs matplotlib: pip install 'uet[plot]'")
+
+
+def check_args(args: argparse.Namespace) -> Any:
+    """Validate everything before a socket is opened; returns the topology."""
+    from uet.fabric.model.config import FabricError as _FabricError
+
+    if args.plot:
+        require_matplotlib()
+    args.rate = rate_for(args.profile, args.rate)
+    try:
+        topo = load_topology(
+            args.topology, profile=args.profile, rate_bps=args.rate, overrides=overrides_to_dict(args.overrides)
+        )
+    except (_FabricError, UetError, ValueError, TypeError, OSError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(str(e) or type(e).__name__) from None
+    nhosts = len(topo.plan().hosts)
+    if args.base_port and args.base_port + nhosts - 1 > 65535:
+        raise UsageError(f"--base-port {args.base_port}: {nhosts} hosts need ports up to {args.base_port + nhosts - 1}")
+    _host_addrs(args.host_addr)
+    return topo
 
 
 def _live_table(fp: FabricProcess, prev: dict[tuple[str, int], int], dt: float) -> Any:
@@ -114,7 +169,10 @@ def _live_table(fp: FabricProcess, prev: dict[tuple[str, int], int], dt: float) 
 async def serve(args: argparse.Namespace, ready_out: Any = None) -> dict[str, Any]:
     """Run the fabric until SIGINT/SIGTERM; returns the summary."""
     topo = load_topology(
-        args.topology, profile=args.profile, rate_bps=int(args.rate), overrides=overrides_to_dict(args.overrides)
+        args.topology,
+        profile=args.profile,
+        rate_bps=int(args.rate or REALTIME_RATE_BPS),
+        overrides=overrides_to_dict(args.overrides),
     )
     cfg = ProcessConfig(
         host=args.bind,
@@ -168,13 +226,9 @@ async def _live(fp: FabricProcess, stop: asyncio.Event) -> None:
             live.update(_live_table(fp, prev, period))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``uet-fabric``."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:
-        return int(e.code) if isinstance(e.code, int) else 2
+def _body(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    check_args(args)
     from uet.tools.run_worker import die_with_parent
 
     from uet.endpoint import run
@@ -183,9 +237,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run(serve(args), use_uvloop=not args.no_uvloop)
     except (UetError, ValueError, OSError) as e:
-        sys.stderr.write(f"uet-fabric: {e}\n")
-        return 2
+        raise UsageError(str(e)) from None
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``uet-fabric``: 0, 2 on a usage/configuration error, 130 on Ctrl-C."""
+    return run_main("uet-fabric", _body, argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

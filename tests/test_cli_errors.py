@@ -1,0 +1,160 @@
+"""Every tool, fed the mistakes of issue 14's "Found" list (and their kin), answers with one
+stderr line and exit status 2 — never a Python traceback (tools/cli.py). Each case runs the tool
+as a user would, in a subprocess; none of them gets as far as starting a transfer."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+CASES = [
+    # uet-bench
+    ("bench", []),
+    ("bench", ["nope"]),
+    ("bench", ["pair", "--payload", "0"]),
+    ("bench", ["pair", "--payload", "65536"]),
+    ("bench", ["pair", "--size", "300GiB"]),
+    ("bench", ["pair", "--size", "1.5"]),
+    ("bench", ["pair", "--size", "lots"]),
+    ("bench", ["pair", "--rto-ms", "0"]),
+    ("bench", ["pair", "--rto-ms", "nan"]),
+    ("bench", ["pair", "--rounds", "0"]),
+    ("bench", ["pair", "--loss", "1.5"]),
+    ("bench", ["pair", "--tamper", "-0.1"]),
+    ("bench", ["pair", "--addresses", "127.0.0.77"]),
+    ("bench", ["pair", "--addresses", "127.0.0.2,127.0.0.2"]),
+    ("bench", ["pair", "--addresses", "10.254.254.254,127.0.0.3"]),
+    ("bench", ["pair", "--port", "65536"]),
+    ("bench", ["pair", "--profile", "x"]),  # the cProfile option is --cprofile now
+    ("bench", ["rtt", "--count", "0"]),
+    ("bench", ["rtt", "--size", "0"]),
+    ("bench", ["core", "--packets", "0"]),
+    ("bench", ["core", "--payload", "0"]),
+    ("bench", ["codec", "--number", "0"]),
+    # uet-demo
+    ("demo", ["--loss", "1.5"]),
+    ("demo", ["--addresses", "127.0.0.77"]),
+    ("demo", ["--payload", "0"]),
+    ("demo", ["--modes", "fast"]),
+    ("demo", ["--size", "-5"]),
+    # uet-fabric
+    ("fabric", ["--rate", "0"]),
+    ("fabric", ["--rate", "fast"]),
+    ("fabric", ["--base-port", "65530"]),
+    ("fabric", ["--base-port", "70000"]),
+    ("fabric", ["--profile", "lab", "--rate", "10e6"]),
+    ("fabric", ["-o", "no_such_option=1"]),
+    ("fabric", ["--host-addr", "x"]),
+    ("fabric", ["--sample-ms", "0"]),
+    # uet-decode
+    ("decode", ["--port", "70000"]),
+    ("decode", ["--count", "0"]),
+    ("decode", ["--bogus"]),
+]
+
+
+def tool(name: str, *args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", f"uet.tools.{name}", *args], capture_output=True, text=True, timeout=timeout, **kw
+    )
+
+
+@pytest.mark.parametrize("name,argv", CASES, ids=[f"{n}:{' '.join(a)}" for n, a in CASES])
+def test_bad_input_is_one_line_and_exit_2(name: str, argv: list[str]) -> None:
+    r = tool(name, *argv)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"uet-{name}: error: "), r.stderr
+    assert r.stdout == ""
+
+
+@pytest.mark.parametrize("name", ["bench", "demo", "fabric", "decode"])
+def test_version(name: str) -> None:
+    from importlib.metadata import version
+
+    r = tool(name, "--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"uet-{name} {version('uet')}"
+
+
+def test_closed_stdout_is_not_a_traceback() -> None:
+    """``uet-bench codec --json | head -c 1``: the reader goes away; no BrokenPipeError dump."""
+    rd, wr = os.pipe()
+    os.close(rd)  # the reader is gone before the tool writes
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "uet.tools.bench", "codec", "--json", "--number", "10", "--repeat", "1"],
+            stdout=wr,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(wr)
+    assert "Traceback" not in r.stderr and "Broken pipe" not in r.stderr, r.stderr
+    assert r.returncode == 1
+
+
+def test_taken_default_port_is_said_and_a_free_one_used() -> None:
+    from uet.tools.bench_options import DEFAULT_PORT, _check_ports
+
+    from uet.link import loopback_addresses
+
+    a, b = loopback_addresses(2)
+    import socket
+
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((a, DEFAULT_PORT))
+    try:
+        port = _check_ports(a, b, None, "uet-bench")
+        assert port != DEFAULT_PORT
+        from uet.tools.cli import UsageError
+
+        with pytest.raises(UsageError, match=f"cannot bind {a}:{DEFAULT_PORT}"):
+            _check_ports(a, b, DEFAULT_PORT, "uet-bench")
+    finally:
+        s.close()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def interrupt_when_running(argv: list[str], ready, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Start ``argv`` in its own process group, wait (polling, generous timeout) until ``ready(pid)``
+    says the run is under way, then send SIGINT to the whole group, as Ctrl-C in a terminal does."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while not ready(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+@pytest.mark.parametrize(
+    "name,argv",
+    [
+        ("bench", ["pair", "--size", "1GiB", "--rounds", "1", "--no-raw"]),
+        ("demo", ["--size", "1GiB", "--modes", "rud"]),
+    ],
+)
+def test_ctrl_c_is_one_line_and_exit_130(name: str, argv: list[str]) -> None:
+    from uet.link import loopback_addresses
+
+    addr = ",".join(loopback_addresses(2))
+    cmd = [sys.executable, "-m", f"uet.tools.{name}", *argv, "--addresses", addr]
+    r = interrupt_when_running(cmd, lambda pid: bool(_children(pid)))
+    assert "Traceback" not in r.stderr and "KeyboardInterrupt" not in r.stderr, r.stderr
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert r.stderr.strip().splitlines()[-1] == f"uet-{name}: interrupted"

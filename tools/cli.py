@@ -1,0 +1,277 @@
+"""Command-line plumbing shared by every ``uet-*`` tool.
+
+One size parser and one rate parser, one argument parser class whose usage errors are a single
+line, and :func:`run_main`, the wrapper every entry point runs its body in, so that all tools
+behave alike:
+
+* usage or configuration error: one stderr line ``tool: error: ...``, exit status 2;
+* a run that failed: exit status 1 (the tool says why);
+* Ctrl-C: ``tool: interrupted`` (after any partial results the tool printed), exit status 130;
+* stdout closed by the reader (``uet-bench codec --json | head``): no message, the rest of the
+  output discarded, exit status 1 (the handling the Python documentation prescribes for
+  SIGPIPE: point stdout at ``/dev/null`` so the interpreter's final flush cannot fail again);
+* never a Python traceback for any of these.
+
+Units (the same in every tool):
+
+* sizes are bytes: a whole number with an optional decimal (``k``, ``M``, ``G``: powers of 1000)
+  or binary (``KiB``, ``MiB``, ``GiB``: powers of 1024) suffix; ``B`` may follow (``64MB``);
+* rates are bit/s: ``100M``, ``1G``, ``100G``, ``25Gbit``, ``25Gbit/s``, ``10Gbps``, ``10e6``,
+  ``100000000`` (decimal multipliers only: link rates are never binary);
+* probabilities are numbers in [0, 1].
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+__all__ = [
+    "ArgumentParser",
+    "RunFailed",
+    "UsageError",
+    "add_version",
+    "format_rate",
+    "parse_rate",
+    "parse_size",
+    "port_number",
+    "probability",
+    "rate_arg",
+    "report_usage_error",
+    "run_main",
+    "size_arg",
+    "int_arg",
+    "float_arg",
+    "version",
+    "yes_no",
+]
+
+
+class UsageError(Exception):
+    """A mistake in the command line or the configuration: one line, exit status 2."""
+
+
+class RunFailed(Exception):
+    """The run could not be carried out (after a valid command line): one line, exit status 1."""
+
+
+_SIZE_UNITS = {
+    "": 1,
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "ki": 1 << 10,
+    "mi": 1 << 20,
+    "gi": 1 << 30,
+    "ti": 1 << 40,
+}
+_RATE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_NUMBER = r"(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"
+
+
+def parse_size(text: str) -> int:
+    """``"64MiB"`` → 67108864, ``"1G"`` → 10**9, ``"512k"`` → 512000, ``"1000"`` → 1000.
+
+    Raises :class:`ValueError` with a one-line reason (a fraction of a byte, a negative number or
+    an unknown suffix)."""
+    m = re.fullmatch(_NUMBER + r"\s*([kKmMgGtT]i?)?[bB]?", text.strip())
+    if not m:
+        raise ValueError(f"not a size: {text!r} (bytes, e.g. 4096, 64KiB, 1MiB, 1G)")
+    unit = (m.group(2) or "").lower()
+    value = float(m.group(1)) * _SIZE_UNITS[unit]
+    if value != int(value):
+        raise ValueError(f"not a whole number of bytes: {text!r}")
+    return int(value)
+
+
+def parse_rate(text: str) -> int:
+    """``"100M"`` → 100_000_000 bit/s; also ``1G``, ``100G``, ``25Gbit``, ``25Gbit/s``,
+    ``10Gbps``, ``10e6``. Raises :class:`ValueError` with a one-line reason."""
+    m = re.fullmatch(_NUMBER + r"\s*([kKmMgGtT])?(?:bit/s|bit|bps|b/s)?", text.strip())
+    if not m:
+        raise ValueError(f"not a rate: {text!r} (bit/s, e.g. 100M, 1G, 25Gbit, 10e6)")
+    value = float(m.group(1)) * _RATE_UNITS[(m.group(2) or "").lower()]
+    return int(round(value))
+
+
+def format_rate(bps: float) -> str:
+    """``100_000_000`` → ``"100 Mbit/s"`` (the unit every tool prints)."""
+    for unit, scale in (("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:g} {unit}"
+    return f"{bps:g} bit/s"
+
+
+def _bounded(kind: str, value: float, lo: float | None, hi: float | None, text: str) -> None:
+    def num(x: float) -> str:
+        return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+    if lo is not None and value < lo:
+        raise argparse.ArgumentTypeError(f"{text!r}: {kind} must be at least {num(lo)}")
+    if hi is not None and value > hi:
+        raise argparse.ArgumentTypeError(f"{text!r}: {kind} must be at most {num(hi)}")
+
+
+def size_arg(lo: int | None = 0, hi: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type=``: a size in bytes within [lo, hi]."""
+
+    def conv(text: str) -> int:
+        try:
+            v = parse_size(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        _bounded("a size", v, lo, hi, text)
+        return v
+
+    conv.__name__ = "size"
+    return conv
+
+
+def rate_arg(lo: float = 1, hi: float | None = None) -> Callable[[str], int]:
+    """An argparse ``type=``: a rate in bit/s, at least ``lo``."""
+
+    def conv(text: str) -> int:
+        try:
+            v = parse_rate(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        _bounded("a rate", v, lo, hi, text)
+        return v
+
+    conv.__name__ = "rate"
+    return conv
+
+
+def int_arg(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type=``: a whole number within [lo, hi]."""
+
+    def conv(text: str) -> int:
+        try:
+            v = int(text) if text.strip().lstrip("+-").isdigit() else int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        _bounded("the value", v, lo, hi, text)
+        return v
+
+    conv.__name__ = "integer"
+    return conv
+
+
+def float_arg(lo: float | None = None, hi: float | None = None, *, open_lo: bool = False) -> Callable[[str], float]:
+    """An argparse ``type=``: a finite number within [lo, hi] (``open_lo``: strictly above lo)."""
+
+    def conv(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if v != v or v in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+        if open_lo and lo is not None and v <= lo:
+            raise argparse.ArgumentTypeError(f"{text!r}: the value must be more than {lo:g}")
+        _bounded("the value", v, lo, hi, text)
+        return v
+
+    conv.__name__ = "number"
+    return conv
+
+
+probability = float_arg(0.0, 1.0)
+probability.__name__ = "probability"
+port_number = int_arg(0, 65535)
+port_number.__name__ = "port"
+
+
+def yes_no(flag: bool) -> str:
+    """How tables show a boolean such as ``intact`` (JSON keeps true/false)."""
+    return "yes" if flag else "no"
+
+
+def version() -> str:
+    """The installed package's version (package metadata), or ``unknown``."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as _v
+
+    try:
+        return _v("uet")
+    except PackageNotFoundError:  # pragma: no cover - running from an uninstalled tree
+        return "unknown"
+
+
+def add_version(p: argparse.ArgumentParser) -> None:
+    """``--version`` printing ``prog VERSION``."""
+    p.add_argument("--version", action="version", version=f"{p.prog.split()[0]} {version()}")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose errors raise :class:`UsageError` (one line, exit 2
+    through :func:`run_main`) instead of printing the usage block; subparsers are of the same
+    class. Adds ``--version`` to the top-level parser."""
+
+    def __init__(self, *args: Any, version_option: bool = True, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        if version_option:
+            add_version(self)
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def _stderr_line(prog: str, text: str) -> None:
+    line = " ".join(str(text).split())  # one line whatever the exception text holds
+    try:
+        sys.stderr.write(f"{prog}: {line}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # pragma: no cover - stderr itself gone
+        pass
+
+
+def _discard_stdout() -> None:
+    """After EPIPE on stdout: point it at /dev/null so the interpreter's exit flush succeeds."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # pragma: no cover
+        pass
+
+
+def report_usage_error(prog: str, e: Exception) -> int:
+    """Print a usage error the shared way (one line) and return its exit status, 2."""
+    _stderr_line(prog, f"error: {e}")
+    return 2
+
+
+def run_main(prog: str, body: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
+    """Run a tool's ``body(argv)`` with the shared exit-status rules (module docstring).
+
+    ``body`` returns the exit status; it raises :class:`UsageError` for a usage or configuration
+    mistake and :class:`RunFailed` for a run that could not be carried out."""
+    try:
+        code = body(argv)
+        sys.stdout.flush()
+        return code
+    except UsageError as e:
+        return report_usage_error(prog, e)
+    except RunFailed as e:
+        _stderr_line(prog, f"failed: {e}")
+        return 1
+    except KeyboardInterrupt:
+        # A coroutine created but not yet started when Ctrl-C came is garbage now; its
+        # "never awaited" warning says nothing to the user.
+        warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+        _stderr_line(prog, "interrupted")
+        return 130
+    except BrokenPipeError:
+        _discard_stdout()
+        return 1
+    except SystemExit as e:  # argparse --help / --version
+        if e.code is None or isinstance(e.code, int):
+            return int(e.code or 0)
+        _stderr_line(prog, f"error: {e.code}")
+        return 2

@@ -1,0 +1,207 @@
+"""RCCC: Receiver Credit-based Congestion Control (spec/behaviour.md §4.5).
+
+Two sans-I/O halves:
+
+- :class:`CreditSender`, per CCC at the source: credit in bytes, the cumulative grant ``pull``
+  seen so far, speculative start with ``MaxWnd`` of credit, the credit target it advertises on
+  every CC request (RUD/ROD CC request ``credit_target``) or CREDIT_REQ, and when to repeat a
+  CREDIT_REQ while it is blocked.
+- :class:`CreditScheduler`, one per receiving FEP: the pacer that serves active senders round
+  robin, each grant ``grant_mtus × MTU`` of credit but never beyond the sender's advertised
+  target, spaced by ``grant_bytes × 8 / (link_bps × pull_rate)`` (§4.5 "Receiver pacer"). Its
+  deadline goes into the PDS ``get_timer()``; :meth:`CreditScheduler.poll` returns the grants due.
+
+Credit travels in 256-byte quanta; targets and grants are cumulative 24-bit counters (the width
+of ``credit_target`` in the CC request and of ``credit`` in the credit ACK state, wire-format.md
+§5.2, §5.4), compared with serial arithmetic. Inference where the notes are silent:
+
+- A grant travels in a CREDIT control packet whose 32-bit payload carries the 24-bit cumulative
+  grant; a CREDIT_REQ's payload carries the 24-bit cumulative target.
+- Idle senders get no "slow" unsolicited grants (optional in htsim): a sender with new demand
+  advertises it, and a blocked one repeats its CREDIT_REQ once per ``credit_req_ns``.
+- On a trim the receiver adds one MTU to the sender's target (it "puts the source back on the
+  active list to fund the retransmission").
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Hashable
+
+from uet.cc.config import CcConfig
+
+QUANTUM = 256
+M24 = 0xFFFFFF
+
+
+def diff24(a: int, b: int) -> int:
+    """Signed serial difference ``a − b`` of two 24-bit counters."""
+    d = (a - b) & M24
+    return d - 0x1000000 if d & 0x800000 else d
+
+
+class CreditSender:
+    """Source half of RCCC for one CCC (§4.5 "Source")."""
+
+    def __init__(self, cfg: CcConfig, now: int = 0, log: Callable[[dict], None] | None = None) -> None:
+        self.cfg = cfg
+        self.max_wnd = cfg.max_wnd
+        self.mtu = cfg.mtu
+        #: bytes it may send now; starts at MaxWnd while speculating
+        self.credit = float(self.max_wnd)
+        self.speculating = True
+        #: highest cumulative grant seen (24-bit quanta)
+        self.pull = 0
+        #: last target advertised (24-bit quanta) and when a CREDIT_REQ last went
+        self.advertised = 0
+        self.last_req = -(1 << 62)
+        self.req_interval = cfg.credit_req_ns if cfg.credit_req_ns is not None else cfg.base_rtt_ns
+        #: bytes waiting to be sent / resent (set by the owner before asking for a target)
+        self.backlog = 0
+        self.rtx_backlog = 0
+        self.granted_bytes = 0
+        self._log = log
+
+    def can_send(self) -> bool:
+        return self.credit > 0
+
+    def on_send(self, size: int) -> None:
+        self.credit -= size
+
+    def end_speculation(self) -> None:
+        """The first grant, ACK or NACK ends speculation; unused speculative credit is
+        discarded (``credit = min(credit, 0)``)."""
+        if self.speculating:
+            self.speculating = False
+            if self.credit > 0:
+                self.credit = 0.0
+
+    def target(self, cwnd: float | None = None) -> int:
+        """The cumulative credit target to advertise (24-bit quanta, §4.5 "Credit target"):
+        ``backlog + rtx_backlog``, capped at ``cwnd + MTU`` (NSCC also running) and at MaxWnd,
+        minus current credit, at least one MTU while speculating with backlog, plus ``pull``."""
+        want = float(self.backlog + self.rtx_backlog)
+        if cwnd is not None:
+            want = min(want, cwnd + self.mtu)
+        want = min(want, self.max_wnd) - max(self.credit, 0.0)
+        if self.speculating and self.backlog > 0:
+            want = max(want, float(self.mtu))
+        q = -(-int(max(want, 0.0)) // QUANTUM)
+        t = (self.pull + q) & M24
+        if diff24(t, self.advertised) > 0:
+            self.advertised = t
+        return self.advertised
+
+    def on_grant(self, grant: int, now: int) -> None:
+        """A cumulative grant arrived (CREDIT CP payload or credit ACK state)."""
+        grant &= M24
+        d = diff24(grant, self.pull)
+        self.end_speculation()
+        if d <= 0:
+            return
+        self.credit = min(self.credit + QUANTUM * d, self.max_wnd)
+        self.granted_bytes += QUANTUM * d
+        self.pull = grant
+        if self._log is not None:
+            self._log({"t": now, "ev": "cc", "algo": "rccc", "credit": int(self.credit), "pull": grant})
+
+    def request_deadline(self) -> int | None:
+        """When a CREDIT_REQ is due: only while blocked (no credit, not speculating, backlog)."""
+        if self.credit > 0 or self.speculating or self.backlog + self.rtx_backlog <= 0:
+            return None
+        return self.last_req + self.req_interval
+
+    def on_request_sent(self, now: int) -> None:
+        self.last_req = now
+
+
+class _Peer:
+    __slots__ = ("target", "granted", "active", "route")
+
+    def __init__(self) -> None:
+        self.target = 0
+        self.granted = 0
+        self.active = False
+        self.route: object = None
+
+
+class CreditScheduler:
+    """Receiver pacer of one FEP (§4.5 "Receiver pacer"), keyed by sender (any hashable key).
+
+    ``note_target(key, target, now, route)`` records a sender's cumulative target (and where to
+    send its grants, ``route``, opaque to the scheduler); ``deadline()`` is the next grant time
+    (None when the pacer has stopped); ``poll(now)`` returns ``[(key, route, cumulative grant)]``
+    for the grants due, at most one per pacing interval elapsed."""
+
+    def __init__(self, cfg: CcConfig, ports: int = 1, log: Callable[[dict], None] | None = None) -> None:
+        self.cfg = cfg
+        self.grant_bytes = cfg.grant_mtus * cfg.mtu
+        self.rate_Bpns = cfg.link_bps * ports * cfg.pull_rate / 8e9
+        self.peers: dict[Hashable, _Peer] = {}
+        self.active: deque[Hashable] = deque()
+        self.next_time: int | None = None
+        self.grants = 0
+        self._log = log
+
+    def note_target(self, key: Hashable, target: int, now: int, route: object = None) -> None:
+        p = self.peers.get(key)
+        if p is None:
+            p = self.peers[key] = _Peer()
+        if route is not None:
+            p.route = route
+        target &= M24
+        if diff24(target, p.target) > 0:
+            p.target = target
+        self._activate(key, p, now)
+
+    def add_demand(self, key: Hashable, nbytes: int, now: int) -> None:
+        """Fund a retransmission (trim NACK sent to ``key``): raise its target by ``nbytes``."""
+        p = self.peers.get(key)
+        if p is None:
+            return
+        base = p.target if diff24(p.target, p.granted) > 0 else p.granted
+        p.target = (base + -(-nbytes // QUANTUM)) & M24
+        self._activate(key, p, now)
+
+    def forget(self, key: Hashable) -> None:
+        """The sender went away (its PDC closed)."""
+        p = self.peers.pop(key, None)
+        if p is not None and p.active:
+            self.active.remove(key)
+
+    def _activate(self, key: Hashable, p: _Peer, now: int) -> None:
+        if not p.active and diff24(p.target, p.granted) > 0:
+            p.active = True
+            self.active.append(key)
+            if self.next_time is None:
+                self.next_time = now
+
+    def deadline(self) -> int | None:
+        return self.next_time
+
+    def poll(self, now: int) -> list[tuple[Hashable, object, int]]:
+        out: list[tuple[Hashable, object, int]] = []
+        nt = self.next_time
+        while nt is not None and nt <= now:
+            if not self.active:
+                nt = None
+                break
+            key = self.active.popleft()
+            p = self.peers[key]
+            want = diff24(p.target, p.granted) * QUANTUM
+            g = min(self.grant_bytes, want)
+            q = -(-g // QUANTUM)
+            p.granted = (p.granted + q) & M24
+            out.append((key, p.route, p.granted))
+            self.grants += 1
+            if diff24(p.target, p.granted) > 0:
+                self.active.append(key)
+            else:
+                p.active = False
+            nt += max(1, int(q * QUANTUM / self.rate_Bpns))
+        if nt is not None and not self.active and nt <= now:
+            nt = None
+        self.next_time = nt
+        if out and self._log is not None:
+            self._log({"t": now, "ev": "cc", "algo": "rccc_rx", "grants": len(out), "active": len(self.active)})
+        return out
