@@ -340,9 +340,10 @@ def test_frame_padding_options_and_checksums():
 
 
 def test_frame_not_uet_and_pfc():
-    assert parse_frame(
-        build_ip_packet(UET, "10.0.0.1", "10.0.0.2", entropy=7, dport=4791), LinkType.RAW
-    ).note.startswith("RoCEv2")
+    # UDP 4791 is RoCEv2 (rocev2-and-fabric.md §1.2): decoded by the RoCE chain, so UET bytes there are malformed
+    with pytest.raises(DecodeError) as ei:
+        parse_frame(build_ip_packet(UET, "10.0.0.1", "10.0.0.2", entropy=7, dport=4791), LinkType.RAW)
+    assert ei.value.header in ("bth", "cnp")
     other = parse_frame(build_ip_packet(UET, "10.0.0.1", "10.0.0.2", entropy=7, dport=53), LinkType.RAW)
     assert other.kind == "other" and other.uet is None
     # UET port as the source port counts (reply from a socket bound to 4793)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from wire_strategies import ALL_WIRE_LAYOUTS
 
-from uet.wire import net, pds, ses, tss
+from uet.wire import net, pds, roce, ses, tss
 from uet.wire.layout import Layout
 
 # -- Part 1: wire-format.md §13 ------------------------------------------------------------------
@@ -950,6 +950,41 @@ V: list[tuple[Layout, dict[str, Any], str]] = [
         # protocol, 2 reserved bytes, ifindex, arphrd, packet_type, addr_len, addr
         dict(protocol=0x86DD, ifindex=3, arphrd=1, packet_type=0, addr_len=6, addr=bytes.fromhex("0200000000020000")),
         "86dd 0000 00000003 0001 00 06 0200000000020000",
+    ),
+    # RoCEv2 (rocev2-and-fabric.md §2.1, §3, §5.1)
+    (
+        roce.BTH,
+        # byte 1 = se 1 << 7 | m 0 | pad 3 << 4 | tver 0 = 0xb0; byte 4 = fecn 1 << 7 = 0x80; byte 8 = ackreq 0x80
+        dict(
+            opcode=0x0A,
+            se=1,
+            m=0,
+            pad_cnt=3,
+            tver=0,
+            pkey=0x1234,
+            fecn=1,
+            becn=0,
+            dest_qp=0xABCDEF,
+            ack_req=1,
+            psn=0x123456,
+        ),
+        "0a b0 1234 80 abcdef 80 123456",
+    ),
+    (roce.RETH, dict(va=0x0102030405060708, rkey=0xDEADBEEF, dma_len=0x10000), "0102030405060708 deadbeef 00010000"),
+    (roce.AETH, dict(syndrome=0x60, msn=0xABCD), "60 00abcd"),
+    (
+        roce.ATOMIC_ETH,
+        dict(va=0x1000, rkey=0x11223344, swap_add=0xFFFFFFFFFFFFFFFF, compare=0x8000000000000001),
+        "0000000000001000 11223344 ffffffffffffffff 8000000000000001",
+    ),
+    (roce.ATOMIC_ACK_ETH, dict(orig=0x0123456789ABCDEF), "0123456789abcdef"),
+    (roce.IMMDT, dict(imm=0xCAFEF00D), "cafef00d"),
+    (roce.IETH, dict(rkey=1), "00000001"),
+    # the §4.2 CNP vector's BTH and reserved bytes: opcode 0x81, P_Key 0xffff, BECN (0x40), DestQP 0x22
+    (
+        roce.CNP,
+        dict(opcode=0x81, se=0, m=0, pad_cnt=0, tver=0, pkey=0xFFFF, fecn=0, becn=1, dest_qp=0x22, ack_req=0, psn=0),
+        "81 00 ffff 40 000022 00 000000" + "00" * 16,
     ),
 ]
 

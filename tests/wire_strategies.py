@@ -21,7 +21,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from uet.wire import net, pds, ses, tss
+from uet.wire import net, pds, roce, ses, tss
 from uet.wire.layout import F, Layout, R, Raw
 
 __all__ = [
@@ -40,7 +40,13 @@ __all__ = [
 ]
 
 #: Every fixed-size header the wire layer declares (wire-format.md §1–§11, plus the link headers).
-ALL_WIRE_LAYOUTS: list[Layout] = [*pds.ALL_LAYOUTS, *ses.ALL_LAYOUTS, *tss.ALL_LAYOUTS, *net.ALL_LAYOUTS]
+ALL_WIRE_LAYOUTS: list[Layout] = [
+    *pds.ALL_LAYOUTS,
+    *ses.ALL_LAYOUTS,
+    *tss.ALL_LAYOUTS,
+    *net.ALL_LAYOUTS,
+    *roce.ALL_LAYOUTS,
+]
 LAYOUTS_BY_NAME: dict[str, Layout] = {lay.name: lay for lay in ALL_WIRE_LAYOUTS}
 
 #: Large enough for any single layout above (the largest is 44 bytes).

@@ -15,7 +15,8 @@ else as bare UET.
 Output: one tshark-like summary line per packet; ``-V`` the layered field tree with enum names and
 byte offsets (coloured with rich on a terminal); ``--json`` one JSON object per packet per line
 (:meth:`uet.wire.packet.Frame.to_dict`). ``--filter`` keeps packets whose PDS type, SES opcode or
-control type name is listed (also ``pfc``, ``tss``, ``other``); malformed packets are always
+control type name is listed (also ``pfc``, ``tss``, ``roce``, a RoCEv2 opcode name, ``other``);
+malformed packets are always
 reported. ``--count N`` stops after N reported packets. ``--stats`` ends with counts.
 
 ``--keys FILE`` decrypts TSS-protected packets with a secure-domain key file, through the TSS
@@ -48,6 +49,8 @@ from uet.wire import net
 from uet.wire.layout import Layout, Raw
 from uet.wire.packet import Decryptor, Frame, LinkType, Sealed, UetPacket, fields_dict, parse_frame, parse_uet
 from uet.wire.pds import ControlType, PdsType, ack_psn, sack_base, start_psn
+from uet.wire.roce import OpCode as RoceOpCode
+from uet.wire.rocepkt import RocePacket, syndrome_name
 from uet.wire.ses import ResponseOpcode, SesOpcode
 
 PROG = "uet-decode"
@@ -313,6 +316,8 @@ def _names(d: Decoded) -> set[str]:
     out: set[str] = set()
     if d.frame is not None and d.frame.kind != "uet":
         out.add(d.frame.kind)
+    if d.frame is not None and d.frame.roce is not None:
+        out.add(d.frame.roce.opcode_name.lower())
     u = d.uet
     if u is None:
         return out
@@ -333,7 +338,8 @@ FILTER_NAMES = (
     | {m.name.lower() for m in SesOpcode}
     | {m.name.lower() for m in ResponseOpcode}
     | {m.name.lower() for m in ControlType}
-    | {"pfc", "tss", "other"}
+    | {m.name.lower() for m in RoceOpCode}
+    | {"pfc", "tss", "roce", "other"}
 )
 
 
@@ -464,6 +470,8 @@ def summary(d: Decoded, t0: int | None) -> str:
         p = fr.pfc
         paused = [f"prio{i}={getattr(p, f'quanta{i}')}" for i in range(8) if p.class_enable >> i & 1]
         body = "PFC " + (" ".join(paused) or "no classes enabled")
+    elif fr is not None and fr.roce is not None:
+        body = _roce_summary(fr.roce)
     elif fr is not None and fr.kind == "other":
         body = f"not UET ({fr.note})"
     else:
@@ -488,6 +496,29 @@ def summary(d: Decoded, t0: int | None) -> str:
     if fr is not None and fr.warnings:
         line += "  [warning: " + "; ".join(fr.warnings) + "]"
     return line
+
+
+def _roce_summary(r: RocePacket) -> str:
+    """RoCEv2 summary: opcode, QP, PSN, the extension headers' key fields, ICRC (§2–§5)."""
+    b = r.bth
+    parts = [f"RoCEv2 {r.opcode_name} qp={b.dest_qp:#08x} psn={b.psn}"]
+    flags = [n for n, v in (("ackreq", b.ack_req), ("se", b.se), ("fecn", b.fecn), ("becn", b.becn)) if v]
+    if flags:
+        parts[0] += " " + _flags(flags)
+    if r.reth is not None:
+        parts.append(f"va={r.reth.va:#x} rkey={r.reth.rkey:#x} len={r.reth.dma_len}")
+    if r.atomic_eth is not None:
+        a = r.atomic_eth
+        parts.append(f"va={a.va:#x} rkey={a.rkey:#x} swap_add={a.swap_add} compare={a.compare}")
+    if r.aeth is not None:
+        parts.append(f"{syndrome_name(r.aeth.syndrome)} msn={r.aeth.msn}")
+    if r.atomic_ack is not None:
+        parts.append(f"orig={r.atomic_ack.orig}")
+    if r.immdt is not None:
+        parts.append(f"imm={r.immdt.imm:#x}")
+    icrc = {True: "ok", False: "BAD", None: "unchecked"}[r.icrc_ok]
+    parts.append(f"payload {len(r.payload)} icrc={r.icrc.hex()} {icrc}")
+    return " | ".join(parts)
 
 
 def error_line(d: Decoded) -> str:
@@ -543,6 +574,9 @@ def tree(d: Decoded) -> list[tuple[int, str, str]]:
     u = d.uet
     if u is not None:
         sections += [(lay, v, off) for (lay, v), off in zip(u.sections, u.offsets, strict=True)]
+    r = d.frame.roce if d.frame is not None else None
+    if r is not None:
+        sections += r.sections()
     for lay, v, off in sections:
         lines.append((1, f"{lay.name}  @{off}, {lay.size} bytes", "bold cyan"))
         if lay.name in ("ipv4", "ipv6"):
@@ -561,6 +595,10 @@ def tree(d: Decoded) -> list[tuple[int, str, str]]:
             lines.append((1, f"not UET: {d.frame.note}", "yellow"))
         for w in d.frame.warnings:
             lines.append((1, f"warning: {w}", "yellow"))
+    if r is not None:
+        lines.append((1, f"payload  @{r.payload_offset}, {len(r.payload)} bytes: {_hexcut(r.payload)}", "green"))
+        state = {True: "correct", False: "WRONG", None: "not checked"}[r.icrc_ok]
+        lines.append((1, f"icrc  {r.icrc.hex()} ({state})", "green" if r.icrc_ok else "yellow"))
     if u is not None:
         if u.decrypted:
             lines.append((1, "(the headers after the TSS header were decrypted with --keys)", "magenta"))
@@ -735,6 +773,9 @@ def _count(stats: Counter[str], d: Decoded) -> None:
         return
     if d.frame is not None and d.frame.kind != "uet":
         stats[d.frame.kind] += 1
+        if d.frame.roce is not None:
+            stats["roce:" + d.frame.roce.opcode_name] += 1
+            stats["roce_icrc_bad"] += d.frame.roce.icrc_ok is False
         return
     u = d.uet
     if u is None:
@@ -757,13 +798,14 @@ def _emit_stats(out: _Out, stats: Counter[str], as_json: bool) -> None:
         return
     out.line("")
     out.line(f"packets: {stats['packets']}  malformed: {stats['malformed']}", "bold")
-    for prefix, title in (("pds:", "PDS type"), ("control:", "control type"), ("ses:", "SES opcode")):
+    titles = (("pds:", "PDS type"), ("control:", "control type"), ("ses:", "SES opcode"), ("roce:", "RoCEv2 opcode"))
+    for prefix, title in titles:
         rows = sorted((k[len(prefix) :], v) for k, v in stats.items() if k.startswith(prefix))
         if rows:
             out.line(f"{title}:", "bold")
             for k, v in rows:
                 out.line(f"  {k:<24} {v}")
-    others = [(k, stats[k]) for k in ("tss", "encrypted", "pfc", "other") if stats[k]]
+    others = [(k, stats[k]) for k in ("tss", "encrypted", "pfc", "roce", "roce_icrc_bad", "other") if stats[k]]
     if others:
         out.line("other:", "bold")
         for k, v in others:

@@ -48,6 +48,7 @@ from uet.errors import DecodeError, UetError
 from uet.wire import net, pds, ses, tss
 from uet.wire.layout import Layout, Raw
 from uet.wire.pds import AckFlag, ControlType, NackFlag, NextHeader, PdsType, ReqFlag, RudiFlag
+from uet.wire.rocepkt import RocePacket, parse_roce
 from uet.wire.ses import SesOpcode
 
 __all__ = [
@@ -510,7 +511,8 @@ _AF_INET6 = (10, 24, 28, 30)  # Linux, BSD, FreeBSD, macOS
 class Frame:
     """A decoded captured frame: outer headers, then UET, PFC or a note saying what it is not.
 
-    ``kind`` is ``"uet"``, ``"pfc"`` or ``"other"`` (not UET: skipped, with ``note`` saying why).
+    ``kind`` is ``"uet"``, ``"pfc"``, ``"roce"`` (RoCEv2 to UDP port 4791, in ``roce``) or
+    ``"other"`` (skipped, with ``note`` saying why).
     ``layers`` holds ``(layout, values, offset)`` for the link/network/transport headers.
     """
 
@@ -520,6 +522,7 @@ class Frame:
     kind: str = "other"
     uet: UetPacket | None = None
     pfc: Any | None = None
+    roce: RocePacket | None = None
     src: str | None = None
     dst: str | None = None
     sport: int | None = None
@@ -550,6 +553,8 @@ class Frame:
             out["uet"] = self.uet.to_dict()
         if self.pfc is not None:
             out["pfc"] = fields_dict(net.PFC, self.pfc)
+        if self.roce is not None:
+            out["roce"] = self.roce.to_dict()
         if self.note:
             out["note"] = self.note
         if self.warnings:
@@ -711,8 +716,10 @@ def _transport(
         raise DecodeError("udp", end, f"truncated: length {udp.length}, {end - off} bytes present")
     uend = off + udp.length
     if port not in (udp.dst_port, udp.src_port):
-        what = "RoCEv2" if net.ROCE_UDP_PORT in (udp.dst_port, udp.src_port) else "UDP"
-        fr.note = f"{what} {udp.src_port} → {udp.dst_port}"
+        if udp.dst_port == net.ROCE_UDP_PORT:
+            _roce(mv, off, uend, fr, fast)
+            return
+        fr.note = f"UDP {udp.src_port} → {udp.dst_port}"
         return
     if udp.checksum:
         zeroed = bytes(mv[off : off + 6]) + b"\0\0" + bytes(mv[off + 8 : uend])
@@ -730,6 +737,17 @@ def _transport(
         dst_ip=dst,
         udp_header=bytes(mv[off : off + net.UDP.size]),
     )
+
+
+def _roce(mv: memoryview, off: int, uend: int, fr: Frame, fast: bool) -> None:
+    """RoCEv2 (UDP destination 4791) with its ICRC checked over the real IP and UDP headers
+    (rocev2-and-fabric.md §4); a wrong ICRC is a warning, like a wrong IP checksum."""
+    ip_off = fr.layers[-2][2]  # the IP header before this UDP header
+    fr.kind = "roce"
+    fr.roce = parse_roce(mv, off + net.UDP.size, uend, ip_start=ip_off, fast=fast)
+    if not fr.roce.icrc_ok:
+        want = fr.roce.expected_icrc.hex() if fr.roce.expected_icrc else "?"
+        fr.warnings.append(f"RoCEv2 ICRC {fr.roce.icrc.hex()} is wrong (should be {want})")
 
 
 # -- builders ------------------------------------------------------------------------------------
