@@ -56,13 +56,13 @@ class RingAllReduce(Workload):
     def expected(self, rank: int) -> int:
         return 2 * (self.n - 1)
 
-    async def run(self, rank: int, ep: Transport, addresses: list[str]) -> RankReport:
+    async def run(self, rank: int, ep: Transport, addresses: list[str], report: RankReport | None = None) -> RankReport:
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         n = self.n
         vec = bytearray(message_data(self.seed, rank, 0, self.message_bytes))
         right, left = addresses[(rank + 1) % n], addresses[(rank - 1) % n]
-        report = RankReport()
+        report = report if report is not None else RankReport()
         hashes: list[str] = []
         sent = 0
         err = None

@@ -150,11 +150,13 @@ class Workload:
         """How many messages ``rank`` receives."""
         return sum(f.messages for f in self._flows if f.dst == rank)
 
-    async def run(self, rank: int, ep: Transport, addresses: list[str]) -> RankReport:
-        """Rank ``rank``'s part of the run on ``ep``; ``addresses[i]`` is rank i's address."""
+    async def run(self, rank: int, ep: Transport, addresses: list[str], report: RankReport | None = None) -> RankReport:
+        """Rank ``rank``'s part of the run on ``ep``; ``addresses[i]`` is rank i's address. The
+        results go into ``report`` as they happen (pass one to keep what a cancelled or stalled
+        run achieved)."""
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        report = RankReport()
+        report = report if report is not None else RankReport()
         mine = [f for f in self._flows if f.src == rank]
         await asyncio.gather(
             self._receive(ep, self.expected(rank), report, t0),
