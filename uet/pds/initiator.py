@@ -494,6 +494,8 @@ class InitiatorMixin:
         c = self.counters
         if retx:
             c["retransmits"] = c.get("retransmits", 0) + 1
+            key = "retransmits_to:" + str(pdc.peer)  # per destination: uet-run's per-flow figure
+            c[key] = c.get(key, 0) + 1
         elif not gated:
             c["tx"] = c.get("tx", 0) + 1
         if self._log is not None:

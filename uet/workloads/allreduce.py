@@ -25,7 +25,7 @@ import asyncio
 import hashlib
 
 from uet.transport import Transport, error_name
-from uet.workloads.base import Flow, FlowReport, RankReport, Workload, _rx, message_data
+from uet.workloads.base import Flow, FlowReport, RankReport, Workload, _retransmits, _rx, message_data
 
 __all__ = ["RingAllReduce"]
 
@@ -103,7 +103,7 @@ class RingAllReduce(Workload):
                 sent,
                 len(hashes),
                 loop.time() - t0,
-                ep.counters.get("retransmits", 0),
+                _retransmits(ep, right),
                 hashes,
                 err,
             )

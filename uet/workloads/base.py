@@ -69,8 +69,8 @@ class Flow:
 @dataclass
 class FlowReport:
     """What the sender of a flow measured: completion time from the rank's start to the last
-    message's completion, the SHA-256 of every message sent, and the first error (a name from
-    :func:`uet.transport.error_name`)."""
+    message's completion, its retransmissions (to its destination), the SHA-256 of every message
+    sent, and the first error (a name from :func:`uet.transport.error_name`)."""
 
     flow: int
     src: str
@@ -180,7 +180,7 @@ class Workload:
                 f.messages * f.nbytes,
                 f.messages,
                 loop.time() - t0,
-                ep.counters.get("retransmits", 0),
+                _retransmits(ep, dst),
                 [hashlib.sha256(d).hexdigest() for d in data],
                 err,
             )
@@ -191,6 +191,13 @@ class Workload:
         for _ in range(count):
             m = await ep.recv()
             report.rx.append(_rx(m, loop.time() - t0))
+
+
+def _retransmits(ep: Transport, dst: str) -> int:
+    """This flow's own retransmissions: the endpoint's count towards ``dst`` (``retransmits_to:``
+    counter of the PDS; one flow per destination in every workload here)."""
+    c = ep.counters
+    return c.get("retransmits_to:" + dst, 0)
 
 
 def _rx(m: Any, t: float) -> RxReport:

@@ -60,33 +60,31 @@ def summarize(
                 bytes=f["bytes"],
                 messages=f["messages"],
                 completion_s=round(dt, 9),
-                goodput_mbps=round(f["bytes"] * 8 / dt / 1e6, 3) if dt > 0 else 0.0,
+                goodput_gbps=round(f["bytes"] * 8 / dt / 1e9, 6) if dt > 0 else 0.0,
                 retransmits=f["retransmits"],
                 delivered=sum(1 for i in range(len(hashes)) if (fl.id, i) in got),
                 intact=intact,
                 error=f["error"],
             )
-            fcts.append(dt)
+            if f["error"] is None:
+                fcts.append(dt)
             if ideal_s is not None:
                 ideal = ideal_s(fl)
                 rec["ideal_s"] = round(ideal, 9)
                 if ideal > 0:
                     rec["slowdown"] = round(dt / ideal, 4)
-                    slowdowns.append(dt / ideal)
+                    if f["error"] is None:
+                        slowdowns.append(dt / ideal)
         flows_out.append(rec)
     ok = all(f["intact"] for f in flows_out) and not any(r.get("error") for r in dicts)
-    fct: dict[str, Any] = {
-        "p50_s": round(percentile(fcts, 50), 9),
-        "p99_s": round(percentile(fcts, 99), 9),
-        "max_s": round(max(fcts), 9) if fcts else 0.0,
-        "max_over_min": round(max(fcts) / min(fcts), 4) if fcts and min(fcts) > 0 else None,
-    }
+    fct: dict[str, Any] = {"flows": len(fcts)}
+    if fcts:
+        fct.update(mean_s=round(sum(fcts) / len(fcts), 9))
+        fct.update({f"p{p}_s": round(percentile(fcts, p), 9) for p in (50, 90, 99)})
+        fct.update(max_s=round(max(fcts), 9), max_over_min=round(max(fcts) / min(fcts), 4) if min(fcts) > 0 else None)
     if slowdowns:
-        fct.update(
-            slowdown_p50=round(percentile(slowdowns, 50), 4),
-            slowdown_p99=round(percentile(slowdowns, 99), 4),
-            slowdown_max=round(max(slowdowns), 4),
-        )
+        fct.update({f"slowdown_p{p}": round(percentile(slowdowns, p), 4) for p in (50, 90, 99)})
+        fct.update(slowdown_max=round(max(slowdowns), 4))
     return {
         "ok": ok,
         "workload": workload.name,
