@@ -60,8 +60,16 @@ DEFAULT_RUN: dict[str, Any] = {
 }
 
 #: Endpoint settings of ``uet-sim`` by default: 4 KiB payloads, ECN-capable, 64 packets in flight
-#: per lane (fixed window: about one BDP at 100 Gb/s on a 3-tier tree).
-DEFAULT_ENDPOINT: dict[str, Any] = {"payload_size": 4096, "ecn_capable": True, "max_inflight": 64}
+#: per lane (fixed window: about one BDP at 100 Gb/s on a 3-tier tree) and, with no congestion
+#: control yet, trimmed packets resent until they get through: ``Max_NACK_Retx_Cnt`` at its
+#: "infinite" setting (behaviour.md §2.9: "0–31; max = infinite"), a bound no run reaches here.
+#: With the spec default of 5 a sustained incast fails messages whose packets were trimmed 6 times.
+DEFAULT_ENDPOINT: dict[str, Any] = {
+    "payload_size": 4096,
+    "ecn_capable": True,
+    "max_inflight": 64,
+    "pds": {"max_nack_retx": 1 << 30},
+}
 
 #: Bytes each data packet adds to its payload on the wire (see the module docstring).
 DATA_OVERHEAD = 44 + 12 + 8 + 20 + 14 + 24
