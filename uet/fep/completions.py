@@ -40,7 +40,7 @@ class Completions:
     _now: int
     _events: Any
     _stats: dict[str, int]
-    _dirty: set[Lane]
+    _dirty: dict[Lane, None]
     _ops: dict[int, memoryview | None]
     _recvs: dict[int, _Posted]
     _unfinished: dict[int, OutMessage]
@@ -64,7 +64,7 @@ class Completions:
                         msg.done += cnt
                         lane = msg.lane
                         lane.inflight -= cnt
-                        dirty.add(lane)
+                        dirty[lane] = None
                         acked += cnt
                         if msg.done >= msg.submitted:
                             finish(msg)
@@ -78,7 +78,7 @@ class Completions:
                         msg.done += 1
                         lane = msg.lane
                         lane.inflight -= 1
-                        dirty.add(lane)
+                        dirty[lane] = None
                         acked += 1
                         if msg.done >= msg.submitted:
                             finish(msg)
@@ -121,7 +121,7 @@ class Completions:
         self._stats["packets_acked"] += 1
         lane = msg.lane
         lane.inflight -= 1  # type: ignore[union-attr]
-        self._dirty.add(lane)  # type: ignore[arg-type]
+        self._dirty[lane] = None  # type: ignore[index]
 
     def _maybe_finish(self, msg: OutMessage) -> None:
         if msg.finished or not msg.complete():

@@ -158,7 +158,10 @@ class FepCore(Operations, Completions):
         )
         self.peers = PeerBook(job, pid, ri)
         self.lanes: dict[tuple[str, Mode, int, int], Lane] = {}
-        self._dirty: set[Lane] = set()
+        #: lanes to refill, in the order they became dirty (a dict, not a set: a set of objects
+        #: iterates in address order, which differs between runs and broke the simulator's
+        #: one-seed-one-result rule)
+        self._dirty: dict[Lane, None] = {}
         self._unfinished: dict[int, OutMessage] = {}
         #: engine operations in progress: handle -> the view a read fills (None otherwise)
         self._ops: dict[int, memoryview | None] = {}
@@ -436,7 +439,7 @@ class FepCore(Operations, Completions):
         self._drain_events(now)
         if self._dirty:
             dirty = self._dirty
-            self._dirty = set()
+            self._dirty = {}
             limit = self.config.max_inflight
             for lane in dirty:
                 for msg in refill(lane, self.pds, self.segmenter, limit, now, self._sdi):

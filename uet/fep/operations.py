@@ -57,7 +57,7 @@ class Operations:
     _events: Any
     _ops: dict[int, memoryview | None]
     _recvs: dict[int, _Posted]
-    _dirty: set[Lane]
+    _dirty: dict[Lane, None]
     _unfinished: dict[int, OutMessage]
     _log: Any
 
@@ -130,7 +130,7 @@ class Operations:
         msg.lane = lane
         self._unfinished[h] = msg
         lane.queue.append(msg)
-        self._dirty.add(lane)
+        self._dirty[lane] = None
         if self.event_log is not None:
             self._log("msg_tx", peer=dest.fa, mode=mode.name, msg_id=msg.mid, bytes=n, pkts=msg.npkts)
         return h
