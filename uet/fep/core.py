@@ -70,7 +70,7 @@ from uet.fep.events import (
     Transmit,
     WriteCompleted,
 )
-from uet.fep.lanes import Lane, OutMessage, apply_response, failed, refill
+from uet.fep.lanes import Lane, OutMessage, apply_response, failed, refill, unconfirmed
 from uet.fep.marking import classes
 from uet.fep.peer import Peer, PeerBook
 from uet.fep.receives import Waiter, Waiters, matches
@@ -815,6 +815,8 @@ class FepCore:
             return
         msg.finished = True
         self._unfinished.pop(msg.handle, None)
+        if unconfirmed(msg):
+            msg.error = DeliveryError("RUDI: no response confirmed the whole message (the target lost its start)")
         if msg.abandoned and msg.error is None:  # pragma: no cover - abandon always sets an error
             msg.error = DeliveryError("message abandoned")
         elapsed = self._now - msg.t0
