@@ -13,7 +13,7 @@ from typing import Any
 
 from uet.fep.errors import DeliveryError
 from uet.fep.events import MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
-from uet.fep.lanes import Lane, OutMessage, apply_response, failed
+from uet.fep.lanes import Lane, OutMessage, apply_response, failed, unconfirmed
 from uet.fep.operations import _Posted
 from uet.fep.receives import Waiter
 from uet.pds import Acked, AckedRun, Failed, Mode, NackReceived, PdcClosed, PdcOpened
@@ -128,6 +128,8 @@ class Completions:
             return
         msg.finished = True
         self._unfinished.pop(msg.handle, None)
+        if unconfirmed(msg):
+            msg.error = DeliveryError("RUDI: no response confirmed the whole message (the target lost its start)")
         if msg.abandoned and msg.error is None:  # pragma: no cover - abandon always sets an error
             msg.error = DeliveryError("message abandoned")
         elapsed = self._now - msg.t0
