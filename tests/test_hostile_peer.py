@@ -223,3 +223,24 @@ async def test_forged_rendezvous_draws_a_bounded_number_of_reads() -> None:
     finally:
         atk.close()
         await asyncio.wait_for(asyncio.gather(ea.close(), eb.close()), TIMEOUT)
+
+
+async def test_forged_deferrable_send_does_not_hold_a_receive_for_good() -> None:
+    """Issue 15 item 3: one forged deferrable-send packet bound a waiting recv() to an RTR toward
+    a peer that never restarts the message, for good (and drew ~950 CLEAR_REQs). The receive is
+    released after the reassembly timeout (300 ms here) with ``DROPPED``, and the next recv()
+    takes an honest message."""
+    ea, eb, atk = await _setup(37, reassembly_timeout_ns=300_000_000)
+    try:
+        waiting = asyncio.ensure_future(eb.recv())
+        await asyncio.sleep(0)
+        forged = _first_packet(eb, 1, 4096, spdcid=13, opcode=SesOpcode.DEFERRABLE_SEND, payload=bytes(1024))
+        await atk.fire([forged], eb.address)
+        with pytest.raises(Exception) as exc:
+            await asyncio.wait_for(waiting, TIMEOUT)  # released, not held for good
+        assert type(exc.value).__name__ == "Dropped", repr(exc.value)
+        await _honest(ea, eb)
+        assert atk.drain() < 40  # the ACK, a few CLEAR_REQs, the RTR and its backed-off resends
+    finally:
+        atk.close()
+        await asyncio.wait_for(asyncio.gather(ea.close(), eb.close()), TIMEOUT)
