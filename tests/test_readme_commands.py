@@ -36,6 +36,8 @@ SMALL = [
     ("uet-bench rtt", ["--count", "50", "--addresses", "{addr}"]),
     ("uet-bench core", ["--packets", "500", "--repeat", "1"]),
     ("uet-bench codec", ["--number", "200", "--repeat", "1"]),
+    ("uet-bench matrix", ["--seeds", "1", "--packets", "200"]),
+    ("uet-bench soak", ["--minutes", "0.03", "--every", "1"]),
     ("uet-demo", ["--size", "1MiB", "--addresses", "{addr}"]),
 ]
 
@@ -64,6 +66,14 @@ def _argv(cmd: str) -> list[str]:
             argv += [x.replace("{addr}", addr) for x in extra]
             break
     return argv
+
+
+def test_every_long_command_is_made_small() -> None:
+    """A README command of a subcommand that runs long by default has an entry in SMALL."""
+    for cmd, _ in commands():
+        argv = shlex.split(cmd)
+        if Path(argv[0]).name == "uet-bench":
+            assert any(f"uet-bench {argv[1]}" == p for p, _ in SMALL), f"add {argv[1]!r} to SMALL"
 
 
 def test_readme_has_runnable_command_blocks() -> None:
