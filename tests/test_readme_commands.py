@@ -1,13 +1,15 @@
 """Every shell command block of the README runs as written (issue 14), with small sizes.
 
-Each ```sh block is run line by line, in order, in one scratch folder (so the decode examples read
-the pcaps the fabric example wrote), except a block preceded by an ``<!-- illustrative ... -->``
-comment. A command is run as written, ``.venv/bin/`` resolved to this interpreter's scripts, with
-options appended that only make it smaller (the last occurrence of an option wins in argparse)
-and fresh loopback addresses for the two-process tools. Its comment may state the exit status
-(``exit status 1``, default 0) or that it ``runs until Ctrl-C`` (it is interrupted once it said
-it is ready, and must exit 0). Every command must print something, ``--json`` output must be
-JSON, and no command may print a Python traceback.
+Each ```sh block is run line by line, in order, in one scratch folder (so the decode examples
+read the pcaps the fabric example wrote), except a block preceded by an ``<!-- illustrative
+... -->`` comment or by a section marker ``<!-- NAME:start -->`` (a block run as a whole script
+by its own test, e.g. the conformance section's in tests/test_conformance.py). A command is run
+as written, ``.venv/bin/`` resolved to this interpreter's scripts, with options appended that
+only make it smaller (the last occurrence of an option wins in argparse) and fresh loopback
+addresses for the two-process tools. Its comment may state the exit status (``exit status 1``,
+default 0) or that it ``runs until Ctrl-C`` (it is interrupted once it said it is ready, and must
+exit 0). Every command must print something, ``--json`` output must be JSON, and no command may
+print a Python traceback.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ SMALL = [
     ("uet-bench core", ["--packets", "500", "--repeat", "1"]),
     ("uet-bench codec", ["--number", "200", "--repeat", "1"]),
     ("uet-bench matrix", ["--seeds", "1", "--packets", "200"]),
+    ("uet-bench sim", ["--hosts", "8", "--size", "16KiB", "--repeat", "1"]),
+    ("uet-sim", ["--size", "4KiB", "--messages", "1"]),
     ("uet-bench soak", ["--minutes", "0.03", "--every", "1"]),
     ("uet-demo", ["--size", "1MiB", "--addresses", "{addr}"]),
 ]
@@ -46,10 +50,11 @@ def commands() -> list[tuple[str, str]]:
     """(command, comment) of every line of every runnable ```sh block, in README order."""
     text = README.read_text()
     out = []
-    for m in re.finditer(r"(<!-- illustrative[^>]*-->\n)?```sh\n(.*?)```", text, re.S):
-        if m.group(1):
+    for m in re.finditer(r"(<!--[^>]*-->\n)?```sh\n(.*?)```", text, re.S):
+        marker = m.group(1) or ""
+        if "illustrative" in marker or ":start -->" in marker:  # shown only / run by its own test
             continue
-        for line in m.group(2).splitlines():
+        for line in m.group(2).replace("\\\n", " ").splitlines():  # continuation lines joined
             cmd, _, comment = line.partition(" #")
             if cmd.strip():
                 out.append((cmd.strip(), comment.strip()))
