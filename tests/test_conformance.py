@@ -31,8 +31,6 @@ from uet.tools import conformance
 
 #: case id -> why the project's endpoint fails it (findings reported to the owners of the code)
 KNOWN_FINDINGS = {
-    "SES-020": "the SES remembers completed (source, message id) pairs for 10 s and answers a new message "
-    "reusing the id as a duplicate: OK is reported, the data is dropped (uet/ses/message.py, target.py)",
     "ACK-020": "every single-packet request with a SES response is ACKed at once; non-guaranteed responses "
     "are never coalesced (uet/pds/target.py)",
     "RC-023": "a later packet of a message with another opcode is served as a new request, not refused "

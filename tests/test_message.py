@@ -21,6 +21,7 @@ from uet.wire.pds import NextHeader
 from uet.wire.ses import STANDARD, ResponseOpcode, ReturnCode, SesFlag, SesOpcode
 
 PS = 1000
+RUD, ROD, RUDI = 0, 1, 2
 PEER = "10.0.0.1"
 
 
@@ -32,8 +33,8 @@ def reasm(**kw) -> Reassembler:
     return Reassembler(job_id=7, pid_on_fep=3, resource_index=0, config=MessageConfig(payload_size=PS, **kw))
 
 
-def feed(r: Reassembler, pkts, peer: str = PEER, mode: int = 0):
-    return [r.deliver(peer, mode, NextHeader.STANDARD, ses, bytes(p)) for ses, p, _s, _e in pkts]
+def feed(r: Reassembler, pkts, peer: str = PEER, mode: int = 0, retx: bool = False):
+    return [r.deliver(peer, mode, NextHeader.STANDARD, ses, bytes(p), retx) for ses, p, _s, _e in pkts]
 
 
 @pytest.mark.parametrize("size", [0, 1, PS - 1, PS, PS + 1, 3 * PS, 10 * PS + 7])
@@ -112,9 +113,9 @@ def test_reassembly_out_of_order_with_duplicates() -> None:
     order = pkts + rng.sample(pkts, 8)  # duplicates
     rng.shuffle(order)
     r = reasm()
-    resps = feed(r, order)
+    resps = feed(r, order, mode=RUDI, retx=True)
     ok = [x for x in resps if x is not None]
-    # exactly one message delivered; duplicates after completion are answered again with RC_OK
+    # exactly one message delivered; RUDI retransmissions after completion are answered again
     assert len(r.completed) == 1 and r.completed[0].data == data
     assert all(decode_response(b)[1] == ReturnCode.OK for _nh, b in ok)
     assert r.counters["messages"] == 1
@@ -124,8 +125,8 @@ def test_reassembly_out_of_order_with_duplicates() -> None:
 def test_duplicate_of_single_packet_message_not_delivered_twice() -> None:
     r = reasm()
     pkts = list(seg().packets(b"hello", 3, pid_on_fep=3))
-    a = feed(r, pkts)
-    b = feed(r, pkts)
+    a = feed(r, pkts, mode=RUDI)
+    b = feed(r, pkts, mode=RUDI, retx=True)
     assert len(r.completed) == 1
     assert decode_response(a[0][1]) == decode_response(b[0][1])
 
@@ -228,10 +229,23 @@ def test_reassembly_slots_are_bounded_and_expire() -> None:
 def test_completed_ids_forgotten_after_ttl() -> None:
     r = reasm(completed_ttl_ns=100)
     pkts = list(seg().packets(b"abc", 1, pid_on_fep=3))
-    feed(r, pkts)
+    feed(r, pkts, mode=RUDI)
     r.expire(200)
-    feed(r, pkts)  # after the TTL the same id is a new message
+    feed(r, pkts, mode=RUDI, retx=True)  # after the TTL the same id is a new message
     assert len(r.completed) == 2
+
+
+@pytest.mark.parametrize("mode", [RUD, ROD, RUDI])
+def test_reused_message_id_is_a_new_message(mode: int) -> None:
+    """SES-020 (behaviour.md §6.1, §2.6 step 5): a new message reusing a completed message's id
+    is delivered. Before the fix the second message was answered with the first one's response
+    (``uet-bench pair`` then ``rtt``: "target placed 1048576 of 64 bytes") and dropped. RUD/ROD
+    duplicates never reach SES (PDS removes them by PSN); a RUDI first transmission is new."""
+    r = reasm()
+    feed(r, list(seg().packets(b"x" * (3 * PS), 11, pid_on_fep=3)), mode=mode)
+    resps = feed(r, list(seg().packets(b"second", 11, pid_on_fep=3)), mode=mode)
+    assert [m.data for m in r.completed][1:] == [b"second"]
+    assert decode_response(resps[-1][1])[1:] == (ReturnCode.OK, 11, 6)
 
 
 def test_large_message_and_jumbo_payload() -> None:

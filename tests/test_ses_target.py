@@ -97,8 +97,17 @@ def res(f: SesFep, ri: int = RI):  # noqa: ANN201
     return r
 
 
-def handle(f: SesFep, ses: bytes, payload: bytes = b"", *, mode: int = RUD, nh: int = NextHeader.STANDARD):  # noqa: ANN201
-    return f.target.handle(PEER, nh, ses, payload, mode=mode, pdc=9)
+def handle(  # noqa: ANN201
+    f: SesFep,
+    ses: bytes,
+    payload: bytes = b"",
+    *,
+    mode: int = RUD,
+    nh: int = NextHeader.STANDARD,
+    pdc: int = 9,
+    retx: bool = False,
+):
+    return f.target.handle(PEER, nh, ses, payload, mode=mode, pdc=pdc, retx=retx)
 
 
 def events(f: SesFep) -> list:
@@ -147,15 +156,15 @@ def test_multi_packet_send_out_of_order_with_header_data(fep: SesFep) -> None:
     p0 = (som_hdr(SesOpcode.SEND, REL | HD, 7, 250, hdata=0xDEADBEEF), data[:100])
     p1 = (mid_hdr(SesOpcode.SEND, REL, 7, 100, 100, 250), data[100:200])
     p2 = (mid_hdr(SesOpcode.SEND, REL | EOM, 7, 50, 200, 250), data[200:])
-    assert handle(fep, *p2) is None
-    assert handle(fep, *p1) is None
-    r = handle(fep, *p0)
+    assert handle(fep, *p2, mode=RUDI) is None
+    assert handle(fep, *p1, mode=RUDI) is None
+    r = handle(fep, *p0, mode=RUDI)
     assert r is not None and r.data == ok(7, 250)
     assert bytes(buf[:250]) == data
     [e] = events(fep)
     assert (e.return_code, e.length, e.header_data, e.context, e.initiator) == (RC.OK, 250, 0xDEADBEEF, "ctx", INIT)
-    # a straggling duplicate after completion is answered again, nothing delivered twice
-    assert handle(fep, *p1) == r
+    # a RUDI retransmission after completion is answered again, nothing delivered twice (§2.14)
+    assert handle(fep, *p1, mode=RUDI, retx=True) == r
     assert events(fep) == []
 
 
@@ -656,7 +665,10 @@ def test_accepts_message_layer_segments(fep: SesFep) -> None:
 
 def test_idle_partial_message_expires_with_dropped(fep: SesFep) -> None:
     fep.target.post_recv(res(fep), bytearray(100), context="x")
-    assert fep.target.handle(PEER, NextHeader.STANDARD, som_hdr(SesOpcode.SEND, REL, 1, 100), b"a" * 64, now=10) is None
+    assert (
+        fep.target.handle(PEER, NextHeader.STANDARD, som_hdr(SesOpcode.SEND, REL, 1, 100), b"a" * 64, pdc=9, now=10)
+        is None
+    )
     assert handle(fep, som_hdr(SesOpcode.SEND, REL, 2, 100), b"u" * 64) is None  # unexpected, partial
     assert fep.get_timer() == 5_000_000_000
     fep.handle_timer(5_000_000_000)  # only the unexpected one (idle since 0) has expired
@@ -735,3 +747,33 @@ def test_forged_deferral_releases_the_receive_after_the_reassembly_timeout(fep: 
     assert e.context == "again" and bytes(buf2[:5]) == b"hello"
     r = handle(fep, defer_hdr(1, REL | EOM, 2, 4, 0x21, 1), b"late")  # the restart, too late
     assert r is not None and r.data == resp(RC.OP_VIOLATION, 2)
+
+
+# -- issue 15 follow-up: conformance finding SES-020 ----------------------------------------------
+
+
+def test_reused_message_id_is_a_new_message_on_rud_and_rod(fep: SesFep, region) -> None:  # noqa: ANN001
+    """SES-020 (behaviour.md §6.1, §2.6 step 5): PDS removes duplicate packets by PSN, so a RUD/ROD
+    request reusing a finished message's id is a new message, on another PDC or the same one.
+    Before the fix the target answered it OK from its 10 s memory and dropped its data."""
+    for i, (mode, pdc) in enumerate([(RUD, 9), (RUD, 10), (RUD, 10), (ROD, 10)]):
+        data = bytes([0x41 + i]) * 8
+        r = handle(fep, som_hdr(SesOpcode.WRITE, REL | EOM, 5, 8, mb=KEY, bo=32), data, mode=mode, pdc=pdc)
+        assert r is None or r.data == ok(5, 8)
+        assert bytes(region.view[32:40]) == data
+    assert fep.target.counters["duplicates"] == 0
+
+
+def test_late_packet_of_dropped_message_scoped_to_its_pdc(fep: SesFep) -> None:
+    """A late packet of a message that expired (DROPPED) on the same PDC gets DROPPED again (not
+    an OK that would hide the loss); the same id on another PDC, or a SOM, starts a new message."""
+    fep.target.post_recv(res(fep), bytearray(100))
+    assert handle(fep, som_hdr(SesOpcode.SEND, REL, 1, 100), b"a" * 64) is None
+    fep.handle_timer(5_000_000_000)
+    late = (mid_hdr(SesOpcode.SEND, REL | EOM, 1, 36, 64, 100), b"b" * 36)
+    assert handle(fep, *late).data == resp(RC.DROPPED, 1)
+    buf = bytearray(100)
+    fep.target.post_recv(res(fep), buf)
+    assert handle(fep, som_hdr(SesOpcode.SEND, REL, 1, 100), b"c" * 64, pdc=10) is None
+    r = handle(fep, *late, pdc=10)
+    assert r is not None and r.data == ok(1, 100) and bytes(buf) == b"c" * 64 + b"b" * 36

@@ -160,18 +160,18 @@ class SesFep:
 
     def on_deliver(self, delivery: Any) -> tuple[int, bytes] | tuple[int, bytes, bool] | None:
         """The PDS core's ``on_deliver`` hook: fast path first, then the target engine."""
-        peer, mode, pdc, _psn, nh, ses, pl, _ecn, _retx = delivery
+        peer, mode, pdc, _psn, nh, ses, pl, _ecn, retx = delivery
         fast = self.fast
         if fast is not None:
             fast.now = self.now
-            r = fast.deliver(peer, mode, nh, ses, pl)
+            r = fast.deliver(peer, mode, nh, ses, pl, retx)
             if r is not DECLINED:
                 if fast.completed or fast.receives:
                     self._settle_fast()
                 return r
         if type(pl) is memoryview:  # the core's payload_views: the engine keeps bytes
             pl = pl.tobytes()
-        r2 = self.target.handle(peer, nh, ses, pl, mode=int(mode), pdc=pdc, now=self.now)
+        r2 = self.target.handle(peer, nh, ses, pl, mode=int(mode), pdc=pdc, now=self.now, retx=retx)
         return None if r2 is None else (r2.next_hdr, r2.data, r2.guaranteed)
 
     def on_ack(self, token: Any, response_next_hdr: int, response: bytes, now: int = 0) -> None:

@@ -40,12 +40,21 @@ Choices where the spec notes are silent (behaviour.md §6.1, §6.9):
 * Reassembly key is ``(source FA, message_id)``: message ids are unique among an initiator's
   outstanding messages across all of its PDCs (the reference allocates one 16-bit space per
   instance, §6.1), and RUDI requests have no PDC at all.
-* Duplicates (RUDI delivers at least once, §2.14) are recognised by their exact
+* Duplicates within a message being reassembled are recognised by their exact
   ``(message_offset, length)``; an overlapping packet with a different extent is an error
-  (``RC_OP_VIOLATION``). A duplicate of an already completed message is answered again with the
-  same response and never delivers the message twice. Completed ids are remembered for
-  ``completed_ttl_ns`` (initiators start their 16-bit id space at a random value, so a restarted
-  peer does not collide with remembered ids).
+  (``RC_OP_VIOLATION``).
+* Duplicates of a message already completed (issue 15, conformance finding SES-020): only what
+  PDS lets through can be one. RUD and ROD remove duplicate packets by PSN before SES sees them
+  (behaviour.md §2.6 step 5, "duplicates are never delivered to SES"), and every packet of a
+  completed message has been delivered, so a RUD/ROD packet is **never** taken for a duplicate of
+  a completed message: a new message reusing the id (on any PDC, after the 16-bit space wrapped)
+  is always a new message. RUDI delivers at least once (§2.14): a packet marked ``retx`` whose
+  ``(source, message id)`` completed within ``completed_ttl_ns`` is answered again with the same
+  response and not delivered twice; a first transmission is always a new request (the initiator
+  resends with ``retx`` and the same packet id, §2.14). UUD (best effort, §2.15) keeps the
+  time-scoped memory. A network-duplicated RUDI first transmission arriving after its message
+  completed is delivered again (at least once, §2.14; only the project's RUDI sends are not
+  idempotent).
 * Payloads larger than the 14-bit ``payload_length`` field (16383 bytes, wire-format.md §12.3)
   are a documented, non-conforming extension for loopback benchmarking: such packets carry
   ``payload_length = 0`` and the target takes the length from the datagram. Conforming peers never
@@ -67,7 +76,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uet.errors import UetError
-from uet.pds.config import SesNack
+from uet.pds.config import Mode, SesNack
 from uet.wire.pds import NextHeader
 from uet.wire.ses import RESPONSE, STANDARD, ResponseOpcode, ReturnCode, SesFlag, SesOpcode
 
@@ -121,6 +130,8 @@ _F_EOM = int(SesFlag.EOM)
 _F_HD = int(SesFlag.HD)
 _F_REL = int(SesFlag.REL)
 _NH_STANDARD = int(NextHeader.STANDARD)
+_MODE_RUDI = int(Mode.RUDI)
+_MODE_UUD = int(Mode.UUD)
 _NH_RESPONSE = int(NextHeader.RESPONSE)
 _RC_OK = int(ReturnCode.OK)
 _RC_DROPPED = int(ReturnCode.DROPPED)
@@ -564,14 +575,21 @@ class Reassembler:
     # -- the hot path --------------------------------------------------------------------------
 
     def deliver(
-        self, peer: str, mode: int, next_hdr: int, ses: bytes | memoryview, payload: bytes | memoryview
+        self,
+        peer: str,
+        mode: int,
+        next_hdr: int,
+        ses: bytes | memoryview,
+        payload: bytes | memoryview,
+        retx: bool = False,
     ) -> tuple[int, bytes] | None:
         """Place one packet; return the SES response for the PDS core (None = default), or
         :data:`DECLINED` in ``decline`` mode for a packet the full SES target must handle. Every
         check of the header is made, in the target's order (the bulk of a message usually
-        arrives through :meth:`deliver_datagram` instead)."""
+        arrives through :meth:`deliver_datagram` instead). ``retx`` is the PDS ``retx`` flag (a
+        RUDI retransmission may duplicate a completed message, see the module docstring)."""
         self._packets += 1
-        return self._deliver(peer, mode, next_hdr, ses, payload)
+        return self._deliver(peer, mode, next_hdr, ses, payload, retx)
 
     def deliver_datagram(self, peer: str, next_hdr: int, data: bytes, ses_end: int, now: int) -> Any:
         """The PDS core's lean hook (``PdsCore.on_data``): one in-order packet of a predicted run,
@@ -622,7 +640,13 @@ class Reassembler:
         return DECLINED
 
     def _deliver(
-        self, peer: str, mode: int, next_hdr: int, ses: bytes | memoryview, payload: bytes | memoryview
+        self,
+        peer: str,
+        mode: int,
+        next_hdr: int,
+        ses: bytes | memoryview,
+        payload: bytes | memoryview,
+        retx: bool = False,
     ) -> tuple[int, bytes] | None:
         """The general path of :meth:`deliver`: every check of the header, in the target's order."""
         if next_hdr != _NH_STANDARD or len(ses) < _SES_SIZE:
@@ -661,9 +685,10 @@ class Reassembler:
         key = (peer, mid)
         rec = self._partial.get(key)
         if rec is None:
-            done = self._done.get(key)
+            done = self._done.get(key) if mode == _MODE_UUD or (retx and mode == _MODE_RUDI) else None
             if done is not None:
-                # A packet of a message already delivered (RUDI duplicate): answer it again.
+                # A packet of a message already delivered (RUDI retransmission, UUD duplicate):
+                # answer it again; RUD/ROD never get here (PDS removed duplicates by PSN).
                 self._counters["duplicate_after_complete"] += 1
                 return _NH_RESPONSE, encode_response(done[0], mid, job, done[1], list_=done[4])
             lst = _OVERFLOW

@@ -156,6 +156,7 @@ class _Rec:
     src_token: int = 0
     complete: bool = False
     last_ns: int = 0
+    pdc: int = 0
 
 
 class SesTarget:
@@ -176,7 +177,7 @@ class SesTarget:
         self.config = config or TargetConfig()
         self._rng = rng or random.Random()
         self._recs: dict[Any, _Rec] = {}
-        self._done: OrderedDict[Any, tuple[int, int, int]] = OrderedDict()
+        self._done: OrderedDict[Any, tuple[int, int, int, int]] = OrderedDict()
         self._reserved: dict[int, tuple[PostedReceive, str, int, Resource]] = {}
         #: per reservation: when :meth:`handle_timer` first saw it (None: not yet), and the
         #: deferred message's record
@@ -216,8 +217,10 @@ class SesTarget:
         mode: int = 0,
         pdc: int = 0,
         now: int = 0,
+        retx: bool = False,
     ) -> SesResponse | None:
-        """Process one delivered request and return the response for its ACK (None = default)."""
+        """Process one delivered request and return the response for its ACK (None = default).
+        ``retx`` is the PDS header's retransmission flag (RUDI duplicates, see :meth:`_duplicate`)."""
         self.counters["requests"] += 1
         self._now = now
         if next_hdr == NextHeader.RESPONSE_DATA:
@@ -250,7 +253,7 @@ class SesTarget:
             if req.next_hdr != NextHeader.STANDARD and not (req.som and req.eom):
                 raise OpViolation("small and medium requests are single-packet (SOM = EOM = 1)")
             if op in _SENDS or op == SesOpcode.WRITE:
-                return self._message(peer, req, res, mode)
+                return self._message(peer, req, res, mode, pdc, retx)
             if op == SesOpcode.READ:
                 return self._read(peer, req, res, mode, pdc)
             if op in (SesOpcode.ATOMIC, SesOpcode.FETCHING_ATOMIC):
@@ -333,7 +336,7 @@ class SesTarget:
             if rec.recv is not None:
                 self._complete_recv(rec, rec.recv, ReturnCode.DROPPED, 0)
             self._recs.pop(rec.key, None)
-            self._remember(rec.key, ReturnCode.DROPPED, 0, 0)
+            self._remember(rec.key, ReturnCode.DROPPED, 0, 0, rec.pdc)
 
     def _expire_reservations(self, now: int, limit: int) -> None:
         """A receive reserved for a deferred message (RTR sent, §6.7) whose restarted message has
@@ -378,10 +381,12 @@ class SesTarget:
 
     # -- sends and writes -----------------------------------------------------------------------
 
-    def _message(self, peer: str, req: SesRequest, res: Resource, mode: int) -> SesResponse | None:
+    def _message(
+        self, peer: str, req: SesRequest, res: Resource, mode: int, pdc: int = 0, retx: bool = False
+    ) -> SesResponse | None:
         key = (peer, req.message_id) if req.next_hdr == NextHeader.STANDARD else None
         rec = self._recs.get(key) if key is not None else None
-        if rec is None and key is not None and key in self._done:
+        if rec is None and key is not None and self._duplicate(key, req, mode, pdc, retx):
             return self._replay(req, key)
         deferral = False
         if rec is None:
@@ -389,6 +394,7 @@ class SesTarget:
                 raise UnsupportedOp("small-header WRITE needs the optimized key space")
             ResourceTable.check_generation(res, req.ri_generation)
             rec = self._open(peer, key, req, res)
+            rec.pdc = pdc
             if req.ie:
                 rec.error = ReturnCode.INITIATOR_ERR
             else:
@@ -574,10 +580,10 @@ class SesTarget:
                 rec.resource.matcher.unexpected_bytes -= rec.unexpected.nbytes
             if rec.recv is not None:
                 self._complete_recv(rec, rec.recv, rec.error, 0)
-            self._remember(rec.key, rec.error, 0, 0)
+            self._remember(rec.key, rec.error, 0, 0, rec.pdc)
             return None
         if rec.deferred:
-            self._remember(rec.key, ReturnCode.OK, 0, 1)
+            self._remember(rec.key, ReturnCode.OK, 0, 1, rec.pdc)
             return None
         if rec.kind == "write":
             if rec.header_data is not None:
@@ -585,13 +591,13 @@ class SesTarget:
                 self._events.append(
                     WriteCompleted(rec.region.key, rec.base, rec.length, rec.header_data, rec.peer, rec.initiator)
                 )
-            self._remember(rec.key, ReturnCode.OK, rec.length, 0)
+            self._remember(rec.key, ReturnCode.OK, rec.length, 0, rec.pdc)
             return self._ok(req, rec.length, guaranteed=rec.dc)
         if rec.unexpected is not None:
             # on the overflow list; a receive posted meanwhile takes it now
             if rec.recv is not None:
                 self._deliver_buffered(rec, rec.recv)
-            self._remember(rec.key, ReturnCode.OK, rec.length, 1)
+            self._remember(rec.key, ReturnCode.OK, rec.length, 1, rec.pdc)
             return self._ok(req, rec.length, list_=1, guaranteed=True)
         assert rec.recv is not None
         placed = min(rec.length, _room(rec, rec.recv))
@@ -599,7 +605,7 @@ class SesTarget:
             self._rendezvous_pull(rec, rec.recv)
         else:
             self._complete_recv(rec, rec.recv, ReturnCode.OK, placed)
-        self._remember(rec.key, ReturnCode.OK, placed, 0)
+        self._remember(rec.key, ReturnCode.OK, placed, 0, rec.pdc)
         return self._ok(req, placed, guaranteed=rec.dc or placed != rec.length)
 
     def _take_unexpected(self, u: Unexpected, recv: PostedReceive) -> None:
@@ -687,20 +693,44 @@ class SesTarget:
     def _respond_error(self, rec: _Rec, req: SesRequest) -> SesResponse:
         return self._err(rec.error, req.message_id, req.job_id, req.ri_generation)
 
+    def _duplicate(self, key: Any, req: SesRequest, mode: int, pdc: int, retx: bool) -> bool:
+        """Whether a packet of no live message belongs to one already finished (issue 15,
+        conformance finding SES-020). Only what PDS lets through can be a duplicate, so a new
+        message reusing a message id is never mistaken for one:
+
+        * RUD/ROD: PDS delivers each PSN once (behaviour.md §2.6 step 5) and a message finishes
+          only when every packet of it was delivered, so a finished message has no duplicates at
+          SES. What remains are late packets of a message that *failed* before all its packets
+          came (expired with ``DROPPED``): a non-SOM packet on the same PDC gets that error again
+          (answering OK would lose the message silently). A SOM packet, another PDC, or an id
+          whose message succeeded always starts a new message.
+        * RUDI (at least once, §2.14): a retransmission (``retx``, same packet id) of a finished
+          message is answered again; a first transmission is a new request.
+        * UUD (best effort, §2.15): remembered ids are duplicates within ``remembered``.
+        """
+        done = self._done.get(key)
+        if done is None:
+            return False
+        if mode == _MODE_UUD:
+            return True
+        if mode == _MODE_RUDI:
+            return retx
+        return not req.som and done[0] != ReturnCode.OK and done[3] == pdc
+
     def _replay(self, req: SesRequest, key: Any) -> SesResponse | None:
         """A packet of a message already finished (RUDI duplicate or a straggler)."""
         self.counters["duplicates"] += 1
-        rc, ml, list_ = self._done[key]
+        rc, ml, list_, _pdc = self._done[key]
         if rc != ReturnCode.OK:
             return self._err(rc, req.message_id, req.job_id, req.ri_generation)
         if list_ == 1 and ml == 0:
             return None  # late packet of a deferred message
         return self._ok(req, ml, list_=list_, guaranteed=list_ == 1)
 
-    def _remember(self, key: Any, rc: int, ml: int, list_: int) -> None:
+    def _remember(self, key: Any, rc: int, ml: int, list_: int, pdc: int = 0) -> None:
         if key is None:
             return
-        self._done[key] = (int(rc), ml, list_)
+        self._done[key] = (int(rc), ml, list_, pdc)
         self._done.move_to_end(key)
         while len(self._done) > self.config.remembered:
             self._done.popitem(last=False)
