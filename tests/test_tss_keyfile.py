@@ -188,3 +188,62 @@ def test_dump_is_reloadable() -> None:
     assert [d.sdi for d in again] == [d.sdi for d in table]
     assert again[0x102].slots[0].key == table[0x102].slots[0].key
     assert isinstance(again, SecureDomainTable)
+
+
+# -- issue 15 follow-up: TSC never repeats across restarts (behaviour.md §5.6) --------------------
+
+
+def _sealed_tscs(table: SecureDomainTable, n: int) -> list[int]:
+    ctx = TssContext(table, A_IP)
+    slot = table[0x102].tx_slot()
+    out = []
+    for _ in range(n):
+        out.append(slot.next_tsc)
+        ctx.seal(b"p" * 40, sdi=0x102, entropy=1, dst=B_IP)
+    return out
+
+
+def test_reloaded_key_file_never_repeats_a_tsc(tmp_path: Path) -> None:
+    """Before the fix every load of a key file restarted the transmit counter at 0, so a restarted
+    process re-used AES-GCM IVs under the same key. Now each load seeds it from the caller's
+    wall clock (µs since 2026-01-01), above anything the earlier run sent."""
+    from uet.tss.domain import SERVER_TSC_BASE, TSC_EPOCH_NS
+
+    path = _write(tmp_path / "keys.toml", SAMPLE, 0o600)
+    t0 = TSC_EPOCH_NS + 3_600 * 10**9
+    first = _sealed_tscs(load_key_file(path, wall_ns=t0), 5)
+    assert first[0] == 3_600 * 10**6 and first == sorted(set(first))
+    second = load_key_file(path, wall_ns=t0 + 1_000_000)  # restarted 1 ms later
+    again = _sealed_tscs(second, 5)
+    assert min(again) > max(first)
+    # server mode keeps its half of the space; the standby slot starts above the floor too
+    assert second[9].tx_slot().next_tsc == SERVER_TSC_BASE + 3_600_001_000
+    sd = load_key_file(path, wall_ns=t0)[0x102]
+    sd.activate(0, 0, 0)
+    assert sd.tx_slot().next_tsc == 3_600 * 10**6
+
+
+def test_default_load_seeds_from_the_wall_clock_and_never_lowers(tmp_path: Path) -> None:
+    import time
+
+    from uet.tss.domain import tsc_floor_from_wall_clock
+
+    path = _write(tmp_path / "keys.toml", SAMPLE, 0o600)
+    before = tsc_floor_from_wall_clock(time.time_ns())
+    table = load_key_file(path)
+    assert table[0x102].tx_slot().next_tsc >= before > 0
+    sd = table[0x102]
+    sd.tx_slot().next_tsc += 10
+    high = sd.tx_slot().next_tsc
+    sd.seed_tsc(0)  # an older clock never moves a counter back
+    assert sd.tx_slot().next_tsc == high
+    assert parse_key_file(SAMPLE)[0x102].tx_slot().next_tsc == 0  # unseeded: caller's choice
+
+
+def test_seed_past_the_tsc_space_refuses_to_send(tmp_path: Path) -> None:
+    from uet.tss import CounterExhaustedError
+    from uet.tss.domain import SERVER_TSC_BASE, TSC_EPOCH_NS
+
+    table = parse_key_file(SAMPLE, wall_ns=TSC_EPOCH_NS + SERVER_TSC_BASE * 2 * 1000)
+    with pytest.raises(CounterExhaustedError):
+        _sealed_tscs(table, 1)

@@ -23,6 +23,21 @@ once, make-before-break), then each member switches its sender to it (:meth:`Sec
 grace deadline, after which (:meth:`SecureDomain.expire`) it is ``RETIRED``: its key is forgotten and
 packets under it are dropped as ``retired_key``. Time is always passed in (integer ns).
 
+**Transmit counter across restarts** (behaviour.md §5.6: TSC strictly increasing, never repeated
+for a key — AES-GCM with a repeated (key, IV) pair leaks plaintext and the authentication key).
+A process that reloads the same key file would restart TSC at 0 and repeat every IV it used
+before. Each SD therefore has a ``tsc_floor``: a new association starts at ``tsc_base +
+tsc_floor``, and :meth:`SecureDomain.seed_tsc` raises the floor (and the active counter) to
+:func:`tsc_floor_from_wall_clock` of a wall-clock time the caller passes in — this module never
+reads a clock. The floor counts microseconds since :data:`TSC_EPOCH_NS` (2026-01-01 UTC): a
+restarted sender starts above every value it could have used, provided it sent on average fewer
+than one frame per microsecond (10^6 frames/s) for that key since it was loaded — far above what
+this stack sends. A counter that would start at or past the SD's limit cannot send
+(:class:`~uet.tss.errors.CounterExhaustedError`: rotate the key): in the 47-bit halves of
+client/server mode that happens in mid-2030, in the full 48-bit space in 2034; keys are rotated
+long before. (Our choice; the notes give the rule, not the mechanism. A persisted high-water mark
+would work too but needs a writable state file per key.)
+
 **Server-mode IV direction separation** (our choice; behaviour.md §8 item 5 notes the gap). With
 SSIs, client and server share the client key and the client's SSI in the IV, so a client TSC and a
 server TSC of the same value would reuse a GCM (key, IV) pair — fatal for GCM. We split the 48-bit
@@ -46,12 +61,14 @@ from uet.tss.secret import SecretBytes
 
 __all__ = [
     "SDI_MAX",
+    "TSC_EPOCH_NS",
     "TSC_INVOKE_FATAL",
     "KeySlot",
     "SdMode",
     "SecureDomain",
     "SecureDomainTable",
     "SlotState",
+    "tsc_floor_from_wall_clock",
 ]
 
 #: Largest 24-bit SDI.
@@ -60,6 +77,14 @@ SDI_MAX = (1 << 24) - 1
 TSC_INVOKE_FATAL = (1 << 48) - 1
 #: First TSC of the server half of the TSC space in server mode (module docstring).
 SERVER_TSC_BASE = 1 << 47
+#: Origin of :func:`tsc_floor_from_wall_clock`: 2026-01-01T00:00:00Z in Unix nanoseconds.
+TSC_EPOCH_NS = 1_767_225_600_000_000_000
+
+
+def tsc_floor_from_wall_clock(wall_ns: int) -> int:
+    """The TSC floor for a sender started at Unix time ``wall_ns``: microseconds since
+    :data:`TSC_EPOCH_NS` (0 before it). See the module docstring (§5.6)."""
+    return max(0, (wall_ns - TSC_EPOCH_NS) // 1000)
 
 
 class SdMode(Enum):
@@ -160,6 +185,8 @@ class SecureDomain:
     #: Receive-side authentication failures and the "dropping" latch (§5.8 step 6).
     auth_failures: int = 0
     dropping: bool = False
+    #: added to :attr:`tsc_base` when an association starts (module docstring, §5.6)
+    tsc_floor: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.sdi <= SDI_MAX:
@@ -180,7 +207,7 @@ class SecureDomain:
         active = self.slots[self.tx_an]
         if active is not None and active.state is SlotState.STANDBY:
             active.state = SlotState.ACTIVE
-            active.next_tsc = self.tsc_base
+            active.next_tsc = self.tsc_start
 
     def __repr__(self) -> str:
         return (
@@ -275,6 +302,20 @@ class SecureDomain:
         return SERVER_TSC_BASE if self.mode is SdMode.SERVER else 0
 
     @property
+    def tsc_start(self) -> int:
+        """First TSC of a new association: :attr:`tsc_base` + :attr:`tsc_floor` (§5.6)."""
+        return self.tsc_base + self.tsc_floor
+
+    def seed_tsc(self, wall_ns: int) -> None:
+        """Make this SD's counter start above anything an earlier run with the same keys used:
+        raise :attr:`tsc_floor` to :func:`tsc_floor_from_wall_clock` of ``wall_ns`` (the caller's
+        wall clock, Unix ns) and the active counter with it. Never lowers a counter (§5.6)."""
+        self.tsc_floor = max(self.tsc_floor, tsc_floor_from_wall_clock(wall_ns))
+        slot = self.slots[self.tx_an]
+        if slot is not None and slot.state is SlotState.ACTIVE:
+            slot.next_tsc = max(slot.next_tsc, self.tsc_start)
+
+    @property
     def tsc_limit(self) -> int:
         """The first TSC this end must never use (invoke-fatal threshold, §5.6)."""
         return SERVER_TSC_BASE if self.mode is SdMode.CLIENT else TSC_INVOKE_FATAL
@@ -322,7 +363,7 @@ class SecureDomain:
             old.state = SlotState.RETIRING
             old.retire_at_ns = now_ns + grace_ns
         slot.state = SlotState.ACTIVE
-        slot.next_tsc = self.tsc_base
+        slot.next_tsc = self.tsc_start
         self.tx_an = an
 
     def advance_epoch(self) -> int:
@@ -395,6 +436,11 @@ class SecureDomainTable:
 
     def __contains__(self, sdi: object) -> bool:
         return sdi in self._by_sdi
+
+    def seed_tsc(self, wall_ns: int) -> None:
+        """:meth:`SecureDomain.seed_tsc` for every SD (a process loading long-lived keys, §5.6)."""
+        for sd in self:
+            sd.seed_tsc(wall_ns)
 
     def __iter__(self) -> Iterator[SecureDomain]:
         return iter(list(self._by_sdi.values()))

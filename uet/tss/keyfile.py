@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -75,8 +76,13 @@ _SLOT_KEYS = {"an", "epoch", "key"}
 _CLIENT_KEYS = {"address", "ssi"}
 
 
-def load_key_file(path: str | os.PathLike[str]) -> SecureDomainTable:
-    """Read a key file into a :class:`SecureDomainTable`, refusing unsafe permissions."""
+def load_key_file(path: str | os.PathLike[str], *, wall_ns: int | None = None) -> SecureDomainTable:
+    """Read a key file into a :class:`SecureDomainTable`, refusing unsafe permissions.
+
+    Every SD's transmit counter is seeded from ``wall_ns`` (Unix ns; default: this process's wall
+    clock now) so that a restarted process never repeats a TSC, hence an AES-GCM IV, under the
+    file's keys (behaviour.md §5.6; :meth:`uet.tss.domain.SecureDomain.seed_tsc`). This loader is
+    I/O-side like the file read; the sans-I/O cores never read a clock."""
     p = Path(path)
     try:
         fd = os.open(p, os.O_RDONLY)
@@ -97,11 +103,13 @@ def load_key_file(path: str | os.PathLike[str]) -> SecureDomainTable:
     finally:
         os.close(fd)
     raw = b"".join(chunks)
-    return parse_key_file(raw, source=str(p))
+    return parse_key_file(raw, source=str(p), wall_ns=time.time_ns() if wall_ns is None else wall_ns)
 
 
-def parse_key_file(data: bytes | str, *, source: str = "<key file>") -> SecureDomainTable:
-    """Parse key-file text (no permission check; :func:`load_key_file` is the normal entry)."""
+def parse_key_file(data: bytes | str, *, source: str = "<key file>", wall_ns: int | None = None) -> SecureDomainTable:
+    """Parse key-file text (no permission check; :func:`load_key_file` is the normal entry).
+    With ``wall_ns`` (Unix ns) the transmit counters are seeded from it (§5.6); without, they
+    start at 0 — only for a table that will never send under keys used before."""
     text = data.decode("utf-8") if isinstance(data, bytes) else data
     try:
         doc = tomllib.loads(text)
@@ -120,6 +128,8 @@ def parse_key_file(data: bytes | str, *, source: str = "<key file>") -> SecureDo
         if sd.sdi in table:
             raise KeyFileError(f"{where}: SDI {sd.sdi} appears twice")
         table.add(sd)
+    if wall_ns is not None:
+        table.seed_tsc(wall_ns)
     return table
 
 
