@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 import uet
 from uet.pds import Mode
 from uet.pds.events import Delivery
@@ -12,7 +14,7 @@ from uet.ses import RecvCompleted, SesFep
 from uet.ses.initiator import InitiatorConfig, SesAddress
 from uet.ses.message import Message, MessageConfig, Segmenter, decode_response
 from uet.ses.target import TargetConfig
-from uet.wire.ses import ReturnCode
+from uet.wire.ses import ReturnCode, SesOpcode
 
 PEER, ME, JOB, PID = "10.0.0.1", "10.0.0.2", 42, 1
 
@@ -32,8 +34,8 @@ def packets(data: bytes, mid: int, *, tag: int | None = None, pid: int = PID) ->
     return [(s, bytes(p)) for s, p, _som, _eom in seg.packets(data, mid, pid_on_fep=pid, tag=tag)]
 
 
-def deliver(f: SesFep, ses: bytes, payload: bytes, nh: int = 3):
-    return f.on_deliver(Delivery(PEER, Mode.RUD, 5, 0, nh, ses, payload, 0, False))
+def deliver(f: SesFep, ses: bytes, payload: bytes, nh: int = 3, mode: Mode = Mode.RUD, retx: bool = False):
+    return f.on_deliver(Delivery(PEER, mode, 5, 0, nh, ses, payload, 0, retx))
 
 
 def events(f: SesFep) -> list:
@@ -118,8 +120,9 @@ def test_requests_the_fast_path_declines_get_the_engine_answer() -> None:
 def test_fast_path_duplicate_and_too_long_receive() -> None:
     f = fep()
     ses, pl = packets(b"d" * 100, 500)[0]
-    first = deliver(f, ses, pl)
-    again = deliver(f, ses, pl)  # a RUDI duplicate of a completed message: same answer, no 2nd copy
+    first = deliver(f, ses, pl, mode=Mode.RUDI)
+    # a RUDI retransmission of a completed message: same answer, no 2nd copy (§2.14)
+    again = deliver(f, ses, pl, mode=Mode.RUDI, retx=True)
     assert first == again and len(f.unexpected_messages) == 1
     small = f.post_recv(bytearray(10))
     (ev,) = events(f)
@@ -130,3 +133,32 @@ def test_public_names() -> None:
     for name in ("Endpoint", "Access", "AmoOp", "AmoType", "ReturnCode", "UetError", "Peer", "SesError"):
         assert getattr(uet, name).__doc__
     assert set(uet.__all__) <= set(dir(uet))
+
+
+# -- issue 15 follow-up: a request whose SES extension is missing ----------------------------------
+
+
+@pytest.mark.parametrize("mode", [Mode.RUD, Mode.RUDI])
+@pytest.mark.parametrize("op", [SesOpcode.ATOMIC, SesOpcode.TSEND_ATOMIC, SesOpcode.SYNC_WRITE])
+def test_request_without_its_extension_is_refused_not_dropped(op: SesOpcode, mode: Mode) -> None:
+    """Before the fix the PDS dropped such a request without ACK or NACK (its SES header ends
+    where the extension should start), so the initiator retried until it gave up. Now SES answers
+    it RC_OP_VIOLATION in the ACK / RUDI response (behaviour.md §6.3, §6.9; wire-format.md §8.5)."""
+    from uet.pds import Acked, PdsCore
+    from uet.wire.pds import NextHeader
+    from uet.wire.ses import STANDARD, SesFlag
+
+    a, b = PdsCore(PEER), PdsCore(ME)
+    f = fep()
+    b.on_deliver = f.on_deliver
+    flags = SesFlag.SOM | SesFlag.EOM | SesFlag.REL
+    ses = STANDARD[(1, "none")].encode((op, 0, flags, 9, 0, JOB, PID, 0, 0, 7, 0x55, 0, 8))
+    a.submit(ME, mode, NextHeader.STANDARD, ses, b"", token="t", som=True, eom=True, now=0)
+    for d, _dst, _ent in a.datagrams_to_send(0):
+        b.receive_datagram(d, PEER, 1)
+    replies = b.datagrams_to_send(1)
+    assert len(replies) == 1 and b.counters.get("drop_ses_header", 0) == 0
+    a.receive_datagram(replies[0][0], ME, 2)
+    acked = [e for e in iter(a.next_event, None) if isinstance(e, Acked)]
+    assert len(acked) == 1 and acked[0].token == "t"
+    assert decode_response(acked[0].response)[1] == ReturnCode.OP_VIOLATION

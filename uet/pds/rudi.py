@@ -35,7 +35,7 @@ from uet.pds.backoff import next_shift, retries_spent, rto_for
 from uet.pds.config import Mode, PdsError, PdsLimitError, SesNack
 from uet.pds.events import Failed, NackReceived, new_acked, new_delivery
 from uet.pds.pdc import earliest_deadline
-from uet.pds.target import normalize_response, ses_end
+from uet.pds.target import normalize_response, ses_end, ses_extension_missing
 from uet.wire.pds import NACK_ACTION, RUDI, UUD, NackAction, NackCode, NackFlag, RudiFlag
 
 _NA_RETRANSMIT = NackAction.RETRANSMIT
@@ -219,8 +219,10 @@ class RudiMixin:
             return
         end = ses_end(data, 8, nh)
         if end is None:
-            self._drop("ses_header", now, src)
-            return
+            if not ses_extension_missing(data, 8, nh):
+                self._drop("ses_header", now, src)
+                return
+            end = len(data)  # answered OP_VIOLATION by SES (uet.pds.target.ses_extension_missing)
         try:
             r = self.on_deliver(new_delivery(src, _MODE_RUDI, 0, pid, nh, data[8:end], data[end:], ecn, bool(retx)))
         except SesNack:

@@ -136,6 +136,22 @@ def ses_end(data: bytes, off: int, nh: int) -> int | None:
     return end
 
 
+def ses_extension_missing(data: bytes, off: int, nh: int) -> bool:
+    """Whether the SES request header at ``off`` is whole but the extension its opcode requires
+    (atomic, compare-and-swap, rendezvous, sync; wire-format.md §8.4–8.5) is cut short. Such a
+    request is still handed to SES, which answers ``RC_OP_VIOLATION`` (malformed request,
+    behaviour.md §6.3, §6.9): dropping it without an ACK would leave the initiator retrying until
+    it gives up (issue 15 follow-up)."""
+    if nh not in _REQ_NH or off + 2 > len(data):
+        return False
+    lay = ses_layout(nh, data[off], data[off + 1])
+    if lay is None:
+        return False
+    end = off + lay.size
+    n = len(data)
+    return end <= n and extension_layout(data[off] & 0x3F, data[end] if end < n else None) is not None
+
+
 def normalize_response(r: Any) -> tuple[int, bytes, bool]:
     """``on_deliver``'s result as (next_hdr, bytes, guaranteed); see uet.pds.core."""
     if r is None:
@@ -357,8 +373,10 @@ class TargetMixin:
         retx = flags & _RETX
         end = ses_end(data, hl, nh)
         if end is None:
-            self._drop("ses_header", now, src)
-            return False
+            if not ses_extension_missing(data, hl, nh):
+                self._drop("ses_header", now, src)
+                return False
+            end = len(data)  # SES refuses it with OP_VIOLATION (ses_extension_missing)
         try:
             pl = memoryview(data)[end:] if self.payload_views else data[end:]
             r = self.on_deliver(new_delivery(src, mode, tp.lpdcid, psn, nh, data[hl:end], pl, ecn, bool(retx)))
