@@ -33,8 +33,6 @@ from uet.tools import conformance
 KNOWN_FINDINGS = {
     "ACK-020": "every single-packet request with a SES response is ACKed at once; non-guaranteed responses "
     "are never coalesced (uet/pds/target.py)",
-    "RC-023": "a later packet of a message with another opcode is served as a new request, not refused "
-    "(§6.3 step 3; uet/ses/target.py)",
 }
 
 PEER_TIMEOUT = 20.0

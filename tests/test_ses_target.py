@@ -777,3 +777,12 @@ def test_late_packet_of_dropped_message_scoped_to_its_pdc(fep: SesFep) -> None:
     assert handle(fep, som_hdr(SesOpcode.SEND, REL, 1, 100), b"c" * 64, pdc=10) is None
     r = handle(fep, *late, pdc=10)
     assert r is not None and r.data == ok(1, 100) and bytes(buf) == b"c" * 64 + b"b" * 36
+
+
+def test_later_packet_changing_the_opcode_is_refused(fep: SesFep, region) -> None:  # noqa: ANN001
+    """RC-023 (behaviour.md §6.3 step 3): a non-first packet must use the first packet's op.
+    Before the fix a READ packet with the id of a WRITE being received was served as a read."""
+    assert handle(fep, som_hdr(SesOpcode.WRITE, REL, 3, 16, mb=KEY, bo=8), b"a" * 8) is None
+    r = handle(fep, mid_hdr(SesOpcode.READ, REL | EOM, 3, 8, 8, 16, mb=KEY, bo=8), b"b" * 8)
+    assert r is not None and r.data == resp(RC.OP_VIOLATION, 3) and r.guaranteed
+    assert bytes(region.view[8:24]) == b"a" * 8 + bytes(8)  # the second half was not written

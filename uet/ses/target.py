@@ -252,7 +252,9 @@ class SesTarget:
             res = self.resources.resolve(rel=req.rel, job_id=req.job_id, pid=req.pid_on_fep, index=req.resource_index)
             if req.next_hdr != NextHeader.STANDARD and not (req.som and req.eom):
                 raise OpViolation("small and medium requests are single-packet (SOM = EOM = 1)")
-            if op in _SENDS or op == SesOpcode.WRITE:
+            if op in _SENDS or op == SesOpcode.WRITE or (not req.som and (peer, req.message_id) in self._recs):
+                # a later packet of a message being received goes to its record whatever its
+                # opcode: one that changed the opcode is refused OP_VIOLATION (§6.3 step 3, RC-023)
                 return self._message(peer, req, res, mode, pdc, retx)
             if op == SesOpcode.READ:
                 return self._read(peer, req, res, mode, pdc)
