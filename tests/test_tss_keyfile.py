@@ -69,7 +69,7 @@ def _write(path: Path, text: str, mode: int) -> Path:
 
 
 def test_load_sample(tmp_path: Path) -> None:
-    table = load_key_file(_write(tmp_path / "keys.toml", SAMPLE, 0o600))
+    table = load_key_file(_write(tmp_path / "keys.toml", SAMPLE, 0o600), wall_ns=0)
     assert len(table) == 2
     sd = table[0x102]
     assert sd.mode is SdMode.CLUSTER and sd.tx_an == 1 and sd.ssi == 7 and sd.use_ssi
@@ -84,23 +84,23 @@ def test_load_sample(tmp_path: Path) -> None:
 def test_refuses_group_or_other_access(tmp_path: Path, mode: int) -> None:
     path = _write(tmp_path / "keys.toml", SAMPLE, mode)
     with pytest.raises(KeyFileError, match="chmod 600") as exc:
-        load_key_file(path)
+        load_key_file(path, wall_ns=0)
     assert f"{mode:04o}" in str(exc.value)
 
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
 @pytest.mark.parametrize("mode", [0o600, 0o400])
 def test_accepts_owner_only(tmp_path: Path, mode: int) -> None:
-    assert len(load_key_file(_write(tmp_path / "keys.toml", SAMPLE, mode))) == 2
+    assert len(load_key_file(_write(tmp_path / "keys.toml", SAMPLE, mode), wall_ns=0)) == 2
 
 
 def test_missing_file_and_directory(tmp_path: Path) -> None:
     with pytest.raises(KeyFileError, match="cannot open"):
-        load_key_file(tmp_path / "absent.toml")
+        load_key_file(tmp_path / "absent.toml", wall_ns=0)
     d = tmp_path / "dir"
     d.mkdir(mode=0o700)
     with pytest.raises(KeyFileError):
-        load_key_file(d)
+        load_key_file(d, wall_ns=0)
 
 
 def test_write_then_load_round_trip_and_interoperate(tmp_path: Path) -> None:
@@ -114,11 +114,11 @@ def test_write_then_load_round_trip_and_interoperate(tmp_path: Path) -> None:
     assert (path.stat().st_mode & 0o777) == 0o600
     with pytest.raises(KeyFileError):
         write_key_file(path, [srv])  # refuses to replace without overwrite
-    table = load_key_file(path)
+    table = load_key_file(path, wall_ns=0)
     assert table[3].slots[1].key == cl.slots[1].key and table[3].slots[1].epoch == 2
     assert table[9].clients == {ip_bytes(A_IP): 77}
     write_key_file(tmp_path / "client.toml", [client])
-    ctable = load_key_file(tmp_path / "client.toml")
+    ctable = load_key_file(tmp_path / "client.toml", wall_ns=0)
     assert ctable[9].mode is SdMode.CLIENT and len(ctable[9].slots[0].key) == 44
     # the reloaded server and client still talk
     s = TssContext(table, B_IP)
@@ -223,15 +223,17 @@ def test_reloaded_key_file_never_repeats_a_tsc(tmp_path: Path) -> None:
     assert sd.tx_slot().next_tsc == 3_600 * 10**6
 
 
-def test_default_load_seeds_from_the_wall_clock_and_never_lowers(tmp_path: Path) -> None:
+def test_load_needs_the_wall_clock_and_never_lowers_a_counter(tmp_path: Path) -> None:
     import time
 
     from uet.tss.domain import tsc_floor_from_wall_clock
 
     path = _write(tmp_path / "keys.toml", SAMPLE, 0o600)
-    before = tsc_floor_from_wall_clock(time.time_ns())
-    table = load_key_file(path)
-    assert table[0x102].tx_slot().next_tsc >= before > 0
+    with pytest.raises(TypeError):
+        load_key_file(path)  # type: ignore[call-arg]  # the caller must pass its wall clock
+    now = time.time_ns()
+    table = load_key_file(path, wall_ns=now)
+    assert table[0x102].tx_slot().next_tsc == tsc_floor_from_wall_clock(now) > 0
     sd = table[0x102]
     sd.tx_slot().next_tsc += 10
     high = sd.tx_slot().next_tsc

@@ -134,7 +134,7 @@ def build_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> T
         from uet.tss.keyfile import load_key_file
 
         try:
-            t.keys = load_key_file(args.keys)
+            t.keys = load_key_file(args.keys, wall_ns=time.time_ns())
             t.keys_text = Path(args.keys).read_text()
         except (KeyFileError, OSError) as e:
             parser.error(f"--keys: {e}")

@@ -301,7 +301,7 @@ def _key_decryptor(path: str) -> Decryptor:
     from uet.tss.decoder import decrypt_for_decoder
     from uet.tss.keyfile import load_key_file
 
-    table = load_key_file(path)
+    table = load_key_file(path, wall_ns=0)  # opens packets only, never seals
 
     def decrypt(s: Sealed) -> bytes | None:
         if s.src_ip is None or s.dst_ip is None or s.entropy is None:

@@ -26,6 +26,7 @@ import contextlib
 import json
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -88,10 +89,8 @@ class Peer:
             from uet.tss.link import SecurityConfig
 
             tss = TssConfig(replay_window=0) if "answer-replay" in a.fault else TssConfig()
-            from uet.conformance.session import start_tsc_from_clock
-
-            table = load_key_file(a.keys)
-            start_tsc_from_clock(table)  # a restarted peer must not repeat the IVs of its last run
+            # seeded from the clock: a restarted peer must not repeat the IVs of its last run (§5.6)
+            table = load_key_file(a.keys, wall_ns=time.time_ns())
             security = SecurityConfig(table, sdi=a.sdi, tss=tss)
         link = None
         rewriters = [f for f in a.fault if FAULTS[f][0] is not None]

@@ -35,17 +35,11 @@ __all__ = ["CheckFailed", "Pdc", "Session", "Target"]
 
 
 def start_tsc_from_clock(table: Any) -> None:
-    """Start every key slot's TSC at the wall clock in 10 µs units (< 2^48 until the year 2059).
-
-    A key file gives the same key and epoch to every process that loads it; a sender whose TSC
-    restarted at 0 would repeat GCM IVs of its previous run (uet.tss.keyfile "Nonce safety") and
-    a receiver's replay window would drop its packets as replays. Starting from the clock keeps
-    successive runs apart as long as a run sends fewer than 100 000 packets a second."""
-    tsc = int(time.time() * 100_000)
-    for sd in table:
-        for slot in sd.slots:
-            if slot is not None and slot.next_tsc < tsc:
-                slot.next_tsc = tsc
+    """Seed every SD's TSC from the wall clock (:meth:`uet.tss.domain.SecureDomainTable.seed_tsc`,
+    behaviour.md §5.6). A key file gives the same key and epoch to every process that loads it; a
+    sender whose TSC restarted at 0 would repeat GCM IVs of its previous run and a receiver's
+    replay window would drop its packets as replays."""
+    table.seed_tsc(time.time_ns())
 
 
 class CheckFailed(AssertionError):  # noqa: N818 - a check's verdict, read as "check failed"

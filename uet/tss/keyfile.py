@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -76,13 +75,13 @@ _SLOT_KEYS = {"an", "epoch", "key"}
 _CLIENT_KEYS = {"address", "ssi"}
 
 
-def load_key_file(path: str | os.PathLike[str], *, wall_ns: int | None = None) -> SecureDomainTable:
+def load_key_file(path: str | os.PathLike[str], *, wall_ns: int) -> SecureDomainTable:
     """Read a key file into a :class:`SecureDomainTable`, refusing unsafe permissions.
 
-    Every SD's transmit counter is seeded from ``wall_ns`` (Unix ns; default: this process's wall
-    clock now) so that a restarted process never repeats a TSC, hence an AES-GCM IV, under the
-    file's keys (behaviour.md §5.6; :meth:`uet.tss.domain.SecureDomain.seed_tsc`). This loader is
-    I/O-side like the file read; the sans-I/O cores never read a clock."""
+    ``wall_ns`` (required: the caller's wall clock, Unix ns; this library never reads a clock)
+    seeds every SD's transmit counter so that a restarted process never repeats a TSC, hence an
+    AES-GCM IV, under the file's keys (behaviour.md §5.6;
+    :meth:`uet.tss.domain.SecureDomain.seed_tsc`). A table that only opens packets may pass 0."""
     p = Path(path)
     try:
         fd = os.open(p, os.O_RDONLY)
@@ -103,7 +102,7 @@ def load_key_file(path: str | os.PathLike[str], *, wall_ns: int | None = None) -
     finally:
         os.close(fd)
     raw = b"".join(chunks)
-    return parse_key_file(raw, source=str(p), wall_ns=time.time_ns() if wall_ns is None else wall_ns)
+    return parse_key_file(raw, source=str(p), wall_ns=wall_ns)
 
 
 def parse_key_file(data: bytes | str, *, source: str = "<key file>", wall_ns: int | None = None) -> SecureDomainTable:
