@@ -33,9 +33,9 @@ def packets(data: bytes, mid: int, **kw) -> list[tuple[bytes, bytes]]:
     return [(s, bytes(p)) for s, p, _som, _eom in seg.packets(data, mid, pid_on_fep=PID, **kw)]
 
 
-def deliver(f: SesFep, ses: bytes, payload: bytes, now: int = 0):
+def deliver(f: SesFep, ses: bytes, payload: bytes, now: int = 0, mode: Mode = Mode.RUD, retx: bool = False):
     f.now = now
-    return f.on_deliver(Delivery(PEER, Mode.RUD, 5, 0, 3, ses, payload, 0, False))
+    return f.on_deliver(Delivery(PEER, mode, 5, 0, 3, ses, payload, 0, retx))
 
 
 def events(f: SesFep) -> list:
@@ -83,11 +83,11 @@ def test_duplicates_are_counted_and_the_receive_completes_once() -> None:
     buf = bytearray(3000)
     f.post_recv(buf)
     pk = packets(b"a" * 1024 + b"b" * 1024 + b"c" * 952, 20)
-    deliver(f, *pk[0])
-    assert deliver(f, *pk[0]) is None  # a duplicate before completion: default answer, no copy
-    deliver(f, *pk[1])
-    done = deliver(f, *pk[2])
-    again = deliver(f, *pk[2])  # after completion: the same answer again
+    deliver(f, *pk[0], mode=Mode.RUDI)
+    assert deliver(f, *pk[0], mode=Mode.RUDI) is None  # a duplicate before completion: default answer, no copy
+    deliver(f, *pk[1], mode=Mode.RUDI)
+    done = deliver(f, *pk[2], mode=Mode.RUDI)
+    again = deliver(f, *pk[2], mode=Mode.RUDI, retx=True)  # a retransmission after completion: same answer
     assert done == again
     (ev,) = events(f)
     assert ev.length == 3000 and bytes(buf) == b"a" * 1024 + b"b" * 1024 + b"c" * 952
@@ -159,13 +159,14 @@ def test_the_response_says_which_list_the_message_went_to() -> None:
     f = fep()
     f.post_recv(bytearray(100))
     (p,) = packets(b"e" * 50, 70)
-    expected = deliver(f, *p)
+    expected = deliver(f, *p, mode=Mode.RUDI)
     (p2,) = packets(b"o" * 50, 71)
-    overflow = deliver(f, *p2)
+    overflow = deliver(f, *p2, mode=Mode.RUDI)
     assert RESPONSE.unpack(expected[1])[0] == 0 and normalize_response(expected)[2] is False
     assert RESPONSE.unpack(overflow[1])[0] == 1 and normalize_response(overflow)[2] is True
     assert decode_response(overflow[1])[1:] == (ReturnCode.OK, 71, 50)
-    assert deliver(f, *p2) == overflow and deliver(f, *p) == expected
+    assert deliver(f, *p2, mode=Mode.RUDI, retx=True) == overflow
+    assert deliver(f, *p, mode=Mode.RUDI, retx=True) == expected
 
 
 def test_a_waiting_receive_without_buffer_makes_it_the_expected_list() -> None:
