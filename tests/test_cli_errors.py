@@ -49,6 +49,27 @@ CASES = [
     ("fabric", ["-o", "no_such_option=1"]),
     ("fabric", ["--host-addr", "x"]),
     ("fabric", ["--sample-ms", "0"]),
+    # uet-run
+    ("run", ["--rate", "0"]),
+    ("run", ["--rate", "10 parsecs"]),
+    ("run", ["--message-bytes", "-5"]),
+    ("run", ["--size", "0"]),
+    ("run", ["--endpoints", "1"]),
+    ("run", ["--workload", "pairs", "--endpoints", "5"]),
+    ("run", ["--profile", "lab", "--rate", "10e6"]),
+    ("run", ["--timeout", "0"]),
+    ("run", ["--endpoint-set", "payload_size=100000"]),
+    ("run", ["--endpoint-set", "payload_size=4096"]),  # over the 1500-byte MTU: refused up front
+    ("run", ["--endpoint-set", "no_such_field=1"]),
+    ("run", ["--endpoint-set", "pds.rto_ns=fast"]),
+    ("run", ["--endpoint-set", "pds.rto_ns=0"]),
+    ("run", ["--endpoint-set", "max_inflight=-3"]),
+    ("run", ["--endpoint-set", "ecn_capable=7"]),
+    ("run", ["--endpoint-set", "garbage"]),
+    ("run", ["-o", "no_such_option=1"]),
+    ("run", ["--topology", "no_such_topology"]),
+    ("run", ["no_such_scenario.toml"]),
+    ("run", ["--interval", "0"]),
     # uet-decode
     ("decode", ["--port", "70000"]),
     ("decode", ["--count", "0"]),
@@ -71,7 +92,34 @@ def test_bad_input_is_one_line_and_exit_2(name: str, argv: list[str]) -> None:
     assert r.stdout == ""
 
 
-@pytest.mark.parametrize("name", ["bench", "demo", "fabric", "decode"])
+SCENARIOS = {
+    "run-typo": '[run]\nworkload = "incast"\nendpont = 3\n',
+    "endpoint-typo": "[endpoint]\nrto_ns = 5\n",
+    "endpoint-type": '[endpoint.pds]\nrto_ns = "fast"\n',
+    "endpoint-range": "[endpoint]\npayload_size = 100000\n",
+    "mtu": "[endpoint]\npayload_size = 4096\n",
+    "table": "[runn]\nworkload = 1\n",
+    "toml": "[run\n",
+    "workload": '[run]\nworkload = "broadcast"\n',
+    "message-size": '[run]\nmessage_bytes = "lots"\n',
+}
+
+
+@pytest.mark.parametrize("key", sorted(SCENARIOS))
+def test_bad_scenario_file_is_one_line_and_exit_2(tmp_path, key: str) -> None:
+    sc = tmp_path / "bad.toml"
+    sc.write_text(SCENARIOS[key])
+    r = tool("run", str(sc))
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("uet-run: error: "), r.stderr
+
+
+def test_unknown_key_names_the_valid_ones() -> None:
+    r = tool("run", "--endpoint-set", "payload=512")
+    assert "unknown key 'payload'" in r.stderr and "payload_size" in r.stderr and "max_inflight" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["bench", "demo", "fabric", "decode", "run"])
 def test_version(name: str) -> None:
     from importlib.metadata import version
 
@@ -158,3 +206,15 @@ def test_ctrl_c_is_one_line_and_exit_130(name: str, argv: list[str]) -> None:
     assert "Traceback" not in r.stderr and "KeyboardInterrupt" not in r.stderr, r.stderr
     assert r.returncode == 130, (r.returncode, r.stderr)
     assert r.stderr.strip().splitlines()[-1] == f"uet-{name}: interrupted"
+
+
+def test_plot_without_matplotlib_is_refused_before_the_run(monkeypatch) -> None:
+    import importlib.util
+
+    from uet.tools import run
+    from uet.tools.cli import UsageError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    with pytest.raises(UsageError, match="--plot needs matplotlib"):
+        run.settings_from(run.build_parser().parse_args(["--plot", "out"]))

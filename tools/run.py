@@ -59,9 +59,23 @@ import signal
 import sys
 import time
 import tomllib
+from collections.abc import Sequence
 from typing import Any
 
 from uet.fabric.profiles import PROFILES, REALTIME_RATE_BPS, load_topology, overrides_to_dict
+from uet.tools.cli import (
+    ArgumentParser,
+    RunFailed,
+    UsageError,
+    float_arg,
+    format_rate,
+    int_arg,
+    rate_arg,
+    run_main,
+    size_arg,
+    yes_no,
+)
+from uet.tools.run_settings import check_settings
 
 __all__ = ["Launcher", "build_flows", "build_parser", "main"]
 
@@ -185,6 +199,11 @@ class Launcher:
         self.fabric: Child | None = None
         self.workers: list[Child] = []
         self.progress: Any = None
+        self.interval: float | None = None  # --interval: report period (s)
+        self.intervals: list[dict[str, Any]] = []
+        self.rx_bytes = 0
+        self.rx_messages = 0
+        self.host_rate = 0
 
     def fabric_args(self, n: int) -> list[str]:
         s = self.s
@@ -258,7 +277,14 @@ class Launcher:
         for w in self.workers:
             await w.tell("go")
         total = len(flows) * int(s["messages"]) * int(s["message_bytes"])
-        results = await asyncio.wait_for(asyncio.gather(*(self._collect(w, total) for w in self.workers)), timeout + 30)
+        reporter = asyncio.ensure_future(self._report(t_go, total)) if self.interval else None
+        try:
+            results = await asyncio.wait_for(
+                asyncio.gather(*(self._collect(w, total) for w in self.workers)), timeout + 30
+            )
+        finally:
+            if reporter is not None:
+                reporter.cancel()
         elapsed = time.monotonic() - t_go
         for w in self.workers:
             await w.tell("stop")
@@ -285,6 +311,8 @@ class Launcher:
                 flows.append(ev)
             elif kind == "rx":
                 rx.append(ev)
+                self.rx_bytes += ev["bytes"]
+                self.rx_messages += 1
                 if self.progress is not None:
                     self.progress[0].update(self.progress[1], advance=ev["bytes"])
             elif kind == "error":
@@ -293,6 +321,30 @@ class Launcher:
             elif kind == "done":
                 break
         return {"flows": flows, "rx": rx, "error": error}
+
+    async def _report(self, t_go: float, total: int) -> None:
+        """``--interval``: every period, the bytes received in it and so far (stderr, and the
+        result's ``intervals``), as iperf3 ``-i`` does."""
+        assert self.interval
+        last_t, last_b = 0.0, 0
+        while True:
+            await asyncio.sleep(self.interval)
+            t = time.monotonic() - t_go
+            b = self.rx_bytes
+            rec = {
+                "start_s": round(last_t, 3),
+                "end_s": round(t, 3),
+                "bytes": b - last_b,
+                "goodput_gbps": round((b - last_b) * 8 / max(t - last_t, 1e-9) / 1e9, 6),
+                "received_bytes": b,
+                "messages": self.rx_messages,
+            }
+            self.intervals.append(rec)
+            sys.stderr.write(
+                f"[{rec['start_s']:7.2f}-{rec['end_s']:7.2f} s] {rec['bytes']:>11} bytes "
+                f"{rec['goodput_gbps']:.4f} Gbit/s   received {b}/{total} bytes\n"
+            )
+            last_t, last_b = t, b
 
     async def _closed(self, w: Child) -> dict[str, Any]:
         try:
@@ -328,7 +380,11 @@ class Launcher:
             else:
                 hashes = f["sha256"]
                 intact = f["error"] is None and all(got.get((fid, i)) == [h] for i, h in enumerate(hashes))
-                rec.update({k: f[k] for k in ("bytes", "messages", "completion_s", "goodput_mbps", "retransmits")})
+                rec.update({k: f[k] for k in ("bytes", "messages", "completion_s", "retransmits")})
+                dt = f["completion_s"]
+                rec["goodput_gbps"] = round(f["bytes"] * 8 / dt / 1e9, 6) if dt > 0 else 0.0
+                ideal = f["bytes"] * 8 / self.host_rate if self.host_rate else 0.0
+                rec["slowdown"] = round(dt / ideal, 2) if ideal > 0 else None
                 rec.update(
                     delivered=sum(1 for i in range(len(hashes)) if (fid, i) in got), intact=intact, error=f["error"]
                 )
@@ -339,6 +395,7 @@ class Launcher:
         fab = summary.get("fabric", {})
         return {
             "ok": ok,
+            "fct": fct_summary(out_flows),
             "workload": self.s["workload"],
             "endpoints": len(fa),
             "elapsed_s": round(elapsed, 3),
@@ -364,6 +421,9 @@ class Launcher:
                 for c in closed
             ],
             "plots": summary.get("plots", []),
+            "pcaps": _written(self.s.get("pcap"), ".pcap"),
+            "telemetry": self.s.get("telemetry"),
+            "intervals": self.intervals,
         }
 
     def stop_all(self, sig: int = signal.SIGTERM) -> None:
@@ -387,6 +447,75 @@ class Launcher:
             c.reader.cancel()
 
 
+def _pct(xs: list[float], p: float) -> float:
+    """Nearest-rank percentile of ``xs`` (sorted here)."""
+    xs = sorted(xs)
+    return xs[max(0, min(len(xs) - 1, math.ceil(p / 100 * len(xs)) - 1))]
+
+
+def fct_summary(flows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Flow completion times (s) and slowdowns (FCT / the flow's bytes at the host link rate) of
+    the flows that completed: count, mean, p50, p90, p99, max (nearest rank)."""
+    fct = [f["completion_s"] for f in flows if f.get("completion_s") and f.get("error") is None]
+    slow = [f["slowdown"] for f in flows if f.get("slowdown") is not None and f.get("error") is None]
+    out: dict[str, Any] = {"flows": len(fct)}
+    if fct:
+        out.update(mean_s=round(sum(fct) / len(fct), 6))
+        out.update({f"p{p}_s": round(_pct(fct, p), 6) for p in (50, 90, 99)}, max_s=round(max(fct), 6))
+    if slow:
+        out.update({f"slowdown_p{p}": round(_pct(slow, p), 2) for p in (50, 90, 99)}, slowdown_max=max(slow))
+    return out
+
+
+def _written(folder: str | None, suffix: str) -> list[str]:
+    if not folder or not os.path.isdir(folder):
+        return []
+    return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(suffix))
+
+
+def settings_record(s: dict[str, Any], endpoint: dict[str, Any]) -> dict[str, Any]:
+    """The run's settings as the result echoes them (``settings``): what was run, reproducibly."""
+    keys = ("workload", "endpoints", "message_bytes", "messages", "seed", "timeout_s", "profile", "rate_bps")
+    out = {k: s[k] for k in keys if k in s}
+    out["topology"] = s.get("scenario") or s.get("topology")
+    out["overrides"] = list(s.get("overrides", []))
+    out["endpoint"] = endpoint
+    return out
+
+
+#: per-flow CSV columns (``--csv``)
+CSV_COLUMNS = (
+    "flow",
+    "src",
+    "dst",
+    "bytes",
+    "messages",
+    "delivered",
+    "completion_s",
+    "goodput_gbps",
+    "slowdown",
+    "retransmits",
+    "intact",
+    "error",
+)
+
+
+def write_csv(result: dict[str, Any], path: str) -> None:
+    """The per-flow results as CSV (``intact`` as true/false, as in the JSON)."""
+    import csv
+
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_COLUMNS)
+        for fl in result["flows"]:
+            w.writerow(
+                [
+                    ("true" if fl.get(c) else "false") if c == "intact" else ("" if fl.get(c) is None else fl.get(c))
+                    for c in CSV_COLUMNS
+                ]
+            )
+
+
 def render(result: dict[str, Any]) -> None:
     """The results table (stdout)."""
     from rich.console import Console
@@ -394,7 +523,8 @@ def render(result: dict[str, Any]) -> None:
 
     con = Console(width=None if sys.stdout.isatty() else 120)  # no 80-column wrap when piped
     t = Table(title=f"uet-run {result['workload']}: {result['endpoints']} endpoints, {result['elapsed_s']} s")
-    for col in ("flow", "src → dst", "bytes", "completion (s)", "goodput (Mb/s)", "retransmits", "intact"):
+    cols = ("flow", "src → dst", "bytes", "completion (s)", "goodput (Gbit/s)", "slowdown", "retransmits", "intact")
+    for col in cols:
         t.add_column(col, justify="left" if col == "src → dst" else "right")
     for f in result["flows"]:
         t.add_row(
@@ -402,11 +532,19 @@ def render(result: dict[str, Any]) -> None:
             f"{f['src']} → {f['dst']}",
             str(f.get("bytes", 0)),
             str(f.get("completion_s", "-")),
-            str(f.get("goodput_mbps", "-")),
+            str(f.get("goodput_gbps", "-")),
+            str(f.get("slowdown", "-")),
             str(f.get("retransmits", "-")),
-            "[green]yes[/]" if f["intact"] else f"[red]NO[/] {f.get('error') or ''}",
+            f"[green]{yes_no(True)}[/]" if f["intact"] else f"[red]{yes_no(False)}[/] {f.get('error') or ''}",
         )
     con.print(t)
+    fct = result.get("fct") or {}
+    if fct.get("flows"):
+        con.print(
+            f"flow completion time (s): mean {fct['mean_s']}, p50 {fct['p50_s']}, p90 {fct['p90_s']}, "
+            f"p99 {fct['p99_s']}, max {fct['max_s']}; slowdown p50 {fct.get('slowdown_p50')}, "
+            f"p99 {fct.get('slowdown_p99')}, max {fct.get('slowdown_max')}"
+        )
     fab = result["fabric"]
     ft = Table(title="fabric")
     for col in ("ecn_marks", "trims", "drops", "pauses", "pfc_xon", "watchdog"):
@@ -421,26 +559,50 @@ def render(result: dict[str, Any]) -> None:
             f"switch timer ({p['timer']}): {p['firings']} firings, lateness p50 {p['p50_us']} µs, "
             f"p99 {p['p99_us']} µs, max {p['max_us']} µs"
         )
+    for label, paths in (("plots", result.get("plots")), ("pcaps", result.get("pcaps"))):
+        if paths:
+            con.print(f"{label} written: " + ", ".join(paths))
+    for label in ("telemetry", "csv"):
+        if result.get(label):
+            con.print(f"{label} written: {result[label]}")
     con.print(
         "[green]all messages intact[/]" if result["ok"] else "[red]FAILED: a message was lost or an endpoint failed[/]"
     )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="uet-run", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="uet-run", description=__doc__.split("\n\n")[0])
     p.add_argument("scenario", nargs="?", help="scenario TOML (default: the built-in incast)")
     p.add_argument("--workload", "-w", choices=WORKLOADS)
-    p.add_argument("--endpoints", "-n", type=int)
-    p.add_argument("--message-bytes", type=int)
-    p.add_argument("--messages", type=int, help="messages per flow")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--timeout", type=float, dest="timeout_s")
+    p.add_argument(
+        "--endpoints",
+        "-n",
+        type=int_arg(2),
+        help="endpoint processes (default 9; 8 for pairs: it needs an even number)",
+    )
+    p.add_argument("--size", type=size_arg(1, 1 << 30), dest="message_bytes", help="bytes per message (64KiB)")
+    p.add_argument("--message-bytes", type=size_arg(1, 1 << 30), dest="message_bytes", help=argparse.SUPPRESS)
+    p.add_argument("--messages", type=int_arg(1), help="messages per flow (4)")
+    p.add_argument("--seed", type=int_arg(0))
+    p.add_argument("--timeout", type=float_arg(0.0, open_lo=True), dest="timeout_s", help="seconds (120)")
     p.add_argument("--topology", "-t", help="built-in name or TOML file for the fabric")
-    p.add_argument("--profile", choices=PROFILES)
-    p.add_argument("--rate", type=float, dest="rate_bps", help="link rate of the realtime profile (bit/s)")
+    p.add_argument("--profile", choices=PROFILES, help="fabric parameter profile (realtime)")
+    p.add_argument(
+        "--rate",
+        type=rate_arg(1),
+        dest="rate_bps",
+        help=f"link rate of the realtime profile: 100M, 1G, 25Gbit (default {format_rate(REALTIME_RATE_BPS)})",
+    )
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--csv", metavar="FILE", help="also write the per-flow results as CSV")
+    p.add_argument(
+        "--interval",
+        type=float_arg(0.0, open_lo=True),
+        metavar="S",
+        help="report the bytes received every S seconds during the run (stderr), like iperf3 -i",
+    )
     p.add_argument("--pcap", metavar="DIR")
     p.add_argument("--plot", metavar="DIR")
     p.add_argument("--telemetry", metavar="FILE")
@@ -449,21 +611,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(run settings, inline topology table, endpoint table) from a scenario file and options."""
+    """(run settings, inline topology table, endpoint table) from a scenario file and options,
+    checked (tools/run_settings.py): a mistake is a :class:`UsageError` (one line, exit 2)."""
     s = dict(DEFAULT_RUN)
     topo: dict[str, Any] = {}
     ep = dict(DEFAULT_ENDPOINT)
+    explicit: set[str] = set()
     if args.scenario:
-        with open(args.scenario, "rb") as f:
-            doc = tomllib.load(f)
+        try:
+            with open(args.scenario, "rb") as f:
+                doc = tomllib.load(f)
+        except OSError as e:
+            raise UsageError(f"{args.scenario}: {e.strerror or e}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise UsageError(f"{args.scenario}: {e}") from None
+        unknown = set(doc) - {"run", "topology", "endpoint"}
+        if unknown:
+            raise UsageError(f"{args.scenario}: unknown table {sorted(unknown)[0]!r}; valid: endpoint, run, topology")
         s.update(doc.get("run", {}))
+        explicit |= set(doc.get("run", {}))
         topo = doc.get("topology", {})
-        ep.update(doc.get("endpoint", {}))
+        ep = _deep_update(ep, doc.get("endpoint", {}))
         s["scenario"] = args.scenario
     for k in ("workload", "endpoints", "message_bytes", "messages", "seed", "timeout_s", "profile", "rate_bps"):
         v = getattr(args, k)
         if v is not None:
             s[k] = v
+            explicit.add(k)
     if args.topology:
         s["topology"] = args.topology
         topo = {}
@@ -471,7 +645,13 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
     for opt in ("pcap", "plot", "telemetry"):
         if getattr(args, opt):
             s[opt] = getattr(args, opt)
-    ep = _deep_update(ep, overrides_to_dict(args.ep_overrides))
+    try:
+        ep = _deep_update(ep, overrides_to_dict(args.ep_overrides))
+    except ValueError as e:
+        raise UsageError(f"--endpoint-set: {e}") from None
+    if s.get("workload") == "pairs" and "endpoints" not in explicit:
+        s["endpoints"] = 8  # pairs needs an even number; the default 9 is the incast's
+    check_settings(s, topo, ep, rate_given="rate_bps" in explicit)
     return s, topo, ep
 
 
@@ -482,9 +662,10 @@ def _deep_update(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _main(args: argparse.Namespace) -> int:
-    s, topo, ep = settings_from(args)
+async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> int:
+    s, topo, ep = settings
     launcher = Launcher(s, topo, ep)
+    launcher.interval = args.interval
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     interrupted = False
@@ -519,19 +700,26 @@ async def _main(args: argparse.Namespace) -> int:
         with progress_cm:
             result = await launcher.run()
     except asyncio.CancelledError:
+        # Ctrl-C / SIGTERM: the task was cancelled by on_signal; uncancel so that asyncio.run
+        # returns normally instead of raising CancelledError once this coroutine returns.
+        if task is not None:
+            task.uncancel()
         await launcher.shutdown()
         sys.stderr.write("uet-run: interrupted; every process stopped\n")
         return 130
     except (RunError, TimeoutError, OSError, ValueError) as e:
         await launcher.shutdown()
-        sys.stderr.write(f"uet-run: {e or type(e).__name__}\n")
-        return 1
+        raise RunFailed(str(e) or type(e).__name__) from None
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
     await launcher.shutdown()
     if interrupted:
         return 130
+    result["settings"] = settings_record(s, ep)
+    if args.csv:
+        write_csv(result, args.csv)
+        result["csv"] = args.csv
     if args.json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:
@@ -539,20 +727,15 @@ async def _main(args: argparse.Namespace) -> int:
     return 0 if result["ok"] else 1
 
 
+def _body(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = settings_from(args)
+    return asyncio.run(_main(args, settings))
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``uet-run``."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:
-        return int(e.code) if isinstance(e.code, int) else 2
-    try:
-        return asyncio.run(_main(args))
-    except KeyboardInterrupt:  # pragma: no cover - the handler normally catches it
-        return 130
-    except (OSError, ValueError, tomllib.TOMLDecodeError) as e:
-        sys.stderr.write(f"uet-run: {e}\n")
-        return 2
+    """Entry point of ``uet-run``: 0, 1 for a failed run, 2 for a usage error, 130 on Ctrl-C."""
+    return run_main("uet-run", _body, argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

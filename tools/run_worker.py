@@ -12,7 +12,7 @@ Protocol: JSON lines on stdout, commands on stdin.
 2. Waits for ``go`` (so every endpoint starts together), then sends every flow's messages (all
    flows at once; one flow's messages in order on its lane) and receives.
 3. Per flow sent: ``{"event": "flow", ...}`` with bytes, completion time (from ``go`` to the last
-   message's completion), goodput, the endpoint's retransmit count, the SHA-256 of every message
+   message's completion), goodput, the retransmissions to its destination, the SHA-256 of every message
    and any error. Per message received: ``{"event": "rx", "flow", "index", "src", "bytes",
    "sha256"}`` (the flow and index travel in the SES header data: ``flow << 32 | index``).
 4. ``{"event": "done"}`` when everything was sent and received; then waits for ``stop`` (or end of
@@ -120,7 +120,8 @@ async def worker(spec: dict[str, Any]) -> int:
                 "messages": f["messages"],
                 "completion_s": round(dt, 6),
                 "goodput_mbps": round(nbytes * 8 / dt / 1e6, 3) if dt > 0 else 0.0,
-                "retransmits": c.get("retransmits", 0),
+                # this flow's own: the retransmissions to its destination (one flow per destination)
+                "retransmits": c.get("retransmits_to:" + f["dst"], 0),
                 "sha256": [hashlib.sha256(data[(f["flow"], i)]).hexdigest() for i in range(f["messages"])],
                 "error": err,
             }

@@ -96,13 +96,15 @@ class Ccc:
         if self.credit is not None:
             self.credit.on_send(size)
 
-    def ack_request(self) -> bool:
-        """Set AR on this packet (§4.3.3 ``ack_request``; RCCC: the credit has run out)."""
+    def ack_request(self, nbytes: int) -> bool:
+        """Set AR on the packet of ``nbytes`` about to go (§4.3.3 ``ack_request``, evaluated as
+        if it were already in flight; RCCC: it spends the last of the credit)."""
+        size = nbytes + self.overhead
         n = self.nscc
-        if n is not None and n.ack_request():
+        if n is not None and n.ack_request(size):
             return True
         c = self.credit
-        return c is not None and c.credit <= 0
+        return c is not None and c.credit - size <= 0
 
     def set_backlog(self, pdcid: int, nbytes: int) -> None:
         """The PDS reports a PDC's queued bytes (``len(pending) × nominal size``, an estimate)."""
@@ -126,23 +128,26 @@ class Ccc:
     # -- feedback ----------------------------------------------------------------------------------
 
     def on_ack_cc(
-        self, npkts: int, newly_rcvd: int, ecn: bool, rtt: int | None, pend: int, restore: bool, now: int
+        self, npkts: int, newly_rcvd: int, ecn_bytes: int, rtt: int | None, pend: int, restore: bool, now: int
     ) -> None:
         """An ACK: ``npkts`` first-time acknowledged packets, ``newly_rcvd`` nominal bytes the
-        target newly received (ACK_CC ``rcvd_bytes`` difference), ``ecn`` its ``m`` flag, ``rtt``
-        a valid sample less the service time (or None), the receiver window penalty."""
+        target newly received (ACK_CC ``rcvd_bytes`` difference), ``ecn_bytes`` the bytes it
+        reports ECN-CE marked (the named packet when ``m`` is set), ``rtt`` a valid sample less
+        the service time (or None), the receiver window penalty (§4.4)."""
         self.inflight_pkts -= npkts
-        self.counters["acks"] += 1
-        if ecn:
-            self.counters["ecn_acks"] += 1
+        c = self.counters
+        c["acks"] += 1
+        if ecn_bytes:
+            c["ecn_acks"] += 1
+            c["ecn_bytes"] = c.get("ecn_bytes", 0) + ecn_bytes + self.overhead
         if self.nscc is not None:
-            self.nscc.on_ack(newly_rcvd, ecn, rtt, now, pend, restore)
+            self.nscc.on_ack(newly_rcvd, ecn_bytes > 0, rtt, now, pend, restore)
         if self.credit is not None:
             self.credit.end_speculation()
 
     def on_ack(self, npkts: int, nbytes: int, ecn: bool, rtt_ns: int | None, now: int) -> None:
         """Plain-ACK form of the seam: newly received = what the ACK acknowledged."""
-        self.on_ack_cc(npkts, nbytes + npkts * self.overhead, ecn, rtt_ns, 0, False, now)
+        self.on_ack_cc(npkts, nbytes + npkts * self.overhead, nbytes if ecn else 0, rtt_ns, 0, False, now)
 
     def on_nack_cc(self, nbytes: int, ecn: bool, rtt: int | None, trimmed: bool, lasthop: bool, now: int) -> None:
         """A NACK for an outstanding packet of ``nbytes`` (§4.1 ``on_nack``); it will be resent."""
@@ -165,8 +170,11 @@ class Ccc:
         if self.nscc is not None:
             self.nscc.on_inferred_loss(nbytes + self.overhead, now)
 
-    def on_timeout(self, now: int) -> None:
-        """Seam form without a packet (nothing to account)."""
+    def on_discarded(self, nbytes: int) -> None:
+        """A packet the target discarded unseen (ROD go-back-N, §2.13) is about to be resent:
+        it leaves flight without a congestion signal of its own."""
+        if self.nscc is not None:
+            self.nscc.on_abandon(nbytes + self.overhead)
 
     def on_done(self, npkts: int, nbytes: int = 0) -> None:
         """``npkts`` packets (``nbytes`` in all) left flight without an ACK (their PDC failed)."""

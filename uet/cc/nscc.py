@@ -103,10 +103,11 @@ class Nscc:
             gap = int(size * self.base_rtt / self.cwnd)
             self.next_send = max(self.next_send, now) + gap
 
-    def ack_request(self) -> bool:
+    def ack_request(self, size: int = 0) -> bool:
         """Ask for an ACK now (§4.3.3): ``(cwnd − inflight) < MTU`` or a window under one ACK's
-        worth of coalescing (``cwnd < ACK_Gen_Trigger``, 16384)."""
-        return (self.cwnd - self.inflight) < self.mtu or self.cwnd < 16384
+        worth of coalescing (``cwnd < ACK_Gen_Trigger``, 16384). ``size``: a packet about to be
+        sent, counted as if already in flight."""
+        return (self.cwnd - self.inflight - size) < self.mtu or self.cwnd < 16384
 
     # -- ACK (§4.3.4) ------------------------------------------------------------------------------
 

@@ -47,11 +47,15 @@ def install(core: Any, cc: str | None = None, lb: str | None = None, params: CcC
     if cc == "none" and lb == "default":
         return
     log = core._log
-    n = [0]
 
     def factory(peer: str, tc: int) -> Ccc:
-        n[0] += 1
-        return Ccc(cfg, nscc=nscc, rccc=rccc, lb=lb, rng=core.rng, window=pc.cc_window, ccc_id=tc, log=log)
+        clog = None
+        if log is not None:
+
+            def clog(rec: dict, _peer: str = peer, _tc: int = tc) -> None:
+                log({**rec, "peer": _peer, "tc": _tc})
+
+        return Ccc(cfg, nscc=nscc, rccc=rccc, lb=lb, rng=core.rng, window=pc.cc_window, ccc_id=tc, log=clog)
 
     core.gate_factory = factory
     core.cc_params = cfg

@@ -126,14 +126,15 @@ class CloseMixin:
             self._target_close_error(owner, reason, now)
             return
         ev = self._events
-        n = 0
+        n = nb = 0
         for q in pdc.outstanding.values():
             n += 1
+            nb += q.nbytes
             if q.ctl is None:
                 ev.append(Failed(q.token, reason, code))
         pdc.outstanding.clear()
         if n:
-            pdc.gate.on_done(n)
+            pdc.gate.on_done(n, nb)
         if self.usable.get(pdc.key) is pdc:
             del self.usable[pdc.key]
         pdc.closed_error = reason

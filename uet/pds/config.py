@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any
 
 from uet.errors import UetError
 
@@ -111,7 +112,13 @@ class PdsConfig:
         rudi_max_outstanding: RUDI requests in flight per FEP; later ones wait in a queue.
         entropy_paths: size of the rotating entropy set used to spray RUD packets.
         cc_window: packets in flight per (peer, traffic class) allowed by the fixed-window
-            ``none`` congestion gate (ARCHITECTURE.md "Coming next").
+            ``none`` congestion gate (ARCHITECTURE.md "Congestion control seam").
+        cc: congestion control of every CCC, by name (uet.cc.registry): ``none`` (the fixed
+            window), ``nscc``, ``rccc`` or ``nscc+rccc`` (spec/behaviour.md §4).
+        lb: path selection (§4.6): ``default`` (rotating spraying for RUD, one entropy per ROD
+            PDC), ``single``, ``oblivious``, ``reps`` or ``bitmap``.
+        cc_params: a ``uet.cc.CcConfig`` (link speed, config_base_rtt, MTU, ...); None = its
+            defaults (100 Gb/s, 12 µs).
         start_psn: force every new PDC's Start_PSN (tests, conformance); None = random in
             [2^16, 2^31) (§2.3.1).
         control_entropy: entropy value for control packets and for ACK/NACKs when the request's
@@ -158,6 +165,9 @@ class PdsConfig:
     rudi_max_outstanding: int = 1024
     entropy_paths: int = 16
     cc_window: int = 1024
+    cc: str = "none"
+    lb: str = "default"
+    cc_params: Any = None
     start_psn: int | None = None
     control_entropy: int = 0xC000
     psn_range_limit: int = (1 << 31) - (1 << 16)
@@ -175,3 +185,7 @@ class PdsConfig:
             raise ValueError("max_pdcs must be in 1..65535")
         if self.rto_ns <= 0:
             raise ValueError("rto_ns must be positive")
+        if self.cc != "none" or self.lb != "default":
+            from uet.cc.registry import check_names
+
+            check_names(self.cc, self.lb)

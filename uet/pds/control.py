@@ -23,6 +23,7 @@ from uet.pds._aliases import (
     _CT_ACK_REQ,
     _CT_CLEAR,
     _CT_CLOSE,
+    _CT_CREDIT_REQ,
     _CT_NOOP,
     _CT_PROBE,
     _CT_REQ_CLEAR,
@@ -111,7 +112,8 @@ class ControlMixin:
     def _rx_control_target(
         self, tp: TargetPdc, ctl: int, opq: int, psn: int, payload: int, flags: int, now: int
     ) -> None:
-        """ACK_REQ, CLEAR, CLOSE, PROBE, NOOP at a target; anything else → UNEXP_EVENT (§2.11)."""
+        """ACK_REQ, CLEAR, CLOSE, PROBE, NOOP (and CREDIT_REQ when RCCC runs) at a target;
+        anything else → UNEXP_EVENT (§2.11)."""
         ent = self.config.control_entropy
         st = tp.state
         retx = _A_RETX if flags & _RETX else 0
@@ -152,6 +154,9 @@ class ControlMixin:
             self._send_ack(tp, tp.rx_base, retx, 0, b"", now, ent, opaque=opq)
         elif ctl == _CT_NOOP:
             pass
+        elif ctl == _CT_CREDIT_REQ and self.credit_scheduler is not None:
+            # RCCC (§4.5): a source without credit restates its cumulative target
+            self.credit_scheduler.note_target((tp.peer, tp.ccc), payload, now, tp)
         else:
             self._send_nack(tp.peer, _NC_UNEXP_EVENT, psn, tp.lpdcid, tp.rpdcid, 0, now)
 

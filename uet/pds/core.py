@@ -184,6 +184,14 @@ class PdsCore(
         self._misc_entropy = RotatingEntropy(self.rng, self.config.entropy_paths)
         #: opaque value of the last window probe (uet.pds.initiator._window_probe)
         self._probe_seq = 0
+        #: RCCC receiver pacer and the CC parameters, set by ``uet.cc.registry.install`` when
+        #: ``config.cc``/``config.lb`` name algorithms (spec/behaviour.md §4)
+        self.credit_scheduler: Any = None
+        self.cc_params: Any = None
+        if self.config.cc != "none" or self.config.lb != "default":
+            from uet.cc.registry import install
+
+            install(self)
 
     # -- helpers shared by the halves -----------------------------------------------------------
 
@@ -633,6 +641,11 @@ class PdsCore(
         if self._tdirty:
             self._refresh_timers()
         best = self._rudi_deadline()
+        cs = self.credit_scheduler
+        if cs is not None:
+            d = cs.deadline()
+            if d is not None and (best is None or d < best):
+                best = d
         heap = self._theap
         pdcs = self.pdcs
         while heap:
@@ -665,6 +678,9 @@ class PdsCore(
             elif pdc.state is not _T_CLOSED:
                 self._tpdc_timer(pdc, now)
         self._rudi_timer(now)
+        cs = self.credit_scheduler
+        if cs is not None and cs.deadline() is not None and cs.deadline() <= now:
+            self._send_grants(now)
 
     def next_event(self) -> Event | None:
         """The oldest pending event, or None."""

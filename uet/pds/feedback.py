@@ -86,6 +86,7 @@ class FeedbackMixin:
         bitmap = 0
         mpr = 0
         sack_off = 0
+        ccw = -1  # ACK_CC state word (-1: a plain ACK), cc_type 0 NSCC / 1 credit (wire §5.4)
         if t == 7:
             hl = 16 if flags & _A_EPSN else 12
             if len(data) < hl:
@@ -99,6 +100,7 @@ class FeedbackMixin:
                 return
             v = (_RAW_CC_P if probe else _RAW_CC).unpack(data)
             off, cack, spdcid, dpdcid, mpr, sack_off, bitmap = v[3], v[4], v[5], v[6], v[9], v[10], v[11]
+            ccw = v[12] | (v[7] << 64)
         pdc = self.pdcs.get(dpdcid)
         if pdc is None:
             self._drop("ack_unknown_pdc", now, src)
@@ -143,6 +145,11 @@ class FeedbackMixin:
         nby = 0
         rtt = None
         ent = None
+        gate = pdc.gate
+        ccs = gate.cc_signals
+        #: entropies of every packet this ACK covers for the first time (CCC gates only, §4.6)
+        ents: list[int] | None = [] if ccs else None
+        ecn_bytes = 0
         if probe:
             sent = pdc.probes.pop(off, None)
             if sent is not None:
@@ -155,6 +162,8 @@ class FeedbackMixin:
                 npk += 1
                 nby += pkt.nbytes
                 ent = pkt.entropy
+                if flags & _A_M:
+                    ecn_bytes = pkt.nbytes
                 if pkt.sends == 1 or (pkt.sends == 2 and flags & _A_RETX):
                     rtt = now - pkt.tx_time
                 if pkt.ctl is None:
@@ -187,6 +196,8 @@ class FeedbackMixin:
                 if pkt is not None:
                     npk += 1
                     nby += pkt.nbytes
+                    if ents is not None and not pkt.dst_received:
+                        ents.append(pkt.entropy)
                     if pkt.ctl is None:
                         if not runs:
                             append(_tnew(Acked, (pkt.token, 0, b"")))
@@ -211,6 +222,8 @@ class FeedbackMixin:
                 bitmap ^= low
                 pkt = out.get(p)
                 if pkt is not None:
+                    if ents is not None and not pkt.dst_received:
+                        ents.append(pkt.entropy)
                     pkt.dst_received = True
                     if _diff(p, hi) > 0:
                         hi = p
@@ -223,8 +236,11 @@ class FeedbackMixin:
         pdc.tx_base = b
         if rtt is not None:
             pdc.srtt = rtt if not pdc.srtt else pdc.srtt + ((rtt - pdc.srtt) >> 3)
+        if ccs:
+            self._cc_ack(pdc, npk, nby, ecn_bytes, rtt, ccw, ents, now)
+        elif npk:
+            gate.on_ack(npk, nby, bool(flags & _A_M), rtt, now)
         if npk:
-            pdc.gate.on_ack(npk, nby, bool(flags & _A_M), rtt, now)
             c["acked"] = c.get("acked", 0) + npk
             pdc.rto_shift = 0  # progress: the backed-off RTO returns to its initial value (§2.9)
             w = pdc.rod_win
@@ -234,7 +250,7 @@ class FeedbackMixin:
                     pdc.rod_acc -= w
                     pdc.rod_win = w + 1 if w + 1 < self.config.max_outstanding else 0
         if ent is not None:
-            pdc.entropy.feedback(ent, "ecn" if flags & _A_M else "ack")
+            pdc.entropy.feedback(ent, "ecn" if flags & _A_M else "ack", now)
         if self._log is not None:
             self._log(
                 {
@@ -270,6 +286,50 @@ class FeedbackMixin:
         self._check_close_progress(pdc, now)
         self._dirty[pdc] = None
 
+    def _cc_ack(
+        self,
+        pdc: InitiatorPdc,
+        npk: int,
+        nby: int,
+        ecn_bytes: int,
+        rtt: int | None,
+        ccw: int,
+        ents: list[int] | None,
+        now: int,
+    ) -> None:
+        """Feed a CCC gate one ACK (§2.8 step 6, §4.1 ``on_ack``): newly received bytes from the
+        ACK_CC ``rcvd_bytes`` difference (256-byte units, 24-bit wrap, §4.2; a plain ACK counts
+        what it acknowledged), the RTT sample less the target's service time (µs, §4.2), the
+        receiver window penalty (§4.4), a credit ACK's grant (§4.5), and every entropy the ACK
+        covers for the first time as unmarked (the named packet's mark went with it)."""
+        gate = pdc.gate
+        pend = 0
+        restore = False
+        if ccw < 0:
+            newly = nby + npk * gate.overhead
+        elif ccw >> 64:  # credit state: the cumulative grant in the upper 24 bits
+            gate.on_grant(ccw >> 40 & 0xFFFFFF, now)
+            newly = nby + npk * gate.overhead
+        else:
+            r = (ccw >> 16) & 0xFFFFFF
+            d = (r - pdc.cc_rcvd) & 0xFFFFFF
+            if d < 0x800000:
+                pdc.cc_rcvd = r
+                newly = d << 8
+            else:
+                newly = 0  # an older ACK overtaken by a newer one
+            if rtt is not None:
+                rtt -= (ccw >> 48) * 1000
+                if rtt < 0:
+                    rtt = 0
+            pend = (ccw >> 40) & 0x7F
+            restore = bool(ccw >> 47 & 1)
+        gate.on_ack_cc(npk, newly, ecn_bytes, rtt, pend, restore, now)
+        if ents:
+            fb = pdc.entropy.feedback
+            for e in ents:
+                fb(e, "ack", now)
+
     def _rx_epsn(self, pdc: InitiatorPdc, data: bytes, now: int) -> None:
         """A closing ACK with ``EPSN`` (secure 0-RTT, §2.3.2): hand ``expected_psn`` to the
         initiator hook (``on_close_ack(sdi, expected_psn)``), which adopts it as the SDI's
@@ -293,8 +353,8 @@ class FeedbackMixin:
             if pkt is not None and not pkt.dst_received and not pkt.fast_done and pkt.ctl is None and not pkt.parked:
                 pkt.fast_done = True
                 self._count("fast_retransmits")
-                pdc.gate.on_timeout(now)
-                pdc.entropy.feedback(pkt.entropy, "timeout")
+                pdc.gate.on_loss(pkt.nbytes, False, now)  # SACK-inferred loss, not a timeout
+                pdc.entropy.feedback(pkt.entropy, "loss", now)
                 self._transmit(pdc, pkt, now, True, True)
             p = (p + 1) & _M32
 
@@ -348,8 +408,11 @@ class FeedbackMixin:
         if action == _NA_CLOSE:
             self._close_error(pdc, f"nack {name}", code, now)
             return
-        if code == _NC_TRIMMED or code == _NC_TRIMMED_LASTHOP:
-            pdc.entropy.feedback(pkt.entropy, "trim" if code == _NC_TRIMMED else "ack")
+        if code != _NC_ROD_OOO:
+            # §4.1 on_nack: a trim before the last hop penalises the path; otherwise the NACK's
+            # ``m`` tells whether the path marked it (a last-hop trim is no path penalty, §3.4)
+            ev = "trim" if code == _NC_TRIMMED else ("ecn" if flags & _N_M else "ack")
+            pdc.entropy.feedback(pkt.entropy, ev, now)
         if code == _NC_ROD_OOO:
             # payload = the target's next expected PSN (our extension; 0/out of range -> tx_base)
             e = payload if 0 <= _diff(payload, pdc.tx_base) < _diff(pdc.next_psn, pdc.tx_base) else pdc.tx_base
@@ -373,6 +436,14 @@ class FeedbackMixin:
         if pkt.nack_retries > self.config.max_nack_retx:
             self._close_error(pdc, "nack retry exhausted", code, now)
             return
+        gate = pdc.gate
+        if gate.cc_signals:
+            # §4.1 on_nack: the packet leaves flight and will be resent; trims (last hop or
+            # not) are their own congestion signal; the RTT sample follows the §2.9 rule
+            retx = flags & _N_RETX
+            rtt = now - pkt.tx_time if (pkt.sends == 1 and not retx) or (pkt.sends == 2 and retx) else None
+            lasthop = code == _NC_TRIMMED_LASTHOP
+            gate.on_nack_cc(pkt.nbytes, bool(flags & _N_M), rtt, lasthop or code == _NC_TRIMMED, lasthop, now)
         if shortage:
             self._park(pdc, pkt, now)
             return

@@ -32,6 +32,8 @@ from uet.pds._aliases import (
     _CT_ACK_REQ,
     _CT_CLEAR,
     _CT_CLOSE,
+    _CT_CREDIT,
+    _CT_CREDIT_REQ,
     _CT_NOOP,
     _CT_PROBE,
     _CT_REQ_CLEAR,
@@ -54,6 +56,8 @@ from uet.pds.pdc import InitiatorPdc, TxPkt, earliest_deadline
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK,
+    CC_REQUEST,
+    CC_REQUEST_SYN,
     CONTROL,
     CONTROL_SYN,
     REQUEST,
@@ -289,7 +293,11 @@ class InitiatorMixin:
         if g is None:
             g = self.gates[(peer, tc)] = [self.gate_factory(peer, tc), 0]
         g[1] += 1
-        ent = self.entropy_factory(mode, self.rng, cfg.entropy_paths)
+        # a CCC with its own path selector shares it among its RUD PDCs (§4.6: feedback per CCC);
+        # ROD keeps one entropy per PDC (single path, §2.13)
+        ent = getattr(g[0], "entropy", None) if mode == Mode.RUD else None
+        if ent is None:
+            ent = self.entropy_factory(mode, self.rng, cfg.entropy_paths)
         pdc = InitiatorPdc(key, peer, mode, self._alloc_pdcid(), start & _M32, ent, g[0])
         pdc.sdi = sdi
         pdc.peer_mp = min(128, cfg.mp_range)
@@ -399,6 +407,8 @@ class InitiatorMixin:
                     pkt = pending[0]
                     if quota < 0:
                         if not gate.can_send(pkt.nbytes, now):
+                            if gate.cc_signals:  # pacing / credit: when to try without an ACK
+                                pdc.cc_wake = gate.deadline(now)
                             break
                     elif quota == 0:
                         break
@@ -412,6 +422,8 @@ class InitiatorMixin:
                     psn = pdc.next_psn = (psn + 1) & _M32
                     pdc.tx_seq = seq
                     ar = pkt.eom or per_pkt or not pending or used + 1 >= win
+                    if not ar and gate.cc_signals:
+                        ar = gate.ack_request(pkt.nbytes)  # §4.3.3
                     self._transmit(pdc, pkt, now, False, ar, quota >= 0)
                     seq = pdc.tx_seq
             pdc.next_psn = psn
@@ -447,7 +459,17 @@ class InitiatorMixin:
             if cpo < -0x8000:
                 cpo = -0x8000
             t = 2 if pdc.mode == 0 else 3
-            if syn:
+            gate = pdc.gate
+            if gate.cc_signals and gate.cc_request:
+                # RCCC: a CC request carrying the CCC ID and the credit target (wire §5.2, §4.5)
+                gate.set_backlog(pdc.lpdcid, len(pdc.pending) * (pkt.nbytes + gate.overhead))
+                cst = (gate.ccc_id, gate.credit_target())
+                if syn:
+                    v = (t + 11, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid, 0, psn - pdc.start_psn, *cst)
+                    hdr = CC_REQUEST_SYN.encode(v)
+                else:
+                    hdr = CC_REQUEST.encode((t + 11, pkt.next_hdr, flags, cpo, psn, pdc.lpdcid, pdc.rpdcid, *cst))
+            elif syn:
                 hdr = REQUEST_SYN.encode((t, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid, 0, psn - pdc.start_psn))
             else:
                 hdr = REQUEST.encode((t, pkt.next_hdr, flags, cpo, psn, pdc.lpdcid, pdc.rpdcid))
@@ -472,6 +494,8 @@ class InitiatorMixin:
         c = self.counters
         if retx:
             c["retransmits"] = c.get("retransmits", 0) + 1
+            key = "retransmits_to:" + str(pdc.peer)  # per destination: uet-run's per-flow figure
+            c[key] = c.get(key, 0) + 1
         elif not gated:
             c["tx"] = c.get("tx", 0) + 1
         if self._log is not None:
@@ -547,11 +571,14 @@ class InitiatorMixin:
     # -- timers ------------------------------------------------------------------------------------
 
     def _ipdc_deadline(self, pdc: InitiatorPdc) -> int | None:
+        d = self._ipdc_deadline_tx(pdc)
         rr = pdc.rrx
-        if rr is not None and rr.ack_deadline is not None:
-            d = self._ipdc_deadline_tx(pdc)
-            return rr.ack_deadline if d is None or rr.ack_deadline < d else d
-        return self._ipdc_deadline_tx(pdc)
+        if rr is not None and rr.ack_deadline is not None and (d is None or rr.ack_deadline < d):
+            d = rr.ack_deadline
+        w = pdc.cc_wake  # the gate's pacing / credit-request time (seams: deadline)
+        if w is not None and (d is None or w < d):
+            d = w
+        return d
 
     def _ipdc_deadline_tx(self, pdc: InitiatorPdc) -> int | None:
         out = pdc.outstanding
@@ -604,6 +631,8 @@ class InitiatorMixin:
             # ROD go-back-N: a packet behind the oldest unacknowledged one was discarded with the
             # gap (§2.13); it is resent without spending its own retries (the head's count)
             self._count("rto_behind_gap")
+            if pdc.gate.cc_signals:
+                pdc.gate.on_discarded(pkt.nbytes)
             self._transmit(pdc, pkt, now, True, True)
             return True
         if retries_spent(cfg, pkt.retries, pkt.first_tx, now):
@@ -615,11 +644,14 @@ class InitiatorMixin:
         pkt.retries += 1
         self._count("rto")
         if gbn and not pkt.dst_received:
-            pdc.gate.on_timeout(now)
+            if not pdc.gate.cc_signals:  # a CCC hears about the whole go-back in _go_back
+                pdc.gate.on_loss(pkt.nbytes, True, now)
+            pdc.entropy.feedback(pkt.entropy, "timeout", now)
             self._go_back(pdc, pkt.psn, now)
             return True
-        pdc.gate.on_timeout(now)
-        pdc.entropy.feedback(pkt.entropy, "timeout")
+        if not pkt.dst_received:  # a loss inferred by the RTO (§4.1 on_inferred_loss)
+            pdc.gate.on_loss(pkt.nbytes, True, now)
+            pdc.entropy.feedback(pkt.entropy, "timeout", now)
         if pkt.dst_received and pkt.ctl is None:
             self._send_ctl(pdc, _CT_ACK_REQ, pkt.psn, 0, now, _AR)
             pkt.tx_time = now
@@ -638,6 +670,9 @@ class InitiatorMixin:
         Also flushes the return direction's coalesced ACK (uet.pds.ret)."""
         if pdc.rrx is not None:
             self._rrx_timer(pdc, now)
+        w = pdc.cc_wake
+        if w is not None and w <= now:
+            self._cc_wake(pdc, now)
         rto = rto_for(self.config, pdc.rto_shift)
         rto0 = self.counters.get("rto", 0)
         try:
@@ -694,11 +729,35 @@ class InitiatorMixin:
         out = pdc.outstanding
         p = e
         nxt = pdc.next_psn
+        gate = pdc.gate
+        cc = gate.cc_signals
+        first = True
         while p != nxt:
             q = out.get(p)
             if q is not None:
+                if cc:  # the head was lost (one loss signal); the target discarded the rest
+                    if first:
+                        gate.on_loss(q.nbytes, False, now)
+                        first = False
+                    else:
+                        gate.on_discarded(q.nbytes)
                 self._transmit(pdc, q, now, True, True)
             p = (p + 1) & _M32
+
+    def _cc_wake(self, pdc: InitiatorPdc, now: int) -> None:
+        """The gate's deadline passed: pump again (pacing), and a source still blocked without
+        credit restates its target in a CREDIT_REQ CP, at most once per ``credit_req_ns``
+        (§4.5 "Timeout with no credit")."""
+        pdc.cc_wake = None
+        gate = pdc.gate
+        cr = gate.credit
+        if cr is not None and pdc.pending and pdc.state is _S_ESTABLISHED:
+            gate.set_backlog(pdc.lpdcid, len(pdc.pending) * (pdc.pending[0].nbytes + gate.overhead))
+            rd = cr.request_deadline()
+            if rd is not None and rd <= now:
+                self._send_ctl(pdc, _CT_CREDIT_REQ, 0, gate.credit_target(), now)
+                cr.on_request_sent(now)
+        self._dirty[pdc] = None
 
     def _window_stalled(self, pdc: InitiatorPdc) -> bool:
         """Packets wait, none is outstanding, and the next PSN lies beyond the peer's window
@@ -734,5 +793,8 @@ class InitiatorMixin:
             self._start_close(pdc, "target CLOSE_REQ", now)
         elif ctl == _CT_NOOP:
             pass
+        elif ctl == _CT_CREDIT and pdc.gate.cc_signals and pdc.gate.credit is not None:
+            pdc.gate.on_grant(payload, now)  # RCCC grant (§4.5): payload = cumulative credit
+            self._dirty[pdc] = None
         else:
             self._send_nack(pdc.peer, _NC_UNEXP_EVENT, psn, pdc.lpdcid, pdc.rpdcid, 0, now)

@@ -130,6 +130,8 @@ class InitiatorPdc:
         "rto_shift",
         "rod_win",
         "rod_acc",
+        "cc_rcvd",
+        "cc_wake",
     )
 
     role = "initiator"
@@ -188,6 +190,10 @@ class InitiatorPdc:
         self.gbn_end = start_psn
         #: key of this PDC's live entry on the core's timer heap
         self.tkey = 0
+        #: last ACK_CC ``rcvd_bytes`` seen (256-byte units, 24 bits): newly received bytes (§4.2)
+        self.cc_rcvd = 0
+        #: when a gate that refused to send can go again without an ACK (pacing / CREDIT_REQ)
+        self.cc_wake: int | None = None
         #: RTO back-offs in force (uet.pds.backoff): reset by an ACK that acknowledges something
         self.rto_shift = 0
         #: ROD go-back-N send window (packets) and its additive-increase counter (§2.13)
@@ -238,6 +244,7 @@ class TargetPdc:
         "rod_nack",
         "tkey",
         "close_req_wanted",
+        "ccc",
     )
 
     role = "target"
@@ -295,5 +302,7 @@ class TargetPdc:
         self.rod_nack: tuple[int, int] | None = None
         #: a CLOSE_REQ waits for the return direction to drain (uet.pds.ret)
         self.close_req_wanted = False
+        #: RCCC: CCC ID of the sender's last CC request (keys its credit, uet.cc.rccc)
+        self.ccc = 0
         #: key of this PDC's live entry on the core's timer heap
         self.tkey = 0

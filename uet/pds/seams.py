@@ -1,11 +1,19 @@
 """Seams for congestion control and multipath: the entropy strategy and the congestion gate.
 
-ARCHITECTURE.md "Coming next": the PDS asks a per-CCC object before each transmission and tells
-it every ACK, NACK, trim, ECN mark and timeout. Until NSCC/RCCC and REPS land, the gate is a fixed
-window (the ``none`` algorithm) and entropy is a rotating set (RUD spraying, spec/behaviour.md
-§4.6 "a randomly initialised modular counter is acceptable") or one value per PDC (ROD single
-path, §2.13). A CCC module replaces them by setting ``PdsCore.gate_factory`` /
-``PdsCore.entropy_factory``.
+ARCHITECTURE.md "Congestion control seam": the PDS asks a per-CCC object before each
+transmission and tells it every ACK, NACK, trim, ECN mark and timeout. The default gate is a
+fixed window (the ``none`` algorithm) and the default entropy a rotating set (RUD spraying,
+spec/behaviour.md §4.6 "a randomly initialised modular counter is acceptable") or one value per
+PDC (ROD single path, §2.13). :mod:`uet.cc` replaces them from ``PdsConfig.cc`` / ``lb`` (or an
+owner sets ``PdsCore.gate_factory`` / ``PdsCore.entropy_factory``).
+
+A gate whose ``cc_signals`` is true (:class:`uet.cc.ccc.Ccc`) gets the full signals of §4.1 in
+addition: ``on_ack_cc`` (newly received bytes from the ACK_CC state, ECN-marked bytes, an RTT
+sample less the target's service time, the receiver window penalty), ``on_nack_cc`` (per NACKed
+packet, trims last hop or not), ``deadline(now)`` (pacing / credit request time, into
+``get_timer()``), ``ack_request(nbytes)``, ``cc_request`` with ``credit_target()`` (send CC
+requests) and ``on_grant`` (CREDIT control packets), and its path selector hears about every
+packet an ACK covers.
 """
 
 from __future__ import annotations
@@ -23,8 +31,9 @@ class EntropyStrategy(Protocol):
         """The entropy value for the next transmission."""
         ...
 
-    def feedback(self, entropy: int, event: str) -> None:
-        """``event`` is ``"ack"``, ``"ecn"``, ``"nack"``, ``"trim"`` or ``"timeout"``."""
+    def feedback(self, entropy: int, event: str, now: int = 0) -> None:
+        """``event`` is ``"ack"``, ``"ecn"``, ``"trim"`` (not at the last hop), ``"loss"``
+        (SACK-inferred) or ``"timeout"`` (uet.cc.entropy)."""
         ...
 
 
@@ -45,8 +54,8 @@ class RotatingEntropy:
         self._i = i
         return self._base + i
 
-    def feedback(self, entropy: int, event: str) -> None:
-        """Oblivious: feedback is ignored (REPS will use it)."""
+    def feedback(self, entropy: int, event: str, now: int = 0) -> None:
+        """Oblivious: feedback is ignored (REPS uses it, uet.cc.entropy)."""
 
 
 class SingleEntropy:
@@ -60,7 +69,7 @@ class SingleEntropy:
     def next_entropy(self) -> int:
         return self.value
 
-    def feedback(self, entropy: int, event: str) -> None:
+    def feedback(self, entropy: int, event: str, now: int = 0) -> None:
         """Single path: nothing to learn."""
 
 
@@ -84,17 +93,22 @@ class CongestionGate(Protocol):
 
     def on_nack(self, code: int, ecn: bool, now: int) -> None: ...
 
-    def on_timeout(self, now: int) -> None: ...
+    def on_loss(self, nbytes: int, timeout: bool, now: int) -> None:
+        """A packet of ``nbytes`` inferred lost and resent: by its RTO (``timeout``) or by the
+        SACK (fast retransmit, ``timeout`` false)."""
+        ...
 
-    def on_done(self, npkts: int) -> None:
-        """``npkts`` packets left flight without an ACK (failed or abandoned)."""
+    def on_done(self, npkts: int, nbytes: int = 0) -> None:
+        """``npkts`` packets (``nbytes`` in all) left flight without an ACK (failed)."""
         ...
 
 
 class FixedWindowGate:
     """The ``none`` algorithm: at most ``window`` first transmissions in flight per CCC."""
 
-    __slots__ = ("window", "inflight", "acked_bytes", "nacks", "timeouts", "ecn_marks")
+    __slots__ = ("window", "inflight", "acked_bytes", "nacks", "timeouts", "losses", "ecn_marks")
+
+    cc_signals = False
 
     def __init__(self, window: int) -> None:
         self.window = window
@@ -102,6 +116,7 @@ class FixedWindowGate:
         self.acked_bytes = 0
         self.nacks = 0
         self.timeouts = 0
+        self.losses = 0
         self.ecn_marks = 0
 
     def can_send(self, nbytes: int, now: int) -> bool:
@@ -130,8 +145,11 @@ class FixedWindowGate:
     def on_nack(self, code: int, ecn: bool, now: int) -> None:
         self.nacks += 1
 
-    def on_timeout(self, now: int) -> None:
-        self.timeouts += 1
+    def on_loss(self, nbytes: int, timeout: bool, now: int) -> None:
+        if timeout:
+            self.timeouts += 1
+        else:
+            self.losses += 1
 
-    def on_done(self, npkts: int) -> None:
+    def on_done(self, npkts: int, nbytes: int = 0) -> None:
         self.inflight -= npkts

@@ -47,6 +47,8 @@ from uet.pds._aliases import (
     _A_P,
     _A_RETX,
     _AR,
+    _CT_CREDIT,
+    _ISROD,
     _M32,
     _MODE_ROD,
     _MODE_RUD,
@@ -80,6 +82,7 @@ from uet.wire.pds import (
     ACK_PROBE,
     CC_REQUEST,
     CC_REQUEST_SYN,
+    CONTROL,
     REQUEST,
     REQUEST_SYN,
     NackCode,
@@ -193,6 +196,7 @@ class TargetMixin:
         else:
             v = (CC_REQUEST if cc else REQUEST).unpack(data)
             cpo, psn, spdcid, dpdcid = v[3], v[4], v[5], v[6]
+        ccs = v[-2:] if cc else None  # (CCC ID, credit target), wire-format.md §5.2
         mode = _ROD if t == 3 or t == 14 else _RUD
         retx = flags & _RETX
         nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
@@ -269,6 +273,8 @@ class TargetMixin:
             return
         ent = cfg.control_entropy if entropy is None else entropy
         tp.last_rx = now
+        if ccs is not None and self.credit_scheduler is not None:
+            self._note_credit_target(tp, ccs[0], ccs[1], trimmed, now)
         if cpo < 0:
             c = (psn + cpo) & _M32
             if _diff(c, tp.max_clear) > 0:
@@ -512,7 +518,9 @@ class TargetMixin:
                     if i < 64:
                         bm |= 1 << i
                 soff = _diff(base, cack)
-            st = (now - tp.first_rx) // 1000 if tp.ack_deadline is not None else 0
+            # service time of the request the ACK names (§4.2): how long since it arrived (the
+            # newest arrival on the PDC is the trigger), in µs rounded to nearest (units: a spec gap)
+            st = (now - tp.last_rx + 500) // 1000 if trig == tp.ack_trigger else 0
             hdr = (_NSCC if opaque is None else _NSCC_P).encode(
                 (
                     8,
@@ -540,3 +548,28 @@ class TargetMixin:
         tp.ack_gen_count = 0
         c = self.counters
         c["acks_tx"] = c.get("acks_tx", 0) + 1
+
+    # -- RCCC receiver (spec/behaviour.md §4.5) ----------------------------------------------------
+
+    def _note_credit_target(self, tp: TargetPdc, ccc: int, target: int, trimmed: bool, now: int) -> None:
+        """A CC request's credit target for the sender's CCC ``(peer, ccc)``; its grants go on
+        ``tp``. A trimmed one also funds its retransmission (one MTU more, §3.3, §4.5)."""
+        cs = self.credit_scheduler
+        tp.ccc = ccc
+        key = (tp.peer, ccc)
+        cs.note_target(key, target, now, tp)
+        if trimmed:
+            cs.add_demand(key, self.cc_params.mtu, now)
+
+    def _send_grants(self, now: int) -> None:
+        """The credit pacer's due grants, each a CREDIT CP (payload = cumulative 24-bit grant)
+        on the sender's latest PDC; senders whose PDC has gone are forgotten."""
+        cs = self.credit_scheduler
+        for key, tp, grant in cs.poll(now):
+            if tp is None or tp.state is not _T_ESTABLISHED or self.pdcs.get(tp.lpdcid) is not tp:
+                cs.forget(key)
+                continue
+            flags = _ISROD if tp.mode is _ROD else 0
+            hdr = CONTROL.encode((11, _CT_CREDIT, flags, 0, 0, tp.lpdcid, tp.rpdcid, grant))
+            self._out.append((hdr, tp.peer, self.config.control_entropy))
+            self._count("ctl_tx_CREDIT")

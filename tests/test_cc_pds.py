@@ -1,0 +1,188 @@
+"""The CC seam wired through the PDS (spec/behaviour.md §4.1, §4.2, §4.5; wire-format.md §5.2,
+§5.4, §5.8), shown with the in-memory pair harness and exact packets: the target fills the
+ACK_CC state and the initiator's CCC uses it, the pacing deadline reaches ``get_timer``, RCCC's
+credit control packets flow, trims and SACK losses are their own signals, and every packet an
+ACK covers feeds the path selector."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, request, ses_small
+from uet.cc import Ccc, CcConfig
+from uet.pds import Mode, PdsConfig, PdsCore
+from uet.wire import pds as w
+
+NSCC_ACK = w.ACK_CC[(False, "nscc")]
+
+
+def submit(core: PdsCore, n: int, size: int, now: int, peer: str = B_ADDR, mode: Mode = Mode.RUD) -> None:
+    for i in range(n):
+        core.submit(peer, mode, SES_NH, ses_small(size), b"x" * size, token=i, som=True, eom=True, now=now)
+
+
+def gate_of(core: PdsCore, peer: str = B_ADDR) -> Ccc:
+    g = core.gates[(peer, 0)][0]
+    assert isinstance(g, Ccc)
+    return g
+
+
+def test_config_names_are_checked() -> None:
+    with pytest.raises(ValueError, match="unknown cc"):
+        PdsConfig(cc="cubic")
+    with pytest.raises(ValueError, match="unknown lb"):
+        PdsConfig(lb="ecmp")
+    core = PdsCore(A_ADDR, PdsConfig())
+    assert core.credit_scheduler is None  # the default keeps the fixed window
+
+
+def test_target_fills_the_ack_cc_state() -> None:
+    p = Pair(PdsConfig(start_psn=1000))
+    b = p.b
+    req = request(1000, 5, syn_offset=0, flags=0x08)  # SYN + AR: ACKed at once
+    p.inject(b, req, A_ADDR)
+    (ack,) = p.take(b)
+    h = hdr(ack[0])
+    assert h.type == w.PdsType.ACK_CC and h.cc_type == 0
+    # nominal size = UDP length + 40 = PDS bytes + 48, reported in 256-byte units rounded up
+    assert h.rcvd_bytes == (len(req) + 48 + 255) >> 8
+    assert (h.service_time, h.ooo_count, h.rcv_cwnd_pend, h.rc) == (0, 0, 0, 0)
+    lp = h.spdcid
+    # a hole: PSN 1002 arrives before 1001 → one out-of-order PSN held
+    p.inject(b, request(1002, 5, lp, flags=0x08), A_ADDR)
+    (ack,) = p.take(b)
+    h = hdr(ack[0])
+    assert h.ooo_count == 1 and h.rcvd_bytes == (2 * (len(req) + 48) + 255) >> 8
+    # a coalesced ACK flushed by the ACK timer reports how long the request waited (µs)
+    p.inject(b, request(1001, 5, lp), A_ADDR)
+    assert p.take(b) == []
+    p.now += 100_000
+    b.core.handle_timer(p.now)
+    (ack,) = p.take(b)
+    assert hdr(ack[0]).service_time == 100
+
+
+def test_initiator_uses_rcvd_bytes_and_removes_the_service_time() -> None:
+    cfg = PdsConfig(cc="nscc", start_psn=500)
+    core = PdsCore(A_ADDR, cfg)
+    submit(core, 1, 1000, 0)
+    (pkt,) = core.datagrams_to_send(0)
+    g = gate_of(core)
+    nominal = len(pkt[0]) + 48
+    assert g.nscc.inflight == nominal
+    lp = (pkt[0][8] << 8) | pkt[0][9]
+    # ACK_CC 30 µs later naming PSN 500: 10 µs of service time, 1024 bytes received so far
+    ack = NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 10, 0, 0, 4, 0))
+    core.receive_datagram(ack, B_ADDR, 30_000)
+    n = g.nscc
+    assert n.inflight == nominal - 1024
+    # RTT 30 µs − 10 µs service = 20 µs; delay 20 − 12 = 8 µs < target 9 µs enters the filter
+    # as is: avg = 0.0125 × 8000 (without the subtraction it would be replaced by 0.25 × 12 µs)
+    assert n.avg_delay == pytest.approx(100)
+    assert g.counters["acks"] == 1 and g.inflight_pkts == 0
+
+
+def test_ecn_marked_bytes_and_trim_nack_signals() -> None:
+    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", start_psn=500))
+    submit(core, 3, 1000, 0)
+    pkts = core.datagrams_to_send(0)
+    lp = (pkts[0][0][8] << 8) | pkts[0][0][9]
+    g = gate_of(core)
+    ack = NSCC_ACK.encode((8, 0, int(w.AckFlag.M), 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 5, 0))
+    core.receive_datagram(ack, B_ADDR, 20_000)
+    assert g.counters["ecn_acks"] == 1 and g.counters["ecn_bytes"] == len(pkts[0][0]) + 48
+    cw = g.nscc.cwnd
+    nack = w.NACK.encode((10, 0, 0, int(w.NackCode.TRIMMED), 0, 501, 77, lp, 0))
+    core.receive_datagram(nack, B_ADDR, 21_000)
+    assert g.counters["trims"] == 1
+    assert g.nscc.cwnd == pytest.approx(cw - (len(pkts[1][0]) + 48))  # shrunk by the packet
+    assert core.datagrams_to_send(21_000)[0][0][4:8] == (501).to_bytes(4, "big")  # resent
+
+
+def test_pacing_deadline_goes_into_get_timer() -> None:
+    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", cc_params=CcConfig(pacing=True), start_psn=500))
+    submit(core, 3, 1000, 0)
+    first = core.datagrams_to_send(0)
+    assert len(first) == 1
+    gap = int((len(first[0][0]) + 48) * 12_000 / CcConfig().max_wnd)
+    assert core.get_timer() == gap
+    core.handle_timer(gap)
+    assert len(core.datagrams_to_send(gap)) == 1
+
+
+def test_fast_retransmit_is_a_loss_not_a_timeout() -> None:
+    p = Pair(PdsConfig(cc="nscc", ack_per_pkt=True))
+    dropped = []
+
+    def drop_second(data: bytes, src: str, dst: str) -> list[bytes]:
+        if src == A_ADDR and data[0] >> 3 == 2 and not dropped and data[4:8] == (p.first + 1).to_bytes(4, "big"):
+            dropped.append(data)
+            return []
+        return [data]
+
+    submit(p.a.core, 8, 1000, 0)
+    p.first = next(iter(p.a.core.pdcs.values())).start_psn
+    p.filter = drop_second
+    assert p.run_until(lambda: len(p.a.acked()) == 8)
+    g = gate_of(p.a.core)
+    assert dropped and g.counters["losses"] == 1 and g.counters["timeouts"] == 0
+    assert p.a.core.counters.get("rto", 0) == 0
+    assert abs(g.nscc.inflight) < 256 and g.inflight_pkts == 0
+
+
+def test_entropy_feedback_for_every_packet_an_ack_covers() -> None:
+    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", lb="reps", start_psn=500))
+    submit(core, 4, 100, 0)
+    pkts = core.datagrams_to_send(0)
+    lp = (pkts[0][0][8] << 8) | pkts[0][0][9]
+    reps = gate_of(core).entropy
+    assert sum(reps.valid) == 0
+    # one coalesced ACK: CACK 503 naming 503 covers all four packets
+    ack = NSCC_ACK.encode((8, 0, 0, 0, 503, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 4, 0))
+    core.receive_datagram(ack, B_ADDR, 20_000)
+    assert sorted(v for v, ok in zip(reps.values, reps.valid, strict=True) if ok) == sorted(e for _d, _a, e in pkts)
+
+
+def test_nscc_pair_delivers_and_balances_inflight() -> None:
+    p = Pair(PdsConfig(cc="nscc", lb="reps"), seed=3, loss=0.02)
+    submit(p.a.core, 200, 4000, 0)
+    assert p.run_until(lambda: len(p.a.acked()) == 200)
+    g = gate_of(p.a.core)
+    assert len(p.b.deliveries) >= 200
+    assert abs(g.nscc.inflight) < 256 * 4 and g.inflight_pkts == 0
+    assert g.nscc.base_rtt == 12_000  # the config value: the 20 µs link RTT is never smaller
+
+
+def test_rccc_credit_packets_and_paced_grants() -> None:
+    cfg = PdsConfig(cc="rccc")
+    p = Pair(cfg, delay_ns=2_000)
+    submit(p.a.core, 120, 4000, 0)  # 480 kB, about twice the speculative MaxWnd
+    assert p.run_until(lambda: len(p.a.acked()) == 120)
+    reqs = [d for _t, s, _d, d in p.wire if s == A_ADDR and d[0] >> 3 == 2 + 11]
+    assert len(reqs) >= 120  # data went as RUD CC requests (type 13) with credit targets
+    assert max(hdr(d).credit_target for d in reqs) > 0
+    ctl = [(t, d) for t, s, _d, d in p.wire if s == B_ADDR and d[0] >> 3 == 11]
+    credits = [(t, d) for t, d in ctl if hdr(d).ctl_type == w.ControlType.CREDIT]
+    assert credits, "the receiver granted credit"
+    times = [t for t, _d in credits]
+    grants = [hdr(d).payload for _t, d in credits]
+    assert grants == sorted(grants)  # cumulative
+    interval = int(4 * 4096 / (100e9 * 0.99 / 8e9))
+    assert all(b - a >= interval for a, b in zip(times, times[1:], strict=False))
+    assert not any(k.startswith("nack_tx") for k in p.b.core.counters)
+    g = gate_of(p.a.core)
+    assert not g.credit.speculating and g.credit.granted_bytes > 0
+
+
+def test_credit_req_answered_only_when_rccc_runs() -> None:
+    for cc, unexpected in (("none", True), ("rccc", False)):
+        p = Pair(PdsConfig(cc=cc, start_psn=1000))
+        p.inject(p.b, request(1000, 5, syn_offset=0, flags=0x08), A_ADDR)
+        (ack,) = p.take(p.b)
+        lp = hdr(ack[0]).spdcid
+        p.inject(p.b, control(int(w.ControlType.CREDIT_REQ), 0, 5, lp, payload=40), A_ADDR)
+        out = p.take(p.b)
+        assert bool(out) == unexpected
+        if not unexpected:
+            assert p.b.core.credit_scheduler.peers[(A_ADDR, 0)].target == 40
+            assert p.b.core.get_timer() == p.now
