@@ -17,12 +17,12 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Sequence
 
+from uet.fep.marking import DSCP_CONTROL, DSCP_DATA
+
 __all__ = ["DSCP_CONTROL", "DSCP_DATA", "Link", "ReceiveCallback", "tos"]
 
-#: DSCP of UET requests / data packets (CS0, wire-format.md §1.3).
-DSCP_DATA = 0
-#: DSCP of ACK, NACK and control packets (EF, wire-format.md §1.3): TOS byte 0xB8.
-DSCP_CONTROL = 46
+# DSCP of requests (CS0) and of ACK/NACK/control packets (EF), wire-format.md §1.3: the FEP
+# core marks each datagram (uet.fep.marking); links only put the values in the IP header.
 
 #: ``callback(batch)`` with ``batch`` a sequence of ``(datagram, source FA, ecn)``.
 ReceiveCallback = Callable[[Sequence[tuple[bytes, str, int]]], None]

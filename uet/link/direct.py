@@ -217,6 +217,45 @@ class DirectLink(Link):
             else:
                 self.send(data, dst, entropy, DSCP_CONTROL, 0)
 
+    def send_transmits(self, transmits: Sequence[tuple[bytes, str, int, int, int]]) -> None:
+        """Send a batch of :class:`~uet.fep.events.Transmit` records ``(data, destination,
+        entropy, dscp, ecn)`` as :meth:`send` would, in order. The common case (the data class,
+        nothing queued, no impairment) is one ``sendto`` per datagram with no per-datagram method
+        call or counter update; any other class goes through ``sendmsg`` with its TOS."""
+        if self.impairment is not None or self._backlog or self._closed:
+            send = self.send
+            for data, dst, entropy, dscp, ecn in transmits:
+                send(data, dst, entropy, dscp, ecn)
+            return
+        sendto = self.sock.sendto
+        addrs = self._addr
+        port = self.peer_port
+        data_tos = self._data_tos
+        npkts = nbytes = 0
+        it = iter(transmits)
+        for data, dst, _entropy, dscp, ecn in it:
+            addr = addrs.get(dst)
+            if addr is None:
+                addr = addrs[dst] = (dst, port)
+            t = ((dscp & 0x3F) << 2) | (ecn & 3)
+            if t != data_tos:
+                self._tx(data, addr, t)
+                if self._backlog:
+                    break
+                continue
+            try:
+                sendto(data, addr)
+            except OSError as e:
+                self._tx_failed(e, data, addr, t)
+                break
+            npkts += 1
+            nbytes += len(data)
+        c = self.counters
+        c["tx_packets"] += npkts
+        c["tx_bytes"] += nbytes
+        for data, dst, entropy, dscp, ecn in it:  # the send buffer filled up: the rest queue in order
+            self.send(data, dst, entropy, dscp, ecn)
+
     def _tx(self, data: bytes, addr: tuple[str, int], t: int) -> None:
         if self._closed:
             return

@@ -135,6 +135,9 @@ class PdsCore(
         #: per-CCC gates by (peer, tc): [gate, number of PDCs using it]
         self.gates: dict[tuple[str, int], list] = {}
         self._dirty: dict[InitiatorPdc, None] = {}
+        #: PDCs left with packets pending after a pump, by id of their congestion gate: pumped
+        #: again when a sibling's pump touches that gate (_pump_gate_siblings)
+        self._gate_waiting: dict[int, dict[InitiatorPdc, None]] = {}
         #: target (and return-receive) halves with a plain ACK due, built by datagrams_to_send
         self._ack_dirty: list[TargetPdc] = []
         #: timer heap (deadline, key, PDC) and the PDCIDs whose deadline may have changed
@@ -600,6 +603,8 @@ class PdsCore(
             for pdc in dirty:
                 td.add(pdc.lpdcid)  # a return half shares its target PDC's PDCID
                 self._pump(pdc, now)
+            if self._gate_waiting or len(self.gates) < len(self.pdcs):
+                self._pump_gate_siblings(dirty, now)
         if self._uud_q or self._rudi_wait:
             self._rudi_flush(now)
         out = self._out
@@ -610,6 +615,40 @@ class PdsCore(
             sdi_of = self.sdi_of
             return [(d, dst, e, sdi_of(d)) for d, dst, e in out]
         return out
+
+    def _pump_gate_siblings(self, pumped: dict[InitiatorPdc, None], now: int) -> None:
+        """Re-pump the PDCs waiting on a congestion gate that another PDC's event may have freed
+        (issue 10 item 7). One CCC, hence one gate, serves every PDC to a (peer, traffic class)
+        (behaviour.md §2.5); an ACK, NACK or timeout on one PDC makes only that PDC dirty, so a
+        sibling the gate refused earlier would wait for good. A PDC pumped with packets still
+        pending is remembered under its gate; whenever a pump touches that gate, its waiting
+        siblings are pumped too, in the order they started waiting. (Only when some gate is
+        shared: fewer gates than PDCs, or siblings already waiting.)"""
+        waiting = self._gate_waiting
+        touched: dict[int, None] = {}
+        for pdc in pumped:
+            gid = id(pdc.gate)
+            touched[gid] = None
+            w = waiting.get(gid)
+            if pdc.pending and pdc.state is not _S_CLOSED:
+                if w is None:
+                    w = waiting[gid] = {}
+                w[pdc] = None
+            elif w is not None:
+                w.pop(pdc, None)
+        td = self._tdirty
+        for gid in touched:
+            w = waiting.get(gid)
+            if w is None:
+                continue
+            for pdc in list(w):
+                if pdc not in pumped and pdc.state is not _S_CLOSED:
+                    td.add(pdc.lpdcid)
+                    self._pump(pdc, now)
+                if not pdc.pending or pdc.state is _S_CLOSED:
+                    del w[pdc]
+            if not w:
+                del waiting[gid]
 
     def _refresh_timers(self) -> None:
         """Recompute the deadline of every PDC touched since the last call and (re)push it on

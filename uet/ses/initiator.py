@@ -237,12 +237,7 @@ class SesInitiator:
         cfg = self.config
         n = len(view)
         if protocol is None:
-            if cfg.rendezvous_threshold is not None and n > cfg.rendezvous_threshold and n > cfg.eager_length:
-                protocol = "rendezvous"
-            elif cfg.deferrable_threshold is not None and n > cfg.deferrable_threshold:
-                protocol = "deferrable"
-            else:
-                protocol = "eager"
+            protocol = self.protocol_for(n)
         tagged = tag is not None
         opcode = {
             "eager": (SesOpcode.SEND, SesOpcode.TAGGED_SEND),
@@ -266,6 +261,18 @@ class SesInitiator:
             )
         self._start(op)
         return op.id
+
+    def protocol_for(self, length: int) -> str:
+        """The send protocol the configuration picks for a message of ``length`` bytes:
+        ``"rendezvous"`` above ``rendezvous_threshold`` (and above the eager part), else
+        ``"deferrable"`` above ``deferrable_threshold``, else ``"eager"`` (§6.6, §6.7). The one
+        copy of this rule: the FEP core asks it before choosing its eager lanes."""
+        cfg = self.config
+        if cfg.rendezvous_threshold is not None and length > cfg.rendezvous_threshold and length > cfg.eager_length:
+            return "rendezvous"
+        if cfg.deferrable_threshold is not None and length > cfg.deferrable_threshold:
+            return "deferrable"
+        return "eager"
 
     def write(
         self,

@@ -1,0 +1,63 @@
+"""The sans-I/O rule (ARCHITECTURE.md "Principles" 1), enforced: nothing under the protocol cores
+imports asyncio, socket, selectors or time, or calls a clock — time is always a parameter."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORES = ("uet/fep", "uet/pds", "uet/ses", "uet/tss", "uet/cc", "uet/roce", "fabric/model")
+BANNED_MODULES = {"asyncio", "socket", "selectors", "time"}
+BANNED_CALLS = {"monotonic_ns", "monotonic", "perf_counter", "perf_counter_ns", "time_ns", "process_time"}
+
+
+def _files() -> list[Path]:
+    out: list[Path] = []
+    for d in CORES:
+        out += sorted((ROOT / d).rglob("*.py"))
+    return out
+
+
+def violations(source: str) -> list[str]:
+    """What in ``source`` breaks the rule (one line each)."""
+    bad = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            bad += [
+                f"line {node.lineno}: import {a.name}" for a in node.names if a.name.split(".")[0] in BANNED_MODULES
+            ]
+        elif isinstance(node, ast.ImportFrom):
+            mod = (node.module or "").split(".")[0]
+            if node.level == 0 and mod in BANNED_MODULES:
+                bad.append(f"line {node.lineno}: from {node.module} import ...")
+            bad += [f"line {node.lineno}: imports {a.name}" for a in node.names if a.name in BANNED_CALLS]
+        elif isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+            if name in BANNED_CALLS:
+                bad.append(f"line {node.lineno}: calls {name}()")
+        elif isinstance(node, ast.Call | ast.Attribute) and getattr(node, "attr", None) in BANNED_CALLS:
+            bad.append(f"line {node.lineno}: uses {node.attr}")
+    return bad
+
+
+def test_the_cores_exist() -> None:
+    files = _files()
+    assert any("uet/fep/core.py" in str(f) for f in files)
+    assert len(files) > 40
+
+
+@pytest.mark.parametrize("path", _files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_io_or_clock_in_protocol_cores(path: Path) -> None:
+    assert violations(path.read_text()) == []
+
+
+def test_the_checker_catches_each_form() -> None:
+    src = "import asyncio\nimport time as t\nfrom socket import socket\nfrom time import monotonic_ns\n"
+    src += "import selectors.x\nx = t.perf_counter()\ny = monotonic_ns()\n"
+    lines = {int(v.split(":")[0].split()[1]) for v in violations(src)}
+    assert lines == {1, 2, 3, 4, 5, 6, 7}
+    assert violations("import random\nfrom uet.pds import core\nnow = 5\n") == []

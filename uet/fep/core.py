@@ -1,0 +1,908 @@
+"""The Fabric Endpoint core: one FEP's SES + PDS (+ TSS), sans-I/O (ARCHITECTURE.md "FEP core").
+
+:class:`FepCore` decides everything a Fabric Endpoint decides; its drivers (the asyncio adapter
+:class:`uet.Endpoint`, the virtual-time engine) only move bytes, read a clock and map handles to
+whatever they wait with. The surface is aioquic's ``QuicConnection``:
+
+* input: :meth:`FepCore.receive_datagram` / :meth:`FepCore.receive_batch` (:class:`Datagram`
+  records), each with ``now``; :meth:`FepCore.handle_timer`;
+* output: :meth:`FepCore.datagrams_to_send` (:class:`Transmit` records: bytes, destination,
+  entropy, DSCP, ECN), :meth:`FepCore.get_timer` (the earliest of every deadline: PDS, the SES
+  engines, the reassembly-expiry sweep, TSS key grace, the close timeout, and "now" while
+  submitted work waits for the next pump), :meth:`FepCore.next_event`;
+* operations (:meth:`send`, :meth:`post_recv`, :meth:`write`, :meth:`read`, :meth:`atomic`,
+  :meth:`compare_swap`, :meth:`register`, :meth:`close`) return int handles; completions come
+  back as events carrying the handle (:mod:`uet.fep.events`).
+
+**Driving it.** After any input (a batch of datagrams, a timer, an operation) call
+:meth:`datagrams_to_send` — it first runs the *pump*: takes the PDS events (ACKs complete
+packets; see :mod:`uet.fep.lanes` for the sender's completion rule), refills the eager lanes,
+hands the SES engines' packets to PDS — then drain :meth:`next_event` and re-arm the timer from
+:meth:`get_timer`. Operations do not take ``now``: they use the latest time the core was given.
+
+**Sends.** The protocol (eager, rendezvous, deferrable) is the SES initiator's rule
+(:meth:`~uet.ses.initiator.SesInitiator.protocol_for`). A plain eager send (no DC) goes on a lane
+(:mod:`uet.fep.lanes`); everything else through the SES initiator engine. Both take message ids
+from one space. Engine packets are submitted with a PDS ``msg_id`` so they queue behind a lane's
+open message instead of interleaving.
+
+**Receives.** ``post_recv(buffer)`` posts on the expected list (truncation only with
+``truncate``, else ``TOO_LONG``); ``post_recv(None)`` waits for the first matching message
+without a buffer (:mod:`uet.fep.receives`; a message of at least
+``MessageConfig.inplace_threshold`` bytes was reassembled in place and its ``data`` is a
+read-only ``memoryview``). ``cancel(handle)`` withdraws either.
+
+**Reassembly expiry.** Idle partial fast-path messages are dropped after
+``reassembly_timeout_ns`` by a sweep every ``housekeeping_s`` while any are held (a deadline in
+:meth:`get_timer`, not a separate timer).
+
+**Close** (behaviour.md §2.12): :meth:`close` stops admitting operations; queued sends finish
+first, then every PDC closes gracefully (CLOSE / CLOSE_REQ), for at most ``close_timeout_s`` in
+all; then every operation still pending fails with :class:`EndpointClosed` and a :class:`Closed`
+event ends the sequence. Receives may still be posted while closing.
+
+Known limits (choices, as before this core existed): an eager message that fails part-way (a
+packet Failed in PDS) sends no MSG_ERROR, so its partial reassembly at the target expires after
+``reassembly_timeout_ns`` (the engine path sends MSG_ERROR, §6.4); completed fast-path messages
+wait on the unexpected list without a byte limit (only messages *in progress* are bounded, by
+``max_partial``, beyond which PDS NACKs ``NO_SES_MSG_AVAIL``); a message completed into a posted
+buffer reports ``mode`` 0 (the receive completion does not carry the PDS mode); read data returns
+in the ACKs of the read requests (``TargetConfig.max_ack_data`` = the payload size).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from uet.errors import UetError
+from uet.fep.config import FepConfig
+from uet.fep.errors import DeliveryError, EndpointClosed
+from uet.fep.events import (
+    Closed,
+    Datagram,
+    MessageReceived,
+    OpCompleted,
+    OpFailed,
+    SendCompleted,
+    Transmit,
+    WriteCompleted,
+)
+from uet.fep.lanes import Lane, OutMessage, apply_response, failed, refill
+from uet.fep.marking import classes
+from uet.fep.peer import Peer, PeerBook
+from uet.fep.receives import Waiter, Waiters, matches
+from uet.pds import Acked, AckedRun, Failed, Mode, NackReceived, PdcClosed, PdcOpened, PdsCore
+from uet.ses import events as ses_events
+from uet.ses.errors import error_for
+from uet.ses.fep import SesFep
+from uet.ses.initiator import InitiatorConfig
+from uet.ses.matching import PostedReceive
+from uet.ses.memory import Access, MemoryRegion
+from uet.ses.message import MAX_WIRE_PAYLOAD, Message, Segmenter, initiator_id
+from uet.ses.target import TargetConfig
+from uet.wire.ses import CSWAP_OPS, AmoOp, AmoType, ReturnCode
+
+__all__ = ["FepCore"]
+
+_tnew = tuple.__new__
+_RC_OK = int(ReturnCode.OK)
+_SEND_KINDS = frozenset({"send", "deferrable", "rendezvous"})
+#: ``receive_marked`` ecn marks (the links' packed form): trimmed, trimmed at the last hop
+ECN_TRIMMED = 0x100
+ECN_LASTHOP = 0x200
+_OWN: Any = object()
+
+
+def _flat(data: Any) -> memoryview:
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    if view.ndim != 1 or view.itemsize != 1 or view.format != "B":
+        view = view.cast("B")
+    return view
+
+
+class _Posted:
+    """A receive posted with a buffer: its handle, the buffer and the SES entry."""
+
+    __slots__ = ("handle", "buffer", "posted")
+
+    def __init__(self, handle: int, buffer: memoryview) -> None:
+        self.handle = handle
+        self.buffer = buffer
+        self.posted: PostedReceive | None = None
+
+
+class FepCore:
+    """One Fabric Endpoint, sans-I/O (module docstring).
+
+    ``FepCore(address, job=..., pid=..., ri=0, config=None, security=None, seed=None)``: the FEP
+    at Fabric Address ``address`` hosting process ``pid`` of job ``job`` with resource index
+    ``ri``. ``seed`` (default ``config.seed``) seeds the one :class:`random.Random` every random
+    choice comes from, mixed with the address (None: random). ``security``: a
+    :class:`~uet.tss.link.SecurityConfig` or a secure-domain table, or a ready
+    :class:`~uet.tss.stage.TssStage` (TSS seals and opens every datagram, :mod:`uet.tss.stage`).
+
+    Attributes: ``pds`` (the :class:`~uet.pds.PdsCore`), ``ses`` (the
+    :class:`~uet.ses.fep.SesFep`), ``segmenter``, ``lanes``, ``tss`` (the TSS stage or None).
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        job: int,
+        pid: int,
+        ri: int = 0,
+        config: FepConfig | None = None,
+        security: Any = None,
+        seed: int | None = None,
+        event_log: Callable[[dict], None] | None = None,
+    ) -> None:
+        self.config = cfg = config or FepConfig()
+        self.address = address
+        self.job = job
+        self.pid = pid
+        self.resource_index = ri
+        self.event_log = event_log
+        if seed is None:
+            seed = cfg.seed
+        # Seeded runs stay reproducible, yet two FEPs given the same seed draw different PDCIDs,
+        # Start_PSNs and message ids.
+        rng = random.Random(None if seed is None else f"{seed}/{address}")
+        self.pds = PdsCore(address, cfg.pds, rng=random.Random(rng.getrandbits(64)), log=event_log)
+        self.initiator_id = initiator_id(address)
+        ses_payload = min(cfg.payload_size, MAX_WIRE_PAYLOAD)
+        self.ses = SesFep(
+            address,
+            initiator=InitiatorConfig(
+                initiator_id=self.initiator_id,
+                max_payload=ses_payload,
+                deferrable_threshold=cfg.deferrable_threshold,
+                rendezvous_threshold=cfg.rendezvous_threshold,
+                eager_length=cfg.eager_length,
+                local_pid=pid,
+                local_index=ri,
+            ),
+            target=TargetConfig(max_payload=ses_payload, max_ack_data=ses_payload),
+            limits=cfg.match_limits,
+            rng=random.Random(rng.getrandbits(64)),
+            fast=cfg.message_config(),
+            default=(pid, ri, job),
+        )
+        pds = self.pds
+        pds.on_deliver = self.ses.on_deliver  # directly: one Python frame less per packet
+        pds.payload_views = True  # the fast path copies payloads into reassembly buffers
+        pds.acked_runs = True  # implicitly acknowledged packets of a message: one event per run
+        if self.ses.fast is not None:  # predicted in-order runs go straight to the message layer
+            pds.on_data = self.ses.fast.deliver_datagram
+        self.segmenter = Segmenter(
+            job_id=job,
+            initiator=self.initiator_id,
+            payload_size=cfg.payload_size,
+            max_message=cfg.max_message,
+            rng=random.Random(rng.getrandbits(64)),
+        )
+        self.peers = PeerBook(job, pid, ri)
+        self.lanes: dict[tuple[str, Mode, int, int], Lane] = {}
+        self._dirty: set[Lane] = set()
+        self._unfinished: dict[int, OutMessage] = {}
+        #: engine operations in progress: handle -> the view a read fills (None otherwise)
+        self._ops: dict[int, memoryview | None] = {}
+        self._recvs: dict[int, _Posted] = {}
+        self.waiters = Waiters(self.ses, self._waiter_got)
+        self.ses.on_unexpected = self.waiters.offer
+        self.ses.receive_waiting = self.waiters.waiting
+        self._events: deque[Any] = deque()
+        self._next_handle = 1
+        self._now = 0
+        self._dscp, self._ecn = classes(cfg.ecn_capable)
+        self._sweep_at: int | None = None
+        self._sweep_ns = int(cfg.housekeeping_s * 1e9)
+        self._closing = False
+        self._closed = False
+        self._close_phase = 0
+        self._close_at: int | None = None
+        #: TSS (uet.fep.secure): SDI of this FEP's PDCs, given to PDS with every packet it sends
+        #: and receives so its PDCs are secure PDCs (Expected_PSN reuse, PSN-range limit, §2.3.2)
+        self.tss: Any = None
+        self._sdi: int | None = None
+        self._rx_sdi: int | None = None
+        if security is not None:
+            from uet.tss.stage import TssStage
+
+            if not isinstance(security, TssStage):
+                security = TssStage(address, security, rng=random.Random(rng.getrandbits(64)))
+            stage = security
+            self._attach_tss(stage)
+        self._stats: dict[str, int] = {
+            "messages_sent": 0,
+            "messages_failed": 0,
+            "messages_received": 0,
+            "bytes_sent": 0,
+            "bytes_received": 0,
+            "ops_completed": 0,
+            "ops_failed": 0,
+            "pdcs_opened": 0,
+            "pdcs_closed": 0,
+            "pdcs_closed_in_error": 0,
+            "nacks_received": 0,
+            "packets_acked": 0,
+            "timer_fires": 0,
+            "pumps": 0,
+        }
+
+    def __repr__(self) -> str:
+        return f"FepCore({self.address!r}, job={self.job}, pid={self.pid})"
+
+    def _attach_tss(self, stage: Any) -> None:
+        self.tss = stage
+        stage.attach(self.pds)  # secure Start_PSN policy (§2.3.2)
+        if stage.event_log is None:
+            stage.event_log = self.event_log
+        self._sdi = stage.sdi
+        # with accept_any_sdi several domains open and a packet's SDI is not passed up
+        self._rx_sdi = None if stage.config.accept_any_sdi else stage.sdi
+
+    def _handle(self) -> int:
+        h = self._next_handle
+        self._next_handle = h + 1
+        return h
+
+    # -- state --------------------------------------------------------------------------------------
+
+    @property
+    def closing(self) -> bool:
+        """:meth:`close` was called (no new sends, writes, reads or atomics)."""
+        return self._closing
+
+    @property
+    def closed(self) -> bool:
+        """The close sequence ended (:class:`Closed` was emitted)."""
+        return self._closed
+
+    @property
+    def now(self) -> int:
+        """The latest time (ns) the core was given."""
+        return self._now
+
+    def tick(self, now: int) -> None:
+        """Tell the core the time without any input (operations are stamped with it)."""
+        self._now = now
+        self.ses.now = now
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """The FEP's own counters (messages, bytes, operations, PDC events, timer fires, pumps)."""
+        return dict(self._stats)
+
+    @property
+    def pending_messages(self) -> int:
+        """Delivered messages waiting on the unexpected list for a receive."""
+        return len(self.ses.unexpected_messages)
+
+    def counters(self) -> dict[str, int]:
+        """A snapshot of every counter: PDS, TSS (``tss_*``, when secure), SES (``ses_*``), FEP."""
+        out = dict(self.pds.counters)
+        if self.tss is not None:
+            out.update(self.tss.counters)
+        out.update({"ses_" + k: v for k, v in self.ses.counters.items()})
+        out.update(self._stats)
+        return out
+
+    def busy(self) -> bool:
+        """Sends or engine operations in progress (lanes not empty or the initiator not idle)."""
+        return any(lane.busy() for lane in self.lanes.values()) or not self.ses.initiator.idle()
+
+    # -- memory -------------------------------------------------------------------------------------
+
+    def register(
+        self, buffer: Any, access: Access | int = Access.ALL, *, key: int | None = None, job: int | None = _OWN
+    ) -> MemoryRegion:
+        """Register ``buffer`` for remote access (``job``: default this FEP's job; None = any job;
+        other jobs get ``BAD_MKEY``, §6.5). Raises :class:`~uet.ses.errors.RegistrationError`."""
+        return self.ses.memory.register(buffer, access, key=key, job=self.job if job is _OWN else job)
+
+    def deregister(self, region: MemoryRegion | int) -> None:
+        """Remove a registration (a region or its key); later requests get ``BAD_MKEY``."""
+        self.ses.memory.deregister(region)
+
+    # -- operations ---------------------------------------------------------------------------------
+
+    def _admit(self) -> None:
+        if self._closing:
+            raise EndpointClosed(f"{self} is closed")
+
+    def send(
+        self,
+        peer: Peer | str,
+        data: bytes | bytearray | memoryview,
+        *,
+        tag: int | None = None,
+        mode: Mode = Mode.RUD,
+        header_data: int | None = None,
+        dc: bool = False,
+        protocol: str | None = None,
+        pid: int | None = None,
+        resource_index: int | None = None,
+        tc: int = 0,
+    ) -> int:
+        """Send ``data`` as one message (tagged with ``tag`` when given); returns the handle of
+        its :class:`SendCompleted` / :class:`OpFailed`. ``data`` must not change until then
+        (packets are zero-copy slices). ``protocol`` forces ``"eager"``, ``"rendezvous"`` or
+        ``"deferrable"`` (default: the SES initiator's rule). Raises :class:`EndpointClosed`
+        while closing and :class:`DeliveryError` for a message over ``max_message``."""
+        self._admit()
+        dest = self.peers.dest(peer, pid, resource_index)
+        mode = Mode(mode)
+        view = _flat(data)
+        n = len(view)
+        cfg = self.config
+        if n > cfg.max_message:
+            raise DeliveryError(f"message of {n} bytes exceeds max_message {cfg.max_message}")
+        if protocol is None:
+            protocol = self.ses.initiator.protocol_for(n)
+        h = self._handle()
+        if protocol != "eager" or dc:
+            self.ses.initiator.send(
+                dest, view, tag=tag, header_data=header_data, dc=dc, protocol=protocol, mode=int(mode), context=h
+            )
+            self._ops[h] = None
+            return h
+        msg = OutMessage(dest.fa, mode, view, self.ses.alloc_message_id(), self.segmenter.count(n), h)
+        msg.pid, msg.ri, msg.job, msg.generation, msg.relative = (
+            dest.pid_on_fep, dest.resource_index, dest.job_id, dest.ri_generation, dest.relative,
+        )  # fmt: skip
+        msg.tag = tag
+        msg.header_data = header_data
+        msg.t0 = self._now
+        key = (dest.fa, mode, tc, dest.job_id)
+        lane = self.lanes.get(key)
+        if lane is None:
+            lane = self.lanes[key] = Lane(key, dest.job_id, tc)
+        msg.lane = lane
+        self._unfinished[h] = msg
+        lane.queue.append(msg)
+        self._dirty.add(lane)
+        if self.event_log is not None:
+            self._log("msg_tx", peer=dest.fa, mode=mode.name, msg_id=msg.mid, bytes=n, pkts=msg.npkts)
+        return h
+
+    def _engine(self, start: Callable[[int], Any], into: memoryview | None = None) -> int:
+        self._admit()
+        h = self._handle()
+        start(h)
+        self._ops[h] = into
+        return h
+
+    def write(
+        self,
+        peer: Peer | str,
+        key: int,
+        offset: int,
+        data: bytes | bytearray | memoryview,
+        *,
+        header_data: int | None = None,
+        dc: bool = False,
+        mode: Mode = Mode.RUD,
+    ) -> int:
+        """RMA write of ``data`` at ``offset`` of the peer's region ``key`` (§6.5); with
+        ``header_data`` the target sees a :class:`WriteCompleted`."""
+        dest = self.peers.dest(peer)
+        view = _flat(data)
+        return self._engine(
+            lambda h: self.ses.initiator.write(
+                dest, key, offset, view, header_data=header_data, dc=dc, mode=int(mode), context=h
+            )
+        )
+
+    def read(
+        self,
+        peer: Peer | str,
+        key: int,
+        offset: int,
+        length: int,
+        *,
+        into: bytearray | memoryview | None = None,
+        mode: Mode = Mode.RUD,
+    ) -> int:
+        """RMA read of ``length`` bytes at ``offset`` of the peer's region ``key`` (§6.5); the
+        :class:`OpCompleted` value is the bytes (or a view of ``into``, filled)."""
+        dest = self.peers.dest(peer)
+        out = _flat(into) if into is not None else None
+        return self._engine(
+            lambda h: self.ses.initiator.read(dest, key, offset, length, into=out, mode=int(mode), context=h),
+            None if out is None else out[:length],
+        )
+
+    def atomic(
+        self,
+        peer: Peer | str,
+        key: int,
+        offset: int,
+        op: AmoOp | int,
+        datatype: AmoType | int,
+        operand: Any = None,
+        *,
+        fetch: bool = False,
+        compare: int | float = 0,
+        swap: int | float = 0,
+        mode: Mode = Mode.RUD,
+    ) -> int:
+        """Atomic ``op`` on ``datatype`` at ``offset`` of the peer's region ``key`` (§6.5, §10):
+        ``operand`` one value or a sequence (MSWAP: ``[value, mask]`` pairs; READ needs none; raw
+        bytes as they are); the value is the prior value with ``fetch`` (a tuple for several
+        elements), else None."""
+        dest = self.peers.dest(peer)
+        if operand is None:
+            operands: Any = [] if op in CSWAP_OPS else [0]
+        elif isinstance(operand, bytes | bytearray | list | tuple):
+            operands = operand
+        else:
+            operands = [operand]
+        return self._engine(
+            lambda h: self.ses.initiator.atomic(
+                dest,
+                key,
+                offset,
+                int(op),
+                int(datatype),
+                operands,
+                compare=compare,
+                swap=swap,
+                fetch=fetch,
+                mode=int(mode),
+                context=h,
+            )  # fmt: skip
+        )
+
+    def compare_swap(
+        self,
+        peer: Peer | str,
+        key: int,
+        offset: int,
+        datatype: AmoType | int,
+        compare: int | float,
+        swap: int | float,
+        *,
+        op: AmoOp | int = AmoOp.CSWAP,
+        fetch: bool = True,
+        mode: Mode = Mode.RUD,
+    ) -> int:
+        """Compare-and-swap (or another ``op`` of the family) of one element; the value is the
+        prior value when ``fetch`` (success is ``value == compare`` for plain CSWAP)."""
+        if op not in CSWAP_OPS:
+            raise ValueError(f"{op!r} is not a compare-and-swap operation")
+        return self.atomic(peer, key, offset, op, datatype, None, fetch=fetch, compare=compare, swap=swap, mode=mode)
+
+    # -- receives -----------------------------------------------------------------------------------
+
+    def post_recv(
+        self,
+        buffer: bytearray | memoryview | None,
+        *,
+        tag: int | None = None,
+        ignore: int = 0,
+        source: str | None = None,
+        truncate: bool = False,
+    ) -> int:
+        """Post a receive; returns the handle of its :class:`MessageReceived` / :class:`OpFailed`.
+
+        Untagged when ``tag`` is None, else a tagged message whose match bits equal ``tag``
+        outside the ``ignore`` mask; from ``source`` only (its Fabric Address and its initiator
+        ID), or any source. With a ``buffer`` it goes on the expected list (§6.4; a longer message
+        is truncated with ``truncate``, else ``TOO_LONG``) and the message's ``data`` is a view of
+        the buffer; with None it takes the first matching message (:mod:`uet.fep.receives`)."""
+        if self._closed:
+            raise EndpointClosed(f"{self} is closed")
+        init = None if source is None else initiator_id(source)
+        h = self._handle()
+        if buffer is None:
+            w = Waiter(h, tag is not None, tag or 0, ignore, init, source)
+            self.waiters.add(w)
+            if self.ses.has_unexpected():
+                self.waiters.serve()
+            return h
+        view = _flat(buffer)
+        rec = self._recvs[h] = _Posted(h, view)
+        rec.posted = self.ses.post_recv(
+            view, tagged=tag is not None, tag=tag or 0, ignore=ignore, initiator=init, truncate=truncate, context=rec
+        )
+        if self.ses.has_events():
+            self._drain_ses()
+        return h
+
+    def recv_nowait(self, tag: int | None = None, ignore: int = 0, *, source: str | None = None) -> Message | None:
+        """A matching message already on the unexpected list (fast path), or None."""
+        init = None if source is None else initiator_id(source)
+        for m in self.ses.unexpected_messages:
+            if matches(m, tag, ignore, init, source):
+                self.ses.unexpected_messages.remove(m)
+                return self._delivered(m)
+        return None
+
+    def cancel(self, handle: int) -> bool:
+        """Withdraw a receive: True if it was still waiting (it then fails with ``CANCELLED``),
+        False when a message already took it (or the handle is unknown)."""
+        rec = self._recvs.get(handle)
+        if rec is not None:
+            return rec.posted is not None and self.ses.cancel_recv(rec.posted)
+        w = self.waiters.by_handle.get(handle)
+        if w is None:
+            return False
+        if w.posted is not None:  # a sized receive is bound: its message goes back unexpected
+            w.cancelled = True
+            self.waiters.by_handle.pop(handle, None)
+        else:
+            self.waiters.remove(w)
+        self._events.append(OpFailed(handle, error_for(ReturnCode.CANCELLED, "receive cancelled")))
+        return True
+
+    # -- datagrams ----------------------------------------------------------------------------------
+
+    def receive_datagram(
+        self,
+        data: bytes,
+        now: int,
+        *,
+        source: str,
+        ecn: int = 0,
+        trimmed: bool = False,
+        last_hop: bool = False,
+        source_port: int = 0,
+    ) -> None:
+        """One datagram (fields as in :class:`Datagram`)."""
+        self.receive_batch((Datagram(data, source, ecn, trimmed, last_hop, source_port),), now)
+
+    def receive_batch(self, items: Sequence[Datagram], now: int) -> None:
+        """Datagrams received together, in order (PDS runs once over the batch)."""
+        if self._closed:
+            return
+        if self.tss is not None:
+            items = self.tss.open_batch(items, now)
+        self._receive(
+            [
+                (d[0], d[1], d[2] | ECN_TRIMMED | (ECN_LASTHOP if d[4] else 0)) if d[3] else (d[0], d[1], d[2])
+                for d in items
+            ],
+            now,
+        )
+
+    def receive_marked(self, batch: Sequence[tuple[bytes, str, int]], now: int, *, opened: bool = False) -> None:
+        """The links' packed form of :meth:`receive_batch`: ``(data, source, ecn)`` with the
+        trim marks or-ed into ``ecn`` (:data:`ECN_TRIMMED`, :data:`ECN_LASTHOP`) and the peers'
+        configured UDP port as source port. ``opened``: TSS already opened them (the secure link
+        of the asyncio adapter does, through this core's stage)."""
+        if self._closed:
+            return
+        if self.tss is not None and not opened:
+            batch = self.tss.open_marked(batch, now)
+        self._receive(batch, now)
+
+    def _receive(self, batch: Sequence[tuple[bytes, str, int]], now: int) -> None:
+        self._now = now
+        self.ses.now = now
+        self.pds.receive_batch(batch, now, sdi=self._rx_sdi)
+
+    def datagrams_to_send(self, now: int, *, sealed: bool = True) -> list[Transmit]:
+        """Run the pump and return every datagram ready (:class:`Transmit`). ``sealed=False``
+        returns them before TSS sealing (for a driver whose link seals through :attr:`tss`)."""
+        self._now = now
+        if not self._closed:
+            self._pump(now)
+            if self._closing:
+                self._close_progress(now)
+        out = self.pds.datagrams_to_send(now)
+        if not self._closed and self._sweep_at is None and self._fast_held():
+            self._sweep_at = now + self._sweep_ns
+        if not out:
+            return []
+        if not self._closed:
+            self._drain_events(now)  # UUD packets are Acked when handed out
+        dscp, ecn = self._dscp, self._ecn
+        tx = [_tnew(Transmit, (d, dst, e, dscp[(k := d[0] >> 3)], ecn[k])) for d, dst, e in out]
+        if self.tss is not None and sealed:
+            tx = self.tss.seal_batch(tx, now)
+        return tx
+
+    # -- time ---------------------------------------------------------------------------------------
+
+    def get_timer(self) -> int | None:
+        """The earliest deadline (ns) at which :meth:`handle_timer` has work, or None."""
+        if self._closed:
+            return None
+        at = self.pds.get_timer()
+        st = self.ses.get_timer()
+        if st is not None and (at is None or st < at):
+            at = st
+        if self._dirty or self.ses.has_packets():
+            at = self._now if at is None or self._now < at else at
+        for t in (self._sweep_at, self._close_at, None if self.tss is None else self.tss.get_timer()):
+            if t is not None and (at is None or t < at):
+                at = t
+        return at
+
+    def handle_timer(self, now: int) -> None:
+        """Run every timer due at ``now`` (then call :meth:`datagrams_to_send`)."""
+        if self._closed:
+            return
+        self._now = now
+        self._stats["timer_fires"] += 1
+        self.ses.now = now
+        self.pds.handle_timer(now)
+        self.ses.handle_timer(now)
+        if self._sweep_at is not None and now >= self._sweep_at:
+            self._sweep_at = None
+            self.ses.expire(now)  # receives bound to expired messages fail (DROPPED)
+        if self.tss is not None:
+            self.tss.handle_timer(now)
+        if self._closing:
+            self._close_progress(now)
+
+    def _fast_held(self) -> bool:
+        fast = self.ses.fast
+        return fast is not None and bool(fast.partial_count or fast._done)
+
+    # -- events -------------------------------------------------------------------------------------
+
+    def next_event(self) -> Any:
+        """The oldest pending event, or None (drain after :meth:`datagrams_to_send`)."""
+        return self._events.popleft() if self._events else None
+
+    def _log(self, ev: str, **fields: Any) -> None:
+        log = self.event_log
+        if log is not None:
+            log({"t": self._now, "ev": ev, "fep": self.address, **fields})
+
+    # -- close --------------------------------------------------------------------------------------
+
+    def close(self, now: int) -> None:
+        """Start the close sequence (module docstring); :class:`Closed` ends it."""
+        if self._closing:
+            return
+        self._closing = True
+        self._now = now
+        self._close_phase = 1
+        self._close_at = now + int(self.config.close_timeout_s * 1e9)
+
+    def _close_progress(self, now: int) -> None:
+        if self._close_phase == 1 and not self.busy():
+            self.pds.close(now)
+            self._close_phase = 2
+        if self._close_phase == 2 and self.pds.idle():
+            self._finish_close(now, True)
+        elif self._close_at is not None and now >= self._close_at:
+            if self._close_phase == 1:
+                self.pds.close(now)  # the CLOSE packets leave once, unacknowledged
+            self._finish_close(now, False)
+
+    def _finish_close(self, now: int, graceful: bool) -> None:
+        self._closed = True
+        self._close_at = None
+        self._sweep_at = None
+        ev = self._events
+        for lane in self.lanes.values():
+            lane.queue.clear()
+            lane.active = None
+        for h, m in self._unfinished.items():
+            if not m.finished:
+                m.finished = True
+                self._stats["messages_failed"] += 1
+                ev.append(OpFailed(h, EndpointClosed(f"{self} closed before message {m.mid} was delivered")))
+        self._unfinished.clear()
+        for h in list(self._ops) + list(self._recvs) + list(self.waiters.by_handle):
+            ev.append(OpFailed(h, EndpointClosed(f"{self} closed")))
+        self._ops.clear()
+        self._recvs.clear()
+        self.waiters.queue.clear()
+        self.waiters.by_handle.clear()
+        self._log("close", **{k: v for k, v in self._stats.items() if v})
+        ev.append(Closed(graceful))
+
+    # -- the pump -----------------------------------------------------------------------------------
+
+    def _pump(self, now: int) -> None:
+        """PDS events -> refill lanes -> submit engine packets."""
+        self._stats["pumps"] += 1
+        self._drain_events(now)
+        if self._dirty:
+            dirty = self._dirty
+            self._dirty = set()
+            limit = self.config.max_inflight
+            for lane in dirty:
+                for msg in refill(lane, self.pds, self.segmenter, limit, now, self._sdi):
+                    self._maybe_finish(msg)
+        self._submit_engine(now)
+
+    def _submit_engine(self, now: int) -> None:
+        """Hand every packet the SES engines have ready to the PDS core."""
+        ses = self.ses
+        if not ses.has_packets():
+            return
+        submit = self.pds.submit
+        for p in ses.packets_to_send():
+            mode = Mode(p.mode)
+            whole = mode == Mode.RUDI or mode == Mode.UUD
+            tok = p.token
+            try:
+                submit(
+                    p.peer, mode, p.next_hdr, p.ses, p.payload, token=tok, som=p.som or whole, eom=p.eom or whole,
+                    now=now, job_id=p.job_id, msg_id=("ses", tok[1]) if tok[0] != "read_return" else tok,
+                    sdi=self._sdi,
+                )  # fmt: skip
+            except UetError as e:
+                ses.on_failed(tok, f"PDS refused the packet: {e}", None, now)
+
+    def _drain_events(self, now: int) -> None:
+        """Handle every pending PDS event (an eager packet's plain Acked takes an inlined fast
+        path), then the SES engines' completions."""
+        take = self.pds.take_events
+        dirty = self._dirty
+        finish = self._maybe_finish
+        acked = 0
+        evs = take()
+        while evs:
+            for ev in evs:
+                t = type(ev)
+                if t is AckedRun:  # (pds.acked_runs) packets of one token, implicitly Acked
+                    msg, cnt = ev
+                    if type(msg) is OutMessage:
+                        msg.done += cnt
+                        lane = msg.lane
+                        lane.inflight -= cnt
+                        dirty.add(lane)
+                        acked += cnt
+                        if msg.done >= msg.submitted:
+                            finish(msg)
+                        continue
+                    for _ in range(cnt):
+                        self._on_event(_tnew(Acked, (msg, 0, b"")), now)
+                    continue
+                if t is Acked:
+                    msg, rnh, _resp = ev
+                    if not rnh and type(msg) is OutMessage:
+                        msg.done += 1
+                        lane = msg.lane
+                        lane.inflight -= 1
+                        dirty.add(lane)
+                        acked += 1
+                        if msg.done >= msg.submitted:
+                            finish(msg)
+                        continue
+                self._on_event(ev, now)
+            evs = take()  # (handlers never queue PDS events today; drained again to be sure)
+        self._stats["packets_acked"] += acked
+        self._drain_ses()
+
+    def _on_event(self, ev: Any, now: int) -> None:
+        t = type(ev)
+        if t is Acked:
+            msg = ev.token
+            if type(msg) is not OutMessage:
+                self._stats["packets_acked"] += 1
+                self.ses.on_ack(msg, ev.response_next_hdr, ev.response, now)
+                return
+            self._packet_done(msg)
+            apply_response(msg, ev.response_next_hdr, ev.response)
+            self._maybe_finish(msg)
+        elif t is Failed:
+            msg = ev.token
+            if type(msg) is not OutMessage:
+                self.ses.on_failed(msg, ev.reason, ev.nack_code, now)
+                return
+            self._packet_done(msg)
+            failed(msg, ev.reason, ev.nack_code)
+            self._maybe_finish(msg)
+        elif t is PdcOpened:
+            self._stats["pdcs_opened"] += 1
+        elif t is PdcClosed:
+            self._stats["pdcs_closed"] += 1
+            if ev.error:
+                self._stats["pdcs_closed_in_error"] += 1
+        elif t is NackReceived:
+            self._stats["nacks_received"] += 1
+
+    def _packet_done(self, msg: OutMessage) -> None:
+        msg.done += 1
+        self._stats["packets_acked"] += 1
+        lane = msg.lane
+        lane.inflight -= 1  # type: ignore[union-attr]
+        self._dirty.add(lane)  # type: ignore[arg-type]
+
+    def _maybe_finish(self, msg: OutMessage) -> None:
+        if msg.finished or not msg.complete():
+            return
+        msg.finished = True
+        self._unfinished.pop(msg.handle, None)
+        if msg.abandoned and msg.error is None:  # pragma: no cover - abandon always sets an error
+            msg.error = DeliveryError("message abandoned")
+        elapsed = self._now - msg.t0
+        st = self._stats
+        if msg.error is not None:
+            st["messages_failed"] += 1
+            self._log("msg_fail", peer=msg.peer, msg_id=msg.mid, reason=str(msg.error), ns=elapsed)
+            self._events.append(OpFailed(msg.handle, msg.error))
+        else:
+            st["messages_sent"] += 1
+            st["bytes_sent"] += msg.length
+            if self.event_log is not None:
+                self._log("msg_done", peer=msg.peer, msg_id=msg.mid, bytes=msg.length, ns=elapsed)
+            self._events.append(SendCompleted(msg.handle))
+        msg.data = memoryview(b"")  # release the caller's buffer
+
+    # -- SES completions ----------------------------------------------------------------------------
+
+    def _drain_ses(self) -> None:
+        ses = self.ses
+        if ses.has_events():
+            out = self._events
+            st = self._stats
+            ev = ses.next_event()
+            while ev is not None:
+                t = type(ev)
+                if t is ses_events.RecvCompleted:
+                    self._on_recv_completed(ev)
+                elif t is ses_events.OpCompleted:
+                    h = ev.context
+                    st["ops_completed"] += 1
+                    if h in self._ops:
+                        into = self._ops.pop(h)
+                        if ev.kind in _SEND_KINDS:
+                            st["messages_sent"] += 1
+                            out.append(SendCompleted(h))
+                        else:
+                            out.append(OpCompleted(h, ev.result if into is None else into))
+                elif t is ses_events.OpFailed:
+                    h = ev.context
+                    st["ops_failed"] += 1
+                    if self._ops.pop(h, _OWN) is not _OWN:
+                        out.append(OpFailed(h, ev.error))
+                elif t is WriteCompleted:
+                    out.append(ev)
+                ev = ses.next_event()
+        if self.waiters and ses.has_unexpected():
+            self.waiters.serve()
+
+    def _on_recv_completed(self, ev: ses_events.RecvCompleted) -> None:
+        ctx = ev.context
+        if type(ctx) is _Posted:
+            if self._recvs.pop(ctx.handle, None) is None:
+                return
+            if ev.return_code != _RC_OK:
+                self._events.append(OpFailed(ctx.handle, error_for(ev.return_code, "receive")))
+                return
+            tagged = ctx.posted is not None and ctx.posted.tagged
+            m = Message(
+                ctx.buffer[: ev.length], ev.source, 0, 0, 0, ev.initiator, ev.header_data,
+                tag=ev.tag if tagged else None, message_length=ev.message_length,
+            )  # fmt: skip
+            self._events.append(MessageReceived(ctx.handle, self._delivered(m)))
+        elif type(ctx) is Waiter:
+            w = ctx
+            posted = w.posted
+            assert posted is not None
+            m = Message(
+                bytes(posted.buffer[: ev.length]), ev.source, 0, 0, 0, ev.initiator, ev.header_data,
+                tag=ev.tag if w.tagged else None, message_length=ev.message_length,
+            )  # fmt: skip
+            if w.cancelled or self.waiters.by_handle.pop(w.handle, None) is None:
+                # the receive was withdrawn: the message goes to the next receive
+                if ev.return_code == _RC_OK:
+                    self.ses.unexpected_messages.appendleft(m)
+                return
+            if ev.return_code != _RC_OK:
+                self._events.append(OpFailed(w.handle, error_for(ev.return_code, "receive")))
+            else:
+                self._events.append(MessageReceived(w.handle, self._delivered(m)))
+
+    def _waiter_got(self, w: Waiter, m: Message) -> None:
+        self._events.append(MessageReceived(w.handle, self._delivered(m)))
+
+    def _delivered(self, m: Message) -> Message:
+        st = self._stats
+        st["messages_received"] += 1
+        st["bytes_received"] += m.nbytes
+        if self.event_log is not None:
+            self._log("msg_rx", peer=m.source, msg_id=m.message_id, bytes=m.nbytes, mode=Mode(m.mode).name)
+        return m
