@@ -563,3 +563,24 @@ def test_state_table() -> None:
     qp.to_error("test")
     qp.reset()
     assert qp.state is QpState.INIT
+
+
+def test_responder_bounds_what_a_peer_can_queue() -> None:
+    """READs beyond max_rd_atomic still being answered, and a SEND beyond max_message into a
+    receive posted without a length, are refused (NAK invalid request) instead of queued."""
+    qp = make_qp(max_rd_atomic=2)
+    _, mr = _region(qp, 1 << 16)
+    for i in range(2):
+        qp.receive_datagram(
+            pkt(Op.RDMA_READ_REQUEST, P(i * 64), (RETH.make(va=0, rkey=mr.key, dma_len=1 << 14),)), 1, source=PEER
+        )
+    qp.receive_datagram(pkt(Op.RDMA_READ_REQUEST, P(128), (RETH.make(va=0, rkey=mr.key, dma_len=8),)), 1, source=PEER)
+    assert qp.state is QpState.ERR and qp.counters()["requests_refused"] == 1
+    qp2 = QueuePair(ME, MY_QPN, config=cfg(max_message=512), seed=7)
+    qp2.connect(PEER, PEER_QPN, PEER_PSN)
+    h = qp2.post_recv()
+    qp2.receive_datagram(pkt(Op.SEND_FIRST, P(0), (), bytes(256)), 1, source=PEER)
+    qp2.receive_datagram(pkt(Op.SEND_MIDDLE, P(1), (), bytes(256)), 1, source=PEER)
+    qp2.receive_datagram(pkt(Op.SEND_MIDDLE, P(2), (), bytes(256)), 1, source=PEER)
+    assert [(r.bth.psn, r.aeth.syndrome) for r, _ in out(qp2)] == [(P(2), 0x61)]
+    assert isinstance(events(qp2)[0].error, E.LocalLengthError) and h == 1

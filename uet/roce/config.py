@@ -33,6 +33,8 @@ class QpConfig:
         dcqcn: DCQCN constants, or None for no congestion control (no rate limiter, no CNPs).
         wire_overhead: frame bytes around each datagram charged by the rate limiter.
         check_icrc: verify the ICRC of every received datagram and drop a bad one (§4).
+        max_message: longest SEND a receive posted without a length accepts (bounds the memory a
+            peer can make the responder hold; the verbs' limit is 2^31).
     """
 
     pmtu: int = 1024
@@ -49,6 +51,7 @@ class QpConfig:
     dcqcn: DcqcnConfig | None = field(default_factory=DcqcnConfig.paper)
     wire_overhead: int = WIRE_OVERHEAD
     check_icrc: bool = True
+    max_message: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.pmtu not in PMTUS:

@@ -10,7 +10,10 @@ Choices where the notes leave room (**Decision**):
 * A duplicate SEND/WRITE packet is answered with the coalesced ACK (PSN = ePSN − 1) only when it
   asks for an ACK (AckReq): a go-back-N burst of duplicates then costs one ACK per AckReq packet,
   not one per packet, and the last packet of every message still gets one.
-* A SEND longer than the posted receive buffer is refused with NAK invalid request (and the QP
+* A READ arriving while ``max_rd_atomic`` READs are still being answered is refused with NAK
+  invalid request (§6.3 "too many reads"), so a peer cannot queue unbounded work.
+* A SEND longer than the posted receive buffer (or than ``QpConfig.max_message`` for a receive
+  posted without a length) is refused with NAK invalid request (and the QP
   goes to the error state), the receive completing with :class:`LocalLengthError`.
 * READ state for duplicates is kept for the last ``max_rd_atomic`` READs, atomic results for the
   last ``max_rd_atomic`` atomics; an older duplicate is dropped (the requester's timeout recovers).
@@ -196,6 +199,8 @@ class Responder:
                 self._kind = "send"
             assert self._recv is not None
             limit = self._recv[1]
+            if limit is None:
+                limit = self.qp.config.max_message
             if limit is not None and len(self._buf) + n > limit:
                 handle = self._recv[0]
                 self._recv, self._kind = None, None
@@ -233,6 +238,8 @@ class Responder:
                     handle, _ = self.recv_queue.popleft()
                     self.qp.complete(ev.MessageReceived(handle, b"", pkt.immdt.imm, self._written))
         elif op == _O.RDMA_READ_REQUEST:
+            if len(self.jobs) >= self.qp.config.max_rd_atomic:
+                raise _Refuse(NakCode.INVALID_REQUEST, "too many READs outstanding")
             reth = pkt.reth
             region = self._check(reth.rkey, Access.REMOTE_READ, reth.va, reth.dma_len)
             npsn = max(1, -(-reth.dma_len // pmtu))
