@@ -186,3 +186,27 @@ def test_credit_req_answered_only_when_rccc_runs() -> None:
         if not unexpected:
             assert p.b.core.credit_scheduler.peers[(A_ADDR, 0)].target == 40
             assert p.b.core.get_timer() == p.now
+
+
+def test_nacked_retransmission_waits_for_the_ccc() -> None:
+    """§4.1: a NACKed packet is marked for retransmission and goes when the CCC allows (it
+    spends window like new data), not at once past a closed window."""
+    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", start_psn=500))
+    submit(core, 2, 3000, 0)
+    g = gate_of(core)
+    pkts = core.datagrams_to_send(0)
+    size = len(pkts[0][0]) + 48
+    g.nscc.cwnd = 2 * size  # exactly the two packets in flight
+    lp = (pkts[0][0][8] << 8) | pkts[0][0][9]
+    core.receive_datagram(w.NACK.encode((10, 0, 0, int(w.NackCode.TRIMMED), 0, 500, 77, lp, 0)), B_ADDR, 20_000)
+    # trim: inflight − size, cwnd − size (floor: one MTU, 4096) with one packet still in flight:
+    # the resend would exceed the window, so it waits
+    assert g.nscc.inflight == size and g.nscc.cwnd == 4096
+    assert core.datagrams_to_send(20_000) == []
+    # the ACK for PSN 501 (rcvd_bytes covers it, not 500) empties the flight: the resend goes,
+    # and a SACK gap behind the NACKed packet is not a second loss
+    ack = NSCC_ACK.encode((8, 0, 0, 2, 499, 77, lp, 0, 0, 1, 2, 1, 0, 0, 0, (size + 255) >> 8, 1))
+    core.receive_datagram(ack, B_ADDR, 21_000)
+    (rtx,) = core.datagrams_to_send(21_000)
+    assert rtx[0][4:8] == (500).to_bytes(4, "big") and rtx[0][1] & 0x10  # RETX
+    assert g.counters["losses"] == 0

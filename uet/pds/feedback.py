@@ -350,12 +350,19 @@ class FeedbackMixin:
         stop = (pdc.high_sack - thr + 1) & _M32
         while p != stop:
             pkt = out.get(p)
-            if pkt is not None and not pkt.dst_received and not pkt.fast_done and pkt.ctl is None and not pkt.parked:
+            if (
+                pkt is not None
+                and not pkt.dst_received
+                and not pkt.fast_done
+                and pkt.ctl is None
+                and not pkt.parked
+                and not pkt.rtx_wait
+            ):
                 pkt.fast_done = True
                 self._count("fast_retransmits")
                 pdc.gate.on_loss(pkt.nbytes, False, now)  # SACK-inferred loss, not a timeout
                 pdc.entropy.feedback(pkt.entropy, "loss", now)
-                self._transmit(pdc, pkt, now, True, True)
+                self._cc_retransmit(pdc, pkt, now)
             p = (p + 1) & _M32
 
     # -- NACK processing ---------------------------------------------------------------------------
@@ -444,12 +451,13 @@ class FeedbackMixin:
             rtt = now - pkt.tx_time if (pkt.sends == 1 and not retx) or (pkt.sends == 2 and retx) else None
             lasthop = code == _NC_TRIMMED_LASTHOP
             gate.on_nack_cc(pkt.nbytes, bool(flags & _N_M), rtt, lasthop or code == _NC_TRIMMED, lasthop, now)
+            pkt.fast_done = True  # recovered by this NACK: a SACK gap behind it is no new loss
         if shortage:
             self._park(pdc, pkt, now)
             return
         if code == _NC_PKT_NOT_RCVD:
             pkt.dst_received = False
-        self._transmit(pdc, pkt, now, True, True)
+        self._cc_retransmit(pdc, pkt, now)
 
     def _gbn_stale(self, pdc: InitiatorPdc, e: int, npsn: int, retx: int, now: int, hold: float) -> bool:
         """Does a ROD_OOO (restart point ``e``, triggered by the copy of ``npsn`` it names,

@@ -338,6 +338,8 @@ class InitiatorMixin:
         st = pdc.state
         if st is _S_CLOSED:
             return
+        if pdc.cc_rtx and not self._cc_resend(pdc, now):
+            return  # retransmissions first; the gate is closed for now
         if st is not _S_CLOSE_ACK_WAIT and pdc.pending:
             pending = pdc.pending
             cfg = self.config
@@ -446,6 +448,7 @@ class InitiatorMixin:
         flags = _AR if ar else 0
         if retx:
             flags |= _RETX | _AR
+            pkt.rtx_wait = False
             if pkt.parked:  # resent (by its delay or otherwise): no longer waiting out a shortage
                 pkt.parked = 0
             # move to the end: outstanding stays ordered by latest transmission (= RTO deadline)
@@ -743,6 +746,35 @@ class InitiatorMixin:
                         gate.on_discarded(q.nbytes)
                 self._transmit(pdc, q, now, True, True)
             p = (p + 1) & _M32
+
+    def _cc_retransmit(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None:
+        """Resend ``pkt`` now (the ``none`` gate), or queue it behind the CCC's gate: a CCC
+        retransmits only when every algorithm allows sending (§4.1 ``mark_for_retransmit`` then
+        ``update_state``), so resends spend window and credit like new data."""
+        if not pdc.gate.cc_signals:
+            self._transmit(pdc, pkt, now, True, True)
+        elif not pkt.rtx_wait:
+            pkt.rtx_wait = True
+            pdc.cc_rtx.append(pkt)
+            self._dirty[pdc] = None
+
+    def _cc_resend(self, pdc: InitiatorPdc, now: int) -> bool:
+        """Send queued retransmissions while the CCC allows; False if some must still wait."""
+        rq = pdc.cc_rtx
+        out = pdc.outstanding
+        gate = pdc.gate
+        while rq:
+            pkt = rq[0]
+            if not pkt.rtx_wait or out.get(pkt.psn) is not pkt:
+                rq.popleft()  # acknowledged, or resent by its RTO meanwhile
+                pkt.rtx_wait = False
+                continue
+            if not gate.can_send(pkt.nbytes, now):
+                pdc.cc_wake = gate.deadline(now)
+                return False
+            rq.popleft()
+            self._transmit(pdc, pkt, now, True, True)
+        return True
 
     def _cc_wake(self, pdc: InitiatorPdc, now: int) -> None:
         """The gate's deadline passed: pump again (pacing), and a source still blocked without

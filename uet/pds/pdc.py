@@ -50,6 +50,8 @@ class TxPkt:
     parked = 0
     dst_received = False
     fast_done = False
+    #: waiting in its PDC's CCC-gated retransmission queue (``InitiatorPdc.cc_rtx``)
+    rtx_wait = False
 
     def __init__(self, token: Any, next_hdr: int, ses: bytes, payload: Any, som: bool, eom: bool) -> None:
         self.psn = -1
@@ -132,6 +134,7 @@ class InitiatorPdc:
         "rod_acc",
         "cc_rcvd",
         "cc_wake",
+        "cc_rtx",
     )
 
     role = "initiator"
@@ -194,6 +197,8 @@ class InitiatorPdc:
         self.cc_rcvd = 0
         #: when a gate that refused to send can go again without an ACK (pacing / CREDIT_REQ)
         self.cc_wake: int | None = None
+        #: NACKed / SACK-lost packets waiting for the CCC to allow their retransmission (§4.1)
+        self.cc_rtx: deque[TxPkt] = deque()
         #: RTO back-offs in force (uet.pds.backoff): reset by an ACK that acknowledges something
         self.rto_shift = 0
         #: ROD go-back-N send window (packets) and its additive-increase counter (§2.13)
