@@ -584,3 +584,21 @@ def test_responder_bounds_what_a_peer_can_queue() -> None:
     qp2.receive_datagram(pkt(Op.SEND_MIDDLE, P(2), (), bytes(256)), 1, source=PEER)
     assert [(r.bth.psn, r.aeth.syndrome) for r, _ in out(qp2)] == [(P(2), 0x61)]
     assert isinstance(events(qp2)[0].error, E.LocalLengthError) and h == 1
+
+
+def test_event_log_records() -> None:
+    from uet.roce import DcqcnConfig
+
+    recs: list[dict] = []
+    qp = QueuePair(ME, MY_QPN, config=cfg(dcqcn=DcqcnConfig.paper(100e9)), seed=7, start_psn=S0, log=recs.append)
+    qp.connect(PEER, PEER_QPN, PEER_PSN)
+    qp.post_send(b"x" * 300)
+    out(qp, 5)  # the rate limiter lets one packet go at t = 5
+    qp.receive_datagram(ack(S0, NakCode.PSN_SEQUENCE_ERROR), 6, source=PEER)
+    cnp = seal(encode_roce(BTH.make(opcode=Op.CNP, becn=1, dest_qp=MY_QPN)), net.ip_bytes(PEER), net.ip_bytes(ME), ENT)
+    qp.receive_datagram(cnp, 7, source=PEER)
+    qp.receive_datagram(ack(S0, NakCode.REMOTE_ACCESS_ERROR), 8, source=PEER)
+    evs = [(r["ev"], r["t"]) for r in recs]
+    assert evs == [("tx", 5), ("rx", 6), ("rewind", 6), ("rx", 7), ("rate", 7), ("rx", 8), ("qp_error", 8)]
+    assert recs[0]["op"] == Op.SEND_FIRST and recs[0]["psn"] == S0 and recs[0]["dscp"] == 26
+    assert recs[4]["rate"] == 50e9 and recs[4]["alpha"] == 1.0

@@ -25,6 +25,7 @@ sender gathers no credit (the next departure is ``max(now, previous) + size/rate
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 __all__ = ["DcqcnConfig", "ReactionPoint", "NotificationPoint"]
@@ -146,8 +147,10 @@ class ReactionPoint:
         self._inc_deadline: int | None = None
         self._first_after_cut = False
         self._next_send = 0
-        #: (time, rate) whenever the rate changes, for plots and tests (bounded by the caller)
+        #: (time, rate) whenever the rate changes (the first 100 000 changes), for plots and tests
         self.history: list[tuple[int, float]] = []
+        #: called as ``(now, self)`` after every rate change (the queue pair's event log)
+        self.on_rate: Callable[[int, ReactionPoint], None] | None = None
 
     # -- rate limiter ------------------------------------------------------------------------
 
@@ -300,6 +303,8 @@ class ReactionPoint:
             self.rate = rate
             if len(self.history) < 100_000:
                 self.history.append((now, rate))
+            if self.on_rate is not None:
+                self.on_rate(now, self)
 
 
 class NotificationPoint:

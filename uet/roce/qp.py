@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, deque
+from collections.abc import Callable
 from typing import Any
 
 from uet.errors import DecodeError, UetError
@@ -66,6 +67,7 @@ class QueuePair:
         memory: MemoryTable | None = None,
         seed: int | None = None,
         start_psn: int | None = None,
+        log: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         if not 0 < qpn <= QPN_MASK:
             raise ValueError("QPN must be a non-zero 24-bit number")
@@ -85,12 +87,18 @@ class QueuePair:
         self._events: deque[ev.Event] = deque()
         self._ctrl: deque[ev.Transmit] = deque()
         self._handles = 0
+        self._now = 0  # the latest time a caller handed in (for log records)
         self._paced = False  # data waits for the rate limiter (not for the window or an ACK)
         self.requester = Requester(self, self.start_psn)
         self.responder = Responder(self, 0)
         d = self.config.dcqcn
         self.rp = ReactionPoint(d) if d is not None else None
         self.np = NotificationPoint(d.cnp_holdoff_ns) if d is not None else None
+        #: optional JSON-lines sink (:class:`uet.eventlog.EventLog` or any callable taking a dict):
+        #: records ``tx``, ``rx``, ``rewind``, ``rate`` and ``qp_error``, ``t`` in ns
+        self.log = log
+        if log is not None and self.rp is not None:
+            self.rp.on_rate = self._log_rate
 
     # -- connection ----------------------------------------------------------------------------
 
@@ -184,6 +192,7 @@ class QueuePair:
         """One RoCE datagram (UDP payload: BTH … ICRC) from ``source`` with IP ECN ``ecn``.
 
         Malformed, wrongly addressed or corrupted (ICRC) datagrams are counted and dropped."""
+        self._now = now
         c = self.stats
         c["datagrams_received"] += 1
         if self.state is not QpState.RTS:
@@ -205,6 +214,8 @@ class QueuePair:
             c["dropped_wrong_qp"] += 1
             return
         op = b.opcode
+        if self.log is not None:
+            self.log({"t": now, "ev": "rx", "qpn": self.qpn, "op": op, "psn": b.psn, "len": len(data), "ecn": ecn})
         if ecn == Ecn.CE and self.np is not None and op != _O.CNP and self.np.on_ce(now):
             self._send_cnp()
         if op == _O.CNP:
@@ -246,6 +257,7 @@ class QueuePair:
     def datagrams_to_send(self, now: int) -> list[ev.Transmit]:
         """Everything that may leave at ``now``: control packets, then requests and READ
         responses as the rate limiter allows (READ responses first)."""
+        self._now = now
         out = list(self._ctrl)
         self._ctrl.clear()
         if self.state is not QpState.RTS:
@@ -264,7 +276,19 @@ class QueuePair:
             if rp is not None:
                 rp.on_sent(len(data) + cfg.wire_overhead, now)
         self.stats["datagrams_sent"] += len(out)
+        if self.log is not None:
+            for tx in out:
+                d = tx.data
+                psn = int.from_bytes(d[9:12], "big")
+                self.log(
+                    {"t": now, "ev": "tx", "qpn": self.qpn, "op": d[0], "psn": psn, "len": len(d), "dscp": tx.dscp}
+                )
         return out
+
+    def _log_rate(self, now: int, rp: ReactionPoint) -> None:
+        if self.log is not None:
+            a = rp.current_alpha(now)
+            self.log({"t": now, "ev": "rate", "qpn": self.qpn, "rate": rp.rate, "target": rp.target, "alpha": a})
 
     def get_timer(self) -> int | None:
         """Earliest deadline: ACK timeout, RNR wait, DCQCN timers, next paced departure."""
@@ -282,6 +306,7 @@ class QueuePair:
         return min(ds) if ds else None
 
     def handle_timer(self, now: int) -> None:
+        self._now = now
         if self.state is not QpState.RTS:
             return
         self.requester.handle_timer(now)
@@ -312,6 +337,8 @@ class QueuePair:
         if self.state is QpState.ERR:
             return
         self.state = transition(self.state, QpState.ERR)
+        if self.log is not None:
+            self.log({"t": self._now, "ev": "qp_error", "qpn": self.qpn, "reason": reason})
         flushed = E.Flushed(reason)
         for w in self.requester.wqes:
             self._events.append(ev.OpFailed(w.handle, flushed))

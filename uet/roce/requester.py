@@ -241,6 +241,8 @@ class Requester:
         self.next_psn = psn
         self._clamp()
         self.qp.stats["rewinds"] += 1
+        if self.qp.log is not None:
+            self.qp.log({"t": now, "ev": "rewind", "qpn": self.qp.qpn, "psn": self.next_psn, "counted": count})
 
     def on_ack(self, syndrome: int, psn: int, now: int) -> None:
         """An ACKNOWLEDGE: ACK, RNR NAK or NAK (§3.1, §6.4)."""
