@@ -42,7 +42,7 @@ from uet.ses.memory import Access, MemoryRegion, MemoryTable
 from uet.wire import net
 from uet.wire.net import Ecn
 from uet.wire.roce import BTH, PSN_MASK, QPN_MASK, OpCode, entropy_port
-from uet.wire.rocepkt import encode_roce, parse_roce, seal, verify_icrc
+from uet.wire.rocepkt import IcrcContext, encode_roce, parse_roce
 
 __all__ = ["QueuePair"]
 
@@ -116,6 +116,8 @@ class QueuePair:
         self.remote_qpn = remote_qpn & QPN_MASK
         self.responder.epsn = remote_start_psn & PSN_MASK
         self.entropy = entropy_port(self.qpn, self.remote_qpn) if entropy is None else entropy & 0xFFFF
+        self._tx_icrc = IcrcContext(self._addr, self._raddr, self.entropy)
+        self._rx_icrc = IcrcContext(self._raddr, self._addr, self.entropy)
         self.state = transition(self.state, QpState.RTS)
 
     def reset(self) -> None:
@@ -201,7 +203,7 @@ class QueuePair:
         if source is not None and source != self.remote:
             c["dropped_wrong_source"] += 1
             return
-        if self.config.check_icrc and not verify_icrc(data, self._raddr, self._addr, self.entropy):
+        if self.config.check_icrc and not self._rx_icrc.verify(data):
             c["icrc_errors"] += 1
             return
         try:
@@ -238,7 +240,7 @@ class QueuePair:
     ) -> bytes:
         """A sealed datagram to the peer QP (BTH, extension headers, payload, pad, ICRC)."""
         bth = BTH.make(opcode=op, se=int(se), dest_qp=self.remote_qpn, ack_req=int(ack_req), psn=psn)
-        return seal(encode_roce(bth, exts, payload), self._addr, self._raddr, self.entropy)
+        return self._tx_icrc.seal(encode_roce(bth, exts, payload))
 
     def send_ctrl(self, op: int, psn: int, exts: tuple) -> None:
         """Queue an ACK/NAK/atomic acknowledgement: leaves at the next poll, unpaced."""
@@ -247,7 +249,7 @@ class QueuePair:
 
     def _send_cnp(self) -> None:
         bth = BTH.make(opcode=_O.CNP, becn=1, dest_qp=self.remote_qpn)
-        data = seal(encode_roce(bth), self._addr, self._raddr, self.entropy)
+        data = self._tx_icrc.seal(encode_roce(bth))
         self._ctrl.append(ev.Transmit(data, self.remote or "", self.entropy, self.config.cnp_dscp, Ecn.NOT_ECT))
         self.stats["cnps_sent"] += 1
 
