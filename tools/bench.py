@@ -1111,12 +1111,26 @@ def _core_parser(sub: Any) -> None:
     add_parser(sub)
 
 
+def _matrix_parser(sub: Any) -> None:
+    from uet.tools.bench_matrix import add_parser
+
+    add_parser(sub)
+
+
+def _soak_parser(sub: Any) -> None:
+    from uet.tools.bench_soak import add_parser
+
+    add_parser(sub)
+
+
 #: (name, function adding the subparser), in --help order
 _SUBCOMMANDS: list[tuple[str, Any]] = [
     ("codec", _codec_parser),
     ("core", _core_parser),
     ("pair", _pair_parser),
     ("rtt", _rtt_parser),
+    ("matrix", _matrix_parser),
+    ("soak", _soak_parser),
 ]
 
 

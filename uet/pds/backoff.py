@@ -27,10 +27,10 @@ MAX_SHIFT = 16
 
 def rto_for(cfg: PdsConfig, shift: int) -> int:
     """The RTO in force after ``shift`` back-offs: ``rto_ns << shift``, at most ``rto_max_ns``
-    (never below ``rto_ns``)."""
+    (a cap below ``rto_ns`` means no back-off at all)."""
     r = cfg.rto_ns << shift
-    cap = cfg.rto_max_ns
-    return r if r <= cap or cap < cfg.rto_ns else cap
+    cap = cfg.rto_max_ns if cfg.rto_max_ns > cfg.rto_ns else cfg.rto_ns
+    return r if r <= cap else cap
 
 
 def next_shift(shift: int) -> int:

@@ -136,8 +136,11 @@ class InitiatorMixin:
                     pdc.waiting.append((None, [pkt]))
             else:
                 mk = (mode, job_id, peer, tc, sdi, msg_id)
-                if mk in self.open_msg:
+                was = self.open_msg.get(mk)
+                if was is not None and was.state is not _S_CLOSED:
                     raise PdsError(f"SOM for message {msg_id!r} of {key} while it is still open")
+                # an open message whose PDC closed in error was abandoned by its owner (the rest
+                # of it would only fail): a new message may take its key (issue 15 item 1)
                 self.open_msg[mk] = pdc
                 if pdc.active is None:
                     pdc.pending.append(pkt)
