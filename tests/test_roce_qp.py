@@ -602,3 +602,32 @@ def test_event_log_records() -> None:
     assert evs == [("tx", 5), ("rx", 6), ("rewind", 6), ("rx", 7), ("rate", 7), ("rx", 8), ("qp_error", 8)]
     assert recs[0]["op"] == Op.SEND_FIRST and recs[0]["psn"] == S0 and recs[0]["dscp"] == 26
     assert recs[4]["rate"] == 50e9 and recs[4]["alpha"] == 1.0
+
+
+def test_requester_ignores_old_and_future_acks() -> None:
+    qp = make_qp()
+    h = qp.post_send(b"a")
+    out(qp)
+    qp.receive_datagram(ack(psn_add(S0, -1)), 1, source=PEER)  # older than una
+    qp.receive_datagram(ack(psn_add(S0, 5)), 2, source=PEER)  # beyond anything sent
+    qp.receive_datagram(ack(psn_add(S0, 5), NakCode.PSN_SEQUENCE_ERROR), 3, source=PEER)
+    assert events(qp) == [] and qp.requester.una == S0 and qp.counters()["stale_naks"] == 1
+    qp.receive_datagram(ack(S0), 4, source=PEER)
+    assert events(qp) == [SendCompleted(h)]
+
+
+def test_responder_drops_duplicates_it_has_no_state_for() -> None:
+    """A duplicate READ older than the stored READ states, or a duplicate atomic whose result was
+    forgotten, is dropped (the requester's timeout recovers), never executed again."""
+    qp = make_qp(max_rd_atomic=1)
+    buf, mr = _region(qp, 64)
+    qp.receive_datagram(pkt(Op.FETCH_ADD, P(0), (ATOMIC_ETH.make(va=0, rkey=mr.key, swap_add=1),)), 1, source=PEER)
+    qp.receive_datagram(pkt(Op.FETCH_ADD, P(1), (ATOMIC_ETH.make(va=0, rkey=mr.key, swap_add=1),)), 1, source=PEER)
+    qp.receive_datagram(pkt(Op.RDMA_READ_REQUEST, P(2), (RETH.make(va=0, rkey=mr.key, dma_len=8),)), 1, source=PEER)
+    out(qp)
+    qp.receive_datagram(pkt(Op.RDMA_READ_REQUEST, P(3), (RETH.make(va=0, rkey=mr.key, dma_len=8),)), 2, source=PEER)
+    out(qp)
+    qp.receive_datagram(pkt(Op.FETCH_ADD, P(0), (ATOMIC_ETH.make(va=0, rkey=mr.key, swap_add=1),)), 3, source=PEER)
+    qp.receive_datagram(pkt(Op.RDMA_READ_REQUEST, P(2), (RETH.make(va=0, rkey=mr.key, dma_len=8),)), 3, source=PEER)
+    assert out(qp, 3) == []
+    assert int.from_bytes(buf[:8], "little") == 2 and qp.counters()["duplicate_requests"] == 2
