@@ -631,3 +631,24 @@ def test_responder_drops_duplicates_it_has_no_state_for() -> None:
     qp.receive_datagram(pkt(Op.RDMA_READ_REQUEST, P(2), (RETH.make(va=0, rkey=mr.key, dma_len=8),)), 3, source=PEER)
     assert out(qp, 3) == []
     assert int.from_bytes(buf[:8], "little") == 2 and qp.counters()["duplicate_requests"] == 2
+
+
+def test_timers_never_stay_in_the_past() -> None:
+    """After handle_timer(t) and datagrams_to_send(t), get_timer() is None or later than t, also
+    when the rate limiter holds the packets an RNR wait released (an engine would spin otherwise)."""
+    from uet.roce import DcqcnConfig
+
+    qp = make_qp(dcqcn=DcqcnConfig.paper(1e8))  # 100 Mb/s: a packet takes longer than the RNR wait
+    qp.post_send(bytes(256 * 3))
+    out(qp, 0)
+    qp.receive_datagram(ack(S0, 0x20 | 1), 100, source=PEER)
+    t = 100
+    for _ in range(50):
+        nxt = qp.get_timer()
+        if nxt is None:
+            break
+        assert nxt > t or nxt == t == 100, (nxt, t)
+        t = nxt
+        qp.handle_timer(t)
+        out(qp, t)
+        assert (qp.get_timer() or t + 1) > t

@@ -337,6 +337,8 @@ class Requester:
         return min(ds) if ds else None
 
     def handle_timer(self, now: int) -> None:
+        if self.rnr_deadline is not None and now >= self.rnr_deadline:
+            self.rnr_deadline = None  # sending may resume (not left as a past deadline in get_timer)
         if self.rto_deadline is not None and now >= self.rto_deadline:
             self.rto_deadline = None
             if psn_diff(self.high_psn, self.una) > 0:
