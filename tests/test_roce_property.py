@@ -9,7 +9,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from roce_harness import Impair, Pair
 
-from uet.roce import MessageReceived, OpFailed, QpConfig, QpErrored, ReadCompleted, SendCompleted, WriteCompleted
+from uet.roce import (
+    DcqcnConfig,
+    MessageReceived,
+    OpFailed,
+    QpConfig,
+    QpErrored,
+    ReadCompleted,
+    SendCompleted,
+    WriteCompleted,
+)
 from uet.roce.errors import Flushed, RetryExceeded
 from uet.wire.roce import OpCode, psn_diff
 
@@ -58,10 +67,15 @@ ops = st.lists(
     dup=st.sampled_from([0.0, 0.05, 0.2]),
     reorder=st.sampled_from([0.0, 0.05, 0.3]),
     seed=st.integers(0, 2**16),
+    ce=st.sampled_from([None, 0.0, 0.3]),
 )
-def test_exactly_once_in_order(ops, loss, dup, reorder, seed) -> None:  # noqa: ANN001
-    cfg = QpConfig(pmtu=256, dcqcn=None, timeout=5, retry_cnt=7, ack_req_every=4, window=16)
-    pair = Pair(config=cfg, impair=Impair(loss=loss, dup=dup, reorder=reorder, reorder_ns=3_000, seed=seed), seed=seed)
+def test_exactly_once_in_order(ops, loss, dup, reorder, seed, ce) -> None:  # noqa: ANN001
+    """``ce`` None: no congestion control; else DCQCN (1 Gb/s line, paper profile) with that
+    fraction of datagrams arriving CE-marked, so CNPs, rate cuts and pacing join the mix."""
+    dcqcn = None if ce is None else DcqcnConfig.paper(1e9)
+    cfg = QpConfig(pmtu=256, dcqcn=dcqcn, timeout=5, retry_cnt=7, ack_req_every=4, window=16)
+    im = Impair(loss=loss, dup=dup, reorder=reorder, reorder_ns=3_000, ce=ce or 0.0, seed=seed)
+    pair = Pair(config=cfg, impair=im, seed=seed)
     mem = bytearray(len(ops) * 1200)
     mr = pair.b.register(mem)
     for i in range(len(mem)):
