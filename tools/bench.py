@@ -1117,6 +1117,12 @@ def _matrix_parser(sub: Any) -> None:
     add_parser(sub)
 
 
+def _sim_parser(sub: Any) -> None:
+    from uet.tools.bench_sim import add_parser
+
+    add_parser(sub)
+
+
 def _soak_parser(sub: Any) -> None:
     from uet.tools.bench_soak import add_parser
 
@@ -1131,6 +1137,7 @@ _SUBCOMMANDS: list[tuple[str, Any]] = [
     ("rtt", _rtt_parser),
     ("matrix", _matrix_parser),
     ("soak", _soak_parser),
+    ("sim", _sim_parser),
 ]
 
 

@@ -224,17 +224,23 @@ def ipv4_frame(
     udp_checksum: bool = True,
 ) -> bytes:
     """Ethernet II + IPv4 (DF, no options) + UDP + ``payload``, checksums computed — the frame a
-    fabric-link NIC sends (wire-format.md §1.1, §1.3). ``payload`` is everything above UDP."""
-    from uet.wire.net import ip_bytes, udp_checksum
+    fabric-link NIC sends (wire-format.md §1.1, §1.3), built by the one frame codec
+    (:func:`uet.wire.frame.build_udp_frame`), left unpadded (the port model pads on the wire).
+    ``payload`` is everything above UDP."""
+    from uet.wire.frame import build_udp_frame
+    from uet.wire.net import ip_bytes
 
-    src, dst = ip_bytes(src_ip), ip_bytes(dst_ip)
-    ulen = UDP.size + len(payload)
-    udp = bytearray(UDP.encode(UDP.make(src_port=sport, dst_port=dport, length=ulen, checksum=0)) + payload)
-    if udp_checksum:
-        c = udp_checksum(src, dst, udp)
-        udp[UDP_CSUM : UDP_CSUM + 2] = c.to_bytes(2, "big")
-    hdr = IPV4.make(dscp=dscp, ecn=ecn, total_length=IPV4.size + ulen, ttl=ttl, src=src, dst=dst, checksum=0)
-    ip = bytearray(IPV4.encode(hdr))
-    ip[IP_CSUM : IP_CSUM + 2] = inet_checksum(ip).to_bytes(2, "big")
-    eth = ETHERNET.encode(ETHERNET.make(dst=dst_mac, src=src_mac, ethertype=EtherType.IPV4))
-    return eth + bytes(ip) + bytes(udp)
+    return build_udp_frame(
+        payload,
+        ip_bytes(src_ip),
+        ip_bytes(dst_ip),
+        sport=sport,
+        dport=dport,
+        dscp=dscp,
+        ecn=ecn,
+        ttl=ttl,
+        src_mac=src_mac,
+        dst_mac=dst_mac,
+        udp_checksum=udp_checksum,
+        pad=False,
+    )

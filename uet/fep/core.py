@@ -186,7 +186,10 @@ class FepCore:
         )
         self.peers = PeerBook(job, pid, ri)
         self.lanes: dict[tuple[str, Mode, int, int], Lane] = {}
-        self._dirty: set[Lane] = set()
+        #: lanes to refill, in the order they became dirty (a dict, not a set: a set of objects
+        #: iterates in address order, which differs between runs and broke the simulator's
+        #: one-seed-one-result rule)
+        self._dirty: dict[Lane, None] = {}
         self._unfinished: dict[int, OutMessage] = {}
         #: engine operations in progress: handle -> the view a read fills (None otherwise)
         self._ops: dict[int, memoryview | None] = {}
@@ -364,7 +367,7 @@ class FepCore:
         msg.lane = lane
         self._unfinished[h] = msg
         lane.queue.append(msg)
-        self._dirty.add(lane)
+        self._dirty[lane] = None
         if self.event_log is not None:
             self._log("msg_tx", peer=dest.fa, mode=mode.name, msg_id=msg.mid, bytes=n, pkts=msg.npkts)
         return h
@@ -708,7 +711,7 @@ class FepCore:
         self._drain_events(now)
         if self._dirty:
             dirty = self._dirty
-            self._dirty = set()
+            self._dirty = {}
             limit = self.config.max_inflight
             for lane in dirty:
                 for msg in refill(lane, self.pds, self.segmenter, limit, now, self._sdi):
@@ -751,7 +754,7 @@ class FepCore:
                         msg.done += cnt
                         lane = msg.lane
                         lane.inflight -= cnt
-                        dirty.add(lane)
+                        dirty[lane] = None
                         acked += cnt
                         if msg.done >= msg.submitted:
                             finish(msg)
@@ -765,7 +768,7 @@ class FepCore:
                         msg.done += 1
                         lane = msg.lane
                         lane.inflight -= 1
-                        dirty.add(lane)
+                        dirty[lane] = None
                         acked += 1
                         if msg.done >= msg.submitted:
                             finish(msg)
@@ -808,7 +811,7 @@ class FepCore:
         self._stats["packets_acked"] += 1
         lane = msg.lane
         lane.inflight -= 1  # type: ignore[union-attr]
-        self._dirty.add(lane)  # type: ignore[arg-type]
+        self._dirty[lane] = None  # type: ignore[index]
 
     def _maybe_finish(self, msg: OutMessage) -> None:
         if msg.finished or not msg.complete():
