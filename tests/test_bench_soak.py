@@ -24,3 +24,14 @@ def test_soak_short_run_json(capsys: pytest.CaptureFixture[str]) -> None:
 def test_soak_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert bench_main(["soak", "--minutes", "0"]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_pair_notes_say_what_uud_and_unprotected_corruption_mean() -> None:
+    """Issue 15 items 16 and 19: the pair result says that UUD loses what a slow receiver cannot
+    take, and that without TSS corrupted payload can be delivered as success."""
+    from uet.tools.bench import PairOptions, pair_notes
+
+    assert pair_notes(PairOptions()) == {}
+    assert "no flow control" in pair_notes(PairOptions(mode="uud"))["uud_note"]
+    assert "TSS" in pair_notes(PairOptions(corrupt=0.01))["integrity_note"]
+    assert pair_notes(PairOptions(corrupt=0.01, tss=True)) == {}

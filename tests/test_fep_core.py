@@ -307,3 +307,29 @@ def test_transmit_and_datagram_records() -> None:
     p.a.drain()
     p.b.drain()
     assert isinstance(p.b.done[r], MessageReceived) and isinstance(p.a.done[h], SendCompleted)
+
+
+def test_rudi_send_across_a_receiver_restart_fails_instead_of_succeeding() -> None:
+    """Issue 15 item 2: a RUDI send whose receiver restarted mid-message completed OK — the
+    restarted receiver answered the later packets of a message it did not know, and nothing
+    was delivered. A RUDI message now needs the target's completing RC_OK response."""
+    from fep_harness import Node
+
+    from uet.fep import FepCore
+    from uet.fep.errors import DeliveryError
+
+    p = FepPair(FepConfig(max_inflight=4), seed=12)
+    r = p.b.core.post_recv(None)
+    h = p.a.core.send(B_ADDR, bytes(range(256)) * 160, mode=Mode.RUDI)  # 40 KiB: 10 packets
+    assert p.run_until(lambda: len(p.sent_by(p.b)) >= 3)  # B answered the first packets
+    assert p.b.result(r) is None
+    p.b = Node(FepCore(B_ADDR, job=7, pid=1, seed=99))  # B restarts: its reassembly state is gone
+    p.b.core.post_recv(None)
+    assert p.run_until(lambda: p.a.result(h) is not None, max_ns=60_000_000_000)
+    ev = p.a.result(h)
+    assert isinstance(ev, OpFailed) and isinstance(ev.error, DeliveryError), ev
+    assert "confirmed" in str(ev.error)
+    # an honest RUDI send to the restarted receiver still completes
+    h2 = p.a.core.send(B_ADDR, b"after" * 2000, mode=Mode.RUDI)
+    p.complete(p.a, h2)
+    assert isinstance(p.a.result(h2), SendCompleted)

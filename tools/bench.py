@@ -1032,6 +1032,25 @@ def _pair_parser(sub: Any) -> None:
     p.set_defaults(run=pair_command)
 
 
+def pair_notes(opts: PairOptions) -> dict[str, str]:
+    """What a reader of a pair result must know (issue 15 items 16 and 19): UUD has no flow
+    control, so a receiver slower than the sender loses datagrams even on a perfect link
+    (61-79 % delivered between two processes here); without TSS nothing checks the payload, so
+    ``--corrupt`` can deliver wrong bytes that only the benchmark's own SHA-256 catches."""
+    notes = {}
+    if opts.mode == "uud":
+        notes["uud_note"] = (
+            "UUD is best effort with no flow control or retransmission (behaviour.md §2.15): datagrams "
+            "a slower receiver cannot take are lost, even with no impairment"
+        )
+    if opts.corrupt and not opts.tss:
+        notes["integrity_note"] = (
+            "no integrity check without TSS (behaviour.md §2.16): corrupted payload can be delivered as "
+            "success; only the benchmark's SHA-256 ('intact') sees it — add --tss to have it dropped"
+        )
+    return notes
+
+
 def pair_command(ns: argparse.Namespace) -> int:
     """``uet-bench pair``: run, print the table or JSON; exit 1 when the transfer failed."""
     (a, b), port, _cfg = check_transfer(ns, "uet-bench")
@@ -1061,6 +1080,7 @@ def pair_command(ns: argparse.Namespace) -> int:
         rotate=ns.rotate,
     )
     rec = run_pair(opts)
+    rec.update(pair_notes(opts))
     if ns.json:
         sys.stdout.write(json.dumps(rec) + "\n")
     else:

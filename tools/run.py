@@ -290,9 +290,7 @@ class Launcher:
         total = wl.total_bytes()
         reporter = asyncio.ensure_future(self._report(t_go, total)) if self.interval else None
         try:
-            results = await asyncio.wait_for(
-                asyncio.gather(*(self._collect(w, total) for w in self.workers)), timeout + 30
-            )
+            results = await self._collect_all(total, timeout + 30)
         finally:
             if reporter is not None:
                 reporter.cancel()
@@ -312,6 +310,26 @@ class Launcher:
                 summary = ev
         await self.fabric.proc.wait()
         return self._result(fa, results, closed, codes, summary, elapsed)
+
+    async def _collect_all(self, total: int, timeout: float) -> list[dict[str, Any]]:
+        """Every worker's reports, or :class:`RunError` as soon as the fabric process exits
+        (a run without its switch can only time out; issue 15 item 17: the launcher used to wait
+        the whole ``--timeout`` and blame "timeout")."""
+        assert self.fabric is not None
+        inner = asyncio.gather(*(self._collect(w, total) for w in self.workers))
+        inner.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved when cancelled
+        gather = asyncio.ensure_future(asyncio.wait_for(inner, timeout))
+        fabric_exit = asyncio.ensure_future(self.fabric.proc.wait())
+        try:
+            await asyncio.wait({gather, fabric_exit}, return_when=asyncio.FIRST_COMPLETED)
+            if not gather.done():
+                raise RunError(f"the fabric process exited (status {fabric_exit.result()}) during the run")
+            return gather.result()
+        finally:
+            for f in (gather, fabric_exit):
+                if not f.done():
+                    f.cancel()
+            await asyncio.gather(gather, fabric_exit, return_exceptions=True)
 
     async def _collect(self, w: Child, total: int) -> dict[str, Any]:
         flows, rx, error, check = [], [], None, None
@@ -686,7 +704,11 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
         return 130
     except (RunError, TimeoutError, OSError, ValueError) as e:
         await launcher.shutdown()
-        raise RunFailed(str(e) or type(e).__name__) from None
+        msg = str(e) or type(e).__name__
+        if args.json:  # a JSON consumer gets an error object too (issue 15 item 17)
+            sys.stdout.write(json.dumps({"ok": False, "error": msg, "workload": s["workload"]}) + "\n")
+            sys.stdout.flush()
+        raise RunFailed(msg) from None
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

@@ -38,6 +38,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
+from functools import partial
 from typing import Any, TypeVar
 
 from uet.eventlog import EventLog
@@ -141,12 +142,23 @@ class Endpoint:
         self.clock = clock
         if cfg.tune_allocator:
             tune_allocator()
-        stage = None
-        if security is not None:  # TSS: the core's stage seals/opens, through the link facade
-            from uet.tss.link import SecureLink
+        core_security: Any = None
+        #: whether the core seals (else a SecureLink facade does, through the core's stage)
+        self._sealed = True
+        records = False
+        if security is not None:
+            if not isinstance(getattr(link, "peer_port", None), int) and hasattr(link, "records"):
+                # a link whose UDP source port is each datagram's entropy (the fabric link): the
+                # core seals and opens, with the entropy / source port of every datagram
+                link.records = True  # type: ignore[attr-defined]
+                records = True
+                core_security = security
+            else:  # the direct link: the facade keeps ep.link's plaintext side (uet.tss.link)
+                from uet.tss.link import SecureLink
 
-            link = SecureLink(link, security, event_log=event_log, clock=clock)
-            stage = link.stage
+                link = SecureLink(link, security, event_log=event_log, clock=clock)
+                core_security = link.stage
+                self._sealed = False
         self.link = link
         #: the link's batch transmit of Transmit records (DirectLink.send_transmits), if any
         self._send_batch: Callable[[list], None] | None = getattr(link, "send_transmits", None)
@@ -156,7 +168,10 @@ class Endpoint:
         self.resource_index = resource_index
         self.event_log = event_log
         self.fep = FepCore(
-            self.address, job=job, pid=pid, ri=resource_index, config=cfg, security=stage, event_log=event_log
+            self.address, job=job, pid=pid, ri=resource_index, config=cfg, security=core_security, event_log=event_log
+        )
+        self._receive: Callable[[Any, int], None] = (
+            self.fep.receive_batch if records else partial(self.fep.receive_marked, opened=True)
         )
         self._futures: dict[int, asyncio.Future[Any]] = {}
         self._writes: deque[WriteCompleted] = deque()
@@ -499,6 +514,8 @@ class Endpoint:
         imp = getattr(self.link, "impairment", None)
         if imp is not None:
             out.update({"impair_" + k: v for k, v in imp.counters.items()})
+        if fep.tss is not None and self._sealed:  # TSS in the core (else in link_tss_*)
+            out.update(fep.tss.counters)
         out.update(fep.stats)
         return out
 
@@ -543,12 +560,13 @@ class Endpoint:
             self._transmit(self.clock())
 
     def _on_batch(self, batch: Any) -> None:
-        """A batch ``(datagram, source FA, ecn with the link's trim marks)`` from the link (a
-        secure link opened it already through the core's TSS stage)."""
+        """A batch from the link: ``(datagram, source FA, ecn with the link's trim marks)``
+        triples (a secure link opened them already through the core's TSS stage), or
+        :class:`~uet.fep.events.Datagram` records from a link that gives them."""
         if self._closed:
             return
         now = self.clock()
-        self.fep.receive_marked(batch, now, opened=True)
+        self._receive(batch, now)
         self._transmit(now)
 
     def _on_timer(self) -> None:
@@ -563,7 +581,7 @@ class Endpoint:
     def _transmit(self, now: int) -> None:
         """Send what the core hands out, complete futures from its events, re-arm the timer."""
         fep = self.fep
-        out = fep.datagrams_to_send(now, sealed=False)  # a secure link seals through the stage
+        out = fep.datagrams_to_send(now, sealed=self._sealed)
         if out:
             batch = self._send_batch
             if batch is not None:

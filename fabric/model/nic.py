@@ -1,12 +1,14 @@
 """The host end of a host↔leaf link, as the fabric models it.
 
 An endpoint hands the fabric whole frames whenever it likes; the NIC port serialises them onto its
-link at the link rate (its queues are the NIC's transmit queues, unbounded: a host does not drop
-its own frames), classifies them by DSCP into the same eight classes as the switches, and honours
-PFC: a pause frame from the leaf stops the paused class, which is how pause reaches the sender in
-an incast (§8.5: "a host NIC pauses every QP mapped to that priority"). Frames arriving from the
-leaf are handed to the host through ``on_deliver``; PFC frames are consumed here and, when the
-fabric is asked to, passed on as well.
+link at the link rate (its queues are the NIC's transmit queues, each class bounded by
+``SwitchConfig.nic_queue_bytes``: a host sending far above its link rate loses the excess at its
+own NIC, counted as ``drop``/``nic_queue_full``, rather than growing the model without bound),
+classifies them by DSCP into the same eight classes as the switches, and honours PFC: a pause
+frame from the leaf stops the paused class, which is how pause reaches the sender in an incast
+(§8.5: "a host NIC pauses every QP mapped to that priority"). Frames arriving from the leaf are
+handed to the host through ``on_deliver``; PFC frames are consumed here and, when the fabric is
+asked to, passed on as well.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ class HostNic:
             tc = 0
             if et == _ETH_IPV4 and len(buf) > ip + IP_TOS:
                 tc = pcp if (pcp >= 0 and self.cfg.trust_pcp) else self.cfg.dscp_map[buf[ip + IP_TOS] >> 2]
+            cap = self.cfg.nic_queue_bytes
+            if cap is not None and port.qbytes[tc] + len(buf) > cap:
+                self.counters[("drop", self.name, "nic_queue_full")] += 1
+                return
             port.push(Packet(buf, 0, tc, ip, now))
         self._kick(port, now)
 

@@ -47,6 +47,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from uet.errors import DecodeError, UetError
+from uet.fep.events import Datagram
 from uet.link.base import DSCP_DATA, Link, ReceiveCallback
 from uet.wire.frame import build_udp_frame, parse_udp_frame
 from uet.wire.net import UET_UDP_PORT, ip_bytes
@@ -118,6 +119,10 @@ class FabricLink(Link):
         self.data_ecn = data_ecn & 3
         self.udp_checksum = udp_checksum
         self.deliver_trimmed = deliver_trimmed
+        #: hand up :class:`uet.fep.events.Datagram` records (trim marks as named fields, the UDP
+        #: source port for TSS's AAD) instead of ``(datagram, source FA, ecn)`` triples; the
+        #: endpoint sets it when the FEP core seals and opens TSS itself (uet.endpoint)
+        self.records = False
         self.dscp_map = tuple(dscp_map) if dscp_map is not None else _default_dscp_map()
         self.max_batch = max_batch
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -303,8 +308,9 @@ class FabricLink(Link):
         if batch and self._callback is not None and not self._closed:
             self._callback(batch)
 
-    def parse(self, frame: bytes) -> tuple[bytes, str, int] | None:
-        """One received frame → ``(datagram, source FA, ecn)``, or None (consumed or dropped)."""
+    def parse(self, frame: bytes) -> tuple[bytes, str, int] | Datagram | None:
+        """One received frame → ``(datagram, source FA, ecn)`` (a :class:`Datagram` with
+        :attr:`records`), or None (consumed or dropped)."""
         c = self.counters
         if len(frame) < 14:
             c["rx_malformed"] += 1
@@ -346,6 +352,8 @@ class FabricLink(Link):
             c["rx_ce"] += 1
         c["rx_packets"] += 1
         c["rx_bytes"] += len(rx.data)
+        if self.records:
+            return Datagram(rx.data, rx.source, ecn & 3, rx.trimmed, rx.last_hop, rx.source_port)
         return rx.data, rx.source, ecn
 
     # -- teardown ------------------------------------------------------------------------------
