@@ -45,9 +45,10 @@ from uet.roce.states import QpState
 from uet.ses.events import WriteCompleted
 from uet.ses.memory import Access, MemoryRegion, MemoryTable
 from uet.ses.message import Message
+from uet.wire.roce import PMTUS, ROCE_UDP_PORT
 from uet.wire.ses import AmoOp, AmoType
 
-__all__ = ["RoceCore", "UnsupportedAtomic", "PROVIDER_HEADER"]
+__all__ = ["RoceCore", "UnsupportedAtomic", "PROVIDER_HEADER", "config_for_link"]
 
 #: The provider header before every SEND payload: flags, 7 reserved bytes, tag, header data.
 PROVIDER_HEADER = struct.Struct(">B7xQQ")
@@ -82,6 +83,12 @@ class _Waiter:
 class RoceCore:
     """One host's RoCE endpoint; see the module docstring."""
 
+    #: UDP destination port of everything this core sends and receives (an engine builds and
+    #: parses frames with it; FEP cores use 4793)
+    udp_port = ROCE_UDP_PORT
+    #: RoCEv2 sends UDP checksum 0 on IPv4 (rocev2-and-fabric.md §1.2 Decision)
+    udp_checksum = False
+
     def __init__(
         self,
         address: str,
@@ -115,7 +122,7 @@ class RoceCore:
         self._closing = False
         self._closed = False
         self._starved: list[QueuePair] = []  # QPs owed re-posted receives
-        self._stats: dict[str, int] = {"messages_sent": 0, "messages_received": 0, "unexpected": 0}
+        self._stats: dict[str, int] = {"messages_sent": 0, "unexpected": 0}  # received: the QPs count them
 
     def __repr__(self) -> str:
         return f"RoceCore({self.address!r})"
@@ -359,7 +366,6 @@ class RoceCore:
             header_data=hd if flags & _HAS_HD else None,
             tag=tag if flags & _TAGGED else None,
         )
-        self._stats["messages_received"] += 1
         for w in self._waiters:
             if w.matches(m):
                 self._waiters.remove(w)
@@ -468,6 +474,18 @@ class RoceCore:
 
     # -- close and counters ----------------------------------------------------------------------
 
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def now(self) -> int:
+        return self._now
+
     def busy(self) -> bool:
         return any(qp.requester.wqes for qp in self.qps.values() if qp.state is QpState.RTS)
 
@@ -494,3 +512,22 @@ class RoceCore:
                 out[k] = out.get(k, 0) + v
         out["retransmits"] = out.get("retransmitted_packets", 0)
         return out
+
+
+def config_for_link(rate_bps: float, ip_mtu: int = 1500, *, dcqcn: str | None = "paper") -> QpConfig:
+    """A queue pair configuration for hosts on links of ``rate_bps`` and ``ip_mtu``: the largest
+    PMTU that fits (PMTU + 64 ≤ IP MTU, §1.1) and DCQCN's ``dcqcn`` profile scaled to the line
+    rate (None: no congestion control)."""
+    from uet.roce.dcqcn import DcqcnConfig
+
+    fits = [p for p in PMTUS if p + 64 <= ip_mtu]
+    if not fits:
+        raise ValueError(f"IP MTU {ip_mtu} is below the smallest RoCE path MTU + 64")
+    cc = None
+    if dcqcn == "paper":
+        cc = DcqcnConfig.paper(rate_bps)
+    elif dcqcn == "nvidia":
+        cc = DcqcnConfig.nvidia(rate_bps)
+    elif dcqcn is not None:
+        raise ValueError(f"DCQCN profile must be 'paper', 'nvidia' or None, not {dcqcn!r}")
+    return QpConfig(pmtu=max(fits), dcqcn=cc)
