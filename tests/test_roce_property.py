@@ -5,7 +5,7 @@ requester's retransmitted-bytes counter is exactly go-back-N's resent payload
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from roce_harness import Impair, Pair
 
@@ -69,6 +69,9 @@ ops = st.lists(
     seed=st.integers(0, 2**16),
     ce=st.sampled_from([None, 0.0, 0.3]),
 )
+@example(
+    ops=[("read", 257), ("send", 1)], loss=0.0, dup=0.0, reorder=0.0, seed=0, ce=0.0
+)  # ACK overtook READ responses
 def test_exactly_once_in_order(ops, loss, dup, reorder, seed, ce) -> None:  # noqa: ANN001
     """``ce`` None: no congestion control; else DCQCN (1 Gb/s line, paper profile) with that
     fraction of datagrams arriving CE-marked, so CNPs, rate cuts and pacing join the mix."""

@@ -652,3 +652,24 @@ def test_timers_never_stay_in_the_past() -> None:
         qp.handle_timer(t)
         out(qp, t)
         assert (qp.get_timer() or t + 1) > t
+
+
+def test_responder_acks_never_overtake_queued_read_responses() -> None:
+    """A READ's responses and the ACK of a later SEND leave in PSN order, also when the READ
+    responses wait for the rate limiter (an overtaking ACK would make the requester think the
+    responses were lost and send everything again). Found by the property test."""
+    from uet.roce import DcqcnConfig
+
+    for dcqcn in (None, DcqcnConfig.paper(1e9)):
+        qp = make_qp(dcqcn=dcqcn)
+        _, mr = _region(qp, 4096)
+        qp.post_recv()
+        qp.receive_datagram(
+            pkt(Op.RDMA_READ_REQUEST, P(0), (RETH.make(va=0, rkey=mr.key, dma_len=300),)), 0, source=PEER
+        )
+        qp.receive_datagram(pkt(Op.SEND_ONLY, P(2), (), b"x", ack_req=1), 0, source=PEER)
+        got, t = [], 0
+        while len(got) < 3 and t < 100_000:
+            got += [(r.opcode_name, r.bth.psn) for r, _ in out(qp, t)]
+            t = qp.get_timer() or t + 1000
+        assert got == [("RDMA_READ_RESPONSE_FIRST", P(0)), ("RDMA_READ_RESPONSE_LAST", P(1)), ("ACKNOWLEDGE", P(2))]

@@ -505,11 +505,13 @@ class RoceCore:
             self._events.append(Closed(True))
 
     def counters(self) -> dict[str, int]:
-        """Sums of every QP's counters, plus the provider's own."""
+        """Sums of every QP's counters, the provider's own, and ``retransmits_to:<peer>`` (the
+        packets each connection sent again, what the workloads report per flow)."""
         out: dict[str, int] = dict(self._stats)
-        for qp in self.qps.values():
+        for peer, qp in self.qps.items():
             for k, v in qp.stats.items():
                 out[k] = out.get(k, 0) + v
+            out["retransmits_to:" + peer] = qp.stats.get("retransmitted_packets", 0)  # per flow
         out["retransmits"] = out.get("retransmitted_packets", 0)
         return out
 

@@ -243,8 +243,12 @@ class QueuePair:
         return self._tx_icrc.seal(encode_roce(bth, exts, payload))
 
     def send_ctrl(self, op: int, psn: int, exts: tuple) -> None:
-        """Queue an ACK/NAK/atomic acknowledgement: leaves at the next poll, unpaced."""
+        """Queue an ACK/NAK/atomic acknowledgement: it leaves at the next poll, unpaced, unless
+        READ responses are still queued, which it must not overtake (it then follows them)."""
         data = self.build(op, psn, exts)
+        if self.responder.jobs:
+            self.responder.jobs.append(data)
+            return
         self._ctrl.append(ev.Transmit(data, self.remote or "", self.entropy, self.config.dscp, self.config.ecn))
 
     def _send_cnp(self) -> None:
@@ -348,7 +352,8 @@ class QueuePair:
         for h, _ in self.responder.recv_queue:
             self._events.append(ev.OpFailed(h, flushed))
         self.responder.recv_queue.clear()
-        self.responder.jobs.clear()
+        for data in self.responder.take_control():
+            self._ctrl.append(ev.Transmit(data, self.remote or "", self.entropy, self.config.dscp, self.config.ecn))
         self._events.append(ev.QpErrored(reason))
 
 

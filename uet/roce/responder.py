@@ -111,7 +111,9 @@ class Responder:
         n = qp.config.max_rd_atomic
         self._reads: deque[tuple[int, int]] = deque(maxlen=n)  # (first_psn, npsn)
         self._atomics: deque[tuple[int, int]] = deque(maxlen=n)  # (psn, original value)
-        self.jobs: deque[_ReadJob] = deque()
+        #: the responder's output in PSN order: READ response jobs, and the ACKs/NAKs created while
+        #: responses were still queued (an ACK of a later PSN must not overtake them, §6.5)
+        self.jobs: deque[_ReadJob | bytes] = deque()
 
     # -- entry ---------------------------------------------------------------------------------
 
@@ -154,7 +156,7 @@ class Responder:
                     pmtu = self.qp.config.pmtu
                     length = min(reth.dma_len, (n - psn_diff(p, first)) * pmtu)
                     last = psn_add(p, max(1, -(-length // pmtu)) - 1)
-                    self.jobs = deque(j for j in self.jobs if j.first_psn != first)
+                    self.jobs = deque(j for j in self.jobs if isinstance(j, bytes) or j.first_psn != first)
                     self.jobs.append(_ReadJob(first, p, last, region, reth.va, length))
                     self.qp.stats["read_replays"] += 1
                     return
@@ -238,7 +240,7 @@ class Responder:
                     handle, _ = self.recv_queue.popleft()
                     self.qp.complete(ev.MessageReceived(handle, b"", pkt.immdt.imm, self._written))
         elif op == _O.RDMA_READ_REQUEST:
-            if len(self.jobs) >= self.qp.config.max_rd_atomic:
+            if self.reads_queued() >= self.qp.config.max_rd_atomic:
                 raise _Refuse(NakCode.INVALID_REQUEST, "too many READs outstanding")
             reth = pkt.reth
             region = self._check(reth.rkey, Access.REMOTE_READ, reth.va, reth.dma_len)
@@ -301,12 +303,24 @@ class Responder:
         exts = (AETH.make(syndrome=SYNDROME_ACK, msn=self.msn), ATOMIC_ACK_ETH.make(orig=orig))
         self.qp.send_ctrl(_O.ATOMIC_ACKNOWLEDGE, psn, exts)
 
+    def reads_queued(self) -> int:
+        return sum(1 for j in self.jobs if not isinstance(j, bytes))
+
+    def take_control(self) -> list[bytes]:
+        """Remove and return the queued ACKs/NAKs (the QP is entering ERR: they still go)."""
+        out = [j for j in self.jobs if isinstance(j, bytes)]
+        self.jobs.clear()
+        return out
+
     def next_response(self) -> bytes | None:
         """The next READ response packet (paced like requests: the responder is the reaction
         point of READ traffic, §1.4)."""
         if not self.jobs:
             return None
         j = self.jobs[0]
+        if isinstance(j, bytes):
+            self.jobs.popleft()
+            return j
         n = min(self.qp.config.pmtu, j.remaining)
         last = j.next_psn == j.last_psn
         if not j.started:
