@@ -8,6 +8,7 @@ from fep_harness import A_ADDR, B_ADDR, FepPair, decode
 
 from uet.fep import (
     Closed,
+    Datagram,
     DeliveryError,
     EndpointClosed,
     FepConfig,
@@ -333,3 +334,42 @@ def test_rudi_send_across_a_receiver_restart_fails_instead_of_succeeding() -> No
     h2 = p.a.core.send(B_ADDR, b"after" * 2000, mode=Mode.RUDI)
     p.complete(p.a, h2)
     assert isinstance(p.a.result(h2), SendCompleted)
+
+
+def test_hostile_datagrams_are_counted_and_dropped_never_raised() -> None:
+    """Random bytes, truncated and bit-flipped copies of real packets, trimmed marks: the core
+    never raises, answers at most with NACKs/ACKs, and the pair still works afterwards."""
+    import random
+
+    p = FepPair(seed=17)
+    h = p.a.core.send(B_ADDR, b"warm-up" * 100)
+    p.complete(p.a, h)
+    real = [t.data for _at, _s, t in p.wire]
+    rng = random.Random(17)
+    junk = [rng.randbytes(rng.randrange(0, 200)) for _ in range(300)]
+    for d in real:
+        junk += [
+            d[: rng.randrange(len(d))],
+            bytes(b ^ (1 << rng.randrange(8)) if rng.random() < 0.05 else b for b in d),
+        ]
+    for i, d in enumerate(junk):
+        node = p.b if i % 2 else p.a
+        node.core.receive_batch([Datagram(d, A_ADDR if node is p.b else B_ADDR, ecn=i & 3, trimmed=i % 7 == 0)], p.now)
+        out = node.core.datagrams_to_send(p.now)
+        assert len(out) <= 2
+        node.drain()
+    r = p.b.core.post_recv(None, tag=9)
+    h2 = p.a.core.send(B_ADDR, b"after the storm", tag=9)
+    (m,) = p.complete(p.b, r)
+    assert bytes(m.data) == b"after the storm"
+    p.complete(p.a, h2)
+
+
+def test_get_timer_is_now_while_submitted_work_waits_for_a_pump() -> None:
+    core = FepCore(A_ADDR, job=1, pid=1, seed=1)
+    core.tick(500)
+    assert core.get_timer() is None
+    core.send(B_ADDR, b"x")
+    assert core.get_timer() == 500  # the lane is dirty: pump at once
+    assert [t.destination for t in core.datagrams_to_send(500)] == [B_ADDR]
+    assert core.get_timer() is not None and core.get_timer() > 500  # now the PDS retransmit timer

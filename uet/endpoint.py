@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
@@ -143,8 +143,9 @@ class Endpoint:
         if cfg.tune_allocator:
             tune_allocator()
         core_security: Any = None
-        #: whether the core seals (else a SecureLink facade does, through the core's stage)
-        self._sealed = True
+        #: whether the core seals (TSS over a link without fixed ports); else there is no TSS or
+        #: a SecureLink facade seals, through the core's stage
+        self._core_seals = False
         records = False
         if security is not None:
             if not isinstance(getattr(link, "peer_port", None), int) and hasattr(link, "records"):
@@ -153,15 +154,15 @@ class Endpoint:
                 link.records = True  # type: ignore[attr-defined]
                 records = True
                 core_security = security
+                self._core_seals = True
             else:  # the direct link: the facade keeps ep.link's plaintext side (uet.tss.link)
                 from uet.tss.link import SecureLink
 
                 link = SecureLink(link, security, event_log=event_log, clock=clock)
                 core_security = link.stage
-                self._sealed = False
         self.link = link
-        #: the link's batch transmit of Transmit records (DirectLink.send_transmits), if any
-        self._send_batch: Callable[[list], None] | None = getattr(link, "send_transmits", None)
+        #: the link's batch transmit with the core's marking table (DirectLink.send_marked)
+        self._send_marked: Callable[[list, Sequence[int]], None] | None = getattr(link, "send_marked", None)
         self.address = link.address
         self.job = job
         self.pid = pid
@@ -514,7 +515,7 @@ class Endpoint:
         imp = getattr(self.link, "impairment", None)
         if imp is not None:
             out.update({"impair_" + k: v for k, v in imp.counters.items()})
-        if fep.tss is not None and self._sealed:  # TSS in the core (else in link_tss_*)
+        if fep.tss is not None and self._core_seals:  # TSS in the core (else in link_tss_*)
             out.update(fep.tss.counters)
         out.update(fep.stats)
         return out
@@ -581,12 +582,14 @@ class Endpoint:
     def _transmit(self, now: int) -> None:
         """Send what the core hands out, complete futures from its events, re-arm the timer."""
         fep = self.fep
-        out = fep.datagrams_to_send(now, sealed=self._sealed)
-        if out:
-            batch = self._send_batch
-            if batch is not None:
-                batch(out)
-            else:
+        send_marked = self._send_marked
+        if send_marked is not None and not self._core_seals:  # the data path: no record per datagram
+            packed = fep.datagrams_to_send_packed(now)
+            if packed:
+                send_marked(packed, fep.tos)
+        else:
+            out = fep.datagrams_to_send(now, sealed=self._core_seals)
+            if out:
                 send = self.link.send
                 for data, dst, entropy, dscp, ecn in out:
                     send(data, dst, entropy, dscp, ecn)

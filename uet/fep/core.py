@@ -173,6 +173,8 @@ class FepCore(Operations, Completions):
         self._next_handle = 1
         self._now = 0
         self._dscp, self._ecn = classes(cfg.ecn_capable)
+        #: the IP TOS byte (DSCP << 2 | ECN) of a datagram, by PDS type (``first_byte >> 3``)
+        self.tos: tuple[int, ...] = tuple((d << 2) | e for d, e in zip(self._dscp, self._ecn, strict=True))
         self._sweep_at: int | None = None
         self._sweep_ns = int(cfg.housekeeping_s * 1e9)
         self._closing = False
@@ -319,23 +321,33 @@ class FepCore(Operations, Completions):
     def datagrams_to_send(self, now: int, *, sealed: bool = True) -> list[Transmit]:
         """Run the pump and return every datagram ready (:class:`Transmit`). ``sealed=False``
         returns them before TSS sealing (for a driver whose link seals through :attr:`tss`)."""
+        out = self.datagrams_to_send_packed(now)
+        if not out:
+            return []
+        dscp, ecn = self._dscp, self._ecn
+        tx = [_tnew(Transmit, (d, dst, e, dscp[(k := d[0] >> 3)], ecn[k])) for d, dst, e in out]
+        if self.tss is not None and sealed:
+            tx = self.tss.seal_batch(tx, now)
+        return tx
+
+    def datagrams_to_send_packed(self, now: int) -> list[tuple[bytes, str, int]]:
+        """:meth:`datagrams_to_send` without the per-datagram records, for a driver whose link
+        applies this core's marking itself (the asyncio adapter's direct link, where a record per
+        datagram is a measurable share of the per-packet CPU): ``(data, destination, entropy)``,
+        before TSS sealing; datagram ``d`` goes with the IP TOS byte ``tos[d[0] >> 3]``
+        (:attr:`tos`, DSCP and ECN per PDS type, :mod:`uet.fep.marking`)."""
         self._now = now
         if not self._closed:
             self._pump(now)
             if self._closing:
                 self._close_progress(now)
         out = self.pds.datagrams_to_send(now)
-        if not self._closed and self._sweep_at is None and self._fast_held():
-            self._sweep_at = now + self._sweep_ns
-        if not out:
-            return []
         if not self._closed:
-            self._drain_events(now)  # UUD packets are Acked when handed out
-        dscp, ecn = self._dscp, self._ecn
-        tx = [_tnew(Transmit, (d, dst, e, dscp[(k := d[0] >> 3)], ecn[k])) for d, dst, e in out]
-        if self.tss is not None and sealed:
-            tx = self.tss.seal_batch(tx, now)
-        return tx
+            if self._sweep_at is None and self._fast_held():
+                self._sweep_at = now + self._sweep_ns
+            if out:
+                self._drain_events(now)  # UUD packets are Acked when handed out
+        return out
 
     # -- time ---------------------------------------------------------------------------------------
 
