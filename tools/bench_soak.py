@@ -68,15 +68,30 @@ async def soak(
 ) -> dict[str, Any]:
     """Run the soak; returns the final record (with ``samples``)."""
     from uet import Endpoint
+    from uet.link import loopback_addresses
     from uet.link.impair import ImpairmentConfig
     from uet.pds import Mode
 
     rng = random.Random(seed)
-    base = f"127.{rng.randrange(64, 250)}.{rng.randrange(1, 250)}."
-    port = rng.randrange(20000, 60000)
     imp = {"loss": loss, "reorder": reorder, "dup": dup, "reorder_delay_s": 0.001}
-    a = await Endpoint.open(base + "1", port=port, impairment=ImpairmentConfig(seed=seed, **imp))
-    b = await Endpoint.open(base + "2", port=port, impairment=ImpairmentConfig(seed=seed + 1, **imp))
+    sysrng = random.SystemRandom()  # addresses and port: never the same as a concurrent run's
+    for attempt in range(8):
+        a_addr, b_addr = loopback_addresses(2, seed=sysrng.getrandbits(32))
+        port = sysrng.randrange(20000, 60000)
+        try:
+            a = await Endpoint.open(a_addr, port=port, impairment=ImpairmentConfig(seed=seed, **imp))
+        except OSError:
+            if attempt == 7:
+                raise
+            continue
+        try:
+            b = await Endpoint.open(b_addr, port=port, impairment=ImpairmentConfig(seed=seed + 1, **imp))
+        except OSError:
+            await a.close()
+            if attempt == 7:
+                raise
+            continue
+        break
     pmode = Mode[mode.upper()]
     st = {"sent": 0, "delivered": 0, "bytes": 0, "failures": 0, "corrupt": 0, "duplicated": 0}
     seen: set[int] = set()

@@ -15,6 +15,11 @@ kills honest transfers; issue "reliability" items 10 and 18). Choices (inference
   The count guarantees a minimum number of attempts on a fast fabric, the time a minimum
   patience on a slow or stalled one; the cap on the RTO bounds the number of attempts the time
   budget allows (≈ ``retry_time_ns / rto_max_ns`` beyond the count).
+- **Burst after back-off**: a round that finds the RTO already backed off (nothing acknowledged
+  since the last timeout) retransmits at most ``rto_burst`` packets of the PDC and re-arms the
+  rest, so a peer that went silent — or a forger whose packet made the target send a window of
+  read requests — draws ``window + rounds × rto_burst`` packets over the whole budget instead of
+  ``window × rounds``.
 """
 
 from __future__ import annotations
