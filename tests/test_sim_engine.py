@@ -95,7 +95,11 @@ def test_a_stall_is_an_error_not_a_hang() -> None:
 
 
 def test_single_flow_fct_is_within_5_percent_of_the_ideal() -> None:
-    res = simulate({"workload": "pairs", "endpoints": 2, "message_bytes": 1 << 20, "messages": 1})
+    # k = 2: the two hosts sit in different pods, so the flow crosses all three tiers (6 links)
+    res = simulate(
+        {"workload": "pairs", "endpoints": 2, "message_bytes": 1 << 20, "messages": 1}, {"kind": "fat_tree", "hosts": 2}
+    )
+    assert res["topology"]["switches"] == 5
     f = res["flows"][0]
     assert res["ok"] and f["intact"] and f["retransmits"] == 0
     assert 1.0 <= f["slowdown"] <= 1.05, f

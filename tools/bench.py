@@ -1029,6 +1029,7 @@ def _pair_parser(sub: Any) -> None:
         "--cprofile", metavar="DIR", help="cProfile both sides of the UET phase into DIR/{sender,receiver}.prof"
     )
     add_transfer_options(p)
+    p.add_argument("--peer", metavar="ADDR", help="client side only, against a running uet-peer (bench_peer)")
     p.set_defaults(run=pair_command)
 
 
@@ -1053,6 +1054,10 @@ def pair_notes(opts: PairOptions) -> dict[str, str]:
 
 def pair_command(ns: argparse.Namespace) -> int:
     """``uet-bench pair``: run, print the table or JSON; exit 1 when the transfer failed."""
+    if ns.peer:
+        from uet.tools.bench_peer import pair_peer
+
+        return pair_peer(ns)
     (a, b), port, _cfg = check_transfer(ns, "uet-bench")
     opts = PairOptions(
         size=ns.size,
@@ -1096,11 +1101,16 @@ def _rtt_parser(sub: Any) -> None:
     p.add_argument("--count", type=int_arg(1), default=1000, help="round trips measured (default 1000)")
     p.add_argument("--size", type=size_arg(1, 65000), default=64, help="message bytes (default 64)")
     add_transfer_options(p)
+    p.add_argument("--peer", metavar="ADDR", help="client side only, against a running uet-peer (bench_peer)")
     p.set_defaults(run=rtt_command)
 
 
 def rtt_command(ns: argparse.Namespace) -> int:
     """``uet-bench rtt``."""
+    if ns.peer:
+        from uet.tools.bench_peer import rtt_peer
+
+        return rtt_peer(ns)
     (a, b), port, _cfg = check_transfer(ns, "uet-bench")
     opts = PairOptions(
         payload=ns.payload,

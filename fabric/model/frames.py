@@ -79,6 +79,30 @@ def rewrite_tos_ttl(frame: bytearray, ip: int, tos: int, ttl: int) -> None:
     frame[ip + IP_CSUM + 1] = hc & 0xFF
 
 
+def forward_rewrite(frame: bytearray, ip: int, tos: int) -> None:
+    """A switch's per-hop rewrite in one pass: TTL − 1 and TOS := ``tos``, checksum patched.
+
+    The data path's own copy of :func:`rewrite_tos_ttl` (``tos``, TTL − 1), for speed: one call
+    instead of three. With TTL ≥ 1 (a switch drops TTL ≤ 1 before), the TTL/protocol word m
+    becomes m − 0x100, so RFC 1624 eqn. 3's ~m + m' is the constant 0xFEFF; the TOS word adds its
+    own term only when the TOS changes (an ECN mark). ``tests/test_fabric_frames.py`` proves the
+    two give the same bytes.
+    """
+    old = frame[ip + IP_TOS]
+    hc = (frame[ip + IP_CSUM] << 8) | frame[ip + IP_CSUM + 1]
+    s = (~hc & 0xFFFF) + 0xFEFF
+    if tos != old:
+        v = frame[ip] << 8
+        s += (~(v | old) & 0xFFFF) + (v | tos)
+        frame[ip + IP_TOS] = tos
+    s = (s & 0xFFFF) + (s >> 16)
+    s = (s & 0xFFFF) + (s >> 16)
+    frame[ip + IP_TTL] -= 1
+    hc = ~s & 0xFFFF
+    frame[ip + IP_CSUM] = hc >> 8
+    frame[ip + IP_CSUM + 1] = hc & 0xFF
+
+
 def ipv4_checksum_ok(frame: bytes | bytearray, ip: int) -> bool:
     """True when the IPv4 header at ``ip`` has a valid checksum."""
     ihl = (frame[ip] & 15) * 4

@@ -97,6 +97,8 @@ class HostNic:
             self.on_deliver(self.index, frame, now, is_pfc)
 
     def _on_port_free(self, port: Port, _: object, now: int) -> None:
+        if port.free_at == now:
+            port.free_at = -1
         self._kick(port, now)
 
     def _on_wake(self, port: Port, _: object, now: int) -> None:
@@ -104,7 +106,13 @@ class HostNic:
         self._kick(port, now)
 
     def _kick(self, port: Port, now: int) -> None:
-        if port.busy_until > now or not (port.backlog or port.ctrl):
+        if port.busy_until > now:
+            # the end of a frame is an event only when something waits for the link
+            if (port.backlog or port.ctrl) and port.free_at != port.busy_until:
+                port.free_at = port.busy_until
+                self.events.schedule(port.busy_until, self._on_port_free, port)
+            return
+        if not (port.backlog or port.ctrl):
             return
         tc = port.pick(now)
         if tc is None:
@@ -124,6 +132,8 @@ class HostNic:
         port.busy_until = end
         port.tx_bytes += len(frame)
         port.tx_frames += 1
-        self.events.schedule(end, self._on_port_free, port)
+        if port.backlog or port.ctrl:
+            port.free_at = end
+            self.events.schedule(end, self._on_port_free, port)
         if self.on_transmit is not None:
             self.on_transmit(self, 0, frame, now, end)
