@@ -48,13 +48,11 @@ Choices where the spec notes are silent (behaviour.md §6.1, §6.9):
   (behaviour.md §2.6 step 5, "duplicates are never delivered to SES"), and every packet of a
   completed message has been delivered, so a RUD/ROD packet is **never** taken for a duplicate of
   a completed message: a new message reusing the id (on any PDC, after the 16-bit space wrapped)
-  is always a new message. RUDI delivers at least once (§2.14): a packet marked ``retx`` whose
-  ``(source, message id)`` completed within ``completed_ttl_ns`` is answered again with the same
-  response and not delivered twice; a first transmission is always a new request (the initiator
-  resends with ``retx`` and the same packet id, §2.14). UUD (best effort, §2.15) keeps the
-  time-scoped memory. A network-duplicated RUDI first transmission arriving after its message
-  completed is delivered again (at least once, §2.14; only the project's RUDI sends are not
-  idempotent).
+  is always a new message. RUDI (at least once, §2.14; a replayed or retransmitted copy carries
+  no PSN to tell it apart) and UUD keep the time-scoped memory: a packet whose ``(source, message
+  id)`` completed within ``completed_ttl_ns`` is answered again with the same response and not
+  delivered twice. Known limit: a new RUDI/UUD message reusing an id within that time is taken
+  for a duplicate (a fix would scope the memory by RUDI packet id ranges).
 * Payloads larger than the 14-bit ``payload_length`` field (16383 bytes, wire-format.md §12.3)
   are a documented, non-conforming extension for loopback benchmarking: such packets carry
   ``payload_length = 0`` and the target takes the length from the datagram. Conforming peers never
@@ -685,7 +683,7 @@ class Reassembler:
         key = (peer, mid)
         rec = self._partial.get(key)
         if rec is None:
-            done = self._done.get(key) if mode == _MODE_UUD or (retx and mode == _MODE_RUDI) else None
+            done = self._done.get(key) if mode == _MODE_RUDI or mode == _MODE_UUD else None
             if done is not None:
                 # A packet of a message already delivered (RUDI retransmission, UUD duplicate):
                 # answer it again; RUD/ROD never get here (PDS removed duplicates by PSN).

@@ -706,17 +706,15 @@ class SesTarget:
           came (expired with ``DROPPED``): a non-SOM packet on the same PDC gets that error again
           (answering OK would lose the message silently). A SOM packet, another PDC, or an id
           whose message succeeded always starts a new message.
-        * RUDI (at least once, §2.14): a retransmission (``retx``, same packet id) of a finished
-          message is answered again; a first transmission is a new request.
-        * UUD (best effort, §2.15): remembered ids are duplicates within ``remembered``.
+        * RUDI (at least once, §2.14) and UUD (§2.15): no PSN tells a replayed copy from a new
+          message, so remembered ids are duplicates within ``remembered`` (known limit: a new
+          RUDI/UUD message reusing a remembered id is taken for a duplicate).
         """
         done = self._done.get(key)
         if done is None:
             return False
-        if mode == _MODE_UUD:
+        if mode == _MODE_UUD or mode == _MODE_RUDI:
             return True
-        if mode == _MODE_RUDI:
-            return retx
         return not req.som and done[0] != ReturnCode.OK and done[3] == pdc
 
     def _replay(self, req: SesRequest, key: Any) -> SesResponse | None:
