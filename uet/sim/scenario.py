@@ -39,6 +39,7 @@ from uet.fabric.profiles import load_topology, merge, overrides_to_dict
 from uet.fabric.switch import fabric_counters
 from uet.fabric.topology import Topology
 from uet.fep import FepConfig, FepCore
+from uet.roce.core import RoceCore, config_for_link
 from uet.sim.endpoint import SimEndpoint
 from uet.sim.engine import Engine, SimulationError
 from uet.sim.loop import VirtualTimeLoop
@@ -57,6 +58,7 @@ DEFAULT_RUN: dict[str, Any] = {
     "profile": "datacenter",
     "rate_bps": 100_000_000_000,
     "topology": "fat_tree",
+    "transport": "uet",
 }
 
 #: Endpoint settings of ``uet-sim`` by default: 4 KiB payloads, ECN-capable, 64 packets in flight
@@ -155,8 +157,17 @@ def simulate(
     cfg = merge(FepConfig(), endpoint if endpoint is not None else DEFAULT_ENDPOINT)
     n = wl.n
     eps = []
+    transport = s.get("transport", "uet")
+    if transport not in ("uet", "roce"):
+        raise SimulationError(f"transport {transport!r}: one of uet, roce")
+    roce_cfg = config_for_link(fabric.nics[0].port.rate_bps, topo.host_link.mtu) if transport == "roce" else None
+    directory: dict[str, Any] = {}  # RoCE: the out-of-band connection exchange (rocev2 core docstring)
     for i in range(n):
-        core = FepCore(fabric.hosts[i].ip, job=0, pid=0, config=cfg, seed=(seed << 20) + i)
+        core: Any
+        if roce_cfg is not None:
+            core = RoceCore(fabric.hosts[i].ip, config=roce_cfg, seed=(seed << 20) + i, directory=directory)
+        else:
+            core = FepCore(fabric.hosts[i].ip, job=0, pid=0, config=cfg, seed=(seed << 20) + i)
         eps.append(SimEndpoint(engine, engine.attach(i, core)))
     addresses = [ep.address for ep in eps]
     reports = [RankReport() for _ in range(n)]
@@ -201,6 +212,7 @@ def simulate(
                 counters[k] = counters.get(k, 0) + v
     res.update(
         engine="sim",
+        transport=transport,
         ok=res["ok"] and stalled is None,
         seed=seed,
         topology={"kind": topo.kind, "hosts": len(fabric.hosts), "switches": len(fabric.switches)},
