@@ -7,11 +7,12 @@ gives byte-identical ``--json`` output.
 
 Defaults differ from ``uet-run`` where real time is the limit (**decisions**): the ``datacenter``
 profile (100 Gb/s links, 1 µs per link, 1-BDP buffers with trimming, ECN at 20–80 % of the BDP)
-on a k-ary fat tree sized from the endpoint count, 4 KiB payloads and 64 packets in flight per
-lane; a scenario that names its profile, topology or endpoint settings gets exactly those (``-o``
-and ``--endpoint-set`` as for ``uet-run``). ``--rate`` sets every link's rate (100M … 800G).
-There is no congestion control yet: the window is fixed (``max_inflight``) and a trimmed packet
-is resent until it gets through (``pds.max_nack_retx`` unbounded in effect).
+on a k-ary fat tree sized from the endpoint count, 4 KiB payloads and a fixed window of about
+1.15 BDP of the longest path; a scenario that names its profile, topology or endpoint settings
+gets exactly those (``-o`` and ``--endpoint-set`` as for ``uet-run``). ``--rate`` sets every
+link's rate (100M … 800G). There is no congestion control yet: the window is fixed
+(``max_inflight``), a trimmed packet is resent until it gets through and SACK fast retransmit is
+off (the reasons: :data:`uet.sim.scenario.DEFAULT_ENDPOINT`).
 
 Output: the ``uet-run`` tables (per flow bytes, completion time, goodput, slowdown against the
 ideal, retransmissions, intact; FCT percentiles; fabric counters) plus virtual time, CPU time and
