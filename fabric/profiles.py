@@ -27,7 +27,7 @@ import tomllib
 from dataclasses import replace
 from typing import Any
 
-from uet.fabric.model.config import EcnConfig, FabricError, SwitchConfig, WatchdogConfig, scaled
+from uet.fabric.model.config import EcnConfig, FabricError, SwitchConfig, WatchdogConfig, headroom_bytes, scaled
 from uet.fabric.topology import LinkSpec, Topology
 
 #: Link rate of the real-time profile (bit/s).
@@ -38,7 +38,47 @@ REALTIME_RTT_NS = 1_000_000
 #: IPv4 20 + Ethernet 14 (the lab PMTU of §8.9), plus the 24 bytes of wire overhead.
 REALTIME_FRAME = 1024 + 44 + 12 + 8 + 20 + 14 + 24
 
-PROFILES = ("realtime", "lab")
+PROFILES = ("realtime", "lab", "datacenter")
+
+#: Link rate of the ``datacenter`` profile (the simulator's default, bit/s).
+DATACENTER_RATE_BPS = 100_000_000_000
+#: One-way propagation delay of every link in the ``datacenter`` profile (ns).
+DATACENTER_DELAY_NS = 1_000
+#: IP MTU of the ``datacenter`` profile: jumbo frames, so 4 KiB UET payloads fit.
+DATACENTER_MTU = 9000
+#: Largest data frame the simulator sends: 4096-byte payload + SES 44 + PDS 12 + UDP 8 + IPv4 20 +
+#: Ethernet 14, plus the 24 bytes of wire overhead.
+DATACENTER_FRAME = 4096 + 44 + 12 + 8 + 20 + 14 + 24
+
+
+def datacenter_switch_config(rate_bps: int, hops: int, frame: int = DATACENTER_FRAME) -> SwitchConfig:
+    """Switches of the ``datacenter`` profile (**decision**, after uet-htsim's fat-tree setup):
+    output queues of one bandwidth-delay product with UET trimming, ECN marked at dequeue with a
+    probability rising from 0 at 20 % of the BDP to 1 at 80 % (about 9 and 35 packets of 4 KiB
+    at 100 Gb/s on a 3-tier tree), no dynamic threshold (the shared buffer never binds: 64 BDP).
+
+    The BDP is taken over the longest path of ``hops`` links each way: ``2 × hops × (1 µs +
+    serialisation of one frame)`` (a 3-tier path is 6 links: 14 µs and ≈ 175 KB at 100 Gb/s).
+    """
+    ser = frame * 8 * 1_000_000_000 // rate_bps
+    rtt = 2 * hops * (DATACENTER_DELAY_NS + ser)
+    bdp = max(8 * frame, rate_bps * rtt // 8 // 1_000_000_000)
+    cfg = SwitchConfig()
+    for tc in cfg.tcs:
+        if tc.ecn is not None:
+            tc.ecn = EcnConfig(kmin=bdp // 5, kmax=bdp * 4 // 5, pmax=1.0)
+        tc.dynamic = False
+    cfg.tcs[0].limit = bdp
+    cfg.tcs[6].limit = bdp
+    cfg.tcs[7].limit = bdp
+    cfg.buffer = replace(cfg.buffer, size=64 * bdp)
+    cfg.pfc = replace(
+        cfg.pfc, headroom=headroom_bytes(rate_bps, DATACENTER_DELAY_NS, frame), xoff=bdp, xon=bdp - 3 * frame
+    )
+    cfg.lb = replace(cfg.lb, flowlet_ns=rtt)
+    cfg.watchdog = WatchdogConfig(poll_ns=100 * rtt, detect_ns=200 * rtt, restore_ns=200 * rtt)
+    cfg.sample_ns = max(1, ser)
+    return cfg
 
 
 def realtime_switch_config(rate_bps: int = REALTIME_RATE_BPS, rtt_ns: int = REALTIME_RTT_NS) -> SwitchConfig:
@@ -58,7 +98,9 @@ def apply_profile(topology: Topology, profile: str = "realtime", rate_bps: int =
     """A copy of ``topology`` with the links and switch config of ``profile``.
 
     ``realtime``: every link at ``rate_bps`` (default 100 Mb/s) and :func:`realtime_switch_config`;
-    ``lab``: the model defaults (the §8.9 lab profile) unchanged. Topology files and ``-o``
+    ``lab``: the model defaults (the §8.9 lab profile) unchanged; ``datacenter``: every link at
+    ``rate_bps`` (100 Gb/s by default, 1 µs, jumbo MTU) and :func:`datacenter_switch_config`
+    (the simulator's profile: real time cannot reach these rates). Topology files and ``-o``
     overrides are applied after the profile, so they win.
     """
     if profile not in PROFILES:
@@ -68,6 +110,11 @@ def apply_profile(topology: Topology, profile: str = "realtime", rate_bps: int =
         topo.host_link = LinkSpec(rate_bps, topo.host_link.delay_ns, topo.host_link.mtu)
         topo.fabric_link = LinkSpec(rate_bps, topo.fabric_link.delay_ns, topo.fabric_link.mtu)
         topo.switch = realtime_switch_config(rate_bps)
+    elif profile == "datacenter":
+        topo.host_link = LinkSpec(rate_bps, DATACENTER_DELAY_NS, DATACENTER_MTU)
+        topo.fabric_link = LinkSpec(rate_bps, DATACENTER_DELAY_NS, DATACENTER_MTU)
+        hops = 6 if topo.kind in ("three_tier", "fat_tree") else 4
+        topo.switch = datacenter_switch_config(rate_bps, hops)
     return topo
 
 
@@ -159,6 +206,8 @@ def load_topology(
     elif spec:
         table = {"builtin": spec}
     base = Topology.builtin(table.get("builtin", "default"))
+    if "kind" in table:  # the profile sizes buffers from the path length the kind implies
+        base = merge(base, {"kind": table["kind"]})
     topo = apply_profile(base, profile, rate_bps)
     topo = merge(topo, table)
     if overrides:

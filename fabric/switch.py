@@ -20,11 +20,18 @@ fabric/timers.py tabulates the measured figures: median ≈ 20–50 µs late wit
 a loaded two-core machine, i.e. within one 100 Mb/s frame time (85 µs), p99 well under 1 ms.
 
 **Learning host addresses.** A host port sends to the UDP address configured for it
-(``host_addrs``) or else to the source address of the latest datagram received on it: a NIC
-announces itself by sending any frame first. ARP frames (EtherType 0x0806, e.g. the gratuitous
-ARP :class:`uet.link.fabric.FabricLink` sends when it opens) are consumed here as such
-announcements and never reach the model (which would count them as ``not_ipv4`` drops). Frames for
-a host whose address is not known yet are dropped and counted (``host_unknown``).
+(``host_addrs``, fixed) or else to the address it learnt from that host's own frames: an ARP
+frame (EtherType 0x0806, e.g. the gratuitous ARP :class:`uet.link.fabric.FabricLink` sends when it
+opens) whose sender protocol address is the host's IPv4 address, or — while nothing is known yet
+— an IPv4 frame whose source address is the host's. Once learnt, the address changes only by such
+an ARP announcement (a restarted host re-announces itself from its new socket); any other
+datagram from another UDP address is dropped and counted (``host_spoofed``) without reaching the
+model or moving the address. Before, the latest datagram of *any* sender took the port over: a
+local process sending one junk datagram per ms received another host's frames (issue 15 item 5).
+A sender that forges a well-formed ARP announcement of the victim's IP can still move it — on one
+machine UDP cannot tell processes apart; use ``host_addrs`` where that matters. ARP frames never
+reach the model (which would count them as ``not_ipv4`` drops). Frames for a host whose address
+is not known yet are dropped and counted (``host_unknown``).
 
 **PFC towards hosts.** The fabric is built with ``deliver_pfc=True``: pause frames a leaf sends to
 a host are delivered to the host's socket like any frame, so a fabric-mode NIC can honour them.
@@ -137,6 +144,7 @@ class FabricProcess:
         self.socks: list[socket.socket] = []
         self.ports: list[tuple[str, int]] = []
         self.addrs: list[tuple[str, int] | None] = [cfg.host_addrs.get(i) for i in range(len(self.fabric.hosts))]
+        self._host_ips = [socket.inet_aton(h.ip) for h in self.fabric.hosts]
         self.stats: Counter[str] = Counter()
         self.lateness: list[int] = []
         self.taps: PcapTaps | None = None
@@ -230,13 +238,32 @@ class FabricProcess:
                 st["rx_errors"] += 1
                 break
             n += 1
-            self.addrs[host] = addr
-            if len(frame) >= 14 and frame[12] == 0x08 and frame[13] == 0x06:
+            arp = len(frame) >= 14 and frame[12] == 0x08 and frame[13] == 0x06
+            if addr != self.addrs[host] and not self._learn(host, frame, addr, arp):
+                st["host_spoofed"] += 1
+                continue
+            if arp:
                 st["arp_rx"] += 1
                 continue
             fabric.inject(host, frame, now)
         st["rx_frames"] += n
         self._pump(now)
+
+    def _learn(self, host: int, frame: bytes, addr: tuple[str, int], arp: bool) -> bool:
+        """Take ``addr`` as host ``host``'s NIC address if ``frame`` proves it is that host
+        (module docstring): an ARP announcement of the host's IP, or the first IPv4 frame from
+        the host's IP. A configured address never changes."""
+        if host in self.cfg.host_addrs:
+            return False
+        ip = self._host_ips[host]
+        if arp:
+            ok = len(frame) >= 42 and frame[28:32] == ip  # ARP sender protocol address
+        else:
+            ok = self.addrs[host] is None and len(frame) >= 34 and frame[12:14] == b"\x08\x00" and frame[26:30] == ip
+        if ok:
+            self.addrs[host] = addr
+            self.stats["host_learned"] += 1
+        return ok
 
     def _on_timer(self) -> None:
         now = self.now()

@@ -13,6 +13,13 @@ Kinds (rocev2-and-fabric.md §8.8):
   super-spines arranged in S planes: spine s of every pod connects to the super-spines j with
   j mod S = s. Host h on leaf l of pod p is 10.p.l.(h+1); a pod spine routes its pod's /24s down
   and everything else up; a super-spine routes 10.p.0.0/16 to pod p.
+* ``fat_tree``: the k-ary fat tree (Al-Fares et al.), a 3-tier Clos sized from a host count the
+  way htsim builds one from its node count: ``k`` is the smallest even number with k³/4 ≥
+  ``hosts`` (or given as ``k``); k pods of k/2 leaves (edge) and k/2 spines (aggregation), k/2
+  hosts per leaf and (k/2)² super-spines (core), spine s of each pod joined to the k/2 core
+  switches j ≡ s (mod k/2) — i.e. ``three_tier`` with pods = k, leaves = spines = hosts_per_leaf =
+  k/2, superspines = (k/2)² (same addressing and routes). Every switch has k ports; the tree is
+  built whole (k³/4 hosts), a run uses its first ``hosts``. 1,024 hosts: k = 16, 320 switches.
 
 Up-down routing everywhere, so there is no cyclic buffer dependency (§8.8) and PFC cannot deadlock
 unless a test builds a loop on purpose.
@@ -44,7 +51,7 @@ from uet.fabric.model.switch import PortSpec
 
 from uet.wire.net import ip_bytes
 
-KINDS = ("leaf_spine", "rail", "three_tier")
+KINDS = ("leaf_spine", "rail", "three_tier", "fat_tree")
 
 
 @dataclass
@@ -104,6 +111,9 @@ class Topology:
     groups: int = 2
     pods: int = 2
     superspines: int = 2
+    #: ``fat_tree``: the hosts the tree must hold (k sized from it) or ``k`` itself (0: from hosts)
+    hosts: int = 16
+    k: int = 0
     host_link: LinkSpec = field(default_factory=LinkSpec)
     fabric_link: LinkSpec = field(default_factory=LinkSpec)
     switch: SwitchConfig = field(default_factory=SwitchConfig)
@@ -115,6 +125,10 @@ class Topology:
             raise FabricError("leaves, spines, hosts_per_leaf and parallel_links must be ≥ 1")
         if self.hosts_per_leaf > 254 or self.leaves > 256:
             raise FabricError("addressing 10.p.l.(h+1) allows 256 leaves and 254 hosts per leaf")
+        if self.kind == "fat_tree":
+            k = self.fat_k
+            if k < 2 or k % 2 or k > 64:
+                raise FabricError("a fat tree needs an even k in 2..64")
         if self.kind == "three_tier" and self.superspines % self.spines:
             raise FabricError("superspines must be a multiple of spines (one plane per pod spine)")
 
@@ -142,7 +156,7 @@ class Topology:
 
     @classmethod
     def builtin(cls, name: str) -> Topology:
-        """One of ``default``, ``lab``, ``rail``, ``three_tier``."""
+        """One of ``default``, ``lab``, ``rail``, ``three_tier``, ``fat_tree`` (k = 4, 16 hosts)."""
         if name == "default":
             return cls()
         if name == "lab":
@@ -151,7 +165,24 @@ class Topology:
             return cls(kind="rail", rails=2, groups=2, hosts_per_leaf=4, spines=2)
         if name == "three_tier":
             return cls(kind="three_tier", pods=2, leaves=2, spines=2, superspines=2, hosts_per_leaf=2)
+        if name == "fat_tree":
+            return cls(kind="fat_tree", hosts=16)
         raise FabricError(f"unknown built-in topology {name!r}")
+
+    @property
+    def fat_k(self) -> int:
+        """The fat tree's k: ``k`` when set, else sized from ``hosts``."""
+        return self.k or fat_tree_k(self.hosts)
+
+    def host_count(self) -> int:
+        """How many hosts :meth:`plan` builds."""
+        if self.kind == "fat_tree":
+            return self.fat_k**3 // 4
+        if self.kind == "rail":
+            return self.groups * self.rails * self.hosts_per_leaf
+        if self.kind == "three_tier":
+            return self.pods * self.leaves * self.hosts_per_leaf
+        return self.leaves * self.hosts_per_leaf
 
     def copy(self) -> Topology:
         return copy.deepcopy(self)
@@ -160,6 +191,13 @@ class Topology:
 
     def plan(self) -> Plan:
         """Switches, ports, links, routes and hosts of this topology."""
+        if self.kind == "fat_tree":
+            k = self.fat_k
+            h = k // 2
+            clos = copy.copy(self)
+            clos.kind, clos.pods, clos.leaves, clos.spines = "three_tier", k, h, h
+            clos.hosts_per_leaf, clos.superspines = h, h * h
+            return clos._plan_three_tier()
         if self.kind == "three_tier":
             return self._plan_three_tier()
         return self._plan_two_tier()
@@ -250,6 +288,14 @@ class Topology:
                     ss.routes.append((f"10.{p}.0.0/16", [up]))
                 sp.routes.append(("0.0.0.0/0", list(range(first_up, len(sp.ports)))))
         return Plan(switches + supers, hosts)
+
+
+def fat_tree_k(hosts: int) -> int:
+    """The smallest even k whose k-ary fat tree holds ``hosts`` hosts (k³/4 ≥ hosts)."""
+    k = 2
+    while k**3 // 4 < hosts:
+        k += 2
+    return k
 
 
 def _host_mac(ip: str) -> bytes:

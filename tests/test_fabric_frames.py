@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from uet.fabric.model.frames import (
     flow_tuple,
+    forward_rewrite,
     ipv4_checksum_ok,
     ipv4_frame,
     is_uet,
@@ -72,6 +73,21 @@ def test_incremental_checksum_equals_full_recompute(tos: int, ttl: int, ident: i
     fresh[10:12] = b"\0\0"
     # both encodings of zero are valid one's-complement results; the header must verify either way
     assert inet_checksum(fresh) in (int.from_bytes(frame[24:26], "big"), 0xFFFF - int.from_bytes(frame[24:26], "big"))
+
+
+@given(tos=st.integers(0, 255), old_tos=st.integers(0, 255), ident=st.integers(0, 0xFFFF), old_ttl=st.integers(2, 255))
+def test_forward_rewrite_is_rewrite_tos_ttl_in_one_pass(tos: int, old_tos: int, ident: int, old_ttl: int) -> None:
+    hdr = IPV4.make(
+        dscp=old_tos >> 2, ecn=old_tos & 3, total_length=1000, identification=ident, ttl=old_ttl,
+        src=b"\x0a\0\0\1", dst=b"\x0a\0\1\2",
+    )  # fmt: skip
+    raw = bytearray(IPV4.encode(hdr))
+    raw[10:12] = inet_checksum(raw).to_bytes(2, "big")
+    a = bytearray(14) + raw
+    b = bytearray(a)
+    rewrite_tos_ttl(a, 14, tos, old_ttl - 1)
+    forward_rewrite(b, 14, tos)
+    assert a == b and ipv4_checksum_ok(b, 14)
 
 
 def test_uet_header_len_for_each_stack() -> None:

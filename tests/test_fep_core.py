@@ -8,6 +8,7 @@ from fep_harness import A_ADDR, B_ADDR, FepPair, decode
 
 from uet.fep import (
     Closed,
+    Datagram,
     DeliveryError,
     EndpointClosed,
     FepConfig,
@@ -307,3 +308,68 @@ def test_transmit_and_datagram_records() -> None:
     p.a.drain()
     p.b.drain()
     assert isinstance(p.b.done[r], MessageReceived) and isinstance(p.a.done[h], SendCompleted)
+
+
+def test_rudi_send_across_a_receiver_restart_fails_instead_of_succeeding() -> None:
+    """Issue 15 item 2: a RUDI send whose receiver restarted mid-message completed OK — the
+    restarted receiver answered the later packets of a message it did not know, and nothing
+    was delivered. A RUDI message now needs the target's completing RC_OK response."""
+    from fep_harness import Node
+
+    from uet.fep import FepCore
+    from uet.fep.errors import DeliveryError
+
+    p = FepPair(FepConfig(max_inflight=4), seed=12)
+    r = p.b.core.post_recv(None)
+    h = p.a.core.send(B_ADDR, bytes(range(256)) * 160, mode=Mode.RUDI)  # 40 KiB: 10 packets
+    assert p.run_until(lambda: len(p.sent_by(p.b)) >= 3)  # B answered the first packets
+    assert p.b.result(r) is None
+    p.b = Node(FepCore(B_ADDR, job=7, pid=1, seed=99))  # B restarts: its reassembly state is gone
+    p.b.core.post_recv(None)
+    assert p.run_until(lambda: p.a.result(h) is not None, max_ns=60_000_000_000)
+    ev = p.a.result(h)
+    assert isinstance(ev, OpFailed) and isinstance(ev.error, DeliveryError), ev
+    assert "confirmed" in str(ev.error)
+    # an honest RUDI send to the restarted receiver still completes
+    h2 = p.a.core.send(B_ADDR, b"after" * 2000, mode=Mode.RUDI)
+    p.complete(p.a, h2)
+    assert isinstance(p.a.result(h2), SendCompleted)
+
+
+def test_hostile_datagrams_are_counted_and_dropped_never_raised() -> None:
+    """Random bytes, truncated and bit-flipped copies of real packets, trimmed marks: the core
+    never raises, answers at most with NACKs/ACKs, and the pair still works afterwards."""
+    import random
+
+    p = FepPair(seed=17)
+    h = p.a.core.send(B_ADDR, b"warm-up" * 100)
+    p.complete(p.a, h)
+    real = [t.data for _at, _s, t in p.wire]
+    rng = random.Random(17)
+    junk = [rng.randbytes(rng.randrange(0, 200)) for _ in range(300)]
+    for d in real:
+        junk += [
+            d[: rng.randrange(len(d))],
+            bytes(b ^ (1 << rng.randrange(8)) if rng.random() < 0.05 else b for b in d),
+        ]
+    for i, d in enumerate(junk):
+        node = p.b if i % 2 else p.a
+        node.core.receive_batch([Datagram(d, A_ADDR if node is p.b else B_ADDR, ecn=i & 3, trimmed=i % 7 == 0)], p.now)
+        out = node.core.datagrams_to_send(p.now)
+        assert len(out) <= 2
+        node.drain()
+    r = p.b.core.post_recv(None, tag=9)
+    h2 = p.a.core.send(B_ADDR, b"after the storm", tag=9)
+    (m,) = p.complete(p.b, r)
+    assert bytes(m.data) == b"after the storm"
+    p.complete(p.a, h2)
+
+
+def test_get_timer_is_now_while_submitted_work_waits_for_a_pump() -> None:
+    core = FepCore(A_ADDR, job=1, pid=1, seed=1)
+    core.tick(500)
+    assert core.get_timer() is None
+    core.send(B_ADDR, b"x")
+    assert core.get_timer() == 500  # the lane is dirty: pump at once
+    assert [t.destination for t in core.datagrams_to_send(500)] == [B_ADDR]
+    assert core.get_timer() is not None and core.get_timer() > 500  # now the PDS retransmit timer

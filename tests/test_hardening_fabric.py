@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import random
 import socket
+import struct
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -123,7 +124,9 @@ async def test_host_ports_survive_garbage_and_keep_forwarding() -> None:
     h0, h1, h5 = _Nic(fp.ports[0]), _Nic(fp.ports[1]), _Nic(fp.ports[5])
     src, dst, src1 = fp.fabric.host_ip(0), fp.fabric.host_ip(5), fp.fabric.host_ip(1)
     try:
-        h5.send(b"\xff" * 6 + b"\x02\x00\x00\x00\x00\x05" + b"\x08\x06" + bytes(46))  # announce (ARP)
+        ip5 = socket.inet_aton(dst)  # announce (gratuitous ARP of host 5's IP: the switch learns only that)
+        arp = struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, b"\x02\x00\x00\x00\x00\x05", ip5, bytes(6), ip5)
+        h5.send(b"\xff" * 6 + b"\x02\x00\x00\x00\x00\x05" + b"\x08\x06" + arp + bytes(18))
         for _ in range(100_000):
             if fp.addrs[5] is not None:
                 break

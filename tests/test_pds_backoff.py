@@ -138,3 +138,23 @@ def test_clear_req_is_bounded_and_backs_off() -> None:
     ]
     assert len(reqs) == CFG.max_clear_req == 5
     assert [t // MS for t in reqs] == [1, 5, 13, 29, 61]
+
+
+def test_a_silent_peer_draws_a_bounded_burst_per_backed_off_round() -> None:
+    """Once the RTO has backed off (the peer stayed silent), a round resends at most
+    ``rto_burst`` packets and re-arms the rest: 64 outstanding packets toward a black hole cost
+    64 + 4 per later round over the whole budget, not 64 per round (≈ 1,500 before)."""
+    pair = Pair(CFG)
+    _send(pair)
+    assert pair.run_until(lambda: len(pair.a.acked()) == 1)
+    pair.filter = lambda data, src, dst: []
+    _send(pair, 64)
+    assert pair.run_until(lambda: len(pair.a.failed()) == 64)
+    times = _retx_times(pair, (PdsType.RUD_REQ,))
+    rounds: dict[int, int] = {}
+    for t in times:
+        rounds[t] = rounds.get(t, 0) + 1
+    per_round = [rounds[t] for t in sorted(rounds)]
+    assert per_round[0] == 64 and max(per_round[1:]) <= CFG.rto_burst
+    assert len(times) <= 64 + CFG.rto_burst * len(per_round)
+    assert len(times) < 200

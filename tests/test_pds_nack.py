@@ -292,14 +292,21 @@ def test_fatal_nacks_close_pdc_and_fail_outstanding() -> None:
     fatal = (NackCode.INV_DPDCID, NackCode.PDC_HDR_MISMATCH, NackCode.CLOSING, NackCode.CLOSING_IN_ERR,
              NackCode.GTD_DEL_RESP_UNAVAIL, NackCode.INVALID_SYN, NackCode.PDC_MODE_MISMATCH,
              NackCode.UNEXP_EVENT, NackCode.EXP_NACK_FATAL)  # fmt: skip
+    retry = {NackCode.INV_DPDCID, NackCode.PDC_HDR_MISMATCH, NackCode.CLOSING, NackCode.INVALID_SYN,
+             NackCode.PDC_MODE_MISMATCH, NackCode.UNEXP_EVENT}  # fmt: skip
     for code in fatal:
         pair, ip, tp = setup()
         pending_packet(pair, "doomed")
         pair.inject(pair.a, nack(code, START + 1, 0, ip.lpdcid), B_ADDR)
-        (f,) = pair.a.failed()
-        assert f.token == "doomed" and f.nack_code == code
-        assert pair.a.closed()[-1].error == f"nack {code.name}"
-        assert not pair.a.core.pdcs and ip.state is InitiatorState.CLOSED
+        assert pair.a.closed()[-1].error == f"nack {code.name}" and ip.state is InitiatorState.CLOSED
+        if code in retry:
+            # "close PDC; retry on a new PDC" (§2.10, uet.pds.closing): the message is resent
+            assert not pair.a.failed() and ip.lpdcid not in pair.a.core.pdcs
+            assert pair.run_until(lambda pair=pair: bool(pair.a.acked()) and pair.a.acked()[-1].token == "doomed")
+        else:
+            (f,) = pair.a.failed()
+            assert f.token == "doomed" and f.nack_code == code
+            assert not pair.a.core.pdcs
         # the next message opens a new PDC and completes
         pair.a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"n", token="next", som=True, eom=True, now=pair.now)
         assert pair.run_until(lambda pair=pair: pair.a.acked()[-1].token == "next")

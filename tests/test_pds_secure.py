@@ -179,3 +179,36 @@ def test_sdi_keys_pdcs_and_mismatched_sdi_is_dropped() -> None:
     # default datagrams_to_send keeps 3-tuples
     _send(pair, 1, "s7b", sdi=7)
     assert all(len(x) == 3 for x in pair.a.core.datagrams_to_send(0))
+
+
+def _replay_after_restart(method) -> tuple[int, int]:  # noqa: ANN001
+    """An honest secure exchange is captured; the target restarts (fresh core, fresh policy of
+    ``method``); the captured SYN packets are replayed: (deliveries before, deliveries after)."""
+    from uet.tss.establish import start_psn_policy
+
+    pair = Pair(CFG, seed=4, sdi=True)
+    pair.b.core.start_psn_policy = start_psn_policy(method, random.Random(1))
+    _send(pair, 2, "m")
+    assert pair.run_until(lambda: len(pair.a.acked()) == 2)
+    before = len(pair.b.deliveries)
+    captured = [
+        (w[3]) for w in pair.wire if w[1] == A_ADDR and hdr(w[3]).type == pds_wire.PdsType.RUD_REQ
+    ]  # fmt: skip
+    restarted = Pair(CFG, seed=5, sdi=True)
+    restarted.b.core.start_psn_policy = start_psn_policy(method, random.Random(2))
+    for data in captured:
+        restarted.inject(restarted.b, data, A_ADDR, sdi=SDI)
+    return before, len(restarted.b.deliveries)
+
+
+def test_default_establishment_refuses_replay_after_restart() -> None:
+    """Issue 15 item 13: with the former default (EXPECTED_0RTT_START) a restarted target accepts
+    captured SYN packets again and re-delivers the message; the default is now RANDOM_1RTT_START,
+    which answers the replay with NEW_START_PSN and delivers nothing."""
+    from uet.tss.establish import StartPsnMethod
+    from uet.tss.link import SecurityConfig
+
+    assert _replay_after_restart(StartPsnMethod.EXPECTED_0RTT_START) == (2, 2)  # the hole
+    default = SecurityConfig.__dataclass_fields__["method"].default
+    assert default is StartPsnMethod.RANDOM_1RTT_START
+    assert _replay_after_restart(default) == (2, 0)

@@ -152,3 +152,40 @@ def test_no_orphans_when_the_launcher_is_interrupted(sig):
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("victim", ["uet.tools.fabric", "uet.tools.run_worker"])
+def test_a_dead_child_is_reported_at_once_with_a_json_error(victim):
+    """Issue 15 item 17: when the fabric process died the launcher waited the whole --timeout and
+    blamed "timeout"; when a worker died, --json printed nothing. Now the launcher reports the
+    dead process at once, and --json prints an error object."""
+    p = subprocess.Popen(
+        [*RUN, "--workload", "incast", "--endpoints", "3", "--messages", "2000", "--timeout", "300", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert _wait(lambda: len(_children(p.pid)) >= 4, 60), "fabric + 3 endpoints did not start"
+        (pid, *_rest) = [k for k in _children(p.pid) if victim in _cmdline(k)]
+        t0 = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        out, err = p.communicate(timeout=120)
+        assert time.monotonic() - t0 < 90  # far less than --timeout 300
+        assert p.returncode == 1, (p.returncode, err)
+        rec = json.loads(out.strip().splitlines()[-1])
+        assert rec["ok"] is False and rec["error"] and "Traceback" not in err
+        if victim == "uet.tools.fabric":
+            assert "fabric" in rec["error"]
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)

@@ -191,3 +191,36 @@ def test_a_waiting_receive_without_buffer_makes_it_the_expected_list() -> None:
     for p in big:
         r = deliver(f, *p)
     assert RESPONSE.unpack(r[1])[0] == 0 and decode_response(r[1])[1:] == (ReturnCode.OK, 82, 3000)
+
+
+def test_unexpected_list_is_bounded_by_bytes_and_nacks_when_full() -> None:
+    """Issue 15 item 15: the fast path's unexpected list grew without bound (40,000 × 4 KiB
+    unreceived messages took 180 MB). With ``max_unexpected_bytes`` reached, a new message's
+    first packet raises SesNack (PDS: NACK NO_SES_MSG_AVAIL, §2.6 step 7); once the application
+    takes a message, the resend is accepted."""
+    import pytest
+
+    from uet.pds import SesNack
+    from uet.ses.fep import ENTRY_OVERHEAD
+    from uet.ses.matching import MatchLimits
+
+    f = SesFep(
+        ME,
+        target=TargetConfig(max_payload=1024),
+        limits=MatchLimits(max_unexpected_bytes=2 * (1000 + ENTRY_OVERHEAD)),
+        rng=random.Random(1),
+        fast=MessageConfig(payload_size=1024),
+        default=(PID, 0, JOB),
+    )
+    for mid in (1, 2):
+        ((ses, pl),) = packets(bytes([mid]) * 1000, mid)
+        assert decode_response(deliver(f, ses, pl)[1])[1] == ReturnCode.OK
+    assert len(f.unexpected_messages) == 2 and f.unexpected_messages.nbytes == 2 * (1000 + ENTRY_OVERHEAD)
+    ((ses3, pl3),) = packets(b"\x03" * 1000, 3)
+    with pytest.raises(SesNack):
+        deliver(f, ses3, pl3)
+    assert f.counters["fast_unexpected_full"] == 1 and len(f.unexpected_messages) == 2
+    m = f.take_unexpected(tagged=False)
+    assert m is not None and bytes(m.data) == b"\x01" * 1000
+    assert decode_response(deliver(f, ses3, pl3)[1])[1] == ReturnCode.OK  # the resend gets in
+    assert [bytes(x.data)[:1] for x in f.unexpected_messages] == [b"\x02", b"\x03"]

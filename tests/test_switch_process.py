@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 
@@ -26,17 +27,19 @@ TIMEOUT = 10.0
 class Host:
     """A raw 'NIC': a UDP socket that exchanges Ethernet frames with one switch port."""
 
-    def __init__(self, port: tuple[str, int]) -> None:
+    def __init__(self, port: tuple[str, int], ip: str = "0.0.0.0") -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.setblocking(False)
         self.port = port
+        self.ip = ip
 
     def send(self, frame: bytes) -> None:
         self.sock.sendto(frame, self.port)
 
     def announce(self) -> None:
-        self.send(b"\xff" * 6 + b"\x02\x00\x00\x00\x00\x00" + b"\x08\x06" + bytes(46))
+        """Gratuitous ARP naming this host's IP (the switch learns only from its own host)."""
+        self.send(arp_announce(self.ip))
 
     async def recv(self, timeout: float = TIMEOUT) -> bytes:
         loop = asyncio.get_running_loop()
@@ -44,6 +47,12 @@ class Host:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def arp_announce(ip: str, mac: bytes = b"\x02\x00\x00\x00\x00\x00") -> bytes:
+    spa = socket.inet_aton(ip)
+    arp = struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, mac, spa, bytes(6), spa)
+    return b"\xff" * 6 + mac + b"\x08\x06" + arp + bytes(18)
 
 
 async def start(overrides: list[str] = (), **cfg) -> FabricProcess:
@@ -66,7 +75,7 @@ async def until(cond, limit: int = 100_000) -> None:
 async def test_forwarding_between_host_ports(timer):
     fp = await start(timer=timer)
     assert fp.timer.backend == timer
-    h0, h5 = Host(fp.ports[0]), Host(fp.ports[5])
+    h0, h5 = Host(fp.ports[0]), Host(fp.ports[5], fp.fabric.host_ip(5))
     try:
         h5.announce()
         await until(lambda: fp.addrs[5] is not None)
@@ -119,7 +128,7 @@ async def test_pfc_pause_frames_reach_senders_and_nothing_is_lost():
             "switch.pfc.headroom=20000",
         ]
     )
-    rx, a, b = Host(fp.ports[0]), Host(fp.ports[1]), Host(fp.ports[2])
+    rx, a, b = (Host(fp.ports[i], fp.fabric.host_ip(i)) for i in range(3))
     try:
         for h in (rx, a, b):
             h.announce()
@@ -155,7 +164,7 @@ async def test_pfc_pause_frames_reach_senders_and_nothing_is_lost():
 
 async def test_pcap_taps_read_back_and_tshark(tmp_path):
     fp = await start(pcap_dir=str(tmp_path))
-    h0, h5 = Host(fp.ports[0]), Host(fp.ports[5])
+    h0, h5 = Host(fp.ports[0]), Host(fp.ports[5], fp.fabric.host_ip(5))
     try:
         h5.announce()
         await until(lambda: fp.addrs[5] is not None)
@@ -204,7 +213,7 @@ def test_cli_clean_shutdown_flushes_everything(tmp_path, sig):
         s1 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s1.bind(("127.0.0.1", 0))
         s1.settimeout(TIMEOUT)
-        s1.sendto(b"\xff" * 12 + b"\x08\x06" + bytes(46), tuple(h[6]["udp"]))
+        s1.sendto(arp_announce(h[6]["ip"]), tuple(h[6]["udp"]))
         for i in range(40):
             f = build_frame(b"\x10\x00" + bytes(900), h[0]["ip"], h[6]["ip"], entropy=i, ecn=2)
             s0.sendto(f, tuple(h[0]["udp"]))
@@ -256,3 +265,37 @@ async def test_live_table_renders_ports_and_queues():
         assert len(prev) == sum(len(sw.ports) for sw in fp.fabric.switches.values())
     finally:
         fp.close()
+
+
+async def test_a_stranger_cannot_take_over_a_host_port():
+    """Issue 15 item 5: the port answered whoever sent the latest datagram to it; a local process
+    sending junk to host 1's port received host 1's frames (and the flow stayed dead). Now the
+    address is learnt only from host 1's own frames and moves only by its ARP announcement."""
+    fp = await start()
+    h0 = Host(fp.ports[0], fp.fabric.host_ip(0))
+    h1 = Host(fp.ports[1], fp.fabric.host_ip(1))
+    evil = Host(fp.ports[1])
+    try:
+        h1.announce()
+        await until(lambda: fp.addrs[1] is not None)
+        learnt = fp.addrs[1]
+        forged = build_frame(b"\x10\x00" + bytes(10), "10.9.9.9", fp.fabric.host_ip(0), entropy=1)
+        for junk in (b"x", bytes(60), forged):
+            evil.send(junk)
+        evil.send(arp_announce("10.9.9.9"))  # an announcement of another IP
+        await until(lambda: fp.stats["host_spoofed"] == 4)
+        assert fp.addrs[1] == learnt
+        f = build_frame(b"\x10\x00" + bytes(100), fp.fabric.host_ip(0), fp.fabric.host_ip(1), entropy=1)
+        h0.send(f)
+        assert (await h1.recv())[-100:] == bytes(100)
+        # the host restarts on a new socket and re-announces itself: the port follows it
+        h1b = Host(fp.ports[1], fp.fabric.host_ip(1))
+        h1b.announce()
+        await until(lambda: fp.addrs[1] != learnt)
+        h0.send(f)
+        assert (await h1b.recv())[-100:] == bytes(100)
+        h1b.close()
+    finally:
+        fp.close()
+        for h in (h0, h1, evil):
+            h.close()

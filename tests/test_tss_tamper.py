@@ -245,3 +245,15 @@ def test_random_bodies_behind_a_plausible_header_never_raise(
         before = rx.dropped
         assert rx.open(data, src=src, dst=dst, entropy=0) is None
         assert rx.dropped == before + 1
+
+
+def test_forged_packets_do_not_shut_the_domain_by_default() -> None:
+    """Issue 15 item 12: with the default configuration 1,001 forged packets carrying the
+    cleartext SDI latched the SD shut for every honest peer; the latch is now opt-in."""
+    a, b, sdi = _make("direct", TssConfig())
+    good = a.seal(b"\x10\x00", sdi=sdi, entropy=1, dst=B_IP)
+    forged = good[:-1] + bytes([good[-1] ^ 1])
+    for _ in range(1001):
+        assert b.open(forged, src=A_IP, entropy=1) is None
+    assert b.open(good, src=A_IP, entropy=1) == b"\x10\x00"
+    assert b.drops == {DropReason.BAD_TAG: 1001} and not b.table[sdi].dropping

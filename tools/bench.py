@@ -1029,11 +1029,35 @@ def _pair_parser(sub: Any) -> None:
         "--cprofile", metavar="DIR", help="cProfile both sides of the UET phase into DIR/{sender,receiver}.prof"
     )
     add_transfer_options(p)
+    p.add_argument("--peer", metavar="ADDR", help="client side only, against a running uet-peer (bench_peer)")
     p.set_defaults(run=pair_command)
+
+
+def pair_notes(opts: PairOptions) -> dict[str, str]:
+    """What a reader of a pair result must know (issue 15 items 16 and 19): UUD has no flow
+    control, so a receiver slower than the sender loses datagrams even on a perfect link
+    (61-79 % delivered between two processes here); without TSS nothing checks the payload, so
+    ``--corrupt`` can deliver wrong bytes that only the benchmark's own SHA-256 catches."""
+    notes = {}
+    if opts.mode == "uud":
+        notes["uud_note"] = (
+            "UUD is best effort with no flow control or retransmission (behaviour.md §2.15): datagrams "
+            "a slower receiver cannot take are lost, even with no impairment"
+        )
+    if opts.corrupt and not opts.tss:
+        notes["integrity_note"] = (
+            "no integrity check without TSS (behaviour.md §2.16): corrupted payload can be delivered as "
+            "success; only the benchmark's SHA-256 ('intact') sees it — add --tss to have it dropped"
+        )
+    return notes
 
 
 def pair_command(ns: argparse.Namespace) -> int:
     """``uet-bench pair``: run, print the table or JSON; exit 1 when the transfer failed."""
+    if ns.peer:
+        from uet.tools.bench_peer import pair_peer
+
+        return pair_peer(ns)
     (a, b), port, _cfg = check_transfer(ns, "uet-bench")
     opts = PairOptions(
         size=ns.size,
@@ -1061,6 +1085,7 @@ def pair_command(ns: argparse.Namespace) -> int:
         rotate=ns.rotate,
     )
     rec = run_pair(opts)
+    rec.update(pair_notes(opts))
     if ns.json:
         sys.stdout.write(json.dumps(rec) + "\n")
     else:
@@ -1076,11 +1101,16 @@ def _rtt_parser(sub: Any) -> None:
     p.add_argument("--count", type=int_arg(1), default=1000, help="round trips measured (default 1000)")
     p.add_argument("--size", type=size_arg(1, 65000), default=64, help="message bytes (default 64)")
     add_transfer_options(p)
+    p.add_argument("--peer", metavar="ADDR", help="client side only, against a running uet-peer (bench_peer)")
     p.set_defaults(run=rtt_command)
 
 
 def rtt_command(ns: argparse.Namespace) -> int:
     """``uet-bench rtt``."""
+    if ns.peer:
+        from uet.tools.bench_peer import rtt_peer
+
+        return rtt_peer(ns)
     (a, b), port, _cfg = check_transfer(ns, "uet-bench")
     opts = PairOptions(
         payload=ns.payload,
@@ -1111,12 +1141,33 @@ def _core_parser(sub: Any) -> None:
     add_parser(sub)
 
 
+def _matrix_parser(sub: Any) -> None:
+    from uet.tools.bench_matrix import add_parser
+
+    add_parser(sub)
+
+
+def _sim_parser(sub: Any) -> None:
+    from uet.tools.bench_sim import add_parser
+
+    add_parser(sub)
+
+
+def _soak_parser(sub: Any) -> None:
+    from uet.tools.bench_soak import add_parser
+
+    add_parser(sub)
+
+
 #: (name, function adding the subparser), in --help order
 _SUBCOMMANDS: list[tuple[str, Any]] = [
     ("codec", _codec_parser),
     ("core", _core_parser),
     ("pair", _pair_parser),
     ("rtt", _rtt_parser),
+    ("matrix", _matrix_parser),
+    ("soak", _soak_parser),
+    ("sim", _sim_parser),
 ]
 
 

@@ -2,21 +2,20 @@
 
 The launcher passes a JSON spec as the only argument: the FEP's Fabric Address and the switch
 port of its NIC (``uet-fabric``'s UDP socket for this host), the host link rate (for PFC quanta),
-the :class:`~uet.endpoint.EndpointConfig` fields, the flows this endpoint sends (destination FA,
-message count and size, the seed of their random data) and how many messages it must receive.
+the :class:`~uet.endpoint.EndpointConfig` fields, the workload (name, endpoints, message size and
+count, seed: :func:`uet.workloads.make`), this endpoint's rank and every rank's Fabric Address.
 
 Protocol: JSON lines on stdout, commands on stdin.
 
-1. Opens a :class:`~uet.link.fabric.FabricLink` and an :class:`~uet.endpoint.Endpoint`, generates
-   its messages' random data and prints ``{"event": "ready"}``.
-2. Waits for ``go`` (so every endpoint starts together), then sends every flow's messages (all
-   flows at once; one flow's messages in order on its lane) and receives.
-3. Per flow sent: ``{"event": "flow", ...}`` with bytes, completion time (from ``go`` to the last
-   message's completion), goodput, the retransmissions to its destination, the SHA-256 of every message
-   and any error. Per message received: ``{"event": "rx", "flow", "index", "src", "bytes",
-   "sha256"}`` (the flow and index travel in the SES header data: ``flow << 32 | index``).
-4. ``{"event": "done"}`` when everything was sent and received; then waits for ``stop`` (or end of
-   input), closes the endpoint and prints ``{"event": "closed", "counters": {...}}``.
+1. Opens a :class:`~uet.link.fabric.FabricLink` and an :class:`~uet.endpoint.Endpoint` and prints
+   ``{"event": "ready"}``.
+2. Waits for ``go`` (so every endpoint starts together), then runs its rank of the workload
+   object (:meth:`uet.workloads.Workload.run`, the same object ``uet-sim`` runs in virtual time).
+3. Reports what the rank measured: per flow sent ``{"event": "flow", ...}`` (bytes, completion
+   time, retransmits, the SHA-256 of every message, error), per message received ``{"event":
+   "rx", "flow", "index", "src", "bytes", "sha256", "t"}``, then ``{"event": "done", "check"}``.
+4. Then waits for ``stop`` (or end of input), closes the endpoint and prints ``{"event":
+   "closed", "counters": {...}}``.
 
 Exit status 0; 1 when a send failed or the timeout expired. With ``UET_RUN_PARENT`` set, the
 process asks the kernel to SIGTERM it when the launcher dies (``PR_SET_PDEATHSIG``), so a killed
@@ -27,19 +26,17 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import hashlib
 import json
 import os
-import random
 import signal
 import sys
-import time
 from typing import Any
 
 from uet.fabric.profiles import merge
 
 from uet.endpoint import Endpoint, EndpointConfig, run
 from uet.link.fabric import FabricLink
+from uet.workloads import make
 
 __all__ = ["main", "die_with_parent"]
 
@@ -61,11 +58,6 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def message_data(seed: int, flow: int, index: int, nbytes: int) -> bytes:
-    """The random payload of message ``index`` of ``flow`` (reproducible from the run seed)."""
-    return random.Random(f"{seed}/{flow}/{index}").randbytes(nbytes)
-
-
 def _emit(obj: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
     sys.stdout.flush()
@@ -84,74 +76,31 @@ async def worker(spec: dict[str, Any]) -> int:
         spec["fa"], (spec["switch"][0], int(spec["switch"][1])), rate_bps=int(spec["rate_bps"]), deliver_trimmed=True
     )
     ep = Endpoint(link, job=int(spec.get("job", 0)), config=cfg)
-    seed = int(spec.get("seed", 0))
-    flows = spec.get("flows", [])
-    data = {(f["flow"], i): message_data(seed, f["flow"], i, f["bytes"]) for f in flows for i in range(f["messages"])}
-    expect = int(spec.get("expect", 0))
+    w = spec["workload"]
+    wl = make(
+        w["name"], int(w["n"]), message_bytes=int(w["message_bytes"]), messages=int(w["messages"]), seed=int(w["seed"])
+    )
     stdin = await _lines(loop)
     _emit({"event": "ready", "fa": spec["fa"], "nic_port": link.port})
     line = await stdin.readline()
     if line.strip() != b"go":
         await ep.close()
         return 1
-    t0 = time.monotonic()
     failed = False
-
-    async def send_flow(f: dict[str, Any]) -> None:
-        nonlocal failed
-        futs = []
-        err = None
-        for i in range(f["messages"]):
-            futs.append(ep.send_nowait(f["dst"], data[(f["flow"], i)], header_data=(f["flow"] << 32) | i))
-        for r in await asyncio.gather(*futs, return_exceptions=True):
-            if isinstance(r, BaseException):
-                err = err or f"{type(r).__name__}: {r}"
-        dt = time.monotonic() - t0
-        nbytes = f["messages"] * f["bytes"]
-        failed = failed or err is not None
-        c = ep.counters
-        _emit(
-            {
-                "event": "flow",
-                "flow": f["flow"],
-                "src": spec["fa"],
-                "dst": f["dst"],
-                "bytes": nbytes,
-                "messages": f["messages"],
-                "completion_s": round(dt, 6),
-                "goodput_mbps": round(nbytes * 8 / dt / 1e6, 3) if dt > 0 else 0.0,
-                # this flow's own: the retransmissions to its destination (one flow per destination)
-                "retransmits": c.get("retransmits_to:" + f["dst"], 0),
-                "sha256": [hashlib.sha256(data[(f["flow"], i)]).hexdigest() for i in range(f["messages"])],
-                "error": err,
-            }
-        )
-
-    async def receive() -> None:
-        for _ in range(expect):
-            m = await ep.recv()
-            hd = m.header_data if m.header_data is not None else -1
-            _emit(
-                {
-                    "event": "rx",
-                    "flow": hd >> 32 if hd >= 0 else None,
-                    "index": hd & 0xFFFFFFFF if hd >= 0 else None,
-                    "src": m.source,
-                    "bytes": m.nbytes,
-                    "sha256": hashlib.sha256(m.data).hexdigest(),
-                    "t": round(time.monotonic() - t0, 6),
-                }
-            )
-
     try:
-        await asyncio.wait_for(
-            asyncio.gather(receive(), *(send_flow(f) for f in flows)), float(spec.get("timeout_s", 120))
+        report = await asyncio.wait_for(
+            wl.run(int(spec["rank"]), ep, spec["addresses"]), float(spec.get("timeout_s", 120))
         )
     except TimeoutError:
         _emit({"event": "error", "error": "timeout", "counters": ep.counters})
         failed = True
     else:
-        _emit({"event": "done"})
+        for f in report.flows:
+            _emit({"event": "flow", **vars(f)})
+            failed = failed or f.error is not None
+        for r in report.rx:
+            _emit({"event": "rx", **vars(r)})
+        _emit({"event": "done", "check": report.check})
         await stdin.readline()  # "stop" or end of input
     counters = ep.counters
     await ep.close()

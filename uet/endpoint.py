@@ -36,8 +36,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any, TypeVar
 
 from uet.eventlog import EventLog
@@ -141,22 +142,37 @@ class Endpoint:
         self.clock = clock
         if cfg.tune_allocator:
             tune_allocator()
-        stage = None
-        if security is not None:  # TSS: the core's stage seals/opens, through the link facade
-            from uet.tss.link import SecureLink
+        core_security: Any = None
+        #: whether the core seals (TSS over a link without fixed ports); else there is no TSS or
+        #: a SecureLink facade seals, through the core's stage
+        self._core_seals = False
+        records = False
+        if security is not None:
+            if not isinstance(getattr(link, "peer_port", None), int) and hasattr(link, "records"):
+                # a link whose UDP source port is each datagram's entropy (the fabric link): the
+                # core seals and opens, with the entropy / source port of every datagram
+                link.records = True  # type: ignore[attr-defined]
+                records = True
+                core_security = security
+                self._core_seals = True
+            else:  # the direct link: the facade keeps ep.link's plaintext side (uet.tss.link)
+                from uet.tss.link import SecureLink
 
-            link = SecureLink(link, security, event_log=event_log, clock=clock)
-            stage = link.stage
+                link = SecureLink(link, security, event_log=event_log, clock=clock)
+                core_security = link.stage
         self.link = link
-        #: the link's batch transmit of Transmit records (DirectLink.send_transmits), if any
-        self._send_batch: Callable[[list], None] | None = getattr(link, "send_transmits", None)
+        #: the link's batch transmit with the core's marking table (DirectLink.send_marked)
+        self._send_marked: Callable[[list, Sequence[int]], None] | None = getattr(link, "send_marked", None)
         self.address = link.address
         self.job = job
         self.pid = pid
         self.resource_index = resource_index
         self.event_log = event_log
         self.fep = FepCore(
-            self.address, job=job, pid=pid, ri=resource_index, config=cfg, security=stage, event_log=event_log
+            self.address, job=job, pid=pid, ri=resource_index, config=cfg, security=core_security, event_log=event_log
+        )
+        self._receive: Callable[[Any, int], None] = (
+            self.fep.receive_batch if records else partial(self.fep.receive_marked, opened=True)
         )
         self._futures: dict[int, asyncio.Future[Any]] = {}
         self._writes: deque[WriteCompleted] = deque()
@@ -499,6 +515,8 @@ class Endpoint:
         imp = getattr(self.link, "impairment", None)
         if imp is not None:
             out.update({"impair_" + k: v for k, v in imp.counters.items()})
+        if fep.tss is not None and self._core_seals:  # TSS in the core (else in link_tss_*)
+            out.update(fep.tss.counters)
         out.update(fep.stats)
         return out
 
@@ -543,12 +561,13 @@ class Endpoint:
             self._transmit(self.clock())
 
     def _on_batch(self, batch: Any) -> None:
-        """A batch ``(datagram, source FA, ecn with the link's trim marks)`` from the link (a
-        secure link opened it already through the core's TSS stage)."""
+        """A batch from the link: ``(datagram, source FA, ecn with the link's trim marks)``
+        triples (a secure link opened them already through the core's TSS stage), or
+        :class:`~uet.fep.events.Datagram` records from a link that gives them."""
         if self._closed:
             return
         now = self.clock()
-        self.fep.receive_marked(batch, now, opened=True)
+        self._receive(batch, now)
         self._transmit(now)
 
     def _on_timer(self) -> None:
@@ -563,12 +582,14 @@ class Endpoint:
     def _transmit(self, now: int) -> None:
         """Send what the core hands out, complete futures from its events, re-arm the timer."""
         fep = self.fep
-        out = fep.datagrams_to_send(now, sealed=False)  # a secure link seals through the stage
-        if out:
-            batch = self._send_batch
-            if batch is not None:
-                batch(out)
-            else:
+        send_marked = self._send_marked
+        if send_marked is not None and not self._core_seals:  # the data path: no record per datagram
+            packed = fep.datagrams_to_send_packed(now)
+            if packed:
+                send_marked(packed, fep.tos)
+        else:
+            out = fep.datagrams_to_send(now, sealed=self._core_seals)
+            if out:
                 send = self.link.send
                 for data, dst, entropy, dscp, ecn in out:
                     send(data, dst, entropy, dscp, ecn)

@@ -224,6 +224,10 @@ class LbConfig:
 class SwitchConfig:
     """Everything one switch needs besides its ports and routes (§8).
 
+    ``nic_queue_bytes`` bounds each traffic class of a host NIC's transmit queue in the model: a host
+    that hands the fabric frames faster than its link rate fills it, and frames beyond it are
+    dropped at the NIC and counted (``drop``/``nic_queue_full``) instead of queueing without
+    bound (issue 15 item 14; a real NIC's transmit ring is finite too). None = unbounded.
     ``latency_ns`` is an optional fixed switching latency between reception and enqueue.
     ``sample_ns`` is the minimum interval between two queue-depth telemetry samples of one queue
     (0 disables sampling). ``trust_pcp`` classifies 802.1Q-tagged frames by PCP instead of DSCP.
@@ -240,6 +244,7 @@ class SwitchConfig:
     sample_ns: int = 10_000
     trust_pcp: bool = False
     strict_budget: int | None = None
+    nic_queue_bytes: int | None = 4 << 20
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> SwitchConfig:

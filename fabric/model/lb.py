@@ -24,6 +24,7 @@ import zlib
 from collections.abc import Sequence
 
 from uet.fabric.model.config import LbConfig
+from uet.fabric.model.frames import flow_tuple, is_uet
 from uet.fabric.model.port import Port
 
 
@@ -41,6 +42,17 @@ class LoadBalancer:
     def ecmp_index(self, tup: bytes, n: int) -> int:
         """Index of the next hop ECMP picks for the 13-byte tuple among ``n``."""
         return zlib.crc32(tup + self.seed) % n
+
+    def choose_for(
+        self, group: Sequence[int], ports: Sequence[Port], frame: bytes | bytearray, ip: int, tc: int, now: int
+    ) -> int:
+        """:meth:`choose` for the IPv4 packet at ``ip`` of ``frame``: the flow tuple is read only
+        when the mode hashes it (a sprayed UET packet needs none)."""
+        mode = self.modes[tc]
+        if mode == "spray_rr" or mode == "spray_random" or mode == "adaptive":
+            if is_uet(frame, ip):
+                return self.choose(group, ports, b"", tc, True, now)
+        return self.choose(group, ports, flow_tuple(frame, ip), tc, is_uet(frame, ip), now)
 
     def choose(
         self, group: Sequence[int], ports: Sequence[Port], tup: bytes, tc: int, sprayable: bool, now: int

@@ -1,12 +1,14 @@
 """The host end of a host↔leaf link, as the fabric models it.
 
 An endpoint hands the fabric whole frames whenever it likes; the NIC port serialises them onto its
-link at the link rate (its queues are the NIC's transmit queues, unbounded: a host does not drop
-its own frames), classifies them by DSCP into the same eight classes as the switches, and honours
-PFC: a pause frame from the leaf stops the paused class, which is how pause reaches the sender in
-an incast (§8.5: "a host NIC pauses every QP mapped to that priority"). Frames arriving from the
-leaf are handed to the host through ``on_deliver``; PFC frames are consumed here and, when the
-fabric is asked to, passed on as well.
+link at the link rate (its queues are the NIC's transmit queues, each class bounded by
+``SwitchConfig.nic_queue_bytes``: a host sending far above its link rate loses the excess at its
+own NIC, counted as ``drop``/``nic_queue_full``, rather than growing the model without bound),
+classifies them by DSCP into the same eight classes as the switches, and honours PFC: a pause
+frame from the leaf stops the paused class, which is how pause reaches the sender in an incast
+(§8.5: "a host NIC pauses every QP mapped to that priority"). Frames arriving from the leaf are
+handed to the host through ``on_deliver``; PFC frames are consumed here and, when the fabric is
+asked to, passed on as well.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ class HostNic:
             tc = 0
             if et == _ETH_IPV4 and len(buf) > ip + IP_TOS:
                 tc = pcp if (pcp >= 0 and self.cfg.trust_pcp) else self.cfg.dscp_map[buf[ip + IP_TOS] >> 2]
+            cap = self.cfg.nic_queue_bytes
+            if cap is not None and port.qbytes[tc] + len(buf) > cap:
+                self.counters[("drop", self.name, "nic_queue_full")] += 1
+                return
             port.push(Packet(buf, 0, tc, ip, now))
         self._kick(port, now)
 
@@ -91,6 +97,8 @@ class HostNic:
             self.on_deliver(self.index, frame, now, is_pfc)
 
     def _on_port_free(self, port: Port, _: object, now: int) -> None:
+        if port.free_at == now:
+            port.free_at = -1
         self._kick(port, now)
 
     def _on_wake(self, port: Port, _: object, now: int) -> None:
@@ -98,7 +106,13 @@ class HostNic:
         self._kick(port, now)
 
     def _kick(self, port: Port, now: int) -> None:
-        if port.busy_until > now or not (port.backlog or port.ctrl):
+        if port.busy_until > now:
+            # the end of a frame is an event only when something waits for the link
+            if (port.backlog or port.ctrl) and port.free_at != port.busy_until:
+                port.free_at = port.busy_until
+                self.events.schedule(port.busy_until, self._on_port_free, port)
+            return
+        if not (port.backlog or port.ctrl):
             return
         tc = port.pick(now)
         if tc is None:
@@ -118,6 +132,8 @@ class HostNic:
         port.busy_until = end
         port.tx_bytes += len(frame)
         port.tx_frames += 1
-        self.events.schedule(end, self._on_port_free, port)
+        if port.backlog or port.ctrl:
+            port.free_at = end
+            self.events.schedule(end, self._on_port_free, port)
         if self.on_transmit is not None:
             self.on_transmit(self, 0, frame, now, end)

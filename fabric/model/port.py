@@ -89,6 +89,8 @@ class Port:
         self.avg_q = [0.0] * 8
         self.ctrl: deque[bytes] = deque()
         self.busy_until = 0
+        #: time of the scheduled "link free" event (-1: none; scheduled only when work waits)
+        self.free_at = -1
         self.paused_until = [0] * 8
         self._pause_start = [0] * 8
         self._paused_acc = [0] * 8
@@ -184,8 +186,9 @@ class Port:
             return None
         queues = self.queues
         budget = self.strict_budget
+        pu, ign = self.paused_until, self.ignore_pause
         for tc in self.strict:
-            if queues[tc] and not self.is_paused(tc, now):
+            if queues[tc] and (pu[tc] <= now or ign[tc]):
                 if budget is not None and self._strict_run >= budget and self._dwrr_eligible(now):
                     break
                 self._strict_run += queues[tc][0].size

@@ -36,17 +36,16 @@ from uet.fabric.model.frames import (
     IP_LEN,
     IP_TOS,
     IP_TTL,
-    flow_tuple,
+    forward_rewrite,
     is_uet,
     l3_offset,
     parse_pause,
     pfc_frame,
-    rewrite_tos_ttl,
     trim,
     uet_header_len,
 )
 from uet.fabric.model.lb import LoadBalancer
-from uet.fabric.model.port import CTRL, Packet, Port
+from uet.fabric.model.port import CTRL, MIN_FRAME, Packet, Port
 from uet.fabric.model.telemetry import (
     Counters,
     Dropped,
@@ -140,7 +139,9 @@ class Switch:
         self._dscp_map = cfg.dscp_map
         self._ecn = [t.ecn for t in cfg.tcs]
         self._trim_tc = cfg.trim.tc
-        self._sample_ns = cfg.sample_ns
+        tel = self.telemetry
+        # queue-depth / port-byte samples cost a check per packet: none when nobody keeps them
+        self._sample_ns = cfg.sample_ns if tel.wants("queue_depth") or tel.wants("port_bytes") else 0
         self._routes: list[tuple[int, int, int, tuple[int, ...]]] = []
         self._route_cache: dict[bytes, tuple[int, ...] | None] = {}
         self._pfc_gen = [[0] * 8 for _ in self.ports]
@@ -223,11 +224,14 @@ class Switch:
             self._process(in_port, frame, now)
 
     def _process(self, in_port: int, frame: bytearray, now: int) -> None:
-        try:
-            et, ip, pcp = l3_offset(frame)
-        except DecodeError:
-            self._drop(in_port, 0, "malformed", len(frame), now)
-            return
+        if frame[12] == 8 and frame[13] == 0 and len(frame) >= 34:
+            et, ip, pcp = _ETH_IPV4, 14, -1  # untagged IPv4: l3_offset's answer without the call
+        else:
+            try:
+                et, ip, pcp = l3_offset(frame)
+            except DecodeError:
+                self._drop(in_port, 0, "malformed", len(frame), now)
+                return
         if et == _ETH_MAC_CONTROL:
             self._on_mac_control(in_port, frame, ip, now)
             return
@@ -252,7 +256,7 @@ class Switch:
         if len(group) == 1:
             out = group[0]
         else:
-            out = self.lb.choose(group, self.ports, flow_tuple(frame, ip), tc, is_uet(frame, ip), now)
+            out = self.lb.choose_for(group, self.ports, frame, ip, tc, now)
         self._enqueue(Packet(frame, in_port, tc, ip, now), out, now)
 
     def _enqueue(self, pkt: Packet, out: int, now: int) -> None:
@@ -308,6 +312,9 @@ class Switch:
             self._sample(port, tc, now)
         if port.busy_until <= now:
             self._kick(port, now)
+        elif port.free_at != port.busy_until:
+            port.free_at = port.busy_until
+            self.events.schedule(port.busy_until, self._on_port_free, port)
 
     def _drop(self, port: int, tc: int, reason: str, size: int, now: int) -> None:
         c = self.counters
@@ -319,6 +326,8 @@ class Switch:
     # -- egress ---------------------------------------------------------------------------------
 
     def _on_port_free(self, port: Port, _: object, now: int) -> None:
+        if port.free_at == now:
+            port.free_at = -1
         self._kick(port, now)
 
     def _on_wake(self, port: Port, _: object, now: int) -> None:
@@ -330,10 +339,16 @@ class Switch:
 
         A departing packet's buffer charge is released only after the link is marked busy: the
         XON that release may trigger can be queued on this very port and must not start a second
-        frame on it.
+        frame on it. The end of a frame is an event only when something waits for the link
+        (``Port.free_at``): a busy port given work schedules it then.
         """
         while True:
-            if port.busy_until > now or not (port.backlog or port.ctrl):
+            if port.busy_until > now:
+                if (port.backlog or port.ctrl) and port.free_at != port.busy_until:
+                    port.free_at = port.busy_until
+                    self.events.schedule(port.busy_until, self._on_port_free, port)
+                return
+            if not (port.backlog or port.ctrl):
                 return
             tc = port.pick(now)
             if tc is None:
@@ -365,18 +380,26 @@ class Switch:
                                 self._drop(port.index, tc, "wred", pkt.size, now)
                                 self._release(pkt, now)
                                 continue
-                rewrite_tos_ttl(frame, ip, tos, frame[ip + IP_TTL] - 1)
+                forward_rewrite(frame, ip, tos)
                 frame[0:6] = port.peer_mac
                 frame[6:12] = port.mac
                 port.last_tx[tc] = now
                 port.tx_tc_bytes[tc] += pkt.size
                 if self._sample_ns and now - port.last_sample[tc] >= self._sample_ns:
                     self._sample(port, tc, now)
-            end = now + port.ser_ns(len(frame))
+            n = len(frame)
+            # Port.ser_ns, inlined (the hottest line of the model)
+            end = (
+                now
+                + (((n if n > MIN_FRAME else MIN_FRAME) + port.wire_overhead) * 8_000_000_000 + port.rate_bps - 1)
+                // port.rate_bps
+            )
             port.busy_until = end
-            port.tx_bytes += len(frame)
+            port.tx_bytes += n
             port.tx_frames += 1
-            self.events.schedule(end, self._on_port_free, port)
+            if port.backlog or port.ctrl:
+                port.free_at = end
+                self.events.schedule(end, self._on_port_free, port)
             self.on_transmit(self, port.index, frame, now, end)
             if pkt is not None:
                 self._release(pkt, now)

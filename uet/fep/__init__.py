@@ -22,7 +22,9 @@ Operations: ``send`` (eager / rendezvous / deferrable, ``dc``), ``post_recv(buff
 first, then drain ``next_event()``, then re-arm from ``get_timer()`` (:mod:`uet.fep.core`).
 
 Modules: :mod:`~uet.fep.config` (``FepConfig`` = ``uet.EndpointConfig``), :mod:`~uet.fep.events`
-(records in and out), :mod:`~uet.fep.core` (the object), :mod:`~uet.fep.lanes` (eager sends:
+(records in and out), :mod:`~uet.fep.core` (the object: datagrams, time, close),
+:mod:`~uet.fep.operations` (operations), :mod:`~uet.fep.completions` (PDS/SES reports to events),
+:mod:`~uet.fep.lanes` (eager sends:
 lanes, flow control, the sender's completion rule), :mod:`~uet.fep.receives` (receives without a
 buffer), :mod:`~uet.fep.marking` (DSCP/ECN), :mod:`~uet.fep.peer` (addressing),
 :mod:`~uet.fep.errors`; TSS is the stage :mod:`uet.tss.stage`. Nothing here imports asyncio,

@@ -58,63 +58,35 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from uet.errors import UetError
+from uet.fep.completions import Completions
 from uet.fep.config import FepConfig
-from uet.fep.errors import DeliveryError, EndpointClosed
+from uet.fep.errors import EndpointClosed
 from uet.fep.events import (
     Closed,
     Datagram,
-    MessageReceived,
-    OpCompleted,
     OpFailed,
-    SendCompleted,
     Transmit,
-    WriteCompleted,
 )
-from uet.fep.lanes import Lane, OutMessage, apply_response, failed, refill
+from uet.fep.lanes import Lane, OutMessage, refill
 from uet.fep.marking import classes
-from uet.fep.peer import Peer, PeerBook
-from uet.fep.receives import Waiter, Waiters, matches
-from uet.pds import Acked, AckedRun, Failed, Mode, NackReceived, PdcClosed, PdcOpened, PdsCore
-from uet.ses import events as ses_events
-from uet.ses.errors import error_for
+from uet.fep.operations import Operations, _Posted
+from uet.fep.peer import PeerBook
+from uet.fep.receives import Waiters
+from uet.pds import Mode, PdsCore
 from uet.ses.fep import SesFep
 from uet.ses.initiator import InitiatorConfig
-from uet.ses.matching import PostedReceive
-from uet.ses.memory import Access, MemoryRegion
-from uet.ses.message import MAX_WIRE_PAYLOAD, Message, Segmenter, initiator_id
+from uet.ses.message import MAX_WIRE_PAYLOAD, Segmenter, initiator_id
 from uet.ses.target import TargetConfig
-from uet.wire.ses import CSWAP_OPS, AmoOp, AmoType, ReturnCode
 
 __all__ = ["FepCore"]
 
 _tnew = tuple.__new__
-_RC_OK = int(ReturnCode.OK)
-_SEND_KINDS = frozenset({"send", "deferrable", "rendezvous"})
 #: ``receive_marked`` ecn marks (the links' packed form): trimmed, trimmed at the last hop
 ECN_TRIMMED = 0x100
 ECN_LASTHOP = 0x200
-_OWN: Any = object()
 
 
-def _flat(data: Any) -> memoryview:
-    view = data if isinstance(data, memoryview) else memoryview(data)
-    if view.ndim != 1 or view.itemsize != 1 or view.format != "B":
-        view = view.cast("B")
-    return view
-
-
-class _Posted:
-    """A receive posted with a buffer: its handle, the buffer and the SES entry."""
-
-    __slots__ = ("handle", "buffer", "posted")
-
-    def __init__(self, handle: int, buffer: memoryview) -> None:
-        self.handle = handle
-        self.buffer = buffer
-        self.posted: PostedReceive | None = None
-
-
-class FepCore:
+class FepCore(Operations, Completions):
     """One Fabric Endpoint, sans-I/O (module docstring).
 
     ``FepCore(address, job=..., pid=..., ri=0, config=None, security=None, seed=None)``: the FEP
@@ -186,7 +158,10 @@ class FepCore:
         )
         self.peers = PeerBook(job, pid, ri)
         self.lanes: dict[tuple[str, Mode, int, int], Lane] = {}
-        self._dirty: set[Lane] = set()
+        #: lanes to refill, in the order they became dirty (a dict, not a set: a set of objects
+        #: iterates in address order, which differs between runs and broke the simulator's
+        #: one-seed-one-result rule)
+        self._dirty: dict[Lane, None] = {}
         self._unfinished: dict[int, OutMessage] = {}
         #: engine operations in progress: handle -> the view a read fills (None otherwise)
         self._ops: dict[int, memoryview | None] = {}
@@ -198,6 +173,8 @@ class FepCore:
         self._next_handle = 1
         self._now = 0
         self._dscp, self._ecn = classes(cfg.ecn_capable)
+        #: the IP TOS byte (DSCP << 2 | ECN) of a datagram, by PDS type (``first_byte >> 3``)
+        self.tos: tuple[int, ...] = tuple((d << 2) | e for d, e in zip(self._dscp, self._ecn, strict=True))
         self._sweep_at: int | None = None
         self._sweep_ns = int(cfg.housekeeping_s * 1e9)
         self._closing = False
@@ -295,250 +272,6 @@ class FepCore:
         """Sends or engine operations in progress (lanes not empty or the initiator not idle)."""
         return any(lane.busy() for lane in self.lanes.values()) or not self.ses.initiator.idle()
 
-    # -- memory -------------------------------------------------------------------------------------
-
-    def register(
-        self, buffer: Any, access: Access | int = Access.ALL, *, key: int | None = None, job: int | None = _OWN
-    ) -> MemoryRegion:
-        """Register ``buffer`` for remote access (``job``: default this FEP's job; None = any job;
-        other jobs get ``BAD_MKEY``, §6.5). Raises :class:`~uet.ses.errors.RegistrationError`."""
-        return self.ses.memory.register(buffer, access, key=key, job=self.job if job is _OWN else job)
-
-    def deregister(self, region: MemoryRegion | int) -> None:
-        """Remove a registration (a region or its key); later requests get ``BAD_MKEY``."""
-        self.ses.memory.deregister(region)
-
-    # -- operations ---------------------------------------------------------------------------------
-
-    def _admit(self) -> None:
-        if self._closing:
-            raise EndpointClosed(f"{self} is closed")
-
-    def send(
-        self,
-        peer: Peer | str,
-        data: bytes | bytearray | memoryview,
-        *,
-        tag: int | None = None,
-        mode: Mode = Mode.RUD,
-        header_data: int | None = None,
-        dc: bool = False,
-        protocol: str | None = None,
-        pid: int | None = None,
-        resource_index: int | None = None,
-        tc: int = 0,
-    ) -> int:
-        """Send ``data`` as one message (tagged with ``tag`` when given); returns the handle of
-        its :class:`SendCompleted` / :class:`OpFailed`. ``data`` must not change until then
-        (packets are zero-copy slices). ``protocol`` forces ``"eager"``, ``"rendezvous"`` or
-        ``"deferrable"`` (default: the SES initiator's rule). Raises :class:`EndpointClosed`
-        while closing and :class:`DeliveryError` for a message over ``max_message``."""
-        self._admit()
-        dest = self.peers.dest(peer, pid, resource_index)
-        mode = Mode(mode)
-        view = _flat(data)
-        n = len(view)
-        cfg = self.config
-        if n > cfg.max_message:
-            raise DeliveryError(f"message of {n} bytes exceeds max_message {cfg.max_message}")
-        if protocol is None:
-            protocol = self.ses.initiator.protocol_for(n)
-        h = self._handle()
-        if protocol != "eager" or dc:
-            self.ses.initiator.send(
-                dest, view, tag=tag, header_data=header_data, dc=dc, protocol=protocol, mode=int(mode), context=h
-            )
-            self._ops[h] = None
-            return h
-        msg = OutMessage(dest.fa, mode, view, self.ses.alloc_message_id(), self.segmenter.count(n), h)
-        msg.pid, msg.ri, msg.job, msg.generation, msg.relative = (
-            dest.pid_on_fep, dest.resource_index, dest.job_id, dest.ri_generation, dest.relative,
-        )  # fmt: skip
-        msg.tag = tag
-        msg.header_data = header_data
-        msg.t0 = self._now
-        key = (dest.fa, mode, tc, dest.job_id)
-        lane = self.lanes.get(key)
-        if lane is None:
-            lane = self.lanes[key] = Lane(key, dest.job_id, tc)
-        msg.lane = lane
-        self._unfinished[h] = msg
-        lane.queue.append(msg)
-        self._dirty.add(lane)
-        if self.event_log is not None:
-            self._log("msg_tx", peer=dest.fa, mode=mode.name, msg_id=msg.mid, bytes=n, pkts=msg.npkts)
-        return h
-
-    def _engine(self, start: Callable[[int], Any], into: memoryview | None = None) -> int:
-        self._admit()
-        h = self._handle()
-        start(h)
-        self._ops[h] = into
-        return h
-
-    def write(
-        self,
-        peer: Peer | str,
-        key: int,
-        offset: int,
-        data: bytes | bytearray | memoryview,
-        *,
-        header_data: int | None = None,
-        dc: bool = False,
-        mode: Mode = Mode.RUD,
-    ) -> int:
-        """RMA write of ``data`` at ``offset`` of the peer's region ``key`` (§6.5); with
-        ``header_data`` the target sees a :class:`WriteCompleted`."""
-        dest = self.peers.dest(peer)
-        view = _flat(data)
-        return self._engine(
-            lambda h: self.ses.initiator.write(
-                dest, key, offset, view, header_data=header_data, dc=dc, mode=int(mode), context=h
-            )
-        )
-
-    def read(
-        self,
-        peer: Peer | str,
-        key: int,
-        offset: int,
-        length: int,
-        *,
-        into: bytearray | memoryview | None = None,
-        mode: Mode = Mode.RUD,
-    ) -> int:
-        """RMA read of ``length`` bytes at ``offset`` of the peer's region ``key`` (§6.5); the
-        :class:`OpCompleted` value is the bytes (or a view of ``into``, filled)."""
-        dest = self.peers.dest(peer)
-        out = _flat(into) if into is not None else None
-        return self._engine(
-            lambda h: self.ses.initiator.read(dest, key, offset, length, into=out, mode=int(mode), context=h),
-            None if out is None else out[:length],
-        )
-
-    def atomic(
-        self,
-        peer: Peer | str,
-        key: int,
-        offset: int,
-        op: AmoOp | int,
-        datatype: AmoType | int,
-        operand: Any = None,
-        *,
-        fetch: bool = False,
-        compare: int | float = 0,
-        swap: int | float = 0,
-        mode: Mode = Mode.RUD,
-    ) -> int:
-        """Atomic ``op`` on ``datatype`` at ``offset`` of the peer's region ``key`` (§6.5, §10):
-        ``operand`` one value or a sequence (MSWAP: ``[value, mask]`` pairs; READ needs none; raw
-        bytes as they are); the value is the prior value with ``fetch`` (a tuple for several
-        elements), else None."""
-        dest = self.peers.dest(peer)
-        if operand is None:
-            operands: Any = [] if op in CSWAP_OPS else [0]
-        elif isinstance(operand, bytes | bytearray | list | tuple):
-            operands = operand
-        else:
-            operands = [operand]
-        return self._engine(
-            lambda h: self.ses.initiator.atomic(
-                dest,
-                key,
-                offset,
-                int(op),
-                int(datatype),
-                operands,
-                compare=compare,
-                swap=swap,
-                fetch=fetch,
-                mode=int(mode),
-                context=h,
-            )  # fmt: skip
-        )
-
-    def compare_swap(
-        self,
-        peer: Peer | str,
-        key: int,
-        offset: int,
-        datatype: AmoType | int,
-        compare: int | float,
-        swap: int | float,
-        *,
-        op: AmoOp | int = AmoOp.CSWAP,
-        fetch: bool = True,
-        mode: Mode = Mode.RUD,
-    ) -> int:
-        """Compare-and-swap (or another ``op`` of the family) of one element; the value is the
-        prior value when ``fetch`` (success is ``value == compare`` for plain CSWAP)."""
-        if op not in CSWAP_OPS:
-            raise ValueError(f"{op!r} is not a compare-and-swap operation")
-        return self.atomic(peer, key, offset, op, datatype, None, fetch=fetch, compare=compare, swap=swap, mode=mode)
-
-    # -- receives -----------------------------------------------------------------------------------
-
-    def post_recv(
-        self,
-        buffer: bytearray | memoryview | None,
-        *,
-        tag: int | None = None,
-        ignore: int = 0,
-        source: str | None = None,
-        truncate: bool = False,
-    ) -> int:
-        """Post a receive; returns the handle of its :class:`MessageReceived` / :class:`OpFailed`.
-
-        Untagged when ``tag`` is None, else a tagged message whose match bits equal ``tag``
-        outside the ``ignore`` mask; from ``source`` only (its Fabric Address and its initiator
-        ID), or any source. With a ``buffer`` it goes on the expected list (§6.4; a longer message
-        is truncated with ``truncate``, else ``TOO_LONG``) and the message's ``data`` is a view of
-        the buffer; with None it takes the first matching message (:mod:`uet.fep.receives`)."""
-        if self._closed:
-            raise EndpointClosed(f"{self} is closed")
-        init = None if source is None else initiator_id(source)
-        h = self._handle()
-        if buffer is None:
-            w = Waiter(h, tag is not None, tag or 0, ignore, init, source)
-            self.waiters.add(w)
-            if self.ses.has_unexpected():
-                self.waiters.serve()
-            return h
-        view = _flat(buffer)
-        rec = self._recvs[h] = _Posted(h, view)
-        rec.posted = self.ses.post_recv(
-            view, tagged=tag is not None, tag=tag or 0, ignore=ignore, initiator=init, truncate=truncate, context=rec
-        )
-        if self.ses.has_events():
-            self._drain_ses()
-        return h
-
-    def recv_nowait(self, tag: int | None = None, ignore: int = 0, *, source: str | None = None) -> Message | None:
-        """A matching message already on the unexpected list (fast path), or None."""
-        init = None if source is None else initiator_id(source)
-        for m in self.ses.unexpected_messages:
-            if matches(m, tag, ignore, init, source):
-                self.ses.unexpected_messages.remove(m)
-                return self._delivered(m)
-        return None
-
-    def cancel(self, handle: int) -> bool:
-        """Withdraw a receive: True if it was still waiting (it then fails with ``CANCELLED``),
-        False when a message already took it (or the handle is unknown)."""
-        rec = self._recvs.get(handle)
-        if rec is not None:
-            return rec.posted is not None and self.ses.cancel_recv(rec.posted)
-        w = self.waiters.by_handle.get(handle)
-        if w is None:
-            return False
-        if w.posted is not None:  # a sized receive is bound: its message goes back unexpected
-            w.cancelled = True
-            self.waiters.by_handle.pop(handle, None)
-        else:
-            self.waiters.remove(w)
-        self._events.append(OpFailed(handle, error_for(ReturnCode.CANCELLED, "receive cancelled")))
-        return True
-
     # -- datagrams ----------------------------------------------------------------------------------
 
     def receive_datagram(
@@ -588,23 +321,33 @@ class FepCore:
     def datagrams_to_send(self, now: int, *, sealed: bool = True) -> list[Transmit]:
         """Run the pump and return every datagram ready (:class:`Transmit`). ``sealed=False``
         returns them before TSS sealing (for a driver whose link seals through :attr:`tss`)."""
+        out = self.datagrams_to_send_packed(now)
+        if not out:
+            return []
+        dscp, ecn = self._dscp, self._ecn
+        tx = [_tnew(Transmit, (d, dst, e, dscp[(k := d[0] >> 3)], ecn[k])) for d, dst, e in out]
+        if self.tss is not None and sealed:
+            tx = self.tss.seal_batch(tx, now)
+        return tx
+
+    def datagrams_to_send_packed(self, now: int) -> list[tuple[bytes, str, int]]:
+        """:meth:`datagrams_to_send` without the per-datagram records, for a driver whose link
+        applies this core's marking itself (the asyncio adapter's direct link, where a record per
+        datagram is a measurable share of the per-packet CPU): ``(data, destination, entropy)``,
+        before TSS sealing; datagram ``d`` goes with the IP TOS byte ``tos[d[0] >> 3]``
+        (:attr:`tos`, DSCP and ECN per PDS type, :mod:`uet.fep.marking`)."""
         self._now = now
         if not self._closed:
             self._pump(now)
             if self._closing:
                 self._close_progress(now)
         out = self.pds.datagrams_to_send(now)
-        if not self._closed and self._sweep_at is None and self._fast_held():
-            self._sweep_at = now + self._sweep_ns
-        if not out:
-            return []
         if not self._closed:
-            self._drain_events(now)  # UUD packets are Acked when handed out
-        dscp, ecn = self._dscp, self._ecn
-        tx = [_tnew(Transmit, (d, dst, e, dscp[(k := d[0] >> 3)], ecn[k])) for d, dst, e in out]
-        if self.tss is not None and sealed:
-            tx = self.tss.seal_batch(tx, now)
-        return tx
+            if self._sweep_at is None and self._fast_held():
+                self._sweep_at = now + self._sweep_ns
+            if out:
+                self._drain_events(now)  # UUD packets are Acked when handed out
+        return out
 
     # -- time ---------------------------------------------------------------------------------------
 
@@ -708,7 +451,7 @@ class FepCore:
         self._drain_events(now)
         if self._dirty:
             dirty = self._dirty
-            self._dirty = set()
+            self._dirty = {}
             limit = self.config.max_inflight
             for lane in dirty:
                 for msg in refill(lane, self.pds, self.segmenter, limit, now, self._sdi):
@@ -733,176 +476,3 @@ class FepCore:
                 )  # fmt: skip
             except UetError as e:
                 ses.on_failed(tok, f"PDS refused the packet: {e}", None, now)
-
-    def _drain_events(self, now: int) -> None:
-        """Handle every pending PDS event (an eager packet's plain Acked takes an inlined fast
-        path), then the SES engines' completions."""
-        take = self.pds.take_events
-        dirty = self._dirty
-        finish = self._maybe_finish
-        acked = 0
-        evs = take()
-        while evs:
-            for ev in evs:
-                t = type(ev)
-                if t is AckedRun:  # (pds.acked_runs) packets of one token, implicitly Acked
-                    msg, cnt = ev
-                    if type(msg) is OutMessage:
-                        msg.done += cnt
-                        lane = msg.lane
-                        lane.inflight -= cnt
-                        dirty.add(lane)
-                        acked += cnt
-                        if msg.done >= msg.submitted:
-                            finish(msg)
-                        continue
-                    for _ in range(cnt):
-                        self._on_event(_tnew(Acked, (msg, 0, b"")), now)
-                    continue
-                if t is Acked:
-                    msg, rnh, _resp = ev
-                    if not rnh and type(msg) is OutMessage:
-                        msg.done += 1
-                        lane = msg.lane
-                        lane.inflight -= 1
-                        dirty.add(lane)
-                        acked += 1
-                        if msg.done >= msg.submitted:
-                            finish(msg)
-                        continue
-                self._on_event(ev, now)
-            evs = take()  # (handlers never queue PDS events today; drained again to be sure)
-        self._stats["packets_acked"] += acked
-        self._drain_ses()
-
-    def _on_event(self, ev: Any, now: int) -> None:
-        t = type(ev)
-        if t is Acked:
-            msg = ev.token
-            if type(msg) is not OutMessage:
-                self._stats["packets_acked"] += 1
-                self.ses.on_ack(msg, ev.response_next_hdr, ev.response, now)
-                return
-            self._packet_done(msg)
-            apply_response(msg, ev.response_next_hdr, ev.response)
-            self._maybe_finish(msg)
-        elif t is Failed:
-            msg = ev.token
-            if type(msg) is not OutMessage:
-                self.ses.on_failed(msg, ev.reason, ev.nack_code, now)
-                return
-            self._packet_done(msg)
-            failed(msg, ev.reason, ev.nack_code)
-            self._maybe_finish(msg)
-        elif t is PdcOpened:
-            self._stats["pdcs_opened"] += 1
-        elif t is PdcClosed:
-            self._stats["pdcs_closed"] += 1
-            if ev.error:
-                self._stats["pdcs_closed_in_error"] += 1
-        elif t is NackReceived:
-            self._stats["nacks_received"] += 1
-
-    def _packet_done(self, msg: OutMessage) -> None:
-        msg.done += 1
-        self._stats["packets_acked"] += 1
-        lane = msg.lane
-        lane.inflight -= 1  # type: ignore[union-attr]
-        self._dirty.add(lane)  # type: ignore[arg-type]
-
-    def _maybe_finish(self, msg: OutMessage) -> None:
-        if msg.finished or not msg.complete():
-            return
-        msg.finished = True
-        self._unfinished.pop(msg.handle, None)
-        if msg.abandoned and msg.error is None:  # pragma: no cover - abandon always sets an error
-            msg.error = DeliveryError("message abandoned")
-        elapsed = self._now - msg.t0
-        st = self._stats
-        if msg.error is not None:
-            st["messages_failed"] += 1
-            self._log("msg_fail", peer=msg.peer, msg_id=msg.mid, reason=str(msg.error), ns=elapsed)
-            self._events.append(OpFailed(msg.handle, msg.error))
-        else:
-            st["messages_sent"] += 1
-            st["bytes_sent"] += msg.length
-            if self.event_log is not None:
-                self._log("msg_done", peer=msg.peer, msg_id=msg.mid, bytes=msg.length, ns=elapsed)
-            self._events.append(SendCompleted(msg.handle))
-        msg.data = memoryview(b"")  # release the caller's buffer
-
-    # -- SES completions ----------------------------------------------------------------------------
-
-    def _drain_ses(self) -> None:
-        ses = self.ses
-        if ses.has_events():
-            out = self._events
-            st = self._stats
-            ev = ses.next_event()
-            while ev is not None:
-                t = type(ev)
-                if t is ses_events.RecvCompleted:
-                    self._on_recv_completed(ev)
-                elif t is ses_events.OpCompleted:
-                    h = ev.context
-                    st["ops_completed"] += 1
-                    if h in self._ops:
-                        into = self._ops.pop(h)
-                        if ev.kind in _SEND_KINDS:
-                            st["messages_sent"] += 1
-                            out.append(SendCompleted(h))
-                        else:
-                            out.append(OpCompleted(h, ev.result if into is None else into))
-                elif t is ses_events.OpFailed:
-                    h = ev.context
-                    st["ops_failed"] += 1
-                    if self._ops.pop(h, _OWN) is not _OWN:
-                        out.append(OpFailed(h, ev.error))
-                elif t is WriteCompleted:
-                    out.append(ev)
-                ev = ses.next_event()
-        if self.waiters and ses.has_unexpected():
-            self.waiters.serve()
-
-    def _on_recv_completed(self, ev: ses_events.RecvCompleted) -> None:
-        ctx = ev.context
-        if type(ctx) is _Posted:
-            if self._recvs.pop(ctx.handle, None) is None:
-                return
-            if ev.return_code != _RC_OK:
-                self._events.append(OpFailed(ctx.handle, error_for(ev.return_code, "receive")))
-                return
-            tagged = ctx.posted is not None and ctx.posted.tagged
-            m = Message(
-                ctx.buffer[: ev.length], ev.source, 0, 0, 0, ev.initiator, ev.header_data,
-                tag=ev.tag if tagged else None, message_length=ev.message_length,
-            )  # fmt: skip
-            self._events.append(MessageReceived(ctx.handle, self._delivered(m)))
-        elif type(ctx) is Waiter:
-            w = ctx
-            posted = w.posted
-            assert posted is not None
-            m = Message(
-                bytes(posted.buffer[: ev.length]), ev.source, 0, 0, 0, ev.initiator, ev.header_data,
-                tag=ev.tag if w.tagged else None, message_length=ev.message_length,
-            )  # fmt: skip
-            if w.cancelled or self.waiters.by_handle.pop(w.handle, None) is None:
-                # the receive was withdrawn: the message goes to the next receive
-                if ev.return_code == _RC_OK:
-                    self.ses.unexpected_messages.appendleft(m)
-                return
-            if ev.return_code != _RC_OK:
-                self._events.append(OpFailed(w.handle, error_for(ev.return_code, "receive")))
-            else:
-                self._events.append(MessageReceived(w.handle, self._delivered(m)))
-
-    def _waiter_got(self, w: Waiter, m: Message) -> None:
-        self._events.append(MessageReceived(w.handle, self._delivered(m)))
-
-    def _delivered(self, m: Message) -> Message:
-        st = self._stats
-        st["messages_received"] += 1
-        st["bytes_received"] += m.nbytes
-        if self.event_log is not None:
-            self._log("msg_rx", peer=m.source, msg_id=m.message_id, bytes=m.nbytes, mode=Mode(m.mode).name)
-        return m

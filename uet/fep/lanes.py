@@ -13,11 +13,16 @@ caller's buffer.
 **Completion rule** (behaviour.md §6.9 "initiator rules"): the message is delivered when every
 packet is Acked and no SES response reported an error (an ACK carrying the target's
 non-guaranteed response may be lost and replaced by a cumulative ACK: implicit success). RUDI
-packets are Acked by their RUDI responses; UUD packets when handed to the link (best effort,
-§2.15). A return code other than OK in a response fails the message with its ``SesError``
-subclass; a response whose modified length exceeds the message is an ``OP_VIOLATION``; a packet
-PDS gave up on fails it with :class:`~uet.fep.errors.DeliveryError` (with the NACK code). The
-eager path does not retry ``NO_MATCH`` (the engine path retries per §6.4).
+packets are Acked by their RUDI responses, and a RUDI message also needs one response with
+``RC_OK`` (the target's completing response, which every copy of a packet sent after completion
+repeats): without it the target never assembled the message — a receiver restarted mid-message
+answered the later packets of a message it did not know — and the send fails with
+:class:`~uet.fep.errors.DeliveryError` (issue 15 item 2; inference, §2.14 leaves it open).
+UUD packets are Acked when handed to the link (best effort, §2.15). A return code other than OK
+in a response fails the message with its ``SesError`` subclass; a response whose modified length
+exceeds the message is an ``OP_VIOLATION``; a packet PDS gave up on fails it with
+:class:`~uet.fep.errors.DeliveryError` (with the NACK code). The eager path does not retry
+``NO_MATCH`` (the engine path retries per §6.4).
 
 RUDI and UUD packets are submitted to PDS as SOM+EOM each (no PDC, so no message framing at the
 PDS level) while their SES headers carry the message's real SOM/EOM.
@@ -37,7 +42,7 @@ from uet.ses.message import Segmenter, decode_response
 from uet.wire.pds import NextHeader
 from uet.wire.ses import ReturnCode
 
-__all__ = ["Lane", "OutMessage", "apply_response", "failed", "refill"]
+__all__ = ["Lane", "OutMessage", "apply_response", "failed", "refill", "unconfirmed"]
 
 _NH_STANDARD = int(NextHeader.STANDARD)
 _NH_RESPONSE = int(NextHeader.RESPONSE)
@@ -52,7 +57,7 @@ class OutMessage:
     __slots__ = (
         "peer", "mode", "data", "length", "mid", "npkts", "it", "submitted", "done", "eom_submitted",
         "abandoned", "error", "handle", "pid", "ri", "job", "generation", "relative", "tag",
-        "header_data", "t0", "lane", "finished",
+        "header_data", "t0", "lane", "finished", "confirmed",
     )  # fmt: skip
 
     def __init__(self, peer: str, mode: Mode, data: memoryview, mid: int, npkts: int, handle: int) -> None:
@@ -79,6 +84,8 @@ class OutMessage:
         self.t0 = 0
         self.lane: Lane | None = None
         self.finished = False
+        #: a response said RC_OK for the whole message (the RUDI completion rule, module doc)
+        self.confirmed = False
 
     def complete(self) -> bool:
         """Every submitted packet is Acked/Failed, and the message is fully submitted or given up."""
@@ -191,6 +198,18 @@ def apply_response(msg: OutMessage, response_next_hdr: int, response: bytes) -> 
     elif rc == _RC_OK and mlen > msg.length:
         msg.error = error_for(ReturnCode.OP_VIOLATION, f"target placed {mlen} of {msg.length} bytes")
         msg.abandoned = True
+    elif rc == _RC_OK:
+        msg.confirmed = True
+
+
+def unconfirmed(msg: OutMessage) -> bool:
+    """A RUDI message all of whose packets were answered, none with the target's completing
+    ``RC_OK``: the target does not hold the whole message (it lost the start, e.g. it restarted
+    in the middle, and answered the later packets of a message it no longer knows). RUDI
+    targets are stateless and answer every copy (behaviour.md §2.14), and the packet that
+    completes a message — or any copy of a packet after that — carries the completing response
+    (uet.ses.message, uet.ses.target), so its absence means the message was not delivered."""
+    return msg.mode == Mode.RUDI and not msg.confirmed and msg.error is None and not msg.abandoned
 
 
 def failed(msg: OutMessage, reason: str, nack_code: int | None) -> None:

@@ -171,73 +171,36 @@ class DirectLink(Link):
                 self._tx(data, addr, t)
 
     def send_many(self, datagrams: Sequence[tuple[bytes, str, int]], data_class: Sequence[bool], ecn: int = 0) -> None:
-        """Send a batch as :meth:`send` would, one datagram at a time and in order: a datagram
-        whose PDS type (first byte >> 3) is marked in ``data_class`` goes in the data class
-        (``DSCP_DATA`` with ``ecn``), every other one in the control class (``DSCP_CONTROL``,
-        ECN 0). The endpoint hands over each ``datagrams_to_send`` result this way: the common
-        case (data class, nothing queued, no impairment) is one ``sendto`` per datagram with no
-        per-datagram method call, address lookup or counter update."""
+        """:meth:`send_marked` with the classic two classes: a datagram whose PDS type (first
+        byte >> 3) is marked in ``data_class`` goes in the data class (``DSCP_DATA`` with
+        ``ecn``), every other one in the control class (``DSCP_CONTROL``, ECN 0)."""
         t_data = ((DSCP_DATA & 0x3F) << 2) | (ecn & 3)
-        if self.impairment is not None or t_data != self._data_tos or self._backlog or self._closed:
-            send = self.send
-            for data, dst, entropy in datagrams:
-                if data_class[data[0] >> 3]:
-                    send(data, dst, entropy, DSCP_DATA, ecn)
-                else:
-                    send(data, dst, entropy, DSCP_CONTROL, 0)
-            return
-        sendto = self.sock.sendto
-        addrs = self._addr
-        port = self.peer_port
         t_ctl = (DSCP_CONTROL & 0x3F) << 2
-        npkts = nbytes = 0
-        it = iter(datagrams)
-        for data, dst, _entropy in it:
-            addr = addrs.get(dst)
-            if addr is None:
-                addr = addrs[dst] = (dst, port)
-            if not data_class[data[0] >> 3]:
-                self._tx(data, addr, t_ctl)
-                if self._backlog:
-                    break
-                continue
-            try:
-                sendto(data, addr)
-            except OSError as e:
-                self._tx_failed(e, data, addr, t_data)
-                break
-            npkts += 1
-            nbytes += len(data)
-        c = self.counters
-        c["tx_packets"] += npkts
-        c["tx_bytes"] += nbytes
-        for data, dst, entropy in it:  # the send buffer filled up: the rest queue in order
-            if data_class[data[0] >> 3]:
-                self.send(data, dst, entropy, DSCP_DATA, ecn)
-            else:
-                self.send(data, dst, entropy, DSCP_CONTROL, 0)
+        self.send_marked(datagrams, [t_data if c else t_ctl for c in data_class])
 
-    def send_transmits(self, transmits: Sequence[tuple[bytes, str, int, int, int]]) -> None:
-        """Send a batch of :class:`~uet.fep.events.Transmit` records ``(data, destination,
-        entropy, dscp, ecn)`` as :meth:`send` would, in order. The common case (the data class,
-        nothing queued, no impairment) is one ``sendto`` per datagram with no per-datagram method
-        call or counter update; any other class goes through ``sendmsg`` with its TOS."""
+    def send_marked(self, datagrams: Sequence[tuple[bytes, str, int]], tos: Sequence[int]) -> None:
+        """Send a batch as :meth:`send` would, one datagram at a time and in order, datagram
+        ``d`` with the IP TOS byte ``tos[d[0] >> 3]`` (the FEP core's marking by PDS type,
+        :attr:`uet.fep.core.FepCore.tos`). The common case (the data class, nothing queued, no
+        impairment) is one ``sendto`` per datagram with no per-datagram method call, address
+        lookup or counter update; other classes go through ``sendmsg`` with their TOS."""
         if self.impairment is not None or self._backlog or self._closed:
             send = self.send
-            for data, dst, entropy, dscp, ecn in transmits:
-                send(data, dst, entropy, dscp, ecn)
+            for data, dst, entropy in datagrams:
+                t = tos[data[0] >> 3]
+                send(data, dst, entropy, t >> 2, t & 3)
             return
         sendto = self.sock.sendto
         addrs = self._addr
         port = self.peer_port
         data_tos = self._data_tos
         npkts = nbytes = 0
-        it = iter(transmits)
-        for data, dst, _entropy, dscp, ecn in it:
+        it = iter(datagrams)
+        for data, dst, _entropy in it:
             addr = addrs.get(dst)
             if addr is None:
                 addr = addrs[dst] = (dst, port)
-            t = ((dscp & 0x3F) << 2) | (ecn & 3)
+            t = tos[data[0] >> 3]
             if t != data_tos:
                 self._tx(data, addr, t)
                 if self._backlog:
@@ -253,8 +216,9 @@ class DirectLink(Link):
         c = self.counters
         c["tx_packets"] += npkts
         c["tx_bytes"] += nbytes
-        for data, dst, entropy, dscp, ecn in it:  # the send buffer filled up: the rest queue in order
-            self.send(data, dst, entropy, dscp, ecn)
+        for data, dst, entropy in it:  # the send buffer filled up: the rest queue in order
+            t = tos[data[0] >> 3]
+            self.send(data, dst, entropy, t >> 2, t & 3)
 
     def _tx(self, data: bytes, addr: tuple[str, int], t: int) -> None:
         if self._closed:

@@ -46,9 +46,11 @@ import time
 from collections import deque
 from collections.abc import Sequence
 
-from uet.errors import UetError
+from uet.errors import DecodeError, UetError
+from uet.fep.events import Datagram
 from uet.link.base import DSCP_DATA, Link, ReceiveCallback
-from uet.wire.net import UET_UDP_PORT, inet_checksum, ip_bytes
+from uet.wire.frame import build_udp_frame, parse_udp_frame
+from uet.wire.net import UET_UDP_PORT, ip_bytes
 
 __all__ = ["ECN_LASTHOP", "ECN_TRIMMED", "FabricLink", "fa_mac"]
 
@@ -59,15 +61,12 @@ ECN_LASTHOP = 0x200
 
 _ECT0 = 2
 _BROADCAST = b"\xff" * 6
-_ETH_IPV4 = b"\x08\x00"
 _ETH_ARP = 0x0806
 _ETH_MAC_CONTROL = 0x8808
 _ETH_VLAN = 0x8100
 _OP_PFC = 0x0101
 _OP_PAUSE = 0x0001
 _QUANTUM_BITS = 512
-_IP_HDR = struct.Struct("!BBHHHBBH4s4s")
-_UDP_HDR = struct.Struct("!HHHH")
 
 
 def fa_mac(address: str) -> bytes:
@@ -120,6 +119,10 @@ class FabricLink(Link):
         self.data_ecn = data_ecn & 3
         self.udp_checksum = udp_checksum
         self.deliver_trimmed = deliver_trimmed
+        #: hand up :class:`uet.fep.events.Datagram` records (trim marks as named fields, the UDP
+        #: source port for TSS's AAD) instead of ``(datagram, source FA, ecn)`` triples; the
+        #: endpoint sets it when the FEP core seals and opens TSS itself (uet.endpoint)
+        self.records = False
         self.dscp_map = tuple(dscp_map) if dscp_map is not None else _default_dscp_map()
         self.max_batch = max_batch
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -145,8 +148,6 @@ class FabricLink(Link):
         self._held: list[deque[bytes]] = [deque() for _ in range(8)]
         self._resume: list[asyncio.TimerHandle | None] = [None] * 8
         self._backlog: deque[bytes] = deque()
-        self._eth: bytes = b""
-        self._set_eth()
         self._ip_cache: dict[str, bytes] = {}
         self.counters: dict[str, int] = {
             "tx_packets": 0,
@@ -169,9 +170,6 @@ class FabricLink(Link):
 
     def __repr__(self) -> str:
         return f"FabricLink({self.address!r}, switch={self.switch})"
-
-    def _set_eth(self) -> None:
-        self._eth = (self.gateway_mac or _BROADCAST) + self.mac + _ETH_IPV4
 
     def _announce(self) -> None:
         """Gratuitous ARP (RFC 5227 announcement) so the switch learns this socket's address."""
@@ -198,25 +196,23 @@ class FabricLink(Link):
         self._raw_send(frame)
 
     def build(self, datagram: bytes, dst: str, entropy: int, dscp: int, ecn: int) -> bytes:
-        """The Ethernet/IPv4/UDP frame carrying ``datagram`` (see the module docstring)."""
+        """The Ethernet/IPv4/UDP frame carrying ``datagram`` (the one codec,
+        :func:`uet.wire.frame.build_udp_frame`; see the module docstring)."""
         dst_ip = self._ip_cache.get(dst)
         if dst_ip is None:
             dst_ip = self._ip_cache[dst] = ip_bytes(dst)
-        ulen = 8 + len(datagram)
-        src_ip = self._src_ip
-        ip = bytearray(
-            _IP_HDR.pack(0x45, ((dscp & 0x3F) << 2) | (ecn & 3), 20 + ulen, 0, 0x4000, 64, 17, 0, src_ip, dst_ip)
+        return build_udp_frame(
+            datagram,
+            self._src_ip,
+            dst_ip,
+            sport=entropy,
+            dscp=dscp,
+            ecn=ecn,
+            src_mac=self.mac,
+            dst_mac=self.gateway_mac or _BROADCAST,
+            dport=self.udp_port,
+            udp_checksum=self.udp_checksum,
         )
-        ip[10:12] = inet_checksum(ip).to_bytes(2, "big")
-        csum = 0
-        sport = entropy & 0xFFFF
-        if self.udp_checksum:
-            pseudo = src_ip + dst_ip + b"\x00\x11" + ulen.to_bytes(2, "big")
-            csum = inet_checksum(pseudo + _UDP_HDR.pack(sport, self.udp_port, ulen, 0) + datagram) or 0xFFFF
-        frame = self._eth + bytes(ip) + _UDP_HDR.pack(sport, self.udp_port, ulen, csum) + datagram
-        if len(frame) < 60:
-            frame += bytes(60 - len(frame))
-        return frame
 
     def _raw_send(self, frame: bytes) -> None:
         if self._backlog:
@@ -312,8 +308,9 @@ class FabricLink(Link):
         if batch and self._callback is not None and not self._closed:
             self._callback(batch)
 
-    def parse(self, frame: bytes) -> tuple[bytes, str, int] | None:
-        """One received frame → ``(datagram, source FA, ecn)``, or None (consumed or dropped)."""
+    def parse(self, frame: bytes) -> tuple[bytes, str, int] | Datagram | None:
+        """One received frame → ``(datagram, source FA, ecn)`` (a :class:`Datagram` with
+        :attr:`records`), or None (consumed or dropped)."""
         c = self.counters
         if len(frame) < 14:
             c["rx_malformed"] += 1
@@ -335,37 +332,29 @@ class FabricLink(Link):
                     return None
             c["rx_not_uet"] += 1
             return None
-        if et != 0x0800:
-            c["rx_not_uet"] += 1
-            return None
-        if len(frame) < off + 28 or frame[off] != 0x45:
+        try:
+            rx = parse_udp_frame(frame, port=self.udp_port)
+        except DecodeError:
             c["rx_malformed"] += 1
             return None
-        total = (frame[off + 2] << 8) | frame[off + 3]
-        if total < 28 or off + total > len(frame) or inet_checksum(memoryview(frame)[off : off + 20]) != 0:
-            c["rx_malformed"] += 1
-            return None
-        if frame[off + 9] != 17 or ((frame[off + 22] << 8) | frame[off + 23]) != self.udp_port:
+        if rx is None:
             c["rx_not_uet"] += 1
             return None
         if self._learn_gateway and self.gateway_mac is None:
             self.gateway_mac = frame[6:12]
-            self._set_eth()
-        tos = frame[off + 1]
-        ecn = tos & 3
-        dscp = tos >> 2
-        if dscp == 5 or dscp == 7:
+        ecn = rx.ecn
+        if rx.trimmed:
             c["rx_trimmed"] += 1
             if not self.deliver_trimmed:
                 return None
-            ecn |= ECN_TRIMMED | (ECN_LASTHOP if dscp == 5 else 0)
+            ecn |= ECN_TRIMMED | (ECN_LASTHOP if rx.last_hop else 0)
         if ecn & 3 == 3:
             c["rx_ce"] += 1
-        data = frame[off + 28 : off + total]
         c["rx_packets"] += 1
-        c["rx_bytes"] += len(data)
-        src = f"{frame[off + 12]}.{frame[off + 13]}.{frame[off + 14]}.{frame[off + 15]}"
-        return data, src, ecn
+        c["rx_bytes"] += len(rx.data)
+        if self.records:
+            return Datagram(rx.data, rx.source, ecn & 3, rx.trimmed, rx.last_hop, rx.source_port)
+        return rx.data, rx.source, ecn
 
     # -- teardown ------------------------------------------------------------------------------
 

@@ -15,6 +15,11 @@ kills honest transfers; issue "reliability" items 10 and 18). Choices (inference
   The count guarantees a minimum number of attempts on a fast fabric, the time a minimum
   patience on a slow or stalled one; the cap on the RTO bounds the number of attempts the time
   budget allows (≈ ``retry_time_ns / rto_max_ns`` beyond the count).
+- **Burst after back-off**: a round that finds the RTO already backed off (nothing acknowledged
+  since the last timeout) retransmits at most ``rto_burst`` packets of the PDC and re-arms the
+  rest, so a peer that went silent — or a forger whose packet made the target send a window of
+  read requests — draws ``window + rounds × rto_burst`` packets over the whole budget instead of
+  ``window × rounds``.
 """
 
 from __future__ import annotations
@@ -27,10 +32,10 @@ MAX_SHIFT = 16
 
 def rto_for(cfg: PdsConfig, shift: int) -> int:
     """The RTO in force after ``shift`` back-offs: ``rto_ns << shift``, at most ``rto_max_ns``
-    (never below ``rto_ns``)."""
+    (a cap below ``rto_ns`` means no back-off at all)."""
     r = cfg.rto_ns << shift
-    cap = cfg.rto_max_ns
-    return r if r <= cap or cap < cfg.rto_ns else cap
+    cap = cfg.rto_max_ns if cfg.rto_max_ns > cfg.rto_ns else cfg.rto_ns
+    return r if r <= cap else cap
 
 
 def next_shift(shift: int) -> int:

@@ -5,6 +5,15 @@ ACK_WAIT waits for every PSN to be acknowledged, CLOSE_ACK_WAIT sends CLOSE (new
 frees the PDC on its ACK. Close in error (inference where §2.12 is silent): outstanding packets and
 the rest of the message in progress fail, later queued messages move to a new PDC, and the PDC is
 freed at once; the target reclaims its half by its idle CLOSE_REQ timer.
+
+Fatal NACKs of the "close PDC; retry on a new PDC" class (§2.10: INV_DPDCID, PDC_HDR_MISMATCH,
+CLOSING, INVALID_SYN, PDC_MODE_MISMATCH, UNEXP_EVENT) retry instead of failing every message whose
+packets were *all* still unacknowledged (the target cannot have completed it: nothing of it was
+acknowledged) on a new PDC, from its first packet, in order; the target's SES recognises a
+message it already completed by ``(source, message_id)`` and answers it again (§6.1). A message
+with an acknowledged packet fails as before (its acknowledged part may be lost with the old PDC's
+target state, so a resend of the rest could complete a message the target never assembled). Each
+packet may be moved ``max_nack_retx`` times (issue 15 item 9, inference on the exact scope).
 """
 
 from __future__ import annotations
@@ -14,9 +23,22 @@ from uet.pds.config import PdsLimitError
 from uet.pds.events import Failed, PdcClosed
 from uet.pds.pdc import InitiatorPdc, TxPkt
 from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
+from uet.wire.pds import NackCode
 
 _S_ACK_WAIT = InitiatorState.ACK_WAIT
 _S_QUIESCE = InitiatorState.QUIESCE
+#: fatal NACKs whose prescribed reaction is "close PDC; retry on a new PDC" (behaviour.md §2.10)
+RETRY_ON_NEW_PDC = frozenset(
+    int(c)
+    for c in (
+        NackCode.INV_DPDCID,
+        NackCode.PDC_HDR_MISMATCH,
+        NackCode.CLOSING,
+        NackCode.INVALID_SYN,
+        NackCode.PDC_MODE_MISMATCH,
+        NackCode.UNEXP_EVENT,
+    )
+)
 
 
 class CloseMixin:
@@ -126,6 +148,7 @@ class CloseMixin:
             self._target_close_error(owner, reason, now)
             return
         ev = self._events
+        salvaged = self._salvage(pdc) if code in RETRY_ON_NEW_PDC else []
         n = nb = 0
         for q in pdc.outstanding.values():
             n += 1
@@ -143,6 +166,89 @@ class CloseMixin:
             ev.append(Failed(q.token, reason, code))
         pdc.pending.clear()
         self._free_ipdc(pdc, reason, now)
+        if salvaged:
+            self._retry_elsewhere(pdc, salvaged, reason, code, now)
+
+    def _salvage(self, pdc: InitiatorPdc) -> list[tuple]:
+        """Take off ``pdc`` every message none of whose packets was acknowledged: the
+        outstanding packets in PSN order, then the rest of the message in progress, grouped
+        from each SOM; a group is whole when its PSNs are contiguous (no acknowledged packet in
+        between) and it ends with EOM or is the message still being submitted. Returns
+        ``[(message key or None, packets)]`` with the packets reset for a first transmission."""
+        out = pdc.outstanding
+        base = pdc.tx_base
+        seq = sorted(
+            (q for q in out.values() if q.ctl is None), key=lambda q: (q.psn - base) & _M32
+        )  # fmt: skip
+        pend = pdc.pending
+        cut = next((i for i, q in enumerate(pend) if q.som), len(pend))
+        seq.extend(pend[i] for i in range(cut))
+        groups: list[list[TxPkt]] = []
+        cur: list[TxPkt] | None = None
+        for q in seq:
+            if q.som:
+                cur = [q]
+                groups.append(cur)
+            elif cur is not None:
+                prev = cur[-1].psn
+                if q.psn != -1 and prev != -1 and q.psn != (prev + 1) & _M32:
+                    groups.pop()  # an acknowledged packet lies in between: not whole
+                    cur = None
+                elif q.psn == -1 and prev != -1 and prev != (pdc.next_psn - 1) & _M32:
+                    groups.pop()
+                    cur = None
+                else:
+                    cur.append(q)
+        act = pdc.active
+        act_som = pdc.active_som
+        taken: list[tuple] = []
+        limit = self.config.max_nack_retx
+        for g in groups:
+            is_active = act is not None and g[0] is act_som
+            if not (g[-1].eom or is_active) or g[0].nack_retries >= limit:
+                continue
+            n_out = b_out = 0
+            for q in g:
+                if q.psn != -1:
+                    if out.pop(q.psn, None) is not None:
+                        n_out += 1
+                        b_out += q.nbytes
+                else:
+                    pend.remove(q)
+                q.psn = -1
+                q.sends = 0
+                q.retries = 0
+                q.nack_retries += 1
+                q.dst_received = False
+                q.fast_done = False
+                q.parked = 0
+            if n_out:
+                pdc.gate.on_done(n_out, b_out)
+            if is_active:
+                pdc.active = None
+                pdc.active_som = None
+            taken.append((act if is_active else None, g))
+        if taken:
+            self._count("messages_retried_new_pdc", len(taken))
+        return taken
+
+    def _retry_elsewhere(self, old: InitiatorPdc, groups: list[tuple], reason: str, code: int | None, now: int) -> None:
+        """Queue the salvaged messages of ``old`` on the key's usable PDC or a new one, ahead of
+        the messages :meth:`_migrate_unstarted` moved there (they are older)."""
+        try:
+            new = self.usable.get(old.key) or self._new_ipdc(old.key, now)
+        except PdsLimitError:
+            for _mk, g in groups:
+                for q in g:
+                    self._events.append(Failed(q.token, reason, code))
+            return
+        for mk, g in reversed(groups):
+            if mk is not None:
+                new.wait_map[mk] = g
+                self.open_msg[mk] = new
+            new.waiting.appendleft((mk, g))
+        self._promote(new)
+        self._dirty[new] = None
 
     def _free_ipdc(self, pdc: InitiatorPdc, error: str | None, now: int) -> None:
         """→ CLOSED: release the PDCID, the CCC reference and every table entry."""

@@ -64,6 +64,11 @@ class PdsConfig:
         max_rto_retx: ``Max_RTO_Retx_Cnt`` (5, §2.9); RTO retransmissions and ACK_REQs per packet
             before it may fail; it fails once ``retry_time_ns`` have also passed since its first
             transmission (uet.pds.backoff).
+        rto_burst: packets a PDC retransmits per timer round once its RTO has backed off (the
+            peer stayed silent through a whole RTO): the others are re-armed without sending,
+            so a silent or forged peer draws a few packets per round instead of the whole
+            window each time (0 = no limit; uet.pds.backoff). The first round after progress
+            resends everything due.
         retry_time_ns: time part of the retry budget (inference: 2 s, long enough for a brief
             stall or a quick peer restart; uet.pds.backoff).
         max_clear_req: CLEAR_REQs a target sends for one held guaranteed response before it
@@ -144,6 +149,7 @@ class PdsConfig:
     rto_max_ns: int = 100_000_000
     max_rto_retx: int = 5
     retry_time_ns: int = 2_000_000_000
+    rto_burst: int = 4
     max_clear_req: int = 5
     max_nack_retx: int = 5
     nack_retx_ns: int | None = None

@@ -621,16 +621,17 @@ class PdsCore(
         (issue 10 item 7). One CCC, hence one gate, serves every PDC to a (peer, traffic class)
         (behaviour.md §2.5); an ACK, NACK or timeout on one PDC makes only that PDC dirty, so a
         sibling the gate refused earlier would wait for good. A PDC pumped with packets still
-        pending is remembered under its gate; whenever a pump touches that gate, its waiting
-        siblings are pumped too, in the order they started waiting. (Only when some gate is
-        shared: fewer gates than PDCs, or siblings already waiting.)"""
+        pending (new data, or retransmissions queued behind the gate) is remembered under its
+        gate; whenever a pump touches that gate, its waiting siblings are pumped too, in the
+        order they started waiting. (Only when some gate may be shared: fewer gates than PDCs,
+        or siblings already waiting.)"""
         waiting = self._gate_waiting
         touched: dict[int, None] = {}
         for pdc in pumped:
             gid = id(pdc.gate)
             touched[gid] = None
             w = waiting.get(gid)
-            if pdc.pending and pdc.state is not _S_CLOSED:
+            if (pdc.pending or pdc.cc_rtx) and pdc.state is not _S_CLOSED:
                 if w is None:
                     w = waiting[gid] = {}
                 w[pdc] = None
@@ -645,7 +646,7 @@ class PdsCore(
                 if pdc not in pumped and pdc.state is not _S_CLOSED:
                     td.add(pdc.lpdcid)
                     self._pump(pdc, now)
-                if not pdc.pending or pdc.state is _S_CLOSED:
+                if not (pdc.pending or pdc.cc_rtx) or pdc.state is _S_CLOSED:
                     del w[pdc]
             if not w:
                 del waiting[gid]

@@ -136,8 +136,11 @@ class InitiatorMixin:
                     pdc.waiting.append((None, [pkt]))
             else:
                 mk = (mode, job_id, peer, tc, sdi, msg_id)
-                if mk in self.open_msg:
+                was = self.open_msg.get(mk)
+                if was is not None and was.state is not _S_CLOSED:
                     raise PdsError(f"SOM for message {msg_id!r} of {key} while it is still open")
+                # an open message whose PDC closed in error was abandoned by its owner (the rest
+                # of it would only fail): a new message may take its key (issue 15 item 1)
                 self.open_msg[mk] = pdc
                 if pdc.active is None:
                     pdc.pending.append(pkt)
@@ -701,12 +704,24 @@ class InitiatorMixin:
                 elif pkt.tx_time + rto <= now and not self._rto_one(pdc, pkt, now):
                     return
             self._parked_deadline(pdc)  # recount
+        burst = self.config.rto_burst if pdc.rto_shift else 0
+        sent = 0
         while out and pdc.state is not _S_CLOSED:
             pkt = next(iter(out.values()))
             if pdc.parked or pkt.tx_time + rto > now:
                 break
+            if burst and sent >= burst:
+                # a repeated timeout (the peer stayed silent through a backed-off RTO): re-arm the
+                # rest without sending; they go in a later round if the silence lasts, at once
+                # when an ACK shows the peer alive (uet.pds.backoff)
+                pkt.tx_time = now
+                del out[pkt.psn]
+                out[pkt.psn] = pkt
+                self._count("rto_deferred")
+                continue
             if not self._rto_one(pdc, pkt, now):
                 return
+            sent += 1
         if self._window_stalled(pdc):
             if pdc.last_activity + rto <= now:
                 self._window_probe(pdc, now)

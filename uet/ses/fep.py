@@ -26,6 +26,13 @@ common case (``Endpoint.recv()`` posts no buffer). Such a message goes to the ov
 * Its completing response is the message layer's ``RESPONSE``/``RC_OK`` with modified length =
   message length (the overflow list holds the whole message, so nothing is truncated here).
 
+The fast-path unexpected list is bounded like the target engine's (``MatchLimits``): when the
+messages waiting on it (each counted as its bytes plus :data:`ENTRY_OVERHEAD`) and a new message's
+claimed length would pass ``max_unexpected_bytes``, the new message's first-arriving packet raises
+:class:`uet.pds.SesNack`: PDS answers NACK ``NO_SES_MSG_AVAIL``, the transient shortage §2.6 step 7
+prescribes, and the initiator resends it later — by then the application may have received some
+(issue 15 item 15: 40,000 unreceived 4 KiB messages took 180 MB before).
+
 Choices: arrival order is kept within each list; between a fast-path message and a message on
 the target engine's own unexpected list (deferrable, rendezvous, medium-header, DC sends), a
 receive takes the fast-path one first. Message ids of both initiator paths come from one space
@@ -39,6 +46,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from uet.pds.config import SesNack
 from uet.ses.addressing import Resource, ResourceTable
 from uet.ses.errors import SesError
 from uet.ses.events import OpCompleted, OpFailed, OutPacket, RecvCompleted, WriteCompleted
@@ -49,7 +57,46 @@ from uet.ses.message import DECLINED, EXPECTED, Message, MessageConfig, Reassemb
 from uet.ses.target import SesTarget, TargetConfig
 from uet.wire.ses import ReturnCode
 
-__all__ = ["SesFep"]
+__all__ = ["ENTRY_OVERHEAD", "SesFep"]
+
+#: bytes each message on the fast-path unexpected list is charged beyond its data (its objects)
+ENTRY_OVERHEAD = 256
+
+
+class _UnexpectedList(deque):  # type: ignore[type-arg]
+    """The fast-path unexpected list: a deque of :class:`Message` that keeps ``nbytes``, the sum
+    of its messages' sizes plus :data:`ENTRY_OVERHEAD` each (the methods the owners use)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nbytes = 0
+
+    def append(self, m: Message) -> None:
+        super().append(m)
+        self.nbytes += m.nbytes + ENTRY_OVERHEAD
+
+    def appendleft(self, m: Message) -> None:
+        super().appendleft(m)
+        self.nbytes += m.nbytes + ENTRY_OVERHEAD
+
+    def popleft(self) -> Message:
+        m = super().popleft()
+        self.nbytes -= m.nbytes + ENTRY_OVERHEAD
+        return m
+
+    def pop(self) -> Message:
+        m = super().pop()
+        self.nbytes -= m.nbytes + ENTRY_OVERHEAD
+        return m
+
+    def remove(self, m: Message) -> None:
+        super().remove(m)
+        self.nbytes -= m.nbytes + ENTRY_OVERHEAD
+
+    def clear(self) -> None:
+        super().clear()
+        self.nbytes = 0
+
 
 _MASK64 = (1 << 64) - 1
 _RC_OK = int(ReturnCode.OK)
@@ -88,7 +135,8 @@ class SesFep:
         self.default: Resource | None = None
         self.fast: Reassembler | None = None
         #: fast-path messages no receive has taken yet, in arrival order
-        self.unexpected_messages: deque[Message] = deque()
+        self.unexpected_messages: _UnexpectedList = _UnexpectedList()
+        self._limits = limits or MatchLimits()
         self._bound: deque[tuple[Message, PostedReceive]] = deque()
         #: optional hook offered each completed fast-path message no posted receive took (the
         #: endpoint's waiting buffer-less receives); True = taken, else it joins the list
@@ -98,6 +146,8 @@ class SesFep:
         #: the message is reported on the expected list (uet.ses.message.EXPECTED)
         self.receive_waiting: Callable[[bool, int, int, str], bool] | None = None
         self._events: deque[RecvCompleted] = deque()
+        #: first packets refused because the unexpected list was full (NACKed NO_SES_MSG_AVAIL)
+        self.unexpected_full = 0
         if default is not None:
             pid, index, job = default
             self.default = self.resources.add(pid, index, job)
@@ -238,7 +288,7 @@ class SesFep:
 
     def get_timer(self) -> int | None:
         """Earliest deadline of either engine (retry backoff, RTR wait, reassembly expiry)."""
-        if not self.initiator._ops and not self.target._recs:
+        if not self.initiator._ops and not self.target._recs and not self.target._reserved_at:
             return None  # nothing in progress: skip the scans (called once per endpoint pump)
         ts = [t for t in (self.initiator.get_timer(), self.target.get_timer()) if t is not None]
         return min(ts) if ts else None
@@ -263,6 +313,8 @@ class SesFep:
         out.update({"tgt_" + k: v for k, v in self.target.counters.items()})
         if self.fast is not None:
             out.update({"fast_" + k: v for k, v in self.fast.counters.items()})
+            out["fast_unexpected_full"] = self.unexpected_full
+            out["fast_unexpected_bytes"] = self.unexpected_messages.nbytes
         return out
 
     # -- internals ----------------------------------------------------------------------------------
@@ -283,7 +335,12 @@ class SesFep:
         first = next((r for r in res.matcher.posted(tagged) if r.accepts(tagged, tag, initiator)), None)
         if first is None:
             waiting = self.receive_waiting
-            return EXPECTED if waiting is not None and waiting(tagged, tag, initiator, peer) else True
+            if waiting is not None and waiting(tagged, tag, initiator, peer):
+                return EXPECTED
+            if self.unexpected_messages.nbytes + length + ENTRY_OVERHEAD > self._limits.max_unexpected_bytes:
+                self.unexpected_full += 1
+                raise SesNack(f"unexpected list full ({self.unexpected_messages.nbytes} bytes)")
+            return True
         if len(first.buffer) < length or (first.job is not None and first.job != job):
             return False
         recv = res.matcher.match(tagged=tagged, tag=tag, initiator=initiator, job=job)

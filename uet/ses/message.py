@@ -132,7 +132,21 @@ _OVERFLOW = 1
 _MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23 if sys.platform == "linux" else None)
 #: Bytes of a reassembly buffer populated ahead at a time (one transparent huge page).
 _POPULATE_CHUNK = 2 << 20
+#: the least a populate step covers (a message's first step: see ``Reassembler._populate``)
+_POPULATE_MIN = 64 << 10
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
+_MADV_NOHUGEPAGE = getattr(mmap, "MADV_NOHUGEPAGE", None)
+
+
+def _advise(buf: mmap.mmap, advice: int | None) -> None:
+    """``madvise`` the whole buffer where the platform has ``advice`` (THP hints)."""
+    if advice is not None:
+        try:
+            buf.madvise(advice)
+        except OSError:  # pragma: no cover - THP disabled
+            pass
+
+
 _MAP_FLAGS = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
 
 
@@ -483,6 +497,8 @@ class _Partial:
     recv: Any = None
     #: the response's ``list`` field for this message: 1 overflow, 0 expected (a receive waited)
     list_: int = 1
+    #: its in-place buffer was advised to use 2 MiB pages (after a chunk arrived)
+    huge: bool = False
 
 
 class Reassembler:
@@ -699,11 +715,9 @@ class Reassembler:
             rec.list_ = lst
             if length >= self.config.inplace_threshold:
                 rec.buf = mmap.mmap(-1, length, flags=_MAP_FLAGS) if _MAP_FLAGS else mmap.mmap(-1, length)
-                if _MADV_HUGEPAGE is not None and length >= _POPULATE_CHUNK:
-                    try:  # 2 MiB pages where the kernel allows: far fewer faults and page-table entries
-                        rec.buf.madvise(_MADV_HUGEPAGE)
-                    except OSError:  # pragma: no cover - THP disabled
-                        pass
+                # 4 KiB pages until the message has delivered a chunk (``_populate`` then asks for
+                # 2 MiB pages): under THP "always" a first packet would fault in 2 MiB at once
+                _advise(rec.buf, _MADV_NOHUGEPAGE)
                 rec.view = memoryview(rec.buf)
             self._partial[key] = rec
         elif rec.error:
@@ -806,7 +820,15 @@ class Reassembler:
         buf = rec.buf
         assert buf is not None
         ahead = rec.ahead
-        want = min(rec.length, max(end, ahead + _POPULATE_CHUNK))
+        # ahead of the packet by at most what the message has delivered so far (at least 64 KiB,
+        # at most one chunk): a first packet claiming a huge length commits 64 KiB, not 2 MiB, so
+        # memory follows the bytes that arrived (issue 15 item 4); an honest stream reaches
+        # 2 MiB steps after a few doublings
+        step = min(_POPULATE_CHUNK, max(rec.received, _POPULATE_MIN))
+        if step == _POPULATE_CHUNK and not rec.huge and rec.length >= _POPULATE_CHUNK:
+            rec.huge = True  # a message that delivered a chunk: 2 MiB pages from here on
+            _advise(buf, _MADV_HUGEPAGE)
+        want = min(rec.length, max(end, ahead + step))
         if self._partial_bytes + want - ahead > self.config.max_partial_bytes:
             want = end  # near the budget: only what this packet needs
         self._charge(rec, want - ahead)

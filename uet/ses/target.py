@@ -178,6 +178,8 @@ class SesTarget:
         self._recs: dict[Any, _Rec] = {}
         self._done: OrderedDict[Any, tuple[int, int, int]] = OrderedDict()
         self._reserved: dict[int, tuple[PostedReceive, str, int, Resource]] = {}
+        #: when each reservation was first seen by :meth:`handle_timer` (None: not yet)
+        self._reserved_at: dict[int, int | None] = {}
         self._next_token = 1
         self._events: deque[RecvCompleted | WriteCompleted] = deque()
         self._out: deque[OutPacket] = deque()
@@ -189,6 +191,7 @@ class SesTarget:
             "unexpected": 0,
             "deferred": 0,
             "expired": 0,
+            "rtr_expired": 0,
         }
 
     # -- public API -----------------------------------------------------------------------------
@@ -303,16 +306,22 @@ class SesTarget:
         return out
 
     def get_timer(self) -> int | None:
-        """When the oldest partially received message expires (``reassembly_timeout_ns``)."""
-        if not self._recs:
-            return None
-        return min(r.last_ns for r in self._recs.values()) + self.config.reassembly_timeout_ns
+        """When the oldest partially received message or the oldest RTR reservation expires
+        (``reassembly_timeout_ns``); a reservation not yet timed asks for a timer at once."""
+        ts = []
+        limit = self.config.reassembly_timeout_ns
+        if self._recs:
+            ts.append(min(r.last_ns for r in self._recs.values()) + limit)
+        for at in self._reserved_at.values():
+            ts.append(self._now if at is None else at + limit)
+        return min(ts) if ts else None
 
     def handle_timer(self, now: int) -> None:
         """Fail messages idle for ``reassembly_timeout_ns`` (reference: 5 s, behaviour.md §6.1):
         a receive bound to one completes with ``DROPPED``, an unexpected entry is discarded, and
         later packets of it are answered ``DROPPED``."""
         limit = now - self.config.reassembly_timeout_ns
+        self._expire_reservations(now, limit)
         for rec in [r for r in self._recs.values() if r.last_ns <= limit]:
             self.counters["expired"] += 1
             rec.error = ReturnCode.DROPPED
@@ -324,6 +333,23 @@ class SesTarget:
                 self._complete_recv(rec, rec.recv, ReturnCode.DROPPED, 0)
             self._recs.pop(rec.key, None)
             self._remember(rec.key, ReturnCode.DROPPED, 0, 0)
+
+    def _expire_reservations(self, now: int, limit: int) -> None:
+        """A receive reserved for a deferred message (RTR sent, §6.7) whose restarted message has
+        not begun within ``reassembly_timeout_ns`` goes back to the front of its posted list, so
+        a forged or abandoned deferral cannot hold an application's receive for good (issue 15
+        item 3; inference: the notes give the RTR no timeout). A restart arriving later finds no
+        reservation and is answered ``OP_VIOLATION`` (unknown restart token)."""
+        at_map = self._reserved_at
+        for token, at in list(at_map.items()):
+            if at is None:
+                at_map[token] = now  # first seen: the reservation's clock starts now
+            elif at <= limit:
+                del at_map[token]
+                got = self._reserved.pop(token, None)
+                if got is not None:
+                    self.counters["rtr_expired"] += 1
+                    got[3].matcher.repost_front(got[0])
 
     # -- responses ------------------------------------------------------------------------------
 
@@ -469,6 +495,7 @@ class SesTarget:
                 if got is not None:
                     self._reserved[req.dst_token] = got
                 raise OpViolation("unknown restart token")
+            self._reserved_at.pop(req.dst_token, None)
             recv = got[0]
         else:
             recv = res.matcher.match(tagged=rec.tagged, tag=rec.tag, initiator=rec.initiator, job=rec.job)
@@ -579,10 +606,12 @@ class SesTarget:
         if u.kind == "deferred":
             token = self._new_token()
             self._reserved[token] = (recv, rec.peer, rec.src_token, rec.resource)
+            self._reserved_at[token] = None
 
             def done(_result: Any, err: SesError | None, token: int = token) -> None:
                 if err is not None:
                     got = self._reserved.pop(token, None)
+                    self._reserved_at.pop(token, None)
                     if got is not None:
                         got[3].matcher.repost_front(got[0])
 

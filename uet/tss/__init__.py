@@ -5,9 +5,10 @@ Sans-I/O like every core: :class:`TssContext` seals and opens packets given addr
 :class:`SecureDomainTable` is a FEP's secure-domain key database, loaded from a key file
 (:func:`load_key_file`) or built per job (:meth:`SecureDomain.generate`). The PDS core uses the
 Start_PSN policies of :mod:`uet.tss.establish`; the decoder uses :func:`decrypt_for_decoder`.
-:mod:`uet.tss.link` puts TSS between an endpoint and its link (``Endpoint.open(...,
-security=SecurityConfig(table))``): every datagram sealed and opened, drops counted and logged, the
-secure establishment hooks given to the PDS core, key rotation across members.
+:mod:`uet.tss.stage` is TSS as a stage of the FEP core (``Endpoint.open(...,
+security=SecurityConfig(table))``, ``FepCore(..., security=...)``): every datagram sealed and
+opened, drops counted and logged, the secure establishment hooks given to the PDS core, key
+rotation; :mod:`uet.tss.link` is the asyncio adapter's link facade over it.
 """
 
 from uet.tss.context import DropReason, Opened, TssConfig, TssContext

@@ -48,9 +48,14 @@ latch — otherwise ordinary congestion would latch busy secure domains. The los
 PDS retransmission timer.
 
 Authentication-failure latch (§5.8 step 6): more than ``auth_fail_threshold`` tag failures latch the
-SD into dropping until :meth:`SecureDomain.reset_dropping`. This mirrors the reference; note that it
-lets anyone who can reach the FEP and knows an SDI disable that SD with forged packets, so set the
-threshold to None where availability matters more than the alarm.
+SD into dropping until :meth:`SecureDomain.reset_dropping`. The reference latches at 1000; here the
+latch is **off by default** (``auth_fail_threshold=None``) — the trade: the SDI travels in clear,
+so with the latch on anyone who can reach the FEP shuts the secure domain for every honest peer
+with ~1000 forged packets (and ordinary corruption on a lossy link reaches the count by itself:
+ROD at 5 % corruption drew 2,099 bad tags in one run, issue 15 item 12). Off, a forged or corrupt
+packet costs one failed tag check and is counted (``in_auth_fail_pkts``); the alarm is the
+counter, which a monitor can watch. Set a threshold to get the reference's fail-closed latch where
+an SDME is there to clear it.
 """
 
 from __future__ import annotations
@@ -112,7 +117,8 @@ class TssConfig:
         key_grace_ns: how long the previous association stays accepted after the sender switched
             AN (§5.7; the reference test stand-in uses a 2 s guard window).
         auth_fail_threshold: tag failures per SD before it latches into dropping (reference 1000,
-            §5.8 step 6); None disables the latch.
+            §5.8 step 6); None (the default) disables the latch: see the module docstring for the
+            trade (forged packets carrying the cleartext SDI would shut the SD for everyone).
         require_security: drop packets that do not start with a security header (§5.8 step 1,
             inference); False passes them through as the reference does.
         derived_key_cache: derived keys kept per key slot (cluster/server modes, §5.4 inference).
@@ -121,7 +127,7 @@ class TssConfig:
     replay_window: int = DEFAULT_WINDOW
     max_epoch_lifetime: int = 16
     key_grace_ns: int = 2_000_000_000
-    auth_fail_threshold: int | None = 1000
+    auth_fail_threshold: int | None = None
     require_security: bool = True
     derived_key_cache: int = 1024
 

@@ -103,7 +103,13 @@ class SecurityConfig:
         table: the FEP's secure-domain table (:func:`uet.tss.keyfile.load_key_file`, or
             :meth:`~uet.tss.domain.SecureDomain.generate` + ``provision`` per member).
         sdi: the secure domain this FEP's PDCs use (None: the table must hold exactly one SD).
-        method: the target's secure establishment method (behaviour.md §2.3.2), per FEP.
+        method: the target's secure establishment method (behaviour.md §2.3.2), per FEP. Default
+            RANDOM_1RTT_START (issue 15 item 13): EXPECTED_0RTT_START keeps ``Expected_PSN`` in
+            memory only, so a target restarted with the same key file accepts a replay of
+            captured sealed SYN packets 0-RTT and delivers a message (or applies an atomic)
+            again; with 1-RTT every new PDC starts from a target-minted Start_PSN a replayer
+            cannot re-seal. Choose 0-RTT to save the round trip where targets never restart
+            with live keys (RUDI/UUD have no replay protection either way, §2.14/§2.15).
         tss: receive/transmit policy of the TSS core (:class:`~uet.tss.context.TssConfig`).
         accept_any_sdi: accept packets of every SD in the table, not only ``sdi``.
         tamper: an attacker flipping bits in this FEP's sealed transmissions (tests, bench).
@@ -114,7 +120,7 @@ class SecurityConfig:
 
     table: SecureDomainTable
     sdi: int | None = None
-    method: StartPsnMethod = StartPsnMethod.EXPECTED_0RTT_START
+    method: StartPsnMethod = StartPsnMethod.RANDOM_1RTT_START
     tss: TssConfig = field(default_factory=TssConfig)
     accept_any_sdi: bool = False
     tamper: Tamper | None = None

@@ -1,0 +1,298 @@
+"""The conformance suite against the project's own endpoint (``uet-peer``), on loopback.
+
+* The whole suite runs against a fresh ``uet-peer`` on a random 127.x address and a non-default
+  port: every case passes except the documented findings (:data:`KNOWN_FINDINGS`, real departures
+  of the project's endpoint from the spec notes, left to their owners). When one is fixed its case
+  passes and this test fails until the entry is removed: the list cannot go stale.
+* Each TEST-ONLY fault (``uet-peer --fault``) is caught by exactly the cases meant to catch it,
+  and every other case of the run still passes.
+* ``--list`` gives every case a spec reference, ``--junit`` is valid JUnit XML, missing
+  preconditions are skips with a reason, usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import random
+import re
+import select
+import signal
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from uet.tools import conformance
+
+#: case id -> why the project's endpoint fails it (findings reported to the owners of the code)
+KNOWN_FINDINGS = {
+    "SES-020": "the SES remembers completed (source, message id) pairs for 10 s and answers a new message "
+    "reusing the id as a duplicate: OK is reported, the data is dropped (uet/ses/message.py, target.py)",
+    "ACK-020": "every single-packet request with a SES response is ACKed at once; non-guaranteed responses "
+    "are never coalesced (uet/pds/target.py)",
+    "RC-023": "a later packet of a message with another opcode is served as a new request, not refused "
+    "(§6.3 step 3; uet/ses/target.py)",
+}
+
+PEER_TIMEOUT = 20.0
+
+
+def _addr_port() -> tuple[str, str, int]:
+    rng = random.SystemRandom()
+    a, b, c = rng.randrange(1, 255), rng.randrange(0, 256), rng.randrange(2, 250, 2)
+    return f"127.{a}.{b}.{c}", f"127.{a}.{b}.{c + 1}", rng.randrange(20000, 40000)
+
+
+class _Peer:
+    """A ``uet-peer`` subprocess; ``identity`` is its first stdout line (a file for the tester)."""
+
+    def __init__(self, tmp: Path, *args: str) -> None:
+        self.addr, self.local, self.port = _addr_port()
+        cmd = [sys.executable, "-m", "uet.tools.peer", self.addr, "--port", str(self.port), *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        r, _, _ = select.select([self.proc.stdout], [], [], PEER_TIMEOUT)
+        line = self.proc.stdout.readline() if r else ""  # type: ignore[union-attr]
+        if not line:
+            self.proc.kill()
+            raise AssertionError(f"uet-peer did not start: {self.proc.stderr.read()}")  # type: ignore[union-attr]
+        self.identity = json.loads(line)
+        self.ident_path = tmp / f"peer-{self.port}.json"
+        self.ident_path.write_text(line)
+
+    def stop(self) -> dict:
+        self.proc.send_signal(signal.SIGTERM)
+        out, err = self.proc.communicate(timeout=PEER_TIMEOUT)
+        assert self.proc.returncode == 0, err
+        assert "Traceback" not in err and "never retrieved" not in err, err
+        return json.loads(out.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def peer(tmp: Path, *args: str) -> Iterator[_Peer]:
+    p = _Peer(tmp, *args)
+    try:
+        yield p
+    finally:
+        if p.proc.poll() is None:
+            p.stop()
+
+
+def run_suite(p: _Peer, *args: str) -> tuple[int, dict]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = conformance.main(
+            ["--target", p.addr, "--port", str(p.port), "--local", p.local, "--identity", str(p.ident_path),
+             "--json", *args]
+        )  # fmt: skip
+    return rc, json.loads(out.getvalue())
+
+
+def failed(report: dict) -> set[str]:
+    return {c["id"] for c in report["cases"] if c["outcome"] in ("fail", "error")}
+
+
+def test_whole_suite_against_uet_peer(tmp_path: Path) -> None:
+    junit = tmp_path / "conformance.xml"
+    with peer(tmp_path) as p:
+        rc, report = run_suite(p, "--timeout", "2", "--junit", str(junit))
+        counters = p.stop()
+    s = report["summary"]
+    assert s["total"] >= 150
+    assert report["target"]["seconds"] < 60
+    assert failed(report) == set(KNOWN_FINDINGS), {c["id"]: c for c in report["cases"] if c["outcome"] != "pass"}
+    must = {c["id"] for c in report["cases"] if c["id"] in KNOWN_FINDINGS and c["level"] == "MUST"}
+    assert rc == (1 if must else 0)
+    skipped = [c for c in report["cases"] if c["outcome"] == "skip"]
+    assert {c["area"] for c in skipped} == {"tss"} and all("--keys" in c["reason"] for c in skipped)
+    bad = [c for c in report["cases"] if c["outcome"] == "fail"]
+    assert all(c["expected"] and c["exchange"] for c in bad)  # bytes sent/received and the expectation
+    # valid JUnit XML with one testcase per case
+    root = ET.parse(junit).getroot()
+    assert root.tag == "testsuites"
+    cases = root.findall("./testsuite/testcase")
+    assert len(cases) == s["total"]
+    assert sum(int(ts.get("failures")) for ts in root.findall("testsuite")) == s["failed"]
+    assert len(root.findall("./testsuite/testcase/skipped")) == s["skipped"]
+    # the peer shut down cleanly and reports what it did
+    assert counters["stopped"] is True and counters["counters"]["rx"] > 0
+
+
+#: fault -> (cases that must fail, tester options); every other selected case must pass
+FAULT_CATCHERS: dict[str, tuple[set[str], list[str]]] = {
+    "wrong-nack-code": (
+        {
+            "CTL-002",
+            "CTL-013",
+            "CTL-014",
+            "CTL-015",
+            "CTL-016",
+            "CTL-017",
+            "CTL-025",
+            "EST-015",
+            "EST-016",
+            "NAK-001",
+            "NAK-002",
+            "NAK-003",
+            "NAK-004",
+            "NAK-009",
+            "NAK-010",
+            "NAK-012",
+            "WIN-009",
+            "WIN-012",
+        }
+        | {f"CTL-{i:03d}" for i in range(19, 25)}
+        | {f"WIN-{i:03d}" for i in range(1, 6)},
+        [],
+    ),  # fmt: skip
+    "no-sack-bits": ({f"ACK-{i:03d}" for i in range(4, 11)}, []),
+    "accept-bad-mkey": (
+        {"CLR-001", "CLR-005", "CLR-006", "RC-008", "RC-009", "RC-012", "RC-013", "RC-022", "RUDI-012"},
+        [],
+    ),
+    "ack-psn-off-by-one": (
+        {f"ACK-{i:03d}" for i in (*range(1, 13), 16, 17, 19)} | {"EST-004", "EST-005", "EST-006", "EST-012", "EST-018"},
+        ["-k", "EST-", "-k", "ACK-0", "--timeout", "0.5"],
+    ),
+    "no-probe-echo": ({"CTL-005", "CTL-008", "CTL-009", "CTL-010"}, []),
+    "no-req-clear": ({"CLR-001", "CLR-008", "DEF-001", "MAT-006"}, []),
+    "rudi-wrong-pkt-id": ({f"RUDI-{i:03d}" for i in (*range(1, 11), 12)}, ["-k", "RUDI", "--timeout", "0.5"]),
+    "wrong-job-echo": ({"SES-004"}, []),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULT_CATCHERS))
+def test_each_fault_is_caught(tmp_path: Path, fault: str) -> None:
+    catchers, opts = FAULT_CATCHERS[fault]
+    with peer(tmp_path, "--fault", fault) as p:
+        _rc, report = run_suite(p, *opts)
+    ran = {c["id"] for c in report["cases"]}
+    assert catchers <= ran
+    got = failed(report)
+    assert catchers <= got, f"{fault} not caught by {sorted(catchers - got)}"
+    assert got - catchers <= set(KNOWN_FINDINGS), f"{fault} also broke {sorted(got - catchers - set(KNOWN_FINDINGS))}"
+
+
+def _key_file(tmp: Path) -> Path:
+    from uet.tss.domain import SdMode, SecureDomain
+    from uet.tss.keyfile import write_key_file
+
+    path = tmp / "sd.toml"
+    write_key_file(path, [SecureDomain.generate(0x51, SdMode.CLUSTER)])
+    return path
+
+
+def test_tss_cases_with_a_key_file(tmp_path: Path) -> None:
+    keys = _key_file(tmp_path)
+    with peer(tmp_path, "--keys", str(keys)) as p:
+        rc, report = run_suite(p, "--keys", str(keys), "-k", "TSS", "-k", "EST-0", "-k", "SES-0", "--timeout", "2")
+    outcomes = {c["id"]: c["outcome"] for c in report["cases"]}
+    assert all(outcomes[f"TSS-{i:03d}"] == "pass" for i in range(1, 11)), outcomes
+    assert failed(report) <= set(KNOWN_FINDINGS)
+    assert {k for k, v in outcomes.items() if v == "skip"} == {"EST-012", "EST-013"}  # fixed Start PSNs
+
+
+def test_answer_replay_fault_is_caught(tmp_path: Path) -> None:
+    keys = _key_file(tmp_path)
+    with peer(tmp_path, "--keys", str(keys), "--fault", "answer-replay") as p:
+        _rc, report = run_suite(p, "--keys", str(keys), "-k", "TSS", "--timeout", "1")
+    assert failed(report) == {"TSS-005"}
+
+
+def test_list_names_a_spec_section_for_every_case() -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert conformance.main(["--list", "--json"]) == 0
+    rows = json.loads(out.getvalue())
+    assert len(rows) >= 150
+    assert len({r["id"] for r in rows}) == len(rows)
+    for r in rows:
+        assert re.fullmatch(r"(behaviour|wire-format)\.md §[0-9.]+", r["section"]), r
+        assert r["level"] in ("MUST", "SHOULD") and r["title"]
+    areas = {r["area"] for r in rows}
+    assert {"establish", "window", "ack", "clear", "nack", "control", "rod", "rudi", "uud", "ses-opcode", "ses-rc",
+            "ses-match", "ses-rma", "ses-defer", "atomic", "tss", "robust"} <= areas  # fmt: skip
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        conformance.main(["--list", "-k", "AMO-0"])
+    assert "wire-format.md §10.1" in text.getvalue() and "EST-001" not in text.getvalue()
+
+
+def test_missing_preconditions_are_skips_with_a_reason(tmp_path: Path) -> None:
+    with peer(tmp_path) as p:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = conformance.main(
+                ["--target", p.addr, "--port", str(p.port), "--local", p.local, "--job", str(p.identity["job"]),
+                 "-k", "RMA-", "-k", "RC-014", "--json"]
+            )  # fmt: skip
+    report = json.loads(out.getvalue())
+    assert rc == 0
+    assert {c["outcome"] for c in report["cases"]} == {"skip"}
+    assert all("--region" in c["reason"] for c in report["cases"])
+
+
+@pytest.mark.parametrize(
+    "argv", [["--target", "not-an-address"], [], ["--target", "127.0.0.1", "--region", "1:2:xyz"], ["--bogus"]]
+)
+def test_usage_errors_exit_2(argv: list[str]) -> None:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert conformance.main(argv) == 2
+    assert err.getvalue().count("\n") == 1 and "Traceback" not in err.getvalue()
+
+
+def test_peer_usage_errors_exit_2() -> None:
+    from uet.tools import peer as peer_tool
+
+    for argv in (["--job", str(1 << 24)], ["--fault", "no-such-fault"], ["--config", os.devnull + "/x"]):
+        with contextlib.redirect_stderr(io.StringIO()):
+            assert peer_tool.main(argv) == 2
+
+
+def test_bench_client_against_a_running_peer(tmp_path: Path) -> None:
+    from uet.tools import bench
+
+    with peer(tmp_path, "--mode", "echo") as p:
+        for argv in (["pair", "--size", "1MiB", "--message-size", "256KiB"], ["rtt", "--count", "20"]):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                rc = bench.main([*argv, "--peer", p.addr, "--port", str(p.port), "--addresses", p.local, "--json"])
+            assert rc == 0
+            rec = json.loads(out.getvalue())
+            assert rec["peer"] == p.addr
+            if rec["bench"] == "pair":
+                assert rec["bytes"] == 1 << 20 and rec["goodput_gbps"] > 0
+            else:
+                assert rec["count"] == 20 and 0 < rec["uet_p50_us"] <= rec["uet_p99_us"]
+        counters = p.stop()
+    assert counters["messages"] >= 4 + 20 and counters["echoed"] >= 20
+
+
+def test_readme_conformance_commands_run_as_written(tmp_path: Path) -> None:
+    """The README's "Test your own UET stack" block, run by bash in a scratch directory with a
+    fresh loopback address and port substituted for 127.0.0.2 / 4793 (no clash with other tests)."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme[readme.index("<!-- conformance:start -->") : readme.index("<!-- conformance:end -->")]
+    script = re.search(r"```sh\n(.*?)```", block, re.S).group(1)  # type: ignore[union-attr]
+    addr, _local, port = _addr_port()
+    script = script.replace("127.0.0.2", addr).replace("--port 4793", f"--port {port}")
+    script = script.replace("--identity peer.json", f"--identity peer.json --port {port}")
+    script = script.replace("--peer " + addr, f"--peer {addr} --port {port}")
+    bindir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    lines = script.splitlines()
+    # the suite exits 1 while KNOWN_FINDINGS holds a MUST case: check the status, keep going
+    body = "\n".join(f"{ln.split('#')[0].strip()} || echo STATUS=$?" if "uet-conformance --target" in ln else ln
+                     for ln in lines)  # fmt: skip
+    r = subprocess.run(["bash", "-c", "set -m\n" + body + "\nwait"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=240)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "cases" in r.stdout and (tmp_path / "conformance.xml").exists()
+    ET.parse(tmp_path / "conformance.xml")
+    assert '"stopped": true' in (tmp_path / "peer.json").read_text()
+    assert r.stdout.count("STATUS=") <= 1 and "Traceback" not in r.stderr

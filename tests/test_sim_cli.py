@@ -1,0 +1,76 @@
+"""``uet-sim`` and ``uet-run --engine sim``: the same scenario, tables or JSON, deterministic."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+SIM = [sys.executable, "-m", "uet.tools.sim"]
+RUN = [sys.executable, "-m", "uet.tools.run"]
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def test_json_is_byte_identical_for_one_seed(tmp_path) -> None:
+    sc = tmp_path / "a2a.toml"
+    sc.write_text(
+        """
+[run]
+workload = "all_to_all"
+endpoints = 6
+message_bytes = 30000
+messages = 2
+seed = 4
+
+[topology]
+kind = "fat_tree"
+[topology.switch.lb]
+mode = "spray_rr"
+"""
+    )
+    a = _run([*SIM, str(sc), "--json"])
+    b = _run([*SIM, str(sc), "--json"])
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout
+    r = json.loads(a.stdout)
+    assert r["ok"] and r["engine"] == "sim" and len(r["flows"]) == 30 and "timing" not in r
+    assert r["topology"]["kind"] == "fat_tree" and r["link_rate_bps"] == 100_000_000_000
+    assert r["fct"]["flows"] == 30 and r["fct"]["slowdown_p50"] >= 1.0
+    t = json.loads(_run([*SIM, str(sc), "--json", "--timing"]).stdout)["timing"]
+    assert t["cpu_s"] > 0 and t["packet_hops_per_cpu_s"] > 0
+
+
+def test_tables_plots_and_rate(tmp_path) -> None:
+    r = _run([*SIM, "-w", "incast", "-n", "4", "--size", "64KiB", "--messages", "1", "--rate", "400G",
+              "--plot", str(tmp_path)])  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "all messages intact" in r.stdout and "400 Gb/s links" in r.stdout and "packet-hops" in r.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fct_cdf.png", "queue_depth.png", "throughput.png"]
+
+
+def test_usage_errors_are_one_line_and_exit_2(tmp_path) -> None:
+    for args in (["--workload", "nope"], ["--endpoints", "1"], [str(tmp_path / "missing.toml")], ["--bogus"]):
+        r = _run([*SIM, *args])
+        assert r.returncode == 2, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[endpoint]\nnot_a_field = 1\n")
+    r = _run([*SIM, str(bad)])
+    assert r.returncode == 2 and "not_a_field" in r.stderr
+    v = _run([*SIM, "--version"])
+    assert v.returncode == 0 and v.stdout.startswith("uet-sim ")
+    h = _run([*SIM, "--help"])
+    assert h.returncode == 0 and "--seed" in h.stdout
+
+
+def test_uet_run_engine_sim_runs_the_same_scenario() -> None:
+    r = _run([*RUN, "--workload", "all_to_all", "-n", "6", "--messages", "1", "--size", "8KiB", "--engine", "sim",
+              "--json"])  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["ok"] and res["engine"] == "sim" and len(res["flows"]) == 30
+    assert res["link_rate_bps"] == 100_000_000  # the scenario's realtime profile, kept
+    assert res["settings"]["workload"] == "all_to_all"

@@ -1,0 +1,57 @@
+"""The one frame codec (uet.wire.frame) against the construct-based builder and decoder."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from uet.fabric.model.frames import IP_TOS, trim
+
+from uet.errors import DecodeError
+from uet.wire.frame import RxFrame, build_udp_frame, parse_udp_frame
+from uet.wire.net import ip_bytes
+from uet.wire.packet import build_frame
+
+SRC, DST = "10.0.0.1", "10.1.2.3"
+MACS = {"src_mac": b"\x02\x00\x0a\x00\x00\x01", "dst_mac": b"\x02\x5a\x00\x00\x00\x00"}
+
+
+@given(
+    payload=st.binary(max_size=300),
+    sport=st.integers(0, 0xFFFF),
+    dscp=st.integers(0, 63),
+    ecn=st.integers(0, 3),
+)
+def test_build_matches_the_construct_builder(payload: bytes, sport: int, dscp: int, ecn: int) -> None:
+    fast = build_udp_frame(payload, ip_bytes(SRC), ip_bytes(DST), sport=sport, dscp=dscp, ecn=ecn, **MACS)
+    slow = build_frame(payload, SRC, DST, entropy=sport, dscp=dscp, ecn=ecn, **MACS)
+    assert fast == slow
+    rx = parse_udp_frame(fast)
+    assert rx == RxFrame(payload, SRC, sport, dscp, ecn, dscp in (5, 7), dscp == 5)
+
+
+def test_trim_marks_are_named_fields() -> None:
+    f = bytearray(build_udp_frame(bytes(200), ip_bytes(SRC), ip_bytes(DST), sport=7, ecn=2))
+    cut = trim(f, 14, 64, 5)
+    rx = parse_udp_frame(cut)
+    assert rx is not None and (rx.trimmed, rx.last_hop, rx.ecn, len(rx.data)) == (True, True, 2, 64 - 28)
+    cut7 = trim(f, 14, 64, 7)
+    rx7 = parse_udp_frame(cut7)
+    assert rx7 is not None and (rx7.trimmed, rx7.last_hop) == (True, False) and cut7[14 + IP_TOS] >> 2 == 7
+
+
+def test_not_uet_is_none_and_hostile_frames_raise() -> None:
+    f = build_udp_frame(b"x" * 40, ip_bytes(SRC), ip_bytes(DST), sport=1)
+    assert parse_udp_frame(f, port=4791) is None
+    assert parse_udp_frame(f[:12] + b"\x86\xdd" + f[14:]) is None
+    for bad, where in (
+        (f[:10], "ethernet"),
+        (f[:30], "ipv4"),
+        (f[:14] + b"\x46" + f[15:], "ipv4"),
+        (f[:24] + bytes([f[24] ^ 1]) + f[25:], "ipv4"),
+        (f[:16] + b"\xff\xff" + f[18:], "ipv4"),
+        (f[:12] + b"\x81\x00\x00", "vlan"),
+    ):
+        with pytest.raises(DecodeError) as e:
+            parse_udp_frame(bad)
+        assert e.value.header == where

@@ -1,0 +1,199 @@
+"""``uet-conformance``: a black-box conformance tester for any UET endpoint.
+
+It sends hand-built packets (:mod:`uet.conformance.wirekit`) from a UDP socket on its own Fabric
+Address (``--local``, bound on the same UDP port as the target) to the endpoint at ``--target``
+and judges the replies, case by case (``--list`` shows every case and the spec section it checks).
+
+What the tester must know of the target: its JobID / PIDonFEP / resource index (``--job --pid
+--ri``), the memory regions it exposes (``--region KEY:SIZE:RIGHTS[:JOB]``) and the receives it
+keeps posted (``--receive SIZE[:TAG[:trunc]]``), or all of that at once from a ``uet-peer``
+identity line (``--identity FILE``) or a peer profile (``--config FILE``). A case whose
+precondition is missing is skipped with the reason. ``--keys FILE`` (a TSS key file) seals every
+packet and enables the TSS cases.
+
+Exit status: 0 when every MUST case passed, 1 otherwise, 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from uet.tools.cli import ArgumentParser, run_main
+
+from uet.conformance import all_cases
+from uet.conformance.case import Result, run_case
+from uet.conformance.profile import (
+    ProfileError,
+    load_profile,
+    parse_receive,
+    parse_region,
+    profile_from_identity,
+)
+from uet.conformance.report import list_cases, summary, table, to_json, write_junit
+from uet.conformance.session import Session, Target
+
+__all__ = ["main"]
+
+
+def _int(text: str) -> int:
+    return int(text, 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(prog="uet-conformance", description="Black-box conformance tests for a UET endpoint.")
+    p.add_argument("--target", metavar="ADDR", help="Fabric Address of the endpoint under test")
+    p.add_argument("--port", type=int, default=4793, help="UET UDP port of the target (default 4793)")
+    p.add_argument("--local", metavar="ADDR", help="the tester's own address (default: chosen next to the target)")
+    p.add_argument("--job", type=_int, default=None, help="the target's JobID")
+    p.add_argument("--pid", type=_int, default=None, help="the target's PIDonFEP")
+    p.add_argument("--ri", type=_int, default=None, help="the target's resource index")
+    p.add_argument("--region", action="append", default=[], metavar="KEY:SIZE:RIGHTS[:JOB]",
+                   help="a memory region of the target (rights: r w a i); repeatable")  # fmt: skip
+    p.add_argument("--receive", action="append", default=[], metavar="SIZE[:TAG[:trunc]]",
+                   help="a receive the target keeps posted; repeatable")  # fmt: skip
+    p.add_argument("--identity", metavar="FILE", help="a uet-peer identity line (its first stdout line), or '-'")
+    p.add_argument("--config", metavar="FILE", help="a uet-peer profile TOML describing the target")
+    p.add_argument("--keys", metavar="FILE", help="TSS key file of the target's secure domain")
+    p.add_argument("--sdi", type=_int, default=None, help="secure domain (when the key file holds several)")
+    p.add_argument("--timeout", type=float, default=1.0, help="seconds to wait for an expected reply (default 1)")
+    p.add_argument("--max-time", type=float, default=300.0, help="stop starting cases after this many seconds")
+    p.add_argument("-k", dest="select", action="append", default=[], metavar="EXPR",
+                   help="run cases whose id, area or title contains EXPR ('not EXPR' excludes)")  # fmt: skip
+    p.add_argument("--list", action="store_true", help="list the cases with their spec references and exit")
+    p.add_argument("--fail-fast", action="store_true", help="stop at the first failed case")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE")
+    p.add_argument("--seed", type=int, default=None, help="seed PDCIDs / PSNs chosen by the tester")
+    return p
+
+
+def select(cases: list, exprs: list[str]) -> list:
+    inc = [e.lower() for e in exprs if not e.lower().startswith("not ")]
+    exc = [e[4:].strip().lower() for e in exprs if e.lower().startswith("not ")]
+
+    def text(c: object) -> str:
+        return f"{c.id} {c.area} {c.title}".lower()  # type: ignore[attr-defined]
+
+    out = [c for c in cases if not inc or any(e in text(c) for e in inc)]
+    return [c for c in out if not any(e in text(c) for e in exc)]
+
+
+def default_local(target: str) -> str:
+    """An address next to the target: another loopback address, or the host's route to it."""
+    ip = ipaddress.ip_address(target)
+    if ip.is_loopback and ip.version == 4:
+        n = int(ip)
+        return str(ipaddress.ip_address(n + 1 if (n & 0xFF) < 250 else n - 1))
+    import socket
+
+    s = socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect((target, 9))
+        return s.getsockname()[0]
+    finally:
+        s.close()
+
+
+def build_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Target:
+    ident: dict = {}
+    if args.identity:
+        try:
+            text = sys.stdin.readline() if args.identity == "-" else Path(args.identity).read_text().splitlines()[0]
+            ident = json.loads(text)
+        except (OSError, IndexError, ValueError) as e:
+            parser.error(f"--identity {args.identity}: {e}")
+    job = args.job if args.job is not None else ident.get("job", 0)
+    t = Target(
+        address=args.target or ident.get("address"),
+        port=args.port if args.port != 4793 or "port" not in ident else ident["port"],
+        job=job,
+        pid=args.pid if args.pid is not None else ident.get("pid", 0),
+        ri=args.ri if args.ri is not None else ident.get("ri", 0),
+    )
+    try:
+        if ident:
+            prof = profile_from_identity(ident)
+            t.regions += prof.regions
+            t.receives += prof.receives
+        if args.config:
+            prof = load_profile(args.config, job)
+            t.regions += prof.regions
+            t.receives += prof.receives
+        t.regions += [parse_region(r, job) for r in args.region]
+        t.receives += [parse_receive(r) for r in args.receive]
+    except ProfileError as e:
+        parser.error(str(e))
+    if args.keys:
+        from uet.tss.errors import KeyFileError
+        from uet.tss.keyfile import load_key_file
+
+        try:
+            t.keys = load_key_file(args.keys)
+            t.keys_text = Path(args.keys).read_text()
+        except (KeyFileError, OSError) as e:
+            parser.error(f"--keys: {e}")
+        t.sdi = args.sdi
+    return t
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``uet-conformance``: 0 when every MUST case passed, 1 otherwise, 2 for usage errors."""
+    return run_main("uet-conformance", _main, argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    cases = select(all_cases(), args.select)
+    if args.list:
+        list_cases(cases, sys.stdout, as_json=args.json)
+        return 0
+    if not args.target and not args.identity:
+        parser.error("--target is required (or --identity naming it)")
+    target = build_target(args, parser)
+    if not target.address:
+        parser.error("--target is required")
+    try:
+        ipaddress.ip_address(target.address)
+    except ValueError:
+        parser.error(f"--target {target.address!r} is not an IP address")
+    local = args.local or default_local(target.address)
+    try:
+        session = Session(target, local, timeout=args.timeout, seed=args.seed)
+    except OSError as e:
+        print(f"uet-conformance: cannot bind {local} port {target.port}: {e}", file=sys.stderr)
+        return 2
+    results: list[Result] = []
+    t0 = time.monotonic()
+    try:
+        for c in cases:
+            if time.monotonic() - t0 > args.max_time:
+                break
+            r = run_case(c, session)
+            results.append(r)
+            if args.fail_fast and r.outcome in ("fail", "error"):
+                break
+    except KeyboardInterrupt:
+        print("uet-conformance: interrupted", file=sys.stderr)
+    finally:
+        session.close()
+    info = {"address": target.address, "port": target.port, "job": target.job, "pid": target.pid, "ri": target.ri,
+            "local": local, "tss": target.keys is not None, "seconds": round(time.monotonic() - t0, 3)}  # fmt: skip
+    if args.junit:
+        write_junit(results, args.junit, f"{target.address}:{target.port}")
+    if args.json:
+        print(to_json(results, info))
+    else:
+        table(results, sys.stdout)
+    s = summary(results)
+    return 0 if s["must_failed"] == 0 and len(results) == len(cases) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""``uet-peer``: a standalone Fabric Endpoint process, the way ``iperf3 -s`` is a server.
+
+It opens one FEP on a Fabric Address (direct UDP link, port 4793 or ``--port``) hosting process
+``--pid`` of job ``--job`` with resource index ``--ri``, registers memory regions and keeps
+receives posted (a peer profile, :mod:`uet.conformance.profile`: ``--config FILE`` or the built-in
+one), and serves until SIGINT/SIGTERM:
+
+* ``--mode sink`` (default): every message is received and dropped;
+* ``--mode echo``: every untagged message is sent back to its source (same JobID/PIDonFEP/
+  resource index convention as :class:`uet.endpoint.Peer`), for ``uet-bench rtt --peer``.
+
+At start it prints ONE JSON line: its identity (address, port, job, pid, ri, TSS SDI) and what it
+exposes (regions with keys, sizes, rights and job restriction; posted receives), which
+``uet-conformance --identity`` reads. On shutdown it prints a second JSON line with its counters.
+
+``--keys FILE`` runs TSS with a key file (:mod:`uet.tss.keyfile`). ``--fault NAME`` (repeatable)
+is TEST-ONLY fault injection (:mod:`uet.conformance.faults`): the peer then breaks the spec on
+purpose so tests can prove the conformance suite catches it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from uet.tools.cli import ArgumentParser, UsageError, run_main
+
+from uet.conformance.faults import FAULTS, FaultLink
+from uet.conformance.profile import Profile, ProfileError, default_profile, load_profile
+from uet.endpoint import Endpoint, EndpointClosed, EndpointConfig
+from uet.errors import UetError
+from uet.ses.memory import Access
+
+__all__ = ["main"]
+
+_RIGHTS = {"r": Access.REMOTE_READ, "w": Access.REMOTE_WRITE, "a": Access.REMOTE_ATOMIC, "i": Access.IDEMPOTENT_SAFE}
+
+
+def _int(text: str) -> int:
+    return int(text, 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(
+        prog="uet-peer",
+        description="A standalone UET endpoint to point uet-conformance or uet-bench --peer at.",
+    )
+    p.add_argument("address", nargs="?", default="127.0.0.1", help="Fabric Address to serve on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=4793, help="UET UDP port (default 4793)")
+    p.add_argument("--job", type=_int, default=1, help="JobID (24 bits, default 1)")
+    p.add_argument("--pid", type=_int, default=0, help="PIDonFEP (12 bits, default 0)")
+    p.add_argument("--ri", type=_int, default=0, help="resource index (12 bits, default 0)")
+    p.add_argument("--mode", choices=["sink", "echo"], default="sink", help="what to do with messages")
+    p.add_argument("--config", metavar="FILE", help="peer profile (TOML: regions, receives); default built in")
+    p.add_argument("--keys", metavar="FILE", help="TSS key file (uet.tss.keyfile format)")
+    p.add_argument("--sdi", type=_int, default=None, help="secure domain to use when the key file holds several")
+    p.add_argument("--seed", type=int, default=None, help="seed PDCIDs / Start_PSNs (default random)")
+    p.add_argument(
+        "--fault", action="append", default=[], choices=sorted(FAULTS), metavar="NAME",
+        help="TEST ONLY: break a rule on purpose (" + ", ".join(sorted(FAULTS)) + ")",
+    )  # fmt: skip
+    return p
+
+
+class Peer:
+    """The running peer: the endpoint, its regions and the receive/echo loops."""
+
+    def __init__(self, args: argparse.Namespace, profile: Profile) -> None:
+        self.args = args
+        self.profile = profile
+        self.ep: Endpoint | None = None
+        self.buffers: list[bytearray] = []
+        self.stats = {"messages": 0, "bytes": 0, "echoed": 0, "echo_failed": 0, "receives_posted": 0}
+        self.tasks: list[asyncio.Task] = []
+
+    async def open(self) -> None:
+        a = self.args
+        security = None
+        if a.keys:
+            from uet.tss.context import TssConfig
+            from uet.tss.keyfile import load_key_file
+            from uet.tss.link import SecurityConfig
+
+            tss = TssConfig(replay_window=0) if "answer-replay" in a.fault else TssConfig()
+            from uet.conformance.session import start_tsc_from_clock
+
+            table = load_key_file(a.keys)
+            start_tsc_from_clock(table)  # a restarted peer must not repeat the IVs of its last run
+            security = SecurityConfig(table, sdi=a.sdi, tss=tss)
+        link = None
+        rewriters = [f for f in a.fault if FAULTS[f][0] is not None]
+        if rewriters:
+            from uet.link.direct import DirectLink
+
+            link = FaultLink(DirectLink(a.address, a.port), rewriters)
+        cfg = EndpointConfig(seed=a.seed)
+        self.ep = await Endpoint.open(
+            a.address, a.job, a.pid, port=a.port, resource_index=a.ri, config=cfg, link=link, security=security
+        )
+        for r in self.profile.regions:
+            buf = bytearray(r.size)
+            for i in range(0, r.size, 8):  # a recognisable pattern: each word holds its own offset
+                buf[i : i + 8] = i.to_bytes(8, "big")[: r.size - i]
+            access = Access(0)
+            for c in r.access:
+                access |= _RIGHTS[c]
+            self.ep.register(buf, access, key=r.key, job=r.job)
+            self.buffers.append(buf)
+        for rcv in self.profile.receives:
+            self.tasks.append(asyncio.ensure_future(self._posted(rcv.size, rcv.tag, rcv.truncate)))
+        # several waiting receives: a deferred send whose initiator never restarts (§6.7) holds one
+        self.tasks += [asyncio.ensure_future(self._untagged()) for _ in range(4)]
+        self.tasks.append(asyncio.ensure_future(self._sweep_tagged()))
+
+    def identity(self) -> dict[str, Any]:
+        ep = self.ep
+        assert ep is not None
+        a = self.args
+        sdi = getattr(ep.link, "sdi", None)
+        return {
+            "uet_peer": 1, "address": ep.address, "port": a.port, "job": a.job, "pid": a.pid, "ri": a.ri,
+            "mode": a.mode, "tss_sdi": sdi, "faults": a.fault, **self.profile.as_json(),
+        }  # fmt: skip
+
+    async def _posted(self, size: int, tag: int | None, truncate: bool) -> None:
+        ep = self.ep
+        assert ep is not None
+        while True:
+            buf = bytearray(size)
+            self.stats["receives_posted"] += 1
+            try:
+                h = ep.post_recv(buf, tag=tag, truncate=truncate)
+            except EndpointClosed:
+                return
+            # a receive failed at shutdown has nobody left to read its error
+            h.future.add_done_callback(lambda f: f.cancelled() or f.exception())
+            try:
+                m = await h
+                self._count(m.nbytes)
+            except EndpointClosed:
+                return
+            except UetError:
+                pass  # TOO_LONG and friends: the initiator was told; post again
+
+    async def _untagged(self) -> None:
+        ep = self.ep
+        assert ep is not None
+        while True:
+            try:
+                m = await ep.recv()
+            except EndpointClosed:
+                return
+            self._count(m.nbytes)
+            if self.args.mode == "echo":
+                self.tasks.append(asyncio.ensure_future(self._echo(m.source, bytes(m.data))))
+                self.tasks = [t for t in self.tasks if not t.done()]
+
+    async def _echo(self, source: str, data: bytes) -> None:
+        assert self.ep is not None
+        try:
+            await self.ep.send(source, data)
+            self.stats["echoed"] += 1
+        except (UetError, OSError):
+            self.stats["echo_failed"] += 1
+
+    async def _sweep_tagged(self) -> None:
+        """Tagged messages no posted receive wanted wait on the unexpected list; a sink drops them
+        once a second so the list stays bounded."""
+        ep = self.ep
+        assert ep is not None
+        while True:
+            await asyncio.sleep(1.0)
+            while (m := ep.recv_nowait(tag=0, ignore=(1 << 64) - 1)) is not None:
+                self._count(m.nbytes)
+
+    def _count(self, n: int) -> None:
+        self.stats["messages"] += 1
+        self.stats["bytes"] += n
+
+    async def close(self) -> dict[str, Any]:
+        for t in self.tasks:
+            t.cancel()
+        out: dict[str, Any] = {"stopped": True, **self.stats}
+        if self.ep is not None:
+            out["counters"] = self.ep.counters
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.ep.close(), 3.0)
+        return out
+
+
+async def _serve(args: argparse.Namespace, profile: Profile) -> int:
+    peer = Peer(args, profile)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await peer.open()
+    except (UetError, OSError, ValueError) as e:
+        print(f"uet-peer: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(peer.identity()), flush=True)
+    await stop.wait()
+    print(json.dumps(await peer.close()), flush=True)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``uet-peer``: usage errors exit 2 with one line, Ctrl-C and SIGTERM stop it cleanly."""
+    return run_main("uet-peer", _main, argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for name, v, bits in (("job", args.job, 24), ("pid", args.pid, 12), ("ri", args.ri, 12)):
+        if not 0 <= v < 1 << bits:
+            parser.error(f"--{name} must fit in {bits} bits")
+    try:
+        profile = load_profile(args.config, args.job) if args.config else default_profile(args.job)
+    except ProfileError as e:
+        raise UsageError(str(e)) from None
+    return asyncio.run(_serve(args, profile))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""``uet-sim``: run a ``uet-run`` scenario in virtual time, at fabric scale, in one process.
+
+The same scenario TOML as ``uet-run`` (``[run]``, ``[topology]``, ``[endpoint]``) and the same
+workload objects (:mod:`uet.workloads`), run on FEP cores (:class:`uet.fep.FepCore`) and the
+fabric model in virtual time (:mod:`uet.sim`): no sockets, no processes, deterministic — one seed
+gives byte-identical ``--json`` output.
+
+Defaults differ from ``uet-run`` where real time is the limit (**decisions**): the ``datacenter``
+profile (100 Gb/s links, 1 µs per link, 1-BDP buffers with trimming, ECN at 20–80 % of the BDP)
+on a k-ary fat tree sized from the endpoint count, 4 KiB payloads and 64 packets in flight per
+lane; a scenario that names its profile, topology or endpoint settings gets exactly those (``-o``
+and ``--endpoint-set`` as for ``uet-run``). ``--rate`` sets every link's rate (100M … 800G).
+There is no congestion control yet: the window is fixed (``max_inflight``) and a trimmed packet
+is resent until it gets through (``pds.max_nack_retx`` unbounded in effect).
+
+Output: the ``uet-run`` tables (per flow bytes, completion time, goodput, slowdown against the
+ideal, retransmissions, intact; FCT percentiles; fabric counters) plus virtual time, CPU time and
+the simulator's speed in packet-hops per CPU second; ``--json`` one object (CPU figures only with
+``--timing``: they are the one thing that differs between two runs of a seed); ``--plot DIR``
+writes the FCT CDF, queue depth per port over time and throughput per port (needs matplotlib);
+a progress bar on stderr follows the messages received over virtual time.
+
+Exit status: 0 when every message arrived intact, 1 when not, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tomllib
+from collections.abc import Sequence
+from typing import Any
+
+from uet.fabric.profiles import PROFILES
+from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main, size_arg
+
+__all__ = ["build_parser", "main", "settings_from"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from uet.workloads import WORKLOADS
+
+    p = ArgumentParser(prog="uet-sim", description=__doc__.split("\n\n")[0])
+    p.add_argument("scenario", nargs="?", help="scenario TOML, as for uet-run (default: built-in incast)")
+    p.add_argument("--workload", "-w", choices=tuple(WORKLOADS))
+    p.add_argument("--endpoints", "-n", type=int_arg(2), help="endpoints (default 9)")
+    p.add_argument("--size", type=size_arg(1, 1 << 32), dest="message_bytes", help="bytes per message (64KiB)")
+    p.add_argument("--message-bytes", type=size_arg(1, 1 << 32), dest="message_bytes", help=argparse.SUPPRESS)
+    p.add_argument("--messages", type=int_arg(1), help="messages per flow (4)")
+    p.add_argument("--seed", type=int_arg(0), help="run seed (1): cores, fabric and data")
+    p.add_argument("--topology", "-t", help="built-in name or TOML file (default: fat_tree)")
+    p.add_argument("--profile", choices=PROFILES, help="fabric parameter profile (datacenter)")
+    p.add_argument("--rate", type=rate_arg(1), dest="rate_bps", help="link rate, e.g. 100G, 400G (100G)")
+    p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--timing", action="store_true", help="include CPU time and speed in --json")
+    p.add_argument("--plot", metavar="DIR", help="write FCT CDF, queue depth and throughput plots")
+    p.add_argument("--progress", action="store_true", help="progress bar on stderr even when not a terminal")
+    return p
+
+
+def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(run settings, topology table, endpoint table): the simulator's defaults, then the
+    scenario file, then the options. Raises :class:`UsageError`."""
+    from uet.fabric.profiles import overrides_to_dict
+    from uet.tools.config_check import check_dataclass
+
+    from uet.fep import FepConfig
+    from uet.sim.scenario import DEFAULT_ENDPOINT, DEFAULT_RUN
+
+    s = dict(DEFAULT_RUN)
+    topo: dict[str, Any] = {}
+    ep: dict[str, Any] = json.loads(json.dumps(DEFAULT_ENDPOINT))
+    if args.scenario:
+        try:
+            with open(args.scenario, "rb") as f:
+                doc = tomllib.load(f)
+        except OSError as e:
+            raise UsageError(f"{args.scenario}: {e.strerror or e}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise UsageError(f"{args.scenario}: {e}") from None
+        unknown = set(doc) - {"run", "topology", "endpoint"}
+        if unknown:
+            raise UsageError(f"{args.scenario}: unknown table {sorted(unknown)[0]!r}; valid: endpoint, run, topology")
+        run = dict(doc.get("run", {}))
+        run.pop("timeout_s", None)  # wall-clock limit of the live engine
+        s.update(run)
+        topo = doc.get("topology", {})
+        ep = _deep_update(ep, doc.get("endpoint", {}))
+    for k in ("workload", "endpoints", "message_bytes", "messages", "seed", "profile", "rate_bps"):
+        v = getattr(args, k)
+        if v is not None:
+            s[k] = v
+    if args.topology:
+        s["topology"] = args.topology
+        topo = {}
+    s["overrides"] = list(s.get("overrides", [])) + args.overrides
+    try:
+        ep = _deep_update(ep, overrides_to_dict(args.ep_overrides))
+    except ValueError as e:
+        raise UsageError(f"--endpoint-set: {e}") from None
+    check_dataclass(FepConfig(), ep, "[endpoint]")
+    bad = set(s) - set(DEFAULT_RUN) - {"overrides", "timeout_s", "scenario"}
+    if bad:
+        raise UsageError(f"[run]: unknown key {sorted(bad)[0]!r}; valid keys: {', '.join(sorted(DEFAULT_RUN))}")
+    if s["profile"] not in PROFILES:
+        raise UsageError(f"[run] profile = {s['profile']!r}: one of {', '.join(PROFILES)}")
+    return s, topo, ep
+
+
+def _deep_update(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _deep_update(out.get(k, {}), v) if isinstance(v, dict) else v
+    return out
+
+
+def run_sim(
+    s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], *, progress: bool = False, plot: str | None = None
+) -> dict[str, Any]:
+    """Run the scenario; UsageError for settings the model refuses."""
+    from uet.errors import UetError
+    from uet.sim.scenario import simulate
+
+    bar: Any = None
+    cm: Any = contextlib.nullcontext()
+    if progress:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar = Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("virtual {task.fields[vt]}"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True, force_terminal=True),
+            transient=True,
+        )
+        task = bar.add_task(f"{s['workload']} messages", total=None, vt="0 µs")
+
+        def on_progress(now: int, got: int, total: int) -> None:
+            bar.update(task, completed=got, total=total, vt=f"{now / 1000:,.1f} µs")
+
+        cm = bar
+    try:
+        with cm:
+            return simulate(
+                s, topo or None, ep, on_progress=on_progress if bar is not None else None, timeline=bool(plot)
+            )
+    except (UetError, ValueError, TypeError, OSError) as e:
+        raise UsageError(str(e)) from None
+
+
+def render(res: dict[str, Any]) -> None:
+    """``uet-run``'s tables, then what only a simulation has."""
+    from rich.console import Console
+    from uet.tools.run import render as run_render
+
+    run_render({**res, "elapsed_s": res["virtual_s"]})
+    con = Console(width=None if sys.stdout.isatty() else 120)
+    t = res.get("timing", {})
+    topo = res["topology"]
+    con.print(
+        f"simulated {res['virtual_s'] * 1e6:,.1f} µs of a {topo['kind']} fabric ({topo['hosts']} hosts, "
+        f"{topo['switches']} switches, {res['link_rate_bps'] / 1e9:g} Gb/s links): "
+        f"{res['sim']['packet_hops']:,} packet-hops in {t.get('cpu_s', 0):.2f} s of CPU "
+        f"({t.get('packet_hops_per_cpu_s') or 0:,} packet-hops per CPU second)"
+    )
+    if res.get("stalled_at_ns") is not None:
+        con.print(f"[red]stalled at {res['stalled_at_ns']} ns[/]: a message failed and its receiver waited for ever")
+
+
+def _body(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    s, topo, ep = settings_from(args)
+    if args.plot:
+        from uet.tools.fabric import require_matplotlib
+
+        require_matplotlib()
+    res = run_sim(s, topo, ep, progress=args.progress or sys.stderr.isatty(), plot=args.plot)
+    if args.plot:
+        from uet.sim.plots import write_plots
+
+        res["plots"] = write_plots(res, args.plot)
+    timeline = res.pop("timeline", None)
+    del timeline
+    if args.json:
+        out = dict(res)
+        if not args.timing:
+            out.pop("timing", None)
+        sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
+    else:
+        render(res)
+    return 0 if res["ok"] else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``uet-sim``: 0 intact, 1 not, 2 for a usage error, 130 on Ctrl-C."""
+    return run_main("uet-sim", _body, argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""Conformance cases: the registry, one record per case, and how a case is run.
+
+A case is a function ``fn(session)`` registered with an id (``AREA-NNN`` style), a one-line title,
+the spec section it checks (``behaviour.md §2.6``), a level (MUST / SHOULD) and flags:
+
+* ``hostile``: the case sends something malformed or unexpected; the runner then checks the
+  target still answers (a liveness probe) and fails the case if it does not;
+* ``needs``: preconditions (``"keys"``, ``"region:rw"``...) checked by the case itself, which
+  raises :class:`~uet.conformance.session.Skipped` with the reason when one is missing.
+
+Data-driven families register one case per parameter with :func:`case` called in a loop; each is
+still a real check of its own (it sends its own packets and judges its own reply).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from uet.conformance.session import CheckFailed, Session, Skipped
+
+__all__ = ["CASES", "Case", "Result", "case", "run_case"]
+
+MUST = "MUST"
+SHOULD = "SHOULD"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One conformance case (module docstring)."""
+
+    id: str
+    area: str
+    title: str
+    section: str
+    level: str
+    fn: Callable[[Session], None]
+    hostile: bool = False
+
+
+CASES: dict[str, Case] = {}
+
+
+def case(
+    cid: str, area: str, title: str, section: str, level: str = MUST, *, hostile: bool = False
+) -> Callable[[Callable[[Session], None]], Callable[[Session], None]]:
+    """Register ``fn`` as case ``cid`` (ids are unique; a duplicate is a bug)."""
+
+    def deco(fn: Callable[[Session], None]) -> Callable[[Session], None]:
+        if cid in CASES:
+            raise ValueError(f"duplicate conformance case id {cid}")
+        CASES[cid] = Case(cid, area, title, section, level, fn, hostile)
+        return fn
+
+    return deco
+
+
+@dataclass
+class Result:
+    """The verdict of one case: ``pass``, ``fail``, ``skip`` or ``error`` (the tester crashed)."""
+
+    case: Case
+    outcome: str
+    seconds: float
+    expected: str = ""
+    got: str = ""
+    reason: str = ""
+    exchange: list[tuple[str, str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.case
+        d: dict[str, Any] = {
+            "id": c.id, "area": c.area, "title": c.title, "section": c.section, "level": c.level,
+            "outcome": self.outcome, "seconds": round(self.seconds, 4),
+        }  # fmt: skip
+        if self.outcome in ("fail", "error"):
+            d.update(expected=self.expected, got=self.got, exchange=[{"dir": a, "hex": b} for a, b in self.exchange])
+        if self.outcome == "skip":
+            d["reason"] = self.reason
+        return d
+
+
+def run_case(c: Case, s: Session) -> Result:
+    """Run one case on a drained session; a hostile case is followed by a liveness probe."""
+    s.drain()
+    s.log.clear()
+    t0 = time.monotonic()
+    try:
+        c.fn(s)
+        if c.hostile:
+            try:
+                s.assert_alive()
+            except CheckFailed as e:
+                raise CheckFailed("the target still answers after the hostile packet(s)", str(e)) from e
+        outcome, expected, got, reason = "pass", "", "", ""
+    except Skipped as e:
+        outcome, expected, got, reason = "skip", "", "", str(e)
+    except CheckFailed as e:
+        outcome, expected, got, reason = "fail", e.expected, e.got, ""
+    except Exception as e:  # noqa: BLE001 - a tester bug is reported, never hides other cases
+        outcome, expected, got, reason = "error", "no exception in the tester", traceback.format_exc(limit=4), str(e)
+    finally:
+        logged = list(s.log)
+        try:
+            s.cleanup()
+        except Exception:  # noqa: BLE001, S110 - closing is courtesy, never a verdict
+            pass
+    dt = time.monotonic() - t0
+    exchange = [(d, b.hex()) for d, b in logged[-12:]] if outcome in ("fail", "error") else []
+    return Result(c, outcome, dt, expected, got, reason, exchange)

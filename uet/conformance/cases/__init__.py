@@ -1,0 +1,18 @@
+"""The conformance cases, one module per area (importing this package registers them all)."""
+
+from uet.conformance.cases import (  # noqa: F401 - imported for registration
+    ack,
+    atomics,
+    control,
+    establish,
+    modes,
+    robust,
+    ses,
+    tss,
+)
+
+#: the order areas are run and listed in (spec order: PDS, then SES, then TSS, robustness last)
+AREA_ORDER = [
+    "establish", "window", "ack", "clear", "nack", "control", "rod", "rudi", "uud",
+    "ses-opcode", "ses-rc", "ses-match", "ses-rma", "ses-defer", "atomic", "tss", "robust",
+]  # fmt: skip

@@ -1,0 +1,141 @@
+"""What a peer exposes to a tester: memory regions and posted receives, shared by ``uet-peer``
+(which registers and posts them) and ``uet-conformance`` (which aims its cases at them).
+
+A peer profile is a small TOML file (or ``uet-peer``'s built-in default)::
+
+    [[region]]
+    key = 0x1000            # 64-bit memory key (fixed, for tests)
+    size = 65536
+    access = "rwa"          # r = remote read, w = remote write, a = remote atomic,
+                            # i = idempotent-safe (RUDI target, behaviour.md §2.14)
+    job = "own"             # "own" (the peer's job, default), "any", or a JobID
+
+    [[receive]]             # a receive the peer keeps posted (re-posted after each use)
+    tag = 0x7E570001        # omit for an untagged receive
+    size = 16
+    truncate = false
+
+The peer prints the same facts in its identity line (``regions`` / ``receives``, jobs resolved
+to numbers), which ``uet-conformance --identity`` reads back.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from uet.conformance.session import Receive, Region
+
+__all__ = ["Profile", "default_profile", "load_profile", "parse_region"]
+
+_ACCESS = set("rwai")
+
+
+class ProfileError(ValueError):
+    """A peer profile or a ``--region`` / ``--receive`` option that does not parse."""
+
+
+@dataclass
+class Profile:
+    regions: list[Region] = field(default_factory=list)
+    receives: list[Receive] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "regions": [{"key": r.key, "size": r.size, "access": r.access, "job": r.job} for r in self.regions],
+            "receives": [{"tag": r.tag, "size": r.size, "truncate": r.truncate} for r in self.receives],
+        }
+
+
+def default_profile(job: int) -> Profile:
+    """``uet-peer``'s built-in profile: one region per combination of rights the SES cases need,
+    one region of another job, and two small tagged receives (one truncating)."""
+    other = (job + 1) & 0xFFFFFF
+    return Profile(
+        regions=[
+            Region(0x1000, 65536, "rwa", job),
+            Region(0x2000, 4096, "r", job),
+            Region(0x3000, 4096, "w", job),
+            Region(0x4000, 4096, "rwai", job),
+            Region(0x5000, 4096, "rwa", other),
+            Region(0x6000, 4096, "a", job),
+        ],
+        receives=[Receive(16, 0x7E570001, False), Receive(16, 0x7E570002, True)],
+    )
+
+
+def _access(v: Any, where: str) -> str:
+    if not isinstance(v, str) or not v or set(v) - _ACCESS:
+        raise ProfileError(f"{where}: access must be letters of 'rwai', got {v!r}")
+    return "".join(c for c in "rwai" if c in v)
+
+
+def _job(v: Any, own: int, where: str) -> int | None:
+    if v == "own":
+        return own
+    if v == "any" or v is None:
+        return None
+    if isinstance(v, int) and 0 <= v < 1 << 24:
+        return v
+    raise ProfileError(f"{where}: job must be 'own', 'any' or a 24-bit JobID, got {v!r}")
+
+
+def load_profile(path: str | Path, job: int) -> Profile:
+    """Read a peer profile (module docstring); raises :class:`ProfileError`."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ProfileError(f"{path}: {e}") from e
+    prof = Profile()
+    for i, r in enumerate(data.pop("region", [])):
+        where = f"{path}: region {i + 1}"
+        if set(r) - {"key", "size", "access", "job"} or "key" not in r or "size" not in r:
+            raise ProfileError(f"{where}: needs key and size; allowed: key, size, access, job")
+        prof.regions.append(Region(int(r["key"]), int(r["size"]), _access(r.get("access", "rwa"), where),
+                                   _job(r.get("job", "own"), job, where)))  # fmt: skip
+    for i, r in enumerate(data.pop("receive", [])):
+        where = f"{path}: receive {i + 1}"
+        if set(r) - {"tag", "size", "truncate"} or "size" not in r:
+            raise ProfileError(f"{where}: needs size; allowed: tag, size, truncate")
+        prof.receives.append(Receive(int(r["size"]), r.get("tag"), bool(r.get("truncate", False))))
+    if data:
+        raise ProfileError(f"{path}: unknown keys {sorted(data)}")
+    return prof
+
+
+def parse_region(text: str, own_job: int) -> Region:
+    """``KEY:SIZE:ACCESS[:JOB]`` (numbers in decimal or 0x hex; JOB a number, ``own`` or ``any``)."""
+    parts = text.split(":")
+    if len(parts) not in (3, 4):
+        raise ProfileError(f"region {text!r}: expected KEY:SIZE:ACCESS[:JOB]")
+    try:
+        key, size = int(parts[0], 0), int(parts[1], 0)
+        job: Any = parts[3] if len(parts) == 4 else "own"
+        if job not in ("own", "any"):
+            job = int(job, 0)
+    except ValueError as e:
+        raise ProfileError(f"region {text!r}: {e}") from e
+    return Region(key, size, _access(parts[2], f"region {text!r}"), _job(job, own_job, f"region {text!r}"))
+
+
+def parse_receive(text: str) -> Receive:
+    """``SIZE[:TAG[:trunc]]`` — a receive the target keeps posted."""
+    parts = text.split(":")
+    try:
+        size = int(parts[0], 0)
+        tag = int(parts[1], 0) if len(parts) > 1 and parts[1] else None
+    except ValueError as e:
+        raise ProfileError(f"receive {text!r}: {e}") from e
+    return Receive(size, tag, len(parts) > 2 and parts[2] == "trunc")
+
+
+def profile_from_identity(ident: dict[str, Any]) -> Profile:
+    """The profile a ``uet-peer`` identity line announces."""
+    prof = Profile()
+    for r in ident.get("regions", []):
+        prof.regions.append(Region(int(r["key"]), int(r["size"]), _access(r["access"], "identity"), r.get("job")))
+    for r in ident.get("receives", []):
+        prof.receives.append(Receive(int(r["size"]), r.get("tag"), bool(r.get("truncate", False))))
+    return prof

@@ -1,0 +1,462 @@
+"""The tester's side of the wire: one UDP socket, the target's identity, and PDC helpers.
+
+A :class:`Session` sends hand-built datagrams to the target (UDP destination port 4793 or
+``--port``, wire-format.md §1.1) from its own Fabric Address bound on the same port — a FEP
+answers peers at that port, whatever source port a datagram came from — and reads what comes
+back. With a TSS key file every datagram is sealed under the target's secure domain and every
+reply opened (behaviour.md §5.5); without one they travel in clear.
+
+Everything sent and received during a case is recorded (:attr:`Session.log`), so a failed check
+reports the exact bytes. Replies are matched by what they echo (the tester's PDCID, a PSN, a
+packet id), never by arrival order alone, and stray traffic from earlier cases (a CLEAR_REQ, a
+CLOSE_REQ from an idle timer) is ignored by the predicates.
+
+**Silence** (a packet that must draw no reply) is checked without waiting for a timeout: the
+hostile packet is followed by a *liveness probe* that always draws an answer (a control packet
+for a PDC that does not exist: NACK ``INV_DPDCID``, §2.11); the target handles datagrams in
+arrival order on loopback, so anything it said about the hostile packet arrives before the
+probe's answer.
+"""
+
+from __future__ import annotations
+
+import random
+import select
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from uet.conformance.wirekit import M32, Reply, SesFields, control, decode_reply, request, ses_standard
+from uet.wire import pds as P
+
+__all__ = ["CheckFailed", "Pdc", "Session", "Target"]
+
+
+def start_tsc_from_clock(table: Any) -> None:
+    """Start every key slot's TSC at the wall clock in 10 µs units (< 2^48 until the year 2059).
+
+    A key file gives the same key and epoch to every process that loads it; a sender whose TSC
+    restarted at 0 would repeat GCM IVs of its previous run (uet.tss.keyfile "Nonce safety") and
+    a receiver's replay window would drop its packets as replays. Starting from the clock keeps
+    successive runs apart as long as a run sends fewer than 100 000 packets a second."""
+    tsc = int(time.time() * 100_000)
+    for sd in table:
+        for slot in sd.slots:
+            if slot is not None and slot.next_tsc < tsc:
+                slot.next_tsc = tsc
+
+
+class CheckFailed(AssertionError):  # noqa: N818 - a check's verdict, read as "check failed"
+    """A case's expectation was not met: ``expected`` in words (the runner adds the bytes)."""
+
+    def __init__(self, expected: str, got: str = "") -> None:
+        super().__init__(expected)
+        self.expected = expected
+        self.got = got
+
+
+class Skipped(Exception):  # noqa: N818
+    """A case's precondition is missing (no keys, no region...): reported as skipped."""
+
+
+@dataclass
+class Region:
+    """A memory region of the target, as the tester knows it (from ``--region`` or the peer's identity)."""
+
+    key: int
+    size: int
+    access: str  # subset of "rwai": read, write, atomic, idempotent-safe
+    job: int | None = None  # None: any job
+
+
+@dataclass
+class Receive:
+    """A receive the target keeps posted (tagged when ``tag`` is not None)."""
+
+    size: int
+    tag: int | None = None
+    truncate: bool = False
+
+
+@dataclass
+class Target:
+    """What the tester knows of the endpoint under test."""
+
+    address: str
+    port: int = 4793
+    job: int = 0
+    pid: int = 0
+    ri: int = 0
+    regions: list[Region] = field(default_factory=list)
+    receives: list[Receive] = field(default_factory=list)
+    keys: Any = None  # a SecureDomainTable, or None
+    keys_text: str = ""  # the key file's text (to derive deliberately wrong variants)
+    sdi: int | None = None
+
+    def region(self, need: str, *, job: str = "own") -> Region | None:
+        """A region whose rights are exactly ``need`` (letters of "rwai"; "i" optional unless
+        asked) restricted to this target's job (``job="own"``), another job (``"other"``) or
+        any (``"any"``)."""
+        for r in self.regions:
+            rights = set(r.access)
+            want = set(need)
+            if "i" not in want:
+                rights.discard("i")
+            if rights != want:
+                continue
+            if job == "own" and r.job not in (None, self.job):
+                continue
+            if job == "other" and (r.job is None or r.job == self.job):
+                continue
+            return r
+        return None
+
+    def receive(self, *, tagged: bool, truncate: bool = False, max_size: int | None = None) -> Receive | None:
+        for r in self.receives:
+            if (r.tag is not None) == tagged and r.truncate == truncate:
+                if max_size is None or r.size <= max_size:
+                    return r
+        return None
+
+
+class Session:
+    """One socket toward the target (module docstring)."""
+
+    def __init__(self, target: Target, local: str, *, timeout: float = 1.0, seed: int | None = None) -> None:
+        self.target = target
+        self.local = local
+        self.timeout = timeout
+        self.rng = random.Random(seed)
+        self.sock = socket.socket(socket.AF_INET6 if ":" in local else socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        self.sock.bind((local, target.port))
+        self.sock.setblocking(False)
+        self.log: list[tuple[str, bytes]] = []  # ("sent"|"received", plaintext)
+        self._queue: list[Reply] = []
+        self._used: set[int] = set()
+        self.pdcs: list[Pdc] = []
+        self.start_floor: int | None = None
+        #: the secure target mints Start PSNs itself (RANDOM_1RTT_START, §2.3.2)
+        self.one_rtt = False
+        self._mid = self.rng.randrange(1, 0xFFFF)
+        self._tss = None
+        if target.keys is not None:
+            from uet.tss.context import TssContext
+
+            start_tsc_from_clock(target.keys)
+            self._tss = TssContext(target.keys, local)
+            if target.sdi is None:
+                target.sdi = next(iter(target.keys)).sdi
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def cleanup(self) -> None:
+        """Close the PDCs a case opened (CLOSE CP each, §2.12), so the target frees them now
+        rather than after its idle timer; failures here are not the case's verdict."""
+        pdcs, self.pdcs = self.pdcs, []
+        for p in pdcs:
+            if p.dpdcid is not None and not p.closed:
+                p.close(timeout=0.2)
+
+    # -- identities ------------------------------------------------------------------------------
+
+    def new_pdcid(self) -> int:
+        """A fresh PDCID for a tester PDC (never 0, never reused in this session)."""
+        while True:
+            v = self.rng.randrange(0x100, 0xFFFF)
+            if v not in self._used:
+                self._used.add(v)
+                return v
+
+    def new_start_psn(self) -> int:
+        """A random Start_PSN in [2^16, 2^31) as the reference picks them (§2.3.1).
+
+        Secure PDCs (§2.3.2): an EXPECTED_0RTT_START target demands Start PSNs at or above its
+        Expected_PSN for the SDI, which every close raises; a RANDOM_1RTT_START target mints every
+        Start PSN itself (NACK ``NEW_START_PSN``). With keys the tester learns which from a first
+        PDC: for the first it hands out ascending Start PSNs above the floor it learned (as an
+        initiator following ``ini_start_psn`` does), for the second each :class:`Pdc` asks for its
+        Start PSN before the case starts (:attr:`one_rtt`)."""
+        if self._tss is None:
+            return self.rng.randrange(1 << 16, 1 << 31)
+        if self.start_floor is None:
+            self.start_floor = 1 << 16
+            warm = Pdc(self, start=self.start_floor)  # learns the floor from NEW_START_PSN if needed
+            warm.open()
+            self.one_rtt = warm.restarted
+            warm.close()
+        v = (self.start_floor + self.rng.randrange(1, 0x1000)) & M32
+        self.start_floor = (v + 0x1000) & M32
+        return v
+
+    def ses(self, **kw: Any) -> SesFields:
+        """SES fields addressed to the target's job / PIDonFEP / resource index, relatively, with a
+        message ID never used before in this session (ids are unique among an initiator's
+        outstanding messages across all its PDCs, behaviour.md §6.1)."""
+        t = self.target
+        self._mid = (self._mid + 1) & 0xFFFF or 1
+        base: dict[str, Any] = dict(job=t.job, pid=t.pid, ri=t.ri, message_id=self._mid)
+        base.update(kw)
+        return SesFields(**base)
+
+    # -- raw I/O -----------------------------------------------------------------------------------
+
+    def seal(self, plaintext: bytes, **kw: Any) -> bytes:
+        """``plaintext`` sealed under the target's SD (or unchanged without keys)."""
+        if self._tss is None:
+            return plaintext
+        return self._tss.seal(
+            plaintext, sdi=kw.get("sdi", self.target.sdi), entropy=self.target.port, dst=self.target.address
+        )
+
+    def send_raw(self, wire: bytes, note: bytes | None = None) -> None:
+        """Send ``wire`` as is (already sealed, or deliberately malformed)."""
+        self.log.append(("sent", note if note is not None else wire))
+        self.sock.sendto(wire, (self.target.address, self.target.port))
+
+    def send(self, plaintext: bytes) -> bytes:
+        """Seal (with keys) and send; returns the bytes that went on the wire."""
+        wire = self.seal(plaintext)
+        self.send_raw(wire, plaintext)
+        return wire
+
+    def _read(self, deadline: float) -> bool:
+        """Read one datagram from the target into the queue; False on timeout."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            r, _, _ = select.select([self.sock], [], [], left)
+            if not r:
+                return False
+            try:
+                data, src = self.sock.recvfrom(65536)
+            except BlockingIOError:
+                continue
+            if src[0] != self.target.address:
+                continue
+            if self._tss is not None:
+                pt = self._tss.open(data, entropy=self.target.port, src=self.target.address)
+                if pt is None:
+                    self.log.append(("received (failed to open)", data))
+                    continue
+                data = pt
+            self.log.append(("received", data))
+            self._queue.append(decode_reply(data))
+            return True
+
+    def drain(self) -> None:
+        """Forget every datagram already received or waiting in the socket."""
+        self._queue.clear()
+        while True:
+            try:
+                self.sock.recvfrom(65536)
+            except BlockingIOError:
+                return
+
+    def expect(self, pred: Callable[[Reply], bool], what: str, timeout: float | None = None) -> Reply:
+        """The first reply matching ``pred`` (consumed), or :class:`CheckFailed` saying ``what``."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while True:
+            for i, r in enumerate(self._queue):
+                if r.error is None and pred(r):
+                    return self._queue.pop(i)
+            if not self._read(deadline):
+                raise CheckFailed(f"expected {what}; nothing matching arrived within {self.timeout:.1f} s")
+
+    def collect(self, pred: Callable[[Reply], bool], until: Callable[[Reply], bool], what: str) -> list[Reply]:
+        """Every reply matching ``pred`` received before one matching ``until`` (the latter consumed too)."""
+        deadline = time.monotonic() + self.timeout
+        got: list[Reply] = []
+        while True:
+            for i, r in enumerate(list(self._queue)):
+                if r.error is None and until(r):
+                    self._queue.pop(i)
+                    return got + [r for r in self._queue[:i] if r.error is None and pred(r)]
+            for r in list(self._queue):
+                if r.error is None and pred(r):
+                    got.append(r)
+            self._queue = [r for r in self._queue if not (r.error is None and pred(r))]
+            if not self._read(deadline):
+                raise CheckFailed(f"expected {what}; the liveness probe went unanswered")
+
+    def probe_liveness(self) -> int:
+        """Send a liveness probe (a PROBE for a PDC that does not exist) and return its nonce
+        (the SPDCID the NACK must echo as its DPDCID)."""
+        nonce = self.new_pdcid()
+        self.send(control(P.ControlType.NOOP, psn=0x4C495645, spdcid=nonce, dpdcid=self.unused_dpdcid()))
+        return nonce
+
+    def unused_dpdcid(self) -> int:
+        """A DPDCID the target has almost surely not assigned (top of the 16-bit space)."""
+        return 0xFFFF - self.rng.randrange(0, 64)
+
+    def replies_before_probe(self, pred: Callable[[Reply], bool]) -> list[Reply]:
+        """Send a liveness probe; return the replies matching ``pred`` that arrived before its answer."""
+        nonce = self.probe_liveness()
+        return self.collect(
+            pred,
+            lambda r: r.is_nack and r.pds.dpdcid == nonce,
+            "the liveness probe's answer (NACK INV_DPDCID for an unknown PDC, §2.11)",
+        )
+
+    def assert_alive(self) -> None:
+        """The target still answers (raises :class:`CheckFailed` otherwise)."""
+        self.replies_before_probe(lambda r: False)
+
+    def assert_silent(self, pred: Callable[[Reply], bool], what: str) -> None:
+        """Nothing matching ``pred`` came back before the liveness probe's answer."""
+        got = self.replies_before_probe(pred)
+        if got:
+            raise CheckFailed(what, got[0].describe())
+
+
+class Pdc:
+    """A tester-side initiator PDC (RUD or ROD): PSNs, SYN until the first ACK, the DPDCID learned.
+
+    Follows the initiator rules of behaviour.md §2.2/§2.5: Start_PSN random, ``syn`` and
+    ``psn_offset`` on every packet until an ACK names the target's PDCID, ``clear_psn_offset``
+    naming the newest PSN below which everything was acknowledged (``clear_psn``)."""
+
+    def __init__(self, s: Session, *, rod: bool = False, start: int | None = None) -> None:
+        self.s = s
+        self.rod = rod
+        self.spdcid = s.new_pdcid()
+        self.start = s.new_start_psn() if start is None else start & M32
+        self.next_psn = self.start
+        self.dpdcid: int | None = None
+        self.clear_psn = (self.start - 1) & M32
+        self.closed = False
+        self.restarted = False  # a NACK NEW_START_PSN moved the Start PSN (§2.3.2)
+        s.pdcs.append(self)
+        if start is None and s._tss is not None and s.one_rtt:
+            self._ask_start()
+
+    def _ask_start(self) -> None:
+        """RANDOM_1RTT_START (§2.3.2): offer a Start PSN with a SYN the target will refuse with
+        NACK ``NEW_START_PSN`` (nothing is delivered, the target PDC waits PENDING), and adopt the
+        Start PSN it names, so the case's first packet is its real first SYN."""
+        self.s.send(self.header(self.start) + ses_standard(self.s.ses(opcode=0)))
+        r = self.s.expect(
+            lambda r: self.mine(r) and r.is_nack and r.pds.nack_code == P.NackCode.NEW_START_PSN,
+            "NACK NEW_START_PSN for the offered Start PSN (a RANDOM_1RTT_START target)",
+        )
+        self.start = self.next_psn = r.pds.payload
+        self.clear_psn = (self.start - 1) & M32
+
+    def mine(self, r: Reply) -> bool:
+        """A reply addressed to this PDC (its DPDCID is our SPDCID)."""
+        return r.pds is not None and getattr(r.pds, "dpdcid", None) == self.spdcid
+
+    def header(self, psn: int | None = None, **kw: Any) -> bytes:
+        psn = self.next_psn if psn is None else psn & M32
+        syn = kw.pop("syn", self.dpdcid is None)
+        clear = kw.pop("clear_psn_offset", None)
+        if clear is None:  # hostile PSNs far from the window: the nearest representable clear PSN
+            d = P.psn_diff(self.clear_psn, psn)
+            clear = max(-0x8000, min(0x7FFF, d))
+        return request(
+            psn=psn, spdcid=self.spdcid, dpdcid=self.dpdcid or 0, syn=syn,
+            psn_offset=(psn - self.start) & 0xFFF, rod=self.rod, clear_psn_offset=clear, **kw,
+        )  # fmt: skip
+
+    def send(self, ses: bytes, psn: int | None = None, **kw: Any) -> int:
+        """Send one request (PDS header built here, ``ses`` = SES header ‖ ext ‖ payload);
+        returns its PSN. A new PSN advances ``next_psn``."""
+        p = self.next_psn if psn is None else psn & M32
+        self.s.send(self.header(p, **kw) + ses)
+        if p == self.next_psn:
+            self.next_psn = (p + 1) & M32
+        return p
+
+    def ack_for(self, psn: int, timeout: float | None = None) -> Reply:
+        """Wait for the ACK naming ``psn`` (ACK PSN = psn, or a CACK covering it)."""
+        r = self.s.expect(
+            lambda r: self.mine(r) and r.is_ack and not r.flags & P.AckFlag.P and (
+                r.ack_psn == psn or not P.psn_after(psn, r.pds.cack_psn)
+            ),
+            f"an ACK for PSN {psn:#x} on PDC {self.spdcid}",
+            timeout,
+        )  # fmt: skip
+        self.learn(r)
+        return r
+
+    def nack(self, psn: int | None = None, code: int | None = None) -> Reply:
+        """Wait for a NACK to this PDC (for ``psn`` when given)."""
+        what = "a NACK" + (f" {P.NackCode(code).name}" if code is not None else "") + f" on PDC {self.spdcid}"
+        if psn is not None:
+            what += f" for PSN {psn:#x}"
+        return self.s.expect(lambda r: self.mine(r) and r.is_nack and (psn is None or r.pds.nack_psn == psn), what)
+
+    def learn(self, r: Reply) -> None:
+        if r.is_ack and self.dpdcid is None:
+            self.dpdcid = r.pds.spdcid
+
+    def open(self, **kw: Any) -> Reply:
+        """Establish the PDC with a NO_OP request (SES §8.5: no data, no buffer, a
+        non-guaranteed success response) and wait for its ACK."""
+        ses = ses_standard(self.s.ses(**{"opcode": 0, **kw}))
+        psn = self.send(ses)
+        r = self.s.expect(
+            lambda r: self.mine(r) and (
+                r.is_ack and not r.flags & P.AckFlag.P or r.is_nack and r.pds.nack_code == P.NackCode.NEW_START_PSN
+            ),
+            f"an ACK (or NACK NEW_START_PSN) for the SYN PSN {psn:#x} on PDC {self.spdcid}",
+        )  # fmt: skip
+        if r.is_nack:  # secure PDC (§2.3.2): restart from the Start PSN the target demands
+            self.restarted = True
+            self.start = self.next_psn = r.pds.payload
+            self.clear_psn = (self.start - 1) & M32
+            if self.s.start_floor is not None:
+                self.s.start_floor = (self.start + 0x1000) & M32
+            psn = self.send(ses)
+            r = self.ack_for(psn)
+        self.learn(r)
+        self.clear_psn = psn  # everything so far acknowledged
+        if r.flags & P.AckFlag.REQ_CLEAR:
+            self.send_clear(psn)
+        return r
+
+    def exchange(self, ses: bytes, *, clear: bool = True, **kw: Any) -> Reply:
+        """Send one request and return the ACK (or NACK) naming it (its SES response inside).
+        Requests go one at a time, so once it is acknowledged everything up to it is: when the
+        ACK asks for a clear (a guaranteed response, §2.7) a CLEAR CP follows at once unless
+        ``clear`` is False."""
+        psn = self.send(ses, **kw)
+        r = self.s.expect(
+            lambda r: self.mine(r) and (r.is_ack and r.ack_psn == psn or r.is_nack and r.pds.nack_psn == psn),
+            f"an ACK (or NACK) naming PSN {psn:#x} on PDC {self.spdcid}",
+        )
+        self.learn(r)
+        if r.is_ack:
+            self.clear_psn = psn
+            if clear and r.flags & P.AckFlag.REQ_CLEAR:
+                self.send_clear(psn)
+        return r
+
+    def send_clear(self, psn: int) -> None:
+        """A CLEAR CP (§2.7, §5.8): payload = the clear PSN; not tracked, PSN field 0."""
+        assert self.dpdcid is not None
+        self.s.send(control(P.ControlType.CLEAR, psn=0, spdcid=self.spdcid, dpdcid=self.dpdcid, payload=psn))
+
+    def close(self, timeout: float = 0.5) -> Reply | None:
+        """Close politely (CLOSE CP with a new PSN, AR, §2.12); returns its ACK or None."""
+        if self.dpdcid is None:
+            return None
+        psn = self.next_psn
+        self.next_psn = (psn + 1) & M32
+        self.closed = True
+        self.s.send(control(P.ControlType.CLOSE, psn=psn, spdcid=self.spdcid, dpdcid=self.dpdcid, flags=P.ReqFlag.AR))
+        try:
+            r = self.s.expect(
+                lambda r: self.mine(r) and (r.is_ack and r.ack_psn == psn or r.is_nack), "the ACK of CLOSE", timeout
+            )
+        except CheckFailed:
+            return None
+        if r.is_ack and r.flags & P.AckFlag.EPSN and self.s.start_floor is not None:  # §2.3.2 closing ACK
+            if P.psn_after(r.pds.expected_psn, self.s.start_floor):
+                self.s.start_floor = r.pds.expected_psn
+        return r

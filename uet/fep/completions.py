@@ -1,0 +1,223 @@
+"""How a :class:`~uet.fep.core.FepCore` turns what PDS and SES report into completions.
+
+PDS events first: an eager packet's plain ``Acked`` (or a run of them, ``AckedRun``) takes an
+inlined fast path; a response, a ``Failed`` packet and everything else go through
+:func:`uet.fep.lanes.apply_response` / :func:`uet.fep.lanes.failed` (the sender's completion rule)
+or to the SES initiator engine. Then the SES engines' completions become the core's events, and
+waiting buffer-less receives are served from the unexpected lists (:mod:`uet.fep.receives`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uet.fep.errors import DeliveryError
+from uet.fep.events import MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
+from uet.fep.lanes import Lane, OutMessage, apply_response, failed, unconfirmed
+from uet.fep.operations import _Posted
+from uet.fep.receives import Waiter
+from uet.pds import Acked, AckedRun, Failed, Mode, NackReceived, PdcClosed, PdcOpened
+from uet.ses import events as ses_events
+from uet.ses.errors import error_for
+from uet.ses.message import Message
+from uet.wire.ses import ReturnCode
+
+__all__ = ["Completions"]
+
+_tnew = tuple.__new__
+_RC_OK = int(ReturnCode.OK)
+_SEND_KINDS = frozenset({"send", "deferrable", "rendezvous"})
+_MISSING: Any = object()
+
+
+class Completions:
+    """The completion half of :class:`~uet.fep.core.FepCore` (a mixin: the state is the core's)."""
+
+    pds: Any
+    ses: Any
+    waiters: Any
+    event_log: Any
+    _now: int
+    _events: Any
+    _stats: dict[str, int]
+    _dirty: dict[Lane, None]
+    _ops: dict[int, memoryview | None]
+    _recvs: dict[int, _Posted]
+    _unfinished: dict[int, OutMessage]
+
+    _log: Any
+
+    def _drain_events(self, now: int) -> None:
+        """Handle every pending PDS event (an eager packet's plain Acked takes an inlined fast
+        path), then the SES engines' completions."""
+        take = self.pds.take_events
+        dirty = self._dirty
+        finish = self._maybe_finish
+        acked = 0
+        evs = take()
+        while evs:
+            for ev in evs:
+                t = type(ev)
+                if t is AckedRun:  # (pds.acked_runs) packets of one token, implicitly Acked
+                    msg, cnt = ev
+                    if type(msg) is OutMessage:
+                        msg.done += cnt
+                        lane = msg.lane
+                        lane.inflight -= cnt
+                        dirty[lane] = None
+                        acked += cnt
+                        if msg.done >= msg.submitted:
+                            finish(msg)
+                        continue
+                    for _ in range(cnt):
+                        self._on_event(_tnew(Acked, (msg, 0, b"")), now)
+                    continue
+                if t is Acked:
+                    msg, rnh, _resp = ev
+                    if not rnh and type(msg) is OutMessage:
+                        msg.done += 1
+                        lane = msg.lane
+                        lane.inflight -= 1
+                        dirty[lane] = None
+                        acked += 1
+                        if msg.done >= msg.submitted:
+                            finish(msg)
+                        continue
+                self._on_event(ev, now)
+            evs = take()  # (handlers never queue PDS events today; drained again to be sure)
+        self._stats["packets_acked"] += acked
+        self._drain_ses()
+
+    def _on_event(self, ev: Any, now: int) -> None:
+        t = type(ev)
+        if t is Acked:
+            msg = ev.token
+            if type(msg) is not OutMessage:
+                self._stats["packets_acked"] += 1
+                self.ses.on_ack(msg, ev.response_next_hdr, ev.response, now)
+                return
+            self._packet_done(msg)
+            apply_response(msg, ev.response_next_hdr, ev.response)
+            self._maybe_finish(msg)
+        elif t is Failed:
+            msg = ev.token
+            if type(msg) is not OutMessage:
+                self.ses.on_failed(msg, ev.reason, ev.nack_code, now)
+                return
+            self._packet_done(msg)
+            failed(msg, ev.reason, ev.nack_code)
+            self._maybe_finish(msg)
+        elif t is PdcOpened:
+            self._stats["pdcs_opened"] += 1
+        elif t is PdcClosed:
+            self._stats["pdcs_closed"] += 1
+            if ev.error:
+                self._stats["pdcs_closed_in_error"] += 1
+        elif t is NackReceived:
+            self._stats["nacks_received"] += 1
+
+    def _packet_done(self, msg: OutMessage) -> None:
+        msg.done += 1
+        self._stats["packets_acked"] += 1
+        lane = msg.lane
+        lane.inflight -= 1  # type: ignore[union-attr]
+        self._dirty[lane] = None  # type: ignore[index]
+
+    def _maybe_finish(self, msg: OutMessage) -> None:
+        if msg.finished or not msg.complete():
+            return
+        msg.finished = True
+        self._unfinished.pop(msg.handle, None)
+        if unconfirmed(msg):
+            msg.error = DeliveryError("RUDI: no response confirmed the whole message (the target lost its start)")
+        if msg.abandoned and msg.error is None:  # pragma: no cover - abandon always sets an error
+            msg.error = DeliveryError("message abandoned")
+        elapsed = self._now - msg.t0
+        st = self._stats
+        if msg.error is not None:
+            st["messages_failed"] += 1
+            self._log("msg_fail", peer=msg.peer, msg_id=msg.mid, reason=str(msg.error), ns=elapsed)
+            self._events.append(OpFailed(msg.handle, msg.error))
+        else:
+            st["messages_sent"] += 1
+            st["bytes_sent"] += msg.length
+            if self.event_log is not None:
+                self._log("msg_done", peer=msg.peer, msg_id=msg.mid, bytes=msg.length, ns=elapsed)
+            self._events.append(SendCompleted(msg.handle))
+        msg.data = memoryview(b"")  # release the caller's buffer
+
+    # -- SES completions ----------------------------------------------------------------------------
+
+    def _drain_ses(self) -> None:
+        ses = self.ses
+        if ses.has_events():
+            out = self._events
+            st = self._stats
+            ev = ses.next_event()
+            while ev is not None:
+                t = type(ev)
+                if t is ses_events.RecvCompleted:
+                    self._on_recv_completed(ev)
+                elif t is ses_events.OpCompleted:
+                    h = ev.context
+                    st["ops_completed"] += 1
+                    if h in self._ops:
+                        into = self._ops.pop(h)
+                        if ev.kind in _SEND_KINDS:
+                            st["messages_sent"] += 1
+                            out.append(SendCompleted(h))
+                        else:
+                            out.append(OpCompleted(h, ev.result if into is None else into))
+                elif t is ses_events.OpFailed:
+                    h = ev.context
+                    st["ops_failed"] += 1
+                    if self._ops.pop(h, _MISSING) is not _MISSING:
+                        out.append(OpFailed(h, ev.error))
+                elif t is WriteCompleted:
+                    out.append(ev)
+                ev = ses.next_event()
+        if self.waiters and ses.has_unexpected():
+            self.waiters.serve()
+
+    def _on_recv_completed(self, ev: ses_events.RecvCompleted) -> None:
+        ctx = ev.context
+        if type(ctx) is _Posted:
+            if self._recvs.pop(ctx.handle, None) is None:
+                return
+            if ev.return_code != _RC_OK:
+                self._events.append(OpFailed(ctx.handle, error_for(ev.return_code, "receive")))
+                return
+            tagged = ctx.posted is not None and ctx.posted.tagged
+            m = Message(
+                ctx.buffer[: ev.length], ev.source, 0, 0, 0, ev.initiator, ev.header_data,
+                tag=ev.tag if tagged else None, message_length=ev.message_length,
+            )  # fmt: skip
+            self._events.append(MessageReceived(ctx.handle, self._delivered(m)))
+        elif type(ctx) is Waiter:
+            w = ctx
+            posted = w.posted
+            assert posted is not None
+            m = Message(
+                bytes(posted.buffer[: ev.length]), ev.source, 0, 0, 0, ev.initiator, ev.header_data,
+                tag=ev.tag if w.tagged else None, message_length=ev.message_length,
+            )  # fmt: skip
+            if w.cancelled or self.waiters.by_handle.pop(w.handle, None) is None:
+                # the receive was withdrawn: the message goes to the next receive
+                if ev.return_code == _RC_OK:
+                    self.ses.unexpected_messages.appendleft(m)
+                return
+            if ev.return_code != _RC_OK:
+                self._events.append(OpFailed(w.handle, error_for(ev.return_code, "receive")))
+            else:
+                self._events.append(MessageReceived(w.handle, self._delivered(m)))
+
+    def _waiter_got(self, w: Waiter, m: Message) -> None:
+        self._events.append(MessageReceived(w.handle, self._delivered(m)))
+
+    def _delivered(self, m: Message) -> Message:
+        st = self._stats
+        st["messages_received"] += 1
+        st["bytes_received"] += m.nbytes
+        if self.event_log is not None:
+            self._log("msg_rx", peer=m.source, msg_id=m.message_id, bytes=m.nbytes, mode=Mode(m.mode).name)
+        return m

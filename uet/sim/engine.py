@@ -1,0 +1,229 @@
+"""The virtual-time engine: many FEP cores and one fabric model in one process, no sockets.
+
+ARCHITECTURE.md "Engines": the engine owns an integer-nanosecond clock and advances it to the
+earliest deadline of any core (:meth:`FepCore.get_timer`) or of the fabric
+(:meth:`Fabric.next_deadline`). At each instant it
+
+1. delivers the frames the fabric hands to hosts: each frame is parsed once by the one frame
+   codec (:func:`uet.wire.frame.parse_udp_frame`) into a :class:`~uet.fep.Datagram` with its named
+   fields (ECN bits, trimmed, last hop, source port) and the datagrams of one host and instant go
+   to its core as one batch (``receive_batch``);
+2. fires the timers of every core whose deadline has come (``handle_timer``);
+3. *flushes* every core that got input or an operation: ``datagrams_to_send(now)`` → each
+   :class:`~uet.fep.Transmit` becomes one Ethernet/IPv4/UDP frame (entropy in the UDP source
+   port, DSCP and ECN in the TOS byte; :func:`uet.wire.frame.build_udp_frame`) injected at the
+   host's NIC; then the core's events go to the host's ``on_event`` callback and its timer is
+   re-armed.
+
+Per-core deadlines sit in one heap of ``(deadline, host)`` with lazy invalidation (a host's entry
+counts only while it equals the host's armed deadline), so an instant costs O(log n) per core
+touched, not O(n). Nothing reads a clock and nothing random happens here: a run is a function of
+the cores' seeds and the fabric's seed (one seed → byte-identical results).
+
+:meth:`Engine.step` runs instants until a core emitted events (someone above may need to act on
+them) or ``limit`` is reached; the virtual-time event loop (:mod:`uet.sim.loop`) calls it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import Any
+
+from uet.errors import UetError
+from uet.fabric.model import Fabric
+from uet.fep import Datagram, FepCore
+from uet.wire.frame import build_udp_frame, parse_udp_frame
+from uet.wire.net import ip_bytes
+
+__all__ = ["Engine", "Host", "SimulationError"]
+
+
+class SimulationError(UetError):
+    """The simulation cannot go on (nothing left to happen while work is waiting, a bad setup)."""
+
+
+class Host:
+    """One FEP core on fabric host ``index``; ``on_event(event)`` receives the core's events."""
+
+    __slots__ = ("index", "core", "ip", "mac", "gateway", "on_event", "armed", "dirty", "_ips", "tx_frames")
+
+    def __init__(self, index: int, core: FepCore, ip: bytes, mac: bytes, gateway: bytes) -> None:
+        self.index = index
+        self.core = core
+        self.ip = ip
+        self.mac = mac
+        self.gateway = gateway
+        self.on_event: Callable[[Any], None] | None = None
+        #: the deadline this host has in the engine's heap (None: none)
+        self.armed: int | None = None
+        self.dirty = False
+        self._ips: dict[str, bytes] = {}
+        self.tx_frames = 0
+
+
+class Engine:
+    """Cores on the hosts of ``fabric`` (see the module docstring)."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        self.fabric = fabric
+        self.now = 0
+        self.hosts: list[Host | None] = [None] * len(fabric.hosts)
+        self._heap: list[tuple[int, int]] = []
+        self._dirty: list[Host] = []
+        self._events_out = False
+        self._same = 0
+        #: called as ``on_progress(now)`` every 8,192 instants (a progress display)
+        self.on_progress: Callable[[int], None] | None = None
+        #: statistics: instants run, frames injected and delivered, packet-hops (frames × links)
+        self.instants = 0
+        self.frames_in = 0
+        self.frames_out = 0
+
+    # -- setup --------------------------------------------------------------------------------------
+
+    def attach(self, host: int, core: FepCore) -> Host:
+        """Put ``core`` on fabric host ``host`` (its Fabric Address must be that host's IPv4)."""
+        hp = self.fabric.hosts[host]
+        if core.address != hp.ip:
+            raise SimulationError(f"core {core.address} on host {hp.name} whose address is {hp.ip}")
+        if self.hosts[host] is not None:
+            raise SimulationError(f"host {hp.name} already has a core")
+        h = Host(host, core, ip_bytes(hp.ip), hp.mac, self.fabric.gateway_mac(host))
+        self.hosts[host] = h
+        core.tick(self.now)
+        return h
+
+    def touch(self, h: Host) -> None:
+        """``h``'s core got an operation: flush it at the current instant."""
+        if not h.dirty:
+            h.dirty = True
+            self._dirty.append(h)
+
+    # -- running ------------------------------------------------------------------------------------
+
+    def next_time(self) -> int | None:
+        """The next instant anything is due (a dirty core: now), or None when all is idle."""
+        if self._dirty:
+            return self.now
+        heap = self._heap
+        hosts = self.hosts
+        while heap:
+            t, i = heap[0]
+            h = hosts[i]
+            if h is not None and h.armed == t:
+                break
+            heapq.heappop(heap)
+        t_core = heap[0][0] if heap else None
+        t_fab = self.fabric.next_deadline()
+        if t_core is None:
+            return t_fab
+        if t_fab is None or t_core < t_fab:
+            return t_core
+        return t_fab
+
+    def step(self, limit: int | None) -> bool:
+        """Run instants up to ``limit`` (None: no limit) until one emitted core events; True if
+        events were emitted, False when idle or at ``limit`` (the clock then stands at
+        ``limit``, or where the last work was when nothing is left)."""
+        self._events_out = False
+        fabric = self.fabric
+        hosts = self.hosts
+        heap = self._heap
+        while True:
+            if self._dirty:
+                self._flush()
+                if self._events_out:
+                    return True
+            t = self.next_time()
+            if t is None or (limit is not None and t > limit):
+                if limit is not None and limit > self.now:
+                    self.now = limit
+                return False
+            if t == self.now:
+                self._same += 1
+                if self._same > 100_000:
+                    raise SimulationError(f"no progress at t = {t} ns: a core keeps asking for this instant")
+            else:
+                self._same = 0
+            self.now = t
+            self.instants += 1
+            if not self.instants & 0x1FFF and self.on_progress is not None:
+                self.on_progress(t)
+            arrivals = fabric.poll_timed(t)
+            if arrivals:
+                self._deliver(arrivals, t)
+            while heap and heap[0][0] <= t:
+                at, i = heapq.heappop(heap)
+                h = hosts[i]
+                if h is not None and h.armed == at:
+                    h.armed = None
+                    h.core.handle_timer(t)
+                    if not h.dirty:
+                        h.dirty = True
+                        self._dirty.append(h)
+
+    def _deliver(self, arrivals: list[tuple[int, int, bytes]], now: int) -> None:
+        hosts = self.hosts
+        batch: dict[int, list[Datagram]] = {}
+        for _t, hi, frame in arrivals:
+            h = hosts[hi]
+            if h is None:
+                continue
+            try:
+                rx = parse_udp_frame(frame, verify=False)
+            except UetError:
+                continue
+            if rx is None:
+                continue
+            self.frames_out += 1
+            d = Datagram(rx.data, rx.source, rx.ecn, rx.trimmed, rx.last_hop, rx.source_port)
+            b = batch.get(hi)
+            if b is None:
+                batch[hi] = [d]
+            else:
+                b.append(d)
+        for hi, items in batch.items():
+            h = hosts[hi]
+            assert h is not None
+            h.core.receive_batch(items, now)
+            if not h.dirty:
+                h.dirty = True
+                self._dirty.append(h)
+
+    def _flush(self) -> None:
+        now = self.now
+        fabric = self.fabric
+        build = build_udp_frame
+        while self._dirty:
+            dirty, self._dirty = self._dirty, []
+            for h in dirty:
+                h.dirty = False
+                core = h.core
+                out = core.datagrams_to_send(now)
+                if out:
+                    ips = h._ips
+                    nic = fabric.nics[h.index]
+                    for t in out:
+                        dst = ips.get(t[1])
+                        if dst is None:
+                            dst = ips[t[1]] = ip_bytes(t[1])
+                        nic.send(
+                            build(t[0], h.ip, dst, sport=t[2], dscp=t[3], ecn=t[4], src_mac=h.mac, dst_mac=h.gateway),
+                            now,
+                        )
+                    h.tx_frames += len(out)
+                    self.frames_in += len(out)
+                ev = core.next_event()
+                if ev is not None:
+                    cb = h.on_event
+                    while ev is not None:
+                        if cb is not None:
+                            cb(ev)
+                        ev = core.next_event()
+                    self._events_out = True
+                at = core.get_timer()
+                if at != h.armed:
+                    h.armed = at
+                    if at is not None:
+                        heapq.heappush(self._heap, (at, h.index))

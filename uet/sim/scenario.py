@@ -1,0 +1,219 @@
+"""Run a scenario in simulation: a workload on a topology, the same results as ``uet-run``.
+
+:func:`simulate` takes what ``uet-run`` takes — run settings (workload, endpoints, message size and
+count, seed, profile, link rate), the ``[topology]`` table and the ``[endpoint]`` table — builds
+the fabric model, one :class:`~uet.fep.FepCore` per endpoint (endpoint i on host i, Fabric
+Address = the host's IPv4 address, as ``uet-run`` places them), runs every rank of the workload
+object on the virtual-time loop and returns ``uet-run``'s result shape plus what only a
+simulation knows: virtual time, the ideal completion time of each flow and the slowdown, fabric
+counters and per-port statistics, CPU time and speed.
+
+**Ideal completion time** of a flow (its sender alone on an idle fabric, fixed window large
+enough): the serialisation of the flow's data frames at the host link rate — the frames our stack
+puts on the wire: per packet the payload + SES standard header (44) + PDS request (12) + UDP (8) +
+IPv4 (20) + Ethernet (14), plus 24 bytes of FCS, preamble and gap — then the last frame's store-
+and-forward over the remaining links and its propagation over every link of the path, and the
+ACK's way back (propagation plus a minimum-size frame per link). Path: 2 links under one leaf, 4
+through a spine, 6 through a 3-tier core.
+
+**Speed**: packet-hops are frames that crossed one link (every switch and NIC port's transmitted
+frames summed); the speed is packet-hops per CPU second of the process (``time.process_time``,
+the one clock read here, outside the simulated system). CPU figures go under ``timing``, the only
+part of the result that differs between two runs of one seed.
+
+**Stalls**: when every rank waits and nothing is left to happen (a message failed and its
+receiver waits for ever), the run stops, the ranks' partial reports are summarised (the flows
+concerned are not intact) and ``stalled`` says when.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from uet.fabric.model import Fabric, Telemetry
+from uet.fabric.profiles import load_topology, merge, overrides_to_dict
+from uet.fabric.switch import fabric_counters
+from uet.fabric.topology import Topology
+from uet.fep import FepConfig, FepCore
+from uet.sim.endpoint import SimEndpoint
+from uet.sim.engine import Engine, SimulationError
+from uet.sim.loop import VirtualTimeLoop
+from uet.workloads import Flow, RankReport, Workload, make
+from uet.workloads.report import summarize
+
+__all__ = ["DEFAULT_ENDPOINT", "DEFAULT_RUN", "build_topology", "ideal_seconds", "simulate"]
+
+#: Run settings of ``uet-sim`` when neither the scenario nor the options say otherwise.
+DEFAULT_RUN: dict[str, Any] = {
+    "workload": "incast",
+    "endpoints": 9,
+    "message_bytes": 65536,
+    "messages": 4,
+    "seed": 1,
+    "profile": "datacenter",
+    "rate_bps": 100_000_000_000,
+    "topology": "fat_tree",
+}
+
+#: Endpoint settings of ``uet-sim`` by default: 4 KiB payloads, ECN-capable, 64 packets in flight
+#: per lane (fixed window: about one BDP at 100 Gb/s on a 3-tier tree) and, with no congestion
+#: control yet, trimmed packets resent until they get through: ``Max_NACK_Retx_Cnt`` at its
+#: "infinite" setting (behaviour.md §2.9: "0–31; max = infinite"), a bound no run reaches here.
+#: With the spec default of 5 a sustained incast fails messages whose packets were trimmed 6 times.
+DEFAULT_ENDPOINT: dict[str, Any] = {
+    "payload_size": 4096,
+    "ecn_capable": True,
+    "max_inflight": 64,
+    "pds": {"max_nack_retx": 1 << 30},
+}
+
+#: Bytes each data packet adds to its payload on the wire (see the module docstring).
+DATA_OVERHEAD = 44 + 12 + 8 + 20 + 14 + 24
+#: A minimum Ethernet frame on the wire (ACKs): 60 + 24.
+MIN_WIRE = 84
+
+
+def build_topology(settings: dict[str, Any], table: dict[str, Any] | None = None) -> Topology:
+    """The scenario's topology, sized to hold ``endpoints`` hosts (a fat tree grows ``hosts``, the
+    other kinds ``hosts_per_leaf``, as ``uet-run`` does)."""
+    topo = load_topology(
+        table or settings.get("topology", "fat_tree"),
+        profile=settings.get("profile", "datacenter"),
+        rate_bps=int(settings.get("rate_bps", 100_000_000_000)),
+        overrides=overrides_to_dict(settings.get("overrides", [])),
+    )
+    n = int(settings["endpoints"])
+    if topo.host_count() < n:
+        if topo.kind == "fat_tree":
+            topo = merge(topo, {"hosts": n})
+        else:
+            leaves = topo.host_count() // topo.hosts_per_leaf
+            topo = merge(topo, {"hosts_per_leaf": math.ceil(n / leaves)})
+    return topo
+
+
+def _links(fabric: Fabric, a: int, b: int) -> int:
+    sa, sb = fabric.hosts[a].switch, fabric.hosts[b].switch
+    if sa == sb:
+        return 2
+    if sa.startswith("pod") and sa.split("-")[0] != sb.split("-")[0]:
+        return 6
+    return 4
+
+
+def ideal_seconds(fabric: Fabric, flow: Flow, payload: int) -> float:
+    """The ideal completion time of ``flow`` (module docstring)."""
+    host = fabric.nics[flow.src].port
+    rate = host.rate_bps
+    delay = host.delay_ns
+    links = _links(fabric, flow.src, flow.dst)
+    frames = []
+    for _ in range(flow.messages):
+        left = flow.nbytes
+        while left > 0:
+            p = min(payload, left)
+            frames.append(max(p + DATA_OVERHEAD, MIN_WIRE))
+            left -= p
+    ser = sum(frames) * 8e9 / rate
+    last = frames[-1] * 8e9 / rate
+    ack = MIN_WIRE * 8e9 / rate
+    return (ser + (links - 1) * last + 2 * links * delay + links * ack) / 1e9
+
+
+def simulate(
+    settings: dict[str, Any],
+    topology: dict[str, Any] | None = None,
+    endpoint: dict[str, Any] | None = None,
+    *,
+    workload: Workload | None = None,
+    on_progress: Callable[[int, int, int], None] | None = None,
+    timeline: bool = False,
+) -> dict[str, Any]:
+    """Run the scenario (module docstring) and return its result dict.
+
+    ``on_progress(virtual ns, messages received, messages expected)`` is called as the run goes;
+    ``timeline`` keeps queue-depth and port-byte samples (``result["timeline"]``) for plots.
+    """
+    s = {**DEFAULT_RUN, **settings}
+    topo = build_topology(s, topology)
+    seed = int(s["seed"])
+    wl = workload or make(
+        s["workload"],
+        int(s["endpoints"]),
+        message_bytes=int(s["message_bytes"]),
+        messages=int(s["messages"]),
+        seed=seed,
+    )
+    tel = Telemetry({"queue_depth", "port_bytes"} if timeline else set(), enabled=timeline)
+    cpu0 = time.process_time()
+    fabric = Fabric(topo, seed=seed, telemetry=tel)
+    engine = Engine(fabric)
+    cfg = merge(FepConfig(), endpoint if endpoint is not None else DEFAULT_ENDPOINT)
+    n = wl.n
+    eps = []
+    for i in range(n):
+        core = FepCore(fabric.hosts[i].ip, job=0, pid=0, config=cfg, seed=(seed << 20) + i)
+        eps.append(SimEndpoint(engine, engine.attach(i, core)))
+    addresses = [ep.address for ep in eps]
+    reports = [RankReport() for _ in range(n)]
+    expected = sum(wl.expected(r) for r in range(n))
+    stalled: int | None = None
+    error: str | None = None
+
+    async def main() -> None:
+        tasks = [asyncio.ensure_future(wl.run(i, ep, addresses, reports[i])) for i, ep in enumerate(eps)]
+        if on_progress is not None:
+            engine.on_progress = lambda now: on_progress(now, sum(len(r.rx) for r in reports), expected)
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+
+    loop = VirtualTimeLoop(engine)
+    try:
+        loop.run_until_complete(main())
+    except SimulationError as e:
+        stalled = engine.now
+        error = str(e)
+    finally:
+        pending = asyncio.all_tasks(loop)
+        for t in pending:
+            t.cancel()
+        if pending:  # let the cancelled ranks unwind (each wakes at once, no time passes)
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.close()
+    end_ns = engine.now
+    cpu = time.process_time() - cpu0
+    payload = min(cfg.payload_size, 16383)
+    res = summarize(wl, addresses, reports, ideal_s=lambda f: ideal_seconds(fabric, f, payload))
+    hops = sum(p.tx_frames for sw in fabric.switches.values() for p in sw.ports) + sum(
+        nic.port.tx_frames for nic in fabric.nics
+    )
+    counters: dict[str, int] = {}
+    for ep in eps:
+        for k, v in ep.counters.items():
+            if isinstance(v, int) and v:
+                counters[k] = counters.get(k, 0) + v
+    res.update(
+        engine="sim",
+        ok=res["ok"] and stalled is None,
+        seed=seed,
+        topology={"kind": topo.kind, "hosts": len(fabric.hosts), "switches": len(fabric.switches)},
+        link_rate_bps=fabric.nics[0].port.rate_bps,
+        virtual_s=round(end_ns / 1e9, 9),
+        stalled_at_ns=stalled,
+        fabric=fabric_counters(fabric),
+        endpoint_counters=dict(sorted(counters.items())),
+        sim={"packet_hops": hops, "frames_injected": engine.frames_in, "instants": engine.instants},
+        timing={"cpu_s": round(cpu, 3), "packet_hops_per_cpu_s": round(hops / cpu) if cpu > 0 else None},
+    )
+    if error is not None:
+        res["errors"] = [*res["errors"], error]
+    if timeline:
+        res["timeline"] = [r.as_dict() for r in tel.records]
+    return res

@@ -1,0 +1,95 @@
+"""Per-flow and per-run results of a workload, the same for the live engine and the simulator.
+
+:func:`summarize` checks every message of every flow arrived exactly once with the bytes sent
+(SHA-256), and adds what a reader of a run wants first: per flow bytes, completion time, goodput,
+retransmissions, intact; per run the flow completion time (FCT) percentiles (nearest rank), the
+max/min FCT ratio (fairness) and, when the caller knows the ideal completion time of each flow,
+the slowdown FCT / ideal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from uet.workloads.base import Flow, RankReport, Workload
+
+__all__ = ["percentile", "summarize"]
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile ``p`` (0–100) of ``values`` (0.0 when empty)."""
+    if not values:
+        return 0.0
+    s = sorted(values)
+    return s[max(0, min(len(s) - 1, math.ceil(p / 100 * len(s)) - 1))]
+
+
+def summarize(
+    workload: Workload,
+    addresses: Sequence[str],
+    reports: Sequence[RankReport | dict[str, Any]],
+    *,
+    ideal_s: Callable[[Flow], float] | None = None,
+) -> dict[str, Any]:
+    """``{"ok", "workload", "endpoints", "flows": [...], "fct": {...}}`` from the ranks' reports
+    (objects or their :meth:`RankReport.as_dict`)."""
+    dicts = [r.as_dict() if isinstance(r, RankReport) else r for r in reports]
+    sent = {f["flow"]: f for r in dicts for f in r["flows"]}
+    got: dict[tuple[int, int], list[str]] = {}
+    for r in dicts:
+        for m in r["rx"]:
+            if m["flow"] is not None:
+                got.setdefault((m["flow"], m["index"]), []).append(m["sha256"])
+    checks = {i: r.get("check") for i, r in enumerate(dicts)}
+    flows_out = []
+    fcts, slowdowns = [], []
+    for fl in workload.flows():
+        rec: dict[str, Any] = {"flow": fl.id, "src": addresses[fl.src], "dst": addresses[fl.dst]}
+        f = sent.get(fl.id)
+        if f is None:
+            rec.update(bytes=0, intact=False, error=dicts[fl.src].get("error") or "no report from the sender")
+        else:
+            hashes = f["sha256"]
+            intact = f["error"] is None and all(got.get((fl.id, i)) == [h] for i, h in enumerate(hashes))
+            if checks.get(fl.src) is False:
+                intact = False
+            dt = f["completion_s"]
+            rec.update(
+                bytes=f["bytes"],
+                messages=f["messages"],
+                completion_s=round(dt, 9),
+                goodput_gbps=round(f["bytes"] * 8 / dt / 1e9, 6) if dt > 0 else 0.0,
+                retransmits=f["retransmits"],
+                delivered=sum(1 for i in range(len(hashes)) if (fl.id, i) in got),
+                intact=intact,
+                error=f["error"],
+            )
+            if f["error"] is None:
+                fcts.append(dt)
+            if ideal_s is not None:
+                ideal = ideal_s(fl)
+                rec["ideal_s"] = round(ideal, 9)
+                if ideal > 0:
+                    rec["slowdown"] = round(dt / ideal, 4)
+                    if f["error"] is None:
+                        slowdowns.append(dt / ideal)
+        flows_out.append(rec)
+    ok = all(f["intact"] for f in flows_out) and not any(r.get("error") for r in dicts)
+    fct: dict[str, Any] = {"flows": len(fcts)}
+    if fcts:
+        fct.update(mean_s=round(sum(fcts) / len(fcts), 9))
+        fct.update({f"p{p}_s": round(percentile(fcts, p), 9) for p in (50, 90, 99)})
+        fct.update(max_s=round(max(fcts), 9), max_over_min=round(max(fcts) / min(fcts), 4) if min(fcts) > 0 else None)
+    if slowdowns:
+        fct.update({f"slowdown_p{p}": round(percentile(slowdowns, p), 4) for p in (50, 90, 99)})
+        fct.update(slowdown_max=round(max(slowdowns), 4))
+    return {
+        "ok": ok,
+        "workload": workload.name,
+        "endpoints": workload.n,
+        "flows": flows_out,
+        "fct": fct,
+        "errors": [r["error"] for r in dicts if r.get("error")],
+    }
