@@ -99,7 +99,7 @@ def failed(report: dict) -> set[str]:
 def test_whole_suite_against_uet_peer(tmp_path: Path) -> None:
     junit = tmp_path / "conformance.xml"
     with peer(tmp_path) as p:
-        rc, report = run_suite(p, "--timeout", "2", "--junit", str(junit))
+        rc, report = run_suite(p, "--timeout", "5", "--junit", str(junit))
         counters = p.stop()
     s = report["summary"]
     assert s["total"] >= 150
@@ -155,12 +155,12 @@ FAULT_CATCHERS: dict[str, tuple[set[str], list[str]]] = {
         [],
     ),
     "ack-psn-off-by-one": (
-        {f"ACK-{i:03d}" for i in (*range(1, 13), 16, 17, 19)} | {"EST-004", "EST-005", "EST-006", "EST-012", "EST-018"},
-        ["-k", "EST-", "-k", "ACK-0", "--timeout", "0.5"],
+        {f"ACK-{i:03d}" for i in range(1, 10)} | {"EST-004", "EST-005", "EST-006"},
+        ["-k", "EST-00", "-k", "ACK-00", "--timeout", "1.5"],
     ),
     "no-probe-echo": ({"CTL-005", "CTL-008", "CTL-009", "CTL-010"}, []),
     "no-req-clear": ({"CLR-001", "CLR-008", "DEF-001", "MAT-006"}, []),
-    "rudi-wrong-pkt-id": ({f"RUDI-{i:03d}" for i in (*range(1, 11), 12)}, ["-k", "RUDI", "--timeout", "0.5"]),
+    "rudi-wrong-pkt-id": ({f"RUDI-{i:03d}" for i in (*range(1, 11), 12)}, ["-k", "RUDI", "--timeout", "1.5"]),
     "wrong-job-echo": ({"SES-004"}, []),
 }
 
@@ -169,7 +169,9 @@ FAULT_CATCHERS: dict[str, tuple[set[str], list[str]]] = {
 def test_each_fault_is_caught(tmp_path: Path, fault: str) -> None:
     catchers, opts = FAULT_CATCHERS[fault]
     with peer(tmp_path, "--fault", fault) as p:
-        _rc, report = run_suite(p, *opts)
+        # a generous timeout by default: a passing case never waits for it, and a loaded CI machine
+        # must not turn a slow reply into a failure
+        _rc, report = run_suite(p, *(opts or ["--timeout", "3"]))
     ran = {c["id"] for c in report["cases"]}
     assert catchers <= ran
     got = failed(report)
@@ -189,7 +191,7 @@ def _key_file(tmp: Path) -> Path:
 def test_tss_cases_with_a_key_file(tmp_path: Path) -> None:
     keys = _key_file(tmp_path)
     with peer(tmp_path, "--keys", str(keys)) as p:
-        rc, report = run_suite(p, "--keys", str(keys), "-k", "TSS", "-k", "EST-0", "-k", "SES-0", "--timeout", "2")
+        rc, report = run_suite(p, "--keys", str(keys), "-k", "TSS", "-k", "EST-0", "-k", "SES-0", "--timeout", "5")
     outcomes = {c["id"]: c["outcome"] for c in report["cases"]}
     assert all(outcomes[f"TSS-{i:03d}"] == "pass" for i in range(1, 11)), outcomes
     assert failed(report) <= set(KNOWN_FINDINGS)
@@ -199,7 +201,7 @@ def test_tss_cases_with_a_key_file(tmp_path: Path) -> None:
 def test_answer_replay_fault_is_caught(tmp_path: Path) -> None:
     keys = _key_file(tmp_path)
     with peer(tmp_path, "--keys", str(keys), "--fault", "answer-replay") as p:
-        _rc, report = run_suite(p, "--keys", str(keys), "-k", "TSS", "--timeout", "1")
+        _rc, report = run_suite(p, "--keys", str(keys), "-k", "TSS", "--timeout", "3")
     assert failed(report) == {"TSS-005"}
 
 
@@ -291,8 +293,9 @@ def test_readme_conformance_commands_run_as_written(tmp_path: Path) -> None:
                      for ln in lines)  # fmt: skip
     r = subprocess.run(["bash", "-c", "set -m\n" + body + "\nwait"], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=240)  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    assert "cases" in r.stdout and (tmp_path / "conformance.xml").exists()
+    why = f"stdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
+    assert r.returncode == 0, why
+    assert "cases" in r.stdout and (tmp_path / "conformance.xml").exists(), why
     ET.parse(tmp_path / "conformance.xml")
-    assert '"stopped": true' in (tmp_path / "peer.json").read_text()
-    assert r.stdout.count("STATUS=") <= 1 and "Traceback" not in r.stderr
+    assert '"stopped": true' in (tmp_path / "peer.json").read_text(), why
+    assert "goodput_gbps" in r.stdout and "Traceback" not in r.stderr, why

@@ -26,7 +26,7 @@ from uet.link import loopback_addresses
 from uet.ses import Access
 from uet.tss.establish import StartPsnMethod
 from uet.wire.pds import CONTROL, REQUEST_SYN, ControlType, PdsType, ReqFlag
-from uet.wire.ses import STANDARD, AmoOp, AmoType, SesFlag, SesOpcode
+from uet.wire.ses import RENDEZVOUS_EXT, STANDARD, AmoOp, AmoType, SesFlag, SesOpcode
 
 TIMEOUT = 30.0
 RSS_BOUND = 150 << 20  # growth allowed across one attack and the honest transfer after it
@@ -90,13 +90,14 @@ async def _settle(cond, seconds: float = 5.0) -> None:  # noqa: ANN001
 
 
 def _first_packet(eb: Endpoint, mid: int, length: int, *, spdcid: int, opcode: int = SesOpcode.SEND, gen: int = 0,
-                  key: int = 0, payload: bytes = b"", flags: int = 0, psn: int = 1 << 20) -> bytes:  # fmt: skip
+                  key: int = 0, payload: bytes = b"", flags: int = 0, psn: int = 1 << 20,
+                  ext: bytes = b"") -> bytes:  # fmt: skip
     pds = REQUEST_SYN.encode(REQUEST_SYN.make(psn=psn, spdcid=spdcid, psn_offset=0, flags=ReqFlag.SYN | ReqFlag.AR))
     ses = _SOM_STD.make(
         opcode=opcode, flags=SesFlag.SOM | SesFlag.REL | flags, message_id=mid, ri_generation=gen, job_id=eb.job,
         pid_on_fep=eb.pid, resource_index=eb.resource_index, initiator=7, request_length=length, match_bits=key,
     )  # fmt: skip
-    return pds + _SOM_STD.encode(ses) + payload
+    return pds + _SOM_STD.encode(ses) + ext + payload
 
 
 async def test_syn_flood_then_honest_transfer() -> None:
@@ -195,6 +196,51 @@ async def test_replay_of_a_captured_transfer(secure: bool) -> None:
         if secure:
             assert again is None
         await _honest(ea, eb, tag=6)
+    finally:
+        atk.close()
+        await asyncio.wait_for(asyncio.gather(ea.close(), eb.close()), TIMEOUT)
+
+
+async def test_forged_rendezvous_draws_a_bounded_number_of_reads() -> None:
+    """Issue 15 item 3 (rendezvous variant): one forged rendezvous first packet claiming 64 MiB
+    made a waiting recv() read the rest from the forger (~1,500 reads). The reads toward a peer
+    that never answers now cost one window plus ``rto_burst`` per backed-off round, and the
+    endpoint serves an honest transfer afterwards."""
+    ea, eb, atk = await _setup(36)
+    try:
+        waiting = asyncio.ensure_future(eb.recv())
+        await asyncio.sleep(0)
+        ext = RENDEZVOUS_EXT.encode((4096, 0, 0, 0, 0, 0x5EC))
+        forged = _first_packet(eb, 1, 64 << 20, spdcid=12, opcode=SesOpcode.RENDEZVOUS_SEND, ext=ext,
+                               payload=bytes(4096), flags=SesFlag.EOM)  # fmt: skip
+        await atk.fire([forged], eb.address)
+        with pytest.raises(Exception):  # noqa: B017 - the forged message fails (its reads do)
+            await asyncio.wait_for(waiting, TIMEOUT)
+        await asyncio.sleep(0.5)
+        got = atk.drain()
+        assert got < 400, f"{got} datagrams toward the forger"
+        await _honest(ea, eb)
+    finally:
+        atk.close()
+        await asyncio.wait_for(asyncio.gather(ea.close(), eb.close()), TIMEOUT)
+
+
+async def test_forged_deferrable_send_does_not_hold_a_receive_for_good() -> None:
+    """Issue 15 item 3: one forged deferrable-send packet bound a waiting recv() to an RTR toward
+    a peer that never restarts the message, for good (and drew ~950 CLEAR_REQs). The receive is
+    released after the reassembly timeout (300 ms here) with ``DROPPED``, and the next recv()
+    takes an honest message."""
+    ea, eb, atk = await _setup(37, reassembly_timeout_ns=300_000_000)
+    try:
+        waiting = asyncio.ensure_future(eb.recv())
+        await asyncio.sleep(0)
+        forged = _first_packet(eb, 1, 4096, spdcid=13, opcode=SesOpcode.DEFERRABLE_SEND, payload=bytes(1024))
+        await atk.fire([forged], eb.address)
+        with pytest.raises(Exception) as exc:
+            await asyncio.wait_for(waiting, TIMEOUT)  # released, not held for good
+        assert type(exc.value).__name__ == "Dropped", repr(exc.value)
+        await _honest(ea, eb)
+        assert atk.drain() < 40  # the ACK, a few CLEAR_REQs, the RTR and its backed-off resends
     finally:
         atk.close()
         await asyncio.wait_for(asyncio.gather(ea.close(), eb.close()), TIMEOUT)

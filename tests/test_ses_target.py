@@ -709,8 +709,8 @@ def test_write_with_stale_generation_is_refused_and_changes_nothing(fep: SesFep,
 def test_forged_deferral_releases_the_receive_after_the_reassembly_timeout(fep: SesFep) -> None:
     """Issue 15 item 3: one forged deferrable-send packet bound a posted receive to an RTR toward
     a peer that never restarts the message, for good. The reservation now expires after
-    ``reassembly_timeout_ns`` and the receive goes back to the posted list, where an honest
-    message lands in it; a restart arriving after that is refused."""
+    ``reassembly_timeout_ns`` and the receive completes with DROPPED (as one bound to an expired
+    partial message does); a restart arriving after that is refused."""
     timeout = fep.target.config.reassembly_timeout_ns
     r = handle(fep, defer_hdr(1, REL | EOM, 1, 4, 0x21, 0), b"evil")
     assert r is not None and r.data == resp(RC.OK, 1, lst=1)
@@ -722,12 +722,16 @@ def test_forged_deferral_releases_the_receive_after_the_reassembly_timeout(fep: 
     fep.handle_timer(1_000)  # the reservation's clock starts
     assert fep.get_timer() == 1_000 + timeout
     fep.handle_timer(1_000 + timeout - 1)
-    assert not res(fep).matcher.posted(False)
+    assert not [x for x in events(fep) if isinstance(x, RecvCompleted)]
     fep.handle_timer(1_000 + timeout)
-    assert fep.target.counters["rtr_expired"] == 1 and len(res(fep).matcher.posted(False)) == 1
+    assert fep.target.counters["rtr_expired"] == 1
+    [e] = [x for x in events(fep) if isinstance(x, RecvCompleted)]
+    assert e.context == "app" and e.return_code == RC.DROPPED  # released, as an expired message's
+    buf2 = bytearray(8)
+    fep.target.post_recv(res(fep), buf2, context="again")
     r = handle(fep, som_hdr(SesOpcode.SEND, REL | EOM, 9, 5), b"hello")
     assert r is not None and r.data == ok(9, 5)
     [e] = [x for x in events(fep) if isinstance(x, RecvCompleted)]
-    assert e.context == "app" and bytes(buf[:5]) == b"hello"
+    assert e.context == "again" and bytes(buf2[:5]) == b"hello"
     r = handle(fep, defer_hdr(1, REL | EOM, 2, 4, 0x21, 1), b"late")  # the restart, too late
     assert r is not None and r.data == resp(RC.OP_VIOLATION, 2)

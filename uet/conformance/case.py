@@ -69,6 +69,7 @@ class Result:
     got: str = ""
     reason: str = ""
     exchange: list[tuple[str, str]] = field(default_factory=list)
+    saw_new_start: bool = False  # a NACK NEW_START_PSN arrived during the case
 
     def as_dict(self) -> dict[str, Any]:
         c = self.case
@@ -84,7 +85,30 @@ class Result:
 
 
 def run_case(c: Case, s: Session) -> Result:
-    """Run one case on a drained session; a hostile case is followed by a liveness probe."""
+    """Run one case on a drained session; a hostile case is followed by a liveness probe.
+
+    Against a secure target that mints Start PSNs (RANDOM_1RTT_START, behaviour.md §2.3.2) a PDC
+    whose Start PSN was assigned waits PENDING for ``New_PDC_Time`` only (milliseconds); on a
+    loaded machine the case's first SYN can miss it and draw a fresh NACK ``NEW_START_PSN``. That
+    is a missed precondition, not a verdict: such a case is run once more."""
+    r = _run_once(c, s)
+    if r.outcome == "fail" and getattr(s, "one_rtt", False) and r.saw_new_start:
+        r = _run_once(c, s)
+    return r
+
+
+def _new_start_nacked(logged: list[tuple[str, bytes]]) -> bool:
+    from uet.conformance.wirekit import decode_reply
+
+    for d, b in logged:
+        if d == "received":
+            rep = decode_reply(b)
+            if rep.is_nack and rep.pds is not None and rep.pds.nack_code == 0x17:
+                return True
+    return False
+
+
+def _run_once(c: Case, s: Session) -> Result:
     s.drain()
     s.log.clear()
     t0 = time.monotonic()
@@ -110,4 +134,4 @@ def run_case(c: Case, s: Session) -> Result:
             pass
     dt = time.monotonic() - t0
     exchange = [(d, b.hex()) for d, b in logged[-12:]] if outcome in ("fail", "error") else []
-    return Result(c, outcome, dt, expected, got, reason, exchange)
+    return Result(c, outcome, dt, expected, got, reason, exchange, _new_start_nacked(logged))

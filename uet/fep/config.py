@@ -50,7 +50,8 @@ class FepConfig:
         eager_length: bytes a rendezvous send carries eagerly.
         match_limits: the unexpected-list limits of the target engine (:class:`MatchLimits`).
         max_partial / reassembly_timeout_ns: limits of the unexpected-message fast path
-            (:class:`MessageConfig`): messages being reassembled at once, idle timeout.
+            (:class:`MessageConfig`): messages being reassembled at once, idle timeout; the
+            timeout is also the target engine's (partial messages, RTR reservations).
         close_timeout_s: how long the close sequence (``FepCore.close``) waits for PDCs to close gracefully.
         housekeeping_s: period of the reassembly expiry sweep.
         max_batch: datagrams read per readiness callback (direct link).

@@ -137,7 +137,9 @@ class FepCore(Operations, Completions):
                 local_pid=pid,
                 local_index=ri,
             ),
-            target=TargetConfig(max_payload=ses_payload, max_ack_data=ses_payload),
+            target=TargetConfig(
+                max_payload=ses_payload, max_ack_data=ses_payload, reassembly_timeout_ns=cfg.reassembly_timeout_ns
+            ),
             limits=cfg.match_limits,
             rng=random.Random(rng.getrandbits(64)),
             fast=cfg.message_config(),

@@ -178,8 +178,9 @@ class SesTarget:
         self._recs: dict[Any, _Rec] = {}
         self._done: OrderedDict[Any, tuple[int, int, int]] = OrderedDict()
         self._reserved: dict[int, tuple[PostedReceive, str, int, Resource]] = {}
-        #: when each reservation was first seen by :meth:`handle_timer` (None: not yet)
-        self._reserved_at: dict[int, int | None] = {}
+        #: per reservation: when :meth:`handle_timer` first saw it (None: not yet), and the
+        #: deferred message's record
+        self._reserved_at: dict[int, list[Any]] = {}
         self._next_token = 1
         self._events: deque[RecvCompleted | WriteCompleted] = deque()
         self._out: deque[OutPacket] = deque()
@@ -312,7 +313,7 @@ class SesTarget:
         limit = self.config.reassembly_timeout_ns
         if self._recs:
             ts.append(min(r.last_ns for r in self._recs.values()) + limit)
-        for at in self._reserved_at.values():
+        for at, _rec in self._reserved_at.values():
             ts.append(self._now if at is None else at + limit)
         return min(ts) if ts else None
 
@@ -336,20 +337,21 @@ class SesTarget:
 
     def _expire_reservations(self, now: int, limit: int) -> None:
         """A receive reserved for a deferred message (RTR sent, §6.7) whose restarted message has
-        not begun within ``reassembly_timeout_ns`` goes back to the front of its posted list, so
-        a forged or abandoned deferral cannot hold an application's receive for good (issue 15
-        item 3; inference: the notes give the RTR no timeout). A restart arriving later finds no
-        reservation and is answered ``OP_VIOLATION`` (unknown restart token)."""
+        not begun within ``reassembly_timeout_ns`` completes with ``DROPPED``, as a receive bound
+        to an expired partial message does: a forged or abandoned deferral cannot hold an
+        application's receive for good (issue 15 item 3; inference: the notes give the RTR no
+        timeout). A restart arriving later finds no reservation and is answered
+        ``OP_VIOLATION`` (unknown restart token)."""
         at_map = self._reserved_at
-        for token, at in list(at_map.items()):
-            if at is None:
-                at_map[token] = now  # first seen: the reservation's clock starts now
-            elif at <= limit:
+        for token, entry in list(at_map.items()):
+            if entry[0] is None:
+                entry[0] = now  # first seen: the reservation's clock starts now
+            elif entry[0] <= limit:
                 del at_map[token]
                 got = self._reserved.pop(token, None)
                 if got is not None:
                     self.counters["rtr_expired"] += 1
-                    got[3].matcher.repost_front(got[0])
+                    self._complete_recv(entry[1], got[0], ReturnCode.DROPPED, 0, unexpected=True)
 
     # -- responses ------------------------------------------------------------------------------
 
@@ -606,7 +608,7 @@ class SesTarget:
         if u.kind == "deferred":
             token = self._new_token()
             self._reserved[token] = (recv, rec.peer, rec.src_token, rec.resource)
-            self._reserved_at[token] = None
+            self._reserved_at[token] = [None, rec]
 
             def done(_result: Any, err: SesError | None, token: int = token) -> None:
                 if err is not None:

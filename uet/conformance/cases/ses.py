@@ -484,3 +484,71 @@ def _restart(s: Session) -> None:
 def _bad_restart(s: Session) -> None:
     r = op(s, None, OP.DEFERRABLE_SEND, b"forged", src_token=0x4242, dst_token=0x7FFF0001)
     expect_rc(r, RC.OP_VIOLATION)
+
+
+# -- rendezvous ---------------------------------------------------------------------------------------
+
+V = "ses-rndv"
+
+
+class _Rndv:
+    """A RENDEZVOUS_SEND of 24 bytes with 8 eager (behaviour.md §6.6), and the READ the target
+    sends back to pull the rest, which the tester answers with the data like any target."""
+
+    KEY, PID, RI, OFF = 0x7E57AB1E, 5, 7, 4096
+
+    def __init__(self, s: Session, *, tagged: bool = False) -> None:
+        self.data = bytes(range(0x40, 0x58))
+        ext = S.RENDEZVOUS_EXT.encode(
+            S.RENDEZVOUS_EXT.make(eager_length=8, read_ri_generation=0, read_pid_on_fep=self.PID,
+                                  read_resource_index=self.RI, read_offset=self.OFF, read_match_bits=self.KEY)
+        )  # fmt: skip
+        opcode = OP.RENDEZVOUS_TSEND if tagged else OP.RENDEZVOUS_SEND
+        kw = {"match_bits": 0x52444E56} if tagged else {}
+        self.first = op(s, None, opcode, self.data[:8], ext, request_length=len(self.data), **kw)
+        expect_rc(self.first, RC.OK, " for the rendezvous send")
+        self.read = s.expect(lambda r: r.ptype in (P.PdsType.RUD_REQ, P.PdsType.ROD_REQ) and r.ses is not None
+                             and r.ses.opcode == OP.READ and r.ses.match_bits == self.KEY,
+                             "a READ from the target naming the rendezvous key")  # fmt: skip
+        rd = self.read
+        mine = s.new_pdcid() if rd.flags & P.ReqFlag.SYN else rd.pds.dpdcid
+        want = rd.ses.request_length
+        start = rd.ses.buffer_offset - self.OFF
+        resp = S.RESPONSE_DATA.encode(
+            S.RESPONSE_DATA.make(message_id=rd.ses.message_id, job_id=rd.ses.job_id,
+                                 read_request_message_id=rd.ses.message_id, payload_length=want,
+                                 modified_length=want, message_offset=0)
+        )  # fmt: skip
+        ack = P.ACK.make(next_hdr=P.NextHeader.RESPONSE_DATA, flags=P.AckFlag.REQ_CLEAR, cack_psn=rd.pds.psn,
+                         spdcid=mine, dpdcid=rd.pds.spdcid)  # fmt: skip
+        s.send(P.ACK.encode(ack) + resp + self.data[start : start + want])
+
+
+@case("RDV-001", V, "RENDEZVOUS_SEND is answered OK", "behaviour.md §6.6")
+def _rndv_ok(s: Session) -> None:
+    r = _Rndv(s).first
+    check(r.ses.modified_length in (0, 8, 24), "modified_length of the eager part or the message", r)
+
+
+@case("RDV-002", V, "the target pulls the rest: READ of (length − eager) bytes at read_offset + eager_length",
+      "behaviour.md §6.6")  # fmt: skip
+def _rndv_read(s: Session) -> None:
+    rd = _Rndv(s).read
+    check(rd.ses.buffer_offset == _Rndv.OFF + 8 and rd.ses.request_length == 16,
+          f"READ at offset {_Rndv.OFF + 8} of 16 bytes", rd)  # fmt: skip
+
+
+@case("RDV-003", V, "the READ is addressed to the read PIDonFEP / resource index of the descriptor",
+      "wire-format.md §9.3")  # fmt: skip
+def _rndv_addr(s: Session) -> None:
+    rd = _Rndv(s).read
+    check(rd.ses.pid_on_fep == _Rndv.PID and rd.ses.resource_index == _Rndv.RI,
+          f"pid_on_fep {_Rndv.PID}, resource_index {_Rndv.RI}", rd)  # fmt: skip
+
+
+@case("RDV-004", V, "the answered READ is not retransmitted", "behaviour.md §2.6", SHOULD)
+def _rndv_done(s: Session) -> None:
+    rv = _Rndv(s)
+    psn = rv.read.pds.psn
+    s.assert_silent(lambda r: r.ptype in (P.PdsType.RUD_REQ, P.PdsType.ROD_REQ) and r.pds.psn == psn
+                    and r.flags & P.ReqFlag.RETX, "no retransmission of the READ we answered")  # fmt: skip
