@@ -24,7 +24,7 @@ from uet.ses.errors import BadMkey, Cancelled, TooLong
 from uet.ses.memory import Access
 from uet.tss import SdMode, SecureDomain, SecureDomainTable
 from uet.wire.pds import ControlType, PdsType
-from uet.wire.ses import AmoOp, AmoType, SesOpcode
+from uet.wire.ses import AmoOp, AmoType, SesFlag, SesOpcode
 
 
 def _requests(pair: FepPair, node) -> list:
@@ -395,3 +395,20 @@ def test_every_rudi_response_carries_its_ses_response() -> None:
     assert [(s.opcode, s.return_code) for s in ses].count((0, 0)) == 2  # DEFAULT_RESPONSE, RC_NULL
     assert ses[-1].return_code == 1 and ses[-1].modified_length == len(data)
     assert {s.message_id for s in ses} == ids
+
+
+def test_dc_send_before_the_receive_is_posted_completes() -> None:
+    """Issue 16: ``send(..., dc=True)`` failed with NO_MATCH when no receive was posted yet.
+    DC does not change matching (behaviour.md §6.4, §6.8): the target buffers it on the overflow
+    list and answers with a guaranteed RC_OK response, list = overflow, after placing it."""
+    p = FepPair(seed=23)
+    h = p.a.core.send(B_ADDR, b"delivered", tag=4, dc=True)
+    p.complete(p.a, h)
+    assert isinstance(p.a.result(h), SendCompleted)
+    (t, k), = _requests(p, p.a)  # fmt: skip
+    assert k.ses.flags & SesFlag.DC  # DC set on the wire (wire-format.md §8.1)
+    resp = [decode(t).ses for t in p.sent_by(p.b) if decode(t).ses is not None]
+    assert [(s.list, s.return_code, s.modified_length) for s in resp] == [(1, 1, 9)]
+    r = p.b.core.post_recv(None, tag=4)
+    (m,) = p.complete(p.b, r)
+    assert bytes(m.data) == b"delivered"

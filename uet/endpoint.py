@@ -311,8 +311,9 @@ class Endpoint:
         gave up) and :class:`EndpointClosed` if the endpoint closes first. ``data`` must not
         change until the call returns (packets are zero-copy slices of it). ``mode`` is the PDS
         delivery mode; ``header_data`` 64-bit immediate data; ``dc`` asks for delivery-complete
-        semantics (§6.8); ``protocol`` forces ``"eager"``, ``"rendezvous"`` or ``"deferrable"``
-        (default: by the configured thresholds).
+        semantics (§6.8: the target answers after placing the data; it does not change matching,
+        so a DC send that comes before its receive is buffered there, §6.4); ``protocol`` forces
+        ``"eager"``, ``"rendezvous"`` or ``"deferrable"`` (default: by the configured thresholds).
         """
         await self.send_nowait(
             peer, data, tag=tag, mode=mode, header_data=header_data, dc=dc, protocol=protocol,
