@@ -65,6 +65,7 @@ import signal
 import socket
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -79,6 +80,7 @@ from uet.tools.cli import (
     int_arg,
     parse_size,
     probability,
+    quiet_interrupt,
     run_main,
     size_arg,
 )
@@ -425,15 +427,27 @@ def _spawn(kind: str, opts: PairOptions) -> tuple[mp.process.BaseProcess, Connec
     proc = ctx.Process(target=_child, args=(child, kind, asdict(opts)), daemon=True)
     # The receiver is started with SIGINT blocked (the mask survives exec): Ctrl-C in the terminal
     # reaches the whole process group, and only this process should handle it; the child follows
-    # by seeing its pipe close. The resource tracker is started first: starting it unblocks SIGINT.
+    # by seeing its pipe close. While it starts, a Ctrl-C that already reached this process is only
+    # noted (an interrupted start leaves the child half-fed, and it prints a traceback), then
+    # raised once the start is complete. The resource tracker is started first: starting it
+    # unblocks SIGINT.
     from multiprocessing import resource_tracker
 
     resource_tracker.ensure_running()
+    noted: list[int] = []
+    main_thread = threading.current_thread() is threading.main_thread()
+    prev = signal.signal(signal.SIGINT, lambda *_: noted.append(1)) if main_thread else None
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         proc.start()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        if main_thread:
+            signal.signal(signal.SIGINT, prev)
+    if noted:
+        proc.terminate()
+        proc.join(5)
+        raise KeyboardInterrupt
     child.close()
     return proc, parent
 
@@ -593,6 +607,7 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
                 out["secure"] = secure
                 out["error"] = out["error"] or secure["error"]
         except KeyboardInterrupt:
+            quiet_interrupt()
             if not rounds:
                 raise
             interrupted = True  # Ctrl-C: the rounds completed so far are the result

@@ -41,6 +41,7 @@ __all__ = [
     "parse_size",
     "port_number",
     "probability",
+    "quiet_interrupt",
     "rate_arg",
     "report_usage_error",
     "run_main",
@@ -241,6 +242,12 @@ def _discard_stdout() -> None:
         pass
 
 
+def quiet_interrupt() -> None:
+    """Call where Ctrl-C is caught: a coroutine created but not yet started when it came is
+    garbage now, and its "never awaited" warning says nothing to the user."""
+    warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+
+
 def report_usage_error(prog: str, e: Exception) -> int:
     """Print a usage error the shared way (one line) and return its exit status, 2."""
     _stderr_line(prog, f"error: {e}")
@@ -262,9 +269,7 @@ def run_main(prog: str, body: Callable[[Sequence[str] | None], int], argv: Seque
         _stderr_line(prog, f"failed: {e}")
         return 1
     except KeyboardInterrupt:
-        # A coroutine created but not yet started when Ctrl-C came is garbage now; its
-        # "never awaited" warning says nothing to the user.
-        warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+        quiet_interrupt()
         _stderr_line(prog, "interrupted")
         return 130
     except BrokenPipeError:

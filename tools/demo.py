@@ -18,7 +18,16 @@ from typing import Any
 
 from uet.tools.bench import PairOptions, run_pair
 from uet.tools.bench_options import add_impairment, add_transfer_options, check_transfer
-from uet.tools.cli import ArgumentParser, RunFailed, UsageError, float_arg, run_main, size_arg, yes_no
+from uet.tools.cli import (
+    ArgumentParser,
+    RunFailed,
+    UsageError,
+    float_arg,
+    quiet_interrupt,
+    run_main,
+    size_arg,
+    yes_no,
+)
 
 from uet.errors import UetError
 
@@ -100,6 +109,7 @@ def _body(argv: Sequence[str] | None) -> int:
             runs.append(rec)
             table.add_row(*_row(rec))
     except KeyboardInterrupt:
+        quiet_interrupt()
         interrupted = True  # the modes that completed are printed below
     except UetError as e:
         raise RunFailed(str(e)) from None

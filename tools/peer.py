@@ -98,8 +98,9 @@ class Peer:
         if rewriters:
             from uet.link.direct import DirectLink
 
-            link = FaultLink(DirectLink(a.address, a.port), rewriters)
-        cfg = EndpointConfig(seed=a.seed)
+            link = FaultLink(DirectLink(a.address, a.port, read_ecn=True), rewriters)
+        # read the ECN field of what arrives: a CE mark is echoed as M in the ACK (behaviour.md §4.7)
+        cfg = EndpointConfig(seed=a.seed, ecn_feedback=True)
         self.ep = await Endpoint.open(
             a.address, a.job, a.pid, port=a.port, resource_index=a.ri, config=cfg, link=link, security=security
         )

@@ -217,10 +217,20 @@ class Session:
         self.log.append(("sent", note if note is not None else wire))
         self.sock.sendto(wire, (self.target.address, self.target.port))
 
-    def send(self, plaintext: bytes) -> bytes:
-        """Seal (with keys) and send; returns the bytes that went on the wire."""
+    def send(self, plaintext: bytes, *, ecn: int = 0) -> bytes:
+        """Seal (with keys) and send; returns the bytes that went on the wire. ``ecn`` sets the
+        IP ECN field of this datagram (3 = CE, as a congested switch would have marked it)."""
         wire = self.seal(plaintext)
-        self.send_raw(wire, plaintext)
+        if ecn:
+            level, opt = (socket.IPPROTO_IPV6, socket.IPV6_TCLASS) if ":" in self.local else (
+                socket.IPPROTO_IP, socket.IP_TOS)  # fmt: skip
+            self.sock.setsockopt(level, opt, ecn & 3)
+            try:
+                self.send_raw(wire, plaintext)
+            finally:
+                self.sock.setsockopt(level, opt, 0)
+        else:
+            self.send_raw(wire, plaintext)
         return wire
 
     def _read(self, deadline: float) -> bool:
@@ -363,11 +373,11 @@ class Pdc:
             psn_offset=(psn - self.start) & 0xFFF, rod=self.rod, clear_psn_offset=clear, **kw,
         )  # fmt: skip
 
-    def send(self, ses: bytes, psn: int | None = None, **kw: Any) -> int:
+    def send(self, ses: bytes, psn: int | None = None, *, ecn: int = 0, **kw: Any) -> int:
         """Send one request (PDS header built here, ``ses`` = SES header ‖ ext ‖ payload);
         returns its PSN. A new PSN advances ``next_psn``."""
         p = self.next_psn if psn is None else psn & M32
-        self.s.send(self.header(p, **kw) + ses)
+        self.s.send(self.header(p, **kw) + ses, ecn=ecn)
         if p == self.next_psn:
             self.next_psn = (p + 1) & M32
         return p

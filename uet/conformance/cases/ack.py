@@ -308,3 +308,19 @@ def _clear_beyond(s: Session) -> None:
     p.send_clear((p.start + 50) & 0xFFFFFFFF)
     r = _probe(s, p)
     check(r.pds.cack_psn == p.start, f"CACK still {p.start:#x}", r)
+
+
+@case("ACK-021", A, "a request that arrived CE-marked is acknowledged with M = 1", "behaviour.md §4.7")
+def _ecn_echo(s: Session) -> None:
+    p = opened(s)
+    psn = p.send(_f(s), ecn=3)
+    r = p.ack_for(psn)
+    check(bool(r.flags & P.AckFlag.M), "ACK flag M (0x20): the CE mark echoed", r)
+
+
+@case("ACK-022", A, "a request that arrived unmarked is acknowledged with M = 0", "behaviour.md §4.7")
+def _ecn_clear(s: Session) -> None:
+    p = opened(s)
+    psn = p.send(_f(s), ecn=2)
+    r = p.ack_for(psn)
+    check(not r.flags & P.AckFlag.M, "ACK flag M clear for an ECT(0) packet", r)
