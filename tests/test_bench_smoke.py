@@ -76,3 +76,14 @@ def test_pair_table_lists_the_rounds(capsys) -> None:
     out = capsys.readouterr().out
     assert rc == 0 and "goodput_gbps" in out and "rounds (raw UDP and UET alternate" in out
     assert "{'raw_udp_gbps'" not in out  # the rounds are a table of their own, not a dict dump
+
+
+def test_rtt_sweep_reports_latency_columns_per_size(capsys) -> None:
+    rc = bench.main(["rtt", "--sizes", "64,2KiB", "--count", "20", "--json", "--addresses", _addr()])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and [r["size"] for r in out["results"]] == [64, 2048]
+    for r in out["results"]:
+        for side in ("uet", "raw"):
+            v = [r[f"{side}_{k}_us"] for k in ("min", "p50", "p99", "p999", "max")]
+            assert v == sorted(v) and v[0] > 0  # percentiles in order
+            assert r[f"{side}_min_us"] <= r[f"{side}_avg_us"] <= r[f"{side}_max_us"]

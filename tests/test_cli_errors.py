@@ -34,6 +34,12 @@ CASES = [
     ("bench", ["core", "--packets", "0"]),
     ("bench", ["core", "--payload", "0"]),
     ("bench", ["codec", "--number", "0"]),
+    ("bench", ["rtt", "--sizes", "64,0"]),
+    ("bench", ["rtt", "--sizes", "70000"]),
+    ("bench", ["soak", "--minutes", "0"]),
+    ("bench", ["soak", "--loss", "1.5"]),
+    ("bench", ["matrix", "--packets", "0"]),
+    ("bench", ["sim", "--hosts", "0"]),
     # uet-demo
     ("demo", ["--loss", "1.5"]),
     ("demo", ["--addresses", "127.0.0.77"]),

@@ -15,6 +15,7 @@ from uet.fep import (
     FepCore,
     MessageReceived,
     OpFailed,
+    Peer,
     SendCompleted,
     Transmit,
 )
@@ -412,3 +413,17 @@ def test_dc_send_before_the_receive_is_posted_completes() -> None:
     r = p.b.core.post_recv(None, tag=4)
     (m,) = p.complete(p.b, r)
     assert bytes(m.data) == b"delivered"
+
+
+def test_two_lanes_sharing_one_congestion_gate_both_complete() -> None:
+    """Issue 10 item 7 end to end: two jobs' messages to one peer use two PDCs and one 4-packet
+    gate; the second PDC, refused at first, goes as soon as the first PDC's ACKs free the gate."""
+    cfg = FepConfig(seed=18, pds=PdsConfig(cc_window=4))
+    p = FepPair(cfg, seed=18)
+    r1 = p.b.core.post_recv(None)
+    h1 = p.a.core.send(B_ADDR, b"1" * 30000)  # 8 packets: fills the gate
+    h2 = p.a.core.send(Peer(B_ADDR, job=8, relative=False), b"2" * 100)  # its own PDC (job 8)
+    p.run_until(lambda: h1 in p.a.done and h2 in p.a.done, max_ns=1_000_000_000)
+    assert isinstance(p.a.done[h1], SendCompleted) and h2 in p.a.done
+    assert bytes(p.b.value(r1).data) == b"1" * 30000
+    assert len({decode(t).pds.spdcid for t, _k in _requests(p, p.a)}) == 2

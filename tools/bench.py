@@ -890,6 +890,20 @@ def _pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
+def _latency(prefix: str, xs: list[float]) -> dict[str, float]:
+    """min / avg / p50 / p99 / p99.9 / max of round trips in µs (perftest's latency columns)."""
+    if not xs:
+        return {f"{prefix}_{k}_us": float("nan") for k in ("min", "avg", "p50", "p99", "p999", "max")}
+    return {
+        f"{prefix}_min_us": round(min(xs), 1),
+        f"{prefix}_avg_us": round(statistics.fmean(xs), 1),
+        f"{prefix}_p50_us": round(statistics.median(xs), 1),
+        f"{prefix}_p99_us": round(_pct(xs, 99), 1),
+        f"{prefix}_p999_us": round(_pct(xs, 99.9), 1),
+        f"{prefix}_max_us": round(max(xs), 1),
+    }
+
+
 def run_rtt(opts: PairOptions, count: int = 1000, size: int = 64) -> dict[str, Any]:
     """Ping-pong round trips: raw UDP first, then UET, between the same two processes."""
     proc, conn = _spawn("rtt", opts)
@@ -936,10 +950,8 @@ def run_rtt(opts: PairOptions, count: int = 1000, size: int = 64) -> dict[str, A
             "mode": opts.mode,
             "count": count,
             "size": size,
-            "uet_p50_us": round(statistics.median(u), 1),
-            "uet_p99_us": round(_pct(u, 99), 1),
-            "raw_p50_us": round(statistics.median(raw), 1),
-            "raw_p99_us": round(_pct(raw, 99), 1),
+            **_latency("uet", u),
+            **_latency("raw", raw),
         }
         res["ratio"] = round(res["uet_p50_us"] / res["raw_p50_us"], 2)
         return res
@@ -1111,17 +1123,37 @@ def pair_command(ns: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+#: ``rtt --all``: message sizes of the sweep (perftest ``-a`` style, powers of two up to what one
+#: raw-UDP datagram of the reference ping-pong holds)
+SWEEP_SIZES = [1 << k for k in range(1, 16)]
+
+
 def _rtt_parser(sub: Any) -> None:
     p = sub.add_parser("rtt", help="UET vs raw UDP round trip of a small message")
     p.add_argument("--count", type=int_arg(1), default=1000, help="round trips measured (default 1000)")
     p.add_argument("--size", type=size_arg(1, 65000), default=64, help="message bytes (default 64)")
+    p.add_argument(
+        "--sizes",
+        type=_size_list,
+        metavar="LIST",
+        help="sweep these message sizes (comma-separated, e.g. 64,1KiB,16KiB): one row each",
+    )
+    p.add_argument("-a", "--all", action="store_true", help="sweep sizes 2 B to 32 KiB in powers of two (perftest -a)")
     add_transfer_options(p)
     p.add_argument("--peer", metavar="ADDR", help="client side only, against a running uet-peer (bench_peer)")
     p.set_defaults(run=rtt_command)
 
 
+def _size_list(text: str) -> list[int]:
+    conv = size_arg(1, 65000)
+    sizes = [conv(x) for x in text.split(",") if x.strip()]
+    if not sizes:
+        raise argparse.ArgumentTypeError(f"no sizes in {text!r}")
+    return sizes
+
+
 def rtt_command(ns: argparse.Namespace) -> int:
-    """``uet-bench rtt``."""
+    """``uet-bench rtt``: one size, or a sweep (``--sizes`` / ``--all``) printed as one table."""
     if ns.peer:
         from uet.tools.bench_peer import rtt_peer
 
@@ -1136,12 +1168,42 @@ def rtt_command(ns: argparse.Namespace) -> int:
         uvloop=not ns.no_uvloop,
         rto_ms=ns.rto_ms,
     )
-    rec = run_rtt(opts, count=ns.count, size=ns.size)
-    if ns.json:
-        sys.stdout.write(json.dumps(rec) + "\n")
-    else:
-        _print_table(f"uet-bench rtt ({rec['mode'].upper()}, {rec['size']} bytes)", rec)
+    sizes = SWEEP_SIZES if ns.all else ns.sizes
+    if not sizes:
+        rec = run_rtt(opts, count=ns.count, size=ns.size)
+        if ns.json:
+            sys.stdout.write(json.dumps(rec) + "\n")
+        else:
+            _print_table(f"uet-bench rtt ({rec['mode'].upper()}, {rec['size']} bytes)", rec)
+        return 0
+    rows: list[dict[str, Any]] = []
+    try:
+        for size in sizes:
+            rows.append(run_rtt(opts, count=ns.count, size=size))
+    except KeyboardInterrupt:
+        quiet_interrupt()
+        if not rows:
+            raise
+        _print_sweep(ns, opts, rows)  # the sizes measured so far
+        raise
+    _print_sweep(ns, opts, rows)
     return 0
+
+
+def _print_sweep(ns: argparse.Namespace, opts: PairOptions, rows: list[dict[str, Any]]) -> None:
+    if ns.json:
+        sys.stdout.write(json.dumps({"mode": opts.mode, "count": ns.count, "results": rows}) + "\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"uet-bench rtt sweep ({opts.mode.upper()}, {ns.count} round trips per size, µs)")
+    cols = ("size", "uet_min_us", "uet_avg_us", "uet_p50_us", "uet_p99_us", "uet_p999_us", "raw_p50_us", "ratio")
+    for c in cols:
+        t.add_column(c.replace("_us", "").replace("p999", "p99.9"), justify="right")
+    for r in rows:
+        t.add_row(*(str(r[c]) for c in cols))
+    Console(width=None if sys.stdout.isatty() else 120).print(t)
 
 
 def _codec_parser(sub: Any) -> None:
