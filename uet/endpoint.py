@@ -171,6 +171,8 @@ class Endpoint:
         self.fep = FepCore(
             self.address, job=job, pid=pid, ri=resource_index, config=cfg, security=core_security, event_log=event_log
         )
+        if self.fep.crc is not None and isinstance(getattr(link, "peer_port", None), int):
+            self.fep.crc.fixed_ports = link  # from its bound port to the peers' (uet.fep.integrity)
         self._receive: Callable[[Any, int], None] = (
             self.fep.receive_batch if records else partial(self.fep.receive_marked, opened=True)
         )
@@ -518,6 +520,8 @@ class Endpoint:
             out.update({"impair_" + k: v for k, v in imp.counters.items()})
         if fep.tss is not None and self._core_seals:  # TSS in the core (else in link_tss_*)
             out.update(fep.tss.counters)
+        if fep.crc is not None:
+            out.update(fep.crc.counters)
         out.update(fep.stats)
         return out
 

@@ -45,6 +45,7 @@ from enum import IntEnum, IntFlag
 from typing import Any
 
 from uet.errors import DecodeError, UetError
+from uet.wire import crc as crc_mod
 from uet.wire import net, pds, ses, tss
 from uet.wire.layout import Layout, Raw
 from uet.wire.pds import AckFlag, ControlType, NackFlag, NextHeader, PdsType, ReqFlag, RudiFlag
@@ -532,6 +533,9 @@ class Frame:
     ecn: int | None = None
     note: str = ""
     warnings: list[str] = field(default_factory=list)
+    #: the CRC-32C trailer check (wire-format.md §1.4) when asked for (``parse_frame(crc=True)``):
+    #: "ok", "bad" or "short"; None when not checked. The trailer is not part of ``uet``.
+    crc: str | None = None
 
     def layer(self, name: str) -> Any | None:
         """Values of the first outer header whose layout is called ``name`` (``ipv4``, ``udp``...)."""
@@ -557,6 +561,8 @@ class Frame:
             out["roce"] = self.roce.to_dict()
         if self.note:
             out["note"] = self.note
+        if self.crc is not None:
+            out["crc"] = self.crc
         if self.warnings:
             out["warnings"] = list(self.warnings)
         return out
@@ -570,8 +576,12 @@ def parse_frame(
     ip_proto: int = net.UET_IP_PROTO,
     fast: bool = True,
     decrypt: Decryptor | None = None,
+    crc: bool = False,
 ) -> Frame:
     """Decode one captured frame of pcap link type ``linktype`` (see :class:`LinkType`).
+
+    ``crc``: UET packets end with the 4-byte CRC-32C trailer of unencrypted packets (§1.4): it is
+    checked (:attr:`Frame.crc`, a warning when wrong) and kept out of the UET payload.
 
     UET is found as UDP with source or destination port ``port``, or as IP protocol ``ip_proto``
     (entropy header first). Frames that are not UET come back with ``kind == "other"``; malformed
@@ -582,6 +592,8 @@ def parse_frame(
     if mv.ndim != 1 or mv.itemsize != 1:
         mv = mv.cast("B")
     fr = Frame(linktype=int(linktype), length=len(mv))
+    if crc:
+        fr.crc = ""  # asked for: _transport fills it in
     try:
         _frame(mv, fr, port, ip_proto, fast, decrypt)
     except UetError:
@@ -702,6 +714,8 @@ def _transport(
 ) -> None:
     if proto == ip_proto:
         fr.kind, fr.encap = "uet", "ip"
+        if fr.crc is not None:
+            end = _crc_trailer(mv, off, end, src + dst + bytes(mv[off : off + 4]), fr)
         fr.uet = parse_uet(mv, offset=off, end=end, over_ip=True, fast=fast, decrypt=decrypt, src_ip=src, dst_ip=dst)
         fr.sport = fr.dport = None
         return
@@ -727,6 +741,8 @@ def _transport(
         if good != udp.checksum:
             fr.warnings.append(f"UDP checksum {udp.checksum:#06x} is wrong (should be {good:#06x})")
     fr.kind, fr.encap = "uet", "udp"
+    if fr.crc is not None:
+        uend = _crc_trailer(mv, off + net.UDP.size, uend, src + dst + bytes(mv[off : off + 6]) + b"\0\0", fr)
     fr.uet = parse_uet(
         mv,
         offset=off + net.UDP.size,
@@ -737,6 +753,23 @@ def _transport(
         dst_ip=dst,
         udp_header=bytes(mv[off : off + net.UDP.size]),
     )
+
+
+def _crc_trailer(mv: memoryview, start: int, end: int, prefix: bytes, fr: Frame) -> int:
+    """Check the CRC-32C trailer of the UET bytes ``mv[start:end]`` (wire-format.md §1.4; the
+    covered prefix: addresses and the UDP header with a zero checksum, or the entropy header);
+    returns where the UET bytes end without it."""
+    if end - start < crc_mod.TRAILER_LEN:
+        fr.crc = "short"
+        fr.warnings.append("no room for a CRC-32C trailer")
+        return end
+    body = end - crc_mod.TRAILER_LEN
+    want = crc_mod.crc32c(mv[start:body], crc_mod.crc32c(prefix))
+    got = int.from_bytes(mv[body:end], "little")
+    fr.crc = "ok" if got == want else "bad"
+    if got != want:
+        fr.warnings.append(f"CRC-32C trailer {got:#010x} is wrong (should be {want:#010x})")
+    return body
 
 
 def _roce(mv: memoryview, off: int, uend: int, fr: Frame, fast: bool) -> None:
