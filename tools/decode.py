@@ -670,6 +670,7 @@ def build_parser() -> argparse.ArgumentParser:
         "control types (probe...), pfc, tss or other",
     )
     p.add_argument("--stats", action="store_true", help="print counts per PDS type, SES opcode and errors")
+    p.add_argument("-q", "--quiet", action="store_true", help="no per-packet lines (with --stats: the counts only)")
     p.add_argument("--count", type=int_arg(1), metavar="N", help="stop after N reported packets")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour for -V (auto: TTY)")
     p.add_argument(
@@ -737,6 +738,7 @@ def run(args: argparse.Namespace, stdout: IO[str], stdin: IO[bytes]) -> int:
     stats: Counter[str] = Counter()
     malformed = 0
     shown = 0
+    partial_said = False
     t0: int | None = None
     file_error: UetError | None = None
     try:
@@ -752,7 +754,11 @@ def run(args: argparse.Namespace, stdout: IO[str], stdin: IO[bytes]) -> int:
             elif wanted is not None and not (_names(d) & wanted):
                 continue
             shown += 1
-            _emit(out, d, args, t0)
+            if not partial_said and d.frame is not None and d.frame.udp_checksum_partial:
+                partial_said = True
+                print(f"{PROG}: note: {_PARTIAL_NOTE}", file=sys.stderr)
+            if not args.quiet:
+                _emit(out, d, args, t0)
     except (PcapError, UsageError) as e:
         file_error = e
     if args.stats:
@@ -760,6 +766,12 @@ def run(args: argparse.Namespace, stdout: IO[str], stdin: IO[bytes]) -> int:
     if file_error is not None:
         raise file_error
     return 1 if malformed else 0
+
+
+_PARTIAL_NOTE = (
+    "UDP checksums hold only the pseudo-header sum (checksum offload on the capturing host, e.g. "
+    "tcpdump -i lo): not checked"
+)
 
 
 def _emit(out: _Out, d: Decoded, args: argparse.Namespace, t0: int | None) -> None:

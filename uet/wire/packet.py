@@ -536,6 +536,9 @@ class Frame:
     #: the CRC-32C trailer check (wire-format.md §1.4) when asked for (``parse_frame(crc=True)``):
     #: "ok", "bad" or "short"; None when not checked. The trailer is not part of ``uet``.
     crc: str | None = None
+    #: the UDP checksum field holds only the pseudo-header sum: the capturing host offloads the
+    #: checksum (``tcpdump -i lo`` on Linux), so it is not checked and not warned about
+    udp_checksum_partial: bool = False
 
     def layer(self, name: str) -> Any | None:
         """Values of the first outer header whose layout is called ``name`` (``ipv4``, ``udp``...)."""
@@ -552,7 +555,7 @@ class Frame:
                 out[k] = getattr(self, k)
         if self.ecn is not None:
             out["ecn_name"] = _enum_name(net.Ecn, self.ecn)
-        out["layers"] = [{"header": lay.name, "offset": off, **fields_dict(lay, v)} for lay, v, off in self.layers]
+        out["layers"] = [_layer_dict(lay, v, off) for lay, v, off in self.layers]
         if self.uet is not None:
             out["uet"] = self.uet.to_dict()
         if self.pfc is not None:
@@ -566,6 +569,17 @@ class Frame:
         if self.warnings:
             out["warnings"] = list(self.warnings)
         return out
+
+
+def _layer_dict(lay: Layout, v: Any, off: int) -> dict[str, Any]:
+    """An outer header's fields for JSON, with addresses in their usual text forms (dotted IPv4,
+    RFC 5952 IPv6, colon-separated MAC) instead of hex."""
+    d = {"header": lay.name, "offset": off, **fields_dict(lay, v)}
+    if lay is net.IPV4 or lay is net.IPV6:
+        d["src"], d["dst"] = net.ip_str(bytes(v.src)), net.ip_str(bytes(v.dst))
+    elif lay is net.ETHERNET:
+        d["src"], d["dst"] = bytes(v.src).hex(":"), bytes(v.dst).hex(":")
+    return d
 
 
 def parse_frame(
@@ -738,7 +752,9 @@ def _transport(
     if udp.checksum:
         zeroed = bytes(mv[off : off + 6]) + b"\0\0" + bytes(mv[off + 8 : uend])
         good = net.udp_checksum(src, dst, zeroed)
-        if good != udp.checksum:
+        if good != udp.checksum and udp.checksum == _partial_udp_checksum(src, dst, udp.length):
+            fr.udp_checksum_partial = True
+        elif good != udp.checksum:
             fr.warnings.append(f"UDP checksum {udp.checksum:#06x} is wrong (should be {good:#06x})")
     fr.kind, fr.encap = "uet", "udp"
     if fr.crc is not None:
@@ -753,6 +769,17 @@ def _transport(
         dst_ip=dst,
         udp_header=bytes(mv[off : off + net.UDP.size]),
     )
+
+
+def _partial_udp_checksum(src: bytes, dst: bytes, length: int) -> int:
+    """What a host with checksum offload leaves in the UDP checksum field of a packet it captures
+    before the NIC (or the loopback device, which never fills it in): the folded one's-complement
+    sum of the pseudo-header alone, not inverted."""
+    if len(src) == 4:
+        pseudo = src + dst + bytes((0, 17)) + length.to_bytes(2, "big")
+    else:
+        pseudo = src + dst + length.to_bytes(4, "big") + b"\0\0\0\x11"
+    return ~net.inet_checksum(pseudo) & 0xFFFF
 
 
 def _crc_trailer(mv: memoryview, start: int, end: int, prefix: bytes, fr: Frame) -> int:
