@@ -55,7 +55,8 @@ def datacenter_switch_config(rate_bps: int, hops: int, frame: int = DATACENTER_F
     """Switches of the ``datacenter`` profile (**decision**, after uet-htsim's fat-tree setup):
     output queues of one bandwidth-delay product with UET trimming, ECN marked at dequeue with a
     probability rising from 0 at 20 % of the BDP to 1 at 80 % (about 9 and 35 packets of 4 KiB
-    at 100 Gb/s on a 3-tier tree), no dynamic threshold (the shared buffer never binds: 64 BDP).
+    at 100 Gb/s on a 3-tier tree), no dynamic threshold (the shared buffer never binds: 64 BDP),
+    host NIC queues unbounded (the hosts' windows bound them).
 
     The BDP is taken over the longest path of ``hops`` links each way: ``2 × hops × (1 µs +
     serialisation of one frame)`` (a 3-tier path is 6 links: 14 µs and ≈ 175 KB at 100 Gb/s).
@@ -78,6 +79,9 @@ def datacenter_switch_config(rate_bps: int, hops: int, frame: int = DATACENTER_F
     cfg.lb = replace(cfg.lb, flowlet_ns=rtt)
     cfg.watchdog = WatchdogConfig(poll_ns=100 * rtt, detect_ns=200 * rtt, restore_ns=200 * rtt)
     cfg.sample_ns = max(1, ser)
+    # a simulated host's fixed window already bounds what it queues; a real NIC back-pressures
+    # its sender instead of dropping its own frames
+    cfg.nic_queue_bytes = None
     return cfg
 
 

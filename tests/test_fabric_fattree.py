@@ -67,5 +67,5 @@ def test_datacenter_profile_sizes_buffers_from_the_bdp() -> None:
     assert bdp == 100 * 2 * 6 * (1_000 + DATACENTER_FRAME * 8 // 100) // 8  # 2 × 6 × (1 µs + 0.34 µs)
     assert tc0.ecn is not None and 9 <= tc0.ecn.kmin / DATACENTER_FRAME <= 10
     assert 35 <= tc0.ecn.kmax / DATACENTER_FRAME <= 40 and tc0.ecn.pmax == 1.0
-    assert topo.switch.trim.enabled and not tc0.dynamic
+    assert topo.switch.trim.enabled and not tc0.dynamic and topo.switch.nic_queue_bytes is None
     Fabric(topo)  # the buffer carve-up is consistent

@@ -74,3 +74,8 @@ def test_uet_run_engine_sim_runs_the_same_scenario() -> None:
     assert res["ok"] and res["engine"] == "sim" and len(res["flows"]) == 30
     assert res["link_rate_bps"] == 100_000_000  # the scenario's realtime profile, kept
     assert res["settings"]["workload"] == "all_to_all"
+
+
+def test_uet_run_engine_sim_refuses_live_only_options(tmp_path) -> None:
+    r = _run([*RUN, "--engine", "sim", "--pcap", str(tmp_path)])
+    assert r.returncode == 2 and "live engine only" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -741,7 +741,15 @@ def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str
     from uet.tools.sim import run_sim
 
     s, topo, ep = settings
-    result = run_sim(s, topo, ep, progress=args.progress or sys.stderr.isatty())
+    for opt in ("pcap", "telemetry", "interval"):
+        if getattr(args, opt):
+            raise UsageError(f"--{opt} works with the live engine only (the simulator has --plot)")
+    result = run_sim(s, topo, ep, progress=args.progress or sys.stderr.isatty(), plot=args.plot)
+    if args.plot:
+        from uet.sim.plots import write_plots
+
+        result["plots"] = write_plots(result, args.plot)
+    result.pop("timeline", None)
     result["elapsed_s"] = result["virtual_s"]
     result["settings"] = settings_record(s, ep)
     if args.csv:

@@ -7,11 +7,12 @@ gives byte-identical ``--json`` output.
 
 Defaults differ from ``uet-run`` where real time is the limit (**decisions**): the ``datacenter``
 profile (100 Gb/s links, 1 µs per link, 1-BDP buffers with trimming, ECN at 20–80 % of the BDP)
-on a k-ary fat tree sized from the endpoint count, 4 KiB payloads and 64 packets in flight per
-lane; a scenario that names its profile, topology or endpoint settings gets exactly those (``-o``
-and ``--endpoint-set`` as for ``uet-run``). ``--rate`` sets every link's rate (100M … 800G).
-There is no congestion control yet: the window is fixed (``max_inflight``) and a trimmed packet
-is resent until it gets through (``pds.max_nack_retx`` unbounded in effect).
+on a k-ary fat tree sized from the endpoint count, 4 KiB payloads and a fixed window of about
+1.15 BDP of the longest path; a scenario that names its profile, topology or endpoint settings
+gets exactly those (``-o`` and ``--endpoint-set`` as for ``uet-run``). ``--rate`` sets every
+link's rate (100M … 800G). There is no congestion control yet: the window is fixed
+(``max_inflight``), a trimmed packet is resent until it gets through and SACK fast retransmit is
+off (the reasons: :data:`uet.sim.scenario.DEFAULT_ENDPOINT`).
 
 Output: the ``uet-run`` tables (per flow bytes, completion time, goodput, slowdown against the
 ideal, retransmissions, intact; FCT percentiles; fabric counters) plus virtual time, CPU time and
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topology", "-t", help="built-in name or TOML file (default: fat_tree)")
     p.add_argument("--profile", choices=PROFILES, help="fabric parameter profile (datacenter)")
     p.add_argument("--rate", type=rate_arg(1), dest="rate_bps", help="link rate, e.g. 100G, 400G (100G)")
+    p.add_argument("--transport", choices=("uet", "roce"), help="UET or RoCEv2 with DCQCN (uet)")
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -90,7 +92,7 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
         s.update(run)
         topo = doc.get("topology", {})
         ep = _deep_update(ep, doc.get("endpoint", {}))
-    for k in ("workload", "endpoints", "message_bytes", "messages", "seed", "profile", "rate_bps"):
+    for k in ("workload", "endpoints", "message_bytes", "messages", "seed", "profile", "rate_bps", "transport"):
         v = getattr(args, k)
         if v is not None:
             s[k] = v

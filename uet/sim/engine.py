@@ -34,7 +34,7 @@ from uet.errors import UetError
 from uet.fabric.model import Fabric
 from uet.fep import Datagram, FepCore
 from uet.wire.frame import build_udp_frame, parse_udp_frame
-from uet.wire.net import ip_bytes
+from uet.wire.net import UET_UDP_PORT, ip_bytes
 
 __all__ = ["Engine", "Host", "SimulationError"]
 
@@ -46,7 +46,20 @@ class SimulationError(UetError):
 class Host:
     """One FEP core on fabric host ``index``; ``on_event(event)`` receives the core's events."""
 
-    __slots__ = ("index", "core", "ip", "mac", "gateway", "on_event", "armed", "dirty", "_ips", "tx_frames")
+    __slots__ = (
+        "index",
+        "core",
+        "ip",
+        "mac",
+        "gateway",
+        "on_event",
+        "armed",
+        "dirty",
+        "_ips",
+        "tx_frames",
+        "port",
+        "udp_checksum",
+    )
 
     def __init__(self, index: int, core: FepCore, ip: bytes, mac: bytes, gateway: bytes) -> None:
         self.index = index
@@ -60,6 +73,9 @@ class Host:
         self.dirty = False
         self._ips: dict[str, bytes] = {}
         self.tx_frames = 0
+        #: the UDP port of the core's transport (4793 UET; a RoCE core says 4791 in ``udp_port``)
+        self.port: int = getattr(core, "udp_port", UET_UDP_PORT)
+        self.udp_checksum: bool = getattr(core, "udp_checksum", True)
 
 
 class Engine:
@@ -171,7 +187,7 @@ class Engine:
             if h is None:
                 continue
             try:
-                rx = parse_udp_frame(frame, verify=False)
+                rx = parse_udp_frame(frame, port=h.port, verify=False)
             except UetError:
                 continue
             if rx is None:
@@ -209,7 +225,18 @@ class Engine:
                         if dst is None:
                             dst = ips[t[1]] = ip_bytes(t[1])
                         nic.send(
-                            build(t[0], h.ip, dst, sport=t[2], dscp=t[3], ecn=t[4], src_mac=h.mac, dst_mac=h.gateway),
+                            build(
+                                t[0],
+                                h.ip,
+                                dst,
+                                sport=t[2],
+                                dscp=t[3],
+                                ecn=t[4],
+                                src_mac=h.mac,
+                                dst_mac=h.gateway,
+                                dport=h.port,
+                                udp_checksum=h.udp_checksum,
+                            ),
                             now,
                         )
                     h.tx_frames += len(out)

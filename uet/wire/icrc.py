@@ -16,7 +16,7 @@ import zlib
 
 from uet.errors import DecodeError
 
-__all__ = ["icrc", "icrc_bytes", "check_icrc", "ICRC_LEN", "RESIDUE"]
+__all__ = ["icrc", "icrc_bytes", "check_icrc", "headers_crc", "body_icrc", "ICRC_LEN", "RESIDUE"]
 
 ICRC_LEN = 4
 #: ``zlib.crc32`` over the covered bytes followed by a correct ICRC (§4.1 receiver check).
@@ -67,3 +67,24 @@ def check_icrc(ip_packet_with_icrc: bytes | bytearray | memoryview) -> bool:
     if len(mv) < ICRC_LEN:
         return False
     return icrc_bytes(mv[:-ICRC_LEN]) == bytes(mv[-ICRC_LEN:])
+
+
+def headers_crc(ip_udp: bytes | bytearray) -> int:
+    """CRC register after the 8-byte prefix and the masked IP and UDP headers ``ip_udp`` (IPv4
+    without options or IPv6, then UDP): the part of the ICRC a queue pair can compute once per
+    datagram length (:func:`body_icrc` finishes it)."""
+    buf = bytearray(ip_udp)
+    if buf[0] >> 4 == 4:
+        buf[1] = buf[8] = buf[10] = buf[11] = 0xFF
+    else:
+        buf[0] |= 0x0F
+        buf[1] = buf[2] = buf[3] = buf[7] = 0xFF
+    buf[-2] = buf[-1] = 0xFF
+    return zlib.crc32(buf, _PREFIX_CRC)
+
+
+def body_icrc(head_crc: int, body: bytes | bytearray | memoryview) -> int:
+    """The ICRC of a datagram whose headers gave ``head_crc`` and whose BTH … pad is ``body``
+    (BTH byte 4 masked without copying the body)."""
+    mv = memoryview(body)
+    return zlib.crc32(mv[5:], zlib.crc32(b"\xff", zlib.crc32(mv[:4], head_crc)))

@@ -18,7 +18,7 @@ from typing import Any
 
 from uet.errors import DecodeError
 from uet.wire import net
-from uet.wire.icrc import ICRC_LEN, icrc_bytes
+from uet.wire.icrc import ICRC_LEN, body_icrc, headers_crc, icrc_bytes
 from uet.wire.layout import Layout
 from uet.wire.roce import (
     AETH,
@@ -35,7 +35,16 @@ from uet.wire.roce import (
     OpCode,
 )
 
-__all__ = ["RocePacket", "parse_roce", "encode_roce", "canonical_headers", "seal", "verify_icrc", "syndrome_name"]
+__all__ = [
+    "IcrcContext",
+    "RocePacket",
+    "canonical_headers",
+    "encode_roce",
+    "parse_roce",
+    "seal",
+    "syndrome_name",
+    "verify_icrc",
+]
 
 
 @dataclass
@@ -229,3 +238,31 @@ def verify_icrc(datagram: bytes | bytearray | memoryview, src: bytes, dst: bytes
         return False
     head = canonical_headers(src, dst, sport, len(mv))
     return icrc_bytes(head + bytes(mv[:-ICRC_LEN])) == bytes(mv[-ICRC_LEN:])
+
+
+class IcrcContext:
+    """:func:`seal` and :func:`verify_icrc` for one (source, destination, source port), with the
+    header part of the CRC cached per datagram length: the queue pair's hot path. A test checks it
+    against the plain functions."""
+
+    def __init__(self, src: bytes, dst: bytes, sport: int) -> None:
+        self.src, self.dst, self.sport = src, dst, sport
+        self._heads: dict[int, int] = {}
+
+    def _head(self, n: int) -> int:
+        h = self._heads.get(n)
+        if h is None:
+            if len(self._heads) >= 256:
+                self._heads.clear()
+            h = self._heads[n] = headers_crc(canonical_headers(self.src, self.dst, self.sport, n))
+        return h
+
+    def seal(self, body: bytes) -> bytes:
+        return body + body_icrc(self._head(len(body) + ICRC_LEN), body).to_bytes(4, "little")
+
+    def verify(self, datagram: bytes | bytearray | memoryview) -> bool:
+        n = len(datagram)
+        if n < ICRC_LEN + 5:
+            return False
+        mv = memoryview(datagram)
+        return body_icrc(self._head(n), mv[:-ICRC_LEN]).to_bytes(4, "little") == mv[-ICRC_LEN:]

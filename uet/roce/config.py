@@ -1,0 +1,69 @@
+"""Queue pair configuration: one dataclass, defaults from spec/rocev2-and-fabric.md §1, §6, App. A."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from uet.roce.dcqcn import DcqcnConfig
+from uet.wire.net import Ecn
+from uet.wire.roce import DSCP_CNP, DSCP_DATA, PMTUS
+
+#: Frame bytes around a RoCE datagram on the wire: Ethernet 14 + FCS 4 + preamble/SFD and
+#: inter-frame gap 20 + IPv4 20 + UDP 8 (§1.1), what the rate limiter and byte counter charge.
+WIRE_OVERHEAD = 66
+
+
+@dataclass(frozen=True)
+class QpConfig:
+    """RC queue pair settings (IB encodings where the verbs use them).
+
+    Attributes:
+        pmtu: path MTU, the payload of every FIRST/MIDDLE packet (§1.1 Decision: 1024).
+        timeout: local ACK timeout code; RTO = 4.096 µs × 2^timeout, 0 = no timer (§6.6). The
+            default 8 (≈1.05 ms) is the reference-scale value of §6.6.
+        retry_cnt: retries after timeouts and sequence-error NAKs, 0–7; 7 is finite (§6.4 Decision).
+        rnr_retry: retries after RNR NAKs, 0–7; 7 means infinite (§6.4).
+        min_rnr_timer: RNR timer code the responder puts in its RNR NAKs (§3.1 table; 1 = 10 µs).
+        ack_req_every: the requester sets AckReq at least once every this many packets, and on the
+            last packet of every message (§6.5 Decision: 16).
+        window: most PSNs outstanding (sent and not acknowledged) at once (§6.2: 128).
+        max_rd_atomic: most READ/atomic requests outstanding at once, at either side (§6.2: 16).
+        dscp, ecn: IP DSCP and ECN of data, responses and ACKs (§1.4: 26, ECT(0)).
+        cnp_dscp: DSCP of CNPs, sent Not-ECT (§1.4, §5.1: 48).
+        dcqcn: DCQCN constants, or None for no congestion control (no rate limiter, no CNPs).
+        wire_overhead: frame bytes around each datagram charged by the rate limiter.
+        check_icrc: verify the ICRC of every received datagram and drop a bad one (§4).
+        max_message: longest SEND a receive posted without a length accepts (bounds the memory a
+            peer can make the responder hold; the verbs' limit is 2^31).
+    """
+
+    pmtu: int = 1024
+    timeout: int = 8
+    retry_cnt: int = 7
+    rnr_retry: int = 7
+    min_rnr_timer: int = 1
+    ack_req_every: int = 16
+    window: int = 128
+    max_rd_atomic: int = 16
+    dscp: int = DSCP_DATA
+    ecn: int = Ecn.ECT0
+    cnp_dscp: int = DSCP_CNP
+    dcqcn: DcqcnConfig | None = field(default_factory=DcqcnConfig.paper)
+    wire_overhead: int = WIRE_OVERHEAD
+    check_icrc: bool = True
+    max_message: int = 64 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.pmtu not in PMTUS:
+            raise ValueError(f"pmtu must be one of {PMTUS}")
+        if not 0 <= self.timeout < 32 or not 0 <= self.retry_cnt <= 7 or not 0 <= self.rnr_retry <= 7:
+            raise ValueError("timeout is 5 bits, retry_cnt and rnr_retry 3 bits")
+        if not 0 <= self.min_rnr_timer < 32:
+            raise ValueError("min_rnr_timer is a 5-bit code")
+        if not 1 <= self.window < 1 << 23 or self.ack_req_every < 1 or self.max_rd_atomic < 1:
+            raise ValueError("window must be in 1 .. 2^23 - 1; ack_req_every and max_rd_atomic >= 1")
+
+    @property
+    def rto_ns(self) -> int | None:
+        """The local ACK timeout in ns, None when disabled (§6.6)."""
+        return None if self.timeout == 0 else 4096 << self.timeout
