@@ -210,3 +210,62 @@ def test_nacked_retransmission_waits_for_the_ccc() -> None:
     (rtx,) = core.datagrams_to_send(21_000)
     assert rtx[0][4:8] == (500).to_bytes(4, "big") and rtx[0][1] & 0x10  # RETX
     assert g.counters["losses"] == 0
+
+
+def test_credit_overtaking_the_first_ack_is_used_not_refused() -> None:
+    """A grant may arrive while the PDC is still SYN_SENT (no peer PDCID yet): the initiator
+    applies it instead of answering PDC_HDR_MISMATCH (which would close the target's PDC)."""
+    core = PdsCore(A_ADDR, PdsConfig(cc="rccc", start_psn=500))
+    submit(core, 1, 1000, 0)
+    (pkt,) = core.datagrams_to_send(0)
+    assert pkt[0][0] >> 3 == 13  # RUD CC request (SYN)
+    lp = (pkt[0][8] << 8) | pkt[0][9]
+    core.receive_datagram(control(int(w.ControlType.CREDIT), 0, 77, lp, payload=64), B_ADDR, 5_000)
+    assert core.datagrams_to_send(5_000) == []  # no NACK
+    g = gate_of(core)
+    assert g.credit.pull == 64 and not g.credit.speculating
+    assert core.counters["ctl_rx_CREDIT_before_ack"] == 1
+
+
+def test_credit_req_for_granted_credit_repeats_the_grant() -> None:
+    """A lost CREDIT: the source restates a target already granted; the receiver repeats the
+    cumulative grant instead of waiting for demand that will never come."""
+    p = Pair(PdsConfig(cc="rccc", start_psn=1000))
+    p.inject(p.b, request(1000, 5, syn_offset=0, flags=0x08), A_ADDR)
+    lp = hdr(p.take(p.b)[0][0]).spdcid
+    cs = p.b.core.credit_scheduler
+    p.inject(p.b, control(int(w.ControlType.CREDIT_REQ), 0, 5, lp, payload=40), A_ADDR)
+    p.b.core.handle_timer(p.now)
+    (grant,) = p.take(p.b)
+    assert hdr(grant[0]).payload == 40 and cs.deadline() is not None
+    p.now += 10_000
+    p.b.core.handle_timer(p.now)  # pacer stops: nothing left to grant
+    assert cs.deadline() is None
+    p.inject(p.b, control(int(w.ControlType.CREDIT_REQ), 0, 5, lp, payload=40), A_ADDR)
+    (again,) = p.take(p.b)
+    assert hdr(again[0]).ctl_type == w.ControlType.CREDIT and hdr(again[0]).payload == 40
+
+
+def test_blocked_credit_never_sets_a_timer_in_the_past() -> None:
+    """An RCCC source whose only work is a retransmission waiting for credit re-arms its
+    CREDIT_REQ timer one interval ahead (it used to spin at the same instant)."""
+    core = PdsCore(A_ADDR, PdsConfig(cc="rccc", start_psn=500))
+    submit(core, 2, 3000, 0)
+    pkts = core.datagrams_to_send(0)
+    lp = (pkts[0][0][8] << 8) | pkts[0][0][9]
+    g = gate_of(core)
+    ack = NSCC_ACK.encode((8, 0, 0, 1, 499, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 12, 0))
+    core.receive_datagram(ack, B_ADDR, 10_000)  # speculation ends: credit ≤ 0
+    assert g.credit.credit <= 0
+    core.receive_datagram(w.NACK.encode((10, 0, 0, int(w.NackCode.TRIMMED), 0, 501, 77, lp, 0)), B_ADDR, 11_000)
+    assert core.datagrams_to_send(11_000) == []  # the resend waits for credit
+    now = 11_000
+    sent = []
+    for _ in range(5):
+        t = core.get_timer()
+        assert t is not None and t >= now
+        now = t
+        core.handle_timer(now)
+        sent += [hdr(d).ctl_type for d, _a, _e in core.datagrams_to_send(now)]
+    assert sent.count(w.ControlType.CREDIT_REQ) >= 2
+    assert now >= 11_000 + 12_000  # one CREDIT_REQ per credit_req_ns (base RTT), not a spin

@@ -2,7 +2,11 @@
 
 The PDS core emits records as dicts (``t`` in ns, ``ev`` in {"tx", "rx", "ack", "retx",
 "nack_tx", "nack_rx", "pdc_open", "pdc_close", "drop"} plus fields); the endpoint adds its own
-("msg_tx", "msg_rx", "msg_done", "msg_fail", "open", "close"). :class:`EventLog` writes each as
+("msg_tx", "msg_rx", "msg_done", "msg_fail", "open", "close"). Congestion control (uet.cc) adds
+"cc" records (qlog ``metrics_updated`` in spirit) tagged with the CCC's ``peer`` and ``tc``:
+``algo`` "nscc" with ``cwnd``, ``inflight``, ``base_rtt`` and ``avg_delay`` whenever one of them
+changes, "rccc" with ``credit`` and ``pull`` on each grant, and "rccc_rx" (the receiver's pacer)
+with the ``grants`` sent and the ``active`` senders. :class:`EventLog` writes each as
 one JSON object per line to a file or a text stream. Logging is optional: an endpoint without a
 log never builds a record (the core is given ``log=None``), so it costs nothing when disabled.
 

@@ -83,8 +83,10 @@ class Ccc:
         c = self.credit
         if c is not None:
             r = c.request_deadline()
-            if r is not None and (d is None or r < d):
-                d = r
+            if r is not None:
+                r = max(r, now)
+                if d is None or r < d:
+                    d = r
         return d
 
     def on_send(self, nbytes: int, retx: bool, now: int) -> None:
@@ -112,13 +114,14 @@ class Ccc:
             self.backlogs[pdcid] = nbytes
         else:
             self.backlogs.pop(pdcid, None)
+        if self.credit is not None:
+            self.credit.backlog = sum(self.backlogs.values())
 
     def credit_target(self) -> int:
         """Cumulative 24-bit credit target for the next CC request or CREDIT_REQ (§4.5)."""
         c = self.credit
         if c is None:
             return 0
-        c.backlog = sum(self.backlogs.values())
         return c.target(self.nscc.cwnd if self.nscc is not None else None)
 
     def on_grant(self, grant: int, now: int) -> None:

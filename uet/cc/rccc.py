@@ -143,7 +143,9 @@ class CreditScheduler:
         self.grants = 0
         self._log = log
 
-    def note_target(self, key: Hashable, target: int, now: int, route: object = None) -> None:
+    def note_target(self, key: Hashable, target: int, now: int, route: object = None) -> int | None:
+        """Record a cumulative target. Returns the cumulative grant to repeat when the sender
+        asks for nothing beyond what it was granted (its CREDIT must have been lost), else None."""
         p = self.peers.get(key)
         if p is None:
             p = self.peers[key] = _Peer()
@@ -153,6 +155,9 @@ class CreditScheduler:
         if diff24(target, p.target) > 0:
             p.target = target
         self._activate(key, p, now)
+        if not p.active and p.granted and diff24(target, p.granted) <= 0:
+            return p.granted
+        return None
 
     def add_demand(self, key: Hashable, nbytes: int, now: int) -> None:
         """Fund a retransmission (trim NACK sent to ``key``): raise its target by ``nbytes``."""

@@ -23,6 +23,7 @@ from uet.pds._aliases import (
     _CT_ACK_REQ,
     _CT_CLEAR,
     _CT_CLOSE,
+    _CT_CREDIT,
     _CT_CREDIT_REQ,
     _CT_NOOP,
     _CT_PROBE,
@@ -89,6 +90,14 @@ class ControlMixin:
                 self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, 0, now, entropy=entropy)
                 return
             if pdc.peer != src or spdcid != pdc.rpdcid:
+                if ctl == _CT_CREDIT and pdc.peer == src and pdc.role == "initiator" and not pdc.rpdcid:
+                    # RCCC: a grant may overtake the ACK that establishes the PDC (§4.5); it is
+                    # cumulative, so use it rather than fail the PDC
+                    self._count("ctl_rx_CREDIT_before_ack")
+                    if pdc.gate.cc_signals and pdc.gate.credit is not None:
+                        pdc.gate.on_grant(payload, now)
+                        self._dirty[pdc] = None
+                    return
                 self._send_nack(src, _NC_PDC_HDR_MISMATCH, psn, pdc.lpdcid, spdcid, 0, now, entropy=entropy)
                 return
         if pdc.sdi != self._rx_sdi:
@@ -155,8 +164,11 @@ class ControlMixin:
         elif ctl == _CT_NOOP:
             pass
         elif ctl == _CT_CREDIT_REQ and self.credit_scheduler is not None:
-            # RCCC (§4.5): a source without credit restates its cumulative target
-            self.credit_scheduler.note_target((tp.peer, tp.ccc), payload, now, tp)
+            # RCCC (§4.5): a source without credit restates its cumulative target; if everything
+            # it asks for was granted already, a CREDIT was lost: repeat the cumulative grant
+            g = self.credit_scheduler.note_target((tp.peer, tp.ccc), payload, now, tp)
+            if g is not None:
+                self._send_credit(tp, g)
         else:
             self._send_nack(tp.peer, _NC_UNEXP_EVENT, psn, tp.lpdcid, tp.rpdcid, 0, now)
 

@@ -413,7 +413,7 @@ class InitiatorMixin:
                     if quota < 0:
                         if not gate.can_send(pkt.nbytes, now):
                             if gate.cc_signals:  # pacing / credit: when to try without an ACK
-                                pdc.cc_wake = gate.deadline(now)
+                                self._cc_blocked(pdc, now)
                             break
                     elif quota == 0:
                         break
@@ -468,7 +468,7 @@ class InitiatorMixin:
             gate = pdc.gate
             if gate.cc_signals and gate.cc_request:
                 # RCCC: a CC request carrying the CCC ID and the credit target (wire §5.2, §4.5)
-                gate.set_backlog(pdc.lpdcid, len(pdc.pending) * (pkt.nbytes + gate.overhead))
+                self._cc_backlog(pdc)
                 cst = (gate.ccc_id, gate.credit_target())
                 if syn:
                     v = (t + 11, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid, 0, psn - pdc.start_psn, *cst)
@@ -785,7 +785,7 @@ class InitiatorMixin:
                 pkt.rtx_wait = False
                 continue
             if not gate.can_send(pkt.nbytes, now):
-                pdc.cc_wake = gate.deadline(now)
+                self._cc_blocked(pdc, now)
                 return False
             rq.popleft()
             self._transmit(pdc, pkt, now, True, True)
@@ -798,13 +798,32 @@ class InitiatorMixin:
         pdc.cc_wake = None
         gate = pdc.gate
         cr = gate.credit
-        if cr is not None and pdc.pending and pdc.state is _S_ESTABLISHED:
-            gate.set_backlog(pdc.lpdcid, len(pdc.pending) * (pdc.pending[0].nbytes + gate.overhead))
+        if cr is not None:
+            self._cc_backlog(pdc)
             rd = cr.request_deadline()
             if rd is not None and rd <= now:
-                self._send_ctl(pdc, _CT_CREDIT_REQ, 0, gate.credit_target(), now)
-                cr.on_request_sent(now)
+                if pdc.state is _S_ESTABLISHED:
+                    self._send_ctl(pdc, _CT_CREDIT_REQ, 0, gate.credit_target(), now)
+                cr.on_request_sent(now)  # (also when it could not go: never a timer in the past)
         self._dirty[pdc] = None
+
+    def _cc_blocked(self, pdc: InitiatorPdc, now: int) -> None:
+        """The CCC refused to send: note when it may allow it without an ACK (its pacing or
+        CREDIT_REQ deadline, with the backlog brought up to date first)."""
+        if pdc.gate.credit is not None:
+            self._cc_backlog(pdc)
+        pdc.cc_wake = pdc.gate.deadline(now)
+
+    def _cc_backlog(self, pdc: InitiatorPdc) -> None:
+        """Tell an RCCC gate the PDC's backlog: queued packets and waiting retransmissions, each
+        counted at the nominal size of the next one (an estimate that costs O(1), §4.5)."""
+        gate = pdc.gate
+        n = len(pdc.pending) + len(pdc.cc_rtx)
+        if not n:
+            gate.set_backlog(pdc.lpdcid, 0)
+            return
+        q = pdc.cc_rtx[0] if pdc.cc_rtx else pdc.pending[0]
+        gate.set_backlog(pdc.lpdcid, n * (q.nbytes + gate.overhead))
 
     def _window_stalled(self, pdc: InitiatorPdc) -> bool:
         """Packets wait, none is outstanding, and the next PSN lies beyond the peer's window

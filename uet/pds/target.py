@@ -569,7 +569,11 @@ class TargetMixin:
             if tp is None or tp.state is not _T_ESTABLISHED or self.pdcs.get(tp.lpdcid) is not tp:
                 cs.forget(key)
                 continue
-            flags = _ISROD if tp.mode is _ROD else 0
-            hdr = CONTROL.encode((11, _CT_CREDIT, flags, 0, 0, tp.lpdcid, tp.rpdcid, grant))
-            self._out.append((hdr, tp.peer, self.config.control_entropy))
-            self._count("ctl_tx_CREDIT")
+            self._send_credit(tp, grant)
+
+    def _send_credit(self, tp: TargetPdc, grant: int) -> None:
+        """One CREDIT CP (wire-format.md §5.8): payload = the cumulative 24-bit grant."""
+        flags = _ISROD if tp.mode is _ROD else 0
+        hdr = CONTROL.encode((11, _CT_CREDIT, flags, 0, 0, tp.lpdcid, tp.rpdcid, grant))
+        self._out.append((hdr, tp.peer, self.config.control_entropy))
+        self._count("ctl_tx_CREDIT")
