@@ -224,3 +224,19 @@ def test_plot_without_matplotlib_is_refused_before_the_run(monkeypatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
     with pytest.raises(UsageError, match="--plot needs matplotlib"):
         run.settings_from(run.build_parser().parse_args(["--plot", "out"]))
+
+
+def test_cpu_starvation_is_detected_and_explained() -> None:
+    """Retransmissions with nothing lost in the fabric, or a late switch timer, are CPU
+    starvation on the live engine (issue 14); a lossy fabric's retransmissions are not."""
+    from uet.tools.run import LATE_TIMER_US, cpu_starvation
+
+    flows = [{"retransmits": 3}, {"retransmits": 0}]
+    quiet = {"flows": flows, "fabric": {"drops": 0, "trims": 0}, "pacing": {"p99_us": 50.0}}
+    note = cpu_starvation(quiet)
+    assert note and "3 retransmissions with no loss" in note and "--engine sim" in note
+    lossy = {"flows": flows, "fabric": {"drops": 2, "trims": 1}, "pacing": {"p99_us": 50.0}}
+    assert cpu_starvation(lossy) is None
+    late = {"flows": [{"retransmits": 0}], "fabric": {"drops": 0, "trims": 0}, "pacing": {"p99_us": LATE_TIMER_US + 1}}
+    assert "switch timer ran late" in cpu_starvation(late)
+    assert cpu_starvation({"flows": [{"retransmits": 0}], "fabric": {}, "pacing": {}}) is None

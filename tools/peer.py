@@ -13,6 +13,12 @@ At start it prints ONE JSON line: its identity (address, port, job, pid, ri, TSS
 exposes (regions with keys, sizes, rights and job restriction; posted receives), which
 ``uet-conformance --identity`` reads. On shutdown it prints a second JSON line with its counters.
 
+``--fabric HOST:PORT`` serves through a ``uet-fabric`` switch instead of the direct UDP link: the
+peer then owns the NIC port of the fabric host whose address it serves on (the fabric link builds
+the Ethernet/IPv4/UDP frames itself; ``--rate`` is that port's link rate and ``--mtu`` the fabric's IP MTU,
+1500 by default like ``uet-fabric``'s: packets carry the largest payload that fits it), exactly as
+a ``uet-run`` endpoint does.
+
 ``--keys FILE`` runs TSS with a key file (:mod:`uet.tss.keyfile`). ``--fault NAME`` (repeatable)
 is TEST-ONLY fault injection (:mod:`uet.conformance.faults`): the peer then breaks the spec on
 purpose so tests can prove the conformance suite catches it.
@@ -27,9 +33,11 @@ import json
 import signal
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from uet.tools.cli import ArgumentParser, UsageError, run_main
+from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main
+from uet.tools.run_settings import max_payload
 
 from uet.conformance.faults import FAULTS, FaultLink
 from uet.conformance.profile import Profile, ProfileError, default_profile, load_profile
@@ -44,6 +52,13 @@ _RIGHTS = {"r": Access.REMOTE_READ, "w": Access.REMOTE_WRITE, "a": Access.REMOTE
 
 def _int(text: str) -> int:
     return int(text, 0)
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host, int(port)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,6 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keys", metavar="FILE", help="TSS key file (uet.tss.keyfile format)")
     p.add_argument("--sdi", type=_int, default=None, help="secure domain to use when the key file holds several")
     p.add_argument("--seed", type=int, default=None, help="seed PDCIDs / Start_PSNs (default random)")
+    p.add_argument(
+        "--fabric", type=_host_port, metavar="HOST:PORT", default=None,
+        help="serve through a uet-fabric switch: the UDP address of this host's switch port",
+    )  # fmt: skip
+    p.add_argument(
+        "--rate", type=rate_arg(1e3), default=None, metavar="RATE",
+        help="with --fabric: the NIC's link rate, e.g. 10G (default: the fabric link's default)",
+    )  # fmt: skip
+    p.add_argument(
+        "--mtu", type=int_arg(576, 65535), default=1500, metavar="BYTES",
+        help="with --fabric: the fabric's IP MTU; payloads are sized to fit it (default 1500)",
+    )  # fmt: skip
     p.add_argument(
         "--fault", action="append", default=[], choices=sorted(FAULTS), metavar="NAME",
         help="TEST ONLY: break a rule on purpose (" + ", ".join(sorted(FAULTS)) + ")",
@@ -95,12 +122,19 @@ class Peer:
             security = SecurityConfig(table, sdi=a.sdi, tss=tss)
         link = None
         rewriters = [f for f in a.fault if FAULTS[f][0] is not None]
+        if a.fabric is not None:
+            from uet.link.fabric import FabricLink
+
+            extra = {} if a.rate is None else {"rate_bps": a.rate}
+            link = FabricLink(a.address, a.fabric, deliver_trimmed=True, **extra)
         if rewriters:
             from uet.link.direct import DirectLink
 
             link = FaultLink(DirectLink(a.address, a.port, read_ecn=True), rewriters)
         # read the ECN field of what arrives: a CE mark is echoed as M in the ACK (behaviour.md §4.7)
         cfg = EndpointConfig(seed=a.seed, ecn_feedback=True)
+        if a.fabric is not None:
+            cfg = replace(cfg, payload_size=min(cfg.payload_size, max_payload(a.mtu)))
         self.ep = await Endpoint.open(
             a.address, a.job, a.pid, port=a.port, resource_index=a.ri, config=cfg, link=link, security=security
         )
@@ -126,6 +160,7 @@ class Peer:
         sdi = getattr(ep.link, "sdi", None)
         return {
             "uet_peer": 1, "address": ep.address, "port": a.port, "job": a.job, "pid": a.pid, "ri": a.ri,
+            "fabric": None if a.fabric is None else f"{a.fabric[0]}:{a.fabric[1]}",
             "mode": a.mode, "tss_sdi": sdi, "faults": a.fault, **self.profile.as_json(),
         }  # fmt: skip
 
@@ -220,6 +255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.rate is not None and args.fabric is None:
+        parser.error("--rate needs --fabric (the direct link has no modelled rate)")
+    if args.fabric is not None and any(FAULTS[f][0] is not None for f in args.fault):
+        parser.error("packet-rewriting faults run on the direct link only; drop --fabric or the --fault")
     for name, v, bits in (("job", args.job, 24), ("pid", args.pid, 12), ("ri", args.ri, 12)):
         if not 0 <= v < 1 << bits:
             parser.error(f"--{name} must fit in {bits} bits")

@@ -458,6 +458,35 @@ class Launcher:
             c.reader.cancel()
 
 
+#: switch timer lateness (p99, µs) above which the fabric process is taken to be short of CPU: ten
+#: frame times of a 1500-byte frame at the realtime profile's 100 Mb/s
+LATE_TIMER_US = 1200.0
+
+
+def cpu_starvation(result: dict[str, Any]) -> str | None:
+    """On the live engine, say when the run was short of CPU rather than of network: the
+    endpoints retransmitted although the fabric lost nothing (no drop, no trim: the timeouts were
+    spurious, the receivers too slow to acknowledge in time), or the switch process's departure
+    timer ran late (its p99 lateness above :data:`LATE_TIMER_US`). None when neither holds."""
+    fab = result.get("fabric") or {}
+    loss = int(fab.get("drops", 0) or 0) + int(fab.get("trims", 0) or 0)
+    retx = sum(int(f.get("retransmits") or 0) for f in result.get("flows", []))
+    late = float((result.get("pacing") or {}).get("p99_us") or 0.0)
+    why = []
+    if retx and not loss:
+        why.append(f"{retx} retransmissions with no loss in the fabric (0 drops, 0 trims): spurious timeouts")
+    if late > LATE_TIMER_US:
+        why.append(f"the switch timer ran late (p99 {late:.0f} µs)")
+    if not why:
+        return None
+    return (
+        "CPU starvation: "
+        + "; ".join(why)
+        + ". The processes were short of CPU, not the network short of capacity: fewer endpoints, a "
+        "lower --rate or --engine sim (virtual time) give figures of the protocol instead."
+    )
+
+
 def _written(folder: str | None, suffix: str) -> list[str]:
     if not folder or not os.path.isdir(folder):
         return []
@@ -716,6 +745,7 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
     if interrupted:
         return 130
     result["settings"] = settings_record(s, ep)
+    result["diagnosis"] = cpu_starvation(result)
     if args.csv:
         write_csv(result, args.csv)
         result["csv"] = args.csv
@@ -723,6 +753,8 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
         sys.stdout.write(json.dumps(result) + "\n")
     else:
         render(result)
+    if result["diagnosis"]:
+        sys.stderr.write(f"uet-run: note: {result['diagnosis']}\n")
     return 0 if result["ok"] else 1
 
 
