@@ -25,7 +25,7 @@ from uet.ses.errors import BadMkey, Cancelled, TooLong
 from uet.ses.memory import Access
 from uet.tss import SdMode, SecureDomain, SecureDomainTable
 from uet.wire.pds import ControlType, PdsType
-from uet.wire.ses import AmoOp, AmoType, SesOpcode
+from uet.wire.ses import AmoOp, AmoType, SesFlag, SesOpcode
 
 
 def _requests(pair: FepPair, node) -> list:
@@ -374,6 +374,45 @@ def test_get_timer_is_now_while_submitted_work_waits_for_a_pump() -> None:
     assert core.get_timer() == 500  # the lane is dirty: pump at once
     assert [t.destination for t in core.datagrams_to_send(500)] == [B_ADDR]
     assert core.get_timer() is not None and core.get_timer() > 500  # now the PDS retransmit timer
+
+
+def test_every_rudi_response_carries_its_ses_response() -> None:
+    """Issue 16: the RUDI responses to the non-final packets of a multi-packet RUDI message went
+    out with next_hdr NONE (no SES response), which the project's own decoder rejects. Every
+    RUDI response carries its SES response (behaviour.md §2.14): the non-final packets get the
+    PDS-regenerated default response (DEFAULT_RESPONSE, RC_NULL, §6.9), the last one RC_OK."""
+    p = FepPair(seed=21)
+    r = p.b.core.post_recv(None)
+    data = bytes(range(256)) * 40  # 3 packets
+    h = p.a.core.send(B_ADDR, data, mode=Mode.RUDI)
+    (m,) = p.complete(p.b, r)
+    p.complete(p.a, h)
+    assert bytes(m.data) == data and isinstance(p.a.result(h), SendCompleted)
+    resps = [t for t in p.sent_by(p.b) if t.data[0] >> 3 == PdsType.RUDI_RESP]
+    assert len(resps) == 3
+    assert all(decode(t).pds.next_hdr == 4 for t in resps)  # next_hdr RESPONSE, never NONE
+    ses = [decode(t).ses for t in resps]
+    ids = {k.ses.message_id for _t, k in _requests(p, p.a)}
+    assert [(s.opcode, s.return_code) for s in ses].count((0, 0)) == 2  # DEFAULT_RESPONSE, RC_NULL
+    assert ses[-1].return_code == 1 and ses[-1].modified_length == len(data)
+    assert {s.message_id for s in ses} == ids
+
+
+def test_dc_send_before_the_receive_is_posted_completes() -> None:
+    """Issue 16: ``send(..., dc=True)`` failed with NO_MATCH when no receive was posted yet.
+    DC does not change matching (behaviour.md §6.4, §6.8): the target buffers it on the overflow
+    list and answers with a guaranteed RC_OK response, list = overflow, after placing it."""
+    p = FepPair(seed=23)
+    h = p.a.core.send(B_ADDR, b"delivered", tag=4, dc=True)
+    p.complete(p.a, h)
+    assert isinstance(p.a.result(h), SendCompleted)
+    (t, k), = _requests(p, p.a)  # fmt: skip
+    assert k.ses.flags & SesFlag.DC  # DC set on the wire (wire-format.md §8.1)
+    resp = [decode(t).ses for t in p.sent_by(p.b) if decode(t).ses is not None]
+    assert [(s.list, s.return_code, s.modified_length) for s in resp] == [(1, 1, 9)]
+    r = p.b.core.post_recv(None, tag=4)
+    (m,) = p.complete(p.b, r)
+    assert bytes(m.data) == b"delivered"
 
 
 def test_two_lanes_sharing_one_congestion_gate_both_complete() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, ses_small
 
 from uet.pds import Acked, Delivery, Failed, Mode, PdsConfig
+from uet.wire.packet import parse_uet
 from uet.wire.pds import ControlType, NackCode, PdsType, ReqFlag, RudiFlag
 
 START = 0x2000_0000
@@ -115,7 +116,11 @@ def test_rudi_none_response_and_trim() -> None:
     assert hdr(n).nack_code == NackCode.TRIMMED and hdr(n).flags & 0x08 and hdr(n).nack_psn == hdr(req).pkt_id
     pair.inject(pair.b, req, A_ADDR)
     (r, _d, _e), = pair.take(pair.b)  # fmt: skip
-    assert hdr(r).type == PdsType.RUDI_RESP and hdr(r).next_hdr == 0 and len(r) == 8
+    # SES said nothing (None): the core regenerates the default SES response, never next_hdr
+    # NONE (behaviour.md §2.14, §6.9): DEFAULT_RESPONSE, RC_NULL, modified length 100
+    assert hdr(r).type == PdsType.RUDI_RESP and hdr(r).next_hdr == 4
+    assert r[8:] == bytes([0x00, 0x00]) + bytes(2) + bytes(4) + (100).to_bytes(4, "big")
+    parse_uet(r)  # the project's own decoder accepts it
 
 
 def test_uud_best_effort() -> None:

@@ -246,9 +246,24 @@ def test_no_match_without_overflow_and_rod_disables_generation() -> None:
     assert r is not None and r.data == ok(3, 2)
 
 
-def test_dc_send_never_parked_on_overflow(fep: SesFep) -> None:
+def test_dc_send_before_its_receive_is_buffered_not_refused(fep: SesFep) -> None:
+    """Issue 16: ``send(..., dc=True)`` failed with NO_MATCH when no receive was posted yet.
+    DC does not change matching (behaviour.md §6.4, §6.8): the message goes on the overflow
+    list, the guaranteed response follows its placement there (list = overflow, RC_OK,
+    modified length 2), and a later receive gets it."""
     r = handle(fep, som_hdr(SesOpcode.SEND, REL | EOM | DC, 1, 2), b"hi")
-    assert r is not None and r.data == resp(RC.NO_MATCH, 1)
+    assert r is not None and r.guaranteed and r.data == resp(RC.OK, 1, ml=2, lst=1)
+    buf = bytearray(4)
+    fep.target.post_recv(res(fep), buf)
+    [e] = events(fep)
+    assert e.unexpected and e.return_code == RC.OK and e.length == 2 and buf[:2] == b"hi"
+
+
+def test_dc_send_without_overflow_list_is_refused_no_match() -> None:
+    f = SesFep("10.0.0.2", target=TargetConfig(overflow=False))
+    f.resources.add(PID, RI, JOB)
+    r = f.target.handle(PEER, NextHeader.STANDARD, som_hdr(SesOpcode.SEND, REL | EOM | DC, 1, 2), b"hi")
+    assert r is not None and r.guaranteed and r.data == resp(RC.NO_MATCH, 1)
 
 
 def test_too_long_and_truncation(fep: SesFep) -> None:

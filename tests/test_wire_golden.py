@@ -19,6 +19,7 @@ from wire_strategies import ALL_WIRE_LAYOUTS
 
 from uet.wire import net, pds, roce, ses, tss
 from uet.wire.layout import Layout
+from uet.wire.packet import parse_uet
 
 # -- Part 1: wire-format.md §13 ------------------------------------------------------------------
 
@@ -412,28 +413,6 @@ V: list[tuple[Layout, dict[str, Any], str]] = [
         "4a10 0002 01020304 abcd 1234 0f 01 ffff 00000000ffffffff 0a0b ff ffffff 0001 0102030405060708",
     ),
     (
-        pds.ACK_CCX[(False, "credit")],
-        # ACK_CCX, REQ_CLOSE: 0x4800 | 0x04 = 0x4804; byte 12 = 0x10
-        dict(
-            type=9,
-            next_hdr=0,
-            flags=0x04,
-            ack_psn_offset=0x7FFF,
-            cack_psn=0x11111111,
-            spdcid=0x2222,
-            dpdcid=0x3333,
-            cc_type=1,
-            cc_flags=0,
-            mpr=0x44,
-            sack_psn_offset=0x5555,
-            sack_bitmap=0x6666666666666666,
-            credit=0x777777,
-            ooo_count=0x8888,
-            ack_ccx_state=0x9999999999999999,
-        ),
-        "4804 7fff 11111111 2222 3333 10 44 5555 6666666666666666 777777 000000 8888 9999999999999999",
-    ),
-    (
         pds.ACK_CCX[(False, "raw")],
         # ACK_CCX, SMALL_RESPONSE_DATA, every flag but P: 0x4800 | 0x300 | 0x77 = 0x4b77; byte 12 = 3 << 4 | 0xc
         dict(
@@ -478,28 +457,6 @@ V: list[tuple[Layout, dict[str, Any], str]] = [
             ack_ccx_state=0xFFFFFFFFFFFFFFFF,
         ),
         "4808 4242 fffffffe 0001 0002 01 03 0040 8000000000000000 0100 01 010203 0405 ffffffffffffffff",
-    ),
-    (
-        pds.ACK_CCX[(True, "credit")],
-        # ACK_CCX, RESPONSE_DATA, P: 0x4800 | 0x280 | 0x08 = 0x4a88; byte 12 = 1 << 4 | 0xa = 0x1a
-        dict(
-            type=9,
-            next_hdr=5,
-            flags=0x08,
-            probe_opaque=1,
-            cack_psn=0x00010000,
-            spdcid=0x0100,
-            dpdcid=0x1000,
-            cc_type=1,
-            cc_flags=0xA,
-            mpr=0x0B,
-            sack_psn_offset=0x0C0D,
-            sack_bitmap=0x0E0F101112131415,
-            credit=0x161718,
-            ooo_count=0x1920,
-            ack_ccx_state=0x2122232425262728,
-        ),
-        "4a88 0001 00010000 0100 1000 1a 0b 0c0d 0e0f101112131415 161718 000000 1920 2122232425262728",
     ),
     (
         pds.ACK_CCX[(True, "raw")],
@@ -1028,3 +985,24 @@ def test_selectors_pick_the_vector_layouts() -> None:
     assert ses.extension_layout(ses.SesOpcode.FETCHING_ATOMIC, by_name["ses_cswap_ext"][0]) is ses.CSWAP_EXT
     assert tss.tss_layout(by_name["tss"][0]) is tss.TSS
     assert tss.tss_layout(by_name["tss_ssi"][0]) is tss.TSS_SSI
+
+
+@pytest.mark.parametrize("cc_type", [1, 2, 0xF])
+@pytest.mark.parametrize("probe", [False, True])
+def test_ack_ccx_other_than_nscc_keeps_its_state_opaque(cc_type: int, probe: bool) -> None:
+    """Issue 16: an ACK_CCX whose CCX type is not NSCC was decoded with the ACK_CC credit
+    sub-layout (cc_type 1), whose reserved bits 27–29 were lost on re-encode. The notes define
+    no CCX state but NSCC's (§5.5, Δ11): bytes 24–39 stay opaque and survive a round trip."""
+    flags = 0x08 if probe else 0x00
+    raw = bytes.fromhex(
+        f"48{flags:02x} 0102 0a0b0c0d 0e0f 1011 {cc_type:x}3 04 fffe 0000000000000002"
+        "  161718 19 1a1b 1c1d 2122232425262728"
+    )
+    lay = pds.pds_layout(raw[0] >> 3, raw[1] & 0x7F, raw[12])
+    assert lay is not None and lay.size == 40
+    v = lay.decode(raw)
+    assert lay.encode(v) == raw and lay.build(lay.parse(raw)) == raw
+    d = v._asdict()
+    assert d["ack_cc_state"] == 0x161718191A1B1C1D and d["ack_ccx_state"] == 0x2122232425262728
+    pkt = parse_uet(raw)
+    assert pkt.pds.ack_cc_state == 0x161718191A1B1C1D

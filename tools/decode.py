@@ -280,17 +280,31 @@ class Decoded:
         return "uet"
 
 
-def decode_item(item: Item, port: int, decrypt: Decryptor | None = None) -> Decoded:
+def decode_item(item: Item, port: int, decrypt: Decryptor | None = None, crc: bool = False) -> Decoded:
+    """Decode one item; ``crc``: frames carry the CRC-32C trailer (checked and stripped)."""
     d = Decoded(item)
     try:
         if item.linktype is None:
             d.uet = parse_uet(item.data, decrypt=decrypt)
         else:
-            d.frame = parse_frame(item.data, item.linktype, port=port, decrypt=decrypt)
+            d.frame = parse_frame(item.data, item.linktype, port=port, decrypt=decrypt, crc=crc)
             d.uet = d.frame.uet
+            if not crc:
+                _crc_hint(d.frame)
     except DecodeError as e:
         d.error = e
     return d
+
+
+def _crc_hint(fr: Frame) -> None:
+    """Say so when a single-packet message carries exactly 4 bytes more than its request length:
+    most likely the CRC-32C trailer of wire-format.md §1.4, shown as payload without ``--crc``."""
+    u = fr.uet
+    s = u.ses if u is not None else None
+    rl = getattr(s, "request_length", None)
+    if u is None or rl is None or (s.flags & 3) != 3 or len(u.payload) != rl + 4:
+        return
+    fr.warnings.append(f"payload is 4 bytes longer than request_length {rl}: a CRC-32C trailer? (try --crc)")
 
 
 def _key_decryptor(path: str) -> Decryptor:
@@ -656,8 +670,14 @@ def build_parser() -> argparse.ArgumentParser:
         "control types (probe...), pfc, tss or other",
     )
     p.add_argument("--stats", action="store_true", help="print counts per PDS type, SES opcode and errors")
+    p.add_argument("-q", "--quiet", action="store_true", help="no per-packet lines (with --stats: the counts only)")
     p.add_argument("--count", type=int_arg(1), metavar="N", help="stop after N reported packets")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour for -V (auto: TTY)")
+    p.add_argument(
+        "--crc",
+        action="store_true",
+        help="UET packets end with the CRC-32C trailer (wire-format.md §1.4): check, strip",
+    )
     p.add_argument("--keys", metavar="FILE", help="TSS key file (uet.tss.keyfile format) to decrypt secured packets")
     return p
 
@@ -718,6 +738,7 @@ def run(args: argparse.Namespace, stdout: IO[str], stdin: IO[bytes]) -> int:
     stats: Counter[str] = Counter()
     malformed = 0
     shown = 0
+    partial_said = False
     t0: int | None = None
     file_error: UetError | None = None
     try:
@@ -726,14 +747,18 @@ def run(args: argparse.Namespace, stdout: IO[str], stdin: IO[bytes]) -> int:
                 break
             if t0 is None and item.timestamp_ns is not None:
                 t0 = item.timestamp_ns
-            d = decode_item(item, args.port, decrypt)
+            d = decode_item(item, args.port, decrypt, args.crc)
             _count(stats, d)
             if d.error is not None:
                 malformed += 1
             elif wanted is not None and not (_names(d) & wanted):
                 continue
             shown += 1
-            _emit(out, d, args, t0)
+            if not partial_said and d.frame is not None and d.frame.udp_checksum_partial:
+                partial_said = True
+                print(f"{PROG}: note: {_PARTIAL_NOTE}", file=sys.stderr)
+            if not args.quiet:
+                _emit(out, d, args, t0)
     except (PcapError, UsageError) as e:
         file_error = e
     if args.stats:
@@ -741,6 +766,12 @@ def run(args: argparse.Namespace, stdout: IO[str], stdin: IO[bytes]) -> int:
     if file_error is not None:
         raise file_error
     return 1 if malformed else 0
+
+
+_PARTIAL_NOTE = (
+    "UDP checksums hold only the pseudo-header sum (checksum offload on the capturing host, e.g. "
+    "tcpdump -i lo): not checked"
+)
 
 
 def _emit(out: _Out, d: Decoded, args: argparse.Namespace, t0: int | None) -> None:

@@ -171,6 +171,8 @@ class Endpoint:
         self.fep = FepCore(
             self.address, job=job, pid=pid, ri=resource_index, config=cfg, security=core_security, event_log=event_log
         )
+        if self.fep.crc is not None and isinstance(getattr(link, "peer_port", None), int):
+            self.fep.crc.fixed_ports = link  # from its bound port to the peers' (uet.fep.integrity)
         self._receive: Callable[[Any, int], None] = (
             self.fep.receive_batch if records else partial(self.fep.receive_marked, opened=True)
         )
@@ -311,8 +313,9 @@ class Endpoint:
         gave up) and :class:`EndpointClosed` if the endpoint closes first. ``data`` must not
         change until the call returns (packets are zero-copy slices of it). ``mode`` is the PDS
         delivery mode; ``header_data`` 64-bit immediate data; ``dc`` asks for delivery-complete
-        semantics (§6.8); ``protocol`` forces ``"eager"``, ``"rendezvous"`` or ``"deferrable"``
-        (default: by the configured thresholds).
+        semantics (§6.8: the target answers after placing the data; it does not change matching,
+        so a DC send that comes before its receive is buffered there, §6.4); ``protocol`` forces
+        ``"eager"``, ``"rendezvous"`` or ``"deferrable"`` (default: by the configured thresholds).
         """
         await self.send_nowait(
             peer, data, tag=tag, mode=mode, header_data=header_data, dc=dc, protocol=protocol,
@@ -517,6 +520,8 @@ class Endpoint:
             out.update({"impair_" + k: v for k, v in imp.counters.items()})
         if fep.tss is not None and self._core_seals:  # TSS in the core (else in link_tss_*)
             out.update(fep.tss.counters)
+        if fep.crc is not None:
+            out.update(fep.crc.counters)
         out.update(fep.stats)
         return out
 

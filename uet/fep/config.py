@@ -58,6 +58,12 @@ class FepConfig:
         rcvbuf / sndbuf: socket buffer sizes requested (bounded by ``net.core.*mem_max``).
         seed: seeds the PDS core's and the SES engines' random generators, mixed with the FEP's
             address (None = random).
+        data_protect: integrity of each packet (behaviour.md §2.16, spec ``UET_Data_Protect``):
+            ``"none"`` (default; TSS when the FEP is given a security configuration), ``"crc"``
+            (the 4-byte CRC-32C trailer on every packet, checked on receive, a mismatch dropped
+            silently and counted, :mod:`uet.fep.integrity`; about 1 ms of pure-Python CRC per
+            4 KiB packet, an interop setting, not a fast one) or ``"tss"`` (requires the security
+            configuration; CRC and TSS exclude each other).
         tune_allocator: keep freed heap memory in the process (glibc ``M_TRIM_THRESHOLD`` =
             32 MiB, :func:`uet.tuning.tune_allocator`; process-wide, applied once): without it
             every burst of datagrams freed is handed back to the kernel and faulted back in by the
@@ -84,8 +90,11 @@ class FepConfig:
     sndbuf: int = 4 << 20
     seed: int | None = None
     tune_allocator: bool = True
+    data_protect: str = "none"
 
     def __post_init__(self) -> None:
+        if self.data_protect not in ("none", "crc", "tss"):
+            raise ValueError(f"data_protect must be none, crc or tss, not {self.data_protect!r}")
         if self.max_inflight < 1:
             raise ValueError("max_inflight must be >= 1")
         self.message_config()  # validates payload_size / max_message

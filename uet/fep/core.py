@@ -67,6 +67,7 @@ from uet.fep.events import (
     OpFailed,
     Transmit,
 )
+from uet.fep.integrity import CrcStage
 from uet.fep.lanes import Lane, OutMessage, refill
 from uet.fep.marking import classes
 from uet.fep.operations import Operations, _Posted
@@ -195,6 +196,12 @@ class FepCore(Operations, Completions):
                 security = TssStage(address, security, rng=random.Random(rng.getrandbits(64)))
             stage = security
             self._attach_tss(stage)
+        #: the CRC stage (``config.data_protect == "crc"``, uet.fep.integrity) or None
+        self.crc: CrcStage | None = CrcStage(address) if cfg.data_protect == "crc" else None
+        if cfg.data_protect == "crc" and security is not None:
+            raise ValueError("data_protect 'crc' and TSS exclude each other (behaviour.md §2.16)")
+        if cfg.data_protect == "tss" and security is None:
+            raise ValueError("data_protect 'tss' needs a security configuration")
         self._stats: dict[str, int] = {
             "messages_sent": 0,
             "messages_failed": 0,
@@ -266,6 +273,8 @@ class FepCore(Operations, Completions):
         out = dict(self.pds.counters)
         if self.tss is not None:
             out.update(self.tss.counters)
+        if self.crc is not None:
+            out.update(self.crc.counters)
         out.update({"ses_" + k: v for k, v in self.ses.counters.items()})
         out.update(self._stats)
         return out
@@ -296,6 +305,8 @@ class FepCore(Operations, Completions):
             return
         if self.tss is not None:
             items = self.tss.open_batch(items, now)
+        elif self.crc is not None:
+            items = self.crc.open_batch(items)
         self._receive(
             [
                 (d[0], d[1], d[2] | ECN_TRIMMED | (ECN_LASTHOP if d[4] else 0)) if d[3] else (d[0], d[1], d[2])
@@ -313,6 +324,8 @@ class FepCore(Operations, Completions):
             return
         if self.tss is not None and not opened:
             batch = self.tss.open_marked(batch, now)
+        elif self.crc is not None:
+            batch = self.crc.open_marked(batch)
         self._receive(batch, now)
 
     def _receive(self, batch: Sequence[tuple[bytes, str, int]], now: int) -> None:
@@ -344,6 +357,8 @@ class FepCore(Operations, Completions):
             if self._closing:
                 self._close_progress(now)
         out = self.pds.datagrams_to_send(now)
+        if self.crc is not None and out:
+            out = self.crc.seal_batch(out)  # the CRC-32C trailer (uet.fep.integrity)
         if not self._closed:
             if self._sweep_at is None and self._fast_held():
                 self._sweep_at = now + self._sweep_ns

@@ -5,7 +5,12 @@ RUDI initiator: each request gets a 32-bit packet id unique among its outstandin
 with RETX and the same id until its RUDI response arrives; at least once, duplicates reach SES.
 A response for no outstanding id is a late duplicate and is dropped. RUDI target: stateless;
 every copy is handed to SES and answered by exactly one RUDI response (type 5) echoing the id
-and carrying the SES response (next_hdr 0 and no SES bytes when ``on_deliver`` returns None).
+and carrying the SES response. When ``on_deliver`` returns None (SES has nothing to say yet,
+e.g. a non-final packet of a multi-packet message) the core regenerates the default SES response
+itself, as PDS does for coalesced and duplicate ACKs (behaviour.md §2.14, §6.9):
+``DEFAULT_RESPONSE``, ``RC_NULL``, the request's message id (0 for small/medium headers, which
+have none), RI generation and JobID, modified length = the packet's payload bytes. A RUDI
+response never goes out without its SES response (next_hdr NONE is not a RUDI response).
 A transient SES shortage (:class:`~uet.pds.config.SesNack`) or a trimmed request is answered
 with a RUDI NACK (NT = 1, PDCIDs 0). The initiator resends a request NACKed for a resource
 shortage (``NO_PDC_AVAIL`` .. ``NO_RESOURCE``) after ``PdsConfig.nack_retx_ns`` doubled per NACK,
@@ -36,10 +41,25 @@ from uet.pds.config import Mode, PdsError, PdsLimitError, SesNack
 from uet.pds.events import Failed, NackReceived, new_acked, new_delivery
 from uet.pds.pdc import earliest_deadline
 from uet.pds.target import normalize_response, ses_end, ses_extension_missing
-from uet.wire.pds import NACK_ACTION, RUDI, UUD, NackAction, NackCode, NackFlag, RudiFlag
+from uet.wire.pds import NACK_ACTION, RUDI, UUD, NackAction, NackCode, NackFlag, NextHeader, RudiFlag
+from uet.wire.ses import RESPONSE, ResponseOpcode, ReturnCode
 
 _NA_RETRANSMIT = NackAction.RETRANSMIT
+_NH_STANDARD = int(NextHeader.STANDARD)
+_DEFAULT_RESP = int(ResponseOpcode.DEFAULT_RESPONSE)
+_RC_NULL = int(ReturnCode.NULL)
 _NT = int(NackFlag.NT)
+
+
+def default_response(ses: bytes | memoryview, nh: int, payload_len: int) -> bytes:
+    """The PDS-regenerated default SES response (wire-format.md §11.1, behaviour.md §6.9) to a
+    RUDI request whose SES layer returned nothing: ``DEFAULT_RESPONSE`` with ``RC_NULL`` (the
+    initiator counts the packet done without a length check), echoing the request's message id
+    (standard header bytes 2–3; small and medium headers carry none: 0), RI generation (byte 4)
+    and JobID (bytes 5–7; the same place in all three request headers)."""
+    mid = int.from_bytes(ses[2:4], "big") if nh == _NH_STANDARD else 0
+    job = int.from_bytes(ses[5:8], "big")
+    return RESPONSE.encode((0, _DEFAULT_RESP, 0, _RC_NULL, mid, ses[4], job, payload_len & _M32))
 
 
 class RudiPkt:
@@ -228,7 +248,10 @@ class RudiMixin:
         except SesNack:
             self._send_nack(src, _NC_NO_SES_MSG_AVAIL, pid, 0, 0, nfl, now, entropy=entropy)
             return
-        rnh, resp, _g = normalize_response(r)
+        if r is None:
+            rnh, resp = 4, default_response(data[8:end], nh, len(data) - end)
+        else:
+            rnh, resp, _g = normalize_response(r)
         rfl = (int(RudiFlag.M) if ecn == 3 else 0) | (int(RudiFlag.RETX) if retx else 0)
         ent = self.config.control_entropy if entropy is None else entropy
         self._out.append((RUDI.encode((5, rnh, rfl, pid)) + resp, src, ent))

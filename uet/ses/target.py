@@ -24,10 +24,12 @@ Responses (behaviour.md §6.9, with these choices where the notes leave room):
   ``modified_length`` = bytes placed, not guaranteed. It is a guaranteed ``RESPONSE`` instead when
   the send was truncated, used the overflow list (list = 1), or had ``DC`` set.
 * **DC** (§6.8, inference): data is placed synchronously before the response is built, so the
-  response always follows placement; with DC the completing response is made guaranteed, and a
-  DC send is never parked on the overflow list (its bytes would not be in their final place) —
-  it is matched, deferred (deferrable sends) or refused with ``NO_MATCH`` for the initiator to
-  retry (§6.4).
+  response always follows placement; with DC the completing response is made guaranteed. DC
+  does not change matching (§6.4): a DC send that finds no posted receive is buffered on the
+  overflow list like any other (its bytes are then in target memory, and the response says
+  list = overflow), deferred if deferrable, and refused with ``NO_MATCH`` only when the target
+  has no overflow list or it is full — as the reference completes DC sends "when all packets
+  are acknowledged either way" (§6.8), a DC send never fails just because it came early.
 * Every error → guaranteed ``RESPONSE`` with the code and modified length 0 (BAD_GENERATION
   carries the current generation); once a message fails, every later packet of it gets the
   same code, and a receive bound to it completes with the error when its bytes are all
@@ -518,7 +520,7 @@ class SesTarget:
             m.add_unexpected(Unexpected("deferred", rec.tagged, rec.tag, rec.initiator, rec.job, rec.length, rec))
             self.counters["deferred"] += 1
             return True
-        if self.config.overflow and not rec.dc and rec.kind != "deferrable" and m.can_buffer("eager", rec.span):
+        if self.config.overflow and rec.kind != "deferrable" and m.can_buffer("eager", rec.span):
             rec.data = bytearray(rec.span)
             rec.unexpected = Unexpected(
                 rec.kind, rec.tagged, rec.tag, rec.initiator, rec.job, rec.length, rec, rec.span

@@ -45,6 +45,7 @@ from enum import IntEnum, IntFlag
 from typing import Any
 
 from uet.errors import DecodeError, UetError
+from uet.wire import crc as crc_mod
 from uet.wire import net, pds, ses, tss
 from uet.wire.layout import Layout, Raw
 from uet.wire.pds import AckFlag, ControlType, NackFlag, NextHeader, PdsType, ReqFlag, RudiFlag
@@ -532,6 +533,12 @@ class Frame:
     ecn: int | None = None
     note: str = ""
     warnings: list[str] = field(default_factory=list)
+    #: the CRC-32C trailer check (wire-format.md §1.4) when asked for (``parse_frame(crc=True)``):
+    #: "ok", "bad" or "short"; None when not checked. The trailer is not part of ``uet``.
+    crc: str | None = None
+    #: the UDP checksum field holds only the pseudo-header sum: the capturing host offloads the
+    #: checksum (``tcpdump -i lo`` on Linux), so it is not checked and not warned about
+    udp_checksum_partial: bool = False
 
     def layer(self, name: str) -> Any | None:
         """Values of the first outer header whose layout is called ``name`` (``ipv4``, ``udp``...)."""
@@ -548,7 +555,7 @@ class Frame:
                 out[k] = getattr(self, k)
         if self.ecn is not None:
             out["ecn_name"] = _enum_name(net.Ecn, self.ecn)
-        out["layers"] = [{"header": lay.name, "offset": off, **fields_dict(lay, v)} for lay, v, off in self.layers]
+        out["layers"] = [_layer_dict(lay, v, off) for lay, v, off in self.layers]
         if self.uet is not None:
             out["uet"] = self.uet.to_dict()
         if self.pfc is not None:
@@ -557,9 +564,22 @@ class Frame:
             out["roce"] = self.roce.to_dict()
         if self.note:
             out["note"] = self.note
+        if self.crc is not None:
+            out["crc"] = self.crc
         if self.warnings:
             out["warnings"] = list(self.warnings)
         return out
+
+
+def _layer_dict(lay: Layout, v: Any, off: int) -> dict[str, Any]:
+    """An outer header's fields for JSON, with addresses in their usual text forms (dotted IPv4,
+    RFC 5952 IPv6, colon-separated MAC) instead of hex."""
+    d = {"header": lay.name, "offset": off, **fields_dict(lay, v)}
+    if lay is net.IPV4 or lay is net.IPV6:
+        d["src"], d["dst"] = net.ip_str(bytes(v.src)), net.ip_str(bytes(v.dst))
+    elif lay is net.ETHERNET:
+        d["src"], d["dst"] = bytes(v.src).hex(":"), bytes(v.dst).hex(":")
+    return d
 
 
 def parse_frame(
@@ -570,8 +590,12 @@ def parse_frame(
     ip_proto: int = net.UET_IP_PROTO,
     fast: bool = True,
     decrypt: Decryptor | None = None,
+    crc: bool = False,
 ) -> Frame:
     """Decode one captured frame of pcap link type ``linktype`` (see :class:`LinkType`).
+
+    ``crc``: UET packets end with the 4-byte CRC-32C trailer of unencrypted packets (§1.4): it is
+    checked (:attr:`Frame.crc`, a warning when wrong) and kept out of the UET payload.
 
     UET is found as UDP with source or destination port ``port``, or as IP protocol ``ip_proto``
     (entropy header first). Frames that are not UET come back with ``kind == "other"``; malformed
@@ -582,6 +606,8 @@ def parse_frame(
     if mv.ndim != 1 or mv.itemsize != 1:
         mv = mv.cast("B")
     fr = Frame(linktype=int(linktype), length=len(mv))
+    if crc:
+        fr.crc = ""  # asked for: _transport fills it in
     try:
         _frame(mv, fr, port, ip_proto, fast, decrypt)
     except UetError:
@@ -702,6 +728,8 @@ def _transport(
 ) -> None:
     if proto == ip_proto:
         fr.kind, fr.encap = "uet", "ip"
+        if fr.crc is not None:
+            end = _crc_trailer(mv, off, end, src + dst + bytes(mv[off : off + 4]), fr)
         fr.uet = parse_uet(mv, offset=off, end=end, over_ip=True, fast=fast, decrypt=decrypt, src_ip=src, dst_ip=dst)
         fr.sport = fr.dport = None
         return
@@ -724,9 +752,13 @@ def _transport(
     if udp.checksum:
         zeroed = bytes(mv[off : off + 6]) + b"\0\0" + bytes(mv[off + 8 : uend])
         good = net.udp_checksum(src, dst, zeroed)
-        if good != udp.checksum:
+        if good != udp.checksum and udp.checksum == _partial_udp_checksum(src, dst, udp.length):
+            fr.udp_checksum_partial = True
+        elif good != udp.checksum:
             fr.warnings.append(f"UDP checksum {udp.checksum:#06x} is wrong (should be {good:#06x})")
     fr.kind, fr.encap = "uet", "udp"
+    if fr.crc is not None:
+        uend = _crc_trailer(mv, off + net.UDP.size, uend, src + dst + bytes(mv[off : off + 6]) + b"\0\0", fr)
     fr.uet = parse_uet(
         mv,
         offset=off + net.UDP.size,
@@ -737,6 +769,34 @@ def _transport(
         dst_ip=dst,
         udp_header=bytes(mv[off : off + net.UDP.size]),
     )
+
+
+def _partial_udp_checksum(src: bytes, dst: bytes, length: int) -> int:
+    """What a host with checksum offload leaves in the UDP checksum field of a packet it captures
+    before the NIC (or the loopback device, which never fills it in): the folded one's-complement
+    sum of the pseudo-header alone, not inverted."""
+    if len(src) == 4:
+        pseudo = src + dst + bytes((0, 17)) + length.to_bytes(2, "big")
+    else:
+        pseudo = src + dst + length.to_bytes(4, "big") + b"\0\0\0\x11"
+    return ~net.inet_checksum(pseudo) & 0xFFFF
+
+
+def _crc_trailer(mv: memoryview, start: int, end: int, prefix: bytes, fr: Frame) -> int:
+    """Check the CRC-32C trailer of the UET bytes ``mv[start:end]`` (wire-format.md §1.4; the
+    covered prefix: addresses and the UDP header with a zero checksum, or the entropy header);
+    returns where the UET bytes end without it."""
+    if end - start < crc_mod.TRAILER_LEN:
+        fr.crc = "short"
+        fr.warnings.append("no room for a CRC-32C trailer")
+        return end
+    body = end - crc_mod.TRAILER_LEN
+    want = crc_mod.crc32c(mv[start:body], crc_mod.crc32c(prefix))
+    got = int.from_bytes(mv[body:end], "little")
+    fr.crc = "ok" if got == want else "bad"
+    if got != want:
+        fr.warnings.append(f"CRC-32C trailer {got:#010x} is wrong (should be {want:#010x})")
+    return body
 
 
 def _roce(mv: memoryview, off: int, uend: int, fr: Frame, fast: bool) -> None:

@@ -263,6 +263,8 @@ for _probe in (False, True):
             defaults={**_d(PdsType.ACK_CC, 0, _fl), "cc_type": _ct, "mpr": 1},
             doc=f"ACK_CC with {_kind} state (§5.4).",
         )
+        if _kind == "credit":
+            continue  # credit is an ACK_CC cc_type only: an ACK_CCX type 1 state stays opaque
         ACK_CCX[(_probe, _kind)] = Layout(
             "ack_ccx" + _sfx,
             _head + _CCX_STATE,
@@ -340,10 +342,15 @@ def pds_layout(first: int, flags: int, cc_byte: int | None = None) -> Layout | N
         return (ACK_PROBE_EPSN if e else ACK_PROBE) if p else (ACK_EPSN if e else ACK)
     if first in (PdsType.ACK_CC, PdsType.ACK_CCX):
         kind = "raw"
-        if cc_byte is not None:
-            kind = {CcType.NSCC: "nscc", CcType.CREDIT: "credit"}.get(cc_byte >> 4, "raw")
-        table = ACK_CC if first == PdsType.ACK_CC else ACK_CCX
-        return table[(bool(flags & AckFlag.P), kind)]
+        if first == PdsType.ACK_CC:
+            if cc_byte is not None:
+                kind = {CcType.NSCC: "nscc", CcType.CREDIT: "credit"}.get(cc_byte >> 4, "raw")
+            return ACK_CC[(bool(flags & AckFlag.P), kind)]
+        # ACK_CCX: the nibble is the CCX type; the notes define NSCC's state only (§5.5, Δ11),
+        # any other CCX type keeps bytes 24-39 opaque so a re-encode loses no bit
+        if cc_byte is not None and cc_byte >> 4 == CcType.NSCC:
+            kind = "nscc"
+        return ACK_CCX[(bool(flags & AckFlag.P), kind)]
     if first == PdsType.NACK:
         return NACK
     if first == PdsType.NACK_CCX:
