@@ -4,6 +4,7 @@ as a user would, in a subprocess; none of them gets as far as starting a transfe
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -240,3 +241,53 @@ def test_cpu_starvation_is_detected_and_explained() -> None:
     late = {"flows": [{"retransmits": 0}], "fabric": {"drops": 0, "trims": 0}, "pacing": {"p99_us": LATE_TIMER_US + 1}}
     assert "switch timer ran late" in cpu_starvation(late)
     assert cpu_starvation({"flows": [{"retransmits": 0}], "fabric": {}, "pacing": {}}) is None
+
+
+def test_run_partial_result_marks_unfinished_flows() -> None:
+    """Ctrl-C shows what finished (issue 14 build 3): the flow its sender reported keeps its
+    figures, every other flow is ``unfinished``; the run is not ok and says it was interrupted."""
+    import hashlib
+
+    from uet.tools.run import DEFAULT_RUN, Launcher, build_workload
+
+    s = dict(DEFAULT_RUN, workload="incast", endpoints=3, messages=1, message_bytes=64)
+    la = Launcher(s, {}, {})
+    wl = la.workload = build_workload(s)
+    first = wl.flows()[0]
+    sha = hashlib.sha256(b"x").hexdigest()
+    la.addresses = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    la.reports = [{"flows": [], "rx": [], "error": None, "check": None} for _ in range(3)]
+    la.reports[first.src]["flows"].append(
+        {
+            "flow": first.id,
+            "sha256": [sha],
+            "error": None,
+            "completion_s": 0.5,
+            "bytes": 64,
+            "messages": 1,
+            "retransmits": 0,
+        }
+    )
+    la.reports[first.dst]["rx"].append({"flow": first.id, "index": 0, "sha256": sha, "bytes": 64})
+    r = la.partial_result()
+    assert r is not None and r["interrupted"] and not r["ok"]
+    assert r["flows_finished"] == 1 and len(r["flows"]) == len(wl.flows()) > 1
+    by_id = {f["flow"]: f for f in r["flows"]}
+    assert by_id[first.id]["intact"] and by_id[first.id]["completion_s"] == 0.5
+    assert all(f.get("unfinished") and f["error"] == "unfinished" for k, f in by_id.items() if k != first.id)
+
+
+def test_run_ctrl_c_prints_partial_results() -> None:
+    """SIGINT to a running ``uet-run --json``: one JSON object with every flow (finished or
+    ``unfinished``), then ``interrupted`` on stderr, exit 130, no traceback."""
+    argv = [sys.executable, "-m", "uet.tools.run", "--workload", "incast", "-n", "3", "--messages", "2000", "--json"]
+    r = interrupt_when_running(argv, lambda pid: len(_children(pid)) >= 4)
+    assert "Traceback" not in r.stderr and "CancelledError" not in r.stderr, r.stderr
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert "interrupted" in r.stderr.strip().splitlines()[-1]
+    out = json.loads(r.stdout)
+    assert out["interrupted"] is True and out["ok"] is False
+    assert len(out["flows"]) == 2
+    for f in out["flows"]:
+        assert f.get("unfinished") or "completion_s" in f, f
+    assert out["flows_finished"] == sum(1 for f in out["flows"] if not f.get("unfinished"))

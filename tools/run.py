@@ -53,7 +53,8 @@ Every child runs in its own process group; on completion, on error and on Ctrl-C
 launcher stops them all (SIGTERM to each group, SIGKILL after a grace period), and the children
 also ask the kernel to SIGTERM them if the launcher dies. Exit status: 0 when every message
 arrived intact, 1 when an endpoint failed or a message was lost or corrupted, 2 on a usage
-error, 130 on interrupt.
+error, 130 on interrupt (after the partial results: the flows finished so far, the others marked
+``unfinished``; with ``--json`` one object with ``"interrupted": true``).
 """
 
 from __future__ import annotations
@@ -216,6 +217,11 @@ class Launcher:
         self.rx_bytes = 0
         self.rx_messages = 0
         self.host_rate = 0
+        self.addresses: list[str] = []
+        self.t_go: float | None = None
+        #: per rank, what it reported so far (the flows it finished, the messages it received):
+        #: what :meth:`partial_result` shows after Ctrl-C
+        self.reports: list[dict[str, Any]] = []
 
     def fabric_args(self, n: int) -> list[str]:
         s = self.s
@@ -264,7 +270,7 @@ class Launcher:
         hosts = ready["hosts"][:n]
         if len(hosts) < n:
             raise RunError(f"the topology has {len(ready['hosts'])} hosts for {n} endpoints")
-        fa = [h["ip"] for h in hosts]
+        fa = self.addresses = [h["ip"] for h in hosts]
         wspec = {"name": wl.name, "n": n, "message_bytes": wl.message_bytes, "messages": wl.messages, "seed": wl.seed}
         for i in range(n):
             spec = {
@@ -284,7 +290,7 @@ class Launcher:
             ev = await w.next(30)
             if ev.get("event") != "ready":
                 raise RunError(f"{w.name}: unexpected first report {ev}")
-        t_go = time.monotonic()
+        t_go = self.t_go = time.monotonic()
         for w in self.workers:
             await w.tell("go")
         total = wl.total_bytes()
@@ -316,7 +322,8 @@ class Launcher:
         (a run without its switch can only time out; issue 15 item 17: the launcher used to wait
         the whole ``--timeout`` and blame "timeout")."""
         assert self.fabric is not None
-        inner = asyncio.gather(*(self._collect(w, total) for w in self.workers))
+        self.reports = [_empty_report() for _ in self.workers]
+        inner = asyncio.gather(*(self._collect(w, rep) for w, rep in zip(self.workers, self.reports, strict=True)))
         inner.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved when cancelled
         gather = asyncio.ensure_future(asyncio.wait_for(inner, timeout))
         fabric_exit = asyncio.ensure_future(self.fabric.proc.wait())
@@ -331,8 +338,8 @@ class Launcher:
                     f.cancel()
             await asyncio.gather(gather, fabric_exit, return_exceptions=True)
 
-    async def _collect(self, w: Child, total: int) -> dict[str, Any]:
-        flows, rx, error, check = [], [], None, None
+    async def _collect(self, w: Child, rep: dict[str, Any]) -> dict[str, Any]:
+        flows, rx = rep["flows"], rep["rx"]
         while True:
             ev = await w.next(float(self.s["timeout_s"]) + 30)
             kind = ev.get("event")
@@ -345,12 +352,43 @@ class Launcher:
                 if self.progress is not None:
                     self.progress[0].update(self.progress[1], advance=ev["bytes"])
             elif kind == "error":
-                error = ev.get("error")
+                rep["error"] = ev.get("error")
                 break
             elif kind == "done":
-                check = ev.get("check")
+                rep["check"] = ev.get("check")
                 break
-        return {"flows": flows, "rx": rx, "error": error, "check": check}
+        return rep
+
+    def partial_result(self) -> dict[str, Any] | None:
+        """After Ctrl-C: the flows finished so far with their figures, every other flow marked
+        ``unfinished`` (no completion time); ``ok`` is false and ``interrupted`` true. ``None``
+        before the workload exists."""
+        if self.workload is None:
+            return None
+        n = self.workload.n
+        fa = self.addresses or [f"rank {i}" for i in range(n)]
+        reports = self.reports or [_empty_report() for _ in range(n)]
+        res = summarize(self.workload, fa, reports)
+        for f in res["flows"]:
+            if "completion_s" not in f:
+                f.update(error="unfinished", unfinished=True)
+        done = sum(1 for f in res["flows"] if not f.get("unfinished"))
+        elapsed = time.monotonic() - self.t_go if self.t_go is not None else 0.0
+        return {
+            "ok": False,
+            "interrupted": True,
+            "engine": "live",
+            "workload": self.s["workload"],
+            "endpoints": n,
+            "elapsed_s": round(elapsed, 3),
+            "flows": res["flows"],
+            "flows_finished": done,
+            "fct": res["fct"],
+            "fabric": {},
+            "received_bytes": self.rx_bytes,
+            "received_messages": self.rx_messages,
+            "intervals": self.intervals,
+        }
 
     async def _report(self, t_go: float, total: int) -> None:
         """``--interval``: every period, the bytes received in it and so far (stderr, and the
@@ -463,6 +501,10 @@ class Launcher:
 LATE_TIMER_US = 1200.0
 
 
+def _empty_report() -> dict[str, Any]:
+    return {"flows": [], "rx": [], "error": None, "check": None}
+
+
 def cpu_starvation(result: dict[str, Any]) -> str | None:
     """On the live engine, say when the run was short of CPU rather than of network: the
     endpoints retransmitted although the fabric lost nothing (no drop, no trim: the timeouts were
@@ -566,11 +608,12 @@ def render(result: dict[str, Any]) -> None:
             f"p99 {fct.get('slowdown_p99')}, max {fct.get('slowdown_max')}"
         )
     fab = result["fabric"]
-    ft = Table(title="fabric")
-    for col in ("ecn_marks", "trims", "drops", "pauses", "pfc_xon", "watchdog"):
-        ft.add_column(col, justify="right")
-    ft.add_row(*(str(fab.get(k, "-")) for k in ("ecn_marks", "trims", "drops", "pauses", "pfc_xon", "watchdog")))
-    con.print(ft)
+    if fab:  # empty after Ctrl-C: the fabric's summary never came
+        ft = Table(title="fabric")
+        for col in ("ecn_marks", "trims", "drops", "pauses", "pfc_xon", "watchdog"):
+            ft.add_column(col, justify="right")
+        ft.add_row(*(str(fab.get(k, "-")) for k in ("ecn_marks", "trims", "drops", "pauses", "pfc_xon", "watchdog")))
+        con.print(ft)
     if fab.get("marks_by_port"):
         con.print("ECN marks by port: " + ", ".join(f"{k}={v}" for k, v in sorted(fab["marks_by_port"].items())))
     p = result.get("pacing") or {}
@@ -585,6 +628,12 @@ def render(result: dict[str, Any]) -> None:
     for label in ("telemetry", "csv"):
         if result.get(label):
             con.print(f"{label} written: {result[label]}")
+    if result.get("interrupted"):
+        con.print(
+            f"[yellow]interrupted: {result['flows_finished']} of {len(result['flows'])} flows finished, "
+            f"{result['received_messages']} messages ({result['received_bytes']} bytes) received[/]"
+        )
+        return
     con.print(
         "[green]all messages intact[/]" if result["ok"] else "[red]FAILED: a message was lost or an endpoint failed[/]"
     )
@@ -729,6 +778,13 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
         if task is not None:
             task.uncancel()
         await launcher.shutdown()
+        partial = launcher.partial_result()
+        if partial is not None:
+            if args.json:
+                sys.stdout.write(json.dumps(partial) + "\n")
+                sys.stdout.flush()
+            else:
+                render(partial)
         sys.stderr.write("uet-run: interrupted; every process stopped\n")
         return 130
     except (RunError, TimeoutError, OSError, ValueError) as e:
