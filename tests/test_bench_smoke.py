@@ -87,3 +87,18 @@ def test_rtt_sweep_reports_latency_columns_per_size(capsys) -> None:
             v = [r[f"{side}_{k}_us"] for k in ("min", "p50", "p99", "p999", "max")]
             assert v == sorted(v) and v[0] > 0  # percentiles in order
             assert r[f"{side}_min_us"] <= r[f"{side}_avg_us"] <= r[f"{side}_max_us"]
+
+
+def test_pair_sweep_one_row_per_message_size(capsys) -> None:
+    """``pair --sizes`` (perftest -a style): one row per message size, ``--count`` messages each,
+    every one intact; the table names the columns."""
+    argv = ["pair", "--sizes", "1KiB,8KiB", "--count", "16", "--rounds", "1", "--addresses", _addr()]
+    rc = bench.main([*argv, "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and [r["message_size"] for r in out["results"]] == [1024, 8192]
+    for r in out["results"]:
+        assert r["intact"] and r["messages"] == 16 and r["bytes"] == 16 * r["message_size"]
+        assert r["goodput_gbps"] > 0 and r["raw_udp_gbps"] > 0
+    rc = bench.main(["pair", "--sizes", "1KiB", *argv[3:], "--no-raw"])
+    table = capsys.readouterr().out
+    assert rc == 0 and "pair sweep" in table and "goodput (Gbit/s)" in table and "1024" in table

@@ -1056,8 +1056,28 @@ def _pair_parser(sub: Any) -> None:
         "--cprofile", metavar="DIR", help="cProfile both sides of the UET phase into DIR/{sender,receiver}.prof"
     )
     add_transfer_options(p)
+    p.add_argument(
+        "--sizes",
+        type=_pair_size_list,
+        metavar="LIST",
+        help="sweep these message sizes (comma-separated, e.g. 4KiB,64KiB,1MiB): one row each",
+    )
+    p.add_argument(
+        "-a", "--all", action="store_true", help="sweep message sizes 2 B to 32 KiB in powers of two (perftest -a)"
+    )
+    p.add_argument(
+        "--count", type=int_arg(1), default=1000, help="messages per size in a sweep (default 1000; like perftest -n)"
+    )
     p.add_argument("--peer", metavar="ADDR", help="client side only, against a running uet-peer (bench_peer)")
     p.set_defaults(run=pair_command)
+
+
+def _pair_size_list(text: str) -> list[int]:
+    conv = size_arg(1, MAX_PAIR_SIZE)
+    sizes = [conv(x) for x in text.split(",") if x.strip()]
+    if not sizes:
+        raise argparse.ArgumentTypeError(f"no sizes in {text!r}")
+    return sizes
 
 
 def pair_notes(opts: PairOptions) -> dict[str, str]:
@@ -1085,8 +1105,27 @@ def pair_command(ns: argparse.Namespace) -> int:
         from uet.tools.bench_peer import pair_peer
 
         return pair_peer(ns)
+    if ns.sizes or ns.all:
+        from uet.tools.bench_sweep import pair_sweep
+
+        return pair_sweep(ns, pair_options(ns))
+    opts = pair_options(ns)
+    rec = run_pair(opts)
+    rec.update(pair_notes(opts))
+    if ns.json:
+        sys.stdout.write(json.dumps(rec) + "\n")
+    else:
+        _print_table(f"uet-bench pair ({opts.mode.upper()}, {opts.size} bytes, payload {opts.payload})", rec)
+    if rec.get("interrupted"):
+        raise KeyboardInterrupt
+    ok = rec["intact"] or (opts.mode == "uud" and rec["error"] is None)
+    return 0 if ok else 1
+
+
+def pair_options(ns: argparse.Namespace) -> PairOptions:
+    """The :class:`PairOptions` of a ``pair`` command line (addresses and port checked)."""
     (a, b), port, _cfg = check_transfer(ns, "uet-bench")
-    opts = PairOptions(
+    return PairOptions(
         size=ns.size,
         payload=ns.payload,
         mode=ns.mode,
@@ -1111,16 +1150,6 @@ def pair_command(ns: argparse.Namespace) -> int:
         tamper=ns.tamper,
         rotate=ns.rotate,
     )
-    rec = run_pair(opts)
-    rec.update(pair_notes(opts))
-    if ns.json:
-        sys.stdout.write(json.dumps(rec) + "\n")
-    else:
-        _print_table(f"uet-bench pair ({opts.mode.upper()}, {opts.size} bytes, payload {opts.payload})", rec)
-    if rec.get("interrupted"):
-        raise KeyboardInterrupt
-    ok = rec["intact"] or (opts.mode == "uud" and rec["error"] is None)
-    return 0 if ok else 1
 
 
 #: ``rtt --all``: message sizes of the sweep (perftest ``-a`` style, powers of two up to what one
