@@ -51,7 +51,7 @@ from typing import Any
 from uet.fabric.model import Fabric
 from uet.fabric.model.nic import HostNic
 from uet.fabric.model.switch import Switch
-from uet.fabric.model.telemetry import PortBytes, Telemetry
+from uet.fabric.model.telemetry import PortBytes, QueueDepth, Telemetry
 from uet.fabric.telemetry_io import JsonLines, PcapTaps
 from uet.fabric.timers import make_timer
 from uet.fabric.topology import Topology
@@ -139,6 +139,7 @@ class FabricProcess:
         self.topology = topology
         want_records = bool(cfg.telemetry or cfg.keep_telemetry)
         self.telemetry = Telemetry(enabled=want_records)
+        self._queue_last: dict[tuple[str, int, int], int] = {}
         self.fabric = Fabric(topology, seed=cfg.seed, telemetry=self.telemetry, deliver_pfc=True)
         self.sink = JsonLines(cfg.telemetry, keep=cfg.keep_telemetry)
         self.socks: list[socket.socket] = []
@@ -345,15 +346,28 @@ class FabricProcess:
             await asyncio.sleep(period)
             self._flush_telemetry()
 
+    def _sample_queues(self, node: str, port: Any, now: int) -> None:
+        """Queue depth on the sampling grid (every ``sample_ns``), not only when a frame arrives:
+        every queue that holds bytes, or held bytes at the previous grid point (so a drain to
+        zero is recorded); idle queues add nothing."""
+        for tc, depth in enumerate(port.qbytes):
+            key = (node, port.index, tc)
+            if depth or self._queue_last.get(key):
+                self.telemetry.add(QueueDepth(now, node, port.index, tc, depth, len(port.queues[tc])))
+                self._queue_last[key] = depth
+
     def _flush_telemetry(self, final: bool = False) -> None:
         """Snapshot every switch port's byte counters and write the records collected so far."""
         if not self.telemetry.enabled:
             return
         # the model's clock, not the wall clock: events due since the last timer have not run yet
         now = self.fabric.now
+        grid = self.telemetry.wants("queue_depth")
         for sw in self.fabric.switches.values():
             for p in sw.ports:
                 self.telemetry.add(PortBytes(now, sw.name, p.index, p.tx_bytes, p.rx_bytes, p.tx_frames, p.rx_frames))
+                if grid:
+                    self._sample_queues(sw.name, p, now)
         self.sink.write(r.as_dict() for r in self.telemetry.drain())
         if final:
             self.sink.write([{"event": "summary", "t": now, **self.summary()}])

@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from uet.pcap import PcapWriter
 
-__all__ = ["JsonLines", "PcapTaps", "plot", "read_jsonl"]
+__all__ = ["switch_thresholds", "JsonLines", "PcapTaps", "plot", "read_jsonl"]
 
 
 class JsonLines:
@@ -65,11 +65,21 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def plot(records: list[dict[str, Any]], outdir: str | os.PathLike[str], *, top: int = 12) -> list[str]:
-    """Write ``queue_depth.png`` and ``throughput.png`` into ``outdir``; returns the paths.
+def plot(
+    records: list[dict[str, Any]],
+    outdir: str | os.PathLike[str],
+    *,
+    top: int = 12,
+    thresholds: dict[str, int] | None = None,
+) -> list[str]:
+    """Write ``queue_depth.png`` and ``throughput.png`` into ``outdir``; returns the paths written.
 
     Only the ``top`` busiest queues (by peak depth) and ports (by bytes sent) are drawn, so a
-    large fabric stays readable.
+    large fabric stays readable; the legend's title says so when some are left out.
+    ``thresholds`` (label → bytes, e.g. the ECN ``kmin``/``kmax`` and the PFC XOFF of
+    :func:`switch_thresholds`) are drawn as dashed horizontal lines on the queue plot. A figure
+    with nothing to draw (no queue ever held a byte, no port sent one) is not written: no empty
+    axes.
     """
     import matplotlib
 
@@ -85,39 +95,44 @@ def plot(records: list[dict[str, Any]], outdir: str | os.PathLike[str], *, top: 
             queues[(r["node"], r["port"], r["tc"])].append((r["t"] / 1e6, r["bytes"]))
         elif ev == "port_bytes":
             ports[(r["node"], r["port"])].append((r["t"] / 1e6, r["tx_bytes"]))
+    queues = {k: sorted(v) for k, v in queues.items() if any(b for _, b in v)}
+    ports = {k: sorted(v) for k, v in ports.items() if len({b for _, b in v}) > 1}
     out = []
     window = _active_window(queues, ports)
     colours = plt.get_cmap("tab20").colors  # up to 20 distinct lines (the default cycle repeats after 10)
 
-    fig, ax = plt.subplots(figsize=(10, 5))
-    ax.set_prop_cycle(color=colours)
-    busiest = sorted(queues, key=lambda k: -max(b for _, b in queues[k]))[:top]
-    for key in sorted(busiest):
-        pts = queues[key]
-        ax.step([t for t, _ in pts], [b / 1024 for _, b in pts], where="post", label=f"{key[0]}:{key[1]} tc{key[2]}")
-    if window:
-        ax.set_xlim(*window)
-    ax.set_xlabel("time (ms)")
-    ax.set_ylabel("queue depth (KiB)")
-    ax.set_title("Egress queue depth per port and traffic class")
-    if busiest:
-        ax.legend(fontsize="small", ncol=2)
-    path = os.path.join(outdir, "queue_depth.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    out.append(path)
+    if queues:
+        fig, ax = plt.subplots(figsize=(10, 5))
+        ax.set_prop_cycle(color=colours)
+        busiest = sorted(queues, key=lambda k: -max(b for _, b in queues[k]))[:top]
+        for key in sorted(busiest):
+            pts = queues[key]
+            ax.step(
+                [t for t, _ in pts], [b / 1024 for _, b in pts], where="post", label=f"{key[0]}:{key[1]} tc{key[2]}"
+            )
+        for i, (label, nbytes) in enumerate(sorted((thresholds or {}).items(), key=lambda kv: kv[1])):
+            ax.axhline(nbytes / 1024, linestyle="--", linewidth=1, color=("0.3", "0.55", "tab:red", "0.7")[i % 4])
+            ax.annotate(
+                label, (1.0, nbytes / 1024), xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize=7
+            )
+        if window:
+            ax.set_xlim(*window)
+        ax.set_xlabel("time (ms)")
+        ax.set_ylabel("queue depth (KiB)")
+        ax.set_title("Egress queue depth per port and traffic class")
+        ax.legend(fontsize="small", ncol=2, title=_shown(len(busiest), len(queues), "queues"), title_fontsize="small")
+        out.append(_save(fig, outdir, "queue_depth.png"))
 
-    fig, ax = plt.subplots(figsize=(10, 5))
-    ax.set_prop_cycle(color=colours)
-    busiest_p = sorted(ports, key=lambda k: -(max(b for _, b in ports[k]) - min(b for _, b in ports[k])))[:top]
-    t_all = [t for k in busiest_p for t, _ in ports[k]]
-    if t_all:
+    if ports:
+        fig, ax = plt.subplots(figsize=(10, 5))
+        ax.set_prop_cycle(color=colours)
+        busiest_p = sorted(ports, key=lambda k: -(max(b for _, b in ports[k]) - min(b for _, b in ports[k])))[:top]
+        t_all = [t for k in busiest_p for t, _ in ports[k]]
         t_lo, t_hi = window or (min(t_all), max(t_all))
         step = max(1.0, (t_hi - t_lo) / 100)  # ms per bin: about 100 bins, at least 1 ms
         grid = [t_lo + i * step for i in range(int((t_hi - t_lo) / step) + 2)]
         for key in sorted(busiest_p):
-            pts = sorted(ports[key])
+            pts = ports[key]
             times = [t for t, _ in pts]
             cum = []
             for g in grid:  # cumulative bytes at each grid time (last sample at or before it)
@@ -125,18 +140,41 @@ def plot(records: list[dict[str, Any]], outdir: str | os.PathLike[str], *, top: 
                 cum.append(pts[i][1] if i >= 0 else pts[0][1])
             rates = [(b1 - b0) * 8 / (step * 1e3) for b0, b1 in zip(cum, cum[1:], strict=False)]  # Mb/s
             ax.step(grid[1:], rates, where="pre", label=f"{key[0]}:{key[1]}")
-    if window:
-        ax.set_xlim(*window)
-    ax.set_xlabel("time (ms)")
-    ax.set_ylabel("transmit rate (Mb/s)")
-    ax.set_title("Throughput per switch port")
-    if busiest_p:
-        ax.legend(fontsize="small", ncol=2)
-    path = os.path.join(outdir, "throughput.png")
+        if window:
+            ax.set_xlim(*window)
+        ax.set_xlabel("time (ms)")
+        ax.set_ylabel("transmit rate (Mb/s)")
+        ax.set_title("Throughput per switch port")
+        ax.legend(fontsize="small", ncol=2, title=_shown(len(busiest_p), len(ports), "ports"), title_fontsize="small")
+        out.append(_save(fig, outdir, "throughput.png"))
+    return out
+
+
+def _shown(n: int, total: int, what: str) -> str:
+    """The legend title: says when only the busiest ``n`` of ``total`` are drawn."""
+    return f"busiest {n} of {total} {what}" if total > n else f"all {total} {what}"
+
+
+def _save(fig: Any, outdir: str | os.PathLike[str], name: str) -> str:
+    import matplotlib.pyplot as plt
+
+    path = os.path.join(outdir, name)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    out.append(path)
+    return path
+
+
+def switch_thresholds(cfg: Any) -> dict[str, int]:
+    """The queue thresholds worth drawing from a :class:`~uet.fabric.model.config.SwitchConfig`:
+    ECN ``kmin``/``kmax`` of each class that marks and the static PFC XOFF (when PFC is on)."""
+    out: dict[str, int] = {}
+    for tc, c in enumerate(cfg.tcs):
+        if c.ecn is not None and (tc == 0 or c.lossless):
+            out[f"ECN kmin tc{tc}"] = c.ecn.kmin
+            out[f"ECN kmax tc{tc}"] = c.ecn.kmax
+    if cfg.pfc.enabled and not cfg.pfc.dynamic:
+        out["PFC XOFF"] = cfg.pfc.xoff
     return out
 
 

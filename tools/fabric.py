@@ -31,7 +31,7 @@ from typing import Any
 
 from uet.fabric.profiles import PROFILES, REALTIME_RATE_BPS, load_topology, overrides_to_dict
 from uet.fabric.switch import FabricProcess, ProcessConfig
-from uet.fabric.telemetry_io import plot
+from uet.fabric.telemetry_io import plot, switch_thresholds
 from uet.tools.cli import ArgumentParser, UsageError, float_arg, format_rate, int_arg, rate_arg, run_main
 
 from uet.errors import UetError
@@ -205,7 +205,7 @@ async def serve(args: argparse.Namespace, ready_out: Any = None) -> dict[str, An
     if live_task is not None:
         await live_task
     if args.plot:
-        summary["plots"] = plot(fp.sink.kept, args.plot)
+        summary["plots"] = plot(fp.sink.kept, args.plot, thresholds=switch_thresholds(topo.switch))
     out.write(json.dumps({"event": "summary", **summary}) + "\n")
     out.flush()
     return summary

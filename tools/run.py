@@ -802,6 +802,12 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
         return 130
     result["settings"] = settings_record(s, ep)
     result["diagnosis"] = cpu_starvation(result)
+    if args.plot:  # the fabric process drew the queues and ports; the flows are the launcher's
+        from uet.sim.plots import fct_cdf
+
+        cdf = fct_cdf(result, args.plot)
+        if cdf:
+            result["plots"] = [*result["plots"], cdf]
     if args.csv:
         write_csv(result, args.csv)
         result["csv"] = args.csv

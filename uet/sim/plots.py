@@ -12,7 +12,7 @@ import os
 from collections import defaultdict
 from typing import Any
 
-__all__ = ["write_plots"]
+__all__ = ["fct_cdf", "write_plots"]
 
 _TOP = 8
 
@@ -26,15 +26,9 @@ def write_plots(res: dict[str, Any], folder: str) -> list[str]:
 
     os.makedirs(folder, exist_ok=True)
     out = []
-    fcts = sorted(f["completion_s"] * 1e6 for f in res["flows"] if f.get("completion_s") is not None)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    if fcts:
-        ax.step(fcts, [(i + 1) / len(fcts) for i in range(len(fcts))], where="post")
-    ax.set_xlabel("flow completion time (µs)")
-    ax.set_ylabel("fraction of flows")
-    ax.set_title(f"FCT CDF — {res['workload']}, {res['endpoints']} endpoints")
-    ax.grid(True, alpha=0.3)
-    out.append(_save(fig, folder, "fct_cdf.png"))
+    cdf = fct_cdf(res, folder)
+    if cdf:
+        out.append(cdf)
 
     queues: dict[str, list[tuple[float, int]]] = defaultdict(list)
     sent: dict[str, list[tuple[float, int]]] = defaultdict(list)
@@ -74,6 +68,28 @@ def write_plots(res: dict[str, Any], folder: str) -> list[str]:
     ax.grid(True, alpha=0.3)
     out.append(_save(fig, folder, "throughput.png"))
     return out
+
+
+def fct_cdf(res: dict[str, Any], folder: str) -> str | None:
+    """Write ``fct_cdf.png`` (the flows' completion times of a run result, simulated or live:
+    ``uet-run --plot`` uses it for both engines) into ``folder``; ``None`` when no flow
+    completed (no empty axes)."""
+    fcts = sorted(f["completion_s"] * 1e6 for f in res["flows"] if f.get("completion_s") is not None)
+    if not fcts:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(folder, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.step(fcts, [(i + 1) / len(fcts) for i in range(len(fcts))], where="post")
+    ax.set_xlabel("flow completion time (µs)")
+    ax.set_ylabel("fraction of flows")
+    ax.set_title(f"FCT CDF — {res['workload']}, {res['endpoints']} endpoints, {len(fcts)} flows")
+    ax.grid(True, alpha=0.3)
+    return _save(fig, folder, "fct_cdf.png")
 
 
 def _save(fig: Any, folder: str, name: str) -> str:
