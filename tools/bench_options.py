@@ -52,7 +52,13 @@ def add_impairment(p: argparse.ArgumentParser, *, loss: float = 0.0, reorder: fl
     p.add_argument("--loss", type=probability, default=loss, metavar="P", help=f"drop probability (default {loss})")
     p.add_argument("--reorder", type=probability, default=reorder, metavar="P", help=f"reorder (default {reorder})")
     p.add_argument("--dup", type=probability, default=dup, metavar="P", help=f"duplicate (default {dup})")
-    p.add_argument("--corrupt", type=probability, default=0.0, metavar="P", help="corrupt one byte (default 0)")
+    p.add_argument(
+        "--corrupt",
+        type=probability,
+        default=0.0,
+        metavar="P",
+        help="corrupt one byte (default 0); without --tss this turns the CRC-32C trailer on",
+    )
 
 
 def endpoint_config(payload: int, message_size: int | None, seed: int, rto_ms: float | None) -> Any:
