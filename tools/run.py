@@ -67,7 +67,6 @@ import os
 import signal
 import sys
 import time
-import tomllib
 from collections.abc import Sequence
 from typing import Any
 
@@ -84,7 +83,7 @@ from uet.tools.cli import (
     size_arg,
     yes_no,
 )
-from uet.tools.run_settings import check_settings
+from uet.tools.run_settings import check_settings, load_scenario
 
 from uet.workloads import WORKLOADS as _WORKLOADS
 from uet.workloads import Workload, make
@@ -644,16 +643,7 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
     ep = dict(DEFAULT_ENDPOINT)
     explicit: set[str] = set()
     if args.scenario:
-        try:
-            with open(args.scenario, "rb") as f:
-                doc = tomllib.load(f)
-        except OSError as e:
-            raise UsageError(f"{args.scenario}: {e.strerror or e}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise UsageError(f"{args.scenario}: {e}") from None
-        unknown = set(doc) - {"run", "topology", "endpoint"}
-        if unknown:
-            raise UsageError(f"{args.scenario}: unknown table {sorted(unknown)[0]!r}; valid: endpoint, run, topology")
+        doc = load_scenario(args.scenario)
         s.update(doc.get("run", {}))
         explicit |= set(doc.get("run", {}))
         topo = doc.get("topology", {})

@@ -17,17 +17,35 @@ Every mistake is a :class:`uet.tools.cli.UsageError`: one line, exit status 2.
 
 from __future__ import annotations
 
+import tomllib
 from typing import Any
 
 from uet.tools.cli import UsageError, parse_rate, parse_size
 from uet.tools.config_check import check_dataclass, describe_keys
 
-__all__ = ["IP_UDP_BYTES", "check_settings", "max_payload"]
+__all__ = ["IP_UDP_BYTES", "check_settings", "load_scenario", "max_payload"]
 
 #: IPv4 (20) + UDP (8) header bytes in front of every UET datagram on the fabric
 IP_UDP_BYTES = 28
 #: settings that are not in DEFAULT_RUN but may appear in ``[run]``
 _EXTRA_RUN_KEYS = {"scenario": str, "overrides": list, "pcap": str, "plot": str, "telemetry": str}
+
+
+def load_scenario(path: str) -> dict[str, Any]:
+    """The tables of a scenario file (``run``, ``topology``, ``endpoint``), read the same way by
+    ``uet-run`` and ``uet-sim``: an unreadable file, bad TOML or an unknown table is a
+    :class:`UsageError` (one line, exit 2)."""
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except OSError as e:
+        raise UsageError(f"{path}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{path}: {e}") from None
+    unknown = set(doc) - {"run", "topology", "endpoint"}
+    if unknown:
+        raise UsageError(f"{path}: unknown table {sorted(unknown)[0]!r}; valid: endpoint, run, topology")
+    return doc
 
 
 def max_payload(mtu: int) -> int:

@@ -30,12 +30,12 @@ import argparse
 import contextlib
 import json
 import sys
-import tomllib
 from collections.abc import Sequence
 from typing import Any
 
 from uet.fabric.profiles import PROFILES
 from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main, size_arg
+from uet.tools.run_settings import load_scenario
 
 __all__ = ["build_parser", "main", "settings_from"]
 
@@ -77,16 +77,7 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
     topo: dict[str, Any] = {}
     ep: dict[str, Any] = json.loads(json.dumps(DEFAULT_ENDPOINT))
     if args.scenario:
-        try:
-            with open(args.scenario, "rb") as f:
-                doc = tomllib.load(f)
-        except OSError as e:
-            raise UsageError(f"{args.scenario}: {e.strerror or e}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise UsageError(f"{args.scenario}: {e}") from None
-        unknown = set(doc) - {"run", "topology", "endpoint"}
-        if unknown:
-            raise UsageError(f"{args.scenario}: unknown table {sorted(unknown)[0]!r}; valid: endpoint, run, topology")
+        doc = load_scenario(args.scenario)
         run = dict(doc.get("run", {}))
         run.pop("timeout_s", None)  # wall-clock limit of the live engine
         s.update(run)
