@@ -349,6 +349,29 @@ def test_rod_go_back_n_reaction() -> None:
     assert pair.a.core.counters["go_back_n"] == 1 and pair.a.core.counters["nack_gbn_stale"] == 1
 
 
+def test_rod_go_back_n_resends_only_the_halved_window_at_once() -> None:
+    """A go-back halves the ROD window (8 -> 4) and resends only the 4 packets from the restart
+    point that fit in it; the other discarded packets follow one by one as ACKs open the window,
+    each resent exactly once, delivered in order (§2.13). Resending the whole old flight at once
+    let one reordered copy among it discard the rest again."""
+    cfg = PdsConfig(start_psn=START, max_outstanding=8, close_idle_ns=None, target_idle_ns=None)
+    pair, ip, tp = setup(Mode.ROD, cfg)
+    for i in range(8):
+        pair.a.core.submit(B_ADDR, Mode.ROD, SES_NH, ses_small(), bytes([i]), token=i, som=True, eom=True, now=0)
+    first = pair.take(pair.a)  # all 8 lost
+    assert [hdr(d).psn for d, _x, _y in first] == [START + 1 + i for i in range(8)]
+    pair.inject(pair.a, nack(NackCode.ROD_OOO, START + 3, tp.lpdcid, ip.lpdcid, payload=START + 1), B_ADDR)
+    re = pair.take(pair.a)
+    assert [hdr(d).psn for d, _x, _y in re] == [START + 1 + i for i in range(4)]
+    assert all(hdr(d).flags & ReqFlag.RETX for d, _x, _y in re)
+    for d, _x, _y in re:
+        pair.inject(pair.b, d, A_ADDR)
+    assert pair.run_until(lambda: len(pair.a.acked()) == 9)
+    assert [d.payload for d in pair.b.deliveries[1:]] == [bytes([i]) for i in range(8)]
+    c = pair.a.core.counters
+    assert c["retransmits"] == 8 and c["go_back_n"] == 1 and not pair.a.failed()
+
+
 def test_rudi_nack_reaction() -> None:
     pair = Pair(CFG)
     pair.a.core.submit(B_ADDR, Mode.RUDI, SES_NH, ses_small(), b"i", token="i", som=True, eom=True, now=0)

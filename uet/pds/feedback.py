@@ -8,7 +8,8 @@ Choices where the notes are silent (inference):
   count toward ``max_rto_retx``.
 - ROD_OOO → go-back-N: the target puts its next expected PSN in the NACK payload (the dissector
   labels that word "max received PSN + 1"; the provider sends 0); the initiator resends every
-  unacknowledged packet from there (from ``tx_base`` if the payload is out of range) in PSN order.
+  unacknowledged packet from there (from ``tx_base`` if the payload is out of range) in PSN order,
+  paced by the halved ROD window (uet.pds.initiator ``_go_back``).
   Further ROD_OOO NACKs naming a point inside the restarted range within ``rod_gbn_holdoff`` ×
   SRTT of the restart are stale (they answer copies sent before the restart) and are ignored; a later one
   means the restarted head was lost as well and restarts the window again (the target sends at

@@ -13,7 +13,8 @@ Choices where the notes are silent (inference):
   count toward ``max_rto_retx``.
 - ROD_OOO → go-back-N: the target puts its next expected PSN in the NACK payload (the dissector
   labels that word "max received PSN + 1"; the provider sends 0); the initiator resends every
-  unacknowledged packet from there (from ``tx_base`` if the payload is out of range) in PSN order.
+  unacknowledged packet from there (from ``tx_base`` if the payload is out of range) in PSN order,
+  at once only as many as the halved ROD window holds, the rest as ACKs open it (``_go_back``).
   Further ROD_OOO NACKs naming the same restart point are stale (they answer copies sent before
   the restart) and are ignored; if the restarted head is lost again its RTO recovers it.
 - NO_PDC_AVAIL / NO_CCC_AVAIL / NO_BITMAP ("retry establishment later"): the packet is left to
@@ -343,6 +344,10 @@ class InitiatorMixin:
             return
         if pdc.cc_rtx and not self._cc_resend(pdc, now):
             return  # retransmissions first; the gate is closed for now
+        if pdc.gbn_next is not None:
+            self._gbn_resend(pdc, now)
+            if pdc.gbn_next is not None:
+                return  # the rest of a ROD go-back first; the window is full
         if st is not _S_CLOSE_ACK_WAIT and pdc.pending:
             pending = pdc.pending
             cfg = self.config
@@ -733,34 +738,52 @@ class InitiatorMixin:
                 self._dirty[pdc] = None
 
     def _go_back(self, pdc: InitiatorPdc, e: int, now: int) -> None:
-        """ROD go-back-N from PSN ``e`` (§2.13): resend every unacknowledged packet from ``e`` in
-        PSN order and halve the PDC's ROD send window (at least 4 packets), so the next gap
-        discards — and costs retransmissions of — at most that many (it grows back by one packet
-        per window acknowledged, uet.pds.feedback)."""
+        """ROD go-back-N from PSN ``e`` (§2.13): halve the PDC's ROD send window (at least 4
+        packets) and resend the unacknowledged packets from ``e`` in PSN order, only as many as
+        that window holds now; the rest follow as ACKs open it (:meth:`_gbn_resend`). Resending
+        the whole old flight at once would send up to ``max_outstanding`` copies that one
+        reordered or lost packet among them discards again (inference: §2.13 fixes only the
+        restart point; the window after a go-back is the sender's choice). The window grows back by
+        one packet per window acknowledged (uet.pds.feedback)."""
         cfg = self.config
         pdc.rod_win = max((pdc.rod_win or cfg.max_outstanding) // 2, min(4, cfg.max_outstanding))
         pdc.rod_acc = 0
         pdc.gbn_from = e
         pdc.gbn_end = pdc.next_psn
         pdc.gbn_time = now
+        pdc.gbn_next = e
         self._count("go_back_n")
+        self._gbn_resend(pdc, now, True)
+
+    def _gbn_resend(self, pdc: InitiatorPdc, now: int, restart: bool = False) -> None:
+        """Resend the packets of the last ROD go-back from ``gbn_next`` while they fit in the ROD
+        window counted from ``tx_base`` (the head always goes on a ``restart``)."""
+        p = pdc.gbn_next
+        if p is None:
+            return
+        base = pdc.tx_base
+        if _diff(p, base) < 0:
+            p = base  # acknowledged meanwhile
         out = pdc.outstanding
-        p = e
-        nxt = pdc.next_psn
+        nxt = pdc.gbn_end
+        win = pdc.rod_win or self.config.max_outstanding
         gate = pdc.gate
         cc = gate.cc_signals
-        first = True
-        while p != nxt:
+        while p != nxt and _diff(nxt, p) > 0:
+            if _diff(p, base) >= win and not restart:
+                pdc.gbn_next = p
+                return
             q = out.get(p)
             if q is not None:
                 if cc:  # the head was lost (one loss signal); the target discarded the rest
-                    if first:
+                    if restart:
                         gate.on_loss(q.nbytes, False, now)
-                        first = False
                     else:
                         gate.on_discarded(q.nbytes)
                 self._transmit(pdc, q, now, True, True)
+                restart = False
             p = (p + 1) & _M32
+        pdc.gbn_next = None
 
     def _cc_retransmit(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None:
         """Resend ``pkt`` now (the ``none`` gate), or queue it behind the CCC's gate: a CCC

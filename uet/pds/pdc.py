@@ -127,6 +127,7 @@ class InitiatorPdc:
         "srtt",
         "gbn_time",
         "gbn_end",
+        "gbn_next",
         "tkey",
         "parked",
         "rto_shift",
@@ -191,6 +192,8 @@ class InitiatorPdc:
         self.gbn_time = 0
         #: next_psn at that restart: [gbn_from, gbn_end) was resent
         self.gbn_end = start_psn
+        #: ROD: next PSN of the last go-back still to be resent as the window opens, or None
+        self.gbn_next: int | None = None
         #: key of this PDC's live entry on the core's timer heap
         self.tkey = 0
         #: last ACK_CC ``rcvd_bytes`` seen (256-byte units, 24 bits): newly received bytes (§4.2)
