@@ -64,15 +64,11 @@ from uet.wire.pds import (
     REQUEST,
     REQUEST_SYN,
     ControlType,
+    psn_diff,
 )
 
 #: REQUEST's own struct (one definition of the header, uet.wire.pds): prologue word, fields
 _REQ_PACK = REQUEST._struct.pack
-
-
-def _diff(a: int, b: int) -> int:
-    d = (a - b) & _M32
-    return d - 0x100000000 if d & 0x80000000 else d
 
 
 class InitiatorMixin:
@@ -668,7 +664,7 @@ class InitiatorMixin:
             pkt.tx_time = now
             del out[pkt.psn]
             out[pkt.psn] = pkt
-        elif _diff(pkt.psn, (pdc.max_cack + pdc.peer_mp) & _M32) > 0:
+        elif psn_diff(pkt.psn, (pdc.max_cack + pdc.peer_mp) & _M32) > 0:
             pkt.tx_time = now  # the peer window forbids it: wait (§2.9)
             del out[pkt.psn]
             out[pkt.psn] = pkt
@@ -762,15 +758,15 @@ class InitiatorMixin:
         if p is None:
             return
         base = pdc.tx_base
-        if _diff(p, base) < 0:
+        if psn_diff(p, base) < 0:
             p = base  # acknowledged meanwhile
         out = pdc.outstanding
         nxt = pdc.gbn_end
         win = pdc.rod_win or self.config.max_outstanding
         gate = pdc.gate
         cc = gate.cc_signals
-        while p != nxt and _diff(nxt, p) > 0:
-            if _diff(p, base) >= win and not restart:
+        while p != nxt and psn_diff(nxt, p) > 0:
+            if psn_diff(p, base) >= win and not restart:
                 pdc.gbn_next = p
                 return
             q = out.get(p)

@@ -25,13 +25,18 @@ Choices where the notes are silent (inference):
   per packet in flight.
 - A SYN for a new PDC while the core is closing (or at ``max_pdcs``) gets ``NO_PDC_AVAIL``. A SYN
   with a new Start_PSN from a PDCID whose old PDC still lingers in CLOSING replaces it.
-- Coalescing: ACK at once on SYN/RETX, on any SES response, on CE (``ack_on_ecn``), with
-  ``ack_per_pkt``. An AR request or ``ack_gen_trigger`` accumulated bytes make a plain ACK
-  *due*: it is built by the next ``datagrams_to_send`` (which the owner calls after feeding a
+- Coalescing (§2.8, the rule written once in ``_accept`` and ``_coalesce``): ACK at once on
+  SYN/RETX, on a guaranteed SES response, on CE (``ack_on_ecn``), with ``ack_per_pkt``. Any
+  other request — with no response or a non-guaranteed one (plain RESPONSE, list 0,
+  RC_OK/RC_NULL) — is coalesced: an AR request or ``ack_gen_trigger`` accumulated bytes make an
+  ACK *due*: it is built by the next ``datagrams_to_send`` (which the owner calls after feeding a
   batch of datagrams, at the same ``now``), so all the ACKs due on one PDC within a batch leave as
   one ACK naming the newest trigger, with CACK/SACK covering the rest — timing unchanged, fewer
   ACK datagrams for both sides to build, send and process. Otherwise the ACK goes after
-  ``ack_timer_ns``. (The reference's "ACK once the newest AR PSN fills its gap" is covered by the
+  ``ack_timer_ns``. Whichever ACK names the trigger carries the trigger's response (§2.8 "ACK
+  meaning"): the coalesced ACK, a timer flush, a close flushing it, an ACK_REQ or duplicate
+  answered for that PSN. An older request replaced as the trigger is acknowledged by CACK,
+  which the initiator takes as success (§6.9), so its non-guaranteed response is not needed. (The reference's "ACK once the newest AR PSN fills its gap" is covered by the
   retransmission that fills the gap carrying RETX.)
 """
 
@@ -86,6 +91,7 @@ from uet.wire.pds import (
     REQUEST,
     REQUEST_SYN,
     NackCode,
+    psn_diff,
 )
 from uet.wire.ses import extension_layout, ses_layout
 
@@ -101,11 +107,6 @@ _SES_END: dict[tuple[int, int, int], int] = {}
 #: the request header after the prologue: clear_psn_offset, psn, spdcid, dpdcid (REQUEST's own
 #: struct, so the field layout stays defined once, in uet.wire.pds)
 _REQ_TAIL = struct.Struct(REQUEST._struct.format.replace("H", "", 1)).unpack_from
-
-
-def _diff(a: int, b: int) -> int:
-    d = (a - b) & _M32
-    return d - 0x100000000 if d & 0x80000000 else d
 
 
 def ses_end(data: bytes, off: int, nh: int) -> int | None:
@@ -284,7 +285,7 @@ class TargetMixin:
         if tp.mode != mode:
             self._send_nack(src, _NC_PDC_MODE_MISMATCH, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
             return
-        if tp.close_psn is not None and _diff(psn, tp.close_psn) > 0:
+        if tp.close_psn is not None and psn_diff(psn, tp.close_psn) > 0:
             self._send_nack(src, _NC_CLOSING, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
             return
         ent = cfg.control_entropy if entropy is None else entropy
@@ -292,9 +293,7 @@ class TargetMixin:
         if ccs is not None and self.credit_scheduler is not None:
             self._note_credit_target(tp, ccs[0], ccs[1], trimmed, now)
         if cpo < 0:
-            c = (psn + cpo) & _M32
-            if _diff(c, tp.max_clear) > 0:
-                tp.max_clear = c
+            self._note_clear(tp, (psn + cpo) & _M32)
         d = (psn - tp.rx_base) & _M32
         mp = cfg.mp_range
         if d >= mp:
@@ -351,6 +350,11 @@ class TargetMixin:
             tp.rcvd.discard(psn)
             if not self._accept(tp, src, mode, psn, spdcid, nh, flags, data, hl, ecn, now, ent):
                 return
+
+    def _note_clear(self, tp: TargetPdc, clear: int) -> None:
+        """A request's CLEAR_PSN (``psn + clear_psn_offset``, §2.7): keep the newest."""
+        if psn_diff(clear, tp.max_clear) > 0:
+            tp.max_clear = clear
 
     def _accept(
         self,
@@ -410,25 +414,50 @@ class TargetMixin:
             if tp.gtd:
                 tp.clear_req_at = now + cfg.clear_ns
         aflags = (_A_M if ecn == 3 else 0) | (_A_RETX if retx else 0)
-        if flags & (_SYN | _RETX) or rnh or cfg.ack_per_pkt or (ecn == 3 and cfg.ack_on_ecn):
+        if flags & (_SYN | _RETX) or gtd or cfg.ack_per_pkt or (ecn == 3 and cfg.ack_on_ecn):
             self._send_ack(tp, psn, aflags, rnh, resp, now, ent)
             return True
-        tp.ack_gen_count += max(len(data) - end, cfg.ack_gen_min_pkt_add)
-        if flags & _AR or tp.ack_gen_count >= cfg.ack_gen_trigger:
-            tp.ack_trigger = psn  # due: sent by the next datagrams_to_send (merged per PDC)
-            tp.ack_flags = aflags
-            tp.entropy = ent
-            if not tp.ack_due:
-                tp.ack_due = True
-                self._ack_dirty.append(tp)
-            return True
+        gen = tp.ack_gen_count + max(len(data) - end, cfg.ack_gen_min_pkt_add)
+        due = bool(flags & _AR) or gen >= cfg.ack_gen_trigger
+        self._coalesce(tp, psn, aflags, rnh, resp, ent, gen, due, not due, now)
+        return True
+
+    def _coalesce(
+        self,
+        tp: TargetPdc,
+        psn: int,
+        aflags: int,
+        rnh: int,
+        resp: bytes,
+        ent: int,
+        gen: int,
+        due: bool,
+        timer: bool,
+        now: int,
+    ) -> None:
+        """Make ``psn`` (with its SES response, if any) the trigger of the PDC's coalesced ACK
+        (§2.8): ``due`` queues it for the next ``datagrams_to_send`` (one ACK per PDC and batch),
+        ``timer`` arms the ``ack_timer_ns`` flush. The one place the coalescing state is written
+        (``_accept`` per packet, ``PdsCore._end_run`` once per predicted run). A newer trigger
+        replaces an older one: the older request is then acknowledged by CACK, which counts as
+        success (§6.9) — so only non-guaranteed responses are ever coalesced."""
+        tp.ack_gen_count = gen
         tp.ack_trigger = psn
         tp.ack_flags = aflags
+        tp.ack_rnh = rnh
+        tp.ack_resp = resp
         tp.entropy = ent
-        if tp.ack_deadline is None:
-            tp.ack_deadline = now + cfg.ack_timer_ns
+        if due and not tp.ack_due:
+            tp.ack_due = True
+            self._ack_dirty.append(tp)
+        if timer and tp.ack_deadline is None:
+            tp.ack_deadline = now + self.config.ack_timer_ns
             tp.first_rx = now
-        return True
+
+    def _flush_ack(self, tp: TargetPdc, now: int) -> None:
+        """Send the PDC's pending coalesced ACK (due, timer or a close flushing it): it names the
+        trigger and carries the trigger's SES response (§2.8 "ACK meaning")."""
+        self._send_ack(tp, tp.ack_trigger, tp.ack_flags, tp.ack_rnh, tp.ack_resp, now, tp.entropy)
 
     def _policy_start(self, src: str, sdi: int | None, start: int) -> int | None:
         """Ask the secure establishment policy about an offered Start_PSN (§2.3.2): None
@@ -477,7 +506,7 @@ class TargetMixin:
         mc = tp.max_clear
         while base in rcvd:
             if gtd and base in gtd:
-                if _diff(base, mc) > 0:
+                if psn_diff(base, mc) > 0:
                     break
                 del gtd[base]
             rcvd.remove(base)
@@ -499,11 +528,15 @@ class TargetMixin:
         epsn: int | None = None,
     ) -> None:
         """Build ACK or ACK_CC (``ack_format``) naming ``trig``, with CACK, SACK, MPR, NSCC state
-        and the SES response (§2.8). ``epsn``: a closing ACK of a secure 0-RTT PDC, a plain ACK
-        with flag ``EPSN`` and the 4-byte Expected_PSN (``pds.ACK_EPSN``, §2.3.2, wire §5.3)."""
+        and the SES response (§2.8). An ACK naming the pending coalesced trigger without a
+        response of its own (an ACK_REQ, a duplicate, a CLEAR) carries the trigger's response:
+        whichever ACK names a request first brings its response. Every ACK cancels the pending
+        coalesced one (its CACK/SACK say everything that one would). ``epsn``: a closing ACK of
+        a secure 0-RTT PDC, a plain ACK with flag ``EPSN`` and the 4-byte Expected_PSN
+        (``pds.ACK_EPSN``, §2.3.2, wire §5.3)."""
         cack = (tp.rx_base - 1) & _M32
         if epsn is not None:
-            off = _diff(trig, cack)
+            off = psn_diff(trig, cack)
             hdr = ACK_EPSN.encode(
                 (7, 0, flags | _A_EPSN, off if -0x8000 <= off <= 0x7FFF else 0, cack, tp.lpdcid, tp.rpdcid, epsn & _M32)
             )
@@ -511,12 +544,17 @@ class TargetMixin:
             tp.ack_deadline = None
             tp.ack_due = False
             tp.ack_gen_count = 0
+            tp.ack_rnh = 0
+            tp.ack_resp = b""
             self._count("acks_tx")
             return
         if tp.gtd:
             flags |= _A_CLR
+        if not rnh and tp.ack_rnh and trig == tp.ack_trigger and opaque is None:
+            rnh = tp.ack_rnh
+            resp = tp.ack_resp
         if opaque is None:
-            off = _diff(trig, cack)
+            off = psn_diff(trig, cack)
             if not -0x8000 <= off <= 0x7FFF:
                 off = 0
         else:
@@ -530,12 +568,12 @@ class TargetMixin:
             bm = 0
             soff = 1
             if rcvd:
-                base = (trig - 63) & _M32 if _diff(trig, cack) > 64 else (cack + 1) & _M32
+                base = (trig - 63) & _M32 if psn_diff(trig, cack) > 64 else (cack + 1) & _M32
                 for p in rcvd:
                     i = (p - base) & _M32
                     if i < 64:
                         bm |= 1 << i
-                soff = _diff(base, cack)
+                soff = psn_diff(base, cack)
             # service time of the request the ACK names (§4.2): how long since it arrived (the
             # newest arrival on the PDC is the trigger), in µs rounded to nearest (units: a spec gap)
             st = (now - tp.last_rx + 500) // 1000 if trig == tp.ack_trigger else 0
@@ -564,6 +602,8 @@ class TargetMixin:
         tp.ack_deadline = None
         tp.ack_due = False
         tp.ack_gen_count = 0
+        tp.ack_rnh = 0
+        tp.ack_resp = b""
         c = self.counters
         c["acks_tx"] = c.get("acks_tx", 0) + 1
 
