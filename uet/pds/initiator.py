@@ -628,6 +628,23 @@ class InitiatorMixin:
         pdc.parked += 1
         self._count("nack_parked")
 
+    def _held_behind_gap(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> bool:
+        """ROD with target buffering (``rod_buffer``): a SACKed packet behind the oldest
+        unacknowledged one is held in the target's reorder buffer until that gap fills (§2.13),
+        so an ACK_REQ could only draw ``RCVD_SES_PROCG``. Its RTO re-arms it without spending
+        its retries or the round's burst (True); the head's RTO drives the recovery and fails
+        the PDC if its budget runs out (inference: the notes leave RTO of buffered packets open)."""
+        if not (pkt.dst_received and pdc.mode == 1 and pkt.psn != pdc.tx_base and pkt.ctl is None):
+            return False
+        if not self.config.rod_buffer:
+            return False
+        out = pdc.outstanding
+        pkt.tx_time = now
+        del out[pkt.psn]
+        out[pkt.psn] = pkt
+        self._count("rto_behind_buffered_gap")
+        return True
+
     def _rto_one(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> bool:
         """The RTO of one due packet (§2.9): ACK_REQ if known received, else retransmit; limits →
         error. False when the PDC was closed or freed (stop)."""
@@ -641,6 +658,8 @@ class InitiatorMixin:
             if pdc.gate.cc_signals:
                 pdc.gate.on_discarded(pkt.nbytes)
             self._transmit(pdc, pkt, now, True, True)
+            return True
+        if self._held_behind_gap(pdc, pkt, now):
             return True
         if retries_spent(cfg, pkt.retries, pkt.first_tx, now):
             if pkt.ctl == _CT_CLOSE:
@@ -711,6 +730,8 @@ class InitiatorMixin:
             pkt = next(iter(out.values()))
             if pdc.parked or pkt.tx_time + rto > now:
                 break
+            if self._held_behind_gap(pdc, pkt, now):
+                continue
             if burst and sent >= burst:
                 # a repeated timeout (the peer stayed silent through a backed-off RTO): re-arm the
                 # rest without sending; they go in a later round if the silence lasts, at once

@@ -36,8 +36,9 @@ Choices where the notes are silent (inference):
   ``ack_timer_ns``. Whichever ACK names the trigger carries the trigger's response (§2.8 "ACK
   meaning"): the coalesced ACK, a timer flush, a close flushing it, an ACK_REQ or duplicate
   answered for that PSN. An older request replaced as the trigger is acknowledged by CACK,
-  which the initiator takes as success (§6.9), so its non-guaranteed response is not needed. (The reference's "ACK once the newest AR PSN fills its gap" is covered by the
-  retransmission that fills the gap carrying RETX.)
+  which the initiator takes as success (§6.9), so its non-guaranteed response is not needed.
+  (The reference's "ACK once the newest AR PSN fills its gap" is covered by the retransmission
+  that fills the gap carrying RETX.)
 """
 
 from __future__ import annotations
@@ -499,12 +500,18 @@ class TargetMixin:
 
     def _advance_cack(self, tp: TargetPdc) -> None:
         """CACK = highest PSN with everything from rx_base received and no uncleared guaranteed
-        response on the way (§2.7); state below the new rx_base is released."""
+        response on the way (§2.7); state below the new rx_base is released. A PSN held in the
+        ROD reorder buffer (``rod_buffer``) is received but not yet handed to SES: CACK stops
+        before it (SES may still refuse it; it is delivered, and CACK moves on, as the buffer
+        drains in ``_rx_request``)."""
         base = tp.rx_base
         rcvd = tp.rcvd
         gtd = tp.gtd
         mc = tp.max_clear
+        buf = tp.rod_buf
         while base in rcvd:
+            if buf and base in buf:
+                break
             if gtd and base in gtd:
                 if psn_diff(base, mc) > 0:
                     break
