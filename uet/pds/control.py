@@ -191,7 +191,7 @@ class ControlMixin:
                 return
         rcvd.clear()
         tp.gtd.clear()
-        tp.rod_buf.clear()
+        self._drop_rod_buf(tp)
         tp.rx_base = (psn + 1) & _M32
         tp.max_clear = psn
         tp.close_psn = psn
@@ -266,7 +266,7 @@ class ControlMixin:
             del self.target_by_peer[(tp.peer, tp.rpdcid)]
         tp.rcvd.clear()
         tp.gtd.clear()
-        tp.rod_buf.clear()
+        self._drop_rod_buf(tp)
 
     # -- timers ------------------------------------------------------------------------------------
 

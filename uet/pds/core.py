@@ -135,6 +135,8 @@ class PdsCore(
         self._gate_waiting: dict[int, dict[InitiatorPdc, None]] = {}
         #: target (and return-receive) halves with a plain ACK due, built by datagrams_to_send
         self._ack_dirty: list[TargetPdc] = []
+        #: bytes held in every PDC's ROD reorder buffer (``PdsConfig.rod_buffer_bytes``)
+        self._rod_buffered = 0
         #: timer heap (deadline, key, PDC) and the PDCIDs whose deadline may have changed
         self._theap: list[tuple[int, int, Any]] = []
         self._tdirty: set[int] = set()
@@ -474,12 +476,12 @@ class PdsCore(
         clear-PSN mark (the per-packet recomputations end in the same state)."""
         last = (nxt - 1) & _M32
         tp.max_clear = mc
+        if tp.mode is _MODE_ROD:
+            tp.rod_next = nxt  # (unused by RUD: ``_accept`` leaves it alone there too)
         if held is None:
-            tp.rx_base = tp.rod_next = nxt
+            tp.rx_base = nxt
         else:
             tp.rcvd.update(held)
-            if tp.mode is _MODE_ROD:
-                tp.rod_next = nxt
             self._advance_cack(tp)
             if tp.gtd:
                 tp.clear_req_at = now + self.config.clear_ns

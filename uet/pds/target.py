@@ -16,7 +16,11 @@ Choices where the notes are silent (inference):
 - Return-direction requests (read data as PDS requests, uet.pds.ret): a request whose DPDCID
   names an initiator-role PDC is received by that PDC's return half (``rrx``) with the same
   rules; only next_hdr 5 (RESPONSE_DATA) is accepted there (else ``PDC_HDR_MISMATCH``).
-- ROD: the spec's go-back-N (§2.13): an out-of-order request is discarded and answered with NACK
+- ROD buffering (``rod_buffer``, the default, as the reference does; §2.13): an out-of-order
+  request within the window is kept, reported in the SACK and handed to SES once the gap before
+  it fills; CACK never covers a buffered PSN. Every FEP holds at most ``rod_buffer_bytes`` of
+  them; beyond that, and with ``rod_buffer=False``, the spec's go-back-N below applies.
+- ROD go-back-N (§2.13): an out-of-order request is discarded and answered with NACK
   ``ROD_OOO`` whose payload is the next expected PSN (the dissector's "max received PSN + 1"
   reading of that word; the provider sends 0), so the initiator knows where to restart. Only
   the first out-of-order packet of a gap is NACKed; the rest of the flight behind the loss is
@@ -323,7 +327,7 @@ class TargetMixin:
             self._send_nack(src, _NC_CLOSING, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
             return
         if mode is _ROD and psn != tp.rod_next:
-            if not cfg.rod_buffer:
+            if not cfg.rod_buffer or self._rod_buffered + len(data) > cfg.rod_buffer_bytes:
                 # one ROD_OOO per gap and hold-off: the rest of the flight behind a loss is
                 # discarded silently (it would only repeat the same restart point)
                 e = tp.rod_next
@@ -338,6 +342,7 @@ class TargetMixin:
             # buffering option (reference behaviour, §2.13): keep it, report it in the SACK, and
             # deliver it once the gap before it fills; the ACK names only delivered PSNs
             tp.rod_buf[psn] = (data, flags, ecn, ent)
+            self._rod_buffered += len(data)
             tp.rcvd.add(psn)
             self._count("rod_buffered")
             self._send_ack(tp, (tp.rx_base - 1) & _M32, 0, 0, b"", now, ent)
@@ -348,9 +353,17 @@ class TargetMixin:
         while buf and tp.rod_next in buf:
             psn = tp.rod_next
             data, flags, ecn, ent = buf.pop(psn)
+            self._rod_buffered -= len(data)
             tp.rcvd.discard(psn)
             if not self._accept(tp, src, mode, psn, spdcid, nh, flags, data, hl, ecn, now, ent):
                 return
+
+    def _drop_rod_buf(self, tp: TargetPdc) -> None:
+        """Forget a PDC's ROD reorder buffer (close, free), releasing its share of
+        ``rod_buffer_bytes``."""
+        if tp.rod_buf:
+            self._rod_buffered -= sum(len(v[0]) for v in tp.rod_buf.values())
+            tp.rod_buf.clear()
 
     def _note_clear(self, tp: TargetPdc, clear: int) -> None:
         """A request's CLEAR_PSN (``psn + clear_psn_offset``, §2.7): keep the newest."""
