@@ -109,3 +109,23 @@ def test_rod_buffer_is_intact_at_20_percent_loss() -> None:
         assert r.intact and r.duplicates == 0 and r.in_order, r
     r = run_cell(Mode.ROD, 0.1, 6, packets=300, config=PdsConfig(rod_buffer=True))
     assert r.intact, r
+
+
+def test_the_reorder_buffer_is_bounded_per_fep_and_released_on_close() -> None:
+    """``rod_buffer_bytes``: beyond it an out-of-order request is discarded and NACKed ROD_OOO
+    (the go-back-N answer), and closing the PDC gives its share back."""
+    pair = Pair(replace(CFG, rod_buffer_bytes=50))
+    out = _flight(pair, 5)
+    size = len(out[2])
+    assert 25 < size <= 50  # one request fits, two do not
+    pair.inject(pair.b, out[0], A_ADDR)
+    pair.take(pair.b)
+    pair.inject(pair.b, out[2], A_ADDR)  # buffered
+    pair.inject(pair.b, out[3], A_ADDR)  # over the bound: discarded, NACKed
+    replies = [hdr(d) for d, _x, _y in pair.take(pair.b)]
+    assert [h.nack_code for h in replies if h.type == 10] == [NackCode.ROD_OOO]
+    assert pair.b.core._rod_buffered == size
+    (tp,) = pair.b.core.pdcs.values()
+    assert set(tp.rod_buf) == {START + 2}
+    pair.b.core._free_tpdc(tp, pair.now)
+    assert pair.b.core._rod_buffered == 0 and not tp.rod_buf
