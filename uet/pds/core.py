@@ -302,7 +302,7 @@ class PdsCore(
                     if cpo < 0:
                         self._note_clear(tp, (psn + cpo) & _M32)
                     ent = self.config.control_entropy if entropy is None else entropy
-                    self._accept(tp, src, tp.mode, psn, spdcid, nh, flags, data, 12, ecn, now, ent)
+                    self._accept(tp, src, tp.mode, psn, spdcid, nh, flags, data, 12, ecn, now, ent, size + 12)
                     return
         try:
             if t == 2 or t == 3 or t == 13 or t == 14:

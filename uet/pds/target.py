@@ -82,7 +82,7 @@ from uet.pds._aliases import (
     _T_PENDING,
 )
 from uet.pds.config import Mode, PdsError, SesNack
-from uet.pds.events import PdcOpened, new_delivery
+from uet.pds.events import Delivery, PdcOpened
 from uet.pds.pdc import TargetPdc
 from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import (
@@ -109,6 +109,7 @@ _NH_RESPONSE_DATA = 5
 _ROD = _MODE_ROD
 _RUD = _MODE_RUD
 _SES_END: dict[tuple[int, int, int], int] = {}
+_tnew = tuple.__new__
 #: the request header after the prologue: clear_psn_offset, psn, spdcid, dpdcid (REQUEST's own
 #: struct, so the field layout stays defined once, in uet.wire.pds)
 _REQ_TAIL = struct.Struct(REQUEST._struct.format.replace("H", "", 1)).unpack_from
@@ -384,20 +385,32 @@ class TargetMixin:
         ecn: int,
         now: int,
         ent: int,
+        end: int | None = None,
     ) -> bool:
         """Deliver a new PSN to SES, record it (CACK, guaranteed response) and ACK per the
-        coalescing rules (§2.6 steps 6–9, §2.8). False when SES refused it (NACK sent)."""
+        coalescing rules (§2.6 steps 6–9, §2.8). False when SES refused it (NACK sent). ``end``:
+        where the SES header ends, when the caller knows it (the receive fast path). The one
+        copy of these rules: every accepted request (fast path, general path, ROD buffer drain)
+        comes through here; keep it lean, it runs once per data packet."""
         cfg = self.config
         retx = flags & _RETX
-        end = ses_end(data, hl, nh)
         if end is None:
-            if not ses_extension_missing(data, hl, nh):
-                self._drop("ses_header", now, src)
-                return False
-            end = len(data)  # SES refuses it with OP_VIOLATION (ses_extension_missing)
+            end = ses_end(data, hl, nh)
+            if end is None:
+                if not ses_extension_missing(data, hl, nh):
+                    self._drop("ses_header", now, src)
+                    return False
+                end = len(data)  # SES refuses it with OP_VIOLATION (ses_extension_missing)
         try:
-            pl = memoryview(data)[end:] if self.payload_views else data[end:]
-            r = self.on_deliver(new_delivery(src, mode, tp.lpdcid, psn, nh, data[hl:end], pl, ecn, bool(retx)))
+            r = self.on_deliver(
+                _tnew(
+                    Delivery,
+                    (
+                        src, mode, tp.lpdcid, psn, nh, data[hl:end],
+                        memoryview(data)[end:] if self.payload_views else data[end:], ecn, retx != 0,
+                    ),
+                )
+            )  # fmt: skip
         except SesNack:
             nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
             self._send_nack(src, _NC_NO_SES_MSG_AVAIL, psn, tp.lpdcid, spdcid, nfl, now, entropy=ent)
@@ -408,18 +421,20 @@ class TargetMixin:
             gtd = False
         else:
             rnh, resp, gtd = normalize_response(r)
+        nxt = (psn + 1) & _M32
         if mode is _ROD:
-            tp.rod_next = (psn + 1) & _M32
+            tp.rod_next = nxt
         hd = (psn - tp.high_rcvd) & _M32
         if hd and hd < 0x80000000:
             tp.high_rcvd = psn
-        tp.rcvd_bytes += len(data) + 48  # nominal size: UDP length + 40 (§4.2)
+        n = len(data)
+        tp.rcvd_bytes += n + 48  # nominal size: UDP length + 40 (§4.2)
         c = self.counters
         c["delivered"] = c.get("delivered", 0) + 1
         if self._log is not None:
-            self._log_rx(tp, src, psn, len(data), retx, now)
+            self._log_rx(tp, src, psn, n, retx, now)
         if psn == tp.rx_base and not gtd and not tp.rcvd:
-            tp.rx_base = (psn + 1) & _M32  # in-order fast path (no hole, nothing uncleared above)
+            tp.rx_base = nxt  # in-order (no hole, nothing uncleared above)
         else:
             tp.rcvd.add(psn)
             if gtd:
@@ -431,8 +446,9 @@ class TargetMixin:
         if flags & (_SYN | _RETX) or gtd or cfg.ack_per_pkt or (ecn == 3 and cfg.ack_on_ecn):
             self._send_ack(tp, psn, aflags, rnh, resp, now, ent)
             return True
-        gen = tp.ack_gen_count + max(len(data) - end, cfg.ack_gen_min_pkt_add)
-        due = bool(flags & _AR) or gen >= cfg.ack_gen_trigger
+        n -= end
+        gen = tp.ack_gen_count + (n if n > cfg.ack_gen_min_pkt_add else cfg.ack_gen_min_pkt_add)
+        due = flags & _AR != 0 or gen >= cfg.ack_gen_trigger
         self._coalesce(tp, psn, aflags, rnh, resp, ent, gen, due, not due, now)
         return True
 
