@@ -49,6 +49,7 @@ from uet.pds._aliases import (
 from uet.pds.backoff import rto_for
 from uet.pds.events import PdcClosed
 from uet.pds.pdc import TargetPdc
+from uet.pds.state import PdsState
 from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import CONTROL, CONTROL_SYN, ControlType, NackCode
 
@@ -66,7 +67,7 @@ def _diff(a: int, b: int) -> int:
     return d - 0x100000000 if d & 0x80000000 else d
 
 
-class ControlMixin:
+class ControlMixin(PdsState):
     """Control packets and target close/timers, part of :class:`uet.pds.core.PdsCore`."""
 
     # -- control packets ---------------------------------------------------------------------------

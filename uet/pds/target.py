@@ -74,6 +74,7 @@ from uet.pds._aliases import (
 from uet.pds.config import Mode, PdsError, SesNack
 from uet.pds.events import PdcOpened, new_delivery
 from uet.pds.pdc import TargetPdc
+from uet.pds.state import PdsState
 from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK,
@@ -166,7 +167,7 @@ def normalize_response(r: Any) -> tuple[int, bytes, bool]:
     return nh, bytes(b), bool(g)
 
 
-class TargetMixin:
+class TargetMixin(PdsState):
     """Target-role behaviour of :class:`uet.pds.core.PdsCore` (see the module docstring)."""
 
     # -- requests ----------------------------------------------------------------------------------
