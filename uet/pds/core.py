@@ -81,7 +81,7 @@ from uet.pds._aliases import (
     _T_ESTABLISHED,
     _T_PENDING,
 )
-from uet.pds.config import Mode, PdsConfig, SesNack
+from uet.pds.config import PdsConfig, SesNack
 from uet.pds.events import Delivery, Event
 from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy
