@@ -704,7 +704,7 @@ class PdsCore(
             self._refresh_timers()
         heap = self._theap
         pdcs = self.pdcs
-        due = []
+        due: list[InitiatorPdc | TargetPdc] = []
         while heap and heap[0][0] <= now:
             _d, seq, pdc = heappop(heap)
             if pdc.tkey == seq and pdcs.get(pdc.lpdcid) is pdc:

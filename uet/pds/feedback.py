@@ -115,10 +115,10 @@ class FeedbackMixin(PdsState):
             return
         if pdc.role != "initiator":
             cr = pdc.close_req
-            owner = pdc
+            tgt = pdc
             pdc = pdc.ret
             if pdc is None or (cr is not None and (cack + off) & _M32 == cr[0]):
-                self._rx_ack_target(owner, data, now, off, cack, spdcid, probe)
+                self._rx_ack_target(tgt, data, now, off, cack, spdcid, probe)
                 return
         st = pdc.state
         if st is _S_CLOSED:

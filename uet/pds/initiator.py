@@ -514,7 +514,9 @@ class InitiatorMixin(PdsState):
             self._log_tx(pdc, pkt, now, retx, len(data), syn)
 
     def _log_tx(self, pdc: InitiatorPdc, pkt: TxPkt, now: int, retx: bool, n: int, syn: bool) -> None:
-        self._log(
+        log = self._log
+        assert log is not None  # callers log only when a log is set
+        log(
             {
                 "t": now,
                 "ev": "retx" if retx else "tx",

@@ -40,7 +40,7 @@ class PdsState:
     #: JSON-lines event log (aioquic qlog style), or None
     _log: Callable[[dict[str, Any]], None] | None
     counters: dict[str, int]
-    _max_queued: int
+    _max_queued: int | None
     #: SDI of the datagram being processed (receive_datagram's ``sdi``)
     _rx_sdi: int | None
     #: every live PDC by local PDCID (both roles): the PDC table of this FEP
@@ -60,8 +60,8 @@ class PdsState:
     _gate_waiting: dict[int, dict[InitiatorPdc, None]]
     #: target (and return-receive) halves with a plain ACK due, built by datagrams_to_send
     _ack_dirty: list[TargetPdc]
-    #: timer heap (deadline, key, PDC or None for RUDI) and the PDCIDs whose deadline may have changed
-    _theap: list[tuple[int, int, Any]]
+    #: timer heap (deadline, key, PDC) and the PDCIDs whose deadline may have changed
+    _theap: list[tuple[int, int, InitiatorPdc | TargetPdc]]
     _tdirty: set[int]
     _tseq: int
     #: datagrams to send: (bytes, destination FA, entropy)
