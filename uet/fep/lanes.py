@@ -60,6 +60,9 @@ class OutMessage:
         "header_data", "t0", "lane", "finished", "confirmed",
     )  # fmt: skip
 
+    #: the lane it is queued on, set by ``Operations.send`` right after construction
+    lane: Lane
+
     def __init__(self, peer: str, mode: Mode, data: memoryview, mid: int, npkts: int, handle: int) -> None:
         self.peer = peer
         self.mode = mode
@@ -82,7 +85,6 @@ class OutMessage:
         self.tag: int | None = None
         self.header_data: int | None = None
         self.t0 = 0
-        self.lane: Lane | None = None
         self.finished = False
         #: a response said RC_OK for the whole message (the RUDI completion rule, module doc)
         self.confirmed = False

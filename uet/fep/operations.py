@@ -17,6 +17,7 @@ from uet.fep.events import OpFailed
 from uet.fep.lanes import Lane, OutMessage
 from uet.fep.peer import Peer
 from uet.fep.receives import Waiter, matches
+from uet.fep.state import FepState
 from uet.pds import Mode
 from uet.ses.errors import error_for
 from uet.ses.matching import PostedReceive
@@ -47,19 +48,9 @@ class _Posted:
         self.posted: PostedReceive | None = None
 
 
-class Operations:
-    """The operations half of :class:`~uet.fep.core.FepCore` (a mixin: the state is the core's)."""
-
-    _handle: Callable[[], int]
-    _closing: bool
-    _closed: bool
-    _now: int
-    _events: Any
-    _ops: dict[int, memoryview | None]
-    _recvs: dict[int, _Posted]
-    _dirty: dict[Lane, None]
-    _unfinished: dict[int, OutMessage]
-    _log: Any
+class Operations(FepState):
+    """The operations half of :class:`~uet.fep.core.FepCore` (a mixin: the state is the core's,
+    declared in :class:`~uet.fep.state.FepState`)."""
 
     # -- memory -------------------------------------------------------------------------------------
 
