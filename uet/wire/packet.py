@@ -257,7 +257,7 @@ class UetPacket:
         return out
 
 
-def _enum_name(enum: type[IntEnum] | None, v: int | None) -> str | None:
+def _enum_name(enum: type[IntEnum] | type[IntFlag] | None, v: int | None) -> str | None:
     if enum is None or v is None:
         return None
     try:
@@ -412,7 +412,8 @@ def _chain(
         if decrypt is None:
             return
         src_ip, dst_ip, udp_header = outer
-        entropy = pkt.entropy.entropy if over_ip else None
+        eh = pkt.entropy if over_ip else None
+        entropy = eh.entropy if eh is not None else None
         if entropy is None and udp_header is not None and len(udp_header) >= 2:
             entropy = int.from_bytes(udp_header[:2], "big")
         tss_header = bytes(mv[off - lay.size : off])
@@ -859,6 +860,7 @@ def build_ip_packet(
     s, d = net.ip_bytes(src), net.ip_bytes(dst)
     if len(s) != len(d):
         raise ValueError("source and destination addresses of different families")
+    proto: int
     if encap == "udp":
         proto = net.IpProto.UDP
         udp = bytearray(net.UDP.size)
