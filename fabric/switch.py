@@ -322,7 +322,7 @@ class FabricProcess:
                     taps.write(peer.name, peer_port, frame, end + port.delay_ns)
                 _orig(n, p, frame, start, end)
 
-            node.on_transmit = tapped  # type: ignore[assignment]
+            node.on_transmit = tapped
 
     def _start_record(self) -> dict[str, Any]:
         topo = self.topology
