@@ -46,6 +46,7 @@ from uet.fep.config import FepConfig
 from uet.fep.core import FepCore
 from uet.fep.errors import DeliveryError, EndpointClosed
 from uet.fep.events import Closed, MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
+from uet.fep.lanes import Lane
 from uet.fep.peer import Peer
 from uet.link.base import Link
 from uet.link.direct import DirectLink
@@ -132,7 +133,7 @@ class Endpoint:
         pid: int = 0,
         resource_index: int = 0,
         config: EndpointConfig | None = None,
-        event_log: EventLog | Callable[[dict], None] | None = None,
+        event_log: EventLog | Callable[[dict[str, Any]], None] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
         security: Any = None,
         clock: Callable[[], int] = monotonic_clock,
@@ -151,7 +152,7 @@ class Endpoint:
             if not isinstance(getattr(link, "peer_port", None), int) and hasattr(link, "records"):
                 # a link whose UDP source port is each datagram's entropy (the fabric link): the
                 # core seals and opens, with the entropy / source port of every datagram
-                link.records = True  # type: ignore[attr-defined]
+                link.records = True
                 records = True
                 core_security = security
                 self._core_seals = True
@@ -162,7 +163,9 @@ class Endpoint:
                 core_security = link.stage
         self.link = link
         #: the link's batch transmit with the core's marking table (DirectLink.send_marked)
-        self._send_marked: Callable[[list, Sequence[int]], None] | None = getattr(link, "send_marked", None)
+        self._send_marked: Callable[[list[tuple[bytes, str, int]], Sequence[int]], None] | None = getattr(
+            link, "send_marked", None
+        )
         self.address = link.address
         self.job = job
         self.pid = pid
@@ -203,7 +206,7 @@ class Endpoint:
         resource_index: int = 0,
         config: EndpointConfig | None = None,
         impairment: Impairment | ImpairmentConfig | None = None,
-        event_log: EventLog | Callable[[dict], None] | None = None,
+        event_log: EventLog | Callable[[dict[str, Any]], None] | None = None,
         link: Link | None = None,
         security: Any = None,
     ) -> Endpoint:
@@ -264,7 +267,7 @@ class Endpoint:
         return self.fep.initiator_id
 
     @property
-    def _lanes(self) -> dict:
+    def _lanes(self) -> dict[tuple[str, Mode, int, int], Lane]:
         return self.fep.lanes
 
     # -- memory ----------------------------------------------------------------------------------

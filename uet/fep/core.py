@@ -111,7 +111,7 @@ class FepCore(Operations, Completions):
         config: FepConfig | None = None,
         security: Any = None,
         seed: int | None = None,
-        event_log: Callable[[dict], None] | None = None,
+        event_log: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.config = cfg = config or FepConfig()
         self.address = address

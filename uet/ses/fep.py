@@ -63,7 +63,7 @@ __all__ = ["ENTRY_OVERHEAD", "SesFep"]
 ENTRY_OVERHEAD = 256
 
 
-class _UnexpectedList(deque):  # type: ignore[type-arg]
+class _UnexpectedList(deque[Message]):
     """The fast-path unexpected list: a deque of :class:`Message` that keeps ``nbytes``, the sum
     of its messages' sizes plus :data:`ENTRY_OVERHEAD` each (the methods the owners use)."""
 
@@ -84,7 +84,7 @@ class _UnexpectedList(deque):  # type: ignore[type-arg]
         self.nbytes -= m.nbytes + ENTRY_OVERHEAD
         return m
 
-    def pop(self) -> Message:
+    def pop(self) -> Message:  # type: ignore[override]  # deque.pop takes no index
         m = super().pop()
         self.nbytes -= m.nbytes + ENTRY_OVERHEAD
         return m

@@ -254,7 +254,7 @@ class SesInitiator:
                 view,
                 Access.REMOTE_READ,
                 job=dest.job_id,
-                on_remote_read=lambda _o, n, op=op: self._rndv_read(op, n),
+                on_remote_read=lambda _o, n: self._rndv_read(op, n),  # op is bound once in send()
             )
             op.ext = RENDEZVOUS_EXT.encode(
                 (op.eager, cfg.local_generation, cfg.local_pid, cfg.local_index, 0, op.region.key)

@@ -72,7 +72,7 @@ class MemoryRegion:
     view: memoryview
     access: Access
     job: int | None = None
-    on_remote_read: Callable[[int, int], None] | None = None
+    on_remote_read: Callable[[int, int], object] | None = None
     context: Any = None
     registered: bool = field(default=True)
 
@@ -119,7 +119,7 @@ class MemoryTable:
         *,
         key: int | None = None,
         job: int | None = None,
-        on_remote_read: Callable[[int, int], None] | None = None,
+        on_remote_read: Callable[[int, int], object] | None = None,
         context: Any = None,
     ) -> MemoryRegion:
         """Register ``buffer`` with ``access`` rights; returns the region (its key and index).

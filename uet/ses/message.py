@@ -859,7 +859,7 @@ class Reassembler:
             try:
                 while ahead < want:
                     n = min(_POPULATE_CHUNK, want - ahead)
-                    buf.madvise(_MADV_POPULATE_WRITE, ahead, n)  # type: ignore[arg-type]
+                    buf.madvise(_MADV_POPULATE_WRITE, ahead, n)
                     ahead += n
             except (OSError, ValueError):  # pragma: no cover - kernel without MADV_POPULATE_WRITE
                 pass
