@@ -302,7 +302,7 @@ def _crc_hint(fr: Frame) -> None:
     u = fr.uet
     s = u.ses if u is not None else None
     rl = getattr(s, "request_length", None)
-    if u is None or rl is None or (s.flags & 3) != 3 or len(u.payload) != rl + 4:
+    if u is None or s is None or rl is None or (s.flags & 3) != 3 or len(u.payload) != rl + 4:
         return
     fr.warnings.append(f"payload is 4 bytes longer than request_length {rl}: a CRC-32C trailer? (try --crc)")
 
@@ -480,7 +480,7 @@ def summary(d: Decoded, t0: int | None) -> str:
             head += " " + a
         if fr.ecn:
             head += f" ecn={net.Ecn(fr.ecn).name}"
-    if fr is not None and fr.kind == "pfc":
+    if fr is not None and fr.kind == "pfc" and fr.pfc is not None:
         p = fr.pfc
         paused = [f"prio{i}={getattr(p, f'quanta{i}')}" for i in range(8) if p.class_enable >> i & 1]
         body = "PFC " + (" ".join(paused) or "no classes enabled")
@@ -866,7 +866,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         with contextlib.suppress(Exception):
-            sys.stdout = None  # type: ignore[assignment]
+            sys.stdout = None
         return 0
     except KeyboardInterrupt:
         return 130
