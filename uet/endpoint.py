@@ -54,7 +54,8 @@ from uet.link.impair import Impairment, ImpairmentConfig
 from uet.pds import Mode, PdsConfig, PdsCore
 from uet.ses.fep import SesFep
 from uet.ses.memory import Access, MemoryRegion
-from uet.ses.message import Message, Segmenter
+from uet.ses.message import Message
+from uet.ses.segmenter import Segmenter
 from uet.tuning import tune_allocator
 from uet.wire.net import UET_UDP_PORT
 from uet.wire.ses import AmoOp, AmoType

@@ -76,7 +76,8 @@ from uet.fep.receives import Waiters
 from uet.pds import Mode, PdsCore
 from uet.ses.fep import SesFep
 from uet.ses.initiator import InitiatorConfig
-from uet.ses.message import MAX_WIRE_PAYLOAD, Segmenter, initiator_id
+from uet.ses.message import MAX_WIRE_PAYLOAD, initiator_id
+from uet.ses.segmenter import Segmenter
 from uet.ses.target import TargetConfig
 
 __all__ = ["FepCore"]
@@ -157,7 +158,6 @@ class FepCore(Operations, Completions):
             initiator=self.initiator_id,
             payload_size=cfg.payload_size,
             max_message=cfg.max_message,
-            rng=random.Random(rng.getrandbits(64)),
         )
         self.peers = PeerBook(job, pid, ri)
         self.lanes: dict[tuple[str, Mode, int, int], Lane] = {}

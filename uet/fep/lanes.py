@@ -38,7 +38,8 @@ from uet.errors import UetError
 from uet.fep.errors import DeliveryError
 from uet.pds import Mode, PdsCore
 from uet.ses.errors import error_for
-from uet.ses.message import Segmenter, decode_response
+from uet.ses.packets import parse_response
+from uet.ses.segmenter import Segmenter
 from uet.wire.pds import NextHeader
 from uet.wire.ses import ReturnCode
 
@@ -193,7 +194,8 @@ def apply_response(msg: OutMessage, response_next_hdr: int, response: bytes) -> 
     or an over-long modified length fails the message."""
     if response_next_hdr != _NH_RESPONSE or not response or msg.error is not None:
         return
-    _op, rc, _mid, mlen = decode_response(response)
+    r = parse_response(response_next_hdr, response)
+    rc, mlen = r.return_code, r.modified_length
     if rc not in _RC_GOOD:
         msg.error = error_for(rc, f"send of {msg.length} bytes to {msg.peer}")
         msg.abandoned = True
@@ -210,7 +212,7 @@ def unconfirmed(msg: OutMessage) -> bool:
     in the middle, and answered the later packets of a message it no longer knows). RUDI
     targets are stateless and answer every copy (behaviour.md §2.14), and the packet that
     completes a message — or any copy of a packet after that — carries the completing response
-    (uet.ses.message, uet.ses.target), so its absence means the message was not delivered."""
+    (uet.ses.reassembly, uet.ses.target), so its absence means the message was not delivered."""
     return msg.mode == Mode.RUDI and not msg.confirmed and msg.error is None and not msg.abandoned
 
 

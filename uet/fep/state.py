@@ -20,7 +20,8 @@ from uet.fep.peer import PeerBook
 from uet.fep.receives import Waiters
 from uet.pds import Mode, PdsCore
 from uet.ses.fep import SesFep
-from uet.ses.message import Message, Segmenter
+from uet.ses.message import Message
+from uet.ses.segmenter import Segmenter
 
 if TYPE_CHECKING:
     from uet.fep.operations import _Posted

@@ -8,11 +8,11 @@ routes read-return data and RTRs that arrive as requests back to it (behaviour.m
 
 **Unexpected-message fast path** (optional, ``fast=MessageConfig(...)``; the endpoint uses it).
 The full target engine costs several times the per-packet CPU of the minimal message layer
-(:mod:`uet.ses.message`), and bulk eager sends that arrive before a receive is posted are the
-common case (``Endpoint.recv()`` posts no buffer). Such a message goes to the overflow
+(:mod:`uet.ses.segmenter`, :mod:`uet.ses.reassembly`), and bulk eager sends that arrive before a
+receive is posted are the common case (``Endpoint.recv()`` posts no buffer). Such a message goes to the overflow
 (unexpected) list anyway (§6.4), so the fast path *is* that list for eager sends:
 
-* A packet is offered to the :class:`~uet.ses.message.Reassembler` (``decline`` mode) first. It
+* A packet is offered to the :class:`~uet.ses.reassembly.Reassembler` (``decline`` mode) first. It
   takes SEND/TAGGED_SEND packets with the standard header, version 0, no IE/DC, buffer offset 0,
   addressed to the default resource ``(pid, index)`` with its generation (and its JobID under
   relative addressing); everything else — and every message whose first-arriving packet finds a
@@ -53,7 +53,8 @@ from uet.ses.events import OpCompleted, OpFailed, OutPacket, RecvCompleted, Writ
 from uet.ses.initiator import InitiatorConfig, SesInitiator
 from uet.ses.matching import MatchLimits, PostedReceive
 from uet.ses.memory import MemoryTable
-from uet.ses.message import DECLINED, EXPECTED, Message, MessageConfig, Reassembler
+from uet.ses.message import DECLINED, EXPECTED, Message, MessageConfig
+from uet.ses.reassembly import Reassembler
 from uet.ses.target import SesTarget, TargetConfig
 from uet.wire.ses import ReturnCode
 

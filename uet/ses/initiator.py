@@ -18,7 +18,7 @@ has no memory key, and the optimized key space it relies on is not implemented.
 
 Segmentation: ``max_payload`` bytes per packet; the SOM packet carries header data (HD) and
 ``request_length``; later packets carry ``payload_length`` and ``message_offset`` (§8.2). This is
-the same segmentation as ``uet.ses.message.Segmenter`` (plain sends, standard header, REL set)
+the same segmentation as ``uet.ses.segmenter.Segmenter`` (plain sends, standard header, REL set)
 generalised to every opcode; the endpoint can switch to this engine without changing the wire.
 
 Reads (our choice): a READ longer than ``max_payload`` is issued as consecutive single-packet
@@ -178,7 +178,6 @@ class _Msg:
     error: SesError | None = None
     deferred: bool = False
     stopped: bool = False
-    expect_data: int = 0
     got_data: int = 0
 
 
@@ -645,7 +644,6 @@ class SesInitiator:
             return
         if op.kind == "read":
             # data follows in the return direction
-            msg.expect_data = msg.length
             if r.modified_length != msg.length and r.modified_length:
                 self._msg_error(msg, OpViolation("truncated read"))
             return
@@ -674,7 +672,6 @@ class SesInitiator:
         assert msg.op.into is not None
         msg.op.into[base : base + len(data)] = data
         msg.got_data += len(data)
-        msg.expect_data = msg.length
         return True
 
     def _msg_error(self, msg: _Msg, err: SesError) -> None:
