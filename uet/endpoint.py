@@ -53,7 +53,7 @@ from uet.link.direct import DirectLink
 from uet.link.impair import Impairment, ImpairmentConfig
 from uet.pds import Mode, PdsConfig, PdsCore
 from uet.ses.fep import SesFep
-from uet.ses.memory import Access, MemoryRegion
+from uet.ses.memory import Access, MemoryRegion, byte_view
 from uet.ses.message import Message
 from uet.ses.segmenter import Segmenter
 from uet.tuning import tune_allocator
@@ -107,13 +107,6 @@ class Receive:
 
     def __await__(self) -> Any:
         return self.future.__await__()
-
-
-def _flat(data: Any) -> memoryview:
-    view = data if isinstance(data, memoryview) else memoryview(data)
-    if view.ndim != 1 or view.itemsize != 1 or view.format != "B":
-        view = view.cast("B")
-    return view
 
 
 class Endpoint:
@@ -463,7 +456,7 @@ class Endpoint:
         """Post ``buffer`` on the expected list (§6.4) and return its :class:`Receive` handle.
         Matching as in :meth:`recv`; a longer message is truncated with ``truncate``, else the
         receive fails with ``TOO_LONG``."""
-        view = _flat(buffer)
+        view = byte_view(buffer)
         h = self.fep.post_recv(view, tag=tag, ignore=ignore, source=source, truncate=truncate)
         return Receive(self, h, self._future(h), view)
 

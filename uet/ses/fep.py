@@ -51,7 +51,7 @@ from uet.ses.addressing import Resource, ResourceTable
 from uet.ses.errors import SesError
 from uet.ses.events import OpCompleted, OpFailed, OutPacket, RecvCompleted, WriteCompleted
 from uet.ses.initiator import InitiatorConfig, SesInitiator
-from uet.ses.matching import MatchLimits, PostedReceive
+from uet.ses.matching import MatchLimits, PostedReceive, tag_matches
 from uet.ses.memory import MemoryTable
 from uet.ses.message import DECLINED, EXPECTED, Message, MessageConfig
 from uet.ses.reassembly import Reassembler
@@ -99,7 +99,6 @@ class _UnexpectedList(deque[Message]):
         self.nbytes = 0
 
 
-_MASK64 = (1 << 64) - 1
 _RC_OK = int(ReturnCode.OK)
 _RC_TOO_LONG = int(ReturnCode.TOO_LONG)
 
@@ -257,7 +256,7 @@ class SesFep:
         if res is None:
             return None
         for u in res.matcher.unexpected:
-            if u.tagged == tagged and (not tagged or not (u.tag ^ tag) & ~ignore & _MASK64):
+            if u.tagged == tagged and (not tagged or tag_matches(tag, u.tag, ignore)):
                 if initiator is None or initiator == u.initiator:
                     # exact tag and source: the matcher binds this very entry (the first one so)
                     return self.target.post_recv(
@@ -394,7 +393,7 @@ def _accepts(tagged: bool, tag: int, ignore: int, initiator: int | None, m: Mess
     by another FEP carries A's ID; the address is what PDS established, and both must agree."""
     if (m.tag is not None) != tagged:
         return False
-    if tagged and ((m.tag or 0) ^ tag) & ~ignore & _MASK64:
+    if tagged and not tag_matches(tag, m.tag or 0, ignore):
         return False
     if source is not None and m.source != source:
         return False

@@ -58,7 +58,7 @@ from uet.errors import DecodeError
 from uet.ses import atomics
 from uet.ses.errors import Dropped, OpViolation, SesError, Undeliverable, error_for
 from uet.ses.events import OpCompleted, OpFailed, OutPacket
-from uet.ses.memory import Access, MemoryTable
+from uet.ses.memory import Access, MemoryTable, byte_view
 from uet.ses.packets import MAX_WIRE_PAYLOAD, Response, SesRequest, build_request, parse_response
 from uet.wire.pds import NextHeader
 from uet.wire.ses import (
@@ -232,7 +232,7 @@ class SesInitiator:
         ``protocol`` forces ``"eager"``, ``"deferrable"`` or ``"rendezvous"``; by default the
         thresholds of the configuration decide.
         """
-        view = _flat(data)
+        view = byte_view(data)
         cfg = self.config
         n = len(view)
         if protocol is None:
@@ -287,7 +287,7 @@ class SesInitiator:
     ) -> int:
         """RMA write of ``data`` at ``offset`` of the region with ``key`` (§6.5)."""
         op = self._new_op("write", SesOpcode.WRITE, dest, mode, context)
-        op.data = _flat(data)
+        op.data = byte_view(data)
         op.length, op.key, op.offset, op.header_data, op.dc = len(op.data), key, offset, header_data, dc
         self._start(op)
         return op.id
@@ -308,7 +308,7 @@ class SesInitiator:
         (or written to ``into``, then the result is ``into``)."""
         op = self._new_op("read", SesOpcode.READ, dest, mode, context)
         op.key, op.offset, op.length, op.on_done = key, offset, length, on_done
-        op.into = _flat(into) if into is not None else memoryview(bytearray(length))
+        op.into = byte_view(into) if into is not None else memoryview(bytearray(length))
         if len(op.into) < length:
             raise ValueError("read target buffer shorter than length")
         self._start(op)
@@ -802,10 +802,3 @@ class SesInitiator:
 
 def _pkt_end(pkt: OutPacket, msg: _Msg) -> int:
     return msg.next_offset + len(pkt.payload)
-
-
-def _flat(data: Any) -> memoryview:
-    view = data if isinstance(data, memoryview) else memoryview(data)
-    if view.ndim != 1 or view.itemsize != 1 or view.format != "B":
-        view = view.cast("B")
-    return view
