@@ -18,8 +18,8 @@ import pytest
 from wire_strategies import ALL_WIRE_LAYOUTS
 
 from uet.wire import net, pds, roce, ses, tss
+from uet.wire.chain import parse_uet
 from uet.wire.layout import Layout
-from uet.wire.packet import parse_uet
 
 # -- Part 1: wire-format.md §13 ------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ else as bare UET.
 
 Output: one tshark-like summary line per packet; ``-V`` the layered field tree with enum names and
 byte offsets (coloured with rich on a terminal); ``--json`` one JSON object per packet per line
-(:meth:`uet.wire.packet.Frame.to_dict`). ``--filter`` keeps packets whose PDS type, SES opcode or
+(:meth:`uet.wire.capture.Frame.to_dict`). ``--filter`` keeps packets whose PDS type, SES opcode or
 control type name is listed (also ``pfc``, ``tss``, ``roce``, a RoCEv2 opcode name, ``other``);
 malformed packets are always
 reported. ``--count N`` stops after N reported packets. ``--stats`` ends with counts.
@@ -46,8 +46,9 @@ from uet.tools.cli import int_arg, port_number
 from uet.errors import DecodeError, UetError
 from uet.pcap import PcapError, detect_format, read_capture
 from uet.wire import net
+from uet.wire.capture import Frame, LinkType, parse_frame
+from uet.wire.chain import Decryptor, Sealed, UetPacket, fields_dict, parse_uet
 from uet.wire.layout import Layout, Raw
-from uet.wire.packet import Decryptor, Frame, LinkType, Sealed, UetPacket, fields_dict, parse_frame, parse_uet
 from uet.wire.pds import ControlType, PdsType, ack_psn, sack_base, start_psn
 from uet.wire.roce import OpCode as RoceOpCode
 from uet.wire.rocepkt import RocePacket, syndrome_name

@@ -15,7 +15,7 @@ sent as 0 and ignored on receive (wire-format.md §0).
 
 Every layout has a fixed size. Variants of a header (the SYN form of a request, the SOM and non-SOM
 forms of the standard SES header, ...) are separate layouts built from shared item lists, and the
-header chain in :mod:`uet.wire.packet` picks one from fields already decoded, as Wireshark's
+header chain in :mod:`uet.wire.chain` picks one from fields already decoded, as Wireshark's
 ``Switch`` on the same fields would.
 
 The fast encoder masks sub-word fields to their width and does not range-check them (it runs per
