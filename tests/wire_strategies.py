@@ -21,7 +21,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from uet.wire import net, pds, roce, ses, tss
+from uet.wire import datapath, net, pds, roce, ses, tss
 from uet.wire.layout import F, Layout, R, Raw
 
 __all__ = [
@@ -39,13 +39,15 @@ __all__ = [
     "psns",
 ]
 
-#: Every fixed-size header the wire layer declares (wire-format.md §1–§11, plus the link headers).
+#: Every fixed-size header the wire layer declares (wire-format.md §1–§11, plus the link headers),
+#: and the data path's fused PDS+SES layouts (uet.wire.datapath).
 ALL_WIRE_LAYOUTS: list[Layout] = [
     *pds.ALL_LAYOUTS,
     *ses.ALL_LAYOUTS,
     *tss.ALL_LAYOUTS,
     *net.ALL_LAYOUTS,
     *roce.ALL_LAYOUTS,
+    *datapath.ALL_LAYOUTS,
 ]
 LAYOUTS_BY_NAME: dict[str, Layout] = {lay.name: lay for lay in ALL_WIRE_LAYOUTS}
 
