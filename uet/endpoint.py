@@ -612,7 +612,8 @@ class Endpoint:
         """Complete futures from the core's events."""
         next_event = self.fep.next_event
         futures = self._futures
-        ev = next_event()
+        # dispatched on type(ev) kept in a local; mypy cannot narrow through it, so Any here
+        ev: Any = next_event()
         while ev is not None:
             t = type(ev)
             if t is WriteCompleted:

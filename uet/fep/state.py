@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from uet.fep.config import FepConfig
+from uet.fep.events import Event
 from uet.fep.lanes import Lane, OutMessage
 from uet.fep.peer import PeerBook
 from uet.fep.receives import Waiters
@@ -49,7 +50,7 @@ class FepState:
     _recvs: dict[int, _Posted]
     waiters: Waiters
     #: completion events (uet.fep.events) not yet taken by the owner
-    _events: deque[Any]
+    _events: deque[Event]
     _now: int
     _closing: bool
     _closed: bool
