@@ -91,8 +91,10 @@ class ProcessConfig:
 
 def fabric_counters(fabric: Fabric) -> dict[str, Any]:
     """Headline counters of a fabric (JSON-ready): ``ecn_marks``, ``trims``, ``drops``,
-    ``pauses`` (XOFF frames sent), ``pfc_xon``, ``watchdog``, plus per-port breakdowns keyed
-    ``"switch:port"`` and drops by reason."""
+    ``pauses`` (XOFF frames sent), ``pfc_xon``, ``watchdog``, ``paused_ns`` (time paused summed
+    over every port and class), ``pause_switches`` (switches that sent XOFF) and ``paused_hosts``
+    (host NICs that received one), plus per-port breakdowns keyed ``"switch:port"`` and drops by
+    reason."""
     c = fabric.counters
     marks: Counter[str] = Counter()
     trims: Counter[str] = Counter()
@@ -111,6 +113,9 @@ def fabric_counters(fabric: Fabric) -> dict[str, Any]:
             drops[f"{k[1]}:{k[2]}"] += v
         elif kind == "drop":
             reasons[k[2]] += v
+    now = fabric.now
+    ports = [p for sw in fabric.switches.values() for p in sw.ports] + [n.port for n in fabric.nics]
+    hosts_paused = {k[1] for k in c if k[0] == "pfc_rx" and k[4] == "xoff" and k[1] not in fabric.switches}
     return {
         "ecn_marks": sum(marks.values()),
         "trims": sum(trims.values()),
@@ -118,6 +123,10 @@ def fabric_counters(fabric: Fabric) -> dict[str, Any]:
         "pauses": sum(pauses.values()),
         "pfc_xon": c.total("pfc_tx") - sum(pauses.values()),
         "watchdog": c.total("watchdog"),
+        # §9.1 PFC figures: time paused summed over every (port, class); the pause spread
+        "paused_ns": sum(p.paused_ns(tc, now) for p in ports for tc in range(8)),
+        "pause_switches": len({k.partition(":")[0] for k in pauses}),
+        "paused_hosts": len(hosts_paused),
         "marks_by_port": dict(marks),
         "trims_by_port": dict(trims),
         "pauses_by_port": dict(pauses),
