@@ -93,6 +93,9 @@ from uet.workloads.report import summarize
 __all__ = ["Launcher", "build_flows", "build_parser", "main"]
 
 WORKLOADS = tuple(_WORKLOADS)
+#: ``--transport``: UET, RoCEv2 (RC queue pairs with DCQCN, rocev2-and-fabric.md §6–§7), or both
+#: one after the other on the same scenario, with the side-by-side table (tools/compare.py)
+TRANSPORTS = ("uet", "roce", "both")
 
 DEFAULT_RUN: dict[str, Any] = {
     "workload": "incast",
@@ -104,6 +107,7 @@ DEFAULT_RUN: dict[str, Any] = {
     "profile": "realtime",
     "rate_bps": REALTIME_RATE_BPS,
     "topology": "default",
+    "transport": "uet",
 }
 
 DEFAULT_ENDPOINT: dict[str, Any] = {
@@ -537,7 +541,7 @@ def _written(folder: str | None, suffix: str) -> list[str]:
 def settings_record(s: dict[str, Any], endpoint: dict[str, Any]) -> dict[str, Any]:
     """The run's settings as the result echoes them (``settings``): what was run, reproducibly."""
     keys = ("workload", "endpoints", "message_bytes", "messages", "seed", "timeout_s", "profile", "rate_bps")
-    out = {k: s[k] for k in keys if k in s}
+    out = {k: s[k] for k in (*keys, "transport") if k in s}
     out["topology"] = s.get("scenario") or s.get("topology")
     out["overrides"] = list(s.get("overrides", []))
     out["endpoint"] = endpoint
@@ -661,6 +665,11 @@ def build_parser() -> argparse.ArgumentParser:
         dest="rate_bps",
         help=f"link rate of the realtime profile: 100M, 1G, 25Gbit (default {format_rate(REALTIME_RATE_BPS)})",
     )
+    p.add_argument(
+        "--transport",
+        choices=TRANSPORTS,
+        help="uet (default), roce (RoCEv2 RC with DCQCN on the lossless class) or both, side by side",
+    )
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -698,7 +707,17 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
         topo = doc.get("topology", {})
         ep = _deep_update(ep, doc.get("endpoint", {}))
         s["scenario"] = args.scenario
-    for k in ("workload", "endpoints", "message_bytes", "messages", "seed", "timeout_s", "profile", "rate_bps"):
+    for k in (
+        "workload",
+        "endpoints",
+        "message_bytes",
+        "messages",
+        "seed",
+        "timeout_s",
+        "profile",
+        "rate_bps",
+        "transport",
+    ):
         v = getattr(args, k)
         if v is not None:
             s[k] = v
@@ -820,7 +839,9 @@ def _body(argv: Sequence[str] | None) -> int:
 
 def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> int:
     """``--engine sim``: the same settings, workload objects and result shape, in virtual time
-    (:func:`uet.sim.scenario.simulate`; the scenario's profile and endpoint settings as given)."""
+    (:func:`uet.sim.scenario.simulate`; the scenario's profile and endpoint settings as given).
+    ``--transport both`` runs UET, then RoCEv2, on the same scenario (plots in ``DIR/uet`` and
+    ``DIR/roce``) and prints the side-by-side table."""
     from uet.tools.sim import render as sim_render
     from uet.tools.sim import run_sim
 
@@ -828,14 +849,22 @@ def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str
     for opt in ("pcap", "telemetry", "interval"):
         if getattr(args, opt):
             raise UsageError(f"--{opt} works with the live engine only (the simulator has --plot)")
-    result = run_sim(s, topo, ep, progress=args.progress or sys.stderr.isatty(), plot=args.plot)
-    if args.plot:
-        from uet.sim.plots import write_plots
+    runs: dict[str, dict[str, Any]] = {}
+    for tr in _transports(s):
+        st = {**s, "transport": tr}
+        plot = os.path.join(args.plot, tr) if args.plot and s["transport"] == "both" else args.plot
+        result = run_sim(st, topo, ep, progress=args.progress or sys.stderr.isatty(), plot=plot)
+        if plot:
+            from uet.sim.plots import write_plots
 
-        result["plots"] = write_plots(result, args.plot)
-    result.pop("timeline", None)
-    result["elapsed_s"] = result["virtual_s"]
-    result["settings"] = settings_record(s, ep)
+            result["plots"] = write_plots(result, plot)
+        result.pop("timeline", None)
+        result["elapsed_s"] = result["virtual_s"]
+        result["settings"] = settings_record(st, ep)
+        runs[tr] = result
+    if len(runs) > 1:
+        return _emit_both(args, s, ep, runs)
+    result = runs[s["transport"]]
     if args.csv:
         write_csv(result, args.csv)
         result["csv"] = args.csv
@@ -844,6 +873,45 @@ def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str
     else:
         sim_render(result)
     return 0 if result["ok"] else 1
+
+
+def _transports(s: dict[str, Any]) -> tuple[str, ...]:
+    return ("uet", "roce") if s.get("transport") == "both" else (str(s.get("transport", "uet")),)
+
+
+def _emit_both(args: argparse.Namespace, s: dict[str, Any], ep: dict[str, Any], runs: dict[str, dict[str, Any]]) -> int:
+    """``--transport both``: one object ``{"ok", "transport": "both", "comparison", "runs"}``
+    (``--json``), or the side-by-side table (tools/compare.py) then each run's one-line verdict."""
+    from uet.tools.compare import comparison, render_comparison
+
+    cmp = comparison(runs)
+    first = next(iter(runs.values()))
+    out = {
+        "ok": cmp["ok"],
+        "transport": "both",
+        "engine": first.get("engine"),
+        "workload": s["workload"],
+        "endpoints": first.get("endpoints"),
+        "comparison": cmp,
+        "runs": runs,
+        "settings": settings_record(s, ep),
+    }
+    if args.csv:
+        for tr, res in runs.items():
+            root, ext = os.path.splitext(args.csv)
+            write_csv(res, f"{root}-{tr}{ext or '.csv'}")
+    if args.json:
+        sys.stdout.write(json.dumps(out) + "\n")
+        return 0 if out["ok"] else 1
+    engine = "virtual time" if first.get("engine") == "sim" else "live processes"
+    render_comparison(
+        cmp, f"uet-run {s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})"
+    )
+    for tr, res in runs.items():
+        bad = [f for f in res.get("flows", []) if not f.get("intact")]
+        verdict = "all messages intact" if res.get("ok") else f"FAILED: {len(bad)} flows not intact"
+        sys.stdout.write(f"{tr}: {verdict}\n")
+    return 0 if out["ok"] else 1
 
 
 def main(argv: list[str] | None = None) -> int:
