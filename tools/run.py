@@ -834,6 +834,8 @@ def _body(argv: Sequence[str] | None) -> int:
     settings = settings_from(args)
     if args.engine == "sim":
         return _simulate(args, settings)
+    if settings[0].get("transport", "uet") != "uet":
+        raise UsageError("--transport roce|both runs on --engine sim only for now")
     return asyncio.run(_main(args, settings))
 
 
