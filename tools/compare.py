@@ -16,14 +16,17 @@ choice):
   and the pause spread: how many switches sent XOFF and how many hosts were paused;
 * incast_victim only: the victim flow's (flow 0) goodput and slowdown;
 * loss signals: drops, trims, ECN marks, CNPs sent;
-* go-back-N amplification: retransmitted payload bytes ÷ goodput bytes.
+* go-back-N amplification: retransmitted payload bytes ÷ goodput bytes; RoCE's sequence-error
+  NAKs;
+* permutation only: goodput ÷ the bisection (one flow per host at the link rate), and the leaf
+  uplinks' load max ÷ mean (:func:`uet.fabric.switch.uplink_imbalance`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ROWS", "comparison", "metrics", "render_comparison"]
+__all__ = ["ROWS", "comparison", "fmt", "metrics", "render_comparison"]
 
 #: (key, label) of the table rows, in order; a metric a run does not have is shown as "-".
 ROWS: tuple[tuple[str, str], ...] = (
@@ -44,12 +47,15 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("paused_s", "time paused (s, all ports)"),
     ("pause_switches", "switches that paused"),
     ("paused_hosts", "hosts paused"),
+    ("bisection_share", "permutation: goodput / bisection"),
+    ("uplink_imbalance", "uplink load max / mean"),
     ("drops", "drops"),
     ("trims", "trims"),
     ("ecn_marks", "ECN marks"),
     ("cnps", "CNPs sent"),
     ("retransmitted_bytes", "retransmitted bytes"),
     ("retx_over_goodput", "retransmitted / goodput bytes"),
+    ("naks", "RC sequence-error NAKs"),
 )
 
 
@@ -87,7 +93,13 @@ def metrics(res: dict[str, Any]) -> dict[str, Any]:
         "ecn_marks": fab.get("ecn_marks"),
         "cnps": _counter(res, "cnps_sent"),
         "retransmitted_bytes": _counter(res, "retransmitted_bytes"),
+        "uplink_imbalance": fab.get("uplink_imbalance"),
     }
+    if res.get("transport") == "roce":
+        out["naks"] = _counter(res, "naks_sent")
+    rate = res.get("link_rate_bps")
+    if res.get("workload") == "permutation" and rate and out["goodput_gbps"] is not None:
+        out["bisection_share"] = round(out["goodput_gbps"] * 1e9 / (len(flows) * rate), 4)
     out["retx_over_goodput"] = round(out["retransmitted_bytes"] / payload, 4) if payload else None
     if res.get("workload") == "allreduce" and flows and all(f.get("completion_s") for f in flows):
         n = len(flows)
@@ -110,7 +122,7 @@ def comparison(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _fmt(v: Any) -> str:
+def fmt(v: Any) -> str:
     if v is None:
         return "-"
     if isinstance(v, bool):
@@ -139,5 +151,5 @@ def render_comparison(cmp: dict[str, Any], title: str) -> None:
         vals = [cmp["metrics"][n].get(key) for n in names]
         if all(v is None for v in vals):
             continue
-        t.add_row(label, *(_fmt(v) for v in vals))
+        t.add_row(label, *(fmt(v) for v in vals))
     con.print(t)

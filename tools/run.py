@@ -71,7 +71,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from uet.fabric.profiles import PROFILES, REALTIME_RATE_BPS, load_topology, overrides_to_dict
+from uet.fabric.profiles import DATACENTER_RATE_BPS, PROFILES, REALTIME_RATE_BPS, load_topology, overrides_to_dict
 from uet.tools.cli import (
     ArgumentParser,
     RunFailed,
@@ -733,6 +733,8 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
         ep = _deep_update(ep, overrides_to_dict(args.ep_overrides))
     except ValueError as e:
         raise UsageError(f"--endpoint-set: {e}") from None
+    if s.get("profile") == "datacenter" and "rate_bps" not in explicit:
+        s["rate_bps"] = DATACENTER_RATE_BPS  # the profile's own rate, as uet-sim has it
     if s.get("workload") == "pairs" and "endpoints" not in explicit:
         s["endpoints"] = 8  # pairs needs an even number; the default 9 is the incast's
     check_settings(s, topo, ep, rate_given="rate_bps" in explicit)
@@ -845,25 +847,12 @@ def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str
     ``--transport both`` runs UET, then RoCEv2, on the same scenario (plots in ``DIR/uet`` and
     ``DIR/roce``) and prints the side-by-side table."""
     from uet.tools.sim import render as sim_render
-    from uet.tools.sim import run_sim
 
     s, topo, ep = settings
     for opt in ("pcap", "telemetry", "interval"):
         if getattr(args, opt):
             raise UsageError(f"--{opt} works with the live engine only (the simulator has --plot)")
-    runs: dict[str, dict[str, Any]] = {}
-    for tr in _transports(s):
-        st = {**s, "transport": tr}
-        plot = os.path.join(args.plot, tr) if args.plot and s["transport"] == "both" else args.plot
-        result = run_sim(st, topo, ep, progress=args.progress or sys.stderr.isatty(), plot=plot)
-        if plot:
-            from uet.sim.plots import write_plots
-
-            result["plots"] = write_plots(result, plot)
-        result.pop("timeline", None)
-        result["elapsed_s"] = result["virtual_s"]
-        result["settings"] = settings_record(st, ep)
-        runs[tr] = result
+    runs = simulate_runs(s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty())
     if len(runs) > 1:
         return _emit_both(args, s, ep, runs)
     result = runs[s["transport"]]
@@ -875,6 +864,29 @@ def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str
     else:
         sim_render(result)
     return 0 if result["ok"] else 1
+
+
+def simulate_runs(
+    s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], *, plot: str | None = None, progress: bool = False
+) -> dict[str, dict[str, Any]]:
+    """The scenario in virtual time on each transport ``s["transport"]`` names (both: UET, then
+    RoCEv2; plots then in ``plot/uet`` and ``plot/roce``): transport → ``uet-run``'s result."""
+    from uet.tools.sim import run_sim
+
+    runs: dict[str, dict[str, Any]] = {}
+    for tr in _transports(s):
+        st = {**s, "transport": tr}
+        where = os.path.join(plot, tr) if plot and s.get("transport") == "both" else plot
+        result = run_sim(st, topo, ep, progress=progress, plot=where)
+        if where:
+            from uet.sim.plots import write_plots
+
+            result["plots"] = write_plots(result, where)
+        result.pop("timeline", None)
+        result["elapsed_s"] = result["virtual_s"]
+        result["settings"] = settings_record(st, ep)
+        runs[tr] = result
+    return runs
 
 
 def _transports(s: dict[str, Any]) -> tuple[str, ...]:
