@@ -18,6 +18,12 @@ Workloads (``--workload``) are the objects of :mod:`uet.workloads`, each flow se
 * ``incast_victim``: an incast on endpoint 0 plus a victim flow 1 → N−1;
 * ``allreduce``: ring all-reduce of a ``--message-bytes`` vector (reduce-scatter, all-gather).
 
+``--transport`` (or ``transport`` in ``[run]``): ``uet`` (default), ``roce`` — every endpoint a
+:class:`~uet.roce_endpoint.RoceEndpoint` (RC queue pairs with DCQCN; its frames on the fabric's
+lossless PFC class, never sprayed) — or ``both``: the scenario runs over UET, then over RoCEv2
+(a fresh fabric process each), and one table puts the two side by side (tools/compare.py, the
+§9.1 metrics); with ``--json`` one object ``{"ok", "transport": "both", "comparison", "runs"}``.
+
 ``--engine sim`` runs the same scenario — settings, topology, endpoint configuration, workload
 objects, result shape — in one process in virtual time instead (:mod:`uet.sim`, as ``uet-sim``
 does, but keeping the scenario's profile and endpoint defaults of ``uet-run``); ``elapsed_s`` is
@@ -71,7 +77,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from uet.fabric.profiles import DATACENTER_RATE_BPS, PROFILES, REALTIME_RATE_BPS, load_topology, overrides_to_dict
+from uet.fabric.profiles import (
+    DATACENTER_RATE_BPS,
+    PROFILES,
+    REALTIME_RATE_BPS,
+    REALTIME_RTT_NS,
+    load_topology,
+    overrides_to_dict,
+)
 from uet.tools.cli import (
     ArgumentParser,
     RunFailed,
@@ -93,6 +106,9 @@ from uet.workloads.report import summarize
 __all__ = ["Launcher", "build_flows", "build_parser", "main"]
 
 WORKLOADS = tuple(_WORKLOADS)
+#: base RTT each profile's RoCE timeouts scale with (§8.9; uet.roce.core.timeout_for_rtt): the
+#: real-time profile's effective RTT, the lab's 50 µs, a 4-link datacenter path's ≈ 10 µs
+PROFILE_RTT_NS = {"realtime": REALTIME_RTT_NS, "lab": 50_000, "datacenter": 10_000}
 #: ``--transport``: UET, RoCEv2 (RC queue pairs with DCQCN, rocev2-and-fabric.md §6–§7), or both
 #: one after the other on the same scenario, with the side-by-side table (tools/compare.py)
 TRANSPORTS = ("uet", "roce", "both")
@@ -220,6 +236,7 @@ class Launcher:
         self.rx_bytes = 0
         self.rx_messages = 0
         self.host_rate = 0
+        self.host_mtu = 1500
         self.addresses: list[str] = []
         self.t_go: float | None = None
         #: per rank, what it reported so far (the flows it finished, the messages it received):
@@ -243,6 +260,7 @@ class Launcher:
         elif leaves * topo.hosts_per_leaf < n:
             extra = ["-o", f"hosts_per_leaf={math.ceil(n / leaves)}"]
         self.host_rate = topo.host_link.rate_bps
+        self.host_mtu = topo.host_link.mtu
         args = ["-m", "uet.tools.fabric", "--profile", s["profile"], "--rate", str(int(s["rate_bps"]))]
         spec = s["topology"]
         if self.topology_table:
@@ -285,6 +303,10 @@ class Launcher:
                 "rank": i,
                 "addresses": fa,
                 "timeout_s": timeout,
+                "transport": s.get("transport", "uet"),
+                "rtt_ns": PROFILE_RTT_NS.get(s["profile"], REALTIME_RTT_NS),
+                "mtu": self.host_mtu,
+                "seed": int(s["seed"]),
             }
             w = await _spawn(f"endpoint {i} ({fa[i]})", "-m", "uet.tools.run_worker", json.dumps(spec))
             self.workers.append(w)
@@ -462,6 +484,9 @@ class Launcher:
                     k: c.get(k, 0)
                     for k in (
                         "retransmits",
+                        "retransmitted_bytes",
+                        "cnps_sent",
+                        "naks_sent",
                         "link_rx_ce",
                         "link_rx_trimmed",
                         "link_tx_held",
@@ -749,6 +774,40 @@ def _deep_update(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> int:
+    """The live engine: one run per transport (``both``: UET, then RoCEv2, each with its own fabric
+    process; pcaps and plots then in ``DIR/uet`` and ``DIR/roce``), then the output."""
+    s, topo, ep = settings
+    runs: dict[str, dict[str, Any]] = {}
+    for tr in _transports(s):
+        st = {**s, "transport": tr}
+        if s.get("transport") == "both":
+            for opt in ("pcap", "plot"):
+                if st.get(opt):
+                    st[opt] = os.path.join(st[opt], tr)
+        code, result = await _live_one(args, (st, topo, ep))
+        if result is None:
+            return code
+        runs[tr] = result
+    if len(runs) > 1:
+        return _emit_both(args, s, ep, runs)
+    result = next(iter(runs.values()))
+    if args.csv:
+        write_csv(result, args.csv)
+        result["csv"] = args.csv
+    if args.json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        render(result)
+    if result["diagnosis"]:
+        sys.stderr.write(f"uet-run: note: {result['diagnosis']}\n")
+    return 0 if result["ok"] else 1
+
+
+async def _live_one(
+    args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+) -> tuple[int, dict[str, Any] | None]:
+    """One live run: ``(0, result)``, or ``(130, None)`` after Ctrl-C (the partial results
+    printed); a failure raises :class:`RunFailed`."""
     s, topo, ep = settings
     launcher = Launcher(s, topo, ep)
     launcher.interval = args.interval
@@ -797,7 +856,7 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
             else:
                 render(partial)
         sys.stderr.write("uet-run: interrupted; every process stopped\n")
-        return 130
+        return 130, None
     except (RunError, TimeoutError, OSError, ValueError) as e:
         await launcher.shutdown()
         msg = str(e) or type(e).__name__
@@ -810,25 +869,17 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
             loop.remove_signal_handler(sig)
     await launcher.shutdown()
     if interrupted:
-        return 130
+        return 130, None
+    result["transport"] = s.get("transport", "uet")
     result["settings"] = settings_record(s, ep)
     result["diagnosis"] = cpu_starvation(result)
-    if args.plot:  # the fabric process drew the queues and ports; the flows are the launcher's
+    if s.get("plot"):  # the fabric process drew the queues and ports; the flows are the launcher's
         from uet.sim.plots import fct_cdf
 
-        cdf = fct_cdf(result, args.plot)
+        cdf = fct_cdf(result, s["plot"])
         if cdf:
             result["plots"] = [*result["plots"], cdf]
-    if args.csv:
-        write_csv(result, args.csv)
-        result["csv"] = args.csv
-    if args.json:
-        sys.stdout.write(json.dumps(result) + "\n")
-    else:
-        render(result)
-    if result["diagnosis"]:
-        sys.stderr.write(f"uet-run: note: {result['diagnosis']}\n")
-    return 0 if result["ok"] else 1
+    return 0, result
 
 
 def _body(argv: Sequence[str] | None) -> int:
@@ -836,8 +887,6 @@ def _body(argv: Sequence[str] | None) -> int:
     settings = settings_from(args)
     if args.engine == "sim":
         return _simulate(args, settings)
-    if settings[0].get("transport", "uet") != "uet":
-        raise UsageError("--transport roce|both runs on --engine sim only for now")
     return asyncio.run(_main(args, settings))
 
 
@@ -925,6 +974,9 @@ def _emit_both(args: argparse.Namespace, s: dict[str, Any], ep: dict[str, Any], 
         bad = [f for f in res.get("flows", []) if not f.get("intact")]
         verdict = "all messages intact" if res.get("ok") else f"FAILED: {len(bad)} flows not intact"
         sys.stdout.write(f"{tr}: {verdict}\n")
+    for tr, res in runs.items():
+        if res.get("diagnosis"):
+            sys.stderr.write(f"uet-run: note ({tr}): {res['diagnosis']}\n")
     return 0 if out["ok"] else 1
 
 
