@@ -790,14 +790,7 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
         runs[tr] = result
     if len(runs) > 1:
         return _emit_both(args, s, ep, runs)
-    result = next(iter(runs.values()))
-    if args.csv:
-        write_csv(result, args.csv)
-        result["csv"] = args.csv
-    if args.json:
-        sys.stdout.write(json.dumps(result) + "\n")
-    else:
-        render(result)
+    result = _emit_one(args, next(iter(runs.values())), render)
     if result["diagnosis"]:
         sys.stderr.write(f"uet-run: note: {result['diagnosis']}\n")
     return 0 if result["ok"] else 1
@@ -904,15 +897,20 @@ def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str
     runs = simulate_runs(s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty())
     if len(runs) > 1:
         return _emit_both(args, s, ep, runs)
-    result = runs[s["transport"]]
+    result = _emit_one(args, runs[s["transport"]], sim_render)
+    return 0 if result["ok"] else 1
+
+
+def _emit_one(args: argparse.Namespace, result: dict[str, Any], show: Any) -> dict[str, Any]:
+    """One run's output: ``--csv``, then ``--json`` or the tables ``show`` draws."""
     if args.csv:
         write_csv(result, args.csv)
         result["csv"] = args.csv
     if args.json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:
-        sim_render(result)
-    return 0 if result["ok"] else 1
+        show(result)
+    return result
 
 
 def simulate_runs(
