@@ -12,7 +12,7 @@ from __future__ import annotations
 from pds_harness import A_ADDR, Pair, control, hdr, request
 
 from uet.pds import PdsConfig
-from uet.ses.message import encode_response
+from uet.ses.packets import build_response
 from uet.wire import pds as pds_wire
 from uet.wire.ses import ReturnCode
 
@@ -25,7 +25,7 @@ RETX = int(pds_wire.ReqFlag.RETX)
 
 def _ok(psn: int) -> bytes:
     """A non-guaranteed SES response naming the request's PSN in its message id (§6.9)."""
-    return encode_response(int(ReturnCode.OK), psn & 0xFFFF, 0, 4)
+    return build_response(int(ReturnCode.OK), message_id=psn & 0xFFFF, modified_length=4)
 
 
 def _target(respond_every: bool = True, gtd_at: int | None = None) -> tuple[Pair, int]:
@@ -35,7 +35,7 @@ def _target(respond_every: bool = True, gtd_at: int | None = None) -> tuple[Pair
 
     def respond(d):  # type: ignore[no-untyped-def]
         if d.psn == gtd_at:
-            return 4, encode_response(int(ReturnCode.NO_MATCH), d.psn & 0xFFFF, 0, 0)
+            return 4, build_response(int(ReturnCode.NO_MATCH), message_id=d.psn & 0xFFFF)
         return (4, _ok(d.psn)) if respond_every else None
 
     pair.b.respond = respond

@@ -18,7 +18,7 @@ from test_switch_process import Host, start, until
 from uet.fabric.model.frames import pfc_frame
 from uet.fabric.topology import _host_mac
 
-from uet.wire.packet import build_frame
+from uet.wire.build import build_frame
 
 #: the attacker's opening burst (1400 B frames toward host 6): 5.6 MB, far above what its
 #: 10 Mb/s link drains while the switch reads it, and above its NIC queue (64 KiB here)
