@@ -407,7 +407,7 @@ class Pdc:
         psn = self.send(ses)
 
         # a secure PDC (§2.3.2) answers NEW_START_PSN: restart from the Start PSN it demands. A
-        # target frees a PENDING PDC after New_PDC_Time (5 ms here): a tester slower than that
+        # target frees a PENDING PDC after New_PDC_Time (5 ms in the mirror): a tester slower than that
         # (a loaded machine) is told a new one again, so follow up to three of them
         def answer(r: Reply, psn: int) -> bool:
             if not self.mine(r):

@@ -115,7 +115,11 @@ class PdsConfig:
         close_linger_ns: how long a target keeps a closed PDC to re-ACK a lost CLOSE and NACK
             ``CLOSING`` late requests (a short MSL; the reference's endpoint MSL is 2 s). 10 ms.
         new_pdc_ns: ``New_PDC_Time``: a PENDING target PDC not re-driven within it is freed
-            silently (mirror 5 ms).
+            silently (reference 1000 ms, mirror 5 ms). 250 ms: an initiator re-drives its SYN one
+            round trip after the NEW_START_PSN NACK, but a Python endpoint on a loaded host
+            stalls for tens of ms (5 ms failed honest 1-RTT establishments under load: the
+            PENDING PDC expired and the re-driven SYN was told a new Start_PSN again); a SYN
+            flood still holds at most ``max_pdcs`` PENDING PDCs, each for 250 ms.
         clear_ns: ``PDS_Clear_Time``: the target sends CLEAR_REQ when it holds an uncleared
             guaranteed response this long with nothing arriving (mirror 1 ms). The initiator
             answers ``REQ_CLEAR`` at once (reference).
@@ -173,7 +177,7 @@ class PdsConfig:
     target_idle_ns: int | None = 1_000_000_000
     close_req_ns: int = 100_000_000
     close_linger_ns: int = 10_000_000
-    new_pdc_ns: int = 5_000_000
+    new_pdc_ns: int = 250_000_000
     clear_ns: int = 1_000_000
     max_queued: int | None = None
     rudi_max_outstanding: int = 1024
