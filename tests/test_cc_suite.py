@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from uet.tools.cc_suite import _tail_ideal, row_result, scenario_files
+from uet.tools.sim import build_parser, settings_from
 
 from uet.cc.config import CcConfig
 from uet.cc.registry import as_config
-from uet.tools.cc_suite import _tail_ideal, row_result, scenario_files
-from uet.tools.sim import build_parser, settings_from
 
 SIM = [sys.executable, "-m", "uet.tools.sim"]
 
