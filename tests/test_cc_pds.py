@@ -269,3 +269,50 @@ def test_blocked_credit_never_sets_a_timer_in_the_past() -> None:
         sent += [hdr(d).ctl_type for d, _a, _e in core.datagrams_to_send(now)]
     assert sent.count(w.ControlType.CREDIT_REQ) >= 2
     assert now >= 11_000 + 12_000  # one CREDIT_REQ per credit_req_ns (base RTT), not a spin
+
+
+def test_rto_of_a_nacked_packet_waiting_for_the_gate_is_no_new_loss() -> None:
+    """Regression (issue 11): a trimmed packet waiting behind a closed NSCC window had its RTO
+    fire, which counted a second loss (inflight −= size again, drifting negative until the
+    window no longer bound: 35,054 trims in a 15→1 incast) and resent it past the gate."""
+    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", start_psn=500, rto_ns=100_000))
+    submit(core, 1, 4000, 0)
+    (p500,) = core.datagrams_to_send(0)
+    submit(core, 1, 4000, 50_000)
+    (p501,) = core.datagrams_to_send(50_000)
+    lp = (p500[0][8] << 8) | p500[0][9]
+    g = gate_of(core)
+    n = g.nscc
+    size = len(p500[0]) + 48
+    nack = w.NACK.encode((10, 0, 0, int(w.NackCode.TRIMMED), 0, 500, 77, lp, 0))
+    core.receive_datagram(nack, B_ADDR, 60_000)
+    n.cwnd = float(size)  # a window of one packet: PSN 501 in flight keeps it shut
+    assert n.inflight == size
+    assert core.datagrams_to_send(60_000) == []  # 500 waits for the gate
+    # PSN 500's RTO passes while it waits: no loss counted, nothing sent, inflight unchanged
+    core.handle_timer(100_000)
+    assert core.datagrams_to_send(100_000) == []
+    assert g.counters["timeouts"] == 0 and core.counters["rto_rtx_wait"] == 1
+    assert n.inflight == size and n.cwnd == size
+    # PSN 501's own RTO: it leaves flight (one loss), and 500 goes first, then 501
+    core.handle_timer(150_000)
+    out = core.datagrams_to_send(150_000)
+    assert g.counters["timeouts"] == 1
+    assert [d[0][4:8] for d in out][:1] == [(500).to_bytes(4, "big")]
+
+
+def test_rto_resend_waits_for_the_ccc_gate() -> None:
+    """§4.1 on_inferred_loss marks the packet for retransmission: with a CCC the RTO resend
+    goes when the gate allows, like new data, not past it."""
+    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", start_psn=500, rto_ns=100_000))
+    submit(core, 2, 4000, 0)
+    pkts = core.datagrams_to_send(0)
+    g = gate_of(core)
+    size = len(pkts[0][0]) + 48
+    g.nscc.cwnd = float(size)
+    g.nscc.inflight = 3 * size  # pretend more is out: the shrunken window stays shut
+    core.handle_timer(100_000)
+    assert core.datagrams_to_send(100_000) == []
+    assert g.counters["timeouts"] == 2 and g.nscc.inflight == size
+    (pdc,) = core.pdcs.values()
+    assert [q.psn for q in pdc.cc_rtx] == [500, 501]  # marked, in order, waiting for the gate
