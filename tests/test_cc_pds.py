@@ -316,3 +316,22 @@ def test_rto_resend_waits_for_the_ccc_gate() -> None:
     assert g.counters["timeouts"] == 2 and g.nscc.inflight == size
     (pdc,) = core.pdcs.values()
     assert [q.psn for q in pdc.cc_rtx] == [500, 501]  # marked, in order, waiting for the gate
+
+
+def test_ack_of_a_packet_marked_lost_and_not_yet_resent_is_no_rtt_sample() -> None:
+    """Regression (issue 11): the RTO re-arms ``tx_time`` of a packet waiting for the gate; the
+    late ACK of its first copy then measured 200 ns, which became the base RTT (and a max_wnd of
+    one packet) of a sender in the 15→1 incast."""
+    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", start_psn=500, rto_ns=100_000))
+    submit(core, 2, 4000, 0)
+    pkts = core.datagrams_to_send(0)
+    lp = (pkts[0][0][8] << 8) | pkts[0][0][9]
+    g = gate_of(core)
+    size = len(pkts[0][0]) + 48
+    g.nscc.cwnd = float(size)
+    g.nscc.inflight = 3 * size
+    core.handle_timer(100_000)  # both time out and wait for the gate
+    assert core.datagrams_to_send(100_000) == []
+    ack = NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, (size + 255) >> 8, 0))
+    core.receive_datagram(ack, B_ADDR, 100_200)
+    assert g.counters["acks"] == 1 and g.nscc.base_rtt == CcConfig().base_rtt_ns

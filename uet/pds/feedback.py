@@ -165,7 +165,9 @@ class FeedbackMixin:
                 ent = pkt.entropy
                 if flags & _A_M:
                     ecn_bytes = pkt.nbytes
-                if pkt.sends == 1 or (pkt.sends == 2 and flags & _A_RETX):
+                # §2.9 validity; a packet marked lost and not yet resent has no valid sample
+                # (its RTO re-armed ``tx_time`` while it waited for the gate)
+                if (pkt.sends == 1 or (pkt.sends == 2 and flags & _A_RETX)) and not pkt.rtx_wait:
                     rtt = now - pkt.tx_time
                 if pkt.ctl is None:
                     events.append(_tnew(Acked, (pkt.token, nh, data[hl:] if nh else b"")))
@@ -449,7 +451,8 @@ class FeedbackMixin:
             # §4.1 on_nack: the packet leaves flight and will be resent; trims (last hop or
             # not) are their own congestion signal; the RTT sample follows the §2.9 rule
             retx = flags & _N_RETX
-            rtt = now - pkt.tx_time if (pkt.sends == 1 and not retx) or (pkt.sends == 2 and retx) else None
+            ok = (pkt.sends == 1 and not retx) or (pkt.sends == 2 and retx)
+            rtt = now - pkt.tx_time if ok and not pkt.rtx_wait else None
             lasthop = code == _NC_TRIMMED_LASTHOP
             gate.on_nack_cc(pkt.nbytes, bool(flags & _N_M), rtt, lasthop or code == _NC_TRIMMED, lasthop, now)
             pkt.fast_done = True  # recovered by this NACK: a SACK gap behind it is no new loss
