@@ -88,6 +88,7 @@ class FeedbackMixin:
         mpr = 0
         sack_off = 0
         ccw = -1  # ACK_CC state word (-1: a plain ACK), cc_type 0 NSCC / 1 credit (wire §5.4)
+        ccx = -1  # ACK_CCX type 0: the extended state word (uet.pds.target: ECN-marked bytes)
         if t == 7:
             hl = 16 if flags & _A_EPSN else 12
             if len(data) < hl:
@@ -101,7 +102,13 @@ class FeedbackMixin:
                 return
             v = (_RAW_CC_P if probe else _RAW_CC).unpack(data)
             off, cack, spdcid, dpdcid, mpr, sack_off, bitmap = v[3], v[4], v[5], v[6], v[9], v[10], v[11]
-            ccw = v[12] | (v[7] << 64)
+            if t == 8:
+                ccw = v[12] | (v[7] << 64)
+            elif v[7] == 0:  # ACK_CCX of CCX type 0: NSCC state, then the ECN-marked bytes
+                ccw = v[12]
+                ccx = int.from_bytes(data[32:40], "big")
+            else:  # a CCX type the notes do not define: its state is opaque (wire §5.5, Δ11)
+                self._count("ack_ccx_opaque")
         pdc = self.pdcs.get(dpdcid)
         if pdc is None:
             self._drop("ack_unknown_pdc", now, src)
@@ -240,6 +247,12 @@ class FeedbackMixin:
         if rtt is not None:
             pdc.srtt = rtt if not pdc.srtt else pdc.srtt + ((rtt - pdc.srtt) >> 3)
         if ccs:
+            if ccx >= 0:  # the marked bytes by difference (256-byte units, 24-bit wrap)
+                e = (ccx >> 40) & 0xFFFFFF
+                d = (e - pdc.cc_ecn) & 0xFFFFFF
+                if d < 0x800000:
+                    pdc.cc_ecn = e
+                    ecn_bytes = d << 8
             self._cc_ack(pdc, npk, nby, ecn_bytes, rtt, ccw, ents, now)
         elif npk:
             gate.on_ack(npk, nby, bool(flags & _A_M), rtt, now)
