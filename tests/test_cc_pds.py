@@ -191,7 +191,7 @@ def test_credit_req_answered_only_when_rccc_runs() -> None:
 def test_nacked_retransmission_waits_for_the_ccc() -> None:
     """§4.1: a NACKed packet is marked for retransmission and goes when the CCC allows (it
     spends window like new data), not at once past a closed window."""
-    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", start_psn=500))
+    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", cc_params=CcConfig(base_rtt_probe=False), start_psn=500))
     submit(core, 2, 3000, 0)
     g = gate_of(core)
     pkts = core.datagrams_to_send(0)
@@ -335,3 +335,34 @@ def test_ack_of_a_packet_marked_lost_and_not_yet_resent_is_no_rtt_sample() -> No
     ack = NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, (size + 255) >> 8, 0))
     core.receive_datagram(ack, B_ADDR, 100_200)
     assert g.counters["acks"] == 1 and g.nscc.base_rtt == CcConfig().base_rtt_ns
+
+
+def test_base_rtt_probe_after_the_first_ack() -> None:
+    """§4.3.6: a new NSCC CCC sends one PROBE CP after its first ACK or NACK; the probe's ACK
+    (P set, opaque echoed, no service time) is a base-RTT sample."""
+    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", start_psn=500))
+    submit(core, 3, 1000, 0)
+    pkts = core.datagrams_to_send(0)
+    lp = (pkts[0][0][8] << 8) | pkts[0][0][9]
+    g = gate_of(core)
+    ack = NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 5, 0))
+    core.receive_datagram(ack, B_ADDR, 20_000)
+    (probe,) = [d for d in core.datagrams_to_send(20_000) if d[0][0] >> 3 == w.PdsType.CONTROL]
+    h = w.CONTROL.decode(probe[0])
+    assert h.ctl_type == w.ControlType.PROBE and h.dpdcid == 77 and core.counters["cc_base_rtt_probes"] == 1
+    # a second ACK: no second probe
+    ack = NSCC_ACK.encode((8, 0, 0, 0, 501, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 10, 0))
+    core.receive_datagram(ack, B_ADDR, 21_000)
+    assert [d for d in core.datagrams_to_send(21_000) if d[0][0] >> 3 == w.PdsType.CONTROL] == []
+    # the probe's answer 9 µs after it left: base RTT 9 µs (config 12 µs)
+    pa = w.ACK_CC[(True, "nscc")].encode(
+        (8, 0, int(w.AckFlag.P), h.probe_opaque, 501, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 10, 0)
+    )
+    core.receive_datagram(pa, B_ADDR, 29_000)
+    assert g.nscc.base_rtt == 9_000
+    off = PdsCore(A_ADDR, PdsConfig(cc="nscc", cc_params=CcConfig(base_rtt_probe=False), start_psn=500))
+    submit(off, 1, 1000, 0)
+    (p0,) = off.datagrams_to_send(0)
+    lp = (p0[0][8] << 8) | p0[0][9]
+    off.receive_datagram(NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 5, 0)), B_ADDR, 20_000)
+    assert off.datagrams_to_send(20_000) == [] and "cc_base_rtt_probes" not in off.counters

@@ -42,6 +42,9 @@ class CcConfig:
         reps_slots: REPS buffer size (8, htsim).
         reps_freeze_ns: REPS freezing time after a timeout (10 ms, htsim).
         reps_explore: random EVs REPS explores after a freeze (16, htsim).
+        base_rtt_probe: NSCC: after a new CCC's first ACK or NACK, send one PROBE CP on the
+            control class for a clean base-RTT sample (§4.3.6; the notes make it optional when
+            the path's base RTT is known or the PDC sends only about one BDP).
     """
 
     link_bps: float = 100e9
@@ -58,6 +61,7 @@ class CcConfig:
     reps_slots: int = 8
     reps_freeze_ns: int = 10_000_000
     reps_explore: int = 16
+    base_rtt_probe: bool = True
 
     def __post_init__(self) -> None:
         if self.link_bps <= 0 or self.base_rtt_ns <= 0 or self.mtu <= 0:

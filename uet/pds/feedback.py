@@ -341,10 +341,19 @@ class FeedbackMixin:
             pend = (ccw >> 40) & 0x7F
             restore = bool(ccw >> 47 & 1)
         gate.on_ack_cc(npk, newly, ecn_bytes, rtt, pend, restore, now)
+        self._cc_probe(pdc, now)
         if ents:
             fb = pdc.entropy.feedback
             for e in ents:
                 fb(e, "ack", now)
+
+    def _cc_probe(self, pdc: InitiatorPdc, now: int) -> None:
+        """§4.3.6: after a new CCC's first ACK or NACK, one PROBE CP on the control class for a
+        clean base-RTT sample; its ACK (P set) reaches the CCC as an RTT sample like any other."""
+        if pdc.state is _S_ESTABLISHED and pdc.gate.take_probe():
+            self._probe_seq = (self._probe_seq + 1) & 0xFFFF
+            self.send_probe(pdc.lpdcid, self._probe_seq, now)
+            self._count("cc_base_rtt_probes")
 
     def _rx_epsn(self, pdc: InitiatorPdc, data: bytes, now: int) -> None:
         """A closing ACK with ``EPSN`` (secure 0-RTT, §2.3.2): hand ``expected_psn`` to the
@@ -468,6 +477,7 @@ class FeedbackMixin:
             rtt = now - pkt.tx_time if ok and not pkt.rtx_wait else None
             lasthop = code == _NC_TRIMMED_LASTHOP
             gate.on_nack_cc(pkt.nbytes, bool(flags & _N_M), rtt, lasthop or code == _NC_TRIMMED, lasthop, now)
+            self._cc_probe(pdc, now)
             pkt.fast_done = True  # recovered by this NACK: a SACK gap behind it is no new loss
         if shortage:
             self._park(pdc, pkt, now)

@@ -554,7 +554,7 @@ class TargetMixin:
                 soff = _diff(base, cack)
             # service time of the request the ACK names (§4.2): how long since it arrived (the
             # newest arrival on the PDC is the trigger), in µs rounded to nearest (units: a spec gap)
-            st = (now - tp.last_rx + 500) // 1000 if trig == tp.ack_trigger else 0
+            st = (now - tp.last_rx + 500) // 1000 if trig == tp.ack_trigger and opaque is None else 0
             ccx = not cfg.ack_on_ecn
             hdr = (
                 (_NSCC if opaque is None else _NSCC_P) if not ccx else (_NSCCX if opaque is None else _NSCCX_P)
