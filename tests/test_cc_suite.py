@@ -120,3 +120,24 @@ def test_suite_usage_errors(args: list[str], msg: str) -> None:
 def test_namespace_passthrough_keeps_options() -> None:
     ns = build_parser().parse_args(["--suite", "cc", "--seed", "3"])
     assert isinstance(ns, argparse.Namespace) and ns.seed == 3 and ns.max_hosts is None
+
+
+def test_cc_state_plot_of_an_incast(tmp_path) -> None:
+    """``uet-sim --plot`` with CC on keeps each sender's cwnd and credit records and draws them
+    (issue 11: the cwnd/credit plot of the 15→1 incast, here 3→1 and small)."""
+    pytest.importorskip("matplotlib")
+    from uet.sim.cc_plots import cc_plot
+    from uet.sim.scenario import simulate
+
+    ep = {"payload_size": 4096, "ecn_capable": True, "max_inflight": 1024, "pds": {"cc": "nscc+rccc"}}
+    res = simulate(
+        {"workload": "incast", "endpoints": 4, "message_bytes": 64 * 1024, "messages": 1}, None, ep, timeline=True
+    )
+    assert res["ok"] and res["cc"] == "nscc+rccc"
+    recs = res["cc_timeline"]
+    assert {r["host"] for r in recs if "cwnd" in r} == {1, 2, 3}
+    assert {r["host"] for r in recs if r.get("algo") == "rccc"} >= {1, 2, 3}
+    assert all(r["ev"] == "cc" for r in recs)
+    path = cc_plot(res, str(tmp_path))
+    assert path is not None and (tmp_path / "cc_state.png").stat().st_size > 10_000
+    assert cc_plot({**res, "cc_timeline": []}, str(tmp_path / "none")) is None  # no empty axes

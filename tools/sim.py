@@ -187,8 +187,8 @@ def _body(argv: Sequence[str] | None) -> int:
         from uet.sim.plots import write_plots
 
         res["plots"] = write_plots(res, args.plot)
-    timeline = res.pop("timeline", None)
-    del timeline
+    res.pop("timeline", None)
+    res.pop("cc_timeline", None)
     if args.json:
         out = dict(res)
         if not args.timing:
