@@ -28,8 +28,9 @@ class CcConfig:
             payloads, so a full packet's nominal size is a little larger, never smaller).
         trimming: the fabric trims (§3): ``target_qdelay = 0.75 × base_rtt`` instead of 1.0,
             and REPS may freeze on timeouts (§4.6).
-        qa_threshold_ns: quick-adapt delay threshold; None = ``4 × target_qdelay`` (htsim; the
-            spec asks for "very large" with trimming, §4.3.1).
+        qa_threshold_ns: quick-adapt delay threshold; None = ``4 × target_qdelay`` without
+            trimming and disabled (infinite) with trimming, as the spec asks (§4.3.1; htsim keeps
+            4 × target with trimming).
         disable_quick_adapt: turn quick adapt off (§4.3.1).
         pacing: NSCC paces first transmissions at ``cwnd / base_rtt`` (inference: the notes give
             NSCC no pacer; off by default so NSCC stays the spec's pure window). The pacing
