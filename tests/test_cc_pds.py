@@ -340,11 +340,7 @@ def test_ack_of_a_packet_marked_lost_and_not_yet_resent_is_no_rtt_sample() -> No
 def test_base_rtt_probe_after_the_first_ack() -> None:
     """§4.3.6: a new NSCC CCC sends one PROBE CP after its first ACK or NACK; the probe's ACK
     (P set, opaque echoed, no service time) is a base-RTT sample."""
-    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", start_psn=500))
-    submit(core, 3, 1000, 0)
-    pkts = core.datagrams_to_send(0)
-    lp = (pkts[0][0][8] << 8) | pkts[0][0][9]
-    g = gate_of(core)
+    core, lp, g = _sent(PdsConfig(cc="nscc", start_psn=500), 3)
     ack = NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 5, 0))
     core.receive_datagram(ack, B_ADDR, 20_000)
     (probe,) = [d for d in core.datagrams_to_send(20_000) if d[0][0] >> 3 == w.PdsType.CONTROL]
@@ -360,9 +356,14 @@ def test_base_rtt_probe_after_the_first_ack() -> None:
     )
     core.receive_datagram(pa, B_ADDR, 29_000)
     assert g.nscc.base_rtt == 9_000
-    off = PdsCore(A_ADDR, PdsConfig(cc="nscc", cc_params=CcConfig(base_rtt_probe=False), start_psn=500))
-    submit(off, 1, 1000, 0)
-    (p0,) = off.datagrams_to_send(0)
-    lp = (p0[0][8] << 8) | p0[0][9]
+    off, lp, _ = _sent(PdsConfig(cc="nscc", cc_params=CcConfig(base_rtt_probe=False), start_psn=500), 1)
     off.receive_datagram(NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 5, 0)), B_ADDR, 20_000)
     assert off.datagrams_to_send(20_000) == [] and "cc_base_rtt_probes" not in off.counters
+
+
+def _sent(cfg: PdsConfig, n: int) -> tuple[PdsCore, int, Ccc]:
+    """A core that sent ``n`` 1000-byte requests at time 0: (core, its PDCID, its CCC)."""
+    core = PdsCore(A_ADDR, cfg)
+    submit(core, n, 1000, 0)
+    pkts = core.datagrams_to_send(0)
+    return core, (pkts[0][0][8] << 8) | pkts[0][0][9], gate_of(core)
