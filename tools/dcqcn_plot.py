@@ -4,7 +4,7 @@
 Run: ``python -m uet.tools.dcqcn_plot docs/dcqcn.png`` (``--profile nvidia``, ``--json``). Hosts 0
 and 1 of a 4-host fat tree at 100 Gb/s (datacenter profile) RDMA-WRITE 64 KiB messages, 16
 outstanding each, to host 2 under the same leaf; host 1 starts 0.5 ms after host 0. The plot shows
-each reaction point's current rate Rc, sampled whenever it changes, and each flow's delivered
+each reaction point's current rate Rc (every change it recorded), and each flow's delivered
 goodput per 250 µs window; the JSON has the goodput of each flow over 3–6 ms and the CNPs each
 receiver QP sent. Needs matplotlib for the PNG.
 """
@@ -47,12 +47,6 @@ def converge(profile: str = "paper", until_ns: int = 6 * MS, start_b_ns: int = M
     eps = [SimEndpoint(eng, eng.attach(i, c)) for i, c in enumerate(cores)]
     region = eps[2].register(bytearray(MSG))
     done: list[list[int]] = [[], []]
-    rates: list[list[tuple[int, float]]] = [[], []]
-
-    def sample(i: int) -> None:
-        qp = cores[i].qps.get(cores[2].address)
-        if qp is not None and qp.rp is not None and (not rates[i] or rates[i][-1][1] != qp.rp.rate):
-            rates[i].append((eng.now, qp.rp.rate))
 
     async def flow(i: int, start_ns: int) -> None:
         await asyncio.sleep(start_ns / 1e9)
@@ -62,12 +56,7 @@ def converge(profile: str = "paper", until_ns: int = 6 * MS, start_b_ns: int = M
                 await eps[i].write(eps[2].address, region.key, 0, bytes(MSG))
                 done[i].append(eng.now)
 
-        async def watch() -> None:
-            while eng.now < until_ns:
-                sample(i)
-                await asyncio.sleep(1e-6)
-
-        await asyncio.gather(watch(), *(one() for _ in range(16)))
+        await asyncio.gather(*(one() for _ in range(16)))
 
     async def both() -> None:
         await asyncio.gather(flow(0, 0), flow(1, start_b_ns))
@@ -77,6 +66,11 @@ def converge(profile: str = "paper", until_ns: int = 6 * MS, start_b_ns: int = M
         loop.run_until_complete(both())
     finally:
         loop.close()
+    rates: list[list[tuple[int, float]]] = []
+    for i in (0, 1):  # each reaction point's Rc: the line rate, then every change it recorded
+        rp = cores[i].qps[cores[2].address].rp
+        assert rp is not None
+        rates.append([(start_b_ns if i else 0, cfg.dcqcn.line_rate), *rp.history] if cfg.dcqcn else [])
     cnps: dict[int, list[int]] = {}
     for r in recs:
         if r["ev"] == "tx" and r["op"] == 0x81:
