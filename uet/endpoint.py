@@ -48,8 +48,8 @@ from uet.fep.errors import DeliveryError, EndpointClosed
 from uet.fep.events import Closed, MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
 from uet.fep.peer import Peer
 from uet.link.base import Link
-from uet.link.direct import DirectLink
 from uet.link.impair import Impairment, ImpairmentConfig
+from uet.link.select import open_link
 from uet.pds import Mode, PdsConfig, PdsCore
 from uet.ses.fep import SesFep
 from uet.ses.memory import Access, MemoryRegion
@@ -146,7 +146,8 @@ class Endpoint:
         #: whether the core seals (TSS over a link without fixed ports); else there is no TSS or
         #: a SecureLink facade seals, through the core's stage
         self._core_seals = False
-        records = False
+        #: the link hands up Datagram records (the ip link always: each carries its entropy)
+        records = getattr(link, "records", False) is True
         if security is not None:
             if not isinstance(getattr(link, "peer_port", None), int) and hasattr(link, "records"):
                 # a link whose UDP source port is each datagram's entropy (the fabric link): the
@@ -173,6 +174,8 @@ class Endpoint:
         )
         if self.fep.crc is not None and isinstance(getattr(link, "peer_port", None), int):
             self.fep.crc.fixed_ports = link  # from its bound port to the peers' (uet.fep.integrity)
+        if self.fep.crc is not None and getattr(link, "over_ip", False):
+            self.fep.crc.over_ip = True  # the trailer covers the entropy header (uet.link.ip)
         self._receive: Callable[[Any, int], None] = (
             self.fep.receive_batch if records else partial(self.fep.receive_marked, opened=True)
         )
@@ -204,7 +207,7 @@ class Endpoint:
         config: EndpointConfig | None = None,
         impairment: Impairment | ImpairmentConfig | None = None,
         event_log: EventLog | Callable[[dict], None] | None = None,
-        link: Link | None = None,
+        link: Link | str | None = None,
         security: Any = None,
     ) -> Endpoint:
         """Open a FEP at ``address`` (binding UDP ``port``, 4793 by default) on the running loop,
@@ -212,23 +215,16 @@ class Endpoint:
 
         ``peer_port`` is where peers listen (default: the same port). ``impairment`` (an
         :class:`Impairment` or its config) impairs everything this FEP transmits. Pass ``link``
-        to run over another :class:`Link` (the fabric link). ``security`` (a
+        to run over another :class:`Link` (the fabric link), or a link mode by name (``"direct"``,
+        the default, or ``"ip"``: UET over IP protocol 253, :mod:`uet.link.select`). ``security`` (a
         :class:`uet.tss.link.SecurityConfig` or a secure-domain table) runs TSS on every datagram.
         """
         cfg = config or EndpointConfig()
         if isinstance(impairment, ImpairmentConfig):
             impairment = Impairment(impairment)
-        if link is None:
-            link = DirectLink(
-                address,
-                port,
-                peer_port=peer_port,
-                impairment=impairment,
-                rcvbuf=cfg.rcvbuf,
-                sndbuf=cfg.sndbuf,
-                max_batch=cfg.max_batch,
-                read_ecn=cfg.ecn_capable if cfg.ecn_feedback is None else cfg.ecn_feedback,
-            )
+        if link is None or isinstance(link, str):
+            link = open_link(link or "direct", address, config=cfg, port=port, peer_port=peer_port,
+                             impairment=impairment)  # fmt: skip
         return cls(
             link, job=job, pid=pid, resource_index=resource_index, config=cfg, event_log=event_log, security=security
         )

@@ -33,7 +33,15 @@ import struct
 
 import google_crc32c
 
-__all__ = ["TRAILER_LEN", "crc32c", "crc32c_reference", "udp_prefix", "entropy_prefix", "append_trailer", "check_trailer"]
+__all__ = [
+    "TRAILER_LEN",
+    "crc32c",
+    "crc32c_reference",
+    "udp_prefix",
+    "entropy_prefix",
+    "append_trailer",
+    "check_trailer",
+]
 
 #: bytes the trailer adds to a packet
 TRAILER_LEN = 4
