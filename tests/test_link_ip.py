@@ -201,3 +201,35 @@ async def test_tss_over_ip_protocol_253_binds_each_datagrams_entropy() -> None:
         assert (await asyncio.wait_for(eb.recv(tag=9), 20)).data == b"after the forgery"
         await asyncio.wait_for(fut, 20)
         assert eb.counters["tss_drop_bad_tag"] == 1
+
+
+@needs_raw
+@pytest.mark.parametrize(("protect", "setting", "zero"), [
+    ("crc", "auto", True), ("none", "auto", False), ("none", "off", True), ("crc", "on", False),
+])  # fmt: skip
+async def test_udp_checksum_rule_of_the_direct_link(protect: str, setting: str, zero: bool) -> None:
+    """``udp_checksum="auto"`` sends the UDP checksum as zero with the CRC trailer (behaviour.md
+    §2.16) and computes it otherwise; ``on``/``off`` force it (IPv4, SO_NO_CHECK)."""
+    a, b = loopback_addresses(2)
+    cap = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+    cap.bind((b, 0))
+    cap.settimeout(10)
+    cfg = EndpointConfig(data_protect=protect, udp_checksum=setting)
+    link = open_link("direct", a, config=cfg, port=0, peer_port=4793)
+    try:
+        link.send(b"\x10" + bytes(40), b, 0, dscp=0)
+        while True:
+            pkt = await asyncio.get_running_loop().run_in_executor(None, cap.recv, 2048)
+            ihl = (pkt[0] & 15) * 4
+            if socket.inet_ntoa(pkt[12:16]) == a:
+                break
+        checksum = struct.unpack_from(">H", pkt, ihl + 6)[0]
+        assert (checksum == 0) is zero
+    finally:
+        link.close()
+        cap.close()
+
+
+def test_udp_checksum_setting_is_validated() -> None:
+    with pytest.raises(ValueError, match="udp_checksum must be auto, on or off"):
+        EndpointConfig(udp_checksum="maybe")
