@@ -76,6 +76,7 @@ from uet.tools.bench_options import add_impairment, add_transfer_options, check_
 from uet.tools.cli import (
     ArgumentParser,
     RunFailed,
+    UsageError,
     float_arg,
     int_arg,
     parse_size,
@@ -84,6 +85,7 @@ from uet.tools.cli import (
     run_main,
     size_arg,
 )
+from uet.tools.link_options import add_link_options
 
 from uet.errors import UetError
 
@@ -122,6 +124,7 @@ class PairOptions:
     rounds: int = 1
     secure: bool = False  # internal: this transfer runs inside the secure domain
     tss_keys: tuple[str, ...] = ()  # internal: the run's keys (hex), handed to the receiver process
+    data_protect: str | None = None  # --data-protect none|crc (tss is --tss); None: by --corrupt
 
 
 # -- raw UDP blast -------------------------------------------------------------------------------
@@ -1075,6 +1078,7 @@ def _pair_parser(sub: Any) -> None:
         "--count", type=int_arg(1), default=1000, help="messages per size in a sweep (default 1000; like perftest -n)"
     )
     p.add_argument("--peer", metavar="ADDR", help="client side only, against a running uet-peer (bench_peer)")
+    add_link_options(p)
     p.set_defaults(run=pair_command)
 
 
@@ -1100,7 +1104,7 @@ def pair_notes(opts: PairOptions, rec: dict[str, Any] | None = None) -> dict[str
             f"UUD is best effort, no flow control or retransmission (behaviour.md §2.15){arrived}; "
             "datagrams a slower receiver cannot take are lost, even with no impairment"
         )
-    if data_protect(opts) == "crc":
+    if data_protect(opts) == "crc" and opts.data_protect is None:
         notes["integrity_note"] = CRC_NOTE
     return notes
 
@@ -1117,7 +1121,16 @@ def data_protect(opts: PairOptions) -> str:
     without TSS — with nothing checking the payload, 21 of 38 such runs delivered wrong bytes as
     success (issue 15 item 16), so the safe choice is made for the user and said in one line;
     else ``"none"`` (TSS, when on, is the integrity check; CRC and TSS exclude each other)."""
+    if opts.data_protect is not None and not opts.tss:
+        return opts.data_protect
     return "crc" if opts.corrupt > 0 and not opts.tss else "none"
+
+
+def local_link_options(ns: argparse.Namespace) -> None:
+    """The two-process benchmarks run on the direct link (their raw-UDP reference shares it);
+    ``--link ip`` measures against a ``uet-peer --link ip`` (``--peer``)."""
+    if ns.link != "direct":
+        raise UsageError(f"--link {ns.link} runs against a uet-peer: add --peer ADDR")
 
 
 def pair_command(ns: argparse.Namespace) -> int:
@@ -1126,12 +1139,13 @@ def pair_command(ns: argparse.Namespace) -> int:
         from uet.tools.bench_peer import pair_peer
 
         return pair_peer(ns)
+    local_link_options(ns)
     if ns.sizes or ns.all:
         from uet.tools.bench_sweep import pair_sweep
 
         return pair_sweep(ns, pair_options(ns))
     opts = pair_options(ns)
-    if data_protect(opts) == "crc":
+    if data_protect(opts) == "crc" and opts.data_protect is None:
         sys.stderr.write(f"uet-bench: note: {CRC_NOTE}\n")
     rec = run_pair(opts)
     rec.update(pair_notes(opts, rec))
@@ -1169,9 +1183,10 @@ def pair_options(ns: argparse.Namespace) -> PairOptions:
         receive=ns.receive,
         profile=ns.cprofile,
         counters=ns.counters,
-        tss=ns.tss or ns.tamper > 0 or ns.rotate,
+        tss=ns.tss or ns.tamper > 0 or ns.rotate or ns.data_protect == "tss",
         tamper=ns.tamper,
         rotate=ns.rotate,
+        data_protect=ns.data_protect if ns.data_protect != "tss" else None,
     )
 
 
@@ -1193,6 +1208,7 @@ def _rtt_parser(sub: Any) -> None:
     p.add_argument("-a", "--all", action="store_true", help="sweep sizes 2 B to 32 KiB in powers of two (perftest -a)")
     add_transfer_options(p)
     p.add_argument("--peer", metavar="ADDR", help="client side only, against a running uet-peer (bench_peer)")
+    add_link_options(p)
     p.set_defaults(run=rtt_command)
 
 
@@ -1210,6 +1226,9 @@ def rtt_command(ns: argparse.Namespace) -> int:
         from uet.tools.bench_peer import rtt_peer
 
         return rtt_peer(ns)
+    local_link_options(ns)
+    if ns.data_protect == "tss":
+        raise UsageError("uet-bench rtt runs without TSS here; --data-protect tss works with pair (--tss)")
     (a, b), port, _cfg = check_transfer(ns, "uet-bench")
     opts = PairOptions(
         payload=ns.payload,
@@ -1219,6 +1238,7 @@ def rtt_command(ns: argparse.Namespace) -> int:
         port=port,
         uvloop=not ns.no_uvloop,
         rto_ms=ns.rto_ms,
+        data_protect=ns.data_protect,
     )
     sizes = SWEEP_SIZES if ns.all else ns.sizes
     if not sizes:
