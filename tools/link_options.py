@@ -23,7 +23,7 @@ from uet.tools.cli import UsageError, int_arg
 from uet.link.select import LINK_MODES
 from uet.wire.net import UET_IP_PROTO
 
-__all__ = ["add_link_options", "check_link_options", "link_config"]
+__all__ = ["add_link_options", "check_link_options", "link_config", "local_link_options"]
 
 
 def add_link_options(p: argparse.ArgumentParser, *, data_protect: bool = True) -> None:
@@ -72,3 +72,10 @@ def link_config(args: argparse.Namespace, cfg: Any) -> Any:
         data_protect=dp if dp in ("crc", "tss") else cfg.data_protect,
         udp_checksum=getattr(args, "udp_checksum", "auto"),
     )
+
+
+def local_link_options(ns: argparse.Namespace) -> None:
+    """``uet-bench pair|rtt`` without ``--peer`` runs both ends on the direct link (their raw-UDP
+    reference shares it); ``--link ip`` measures against a ``uet-peer --link ip`` (``--peer``)."""
+    if ns.link != "direct":
+        raise UsageError(f"--link {ns.link} runs against a uet-peer: add --peer ADDR")
