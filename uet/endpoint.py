@@ -351,11 +351,16 @@ class Endpoint:
         header_data: int | None = None,
         dc: bool = False,
         mode: Mode = Mode.RUD,
+        sync: tuple[int, int] | None = None,
     ) -> None:
         """RMA write of ``data`` at ``offset`` of the peer's region ``key`` (§6.5). With
         ``header_data`` the target sees a remote-write completion (:meth:`next_write`). Errors:
-        ``BAD_MKEY``, ``PERM_VIOLATION``, ``UNSUPPORTED_SIZE`` / ``BAD_ADDR`` (bounds), ..."""
-        await self._future(self.fep.write(peer, key, offset, data, header_data=header_data, dc=dc, mode=mode))
+        ``BAD_MKEY``, ``PERM_VIOLATION``, ``UNSUPPORTED_SIZE`` / ``BAD_ADDR`` (bounds), ...
+        ``sync = (group, count)`` makes it a SYNC_WRITE of that sync group: the group's
+        terminating operation (a write with ``header_data``, or :meth:`atomic` with ``sync``)
+        takes effect at the target only after its ``count - 1`` other writes (uet.ses.sync)."""
+        h = self.fep.write(peer, key, offset, data, header_data=header_data, dc=dc, mode=mode, sync=sync)
+        await self._future(h)
 
     async def read(
         self,
@@ -384,6 +389,8 @@ class Endpoint:
         compare: int | float = 0,
         swap: int | float = 0,
         mode: Mode = Mode.RUD,
+        sync: tuple[int, int] | None = None,
+        tagged: bool = False,
     ) -> Any:
         """Atomic ``op`` on ``datatype`` at ``offset`` of the peer's region ``key`` (§6.5, §10).
 
@@ -392,10 +399,16 @@ class Endpoint:
         family takes ``compare``/``swap`` (see :meth:`compare_swap`). With ``fetch`` the result
         is the prior value (a tuple for several elements), else None. Errors:
         ``AMO_UNSUPPORTED_OP/DT/SIZE``, ``AMO_UNALIGNED``, ``BAD_MKEY``, ``PERM_VIOLATION``...
+
+        ``sync = (group, count)``: SYNC_ATOMIC, the terminating operation of a sync group (see
+        :meth:`write`; non-fetching). ``tagged``: TSEND_ATOMIC / TSEND_FETCH_ATOMIC — ``key`` is
+        then a *tag*: the atomic applies at ``offset`` of the buffer of the peer's posted receive
+        (:meth:`post_recv` with that tag), which completes (``NO_MATCH`` when none is posted).
         """
         h = self.fep.atomic(
-            peer, key, offset, op, datatype, operand, fetch=fetch, compare=compare, swap=swap, mode=mode
-        )
+            peer, key, offset, op, datatype, operand, fetch=fetch, compare=compare, swap=swap, mode=mode,
+            sync=sync, tagged=tagged,
+        )  # fmt: skip
         return await self._future(h)
 
     async def compare_swap(
