@@ -11,7 +11,8 @@ two-process transfer as ``uet-bench pair`` (without the raw-UDP run) and the sam
 ``--corrupt`` turns the endpoints' CRC-32C trailer on (``data_protect = "crc"``, said in one line
 on stderr): the demo has no TSS, and without an integrity check corrupted payload would be
 delivered as success. UUD is best effort (no flow control): its row says how many messages
-arrived, and fewer than sent is not a failure.
+arrived, and fewer than sent is not a failure. RUDI moves the data with idempotent RMA writes
+into an idempotent-safe region, the only operations RUDI may carry (behaviour.md §2.14).
 """
 
 from __future__ import annotations
