@@ -5,7 +5,9 @@ link tests (IP protocol 253 on loopback) and the network-namespace tests run ove
 completion), fetching and non-fetching atomics, compare-and-swap, a delivery-complete send, a
 rendezvous and a deferrable send (deferred first, restarted by the receive's RTR), and the
 delivery modes RUD (all of the above), ROD (send, write, read), RUDI (idempotent write and read on
-an idempotent-safe region, behaviour.md §2.14) and UUD (a datagram). It returns the names of the
+an idempotent-safe region, behaviour.md §2.14) and UUD (a datagram), then the provider opcodes:
+a sync group (two SYNC_WRITEs and its SYNC_ATOMIC sent first, applied last) and the tagged
+atomics (TSEND_ATOMIC, TSEND_FETCH_ATOMIC on posted receives). It returns the names of the
 operations it checked, so a caller can assert the list is whole."""
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ OPERATIONS = (
     "rod",
     "rudi",
     "uud",
+    "sync_write_and_atomic",
+    "tagged_atomic",
+    "tagged_fetch_atomic",
 )
 
 
@@ -120,4 +125,24 @@ async def every_operation(ea: Endpoint, eb: Endpoint) -> list[str]:
     await _w(ea.send(b, b"datagram", tag=8, mode=Mode.UUD))
     assert bytes((await _w(h)).data) == b"datagram"
     done.append("uud")
+
+    sync_mem = bytearray(64)
+    gr = eb.register(sync_mem, access=Access.ALL)
+    await _w(ea.atomic(b, gr.key, 56, AmoOp.SUM, AmoType.UINT64, 1, sync=(3, 3)))
+    assert sync_mem[56:] == bytes(8)  # the terminator waits for the group's two writes
+    await _w(ea.write(b, gr.key, 0, b"s" * 20, sync=(3, 3)))
+    await _w(ea.write(b, gr.key, 20, b"t" * 20, sync=(3, 3)))
+    assert struct.unpack_from("<Q", sync_mem, 56)[0] == 1 and sync_mem[:40] == b"s" * 20 + b"t" * 20
+    done.append("sync_write_and_atomic")
+
+    acc = bytearray(struct.pack("<Q", 40))
+    h = eb.post_recv(acc, tag=0x5151)
+    assert await _w(ea.atomic(b, 0x5151, 0, AmoOp.SUM, AmoType.UINT64, 2, tagged=True)) is None
+    assert (await _w(h)).tag == 0x5151 and struct.unpack_from("<Q", acc)[0] == 42
+    done.append("tagged_atomic")
+    h = eb.post_recv(acc, tag=0x5152)
+    assert await _w(ea.atomic(b, 0x5152, 0, AmoOp.SUM, AmoType.UINT64, 1, tagged=True, fetch=True)) == 42
+    await _w(h)
+    assert struct.unpack_from("<Q", acc)[0] == 43
+    done.append("tagged_fetch_atomic")
     return done
