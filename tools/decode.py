@@ -408,7 +408,7 @@ def _summary_fields(lay: Layout, values: Any) -> dict[str, Any]:
         idx = _DERIVING[lay] = tuple(
             i
             for i, name in enumerate(lay.field_names)
-            if i == 0 or name == "flags" or isinstance(lay.fields[name], Raw) or lay.fields[name].enum is not None
+            if i == 0 or name == "flags" or getattr(lay.fields[name], "enum", True) is not None  # Raw: no enum
         )
     key = (lay, *[values[i] for i in idx])
     derived = _DERIVED.get(key)

@@ -124,7 +124,7 @@ class Peer:
             # seeded from the clock: a restarted peer must not repeat the IVs of its last run (§5.6)
             table = load_key_file(a.keys, wall_ns=time.time_ns())
             security = SecurityConfig(table, sdi=a.sdi, tss=tss)
-        link = None
+        link: Any = None
         rewriters = [f for f in a.fault if FAULTS[f][0] is not None]
         if a.fabric is not None:
             from uet.link.fabric import FabricLink

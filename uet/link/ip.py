@@ -36,6 +36,7 @@ import struct
 import sys
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 from uet.fep.events import Datagram
 from uet.link.base import DSCP_DATA, Link, ReceiveCallback, tos
@@ -250,7 +251,7 @@ class IpLink(Link):
         v6 = self.v6
         c = self.counters
         for _round in range(self.max_rounds):
-            batch: list[Datagram] = []
+            batch: list[Any] = []  # Datagram records (ReceiveCallback takes them too, uet.endpoint)
             nbytes = 0
             more = True
             for _ in range(self.max_batch):
