@@ -42,6 +42,7 @@ from uet.fep.events import Datagram
 from uet.link.base import DSCP_DATA, Link, ReceiveCallback, tos
 from uet.link.direct import LinkError
 from uet.link.impair import Impairment
+from uet.link.sockio import close_socket, drain_backlog, link_counters, size_buffers
 from uet.wire.net import UET_IP_PROTO
 
 __all__ = ["IpLink", "ENTROPY_HEADER_LEN", "raw_socket_error"]
@@ -100,11 +101,7 @@ class IpLink(Link):
             raise LinkError(f"cannot open a raw socket of IP protocol {proto}: {e}") from e
         try:
             sock.setblocking(False)
-            for opt, size in ((socket.SO_RCVBUF, rcvbuf), (socket.SO_SNDBUF, sndbuf)):
-                try:
-                    sock.setsockopt(socket.SOL_SOCKET, opt, size)
-                except OSError:  # pragma: no cover - limited by net.core.*mem_max, never fatal
-                    pass
+            size_buffers(sock, rcvbuf, sndbuf)
             if self.v6:
                 sock.setsockopt(socket.IPPROTO_IPV6, _IPV6_RECVTCLASS, 1)
                 sock.setsockopt(socket.IPPROTO_IPV6, _IPV6_TCLASS, data_tos)
@@ -127,16 +124,7 @@ class IpLink(Link):
         self._backlog: deque[tuple[bytes, tuple[str, int], int]] = deque()
         self._callback: ReceiveCallback | None = None
         self._closed = False
-        self.counters: dict[str, int] = {
-            "tx_packets": 0,
-            "tx_bytes": 0,
-            "rx_packets": 0,
-            "rx_bytes": 0,
-            "tx_backlog": 0,
-            "tx_errors": 0,
-            "rx_errors": 0,
-            "rx_batches": 0,
-        }
+        self.counters: dict[str, int] = link_counters()
         self.loop.add_reader(sock.fileno(), self._on_readable)
 
     def __repr__(self) -> str:
@@ -187,31 +175,16 @@ class IpLink(Link):
         c["tx_packets"] += 1
         c["tx_bytes"] += len(data)
 
-    def _sendto(self, data: bytes, addr: tuple[str, int], t: int) -> None:
+    def _sendto(self, data: bytes, addr: tuple[str, int], t: int) -> int:
         if t == self._data_tos:
-            self.sock.sendto(data, addr)
-            return
+            return self.sock.sendto(data, addr)
         cm = self._cmsg.get(t)
         if cm is None:
             cm = self._cmsg[t] = [(self._tos_level, self._tos_opt, struct.pack("i", t))]
-        self.sock.sendmsg([data], cm, 0, addr)
+        return self.sock.sendmsg([data], cm, 0, addr)
 
     def _on_writable(self) -> None:
-        bl = self._backlog
-        c = self.counters
-        while bl:
-            data, addr, t = bl[0]
-            try:
-                self._sendto(data, addr, t)
-            except BlockingIOError:
-                return
-            except OSError:
-                c["tx_errors"] += 1
-            else:
-                c["tx_packets"] += 1
-                c["tx_bytes"] += len(data)
-            bl.popleft()
-        self.loop.remove_writer(self.sock.fileno())
+        drain_backlog(self.loop, self.sock, self._backlog, self.counters, lambda item: self._sendto(*item))
 
     @property
     def backlog(self) -> int:
@@ -245,7 +218,9 @@ class IpLink(Link):
 
     def _on_readable(self) -> None:
         """Drain the socket in batches of at most ``max_batch`` until EAGAIN or ``max_rounds``
-        batches (as the direct link does, so the core runs once per batch)."""
+        batches, so the core runs once per batch. The loop has the direct link's shape on
+        purpose but its own body: each datagram is parsed here (IP and entropy headers) and
+        handed up as a record, while the direct link's loop is the UDP data path's tuned copy."""
         recvmsg = self.sock.recvmsg
         parse = self.parse
         v6 = self.v6
@@ -284,9 +259,4 @@ class IpLink(Link):
         if self._closed:
             return
         self._closed = True
-        fd = self.sock.fileno()
-        self.loop.remove_reader(fd)
-        if self._backlog:
-            self.loop.remove_writer(fd)
-            self._backlog.clear()
-        self.sock.close()
+        close_socket(self.loop, self.sock, self._backlog)
