@@ -13,7 +13,8 @@ from uet.tools import decode
 
 from uet.errors import DecodeError
 from uet.pcap import PcapError, read_capture
-from uet.wire.packet import fields_dict, parse_frame
+from uet.wire.capture import parse_frame
+from uet.wire.chain import fields_dict
 
 
 def test_summary_fields_equal_fields_dict_on_the_sample() -> None:

@@ -399,7 +399,7 @@ def _ses_name(u: UetPacket) -> str | None:
 
 
 def _summary_fields(lay: Layout, values: Any) -> dict[str, Any]:
-    """:func:`~uet.wire.packet.fields_dict` for the summary line, fast: the names it derives from
+    """:func:`~uet.wire.chain.fields_dict` for the summary line, fast: the names it derives from
     enum, flag and raw fields depend only on those fields (and the PDS type, field 0), so they are
     computed once per distinct combination by ``fields_dict`` itself and reused; the plain
     integers are taken as they are. A test checks it equals ``fields_dict`` on every packet of
