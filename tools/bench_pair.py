@@ -8,7 +8,8 @@ of the same bytes in datagrams of the same payload size; the best is the round's
 UET transfer of ``--size`` random bytes through two :class:`uet.endpoint.Endpoint` objects
 (:mod:`uet.tools.bench_uet`), optionally impaired (``--loss --reorder --dup --corrupt``,
 applied on transmit by both FEPs). It reports goodput, packets/s, the UET/raw ratio,
-retransmissions, CPU time per packet on both sides, ``intact`` (SHA-256 of what arrived == what
+retransmissions, CPU time per packet on both sides and ``cpu_ratio`` (raw CPU per packet over
+UET's, :func:`cpu_ratio`), ``intact`` (SHA-256 of what arrived == what
 was sent) and ``duplicates`` (messages delivered more than once). With ``--tss`` a second UET
 transfer runs inside a secure domain made for the run (:mod:`uet.tools.bench_tss`).
 
@@ -151,6 +152,7 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
                 rnd = raw_round(conn, opts, data) if opts.raw else {}
                 snd = run(uet_sender(conn, replace(opts, secure=False), data, progress), use_uvloop=opts.uvloop)
                 rnd.update(uet_figures(snd, sha_sent, rnd.get("raw_udp_gbps")))
+                rnd["cpu_ratio"] = cpu_ratio(rnd)
                 rounds.append(rnd)
             out.update(aggregate(rounds))
             if opts.counters:
@@ -188,6 +190,15 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
         if proc.is_alive():  # pragma: no cover - only when the child hangs
             proc.terminate()
             proc.join(5)
+
+
+def cpu_ratio(rnd: dict[str, Any]) -> float | None:
+    """CPU time per packet of the raw blast (sender + receiver, the round's best candidate) over
+    that of the UET transfer: the data path's cost against the raw limit, which other load on
+    the machine does not move the way it moves wall-clock goodput (None without a raw round)."""
+    raw = (rnd.get("raw_sender_cpu_us_per_pkt") or 0) + (rnd.get("raw_receiver_cpu_us_per_pkt") or 0)
+    uet = rnd["sender_cpu_us_per_pkt"] + rnd["receiver_cpu_us_per_pkt"]
+    return round(raw / uet, 3) if raw and uet else None
 
 
 def raw_round(conn: Connection, opts: PairOptions, data: bytes) -> dict[str, Any]:

@@ -12,7 +12,9 @@ from typing import Any
 
 from uet.tools.bench_options import PairOptions
 
-__all__ = ["MEDIANS", "ROUND_KEYS", "SUMS", "aggregate", "latency", "percentile", "print_rtt_sweep", "print_table"]
+from uet.workloads.report import percentile
+
+__all__ = ["MEDIANS", "ROUND_KEYS", "SUMS", "aggregate", "latency", "print_rtt_sweep", "print_table"]
 
 #: per-round figures reported as the median over the rounds (the rest: sums, all/any, first error)
 MEDIANS = (
@@ -24,12 +26,13 @@ MEDIANS = (
     "goodput_gbps",
     "pps",
     "ratio",
+    "cpu_ratio",
     "sender_cpu_us_per_pkt",
     "receiver_cpu_us_per_pkt",
 )
 SUMS = ("raw_stalls", "duplicates", "retransmits", "nacks_sent", "nacks_received", "impaired")
 #: what each entry of ``rounds`` shows
-ROUND_KEYS = ("raw_udp_gbps", "raw_candidate", "goodput_gbps", "ratio", "intact", "retransmits")
+ROUND_KEYS = ("raw_udp_gbps", "raw_candidate", "goodput_gbps", "ratio", "cpu_ratio", "intact", "retransmits")
 
 
 def aggregate(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -59,14 +62,9 @@ def aggregate(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def percentile(xs: list[float], p: float) -> float:
-    """The ``p``-th percentile of ``xs``: the nearest-rank sample."""
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
-
-
 def latency(prefix: str, xs: list[float]) -> dict[str, float]:
-    """min / avg / p50 / p99 / p99.9 / max of round trips in µs (perftest's latency columns)."""
+    """min / avg / p50 / p99 / p99.9 / max of round trips in µs (perftest's latency columns); the
+    percentiles are nearest-rank (:func:`uet.workloads.report.percentile`, the one definition)."""
     if not xs:
         return {f"{prefix}_{k}_us": float("nan") for k in ("min", "avg", "p50", "p99", "p999", "max")}
     return {
