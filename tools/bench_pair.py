@@ -58,9 +58,10 @@ from uet.tools.bench_options import (
     PairOptions,
     add_impairment,
     add_transfer_options,
-    check_transfer,
     data_protect,
     pair_notes,
+    size_list,
+    transfer_options,
 )
 from uet.tools.bench_procs import expect, spawn
 from uet.tools.bench_raw import BLAST_CANDIDATES, blast_receive, blast_send, raw_socket
@@ -276,7 +277,7 @@ def add_parser(sub: Any) -> None:
     add_transfer_options(p)
     p.add_argument(
         "--sizes",
-        type=_pair_size_list,
+        type=size_list(MAX_PAIR_SIZE),
         metavar="LIST",
         help="sweep these message sizes (comma-separated, e.g. 4KiB,64KiB,1MiB): one row each",
     )
@@ -288,14 +289,6 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--peer", metavar="ADDR", help="client side only, against a running uet-peer (bench_peer)")
     p.set_defaults(run=pair_command)
-
-
-def _pair_size_list(text: str) -> list[int]:
-    conv = size_arg(1, MAX_PAIR_SIZE)
-    sizes = [conv(x) for x in text.split(",") if x.strip()]
-    if not sizes:
-        raise argparse.ArgumentTypeError(f"no sizes in {text!r}")
-    return sizes
 
 
 def pair_command(ns: argparse.Namespace) -> int:
@@ -325,16 +318,10 @@ def pair_command(ns: argparse.Namespace) -> int:
 
 def pair_options(ns: argparse.Namespace) -> PairOptions:
     """The :class:`PairOptions` of a ``pair`` command line (addresses and port checked)."""
-    (a, b), port, _cfg = check_transfer(ns, "uet-bench")
-    return PairOptions(
+    return transfer_options(
+        ns,
+        "uet-bench",
         size=ns.size,
-        payload=ns.payload,
-        mode=ns.mode,
-        seed=ns.seed,
-        addresses=(a, b),
-        port=port,
-        uvloop=not ns.no_uvloop,
-        rto_ms=ns.rto_ms,
         progress=not ns.json and sys.stderr.isatty(),
         message_size=ns.message_size,
         loss=ns.loss,
