@@ -12,9 +12,9 @@ from typing import Any
 
 from uet.tools.bench_options import PairOptions
 
-from uet.workloads.report import percentile
+from uet.stats import percentile
 
-__all__ = ["MEDIANS", "ROUND_KEYS", "SUMS", "aggregate", "latency", "print_rtt_sweep", "print_table"]
+__all__ = ["MEDIANS", "ROUND_KEYS", "SUMS", "aggregate", "latency", "percentile", "print_rtt_sweep", "print_table"]
 
 #: per-round figures reported as the median over the rounds (the rest: sums, all/any, first error)
 MEDIANS = (
@@ -64,7 +64,7 @@ def aggregate(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 def latency(prefix: str, xs: list[float]) -> dict[str, float]:
     """min / avg / p50 / p99 / p99.9 / max of round trips in µs (perftest's latency columns); the
-    percentiles are nearest-rank (:func:`uet.workloads.report.percentile`, the one definition)."""
+    percentiles are nearest-rank (:func:`uet.stats.percentile`, the one definition)."""
     if not xs:
         return {f"{prefix}_{k}_us": float("nan") for k in ("min", "avg", "p50", "p99", "p999", "max")}
     return {

@@ -199,10 +199,10 @@ def simulate(
     cpu0 = time.process_time()
     fabric = Fabric(topo, seed=seed, telemetry=tel)
     engine = Engine(fabric)
-    ep = dict(endpoint if endpoint is not None else DEFAULT_ENDPOINT)
-    if "max_inflight" not in ep:
-        ep["max_inflight"] = default_window(fabric, min(int(ep.get("payload_size", 4096)), 16383))
-    cfg = merge(FepConfig(), ep)
+    ep_over = dict(endpoint if endpoint is not None else DEFAULT_ENDPOINT)
+    if "max_inflight" not in ep_over:
+        ep_over["max_inflight"] = default_window(fabric, min(int(ep_over.get("payload_size", 4096)), 16383))
+    cfg = merge(FepConfig(), ep_over)
     n = wl.n
     eps = []
     transport = s.get("transport", "uet")
