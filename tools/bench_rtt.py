@@ -20,7 +20,7 @@ from collections import Counter
 from multiprocessing.connection import Connection
 from typing import Any
 
-from uet.tools.bench_options import PairOptions, add_transfer_options, check_transfer
+from uet.tools.bench_options import PairOptions, add_transfer_options, size_list, transfer_options
 from uet.tools.bench_procs import expect, pipe_recv, spawn
 from uet.tools.bench_raw import RTT_CANDIDATES, ping_pong, pong, raw_socket
 from uet.tools.bench_report import latency, print_rtt_sweep, print_table
@@ -152,7 +152,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--size", type=size_arg(1, 65000), default=64, help="message bytes (default 64)")
     p.add_argument(
         "--sizes",
-        type=_size_list,
+        type=size_list(65000),
         metavar="LIST",
         help="sweep these message sizes (comma-separated, e.g. 64,1KiB,16KiB): one row each",
     )
@@ -169,14 +169,6 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=rtt_command)
 
 
-def _size_list(text: str) -> list[int]:
-    conv = size_arg(1, 65000)
-    sizes = [conv(x) for x in text.split(",") if x.strip()]
-    if not sizes:
-        raise argparse.ArgumentTypeError(f"no sizes in {text!r}")
-    return sizes
-
-
 def rtt_command(ns: argparse.Namespace) -> int:
     """``uet-bench rtt``: one size, or a sweep (``--sizes`` / ``--all``) printed as one table."""
     if ns.peer:
@@ -186,18 +178,7 @@ def rtt_command(ns: argparse.Namespace) -> int:
     local_link_options(ns)
     if ns.data_protect == "tss":
         raise UsageError("uet-bench rtt runs without TSS here; --data-protect tss works with pair (--tss)")
-    (a, b), port, _cfg = check_transfer(ns, "uet-bench")
-    opts = PairOptions(
-        payload=ns.payload,
-        mode=ns.mode,
-        seed=ns.seed,
-        addresses=(a, b),
-        port=port,
-        uvloop=not ns.no_uvloop,
-        rto_ms=ns.rto_ms,
-        rounds=ns.rounds,
-        data_protect=ns.data_protect,
-    )
+    opts = transfer_options(ns, "uet-bench", rounds=ns.rounds, data_protect=ns.data_protect)
     sizes = SWEEP_SIZES if ns.all else ns.sizes
     if not sizes:
         rec = run_rtt(opts, count=ns.count, size=ns.size)
