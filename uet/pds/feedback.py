@@ -55,6 +55,7 @@ from uet.pds.pdc import InitiatorPdc
 from uet.pds.state import PdsState
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import ACK, ACK_CC, ACK_EPSN, NACK, NACK_ACTION, AckFlag, NackAction, NackCode, NackFlag
+from uet.wire.pds import psn_diff as _diff  # the one serial-number difference (wire-format.md §15)
 
 _NA_CLOSE = NackAction.CLOSE
 _A_CLS = int(AckFlag.REQ_CLOSE)
@@ -63,11 +64,6 @@ _RAW_CC = ACK_CC[(False, "raw")]
 _tnew = tuple.__new__
 _ACK_EPSN = ACK_EPSN
 _RAW_CC_P = ACK_CC[(True, "raw")]
-
-
-def _diff(a: int, b: int) -> int:
-    d = (a - b) & _M32
-    return d - 0x100000000 if d & 0x80000000 else d
 
 
 def _code_name(code: int) -> str:
