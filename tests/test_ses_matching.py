@@ -53,7 +53,17 @@ def test_full_wildcard_and_high_bits() -> None:
     r2 = _recv(tagged=True, tag=1 << 63)
     m.post(r2)
     assert m.match(tagged=True, tag=1, initiator=0, job=0) is None
+    assert m.match(tagged=True, tag=0, initiator=0, job=0) is None  # differs in bit 63 alone
     assert m.match(tagged=True, tag=1 << 63, initiator=0, job=0) is r2
+
+
+def test_tag_bit_63_alone_decides_a_match() -> None:
+    """Bit 63 is a match bit like any other: neither masked off nor sign-extended."""
+    low = _recv(tagged=True, tag=0x5)
+    assert not low.accepts(True, (1 << 63) | 0x5, 0)
+    assert not _recv(tagged=True, tag=(1 << 63) | 0x5).accepts(True, 0x5, 0)
+    assert _recv(tagged=True, tag=0x5, ignore=1 << 63).accepts(True, (1 << 63) | 0x5, 0)
+    assert not _recv(tagged=True, tag=0x5, ignore=(1 << 63) - 1).accepts(True, (1 << 63) | 0x5, 0)
 
 
 def test_directed_receive() -> None:
@@ -116,6 +126,13 @@ def test_limits() -> None:
 def test_repost_front() -> None:
     m = Matcher()
     a, b = _recv(), _recv()
-    m.post(a)
+    assert m.post(a) is None
+    assert m.posted(False) == [a]
     m.repost_front(b)
+    assert m.posted(False) == [b, a]
     assert m.match(tagged=False, tag=0, initiator=0, job=0) is b
+    assert m.match(tagged=False, tag=0, initiator=0, job=0) is a
+    assert m.match(tagged=False, tag=0, initiator=0, job=0) is None
+    t = _recv(tagged=True, tag=3)
+    m.repost_front(t)  # back on its own list
+    assert m.posted(False) == [] and m.posted(True) == [t]
