@@ -136,3 +136,34 @@ def test_repost_front() -> None:
     t = _recv(tagged=True, tag=3)
     m.repost_front(t)  # back on its own list
     assert m.posted(False) == [] and m.posted(True) == [t]
+
+
+def test_default_limits_at_their_edges() -> None:
+    """The documented defaults (MatchLimits docstring; max_deferred = the reference's 8, §6.7)."""
+    m = Matcher()
+    assert m.can_buffer("eager", 64 << 20) and not m.can_buffer("eager", (64 << 20) + 1)
+    for _ in range(1023):
+        m.add_unexpected(Unexpected("eager", False, 0, 0, 0, 1, nbytes=1))
+    assert m.can_buffer("eager", 1)
+    m.add_unexpected(Unexpected("eager", False, 0, 0, 0, 1, nbytes=1))
+    assert not m.can_buffer("eager", 0)  # 1,024 entries: full
+    d = Matcher()
+    for _ in range(7):
+        d.add_unexpected(Unexpected("deferred", False, 0, 0, 0, 100))
+    assert d.can_buffer("deferred", 0)
+    d.add_unexpected(Unexpected("deferred", False, 0, 0, 0, 100))
+    assert not d.can_buffer("deferred", 0)
+    assert d.can_buffer("eager", 1)  # deferrals do not count against eager bytes
+
+
+def test_unexpected_bytes_follow_entries_in_and_out() -> None:
+    m = Matcher(MatchLimits(max_unexpected_bytes=10))
+    m.add_unexpected(Unexpected("eager", True, 7, 1, 0, 6, nbytes=6))
+    assert m.unexpected_bytes == 6 and not m.can_buffer("eager", 5) and m.can_buffer("eager", 4)
+    assert m.post(_recv(tagged=True, tag=7)) is not None
+    assert m.unexpected_bytes == 0 and m.can_buffer("eager", 10)
+
+
+def test_receive_ids_are_unique() -> None:
+    ids = {_recv().id for _ in range(50)}
+    assert len(ids) == 50 and all(i > 0 for i in ids)
