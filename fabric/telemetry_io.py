@@ -99,7 +99,8 @@ def plot(
     ports = {k: sorted(v) for k, v in ports.items() if len({b for _, b in v}) > 1}
     out = []
     window = _active_window(queues, ports)
-    colours = plt.get_cmap("tab20").colors  # up to 20 distinct lines (the default cycle repeats after 10)
+    tab20 = plt.get_cmap("tab20")
+    colours = [tab20(i) for i in range(tab20.N)]  # up to 20 distinct lines (the default cycle repeats after 10)
 
     if queues:
         fig, ax = plt.subplots(figsize=(10, 5))
@@ -131,15 +132,15 @@ def plot(
         t_lo, t_hi = window or (min(t_all), max(t_all))
         step = max(1.0, (t_hi - t_lo) / 100)  # ms per bin: about 100 bins, at least 1 ms
         grid = [t_lo + i * step for i in range(int((t_hi - t_lo) / step) + 2)]
-        for key in sorted(busiest_p):
-            pts = ports[key]
+        for pkey in sorted(busiest_p):
+            pts = ports[pkey]
             times = [t for t, _ in pts]
             cum = []
             for g in grid:  # cumulative bytes at each grid time (last sample at or before it)
                 i = bisect.bisect_right(times, g) - 1
                 cum.append(pts[i][1] if i >= 0 else pts[0][1])
             rates = [(b1 - b0) * 8 / (step * 1e3) for b0, b1 in zip(cum, cum[1:], strict=False)]  # Mb/s
-            ax.step(grid[1:], rates, where="pre", label=f"{key[0]}:{key[1]}")
+            ax.step(grid[1:], rates, where="pre", label=f"{pkey[0]}:{pkey[1]}")
         if window:
             ax.set_xlim(*window)
         ax.set_xlabel("time (ms)")

@@ -52,6 +52,7 @@ from uet.pds._aliases import (
 )
 from uet.pds.events import Acked, AckedRun, NackReceived, ProbeAnswered
 from uet.pds.pdc import InitiatorPdc
+from uet.pds.state import PdsState
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import ACK, ACK_CC, ACK_EPSN, NACK, NACK_ACTION, AckFlag, NackAction, NackCode, NackFlag
 
@@ -76,7 +77,7 @@ def _code_name(code: int) -> str:
         return f"0x{code:02X}"
 
 
-class FeedbackMixin:
+class FeedbackMixin(PdsState):
     """ACK/NACK processing of initiator PDCs, part of :class:`uet.pds.core.PdsCore`."""
 
     # -- ACK processing ----------------------------------------------------------------------------
@@ -114,10 +115,10 @@ class FeedbackMixin:
             return
         if pdc.role != "initiator":
             cr = pdc.close_req
-            owner = pdc
+            tgt = pdc
             pdc = pdc.ret
             if pdc is None or (cr is not None and (cack + off) & _M32 == cr[0]):
-                self._rx_ack_target(owner, data, now, off, cack, spdcid, probe)
+                self._rx_ack_target(tgt, data, now, off, cack, spdcid, probe)
                 return
         st = pdc.state
         if st is _S_CLOSED:

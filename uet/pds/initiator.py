@@ -54,6 +54,7 @@ from uet.pds.backoff import next_shift, retries_spent, rto_for
 from uet.pds.config import Mode, PdsClosedError, PdsError, PdsLimitError
 from uet.pds.events import Failed, PdcOpened
 from uet.pds.pdc import InitiatorPdc, TxPkt, earliest_deadline
+from uet.pds.state import PdsState
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK,
@@ -75,7 +76,7 @@ def _diff(a: int, b: int) -> int:
     return d - 0x100000000 if d & 0x80000000 else d
 
 
-class InitiatorMixin:
+class InitiatorMixin(PdsState):
     """Initiator-role behaviour of :class:`uet.pds.core.PdsCore` (see the module docstring)."""
 
     # -- submission ------------------------------------------------------------------------------
@@ -505,6 +506,7 @@ class InitiatorMixin:
         c = self.counters
         if retx:
             c["retransmits"] = c.get("retransmits", 0) + 1
+            c["retransmitted_bytes"] = c.get("retransmitted_bytes", 0) + pkt.nbytes  # §9.1 amplification
             key = "retransmits_to:" + str(pdc.peer)  # per destination: uet-run's per-flow figure
             c[key] = c.get(key, 0) + 1
         elif not gated:
@@ -513,7 +515,9 @@ class InitiatorMixin:
             self._log_tx(pdc, pkt, now, retx, len(data), syn)
 
     def _log_tx(self, pdc: InitiatorPdc, pkt: TxPkt, now: int, retx: bool, n: int, syn: bool) -> None:
-        self._log(
+        log = self._log
+        assert log is not None  # callers log only when a log is set
+        log(
             {
                 "t": now,
                 "ev": "retx" if retx else "tx",

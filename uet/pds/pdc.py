@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from uet.pds.config import Mode
 from uet.pds.states import InitiatorState, TargetState
@@ -43,6 +43,9 @@ class TxPkt:
         "__dict__",
     )
 
+    #: set at the first transmission (uet.pds.initiator._transmit)
+    tx_seq: int
+    entropy: int
     ctl: int | None = None
     retries = 0
     nack_retries = 0
@@ -68,7 +71,14 @@ class TxPkt:
         self.first_tx = 0
 
 
-def earliest_deadline(packets: Iterable[TxPkt], rto_ns: int) -> tuple[int | None, int]:
+class Resendable(Protocol):
+    """What :func:`earliest_deadline` reads: a :class:`TxPkt` or a RUDI request (uet.pds.rudi)."""
+
+    parked: int
+    tx_time: int
+
+
+def earliest_deadline(packets: Iterable[Resendable], rto_ns: int) -> tuple[int | None, int]:
     """``(earliest deadline, number parked)`` over outstanding ``packets``: a parked packet's
     resend time (waiting out a resource-shortage NACK), else its RTO. Used only while something is
     parked, by PDCs and by RUDI alike; the count refreshes a stale-high parked counter."""
@@ -138,7 +148,7 @@ class InitiatorPdc:
         "cc_rtx",
     )
 
-    role = "initiator"
+    role: Literal["initiator"] = "initiator"
 
     def __init__(self, key: tuple, peer: str, mode: Mode, lpdcid: int, start_psn: int, entropy: Any, gate: Any) -> None:
         self.key = key
@@ -255,7 +265,7 @@ class TargetPdc:
         "ccc",
     )
 
-    role = "target"
+    role: Literal["target"] = "target"
 
     def __init__(self, peer: str, mode: Mode, lpdcid: int, rpdcid: int, start_psn: int, now: int) -> None:
         self.peer = peer

@@ -73,7 +73,8 @@ from uet.pds._aliases import (
 )
 from uet.pds.config import Mode, PdsError, SesNack
 from uet.pds.events import PdcOpened, new_delivery
-from uet.pds.pdc import TargetPdc
+from uet.pds.pdc import InitiatorPdc, TargetPdc
+from uet.pds.state import PdsState
 from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK,
@@ -166,13 +167,15 @@ def normalize_response(r: Any) -> tuple[int, bytes, bool]:
     return nh, bytes(b), bool(g)
 
 
-class TargetMixin:
+class TargetMixin(PdsState):
     """Target-role behaviour of :class:`uet.pds.core.PdsCore` (see the module docstring)."""
 
     # -- requests ----------------------------------------------------------------------------------
 
     def _log_rx(self, tp: TargetPdc, src: str, psn: int, n: int, retx: int, now: int) -> None:
-        self._log(
+        log = self._log
+        assert log is not None  # callers log only when a log is set
+        log(
             {
                 "t": now,
                 "ev": "rx",
@@ -217,6 +220,7 @@ class TargetMixin:
         retx = flags & _RETX
         nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
         cfg = self.config
+        tp: InitiatorPdc | TargetPdc | None  # a return-direction packet names an initiator PDC
         if syn:
             start = (psn - poff) & _M32
             tp = self.target_by_peer.get((src, spdcid))
@@ -583,8 +587,9 @@ class TargetMixin:
         """The credit pacer's due grants, each a CREDIT CP (payload = cumulative 24-bit grant)
         on the sender's latest PDC; senders whose PDC has gone are forgotten."""
         cs = self.credit_scheduler
-        for key, tp, grant in cs.poll(now):
-            if tp is None or tp.state is not _T_ESTABLISHED or self.pdcs.get(tp.lpdcid) is not tp:
+        for key, sender, grant in cs.poll(now):
+            tp = self.pdcs.get(sender.lpdcid) if sender is not None else None
+            if tp is not sender or tp is None or tp.role != "target" or tp.state is not _T_ESTABLISHED:
                 cs.forget(key)
                 continue
             self._send_credit(tp, grant)

@@ -53,13 +53,13 @@ def write_plots(res: dict[str, Any], folder: str) -> list[str]:
     fig, ax = plt.subplots(figsize=(7, 4))
     for key in sorted(sent, key=lambda k: -sent[k][-1][1])[:_TOP]:
         pts = sent[key]
-        ts = [t for t, _ in pts[1:]]
+        rate_ts = [t for t, _ in pts[1:]]
         rates = [
             (b1 - b0) * 8 / ((t1 - t0) * 1e3) if t1 > t0 else 0.0
             for (t0, b0), (t1, b1) in zip(pts, pts[1:], strict=False)
         ]
-        if ts:
-            ax.plot(ts, rates, label=key)
+        if rate_ts:
+            ax.plot(rate_ts, rates, label=key)
     ax.set_xlabel("virtual time (µs)")
     ax.set_ylabel("throughput (Gbit/s)")
     ax.set_title("throughput of the busiest ports")
