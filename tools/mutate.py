@@ -21,6 +21,7 @@ is ``killed / (mutants - equivalent)``. The run is too slow for the CI suite (mi
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.util
 import json
 import os
@@ -31,6 +32,7 @@ import tomllib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import CodeType, ModuleType
 
@@ -56,13 +58,15 @@ class Outcome:
     why: str = ""
 
 
-class _MutantFinder:
+class _MutantFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Meta-path finder and loader serving one module from a precompiled (mutated) code object."""
 
     def __init__(self, name: str, path: str, code: CodeType) -> None:
         self.name, self.path, self.code = name, path, code
 
-    def find_spec(self, fullname: str, path: object = None, target: object = None) -> object:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         if fullname != self.name:
             return None
         search = [str(Path(self.path).parent)] if Path(self.path).name == "__init__.py" else None
@@ -70,7 +74,7 @@ class _MutantFinder:
             fullname, self.path, loader=self, submodule_search_locations=search
         )
 
-    def create_module(self, spec: object) -> None:
+    def create_module(self, spec: ModuleSpec) -> None:
         return None
 
     def exec_module(self, module: ModuleType) -> None:
