@@ -13,6 +13,7 @@ import struct
 import pytest
 
 from uet.ses import atomics
+from uet.ses.errors import AmoUnsupportedDt
 from uet.wire.ses import CSWAP_OPS, AmoOp, AmoType
 
 BF16_MAX = struct.unpack("<f", b"\x00\x00\x7f\x7f")[0]  # 0x7F7F: (2 - 2**-7) * 2**127
@@ -180,4 +181,21 @@ def test_fetch_returns_the_prior_values_of_every_element(op: AmoOp, dtype: AmoTy
 
 def test_decode_values_ignores_a_trailing_partial_element() -> None:
     assert atomics.decode_values(AmoType.UINT16, b"\x01\x00\x02\x00\x03") == [1, 2]
-    assert atomics.decode_values(AmoType.FLOAT, b"\x00\x00\x80\x3f\x00") == [1.0]
+    assert atomics.decode_values(AmoType.FLOAT, b"\x00\x00\x80\x3f\x00\x00\x00") == [1.0]
+    assert atomics.decode_values(BF16, b"\x80\x3f\x00") == [1.0]
+
+
+@pytest.mark.parametrize("dtype", [0x12, AmoType.LONG_DOUBLE])
+def test_value_codecs_refuse_unsupported_types(dtype: int) -> None:
+    with pytest.raises(AmoUnsupportedDt):
+        atomics.encode_values(dtype, [1])
+    with pytest.raises(AmoUnsupportedDt):
+        atomics.decode_values(dtype, bytes(16))
+
+
+def test_compare_and_swap_extension_values_default_to_zero() -> None:
+    mem = bytearray(b"\x00\x05")
+    atomics.apply(memoryview(mem), 0, AmoOp.CSWAP, AmoType.UINT8)  # 0 == 0: swap in 0
+    assert mem == b"\x00\x05"
+    atomics.apply(memoryview(mem), 1, AmoOp.CSWAP_NE, AmoType.UINT8)  # 0 != 5: swap in 0
+    assert mem == b"\x00\x00"

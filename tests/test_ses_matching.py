@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 import pytest
 
 from uet.ses.errors import BadJobId
@@ -92,7 +94,7 @@ def test_cancel() -> None:
     a, b = _recv(), _recv(tagged=True, tag=1)
     m.post(a)
     m.post(b)
-    assert m.cancel(b) and not m.cancel(b)
+    assert m.cancel(b) is True and m.cancel(b) is False
     assert m.cancel(a.id)
     assert m.match(tagged=False, tag=0, initiator=0, job=0) is None
 
@@ -154,6 +156,7 @@ def test_default_limits_at_their_edges() -> None:
     d.add_unexpected(Unexpected("deferred", False, 0, 0, 0, 100))
     assert not d.can_buffer("deferred", 0)
     assert d.can_buffer("eager", 1)  # deferrals do not count against eager bytes
+    assert d.unexpected_bytes == 0  # an entry buffers no bytes unless it says so
 
 
 def test_unexpected_bytes_follow_entries_in_and_out() -> None:
@@ -167,3 +170,27 @@ def test_unexpected_bytes_follow_entries_in_and_out() -> None:
 def test_receive_ids_are_unique() -> None:
     ids = {_recv().id for _ in range(50)}
     assert len(ids) == 50 and all(i > 0 for i in ids)
+
+
+def test_tag_bit_0_alone_decides_a_match() -> None:
+    assert not _recv(tagged=True, tag=0x4).accepts(True, 0x5, 0)
+    assert _recv(tagged=True, tag=0x4, ignore=1).accepts(True, 0x5, 0)
+
+
+def test_a_receive_never_takes_an_unexpected_entry_of_the_other_kind() -> None:
+    m = Matcher()
+    plain = Unexpected("eager", False, 0, 1, 0, 4, nbytes=4)
+    tagged = Unexpected("eager", True, 0, 1, 0, 4, nbytes=4)
+    m.add_unexpected(plain)
+    assert m.post(_recv(tagged=True, tag=0)) is None  # queued: the untagged entry is not for it
+    m.add_unexpected(tagged)
+    assert m.post(_recv()) is plain
+    assert m.unexpected == deque([tagged])
+
+
+def test_default_receive_is_untagged_exact_and_does_not_truncate() -> None:
+    r = _recv()
+    assert r.accepts(False, 0, 9) and not r.accepts(True, 0, 9)
+    assert r.truncate is False and r.initiator is None and r.job is None
+    t = _recv(tagged=True)  # tag 0, nothing ignored
+    assert t.accepts(True, 0, 9) and not t.accepts(True, 1, 9)

@@ -128,15 +128,14 @@ def _default_tests(name: str, root: Path) -> list[str]:
     return [str(f.relative_to(root)) for f in hits]
 
 
-def _load_equivalents(path: Path) -> dict[tuple[str, str, str], str]:
+def _load_equivalents(path: Path) -> dict[tuple[str, str, str, int | None], str]:
+    """``(module, stripped line, mutation, column or None) -> why``; the column tells apart two
+    identical mutations on one line."""
     if not path.exists():
         return {}
     with path.open("rb") as f:
         data = tomllib.load(f)
-    out = {}
-    for e in data.get("equivalent", []):
-        out[(e["module"], e["line"].strip(), e["mutation"])] = e["why"]
-    return out
+    return {(e["module"], e["line"].strip(), e["mutation"], e.get("col")): e["why"] for e in data.get("equivalent", [])}
 
 
 def run_module(
@@ -144,7 +143,7 @@ def run_module(
     *,
     tests: Sequence[str] | None = None,
     recheck: Sequence[str] = ("tests",),
-    equivalents: dict[tuple[str, str, str], str] | None = None,
+    equivalents: dict[tuple[str, str, str, int | None], str] | None = None,
     jobs: int = 1,
     lines: Sequence[int] | None = None,
     root: Path | None = None,
@@ -172,7 +171,7 @@ def run_module(
     def one(m: Mutant) -> Outcome:
         nonlocal done
         text = text_lines[m.line - 1].strip()
-        why = equivalents.get((name, text, m.description))
+        why = equivalents.get((name, text, m.description, m.col), equivalents.get((name, text, m.description, None)))
         if why is not None:
             status = "equivalent"
         else:
