@@ -40,6 +40,7 @@ SMALL = [
     ("uet-bench codec", ["--number", "200", "--repeat", "1"]),
     ("uet-bench matrix", ["--seeds", "1", "--packets", "200"]),
     ("uet-bench sim", ["--hosts", "8", "--size", "16KiB", "--repeat", "1"]),
+    ("uet-sim --suite", ["--size", "64KiB", "--max-hosts", "16"]),
     ("uet-sim", ["--size", "4KiB", "--messages", "1"]),
     ("uet-bench soak", ["--minutes", "0.03", "--every", "1"]),
     ("uet-demo", ["--size", "1MiB", "--addresses", "{addr}"]),
@@ -70,6 +71,11 @@ def _argv(cmd: str) -> list[str]:
         if head.startswith(prefix) or Path(argv[0]).name == prefix:
             argv += [x.replace("{addr}", addr) for x in extra]
             break
+    if (
+        Path(argv[0]).name == "uet-run" and "--hosts" in argv
+    ):  # uet-run's ranks on loopback: fresh addresses, as many as written
+        i = argv.index("--hosts") + 1
+        argv[i] = ",".join(loopback_addresses(len(argv[i].split(","))))
     return argv
 
 

@@ -327,6 +327,8 @@ class PdsCore(
                     tp.rod_next = nxt  # in order: equal to rx_base (ROD) / unused (RUD)
                     tp.high_rcvd = psn
                     tp.rcvd_bytes += n + 48  # nominal size: UDP length + 40 (§4.2)
+                    if ecn == 3:
+                        tp.ecn_bytes += n + 48
                     c["delivered"] = c.get("delivered", 0) + 1
                     cfg = self.config
                     if self._log is not None:

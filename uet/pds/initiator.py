@@ -650,6 +650,15 @@ class InitiatorMixin(PdsState):
                 pdc.gate.on_discarded(pkt.nbytes)
             self._transmit(pdc, pkt, now, True, True)
             return True
+        if pkt.rtx_wait:
+            # already marked for retransmission (NACK, SACK loss, an earlier RTO) and waiting for
+            # its CCC's gate (§4.1): it is out of flight, so no new loss and no resend past the
+            # gate; re-arm the RTO from now
+            self._count("rto_rtx_wait")
+            pkt.tx_time = now
+            del out[pkt.psn]
+            out[pkt.psn] = pkt
+            return True
         if retries_spent(cfg, pkt.retries, pkt.first_tx, now):
             if pkt.ctl == _CT_CLOSE:
                 self._free_ipdc(pdc, "CLOSE not acknowledged", now)
@@ -676,6 +685,12 @@ class InitiatorMixin(PdsState):
             pkt.tx_time = now  # the peer window forbids it: wait (§2.9)
             del out[pkt.psn]
             out[pkt.psn] = pkt
+        elif pdc.gate.cc_signals and pkt.ctl is None:
+            # §4.1 on_inferred_loss: marked for retransmission, resent when the CCC allows
+            pkt.tx_time = now
+            del out[pkt.psn]
+            out[pkt.psn] = pkt
+            self._cc_retransmit(pdc, pkt, now)
         else:
             self._transmit(pdc, pkt, now, True, True)
         return True

@@ -144,6 +144,7 @@ class InitiatorPdc:
         "rod_win",
         "rod_acc",
         "cc_rcvd",
+        "cc_ecn",
         "cc_wake",
         "cc_rtx",
     )
@@ -208,6 +209,8 @@ class InitiatorPdc:
         self.tkey = 0
         #: last ACK_CC ``rcvd_bytes`` seen (256-byte units, 24 bits): newly received bytes (§4.2)
         self.cc_rcvd = 0
+        #: last ACK_CCX ECN-marked byte count seen (256-byte units, 24 bits), uet.pds.feedback
+        self.cc_ecn = 0
         #: when a gate that refused to send can go again without an ACK (pacing / CREDIT_REQ)
         self.cc_wake: int | None = None
         #: NACKed / SACK-lost packets waiting for the CCC to allow their retransmission (§4.1)
@@ -263,6 +266,8 @@ class TargetPdc:
         "tkey",
         "close_req_wanted",
         "ccc",
+        "ecn_bytes",
+        "ecn_acked",
     )
 
     role: Literal["target"] = "target"
@@ -287,6 +292,10 @@ class TargetPdc:
         self.ack_trigger = 0
         self.ack_flags = 0
         self.rcvd_bytes = 0
+        #: nominal bytes received ECN-CE marked, and that count when the last ACK left: an ACK
+        #: carries ``m`` when it covers any marked bytes (uet.pds.target ``_send_ack``)
+        self.ecn_bytes = 0
+        self.ecn_acked = 0
         self.last_rx = now
         self.first_rx = now
         self.close_psn: int | None = None

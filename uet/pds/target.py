@@ -33,6 +33,12 @@ Choices where the notes are silent (inference):
   ACK datagrams for both sides to build, send and process. Otherwise the ACK goes after
   ``ack_timer_ns``. (The reference's "ACK once the newest AR PSN fills its gap" is covered by the
   retransmission that fills the gap carrying RETX.)
+- ECN on coalesced ACKs: an ACK sets ``m`` when any byte it newly covers arrived ECN-CE, not
+  only when the request it names did, so coalescing never hides a mark. With ``ack_on_ecn`` off
+  the ACKs are ACK_CCX (wire-format.md §5.5) whose ``ack_ccx_state`` carries, in its upper 24
+  bits, the cumulative count of ECN-CE marked nominal bytes in 256-byte units (rounded up, like
+  ``rcvd_bytes``), the rest 0: the initiator takes the marked bytes per ACK by difference
+  (issue 11 "ECN-marked bytes per ACK"; the spec leaves the CCX state's layout open, Δ11).
 """
 
 from __future__ import annotations
@@ -79,6 +85,7 @@ from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK,
     ACK_CC,
+    ACK_CCX,
     ACK_EPSN,
     ACK_PROBE,
     CC_REQUEST,
@@ -94,6 +101,8 @@ _NC_INVALID_SYN = NackCode.INVALID_SYN
 _NC_PDC_MODE_MISMATCH = NackCode.PDC_MODE_MISMATCH
 _NSCC = ACK_CC[(False, "nscc")]
 _NSCC_P = ACK_CC[(True, "nscc")]
+_NSCCX = ACK_CCX[(False, "nscc")]
+_NSCCX_P = ACK_CCX[(True, "nscc")]
 _REQ_NH = (1, 2, 3)
 _NH_RESPONSE_DATA = 5
 _ROD = _MODE_ROD
@@ -400,6 +409,8 @@ class TargetMixin(PdsState):
         if hd and hd < 0x80000000:
             tp.high_rcvd = psn
         tp.rcvd_bytes += len(data) + 48  # nominal size: UDP length + 40 (§4.2)
+        if ecn == 3:
+            tp.ecn_bytes += len(data) + 48
         c = self.counters
         c["delivered"] = c.get("delivered", 0) + 1
         if self._log is not None:
@@ -506,6 +517,11 @@ class TargetMixin(PdsState):
         and the SES response (§2.8). ``epsn``: a closing ACK of a secure 0-RTT PDC, a plain ACK
         with flag ``EPSN`` and the 4-byte Expected_PSN (``pds.ACK_EPSN``, §2.3.2, wire §5.3)."""
         cack = (tp.rx_base - 1) & _M32
+        if tp.ecn_bytes != tp.ecn_acked:
+            # this ACK covers ECN-CE marked bytes: ``m`` set, whichever request it names, so a
+            # coalesced ACK never loses a mark (§2.8, §4.7); ACK_CCX says how many bytes
+            flags |= _A_M
+            tp.ecn_acked = tp.ecn_bytes
         if epsn is not None:
             off = _diff(trig, cack)
             hdr = ACK_EPSN.encode(
@@ -542,10 +558,13 @@ class TargetMixin(PdsState):
                 soff = _diff(base, cack)
             # service time of the request the ACK names (§4.2): how long since it arrived (the
             # newest arrival on the PDC is the trigger), in µs rounded to nearest (units: a spec gap)
-            st = (now - tp.last_rx + 500) // 1000 if trig == tp.ack_trigger else 0
-            hdr = (_NSCC if opaque is None else _NSCC_P).encode(
+            st = (now - tp.last_rx + 500) // 1000 if trig == tp.ack_trigger and opaque is None else 0
+            ccx = not cfg.ack_on_ecn
+            hdr = (
+                (_NSCC if opaque is None else _NSCC_P) if not ccx else (_NSCCX if opaque is None else _NSCCX_P)
+            ).encode(
                 (
-                    8,
+                    9 if ccx else 8,
                     rnh,
                     flags,
                     off,
@@ -562,6 +581,7 @@ class TargetMixin(PdsState):
                     0,
                     ((tp.rcvd_bytes + 255) >> 8) & 0xFFFFFF,
                     min(len(rcvd), 0xFFFF),
+                    *((((tp.ecn_bytes + 255) >> 8) & 0xFFFFFF) << 40,)[:ccx],
                 )
             )
         self._out.append((hdr + resp if resp else hdr, tp.peer, ent))

@@ -18,7 +18,8 @@ _TOP = 8
 
 
 def write_plots(res: dict[str, Any], folder: str) -> list[str]:
-    """Write ``fct_cdf.png``, ``queue_depth.png`` and ``throughput.png`` into ``folder``."""
+    """Write ``fct_cdf.png``, ``queue_depth.png``, ``throughput.png`` and, with congestion control on,
+    ``cc_state.png`` (uet.sim.cc_plots) into ``folder``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -67,6 +68,11 @@ def write_plots(res: dict[str, Any], folder: str) -> list[str]:
         ax.legend(fontsize=7)
     ax.grid(True, alpha=0.3)
     out.append(_save(fig, folder, "throughput.png"))
+    from uet.sim.cc_plots import cc_plot
+
+    cc = cc_plot(res, folder)
+    if cc:
+        out.append(cc)
     return out
 
 

@@ -209,13 +209,15 @@ def simulate(
     if transport not in ("uet", "roce"):
         raise SimulationError(f"transport {transport!r}: one of uet, roce")
     roce_cfg = roce_config(fabric, str(s.get("profile"))) if transport == "roce" else None
+    cc_records: list[dict[str, Any]] = []  # ``timeline`` with CC on: cwnd / credit per sender
     directory: dict[str, Any] = {}  # RoCE: the out-of-band connection exchange (rocev2 core docstring)
     for i in range(n):
         core: Any
         if roce_cfg is not None:
             core = RoceCore(fabric.hosts[i].ip, config=roce_cfg, seed=(seed << 20) + i, directory=directory)
         else:
-            core = FepCore(fabric.hosts[i].ip, job=0, pid=0, config=cfg, seed=(seed << 20) + i)
+            log = _cc_logger(cc_records, i) if timeline and cfg.pds.cc != "none" else None
+            core = FepCore(fabric.hosts[i].ip, job=0, pid=0, config=cfg, seed=(seed << 20) + i, event_log=log)
         eps.append(SimEndpoint(engine, engine.attach(i, core)))
     addresses = [ep.address for ep in eps]
     reports = [RankReport() for _ in range(n)]
@@ -279,4 +281,18 @@ def simulate(
         res["errors"] = [*res["errors"], error]
     if timeline:
         res["timeline"] = [r.as_dict() for r in tel.records]
+        if cc_records:
+            res["cc_timeline"] = cc_records
+            res["cc"] = cfg.pds.cc
     return res
+
+
+def _cc_logger(records: list[dict[str, Any]], host: int) -> Callable[[dict[str, Any]], None]:
+    """An event log for host ``host``'s core that keeps only the ``cc`` records (cwnd, credit:
+    :mod:`uet.sim.cc_plots`). The PDS then takes its logging paths, which end in the same state."""
+
+    def log(rec: dict[str, Any]) -> None:
+        if rec.get("ev") == "cc":
+            records.append({**rec, "host": host})
+
+    return log
