@@ -195,7 +195,7 @@ def test_value_codecs_refuse_unsupported_types(dtype: int) -> None:
 
 def test_compare_and_swap_extension_values_default_to_zero() -> None:
     mem = bytearray(b"\x00\x05")
-    atomics.apply(memoryview(mem), 0, AmoOp.CSWAP, AmoType.UINT8)  # 0 == 0: swap in 0
-    assert mem == b"\x00\x05"
-    atomics.apply(memoryview(mem), 1, AmoOp.CSWAP_NE, AmoType.UINT8)  # 0 != 5: swap in 0
-    assert mem == b"\x00\x00"
+    atomics.apply(memoryview(mem), 0, AmoOp.CSWAP, AmoType.UINT8, swap=7)  # compare 0 == 0
+    assert mem == b"\x07\x05"
+    atomics.apply(memoryview(mem), 1, AmoOp.CSWAP, AmoType.UINT8, compare=5)  # swap in 0
+    assert mem == b"\x07\x00"
