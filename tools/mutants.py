@@ -13,8 +13,9 @@ mutmut and cosmic-ray use):
   ``break``↔``continue``.
 
 Left alone, because changing them tests nothing or only the type checker: docstrings and other
-string constants, annotations, decorators, ``__all__``, blocks under ``if TYPE_CHECKING:``, and
-lines marked ``# pragma: no mutate``.
+string constants, annotations, decorators, ``__all__`` and ``__slots__``, ``TypeVar`` (and
+``ParamSpec``, ``NewType``) definitions, blocks under ``if TYPE_CHECKING:``, and lines marked
+``# pragma: no mutate``.
 
 A mutant is identified by its index in a deterministic walk of the tree; :func:`mutate` re-parses
 the source and applies mutant ``i`` alone, so a child process can rebuild exactly the mutant its
@@ -117,6 +118,15 @@ def _is_dunder_all(stmt: ast.stmt) -> bool:
     return any(isinstance(t, ast.Name) and t.id in ("__all__", "__slots__") for t in targets)
 
 
+def _is_typing_only(stmt: ast.stmt) -> bool:
+    """``T = TypeVar(...)`` and the like: read by the type checker only (annotations are strings
+    under ``from __future__ import annotations``)."""
+    value = stmt.value if isinstance(stmt, ast.Assign) else None
+    func = value.func if isinstance(value, ast.Call) else None
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    return name in ("TypeVar", "ParamSpec", "TypeVarTuple", "NewType")
+
+
 class _Walker:
     """Deterministic pre-order walk yielding every mutation site of a tree."""
 
@@ -135,7 +145,9 @@ class _Walker:
                 yield from self._child(node, name, value)
 
     def _child(self, holder: object, key: int | str, node: ast.AST) -> Iterator[_Site]:
-        if isinstance(node, ast.stmt) and (_is_docstring(node) or _is_type_checking(node) or _is_dunder_all(node)):
+        if isinstance(node, ast.stmt) and (
+            _is_docstring(node) or _is_type_checking(node) or _is_dunder_all(node) or _is_typing_only(node)
+        ):
             return
         if isinstance(node, ast.JoinedStr):
             return
