@@ -31,6 +31,7 @@ from uet.tools.link_options import add_link_options, check_link_options
 from uet.conformance import all_cases
 from uet.conformance.case import Result, run_case
 from uet.conformance.profile import (
+    PEER_DEFAULT_JOB,
     ProfileError,
     load_profile,
     parse_receive,
@@ -52,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", metavar="ADDR", help="Fabric Address of the endpoint under test")
     p.add_argument("--port", type=int, default=4793, help="UET UDP port of the target (default 4793)")
     p.add_argument("--local", metavar="ADDR", help="the tester's own address (default: chosen next to the target)")
-    p.add_argument("--job", type=_int, default=None, help="the target's JobID")
+    p.add_argument(
+        "--job", type=_int, default=None, help="the target's JobID (default: --identity's, else 1 as uet-peer)"
+    )
     p.add_argument("--pid", type=_int, default=None, help="the target's PIDonFEP")
     p.add_argument("--ri", type=_int, default=None, help="the target's resource index")
     p.add_argument("--region", action="append", default=[], metavar="KEY:SIZE:RIGHTS[:JOB]",
@@ -111,7 +114,7 @@ def build_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> T
             ident = json.loads(text)
         except (OSError, IndexError, ValueError) as e:
             parser.error(f"--identity {args.identity}: {e}")
-    job = args.job if args.job is not None else ident.get("job", 0)
+    job = args.job if args.job is not None else ident.get("job", PEER_DEFAULT_JOB)
     t = Target(
         address=args.target or ident.get("address") or "",
         port=args.port if args.port != 4793 or "port" not in ident else ident["port"],

@@ -45,7 +45,7 @@ from uet.tools.link_options import add_link_options, check_link_options, link_co
 from uet.tools.run_settings import max_payload
 
 from uet.conformance.faults import FAULTS, FaultLink
-from uet.conformance.profile import Profile, ProfileError, default_profile, load_profile
+from uet.conformance.profile import PEER_DEFAULT_JOB, Profile, ProfileError, default_profile, load_profile
 from uet.endpoint import Endpoint, EndpointClosed, EndpointConfig
 from uet.errors import UetError
 from uet.link.base import Link
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("address", nargs="?", default="127.0.0.1", help="Fabric Address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=4793, help="UET UDP port (default 4793)")
-    p.add_argument("--job", type=_int, default=1, help="JobID (24 bits, default 1)")
+    p.add_argument("--job", type=_int, default=PEER_DEFAULT_JOB, help=f"JobID (24 bits, default {PEER_DEFAULT_JOB})")
     p.add_argument("--pid", type=_int, default=0, help="PIDonFEP (12 bits, default 0)")
     p.add_argument("--ri", type=_int, default=0, help="resource index (12 bits, default 0)")
     p.add_argument("--mode", choices=["sink", "echo"], default="sink", help="what to do with messages")
@@ -110,7 +110,9 @@ class Peer:
         self.profile = profile
         self.ep: Endpoint | None = None
         self.buffers: list[bytearray] = []
-        self.stats = {"messages": 0, "bytes": 0, "echoed": 0, "echo_failed": 0, "receives_posted": 0}
+        self.stats = dict.fromkeys(
+            ("messages", "bytes", "echoed", "echo_failed", "receives_posted", "receive_failed"), 0
+        )
         self.tasks: list[asyncio.Task] = []
 
     async def open(self) -> None:
@@ -202,6 +204,9 @@ class Peer:
                 m = await ep.recv()
             except EndpointClosed:
                 return
+            except UetError:  # e.g. TOO_LONG, DROPPED: the initiator was told; this receiver keeps serving
+                self.stats["receive_failed"] += 1
+                continue
             self._count(m.nbytes)
             if self.args.mode == "echo":
                 self.tasks.append(asyncio.ensure_future(self._echo(m.source, bytes(m.data))))
