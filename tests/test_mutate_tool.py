@@ -58,6 +58,7 @@ def test_generates_each_documented_operator_and_skips_the_rest() -> None:
         "break -> continue",
     } <= descriptions
     assert {"assign statement -> pass", "return statement -> pass"} <= descriptions
+    assert {m.scope for m in list_mutants(SAMPLE)} == {"f"}  # the enclosing def names each mutant
     lines = SAMPLE.splitlines()
     mutated_lines = {lines[line - 1].strip() for line, _ in got}
     assert not any(t.startswith(('"""', "import os", "__all__", "T = TypeVar", "x <<= 1")) for t in mutated_lines)

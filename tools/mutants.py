@@ -86,12 +86,14 @@ _SKIP_FIELDS = frozenset({"annotation", "returns", "decorator_list", "type_comme
 
 @dataclass(frozen=True)
 class Mutant:
-    """One mutant: its index, where it is (1-based line, 0-based column) and what it changes."""
+    """One mutant: its index, where it is (1-based line, 0-based column, enclosing ``Class.def``)
+    and what it changes."""
 
     index: int
     line: int
     col: int
     description: str
+    scope: str = ""
 
 
 @dataclass
@@ -100,6 +102,7 @@ class _Site:
     col: int
     description: str
     apply: Callable[[], None]
+    scope: str = ""
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
@@ -132,6 +135,7 @@ class _Walker:
 
     def __init__(self, source: str) -> None:
         self.quiet = {i + 1 for i, text in enumerate(source.splitlines()) if "pragma: no mutate" in text}
+        self.scope: list[str] = []
 
     def sites(self, node: ast.AST) -> Iterator[_Site]:
         for name, value in ast.iter_fields(node):
@@ -153,8 +157,15 @@ class _Walker:
             return
         line = getattr(node, "lineno", 0)
         if line not in self.quiet:
-            yield from self._own(holder, key, node)
+            for site in self._own(holder, key, node):
+                site.scope = ".".join(self.scope)
+                yield site
+        named = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.scope.append(node.name)
         yield from self.sites(node)
+        if named:
+            self.scope.pop()
 
     def _own(self, holder: object, key: int | str, node: ast.AST) -> Iterator[_Site]:
         line, col = getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
@@ -213,7 +224,7 @@ def _sites(source: str, filename: str) -> tuple[ast.Module, list[_Site]]:
 def list_mutants(source: str, filename: str = "<module>") -> list[Mutant]:
     """Every mutant of ``source``, in walk order."""
     _tree, sites = _sites(source, filename)
-    return [Mutant(i, s.line, s.col, s.description) for i, s in enumerate(sites)]
+    return [Mutant(i, s.line, s.col, s.description, s.scope) for i, s in enumerate(sites)]
 
 
 def mutate(source: str, index: int, filename: str = "<module>") -> ast.Module:

@@ -128,14 +128,23 @@ def _default_tests(name: str, root: Path) -> list[str]:
     return [str(f.relative_to(root)) for f in hits]
 
 
-def _load_equivalents(path: Path) -> dict[tuple[str, str, str, int | None], str]:
-    """``(module, stripped line, mutation, column or None) -> why``; the column tells apart two
-    identical mutations on one line."""
+def _load_equivalents(path: Path) -> list[dict[str, object]]:
+    """The entries of the equivalents file: ``module``, ``line`` (stripped source), ``mutation``,
+    ``why``, and optionally ``col`` and ``scope`` (``Class.def``) to tell apart identical
+    mutations of identical lines."""
     if not path.exists():
-        return {}
+        return []
     with path.open("rb") as f:
-        data = tomllib.load(f)
-    return {(e["module"], e["line"].strip(), e["mutation"], e.get("col")): e["why"] for e in data.get("equivalent", [])}
+        return list(tomllib.load(f).get("equivalent", []))
+
+
+def _equivalent(entries: Sequence[dict[str, object]], name: str, text: str, m: Mutant) -> str | None:
+    for e in entries:
+        if (e["module"], str(e["line"]).strip(), e["mutation"]) != (name, text, m.description):
+            continue
+        if e.get("col", m.col) == m.col and e.get("scope", m.scope) == m.scope:
+            return str(e["why"])
+    return None
 
 
 def run_module(
@@ -143,7 +152,7 @@ def run_module(
     *,
     tests: Sequence[str] | None = None,
     recheck: Sequence[str] = ("tests",),
-    equivalents: dict[tuple[str, str, str, int | None], str] | None = None,
+    equivalents: Sequence[dict[str, object]] = (),
     jobs: int = 1,
     lines: Sequence[int] | None = None,
     root: Path | None = None,
@@ -164,14 +173,13 @@ def run_module(
     if rc != 0:
         raise RunFailed(f"the selected tests fail without any mutant (pytest exit {rc}): {' '.join(selected)}")
     timeout = max(30.0, 5 * base)
-    equivalents = equivalents or {}
     mutants = [m for m in list_mutants(source, path) if not lines or m.line in lines]
     done = 0
 
     def one(m: Mutant) -> Outcome:
         nonlocal done
         text = text_lines[m.line - 1].strip()
-        why = equivalents.get((name, text, m.description, m.col), equivalents.get((name, text, m.description, None)))
+        why = _equivalent(equivalents, name, text, m)
         if why is not None:
             status = "equivalent"
         else:
