@@ -88,12 +88,17 @@ class Fabric:
             self._host_ids[hp.name] = i
             self._host_ids[hp.ip] = i
         nodes: dict[str, Switch | HostNic] = {**self.switches, **{n.name: n for n in self.nics}}
+        link_tx = self._on_transmit  # one bound-method object: Switch._kick compares identity
         for sp in plan.switches:
             sw = self.switches[sp.name]
+            sw.on_transmit = sw.link_tx = link_tx
             for port, (peer_name, peer_port) in zip(sw.ports, sp.peers, strict=True):
                 peer = nodes[peer_name]
                 port.peer = (peer, peer_port)
                 port.peer_mac = peer.ports[peer_port].mac
+                port.peer_ingress = peer.ingress
+                port.peer_arrive = peer._arrive if isinstance(peer, Switch) else None
+                port.peer_port = peer_port
                 peer.ports[peer_port].peer = (sw, port.index)
                 peer.ports[peer_port].peer_mac = port.mac
         self._delivered: list[tuple[int, int, bytes]] = []
