@@ -127,6 +127,17 @@ class Port:
         #: last telemetry sample time per class, index 8 for the port's byte counters
         self.last_sample = [-(1 << 62)] * 9
 
+    @property
+    def peer_mac(self) -> bytes:
+        """MAC of the far end (the destination MAC of frames this port forwards)."""
+        return self._peer_mac
+
+    @peer_mac.setter
+    def peer_mac(self, mac: bytes) -> None:
+        self._peer_mac = bytes(mac)
+        #: destination + source MAC of a forwarded frame, the 12 bytes a switch writes per hop
+        self.l2_rewrite = self._peer_mac + self.mac
+
     # -- link timing --------------------------------------------------------------------------
 
     def ser_ns(self, nbytes: int) -> int:

@@ -405,7 +405,10 @@ class Switch:
             if tc == CTRL:
                 frame = bytearray(port.ctrl.popleft())
             else:
-                pkt = port.pop(tc)
+                pkt = port.queues[tc].popleft()  # Port.pop, inlined
+                size = pkt.size
+                port.qbytes[tc] -= size
+                port.backlog -= 1
                 frame, ip = pkt.frame, pkt.ip
                 tos = frame[ip + IP_TOS]
                 ecn = self._ecn[tc]
@@ -425,10 +428,9 @@ class Switch:
                                 self._release(pkt, now)
                                 continue
                 forward_rewrite(frame, ip, tos)
-                frame[0:6] = port.peer_mac
-                frame[6:12] = port.mac
+                frame[0:12] = port.l2_rewrite
                 port.last_tx[tc] = now
-                port.tx_tc_bytes[tc] += pkt.size
+                port.tx_tc_bytes[tc] += size
                 if self._sample_ns and now - port.last_sample[tc] >= self._sample_ns:
                     self._sample(port, tc, now)
             n = len(frame)
@@ -457,7 +459,14 @@ class Switch:
             else:
                 tx(self, port.index, frame, now, end)
             if pkt is not None:
-                self._release(pkt, now)
+                if pkt.pool == "shared" and tc not in self.lossless:
+                    mmu = self.mmu  # Mmu.release of a lossy packet, inlined
+                    mmu.ingress[pkt.in_port][tc] -= size
+                    mmu.used -= size
+                    mmu.shared_used -= size
+                    pkt.pool = ""
+                else:
+                    self._release(pkt, now)
             return
 
     def _release(self, pkt: Packet, now: int) -> None:
