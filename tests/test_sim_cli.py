@@ -79,3 +79,34 @@ def test_uet_run_engine_sim_runs_the_same_scenario() -> None:
 def test_uet_run_engine_sim_refuses_live_only_options(tmp_path) -> None:
     r = _run([*RUN, "--engine", "sim", "--pcap", str(tmp_path)])
     assert r.returncode == 2 and "live engine only" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_ctrl_c_prints_the_flows_finished_so_far_and_exits_130(monkeypatch, capsys) -> None:
+    """Ctrl-C in the middle of a run (a KeyboardInterrupt out of the engine, as SIGINT raises it
+    in the main thread): the partial result — flows finished so far, the others unfinished —
+    then ``uet-sim: interrupted`` and 130."""
+    from uet.sim.engine import Engine
+    from uet.tools.sim import main
+
+    step = Engine.step
+    stop_at = 200_000  # ns of virtual time: about 10 of the 56 flows done (all finish by 290 µs)
+
+    fired = []
+
+    def step_until_ctrl_c(self: Engine, limit: int | None) -> bool:
+        if self.now > stop_at and not fired:
+            fired.append(self.now)  # one Ctrl-C
+            raise KeyboardInterrupt
+        return step(self, limit)
+
+    monkeypatch.setattr(Engine, "step", step_until_ctrl_c)
+    rc = main(["-w", "all_to_all", "-n", "8", "--size", "64KiB", "--messages", "4", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 130 and err.strip().endswith("uet-sim: interrupted"), err
+    r = json.loads(out)
+    assert r["interrupted"] and not r["ok"]
+    done = [f for f in r["flows"] if not f.get("unfinished")]
+    assert 0 < len(done) == r["flows_finished"] < len(r["flows"])
+    assert all(f["error"] == "unfinished" and "completion_s" not in f for f in r["flows"] if f.get("unfinished"))
+    assert r["received_messages"] > 0 and r["received_bytes"] == 65536 * r["received_messages"]
+    assert "Traceback" not in err

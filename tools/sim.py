@@ -21,7 +21,9 @@ the simulator's speed in packet-hops per CPU second; ``--json`` one object (CPU 
 writes the FCT CDF, queue depth per port over time and throughput per port (needs matplotlib);
 a progress bar on stderr follows the messages received over virtual time.
 
-Exit status: 0 when every message arrived intact, 1 when not, 2 on a usage error.
+Exit status: 0 when every message arrived intact, 1 when not, 2 on a usage error, 130 on Ctrl-C
+(after the partial results: the flows finished so far, the others marked ``unfinished``; with
+``--json`` one object with ``"interrupted": true``).
 """
 
 from __future__ import annotations
@@ -188,6 +190,9 @@ def _body(argv: Sequence[str] | None) -> int:
         sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
     else:
         render(res)
+    if res.get("interrupted"):
+        sys.stdout.flush()
+        raise KeyboardInterrupt  # after the partial results: "uet-sim: interrupted", exit 130
     return 0 if res["ok"] else 1
 
 

@@ -21,6 +21,10 @@ frames summed); the speed is packet-hops per CPU second of the process (``time.p
 the one clock read here, outside the simulated system). CPU figures go under ``timing``, the only
 part of the result that differs between two runs of one seed.
 
+**Ctrl-C** (``KeyboardInterrupt``) stops the run where it is: the result is what finished so
+far — flows without a completion time are marked ``unfinished`` — with ``interrupted`` true and
+``ok`` false (``uet-sim`` prints it and exits 130, as ``uet-run`` does).
+
 **Stalls**: when every rank waits and nothing is left to happen (a message failed and its
 receiver waits for ever), the run stops, the ranks' partial reports are summarised (the flows
 concerned are not intact) and ``stalled`` says when.
@@ -207,11 +211,14 @@ def simulate(
                 t.cancel()
 
     loop = VirtualTimeLoop(engine)
+    interrupted = False
     try:
         loop.run_until_complete(main())
     except SimulationError as e:
         stalled = engine.now
         error = str(e)
+    except KeyboardInterrupt:
+        interrupted = True  # Ctrl-C: what finished so far is the result (module docstring)
     finally:
         pending = asyncio.all_tasks(loop)
         for t in pending:
@@ -248,6 +255,17 @@ def simulate(
     )
     if error is not None:
         res["errors"] = [*res["errors"], error]
+    if interrupted:
+        for f in res["flows"]:
+            if "completion_s" not in f:
+                f.update(error="unfinished", unfinished=True)
+        res.update(
+            ok=False,
+            interrupted=True,
+            flows_finished=sum(1 for f in res["flows"] if not f.get("unfinished")),
+            received_messages=sum(len(r.rx) for r in reports),
+            received_bytes=sum(m.bytes for r in reports for m in r.rx),
+        )
     if timeline:
         res["timeline"] = [r.as_dict() for r in tel.records]
     return res
