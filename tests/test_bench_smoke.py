@@ -33,6 +33,9 @@ def test_pair_receive_paths_with_several_messages(capsys, receive: str) -> None:
     rc = bench.main(argv + ["--addresses", _addr()])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["intact"] is True and out["duplicates"] == 0 and "rounds" not in out
+    cands = out["raw_candidates_gbps"]  # one round: the reference is the best candidate of that round
+    assert set(cands) == {"blocking", "drain", "asyncio"} and out["raw_udp_gbps"] == max(cands.values())
+    assert cands[out["raw_candidate"]] == out["raw_udp_gbps"]
     assert out["messages"] == out["messages_delivered"] == 11 and out["delivered_bytes"] == 1 << 20
 
 
@@ -47,6 +50,9 @@ def test_rtt_json_keys(capsys) -> None:
     out = json.loads(capsys.readouterr().out)
     for k in ("uet_p50_us", "raw_p50_us", "ratio", "uet_p99_us", "raw_p99_us"):
         assert out[k] > 0
+    cands = out["raw_candidates_p50_us"]  # the reference is the faster of the raw ping-pongs
+    assert set(cands) == {"blocking", "asyncio"} and out["raw_p50_us"] == min(cands.values())
+    assert cands[out["raw_candidate"]] == out["raw_p50_us"]
     assert rc == 0
 
 

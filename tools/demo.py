@@ -21,8 +21,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from uet.tools.bench import CRC_NOTE, PairOptions, pair_notes, run_pair
-from uet.tools.bench_options import add_impairment, add_transfer_options, check_transfer
+from uet.tools.bench_options import (
+    CRC_NOTE,
+    PairOptions,
+    add_impairment,
+    add_transfer_options,
+    check_transfer,
+    pair_notes,
+)
+from uet.tools.bench_pair import run_pair
 from uet.tools.cli import (
     ArgumentParser,
     RunFailed,

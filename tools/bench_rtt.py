@@ -1,0 +1,214 @@
+"""``uet-bench rtt``: the round trip of a small message (UET send + reply) against the raw-UDP
+ping-pong between the same two processes (:mod:`uet.tools.bench_raw`).
+
+Each round (``--rounds``, default 1) runs every raw candidate (``blocking``, ``asyncio``), then
+the UET ping-pong; the raw candidate with the lower p50 is the round's reference. The ``uet_*``
+and ``raw_*`` percentiles are over every round's samples (the raw ones: each round's winner),
+``ratio`` is ``uet_p50_us / raw_p50_us``, ``raw_candidate`` the candidate that won most rounds
+and ``raw_candidates_p50_us`` each candidate's median p50 over the rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from collections import Counter
+from multiprocessing.connection import Connection
+from typing import Any
+
+from uet.tools.bench_options import PairOptions, add_transfer_options, check_transfer
+from uet.tools.bench_procs import expect, pipe_recv, spawn
+from uet.tools.bench_raw import RTT_CANDIDATES, ping_pong, pong, raw_socket
+from uet.tools.bench_report import latency, print_rtt_sweep, print_table
+from uet.tools.bench_uet import pds_mode, transfer_config
+from uet.tools.cli import int_arg, quiet_interrupt, size_arg
+
+__all__ = ["SWEEP_SIZES", "add_parser", "rtt_child", "rtt_command", "run_rtt"]
+
+
+def rtt_child(conn: Connection, opts: PairOptions) -> None:
+    """The echoing process: per round every raw candidate's pong, then a UET endpoint that sends
+    every message back to its source."""
+    from uet.endpoint import Endpoint, run
+
+    def on_loop(coro: Any) -> Any:
+        return run(coro, use_uvloop=opts.uvloop)
+
+    async def echo() -> None:
+        ep = await Endpoint.open(opts.addresses[1], port=opts.port, config=transfer_config(opts))
+        mode = pds_mode(opts.mode)
+
+        async def loop() -> None:
+            while True:
+                m = await ep.recv()
+                await ep.send(m.source, m.data, mode=mode)
+
+        task = asyncio.create_task(loop())
+        conn.send(("uet_ready", None))
+        await pipe_recv(conn)
+        task.cancel()
+        await ep.close()
+        conn.send(("closed", None))
+
+    for _round in range(max(1, opts.rounds)):
+        for kind in RTT_CANDIDATES:
+            s = raw_socket(opts.addresses[1])
+            conn.send(("raw_ready", s.getsockname()[1]))
+            pong(s, kind, on_loop)
+            s.close()
+        on_loop(echo())
+
+
+def run_rtt(opts: PairOptions, count: int = 1000, size: int = 64) -> dict[str, Any]:
+    """Ping-pong round trips, raw UDP (every candidate) then UET, round after round, between the
+    same two processes (module docstring)."""
+    from uet.endpoint import Endpoint, run
+
+    def on_loop(coro: Any) -> Any:
+        return run(coro, use_uvloop=opts.uvloop)
+
+    proc, conn = spawn(rtt_child, opts)
+    msg = bytes(size)
+
+    async def uet() -> list[float]:
+        ep = await Endpoint.open(opts.addresses[0], port=opts.port, config=transfer_config(opts))
+        await pipe_recv(conn, 60.0)
+        mode = pds_mode(opts.mode)
+        out: list[float] = []
+        for i in range(count + count // 10):
+            t0 = time.perf_counter_ns()
+            fut = ep.send_nowait(opts.addresses[1], msg, mode=mode)
+            await asyncio.wait_for(ep.recv(), 10.0)
+            t1 = time.perf_counter_ns()
+            await fut
+            if i >= count // 10:
+                out.append((t1 - t0) / 1e3)
+        await ep.close()
+        conn.send(("close", None))
+        await pipe_recv(conn, 60.0)
+        return out
+
+    try:
+        uet_all: list[float] = []
+        raw_all: list[float] = []
+        rounds: list[dict[str, Any]] = []
+        p50s: dict[str, list[float]] = {k: [] for k in RTT_CANDIDATES}
+        for _round in range(max(1, opts.rounds)):
+            raw: dict[str, list[float]] = {}
+            for kind in RTT_CANDIDATES:
+                port = expect(conn, "raw_ready")
+                s = raw_socket(opts.addresses[0])
+                try:
+                    raw[kind] = ping_pong(s, (opts.addresses[1], port), size, count, kind, on_loop)
+                finally:
+                    s.close()
+                if raw[kind]:
+                    p50s[kind].append(statistics.median(raw[kind]))
+            best = min(raw, key=lambda k: statistics.median(raw[k]) if raw[k] else float("inf"))
+            u = on_loop(uet())
+            uet_all += u
+            raw_all += raw[best]
+            rounds.append(
+                {
+                    "raw_candidate": best,
+                    "raw_p50_us": round(statistics.median(raw[best]), 1) if raw[best] else None,
+                    "uet_p50_us": round(statistics.median(u), 1) if u else None,
+                }
+            )
+        res: dict[str, Any] = {
+            "mode": opts.mode,
+            "count": count,
+            "size": size,
+            **latency("uet", uet_all),
+            **latency("raw", raw_all),
+        }
+        res["ratio"] = round(res["uet_p50_us"] / res["raw_p50_us"], 2)
+        res["raw_candidate"] = Counter(r["raw_candidate"] for r in rounds).most_common(1)[0][0]
+        res["raw_candidates_p50_us"] = {k: round(statistics.median(v), 1) if v else None for k, v in p50s.items()}
+        if len(rounds) > 1:
+            res["rounds"] = rounds
+        return res
+    finally:
+        conn.close()
+        proc.join(10)
+        if proc.is_alive():  # pragma: no cover
+            proc.terminate()
+            proc.join(5)
+
+
+#: ``rtt --all``: message sizes of the sweep (perftest ``-a`` style, powers of two up to what one
+#: raw-UDP datagram of the reference ping-pong holds)
+SWEEP_SIZES = [1 << k for k in range(1, 16)]
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("rtt", help="UET vs raw UDP round trip of a small message")
+    p.add_argument("--count", type=int_arg(1), default=1000, help="round trips measured (default 1000)")
+    p.add_argument("--size", type=size_arg(1, 65000), default=64, help="message bytes (default 64)")
+    p.add_argument(
+        "--sizes",
+        type=_size_list,
+        metavar="LIST",
+        help="sweep these message sizes (comma-separated, e.g. 64,1KiB,16KiB): one row each",
+    )
+    p.add_argument("-a", "--all", action="store_true", help="sweep sizes 2 B to 32 KiB in powers of two (perftest -a)")
+    p.add_argument(
+        "--rounds",
+        type=int_arg(1),
+        default=1,
+        help="alternating raw-UDP/UET rounds; percentiles over all of them (default 1)",
+    )
+    add_transfer_options(p)
+    p.add_argument("--peer", metavar="ADDR", help="client side only, against a running uet-peer (bench_peer)")
+    p.set_defaults(run=rtt_command)
+
+
+def _size_list(text: str) -> list[int]:
+    conv = size_arg(1, 65000)
+    sizes = [conv(x) for x in text.split(",") if x.strip()]
+    if not sizes:
+        raise argparse.ArgumentTypeError(f"no sizes in {text!r}")
+    return sizes
+
+
+def rtt_command(ns: argparse.Namespace) -> int:
+    """``uet-bench rtt``: one size, or a sweep (``--sizes`` / ``--all``) printed as one table."""
+    if ns.peer:
+        from uet.tools.bench_peer import rtt_peer
+
+        return rtt_peer(ns)
+    (a, b), port, _cfg = check_transfer(ns, "uet-bench")
+    opts = PairOptions(
+        payload=ns.payload,
+        mode=ns.mode,
+        seed=ns.seed,
+        addresses=(a, b),
+        port=port,
+        uvloop=not ns.no_uvloop,
+        rto_ms=ns.rto_ms,
+        rounds=ns.rounds,
+    )
+    sizes = SWEEP_SIZES if ns.all else ns.sizes
+    if not sizes:
+        rec = run_rtt(opts, count=ns.count, size=ns.size)
+        if ns.json:
+            sys.stdout.write(json.dumps(rec) + "\n")
+        else:
+            print_table(f"uet-bench rtt ({rec['mode'].upper()}, {rec['size']} bytes)", rec)
+        return 0
+    rows: list[dict[str, Any]] = []
+    try:
+        for size in sizes:
+            rows.append(run_rtt(opts, count=ns.count, size=size))
+    except KeyboardInterrupt:
+        quiet_interrupt()
+        if not rows:
+            raise
+        print_rtt_sweep(ns, opts, rows)  # the sizes measured so far
+        raise
+    print_rtt_sweep(ns, opts, rows)
+    return 0
