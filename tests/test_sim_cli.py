@@ -85,8 +85,9 @@ def test_ctrl_c_prints_the_flows_finished_so_far_and_exits_130(monkeypatch, caps
     """Ctrl-C in the middle of a run (a KeyboardInterrupt out of the engine, as SIGINT raises it
     in the main thread): the partial result — flows finished so far, the others unfinished —
     then ``uet-sim: interrupted`` and 130."""
-    from uet.sim.engine import Engine
     from uet.tools.sim import main
+
+    from uet.sim.engine import Engine
 
     step = Engine.step
     stop_at = 200_000  # ns of virtual time: about 10 of the 56 flows done (all finish by 290 µs)
