@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -48,7 +49,45 @@ def test_tables_plots_and_rate(tmp_path) -> None:
               "--plot", str(tmp_path)])  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "all messages intact" in r.stdout and "400 Gb/s links" in r.stdout and "packet-hops" in r.stdout
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fct_cdf.png", "queue_depth.png", "throughput.png"]
+    names = ["fct_cdf.png", "host_rx.png", "host_tx.png", "queue_depth.png", "throughput.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
+
+
+def test_sim_plots_draw_thresholds_busiest_ports_and_host_nics(monkeypatch, tmp_path) -> None:
+    """uet-sim's figures come from uet-fabric's plot functions (ECN lines, "busiest N of M",
+    no empty axes) on a microsecond axis, plus the host NICs' receive and transmit rates."""
+    import uet.fabric.telemetry_io as tio
+
+    from uet.sim.plots import write_plots
+    from uet.sim.scenario import simulate
+
+    drawn: list[tuple] = []
+    plot, throughput = tio.plot, tio.throughput
+
+    def spy_plot(records, outdir, **kw):  # type: ignore[no-untyped-def]
+        drawn.append(("plot", kw["unit"], sorted(kw["thresholds"] or {})))
+        return plot(records, outdir, **kw)
+
+    def spy_tp(ports, outdir, name, title, **kw):  # type: ignore[no-untyped-def]
+        drawn.append((name, kw["unit"], len(ports)))
+        return throughput(ports, outdir, name, title, **kw)
+
+    monkeypatch.setattr("uet.sim.plots.plot", spy_plot)
+    monkeypatch.setattr("uet.sim.plots.throughput", spy_tp)
+    res = simulate({"workload": "incast", "endpoints": 12, "message_bytes": 65536, "messages": 1}, timeline=True)
+    paths = write_plots(res, str(tmp_path))
+    (_, unit, lines) = next(d for d in drawn if d[0] == "plot")
+    assert unit == "µs" and {"ECN kmin tc0", "ECN kmax tc0"} <= set(lines)
+    assert ("host_rx.png", "µs", 12) in drawn and ("host_tx.png", "µs", 12) in drawn  # data one way, ACKs back
+    assert sorted(os.path.basename(p) for p in paths) == [
+        "fct_cdf.png", "host_rx.png", "host_tx.png", "queue_depth.png", "throughput.png",
+    ]  # fmt: skip
+    q = [r for r in res["timeline"] if r["event"] == "queue_depth"]
+    last: dict[tuple, int] = {}
+    for r in q:
+        last[(r["node"], r["port"], r["tc"])] = r["bytes"]
+    assert q and all(b == 0 for b in last.values())  # every queue's curve ends drained
+    assert write_plots({"flows": [], "timeline": [], "workload": "x", "endpoints": 2}, str(tmp_path / "e")) == []
 
 
 def test_usage_errors_are_one_line_and_exit_2(tmp_path) -> None:

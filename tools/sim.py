@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", choices=PROFILES, help="fabric parameter profile (datacenter)")
     p.add_argument("--rate", type=rate_arg(1), dest="rate_bps", help="link rate, e.g. 100G, 400G (100G)")
     p.add_argument("--transport", choices=("uet", "roce"), help="UET or RoCEv2 with DCQCN (uet)")
+    p.add_argument("--tss", action="store_true", default=None, help="secure endpoints: every datagram sealed (TSS)")
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -85,7 +86,7 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
         s.update(run)
         topo = doc.get("topology", {})
         ep = _deep_update(ep, doc.get("endpoint", {}))
-    for k in ("workload", "endpoints", "message_bytes", "messages", "seed", "profile", "rate_bps", "transport"):
+    for k in ("workload", "endpoints", "message_bytes", "messages", "seed", "profile", "rate_bps", "transport", "tss"):
         v = getattr(args, k)
         if v is not None:
             s[k] = v
@@ -181,8 +182,8 @@ def _body(argv: Sequence[str] | None) -> int:
         from uet.sim.plots import write_plots
 
         res["plots"] = write_plots(res, args.plot)
-    timeline = res.pop("timeline", None)
-    del timeline
+    res.pop("timeline", None)
+    res.pop("thresholds", None)
     if args.json:
         out = dict(res)
         if not args.timing:

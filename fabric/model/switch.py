@@ -431,8 +431,8 @@ class Switch:
                 frame[0:12] = port.l2_rewrite
                 port.last_tx[tc] = now
                 port.tx_tc_bytes[tc] += size
-                if self._sample_ns and now - port.last_sample[tc] >= self._sample_ns:
-                    self._sample(port, tc, now)
+                if self._sample_ns and (now - port.last_sample[tc] >= self._sample_ns or not port.qbytes[tc]):
+                    self._sample(port, tc, now)  # and always when the queue drained: plots end at 0
             n = len(frame)
             # Port.ser_ns, inlined (the hottest line of the model)
             end = (

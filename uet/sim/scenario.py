@@ -21,6 +21,11 @@ frames summed); the speed is packet-hops per CPU second of the process (``time.p
 the one clock read here, outside the simulated system). CPU figures go under ``timing``, the only
 part of the result that differs between two runs of one seed.
 
+**Secure endpoints** (``tss``): every FEP core runs its TSS stage (uet.tss.stage), the same
+one live endpoints use, in one cluster-mode secure domain (:func:`secure_domain`): every UET
+datagram on the simulated wire is sealed (AES-GCM) and opened. A trimmed secure packet cannot
+be authenticated (behaviour.md §3.5) and is dropped and counted: its RTO recovers it.
+
 **Ctrl-C** (``KeyboardInterrupt``) stops the run where it is: the result is what finished so
 far — flows without a completion time are marked ``unfinished`` — with ``interrupted`` true and
 ``ok`` false (``uet-sim`` prints it and exits 130, as ``uet-run`` does).
@@ -33,6 +38,7 @@ concerned are not intact) and ``stalled`` says when.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import time
 from collections.abc import Callable
@@ -41,12 +47,15 @@ from typing import Any
 from uet.fabric.model import Fabric, Telemetry
 from uet.fabric.profiles import load_topology, merge, overrides_to_dict
 from uet.fabric.switch import fabric_counters
+from uet.fabric.telemetry_io import switch_thresholds
 from uet.fabric.topology import Topology
 from uet.fep import FepConfig, FepCore
 from uet.roce.core import RoceCore, config_for_link
 from uet.sim.endpoint import SimEndpoint
 from uet.sim.engine import Engine, SimulationError
 from uet.sim.loop import VirtualTimeLoop
+from uet.tss import SdMode, SecureDomain, SecureDomainTable
+from uet.tss.stage import SecurityConfig
 from uet.workloads import Flow, RankReport, Workload, make
 from uet.workloads.report import summarize
 
@@ -63,6 +72,7 @@ DEFAULT_RUN: dict[str, Any] = {
     "rate_bps": 100_000_000_000,
     "topology": "fat_tree",
     "transport": "uet",
+    "tss": False,
 }
 
 #: Endpoint settings of ``uet-sim`` by default (**decisions**; there is no congestion control yet):
@@ -89,6 +99,14 @@ DEFAULT_ENDPOINT: dict[str, Any] = {
 DATA_OVERHEAD = 44 + 12 + 8 + 20 + 14 + 24
 #: A minimum Ethernet frame on the wire (ACKs): 60 + 24.
 MIN_WIRE = 84
+
+
+def secure_domain(seed: int) -> SecureDomain:
+    """``tss``: the run's one secure domain (SDI 1, cluster mode, behaviour.md §5.1), every
+    endpoint a member. Its key is derived from the run seed (SHA-256), not drawn at random, so a
+    secure run is as reproducible as any other; a simulation protects nothing, it measures."""
+    key = hashlib.sha256(b"uet-sim secure domain/%d" % seed).digest()
+    return SecureDomain.with_key(1, SdMode.CLUSTER, key)
 
 
 def build_topology(settings: dict[str, Any], table: dict[str, Any] | None = None) -> Topology:
@@ -160,7 +178,8 @@ def simulate(
     """Run the scenario (module docstring) and return its result dict.
 
     ``on_progress(virtual ns, messages received, messages expected)`` is called as the run goes;
-    ``timeline`` keeps queue-depth and port-byte samples (``result["timeline"]``) for plots.
+    ``timeline`` keeps queue-depth, port-byte and NIC-byte samples (``result["timeline"]``) and the
+    switches' ECN/PFC thresholds (``result["thresholds"]``) for plots.
     """
     s = {**DEFAULT_RUN, **settings}
     topo = build_topology(s, topology)
@@ -172,7 +191,7 @@ def simulate(
         messages=int(s["messages"]),
         seed=seed,
     )
-    tel = Telemetry({"queue_depth", "port_bytes"} if timeline else set(), enabled=timeline)
+    tel = Telemetry({"queue_depth", "port_bytes", "nic_bytes"} if timeline else set(), enabled=timeline)
     cpu0 = time.process_time()
     fabric = Fabric(topo, seed=seed, telemetry=tel)
     engine = Engine(fabric)
@@ -187,12 +206,16 @@ def simulate(
         raise SimulationError(f"transport {transport!r}: one of uet, roce")
     roce_cfg = config_for_link(fabric.nics[0].port.rate_bps, topo.host_link.mtu) if transport == "roce" else None
     directory: dict[str, Any] = {}  # RoCE: the out-of-band connection exchange (rocev2 core docstring)
+    domain = secure_domain(seed) if s.get("tss") else None
+    if domain is not None and roce_cfg is not None:
+        raise SimulationError("tss: secure endpoints are UET endpoints (transport uet)")
     for i in range(n):
         core: Any
         if roce_cfg is not None:
             core = RoceCore(fabric.hosts[i].ip, config=roce_cfg, seed=(seed << 20) + i, directory=directory)
         else:
-            core = FepCore(fabric.hosts[i].ip, job=0, pid=0, config=cfg, seed=(seed << 20) + i)
+            sec = None if domain is None else SecurityConfig(SecureDomainTable([domain.provision()]))
+            core = FepCore(fabric.hosts[i].ip, job=0, pid=0, config=cfg, security=sec, seed=(seed << 20) + i)
         eps.append(SimEndpoint(engine, engine.attach(i, core)))
     addresses = [ep.address for ep in eps]
     reports = [RankReport() for _ in range(n)]
@@ -268,4 +291,5 @@ def simulate(
         )
     if timeline:
         res["timeline"] = [r.as_dict() for r in tel.records]
+        res["thresholds"] = switch_thresholds(topo.switch)
     return res
