@@ -84,6 +84,13 @@ def test_roce_is_never_sprayed() -> None:
         assert sorted(per_spine(fab)) == [0, 0, 0, 200], mode
 
 
+def test_spray_all_sprays_roce_too_the_negative_control() -> None:
+    """§9.2 experiment 2's negative control: ``spray_all`` puts RoCE through the per-packet mode."""
+    fab = fabric("spray_rr", spray_all=True)
+    send_flow(fab, 200, dport=4791, gap=100_000)
+    assert per_spine(fab) == [50, 50, 50, 50]
+
+
 def test_flowlets_stay_on_one_path_and_move_between_gaps() -> None:
     fab = fabric("flowlet", flowlet_ns=50_000)
     src, dst = fab.host_ip(0), fab.host_ip(4)

@@ -86,6 +86,27 @@ def test_headroom_absorbs_late_frames_then_overflows() -> None:
     assert len([x for x in run(sw) if x.port == 1]) == 60 and sw.counters.total("drop") == 0
 
 
+def test_headroom_is_given_back_first_so_the_next_pause_has_all_of_it() -> None:
+    """Issue 12 regression: a lossless PG gives its bytes back headroom first (HPCC ns-3 MMU).
+    Released per packet, the headroom frames of the first pause sat at the queue's tail: after
+    XON the headroom was still full, and the second XOFF overflowed it at once."""
+    tel = Telemetry()
+    cfg = SwitchConfig()
+    sw = switch(cfg, tel)
+    t = feed(sw, 38)  # 38 frames: XOFF after about 31, the last 7 in the headroom
+    assert sw.mmu.pg_headroom[0][3] > 0
+    while not any(r.quanta == 0 for r in tel.of(PfcSent)):
+        t = sw.next_deadline()
+        assert t is not None
+        sw.advance(t)
+    assert sw.mmu.pg_headroom[0][3] == 0  # XON: the queue holds shared bytes only
+    # a second burst: about 4 frames to the XOFF point again, then 6 late ones into the headroom
+    feed(sw, 10, t0=t)
+    tx = run(sw)
+    assert sw.counters.total("drop") == 0
+    assert len([x for x in tx if x.port == 1]) == 48 and sw.mmu.used == 0
+
+
 def test_xoff_is_refreshed_while_paused_and_pause_holds_the_queue() -> None:
     tel = Telemetry()
     cfg = SwitchConfig()

@@ -18,6 +18,12 @@ Workloads (``--workload``) are the objects of :mod:`uet.workloads`, each flow se
 * ``incast_victim``: an incast on endpoint 0 plus a victim flow 1 → N−1;
 * ``allreduce``: ring all-reduce of a ``--message-bytes`` vector (reduce-scatter, all-gather).
 
+``--transport`` (or ``transport`` in ``[run]``): ``uet`` (default), ``roce`` — every endpoint a
+:class:`~uet.roce_endpoint.RoceEndpoint` (RC queue pairs with DCQCN; its frames on the fabric's
+lossless PFC class, never sprayed) — or ``both``: the scenario runs over UET, then over RoCEv2
+(a fresh fabric process each), and one table puts the two side by side (tools/compare.py, the
+§9.1 metrics); with ``--json`` one object ``{"ok", "transport": "both", "comparison", "runs"}``.
+
 ``--engine sim`` runs the same scenario — settings, topology, endpoint configuration, workload
 objects, result shape — in one process in virtual time instead (:mod:`uet.sim`, as ``uet-sim``
 does, but keeping the scenario's profile and endpoint defaults of ``uet-run``); ``elapsed_s`` is
@@ -71,7 +77,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from uet.fabric.profiles import PROFILES, REALTIME_RATE_BPS, load_topology, overrides_to_dict
+from uet.fabric.profiles import (
+    DATACENTER_RATE_BPS,
+    PROFILES,
+    REALTIME_RATE_BPS,
+    REALTIME_RTT_NS,
+    load_topology,
+    overrides_to_dict,
+)
 from uet.tools.cli import (
     ArgumentParser,
     RunFailed,
@@ -93,6 +106,12 @@ from uet.workloads.report import summarize
 __all__ = ["Launcher", "build_flows", "build_parser", "main"]
 
 WORKLOADS = tuple(_WORKLOADS)
+#: base RTT each profile's RoCE timeouts scale with (§8.9; uet.roce.core.timeout_for_rtt): the
+#: real-time profile's effective RTT, the lab's 50 µs, a 4-link datacenter path's ≈ 10 µs
+PROFILE_RTT_NS = {"realtime": REALTIME_RTT_NS, "lab": 50_000, "datacenter": 10_000}
+#: ``--transport``: UET, RoCEv2 (RC queue pairs with DCQCN, rocev2-and-fabric.md §6–§7), or both
+#: one after the other on the same scenario, with the side-by-side table (tools/compare.py)
+TRANSPORTS = ("uet", "roce", "both")
 
 DEFAULT_RUN: dict[str, Any] = {
     "workload": "incast",
@@ -104,6 +123,7 @@ DEFAULT_RUN: dict[str, Any] = {
     "profile": "realtime",
     "rate_bps": REALTIME_RATE_BPS,
     "topology": "default",
+    "transport": "uet",
 }
 
 DEFAULT_ENDPOINT: dict[str, Any] = {
@@ -216,6 +236,7 @@ class Launcher:
         self.rx_bytes = 0
         self.rx_messages = 0
         self.host_rate = 0
+        self.host_mtu = 1500
         self.addresses: list[str] = []
         self.t_go: float | None = None
         #: per rank, what it reported so far (the flows it finished, the messages it received):
@@ -239,6 +260,7 @@ class Launcher:
         elif leaves * topo.hosts_per_leaf < n:
             extra = ["-o", f"hosts_per_leaf={math.ceil(n / leaves)}"]
         self.host_rate = topo.host_link.rate_bps
+        self.host_mtu = topo.host_link.mtu
         args = ["-m", "uet.tools.fabric", "--profile", s["profile"], "--rate", str(int(s["rate_bps"]))]
         spec = s["topology"]
         if self.topology_table:
@@ -281,6 +303,10 @@ class Launcher:
                 "rank": i,
                 "addresses": fa,
                 "timeout_s": timeout,
+                "transport": s.get("transport", "uet"),
+                "rtt_ns": PROFILE_RTT_NS.get(s["profile"], REALTIME_RTT_NS),
+                "mtu": self.host_mtu,
+                "seed": int(s["seed"]),
             }
             w = await _spawn(f"endpoint {i} ({fa[i]})", "-m", "uet.tools.run_worker", json.dumps(spec))
             self.workers.append(w)
@@ -458,6 +484,9 @@ class Launcher:
                     k: c.get(k, 0)
                     for k in (
                         "retransmits",
+                        "retransmitted_bytes",
+                        "cnps_sent",
+                        "naks_sent",
                         "link_rx_ce",
                         "link_rx_trimmed",
                         "link_tx_held",
@@ -537,7 +566,7 @@ def _written(folder: str | None, suffix: str) -> list[str]:
 def settings_record(s: dict[str, Any], endpoint: dict[str, Any]) -> dict[str, Any]:
     """The run's settings as the result echoes them (``settings``): what was run, reproducibly."""
     keys = ("workload", "endpoints", "message_bytes", "messages", "seed", "timeout_s", "profile", "rate_bps")
-    out = {k: s[k] for k in keys if k in s}
+    out = {k: s[k] for k in (*keys, "transport") if k in s}
     out["topology"] = s.get("scenario") or s.get("topology")
     out["overrides"] = list(s.get("overrides", []))
     out["endpoint"] = endpoint
@@ -661,6 +690,11 @@ def build_parser() -> argparse.ArgumentParser:
         dest="rate_bps",
         help=f"link rate of the realtime profile: 100M, 1G, 25Gbit (default {format_rate(REALTIME_RATE_BPS)})",
     )
+    p.add_argument(
+        "--transport",
+        choices=TRANSPORTS,
+        help="uet (default), roce (RoCEv2 RC with DCQCN on the lossless class) or both, side by side",
+    )
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -698,7 +732,17 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
         topo = doc.get("topology", {})
         ep = _deep_update(ep, doc.get("endpoint", {}))
         s["scenario"] = args.scenario
-    for k in ("workload", "endpoints", "message_bytes", "messages", "seed", "timeout_s", "profile", "rate_bps"):
+    for k in (
+        "workload",
+        "endpoints",
+        "message_bytes",
+        "messages",
+        "seed",
+        "timeout_s",
+        "profile",
+        "rate_bps",
+        "transport",
+    ):
         v = getattr(args, k)
         if v is not None:
             s[k] = v
@@ -714,6 +758,8 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
         ep = _deep_update(ep, overrides_to_dict(args.ep_overrides))
     except ValueError as e:
         raise UsageError(f"--endpoint-set: {e}") from None
+    if s.get("profile") == "datacenter" and "rate_bps" not in explicit:
+        s["rate_bps"] = DATACENTER_RATE_BPS  # the profile's own rate, as uet-sim has it
     if s.get("workload") == "pairs" and "endpoints" not in explicit:
         s["endpoints"] = 8  # pairs needs an even number; the default 9 is the incast's
     check_settings(s, topo, ep, rate_given="rate_bps" in explicit)
@@ -728,6 +774,33 @@ def _deep_update(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> int:
+    """The live engine: one run per transport (``both``: UET, then RoCEv2, each with its own fabric
+    process; pcaps and plots then in ``DIR/uet`` and ``DIR/roce``), then the output."""
+    s, topo, ep = settings
+    runs: dict[str, dict[str, Any]] = {}
+    for tr in _transports(s):
+        st = {**s, "transport": tr}
+        if s.get("transport") == "both":
+            for opt in ("pcap", "plot"):
+                if st.get(opt):
+                    st[opt] = os.path.join(st[opt], tr)
+        code, result = await _live_one(args, (st, topo, ep))
+        if result is None:
+            return code
+        runs[tr] = result
+    if len(runs) > 1:
+        return _emit_both(args, s, ep, runs)
+    result = _emit_one(args, next(iter(runs.values())), render)
+    if result["diagnosis"]:
+        sys.stderr.write(f"uet-run: note: {result['diagnosis']}\n")
+    return 0 if result["ok"] else 1
+
+
+async def _live_one(
+    args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+) -> tuple[int, dict[str, Any] | None]:
+    """One live run: ``(0, result)``, or ``(130, None)`` after Ctrl-C (the partial results
+    printed); a failure raises :class:`RunFailed`."""
     s, topo, ep = settings
     launcher = Launcher(s, topo, ep)
     launcher.interval = args.interval
@@ -776,7 +849,7 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
             else:
                 render(partial)
         sys.stderr.write("uet-run: interrupted; every process stopped\n")
-        return 130
+        return 130, None
     except (RunError, TimeoutError, OSError, ValueError) as e:
         await launcher.shutdown()
         msg = str(e) or type(e).__name__
@@ -789,25 +862,17 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
             loop.remove_signal_handler(sig)
     await launcher.shutdown()
     if interrupted:
-        return 130
+        return 130, None
+    result["transport"] = s.get("transport", "uet")
     result["settings"] = settings_record(s, ep)
     result["diagnosis"] = cpu_starvation(result)
-    if args.plot:  # the fabric process drew the queues and ports; the flows are the launcher's
+    if s.get("plot"):  # the fabric process drew the queues and ports; the flows are the launcher's
         from uet.sim.plots import fct_cdf
 
-        cdf = fct_cdf(result, args.plot)
+        cdf = fct_cdf(result, s["plot"])
         if cdf:
             result["plots"] = [*result["plots"], cdf]
-    if args.csv:
-        write_csv(result, args.csv)
-        result["csv"] = args.csv
-    if args.json:
-        sys.stdout.write(json.dumps(result) + "\n")
-    else:
-        render(result)
-    if result["diagnosis"]:
-        sys.stderr.write(f"uet-run: note: {result['diagnosis']}\n")
-    return 0 if result["ok"] else 1
+    return 0, result
 
 
 def _body(argv: Sequence[str] | None) -> int:
@@ -820,30 +885,97 @@ def _body(argv: Sequence[str] | None) -> int:
 
 def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> int:
     """``--engine sim``: the same settings, workload objects and result shape, in virtual time
-    (:func:`uet.sim.scenario.simulate`; the scenario's profile and endpoint settings as given)."""
+    (:func:`uet.sim.scenario.simulate`; the scenario's profile and endpoint settings as given).
+    ``--transport both`` runs UET, then RoCEv2, on the same scenario (plots in ``DIR/uet`` and
+    ``DIR/roce``) and prints the side-by-side table."""
     from uet.tools.sim import render as sim_render
-    from uet.tools.sim import run_sim
 
     s, topo, ep = settings
     for opt in ("pcap", "telemetry", "interval"):
         if getattr(args, opt):
             raise UsageError(f"--{opt} works with the live engine only (the simulator has --plot)")
-    result = run_sim(s, topo, ep, progress=args.progress or sys.stderr.isatty(), plot=args.plot)
-    if args.plot:
-        from uet.sim.plots import write_plots
+    runs = simulate_runs(s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty())
+    if len(runs) > 1:
+        return _emit_both(args, s, ep, runs)
+    result = _emit_one(args, runs[s["transport"]], sim_render)
+    return 0 if result["ok"] else 1
 
-        result["plots"] = write_plots(result, args.plot)
-    result.pop("timeline", None)
-    result["elapsed_s"] = result["virtual_s"]
-    result["settings"] = settings_record(s, ep)
+
+def _emit_one(args: argparse.Namespace, result: dict[str, Any], show: Any) -> dict[str, Any]:
+    """One run's output: ``--csv``, then ``--json`` or the tables ``show`` draws."""
     if args.csv:
         write_csv(result, args.csv)
         result["csv"] = args.csv
     if args.json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:
-        sim_render(result)
-    return 0 if result["ok"] else 1
+        show(result)
+    return result
+
+
+def simulate_runs(
+    s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], *, plot: str | None = None, progress: bool = False
+) -> dict[str, dict[str, Any]]:
+    """The scenario in virtual time on each transport ``s["transport"]`` names (both: UET, then
+    RoCEv2; plots then in ``plot/uet`` and ``plot/roce``): transport → ``uet-run``'s result."""
+    from uet.tools.sim import run_sim
+
+    runs: dict[str, dict[str, Any]] = {}
+    for tr in _transports(s):
+        st = {**s, "transport": tr}
+        where = os.path.join(plot, tr) if plot and s.get("transport") == "both" else plot
+        result = run_sim(st, topo, ep, progress=progress, plot=where)
+        if where:
+            from uet.sim.plots import write_plots
+
+            result["plots"] = write_plots(result, where)
+        result.pop("timeline", None)
+        result["elapsed_s"] = result["virtual_s"]
+        result["settings"] = settings_record(st, ep)
+        runs[tr] = result
+    return runs
+
+
+def _transports(s: dict[str, Any]) -> tuple[str, ...]:
+    return ("uet", "roce") if s.get("transport") == "both" else (str(s.get("transport", "uet")),)
+
+
+def _emit_both(args: argparse.Namespace, s: dict[str, Any], ep: dict[str, Any], runs: dict[str, dict[str, Any]]) -> int:
+    """``--transport both``: one object ``{"ok", "transport": "both", "comparison", "runs"}``
+    (``--json``), or the side-by-side table (tools/compare.py) then each run's one-line verdict."""
+    from uet.tools.compare import comparison, render_comparison
+
+    cmp = comparison(runs)
+    first = next(iter(runs.values()))
+    out = {
+        "ok": cmp["ok"],
+        "transport": "both",
+        "engine": first.get("engine"),
+        "workload": s["workload"],
+        "endpoints": first.get("endpoints"),
+        "comparison": cmp,
+        "runs": runs,
+        "settings": settings_record(s, ep),
+    }
+    if args.csv:
+        for tr, res in runs.items():
+            root, ext = os.path.splitext(args.csv)
+            write_csv(res, f"{root}-{tr}{ext or '.csv'}")
+    if args.json:
+        sys.stdout.write(json.dumps(out) + "\n")
+        return 0 if out["ok"] else 1
+    engine = "virtual time" if first.get("engine") == "sim" else "live processes"
+    render_comparison(
+        cmp, f"uet-run {s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})"
+    )
+    for tr, res in runs.items():
+        bad = [f for f in res.get("flows", []) if not f.get("intact")]
+        verdict = "all messages intact" if res.get("ok") else f"FAILED: {len(bad)} flows not intact"
+        sys.stdout.write(f"{tr}: {verdict}\n")
+    for tr, res in runs.items():
+        if res.get("diagnosis"):
+            sys.stderr.write(f"uet-run: note ({tr}): {res['diagnosis']}\n")
+    return 0 if out["ok"] else 1
 
 
 def main(argv: list[str] | None = None) -> int:

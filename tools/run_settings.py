@@ -72,7 +72,7 @@ def _whole(key: str, value: Any, lo: int, *, size: bool = False) -> int:
 
 def _check_run(s: dict[str, Any], rate_given: bool) -> None:
     from uet.fabric.profiles import PROFILES
-    from uet.tools.run import DEFAULT_RUN, WORKLOADS
+    from uet.tools.run import DEFAULT_RUN, TRANSPORTS, WORKLOADS
 
     valid = set(DEFAULT_RUN) | set(_EXTRA_RUN_KEYS)
     for key in s:
@@ -82,6 +82,8 @@ def _check_run(s: dict[str, Any], rate_given: bool) -> None:
         raise UsageError(f"[run] workload = {s['workload']!r}: one of {', '.join(WORKLOADS)}")
     if s["profile"] not in PROFILES:
         raise UsageError(f"[run] profile = {s['profile']!r}: one of {', '.join(PROFILES)}")
+    if s.get("transport", "uet") not in TRANSPORTS:
+        raise UsageError(f"[run] transport = {s['transport']!r}: one of {', '.join(TRANSPORTS)}")
     s["endpoints"] = _whole("endpoints", s["endpoints"], 2)
     s["message_bytes"] = _whole("message_bytes", s["message_bytes"], 1, size=True)
     s["messages"] = _whole("messages", s["messages"], 1)

@@ -71,11 +71,15 @@ async def _lines(loop: asyncio.AbstractEventLoop) -> asyncio.StreamReader:
 
 async def worker(spec: dict[str, Any]) -> int:
     loop = asyncio.get_running_loop()
-    cfg = merge(EndpointConfig(), spec.get("endpoint", {}))
-    link = FabricLink(
-        spec["fa"], (spec["switch"][0], int(spec["switch"][1])), rate_bps=int(spec["rate_bps"]), deliver_trimmed=True
-    )
-    ep = Endpoint(link, job=int(spec.get("job", 0)), config=cfg)
+    switch = (spec["switch"][0], int(spec["switch"][1]))
+    ep: Any
+    if spec.get("transport", "uet") == "roce":
+        ep = await _roce_endpoint(spec, switch)
+        link = ep.link
+    else:
+        cfg = merge(EndpointConfig(), spec.get("endpoint", {}))
+        link = FabricLink(spec["fa"], switch, rate_bps=int(spec["rate_bps"]), deliver_trimmed=True)
+        ep = Endpoint(link, job=int(spec.get("job", 0)), config=cfg)
     w = spec["workload"]
     wl = make(
         w["name"], int(w["n"]), message_bytes=int(w["message_bytes"]), messages=int(w["messages"]), seed=int(w["seed"])
@@ -106,6 +110,25 @@ async def worker(spec: dict[str, Any]) -> int:
     await ep.close()
     _emit({"event": "closed", "counters": counters})
     return 1 if failed else 0
+
+
+async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int]) -> Any:
+    """``transport = "roce"``: a :class:`~uet.roce_endpoint.RoceEndpoint` on the fabric link, its
+    QPs sized for the host link (:func:`~uet.roce.core.config_for_link`, the timeout scaled to the
+    profile's ``rtt_ns``) and connected by parameters derived from the run's seed (every
+    endpoint of the run agrees on them, :class:`~uet.roce.cm.StaticCm`)."""
+    from dataclasses import replace
+
+    from uet.roce.cm import StaticCm
+    from uet.roce.core import config_for_link, timeout_for_rtt
+    from uet.roce_endpoint import RoceEndpoint
+
+    rate = int(spec["rate_bps"])
+    qp = config_for_link(rate, int(spec.get("mtu", 1500)))
+    qp = replace(qp, timeout=timeout_for_rtt(spec.get("rtt_ns")))
+    return await RoceEndpoint.over_fabric(
+        spec["fa"], switch, rate_bps=rate, config=qp, cm=StaticCm(int(spec.get("seed", 0))), seed=int(spec["rank"])
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

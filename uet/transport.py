@@ -2,9 +2,9 @@
 "Transport contract and workloads").
 
 :class:`Transport` is a :class:`typing.Protocol`: any object with these coroutines and attributes
-is a transport. Today two implement it — the live :class:`uet.Endpoint` (asyncio over a link) and
-the simulator's :class:`uet.sim.SimEndpoint` (a FEP core in virtual time); the RoCEv2 endpoint of
-a later issue will be the third. Workloads (:mod:`uet.workloads`) are written against this module
+is a transport. Three implement it — the live :class:`uet.Endpoint` (asyncio over a link), the
+simulator's :class:`uet.sim.SimEndpoint` (a FEP core or a RoCE core in virtual time) and the live
+RoCEv2 :class:`uet.roce_endpoint.RoceEndpoint`. Workloads (:mod:`uet.workloads`) are written against this module
 only: they never import PDS, SES or RoCE internals and never reach into endpoint attributes, so
 one workload object runs unchanged on every transport and on either engine.
 

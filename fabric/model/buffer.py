@@ -122,19 +122,28 @@ class Mmu:
         self._charge(pkt, "shared")
 
     def release(self, pkt: Packet) -> None:
-        """Give a departing or dropped packet's bytes back to its pool."""
+        """Give a departing or dropped packet's bytes back to its pool.
+
+        A lossless PG gives its bytes back headroom first, then shared, then reserve, whichever
+        packet leaves (as the HPCC ns-3 MMU does): the headroom charged during a pause belongs to
+        the PG, not to the frames that happened to arrive last. Releasing per packet left the
+        headroom full after XON (its frames are at the queue's tail), so the next XOFF had no
+        headroom and dropped with "headroom_overflow" (issue 12: 142 drops on a 100 Gb/s 8:1
+        RoCE incast)."""
         p, tc, size, pool = pkt.in_port, pkt.tc, pkt.size, pkt.pool
         self.ingress[p][tc] -= size
         self.used -= size
+        pkt.pool = ""
+        if pool and tc in self.lossless:
+            hr = min(self.pg_headroom[p][tc], size)
+            self.pg_headroom[p][tc] -= hr
+            sh = min(self.pg_shared[p][tc], size - hr)
+            self.pg_shared[p][tc] -= sh
+            self.shared_used -= sh
+            self.pg_reserve[p][tc] -= size - hr - sh
+            return
         if pool == "shared":
             self.shared_used -= size
-            if tc in self.lossless:
-                self.pg_shared[p][tc] -= size
-        elif pool == "reserve":
-            self.pg_reserve[p][tc] -= size
-        elif pool == "headroom":
-            self.pg_headroom[p][tc] -= size
-        pkt.pool = ""
 
     # -- PFC sender thresholds (§8.5) ---------------------------------------------------------
 

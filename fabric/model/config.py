@@ -206,13 +206,16 @@ class LbConfig:
 
     ``mode`` is one of :data:`LB_MODES`; ``per_tc`` overrides it for single classes. The ECMP hash
     seed is the switch id unless ``seed`` is set. ``flowlet_ns`` is the flowlet gap δ (lab 50 µs).
-    RoCE (UDP 4791) and non-UET traffic are always hashed per flow: only UET is sprayed.
+    RoCE (UDP 4791) and non-UET traffic are always hashed per flow: only UET is sprayed — unless
+    ``spray_all``, the negative control of §9.2 experiment 2 (RoCE forced to spray: reordering,
+    sequence-error NAKs, go-back-N waste).
     """
 
     mode: str = "ecmp"
     per_tc: dict[int, str] = field(default_factory=dict)
     seed: int | None = None
     flowlet_ns: int = 50_000
+    spray_all: bool = False
 
     def __post_init__(self) -> None:
         for m in (self.mode, *self.per_tc.values()):

@@ -14,7 +14,8 @@ Modes:
   one maximum frame), ties broken at random.
 
 Only UET is sprayed (§8.7, §1.2): RoCE (UDP 4791) and other traffic fall back to ``ecmp`` in every
-per-packet mode and in ``flowlet`` mode, so a RoCE QP keeps one path and never sees reordering.
+per-packet mode and in ``flowlet`` mode, so a RoCE QP keeps one path and never sees reordering —
+unless ``LbConfig.spray_all`` forces every packet through the mode (§9.2's negative control).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class LoadBalancer:
         self.seed = (switch_id if cfg.seed is None else cfg.seed).to_bytes(4, "big")
         self.rng = rng
         self.modes = [cfg.per_tc.get(tc, cfg.mode) for tc in range(8)]
+        self.spray_all = cfg.spray_all
         self._rr: dict[tuple[int, ...], int] = {}
         self._flowlets: dict[bytes, tuple[int, int, int]] = {}
 
@@ -49,10 +51,11 @@ class LoadBalancer:
         """:meth:`choose` for the IPv4 packet at ``ip`` of ``frame``: the flow tuple is read only
         when the mode hashes it (a sprayed UET packet needs none)."""
         mode = self.modes[tc]
+        sprayable = self.spray_all or is_uet(frame, ip)
         if mode == "spray_rr" or mode == "spray_random" or mode == "adaptive":
-            if is_uet(frame, ip):
+            if sprayable:
                 return self.choose(group, ports, b"", tc, True, now)
-        return self.choose(group, ports, flow_tuple(frame, ip), tc, is_uet(frame, ip), now)
+        return self.choose(group, ports, flow_tuple(frame, ip), tc, sprayable, now)
 
     def choose(
         self, group: Sequence[int], ports: Sequence[Port], tup: bytes, tc: int, sprayable: bool, now: int

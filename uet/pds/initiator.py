@@ -524,6 +524,7 @@ class InitiatorMixin:
         c = self.counters
         if retx:
             c["retransmits"] = c.get("retransmits", 0) + 1
+            c["retransmitted_bytes"] = c.get("retransmitted_bytes", 0) + pkt.nbytes  # §9.1 amplification
             key = "retransmits_to:" + str(pdc.peer)  # per destination: uet-run's per-flow figure
             c[key] = c.get(key, 0) + 1
         elif not gated:

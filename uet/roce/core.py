@@ -11,7 +11,9 @@ datagrams by destination QP number, and offers the FEP core's operations with th
 
 * Connections: the QP numbers and start PSNs are exchanged out of band, as the RDMA connection
   manager does; :meth:`RoceCore.connect` does it between two cores of one process (simulator,
-  tests), and a core given a shared ``directory`` (address → core) connects on first use.
+  tests), and a core given a shared ``directory`` (address → core) connects on first use. Cores
+  in separate processes derive them instead (``cm``, :class:`~uet.roce.cm.StaticCm`): each end
+  opens its QP on its first operation towards the peer or on the peer's first datagram.
 * Messages carry a 24-byte provider header before the payload, as libfabric's RxM provider does
   over verbs: flags (tag present, header data present), the 64-bit tag, the 64-bit header data.
   Receives match by tag/ignore mask and source in software; unmatched messages wait on an
@@ -29,6 +31,7 @@ datagrams by destination QP number, and offers the FEP core's operations with th
 
 from __future__ import annotations
 
+import math
 import random
 import struct
 from collections import deque
@@ -38,6 +41,7 @@ from typing import Any
 from uet.fep.errors import EndpointClosed
 from uet.fep.events import Closed, Datagram, MessageReceived, OpCompleted, OpFailed, SendCompleted, Transmit
 from uet.roce import events as qev
+from uet.roce.cm import ConnectionCollision, StaticCm
 from uet.roce.config import QpConfig
 from uet.roce.errors import RoceError
 from uet.roce.qp import QueuePair
@@ -46,9 +50,9 @@ from uet.ses.events import WriteCompleted
 from uet.ses.memory import Access, MemoryRegion, MemoryTable
 from uet.ses.message import Message
 from uet.wire.roce import PMTUS, ROCE_UDP_PORT
-from uet.wire.ses import AmoOp, AmoType
+from uet.wire.ses import AmoOp, AmoType, ReturnCode
 
-__all__ = ["RoceCore", "UnsupportedAtomic", "PROVIDER_HEADER", "config_for_link"]
+__all__ = ["RoceCore", "UnsupportedAtomic", "PROVIDER_HEADER", "config_for_link", "timeout_for_rtt"]
 
 #: The provider header before every SEND payload: flags, 7 reserved bytes, tag, header data.
 PROVIDER_HEADER = struct.Struct(">B7xQQ")
@@ -58,6 +62,8 @@ _ROCE_MODE = 0  # Message.mode: RoCE has no PDS delivery modes
 
 class UnsupportedAtomic(RoceError):
     """An atomic RoCE cannot carry (only 64-bit fetch-add and compare-swap exist)."""
+
+    return_code = ReturnCode.AMO_UNSUPPORTED_OP
 
 
 class _Waiter:
@@ -96,6 +102,7 @@ class RoceCore:
         config: QpConfig | None = None,
         seed: int | None = None,
         directory: dict[str, RoceCore] | None = None,
+        cm: StaticCm | None = None,
         recv_credits: int = 64,
         max_unexpected: int = 1024,
         log: Callable[[dict[str, Any]], None] | None = None,
@@ -105,6 +112,7 @@ class RoceCore:
         self.rng = random.Random(seed)
         self.memory = MemoryTable(rng=self.rng)
         self.directory = directory
+        self.cm = cm
         if directory is not None:
             directory[address] = self
         self.recv_credits = recv_credits
@@ -158,13 +166,41 @@ class RoceCore:
         for _ in range(self.recv_credits):
             self._recv_handles.add((qp.qpn, qp.post_recv(self.config.max_message)))
 
+    def connect_static(self, peer: str) -> QueuePair:
+        """Open this end of the connection to ``peer`` with the parameters both ends derive
+        (:class:`~uet.roce.cm.StaticCm`); the peer opens its end on its first datagram from us or
+        its first operation towards us. Idempotent."""
+        qp = self.qps.get(peer)
+        if qp is not None:
+            return qp
+        if self.cm is None:
+            raise EndpointClosed(f"{self.address}: no connection manager to reach {peer}")
+        qpn, psn, rqpn, rpsn = self.cm.params(self.address, peer)
+        if qpn in self._by_qpn:
+            raise ConnectionCollision(f"{self.address}: QPN {qpn:#x} towards {peer} is already in use")
+        qp = QueuePair(
+            self.address,
+            qpn,
+            config=self.config,
+            memory=self.memory,
+            seed=self.rng.getrandbits(32),
+            start_psn=psn,
+            log=self.log,
+        )
+        qp.connect(peer, rqpn, rpsn)
+        self._attach(peer, qp)
+        return qp
+
     def _qp(self, peer: str) -> QueuePair:
         qp = self.qps.get(peer)
         if qp is None:
             other = self.directory.get(peer) if self.directory is not None else None
-            if other is None:
+            if other is not None:
+                qp = self.connect(other)
+            elif self.cm is not None:
+                qp = self.connect_static(peer)
+            else:
                 raise EndpointClosed(f"{self.address}: no RoCE connection to {peer}")
-            qp = self.connect(other)
         if qp.state is not QpState.RTS:
             raise EndpointClosed(f"{self.address}: the connection to {peer} is in state {qp.state.name}")
         return qp
@@ -393,7 +429,13 @@ class RoceCore:
         if len(data) < 12:
             self._stats["dropped"] = self._stats.get("dropped", 0) + 1
             return
-        qp = self._by_qpn.get(int.from_bytes(data[5:8], "big"))
+        qpn = int.from_bytes(data[5:8], "big")
+        qp = self._by_qpn.get(qpn)
+        if qp is None and self.cm is not None and source not in self.qps and self.cm.qpn(self.address, source) == qpn:
+            try:  # the peer opened the connection first (connect_static)
+                qp = self.connect_static(source)
+            except (ConnectionCollision, ValueError):
+                qp = None
         if qp is None:
             self._stats["dropped_unknown_qp"] = self._stats.get("dropped_unknown_qp", 0) + 1
             return
@@ -516,10 +558,32 @@ class RoceCore:
         return out
 
 
-def config_for_link(rate_bps: float, ip_mtu: int = 1500, *, dcqcn: str | None = "paper") -> QpConfig:
+#: Base RTT of the reference scale the RoCE time constants are given for (rocev2-and-fabric.md
+#: §8.9: "reference ≈ 10 µs"), and the reference local ACK timeout code (§6.6: 8, ≈ 1.05 ms).
+REFERENCE_RTT_NS = 10_000
+REFERENCE_TIMEOUT = 8
+
+
+def timeout_for_rtt(rtt_ns: float | None) -> int:
+    """The local ACK timeout code for a fabric of base RTT ``rtt_ns`` (§8.9 scaling: the reference
+    RTO 1.05 ms × k_t, k_t = RTT ÷ 10 µs, never below the reference), to the nearest code (codes
+    are powers of two): the lab profile's 50 µs gives code 10 (4.2 ms), as §8.9 lists; the
+    real-time profile's effective 1 ms gives 15 (134 ms). With the reference code 8 at 100 Mb/s,
+    go-back-N timed out behind PFC pauses until ``retry_cnt`` ran out (issue 12: an 8:1 incast
+    with a victim failed every flow; all-to-all on 9 hosts needs code 15: each host's QPs queue
+    about 1 MB at its own NIC, 84 ms at 100 Mb/s)."""
+    if not rtt_ns or rtt_ns <= REFERENCE_RTT_NS:
+        return REFERENCE_TIMEOUT
+    return min(31, REFERENCE_TIMEOUT + round(math.log2(rtt_ns / REFERENCE_RTT_NS)))
+
+
+def config_for_link(
+    rate_bps: float, ip_mtu: int = 1500, *, dcqcn: str | None = "paper", rtt_ns: float | None = None
+) -> QpConfig:
     """A queue pair configuration for hosts on links of ``rate_bps`` and ``ip_mtu``: the largest
-    PMTU that fits (PMTU + 64 ≤ IP MTU, §1.1) and DCQCN's ``dcqcn`` profile scaled to the line
-    rate (None: no congestion control)."""
+    PMTU that fits (PMTU + 64 ≤ IP MTU, §1.1), DCQCN's ``dcqcn`` profile scaled to the line
+    rate (None: no congestion control) and, given the fabric's base RTT ``rtt_ns``, the local
+    ACK timeout scaled to it (:func:`timeout_for_rtt`)."""
     from uet.roce.dcqcn import DcqcnConfig
 
     fits = [p for p in PMTUS if p + 64 <= ip_mtu]
@@ -532,4 +596,4 @@ def config_for_link(rate_bps: float, ip_mtu: int = 1500, *, dcqcn: str | None = 
         cc = DcqcnConfig.nvidia(rate_bps)
     elif dcqcn is not None:
         raise ValueError(f"DCQCN profile must be 'paper', 'nvidia' or None, not {dcqcn!r}")
-    return QpConfig(pmtu=max(fits), dcqcn=cc)
+    return QpConfig(pmtu=max(fits), dcqcn=cc, timeout=timeout_for_rtt(rtt_ns))

@@ -14,7 +14,9 @@ puts on the wire: per packet the payload + SES standard header (44) + PDS reques
 IPv4 (20) + Ethernet (14), plus 24 bytes of FCS, preamble and gap — then the last frame's store-
 and-forward over the remaining links and its propagation over every link of the path, and the
 ACK's way back (propagation plus a minimum-size frame per link). Path: 2 links under one leaf, 4
-through a spine, 6 through a 3-tier core.
+through a spine, 6 through a 3-tier core. RoCEv2 flows count their own frames: PMTU-sized
+payloads (plus the 24-byte provider header once per message) + BTH (12) + ICRC (4) + UDP + IPv4 +
+Ethernet + 24.
 
 **Speed**: packet-hops are frames that crossed one link (every switch and NIC port's transmitted
 frames summed); the speed is packet-hops per CPU second of the process (``time.process_time``,
@@ -42,15 +44,17 @@ import hashlib
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from uet.fabric.model import Fabric, Telemetry
-from uet.fabric.profiles import load_topology, merge, overrides_to_dict
+from uet.fabric.profiles import REALTIME_RTT_NS, load_topology, merge, overrides_to_dict
 from uet.fabric.switch import fabric_counters
 from uet.fabric.telemetry_io import switch_thresholds
 from uet.fabric.topology import Topology
 from uet.fep import FepConfig, FepCore
-from uet.roce.core import RoceCore, config_for_link
+from uet.roce.config import QpConfig
+from uet.roce.core import PROVIDER_HEADER, RoceCore, config_for_link, timeout_for_rtt
 from uet.sim.endpoint import SimEndpoint
 from uet.sim.engine import Engine, SimulationError
 from uet.sim.loop import VirtualTimeLoop
@@ -97,6 +101,9 @@ DEFAULT_ENDPOINT: dict[str, Any] = {
 
 #: Bytes each data packet adds to its payload on the wire (see the module docstring).
 DATA_OVERHEAD = 44 + 12 + 8 + 20 + 14 + 24
+#: The same for a RoCEv2 packet: BTH 12 + ICRC 4 + UDP 8 + IPv4 20 + Ethernet 14 + 24 on the wire
+#: (rocev2-and-fabric.md §1.1); SEND carries no other extension header.
+ROCE_DATA_OVERHEAD = 12 + 4 + 8 + 20 + 14 + 24
 #: A minimum Ethernet frame on the wire (ACKs): 60 + 24.
 MIN_WIRE = 84
 
@@ -128,14 +135,31 @@ def build_topology(settings: dict[str, Any], table: dict[str, Any] | None = None
     return topo
 
 
-def default_window(fabric: Fabric, payload: int) -> int:
-    """About 1.15 × the BDP of the fabric's longest path, in data packets (at least 8)."""
+def base_rtt_ns(fabric: Fabric, frame: int) -> float:
+    """The base RTT of the fabric's longest path: a ``frame``-byte data frame out and a minimum
+    frame back over every link, with propagation."""
     port = fabric.nics[0].port
     links = 6 if fabric.topology.kind in ("three_tier", "fat_tree") else 4
+    return links * (2 * port.delay_ns + (frame + MIN_WIRE) * 8e9 / port.rate_bps)
+
+
+def default_window(fabric: Fabric, payload: int) -> int:
+    """About 1.15 × the BDP of the fabric's longest path, in data packets (at least 8)."""
     frame = payload + DATA_OVERHEAD
-    rtt = links * (2 * port.delay_ns + (frame + MIN_WIRE) * 8e9 / port.rate_bps)
-    bdp = rtt * port.rate_bps / 8e9 / frame
+    bdp = base_rtt_ns(fabric, frame) * fabric.nics[0].port.rate_bps / 8e9 / frame
     return max(8, math.ceil(1.15 * bdp))
+
+
+def roce_config(fabric: Fabric, profile: str) -> QpConfig:
+    """The RoCE queue pairs of a simulated scenario: :func:`~uet.roce.core.config_for_link` for
+    the host links, with the local ACK timeout scaled to the base RTT (§8.9) — the profile's
+    effective RTT for ``realtime`` (:data:`~uet.fabric.profiles.REALTIME_RTT_NS`), else the
+    longest path's."""
+    port = fabric.nics[0].port
+    mtu = fabric.topology.host_link.mtu
+    cfg = config_for_link(port.rate_bps, mtu)
+    rtt = REALTIME_RTT_NS if profile == "realtime" else base_rtt_ns(fabric, cfg.pmtu + ROCE_DATA_OVERHEAD)
+    return replace(cfg, timeout=timeout_for_rtt(rtt))
 
 
 def _links(fabric: Fabric, a: int, b: int) -> int:
@@ -147,18 +171,21 @@ def _links(fabric: Fabric, a: int, b: int) -> int:
     return 4
 
 
-def ideal_seconds(fabric: Fabric, flow: Flow, payload: int) -> float:
-    """The ideal completion time of ``flow`` (module docstring)."""
+def ideal_seconds(fabric: Fabric, flow: Flow, payload: int, *, roce: bool = False) -> float:
+    """The ideal completion time of ``flow`` (module docstring); ``roce``: with RoCEv2 frames
+    (``payload`` is then the PMTU; each message carries the 24-byte provider header)."""
     host = fabric.nics[flow.src].port
     rate = host.rate_bps
     delay = host.delay_ns
     links = _links(fabric, flow.src, flow.dst)
+    overhead = ROCE_DATA_OVERHEAD if roce else DATA_OVERHEAD
+    extra = PROVIDER_HEADER.size if roce else 0
     frames = []
     for _ in range(flow.messages):
-        left = flow.nbytes
+        left = flow.nbytes + extra
         while left > 0:
             p = min(payload, left)
-            frames.append(max(p + DATA_OVERHEAD, MIN_WIRE))
+            frames.append(max(p + overhead, MIN_WIRE))
             left -= p
     ser = sum(frames) * 8e9 / rate
     last = frames[-1] * 8e9 / rate
@@ -204,7 +231,7 @@ def simulate(
     transport = s.get("transport", "uet")
     if transport not in ("uet", "roce"):
         raise SimulationError(f"transport {transport!r}: one of uet, roce")
-    roce_cfg = config_for_link(fabric.nics[0].port.rate_bps, topo.host_link.mtu) if transport == "roce" else None
+    roce_cfg = roce_config(fabric, str(s.get("profile"))) if transport == "roce" else None
     directory: dict[str, Any] = {}  # RoCE: the out-of-band connection exchange (rocev2 core docstring)
     domain = secure_domain(seed) if s.get("tss") else None
     if domain is not None and roce_cfg is not None:
@@ -251,8 +278,10 @@ def simulate(
         loop.close()
     end_ns = engine.now
     cpu = time.process_time() - cpu0
-    payload = min(cfg.payload_size, 16383)
-    res = summarize(wl, addresses, reports, ideal_s=lambda f: ideal_seconds(fabric, f, payload))
+    payload = roce_cfg.pmtu if roce_cfg is not None else min(cfg.payload_size, 16383)
+    res = summarize(
+        wl, addresses, reports, ideal_s=lambda f: ideal_seconds(fabric, f, payload, roce=roce_cfg is not None)
+    )
     hops = sum(p.tx_frames for sw in fabric.switches.values() for p in sw.ports) + sum(
         nic.port.tx_frames for nic in fabric.nics
     )

@@ -1,0 +1,38 @@
+"""The §9.2 experiments' scenario files and their point-by-point checks
+(tools/roce_experiments.py; rocev2-and-fabric.md §9.2; issue 12), on shrunken messages."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from uet.tools.roce_experiments import CHECKS, EXPERIMENTS, default_dir, main, run_experiments
+
+
+def test_every_experiment_is_a_32_host_100g_leaf_spine_scenario() -> None:
+    for name, file in EXPERIMENTS.items():
+        doc = tomllib.loads((Path(default_dir()) / file).read_text())
+        run, topo = doc["run"], doc["topology"]
+        assert run["profile"] == "datacenter" and run["endpoints"] >= 32, name
+        assert topo["kind"] == "leaf_spine" and topo["leaves"] * topo["hosts_per_leaf"] >= 32, name
+    assert {c[0] for c in CHECKS} == set(EXPERIMENTS)
+
+
+def test_incast_pauses_spread_for_roce_and_sprayed_roce_pays_with_go_back_n() -> None:
+    names = ["incast_victim", "permutation", "permutation_roce_sprayed"]
+    res = run_experiments(names, default_dir(), overrides=["--size", "32KiB", "--messages", "1"])
+    assert res["ok"]
+    held = {c["expected"]: c["held"] for c in res["checks"]}
+    assert held["RoCE: PFC pauses (XOFF frames sent)"]
+    assert held["UET: no pauses; trims and NACK-driven resends instead"]
+    assert held["RoCE forced to spray: sequence-error NAKs and go-back-N resends"]
+    roce = res["experiments"]["incast_victim"]["metrics"]["roce"]
+    assert roce["drops"] == 0 and roce["paused_s"] > 0
+    sprayed = res["experiments"]["permutation_roce_sprayed"]
+    assert list(sprayed["metrics"]) == ["roce"] and sprayed["metrics"]["roce"]["retx_over_goodput"] > 0
+
+
+def test_unknown_experiment_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--only", "nope"]) == 2
+    assert "unknown experiment" in capsys.readouterr().err

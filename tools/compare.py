@@ -1,0 +1,155 @@
+"""UET against RoCEv2 side by side: the metrics of ``uet-run --transport both`` (rocev2-and-fabric.md
+§9.1), from two result dicts of the same scenario.
+
+:func:`metrics` reduces one run's result (live or simulated, either transport) to the §9.1
+figures; :func:`comparison` puts two of them together; :func:`render_comparison` prints the table
+(one row per metric, one column per transport). Definitions (**decisions** where §9.1 leaves a
+choice):
+
+* FCT p50 / p99 / max and slowdown (FCT ÷ the flow's ideal on an idle fabric) over the flows, as
+  the per-run summary has them (:func:`uet.workloads.report.summarize`, nearest-rank);
+* goodput: payload bytes of the intact flows ÷ the run's elapsed time (virtual time in the
+  simulator), summed over flows — retransmissions and headers excluded;
+* all-reduce only: job completion time (JCT) = the latest rank's completion, algbw = the vector
+  size ÷ JCT, busbw = algbw × 2(n − 1)/n (the nccl-tests convention);
+* PFC: XOFF frames sent by the switches, time spent paused summed over every paused (port, class),
+  and the pause spread: how many switches sent XOFF and how many hosts were paused;
+* incast_victim only: the victim flow's (flow 0) goodput and slowdown;
+* loss signals: drops, trims, ECN marks, CNPs sent;
+* go-back-N amplification: retransmitted payload bytes ÷ goodput bytes; RoCE's sequence-error
+  NAKs;
+* permutation only: goodput ÷ the bisection (one flow per host at the link rate), and the leaf
+  uplinks' load max ÷ mean (:func:`uet.fabric.switch.uplink_imbalance`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ROWS", "comparison", "fmt", "metrics", "render_comparison"]
+
+#: (key, label) of the table rows, in order; a metric a run does not have is shown as "-".
+ROWS: tuple[tuple[str, str], ...] = (
+    ("ok", "all messages intact"),
+    ("elapsed_s", "elapsed (s)"),
+    ("fct_p50_s", "FCT p50 (s)"),
+    ("fct_p99_s", "FCT p99 (s)"),
+    ("fct_max_s", "FCT max (s)"),
+    ("slowdown_p50", "slowdown p50"),
+    ("slowdown_p99", "slowdown p99"),
+    ("slowdown_max", "slowdown max"),
+    ("goodput_gbps", "goodput (Gbit/s)"),
+    ("jct_s", "all-reduce JCT (s)"),
+    ("busbw_gbps", "all-reduce busbw (Gbit/s)"),
+    ("victim_goodput_gbps", "victim goodput (Gbit/s)"),
+    ("victim_slowdown", "victim slowdown"),
+    ("pause_frames", "PFC pause frames"),
+    ("paused_s", "time paused (s, all ports)"),
+    ("pause_switches", "switches that paused"),
+    ("paused_hosts", "hosts paused"),
+    ("bisection_share", "permutation: goodput / bisection"),
+    ("uplink_imbalance", "uplink load max / mean"),
+    ("drops", "drops"),
+    ("trims", "trims"),
+    ("ecn_marks", "ECN marks"),
+    ("cnps", "CNPs sent"),
+    ("retransmitted_bytes", "retransmitted bytes"),
+    ("retx_over_goodput", "retransmitted / goodput bytes"),
+    ("naks", "RC sequence-error NAKs"),
+)
+
+
+def _counter(res: dict[str, Any], key: str) -> int:
+    """``key`` summed over the endpoints (a dict in the simulator, a list of dicts live)."""
+    ec = res.get("endpoint_counters") or {}
+    if isinstance(ec, dict):
+        return int(ec.get(key, 0) or 0)
+    return sum(int(c.get(key, 0) or 0) for c in ec)
+
+
+def metrics(res: dict[str, Any]) -> dict[str, Any]:
+    """The §9.1 figures of one run's result (module docstring)."""
+    flows = res.get("flows", [])
+    fct = res.get("fct") or {}
+    fab = res.get("fabric") or {}
+    elapsed = float(res.get("elapsed_s") or res.get("virtual_s") or 0.0)
+    payload = sum(int(f.get("bytes", 0)) for f in flows if f.get("intact"))
+    out: dict[str, Any] = {
+        "ok": bool(res.get("ok")),
+        "elapsed_s": elapsed,
+        "fct_p50_s": fct.get("p50_s"),
+        "fct_p99_s": fct.get("p99_s"),
+        "fct_max_s": fct.get("max_s"),
+        "slowdown_p50": fct.get("slowdown_p50"),
+        "slowdown_p99": fct.get("slowdown_p99"),
+        "slowdown_max": fct.get("slowdown_max"),
+        "goodput_gbps": round(payload * 8 / elapsed / 1e9, 6) if elapsed > 0 else None,
+        "pause_frames": fab.get("pauses"),
+        "paused_s": round(fab["paused_ns"] / 1e9, 9) if "paused_ns" in fab else None,
+        "pause_switches": fab.get("pause_switches"),
+        "paused_hosts": fab.get("paused_hosts"),
+        "drops": fab.get("drops"),
+        "trims": fab.get("trims"),
+        "ecn_marks": fab.get("ecn_marks"),
+        "cnps": _counter(res, "cnps_sent"),
+        "retransmitted_bytes": _counter(res, "retransmitted_bytes"),
+        "uplink_imbalance": fab.get("uplink_imbalance"),
+    }
+    if res.get("transport") == "roce":
+        out["naks"] = _counter(res, "naks_sent")
+    rate = res.get("link_rate_bps")
+    if res.get("workload") == "permutation" and rate and out["goodput_gbps"] is not None:
+        out["bisection_share"] = round(out["goodput_gbps"] * 1e9 / (len(flows) * rate), 4)
+    out["retx_over_goodput"] = round(out["retransmitted_bytes"] / payload, 4) if payload else None
+    if res.get("workload") == "allreduce" and flows and all(f.get("completion_s") for f in flows):
+        n = len(flows)
+        jct = max(float(f["completion_s"]) for f in flows)
+        size = (res.get("settings") or {}).get("message_bytes") or sum(int(f["bytes"]) for f in flows) // (2 * (n - 1))
+        algbw = int(size) * 8 / jct / 1e9
+        out.update(jct_s=round(jct, 9), busbw_gbps=round(algbw * 2 * (n - 1) / n, 6))
+    if res.get("workload") == "incast_victim" and flows:
+        victim = flows[0]
+        out.update(victim_goodput_gbps=victim.get("goodput_gbps"), victim_slowdown=victim.get("slowdown"))
+    return out
+
+
+def comparison(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``{"ok", "transports", "metrics": {transport: metrics}}`` for runs keyed by transport."""
+    return {
+        "ok": all(bool(r.get("ok")) for r in results.values()),
+        "transports": list(results),
+        "metrics": {t: metrics(r) for t, r in results.items()},
+    }
+
+
+def fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def render_comparison(cmp: dict[str, Any], title: str) -> None:
+    """The side-by-side table on stdout: one row per metric a run has, one column per transport."""
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(width=None if sys.stdout.isatty() else 120)
+    t = Table(title=title)
+    t.add_column("metric")
+    names = list(cmp["metrics"])
+    for name in names:
+        t.add_column(name.upper() if name == "uet" else "RoCEv2" if name == "roce" else name, justify="right")
+    for key, label in ROWS:
+        vals = [cmp["metrics"][n].get(key) for n in names]
+        if all(v is None for v in vals):
+            continue
+        t.add_row(label, *(fmt(v) for v in vals))
+    con.print(t)

@@ -1,0 +1,256 @@
+"""The four §9.2 experiments, UET against RoCEv2 in virtual time, with their expected outcomes
+checked point by point (rocev2-and-fabric.md §9.2, §9.3; issue 12).
+
+Run: ``python -m uet.tools.roce_experiments`` (``--json`` for one object). Each experiment is a
+committed scenario file in ``scenarios/roce/`` (100 Gb/s, the datacenter profile, a 4-leaf ×
+8-spine leaf/spine with 32 hosts), run by ``uet-run --engine sim`` (:func:`uet.tools.run.
+simulate_runs`), reduced to the §9.1 metrics (:mod:`uet.tools.compare`) and checked against what
+§9.2/§9.3 lead one to expect. A check that does not hold is reported as a **surprise**, not an
+error: the table is a measurement, and every surprise is explained in the issue note. Exit status
+0 when every message of every run arrived intact, 1 otherwise, 2 on a usage error.
+
+``--only NAME,...`` runs a subset; ``--size`` and ``--messages`` shrink every run (the tests do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from uet.tools.cli import ArgumentParser, UsageError, int_arg, run_main, size_arg
+from uet.tools.compare import comparison
+
+__all__ = ["CHECKS", "EXPERIMENTS", "main", "run_experiments"]
+
+#: name → scenario file (under ``scenarios/roce``), in the order of §9.2
+EXPERIMENTS: dict[str, str] = {
+    "incast_victim": "incast_victim.toml",
+    "permutation": "permutation.toml",
+    "permutation_roce_sprayed": "permutation_roce_sprayed.toml",
+    "all_to_all": "all_to_all.toml",
+    "allreduce": "allreduce.toml",
+}
+
+Metrics = dict[str, dict[str, Any]]
+#: one expectation: (experiment, what is expected, test over {experiment: {transport: metrics}})
+Check = tuple[str, str, Callable[[dict[str, Metrics]], bool]]
+
+
+def _m(res: dict[str, Metrics], exp: str, tr: str, key: str) -> Any:
+    return res[exp][tr].get(key)
+
+
+#: the expected outcomes of §9.2 (and §9.3's "expected qualitative outcome in our model")
+CHECKS: tuple[Check, ...] = (
+    (
+        "incast_victim",
+        "RoCE: PFC pauses (XOFF frames sent)",
+        lambda r: _m(r, "incast_victim", "roce", "pause_frames") > 0,
+    ),
+    (
+        "incast_victim",
+        "RoCE: the pauses spread beyond the receiver's leaf (>1 switch paused) back to the senders",
+        lambda r: (
+            _m(r, "incast_victim", "roce", "pause_switches") > 1 and _m(r, "incast_victim", "roce", "paused_hosts") > 0
+        ),
+    ),
+    (
+        "incast_victim",
+        "RoCE: the victim flow slows down more than with UET",
+        lambda r: _m(r, "incast_victim", "roce", "victim_slowdown") > _m(r, "incast_victim", "uet", "victim_slowdown"),
+    ),
+    (
+        "incast_victim",
+        "RoCE: lossless, no go-back-N resends",
+        lambda r: (
+            _m(r, "incast_victim", "roce", "drops") == 0 and _m(r, "incast_victim", "roce", "retransmitted_bytes") == 0
+        ),
+    ),
+    (
+        "incast_victim",
+        "UET: no pauses; trims and NACK-driven resends instead",
+        lambda r: _m(r, "incast_victim", "uet", "pause_frames") == 0 and _m(r, "incast_victim", "uet", "trims") > 0,
+    ),
+    (
+        "permutation",
+        "RoCE on ECMP: collisions load the busiest uplink at >= 2x the mean",
+        lambda r: (_m(r, "permutation", "roce", "uplink_imbalance") or 0) >= 2,
+    ),
+    (
+        "permutation",
+        "RoCE on ECMP: below 1 - 1/e (63 %) of bisection",
+        lambda r: _m(r, "permutation", "roce", "bisection_share") < 0.632,
+    ),
+    (
+        "permutation",
+        "UET spraying: uplinks more even than RoCE's, near-full bisection (>= 75 %)",
+        lambda r: (
+            _m(r, "permutation", "uet", "uplink_imbalance") < _m(r, "permutation", "roce", "uplink_imbalance")
+            and _m(r, "permutation", "uet", "bisection_share") >= 0.75
+        ),
+    ),
+    (
+        "permutation_roce_sprayed",
+        "RoCE forced to spray: sequence-error NAKs and go-back-N resends",
+        lambda r: (
+            _m(r, "permutation_roce_sprayed", "roce", "naks") > 0
+            and _m(r, "permutation_roce_sprayed", "roce", "retransmitted_bytes") > 0
+        ),
+    ),
+    (
+        "permutation_roce_sprayed",
+        "RoCE forced to spray: a worse tail (p99 slowdown) than RoCE on ECMP",
+        lambda r: (
+            "permutation" in r
+            and _m(r, "permutation_roce_sprayed", "roce", "slowdown_p99") > _m(r, "permutation", "roce", "slowdown_p99")
+        ),
+    ),
+    (
+        "all_to_all",
+        "UET: no pauses, and at least RoCE's goodput",
+        lambda r: (
+            _m(r, "all_to_all", "uet", "pause_frames") == 0
+            and _m(r, "all_to_all", "uet", "goodput_gbps") >= _m(r, "all_to_all", "roce", "goodput_gbps")
+        ),
+    ),
+    (
+        "allreduce",
+        "UET and RoCE: bus bandwidth within 5 % (a ring has one flow per link: nothing to balance)",
+        lambda r: (
+            abs(_m(r, "allreduce", "uet", "busbw_gbps") - _m(r, "allreduce", "roce", "busbw_gbps"))
+            <= 0.05 * _m(r, "allreduce", "roce", "busbw_gbps")
+        ),
+    ),
+)
+
+
+def default_dir() -> str:
+    """``scenarios/roce`` of the source tree this module runs from."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios", "roce")
+
+
+def run_experiments(
+    names: Sequence[str], folder: str, *, overrides: Sequence[str] = (), progress: bool = False
+) -> dict[str, Any]:
+    """Run the named experiments; ``{"ok", "experiments": {name: comparison + runs' settings},
+    "checks": [{"experiment", "expected", "held"}]}``. ``overrides`` are extra ``uet-run``
+    options (``--size 16KiB``)."""
+    from uet.tools.run import build_parser, settings_from, simulate_runs
+
+    out: dict[str, Any] = {}
+    metrics: dict[str, Metrics] = {}
+    ok = True
+    for name in names:
+        path = os.path.join(folder, EXPERIMENTS[name])
+        if not os.path.exists(path):
+            raise UsageError(f"{path}: no such scenario file (--dir names the folder)")
+        s, topo, ep = settings_from(build_parser().parse_args([path, "--engine", "sim", *overrides]))
+        runs = simulate_runs(s, topo, ep, progress=progress)
+        cmp = comparison(runs)
+        cmp["scenario"] = os.path.join("scenarios", "roce", EXPERIMENTS[name])
+        cmp["endpoints"] = s["endpoints"]
+        out[name] = cmp
+        metrics[name] = cmp["metrics"]
+        ok = ok and cmp["ok"]
+    checks = []
+    for exp, text, test in CHECKS:
+        if exp in metrics:
+            try:
+                held = bool(test(metrics))
+            except (KeyError, TypeError):  # a metric the runs do not have
+                held = False
+            checks.append({"experiment": exp, "expected": text, "held": held})
+    return {"ok": ok, "experiments": out, "checks": checks}
+
+
+#: the metrics the table shows per experiment
+_SHOWN = (
+    ("fct_p99_s", "FCT p99 (s)"),
+    ("slowdown_p99", "slowdown p99"),
+    ("goodput_gbps", "goodput (Gbit/s)"),
+    ("busbw_gbps", "busbw (Gbit/s)"),
+    ("victim_slowdown", "victim slowdown"),
+    ("bisection_share", "goodput / bisection"),
+    ("uplink_imbalance", "uplink max / mean"),
+    ("pause_frames", "pause frames"),
+    ("paused_s", "time paused (s)"),
+    ("pause_switches", "switches paused"),
+    ("paused_hosts", "hosts paused"),
+    ("trims", "trims"),
+    ("cnps", "CNPs"),
+    ("naks", "RC NAKs"),
+    ("retx_over_goodput", "retx / goodput"),
+)
+
+
+def render(res: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from uet.tools.compare import fmt
+
+    con = Console(width=None if sys.stdout.isatty() else 140)
+    t = Table(title="§9.2 experiments at 100 Gb/s, 32-host leaf/spine (virtual time): UET | RoCEv2")
+    t.add_column("metric")
+    names = list(res["experiments"])
+    for n in names:
+        t.add_column(n, justify="right")
+    for key, label in _SHOWN:
+        cells = []
+        for n in names:
+            m = res["experiments"][n]["metrics"]
+            cells.append(" | ".join(fmt(m[tr].get(key)) for tr in ("uet", "roce") if tr in m))
+        if any(c.strip("- |") for c in cells):
+            t.add_row(label, *cells)
+    con.print(t)
+    c = Table(title="expected outcomes (§9.2, §9.3)")
+    for col in ("experiment", "expected", "observed"):
+        c.add_column(col)
+    for ck in res["checks"]:
+        c.add_row(ck["experiment"], ck["expected"], "[green]as expected[/]" if ck["held"] else "[yellow]SURPRISE[/]")
+    con.print(c)
+    con.print("[green]every message intact[/]" if res["ok"] else "[red]FAILED: a run lost or corrupted a message[/]")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(prog="python -m uet.tools.roce_experiments", description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", metavar="NAME,...", help=f"a subset of: {', '.join(EXPERIMENTS)}")
+    p.add_argument("--dir", default=None, help="folder of the scenario files (default: scenarios/roce)")
+    p.add_argument("--size", type=size_arg(1, 1 << 30), help="bytes per message, every run (the files' own)")
+    p.add_argument("--messages", type=int_arg(1), help="messages per flow, every run (the files' own)")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of tables")
+    p.add_argument("--progress", action="store_true", help="progress bars on stderr")
+    return p
+
+
+def _body(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    names = list(EXPERIMENTS)
+    if args.only:
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        bad = [n for n in names if n not in EXPERIMENTS]
+        if bad:
+            raise UsageError(f"--only: unknown experiment {bad[0]!r}; one of {', '.join(EXPERIMENTS)}")
+    overrides = []
+    if args.size:
+        overrides += ["--size", str(args.size)]
+    if args.messages:
+        overrides += ["--messages", str(args.messages)]
+    res = run_experiments(names, args.dir or default_dir(), overrides=overrides, progress=args.progress)
+    if args.json:
+        sys.stdout.write(json.dumps(res) + "\n")
+    else:
+        render(res)
+    return 0 if res["ok"] else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: 0 when every run was intact, 1 when not, 2 for a usage error."""
+    return run_main("roce-experiments", _body, argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
