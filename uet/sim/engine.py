@@ -118,19 +118,23 @@ class Engine:
 
     # -- running ------------------------------------------------------------------------------------
 
-    def next_time(self) -> int | None:
-        """The next instant anything is due (a dirty core: now), or None when all is idle."""
-        if self._dirty:
-            return self.now
+    def _core_deadline(self) -> int | None:
+        """The earliest armed core deadline; stale heap entries (a host re-armed since) go."""
         heap = self._heap
         hosts = self.hosts
         while heap:
             t, i = heap[0]
             h = hosts[i]
             if h is not None and h.armed == t:
-                break
+                return t
             heapq.heappop(heap)
-        t_core = heap[0][0] if heap else None
+        return None
+
+    def next_time(self) -> int | None:
+        """The next instant anything is due (a dirty core: now), or None when all is idle."""
+        if self._dirty:
+            return self.now
+        t_core = self._core_deadline()
         t_fab = self.fabric.next_deadline()
         if t_core is None:
             return t_fab
@@ -154,13 +158,7 @@ class Engine:
                 self._flush()
                 if self._events_out:
                     return True
-            while heap:
-                t, i = heap[0]
-                h = hosts[i]
-                if h is not None and h.armed == t:
-                    break
-                heapq.heappop(heap)
-            t_core = heap[0][0] if heap else None
+            t_core = self._core_deadline()
             if t_core is not None and (limit is None or t_core <= limit):
                 lim: int | None = t_core
             else:
