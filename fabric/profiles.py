@@ -152,7 +152,7 @@ def merge(obj: Any, d: dict[str, Any], path: str = "") -> Any:
     special keys are those of :meth:`SwitchConfig.from_dict`: ``tcs`` (a table keyed by TC
     number; ``ecn = false`` removes marking), ``dscp_map`` (DSCP → TC) and ``lb.per_tc``.
     Unknown keys raise :class:`FabricError`; the result is re-validated by its ``__post_init__``."""
-    if not dataclasses.is_dataclass(obj):
+    if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
         raise FabricError(f"{path or 'config'} is not a table")
     names = {f.name for f in dataclasses.fields(obj)}
     changes: dict[str, Any] = {}

@@ -57,6 +57,8 @@ from uet.fabric.telemetry_io import JsonLines, PcapTaps
 from uet.fabric.timers import make_timer
 from uet.fabric.topology import Topology
 
+from uet.stats import percentile
+
 __all__ = ["FabricProcess", "ProcessConfig", "fabric_counters"]
 
 _ETH_ARP = 0x0806
@@ -350,7 +352,7 @@ class FabricProcess:
                     taps.write(peer.name, peer_port, frame, end + port.delay_ns)
                 _orig(n, p, frame, start, end)
 
-            node.on_transmit = tapped  # type: ignore[assignment]
+            node.on_transmit = tapped
 
     def _start_record(self) -> dict[str, Any]:
         topo = self.topology
@@ -412,14 +414,14 @@ class FabricProcess:
         if lat:
 
             def q(p: float) -> float:
-                return round(lat[min(len(lat) - 1, int(p * len(lat)))] / 1000, 1)
+                return round(percentile(lat, p) / 1000, 1)
 
             out.update(
                 mean_us=round(statistics.fmean(lat) / 1000, 1),
-                p50_us=q(0.5),
-                p90_us=q(0.9),
-                p99_us=q(0.99),
-                p999_us=q(0.999),
+                p50_us=q(50),
+                p90_us=q(90),
+                p99_us=q(99),
+                p999_us=q(99.9),
                 max_us=round(lat[-1] / 1000, 1),
             )
         return out

@@ -106,7 +106,8 @@ def plot(
     ports = {k: sorted(v) for k, v in ports.items() if len({b for _, b in v}) > 1}
     out = []
     window = _active_window(queues, ports)
-    colours = plt.get_cmap("tab20").colors  # up to 20 distinct lines (the default cycle repeats after 10)
+    tab20 = plt.get_cmap("tab20")
+    colours = [tab20(i) for i in range(tab20.N)]  # up to 20 distinct lines (the default cycle repeats after 10)
 
     if queues:
         fig, ax = plt.subplots(figsize=(10, 5))

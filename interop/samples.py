@@ -2,7 +2,7 @@
 
 The capture is a short, representative UET conversation between 10.0.0.1 (initiator) and
 10.0.0.2 (target), built only with the project's own encoders (:mod:`uet.wire`) and frame
-builders (:mod:`uet.wire.packet`), so regenerating it is deterministic: fixed addresses, PSNs and
+builders (:mod:`uet.wire.build`), so regenerating it is deterministic: fixed addresses, PSNs and
 virtual timestamps (10 µs apart from 2023-11-14 22:13:20 UTC). ``uet-decode --sample`` decodes it,
 and tests check that :func:`sample_capture` reproduces the committed file byte for byte. After
 changing this module run ``python -m uet.interop.samples`` (or call :func:`regenerate`) and commit
@@ -33,9 +33,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from uet.pcap import PcapWriter
 from uet.wire import pds, ses, tss
+from uet.wire.build import build_ethernet, build_frame, build_ip_packet, build_pfc_frame
 from uet.wire.layout import Layout
 from uet.wire.net import Ecn
-from uet.wire.packet import build_ethernet, build_frame, build_ip_packet, build_pfc_frame
 from uet.wire.pds import AckFlag, ControlType, NackCode, NextHeader, PdsType, ReqFlag
 from uet.wire.ses import AmoOp, AmoType, ResponseOpcode, ReturnCode, SesFlag, SesOpcode
 

@@ -31,7 +31,7 @@ from uet.fep import (
     Transmit,
     WriteCompleted,
 )
-from uet.wire.packet import UetPacket, parse_uet
+from uet.wire.chain import UetPacket, parse_uet
 
 A_ADDR = "10.0.0.1"
 B_ADDR = "10.0.0.2"

@@ -15,7 +15,7 @@ from uet.fabric.model.fabric import Fabric
 from uet.fabric.topology import Topology
 
 from uet.roce import QpConfig, QueuePair
-from uet.wire import packet
+from uet.wire.build import build_frame
 from uet.wire.net import ip_str
 
 
@@ -47,7 +47,7 @@ class RoceFabric:
         for tx in qp.datagrams_to_send(self.now):
             if tx.data[0] == 0x81:
                 self.cnp_times.setdefault(qp.qpn, []).append(self.now)
-            frame = packet.build_frame(
+            frame = build_frame(
                 tx.data,
                 qp.address,
                 tx.destination,

@@ -3,7 +3,8 @@ is computed by hand here from the §4.3.1 defaults for the reference network:
 
 100 Gb/s, config_base_rtt 12 µs → BDP 150 000 B, scaling_a 1; trimming → target_qdelay 9 µs,
 scaling_b 0.75; MTU 4096 → alpha = 4·4096·0.75/9000 B/ns, fi = 20 480, fi_scale 0.25,
-eta = 614.4; MaxWnd 225 000; qa_threshold 36 µs; adjust_bytes 32 768.
+eta = 614.4; MaxWnd 225 000; adjust_bytes 32 768. The spec disables the delay trigger of quick
+adapt with trimming; these tests set htsim's qa_threshold, 4 × target = 36 µs, to check it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 
 from uet.cc import CcConfig, Nscc
 
-CFG = CcConfig()
+CFG = CcConfig(qa_threshold_ns=36_000)
 
 
 def fresh(cwnd: float = 100_000, inflight: int = 100_000) -> Nscc:
@@ -32,6 +33,9 @@ def test_defaults_from_the_table() -> None:
     assert n.qa_threshold == 36_000
     assert n.adjust_bytes == 32_768
     assert Nscc(CcConfig(trimming=False)).target_qdelay == 12_000
+    # §4.3.1: 4 × target without trimming; with trimming "very large" (never by delay)
+    assert Nscc(CcConfig(trimming=False)).qa_threshold == 48_000
+    assert Nscc(CcConfig()).qa_threshold == float("inf")
 
 
 def test_fair_increase_no_ecn_high_delay() -> None:

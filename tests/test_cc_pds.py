@@ -191,7 +191,7 @@ def test_credit_req_answered_only_when_rccc_runs() -> None:
 def test_nacked_retransmission_waits_for_the_ccc() -> None:
     """§4.1: a NACKed packet is marked for retransmission and goes when the CCC allows (it
     spends window like new data), not at once past a closed window."""
-    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", start_psn=500))
+    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", cc_params=CcConfig(base_rtt_probe=False), start_psn=500))
     submit(core, 2, 3000, 0)
     g = gate_of(core)
     pkts = core.datagrams_to_send(0)
@@ -269,3 +269,101 @@ def test_blocked_credit_never_sets_a_timer_in_the_past() -> None:
         sent += [hdr(d).ctl_type for d, _a, _e in core.datagrams_to_send(now)]
     assert sent.count(w.ControlType.CREDIT_REQ) >= 2
     assert now >= 11_000 + 12_000  # one CREDIT_REQ per credit_req_ns (base RTT), not a spin
+
+
+def test_rto_of_a_nacked_packet_waiting_for_the_gate_is_no_new_loss() -> None:
+    """Regression (issue 11): a trimmed packet waiting behind a closed NSCC window had its RTO
+    fire, which counted a second loss (inflight −= size again, drifting negative until the
+    window no longer bound: 35,054 trims in a 15→1 incast) and resent it past the gate."""
+    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", start_psn=500, rto_ns=100_000))
+    submit(core, 1, 4000, 0)
+    (p500,) = core.datagrams_to_send(0)
+    submit(core, 1, 4000, 50_000)
+    (p501,) = core.datagrams_to_send(50_000)
+    lp = (p500[0][8] << 8) | p500[0][9]
+    g = gate_of(core)
+    n = g.nscc
+    size = len(p500[0]) + 48
+    nack = w.NACK.encode((10, 0, 0, int(w.NackCode.TRIMMED), 0, 500, 77, lp, 0))
+    core.receive_datagram(nack, B_ADDR, 60_000)
+    n.cwnd = float(size)  # a window of one packet: PSN 501 in flight keeps it shut
+    assert n.inflight == size
+    assert core.datagrams_to_send(60_000) == []  # 500 waits for the gate
+    # PSN 500's RTO passes while it waits: no loss counted, nothing sent, inflight unchanged
+    core.handle_timer(100_000)
+    assert core.datagrams_to_send(100_000) == []
+    assert g.counters["timeouts"] == 0 and core.counters["rto_rtx_wait"] == 1
+    assert n.inflight == size and n.cwnd == size
+    # PSN 501's own RTO: it leaves flight (one loss), and 500 goes first, then 501
+    core.handle_timer(150_000)
+    out = core.datagrams_to_send(150_000)
+    assert g.counters["timeouts"] == 1
+    assert [d[0][4:8] for d in out][:1] == [(500).to_bytes(4, "big")]
+
+
+def test_rto_resend_waits_for_the_ccc_gate() -> None:
+    """§4.1 on_inferred_loss marks the packet for retransmission: with a CCC the RTO resend
+    goes when the gate allows, like new data, not past it."""
+    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", start_psn=500, rto_ns=100_000))
+    submit(core, 2, 4000, 0)
+    pkts = core.datagrams_to_send(0)
+    g = gate_of(core)
+    size = len(pkts[0][0]) + 48
+    g.nscc.cwnd = float(size)
+    g.nscc.inflight = 3 * size  # pretend more is out: the shrunken window stays shut
+    core.handle_timer(100_000)
+    assert core.datagrams_to_send(100_000) == []
+    assert g.counters["timeouts"] == 2 and g.nscc.inflight == size
+    (pdc,) = core.pdcs.values()
+    assert [q.psn for q in pdc.cc_rtx] == [500, 501]  # marked, in order, waiting for the gate
+
+
+def test_ack_of_a_packet_marked_lost_and_not_yet_resent_is_no_rtt_sample() -> None:
+    """Regression (issue 11): the RTO re-arms ``tx_time`` of a packet waiting for the gate; the
+    late ACK of its first copy then measured 200 ns, which became the base RTT (and a max_wnd of
+    one packet) of a sender in the 15→1 incast."""
+    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", start_psn=500, rto_ns=100_000))
+    submit(core, 2, 4000, 0)
+    pkts = core.datagrams_to_send(0)
+    lp = (pkts[0][0][8] << 8) | pkts[0][0][9]
+    g = gate_of(core)
+    size = len(pkts[0][0]) + 48
+    g.nscc.cwnd = float(size)
+    g.nscc.inflight = 3 * size
+    core.handle_timer(100_000)  # both time out and wait for the gate
+    assert core.datagrams_to_send(100_000) == []
+    ack = NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, (size + 255) >> 8, 0))
+    core.receive_datagram(ack, B_ADDR, 100_200)
+    assert g.counters["acks"] == 1 and g.nscc.base_rtt == CcConfig().base_rtt_ns
+
+
+def test_base_rtt_probe_after_the_first_ack() -> None:
+    """§4.3.6: a new NSCC CCC sends one PROBE CP after its first ACK or NACK; the probe's ACK
+    (P set, opaque echoed, no service time) is a base-RTT sample."""
+    core, lp, g = _sent(PdsConfig(cc="nscc", start_psn=500), 3)
+    ack = NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 5, 0))
+    core.receive_datagram(ack, B_ADDR, 20_000)
+    (probe,) = [d for d in core.datagrams_to_send(20_000) if d[0][0] >> 3 == w.PdsType.CONTROL]
+    h = w.CONTROL.decode(probe[0])
+    assert h.ctl_type == w.ControlType.PROBE and h.dpdcid == 77 and core.counters["cc_base_rtt_probes"] == 1
+    # a second ACK: no second probe
+    ack = NSCC_ACK.encode((8, 0, 0, 0, 501, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 10, 0))
+    core.receive_datagram(ack, B_ADDR, 21_000)
+    assert [d for d in core.datagrams_to_send(21_000) if d[0][0] >> 3 == w.PdsType.CONTROL] == []
+    # the probe's answer 9 µs after it left: base RTT 9 µs (config 12 µs)
+    pa = w.ACK_CC[(True, "nscc")].encode(
+        (8, 0, int(w.AckFlag.P), h.probe_opaque, 501, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 10, 0)
+    )
+    core.receive_datagram(pa, B_ADDR, 29_000)
+    assert g.nscc.base_rtt == 9_000
+    off, lp, _ = _sent(PdsConfig(cc="nscc", cc_params=CcConfig(base_rtt_probe=False), start_psn=500), 1)
+    off.receive_datagram(NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 5, 0)), B_ADDR, 20_000)
+    assert off.datagrams_to_send(20_000) == [] and "cc_base_rtt_probes" not in off.counters
+
+
+def _sent(cfg: PdsConfig, n: int) -> tuple[PdsCore, int, Ccc]:
+    """A core that sent ``n`` 1000-byte requests at time 0: (core, its PDCID, its CCC)."""
+    core = PdsCore(A_ADDR, cfg)
+    submit(core, n, 1000, 0)
+    pkts = core.datagrams_to_send(0)
+    return core, (pkts[0][0][8] << 8) | pkts[0][0][9], gate_of(core)

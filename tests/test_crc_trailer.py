@@ -17,8 +17,8 @@ from uet.fep import FepConfig, FepCore, Transmit
 from uet.link import loopback_addresses
 from uet.pcap import PcapWriter
 from uet.wire import crc
+from uet.wire.build import build_frame
 from uet.wire.net import ip_bytes
-from uet.wire.packet import build_frame
 
 
 def ref_crc32c(data: bytes) -> int:

@@ -9,8 +9,9 @@ import struct
 from uet.tools.decode import main
 
 from uet.pcap import PcapWriter
+from uet.wire.build import build_frame
+from uet.wire.capture import parse_frame
 from uet.wire.net import ip_bytes
-from uet.wire.packet import build_frame, parse_frame
 
 ACK = bytes.fromhex("380000000000100000020001")
 

@@ -16,7 +16,7 @@ from uet.tools.decode import Item, decode_item, error_line, main, parse_hex, sum
 
 from uet.pcap import PcapWriter
 from uet.wire import pds, ses
-from uet.wire.packet import parse_frame
+from uet.wire.capture import parse_frame
 
 # wire-format.md §13.1, verbatim (hexdump offsets included).
 HEX_13 = """

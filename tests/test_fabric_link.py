@@ -10,8 +10,8 @@ import time
 import pytest
 
 from uet.link.fabric import ECN_LASTHOP, ECN_TRIMMED, FabricLink, fa_mac
+from uet.wire.build import build_frame, build_pfc_frame
 from uet.wire.net import UET_UDP_PORT, inet_checksum, ip_bytes, udp_checksum
-from uet.wire.packet import build_frame, build_pfc_frame
 
 FA = "10.0.0.1"
 PEER = "10.0.1.2"

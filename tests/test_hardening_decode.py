@@ -82,7 +82,7 @@ def test_uet_decode_on_a_hostile_capture_reports_every_frame(tmp_path_factory, s
     path.write_bytes(_pcap(frames))
     rc, out, err = _run(*opts, str(path))
     assert "Traceback" not in out + err and "internal error" not in err, err
-    # uet.wire.packet turns an unexpected exception inside a decoder into a DecodeError whose reason
+    # uet.wire.chain turns an unexpected exception inside a decoder into a DecodeError whose reason
     # says "internal decoder error": such a line is a decoder bug reported as a malformed packet.
     assert "internal decoder error" not in out, [line for line in out.splitlines() if "internal decoder" in line]
     assert err == ""

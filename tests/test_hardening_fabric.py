@@ -37,8 +37,8 @@ from uet.fabric.switch import FabricProcess, ProcessConfig
 from uet.endpoint import Endpoint, EndpointConfig
 from uet.link.fabric import FabricLink
 from uet.pds import PdsConfig
+from uet.wire.build import build_frame, build_pfc_frame
 from uet.wire.net import EtherType
-from uet.wire.packet import build_frame, build_pfc_frame
 from uet.wire.pds import ACK, NACK, REQUEST, PdsType, ReqFlag
 
 TIMEOUT = 10.0

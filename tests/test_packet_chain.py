@@ -1,4 +1,4 @@
-"""The UET header chain and frame decoding (uet.wire.packet, wire-format.md §1–§2, §13)."""
+"""The UET header chain and frame decoding (uet.wire.chain and uet.wire.capture, wire-format.md §1–§2, §13)."""
 
 from __future__ import annotations
 
@@ -13,18 +13,9 @@ from uet.interop.samples import SAMPLE_TSS_KEY, sample_frames
 
 from uet.errors import DecodeError, UetError
 from uet.wire import net, pds, ses, tss
-from uet.wire.packet import (
-    LinkType,
-    Sealed,
-    build_ethernet,
-    build_frame,
-    build_ip_packet,
-    build_pfc_frame,
-    build_udp_ipv4,
-    default_dscp,
-    parse_frame,
-    parse_uet,
-)
+from uet.wire.build import build_ethernet, build_frame, build_ip_packet, build_pfc_frame, build_udp_ipv4, default_dscp
+from uet.wire.capture import LinkType, parse_frame
+from uet.wire.chain import Sealed, parse_uet
 from uet.wire.pds import AckFlag, ControlType, NackCode, NextHeader, PdsType, ReqFlag
 from uet.wire.ses import AmoOp, ResponseOpcode, SesFlag, SesOpcode
 

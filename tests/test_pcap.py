@@ -12,7 +12,7 @@ from uet.interop import samples
 
 from uet.errors import DecodeError, UetError
 from uet.pcap import PcapError, PcapRecord, PcapWriter, detect_format, read_capture
-from uet.wire.packet import parse_frame
+from uet.wire.capture import parse_frame
 
 FRAMES = [f for _, _, f in samples.sample_frames()]
 

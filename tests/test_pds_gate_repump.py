@@ -12,7 +12,7 @@ from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, ses_small
 
 from uet.pds import Mode, PdsConfig
 from uet.pds.states import InitiatorState
-from uet.wire.packet import parse_uet
+from uet.wire.chain import parse_uet
 from uet.wire.pds import REQUEST_SYN, PdsType
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, ses_small
 
 from uet.pds import Acked, Delivery, Failed, Mode, PdsConfig
-from uet.wire.packet import parse_uet
+from uet.wire.chain import parse_uet
 from uet.wire.pds import ControlType, NackCode, PdsType, ReqFlag, RudiFlag
 
 START = 0x2000_0000

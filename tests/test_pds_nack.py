@@ -412,7 +412,9 @@ def test_reassembly_shortage_is_waited_out_end_to_end() -> None:
     draws NO_SES_MSG_AVAIL. With resends at once (the reference) the second message spends its
     Max_NACK_Retx_Cnt within a few RTTs and fails; with the doubling NACK_Retx_Time it is resent
     after the first completes, and both messages arrive intact (§2.6 step 7, §2.10)."""
-    from uet.ses.message import MessageConfig, Reassembler, Segmenter
+    from uet.ses.message import MessageConfig
+    from uet.ses.reassembly import Reassembler
+    from uet.ses.segmenter import Segmenter
 
     pair = Pair(CFG)
     r = Reassembler(job_id=1, pid_on_fep=3, config=MessageConfig(payload_size=100, max_partial=1))

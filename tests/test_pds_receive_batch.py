@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 
 from uet.pds import Acked, Failed, Mode, PdsConfig, PdsCore
 from uet.pds.pdc import TargetPdc
-from uet.ses.message import DECLINED, MessageConfig, Reassembler, Segmenter
+from uet.ses.message import DECLINED, MessageConfig
+from uet.ses.reassembly import Reassembler
+from uet.ses.segmenter import Segmenter
 
 A, B = "10.0.0.1", "10.0.0.2"
 PAYLOAD = 512
@@ -59,7 +61,7 @@ def test_receive_batch_equals_one_receive_datagram_per_item(seed, mode, loss, du
     snd = PdsCore(A, PdsConfig(rto_ns=2_000_000), rng=random.Random(seed))
     fast, fast_ra = receiver(True)
     slow, slow_ra = receiver(False)
-    seg = Segmenter(job_id=0, initiator=1, payload_size=PAYLOAD, rng=random.Random(seed))
+    seg = Segmenter(job_id=0, initiator=1, payload_size=PAYLOAD)
     sizes = [rng.choice([100, PAYLOAD, 3000, 20_000, 40_000]) for _ in range(4)]
     msgs = [rng.randbytes(n) for n in sizes]
     now = 1_000_000
@@ -127,7 +129,7 @@ def test_runs_take_the_hook_and_a_declined_packet_takes_the_general_path() -> No
 
     fast.on_data = counting
     snd = PdsCore(A, PdsConfig(), rng=random.Random(3))
-    seg = Segmenter(job_id=0, initiator=1, payload_size=PAYLOAD, rng=random.Random(3))
+    seg = Segmenter(job_id=0, initiator=1, payload_size=PAYLOAD)
     # a first message establishes the PDC (its packets carry SYN until the first ACK)
     (first,) = seg.packets(b"hello", 8)
     snd.submit(B, Mode.RUD, 3, first[0], bytes(first[1]), token=0, som=True, eom=True, now=0)
@@ -152,7 +154,7 @@ def test_runs_take_the_hook_and_a_declined_packet_takes_the_general_path() -> No
 
 def test_the_hook_declines_whatever_it_cannot_place_without_changing_anything() -> None:
     ra = Reassembler(config=MessageConfig(payload_size=PAYLOAD, inplace_threshold=2048))
-    seg = Segmenter(job_id=0, initiator=1, payload_size=PAYLOAD, rng=random.Random(5))
+    seg = Segmenter(job_id=0, initiator=1, payload_size=PAYLOAD)
     data = random.Random(6).randbytes(PAYLOAD * 6)
     pk = [b"\0" * 12 + s + bytes(p) for s, p, _som, _eom in seg.packets(data, 3)]
     som_ses = pk[0][12 : len(pk[0]) - PAYLOAD]

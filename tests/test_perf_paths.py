@@ -10,6 +10,7 @@ import socket
 from itertools import islice
 
 import pytest
+from ses_response import response_fields
 
 from uet.endpoint import Endpoint, EndpointConfig
 from uet.link import DSCP_CONTROL, DSCP_DATA, DirectLink
@@ -17,8 +18,10 @@ from uet.link.base import Link
 from uet.link.direct import loopback_addresses
 from uet.pds import Mode, PdsConfig, PdsCore
 from uet.pds.config import PdsError, PdsLimitError
-from uet.ses import message as msgmod
-from uet.ses.message import MessageConfig, Reassembler, Segmenter
+from uet.ses import reassembly
+from uet.ses.message import MAX_WIRE_PAYLOAD, MessageConfig
+from uet.ses.reassembly import Reassembler
+from uet.ses.segmenter import Segmenter
 from uet.wire.pds import PdsType
 from uet.wire.ses import STANDARD, ReturnCode, SesFlag, SesOpcode
 
@@ -57,7 +60,7 @@ def _reference_headers(length: int, ps: int, mid: int, **kw: object) -> list[byt
             out.append(lay.encode(lay.make(flags=flags, header_data=hd or 0, **common)))
         else:
             lay = STANDARD[(0, "none")]
-            pl = plen if plen <= msgmod.MAX_WIRE_PAYLOAD else 0
+            pl = plen if plen <= MAX_WIRE_PAYLOAD else 0
             out.append(lay.encode(lay.make(flags=rel | eom, payload_length=pl, message_offset=off, **common)))
     return out
 
@@ -73,7 +76,7 @@ def _reference_headers(length: int, ps: int, mid: int, **kw: object) -> list[byt
     ],
 )
 def test_segmenter_headers_equal_the_layout_encoding(length: int, ps: int, kw: dict) -> None:
-    seg = Segmenter(job_id=3, initiator=0x0A000001, payload_size=ps, rng=random.Random(1))
+    seg = Segmenter(job_id=3, initiator=0x0A000001, payload_size=ps)
     data = random.Random(length).randbytes(length)
     got = list(seg.packets(data, 0x1234, **kw))
     assert [h for h, _p, _s, _e in got] == _reference_headers(length, ps, 0x1234, **kw)
@@ -90,7 +93,7 @@ def _one_packet_pair(views: bool) -> list:
     b.payload_views = views
     got: list = []
     b.on_deliver = lambda d: got.append(d)
-    seg = Segmenter(job_id=0, initiator=1, payload_size=1000, rng=random.Random(3))
+    seg = Segmenter(job_id=0, initiator=1, payload_size=1000)
     for ses, payload, som, eom in seg.packets(b"x" * 2500, 1):
         a.submit("10.0.0.2", Mode.RUD, 3, ses, payload, token=None, som=som, eom=eom, now=0)
     for d, _dst, _e in a.datagrams_to_send(0):
@@ -111,7 +114,7 @@ def test_payload_views_deliver_memoryviews_of_the_same_bytes() -> None:
 
 
 def _packets(data: bytes, mid: int, ps: int = 100, **kw: object) -> list[tuple[bytes, bytes]]:
-    seg = Segmenter(job_id=0, initiator=7, payload_size=ps, rng=random.Random(1))
+    seg = Segmenter(job_id=0, initiator=7, payload_size=ps)
     return [(h, bytes(p)) for h, p, _s, _e in seg.packets(data, mid, **kw)]
 
 
@@ -149,12 +152,12 @@ def test_cached_header_still_checks_lengths_and_bounds() -> None:
         assert r.deliver(PEER, 0, 3, h, p) is None
     h, p = pk[3]
     nh, resp = r.deliver(PEER, 0, 3, h, p[:-1])  # payload shorter than payload_length
-    assert nh == 4 and msgmod.decode_response(resp)[1] == ReturnCode.OP_VIOLATION
+    assert nh == 4 and response_fields(resp)[1] == ReturnCode.OP_VIOLATION
     assert r.counters["error_bad_payload_length"] == 1
     # the message is in error now: later packets (same cached header) get the error again
     h, p = pk[4]
     nh, resp = r.deliver(PEER, 0, 3, h, p)
-    assert msgmod.decode_response(resp)[1] == ReturnCode.OP_VIOLATION
+    assert response_fields(resp)[1] == ReturnCode.OP_VIOLATION
 
 
 def test_cached_header_rechecks_after_a_generation_change() -> None:
@@ -165,7 +168,7 @@ def test_cached_header_rechecks_after_a_generation_change() -> None:
         r.deliver(PEER, 0, 3, h, p)
     r.generation = 1  # the resource was re-created: requests of generation 0 no longer match
     nh, resp = r.deliver(PEER, 0, 3, *pk[3])
-    assert msgmod.decode_response(resp)[1] == ReturnCode.OP_VIOLATION
+    assert response_fields(resp)[1] == ReturnCode.OP_VIOLATION
     assert r.counters["error_changed_header"] == 1
 
 
@@ -183,7 +186,7 @@ def test_expired_message_is_not_resumed_from_the_cache() -> None:
 
 
 def test_in_place_without_populate_support(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(msgmod, "_MADV_POPULATE_WRITE", 0x7FFF)  # an advice the kernel rejects
+    monkeypatch.setattr(reassembly, "_MADV_POPULATE_WRITE", 0x7FFF)  # an advice the kernel rejects
     data = random.Random(2).randbytes(5000)
     r = _reasm()
     for h, p in _packets(data, 8):
@@ -308,7 +311,7 @@ def test_in_place_packet_far_ahead_of_the_front() -> None:
     """A packet megabytes ahead of the in-order front (RUD reordering, a lost SOM) is placed
     without populating the buffer up to it; the message still completes intact."""
     data = random.Random(9).randbytes(5 << 20)
-    seg = Segmenter(job_id=0, initiator=7, payload_size=60000, rng=random.Random(1))
+    seg = Segmenter(job_id=0, initiator=7, payload_size=60000)
     pk = [(h, bytes(p)) for h, p, _s, _e in seg.packets(data, 3)]
     r = Reassembler(config=MessageConfig(payload_size=60000, inplace_threshold=1 << 20), decline=True)
     for h, p in [pk[-1], pk[1], pk[0], *pk[2:-1]]:
@@ -362,7 +365,7 @@ async def test_send_many_queues_the_rest_in_order_when_the_buffer_fills() -> Non
 
 
 def _pkts(n: int, mid: int = 1) -> list:
-    seg = Segmenter(job_id=0, initiator=1, payload_size=100, rng=random.Random(1))
+    seg = Segmenter(job_id=0, initiator=1, payload_size=100)
     return list(seg.packets(random.Random(mid).randbytes(n * 100), mid))
 
 

@@ -40,6 +40,7 @@ SMALL = [
     ("uet-bench codec", ["--number", "200", "--repeat", "1"]),
     ("uet-bench matrix", ["--seeds", "1", "--packets", "200"]),
     ("uet-bench sim", ["--hosts", "8", "--size", "16KiB", "--repeat", "1"]),
+    ("uet-sim --suite", ["--size", "64KiB", "--max-hosts", "16"]),
     ("uet-sim", ["--size", "4KiB", "--messages", "1"]),
     ("uet-bench soak", ["--minutes", "0.03", "--every", "1"]),
     ("uet-demo", ["--size", "1MiB", "--addresses", "{addr}"]),

@@ -14,7 +14,7 @@ from uet.roce.core import RoceCore, config_for_link
 from uet.sim import Engine, SimEndpoint, VirtualTimeLoop
 from uet.sim.scenario import simulate
 from uet.transport import Transport
-from uet.wire.packet import parse_frame
+from uet.wire.capture import parse_frame
 from uet.workloads import WORKLOADS
 
 G = 1e9

@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 
 from uet.errors import DecodeError
 from uet.pcap import PcapWriter
-from uet.wire import net, packet
+from uet.wire import net
+from uet.wire.build import build_ethernet, build_ip_packet
+from uet.wire.capture import parse_frame
 from uet.wire.icrc import RESIDUE, check_icrc, icrc, icrc_bytes
 from uet.wire.roce import (
     AETH,
@@ -74,7 +76,7 @@ def test_worked_example_byte_for_byte() -> None:
     assert zlib.crc32(FED_TO_CRC + SEND_ONLY[-4:]) == RESIDUE
     # and the packet is what our own builders produce from the example's fields
     body = encode_roce(BTH.make(opcode=OpCode.SEND_ONLY, dest_qp=0x11, ack_req=1, psn=0), (), bytes(range(16)))
-    ip = packet.build_ip_packet(
+    ip = build_ip_packet(
         body + bytes(4), "192.168.1.1", "192.168.1.2", entropy=0xC000, dport=4791, dscp=26, ecn=2,
         identification=0x1234, udp_checksum=False,
     )  # fmt: skip
@@ -116,9 +118,9 @@ def test_seal_is_the_canonical_frame_icrc() -> None:
     dgram = seal(body, A, B, 0xC123)
     assert verify_icrc(dgram, A, B, 0xC123)
     assert not verify_icrc(dgram, A, B, 0xC124)
-    ip = packet.build_ip_packet(dgram, "192.168.1.1", "192.168.1.2", entropy=0xC123, dport=4791, dscp=26, ecn=3)
+    ip = build_ip_packet(dgram, "192.168.1.1", "192.168.1.2", entropy=0xC123, dport=4791, dscp=26, ecn=3)
     assert check_icrc(ip)  # a computed UDP checksum is masked too
-    fr = packet.parse_frame(packet.build_ethernet(ip))
+    fr = parse_frame(build_ethernet(ip))
     assert fr.kind == "roce" and fr.roce.icrc_ok and fr.roce.payload == b"hello" and not fr.warnings
 
 
@@ -254,8 +256,8 @@ def test_scapy_computes_the_same_icrc(op, bth, qp, psn, ack, rest, ip, sport, v6
 def _frames() -> list[bytes]:
     frames = []
     for d in all_rc_datagrams():
-        ip = packet.build_ip_packet(d, "192.168.1.1", "192.168.1.2", entropy=0xC000, dport=4791, udp_checksum=False)
-        frames.append(packet.build_ethernet(ip))
+        ip = build_ip_packet(d, "192.168.1.1", "192.168.1.2", entropy=0xC000, dport=4791, udp_checksum=False)
+        frames.append(build_ethernet(ip))
     return frames
 
 

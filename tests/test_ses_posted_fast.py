@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import random
 
+from ses_response import response_fields
+
 from uet.pds import Mode
 from uet.pds.events import Delivery
 from uet.pds.target import normalize_response
 from uet.ses import RecvCompleted, SesFep
-from uet.ses.message import MessageConfig, Segmenter, decode_response
+from uet.ses.message import MessageConfig
+from uet.ses.segmenter import Segmenter
 from uet.ses.target import TargetConfig
 from uet.wire.ses import RESPONSE, ReturnCode
 
@@ -29,7 +32,7 @@ def fep() -> SesFep:
 
 
 def packets(data: bytes, mid: int, **kw) -> list[tuple[bytes, bytes]]:
-    seg = Segmenter(job_id=JOB, initiator=7, payload_size=1024, rng=random.Random(2))
+    seg = Segmenter(job_id=JOB, initiator=7, payload_size=1024)
     return [(s, bytes(p)) for s, p, _som, _eom in seg.packets(data, mid, pid_on_fep=PID, **kw)]
 
 
@@ -54,7 +57,7 @@ def test_out_of_order_packets_land_in_the_posted_buffer_with_header_data() -> No
     order = [2, 4, 0, 3, 1]
     answers = [deliver(f, *pk[i]) for i in order]
     assert answers[:-1] == [None] * 4  # default responses until the message is whole
-    assert decode_response(answers[-1][1]) == (1, ReturnCode.OK, 10, 4500)
+    assert response_fields(answers[-1][1]) == (1, ReturnCode.OK, 10, 4500)
     (ev,) = events(f)
     assert isinstance(ev, RecvCompleted)
     got = (ev.recv_id, ev.context, ev.return_code, ev.length, ev.message_length)
@@ -70,9 +73,9 @@ def test_single_packet_and_empty_messages() -> None:
     b1, b2 = bytearray(8), bytearray(8)
     r1, r2 = f.post_recv(b1), f.post_recv(b2)
     (p,) = packets(b"hello", 1)
-    assert decode_response(deliver(f, *p)[1]) == (1, ReturnCode.OK, 1, 5)
+    assert response_fields(deliver(f, *p)[1]) == (1, ReturnCode.OK, 1, 5)
     (p,) = packets(b"", 2)
-    assert decode_response(deliver(f, *p)[1]) == (1, ReturnCode.OK, 2, 0)
+    assert response_fields(deliver(f, *p)[1]) == (1, ReturnCode.OK, 2, 0)
     e1, e2 = events(f)
     assert (e1.recv_id, e1.length, bytes(b1[:5])) == (r1.id, 5, b"hello")
     assert (e2.recv_id, e2.length, e2.return_code) == (r2.id, 0, ReturnCode.OK)
@@ -116,9 +119,9 @@ def test_a_bad_packet_fails_the_receive_once_and_later_packets_get_the_error() -
     longer = packets(b"x" * 4000, 40)  # same message id, different request_length
     deliver(f, *pk[0])
     r = deliver(f, *longer[1])
-    assert decode_response(r[1])[1] == ReturnCode.OP_VIOLATION
+    assert response_fields(r[1])[1] == ReturnCode.OP_VIOLATION
     r = deliver(f, *pk[2])
-    assert decode_response(r[1])[1] == ReturnCode.OP_VIOLATION
+    assert response_fields(r[1])[1] == ReturnCode.OP_VIOLATION
     (ev,) = events(f)
     assert (ev.recv_id, ev.return_code, ev.length, ev.message_length) == (recv.id, ReturnCode.OP_VIOLATION, 0, 3000)
     assert not events(f)
@@ -142,13 +145,13 @@ def test_receives_the_fast_path_leaves_to_the_target_engine() -> None:
     small = f.post_recv(bytearray(100))  # too short, no truncation: the engine answers TOO_LONG
     pk = packets(b"z" * 300, 60)
     r = deliver(f, *pk[0])
-    assert decode_response(r[1])[1] == ReturnCode.TOO_LONG
+    assert response_fields(r[1])[1] == ReturnCode.TOO_LONG
     (ev,) = events(f)
     assert (ev.recv_id, ev.return_code) == (small.id, ReturnCode.TOO_LONG)
     other_job = f.target.post_recv(f.default, bytearray(100), job=JOB + 1)  # restricted to another job
     (p,) = packets(b"w" * 10, 61)
     r = deliver(f, *p)
-    assert decode_response(r[1])[1] == ReturnCode.BAD_JOB_ID
+    assert response_fields(r[1])[1] == ReturnCode.BAD_JOB_ID
     assert f.counters["fast_messages"] == 0 and f.cancel_recv(other_job) is True
 
 
@@ -164,7 +167,7 @@ def test_the_response_says_which_list_the_message_went_to() -> None:
     overflow = deliver(f, *p2, mode=Mode.RUDI)
     assert RESPONSE.unpack(expected[1])[0] == 0 and normalize_response(expected)[2] is False
     assert RESPONSE.unpack(overflow[1])[0] == 1 and normalize_response(overflow)[2] is True
-    assert decode_response(overflow[1])[1:] == (ReturnCode.OK, 71, 50)
+    assert response_fields(overflow[1])[1:] == (ReturnCode.OK, 71, 50)
     assert deliver(f, *p2, mode=Mode.RUDI, retx=True) == overflow
     assert deliver(f, *p, mode=Mode.RUDI, retx=True) == expected
 
@@ -191,7 +194,7 @@ def test_a_waiting_receive_without_buffer_makes_it_the_expected_list() -> None:
     big = packets(b"b" * 3000, 82, tag=1)  # multi-packet, in place or segmented alike
     for p in big:
         r = deliver(f, *p)
-    assert RESPONSE.unpack(r[1])[0] == 0 and decode_response(r[1])[1:] == (ReturnCode.OK, 82, 3000)
+    assert RESPONSE.unpack(r[1])[0] == 0 and response_fields(r[1])[1:] == (ReturnCode.OK, 82, 3000)
 
 
 def test_unexpected_list_is_bounded_by_bytes_and_nacks_when_full() -> None:
@@ -215,7 +218,7 @@ def test_unexpected_list_is_bounded_by_bytes_and_nacks_when_full() -> None:
     )
     for mid in (1, 2):
         ((ses, pl),) = packets(bytes([mid]) * 1000, mid)
-        assert decode_response(deliver(f, ses, pl)[1])[1] == ReturnCode.OK
+        assert response_fields(deliver(f, ses, pl)[1])[1] == ReturnCode.OK
     assert len(f.unexpected_messages) == 2 and f.unexpected_messages.nbytes == 2 * (1000 + ENTRY_OVERHEAD)
     ((ses3, pl3),) = packets(b"\x03" * 1000, 3)
     with pytest.raises(SesNack):
@@ -223,5 +226,5 @@ def test_unexpected_list_is_bounded_by_bytes_and_nacks_when_full() -> None:
     assert f.counters["fast_unexpected_full"] == 1 and len(f.unexpected_messages) == 2
     m = f.take_unexpected(tagged=False)
     assert m is not None and bytes(m.data) == b"\x01" * 1000
-    assert decode_response(deliver(f, ses3, pl3)[1])[1] == ReturnCode.OK  # the resend gets in
+    assert response_fields(deliver(f, ses3, pl3)[1])[1] == ReturnCode.OK  # the resend gets in
     assert [bytes(x.data)[:1] for x in f.unexpected_messages] == [b"\x02", b"\x03"]

@@ -662,14 +662,14 @@ def test_rendezvous_eager_then_read_request(fep: SesFep) -> None:
 
 
 def test_accepts_message_layer_segments(fep: SesFep) -> None:
-    from uet.ses.message import Segmenter
+    from uet.ses.segmenter import Segmenter
 
     seg = Segmenter(job_id=JOB, initiator=INIT, payload_size=64)
     data = bytes(range(150))
     buf = bytearray(200)
     fep.target.post_recv(res(fep), buf)
     last = None
-    for ses, payload, _som, _eom in seg.packets(data, seg.next_message_id(), pid_on_fep=PID, resource_index=RI):
+    for ses, payload, _som, _eom in seg.packets(data, 0x1234, pid_on_fep=PID, resource_index=RI):
         last = handle(fep, ses, bytes(payload))
     assert last is not None and RESPONSE.decode(last.data).modified_length == 150
     assert bytes(buf[:150]) == data

@@ -13,7 +13,7 @@ from uet.fep import FepConfig, FepCore
 from uet.sim import Engine, SimEndpoint, SimulationError, VirtualTimeLoop
 from uet.sim.scenario import ideal_seconds, simulate
 from uet.transport import Transport
-from uet.wire.packet import parse_frame
+from uet.wire.capture import parse_frame
 from uet.workloads import WORKLOADS, Flow
 
 

@@ -18,8 +18,8 @@ from uet.fabric.switch import FabricProcess, ProcessConfig
 from uet.fabric.topology import _host_mac
 
 from uet.pcap import LINKTYPE_ETHERNET, read_capture
+from uet.wire.build import build_frame
 from uet.wire.net import inet_checksum
-from uet.wire.packet import build_frame
 
 TIMEOUT = 10.0
 

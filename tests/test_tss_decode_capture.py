@@ -16,7 +16,7 @@ from uet.tools.decode import main
 
 from uet.pcap import PcapWriter
 from uet.tss import write_key_file
-from uet.wire.packet import build_frame
+from uet.wire.build import build_frame
 
 
 async def _capture(tmp_path) -> tuple[str, str, int, bytes, bytes]:

@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 from uet.fabric.model.frames import IP_TOS, trim
 
 from uet.errors import DecodeError
+from uet.wire.build import build_frame
 from uet.wire.frame import RxFrame, build_udp_frame, parse_udp_frame
 from uet.wire.net import ip_bytes
-from uet.wire.packet import build_frame
 
 SRC, DST = "10.0.0.1", "10.1.2.3"
 MACS = {"src_mac": b"\x02\x00\x0a\x00\x00\x01", "dst_mac": b"\x02\x5a\x00\x00\x00\x00"}

@@ -1,6 +1,7 @@
 """Property tests of every wire header: fast codec against construct codec (spec/wire-format.md §15).
 
-For each layout of ``pds``, ``ses``, ``tss`` and ``net`` the generated fast codec (``encode``,
+For each layout of ``pds``, ``ses``, ``tss``, ``net``, ``roce`` and the fused ``datapath``
+layouts the generated fast codec (``encode``,
 ``pack_into``, ``decode``, ``unpack``) and the independent construct definition (``build``,
 ``parse``) must agree on random valid values, reject what does not fit, fail on arbitrary bytes
 only with a well-formed :class:`DecodeError`, and ignore reserved bits (wire-format.md §0).
@@ -26,7 +27,7 @@ from wire_strategies import (
 )
 
 from uet.errors import DecodeError, EncodeError
-from uet.wire import net, pds, ses
+from uet.wire import datapath, net, pds, ses
 from uet.wire.layout import F, Layout, Raw
 
 EXAMPLES = 100  # valid values per layout (the codec agreement property)
@@ -359,3 +360,21 @@ def test_udp_checksum_verifies(v6: bool, addrs: bytes, ports: tuple[int, int], p
 @given(raw=st.binary(min_size=4, max_size=4) | st.binary(min_size=16, max_size=16))
 def test_ip_text_round_trip(raw: bytes) -> None:
     assert net.ip_bytes(net.ip_str(raw)) == raw
+
+
+# -- the data path's fused layouts are their parts, back to back ---------------------------------
+
+
+@pytest.mark.parametrize("fused", datapath.ALL_LAYOUTS, ids=[lay.name for lay in datapath.ALL_LAYOUTS])
+@settings(max_examples=ERROR_EXAMPLES)
+@given(blob=blobs())
+def test_fused_layout_is_its_parts_back_to_back(fused: Layout, blob: bytes) -> None:
+    """uet.wire.datapath: a fused encoding is the concatenation of the separate headers', and
+    decoding it gives the parts' values in order."""
+    first, second = datapath.PARTS[fused.name]
+    assert fused.size == first.size + second.size
+    va = values_from_bytes(first, blob)
+    vb = values_from_bytes(second, blob[first.size :])
+    wire = first.encode(va) + second.encode(vb)
+    assert fused.encode((*va, *vb)) == wire
+    assert tuple(fused.unpack(wire)) == (*va, *vb)

@@ -7,9 +7,10 @@ import asyncio
 import pytest
 
 from uet.endpoint import Endpoint, EndpointConfig
+from uet.stats import percentile
 from uet.transport import Transport
 from uet.workloads import WORKLOADS, make, message_data
-from uet.workloads.report import percentile, summarize
+from uet.workloads.report import summarize
 
 BASE = 61
 

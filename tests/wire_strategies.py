@@ -21,11 +21,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from uet.wire import net, pds, roce, ses, tss
+from uet.wire import datapath, net, pds, roce, ses, tss
 from uet.wire.layout import F, Layout, R, Raw
 
 __all__ = [
     "ALL_WIRE_LAYOUTS",
+    "HEADER_LAYOUTS",
     "LAYOUTS_BY_NAME",
     "BLOB_SIZE",
     "blobs",
@@ -39,14 +40,16 @@ __all__ = [
     "psns",
 ]
 
-#: Every fixed-size header the wire layer declares (wire-format.md §1–§11, plus the link headers).
-ALL_WIRE_LAYOUTS: list[Layout] = [
+#: Every fixed-size header the wire layer declares (wire-format.md §1–§11, plus the link headers);
+#: with the data path's fused PDS+SES layouts (uet.wire.datapath), every layout.
+HEADER_LAYOUTS: list[Layout] = [
     *pds.ALL_LAYOUTS,
     *ses.ALL_LAYOUTS,
     *tss.ALL_LAYOUTS,
     *net.ALL_LAYOUTS,
     *roce.ALL_LAYOUTS,
 ]
+ALL_WIRE_LAYOUTS: list[Layout] = [*HEADER_LAYOUTS, *datapath.ALL_LAYOUTS]
 LAYOUTS_BY_NAME: dict[str, Layout] = {lay.name: lay for lay in ALL_WIRE_LAYOUTS}
 
 #: Large enough for any single layout above (the largest is 44 bytes).

@@ -36,7 +36,7 @@ class Group:
     slow: list[tuple[Layout, object]]
 
 
-def _v(layout: Layout, **fields: int) -> tuple[Layout, object]:
+def _v(layout: Layout, **fields: int | bytes) -> tuple[Layout, object]:
     return layout, layout.make(**fields)
 
 
@@ -47,7 +47,9 @@ def _groups() -> list[Group]:
     fused = datapath.REQ_STD_SOM.make(**req, **std)
     ack = dict(ack_psn_offset=0, cack_psn=0x12345678, spdcid=0x4321, dpdcid=0x1234)
     resp = dict(message_id=7, job_id=0x42, modified_length=65536)
-    ip = dict(total_length=1100, src=bytes([10, 0, 0, 1]), dst=bytes([10, 0, 0, 2]), dscp=0, ecn=2)
+    ip: dict[str, int | bytes] = dict(
+        total_length=1100, src=bytes([10, 0, 0, 1]), dst=bytes([10, 0, 0, 2]), dscp=0, ecn=2
+    )
     return [
         Group(
             "rud_request+ses_standard", [(datapath.REQ_STD_SOM, fused)], [_v(pds.REQUEST, **req), _v(std_som, **std)]
@@ -94,7 +96,7 @@ def _time_group(g: Group, number: int, repeat: int) -> dict[str, float]:
     slow_enc = [(lay.build, val) for lay, val in g.slow]
     slow_bytes = [(lay.parse, lay.build(val)) for lay, val in g.slow]
 
-    def run(pairs: list) -> Callable[[], None]:
+    def run(pairs: list[tuple[Callable[..., Any], Any]]) -> Callable[[], object]:
         if len(pairs) == 1:
             f, a = pairs[0]
             return lambda: f(a)

@@ -92,7 +92,12 @@ async def pipe_recv(conn: Connection, timeout: float | None = None) -> Any:
         return conn.recv()
     fut = loop.create_future()
     fd = conn.fileno()
-    loop.add_reader(fd, lambda: fut.done() or fut.set_result(None))
+
+    def ready() -> None:
+        if not fut.done():
+            fut.set_result(None)
+
+    loop.add_reader(fd, ready)
     try:
         await asyncio.wait_for(fut, timeout)
     finally:

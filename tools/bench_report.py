@@ -12,6 +12,8 @@ from typing import Any
 
 from uet.tools.bench_options import PairOptions
 
+from uet.stats import percentile
+
 __all__ = ["MEDIANS", "ROUND_KEYS", "SUMS", "aggregate", "latency", "percentile", "print_rtt_sweep", "print_table"]
 
 #: per-round figures reported as the median over the rounds (the rest: sums, all/any, first error)
@@ -57,12 +59,6 @@ def aggregate(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     if len(rounds) > 1:
         out["rounds"] = [{k: r.get(k) for k in ROUND_KEYS} for r in rounds]
     return out
-
-
-def percentile(xs: list[float], p: float) -> float:
-    """The ``p``-th percentile of ``xs``: the nearest-rank sample."""
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
 def latency(prefix: str, xs: list[float]) -> dict[str, float]:

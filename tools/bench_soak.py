@@ -73,7 +73,7 @@ async def soak(
     from uet.pds import Mode
 
     rng = random.Random(seed)
-    imp = {"loss": loss, "reorder": reorder, "dup": dup, "reorder_delay_s": 0.001}
+    imp: dict[str, Any] = {"loss": loss, "reorder": reorder, "dup": dup, "reorder_delay_s": 0.001}
     sysrng = random.SystemRandom()  # addresses and port: never the same as a concurrent run's
     for attempt in range(8):
         a_addr, b_addr = loopback_addresses(2, seed=sysrng.getrandbits(32))

@@ -102,6 +102,7 @@ async def uet_receiver(conn: Connection, opts: PairOptions) -> None:
     failed: list[str] = []
     dups = 0
     last_ns = 0
+    cpu_last = 0.0
     done = asyncio.Event()
     posted = opts.receive == "posted"
     if posted:
@@ -144,7 +145,7 @@ async def uet_receiver(conn: Connection, opts: PairOptions) -> None:
 
     prof = profiler(opts)
     task = asyncio.create_task(reader()) if not posted else None
-    conn.send(("uet_ready", ep.link.port))
+    conn.send(("uet_ready", ep.link.port))  # type: ignore[attr-defined]  # a direct link (or its TSS facade)
     stop = asyncio.create_task(pipe_recv(conn))
     await asyncio.wait({stop, asyncio.create_task(done.wait())}, return_when=asyncio.FIRST_COMPLETED)
     if not done.is_set():
@@ -160,15 +161,15 @@ async def uet_receiver(conn: Connection, opts: PairOptions) -> None:
                     break
     if posted:
         dups = ep.pending_messages  # deliveries of a tag whose receive was already taken
-    h = hashlib.sha256()
+    digest = hashlib.sha256()
     delivered = 0
     for i in range(expected):
         d = got.get(i)
         if d is not None:
-            h.update(d)
+            digest.update(d)
             delivered += len(d)
     result = {
-        "sha256": h.hexdigest(),
+        "sha256": digest.hexdigest(),
         "complete": all(i in got for i in range(expected)),
         "delivered": delivered,
         "messages": len(got),

@@ -110,7 +110,7 @@ def build_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> T
             parser.error(f"--identity {args.identity}: {e}")
     job = args.job if args.job is not None else ident.get("job", 0)
     t = Target(
-        address=args.target or ident.get("address"),
+        address=args.target or ident.get("address") or "",
         port=args.port if args.port != 4793 or "port" not in ident else ident["port"],
         job=job,
         pid=args.pid if args.pid is not None else ident.get("pid", 0),

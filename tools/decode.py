@@ -14,7 +14,7 @@ else as bare UET.
 
 Output: one tshark-like summary line per packet; ``-V`` the layered field tree with enum names and
 byte offsets (coloured with rich on a terminal); ``--json`` one JSON object per packet per line
-(:meth:`uet.wire.packet.Frame.to_dict`). ``--filter`` keeps packets whose PDS type, SES opcode or
+(:meth:`uet.wire.capture.Frame.to_dict`). ``--filter`` keeps packets whose PDS type, SES opcode or
 control type name is listed (also ``pfc``, ``tss``, ``roce``, a RoCEv2 opcode name, ``other``);
 malformed packets are always
 reported. ``--count N`` stops after N reported packets. ``--stats`` ends with counts.
@@ -46,8 +46,9 @@ from uet.tools.cli import int_arg, port_number
 from uet.errors import DecodeError, UetError
 from uet.pcap import PcapError, detect_format, read_capture
 from uet.wire import net
+from uet.wire.capture import Frame, LinkType, parse_frame
+from uet.wire.chain import Decryptor, Sealed, UetPacket, fields_dict, parse_uet
 from uet.wire.layout import Layout, Raw
-from uet.wire.packet import Decryptor, Frame, LinkType, Sealed, UetPacket, fields_dict, parse_frame, parse_uet
 from uet.wire.pds import ControlType, PdsType, ack_psn, sack_base, start_psn
 from uet.wire.roce import OpCode as RoceOpCode
 from uet.wire.rocepkt import RocePacket, syndrome_name
@@ -302,7 +303,7 @@ def _crc_hint(fr: Frame) -> None:
     u = fr.uet
     s = u.ses if u is not None else None
     rl = getattr(s, "request_length", None)
-    if u is None or rl is None or (s.flags & 3) != 3 or len(u.payload) != rl + 4:
+    if u is None or s is None or rl is None or (s.flags & 3) != 3 or len(u.payload) != rl + 4:
         return
     fr.warnings.append(f"payload is 4 bytes longer than request_length {rl}: a CRC-32C trailer? (try --crc)")
 
@@ -480,7 +481,7 @@ def summary(d: Decoded, t0: int | None) -> str:
             head += " " + a
         if fr.ecn:
             head += f" ecn={net.Ecn(fr.ecn).name}"
-    if fr is not None and fr.kind == "pfc":
+    if fr is not None and fr.kind == "pfc" and fr.pfc is not None:
         p = fr.pfc
         paused = [f"prio{i}={getattr(p, f'quanta{i}')}" for i in range(8) if p.class_enable >> i & 1]
         body = "PFC " + (" ".join(paused) or "no classes enabled")
@@ -866,7 +867,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         with contextlib.suppress(Exception):
-            sys.stdout = None  # type: ignore[assignment]
+            sys.stdout = None
         return 0
     except KeyboardInterrupt:
         return 130

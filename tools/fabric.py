@@ -148,7 +148,7 @@ def _live_table(fp: FabricProcess, prev: dict[tuple[str, int], int], dt: float) 
             key = (sw.name, p.index)
             rate = (p.tx_bytes - prev.get(key, p.tx_bytes)) * 8 / dt / 1e6 if dt > 0 else 0.0
             prev[key] = p.tx_bytes
-            peer = p.peer[0].name if p.peer else "-"  # type: ignore[union-attr]
+            peer = p.peer[0].name if p.peer else "-"
             q = p.qbytes
             paused = ",".join(str(tc) for tc in range(8) if p.paused_until[tc] > now) or "-"
             name = f"{sw.name}:{p.index}"

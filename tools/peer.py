@@ -44,6 +44,7 @@ from uet.conformance.faults import FAULTS, FaultLink
 from uet.conformance.profile import Profile, ProfileError, default_profile, load_profile
 from uet.endpoint import Endpoint, EndpointClosed, EndpointConfig
 from uet.errors import UetError
+from uet.link.base import Link
 from uet.ses.memory import Access
 
 __all__ = ["main"]
@@ -119,7 +120,7 @@ class Peer:
             # seeded from the clock: a restarted peer must not repeat the IVs of its last run (§5.6)
             table = load_key_file(a.keys, wall_ns=time.time_ns())
             security = SecurityConfig(table, sdi=a.sdi, tss=tss)
-        link = None
+        link: Link | None = None
         rewriters = [f for f in a.fault if FAULTS[f][0] is not None]
         if a.fabric is not None:
             from uet.link.fabric import FabricLink

@@ -261,7 +261,9 @@ class Launcher:
             extra = ["-o", f"hosts_per_leaf={math.ceil(n / leaves)}"]
         self.host_rate = topo.host_link.rate_bps
         self.host_mtu = topo.host_link.mtu
-        args = ["-m", "uet.tools.fabric", "--profile", s["profile"], "--rate", str(int(s["rate_bps"]))]
+        args = ["-m", "uet.tools.fabric", "--profile", s["profile"]]
+        if s["profile"] == "realtime":  # uet-fabric refuses --rate for the other profiles: their rate is their own
+            args += ["--rate", str(int(s["rate_bps"]))]
         spec = s["topology"]
         if self.topology_table:
             path = s.get("scenario")

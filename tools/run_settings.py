@@ -32,8 +32,9 @@ _EXTRA_RUN_KEYS = {"scenario": str, "overrides": list, "pcap": str, "plot": str,
 
 
 def load_scenario(path: str) -> dict[str, Any]:
-    """The tables of a scenario file (``run``, ``topology``, ``endpoint``), read the same way by
-    ``uet-run`` and ``uet-sim``: an unreadable file, bad TOML or an unknown table is a
+    """The tables of a scenario file (``run``, ``topology``, ``endpoint``, and ``reference``: the
+    published figures of another simulator the scenario mirrors, read only by ``uet-sim
+    --suite``), read the same way by ``uet-run`` and ``uet-sim``: an unreadable file, bad TOML or an unknown table is a
     :class:`UsageError` (one line, exit 2)."""
     try:
         with open(path, "rb") as f:
@@ -42,9 +43,9 @@ def load_scenario(path: str) -> dict[str, Any]:
         raise UsageError(f"{path}: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{path}: {e}") from None
-    unknown = set(doc) - {"run", "topology", "endpoint"}
+    unknown = set(doc) - {"run", "topology", "endpoint", "reference"}
     if unknown:
-        raise UsageError(f"{path}: unknown table {sorted(unknown)[0]!r}; valid: endpoint, run, topology")
+        raise UsageError(f"{path}: unknown table {sorted(unknown)[0]!r}; valid: endpoint, reference, run, topology")
     return doc
 
 

@@ -64,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timing", action="store_true", help="include CPU time and speed in --json")
     p.add_argument("--plot", metavar="DIR", help="write FCT CDF, queue depth and throughput plots")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when not a terminal")
+    g = p.add_argument_group("suites (uet.tools.cc_suite)")
+    g.add_argument("--suite", help="run every scenario of a suite (cc: NSCC/RCCC against uet-htsim) or folder")
+    g.add_argument("--only", help="with --suite: scenarios whose file name contains one of these words (a,b)")
+    g.add_argument("--max-hosts", type=int_arg(2), help="with --suite: run rows larger than this scaled down")
     return p
 
 
@@ -172,6 +176,10 @@ def render(res: dict[str, Any]) -> None:
 
 def _body(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if args.suite:
+        return _suite(args)
+    if args.only or args.max_hosts:
+        raise UsageError("--only and --max-hosts go with --suite")
     s, topo, ep = settings_from(args)
     if args.plot:
         from uet.tools.fabric import require_matplotlib
@@ -184,6 +192,7 @@ def _body(argv: Sequence[str] | None) -> int:
         res["plots"] = write_plots(res, args.plot)
     res.pop("timeline", None)
     res.pop("thresholds", None)
+    res.pop("cc_timeline", None)
     if args.json:
         out = dict(res)
         if not args.timing:
@@ -195,6 +204,27 @@ def _body(argv: Sequence[str] | None) -> int:
         sys.stdout.flush()
         raise KeyboardInterrupt  # after the partial results: "uet-sim: interrupted", exit 130
     return 0 if res["ok"] else 1
+
+
+def _suite(args: argparse.Namespace) -> int:
+    """``--suite``: every scenario file of the suite, one table (uet.tools.cc_suite)."""
+    from uet.tools.cc_suite import render, run_suite
+
+    if args.scenario or args.plot:
+        raise UsageError("--suite runs its own scenario files: give no scenario and no --plot")
+
+    def said(row: dict[str, Any]) -> None:
+        sys.stderr.write(f"uet-sim: {row['scenario']}: tail {row['tail_us']:,.1f} µs, {row['cpu_s']} s CPU\n")
+
+    out = run_suite(args, on_row=said if (args.progress or sys.stderr.isatty()) else None)
+    if args.json:
+        if not args.timing:
+            for r in out["rows"]:
+                r.pop("cpu_s", None)
+        sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
+    else:
+        render(out)
+    return 0 if out["ok"] else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

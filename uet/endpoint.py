@@ -48,6 +48,7 @@ from uet.fep.config import FepConfig, with_config
 from uet.fep.core import FepCore
 from uet.fep.errors import DeliveryError, EndpointClosed
 from uet.fep.events import Closed, MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
+from uet.fep.lanes import Lane
 from uet.fep.peer import Peer
 from uet.link.base import Link
 from uet.link.direct import DirectLink
@@ -55,8 +56,9 @@ from uet.link.impair import Impairment, ImpairmentConfig
 from uet.pds import Mode, PdsCore
 from uet.runner import install_uvloop, run
 from uet.ses.fep import SesFep
-from uet.ses.memory import Access, MemoryRegion
-from uet.ses.message import Message, Segmenter
+from uet.ses.memory import Access, MemoryRegion, byte_view
+from uet.ses.message import Message
+from uet.ses.segmenter import Segmenter
 from uet.tuning import tune_allocator
 from uet.wire.net import UET_UDP_PORT
 from uet.wire.ses import AmoOp, AmoType
@@ -110,13 +112,6 @@ class Receive:
         return self.future.__await__()
 
 
-def _flat(data: Any) -> memoryview:
-    view = data if isinstance(data, memoryview) else memoryview(data)
-    if view.ndim != 1 or view.itemsize != 1 or view.format != "B":
-        view = view.cast("B")
-    return view
-
-
 class Endpoint:
     """A Fabric Endpoint: ``await Endpoint.open(address, job=..., pid=...)``, then operations
     (module docstring), then ``close``. An async context manager (closes on exit).
@@ -135,7 +130,7 @@ class Endpoint:
         pid: int = 0,
         resource_index: int = 0,
         config: EndpointConfig | None = None,
-        event_log: EventLog | Callable[[dict], None] | None = None,
+        event_log: EventLog | Callable[[dict[str, Any]], None] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
         security: Any = None,
         clock: Callable[[], int] = monotonic_clock,
@@ -154,7 +149,7 @@ class Endpoint:
             if not isinstance(getattr(link, "peer_port", None), int) and hasattr(link, "records"):
                 # a link whose UDP source port is each datagram's entropy (the fabric link): the
                 # core seals and opens, with the entropy / source port of every datagram
-                link.records = True  # type: ignore[attr-defined]
+                link.records = True
                 records = True
                 core_security = security
                 self._core_seals = True
@@ -165,7 +160,9 @@ class Endpoint:
                 core_security = link.stage
         self.link = link
         #: the link's batch transmit with the core's marking table (DirectLink.send_marked)
-        self._send_marked: Callable[[list, Sequence[int]], None] | None = getattr(link, "send_marked", None)
+        self._send_marked: Callable[[list[tuple[bytes, str, int]], Sequence[int]], None] | None = getattr(
+            link, "send_marked", None
+        )
         self.address = link.address
         self.job = job
         self.pid = pid
@@ -206,7 +203,7 @@ class Endpoint:
         resource_index: int = 0,
         config: EndpointConfig | None = None,
         impairment: Impairment | ImpairmentConfig | None = None,
-        event_log: EventLog | Callable[[dict], None] | None = None,
+        event_log: EventLog | Callable[[dict[str, Any]], None] | None = None,
         link: Link | None = None,
         security: Any = None,
     ) -> Endpoint:
@@ -267,7 +264,7 @@ class Endpoint:
         return self.fep.initiator_id
 
     @property
-    def _lanes(self) -> dict:
+    def _lanes(self) -> dict[tuple[str, Mode, int, int], Lane]:
         return self.fep.lanes
 
     # -- memory ----------------------------------------------------------------------------------
@@ -462,7 +459,7 @@ class Endpoint:
         """Post ``buffer`` on the expected list (§6.4) and return its :class:`Receive` handle.
         Matching as in :meth:`recv`; a longer message is truncated with ``truncate``, else the
         receive fails with ``TOO_LONG``."""
-        view = _flat(buffer)
+        view = byte_view(buffer)
         h = self.fep.post_recv(view, tag=tag, ignore=ignore, source=source, truncate=truncate)
         return Receive(self, h, self._future(h), view)
 
@@ -618,7 +615,8 @@ class Endpoint:
         """Complete futures from the core's events."""
         next_event = self.fep.next_event
         futures = self._futures
-        ev = next_event()
+        # dispatched on type(ev) kept in a local; mypy cannot narrow through it, so Any here
+        ev: Any = next_event()
         while ev is not None:
             t = type(ev)
             if t is WriteCompleted:

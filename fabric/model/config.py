@@ -74,7 +74,7 @@ class EcnConfig:
     wred_drop: bool = False
     weight_shift: int = 0
 
-    def probability(self, q: int) -> float:
+    def probability(self, q: float) -> float:
         """Marking probability for a queue of ``q`` bytes."""
         if q <= self.kmin:
             return 0.0

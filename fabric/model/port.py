@@ -22,8 +22,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from uet.fabric.model.config import FabricError
+
+if TYPE_CHECKING:
+    from uet.fabric.model.nic import HostNic
+    from uet.fabric.model.switch import Switch
 
 #: Bytes a frame costs on the wire beyond its bytes without FCS: FCS 4, preamble/SFD 8, IFG 12.
 WIRE_OVERHEAD = 24
@@ -81,7 +86,7 @@ class Port:
         self.mac = bytes(mac)
         self.wire_overhead = wire_overhead
         #: (node, port index) at the far end of the link, set when the topology is wired
-        self.peer: tuple[object, int] | None = None
+        self.peer: tuple[Switch | HostNic, int] | None = None
         #: the far end is a host NIC (last hop: trimmed DSCP 5, §8.4)
         self.faces_host = False
         self.peer_mac = b"\xff" * 6
@@ -214,10 +219,10 @@ class Port:
                     break
                 self._strict_run += queues[tc][0].size
                 return tc
-        tc = self._dwrr_pick(now)
-        if tc is not None:
+        pick = self._dwrr_pick(now)
+        if pick is not None:
             self._strict_run = 0
-        return tc
+        return pick
 
     def _dwrr_eligible(self, now: int) -> bool:
         pu, ign = self.paused_until, self.ignore_pause

@@ -61,6 +61,16 @@ class Ccc:
         #: backlog (nominal bytes) per PDC that uses this CCC, for the credit target (§4.5)
         self.backlogs: dict[int, int] = {}
         self.counters = {"acks": 0, "ecn_acks": 0, "nacks": 0, "trims": 0, "timeouts": 0, "losses": 0}
+        #: §4.3.6: a PROBE CP is wanted after the first ACK or NACK (NSCC only); the PDS sends it
+        #: on the PDC that got that feedback and clears the flag (:meth:`take_probe`)
+        self._probe = 0 if self.nscc is None or not cfg.base_rtt_probe else 1
+
+    def take_probe(self) -> bool:
+        """True once, after the CCC's first ACK or NACK, when it wants its base-RTT PROBE."""
+        if self._probe == 2:
+            self._probe = 0
+            return True
+        return False
 
     # -- sending -----------------------------------------------------------------------------------
 
@@ -138,6 +148,8 @@ class Ccc:
         reports ECN-CE marked (the named packet when ``m`` is set), ``rtt`` a valid sample less
         the service time (or None), the receiver window penalty (§4.4)."""
         self.inflight_pkts -= npkts
+        if self._probe == 1:
+            self._probe = 2
         c = self.counters
         c["acks"] += 1
         if ecn_bytes:
@@ -155,6 +167,8 @@ class Ccc:
     def on_nack_cc(self, nbytes: int, ecn: bool, rtt: int | None, trimmed: bool, lasthop: bool, now: int) -> None:
         """A NACK for an outstanding packet of ``nbytes`` (§4.1 ``on_nack``); it will be resent."""
         size = nbytes + self.overhead
+        if self._probe == 1:
+            self._probe = 2
         self.counters["nacks"] += 1
         if trimmed:
             self.counters["trims"] += 1

@@ -28,8 +28,9 @@ class CcConfig:
             payloads, so a full packet's nominal size is a little larger, never smaller).
         trimming: the fabric trims (§3): ``target_qdelay = 0.75 × base_rtt`` instead of 1.0,
             and REPS may freeze on timeouts (§4.6).
-        qa_threshold_ns: quick-adapt delay threshold; None = ``4 × target_qdelay`` (htsim; the
-            spec asks for "very large" with trimming, §4.3.1).
+        qa_threshold_ns: quick-adapt delay threshold; None = ``4 × target_qdelay`` without
+            trimming and disabled (infinite) with trimming, as the spec asks (§4.3.1; htsim keeps
+            4 × target with trimming).
         disable_quick_adapt: turn quick adapt off (§4.3.1).
         pacing: NSCC paces first transmissions at ``cwnd / base_rtt`` (inference: the notes give
             NSCC no pacer; off by default so NSCC stays the spec's pure window). The pacing
@@ -42,6 +43,9 @@ class CcConfig:
         reps_slots: REPS buffer size (8, htsim).
         reps_freeze_ns: REPS freezing time after a timeout (10 ms, htsim).
         reps_explore: random EVs REPS explores after a freeze (16, htsim).
+        base_rtt_probe: NSCC: after a new CCC's first ACK or NACK, send one PROBE CP on the
+            control class for a clean base-RTT sample (§4.3.6; the notes make it optional when
+            the path's base RTT is known or the PDC sends only about one BDP).
     """
 
     link_bps: float = 100e9
@@ -58,6 +62,7 @@ class CcConfig:
     reps_slots: int = 8
     reps_freeze_ns: int = 10_000_000
     reps_explore: int = 16
+    base_rtt_probe: bool = True
 
     def __post_init__(self) -> None:
         if self.link_bps <= 0 or self.base_rtt_ns <= 0 or self.mtu <= 0:

@@ -11,6 +11,7 @@ Scenario files and command lines map onto the same two names.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from uet.cc.ccc import Ccc
@@ -35,6 +36,23 @@ def check_names(cc: str, lb: str) -> None:
         raise ValueError(f"unknown lb {lb!r} (choose from {', '.join(LOAD_BALANCERS)})")
 
 
+def as_config(params: CcConfig | dict[str, Any] | None) -> CcConfig:
+    """``PdsConfig.cc_params`` as a :class:`CcConfig`: None gives the defaults, a dict (a scenario
+    file's ``[endpoint.pds.cc_params]`` table) names some of its fields. ValueError for an
+    unknown field."""
+    if params is None:
+        return CcConfig()
+    if isinstance(params, CcConfig):
+        return params
+    if not isinstance(params, dict):
+        raise ValueError(f"pds.cc_params must be a table of CcConfig fields, not {params!r}")
+    names = {f.name for f in dataclasses.fields(CcConfig)}
+    bad = sorted(set(params) - names)
+    if bad:
+        raise ValueError(f"pds.cc_params: unknown key {bad[0]!r}; valid keys: {', '.join(sorted(names))}")
+    return CcConfig(**params)
+
+
 def install(core: Any, cc: str | None = None, lb: str | None = None, params: CcConfig | None = None) -> None:
     """Give PDS ``core`` the CCCs named ``cc``/``lb`` (default: its config's ``cc``, ``lb`` and
     ``cc_params``). ``none`` with ``default`` leaves the core's fixed window untouched."""
@@ -42,7 +60,7 @@ def install(core: Any, cc: str | None = None, lb: str | None = None, params: CcC
     cc = pc.cc if cc is None else cc
     lb = pc.lb if lb is None else lb
     check_names(cc, lb)
-    cfg = params or pc.cc_params or CcConfig()
+    cfg = as_config(params or pc.cc_params)
     nscc, rccc = CC_ALGORITHMS[cc]
     if cc == "none" and lb == "default":
         return

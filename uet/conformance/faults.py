@@ -41,7 +41,7 @@ def _response(d: bytearray) -> int | None:
     nh = (int.from_bytes(d[0:2], "big") >> 7) & 0xF
     if nh not in (P.NextHeader.RESPONSE, P.NextHeader.RESPONSE_DATA):
         return None
-    off = {P.PdsType.ACK: 12, P.PdsType.ACK_CC: 32, P.PdsType.ACK_CCX: 40, P.PdsType.RUDI_RESP: 8}.get(t)
+    off = {int(P.PdsType.ACK): 12, P.PdsType.ACK_CC: 32, P.PdsType.ACK_CCX: 40, P.PdsType.RUDI_RESP: 8}.get(t)
     if off is None:
         return None
     if t == P.PdsType.ACK and d[1] & P.AckFlag.EPSN:

@@ -202,9 +202,9 @@ class Session:
         """``plaintext`` sealed under the target's SD (or unchanged without keys)."""
         if self._tss is None:
             return plaintext
-        return self._tss.seal(
-            plaintext, sdi=kw.get("sdi", self.target.sdi), entropy=self.target.port, dst=self.target.address
-        )
+        sdi = kw.get("sdi", self.target.sdi)
+        assert sdi is not None  # chosen with the keys (Session.__init__)
+        return self._tss.seal(plaintext, sdi=sdi, entropy=self.target.port, dst=self.target.address)
 
     def send_raw(self, wire: bytes, note: bytes | None = None) -> None:
         """Send ``wire`` as is (already sealed, or deliberately malformed)."""
@@ -261,7 +261,7 @@ class Session:
             except BlockingIOError:
                 return
 
-    def expect(self, pred: Callable[[Reply], bool], what: str, timeout: float | None = None) -> Reply:
+    def expect(self, pred: Callable[[Reply], object], what: str, timeout: float | None = None) -> Reply:
         """The first reply matching ``pred`` (consumed), or :class:`CheckFailed` saying ``what``."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         while True:
@@ -271,7 +271,7 @@ class Session:
             if not self._read(deadline):
                 raise CheckFailed(f"expected {what}; nothing matching arrived within {self.timeout:.1f} s")
 
-    def collect(self, pred: Callable[[Reply], bool], until: Callable[[Reply], bool], what: str) -> list[Reply]:
+    def collect(self, pred: Callable[[Reply], object], until: Callable[[Reply], object], what: str) -> list[Reply]:
         """Every reply matching ``pred`` received before one matching ``until`` (the latter consumed too)."""
         deadline = time.monotonic() + self.timeout
         got: list[Reply] = []
@@ -298,7 +298,7 @@ class Session:
         """A DPDCID the target has almost surely not assigned (top of the 16-bit space)."""
         return 0xFFFF - self.rng.randrange(0, 64)
 
-    def replies_before_probe(self, pred: Callable[[Reply], bool]) -> list[Reply]:
+    def replies_before_probe(self, pred: Callable[[Reply], object]) -> list[Reply]:
         """Send a liveness probe; return the replies matching ``pred`` that arrived before its answer."""
         nonce = self.probe_liveness()
         return self.collect(
@@ -311,7 +311,7 @@ class Session:
         """The target still answers (raises :class:`CheckFailed` otherwise)."""
         self.replies_before_probe(lambda r: False)
 
-    def assert_silent(self, pred: Callable[[Reply], bool], what: str) -> None:
+    def assert_silent(self, pred: Callable[[Reply], object], what: str) -> None:
         """Nothing matching ``pred`` came back before the liveness probe's answer."""
         got = self.replies_before_probe(pred)
         if got:

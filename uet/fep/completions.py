@@ -9,13 +9,15 @@ waiting buffer-less receives are served from the unexpected lists (:mod:`uet.fep
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from uet.fep.errors import DeliveryError
 from uet.fep.events import MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
-from uet.fep.lanes import Lane, OutMessage, apply_response, failed, unconfirmed
+from uet.fep.lanes import OutMessage, apply_response, failed, unconfirmed
 from uet.fep.operations import _Posted
 from uet.fep.receives import Waiter
+from uet.fep.state import FepState
 from uet.pds import Acked, AckedRun, Failed, Mode, NackReceived, PdcClosed, PdcOpened
 from uet.ses import events as ses_events
 from uet.ses.errors import error_for
@@ -30,22 +32,9 @@ _SEND_KINDS = frozenset({"send", "deferrable", "rendezvous"})
 _MISSING: Any = object()
 
 
-class Completions:
-    """The completion half of :class:`~uet.fep.core.FepCore` (a mixin: the state is the core's)."""
-
-    pds: Any
-    ses: Any
-    waiters: Any
-    event_log: Any
-    _now: int
-    _events: Any
-    _stats: dict[str, int]
-    _dirty: dict[Lane, None]
-    _ops: dict[int, memoryview | None]
-    _recvs: dict[int, _Posted]
-    _unfinished: dict[int, OutMessage]
-
-    _log: Any
+class Completions(FepState):
+    """The completion half of :class:`~uet.fep.core.FepCore` (a mixin: the state is the core's,
+    declared in :class:`~uet.fep.state.FepState`)."""
 
     def _drain_events(self, now: int) -> None:
         """Handle every pending PDS event (an eager packet's plain Acked takes an inlined fast
@@ -54,7 +43,9 @@ class Completions:
         dirty = self._dirty
         finish = self._maybe_finish
         acked = 0
-        evs = take()
+        # Events are dispatched on ``type(ev)`` kept in a local (one call per event on the data
+        # path); mypy cannot narrow through that alias, so they are typed Any here.
+        evs: Sequence[Any] = take()
         while evs:
             for ev in evs:
                 t = type(ev)
@@ -120,8 +111,8 @@ class Completions:
         msg.done += 1
         self._stats["packets_acked"] += 1
         lane = msg.lane
-        lane.inflight -= 1  # type: ignore[union-attr]
-        self._dirty[lane] = None  # type: ignore[index]
+        lane.inflight -= 1
+        self._dirty[lane] = None
 
     def _maybe_finish(self, msg: OutMessage) -> None:
         if msg.finished or not msg.complete():
@@ -153,7 +144,7 @@ class Completions:
         if ses.has_events():
             out = self._events
             st = self._stats
-            ev = ses.next_event()
+            ev: Any = ses.next_event()  # dispatched on type(ev), as above
             while ev is not None:
                 t = type(ev)
                 if t is ses_events.RecvCompleted:

@@ -55,7 +55,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uet.errors import UetError
 from uet.fep.completions import Completions
@@ -64,6 +64,7 @@ from uet.fep.errors import EndpointClosed
 from uet.fep.events import (
     Closed,
     Datagram,
+    Event,
     OpFailed,
     Transmit,
 )
@@ -76,8 +77,12 @@ from uet.fep.receives import Waiters
 from uet.pds import Mode, PdsCore
 from uet.ses.fep import SesFep
 from uet.ses.initiator import InitiatorConfig
-from uet.ses.message import MAX_WIRE_PAYLOAD, Segmenter, initiator_id
+from uet.ses.message import MAX_WIRE_PAYLOAD, initiator_id
+from uet.ses.segmenter import Segmenter
 from uet.ses.target import TargetConfig
+
+if TYPE_CHECKING:
+    from uet.tss.stage import TssStage
 
 __all__ = ["FepCore"]
 
@@ -111,7 +116,7 @@ class FepCore(Operations, Completions):
         config: FepConfig | None = None,
         security: Any = None,
         seed: int | None = None,
-        event_log: Callable[[dict], None] | None = None,
+        event_log: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.config = cfg = config or FepConfig()
         self.address = address
@@ -157,7 +162,6 @@ class FepCore(Operations, Completions):
             initiator=self.initiator_id,
             payload_size=cfg.payload_size,
             max_message=cfg.max_message,
-            rng=random.Random(rng.getrandbits(64)),
         )
         self.peers = PeerBook(job, pid, ri)
         self.lanes: dict[tuple[str, Mode, int, int], Lane] = {}
@@ -172,7 +176,7 @@ class FepCore(Operations, Completions):
         self.waiters = Waiters(self.ses, self._waiter_got)
         self.ses.on_unexpected = self.waiters.offer
         self.ses.receive_waiting = self.waiters.waiting
-        self._events: deque[Any] = deque()
+        self._events: deque[Event] = deque()
         self._next_handle = 1
         self._now = 0
         self._dscp, self._ecn = classes(cfg.ecn_capable)
@@ -186,7 +190,7 @@ class FepCore(Operations, Completions):
         self._close_at: int | None = None
         #: TSS (uet.fep.secure): SDI of this FEP's PDCs, given to PDS with every packet it sends
         #: and receives so its PDCs are secure PDCs (Expected_PSN reuse, PSN-range limit, §2.3.2)
-        self.tss: Any = None
+        self.tss: TssStage | None = None
         self._sdi: int | None = None
         self._rx_sdi: int | None = None
         if security is not None:
@@ -222,7 +226,7 @@ class FepCore(Operations, Completions):
     def __repr__(self) -> str:
         return f"FepCore({self.address!r}, job={self.job}, pid={self.pid})"
 
-    def _attach_tss(self, stage: Any) -> None:
+    def _attach_tss(self, stage: TssStage) -> None:
         self.tss = stage
         stage.attach(self.pds)  # secure Start_PSN policy (§2.3.2)
         if stage.event_log is None:
@@ -406,7 +410,7 @@ class FepCore(Operations, Completions):
 
     # -- events -------------------------------------------------------------------------------------
 
-    def next_event(self) -> Any:
+    def next_event(self) -> Event | None:
         """The oldest pending event, or None (drain after :meth:`datagrams_to_send`)."""
         return self._events.popleft() if self._events else None
 

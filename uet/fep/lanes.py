@@ -38,7 +38,8 @@ from uet.errors import UetError
 from uet.fep.errors import DeliveryError
 from uet.pds import Mode, PdsCore
 from uet.ses.errors import error_for
-from uet.ses.message import Segmenter, decode_response
+from uet.ses.packets import parse_response
+from uet.ses.segmenter import Segmenter
 from uet.wire.pds import NextHeader
 from uet.wire.ses import ReturnCode
 
@@ -59,6 +60,9 @@ class OutMessage:
         "abandoned", "error", "handle", "pid", "ri", "job", "generation", "relative", "tag",
         "header_data", "t0", "lane", "finished", "confirmed",
     )  # fmt: skip
+
+    #: the lane it is queued on, set by ``Operations.send`` right after construction
+    lane: Lane
 
     def __init__(self, peer: str, mode: Mode, data: memoryview, mid: int, npkts: int, handle: int) -> None:
         self.peer = peer
@@ -82,7 +86,6 @@ class OutMessage:
         self.tag: int | None = None
         self.header_data: int | None = None
         self.t0 = 0
-        self.lane: Lane | None = None
         self.finished = False
         #: a response said RC_OK for the whole message (the RUDI completion rule, module doc)
         self.confirmed = False
@@ -191,7 +194,8 @@ def apply_response(msg: OutMessage, response_next_hdr: int, response: bytes) -> 
     or an over-long modified length fails the message."""
     if response_next_hdr != _NH_RESPONSE or not response or msg.error is not None:
         return
-    _op, rc, _mid, mlen = decode_response(response)
+    r = parse_response(response_next_hdr, response)
+    rc, mlen = r.return_code, r.modified_length
     if rc not in _RC_GOOD:
         msg.error = error_for(rc, f"send of {msg.length} bytes to {msg.peer}")
         msg.abandoned = True
@@ -208,7 +212,7 @@ def unconfirmed(msg: OutMessage) -> bool:
     in the middle, and answered the later packets of a message it no longer knows). RUDI
     targets are stateless and answer every copy (behaviour.md §2.14), and the packet that
     completes a message — or any copy of a packet after that — carries the completing response
-    (uet.ses.message, uet.ses.target), so its absence means the message was not delivered."""
+    (uet.ses.reassembly, uet.ses.target), so its absence means the message was not delivered."""
     return msg.mode == Mode.RUDI and not msg.confirmed and msg.error is None and not msg.abandoned
 
 

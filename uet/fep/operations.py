@@ -17,23 +17,17 @@ from uet.fep.events import OpFailed
 from uet.fep.lanes import Lane, OutMessage
 from uet.fep.peer import Peer
 from uet.fep.receives import Waiter, matches
+from uet.fep.state import FepState
 from uet.pds import Mode
 from uet.ses.errors import error_for
 from uet.ses.matching import PostedReceive
-from uet.ses.memory import Access, MemoryRegion
+from uet.ses.memory import Access, MemoryRegion, byte_view
 from uet.ses.message import Message, initiator_id
 from uet.wire.ses import CSWAP_OPS, AmoOp, AmoType, ReturnCode
 
 __all__ = ["Operations"]
 
 _OWN: Any = object()
-
-
-def _flat(data: Any) -> memoryview:
-    view = data if isinstance(data, memoryview) else memoryview(data)
-    if view.ndim != 1 or view.itemsize != 1 or view.format != "B":
-        view = view.cast("B")
-    return view
 
 
 class _Posted:
@@ -47,19 +41,9 @@ class _Posted:
         self.posted: PostedReceive | None = None
 
 
-class Operations:
-    """The operations half of :class:`~uet.fep.core.FepCore` (a mixin: the state is the core's)."""
-
-    _handle: Callable[[], int]
-    _closing: bool
-    _closed: bool
-    _now: int
-    _events: Any
-    _ops: dict[int, memoryview | None]
-    _recvs: dict[int, _Posted]
-    _dirty: dict[Lane, None]
-    _unfinished: dict[int, OutMessage]
-    _log: Any
+class Operations(FepState):
+    """The operations half of :class:`~uet.fep.core.FepCore` (a mixin: the state is the core's,
+    declared in :class:`~uet.fep.state.FepState`)."""
 
     # -- memory -------------------------------------------------------------------------------------
 
@@ -102,7 +86,7 @@ class Operations:
         self._admit()
         dest = self.peers.dest(peer, pid, resource_index)
         mode = Mode(mode)
-        view = _flat(data)
+        view = byte_view(data)
         n = len(view)
         cfg = self.config
         if n > cfg.max_message:
@@ -156,7 +140,7 @@ class Operations:
         """RMA write of ``data`` at ``offset`` of the peer's region ``key`` (§6.5); with
         ``header_data`` the target sees a :class:`WriteCompleted`."""
         dest = self.peers.dest(peer)
-        view = _flat(data)
+        view = byte_view(data)
         return self._engine(
             lambda h: self.ses.initiator.write(
                 dest, key, offset, view, header_data=header_data, dc=dc, mode=int(mode), context=h
@@ -176,7 +160,7 @@ class Operations:
         """RMA read of ``length`` bytes at ``offset`` of the peer's region ``key`` (§6.5); the
         :class:`OpCompleted` value is the bytes (or a view of ``into``, filled)."""
         dest = self.peers.dest(peer)
-        out = _flat(into) if into is not None else None
+        out = byte_view(into) if into is not None else None
         return self._engine(
             lambda h: self.ses.initiator.read(dest, key, offset, length, into=out, mode=int(mode), context=h),
             None if out is None else out[:length],
@@ -270,7 +254,7 @@ class Operations:
             if self.ses.has_unexpected():
                 self.waiters.serve()
             return h
-        view = _flat(buffer)
+        view = byte_view(buffer)
         rec = self._recvs[h] = _Posted(h, view)
         rec.posted = self.ses.post_recv(
             view, tagged=tag is not None, tag=tag or 0, ignore=ignore, initiator=init, truncate=truncate, context=rec

@@ -23,12 +23,10 @@ from collections import deque
 from collections.abc import Callable
 
 from uet.ses.fep import SesFep
-from uet.ses.matching import PostedReceive
+from uet.ses.matching import PostedReceive, tag_matches
 from uet.ses.message import Message
 
 __all__ = ["Waiter", "Waiters", "matches"]
-
-_MASK64 = (1 << 64) - 1
 
 
 class Waiter:
@@ -54,7 +52,7 @@ class Waiter:
         """Whether a message with these fields matches this receive's filter."""
         if self.tagged != tagged:
             return False
-        if tagged and (tag ^ self.tag) & ~self.ignore & _MASK64:
+        if tagged and not tag_matches(self.tag, tag, self.ignore):
             return False
         return self.initiator is None or (self.initiator == initiator and self.source == source)
 
@@ -63,7 +61,7 @@ def matches(m: Message, tag: int | None, ignore: int, initiator: int | None, sou
     """Whether message ``m`` matches a receive filter (``tag`` None: untagged)."""
     if (m.tag is not None) != (tag is not None):
         return False
-    if tag is not None and ((m.tag or 0) ^ tag) & ~ignore & _MASK64:
+    if tag is not None and not tag_matches(tag, m.tag or 0, ignore):
         return False
     return initiator is None or (initiator == m.initiator and m.source == source)
 

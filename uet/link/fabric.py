@@ -45,6 +45,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 from uet.errors import DecodeError, UetError
 from uet.fep.events import Datagram
@@ -293,7 +294,8 @@ class FabricLink(Link):
 
     def _on_readable(self) -> None:
         recv = self.sock.recv
-        batch: list[tuple[bytes, str, int]] = []
+        # (datagram, source FA, ecn) triples, or Datagram records for an owner that asked for them
+        batch: list[Any] = []
         for _ in range(self.max_batch):
             try:
                 frame = recv(65536)

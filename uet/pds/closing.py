@@ -22,6 +22,7 @@ from uet.pds._aliases import _CT_CLOSE, _M32, _S_CLOSE_ACK_WAIT, _S_CLOSED, _S_E
 from uet.pds.config import PdsLimitError
 from uet.pds.events import Failed, PdcClosed
 from uet.pds.pdc import InitiatorPdc, TxPkt
+from uet.pds.state import PdsState
 from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
 from uet.wire.pds import NackCode
 
@@ -41,7 +42,7 @@ RETRY_ON_NEW_PDC = frozenset(
 )
 
 
-class CloseMixin:
+class CloseMixin(PdsState):
     """Close and reclamation of initiator PDCs, part of :class:`uet.pds.core.PdsCore`."""
 
     # -- close -------------------------------------------------------------------------------------

@@ -48,7 +48,8 @@ from uet.pds._aliases import (
 )
 from uet.pds.backoff import rto_for
 from uet.pds.events import PdcClosed
-from uet.pds.pdc import TargetPdc
+from uet.pds.pdc import InitiatorPdc, TargetPdc
+from uet.pds.state import PdsState
 from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import CONTROL, CONTROL_SYN, ControlType, NackCode
 
@@ -61,12 +62,7 @@ def _diff(a: int, b: int) -> int:
     return d - 0x100000000 if d & 0x80000000 else d
 
 
-def _diff(a: int, b: int) -> int:
-    d = (a - b) & _M32
-    return d - 0x100000000 if d & 0x80000000 else d
-
-
-class ControlMixin:
+class ControlMixin(PdsState):
     """Control packets and target close/timers, part of :class:`uet.pds.core.PdsCore`."""
 
     # -- control packets ---------------------------------------------------------------------------
@@ -76,6 +72,7 @@ class ControlMixin:
         if len(data) < 16:
             self._drop("short_control", now, src)
             return
+        pdc: InitiatorPdc | TargetPdc | None
         if flags & _SYN:
             _t, _c, _f, opq, psn, spdcid, _u, _po, payload = CONTROL_SYN.unpack(data)
             pdc = self.target_by_peer.get((src, spdcid))
@@ -248,7 +245,9 @@ class ControlMixin:
 
     def _send_close_req(self, tp: TargetPdc, retx: int) -> None:
         flags = _AR | retx | (_ISROD if tp.mode == _MODE_ROD else 0)
-        hdr = CONTROL.encode((11, _CT_REQ_CLOSE, flags, 0, tp.close_req[0], tp.lpdcid, tp.rpdcid, 0))
+        cr = tp.close_req
+        assert cr is not None  # set by _target_close_req before any CLOSE_REQ is sent
+        hdr = CONTROL.encode((11, _CT_REQ_CLOSE, flags, 0, cr[0], tp.lpdcid, tp.rpdcid, 0))
         self._out.append((hdr, tp.peer, self.config.control_entropy))
         self._count("ctl_tx_REQ_CLOSE")
 
@@ -304,7 +303,7 @@ class ControlMixin:
         if ti is not None and st is _T_ESTABLISHED:
             cands.append(tp.last_rx + ti)
         for x in cands:
-            if best is None or x < best:
+            if x is not None and (best is None or x < best):
                 best = x
         return best
 

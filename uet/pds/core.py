@@ -81,7 +81,7 @@ from uet.pds._aliases import (
     _T_ESTABLISHED,
     _T_PENDING,
 )
-from uet.pds.config import Mode, PdsConfig, SesNack
+from uet.pds.config import PdsConfig, SesNack
 from uet.pds.events import Delivery, Event
 from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy
@@ -120,35 +120,35 @@ class PdsCore(
         self._nack_retx_ns = self.config.nack_retx_ns or self.config.rto_ns
         self.rng = rng or random.Random()  # noqa: S311 - PSNs/PDCIDs are not secrets here
         self._log = log
-        self.counters: dict[str, int] = {}
+        self.counters = {}
         self._max_queued = self.config.max_queued
         #: SDI of the datagram being processed (receive_datagram's ``sdi``)
-        self._rx_sdi: int | None = None
+        self._rx_sdi = None
         #: every live PDC by local PDCID (both roles): the PDC table of this FEP
-        self.pdcs: dict[int, InitiatorPdc | TargetPdc] = {}
+        self.pdcs = {}
         #: target PDCs by (peer FA, peer's PDCID), for SYN lookup (§1.4)
-        self.target_by_peer: dict[tuple[str, int], TargetPdc] = {}
+        self.target_by_peer = {}
         #: initiator PDC accepting new messages, by (mode, job_id, peer, tc) (§1.4)
-        self.usable: dict[tuple, InitiatorPdc] = {}
+        self.usable = {}
         #: PDC of the message currently open (SOM submitted, EOM not yet) per key
-        self.open_msg: dict[tuple, InitiatorPdc] = {}
+        self.open_msg = {}
         #: per-CCC gates by (peer, tc): [gate, number of PDCs using it]
-        self.gates: dict[tuple[str, int], list] = {}
-        self._dirty: dict[InitiatorPdc, None] = {}
+        self.gates = {}
+        self._dirty = {}
         #: PDCs left with packets pending after a pump, by id of their congestion gate: pumped
         #: again when a sibling's pump touches that gate (_pump_gate_siblings)
-        self._gate_waiting: dict[int, dict[InitiatorPdc, None]] = {}
+        self._gate_waiting = {}
         #: target (and return-receive) halves with a plain ACK due, built by datagrams_to_send
-        self._ack_dirty: list[TargetPdc] = []
+        self._ack_dirty = []
         #: timer heap (deadline, key, PDC) and the PDCIDs whose deadline may have changed
-        self._theap: list[tuple[int, int, Any]] = []
-        self._tdirty: set[int] = set()
+        self._theap = []
+        self._tdirty = set()
         self._tseq = 0
-        self._out: list[tuple[bytes, str, int]] = []
-        self._events: deque[Event] = deque()
+        self._out = []
+        self._events = deque()
         self._closing = False
         #: ``on_deliver(Delivery) -> None | (next_hdr, bytes) | (next_hdr, bytes, guaranteed)``
-        self.on_deliver: Callable[[Delivery], Any] = _no_ses
+        self.on_deliver = _no_ses
         #: Secure 1-RTT seam (§2.3.2): ``policy(peer, offered_start_psn) -> None`` accepts, an int
         #: demands that Start_PSN (PDC → PENDING, NACK NEW_START_PSN). None accepts everything.
         #: Secure establishment seam (§2.3.2), consulted on every SYN that would create a target
@@ -158,14 +158,14 @@ class PdsCore(
         #: puts the PDC in PENDING with that Start_PSN and NACKs NEW_START_PSN; the initiator's
         #: SYN carrying it establishes the PDC; a PENDING PDC not re-driven within
         #: ``new_pdc_ns`` (New_PDC_Time) is freed silently. None (default): every offer accepted.
-        self.start_psn_policy: Any = None
+        self.start_psn_policy = None
         #: Secure initiator seam (§2.3.2): an object with ``start_psn(sdi) -> int`` and
         #: ``on_close_ack(sdi, expected_psn)`` (``uet.tss.establish.InitiatorStartPsn``); used for
         #: PDCs with an SDI. None: random Start_PSNs, EPSN in closing ACKs is ignored.
-        self.initiator_start_psn: Any = None
+        self.initiator_start_psn = None
         #: CCC seams (ARCHITECTURE.md "Coming next"): replace to plug NSCC/RCCC and REPS in.
-        self.gate_factory: Callable[[str, int], Any] = lambda peer, tc: FixedWindowGate(self.config.cc_window)
-        self.entropy_factory: Callable[[Mode, random.Random, int], Any] = default_entropy
+        self.gate_factory = lambda peer, tc: FixedWindowGate(self.config.cc_window)
+        self.entropy_factory = default_entropy
         #: Owner opt-in (addition): deliver PDC request payloads as read-only ``memoryview``
         #: slices of the received datagram instead of ``bytes`` copies, for an ``on_deliver``
         #: that copies the payload into its own buffer anyway (the endpoint's reassembly): one
@@ -178,7 +178,7 @@ class PdsCore(
         #: packet and the default response applies; any other value means it did nothing (the
         #: packet then goes to ``on_deliver`` as usual). It may raise ``SesNack``, having done
         #: nothing. None: every packet goes to ``on_deliver``.
-        self.on_data: Callable[[str, int, bytes, int, int], Any] | None = None
+        self.on_data = None
         #: Owner opt-in (addition): report packets a CACK acknowledges implicitly as one
         #: ``AckedRun(token, count)`` per run of consecutive packets with the same token instead
         #: of one ``Acked(token, 0, b"")`` each (uet.pds.events.AckedRun).
@@ -189,8 +189,8 @@ class PdsCore(
         self._probe_seq = 0
         #: RCCC receiver pacer and the CC parameters, set by ``uet.cc.registry.install`` when
         #: ``config.cc``/``config.lb`` name algorithms (spec/behaviour.md §4)
-        self.credit_scheduler: Any = None
-        self.cc_params: Any = None
+        self.credit_scheduler = None
+        self.cc_params = None
         if self.config.cc != "none" or self.config.lb != "default":
             from uet.cc.registry import install
 
@@ -327,6 +327,8 @@ class PdsCore(
                     tp.rod_next = nxt  # in order: equal to rx_base (ROD) / unused (RUD)
                     tp.high_rcvd = psn
                     tp.rcvd_bytes += n + 48  # nominal size: UDP length + 40 (§4.2)
+                    if ecn == 3:
+                        tp.ecn_bytes += n + 48
                     c["delivered"] = c.get("delivered", 0) + 1
                     cfg = self.config
                     if self._log is not None:
@@ -704,7 +706,7 @@ class PdsCore(
             self._refresh_timers()
         heap = self._theap
         pdcs = self.pdcs
-        due = []
+        due: list[InitiatorPdc | TargetPdc] = []
         while heap and heap[0][0] <= now:
             _d, seq, pdc = heappop(heap)
             if pdc.tkey == seq and pdcs.get(pdc.lpdcid) is pdc:

@@ -117,14 +117,22 @@ class ProbeAnswered:
     rtt_ns: int
 
 
-Event = Acked | Failed | PdcOpened | PdcClosed | NackReceived | ProbeAnswered
+Event = Acked | AckedRun | Failed | PdcOpened | PdcClosed | NackReceived | ProbeAnswered
 
 
 _tnew = tuple.__new__
 
 
 def new_delivery(
-    peer: str, mode: Mode, pdc: int, psn: int, next_hdr: int, ses: bytes, payload: bytes, ecn: int, retx: bool
+    peer: str,
+    mode: Mode,
+    pdc: int,
+    psn: int,
+    next_hdr: int,
+    ses: bytes,
+    payload: bytes | memoryview,
+    ecn: int,
+    retx: bool,
 ) -> Delivery:
     """Positional fast constructor of :class:`Delivery` (hot paths inline ``tuple.__new__``)."""
     return _tnew(Delivery, (peer, mode, pdc, psn, next_hdr, ses, payload, ecn, retx))

@@ -52,6 +52,7 @@ from uet.pds._aliases import (
 )
 from uet.pds.events import Acked, AckedRun, NackReceived, ProbeAnswered
 from uet.pds.pdc import InitiatorPdc
+from uet.pds.state import PdsState
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import ACK, ACK_CC, ACK_EPSN, NACK, NACK_ACTION, AckFlag, NackAction, NackCode, NackFlag
 
@@ -76,7 +77,7 @@ def _code_name(code: int) -> str:
         return f"0x{code:02X}"
 
 
-class FeedbackMixin:
+class FeedbackMixin(PdsState):
     """ACK/NACK processing of initiator PDCs, part of :class:`uet.pds.core.PdsCore`."""
 
     # -- ACK processing ----------------------------------------------------------------------------
@@ -88,6 +89,7 @@ class FeedbackMixin:
         mpr = 0
         sack_off = 0
         ccw = -1  # ACK_CC state word (-1: a plain ACK), cc_type 0 NSCC / 1 credit (wire §5.4)
+        ccx = -1  # ACK_CCX type 0: the extended state word (uet.pds.target: ECN-marked bytes)
         if t == 7:
             hl = 16 if flags & _A_EPSN else 12
             if len(data) < hl:
@@ -101,7 +103,13 @@ class FeedbackMixin:
                 return
             v = (_RAW_CC_P if probe else _RAW_CC).unpack(data)
             off, cack, spdcid, dpdcid, mpr, sack_off, bitmap = v[3], v[4], v[5], v[6], v[9], v[10], v[11]
-            ccw = v[12] | (v[7] << 64)
+            if t == 8:
+                ccw = v[12] | (v[7] << 64)
+            elif v[7] == 0:  # ACK_CCX of CCX type 0: NSCC state, then the ECN-marked bytes
+                ccw = v[12]
+                ccx = int.from_bytes(data[32:40], "big")
+            else:  # a CCX type the notes do not define: its state is opaque (wire §5.5, Δ11)
+                self._count("ack_ccx_opaque")
         pdc = self.pdcs.get(dpdcid)
         if pdc is None:
             self._drop("ack_unknown_pdc", now, src)
@@ -114,10 +122,10 @@ class FeedbackMixin:
             return
         if pdc.role != "initiator":
             cr = pdc.close_req
-            owner = pdc
+            tgt = pdc
             pdc = pdc.ret
             if pdc is None or (cr is not None and (cack + off) & _M32 == cr[0]):
-                self._rx_ack_target(owner, data, now, off, cack, spdcid, probe)
+                self._rx_ack_target(tgt, data, now, off, cack, spdcid, probe)
                 return
         st = pdc.state
         if st is _S_CLOSED:
@@ -165,7 +173,9 @@ class FeedbackMixin:
                 ent = pkt.entropy
                 if flags & _A_M:
                     ecn_bytes = pkt.nbytes
-                if pkt.sends == 1 or (pkt.sends == 2 and flags & _A_RETX):
+                # §2.9 validity; a packet marked lost and not yet resent has no valid sample
+                # (its RTO re-armed ``tx_time`` while it waited for the gate)
+                if (pkt.sends == 1 or (pkt.sends == 2 and flags & _A_RETX)) and not pkt.rtx_wait:
                     rtt = now - pkt.tx_time
                 if pkt.ctl is None:
                     events.append(_tnew(Acked, (pkt.token, nh, data[hl:] if nh else b"")))
@@ -238,6 +248,12 @@ class FeedbackMixin:
         if rtt is not None:
             pdc.srtt = rtt if not pdc.srtt else pdc.srtt + ((rtt - pdc.srtt) >> 3)
         if ccs:
+            if ccx >= 0:  # the marked bytes by difference (256-byte units, 24-bit wrap)
+                e = (ccx >> 40) & 0xFFFFFF
+                d = (e - pdc.cc_ecn) & 0xFFFFFF
+                if d < 0x800000:
+                    pdc.cc_ecn = e
+                    ecn_bytes = d << 8
             self._cc_ack(pdc, npk, nby, ecn_bytes, rtt, ccw, ents, now)
         elif npk:
             gate.on_ack(npk, nby, bool(flags & _A_M), rtt, now)
@@ -326,10 +342,19 @@ class FeedbackMixin:
             pend = (ccw >> 40) & 0x7F
             restore = bool(ccw >> 47 & 1)
         gate.on_ack_cc(npk, newly, ecn_bytes, rtt, pend, restore, now)
+        self._cc_probe(pdc, now)
         if ents:
             fb = pdc.entropy.feedback
             for e in ents:
                 fb(e, "ack", now)
+
+    def _cc_probe(self, pdc: InitiatorPdc, now: int) -> None:
+        """§4.3.6: after a new CCC's first ACK or NACK, one PROBE CP on the control class for a
+        clean base-RTT sample; its ACK (P set) reaches the CCC as an RTT sample like any other."""
+        if pdc.state is _S_ESTABLISHED and pdc.gate.take_probe():
+            self._probe_seq = (self._probe_seq + 1) & 0xFFFF
+            self.send_probe(pdc.lpdcid, self._probe_seq, now)
+            self._count("cc_base_rtt_probes")
 
     def _rx_epsn(self, pdc: InitiatorPdc, data: bytes, now: int) -> None:
         """A closing ACK with ``EPSN`` (secure 0-RTT, §2.3.2): hand ``expected_psn`` to the
@@ -449,9 +474,11 @@ class FeedbackMixin:
             # §4.1 on_nack: the packet leaves flight and will be resent; trims (last hop or
             # not) are their own congestion signal; the RTT sample follows the §2.9 rule
             retx = flags & _N_RETX
-            rtt = now - pkt.tx_time if (pkt.sends == 1 and not retx) or (pkt.sends == 2 and retx) else None
+            ok = (pkt.sends == 1 and not retx) or (pkt.sends == 2 and retx)
+            rtt = now - pkt.tx_time if ok and not pkt.rtx_wait else None
             lasthop = code == _NC_TRIMMED_LASTHOP
             gate.on_nack_cc(pkt.nbytes, bool(flags & _N_M), rtt, lasthop or code == _NC_TRIMMED, lasthop, now)
+            self._cc_probe(pdc, now)
             pkt.fast_done = True  # recovered by this NACK: a SACK gap behind it is no new loss
         if shortage:
             self._park(pdc, pkt, now)

@@ -59,6 +59,7 @@ from uet.pds.backoff import next_shift, retries_spent, rto_for
 from uet.pds.config import Mode, PdsClosedError, PdsError, PdsLimitError
 from uet.pds.events import Failed, PdcOpened
 from uet.pds.pdc import InitiatorPdc, TxPkt, earliest_deadline
+from uet.pds.state import PdsState
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK,
@@ -80,7 +81,7 @@ def _diff(a: int, b: int) -> int:
     return d - 0x100000000 if d & 0x80000000 else d
 
 
-class InitiatorMixin:
+class InitiatorMixin(PdsState):
     """Initiator-role behaviour of :class:`uet.pds.core.PdsCore` (see the module docstring)."""
 
     # -- submission ------------------------------------------------------------------------------
@@ -533,7 +534,9 @@ class InitiatorMixin:
             self._log_tx(pdc, pkt, now, retx, len(data), syn)
 
     def _log_tx(self, pdc: InitiatorPdc, pkt: TxPkt, now: int, retx: bool, n: int, syn: bool) -> None:
-        self._log(
+        log = self._log
+        assert log is not None  # callers log only when a log is set
+        log(
             {
                 "t": now,
                 "ev": "retx" if retx else "tx",
@@ -666,6 +669,15 @@ class InitiatorMixin:
                 pdc.gate.on_discarded(pkt.nbytes)
             self._transmit(pdc, pkt, now, True, True)
             return True
+        if pkt.rtx_wait:
+            # already marked for retransmission (NACK, SACK loss, an earlier RTO) and waiting for
+            # its CCC's gate (§4.1): it is out of flight, so no new loss and no resend past the
+            # gate; re-arm the RTO from now
+            self._count("rto_rtx_wait")
+            pkt.tx_time = now
+            del out[pkt.psn]
+            out[pkt.psn] = pkt
+            return True
         if retries_spent(cfg, pkt.retries, pkt.first_tx, now):
             if pkt.ctl == _CT_CLOSE:
                 self._free_ipdc(pdc, "CLOSE not acknowledged", now)
@@ -692,6 +704,12 @@ class InitiatorMixin:
             pkt.tx_time = now  # the peer window forbids it: wait (§2.9)
             del out[pkt.psn]
             out[pkt.psn] = pkt
+        elif pdc.gate.cc_signals and pkt.ctl is None:
+            # §4.1 on_inferred_loss: marked for retransmission, resent when the CCC allows
+            pkt.tx_time = now
+            del out[pkt.psn]
+            out[pkt.psn] = pkt
+            self._cc_retransmit(pdc, pkt, now)
         else:
             self._transmit(pdc, pkt, now, True, True)
         return True

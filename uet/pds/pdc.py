@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from uet.pds.config import Mode
 from uet.pds.states import InitiatorState, TargetState
@@ -43,6 +43,9 @@ class TxPkt:
         "__dict__",
     )
 
+    #: set at the first transmission (uet.pds.initiator._transmit)
+    tx_seq: int
+    entropy: int
     ctl: int | None = None
     retries = 0
     nack_retries = 0
@@ -68,7 +71,14 @@ class TxPkt:
         self.first_tx = 0
 
 
-def earliest_deadline(packets: Iterable[TxPkt], rto_ns: int) -> tuple[int | None, int]:
+class Resendable(Protocol):
+    """What :func:`earliest_deadline` reads: a :class:`TxPkt` or a RUDI request (uet.pds.rudi)."""
+
+    parked: int
+    tx_time: int
+
+
+def earliest_deadline(packets: Iterable[Resendable], rto_ns: int) -> tuple[int | None, int]:
     """``(earliest deadline, number parked)`` over outstanding ``packets``: a parked packet's
     resend time (waiting out a resource-shortage NACK), else its RTO. Used only while something is
     parked, by PDCs and by RUDI alike; the count refreshes a stale-high parked counter."""
@@ -134,12 +144,13 @@ class InitiatorPdc:
         "rod_win",
         "rod_acc",
         "cc_rcvd",
+        "cc_ecn",
         "cc_wake",
         "cc_rtx",
         "ar_psn",
     )
 
-    role = "initiator"
+    role: Literal["initiator"] = "initiator"
 
     def __init__(self, key: tuple, peer: str, mode: Mode, lpdcid: int, start_psn: int, entropy: Any, gate: Any) -> None:
         self.key = key
@@ -199,6 +210,8 @@ class InitiatorPdc:
         self.tkey = 0
         #: last ACK_CC ``rcvd_bytes`` seen (256-byte units, 24 bits): newly received bytes (§4.2)
         self.cc_rcvd = 0
+        #: last ACK_CCX ECN-marked byte count seen (256-byte units, 24 bits), uet.pds.feedback
+        self.cc_ecn = 0
         #: when a gate that refused to send can go again without an ACK (pacing / CREDIT_REQ)
         self.cc_wake: int | None = None
         #: NACKed / SACK-lost packets waiting for the CCC to allow their retransmission (§4.1)
@@ -257,9 +270,11 @@ class TargetPdc:
         "tkey",
         "close_req_wanted",
         "ccc",
+        "ecn_bytes",
+        "ecn_acked",
     )
 
-    role = "target"
+    role: Literal["target"] = "target"
 
     def __init__(self, peer: str, mode: Mode, lpdcid: int, rpdcid: int, start_psn: int, now: int) -> None:
         self.peer = peer
@@ -281,6 +296,10 @@ class TargetPdc:
         self.ack_trigger = 0
         self.ack_flags = 0
         self.rcvd_bytes = 0
+        #: nominal bytes received ECN-CE marked, and that count when the last ACK left: an ACK
+        #: carries ``m`` when it covers any marked bytes (uet.pds.target ``_send_ack``)
+        self.ecn_bytes = 0
+        self.ecn_acked = 0
         self.last_rx = now
         self.first_rx = now
         self.close_psn: int | None = None

@@ -40,6 +40,7 @@ from uet.pds.backoff import next_shift, retries_spent, rto_for
 from uet.pds.config import Mode, PdsError, PdsLimitError, SesNack
 from uet.pds.events import Failed, NackReceived, new_acked, new_delivery
 from uet.pds.pdc import earliest_deadline
+from uet.pds.state import PdsState
 from uet.pds.target import normalize_response, ses_end, ses_extension_missing
 from uet.wire.pds import NACK_ACTION, RUDI, UUD, NackAction, NackCode, NackFlag, NextHeader, RudiFlag
 from uet.wire.ses import RESPONSE, ResponseOpcode, ReturnCode
@@ -94,7 +95,7 @@ class RudiPkt:
         self.parked = 0
 
 
-class RudiMixin:
+class RudiMixin(PdsState):
     """RUDI/UUD behaviour of :class:`uet.pds.core.PdsCore` (see the module docstring)."""
 
     def _rudi_init(self) -> None:

@@ -16,6 +16,8 @@ Choices where the notes are silent (inference):
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
+from typing import TypeVar
 
 from uet.pds.config import PdcStateError
 
@@ -92,7 +94,10 @@ TARGET_TRANSITIONS: dict[TargetState, dict[TargetState, str]] = {
 }
 
 
-def transition(table: dict, old: enum.Enum, new: enum.Enum) -> enum.Enum:
+_State = TypeVar("_State", bound=enum.Enum)
+
+
+def transition(table: Mapping[_State, Mapping[_State, str]], old: _State, new: _State) -> _State:
     """Check ``old → new`` against ``table``; return ``new`` or raise :class:`PdcStateError`."""
     if new not in table.get(old, ()):
         raise PdcStateError(f"illegal PDC transition {old.name} -> {new.name}")

@@ -33,6 +33,12 @@ Choices where the notes are silent (inference):
   ACK datagrams for both sides to build, send and process. Otherwise the ACK goes after
   ``ack_timer_ns``. (The reference's "ACK once the newest AR PSN fills its gap" is covered by the
   retransmission that fills the gap carrying RETX.)
+- ECN on coalesced ACKs: an ACK sets ``m`` when any byte it newly covers arrived ECN-CE, not
+  only when the request it names did, so coalescing never hides a mark. With ``ack_on_ecn`` off
+  the ACKs are ACK_CCX (wire-format.md §5.5) whose ``ack_ccx_state`` carries, in its upper 24
+  bits, the cumulative count of ECN-CE marked nominal bytes in 256-byte units (rounded up, like
+  ``rcvd_bytes``), the rest 0: the initiator takes the marked bytes per ACK by difference
+  (issue 11 "ECN-marked bytes per ACK"; the spec leaves the CCX state's layout open, Δ11).
 """
 
 from __future__ import annotations
@@ -73,11 +79,13 @@ from uet.pds._aliases import (
 )
 from uet.pds.config import Mode, PdsError, SesNack
 from uet.pds.events import PdcOpened, new_delivery
-from uet.pds.pdc import TargetPdc
+from uet.pds.pdc import InitiatorPdc, TargetPdc
+from uet.pds.state import PdsState
 from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK,
     ACK_CC,
+    ACK_CCX,
     ACK_EPSN,
     ACK_PROBE,
     CC_REQUEST,
@@ -93,6 +101,8 @@ _NC_INVALID_SYN = NackCode.INVALID_SYN
 _NC_PDC_MODE_MISMATCH = NackCode.PDC_MODE_MISMATCH
 _NSCC = ACK_CC[(False, "nscc")]
 _NSCC_P = ACK_CC[(True, "nscc")]
+_NSCCX = ACK_CCX[(False, "nscc")]
+_NSCCX_P = ACK_CCX[(True, "nscc")]
 _REQ_NH = (1, 2, 3)
 _NH_RESPONSE_DATA = 5
 _ROD = _MODE_ROD
@@ -166,13 +176,15 @@ def normalize_response(r: Any) -> tuple[int, bytes, bool]:
     return nh, bytes(b), bool(g)
 
 
-class TargetMixin:
+class TargetMixin(PdsState):
     """Target-role behaviour of :class:`uet.pds.core.PdsCore` (see the module docstring)."""
 
     # -- requests ----------------------------------------------------------------------------------
 
     def _log_rx(self, tp: TargetPdc, src: str, psn: int, n: int, retx: int, now: int) -> None:
-        self._log(
+        log = self._log
+        assert log is not None  # callers log only when a log is set
+        log(
             {
                 "t": now,
                 "ev": "rx",
@@ -217,6 +229,7 @@ class TargetMixin:
         retx = flags & _RETX
         nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
         cfg = self.config
+        tp: InitiatorPdc | TargetPdc | None  # a return-direction packet names an initiator PDC
         if syn:
             start = (psn - poff) & _M32
             tp = self.target_by_peer.get((src, spdcid))
@@ -396,6 +409,8 @@ class TargetMixin:
         if hd and hd < 0x80000000:
             tp.high_rcvd = psn
         tp.rcvd_bytes += len(data) + 48  # nominal size: UDP length + 40 (§4.2)
+        if ecn == 3:
+            tp.ecn_bytes += len(data) + 48
         c = self.counters
         c["delivered"] = c.get("delivered", 0) + 1
         if self._log is not None:
@@ -502,6 +517,11 @@ class TargetMixin:
         and the SES response (§2.8). ``epsn``: a closing ACK of a secure 0-RTT PDC, a plain ACK
         with flag ``EPSN`` and the 4-byte Expected_PSN (``pds.ACK_EPSN``, §2.3.2, wire §5.3)."""
         cack = (tp.rx_base - 1) & _M32
+        if tp.ecn_bytes != tp.ecn_acked:
+            # this ACK covers ECN-CE marked bytes: ``m`` set, whichever request it names, so a
+            # coalesced ACK never loses a mark (§2.8, §4.7); ACK_CCX says how many bytes
+            flags |= _A_M
+            tp.ecn_acked = tp.ecn_bytes
         if epsn is not None:
             off = _diff(trig, cack)
             hdr = ACK_EPSN.encode(
@@ -538,10 +558,13 @@ class TargetMixin:
                 soff = _diff(base, cack)
             # service time of the request the ACK names (§4.2): how long since it arrived (the
             # newest arrival on the PDC is the trigger), in µs rounded to nearest (units: a spec gap)
-            st = (now - tp.last_rx + 500) // 1000 if trig == tp.ack_trigger else 0
-            hdr = (_NSCC if opaque is None else _NSCC_P).encode(
+            st = (now - tp.last_rx + 500) // 1000 if trig == tp.ack_trigger and opaque is None else 0
+            ccx = not cfg.ack_on_ecn
+            hdr = (
+                (_NSCC if opaque is None else _NSCC_P) if not ccx else (_NSCCX if opaque is None else _NSCCX_P)
+            ).encode(
                 (
-                    8,
+                    9 if ccx else 8,
                     rnh,
                     flags,
                     off,
@@ -558,6 +581,7 @@ class TargetMixin:
                     0,
                     ((tp.rcvd_bytes + 255) >> 8) & 0xFFFFFF,
                     min(len(rcvd), 0xFFFF),
+                    *((((tp.ecn_bytes + 255) >> 8) & 0xFFFFFF) << 40,)[:ccx],
                 )
             )
         self._out.append((hdr + resp if resp else hdr, tp.peer, ent))
@@ -583,8 +607,9 @@ class TargetMixin:
         """The credit pacer's due grants, each a CREDIT CP (payload = cumulative 24-bit grant)
         on the sender's latest PDC; senders whose PDC has gone are forgotten."""
         cs = self.credit_scheduler
-        for key, tp, grant in cs.poll(now):
-            if tp is None or tp.state is not _T_ESTABLISHED or self.pdcs.get(tp.lpdcid) is not tp:
+        for key, sender, grant in cs.poll(now):
+            tp = self.pdcs.get(sender.lpdcid) if sender is not None else None
+            if tp is not sender or tp is None or tp.role != "target" or tp.state is not _T_ESTABLISHED:
                 cs.forget(key)
                 continue
             self._send_credit(tp, grant)

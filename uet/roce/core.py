@@ -47,6 +47,7 @@ from uet.roce.errors import RoceError
 from uet.roce.qp import QueuePair
 from uet.roce.states import QpState
 from uet.ses.events import WriteCompleted
+from uet.ses.matching import tag_matches
 from uet.ses.memory import Access, MemoryRegion, MemoryTable
 from uet.ses.message import Message
 from uet.wire.roce import PMTUS, ROCE_UDP_PORT
@@ -83,7 +84,7 @@ class _Waiter:
             return False
         if m.tag is None:
             return not self.tagged
-        return self.tagged and (m.tag & ~self.ignore) == (self.tag & ~self.ignore)
+        return self.tagged and tag_matches(self.tag, m.tag, self.ignore)
 
 
 class RoceCore:

@@ -79,3 +79,7 @@ class QpErrored(Event):
     """The QP entered the error state; ``reason`` says why."""
 
     reason: str
+
+
+#: every event a queue pair reports (``QueuePair.next_event``)
+QpEvent = SendCompleted | WriteCompleted | ReadCompleted | AtomicCompleted | MessageReceived | OpFailed | QpErrored

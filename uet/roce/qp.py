@@ -84,7 +84,7 @@ class QueuePair:
         self._raddr = b""
         self.entropy = 0
         self.stats: Counter[str] = Counter()
-        self._events: deque[ev.Event] = deque()
+        self._events: deque[ev.QpEvent] = deque()
         self._ctrl: deque[ev.Transmit] = deque()
         self._handles = 0
         self._now = 0  # the latest time a caller handed in (for log records)
@@ -225,9 +225,13 @@ class QueuePair:
             if self.rp is not None:
                 self.rp.on_cnp(now)
         elif op == _O.ACKNOWLEDGE:
-            self.requester.on_ack(pkt.aeth.syndrome, b.psn, now)
+            aeth = pkt.aeth
+            assert aeth is not None  # parse_roce: the opcode's headers are all present
+            self.requester.on_ack(aeth.syndrome, b.psn, now)
         elif op == _O.ATOMIC_ACKNOWLEDGE:
-            self.requester.on_atomic_ack(b.psn, pkt.atomic_ack.orig, now)
+            ack = pkt.atomic_ack
+            assert ack is not None  # parse_roce: the opcode's headers are all present
+            self.requester.on_atomic_ack(b.psn, ack.orig, now)
         elif op in _RESPONSES:
             self.requester.on_read_response(op, b.psn, pkt.payload, pkt.aeth is not None, now)
         else:
@@ -319,7 +323,7 @@ class QueuePair:
         if self.rp is not None:
             self.rp.handle_timer(now)
 
-    def next_event(self) -> ev.Event | None:
+    def next_event(self) -> ev.QpEvent | None:
         return self._events.popleft() if self._events else None
 
     def counters(self) -> dict[str, int]:
@@ -328,7 +332,7 @@ class QueuePair:
 
     # -- shared by the requester and the responder ---------------------------------------------
 
-    def complete(self, event: ev.Event) -> None:
+    def complete(self, event: ev.QpEvent) -> None:
         self._events.append(event)
 
     def fail_all(self, error: UetError) -> None:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 SEND, WRITE, READ, FETCH_ADD, COMPARE_SWAP = "send", "write", "read", "fetch_add", "compare_swap"
 _RESPONDED = (READ, FETCH_ADD, COMPARE_SWAP)
 
-_FATAL = {
+_FATAL: dict[int, type[E.RoceError]] = {
     NakCode.INVALID_REQUEST: E.RemoteInvalidRequest,
     NakCode.REMOTE_ACCESS_ERROR: E.RemoteAccessError,
     NakCode.REMOTE_OPERATIONAL_ERROR: E.RemoteOperationalError,

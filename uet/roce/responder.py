@@ -149,6 +149,7 @@ class Responder:
             for first, n in self._reads:
                 if 0 <= psn_diff(p, first) < n:
                     reth = pkt.reth
+                    assert reth is not None  # parse_roce: the opcode's headers are all present
                     try:
                         region = self._check(reth.rkey, Access.REMOTE_READ, reth.va, reth.dma_len)
                     except _Refuse:
@@ -222,6 +223,7 @@ class Responder:
                 return
             if op in _FIRST or op in _ONLY:
                 reth = pkt.reth
+                assert reth is not None  # parse_roce: the opcode's headers are all present
                 self._region = self._check(reth.rkey, Access.REMOTE_WRITE, reth.va, reth.dma_len)
                 self._offset, self._left, self._written = reth.va, reth.dma_len, 0
                 self._kind = "write"
@@ -238,11 +240,14 @@ class Responder:
                 self.msn = (self.msn + 1) & 0xFFFFFF
                 if op in _WITH_IMM_RECV:
                     handle, _ = self.recv_queue.popleft()
-                    self.qp.complete(ev.MessageReceived(handle, b"", pkt.immdt.imm, self._written))
+                    imm = pkt.immdt
+                    assert imm is not None  # parse_roce: the opcode's headers are all present
+                    self.qp.complete(ev.MessageReceived(handle, b"", imm.imm, self._written))
         elif op == _O.RDMA_READ_REQUEST:
             if self.reads_queued() >= self.qp.config.max_rd_atomic:
                 raise _Refuse(NakCode.INVALID_REQUEST, "too many READs outstanding")
             reth = pkt.reth
+            assert reth is not None  # parse_roce: the opcode's headers are all present
             region = self._check(reth.rkey, Access.REMOTE_READ, reth.va, reth.dma_len)
             npsn = max(1, -(-reth.dma_len // pmtu))
             self._reads.append((p, npsn))
@@ -253,6 +258,7 @@ class Responder:
             return
         elif op in (_O.FETCH_ADD, _O.COMPARE_SWAP):
             a = pkt.atomic_eth
+            assert a is not None  # parse_roce: the opcode's headers are all present
             if a.va % 8:
                 raise _Refuse(NakCode.INVALID_REQUEST, f"atomic address {a.va:#x} not 8-byte aligned")
             region = self._check(a.rkey, Access.REMOTE_ATOMIC, a.va, 8)

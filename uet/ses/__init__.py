@@ -4,8 +4,9 @@ Modules: :mod:`~uet.ses.errors` (return codes as exceptions), :mod:`~uet.ses.pac
 response codecs), :mod:`~uet.ses.addressing` (JobID / PIDonFEP / resource index resolution),
 :mod:`~uet.ses.memory` (registered regions and keys), :mod:`~uet.ses.matching` (posted and
 unexpected lists), :mod:`~uet.ses.atomics`, :mod:`~uet.ses.initiator` and
-:mod:`~uet.ses.target` (the two engines), :mod:`~uet.ses.fep` (both wired for one FEP) and
-:mod:`~uet.ses.message` (the endpoint's minimal send-only layer).
+:mod:`~uet.ses.target` (the two engines), :mod:`~uet.ses.fep` (both wired for one FEP) and the
+endpoint's eager fast path: :mod:`~uet.ses.message` (the delivered message, its configuration),
+:mod:`~uet.ses.segmenter` (the initiator half) and :mod:`~uet.ses.reassembly` (the target half).
 """
 
 from uet.ses.addressing import Resource, ResourceTable

@@ -8,11 +8,11 @@ routes read-return data and RTRs that arrive as requests back to it (behaviour.m
 
 **Unexpected-message fast path** (optional, ``fast=MessageConfig(...)``; the endpoint uses it).
 The full target engine costs several times the per-packet CPU of the minimal message layer
-(:mod:`uet.ses.message`), and bulk eager sends that arrive before a receive is posted are the
-common case (``Endpoint.recv()`` posts no buffer). Such a message goes to the overflow
+(:mod:`uet.ses.segmenter`, :mod:`uet.ses.reassembly`), and bulk eager sends that arrive before a
+receive is posted are the common case (``Endpoint.recv()`` posts no buffer). Such a message goes to the overflow
 (unexpected) list anyway (§6.4), so the fast path *is* that list for eager sends:
 
-* A packet is offered to the :class:`~uet.ses.message.Reassembler` (``decline`` mode) first. It
+* A packet is offered to the :class:`~uet.ses.reassembly.Reassembler` (``decline`` mode) first. It
   takes SEND/TAGGED_SEND packets with the standard header, version 0, no IE/DC, buffer offset 0,
   addressed to the default resource ``(pid, index)`` with its generation (and its JobID under
   relative addressing); everything else — and every message whose first-arriving packet finds a
@@ -51,9 +51,10 @@ from uet.ses.addressing import Resource, ResourceTable
 from uet.ses.errors import SesError
 from uet.ses.events import OpCompleted, OpFailed, OutPacket, RecvCompleted, WriteCompleted
 from uet.ses.initiator import InitiatorConfig, SesInitiator
-from uet.ses.matching import MatchLimits, PostedReceive
+from uet.ses.matching import MatchLimits, PostedReceive, tag_matches
 from uet.ses.memory import MemoryTable
-from uet.ses.message import DECLINED, EXPECTED, Message, MessageConfig, Reassembler
+from uet.ses.message import DECLINED, EXPECTED, Message, MessageConfig
+from uet.ses.reassembly import Reassembler
 from uet.ses.target import SesTarget, TargetConfig
 from uet.wire.ses import ReturnCode
 
@@ -63,7 +64,7 @@ __all__ = ["ENTRY_OVERHEAD", "SesFep"]
 ENTRY_OVERHEAD = 256
 
 
-class _UnexpectedList(deque):  # type: ignore[type-arg]
+class _UnexpectedList(deque[Message]):
     """The fast-path unexpected list: a deque of :class:`Message` that keeps ``nbytes``, the sum
     of its messages' sizes plus :data:`ENTRY_OVERHEAD` each (the methods the owners use)."""
 
@@ -84,7 +85,7 @@ class _UnexpectedList(deque):  # type: ignore[type-arg]
         self.nbytes -= m.nbytes + ENTRY_OVERHEAD
         return m
 
-    def pop(self) -> Message:
+    def pop(self) -> Message:  # type: ignore[override]  # deque.pop takes no index
         m = super().pop()
         self.nbytes -= m.nbytes + ENTRY_OVERHEAD
         return m
@@ -98,7 +99,6 @@ class _UnexpectedList(deque):  # type: ignore[type-arg]
         self.nbytes = 0
 
 
-_MASK64 = (1 << 64) - 1
 _RC_OK = int(ReturnCode.OK)
 _RC_TOO_LONG = int(ReturnCode.TOO_LONG)
 
@@ -256,7 +256,7 @@ class SesFep:
         if res is None:
             return None
         for u in res.matcher.unexpected:
-            if u.tagged == tagged and (not tagged or not (u.tag ^ tag) & ~ignore & _MASK64):
+            if u.tagged == tagged and (not tagged or tag_matches(tag, u.tag, ignore)):
                 if initiator is None or initiator == u.initiator:
                     # exact tag and source: the matcher binds this very entry (the first one so)
                     return self.target.post_recv(
@@ -393,7 +393,7 @@ def _accepts(tagged: bool, tag: int, ignore: int, initiator: int | None, m: Mess
     by another FEP carries A's ID; the address is what PDS established, and both must agree."""
     if (m.tag is not None) != tagged:
         return False
-    if tagged and ((m.tag or 0) ^ tag) & ~ignore & _MASK64:
+    if tagged and not tag_matches(tag, m.tag or 0, ignore):
         return False
     if source is not None and m.source != source:
         return False

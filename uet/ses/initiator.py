@@ -18,7 +18,7 @@ has no memory key, and the optimized key space it relies on is not implemented.
 
 Segmentation: ``max_payload`` bytes per packet; the SOM packet carries header data (HD) and
 ``request_length``; later packets carry ``payload_length`` and ``message_offset`` (§8.2). This is
-the same segmentation as ``uet.ses.message.Segmenter`` (plain sends, standard header, REL set)
+the same segmentation as ``uet.ses.segmenter.Segmenter`` (plain sends, standard header, REL set)
 generalised to every opcode; the endpoint can switch to this engine without changing the wire.
 
 Reads (our choice): a READ longer than ``max_payload`` is issued as consecutive single-packet
@@ -58,7 +58,7 @@ from uet.errors import DecodeError
 from uet.ses import atomics
 from uet.ses.errors import Dropped, OpViolation, SesError, Undeliverable, error_for
 from uet.ses.events import OpCompleted, OpFailed, OutPacket
-from uet.ses.memory import Access, MemoryTable
+from uet.ses.memory import Access, MemoryTable, byte_view
 from uet.ses.packets import MAX_WIRE_PAYLOAD, Response, SesRequest, build_request, parse_response
 from uet.wire.pds import NextHeader
 from uet.wire.ses import (
@@ -178,7 +178,6 @@ class _Msg:
     error: SesError | None = None
     deferred: bool = False
     stopped: bool = False
-    expect_data: int = 0
     got_data: int = 0
 
 
@@ -233,7 +232,7 @@ class SesInitiator:
         ``protocol`` forces ``"eager"``, ``"deferrable"`` or ``"rendezvous"``; by default the
         thresholds of the configuration decide.
         """
-        view = _flat(data)
+        view = byte_view(data)
         cfg = self.config
         n = len(view)
         if protocol is None:
@@ -254,7 +253,7 @@ class SesInitiator:
                 view,
                 Access.REMOTE_READ,
                 job=dest.job_id,
-                on_remote_read=lambda _o, n, op=op: self._rndv_read(op, n),
+                on_remote_read=lambda _o, n: self._rndv_read(op, n),  # op is bound once in send()
             )
             op.ext = RENDEZVOUS_EXT.encode(
                 (op.eager, cfg.local_generation, cfg.local_pid, cfg.local_index, 0, op.region.key)
@@ -288,7 +287,7 @@ class SesInitiator:
     ) -> int:
         """RMA write of ``data`` at ``offset`` of the region with ``key`` (§6.5)."""
         op = self._new_op("write", SesOpcode.WRITE, dest, mode, context)
-        op.data = _flat(data)
+        op.data = byte_view(data)
         op.length, op.key, op.offset, op.header_data, op.dc = len(op.data), key, offset, header_data, dc
         self._start(op)
         return op.id
@@ -309,7 +308,7 @@ class SesInitiator:
         (or written to ``into``, then the result is ``into``)."""
         op = self._new_op("read", SesOpcode.READ, dest, mode, context)
         op.key, op.offset, op.length, op.on_done = key, offset, length, on_done
-        op.into = _flat(into) if into is not None else memoryview(bytearray(length))
+        op.into = byte_view(into) if into is not None else memoryview(bytearray(length))
         if len(op.into) < length:
             raise ValueError("read target buffer shorter than length")
         self._start(op)
@@ -645,7 +644,6 @@ class SesInitiator:
             return
         if op.kind == "read":
             # data follows in the return direction
-            msg.expect_data = msg.length
             if r.modified_length != msg.length and r.modified_length:
                 self._msg_error(msg, OpViolation("truncated read"))
             return
@@ -674,7 +672,6 @@ class SesInitiator:
         assert msg.op.into is not None
         msg.op.into[base : base + len(data)] = data
         msg.got_data += len(data)
-        msg.expect_data = msg.length
         return True
 
     def _msg_error(self, msg: _Msg, err: SesError) -> None:
@@ -805,10 +802,3 @@ class SesInitiator:
 
 def _pkt_end(pkt: OutPacket, msg: _Msg) -> int:
     return msg.next_offset + len(pkt.payload)
-
-
-def _flat(data: Any) -> memoryview:
-    view = data if isinstance(data, memoryview) else memoryview(data)
-    if view.ndim != 1 or view.itemsize != 1 or view.format != "B":
-        view = view.cast("B")
-    return view

@@ -34,6 +34,14 @@ from uet.ses.errors import BadJobId
 __all__ = ["MatchLimits", "Matcher", "PostedReceive", "Unexpected"]
 
 _MASK64 = (1 << 64) - 1
+
+
+def tag_matches(tag: int, match_bits: int, ignore: int) -> bool:
+    """The tag rule of a tagged receive (behaviour.md §6.4): its ``tag`` matches a send's
+    ``match_bits`` when they are equal in every one of the 64 bits ``ignore`` does not set."""
+    return not (tag ^ match_bits) & ~ignore & _MASK64
+
+
 _ids = itertools.count(1)
 
 
@@ -81,7 +89,7 @@ class PostedReceive:
         """Tag and source rule (job checked separately)."""
         if tagged != self.tagged:
             return False
-        if tagged and (tag ^ self.tag) & ~self.ignore & _MASK64:
+        if tagged and not tag_matches(self.tag, tag, self.ignore):
             return False
         return self.initiator is None or self.initiator == initiator
 

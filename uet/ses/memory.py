@@ -72,7 +72,7 @@ class MemoryRegion:
     view: memoryview
     access: Access
     job: int | None = None
-    on_remote_read: Callable[[int, int], None] | None = None
+    on_remote_read: Callable[[int, int], object] | None = None
     context: Any = None
     registered: bool = field(default=True)
 
@@ -92,11 +92,15 @@ class MemoryRegion:
             raise UnsupportedSize(f"message [{offset}, {offset + length}) larger than region ({len(self.view)})")
 
 
-def _flat(buffer: Any) -> memoryview:
+def byte_view(buffer: Any) -> memoryview:
+    """``buffer`` (any object with the buffer protocol) as a flat ``memoryview`` of unsigned bytes,
+    without a copy: what registration, sends and RMA operations work on. Raises ``TypeError`` for
+    an object without the buffer protocol and ``BufferError`` for a buffer that is not
+    C-contiguous (it cannot be seen as one run of bytes)."""
     view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
     if view.ndim != 1 or view.itemsize != 1 or view.format != "B":
         if not view.c_contiguous:
-            raise RegistrationError("buffer must be C-contiguous")
+            raise BufferError("buffer must be C-contiguous")
         view = view.cast("B")
     return view
 
@@ -119,7 +123,7 @@ class MemoryTable:
         *,
         key: int | None = None,
         job: int | None = None,
-        on_remote_read: Callable[[int, int], None] | None = None,
+        on_remote_read: Callable[[int, int], object] | None = None,
         context: Any = None,
     ) -> MemoryRegion:
         """Register ``buffer`` with ``access`` rights; returns the region (its key and index).
@@ -128,7 +132,10 @@ class MemoryTable:
         ``access`` grants no remote write or atomic right. Raises :class:`RegistrationError`.
         """
         access = Access(access)
-        view = _flat(buffer)
+        try:
+            view = byte_view(buffer)
+        except BufferError as e:
+            raise RegistrationError(str(e)) from None
         if view.readonly and access & _WRITING:
             raise RegistrationError("a read-only buffer cannot be registered for remote write or atomic access")
         if job is not None and not 0 <= job < 1 << 24:

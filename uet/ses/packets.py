@@ -240,7 +240,7 @@ def build_request(
     if header == NextHeader.STANDARD:
         if opcode in DEFERRABLE_OPCODES:
             tok = "buffer"
-            pre = (src_token, dst_token, initiator, match_bits)
+            pre: tuple[int, ...] = (src_token, dst_token, initiator, match_bits)
         elif opcode == SesOpcode.DEFERRABLE_RTR:
             tok = "match"
             pre = (buffer_offset, initiator, src_token, dst_token)

@@ -501,6 +501,7 @@ class SesTarget:
             region.check_message(req.buffer_offset, req.request_length)
             rec.region, rec.base = region, req.buffer_offset
             return False
+        recv: PostedReceive | None
         if rec.kind == "deferrable" and req.dst_token:
             got = self._reserved.pop(req.dst_token, None)
             if got is None or got[1] != rec.peer or got[2] != req.src_token:

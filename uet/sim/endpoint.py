@@ -10,12 +10,15 @@ protocol: every decision is the core's.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uet.fep import Closed, FepCore, MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
 from uet.ses.memory import Access, MemoryRegion
 from uet.ses.message import Message
 from uet.sim.engine import Engine, Host
+
+if TYPE_CHECKING:
+    from uet.roce.core import RoceCore
 
 __all__ = ["SimEndpoint"]
 
@@ -26,7 +29,7 @@ class SimEndpoint:
     def __init__(self, engine: Engine, host: Host) -> None:
         self.engine = engine
         self.host = host
-        self.core: FepCore = host.core
+        self.core: FepCore | RoceCore = host.core
         self.address = host.core.address
         self._futures: dict[int, asyncio.Future[Any]] = {}
         self._writes: list[WriteCompleted] = []
@@ -70,7 +73,7 @@ class SimEndpoint:
         self.engine.touch(self.host)
         return fut
 
-    def _start(self) -> FepCore:
+    def _start(self) -> FepCore | RoceCore:
         core = self.core
         core.tick(self.engine.now)
         return core

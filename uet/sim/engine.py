@@ -28,13 +28,16 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uet.errors import UetError
 from uet.fabric.model import Fabric
 from uet.fep import Datagram, FepCore
 from uet.wire.frame import build_udp_frame, parse_udp_frame
 from uet.wire.net import UET_UDP_PORT, ip_bytes
+
+if TYPE_CHECKING:
+    from uet.roce.core import RoceCore
 
 __all__ = ["Engine", "Host", "SimulationError"]
 
@@ -61,7 +64,7 @@ class Host:
         "udp_checksum",
     )
 
-    def __init__(self, index: int, core: FepCore, ip: bytes, mac: bytes, gateway: bytes) -> None:
+    def __init__(self, index: int, core: FepCore | RoceCore, ip: bytes, mac: bytes, gateway: bytes) -> None:
         self.index = index
         self.core = core
         self.ip = ip
@@ -98,7 +101,7 @@ class Engine:
 
     # -- setup --------------------------------------------------------------------------------------
 
-    def attach(self, host: int, core: FepCore) -> Host:
+    def attach(self, host: int, core: FepCore | RoceCore) -> Host:
         """Put ``core`` on fabric host ``host`` (its Fabric Address must be that host's IPv4)."""
         hp = self.fabric.hosts[host]
         if core.address != hp.ip:

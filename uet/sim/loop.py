@@ -59,7 +59,7 @@ class VirtualTimeLoop(base_events.BaseEventLoop):
     def __init__(self, engine: Engine) -> None:
         super().__init__()
         self.engine = engine
-        self._selector = _EngineSelector(engine)  # type: ignore[assignment]
+        self._selector = _EngineSelector(engine)
         self._clock_resolution = 1e-9
 
     def time(self) -> float:

@@ -25,8 +25,9 @@ _UNIT = "µs"
 
 
 def write_plots(res: dict[str, Any], folder: str) -> list[str]:
-    """Write ``fct_cdf.png``, ``queue_depth.png``, ``throughput.png``, ``host_rx.png`` and
-    ``host_tx.png`` into ``folder`` (those that have something to show); returns their paths."""
+    """Write ``fct_cdf.png``, ``queue_depth.png``, ``throughput.png``, ``host_rx.png``,
+    ``host_tx.png`` and, with congestion control on, ``cc_state.png`` (uet.sim.cc_plots) into
+    ``folder`` (those that have something to show); returns their paths."""
     os.makedirs(folder, exist_ok=True)
     out = []
     cdf = fct_cdf(res, folder)
@@ -50,6 +51,11 @@ def write_plots(res: dict[str, Any], folder: str) -> list[str]:
         moved = {k: sorted(v) for k, v in nics[way].items() if len({b for _, b in v}) > 1}
         if moved:
             out.append(throughput(moved, folder, f"host_{way}.png", title, top=_TOP, unit=_UNIT, what="hosts"))
+    from uet.sim.cc_plots import cc_plot
+
+    cc = cc_plot(res, folder)
+    if cc:
+        out.append(cc)
     return out
 
 

@@ -222,16 +222,17 @@ def simulate(
     cpu0 = time.process_time()
     fabric = Fabric(topo, seed=seed, telemetry=tel)
     engine = Engine(fabric)
-    ep = dict(endpoint if endpoint is not None else DEFAULT_ENDPOINT)
-    if "max_inflight" not in ep:
-        ep["max_inflight"] = default_window(fabric, min(int(ep.get("payload_size", 4096)), 16383))
-    cfg = merge(FepConfig(), ep)
+    ep_over = dict(endpoint if endpoint is not None else DEFAULT_ENDPOINT)
+    if "max_inflight" not in ep_over:
+        ep_over["max_inflight"] = default_window(fabric, min(int(ep_over.get("payload_size", 4096)), 16383))
+    cfg = merge(FepConfig(), ep_over)
     n = wl.n
     eps = []
     transport = s.get("transport", "uet")
     if transport not in ("uet", "roce"):
         raise SimulationError(f"transport {transport!r}: one of uet, roce")
     roce_cfg = roce_config(fabric, str(s.get("profile"))) if transport == "roce" else None
+    cc_records: list[dict[str, Any]] = []  # ``timeline`` with CC on: cwnd / credit per sender
     directory: dict[str, Any] = {}  # RoCE: the out-of-band connection exchange (rocev2 core docstring)
     domain = secure_domain(seed) if s.get("tss") else None
     if domain is not None and roce_cfg is not None:
@@ -242,7 +243,10 @@ def simulate(
             core = RoceCore(fabric.hosts[i].ip, config=roce_cfg, seed=(seed << 20) + i, directory=directory)
         else:
             sec = None if domain is None else SecurityConfig(SecureDomainTable([domain.provision()]))
-            core = FepCore(fabric.hosts[i].ip, job=0, pid=0, config=cfg, security=sec, seed=(seed << 20) + i)
+            log = _cc_logger(cc_records, i) if timeline and cfg.pds.cc != "none" else None
+            core = FepCore(
+                fabric.hosts[i].ip, job=0, pid=0, config=cfg, security=sec, seed=(seed << 20) + i, event_log=log
+            )
         eps.append(SimEndpoint(engine, engine.attach(i, core)))
     addresses = [ep.address for ep in eps]
     reports = [RankReport() for _ in range(n)]
@@ -321,4 +325,18 @@ def simulate(
     if timeline:
         res["timeline"] = [r.as_dict() for r in tel.records]
         res["thresholds"] = switch_thresholds(topo.switch)
+        if cc_records:
+            res["cc_timeline"] = cc_records
+            res["cc"] = cfg.pds.cc
     return res
+
+
+def _cc_logger(records: list[dict[str, Any]], host: int) -> Callable[[dict[str, Any]], None]:
+    """An event log for host ``host``'s core that keeps only the ``cc`` records (cwnd, credit:
+    :mod:`uet.sim.cc_plots`). The PDS then takes its logging paths, which end in the same state."""
+
+    def log(rec: dict[str, Any]) -> None:
+        if rec.get("ev") == "cc":
+            records.append({**rec, "host": host})
+
+    return log

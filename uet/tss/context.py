@@ -678,6 +678,7 @@ class TxChannel:
         slot = self._slot
         if (
             sd is None
+            or slot is None
             or slot is not sd.slots[sd.tx_an]
             or slot.state is not SlotState.ACTIVE
             or slot.epoch != self._epoch

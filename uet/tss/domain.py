@@ -51,6 +51,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -228,7 +229,7 @@ class SecureDomain:
         return cls(sdi=sdi, mode=mode, slots=slots, tx_an=an, **kw)  # type: ignore[arg-type]
 
     @classmethod
-    def generate(cls, sdi: int, mode: SdMode = SdMode.CLUSTER, **kw: object) -> SecureDomain:
+    def generate(cls, sdi: int, mode: SdMode = SdMode.CLUSTER, **kw: Any) -> SecureDomain:
         """A new SD for a job with a fresh random key from :func:`os.urandom` (the SDME's role).
 
         ``mode`` may be DIRECT, CLUSTER or SERVER; give CLIENT ends their key with :meth:`client_of`.

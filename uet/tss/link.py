@@ -78,11 +78,11 @@ class SecureLink(Link):
 
     @property
     def port(self) -> int:
-        return self.inner.port  # type: ignore[attr-defined, no-any-return]
+        return self.inner.port  # type: ignore[attr-defined]
 
     @property
     def peer_port(self) -> int:
-        return self.inner.peer_port  # type: ignore[attr-defined, no-any-return]
+        return self.inner.peer_port  # type: ignore[attr-defined]
 
     @property
     def impairment(self) -> Any:

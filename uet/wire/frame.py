@@ -3,7 +3,7 @@
 Everything that puts a UET datagram into a whole frame or takes it out again uses these two
 functions: the fabric link of a live endpoint (:mod:`uet.link.fabric`), the switch model's test
 and tool helpers (:func:`uet.fabric.model.frames.ipv4_frame`) and the virtual-time simulator
-(:mod:`uet.sim`). The decoder (:mod:`uet.wire.packet`) parses the same bytes field by field from
+(:mod:`uet.sim`). The decoder (:mod:`uet.wire.capture`) parses the same bytes field by field from
 the construct declarations in :mod:`uet.wire.net`; ``tests/test_wire_frame.py`` proves the two
 agree.
 

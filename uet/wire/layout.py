@@ -15,7 +15,7 @@ sent as 0 and ignored on receive (wire-format.md §0).
 
 Every layout has a fixed size. Variants of a header (the SYN form of a request, the SOM and non-SOM
 forms of the standard SES header, ...) are separate layouts built from shared item lists, and the
-header chain in :mod:`uet.wire.packet` picks one from fields already decoded, as Wireshark's
+header chain in :mod:`uet.wire.chain` picks one from fields already decoded, as Wireshark's
 ``Switch`` on the same fields would.
 
 The fast encoder masks sub-word fields to their width and does not range-check them (it runs per
@@ -29,7 +29,7 @@ import struct
 from collections import namedtuple
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import IntEnum, IntFlag
 from typing import Any
 
 import construct as cs
@@ -46,7 +46,7 @@ class F:
     name: str
     bits: int
     signed: bool = False
-    enum: type[IntEnum] | None = None
+    enum: type[IntEnum] | type[IntFlag] | None = None
     doc: str = ""
 
 
@@ -206,9 +206,8 @@ class Layout:
                 enc_vals.append(w.name)
                 continue
             flds = w.fields
-            whole = len(w.items) == 1 and isinstance(w.items[0], F)
-            if whole and w.width in _NATIVE:
-                f = w.items[0]
+            f = w.items[0]
+            if len(w.items) == 1 and isinstance(f, F) and w.width in _NATIVE:
                 fmt += (_SIGNED if f.signed else _NATIVE)[w.width]
                 a = f"a{n}"
                 n += 1
@@ -318,7 +317,7 @@ class Layout:
         # Plain functions stored on the instance: calling them costs one frame, no method binding.
         self.decode: Callable[..., Any] = ns["decode"]
         """``decode(buf, offset=0)``: ``self.size`` bytes at ``offset`` as a ``self.T`` (fast)."""
-        self.unpack: Callable[..., tuple] = ns["unpack"]
+        self.unpack: Callable[..., tuple[Any, ...]] = ns["unpack"]
         """``unpack(buf, offset=0)``: the same values as a plain tuple, the data path's decoder.
 
         Equal (``==``) to what :attr:`decode` returns without building a named tuple (which costs
@@ -336,7 +335,7 @@ class Layout:
             return e
         return EncodeError(self.name, "*", str(exc))
 
-    def make(self, **fields: int) -> Any:
+    def make(self, **fields: int | bytes) -> Any:
         """A ``self.T`` with the given fields and the layout's defaults for the rest."""
         return self.T(**fields)
 
@@ -418,12 +417,14 @@ class Layout:
         d: dict[str, Any] = {}
         named = dict(zip(self.field_names, values, strict=False))
         for i, w in enumerate(self._words):
-            if isinstance(w, Raw) or (len(w.items) == 1 and isinstance(w.items[0], F)):
-                n = w.name if isinstance(w, Raw) else w.items[0].name
-                d[n] = named[n]
+            if isinstance(w, Raw):
+                d[w.name] = named[w.name]
+            elif len(w.items) == 1 and isinstance(first := w.items[0], F):
+                d[first.name] = named[first.name]
             else:
                 d[f"_w{i}"] = {it.name: named[it.name] for it in w.items if isinstance(it, F)}
-        return self.construct.build(d)
+        out: bytes = self.construct.build(d)
+        return out
 
     # -- presentation --------------------------------------------------------------------------
 

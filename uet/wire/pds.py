@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import IntEnum, IntFlag
 
-from uet.wire.layout import F, Layout, R
+from uet.wire.layout import F, Item, Layout, R
 
 
 class PdsType(IntEnum):
@@ -161,32 +161,32 @@ class CcType(IntEnum):
 # -- shared item lists ---------------------------------------------------------------------------
 
 
-def _prologue(second: str = "next_hdr", enum: type[IntEnum] = NextHeader) -> list:
+def _prologue(second: str = "next_hdr", enum: type[IntEnum] = NextHeader) -> list[Item]:
     return [F("type", 5, enum=PdsType), F(second, 4, enum=enum), F("flags", 7)]
 
 
-_REQ_BASE = [F("clear_psn_offset", 16, signed=True), F("psn", 32), F("spdcid", 16)]
-_DPDCID = [F("dpdcid", 16)]
-_SYN_INFO = [F("use_rsv_pdc", 1), R(3), F("psn_offset", 12)]
-_REQ_CC_STATE = [F("ccc_id", 8), F("credit_target", 24)]
-_ACK_TAIL = [F("cack_psn", 32), F("spdcid", 16), F("dpdcid", 16)]
-_ACK_PSN = [F("ack_psn_offset", 16, signed=True)]
-_PROBE = [F("probe_opaque", 16)]
-_EPSN = [F("expected_psn", 32)]
-_ACK_CC_EXT = [
+_REQ_BASE: list[Item] = [F("clear_psn_offset", 16, signed=True), F("psn", 32), F("spdcid", 16)]
+_DPDCID: list[Item] = [F("dpdcid", 16)]
+_SYN_INFO: list[Item] = [F("use_rsv_pdc", 1), R(3), F("psn_offset", 12)]
+_REQ_CC_STATE: list[Item] = [F("ccc_id", 8), F("credit_target", 24)]
+_ACK_TAIL: list[Item] = [F("cack_psn", 32), F("spdcid", 16), F("dpdcid", 16)]
+_ACK_PSN: list[Item] = [F("ack_psn_offset", 16, signed=True)]
+_PROBE: list[Item] = [F("probe_opaque", 16)]
+_EPSN: list[Item] = [F("expected_psn", 32)]
+_ACK_CC_EXT: list[Item] = [
     F("cc_type", 4, enum=CcType),
     F("cc_flags", 4),
     F("mpr", 8),
     F("sack_psn_offset", 16, signed=True),
     F("sack_bitmap", 64),
 ]
-_CC_STATE = {
+_CC_STATE: dict[str, list[Item]] = {
     "nscc": [F("service_time", 16), F("rc", 1), F("rcv_cwnd_pend", 7), F("rcvd_bytes", 24), F("ooo_count", 16)],
     "credit": [F("credit", 24), R(24), F("ooo_count", 16)],
     "raw": [F("ack_cc_state", 64)],
 }
-_CCX_STATE = [F("ack_ccx_state", 64)]
-_NACK = [
+_CCX_STATE: list[Item] = [F("ack_ccx_state", 64)]
+_NACK: list[Item] = [
     F("nack_code", 8, enum=NackCode),
     F("vendor_code", 8),
     F("nack_psn", 32),
@@ -194,9 +194,9 @@ _NACK = [
     F("dpdcid", 16),
     F("payload", 32),
 ]
-_NACK_CCX = [F("nccx_type", 4), F("nack_ccx_state1", 60), F("nack_ccx_state2", 64)]
-_CONTROL = [F("probe_opaque", 16), F("psn", 32), F("spdcid", 16)]
-_CONTROL_TAIL = [F("payload", 32)]
+_NACK_CCX: list[Item] = [F("nccx_type", 4), F("nack_ccx_state1", 60), F("nack_ccx_state2", 64)]
+_CONTROL: list[Item] = [F("probe_opaque", 16), F("psn", 32), F("spdcid", 16)]
+_CONTROL_TAIL: list[Item] = [F("payload", 32)]
 
 
 def _d(t: PdsType, nh: int = 0, flags: int = 0) -> dict[str, int]:
@@ -344,7 +344,7 @@ def pds_layout(first: int, flags: int, cc_byte: int | None = None) -> Layout | N
         kind = "raw"
         if first == PdsType.ACK_CC:
             if cc_byte is not None:
-                kind = {CcType.NSCC: "nscc", CcType.CREDIT: "credit"}.get(cc_byte >> 4, "raw")
+                kind = {int(CcType.NSCC): "nscc", int(CcType.CREDIT): "credit"}.get(cc_byte >> 4, "raw")
             return ACK_CC[(bool(flags & AckFlag.P), kind)]
         # ACK_CCX: the nibble is the CCX type; the notes define NSCC's state only (§5.5, Δ11),
         # any other CCX type keeps bytes 24-39 opaque so a re-encode loses no bit

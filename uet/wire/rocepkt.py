@@ -108,7 +108,7 @@ class RocePacket:
         return self.ext(ATOMIC_ACK_ETH)
 
     def to_dict(self) -> dict[str, Any]:
-        from uet.wire.packet import fields_dict  # the UET chain's JSON helper; no import cycle at load
+        from uet.wire.chain import fields_dict  # the UET chain's JSON helper; no import cycle at load
 
         out: dict[str, Any] = {"opcode_name": self.opcode_name, "bth": fields_dict(BTH, self.bth)}
         for lay, v in self.exts:

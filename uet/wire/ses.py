@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import IntEnum, IntFlag
 
-from uet.wire.layout import F, Layout, R
+from uet.wire.layout import F, Item, Layout, R
 from uet.wire.pds import NextHeader
 
 
@@ -163,16 +163,21 @@ DEFERRABLE_OPCODES = frozenset({SesOpcode.DEFERRABLE_SEND, SesOpcode.DEFERRABLE_
 
 # -- shared item lists ---------------------------------------------------------------------------
 
-_HEAD = [R(2), F("opcode", 6, enum=SesOpcode), F("version", 2), F("flags", 6, enum=SesFlag, doc="DC IE REL HD EOM SOM")]
-_LEN14 = [R(2), F("request_length", 14)]
-_JOB = [F("ri_generation", 8), F("job_id", 24), R(4), F("pid_on_fep", 12), R(4), F("resource_index", 12)]
-_BUF = [F("buffer_offset", 64)]
-_TOKENS = [F("src_restart_token", 32), F("dst_restart_token", 32)]
-_INIT = [F("initiator", 32)]
-_MATCH = [F("match_bits", 64, doc="memory key for RMA/atomics, tag for tagged sends")]
-_HDATA = [F("header_data", 64)]
-_MIDDLE = [R(16), R(2), F("payload_length", 14), F("message_offset", 32)]
-_REQLEN = [F("request_length", 32)]
+_HEAD: list[Item] = [
+    R(2),
+    F("opcode", 6, enum=SesOpcode),
+    F("version", 2),
+    F("flags", 6, enum=SesFlag, doc="DC IE REL HD EOM SOM"),
+]
+_LEN14: list[Item] = [R(2), F("request_length", 14)]
+_JOB: list[Item] = [F("ri_generation", 8), F("job_id", 24), R(4), F("pid_on_fep", 12), R(4), F("resource_index", 12)]
+_BUF: list[Item] = [F("buffer_offset", 64)]
+_TOKENS: list[Item] = [F("src_restart_token", 32), F("dst_restart_token", 32)]
+_INIT: list[Item] = [F("initiator", 32)]
+_MATCH: list[Item] = [F("match_bits", 64, doc="memory key for RMA/atomics, tag for tagged sends")]
+_HDATA: list[Item] = [F("header_data", 64)]
+_MIDDLE: list[Item] = [R(16), R(2), F("payload_length", 14), F("message_offset", 32)]
+_REQLEN: list[Item] = [F("request_length", 32)]
 
 _RESP_HEAD = [F("list", 2), F("opcode", 6, enum=ResponseOpcode), F("version", 2), F("return_code", 6, enum=ReturnCode)]
 
@@ -218,7 +223,12 @@ MEDIUM_HD = Layout(
 
 # -- extensions ----------------------------------------------------------------------------------
 
-_ATOMIC_ITEMS = [F("atomic_opcode", 8, enum=AmoOp), F("atomic_datatype", 8, enum=AmoType), F("sem_ctl", 8), R(8)]
+_ATOMIC_ITEMS: list[Item] = [
+    F("atomic_opcode", 8, enum=AmoOp),
+    F("atomic_datatype", 8, enum=AmoType),
+    F("sem_ctl", 8),
+    R(8),
+]
 ATOMIC_EXT = Layout(
     "ses_atomic_ext",
     _ATOMIC_ITEMS,
@@ -323,7 +333,8 @@ def extension_layouts(opcode: int, data: bytes | bytearray | memoryview, offset:
     (wire-format.md §8.5), the atomic opcodes one atomic or compare-and-swap extension."""
     if opcode == SesOpcode.SYNC_ATOMIC:
         nxt = offset + SYNC_EXT.size
-        return (SYNC_EXT, extension_layout(SesOpcode.ATOMIC, data[nxt] if nxt < len(data) else None))
+        amo = extension_layout(SesOpcode.ATOMIC, data[nxt] if nxt < len(data) else None)
+        return (SYNC_EXT, amo) if amo is not None else (SYNC_EXT,)
     ext = extension_layout(opcode, data[offset] if offset < len(data) else None)
     return (ext,) if ext is not None else ()
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from uet.wire.layout import F, Layout, R
+from uet.wire.layout import F, Item, Layout, R
 
 #: The TSS header's type value (it shares the 5-bit PDS type space, wire-format.md §2).
 TSS_TYPE = 1
 #: Length of the AES-GCM integrity check value appended after the payload.
 ICV_LEN = 16
 
-_HEAD = [F("type", 5), F("sp", 1), R(1), F("an", 1), F("sdi", 24)]
-_TAIL = [F("epoch", 16), F("tsc", 48)]
+_HEAD: list[Item] = [F("type", 5), F("sp", 1), R(1), F("an", 1), F("sdi", 24)]
+_TAIL: list[Item] = [F("epoch", 16), F("tsc", 48)]
 
 TSS = Layout("tss", _HEAD + _TAIL, defaults={"type": TSS_TYPE}, doc="TSS header without SSI, SP = 0 (§3): 12 bytes.")
 TSS_SSI = Layout(

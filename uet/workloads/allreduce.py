@@ -84,6 +84,7 @@ class RingAllReduce(Workload):
                 err = error_name(failure)
                 break
             m = res[1]
+            assert not isinstance(m, BaseException)  # no failure above
             report.rx.append(_rx(m, loop.time() - t0))
             a, b = self.bounds(in_c)
             got = bytes(m.data)

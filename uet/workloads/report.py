@@ -9,21 +9,13 @@ the slowdown FCT / ideal.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from uet.stats import percentile
 from uet.workloads.base import Flow, RankReport, Workload
 
-__all__ = ["percentile", "summarize"]
-
-
-def percentile(values: Sequence[float], p: float) -> float:
-    """Nearest-rank percentile ``p`` (0–100) of ``values`` (0.0 when empty)."""
-    if not values:
-        return 0.0
-    s = sorted(values)
-    return s[max(0, min(len(s) - 1, math.ceil(p / 100 * len(s)) - 1))]
+__all__ = ["summarize"]
 
 
 def summarize(

@@ -23,6 +23,21 @@ def check(cond: bool, expected: str, got: Reply | str | None = None) -> None:
         raise CheckFailed(expected, got.describe() if isinstance(got, Reply) else (got or ""))
 
 
+def ack_psn(r: Reply) -> int:
+    """The ACK PSN of ``r``; fails the case when ``r`` is not an ACK naming one (§5.3)."""
+    psn = r.ack_psn
+    if psn is None:
+        raise CheckFailed("an ACK naming a PSN", r.describe())
+    return psn
+
+
+def peer_pdcid(p: Pdc) -> int:
+    """The target's PDCID of the established PDC ``p`` (learnt from its first ACK)."""
+    if p.dpdcid is None:
+        raise CheckFailed("an established PDC (the target's PDCID known)", "no ACK named it")
+    return p.dpdcid
+
+
 def rc_name(rc: int | None) -> str:
     if rc is None:
         return "no SES response"

@@ -4,7 +4,19 @@ responses (behaviour.md §2.6–§2.8; wire-format.md §5.3–§5.5)."""
 from __future__ import annotations
 
 from uet.conformance.case import SHOULD, case
-from uet.conformance.cases._util import CT, OP, RC, F, check, expect_rc, need_region, opened, read_back
+from uet.conformance.cases._util import (
+    CT,
+    OP,
+    RC,
+    F,
+    ack_psn,
+    check,
+    expect_rc,
+    need_region,
+    opened,
+    peer_pdcid,
+    read_back,
+)
 from uet.conformance.session import Session
 from uet.conformance.wirekit import control, ses_standard
 from uet.wire import pds as P
@@ -17,7 +29,7 @@ def _f(s: Session) -> bytes:
     return ses_standard(s.ses(opcode=OP.NO_OP))
 
 
-def _probe(s: Session, p, opaque: int = 0x5A5A):  # type: ignore[no-untyped-def]
+def _probe(s: Session, p, opaque: int = 0x5A5A):
     """The target's current CACK/SACK view of PDC ``p``, from a PROBE (§2.11)."""
     s.send(control(CT.PROBE, spdcid=p.spdcid, dpdcid=p.dpdcid, probe_opaque=opaque, payload=p.start))
     return s.expect(lambda r: p.mine(r) and r.is_ack and r.flags & P.AckFlag.P, "the PROBE's ACK (P = 1)")
@@ -115,7 +127,7 @@ def _no_ar(s: Session) -> None:
     check(not P.psn_after(psn, r.pds.cack_psn), f"CACK covers {psn:#x}", r)
 
 
-def _write_burst(s: Session, p, n: int, multi: bool) -> int:  # type: ignore[no-untyped-def]
+def _write_burst(s: Session, p, n: int, multi: bool) -> int:
     """``n`` WRITE packets of 64 bytes, AR only on the last; one message (``multi``) or ``n``."""
     reg = need_region(s, "rwa", min_size=64 * n)
     mid = s.ses().message_id
@@ -227,7 +239,7 @@ def _req_clear(s: Session) -> None:
 def _cack_held(s: Session) -> None:
     p = opened(s)
     r = p.exchange(_error_req(s), clear=False)
-    psn = r.ack_psn
+    psn = ack_psn(r)
     check(r.pds.cack_psn == (psn - 1) & 0xFFFFFFFF, f"CACK = {(psn - 1) & 0xFFFFFFFF:#x}", r)
 
 
@@ -235,7 +247,7 @@ def _cack_held(s: Session) -> None:
 def _clear_cp(s: Session) -> None:
     p = opened(s)
     r = p.exchange(_error_req(s), clear=False)
-    psn = r.ack_psn
+    psn = ack_psn(r)
     p.send_clear(psn)
     nxt = p.send(_f(s))
     r2 = p.ack_for(nxt)
@@ -246,7 +258,7 @@ def _clear_cp(s: Session) -> None:
 def _clear_implicit(s: Session) -> None:
     p = opened(s)
     r = p.exchange(_error_req(s), clear=False)
-    p.clear_psn = r.ack_psn
+    p.clear_psn = ack_psn(r)
     nxt = p.send(_f(s))
     r2 = p.ack_for(nxt)
     check(r2.pds.cack_psn == nxt, f"CACK = {nxt:#x} (clear PSN carried in the request)", r2)
@@ -256,7 +268,7 @@ def _clear_implicit(s: Session) -> None:
 def _gtd_dup(s: Session) -> None:
     p = opened(s)
     r = p.exchange(_error_req(s), clear=False)
-    psn = r.ack_psn
+    psn = ack_psn(r)
     p.send(_error_req(s), psn=psn, retx=True)
     r2 = s.expect(lambda r: p.mine(r) and r.is_ack and r.ack_psn == psn, f"the ACK of the duplicate {psn:#x}")
     expect_rc(r2, RC.BAD_MKEY, " (the stored response)")
@@ -266,8 +278,8 @@ def _gtd_dup(s: Session) -> None:
 def _gtd_ackreq(s: Session) -> None:
     p = opened(s)
     r = p.exchange(_error_req(s), clear=False)
-    psn = r.ack_psn
-    s.send(control(CT.ACK_REQ, psn=psn, spdcid=p.spdcid, dpdcid=p.dpdcid))
+    psn = ack_psn(r)
+    s.send(control(CT.ACK_REQ, psn=psn, spdcid=p.spdcid, dpdcid=peer_pdcid(p)))
     r2 = s.expect(lambda r: p.mine(r) and r.is_ack and r.ack_psn == psn, f"an ACK naming {psn:#x}")
     expect_rc(r2, RC.BAD_MKEY, " (the stored response)")
 
@@ -277,7 +289,7 @@ def _gtd_ackreq(s: Session) -> None:
 def _req_clear_cp(s: Session) -> None:
     p = opened(s)
     r = p.exchange(_error_req(s), clear=False)
-    psn = r.ack_psn
+    psn = ack_psn(r)
     r2 = s.expect(lambda r: p.mine(r) and r.is_control and r.pds.ctl_type == CT.REQ_CLEAR, "a REQ_CLEAR CP")
     check(r2.pds.payload == psn, f"REQ_CLEAR payload = {psn:#x}", r2)
     p.send_clear(psn)
@@ -292,7 +304,7 @@ def _read_gtd(s: Session) -> None:
     expect_rc(r, RC.OK)
     check(r.pds.next_hdr in (5, 6), "next_hdr 5 or 6 (response with data)", r)
     check(bool(r.flags & P.AckFlag.REQ_CLEAR), "REQ_CLEAR (response with data is guaranteed)", r)
-    p.send_clear(r.ack_psn)
+    p.send_clear(ack_psn(r))
 
 
 @case("CLR-009", G, "a non-guaranteed success does not ask for a clear", "behaviour.md §2.7")

@@ -15,7 +15,10 @@ CSWAP_LE swaps when compare ≤ target).
 
 from __future__ import annotations
 
+import operator
 import struct
+from collections.abc import Callable
+from functools import partial
 from itertools import count
 
 from uet.conformance.case import case
@@ -27,11 +30,12 @@ A = "atomic"
 AO = S.AmoOp
 AT = S.AmoType
 _slot = count()
-_INT = {  # type: (bits, signed)
+#: (bits, signed) of each integer datatype
+_INT: dict[int, tuple[int, bool]] = {
     AT.INT8: (8, True), AT.UINT8: (8, False), AT.INT16: (16, True), AT.UINT16: (16, False),
     AT.INT32: (32, True), AT.UINT32: (32, False), AT.INT64: (64, True), AT.UINT64: (64, False),
 }  # fmt: skip
-_FLT = {AT.FLOAT: "<f", AT.DOUBLE: "<d"}
+_FLT: dict[int, str] = {AT.FLOAT: "<f", AT.DOUBLE: "<d"}
 
 
 def _size(dt: int) -> int:
@@ -54,12 +58,14 @@ def _dec(dt: int, b: bytes) -> float | int:
 
 def _model(o: int, dt: int, t: float | int, i: float | int) -> float | int:
     """§10.1 on one element (T = target, I = operand); wrap-around for integers."""
-    f = {
+    # the bitwise operators through ``operator``: they reach here with integer datatypes only
+    f: Callable[[], float | int] = {
         AO.MIN: lambda: min(t, i), AO.MAX: lambda: max(t, i), AO.SUM: lambda: t + i, AO.DIFF: lambda: t - i,
         AO.PROD: lambda: t * i, AO.LOR: lambda: int(bool(t) or bool(i)), AO.LAND: lambda: int(bool(t) and bool(i)),
-        AO.BOR: lambda: t | i, AO.BAND: lambda: t & i, AO.LXOR: lambda: int(bool(t) != bool(i)),
-        AO.BXOR: lambda: t ^ i, AO.READ: lambda: t, AO.WRITE: lambda: i,
-    }[o]  # fmt: skip
+        AO.BOR: lambda: operator.or_(t, i), AO.BAND: lambda: operator.and_(t, i),
+        AO.LXOR: lambda: int(bool(t) != bool(i)), AO.BXOR: lambda: operator.xor(t, i), AO.READ: lambda: t,
+        AO.WRITE: lambda: i,
+    }[AO(o)]  # fmt: skip
     r = f()
     return _dec(dt, _enc(dt, r)) if dt in _INT else r
 
@@ -137,7 +143,7 @@ for _o, _t, _c, _sw in [
     (AO.CSWAP_GE, 7, 7, True), (AO.CSWAP_GE, 7, 6, False), (AO.CSWAP_GT, 7, 8, True), (AO.CSWAP_GT, 7, 7, False),
 ]:  # fmt: skip
     case(f"AMO-{next(_n):03d}", A, f"{_o.name} with compare {_c} on target {_t} {'swaps' if _sw else 'does not swap'}",
-         "wire-format.md §9.2")(lambda s, o=_o, t=_t, c=_c, sw=_sw: _cswap(s, o, t, c, 0x5157, sw))  # fmt: skip
+         "wire-format.md §9.2")(partial(_cswap, o=_o, t=_t, c=_c, w=0x5157, swapped=_sw))  # fmt: skip
 
 
 # -- errors --------------------------------------------------------------------------------------------
@@ -168,5 +174,5 @@ _E = [
 ]  # fmt: skip
 for _title, _x, _pl, _off, _rc, _fl in _E:
     case(f"AMO-{next(_n):03d}", A, _title, "behaviour.md §6.5")(
-        lambda s, x=_x, pl=_pl, off=_off, rc=_rc, fl=_fl: _amo_err(s, x, pl, off, rc, fl)
+        partial(_amo_err, ext=_x, payload=_pl, off=_off, rc=_rc, flags=_fl)
     )

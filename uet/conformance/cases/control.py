@@ -4,7 +4,7 @@ driven to send, with their fields and payloads (behaviour.md §2.6, §2.10; wire
 from __future__ import annotations
 
 from uet.conformance.case import SHOULD, case
-from uet.conformance.cases._util import CT, NC, OP, check, opened
+from uet.conformance.cases._util import CT, NC, OP, check, opened, peer_pdcid
 from uet.conformance.session import Pdc, Session
 from uet.conformance.wirekit import control, ses_standard
 from uet.wire import pds as P
@@ -205,7 +205,7 @@ for _j, (_ct, _nm) in enumerate([(CT.NOOP, "NOOP"), (CT.ACK_REQ, "ACK_REQ"), (CT
 def _ctl_mismatch(s: Session) -> None:
     p = opened(s)
     other = s.new_pdcid()
-    s.send(control(CT.PROBE, spdcid=other, dpdcid=p.dpdcid, psn=0))
+    s.send(control(CT.PROBE, spdcid=other, dpdcid=peer_pdcid(p), psn=0))
     r = s.expect(lambda r: r.is_nack and r.pds.dpdcid == other, f"a NACK to PDCID {other}")
     check(r.pds.nack_code == NC.PDC_HDR_MISMATCH, "NACK PDC_HDR_MISMATCH", r)
 

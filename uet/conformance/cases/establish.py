@@ -4,7 +4,7 @@ window (§2.4, §2.6 step 5)."""
 from __future__ import annotations
 
 from uet.conformance.case import SHOULD, case
-from uet.conformance.cases._util import CT, NC, OP, RC, check, expect_ok, opened
+from uet.conformance.cases._util import CT, NC, OP, RC, check, expect_ok, opened, peer_pdcid
 from uet.conformance.session import Pdc, Session, Skipped
 from uet.conformance.wirekit import control, ses_standard
 from uet.wire import pds as P
@@ -270,7 +270,7 @@ def _oor_not_delivered(s: Session) -> None:
     p = opened(s)
     p.send(_f(s), psn=(p.start + 4000) & 0xFFFFFFFF)
     p.nack()
-    s.send(control(CT.PROBE, spdcid=p.spdcid, dpdcid=p.dpdcid, probe_opaque=0x1234))
+    s.send(control(CT.PROBE, spdcid=p.spdcid, dpdcid=peer_pdcid(p), probe_opaque=0x1234))
     r = s.expect(lambda r: p.mine(r) and r.is_ack and r.flags & P.AckFlag.P, "the PROBE's ACK")
     check(r.pds.cack_psn == p.start, f"CACK still {p.start:#x}", r)
     check(not any(P.psn_after(x, p.start + 128) for x in r.sacked()), "no SACK bit for the refused PSN", r)

@@ -18,9 +18,9 @@ def _rudi_reply(s: Session, pid: int) -> Reply:
     return s.expect(lambda r: r.ptype == P.PdsType.RUDI_RESP and r.pds.pkt_id == pid, f"a RUDI response to id {pid:#x}")
 
 
-def _rudi_write(s: Session, pid: int, data: bytes, off: int = 0, **kw: int) -> None:
+def _rudi_write(s: Session, pid: int, data: bytes, off: int = 0, flags: int = 0) -> None:
     reg = need_region(s, "rwai")
-    s.send(rudi(pid, **kw) + ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, buffer_offset=off), data))
+    s.send(rudi(pid, flags=flags) + ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, buffer_offset=off), data))
 
 
 @case("RUDI-001", R, "a RUDI WRITE is answered by one RUDI response echoing the packet id", "behaviour.md §2.14")

@@ -6,7 +6,7 @@ prescribes an answer (or silence) the case checks that too."""
 from __future__ import annotations
 
 from uet.conformance.case import case
-from uet.conformance.cases._util import CT, OP, check, opened
+from uet.conformance.cases._util import CT, OP, check, opened, peer_pdcid
 from uet.conformance.session import Session
 from uet.conformance.wirekit import control, request, ses_standard
 from uet.wire import pds as P
@@ -15,7 +15,7 @@ A = "robust"
 _n = iter(range(1, 1000))
 
 
-def _garbage(title: str, make, section: str = "wire-format.md §12.4") -> None:  # type: ignore[no-untyped-def]
+def _garbage(title: str, make, section: str = "wire-format.md §12.4") -> None:
     @case(f"ROB-{next(_n):03d}", A, title, section, hostile=True)
     def _t(s: Session) -> None:
         s.send(make(s))
@@ -23,7 +23,7 @@ def _garbage(title: str, make, section: str = "wire-format.md §12.4") -> None: 
     return None
 
 
-def _syn(s: Session, ses: bytes = b"", **kw) -> bytes:  # type: ignore[no-untyped-def]
+def _syn(s: Session, ses: bytes = b"", **kw) -> bytes:
     return request(psn=s.new_start_psn(), spdcid=s.new_pdcid(), syn=True, **kw) + ses
 
 
@@ -80,7 +80,7 @@ def _orphan_acks(s: Session) -> None:
       "behaviour.md §2.8", hostile=True)  # fmt: skip
 def _stray_ack_live(s: Session) -> None:
     p = opened(s)
-    s.send(P.ACK.encode(P.ACK.make(cack_psn=p.start + 99, spdcid=p.spdcid, dpdcid=p.dpdcid)))
+    s.send(P.ACK.encode(P.ACK.make(cack_psn=p.start + 99, spdcid=p.spdcid, dpdcid=peer_pdcid(p))))
     psn = p.send(ses_standard(s.ses(opcode=OP.NO_OP)))
     r = p.ack_for(psn)
     check(r.pds.cack_psn == psn, f"CACK = {psn:#x}", r)

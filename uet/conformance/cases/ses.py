@@ -180,7 +180,7 @@ def _mid_reuse(s: Session) -> None:
 # -- return codes ------------------------------------------------------------------------------------
 
 
-def _rc_case(cid: str, title: str, section: str, rc: int, **kw) -> None:  # type: ignore[no-untyped-def]
+def _rc_case(cid: str, title: str, section: str, rc: int, **kw) -> None:
     @case(cid, E, title, section)
     def _t(s: Session) -> None:
         args = dict(kw)
@@ -371,7 +371,7 @@ def _overflow_gtd(s: Session) -> None:
 # -- RMA bounds --------------------------------------------------------------------------------------
 
 
-def _bounds(cid: str, title: str, rights: str, opcode: int, where, length: int, ok: tuple[int, ...]) -> None:  # type: ignore[no-untyped-def]
+def _bounds(cid: str, title: str, rights: str, opcode: int, where, length: int, ok: tuple[int, ...]) -> None:
     @case(cid, B, title, "behaviour.md §6.5")
     def _t(s: Session) -> None:
         reg = need_region(s, rights)

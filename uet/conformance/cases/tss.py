@@ -12,9 +12,11 @@ from uet.conformance.wirekit import ses_standard
 A = "tss"
 
 
-def _need(s: Session) -> None:
-    if s._tss is None:
+def _need(s: Session) -> int:
+    """Skip without keys; else the target's SDI (chosen with the keys, Session.__init__)."""
+    if s._tss is None or s.target.sdi is None:
         raise Skipped("no TSS key file given (--keys FILE)")
+    return s.target.sdi
 
 
 def _syn_pt(s: Session, p: Pdc) -> bytes:
@@ -34,7 +36,7 @@ def _good(s: Session) -> None:
     check(r.is_ack and r.pds.dpdcid == p.spdcid, "an ACK (opened with the SD key) to our PDC", r)
 
 
-def _tamper(where: str):  # type: ignore[no-untyped-def]
+def _tamper(where: str):
     def t(s: Session) -> None:
         _need(s)
         p = Pdc(s)
@@ -67,12 +69,12 @@ def _replay(s: Session) -> None:
 @case("TSS-006", A, "a packet sealed for a secure domain the target does not have is dropped", "behaviour.md §5.8",
       hostile=True)  # fmt: skip
 def _wrong_sdi(s: Session) -> None:
-    _need(s)
+    tsdi = _need(s)
     from uet.tss.context import TssContext
     from uet.tss.domain import SecureDomain, SecureDomainTable
 
-    sdi = (s.target.sdi + 1) & 0xFFFFFF
-    sd = SecureDomain.generate(sdi, s.target.keys.get(s.target.sdi).mode)
+    sdi = (tsdi + 1) & 0xFFFFFF
+    sd = SecureDomain.generate(sdi, s.target.keys.get(tsdi).mode)
     ctx = TssContext(SecureDomainTable([sd]), s.local)
     p = Pdc(s)
     wire = ctx.seal(_syn_pt(s, p), sdi=sd.sdi, entropy=s.target.port, dst=s.target.address)
@@ -81,7 +83,7 @@ def _wrong_sdi(s: Session) -> None:
 
 @case("TSS-007", A, "a packet whose epoch is too old is dropped", "behaviour.md §5.6", hostile=True)
 def _old_epoch(s: Session) -> None:
-    _need(s)
+    tsdi = _need(s)
     import re
 
     from uet.tss.context import TssContext
@@ -97,7 +99,8 @@ def _old_epoch(s: Session) -> None:
     if "epoch" not in s.target.keys_text:  # epoch defaults to 0: add it to every key
         text = re.sub(r"(\[\[domain\.key\]\])", r"\1\nepoch = 65280", text)
     table = parse_key_file(text)
-    sd = table.get(s.target.sdi)
+    sd = table.get(tsdi)
+    assert sd is not None  # the target's own key file, epochs moved
     ctx = TssContext(table, s.local)
     p = Pdc(s)
     wire = ctx.seal(_syn_pt(s, p), sdi=sd.sdi, entropy=s.target.port, dst=s.target.address)

@@ -1,0 +1,143 @@
+"""``uet-sim --suite cc`` (issue 11): the committed htsim-configuration scenario files and the
+one table that sets our figures beside uet-htsim's."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from uet.tools.cc_suite import _tail_ideal, row_result, scenario_files
+from uet.tools.sim import build_parser, settings_from
+
+from uet.cc.config import CcConfig
+from uet.cc.registry import as_config
+
+SIM = [sys.executable, "-m", "uet.tools.sim"]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SIM, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_every_scenario_file_is_a_valid_uet_sim_scenario_with_htsim_figures() -> None:
+    files = scenario_files("cc")
+    names = [p.stem for p in files]
+    # table order: by host count, then workload, then algorithm (nscc, rccc, nscc+rccc)
+    assert names[:3] == ["one_flow_nscc", "one_flow_rccc", "one_flow_nscc_rccc"]
+    assert names[3:9] == [f"incast{n}_{a}" for n in (15, 127) for a in ("nscc", "rccc", "nscc_rccc")]
+    assert {n for n in names[9:]} == {f"perm1024_{p}_{a}" for p in ("128paths", "1path") for a in ("nscc", "rccc")}
+    for p in files:
+        s, topo, ep = settings_from(build_parser().parse_args([str(p)]))
+        assert s["rate_bps"] == 100_000_000_000 and s["message_bytes"] == 2_000_000 and s["profile"] == "datacenter"
+        assert topo["kind"] == "fat_tree" and topo["hosts"] == s["endpoints"]
+        assert ep["payload_size"] == 4096 and ep["pds"]["rto_ns"] == 100_000
+        assert ep["pds"]["cc"] in ("nscc", "rccc", "nscc+rccc")
+        assert as_config(ep["pds"]["cc_params"]).base_rtt_ns == 14_080
+        import tomllib
+
+        ref = tomllib.loads(p.read_text())["reference"]
+        assert ref["tail_us"] > 0
+
+
+def test_cc_params_table_becomes_a_ccconfig_and_unknown_keys_are_refused() -> None:
+    assert as_config(None) == CcConfig()
+    assert as_config({"paths": 128}).paths == 128
+    with pytest.raises(ValueError, match="unknown key 'bogus'"):
+        as_config({"bogus": 1})
+
+
+def test_incast_ideal_adds_the_other_senders_frames_to_the_slowest_lone_flow() -> None:
+    # two flows of 8,192 bytes (2 packets each) into one host, 100 Gb/s, overhead 122 bytes
+    res = {
+        "link_rate_bps": 100e9,
+        "flows": [
+            {"dst": "a", "bytes": 8192, "ideal_s": 1e-6},
+            {"dst": "a", "bytes": 8192, "ideal_s": 3e-6},
+        ],
+    }
+    ours, bare = _tail_ideal(res, 122, 4096)
+    ser = (8192 + 2 * 122) * 8 / 100e9
+    assert ours == pytest.approx(3e-6 + ser)
+    assert bare == pytest.approx(3e-6 + ser - 2 * 2 * 122 * 8 / 100e9)
+    # a permutation: every destination alone, the tail ideal is the largest lone ideal
+    res["flows"][1]["dst"] = "b"
+    assert _tail_ideal(res, 122, 4096)[0] == pytest.approx(3e-6)
+
+
+def test_row_ratio_compares_slowdowns() -> None:
+    res = {
+        "link_rate_bps": 100e9,
+        "workload": "incast",
+        "endpoints": 2,
+        "cc": "nscc",
+        "lb": "reps",
+        "ok": True,
+        "payload_size": 4096,
+        "flows": [{"dst": "a", "bytes": 4096, "ideal_s": 1e-6, "retransmits": 3}],
+        "fct": {"max_s": 1.1e-6, "max_over_min": 1.0},
+        "fabric": {"trims": 3, "ecn_marks": 0},
+    }
+    row = row_result(Path("x.toml"), res, {"tail_us": 2.2, "ideal_us": 2.0}, None)
+    assert row["x_ideal"] == 1.1 and row["ratio"] == 1.0 and row["retransmits"] == 3
+
+
+def test_suite_one_row_json_and_table() -> None:
+    r = _run("--suite", "cc", "--only", "one_flow_nscc", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    (row,) = out["rows"]
+    assert out["ok"] and row["cc"] == "nscc" and row["lb"] == "reps" and "cpu_s" not in row
+    assert row["htsim"]["tail_us"] == 176.2
+    # one 2 MB flow across the core: within 2 % of our ideal and of htsim's slowdown
+    assert 1.0 <= row["x_ideal"] < 1.02 and 0.95 < row["ratio"] < 1.05
+    t = _run("--suite", "cc", "--only", "incast15_rccc", "--max-hosts", "4", "--size", "64KiB", "--json")
+    assert t.returncode == 0, t.stderr
+    (row,) = json.loads(t.stdout)["rows"]
+    assert row["scaled"] == "16 → 4 hosts" and row["endpoints"] == 4 and row["ok"]
+    t = _run("--suite", "cc", "--only", "one_flow_rccc")
+    assert t.returncode == 0, t.stderr
+    assert "htsim tail" in t.stdout and "one_flow_rccc" in t.stdout
+
+
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["--suite", "nope"], "not a built-in suite"),
+        (["--suite", "cc", "--only", "zzz"], "no scenario of the suite matches"),
+        (["--only", "x"], "go with --suite"),
+        (["--suite", "cc", "some.toml"], "give no scenario"),
+    ],
+)
+def test_suite_usage_errors(args: list[str], msg: str) -> None:
+    r = _run(*args)
+    assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr
+
+
+def test_namespace_passthrough_keeps_options() -> None:
+    ns = build_parser().parse_args(["--suite", "cc", "--seed", "3"])
+    assert isinstance(ns, argparse.Namespace) and ns.seed == 3 and ns.max_hosts is None
+
+
+def test_cc_state_plot_of_an_incast(tmp_path) -> None:
+    """``uet-sim --plot`` with CC on keeps each sender's cwnd and credit records and draws them
+    (issue 11: the cwnd/credit plot of the 15→1 incast, here 3→1 and small)."""
+    pytest.importorskip("matplotlib")
+    from uet.sim.cc_plots import cc_plot
+    from uet.sim.scenario import simulate
+
+    ep = {"payload_size": 4096, "ecn_capable": True, "max_inflight": 1024, "pds": {"cc": "nscc+rccc"}}
+    res = simulate(
+        {"workload": "incast", "endpoints": 4, "message_bytes": 64 * 1024, "messages": 1}, None, ep, timeline=True
+    )
+    assert res["ok"] and res["cc"] == "nscc+rccc"
+    recs = res["cc_timeline"]
+    assert {r["host"] for r in recs if "cwnd" in r} == {1, 2, 3}
+    assert {r["host"] for r in recs if r.get("algo") == "rccc"} >= {1, 2, 3}
+    assert all(r["ev"] == "cc" for r in recs)
+    path = cc_plot(res, str(tmp_path))
+    assert path is not None and (tmp_path / "cc_state.png").stat().st_size > 10_000
+    assert cc_plot({**res, "cc_timeline": []}, str(tmp_path / "none")) is None  # no empty axes

@@ -1,0 +1,218 @@
+"""``uet-sim --suite cc``: every congestion-control scenario file, run, and set beside uet-htsim.
+
+Issue 11 asks for NSCC, RCCC and NSCC+RCCC measured against the UEC's own simulator, uet-htsim,
+with its configuration (100 Gb/s, 1 µs per link, a 3-tier fat tree sized from the host count,
+4 KiB payloads, one-BDP trimming queues, ECN at dequeue, RTO 100 µs). Each row is a committed
+scenario file under ``tools/scenarios/cc/`` (a plain ``uet-sim`` scenario plus a ``[reference]``
+table holding htsim's published figures); this module runs them all and prints one table: our
+tail FCT, max/min and retransmissions beside htsim's, and the ratio.
+
+**Ideal and the ratio** (how our frames are allowed for, **decision**): our ideal is the one
+``uet-sim`` computes (:func:`uet.sim.scenario.ideal_seconds`: the frames our stack puts on the
+bottleneck — 4,096-byte payload + SES 44 + PDS 12 + UDP 8 + IPv4 20 + Ethernet 14 + 24 bytes of
+preamble, FCS and gap —, then the last frame's store-and-forward, the propagation and the ACK),
+and for an incast the other senders' frames serialised on the receiver's link before the last
+one. htsim's ideal is its own where the issue quotes it (incast: payload bytes at the link rate),
+else ours with the headers taken out of the serialisation. The ratio compares slowdowns:
+``(our tail / our ideal) / (htsim tail / htsim ideal)``, so 1.00 means "as close to ideal as
+htsim", whatever the header sizes. ``× ideal`` is our tail over our ideal (the issue's goal:
+≤ 1.01 for the incasts).
+
+**Where the spec notes and htsim differ** the notes are followed: the RTT sample has the target's
+service time removed (htsim ignores it); CC byte counts are nominal sizes, UDP length + 40
+(htsim: wire bytes); delay never triggers quick adapt when the fabric trims (htsim: 4 × target;
+no difference on the 15→1 incast); a new CCC sends one base-RTT PROBE after its first ACK
+(§4.3.6; 15→1 NSCC tail 2,584 → 2,508 µs); ECN stays on at the last hop when RCCC runs (htsim
+turns it off; the notes say "typically"); a timeout is reported against the packet's own entropy
+(htsim: entropy 0).
+
+``--max-hosts N`` runs each row at no more than N hosts (an incast becomes (N−1)→1, a
+permutation N hosts) when the full size costs too much CPU; such a row says ``scaled``: its
+htsim figures are for the full size, and only the ratio of slowdowns stays meaningful.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from uet.tools.cli import UsageError
+from uet.tools.run_settings import load_scenario
+
+__all__ = ["SUITES", "render", "row_result", "run_suite", "scenario_files"]
+
+#: built-in suites: name → folder of scenario files
+SUITES = {"cc": Path(__file__).resolve().parent / "scenarios" / "cc"}
+_ALGO_ORDER = ("none", "nscc", "rccc", "nscc+rccc")
+
+
+def scenario_files(suite: str) -> list[Path]:
+    """The scenario files of ``suite`` (a built-in name or a folder), in table order: by host
+    count, then workload, then algorithm."""
+    folder = SUITES.get(suite, Path(suite))
+    if not folder.is_dir():
+        raise UsageError(f"--suite {suite}: not a built-in suite ({', '.join(SUITES)}) nor a folder")
+    files = sorted(folder.glob("*.toml"))
+    if not files:
+        raise UsageError(f"--suite {suite}: no scenario files in it")
+
+    def key(p: Path) -> tuple[int, str, int, str]:
+        doc = load_scenario(str(p))
+        run = doc.get("run", {})
+        cc = doc.get("endpoint", {}).get("pds", {}).get("cc", "none")
+        order = _ALGO_ORDER.index(cc) if cc in _ALGO_ORDER else len(_ALGO_ORDER)
+        return (int(run.get("endpoints", 0)), str(run.get("workload", "")), order, p.name)
+
+    return sorted(files, key=key)
+
+
+def _tail_ideal(res: dict[str, Any], overhead: int, payload: int) -> tuple[float, float]:
+    """(our ideal, the same with header bytes taken out) of the slowest destination, in s: per
+    destination, the largest lone-flow ideal plus the serialisation of the other flows into it."""
+    rate = res["link_rate_bps"]
+    by_dst: dict[str, list[dict[str, Any]]] = {}
+    for f in res["flows"]:
+        by_dst.setdefault(f["dst"], []).append(f)
+    best = (0.0, 0.0)
+    for flows in by_dst.values():
+        ser = []
+        hdr = []
+        for f in flows:
+            pkts = math.ceil(f["bytes"] / payload) if f["bytes"] else 0
+            ser.append((f["bytes"] + pkts * overhead) * 8 / rate)
+            hdr.append(pkts * overhead * 8 / rate)
+        i = max(range(len(flows)), key=lambda j: flows[j].get("ideal_s", 0.0))
+        ours = flows[i].get("ideal_s", 0.0) + sum(ser) - ser[i]
+        bare = ours - sum(hdr)
+        if ours > best[0]:
+            best = (ours, bare)
+    return best
+
+
+def row_result(path: Path, res: dict[str, Any], ref: dict[str, Any], scaled: str | None) -> dict[str, Any]:
+    """One table row from a ``simulate`` result and the scenario's ``[reference]`` table."""
+    from uet.sim.scenario import DATA_OVERHEAD
+
+    payload = min(int(res.get("payload_size", 4096)), 16383)
+    ideal, bare = _tail_ideal(res, DATA_OVERHEAD, payload)
+    fct = res["fct"]
+    tail = fct.get("max_s", 0.0)
+    row: dict[str, Any] = {
+        "scenario": path.stem,
+        "workload": res["workload"],
+        "endpoints": res["endpoints"],
+        "cc": res["cc"],
+        "lb": res["lb"],
+        "ok": res["ok"],
+        "scaled": scaled,
+        "tail_us": round(tail * 1e6, 1),
+        "ideal_us": round(ideal * 1e6, 1),
+        "x_ideal": round(tail / ideal, 4) if ideal else None,
+        "max_over_min": fct.get("max_over_min"),
+        "retransmits": sum(f.get("retransmits", 0) for f in res["flows"]),
+        "trims": res["fabric"]["trims"],
+        "ecn_marks": res["fabric"]["ecn_marks"],
+        "cpu_s": res.get("timing", {}).get("cpu_s"),
+        "htsim": dict(ref),
+    }
+    h_tail = ref.get("tail_us")
+    h_ideal = ref.get("ideal_us", round(bare * 1e6, 1))
+    row["htsim"]["ideal_us"] = h_ideal
+    if h_tail and h_ideal and ideal and tail:
+        row["ratio"] = round((tail / ideal) / (h_tail / h_ideal), 4)
+    return row
+
+
+def run_suite(args: argparse.Namespace, on_row: Any = None) -> dict[str, Any]:
+    """Run every scenario of ``args.suite``; the command-line options apply to each as they do to
+    one scenario (``--seed``, ``--size``, ``-o``, ``--endpoint-set``...), ``--max-hosts`` scales
+    rows down, ``--only`` keeps the scenarios named by one of its words (a whole file name, or else a part
+    of one: ``incast15`` is all three incast15 rows, ``incast15_nscc`` only that one)."""
+    from uet.tools.sim import run_sim, settings_from
+
+    files = scenario_files(args.suite)
+    if args.only:
+        words = [w for w in args.only.split(",") if w]
+        stems = {p.stem for p in files}
+        files = [p for p in files if any(w == p.stem if w in stems else w in p.stem for w in words)]
+        if not files:
+            raise UsageError(f"--only {args.only}: no scenario of the suite matches")
+    rows = []
+    for p in files:
+        ns = argparse.Namespace(**{**vars(args), "scenario": str(p)})
+        s, topo, ep = settings_from(ns)
+        scaled = None
+        cap = args.max_hosts
+        if cap and int(s["endpoints"]) > cap:
+            scaled = f"{s['endpoints']} → {cap} hosts"
+            s["endpoints"] = cap
+            if topo.get("hosts", 0) > cap:
+                topo = {**topo, "hosts": cap}
+        cpu0 = time.process_time()
+        res = run_sim(s, topo, ep)
+        res.setdefault("timing", {})["cpu_s"] = round(time.process_time() - cpu0, 3)
+        pds = ep.get("pds", {})
+        res.update(cc=pds.get("cc", "none"), lb=pds.get("lb", "default"), payload_size=ep.get("payload_size", 4096))
+        row = row_result(p, res, load_scenario(str(p)).get("reference", {}), scaled)
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+    return {"suite": args.suite, "ok": all(r["ok"] for r in rows), "rows": rows}
+
+
+def _f(v: Any, spec: str = ",.1f") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def render(out: dict[str, Any], file: Any = None) -> None:
+    """The table (rich), one row per scenario file."""
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(file=file or sys.stdout, width=None if sys.stdout.isatty() else 160)
+    t = Table(title=f"uet-sim --suite {out['suite']}: ours beside uet-htsim (FCT in µs)")
+    for col in (
+        "scenario",
+        "cc",
+        "tail",
+        "ideal",
+        "× ideal",
+        "htsim tail",
+        "htsim ideal",
+        "ratio",
+        "max/min",
+        "htsim max/min",
+        "retx",
+        "htsim retx",
+        "trims",
+        "intact",
+    ):
+        t.add_column(col, justify="left" if col in ("scenario", "cc") else "right")
+    for r in out["rows"]:
+        h = r["htsim"]
+        name = r["scenario"] + (f" (scaled {r['scaled']})" if r["scaled"] else "")
+        t.add_row(
+            name,
+            r["cc"],
+            _f(r["tail_us"]),
+            _f(r["ideal_us"]),
+            _f(r["x_ideal"], ".3f"),
+            _f(h.get("tail_us")),
+            _f(h.get("ideal_us")),
+            _f(r.get("ratio"), ".3f"),
+            _f(r["max_over_min"], ".2f"),
+            _f(h.get("max_over_min"), ".2f"),
+            _f(r["retransmits"], ","),
+            _f(h.get("retransmits"), ","),
+            _f(r["trims"], ","),
+            "yes" if r["ok"] else "[red]NO[/]",
+        )
+    con.print(t)
+    con.print(
+        "ratio = (tail / ideal) / (htsim tail / htsim ideal): 1.00 is as close to ideal as htsim, "
+        "with each stack's own header sizes (tools/cc_suite.py)"
+    )

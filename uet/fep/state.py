@@ -1,0 +1,67 @@
+"""The state :class:`uet.fep.core.FepCore` and its two halves share, declared once with its types.
+
+``FepCore`` (:mod:`uet.fep.core`) composes :class:`~uet.fep.operations.Operations` (what the
+owner asks for) and :class:`~uet.fep.completions.Completions` (what PDS and SES report back).
+Both inherit :class:`FepState`, which declares the attributes ``FepCore.__init__`` assigns and the
+methods one half calls on the core or on the other half, so each half is type checked against the
+whole core. Declarations only: nothing here exists at run time but the class (the methods are
+declared under ``TYPE_CHECKING``; mypy checks each body against its declaration).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from uet.fep.config import FepConfig
+from uet.fep.events import Event
+from uet.fep.lanes import Lane, OutMessage
+from uet.fep.peer import PeerBook
+from uet.fep.receives import Waiters
+from uet.pds import Mode, PdsCore
+from uet.ses.fep import SesFep
+from uet.ses.message import Message
+from uet.ses.segmenter import Segmenter
+
+if TYPE_CHECKING:
+    from uet.fep.operations import _Posted
+
+
+class FepState:
+    """Declared, typed state of one FEP core (assigned by ``FepCore.__init__``)."""
+
+    config: FepConfig
+    address: str
+    job: int
+    pid: int
+    event_log: Callable[[dict[str, Any]], None] | None
+    pds: PdsCore
+    ses: SesFep
+    segmenter: Segmenter
+    peers: PeerBook
+    #: eager lanes by (peer, mode, traffic class, job)
+    lanes: dict[tuple[str, Mode, int, int], Lane]
+    #: lanes to refill, in the order they became dirty (uet.fep.core)
+    _dirty: dict[Lane, None]
+    _unfinished: dict[int, OutMessage]
+    #: engine operations in progress: handle -> the view a read fills (None otherwise)
+    _ops: dict[int, memoryview | None]
+    _recvs: dict[int, _Posted]
+    waiters: Waiters
+    #: completion events (uet.fep.events) not yet taken by the owner
+    _events: deque[Event]
+    _now: int
+    _closing: bool
+    _closed: bool
+    _stats: dict[str, int]
+
+    if TYPE_CHECKING:
+        # uet.fep.core
+        def _handle(self) -> int: ...
+        def _log(self, ev: str, **fields: Any) -> None: ...
+
+        # uet.fep.completions
+        def _drain_ses(self) -> None: ...
+        def _delivered(self, m: Message) -> Message: ...
+        def _on_event(self, ev: Any, now: int) -> None: ...

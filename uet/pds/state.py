@@ -1,0 +1,185 @@
+"""The state :class:`uet.pds.core.PdsCore` and its mixins share, declared once with its types.
+
+``PdsCore`` is the public surface (:mod:`uet.pds.core`) over seven mixins, one per part of
+spec/behaviour.md §2 (initiator, feedback, closing, target, control, RUDI/UUD, return
+direction). Every mixin inherits :class:`PdsState`, which declares every attribute the parts
+share and the methods one part calls on another, so each mixin is type checked against the
+whole core. The declarations cost nothing at run time: attributes are annotations only
+(``PdsCore.__init__`` and ``RudiMixin._rudi_init`` assign them) and the cross-part methods are
+declared under ``TYPE_CHECKING`` (their bodies live in the mixin named beside each group; mypy
+checks each body against its declaration, so the two cannot drift apart).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from uet.pds.config import Mode, PdsConfig
+from uet.pds.events import Delivery, Event
+from uet.pds.pdc import InitiatorPdc, TargetPdc
+from uet.pds.seams import RotatingEntropy
+
+if TYPE_CHECKING:
+    from uet.pds.pdc import TxPkt
+    from uet.pds.rudi import RudiPkt
+    from uet.wire.pds import NackCode
+
+
+class PdsState:
+    """Declared, typed state of one FEP's PDS (assigned by ``PdsCore.__init__``)."""
+
+    #: this FEP's Fabric Address
+    local: str
+    config: PdsConfig
+    #: NACK-triggered retransmission delay: ``config.nack_retx_ns`` or the RTO
+    _nack_retx_ns: int
+    rng: random.Random
+    #: JSON-lines event log (aioquic qlog style), or None
+    _log: Callable[[dict[str, Any]], None] | None
+    counters: dict[str, int]
+    _max_queued: int | None
+    #: SDI of the datagram being processed (receive_datagram's ``sdi``)
+    _rx_sdi: int | None
+    #: every live PDC by local PDCID (both roles): the PDC table of this FEP
+    pdcs: dict[int, InitiatorPdc | TargetPdc]
+    #: target PDCs by (peer FA, peer's PDCID), for SYN lookup (§1.4)
+    target_by_peer: dict[tuple[str, int], TargetPdc]
+    #: initiator PDC accepting new messages, by (mode, job_id, peer, tc) (§1.4)
+    usable: dict[tuple[Any, ...], InitiatorPdc]
+    #: PDC of the message currently open (SOM submitted, EOM not yet) per key
+    open_msg: dict[tuple[Any, ...], InitiatorPdc]
+    #: per-CCC gates by (peer, tc): [gate, number of PDCs using it]
+    gates: dict[tuple[str, int], list[Any]]
+    #: initiator PDCs with packets to pump, in order of first touch
+    _dirty: dict[InitiatorPdc, None]
+    #: PDCs left with packets pending after a pump, by id of their congestion gate: pumped
+    #: again when a sibling's pump touches that gate (PdsCore._pump_gate_siblings)
+    _gate_waiting: dict[int, dict[InitiatorPdc, None]]
+    #: target (and return-receive) halves with a plain ACK due, built by datagrams_to_send
+    _ack_dirty: list[TargetPdc]
+    #: timer heap (deadline, key, PDC) and the PDCIDs whose deadline may have changed
+    _theap: list[tuple[int, int, InitiatorPdc | TargetPdc]]
+    _tdirty: set[int]
+    _tseq: int
+    #: datagrams to send: (bytes, destination FA, entropy)
+    _out: list[tuple[bytes, str, int]]
+    _events: deque[Event]
+    _closing: bool
+    #: ``on_deliver(Delivery) -> None | (next_hdr, bytes) | (next_hdr, bytes, guaranteed)``
+    on_deliver: Callable[[Delivery], Any]
+    #: Secure establishment seam (§2.3.2): a ``uet.tss.establish`` policy object or a plain
+    #: callable ``(peer, offered_start_psn) -> None | int`` (see PdsCore.__init__); None accepts.
+    start_psn_policy: Any
+    #: Secure initiator seam (§2.3.2): ``uet.tss.establish.InitiatorStartPsn`` or None
+    initiator_start_psn: Any
+    #: CCC seams (uet.pds.seams): the gate is a ``CongestionGate`` or a ``uet.cc.ccc.Ccc``, whose
+    #: optional signals are probed with ``getattr``, so its type cannot be said more precisely
+    gate_factory: Callable[[str, int], Any]
+    entropy_factory: Callable[[Mode, random.Random, int], Any]
+    payload_views: bool
+    on_data: Callable[[str, int, bytes, int, int], Any] | None
+    acked_runs: bool
+    _misc_entropy: RotatingEntropy
+    #: opaque value of the last window probe (uet.pds.initiator._window_probe)
+    _probe_seq: int
+    #: RCCC receiver pacer and the CC parameters (uet.cc.registry.install), or None
+    credit_scheduler: Any
+    cc_params: Any
+    # RUDI/UUD (uet.pds.rudi, assigned by RudiMixin._rudi_init)
+    _rudi_next: int
+    #: outstanding RUDI requests by packet id, in order of latest transmission
+    _rudi_out: dict[int, RudiPkt]
+    _rudi_wait: deque[RudiPkt]
+    #: RUDI requests parked after a resource-shortage NACK (an upper bound, recounted)
+    _rudi_parked: int
+    #: RTO back-offs in force for RUDI requests (uet.pds.backoff); a response resets it
+    _rudi_shift: int
+    _uud_q: list[tuple[bytes, str, Any]]
+
+    if TYPE_CHECKING:
+        # uet.pds.core
+        def _count(self, name: str, n: int = 1) -> None: ...
+        def _drop(self, reason: str, now: int, src: str = "") -> None: ...
+        def _emit(self, rec: dict[str, Any]) -> None: ...
+        def _alloc_pdcid(self) -> int: ...
+        def _send_nack(
+            self,
+            dst: str,
+            code: NackCode,
+            psn: int,
+            spdcid: int,
+            dpdcid: int,
+            flags: int,
+            now: int,
+            payload: int = 0,
+            entropy: int | None = None,
+        ) -> None: ...
+
+        # uet.pds.initiator
+        def _promote(self, pdc: InitiatorPdc) -> None: ...
+        def _new_ipdc(self, key: tuple[Any, ...], now: int) -> InitiatorPdc: ...
+        def _pump(self, pdc: InitiatorPdc, now: int) -> None: ...
+        def _transmit(
+            self, pdc: InitiatorPdc, pkt: TxPkt, now: int, retx: bool, ar: bool, gated: bool = False
+        ) -> None: ...
+        def _send_clear(self, pdc: InitiatorPdc, now: int) -> None: ...
+        def send_probe(self, pdcid: int, opaque: int, now: int) -> bool: ...
+        def _parked_deadline(self, pdc: InitiatorPdc) -> int | None: ...
+        def _park(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None: ...
+        def _ipdc_deadline(self, pdc: InitiatorPdc) -> int | None: ...
+        def _ipdc_timer(self, pdc: InitiatorPdc, now: int) -> None: ...
+        def _go_back(self, pdc: InitiatorPdc, e: int, now: int) -> None: ...
+        def _cc_retransmit(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None: ...
+        def _rx_control_initiator(
+            self, pdc: InitiatorPdc, ctl: int, psn: int, payload: int, flags: int, now: int
+        ) -> None: ...
+
+        # uet.pds.closing
+        def _start_close(self, pdc: InitiatorPdc, reason: str, now: int) -> None: ...
+        def _check_close_progress(self, pdc: InitiatorPdc, now: int) -> None: ...
+        def _close_error(self, pdc: InitiatorPdc, reason: str, code: int | None, now: int) -> None: ...
+        def _free_ipdc(self, pdc: InitiatorPdc, error: str | None, now: int) -> None: ...
+
+        # uet.pds.target
+        def _log_rx(self, tp: TargetPdc, src: str, psn: int, n: int, retx: int, now: int) -> None: ...
+        def _advance_cack(self, tp: TargetPdc) -> None: ...
+        def _send_ack(
+            self,
+            tp: TargetPdc,
+            trig: int,
+            flags: int,
+            rnh: int,
+            resp: bytes,
+            now: int,
+            ent: int,
+            opaque: int | None = None,
+            epsn: int | None = None,
+        ) -> None: ...
+        def _send_credit(self, tp: TargetPdc, grant: int) -> None: ...
+
+        # uet.pds.control
+        def _rx_close(self, tp: TargetPdc, psn: int, retx: int, now: int) -> None: ...
+        def _rx_ack_target(
+            self, tp: TargetPdc, data: bytes, now: int, off: int, cack: int, spdcid: int, probe: int
+        ) -> None: ...
+        def _target_close_req(self, tp: TargetPdc, now: int) -> None: ...
+        def _target_close_error(self, tp: TargetPdc, reason: str, now: int, send_nack: bool = True) -> None: ...
+        def _free_tpdc(self, tp: TargetPdc, now: int) -> None: ...
+        def _tpdc_deadline(self, tp: TargetPdc) -> int | None: ...
+
+        # uet.pds.rudi
+        def _rudi_init(self) -> None: ...
+        def _submit_unreliable(
+            self, peer: str, mode: Mode, nh: int, ses: bytes, payload: Any, token: Any, som: bool, eom: bool, now: int
+        ) -> None: ...
+        def _rudi_nack(self, src: str, code: int, pid: int, now: int) -> None: ...
+
+        # uet.pds.ret
+        def _ret_busy(self, tp: TargetPdc) -> bool: ...
+        def _ret_drained(self, tp: TargetPdc, now: int) -> None: ...
+        def _ret_fail(self, tp: TargetPdc, reason: str, code: int | None) -> None: ...
+        def _rrx_for(self, pdc: InitiatorPdc, src: str, spdcid: int, nh: int, now: int) -> TargetPdc | None: ...
+        def _rrx_timer(self, pdc: InitiatorPdc, now: int) -> None: ...
