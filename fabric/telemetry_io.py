@@ -160,7 +160,8 @@ def throughput(
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(10, 5))
-    ax.set_prop_cycle(color=plt.get_cmap("tab20").colors)
+    tab20 = plt.get_cmap("tab20")
+    ax.set_prop_cycle(color=[tab20(i) for i in range(tab20.N)])
     busiest_p = sorted(ports, key=lambda k: -(max(b for _, b in ports[k]) - min(b for _, b in ports[k])))[:top]
     window = window or _active_window({}, ports)
     t_all = [t for k in busiest_p for t, _ in ports[k]]

@@ -28,6 +28,7 @@ import heapq
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from uet.fabric.model.buffer import Mmu
 from uet.fabric.model.config import FabricError, SwitchConfig
@@ -455,7 +456,8 @@ class Switch:
                 if pkt is not None and port.peer_arrive is not None:
                     heapq.heappush(ev._heap, (at, next(ev._seq), port.peer_arrive, port.peer_port, pkt))
                 else:
-                    heapq.heappush(ev._heap, (at, next(ev._seq), port.peer_ingress, port.peer_port, frame))
+                    ingress: Any = port.peer_ingress  # set for every port of a Fabric
+                    heapq.heappush(ev._heap, (at, next(ev._seq), ingress, port.peer_port, frame))
             else:
                 tx(self, port.index, frame, now, end)
             if pkt is not None:
