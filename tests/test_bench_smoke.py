@@ -22,6 +22,7 @@ def test_pair_json_keys(capsys) -> None:
     assert out["bytes"] == 1 << 20 and out["intact"] is True and rc == 0
     assert out["raw_udp_gbps"] > 0 and out["goodput_gbps"] > 0 and out["ratio"] > 0
     assert out["sender_cpu_us_per_pkt"] > 0 and out["receiver_cpu_us_per_pkt"] > 0
+    assert sorted(r["cpu_ratio"] for r in out["rounds"])[1] == out["cpu_ratio"] > 0
     rounds = out["rounds"]  # three alternating raw/UET rounds by default; the ratio is their median
     assert len(rounds) == 3 and all(r["intact"] for r in rounds)
     assert sorted(r["ratio"] for r in rounds)[1] == out["ratio"]

@@ -367,3 +367,18 @@ def _sent(cfg: PdsConfig, n: int) -> tuple[PdsCore, int, Ccc]:
     submit(core, n, 1000, 0)
     pkts = core.datagrams_to_send(0)
     return core, (pkts[0][0][8] << 8) | pkts[0][0][9], gate_of(core)
+
+
+def test_base_rtt_probe_is_wanted_once_after_the_first_nack_too() -> None:
+    """§4.3.6 "after its first ACK or NACK": the CCC asks once; RCCC alone never asks."""
+    import random
+
+    g = Ccc(CcConfig(), nscc=True, rccc=False, lb="default", rng=random.Random(1))
+    assert not g.take_probe()
+    g.on_nack_cc(1000, False, None, True, False, 5_000)
+    assert g.take_probe() and not g.take_probe()
+    g.on_ack_cc(1, 1000, 0, 12_000, 0, False, 6_000)
+    assert not g.take_probe()
+    r = Ccc(CcConfig(), nscc=False, rccc=True, lb="default", rng=random.Random(1))
+    r.on_ack_cc(1, 1000, 0, 12_000, 0, False, 6_000)
+    assert not r.take_probe()

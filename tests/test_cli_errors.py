@@ -31,6 +31,8 @@ CASES = [
     ("bench", ["pair", "--port", "65536"]),
     ("bench", ["pair", "--profile", "x"]),  # the cProfile option is --cprofile now
     ("bench", ["rtt", "--count", "0"]),
+    ("bench", ["rtt", "--peer", "127.0.0.1:4793"]),  # ADDR:PORT: the port is --port
+    ("bench", ["pair", "--peer", "peer-host"]),
     ("bench", ["rtt", "--size", "0"]),
     ("bench", ["core", "--packets", "0"]),
     ("bench", ["core", "--payload", "0"]),

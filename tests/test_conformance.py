@@ -234,6 +234,22 @@ def test_missing_preconditions_are_skips_with_a_reason(tmp_path: Path) -> None:
     assert all("--region" in c["reason"] for c in report["cases"])
 
 
+def test_defaults_match_uet_peer_defaults(tmp_path: Path) -> None:
+    """``uet-peer`` then ``uet-conformance --target ADDR``, nothing else: the tester's default JobID,
+    PIDonFEP and resource index are the peer's, so no case fails for a mismatch (cases that need a
+    region or a key file skip, with the reason)."""
+    with peer(tmp_path) as p:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = conformance.main(
+                ["--target", p.addr, "--port", str(p.port), "--local", p.local, "-k", "EST-", "-k", "WIN-", "--json"]
+            )  # fmt: skip
+    report = json.loads(out.getvalue())
+    assert report["target"]["job"] == p.identity["job"]
+    assert failed(report) == set()
+    assert rc == 0
+
+
 @pytest.mark.parametrize(
     "argv", [["--target", "not-an-address"], [], ["--target", "127.0.0.1", "--region", "1:2:xyz"], ["--bogus"]]
 )

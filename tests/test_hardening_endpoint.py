@@ -90,16 +90,17 @@ class _TapLink(Link):
 
 
 class _PlainTap:
-    """Under TSS: records the plaintext datagrams the endpoint hands its secure link."""
+    """Under TSS: records the plaintext datagrams the endpoint hands its secure link (at the TSS
+    stage's ``seal``, which both the per-datagram and the batch transmit call)."""
 
-    def __init__(self, link: Link) -> None:
+    def __init__(self, link: Any) -> None:
         self.sent: list[tuple[str, bytes]] = []
-        self._send = link.send
-        link.send = self._tap  # type: ignore[method-assign]
+        self._seal = link.stage.seal
+        link.stage.seal = self._tap
 
-    def _tap(self, datagram: bytes, dst: str, entropy: int, dscp: int, ecn: int = 0) -> None:
+    def _tap(self, datagram: bytes, dst: str, entropy: int, now: int) -> bytes | None:
         self.sent.append((dst, bytes(datagram)))
-        self._send(datagram, dst, entropy, dscp, ecn)
+        return self._seal(datagram, dst, entropy, now)
 
 
 async def _open_pair(secure: bool, seed: int, **cfg: Any) -> tuple[Endpoint, Endpoint, _TapLink, _TapLink]:

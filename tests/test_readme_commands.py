@@ -71,6 +71,11 @@ def _argv(cmd: str) -> list[str]:
         if head.startswith(prefix) or Path(argv[0]).name == prefix:
             argv += [x.replace("{addr}", addr) for x in extra]
             break
+    if (
+        Path(argv[0]).name == "uet-run" and "--hosts" in argv
+    ):  # uet-run's ranks on loopback: fresh addresses, as many as written
+        i = argv.index("--hosts") + 1
+        argv[i] = ",".join(loopback_addresses(len(argv[i].split(","))))
     return argv
 
 

@@ -15,6 +15,7 @@ import argparse
 import ipaddress
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,6 +32,8 @@ __all__ = [
     "data_protect",
     "endpoint_config",
     "pair_notes",
+    "size_list",
+    "transfer_options",
 ]
 
 DEFAULT_PORT = 4793
@@ -68,6 +71,7 @@ class PairOptions:
     rounds: int = 1
     secure: bool = False  # internal: this transfer runs inside the secure domain
     tss_keys: tuple[str, ...] = ()  # internal: the run's keys (hex), handed to the receiver process
+    data_protect: str | None = None  # --data-protect none|crc (tss is --tss); None: by --corrupt
 
 
 def pair_notes(opts: PairOptions, rec: dict[str, Any] | None = None) -> dict[str, str]:
@@ -84,7 +88,7 @@ def pair_notes(opts: PairOptions, rec: dict[str, Any] | None = None) -> dict[str
             f"UUD is best effort, no flow control or retransmission (behaviour.md §2.15){arrived}; "
             "datagrams a slower receiver cannot take are lost, even with no impairment"
         )
-    if data_protect(opts) == "crc":
+    if data_protect(opts) == "crc" and opts.data_protect is None:
         notes["integrity_note"] = CRC_NOTE
     return notes
 
@@ -101,7 +105,22 @@ def data_protect(opts: PairOptions) -> str:
     without TSS — with nothing checking the payload, 21 of 38 such runs delivered wrong bytes as
     success (issue 15 item 16), so the safe choice is made for the user and said in one line;
     else ``"none"`` (TSS, when on, is the integrity check; CRC and TSS exclude each other)."""
+    if opts.data_protect is not None and not opts.tss:
+        return opts.data_protect  # chosen with --data-protect
     return "crc" if opts.corrupt > 0 and not opts.tss else "none"
+
+
+def size_list(hi: int) -> Callable[[str], list[int]]:
+    """An argparse type: comma-separated sizes (``4KiB,64KiB``), each 1 to ``hi`` bytes, at least one."""
+    conv = size_arg(1, hi)
+
+    def parse(text: str) -> list[int]:
+        sizes = [conv(x) for x in text.split(",") if x.strip()]
+        if not sizes:
+            raise argparse.ArgumentTypeError(f"no sizes in {text!r}")
+        return sizes
+
+    return parse
 
 
 def add_transfer_options(p: argparse.ArgumentParser, *, addresses: str = "127.0.0.2,127.0.0.3") -> None:
@@ -231,3 +250,19 @@ def check_transfer(ns: argparse.Namespace, prog: str) -> tuple[tuple[str, str], 
     cfg = endpoint_config(ns.payload, getattr(ns, "message_size", None), ns.seed, getattr(ns, "rto_ms", None))
     port = _check_ports(*addresses, ns.port, prog)
     return addresses, port, cfg
+
+
+def transfer_options(ns: argparse.Namespace, prog: str, **more: Any) -> PairOptions:
+    """The :class:`PairOptions` of a two-process command line: the shared transfer options
+    (:func:`add_transfer_options`, checked by :func:`check_transfer`) and ``more`` fields."""
+    (a, b), port, _cfg = check_transfer(ns, prog)
+    return PairOptions(
+        payload=ns.payload,
+        mode=ns.mode,
+        seed=ns.seed,
+        addresses=(a, b),
+        port=port,
+        uvloop=not ns.no_uvloop,
+        rto_ms=ns.rto_ms,
+        **more,
+    )

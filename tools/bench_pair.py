@@ -8,7 +8,8 @@ of the same bytes in datagrams of the same payload size; the best is the round's
 UET transfer of ``--size`` random bytes through two :class:`uet.endpoint.Endpoint` objects
 (:mod:`uet.tools.bench_uet`), optionally impaired (``--loss --reorder --dup --corrupt``,
 applied on transmit by both FEPs). It reports goodput, packets/s, the UET/raw ratio,
-retransmissions, CPU time per packet on both sides, ``intact`` (SHA-256 of what arrived == what
+retransmissions, CPU time per packet on both sides and ``cpu_ratio`` (raw CPU per packet over
+UET's, :func:`cpu_ratio`), ``intact`` (SHA-256 of what arrived == what
 was sent) and ``duplicates`` (messages delivered more than once). With ``--tss`` a second UET
 transfer runs inside a secure domain made for the run (:mod:`uet.tools.bench_tss`).
 
@@ -57,16 +58,18 @@ from uet.tools.bench_options import (
     PairOptions,
     add_impairment,
     add_transfer_options,
-    check_transfer,
     data_protect,
     pair_notes,
+    size_list,
+    transfer_options,
 )
 from uet.tools.bench_procs import expect, spawn
 from uet.tools.bench_raw import BLAST_CANDIDATES, blast_receive, blast_send, raw_socket
 from uet.tools.bench_report import aggregate, print_table
 from uet.tools.bench_tss import PHASE_KEYS, tss_fields
 from uet.tools.bench_uet import uet_figures, uet_receiver, uet_sender
-from uet.tools.cli import float_arg, int_arg, probability, quiet_interrupt, size_arg
+from uet.tools.cli import float_arg, int_arg, ip_address_arg, probability, quiet_interrupt, size_arg
+from uet.tools.link_options import add_link_options, local_link_options
 
 __all__ = ["add_parser", "pair_child", "pair_command", "pair_options", "random_data", "run_pair"]
 
@@ -151,6 +154,7 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
                 rnd = raw_round(conn, opts, data) if opts.raw else {}
                 snd = run(uet_sender(conn, replace(opts, secure=False), data, progress), use_uvloop=opts.uvloop)
                 rnd.update(uet_figures(snd, sha_sent, rnd.get("raw_udp_gbps")))
+                rnd["cpu_ratio"] = cpu_ratio(rnd)
                 rounds.append(rnd)
             out.update(aggregate(rounds))
             if opts.counters:
@@ -188,6 +192,15 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
         if proc.is_alive():  # pragma: no cover - only when the child hangs
             proc.terminate()
             proc.join(5)
+
+
+def cpu_ratio(rnd: dict[str, Any]) -> float | None:
+    """CPU time per packet of the raw blast (sender + receiver, the round's best candidate) over
+    that of the UET transfer: the data path's cost against the raw limit, which other load on
+    the machine does not move the way it moves wall-clock goodput (None without a raw round)."""
+    raw = (rnd.get("raw_sender_cpu_us_per_pkt") or 0) + (rnd.get("raw_receiver_cpu_us_per_pkt") or 0)
+    uet = rnd["sender_cpu_us_per_pkt"] + rnd["receiver_cpu_us_per_pkt"]
+    return round(raw / uet, 3) if raw and uet else None
 
 
 def raw_round(conn: Connection, opts: PairOptions, data: bytes) -> dict[str, Any]:
@@ -265,7 +278,7 @@ def add_parser(sub: Any) -> None:
     add_transfer_options(p)
     p.add_argument(
         "--sizes",
-        type=_pair_size_list,
+        type=size_list(MAX_PAIR_SIZE),
         metavar="LIST",
         help="sweep these message sizes (comma-separated, e.g. 4KiB,64KiB,1MiB): one row each",
     )
@@ -275,16 +288,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--count", type=int_arg(1), default=1000, help="messages per size in a sweep (default 1000; like perftest -n)"
     )
-    p.add_argument("--peer", metavar="ADDR", help="client side only, against a running uet-peer (bench_peer)")
+    p.add_argument(
+        "--peer", metavar="ADDR", type=ip_address_arg, help="client side only, against a running uet-peer (bench_peer)"
+    )
+    add_link_options(p)
     p.set_defaults(run=pair_command)
-
-
-def _pair_size_list(text: str) -> list[int]:
-    conv = size_arg(1, MAX_PAIR_SIZE)
-    sizes = [conv(x) for x in text.split(",") if x.strip()]
-    if not sizes:
-        raise argparse.ArgumentTypeError(f"no sizes in {text!r}")
-    return sizes
 
 
 def pair_command(ns: argparse.Namespace) -> int:
@@ -293,12 +301,13 @@ def pair_command(ns: argparse.Namespace) -> int:
         from uet.tools.bench_peer import pair_peer
 
         return pair_peer(ns)
+    local_link_options(ns)
     if ns.sizes or ns.all:
         from uet.tools.bench_sweep import pair_sweep
 
         return pair_sweep(ns, pair_options(ns))
     opts = pair_options(ns)
-    if data_protect(opts) == "crc":
+    if data_protect(opts) == "crc" and opts.data_protect is None:
         sys.stderr.write(f"uet-bench: note: {CRC_NOTE}\n")
     rec = run_pair(opts)
     rec.update(pair_notes(opts, rec))
@@ -314,16 +323,10 @@ def pair_command(ns: argparse.Namespace) -> int:
 
 def pair_options(ns: argparse.Namespace) -> PairOptions:
     """The :class:`PairOptions` of a ``pair`` command line (addresses and port checked)."""
-    (a, b), port, _cfg = check_transfer(ns, "uet-bench")
-    return PairOptions(
+    return transfer_options(
+        ns,
+        "uet-bench",
         size=ns.size,
-        payload=ns.payload,
-        mode=ns.mode,
-        seed=ns.seed,
-        addresses=(a, b),
-        port=port,
-        uvloop=not ns.no_uvloop,
-        rto_ms=ns.rto_ms,
         progress=not ns.json and sys.stderr.isatty(),
         message_size=ns.message_size,
         loss=ns.loss,
@@ -336,7 +339,8 @@ def pair_options(ns: argparse.Namespace) -> PairOptions:
         receive=ns.receive,
         profile=ns.cprofile,
         counters=ns.counters,
-        tss=ns.tss or ns.tamper > 0 or ns.rotate,
+        tss=ns.tss or ns.tamper > 0 or ns.rotate or ns.data_protect == "tss",
         tamper=ns.tamper,
         rotate=ns.rotate,
+        data_protect=ns.data_protect if ns.data_protect != "tss" else None,
     )

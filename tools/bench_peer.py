@@ -14,6 +14,8 @@ The peer's JobID / PIDonFEP / resource index are ``uet-peer``'s defaults (1, 0, 
 the same (the SPMD convention of :class:`uet.endpoint.Peer`). The raw-UDP reference of the two-
 process benchmarks needs a raw UDP sink on the other side, which a remote peer does not run, so
 these records carry absolute figures only (``raw_udp_gbps`` is null).
+
+``--link ip`` / ``--data-protect crc`` (:mod:`uet.tools.link_options`) must match the peer's.
 """
 
 from __future__ import annotations
@@ -27,8 +29,12 @@ import sys
 import time
 from typing import Any
 
+from uet.tools.link_options import check_link_options, link_config
+
 from uet.endpoint import Endpoint, EndpointConfig, Mode
 from uet.errors import UetError
+from uet.link.select import open_link
+from uet.wire.net import UET_UDP_PORT
 
 __all__ = ["pair_peer", "rtt_peer"]
 
@@ -46,8 +52,10 @@ def _local(ns: argparse.Namespace) -> str:
 async def _open(ns: argparse.Namespace) -> Endpoint:
     # not seeded: a seeded client restarts its message ids, and a peer that remembers completed ids
     # would take the new messages for duplicates of the last run's (see tests/test_conformance.py)
-    cfg = EndpointConfig(payload_size=ns.payload)
-    return await Endpoint.open(_local(ns), PEER_JOB, PEER_PID, port=ns.port, config=cfg)
+    cfg = link_config(ns, EndpointConfig(payload_size=ns.payload))
+    port = UET_UDP_PORT if ns.port is None else ns.port  # the peer's own default
+    link = open_link(ns.link, _local(ns), config=cfg, port=port, proto=ns.ip_proto)
+    return await Endpoint.open(link.address, PEER_JOB, PEER_PID, config=cfg, link=link)
 
 
 async def _pair(ns: argparse.Namespace) -> dict[str, Any]:
@@ -62,7 +70,7 @@ async def _pair(ns: argparse.Namespace) -> dict[str, Any]:
         dt = time.perf_counter() - t0
         c = ep.counters
         return {
-            "bench": "pair", "peer": ns.peer, "mode": ns.mode, "bytes": n * len(data), "messages": n,
+            "bench": "pair", "peer": ns.peer, "link": ns.link, "mode": ns.mode, "bytes": n * len(data), "messages": n,
             "seconds": round(dt, 4), "goodput_gbps": round(n * len(data) * 8 / dt / 1e9, 3), "raw_udp_gbps": None,
             "retransmits": c.get("retransmits", 0),
         }  # fmt: skip
@@ -85,7 +93,7 @@ async def _rtt(ns: argparse.Namespace) -> dict[str, Any]:
             samples.append((time.perf_counter() - t0) * 1e6)
         samples.sort()
         return {
-            "bench": "rtt", "peer": ns.peer, "size": ns.size, "count": ns.count,
+            "bench": "rtt", "peer": ns.peer, "link": ns.link, "size": ns.size, "count": ns.count,
             "uet_p50_us": round(statistics.median(samples), 1),
             "uet_p99_us": round(samples[min(len(samples) - 1, int(len(samples) * 0.99))], 1), "raw_p50_us": None,
         }  # fmt: skip
@@ -103,6 +111,7 @@ def _report(rec: dict[str, Any], as_json: bool) -> None:
 
 def pair_peer(ns: argparse.Namespace) -> int:
     """``uet-bench pair --peer ADDR``."""
+    check_link_options(ns)
     try:
         _report(asyncio.run(_pair(ns)), ns.json)
     except (UetError, OSError, TimeoutError) as e:
@@ -113,6 +122,7 @@ def pair_peer(ns: argparse.Namespace) -> int:
 
 def rtt_peer(ns: argparse.Namespace) -> int:
     """``uet-bench rtt --peer ADDR``."""
+    check_link_options(ns)
     try:
         _report(asyncio.run(_rtt(ns)), ns.json)
     except (UetError, OSError) as e:

@@ -135,44 +135,51 @@ def blast_receive(sock: socket.socket, payload: int, kind: str, run: Callable[[A
     recv_into, send = sock.recv_into, sock.send
     if kind == "blocking":
         _kernel_timeout(sock, IDLE_WAIT)
-        while n:
-            count += 1
-            nbytes += n
-            if count % every == 0:
-                send(count.to_bytes(8, "big"))
-                last = time.monotonic_ns()
-            try:
-                n = recv_into(buf)
-            except BlockingIOError:
-                break
-        else:
-            last = time.monotonic_ns()
+        count, nbytes, last, _ended = _take(n, recv_into, buf, send, every, 0, 0)
     else:
         sock.setblocking(False)
         poller = select.poll()
         poller.register(sock.fileno(), select.POLLIN)
         wait_ms = int(IDLE_WAIT * 1000)
-        ended = False
-        while not ended:
-            while True:
-                if not n:
-                    last = time.monotonic_ns()
-                    ended = True
-                    break
-                count += 1
-                nbytes += n
-                if count % every == 0:
-                    send(count.to_bytes(8, "big"))
-                    last = time.monotonic_ns()
+        while True:
+            count, nbytes, at, ended = _take(n, recv_into, buf, send, every, count, nbytes)
+            last = at or last
+            n = -1
+            while not ended and n < 0 and poller.poll(wait_ms):
                 try:
                     n = recv_into(buf)
-                except BlockingIOError:
-                    break
-            if not ended:
-                if not poller.poll(wait_ms):
-                    break
-                n = recv_into(buf)
+                except BlockingIOError:  # a spurious wake-up: poll again
+                    pass
+            if n < 0:
+                break
     return {"bytes": nbytes, "packets": count, "last_ns": last, "cpu_s": time.process_time() - cpu0}
+
+
+def _take(
+    n: int,
+    recv_into: Callable[[bytearray], int],
+    buf: bytearray,
+    send: Callable[[bytes], int],
+    every: int,
+    count: int,
+    nbytes: int,
+) -> tuple[int, int, int, bool]:
+    """Count a first datagram of ``n`` bytes and the ones after it, crediting the sender every
+    ``every``, until the end marker (``ended``) or EAGAIN (the blocking socket's ``SO_RCVTIMEO``,
+    or the non-blocking socket's burst drained): ``(count, nbytes, last_ns, ended)``, where
+    ``last_ns`` is the end marker's arrival, else the last credit's time, else 0."""
+    last = 0
+    while n:
+        count += 1
+        nbytes += n
+        if count % every == 0:
+            send(count.to_bytes(8, "big"))
+            last = time.monotonic_ns()
+        try:
+            n = recv_into(buf)
+        except BlockingIOError:
+            return count, nbytes, last, False
+    return count, nbytes, time.monotonic_ns(), True
 
 
 class _Sink(asyncio.DatagramProtocol):

@@ -26,12 +26,13 @@ MEDIANS = (
     "goodput_gbps",
     "pps",
     "ratio",
+    "cpu_ratio",
     "sender_cpu_us_per_pkt",
     "receiver_cpu_us_per_pkt",
 )
 SUMS = ("raw_stalls", "duplicates", "retransmits", "nacks_sent", "nacks_received", "impaired")
 #: what each entry of ``rounds`` shows
-ROUND_KEYS = ("raw_udp_gbps", "raw_candidate", "goodput_gbps", "ratio", "intact", "retransmits")
+ROUND_KEYS = ("raw_udp_gbps", "raw_candidate", "goodput_gbps", "ratio", "cpu_ratio", "intact", "retransmits")
 
 
 def aggregate(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -62,7 +63,8 @@ def aggregate(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def latency(prefix: str, xs: list[float]) -> dict[str, float]:
-    """min / avg / p50 / p99 / p99.9 / max of round trips in µs (perftest's latency columns)."""
+    """min / avg / p50 / p99 / p99.9 / max of round trips in µs (perftest's latency columns); the
+    percentiles are nearest-rank (:func:`uet.stats.percentile`, the one definition)."""
     if not xs:
         return {f"{prefix}_{k}_us": float("nan") for k in ("min", "avg", "p50", "p99", "p999", "max")}
     return {

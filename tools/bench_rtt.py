@@ -20,12 +20,13 @@ from collections import Counter
 from multiprocessing.connection import Connection
 from typing import Any
 
-from uet.tools.bench_options import PairOptions, add_transfer_options, check_transfer
+from uet.tools.bench_options import PairOptions, add_transfer_options, size_list, transfer_options
 from uet.tools.bench_procs import expect, pipe_recv, spawn
 from uet.tools.bench_raw import RTT_CANDIDATES, ping_pong, pong, raw_socket
 from uet.tools.bench_report import latency, print_rtt_sweep, print_table
 from uet.tools.bench_uet import pds_mode, transfer_config
-from uet.tools.cli import int_arg, quiet_interrupt, size_arg
+from uet.tools.cli import UsageError, int_arg, ip_address_arg, quiet_interrupt, size_arg
+from uet.tools.link_options import add_link_options, local_link_options
 
 __all__ = ["SWEEP_SIZES", "add_parser", "rtt_child", "rtt_command", "run_rtt"]
 
@@ -151,7 +152,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--size", type=size_arg(1, 65000), default=64, help="message bytes (default 64)")
     p.add_argument(
         "--sizes",
-        type=_size_list,
+        type=size_list(65000),
         metavar="LIST",
         help="sweep these message sizes (comma-separated, e.g. 64,1KiB,16KiB): one row each",
     )
@@ -163,16 +164,11 @@ def add_parser(sub: Any) -> None:
         help="alternating raw-UDP/UET rounds; percentiles over all of them (default 1)",
     )
     add_transfer_options(p)
-    p.add_argument("--peer", metavar="ADDR", help="client side only, against a running uet-peer (bench_peer)")
+    p.add_argument(
+        "--peer", metavar="ADDR", type=ip_address_arg, help="client side only, against a running uet-peer (bench_peer)"
+    )
+    add_link_options(p)
     p.set_defaults(run=rtt_command)
-
-
-def _size_list(text: str) -> list[int]:
-    conv = size_arg(1, 65000)
-    sizes = [conv(x) for x in text.split(",") if x.strip()]
-    if not sizes:
-        raise argparse.ArgumentTypeError(f"no sizes in {text!r}")
-    return sizes
 
 
 def rtt_command(ns: argparse.Namespace) -> int:
@@ -181,17 +177,10 @@ def rtt_command(ns: argparse.Namespace) -> int:
         from uet.tools.bench_peer import rtt_peer
 
         return rtt_peer(ns)
-    (a, b), port, _cfg = check_transfer(ns, "uet-bench")
-    opts = PairOptions(
-        payload=ns.payload,
-        mode=ns.mode,
-        seed=ns.seed,
-        addresses=(a, b),
-        port=port,
-        uvloop=not ns.no_uvloop,
-        rto_ms=ns.rto_ms,
-        rounds=ns.rounds,
-    )
+    local_link_options(ns)
+    if ns.data_protect == "tss":
+        raise UsageError("uet-bench rtt runs without TSS here; --data-protect tss works with pair (--tss)")
+    opts = transfer_options(ns, "uet-bench", rounds=ns.rounds, data_protect=ns.data_protect)
     sizes = SWEEP_SIZES if ns.all else ns.sizes
     if not sizes:
         rec = run_rtt(opts, count=ns.count, size=ns.size)

@@ -1,5 +1,13 @@
 """The UET side of ``uet-bench pair``: the sending and the receiving :class:`uet.endpoint.Endpoint`
-of one transfer, and the figures of a transfer (goodput, CPU per packet, retransmissions...)."""
+of one transfer, and the figures of a transfer (goodput, CPU per packet, retransmissions...).
+
+RUDI carries only idempotent operations on idempotent-safe regions (behaviour.md §2.14: a
+retransmitted send could be delivered twice, and a target refuses the rest with OP_VIOLATION).
+So a RUDI transfer (``uet-bench pair --mode rudi``, ``uet-demo --modes rudi``) is RMA writes:
+the receiver registers its buffer with ``IDEMPOTENT_SAFE | REMOTE_WRITE`` and hands the key to
+the sender, which writes message ``i`` at offset ``i × message size`` with header data ``i``;
+the receiver counts a message when its remote-write completion arrives. Other modes send
+(tagged into posted receives, or untagged)."""
 
 from __future__ import annotations
 
@@ -104,7 +112,14 @@ async def uet_receiver(conn: Connection, opts: PairOptions) -> None:
     last_ns = 0
     cpu_last = 0.0
     done = asyncio.Event()
-    posted = opts.receive == "posted"
+    rudi = opts.mode == "rudi"
+    posted = opts.receive == "posted" and not rudi
+    key = None
+    if rudi:  # idempotent writes into an idempotent-safe region (module docstring)
+        from uet.ses.memory import Access
+
+        region = registered_buffer(opts.size)
+        key = ep.register(region, Access.REMOTE_WRITE | Access.IDEMPOTENT_SAFE).key
     if posted:
         region = registered_buffer(opts.size)
         handles = [ep.post_recv(region[i * msize : (i + 1) * msize], tag=i) for i in range(expected)]
@@ -129,6 +144,20 @@ async def uet_receiver(conn: Connection, opts: PairOptions) -> None:
         for h in handles:
             h.future.add_done_callback(completed)
 
+    async def written() -> None:
+        nonlocal dups, last_ns, cpu_last
+        while True:
+            wc = await ep.next_write()
+            idx = wc.header_data if wc.header_data is not None else -1
+            if idx in got:
+                dups += 1
+            else:
+                got[idx] = region[wc.offset : wc.offset + wc.length]
+            last_ns = time.monotonic_ns()
+            cpu_last = time.process_time()
+            if len(got) >= expected:
+                done.set()
+
     async def reader() -> None:
         nonlocal dups, last_ns, cpu_last
         while True:
@@ -144,8 +173,8 @@ async def uet_receiver(conn: Connection, opts: PairOptions) -> None:
                 done.set()
 
     prof = profiler(opts)
-    task = asyncio.create_task(reader()) if not posted else None
-    conn.send(("uet_ready", ep.link.port))  # type: ignore[attr-defined]  # a direct link (or its TSS facade)
+    task = asyncio.create_task(written() if rudi else reader()) if not posted else None
+    conn.send(("uet_ready", ep.link.port, key))  # type: ignore[attr-defined]  # a direct link (or its TSS facade)
     stop = asyncio.create_task(pipe_recv(conn))
     await asyncio.wait({stop, asyncio.create_task(done.wait())}, return_when=asyncio.FIRST_COMPLETED)
     if not done.is_set():
@@ -223,7 +252,7 @@ async def uet_sender(conn: Connection, opts: PairOptions, data: bytes, progress:
         impairment=impairment(opts, opts.seed),
         security=security_config(opts, opts.seed),
     )
-    await pipe_recv(conn, 60.0)  # ("uet_ready", port)
+    ready = await pipe_recv(conn, 60.0)  # ("uet_ready", port, RUDI region key)
     mode = pds_mode(opts.mode)
     msize = message_size(opts)
     view = memoryview(data)
@@ -234,10 +263,20 @@ async def uet_sender(conn: Connection, opts: PairOptions, data: bytes, progress:
     cpu0 = time.process_time()
     t0 = time.monotonic_ns()
     tagged = opts.receive == "posted"
-    futs = [
-        ep.send_nowait(b, view[i * msize : (i + 1) * msize], mode=mode, header_data=i, tag=i if tagged else None)
-        for i in range(nmsg)
-    ]
+    futs: list[asyncio.Future[Any]]
+    if opts.mode == "rudi":  # idempotent writes (module docstring)
+        key = ready[2]
+        futs = [
+            asyncio.ensure_future(
+                ep.write(b, key, i * msize, view[i * msize : (i + 1) * msize], header_data=i, mode=mode)
+            )  # fmt: skip
+            for i in range(nmsg)
+        ]
+    else:
+        futs = [
+            ep.send_nowait(b, view[i * msize : (i + 1) * msize], mode=mode, header_data=i, tag=i if tagged else None)
+            for i in range(nmsg)
+        ]
     ticker = None
     if progress is not None:
         task_id = progress.add_task(f"UET {opts.mode.upper()}", total=total_pkts)

@@ -24,6 +24,7 @@ Units (the same in every tool):
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 import sys
@@ -182,6 +183,17 @@ def float_arg(lo: float | None = None, hi: float | None = None, *, open_lo: bool
     conv.__name__ = "number"
     return conv
 
+
+def ip_address_arg(text: str) -> str:
+    """An argparse ``type=``: one IPv4 or IPv6 address, as text (a port goes in its own option)."""
+    try:
+        return str(ipaddress.ip_address(text.strip()))
+    except ValueError:
+        hint = " (the port is given with --port)" if text.count(":") == 1 else ""
+        raise argparse.ArgumentTypeError(f"not an IP address: {text!r}{hint}") from None
+
+
+ip_address_arg.__name__ = "IP address"
 
 probability = float_arg(0.0, 1.0)
 probability.__name__ = "probability"

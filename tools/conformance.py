@@ -7,7 +7,8 @@ and judges the replies, case by case (``--list`` shows every case and the spec s
 What the tester must know of the target: its JobID / PIDonFEP / resource index (``--job --pid
 --ri``), the memory regions it exposes (``--region KEY:SIZE:RIGHTS[:JOB]``) and the receives it
 keeps posted (``--receive SIZE[:TAG[:trunc]]``), or all of that at once from a ``uet-peer``
-identity line (``--identity FILE``) or a peer profile (``--config FILE``). A case whose
+identity line (``--identity FILE``) or a peer profile (``--config FILE``). ``--link ip`` talks to
+the target directly over IP protocol 253 (a raw socket: root or CAP_NET_RAW). A case whose
 precondition is missing is skipped with the reason. ``--keys FILE`` (a TSS key file) seals every
 packet and enables the TSS cases.
 
@@ -25,10 +26,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from uet.tools.cli import ArgumentParser, run_main
+from uet.tools.link_options import add_link_options, check_link_options
 
 from uet.conformance import all_cases
 from uet.conformance.case import Result, run_case
 from uet.conformance.profile import (
+    PEER_DEFAULT_JOB,
     ProfileError,
     load_profile,
     parse_receive,
@@ -50,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", metavar="ADDR", help="Fabric Address of the endpoint under test")
     p.add_argument("--port", type=int, default=4793, help="UET UDP port of the target (default 4793)")
     p.add_argument("--local", metavar="ADDR", help="the tester's own address (default: chosen next to the target)")
-    p.add_argument("--job", type=_int, default=None, help="the target's JobID")
+    p.add_argument(
+        "--job", type=_int, default=None, help="the target's JobID (default: --identity's, else 1 as uet-peer)"
+    )
     p.add_argument("--pid", type=_int, default=None, help="the target's PIDonFEP")
     p.add_argument("--ri", type=_int, default=None, help="the target's resource index")
     p.add_argument("--region", action="append", default=[], metavar="KEY:SIZE:RIGHTS[:JOB]",
@@ -70,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE")
     p.add_argument("--seed", type=int, default=None, help="seed PDCIDs / PSNs chosen by the tester")
+    add_link_options(p, data_protect=False)
     return p
 
 
@@ -108,7 +114,7 @@ def build_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> T
             ident = json.loads(text)
         except (OSError, IndexError, ValueError) as e:
             parser.error(f"--identity {args.identity}: {e}")
-    job = args.job if args.job is not None else ident.get("job", 0)
+    job = args.job if args.job is not None else ident.get("job", PEER_DEFAULT_JOB)
     t = Target(
         address=args.target or ident.get("address") or "",
         port=args.port if args.port != 4793 or "port" not in ident else ident["port"],
@@ -163,9 +169,10 @@ def _main(argv: Sequence[str] | None) -> int:
         ipaddress.ip_address(target.address)
     except ValueError:
         parser.error(f"--target {target.address!r} is not an IP address")
+    check_link_options(args)
     local = args.local or default_local(target.address)
     try:
-        session = Session(target, local, timeout=args.timeout, seed=args.seed)
+        session = Session(target, local, timeout=args.timeout, seed=args.seed, link=args.link, proto=args.ip_proto)
     except OSError as e:
         print(f"uet-conformance: cannot bind {local} port {target.port}: {e}", file=sys.stderr)
         return 2
@@ -184,7 +191,8 @@ def _main(argv: Sequence[str] | None) -> int:
     finally:
         session.close()
     info = {"address": target.address, "port": target.port, "job": target.job, "pid": target.pid, "ri": target.ri,
-            "local": local, "tss": target.keys is not None, "seconds": round(time.monotonic() - t0, 3)}  # fmt: skip
+            "local": local, "link": args.link, "tss": target.keys is not None,
+            "seconds": round(time.monotonic() - t0, 3)}  # fmt: skip
     if args.junit:
         write_junit(results, args.junit, f"{target.address}:{target.port}")
     if args.json:

@@ -365,13 +365,73 @@ def _flags(names: list[str]) -> str:
     return "[" + ",".join(names) + "]" if names else ""
 
 
+#: per layout: the indexes of the fields whose derived output (enum names, flag names, hex of raw
+#: bytes) :func:`fields_dict` adds — the key of :data:`_DERIVED`
+_DERIVING: dict[Layout, tuple[int, ...]] = {}
+#: ``fields_dict`` output beyond the plain integers, per (layout, values of the deriving fields)
+_DERIVED: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+
+_NAMES: dict[tuple[Any, ...], str | None] = {}
+
+
+def _pds_name(u: UetPacket) -> str | None:
+    """``u.pds_type_name``, looked up once per PDS type (the summary and ``--stats`` hot path)."""
+    key = ("pds", u.pds_type)
+    try:
+        return _NAMES[key]
+    except KeyError:
+        name = _NAMES[key] = u.pds_type_name
+        return name
+
+
+def _ses_name(u: UetPacket) -> str | None:
+    """``u.ses_opcode_name``, looked up once per (SES layout, opcode)."""
+    sec = u.section("ses")
+    if sec is None:
+        return None
+    key = (sec[0], sec[1].opcode)
+    try:
+        return _NAMES[key]
+    except KeyError:
+        name = _NAMES[key] = u.ses_opcode_name
+        return name
+
+
+def _summary_fields(lay: Layout, values: Any) -> dict[str, Any]:
+    """:func:`~uet.wire.chain.fields_dict` for the summary line, fast: the names it derives from
+    enum, flag and raw fields depend only on those fields (and the PDS type, field 0), so they are
+    computed once per distinct combination by ``fields_dict`` itself and reused; the plain
+    integers are taken as they are. A test checks it equals ``fields_dict`` on every packet of
+    the sample captures."""
+    idx = _DERIVING.get(lay)
+    if idx is None:
+        idx = _DERIVING[lay] = tuple(
+            i
+            for i, name in enumerate(lay.field_names)
+            if i == 0 or name == "flags" or getattr(lay.fields[name], "enum", True) is not None  # Raw: no enum
+        )
+    key = (lay, *[values[i] for i in idx])
+    derived = _DERIVED.get(key)
+    if derived is None:
+        full = fields_dict(lay, values)
+        plain = {name for name in lay.field_names if not isinstance(lay.fields[name], Raw)}
+        derived = {k: v for k, v in full.items() if k not in plain}
+        if len(_DERIVED) >= 8192:  # bounded: hostile captures cannot grow it for ever
+            _DERIVED.clear()
+        _DERIVED[key] = derived
+    out = dict(zip(lay.field_names, values, strict=True))
+    out.update(derived)
+    return out
+
+
 def _pds_summary(u: UetPacket) -> str:
     lay, p = u.section("pds") or (None, None)
     if p is None:
         return ""
-    d = fields_dict(lay, p)  # type: ignore[arg-type]
+    d = _summary_fields(lay, p)  # type: ignore[arg-type]
     t = u.pds_type
-    parts = [u.pds_type_name or f"type={t}"]
+    parts = [_pds_name(u) or f"type={t}"]
     if t == PdsType.CONTROL:
         parts[0] = f"CONTROL {ControlType(p.ctl_type).name}"
     if "psn" in d and t != PdsType.CONTROL:
@@ -415,7 +475,7 @@ def _ses_summary(u: UetPacket) -> str:
     if sec is None:
         return ""
     lay, s = sec
-    d = fields_dict(lay, s)
+    d = _summary_fields(lay, s)
     parts = [d.get("opcode_name") or f"opcode={d['opcode']:#x}"]
     if "return_code" in d:
         parts.append(d["return_code_name"] or f"rc={d['return_code']:#x}")
@@ -441,7 +501,7 @@ def _ses_summary(u: UetPacket) -> str:
         parts.append(f"match={d['match_bits']:#x}")
     parts.append(_flags(d.get("flags_names", [])))
     for elay, e in u.extensions:
-        ed = fields_dict(elay, e)
+        ed = _summary_fields(elay, e)
         if "atomic_opcode" in ed:
             parts.append(f"{ed['atomic_opcode_name'] or hex(ed['atomic_opcode'])}/{ed['atomic_datatype_name']}")
             if "compare_value" in ed:
@@ -816,12 +876,14 @@ def _count(stats: Counter[str], d: Decoded) -> None:
         stats["tss"] += 1
     if u.encrypted:
         stats["encrypted"] += 1
-    if u.pds_type_name:
-        stats["pds:" + u.pds_type_name] += 1
+    name = _pds_name(u)
+    if name:
+        stats["pds:" + name] += 1
     if u.pds_type == PdsType.CONTROL and u.pds is not None:
         stats["control:" + ControlType(u.pds.ctl_type).name] += 1
-    if u.ses_opcode_name:
-        stats["ses:" + u.ses_opcode_name] += 1
+    name = _ses_name(u)
+    if name:
+        stats["ses:" + name] += 1
 
 
 def _emit_stats(out: _Out, stats: Counter[str], as_json: bool) -> None:

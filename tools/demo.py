@@ -8,10 +8,12 @@ goodput, retransmissions, NACKs, intact) or, with ``--json``, one JSON object ``
 or corrupted, 2 on a usage error, 130 on Ctrl-C (after the modes that completed). Uses the same
 two-process transfer as ``uet-bench pair`` (without the raw-UDP run) and the same options.
 
-``--corrupt`` turns the endpoints' CRC-32C trailer on (``data_protect = "crc"``, said in one line
+``--data-protect none|crc`` chooses the per-packet integrity check; by default ``--corrupt``
+turns the endpoints' CRC-32C trailer on (``data_protect = "crc"``, said in one line
 on stderr): the demo has no TSS, and without an integrity check corrupted payload would be
 delivered as success. UUD is best effort (no flow control): its row says how many messages
-arrived, and fewer than sent is not a failure.
+arrived, and fewer than sent is not a failure. RUDI moves the data with idempotent RMA writes
+into an idempotent-safe region, the only operations RUDI may carry (behaviour.md §2.14).
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ def build_parser() -> ArgumentParser:
         "--timeout", type=float_arg(0.0, open_lo=True), default=300.0, help="give up on a transfer after (s)"
     )
     add_transfer_options(p)
+    p.add_argument(
+        "--data-protect", choices=("none", "crc"), default=None,
+        help="per-packet integrity: none or crc (CRC-32C trailer); default crc with --corrupt, else none",
+    )  # fmt: skip
     p.set_defaults(mode="rud")
     return p
 
@@ -109,7 +115,7 @@ def _body(argv: Sequence[str] | None) -> int:
         table.add_column(col, justify="right")
     runs: list[dict[str, Any]] = []
     interrupted = False
-    if ns.corrupt > 0:  # the demo has no TSS: corruption turns the CRC-32C trailer on (issue 15 item 16)
+    if ns.corrupt > 0 and ns.data_protect is None:  # no TSS: corruption turns the CRC trailer on (issue 15 item 16)
         sys.stderr.write(f"uet-demo: note: {CRC_NOTE}\n")
     try:
         for mode in modes:
@@ -129,6 +135,7 @@ def _body(argv: Sequence[str] | None) -> int:
                 rto_ms=ns.rto_ms,
                 uvloop=not ns.no_uvloop,
                 progress=not ns.json and sys.stderr.isatty(),
+                data_protect=ns.data_protect,
             )
             with console.status(f"transferring {ns.size} bytes in {mode.upper()}…") if not ns.json else _null():
                 rec = run_pair(opts)

@@ -19,6 +19,9 @@ the Ethernet/IPv4/UDP frames itself; ``--rate`` is that port's link rate and ``-
 1500 by default like ``uet-fabric``'s: packets carry the largest payload that fits it), exactly as
 a ``uet-run`` endpoint does.
 
+``--link ip`` serves UET directly over IP protocol 253 instead of UDP (root or CAP_NET_RAW), and
+``--data-protect crc`` adds the CRC-32C trailer to every packet (:mod:`uet.tools.link_options`).
+
 ``--keys FILE`` runs TSS with a key file (:mod:`uet.tss.keyfile`). ``--fault NAME`` (repeatable)
 is TEST-ONLY fault injection (:mod:`uet.conformance.faults`): the peer then breaks the spec on
 purpose so tests can prove the conformance suite catches it.
@@ -38,10 +41,11 @@ from dataclasses import replace
 from typing import Any
 
 from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main
+from uet.tools.link_options import add_link_options, check_link_options, link_config
 from uet.tools.run_settings import max_payload
 
 from uet.conformance.faults import FAULTS, FaultLink
-from uet.conformance.profile import Profile, ProfileError, default_profile, load_profile
+from uet.conformance.profile import PEER_DEFAULT_JOB, Profile, ProfileError, default_profile, load_profile
 from uet.endpoint import Endpoint, EndpointClosed, EndpointConfig
 from uet.errors import UetError
 from uet.link.base import Link
@@ -70,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("address", nargs="?", default="127.0.0.1", help="Fabric Address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=4793, help="UET UDP port (default 4793)")
-    p.add_argument("--job", type=_int, default=1, help="JobID (24 bits, default 1)")
+    p.add_argument("--job", type=_int, default=PEER_DEFAULT_JOB, help=f"JobID (24 bits, default {PEER_DEFAULT_JOB})")
     p.add_argument("--pid", type=_int, default=0, help="PIDonFEP (12 bits, default 0)")
     p.add_argument("--ri", type=_int, default=0, help="resource index (12 bits, default 0)")
     p.add_argument("--mode", choices=["sink", "echo"], default="sink", help="what to do with messages")
@@ -90,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--mtu", type=int_arg(576, 65535), default=1500, metavar="BYTES",
         help="with --fabric: the fabric's IP MTU; payloads are sized to fit it (default 1500)",
     )  # fmt: skip
+    add_link_options(p)
     p.add_argument(
         "--fault", action="append", default=[], choices=sorted(FAULTS), metavar="NAME",
         help="TEST ONLY: break a rule on purpose (" + ", ".join(sorted(FAULTS)) + ")",
@@ -105,7 +110,9 @@ class Peer:
         self.profile = profile
         self.ep: Endpoint | None = None
         self.buffers: list[bytearray] = []
-        self.stats = {"messages": 0, "bytes": 0, "echoed": 0, "echo_failed": 0, "receives_posted": 0}
+        self.stats = dict.fromkeys(
+            ("messages", "bytes", "echoed", "echo_failed", "receives_posted", "receive_failed"), 0
+        )
         self.tasks: list[asyncio.Task] = []
 
     async def open(self) -> None:
@@ -132,9 +139,13 @@ class Peer:
 
             link = FaultLink(DirectLink(a.address, a.port, read_ecn=True), rewriters)
         # read the ECN field of what arrives: a CE mark is echoed as M in the ACK (behaviour.md §4.7)
-        cfg = EndpointConfig(seed=a.seed, ecn_feedback=True)
+        cfg = link_config(a, EndpointConfig(seed=a.seed, ecn_feedback=True))
         if a.fabric is not None:
             cfg = replace(cfg, payload_size=min(cfg.payload_size, max_payload(a.mtu)))
+        elif link is None and a.link != "direct":
+            from uet.link.select import open_link
+
+            link = open_link(a.link, a.address, config=cfg, proto=a.ip_proto)
         self.ep = await Endpoint.open(
             a.address, a.job, a.pid, port=a.port, resource_index=a.ri, config=cfg, link=link, security=security
         )
@@ -161,7 +172,8 @@ class Peer:
         return {
             "uet_peer": 1, "address": ep.address, "port": a.port, "job": a.job, "pid": a.pid, "ri": a.ri,
             "fabric": None if a.fabric is None else f"{a.fabric[0]}:{a.fabric[1]}",
-            "mode": a.mode, "tss_sdi": sdi, "faults": a.fault, **self.profile.as_json(),
+            "mode": a.mode, "tss_sdi": sdi, "faults": a.fault, "link": a.link if a.fabric is None else "fabric",
+            "data_protect": ep.config.data_protect if sdi is None else "tss", **self.profile.as_json(),
         }  # fmt: skip
 
     async def _posted(self, size: int, tag: int | None, truncate: bool) -> None:
@@ -192,6 +204,9 @@ class Peer:
                 m = await ep.recv()
             except EndpointClosed:
                 return
+            except UetError:  # e.g. TOO_LONG, DROPPED: the initiator was told; this receiver keeps serving
+                self.stats["receive_failed"] += 1
+                continue
             self._count(m.nbytes)
             if self.args.mode == "echo":
                 self.tasks.append(asyncio.ensure_future(self._echo(m.source, bytes(m.data))))
@@ -259,6 +274,9 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.error("--rate needs --fabric (the direct link has no modelled rate)")
     if args.fabric is not None and any(FAULTS[f][0] is not None for f in args.fault):
         parser.error("packet-rewriting faults run on the direct link only; drop --fabric or the --fault")
+    if args.link != "direct" and (args.fabric is not None or args.fault):
+        parser.error("--link ip cannot be combined with --fabric or --fault")
+    check_link_options(args, keys=args.keys)
     for name, v, bits in (("job", args.job, 24), ("pid", args.pid, 12), ("ri", args.ri, 12)):
         if not 0 <= v < 1 << bits:
             parser.error(f"--{name} must fit in {bits} bits")

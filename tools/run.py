@@ -97,6 +97,7 @@ from uet.tools.cli import (
     size_arg,
     yes_no,
 )
+from uet.tools.link_options import add_link_options, check_link_options
 from uet.tools.run_settings import check_settings, load_scenario
 
 from uet.workloads import WORKLOADS as _WORKLOADS
@@ -717,6 +718,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="live",
         help="live: endpoint processes through uet-fabric (default); sim: the same scenario in virtual time",
     )
+    p.add_argument(
+        "--hosts", metavar="A0,A1,...",
+        help="endpoints on these addresses, over the real network, no software switch (tools/run_hosts.py)",
+    )  # fmt: skip
+    p.add_argument("--rank", type=int_arg(0), default=None, help="with --hosts: run only this rank, here")
+    add_link_options(p)
     return p
 
 
@@ -879,10 +886,34 @@ async def _live_one(
 
 def _body(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if args.hosts:
+        return _on_hosts(args, list(sys.argv[1:] if argv is None else argv))
+    if args.rank is not None or args.link != "direct" or args.data_protect or args.udp_checksum != "auto":
+        raise UsageError("--rank, --link, --data-protect and --udp-checksum go with --hosts (the fabric engine "
+                         "builds its own frames)")  # fmt: skip
     settings = settings_from(args)
     if args.engine == "sim":
         return _simulate(args, settings)
     return asyncio.run(_main(args, settings))
+
+
+def _on_hosts(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--hosts``: the scenario's endpoints on real addresses (:mod:`uet.tools.run_hosts`)."""
+    from uet.tools.run_hosts import check_hosts, run_hosts
+
+    if args.engine != "live":
+        raise UsageError("--hosts runs live endpoints; drop --engine sim")
+    for opt in ("pcap", "plot", "telemetry", "interval", "csv"):
+        if getattr(args, opt, None):
+            raise UsageError(f"--{opt} needs the software fabric; it does not go with --hosts")
+    given = args.endpoints is not None
+    names = [h for h in args.hosts.split(",") if h.strip()]
+    if not given:
+        args.endpoints = max(2, len(names))
+    settings = settings_from(args)
+    args.hosts_list = check_hosts(args.hosts, given, settings[0])
+    check_link_options(args)
+    return run_hosts(args, settings, argv)
 
 
 def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> int:

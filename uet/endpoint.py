@@ -51,8 +51,8 @@ from uet.fep.events import Closed, MessageReceived, OpCompleted, OpFailed, SendC
 from uet.fep.lanes import Lane
 from uet.fep.peer import Peer
 from uet.link.base import Link
-from uet.link.direct import DirectLink
 from uet.link.impair import Impairment, ImpairmentConfig
+from uet.link.select import open_link
 from uet.pds import Mode, PdsCore
 from uet.runner import install_uvloop, run
 from uet.ses.fep import SesFep
@@ -144,7 +144,8 @@ class Endpoint:
         #: whether the core seals (TSS over a link without fixed ports); else there is no TSS or
         #: a SecureLink facade seals, through the core's stage
         self._core_seals = False
-        records = False
+        #: the link hands up Datagram records (the ip link always: each carries its entropy)
+        records = getattr(link, "records", False) is True
         if security is not None:
             if not isinstance(getattr(link, "peer_port", None), int) and hasattr(link, "records"):
                 # a link whose UDP source port is each datagram's entropy (the fabric link): the
@@ -173,6 +174,8 @@ class Endpoint:
         )
         if self.fep.crc is not None and isinstance(getattr(link, "peer_port", None), int):
             self.fep.crc.fixed_ports = link  # from its bound port to the peers' (uet.fep.integrity)
+        if self.fep.crc is not None and getattr(link, "over_ip", False):
+            self.fep.crc.over_ip = True  # the trailer covers the entropy header (uet.link.ip)
         self._receive: Callable[[Any, int], None] = (
             self.fep.receive_batch if records else partial(self.fep.receive_marked, opened=True)
         )
@@ -204,7 +207,7 @@ class Endpoint:
         config: EndpointConfig | None = None,
         impairment: Impairment | ImpairmentConfig | None = None,
         event_log: EventLog | Callable[[dict[str, Any]], None] | None = None,
-        link: Link | None = None,
+        link: Link | str | None = None,
         security: Any = None,
     ) -> Endpoint:
         """Open a FEP at ``address`` (binding UDP ``port``, 4793 by default) on the running loop,
@@ -212,23 +215,16 @@ class Endpoint:
 
         ``peer_port`` is where peers listen (default: the same port). ``impairment`` (an
         :class:`Impairment` or its config) impairs everything this FEP transmits. Pass ``link``
-        to run over another :class:`Link` (the fabric link). ``security`` (a
+        to run over another :class:`Link` (the fabric link), or a link mode by name (``"direct"``,
+        the default, or ``"ip"``: UET over IP protocol 253, :mod:`uet.link.select`). ``security`` (a
         :class:`uet.tss.link.SecurityConfig` or a secure-domain table) runs TSS on every datagram.
         """
         cfg = config or EndpointConfig()
         if isinstance(impairment, ImpairmentConfig):
             impairment = Impairment(impairment)
-        if link is None:
-            link = DirectLink(
-                address,
-                port,
-                peer_port=peer_port,
-                impairment=impairment,
-                rcvbuf=cfg.rcvbuf,
-                sndbuf=cfg.sndbuf,
-                max_batch=cfg.max_batch,
-                read_ecn=cfg.ecn_capable if cfg.ecn_feedback is None else cfg.ecn_feedback,
-            )
+        if link is None or isinstance(link, str):
+            link = open_link(link or "direct", address, config=cfg, port=port, peer_port=peer_port,
+                             impairment=impairment)  # fmt: skip
         return cls(
             link, job=job, pid=pid, resource_index=resource_index, config=cfg, event_log=event_log, security=security
         )
@@ -355,11 +351,16 @@ class Endpoint:
         header_data: int | None = None,
         dc: bool = False,
         mode: Mode = Mode.RUD,
+        sync: tuple[int, int] | None = None,
     ) -> None:
         """RMA write of ``data`` at ``offset`` of the peer's region ``key`` (§6.5). With
         ``header_data`` the target sees a remote-write completion (:meth:`next_write`). Errors:
-        ``BAD_MKEY``, ``PERM_VIOLATION``, ``UNSUPPORTED_SIZE`` / ``BAD_ADDR`` (bounds), ..."""
-        await self._future(self.fep.write(peer, key, offset, data, header_data=header_data, dc=dc, mode=mode))
+        ``BAD_MKEY``, ``PERM_VIOLATION``, ``UNSUPPORTED_SIZE`` / ``BAD_ADDR`` (bounds), ...
+        ``sync = (group, count)`` makes it a SYNC_WRITE of that sync group: the group's
+        terminating operation (a write with ``header_data``, or :meth:`atomic` with ``sync``)
+        takes effect at the target only after its ``count - 1`` other writes (uet.ses.sync)."""
+        h = self.fep.write(peer, key, offset, data, header_data=header_data, dc=dc, mode=mode, sync=sync)
+        await self._future(h)
 
     async def read(
         self,
@@ -388,6 +389,8 @@ class Endpoint:
         compare: int | float = 0,
         swap: int | float = 0,
         mode: Mode = Mode.RUD,
+        sync: tuple[int, int] | None = None,
+        tagged: bool = False,
     ) -> Any:
         """Atomic ``op`` on ``datatype`` at ``offset`` of the peer's region ``key`` (§6.5, §10).
 
@@ -396,10 +399,16 @@ class Endpoint:
         family takes ``compare``/``swap`` (see :meth:`compare_swap`). With ``fetch`` the result
         is the prior value (a tuple for several elements), else None. Errors:
         ``AMO_UNSUPPORTED_OP/DT/SIZE``, ``AMO_UNALIGNED``, ``BAD_MKEY``, ``PERM_VIOLATION``...
+
+        ``sync = (group, count)``: SYNC_ATOMIC, the terminating operation of a sync group (see
+        :meth:`write`; non-fetching). ``tagged``: TSEND_ATOMIC / TSEND_FETCH_ATOMIC — ``key`` is
+        then a *tag*: the atomic applies at ``offset`` of the buffer of the peer's posted receive
+        (:meth:`post_recv` with that tag), which completes (``NO_MATCH`` when none is posted).
         """
         h = self.fep.atomic(
-            peer, key, offset, op, datatype, operand, fetch=fetch, compare=compare, swap=swap, mode=mode
-        )
+            peer, key, offset, op, datatype, operand, fetch=fetch, compare=compare, swap=swap, mode=mode,
+            sync=sync, tagged=tagged,
+        )  # fmt: skip
         return await self._future(h)
 
     async def compare_swap(

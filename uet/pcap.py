@@ -106,24 +106,32 @@ class _Stream:
         self.pos = 0
 
     def read(self, n: int, what: str, *, eof_ok: bool = False) -> bytes | None:
-        chunks = []
-        got = 0
-        while got < n:
+        try:
+            c = self.f.read(n)
+        except OSError as e:
+            raise PcapError(f"read error at byte {self.pos}: {e}") from None
+        if len(c) == n:  # the common case: one read gives it all
+            self.pos += n
+            return c
+        return self._rest(c, n, what, eof_ok)
+
+    def _rest(self, first: bytes, n: int, what: str, eof_ok: bool) -> bytes | None:
+        """A short first read (a pipe, or the end of the file): read on until ``n`` or EOF."""
+        chunks = [first]
+        got = len(first)
+        while got < n and chunks[-1]:
             try:
                 c = self.f.read(n - got)
             except OSError as e:
                 raise PcapError(f"read error at byte {self.pos + got}: {e}") from None
-            if not c:
-                break
             chunks.append(c)
             got += len(c)
-        data = b"".join(chunks)
         if got == 0 and eof_ok:
             return None
         if got < n:
             raise PcapError(f"truncated {what} at byte {self.pos}: {n} bytes needed, {got} present")
         self.pos += n
-        return data
+        return b"".join(chunks)
 
 
 def _read_stream(f: IO[bytes]) -> Iterator[PcapRecord]:

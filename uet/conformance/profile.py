@@ -32,6 +32,9 @@ __all__ = ["Profile", "default_profile", "load_profile", "parse_region"]
 
 _ACCESS = set("rwai")
 
+#: ``uet-peer``'s JobID unless told otherwise; the tester assumes it too when given no identity
+PEER_DEFAULT_JOB = 1
+
 
 class ProfileError(ValueError):
     """A peer profile or a ``--region`` / ``--receive`` option that does not parse."""

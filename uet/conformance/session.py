@@ -11,6 +11,11 @@ reports the exact bytes. Replies are matched by what they echo (the tester's PDC
 packet id), never by arrival order alone, and stray traffic from earlier cases (a CLEAR_REQ, a
 CLOSE_REQ from an idle timer) is ignored by the predicates.
 
+With ``link="ip"`` the session talks UET directly over IP protocol ``proto`` (253) instead of UDP
+(wire-format.md §1.2, :mod:`uet.link.ip`): a raw socket bound to its address, every datagram sent
+behind the 4-byte entropy header (entropy = the target's UDP port number, the value the UDP
+session seals with) and every reply read past the IP and entropy headers.
+
 **Silence** (a packet that must draw no reply) is checked without waiting for a timeout: the
 hostile packet is followed by a *liveness probe* that always draws an answer (a control packet
 for a PDC that does not exist: NACK ``INV_DPDCID``, §2.11); the target handles datagrams in
@@ -118,14 +123,30 @@ class Target:
 class Session:
     """One socket toward the target (module docstring)."""
 
-    def __init__(self, target: Target, local: str, *, timeout: float = 1.0, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        target: Target,
+        local: str,
+        *,
+        timeout: float = 1.0,
+        seed: int | None = None,
+        link: str = "direct",
+        proto: int = 253,
+    ) -> None:
         self.target = target
         self.local = local
         self.timeout = timeout
         self.rng = random.Random(seed)
-        self.sock = socket.socket(socket.AF_INET6 if ":" in local else socket.AF_INET, socket.SOCK_DGRAM)
+        fam = socket.AF_INET6 if ":" in local else socket.AF_INET
+        #: the 4-byte entropy header in front of each datagram over IP (module docstring), or None
+        self.over_ip: bytes | None = None
+        if link == "ip":
+            self.sock = socket.socket(fam, socket.SOCK_RAW, proto)
+            self.over_ip = (target.port & 0xFFFF).to_bytes(2, "big") + b"\0\0"
+        else:
+            self.sock = socket.socket(fam, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-        self.sock.bind((local, target.port))
+        self.sock.bind((local, 0 if self.over_ip is not None else target.port))
         self.sock.setblocking(False)
         self.log: list[tuple[str, bytes]] = []  # ("sent"|"received", plaintext)
         self._queue: list[Reply] = []
@@ -209,6 +230,9 @@ class Session:
     def send_raw(self, wire: bytes, note: bytes | None = None) -> None:
         """Send ``wire`` as is (already sealed, or deliberately malformed)."""
         self.log.append(("sent", note if note is not None else wire))
+        if self.over_ip is not None:
+            self.sock.sendto(self.over_ip + wire, (self.target.address, 0))
+            return
         self.sock.sendto(wire, (self.target.address, self.target.port))
 
     def send(self, plaintext: bytes, *, ecn: int = 0) -> bytes:
@@ -242,8 +266,15 @@ class Session:
                 continue
             if src[0] != self.target.address:
                 continue
+            entropy = self.target.port
+            if self.over_ip is not None:  # past the IPv4 header (IPv6 raw sockets strip theirs)
+                if ":" not in self.local:
+                    data = data[(data[0] & 0x0F) * 4 :]
+                if len(data) < 4:
+                    continue
+                entropy, data = int.from_bytes(data[:2], "big"), data[4:]
             if self._tss is not None:
-                pt = self._tss.open(data, entropy=self.target.port, src=self.target.address)
+                pt = self._tss.open(data, entropy=entropy, src=self.target.address)
                 if pt is None:
                     self.log.append(("received (failed to open)", data))
                     continue

@@ -2,7 +2,7 @@
 
 :class:`FepConfig` is also the public ``uet.EndpointConfig`` (the same class): the sans-I/O core
 reads the protocol fields, the asyncio adapter the socket and allocator ones (``max_batch``,
-``rcvbuf``, ``sndbuf``, ``tune_allocator``, ``ecn_feedback``).
+``rcvbuf``, ``sndbuf``, ``tune_allocator``, ``ecn_feedback``, ``udp_checksum``).
 """
 
 from __future__ import annotations
@@ -62,9 +62,14 @@ class FepConfig:
         data_protect: integrity of each packet (behaviour.md §2.16, spec ``UET_Data_Protect``):
             ``"none"`` (default; TSS when the FEP is given a security configuration), ``"crc"``
             (the 4-byte CRC-32C trailer on every packet, checked on receive, a mismatch dropped
-            silently and counted, :mod:`uet.fep.integrity`; about 1 ms of pure-Python CRC per
-            4 KiB packet, an interop setting, not a fast one) or ``"tss"`` (requires the security
+            silently and counted, :mod:`uet.fep.integrity`) or ``"tss"`` (requires the security
             configuration; CRC and TSS exclude each other).
+        udp_checksum: the UDP checksum the direct link sends (IPv4): ``"auto"`` (default) sends
+            it as **zero** with ``data_protect="crc"`` — behaviour.md §2.16: the CRC trailer
+            protects the packet and the UDP checksum is sent as zero — and computes it otherwise
+            (wire-format.md §1.1); ``"on"`` / ``"off"`` force it (``SO_NO_CHECK``). The CRC
+            trailer counts the field as zero either way, so both ends agree whatever a stack
+            writes there. UET over IP protocol 253 has no UDP header and ignores it.
         tune_allocator: keep freed heap memory in the process (glibc ``M_TRIM_THRESHOLD`` =
             32 MiB, :func:`uet.tuning.tune_allocator`; process-wide, applied once): without it
             every burst of datagrams freed is handed back to the kernel and faulted back in by the
@@ -92,8 +97,11 @@ class FepConfig:
     seed: int | None = None
     tune_allocator: bool = True
     data_protect: str = "none"
+    udp_checksum: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.udp_checksum not in ("auto", "on", "off"):
+            raise ValueError(f"udp_checksum must be auto, on or off, not {self.udp_checksum!r}")
         if self.data_protect not in ("none", "crc", "tss"):
             raise ValueError(f"data_protect must be none, crc or tss, not {self.data_protect!r}")
         if self.max_inflight < 1:

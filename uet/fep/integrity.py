@@ -19,6 +19,10 @@ from its configuration (decision):
   datagram leaves from the link's bound port, sets :attr:`CrcStage.fixed_ports` instead: any
   object with ``port`` (this FEP's) and ``peer_port`` (every peer's) attributes, read at each
   datagram (a test may re-point ``peer_port`` after opening).
+* UET directly over IP (:class:`~uet.link.ip.IpLink`, ``over_ip`` true): the trailer covers the
+  4-byte entropy header instead of a UDP header (wire-format.md §1.2, §1.4); the entropy is each
+  datagram's own, the Transmit entropy on transmit and the Datagram ``source_port`` (the entropy
+  header's value) on receive.
 * A **trimmed** packet has lost its tail and so its trailer: it is passed on unchecked (PDS only
   reads its headers, to NACK it, behaviour.md §3) and counted in ``crc_unchecked_trimmed``.
 """
@@ -29,7 +33,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from uet.tss.context import as_address
-from uet.wire.crc import append_trailer, check_trailer, udp_prefix
+from uet.tss.nonce import entropy_header
+from uet.wire.crc import append_trailer, check_trailer, entropy_prefix, udp_prefix
 
 __all__ = ["CrcStage", "UET_PORT", "DATA_PROTECT"]
 
@@ -58,6 +63,8 @@ class CrcStage:
         self.rx_ports = rx_ports
         #: an object with ``port`` / ``peer_port`` (the direct link) overriding both port pairs
         self.fixed_ports: Any = None
+        #: UET directly over IP: cover the entropy header, not a UDP header (module docstring)
+        self.over_ip = False
         self._addr: dict[str, bytes] = {}
         self.counters: dict[str, int] = {
             "crc_ok": 0,
@@ -88,6 +95,8 @@ class CrcStage:
         ip = self._ip(dst)
         if ip is None:
             raise ValueError(f"CRC trailer needs an IP destination, not {dst!r}")
+        if self.over_ip:
+            return append_trailer(data, entropy_prefix(self._me, ip, entropy_header(entropy)))
         return append_trailer(data, udp_prefix(self._me, ip, entropy if sport is None else sport, dport, len(data)))
 
     def seal_batch(self, items: Sequence[tuple[Any, ...]]) -> list[Any]:
@@ -111,7 +120,9 @@ class CrcStage:
         port, dport = self.rx_ports if fp is None else (fp.peer_port, fp.port)
         ip = self._ip(src)
         body = None
-        if ip is not None:
+        if ip is not None and self.over_ip:
+            body = check_trailer(data, entropy_prefix(ip, self._me, entropy_header(sport or 0)))
+        elif ip is not None:
             body = check_trailer(data, udp_prefix(ip, self._me, (sport or 0) if port is None else port, dport,
                                                   len(data) - 4))  # fmt: skip
         if body is None:

@@ -136,14 +136,17 @@ class Operations(FepState):
         header_data: int | None = None,
         dc: bool = False,
         mode: Mode = Mode.RUD,
+        sync: tuple[int, int] | None = None,
     ) -> int:
         """RMA write of ``data`` at ``offset`` of the peer's region ``key`` (§6.5); with
-        ``header_data`` the target sees a :class:`WriteCompleted`."""
+        ``header_data`` the target sees a :class:`WriteCompleted`. ``sync = (group, count)``:
+        a SYNC_WRITE of that sync group (:mod:`uet.ses.sync`; with ``header_data`` the group's
+        terminating write)."""
         dest = self.peers.dest(peer)
         view = byte_view(data)
         return self._engine(
             lambda h: self.ses.initiator.write(
-                dest, key, offset, view, header_data=header_data, dc=dc, mode=int(mode), context=h
+                dest, key, offset, view, header_data=header_data, dc=dc, mode=int(mode), context=h, sync=sync
             )
         )
 
@@ -179,11 +182,15 @@ class Operations(FepState):
         compare: int | float = 0,
         swap: int | float = 0,
         mode: Mode = Mode.RUD,
+        sync: tuple[int, int] | None = None,
+        tagged: bool = False,
     ) -> int:
         """Atomic ``op`` on ``datatype`` at ``offset`` of the peer's region ``key`` (§6.5, §10):
         ``operand`` one value or a sequence (MSWAP: ``[value, mask]`` pairs; READ needs none; raw
         bytes as they are); the value is the prior value with ``fetch`` (a tuple for several
-        elements), else None."""
+        elements), else None. ``sync = (group, count)``: SYNC_ATOMIC, the terminating operation
+        of that sync group (:mod:`uet.ses.sync`). ``tagged``: TSEND_ATOMIC /
+        TSEND_FETCH_ATOMIC, ``key`` is the tag of the peer's posted receive it applies to."""
         dest = self.peers.dest(peer)
         if operand is None:
             operands: Any = [] if op in CSWAP_OPS else [0]
@@ -204,6 +211,8 @@ class Operations(FepState):
                 fetch=fetch,
                 mode=int(mode),
                 context=h,
+                sync=sync,
+                tagged=tagged,
             )  # fmt: skip
         )
 

@@ -44,6 +44,19 @@ destination's JobID); the first ``eager_length`` bytes travel as a RENDEZVOUS_SE
 extension names this FEP's read-back resource and the key; ``request_length`` is the full length.
 The send completes when the eager message is acknowledged **and** the target has read the rest,
 then the registration is removed.
+
+Sync groups (behaviour.md §6.5, wire-format.md §9.4, provider extension Δ18): ``write(...,
+sync=(group, count))`` sends SYNC_WRITE and ``atomic(..., sync=(group, count))`` SYNC_ATOMIC,
+each carrying the 4-byte sync extension (``group ‖ count``; SYNC_ATOMIC then its atomic one). A
+group is ``count`` operations toward one target; its *terminating* operation — the SYNC_ATOMIC,
+or the SYNC_WRITE with header data — takes effect at the target only once the ``count − 1``
+others have completed there (:mod:`uet.ses.sync`). SYNC_ATOMIC is non-fetching (no fetching
+opcode exists for it).
+
+Tagged atomics (TSEND_ATOMIC / TSEND_FETCH_ATOMIC, our reading of §8.5): ``atomic(...,
+tagged=True)`` carries the *tag* where an atomic carries the memory key; the target applies the
+atomic to the buffer of a posted tagged receive that matches it (:mod:`uet.ses.sync` documents
+the target side).
 """
 
 from __future__ import annotations
@@ -66,6 +79,7 @@ from uet.wire.ses import (
     CSWAP_EXT,
     CSWAP_OPS,
     RENDEZVOUS_EXT,
+    SYNC_EXT,
     ResponseOpcode,
     ReturnCode,
     SesFlag,
@@ -284,9 +298,13 @@ class SesInitiator:
         dc: bool = False,
         mode: int | None = None,
         context: Any = None,
+        sync: tuple[int, int] | None = None,
     ) -> int:
-        """RMA write of ``data`` at ``offset`` of the region with ``key`` (§6.5)."""
-        op = self._new_op("write", SesOpcode.WRITE, dest, mode, context)
+        """RMA write of ``data`` at ``offset`` of the region with ``key`` (§6.5); with ``sync =
+        (group, count)`` a SYNC_WRITE member of that sync group (module docstring)."""
+        op = self._new_op("write", SesOpcode.WRITE if sync is None else SesOpcode.SYNC_WRITE, dest, mode, context)
+        if sync is not None:
+            op.ext = _sync_ext(sync)
         op.data = byte_view(data)
         op.length, op.key, op.offset, op.header_data, op.dc = len(op.data), key, offset, header_data, dc
         self._start(op)
@@ -328,6 +346,8 @@ class SesInitiator:
         fetch: bool = False,
         mode: int | None = None,
         context: Any = None,
+        sync: tuple[int, int] | None = None,
+        tagged: bool = False,
     ) -> int:
         """Atomic ``amo_op`` on ``datatype`` at ``offset`` of region ``key`` (§6.5, §10).
 
@@ -335,8 +355,19 @@ class SesInitiator:
         bytes; MSWAP takes ``[operand, mask, ...]`` pairs, READ/INVAL placeholders for the
         element count. The compare-and-swap family uses ``compare``/``swap`` (one element).
         A fetching atomic's result is the prior value (a tuple for several elements).
+
+        ``sync = (group, count)``: SYNC_ATOMIC, the terminating operation of that sync group
+        (non-fetching). ``tagged``: TSEND_ATOMIC / TSEND_FETCH_ATOMIC, ``key`` is then the tag
+        of the posted receive whose buffer the atomic applies to (module docstring).
         """
-        opcode = SesOpcode.FETCHING_ATOMIC if fetch else SesOpcode.ATOMIC
+        if sync is not None and (fetch or tagged):
+            raise ValueError("SYNC_ATOMIC is a plain (non-fetching, untagged) atomic")
+        if sync is not None:
+            opcode = SesOpcode.SYNC_ATOMIC
+        elif tagged:
+            opcode = SesOpcode.TSEND_FETCH_ATOMIC if fetch else SesOpcode.TSEND_ATOMIC
+        else:
+            opcode = SesOpcode.FETCHING_ATOMIC if fetch else SesOpcode.ATOMIC
         op = self._new_op("atomic", opcode, dest, mode, context)
         op.key, op.offset, op.fetch, op.atomic_type = key, offset, fetch, datatype
         if amo_op in CSWAP_OPS:
@@ -359,6 +390,8 @@ class SesInitiator:
             )
             op.ext = ATOMIC_EXT.encode((amo_op, datatype, 0))
             op.length = len(payload)
+        if sync is not None:
+            op.ext = _sync_ext(sync) + op.ext
         op.data = memoryview(payload)
         self._start(op)
         return op.id
@@ -802,3 +835,12 @@ class SesInitiator:
 
 def _pkt_end(pkt: OutPacket, msg: _Msg) -> int:
     return msg.next_offset + len(pkt.payload)
+
+
+def _sync_ext(sync: tuple[int, int]) -> bytes:
+    """The sync extension ``group ‖ count`` (wire-format.md §9.4); a count of 0 is refused here
+    (the target would answer OP_VIOLATION)."""
+    group, count = sync
+    if not (0 <= group <= 0xFFFF and 1 <= count <= 0xFFFF):
+        raise ValueError(f"sync group must fit 16 bits and count be 1..65535, not {sync!r}")
+    return bytes(SYNC_EXT.encode((group, count)))

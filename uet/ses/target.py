@@ -44,9 +44,19 @@ Responses (behaviour.md §6.9, with these choices where the notes leave room):
   packet asks for ``request_length`` when it is also EOM, else ``min(request_length,
   max_payload)`` (our choice: the SOM header has no length field).
 
-Unsupported here (answered ``UNSUPPORTED_OP``): TSEND_ATOMIC / TSEND_FETCH_ATOMIC, SYNC_WRITE /
-SYNC_ATOMIC (provider-only, Δ18), reserved opcodes, RMA with the small header (no key; the
-optimized key space is not implemented). NO_OP is accepted and answered ``RC_OK``.
+SYNC_WRITE / SYNC_ATOMIC (provider extension, Δ18) run through the sync-group table of
+:mod:`uet.ses.sync` (the terminating operation takes effect once the group's other members
+completed). TSEND_ATOMIC / TSEND_FETCH_ATOMIC (our reading of §8.5, "an atomic carried by a tagged
+send"): the tag (match bits) selects a posted *tagged receive* as a tagged send would (§6.4), the
+atomic is applied to that receive's buffer at ``buffer_offset`` (the operand bytes as payload,
+§9.1/§9.2), and the receive completes with the tag, the source and the operand length; the
+fetching form returns the prior value in a guaranteed RESPONSE_DATA like FETCHING_ATOMIC. An
+atomic needs target memory now, so there is no overflow list for it: no matching receive →
+``NO_MATCH``; a buffer shorter than ``buffer_offset`` + operand → ``TOO_LONG`` (the receive stays
+posted). It consumes the receive, so it is refused in RUDI/UUD (not idempotent).
+
+Unsupported here (answered ``UNSUPPORTED_OP``): reserved opcodes, RMA with the small header (no
+key; the optimized key space is not implemented). NO_OP is accepted and answered ``RC_OK``.
 
 MSG_ERROR cancels a message in flight (``CANCELLED``; its EOM offset accounts for the unsent
 rest); one for an unknown message is unsolicited → ``INITIATOR_ERR``. Codes this engine never
@@ -79,6 +89,7 @@ from uet.ses.packets import (
     build_response_data,
     parse_request,
 )
+from uet.ses.sync import SyncGroups
 from uet.wire.pds import NextHeader
 from uet.wire.ses import CSWAP_OPS, AmoOp, ResponseOpcode, ReturnCode, SesOpcode
 
@@ -90,6 +101,9 @@ _MODE_UUD = 3
 #: modes whose requests may reach SES more than once or unacknowledged (RUDI retransmits, UUD
 #: has no PSN or duplicate filter): WRITE and ATOMIC need an idempotent-safe region (§2.14, §2.15)
 _UNSAFE_MODES = (_MODE_RUDI, _MODE_UUD)
+
+#: RMA writes: WRITE and the sync-group member SYNC_WRITE (uet.ses.sync)
+_WRITES = (SesOpcode.WRITE, SesOpcode.SYNC_WRITE)
 
 _SENDS = {
     SesOpcode.SEND: (False, "eager"),
@@ -188,6 +202,8 @@ class SesTarget:
         self._events: deque[RecvCompleted | WriteCompleted] = deque()
         self._out: deque[OutPacket] = deque()
         self._now = 0
+        #: SYNC_WRITE / SYNC_ATOMIC groups (uet.ses.sync)
+        self.sync = SyncGroups()
         self.counters: dict[str, int] = {
             "requests": 0,
             "errors": 0,
@@ -254,14 +270,16 @@ class SesTarget:
             res = self.resources.resolve(rel=req.rel, job_id=req.job_id, pid=req.pid_on_fep, index=req.resource_index)
             if req.next_hdr != NextHeader.STANDARD and not (req.som and req.eom):
                 raise OpViolation("small and medium requests are single-packet (SOM = EOM = 1)")
-            if op in _SENDS or op == SesOpcode.WRITE or (not req.som and (peer, req.message_id) in self._recs):
+            if op in _SENDS or op in _WRITES or (not req.som and (peer, req.message_id) in self._recs):
                 # a later packet of a message being received goes to its record whatever its
                 # opcode: one that changed the opcode is refused OP_VIOLATION (§6.3 step 3, RC-023)
                 return self._message(peer, req, res, mode, pdc, retx)
             if op == SesOpcode.READ:
                 return self._read(peer, req, res, mode, pdc)
-            if op in (SesOpcode.ATOMIC, SesOpcode.FETCHING_ATOMIC):
-                return self._atomic(req, res, mode)
+            if op in (SesOpcode.ATOMIC, SesOpcode.FETCHING_ATOMIC, SesOpcode.SYNC_ATOMIC):
+                return self._atomic(peer, req, res, mode)
+            if op in (SesOpcode.TSEND_ATOMIC, SesOpcode.TSEND_FETCH_ATOMIC):
+                return self._tagged_atomic(peer, req, res, mode)
             if op == SesOpcode.NO_OP:
                 ResourceTable.check_generation(res, req.ri_generation)
                 return self._ok(req, 0)
@@ -320,6 +338,9 @@ class SesTarget:
         limit = self.config.reassembly_timeout_ns
         if self._recs:
             ts.append(min(r.last_ns for r in self._recs.values()) + limit)
+        sync_at = self.sync.next_expiry(limit)
+        if sync_at is not None:
+            ts.append(sync_at)
         for at, _rec in self._reserved_at.values():
             ts.append(self._now if at is None else at + limit)
         return min(ts) if ts else None
@@ -330,6 +351,7 @@ class SesTarget:
         later packets of it are answered ``DROPPED``."""
         limit = now - self.config.reassembly_timeout_ns
         self._expire_reservations(now, limit)
+        self.sync.expire(now, self.config.reassembly_timeout_ns)
         for rec in [r for r in self._recs.values() if r.last_ns <= limit]:
             self.counters["expired"] += 1
             rec.error = ReturnCode.DROPPED
@@ -465,7 +487,7 @@ class SesTarget:
         return final
 
     def _open(self, peer: str, key: Any, req: SesRequest, res: Resource) -> _Rec:
-        if req.opcode == SesOpcode.WRITE:
+        if req.opcode in _WRITES:
             kind, tagged = "write", False
         else:
             tagged, kind = _SENDS[SesOpcode(req.opcode)]
@@ -494,6 +516,8 @@ class SesTarget:
     def _bind(self, rec: _Rec, req: SesRequest, res: Resource, mode: int) -> bool:
         """Find where the message goes; True when the answer is a deferral (§6.7)."""
         if rec.kind == "write":
+            if rec.opcode == SesOpcode.SYNC_WRITE and mode in _UNSAFE_MODES:
+                raise OpViolation("sync operations need a mode with a duplicate filter (not RUDI/UUD)")
             region = self.memory.lookup(req.match_bits, req.job_id)
             region.check(Access.REMOTE_WRITE, req.buffer_offset, 0)
             if mode in _UNSAFE_MODES and not region.access & Access.IDEMPOTENT_SAFE:
@@ -591,11 +615,19 @@ class SesTarget:
             self._remember(rec.key, ReturnCode.OK, 0, 1, rec.pdc)
             return None
         if rec.kind == "write":
+            event = None
             if rec.header_data is not None:
                 assert rec.region is not None
-                self._events.append(
-                    WriteCompleted(rec.region.key, rec.base, rec.length, rec.header_data, rec.peer, rec.initiator)
-                )
+                event = WriteCompleted(rec.region.key, rec.base, rec.length, rec.header_data, rec.peer, rec.initiator)
+            if rec.opcode == SesOpcode.SYNC_WRITE:
+                try:
+                    self._sync_write_done(rec, event)
+                except SesError as e:
+                    rec.error = e.return_code
+                    self._remember(rec.key, rec.error, 0, 0, rec.pdc)
+                    return None
+            elif event is not None:
+                self._events.append(event)
             self._remember(rec.key, ReturnCode.OK, rec.length, 0, rec.pdc)
             return self._ok(req, rec.length, guaranteed=rec.dc)
         if rec.unexpected is not None:
@@ -848,13 +880,26 @@ class SesTarget:
             )
         return self._ok(req, ask)
 
-    def _atomic(self, req: SesRequest, res: Resource, mode: int) -> SesResponse:
+    def _sync_write_done(self, rec: _Rec, event: WriteCompleted | None) -> None:
+        """A SYNC_WRITE message is placed: a member counts; the terminating one (with header
+        data) posts its completion once the group's members are done (uet.ses.sync)."""
+        key = (rec.peer, rec.job, rec.ext.group)
+        if event is None:
+            self.sync.member_done(key, rec.ext.count, self._now)
+        else:
+            self.sync.terminate(key, rec.ext.count, lambda: self._events.append(event), self._now)
+
+    def _atomic(self, peer: str, req: SesRequest, res: Resource, mode: int) -> SesResponse:
         ResourceTable.check_generation(res, req.ri_generation)
         if req.ie:
             return self._err(ReturnCode.INITIATOR_ERR, req.message_id, req.job_id, req.ri_generation)
         if not (req.som and req.eom):
             raise OpViolation("atomics are single-packet")
-        ext = req.ext
+        ext, sync = req.ext, None
+        if req.opcode == SesOpcode.SYNC_ATOMIC:
+            sync, ext = ext
+            if mode in _UNSAFE_MODES:
+                raise OpViolation("sync operations need a mode with a duplicate filter (not RUDI/UUD)")
         if ext is None:
             raise OpViolation("atomic without extension")
         amo, dtype = ext.atomic_opcode, ext.atomic_datatype
@@ -870,8 +915,46 @@ class SesTarget:
             raise OpViolation("RUDI/UUD atomic on a region that is not idempotent-safe")
         n, size = atomics.plan(amo, dtype, len(req.payload), req.buffer_offset)
         region.check(need, req.buffer_offset, n * size)
+        compare = getattr(ext, "compare_value", 0) if amo in CSWAP_OPS else 0
+        swap = getattr(ext, "swap_value", 0) if amo in CSWAP_OPS else 0
+        if sync is not None:
+            view, at, operand = region.view, req.buffer_offset, bytes(req.payload)
+
+            def apply() -> None:
+                atomics.apply(view, at, amo, dtype, operand, compare=compare, swap=swap)
+
+            self.sync.terminate((peer, req.job_id, sync.group), sync.count, apply, self._now)
+            return self._ok(req, n * size)
+        old = atomics.apply(region.view, req.buffer_offset, amo, dtype, req.payload, compare=compare, swap=swap)
+        if fetch:
+            body = build_response_data(
+                old, message_id=req.message_id, job_id=req.job_id, read_request_message_id=req.message_id
+            )
+            return SesResponse(NextHeader.RESPONSE_DATA, body, True)
+        return self._ok(req, n * size)
+
+    def _tagged_atomic(self, peer: str, req: SesRequest, res: Resource, mode: int) -> SesResponse:
+        """TSEND_ATOMIC / TSEND_FETCH_ATOMIC: the atomic applies to the buffer of the posted
+        tagged receive its tag matches (module docstring)."""
+        ResourceTable.check_generation(res, req.ri_generation)
+        if req.ie:
+            return self._err(ReturnCode.INITIATOR_ERR, req.message_id, req.job_id, req.ri_generation)
+        if not (req.som and req.eom):
+            raise OpViolation("atomics are single-packet")
+        if mode in _UNSAFE_MODES:
+            raise OpViolation("a tagged atomic consumes a receive: not idempotent, refused in RUDI/UUD")
+        ext = req.ext
+        amo, dtype = ext.atomic_opcode, ext.atomic_datatype
+        n, size = atomics.plan(amo, dtype, len(req.payload), req.buffer_offset)
+        recv = res.matcher.match(tagged=True, tag=req.match_bits, initiator=req.initiator, job=req.job_id)
+        if recv is None:
+            raise NoMatch("no posted tagged receive for the atomic")
+        end = req.buffer_offset + n * size
+        if end > len(recv.buffer):
+            res.matcher.repost_front(recv)
+            raise TooLong(f"atomic of {n * size} bytes at {req.buffer_offset}, receive of {len(recv.buffer)}")
         old = atomics.apply(
-            region.view,
+            recv.buffer,
             req.buffer_offset,
             amo,
             dtype,
@@ -879,12 +962,15 @@ class SesTarget:
             compare=getattr(ext, "compare_value", 0) if amo in CSWAP_OPS else 0,
             swap=getattr(ext, "swap_value", 0) if amo in CSWAP_OPS else 0,
         )
-        if fetch:
+        rec = _Rec(None, peer, req.opcode, "atomic", res, req.job_id, req.initiator, True, req.match_bits,
+                   n * size, n * size, req.rel, req.dc)  # fmt: skip
+        self._complete_recv(rec, recv, ReturnCode.OK, n * size)
+        if req.opcode == SesOpcode.TSEND_FETCH_ATOMIC:
             body = build_response_data(
                 old, message_id=req.message_id, job_id=req.job_id, read_request_message_id=req.message_id
             )
             return SesResponse(NextHeader.RESPONSE_DATA, body, True)
-        return self._ok(req, n * size)
+        return self._ok(req, n * size, guaranteed=req.dc)
 
 
 def _room(rec: _Rec, recv: PostedReceive) -> int:

@@ -20,13 +20,28 @@ Choices where the notes are silent (documented here):
 
 This module is pure: byte strings in, integers and byte strings out; callers supply the
 addresses and ports (the FEP core's stage, :mod:`uet.fep.integrity`; ``uet-decode --crc``).
+
+Speed: :func:`crc32c` is ``google_crc32c.extend`` (Google's maintained package: SSE4.2 / ARMv8
+CRC instructions, about 0.2 µs per 4 KiB packet here against about 1 ms for a table-driven loop
+in Python). :func:`crc32c_reference` is the bitwise-table definition in plain Python, kept as the
+reference the golden tests hold the fast one to.
 """
 
 from __future__ import annotations
 
 import struct
 
-__all__ = ["TRAILER_LEN", "crc32c", "udp_prefix", "entropy_prefix", "append_trailer", "check_trailer"]
+import google_crc32c
+
+__all__ = [
+    "TRAILER_LEN",
+    "crc32c",
+    "crc32c_reference",
+    "udp_prefix",
+    "entropy_prefix",
+    "append_trailer",
+    "check_trailer",
+]
 
 #: bytes the trailer adds to a packet
 TRAILER_LEN = 4
@@ -51,6 +66,14 @@ _LE32 = struct.Struct("<I")
 
 def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     """CRC-32C of ``data``; pass a previous result as ``crc`` to continue over more bytes."""
+    return _extend(crc, bytes(data) if type(data) is not bytes else data)
+
+
+_extend = google_crc32c.extend
+
+
+def crc32c_reference(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
+    """:func:`crc32c` in plain Python, one table step per byte (the reference; slow)."""
     t = _TABLE
     c = crc ^ 0xFFFFFFFF
     for b in bytes(data):
@@ -81,8 +104,7 @@ def check_trailer(packet: bytes | bytearray | memoryview, prefix: bytes) -> byte
     n = len(packet) - TRAILER_LEN
     if n < 0:
         return None
-    mv = memoryview(packet)
-    body = mv[:n]
-    if _LE32.unpack_from(mv, n)[0] != crc32c(body, crc32c(prefix)):
+    body = bytes(packet[:n])
+    if _LE32.unpack_from(packet, n)[0] != _extend(_extend(0, prefix), body):
         return None
-    return bytes(body)
+    return body

@@ -1,0 +1,24 @@
+"""``uet-bench pair --mode rudi`` (and ``uet-demo --modes rudi``, the same transfer) moves the data
+with idempotent RMA writes into an idempotent-safe region, never with sends: RUDI carries only
+idempotent operations on idempotent-safe regions (behaviour.md §2.14). Before, it sent messages."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from uet.tools import bench
+
+from uet.link import loopback_addresses
+
+
+def test_rudi_transfer_is_idempotent_writes(capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = loopback_addresses(2)
+    argv = ["pair", "--mode", "rudi", "--size", "60000", "--message-size", "20000", "--rounds", "1", "--no-raw",
+            "--counters", "--json", "--addresses", f"{a},{b}", "--loss", "0.02", "--dup", "0.02"]  # fmt: skip
+    assert bench.main(argv) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["intact"] and rec["messages"] == 3
+    snd = rec["sender_counters"]
+    assert snd.get("messages_sent", 0) == 0 and snd["ops_completed"] == 3  # three writes, no send
+    assert rec["receiver_counters"].get("messages_received", 0) == 0

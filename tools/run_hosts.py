@@ -1,0 +1,175 @@
+"""``uet-run --hosts A0,A1,...``: a scenario's endpoints on given addresses, no software switch.
+
+The fabric engine (:mod:`uet.tools.run`) puts every endpoint behind the ``uet-fabric`` switch
+process on this machine. With ``--hosts`` the endpoints use real addresses instead — the hosts'
+own, or network namespaces' — and reach each other through the real network on the link chosen
+with ``--link`` (``direct``: UDP 4793; ``ip``: IP protocol 253, :mod:`uet.link.select`). Nothing
+assumes one machine:
+
+* ``--rank R`` runs rank ``R`` of the scenario in this process, on address ``A_R``: on several
+  hosts, each runs the same command with its own ``--rank``;
+* without ``--rank`` the launcher starts every rank here as a child ``uet-run ... --rank R``
+  (all the addresses must then be this machine's, e.g. 127.0.0.0/8) and prints rank 0's result.
+
+The ranks coordinate over UET itself, with tagged messages on tags no workload uses
+(:data:`TAG_HELLO` …): every rank says hello to rank 0 until it gets through (ranks may start in
+any order, within ``--timeout``); rank 0 answers ``go`` when all are there; each rank runs its part
+of the workload (:mod:`uet.workloads`, the objects the fabric engine and ``uet-sim`` run), sends
+its report (flows sent with SHA-256 per message, messages received) to rank 0, and waits for
+rank 0's ``bye`` before it closes. Rank 0 checks every message arrived intact
+(:func:`uet.workloads.report.summarize`) and prints the result in the fabric engine's shape
+(``--json``: one object; ``"engine": "hosts"``, no fabric counters); the other ranks print their
+own report. Exit status 0 when every message arrived intact, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from typing import Any
+
+from uet.fabric.profiles import merge
+from uet.tools.cli import RunFailed, UsageError
+
+from uet.endpoint import DeliveryError, Endpoint, EndpointConfig
+from uet.errors import UetError
+from uet.link.select import open_link
+from uet.workloads.report import summarize
+
+__all__ = ["TAG_HELLO", "TAG_GO", "TAG_REPORT", "TAG_BYE", "run_hosts"]
+
+#: tags of the coordination messages (top of the 64-bit tag space; workloads use small tags)
+TAG_HELLO = 0xFFFF_FFFF_FFFF_FF01
+TAG_GO = 0xFFFF_FFFF_FFFF_FF02
+TAG_REPORT = 0xFFFF_FFFF_FFFF_FF03
+TAG_BYE = 0xFFFF_FFFF_FFFF_FF04
+
+
+async def _send_until(ep: Endpoint, dst: str, data: bytes, tag: int, deadline: float) -> None:
+    """Send until it gets through (the peer may not have started yet) or ``deadline`` passes."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            await asyncio.wait_for(ep.send(dst, data, tag=tag), max(0.1, deadline - loop.time()))
+            return
+        except (DeliveryError, TimeoutError) as e:
+            if loop.time() >= deadline:
+                raise RunFailed(f"rank at {dst} did not answer before the timeout ({e or 'timeout'})") from None
+            await asyncio.sleep(0.2)
+
+
+async def run_rank(
+    rank: int, hosts: list[str], settings: dict[str, Any], endpoint: dict[str, Any], link_args: Any
+) -> dict[str, Any]:
+    """Run rank ``rank`` (module docstring); rank 0 returns the whole result, others their report."""
+    from uet.tools.run import build_workload
+
+    wl = build_workload(settings)
+    timeout = float(settings["timeout_s"])
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    cfg = merge(EndpointConfig(), endpoint)
+    dp = getattr(link_args, "data_protect", None)
+    cfg = replace(cfg, data_protect="crc" if dp == "crc" else cfg.data_protect,
+                  udp_checksum=getattr(link_args, "udp_checksum", "auto"))  # fmt: skip
+    link = open_link(link_args.link, hosts[rank], config=cfg, proto=link_args.ip_proto)
+    ep = Endpoint(link, job=int(settings.get("job", 0)), config=cfg)
+    try:
+        n = len(hosts)
+        if rank == 0:
+            for _ in range(n - 1):
+                await asyncio.wait_for(ep.recv(tag=TAG_HELLO), max(0.1, deadline - loop.time()))
+            t_go = time.monotonic()
+            await asyncio.gather(*(_send_until(ep, h, b"go", TAG_GO, deadline) for h in hosts[1:]))
+        else:
+            await _send_until(ep, hosts[0], str(rank).encode(), TAG_HELLO, deadline)
+            await asyncio.wait_for(ep.recv(tag=TAG_GO), max(0.1, deadline - loop.time()))
+            t_go = time.monotonic()
+        try:
+            rep = (await asyncio.wait_for(wl.run(rank, ep, hosts), max(0.1, deadline - loop.time()))).as_dict()
+        except TimeoutError:
+            rep = {"flows": [], "rx": [], "check": None, "error": "timeout"}
+        rep["counters"] = ep.counters
+        if rank != 0:
+            await _send_until(ep, hosts[0], json.dumps(rep).encode(), TAG_REPORT, deadline + 30)
+            await asyncio.wait_for(ep.recv(tag=TAG_BYE), timeout + 30)
+            return {"rank": rank, "address": hosts[rank], **rep}
+        reports: list[dict[str, Any]] = [rep] + [{}] * (n - 1)
+        for _ in range(n - 1):
+            m = await asyncio.wait_for(ep.recv(tag=TAG_REPORT), timeout + 30)
+            reports[hosts.index(m.source)] = json.loads(bytes(m.data))
+        elapsed = time.monotonic() - t_go
+        await asyncio.gather(*(_send_until(ep, h, b"bye", TAG_BYE, loop.time() + 30) for h in hosts[1:]))
+        res = summarize(wl, hosts, reports)
+        return {
+            "ok": res["ok"], "engine": "hosts", "link": link_args.link, "workload": settings["workload"],
+            "endpoints": n, "elapsed_s": round(elapsed, 3), "flows": res["flows"], "fct": res["fct"], "fabric": {},
+            "endpoint_errors": res["errors"],
+            "endpoint_counters": [{k: r.get("counters", {}).get(k, 0) for k in ("retransmits", "messages_sent",
+                                  "messages_received")} for r in reports],
+        }  # fmt: skip
+    finally:
+        await ep.close()
+
+
+def launch_local(argv: list[str], hosts: list[str], timeout: float) -> int:
+    """Without ``--rank``: every rank as a child ``uet-run ... --rank R`` on this machine; rank
+    0's output is ours."""
+    children = []
+    base = [sys.executable, "-m", "uet.tools.run", *argv]  # this very command line, once per rank
+    try:
+        for r in range(1, len(hosts)):
+            rank = [*base, "--rank", str(r), "--json"]
+            children.append(subprocess.Popen(rank, stdout=subprocess.DEVNULL))  # noqa: S603 - our own argv
+        zero = subprocess.run([*base, "--rank", "0"], timeout=timeout + 120)  # noqa: S603 - our own argv
+        codes = [c.wait(timeout=60) for c in children]
+    finally:
+        for c in children:
+            if c.poll() is None:
+                c.terminate()
+                c.wait(10)
+    return zero.returncode or next((c for c in codes if c), 0)
+
+
+def check_hosts(text: str, endpoints_given: bool, settings: dict[str, Any]) -> list[str]:
+    """The ``--hosts`` list (one address per endpoint; ``endpoints`` follows it)."""
+    import ipaddress
+
+    hosts = [h.strip() for h in text.split(",") if h.strip()]
+    if len(hosts) < 2:
+        raise UsageError("--hosts needs at least two addresses (one per endpoint)")
+    for h in hosts:
+        try:
+            ipaddress.ip_address(h)
+        except ValueError:
+            raise UsageError(f"--hosts: {h!r} is not an IP address") from None
+    if len(set(hosts)) != len(hosts):
+        raise UsageError("--hosts: every endpoint needs its own address")
+    if endpoints_given and int(settings["endpoints"]) != len(hosts):
+        raise UsageError(f"--endpoints {settings['endpoints']} but --hosts names {len(hosts)} addresses")
+    return hosts
+
+
+def run_hosts(args: Any, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]], argv: list[str]) -> int:
+    """``uet-run --hosts``: one rank (``--rank``) or all of them here."""
+    s, _topo, ep = settings
+    hosts = args.hosts_list
+    if args.rank is None:
+        return launch_local(argv, hosts, float(s["timeout_s"]))
+    if not 0 <= args.rank < len(hosts):
+        raise UsageError(f"--rank {args.rank}: ranks are 0..{len(hosts) - 1}")
+    try:
+        out = asyncio.run(run_rank(args.rank, hosts, s, ep, args))
+    except (UetError, OSError, TimeoutError) as e:
+        raise RunFailed(str(e) or type(e).__name__) from None
+    if args.json or args.rank != 0:
+        sys.stdout.write(json.dumps(out) + "\n")
+    else:
+        from uet.tools.run import render
+
+        render(out)
+    return 0 if out.get("ok", not out.get("error")) else 1
