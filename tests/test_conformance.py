@@ -1,9 +1,8 @@
 """The conformance suite against the project's own endpoint (``uet-peer``), on loopback.
 
 * The whole suite runs against a fresh ``uet-peer`` on a random 127.x address and a non-default
-  port: every case passes except the documented findings (:data:`KNOWN_FINDINGS`, real departures
-  of the project's endpoint from the spec notes, left to their owners). When one is fixed its case
-  passes and this test fails until the entry is removed: the list cannot go stale.
+  port: every case passes, MUST and SHOULD alike (the TSS cases skip without a key file; they
+  run in :func:`test_tss_cases_with_a_key_file`), and the tester exits 0.
 * Each TEST-ONLY fault (``uet-peer --fault``) is caught by exactly the cases meant to catch it,
   and every other case of the run still passes.
 * ``--list`` gives every case a spec reference, ``--junit`` is valid JUnit XML, missing
@@ -29,13 +28,10 @@ from pathlib import Path
 import pytest
 from uet.tools import conformance
 
-#: case id -> why the project's endpoint fails it (findings reported to the owners of the code)
-KNOWN_FINDINGS = {
-    "ACK-020": "every single-packet request with a SES response is ACKed at once; non-guaranteed responses "
-    "are never coalesced (uet/pds/target.py)",
-}
-
-PEER_TIMEOUT = 20.0
+#: generous limits for a loaded CI machine: a passing case never waits for them (silence is checked
+#: without a timeout, uet.conformance.session), so only a real failure costs the time
+PEER_TIMEOUT = 60.0
+CASE_TIMEOUT = "30"
 
 
 def _addr_port() -> tuple[str, str, int]:
@@ -95,18 +91,17 @@ def failed(report: dict) -> set[str]:
 def test_whole_suite_against_uet_peer(tmp_path: Path) -> None:
     junit = tmp_path / "conformance.xml"
     with peer(tmp_path) as p:
-        rc, report = run_suite(p, "--timeout", "5", "--junit", str(junit))
+        rc, report = run_suite(p, "--timeout", CASE_TIMEOUT, "--junit", str(junit))
         counters = p.stop()
     s = report["summary"]
     assert s["total"] >= 150
-    assert report["target"]["seconds"] < 60
-    assert failed(report) == set(KNOWN_FINDINGS), {c["id"]: c for c in report["cases"] if c["outcome"] != "pass"}
-    must = {c["id"] for c in report["cases"] if c["id"] in KNOWN_FINDINGS and c["level"] == "MUST"}
-    assert rc == (1 if must else 0)
+    # every case passes, SHOULD included (ACK-020, the last finding, is fixed: uet.pds.target)
+    assert failed(report) == set(), {c["id"]: c for c in report["cases"] if c["outcome"] != "pass"}
+    assert rc == 0
+    assert {c["level"] for c in report["cases"] if c["outcome"] == "pass"} == {"MUST", "SHOULD"}
     skipped = [c for c in report["cases"] if c["outcome"] == "skip"]
     assert {c["area"] for c in skipped} == {"tss"} and all("--keys" in c["reason"] for c in skipped)
-    bad = [c for c in report["cases"] if c["outcome"] == "fail"]
-    assert all(c["expected"] and c["exchange"] for c in bad)  # bytes sent/received and the expectation
+    assert s["passed"] + s["skipped"] == s["total"]
     # valid JUnit XML with one testcase per case
     root = ET.parse(junit).getroot()
     assert root.tag == "testsuites"
@@ -135,8 +130,6 @@ FAULT_CATCHERS: dict[str, tuple[set[str], list[str]]] = {
             "NAK-002",
             "NAK-003",
             "NAK-004",
-            "NAK-009",
-            "NAK-010",
             "NAK-012",
             "WIN-009",
             "WIN-012",
@@ -145,7 +138,9 @@ FAULT_CATCHERS: dict[str, tuple[set[str], list[str]]] = {
         | {f"WIN-{i:03d}" for i in range(1, 6)},
         [],
     ),  # fmt: skip
-    "no-sack-bits": ({f"ACK-{i:03d}" for i in range(4, 11)}, []),
+    # uet-peer's ROD target buffers (the default, uet.pds.config): it never sends ROD_OOO, so
+    # NAK-009/010 cannot catch a wrong NACK code; NAK-010 checks the buffered PSN's SACK bit instead
+    "no-sack-bits": ({*(f"ACK-{i:03d}" for i in range(4, 11)), "NAK-010"}, []),
     "accept-bad-mkey": (
         {"CLR-001", "CLR-005", "CLR-006", "RC-008", "RC-009", "RC-012", "RC-013", "RC-022", "RUDI-012"},
         [],
@@ -172,7 +167,7 @@ def test_each_fault_is_caught(tmp_path: Path, fault: str) -> None:
     assert catchers <= ran
     got = failed(report)
     assert catchers <= got, f"{fault} not caught by {sorted(catchers - got)}"
-    assert got - catchers <= set(KNOWN_FINDINGS), f"{fault} also broke {sorted(got - catchers - set(KNOWN_FINDINGS))}"
+    assert got == catchers, f"{fault} also broke {sorted(got - catchers)}"
 
 
 def _key_file(tmp: Path) -> Path:
@@ -187,18 +182,20 @@ def _key_file(tmp: Path) -> Path:
 def test_tss_cases_with_a_key_file(tmp_path: Path) -> None:
     keys = _key_file(tmp_path)
     with peer(tmp_path, "--keys", str(keys)) as p:
-        rc, report = run_suite(p, "--keys", str(keys), "-k", "TSS", "-k", "EST-0", "-k", "SES-0", "--timeout", "5")
+        rc, report = run_suite(
+            p, "--keys", str(keys), "-k", "TSS", "-k", "EST-0", "-k", "SES-0", "--timeout", CASE_TIMEOUT
+        )
     outcomes = {c["id"]: c["outcome"] for c in report["cases"]}
     assert all(outcomes[f"TSS-{i:03d}"] == "pass" for i in range(1, 11)), outcomes
-    assert failed(report) <= set(KNOWN_FINDINGS)
+    assert failed(report) == set() and rc == 0, report["summary"]
     assert {k for k, v in outcomes.items() if v == "skip"} == {"EST-012", "EST-013"}  # fixed Start PSNs
 
 
 def test_answer_replay_fault_is_caught(tmp_path: Path) -> None:
     keys = _key_file(tmp_path)
     with peer(tmp_path, "--keys", str(keys), "--fault", "answer-replay") as p:
-        _rc, report = run_suite(p, "--keys", str(keys), "-k", "TSS", "--timeout", "3")
-    assert failed(report) == {"TSS-005"}
+        _rc, report = run_suite(p, "--keys", str(keys), "-k", "TSS", "--timeout", CASE_TIMEOUT)  # TSS-005 fails fast
+    assert failed(report) == {"TSS-005"}, [c for c in report["cases"] if c["outcome"] != "pass"]
 
 
 def test_list_names_a_spec_section_for_every_case() -> None:
@@ -299,14 +296,14 @@ def test_readme_conformance_commands_run_as_written(tmp_path: Path) -> None:
     script = script.replace("--peer " + addr, f"--peer {addr} --port {port}")
     bindir = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    lines = script.splitlines()
-    # the suite exits 1 while KNOWN_FINDINGS holds a MUST case: check the status, keep going
-    body = "\n".join(f"{ln.split('#')[0].strip()} || echo STATUS=$?" if "uet-conformance --target" in ln else ln
-                     for ln in lines)  # fmt: skip
+    # every case passes against uet-peer, so each uet-conformance line exits 0; a failure is
+    # reported (not `set -e`, which would leave the background peer holding the pipes open)
+    body = "\n".join(f"{ln.split('#')[0].strip()} || echo CONFORMANCE_EXIT=$?" if "uet-conformance --target" in ln
+                     else ln for ln in script.splitlines())  # fmt: skip
     r = subprocess.run(["bash", "-c", "set -m\n" + body + "\nwait"], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=240)  # fmt: skip
     why = f"stdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
-    assert r.returncode == 0, why
+    assert r.returncode == 0 and "CONFORMANCE_EXIT" not in r.stdout, why
     assert "cases" in r.stdout and (tmp_path / "conformance.xml").exists(), why
     ET.parse(tmp_path / "conformance.xml")
     assert '"stopped": true' in (tmp_path / "peer.json").read_text(), why

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, ses_small
 
 from uet.pds import Acked, Delivery, Failed, Mode, PdsConfig
@@ -13,7 +15,7 @@ CFG = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=None)
 
 
 def test_rod_in_order_delivery_with_gap_and_go_back_n() -> None:
-    pair = Pair(CFG)
+    pair = Pair(replace(CFG, rod_buffer=False))  # the spec's go-back-N (buffering is the default)
     for i in range(5):
         pair.a.core.submit(B_ADDR, Mode.ROD, SES_NH, ses_small(), bytes([i]), token=i, som=True, eom=True, now=0)
     out = pair.take(pair.a)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, nack, request, ses_small
 
 from uet.pds import Failed, InitiatorState, Mode, NackReceived, PdsConfig, SesNack, TargetState
@@ -49,7 +51,7 @@ def test_psn_oor_window() -> None:
 
 
 def test_rod_ooo() -> None:
-    pair, ip, tp = setup(Mode.ROD)
+    pair, ip, tp = setup(Mode.ROD, replace(CFG, rod_buffer=False))  # go-back-N: discard + NACK
     pair.inject(pair.b, request(START + 2, ip.lpdcid, tp.lpdcid, t=3), A_ADDR)
     h = one_nack(pair, NackCode.ROD_OOO)
     assert h.nack_psn == START + 2 and h.payload == START + 1  # the expected PSN

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from uet.pds import Acked, Failed, Mode, PdsConfig, PdsCore
@@ -56,6 +56,8 @@ def state(core: PdsCore) -> list:
     reorder=st.sampled_from([0.0, 0.05]),
     ce=st.sampled_from([0.0, 0.05]),
 )
+# RUD: a predicted run once set ``rod_next`` where one receive_datagram per packet does not
+@example(seed=119, mode=Mode.RUD, loss=0.0, dup=0.0, reorder=0.0, ce=0.0)
 def test_receive_batch_equals_one_receive_datagram_per_item(seed, mode, loss, dup, reorder, ce) -> None:
     rng = random.Random(seed)
     snd = PdsCore(A, PdsConfig(rto_ns=2_000_000), rng=random.Random(seed))

@@ -126,6 +126,25 @@ def test_new_pdc_time_frees_pending_silently() -> None:
     assert not pair.b.closed()  # never reported open, so not reported closed
 
 
+def test_a_re_driven_syn_50_ms_late_still_establishes_by_default() -> None:
+    """New_PDC_Time is 250 ms by default (was the mirror's 5 ms): an initiator stalled 50 ms
+    (a loaded host) before re-driving its SYN from the minted Start_PSN still finds the PENDING
+    PDC, instead of being told a new Start_PSN again (test_tss_secure_pdc failed under load)."""
+    pair = Pair(PdsConfig(close_idle_ns=None, target_idle_ns=None))
+    pair.b.core.start_psn_policy = Random1RttStart(random.Random(1))
+    pair.inject(pair.b, request(100, spdcid=0x55, syn_offset=0), A_ADDR)
+    (nack,) = pair.take(pair.b)
+    minted = hdr(nack[0]).payload
+    pair.now = 50_000_000
+    if (t := pair.b.core.get_timer()) is not None and t <= pair.now:
+        pair.b.core.handle_timer(pair.now)
+    pair.inject(pair.b, request(minted, spdcid=0x55, syn_offset=0), A_ADDR)
+    [tp] = pair.b.core.pdcs.values()
+    assert tp.state is TargetState.ESTABLISHED and tp.start_psn == minted
+    assert [hdr(d).type for d, _x, _y in pair.take(pair.b)] == [pds_wire.PdsType.ACK_CC]
+    assert "pdc_pending_expired" not in pair.b.core.counters
+
+
 def test_plain_callable_policy_still_supported() -> None:
     pair = Pair(CFG, seed=4)
     pair.b.core.start_psn_policy = lambda peer, start: 0x1234_5678 if peer == A_ADDR else None

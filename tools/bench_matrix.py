@@ -15,7 +15,7 @@ from typing import Any
 from uet.tools.cli import int_arg, probability
 from uet.tools.impair_matrix import as_dicts, run_matrix
 
-from uet.pds import Mode
+from uet.pds import Mode, PdsConfig
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -48,6 +48,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--packets", type=int_arg(1), default=2000, help="requests per cell (default 2000)")
     p.add_argument("--reorder", type=probability, default=0.05, help="fraction delayed past later ones (0.05)")
     p.add_argument("--dup", type=probability, default=0.01, help="fraction duplicated (default 0.01)")
+    p.add_argument(
+        "--rod-go-back-n",
+        action="store_true",
+        help="ROD targets discard out-of-order requests (go-back-N) instead of buffering them (the default)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per cell")
     p.set_defaults(run=run)
 
@@ -55,7 +60,10 @@ def add_parser(sub: Any) -> None:
 def run(ns: argparse.Namespace) -> int:
     """Run every cell; print a table or JSON lines. 0 when every cell is intact, else 1."""
     seeds = tuple(range(1, ns.seeds + 1))
-    results = as_dicts(run_matrix(ns.modes, ns.loss, seeds, packets=ns.packets, reorder=ns.reorder, dup=ns.dup))
+    cfg = PdsConfig(rod_buffer=not ns.rod_go_back_n)
+    results = as_dicts(
+        run_matrix(ns.modes, ns.loss, seeds, packets=ns.packets, reorder=ns.reorder, dup=ns.dup, config=cfg)
+    )
     if ns.json:
         for r in results:
             sys.stdout.write(json.dumps(r) + "\n")

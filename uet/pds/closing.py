@@ -128,7 +128,7 @@ class CloseMixin(PdsState):
         if st is _S_ACK_WAIT and not pdc.outstanding:
             rr = pdc.rrx
             if rr is not None and rr.ack_deadline is not None:  # flush the return-direction ACK
-                self._send_ack(rr, rr.ack_trigger, rr.ack_flags, 0, b"", now, rr.entropy)
+                self._flush_ack(rr, now)
             pdc.state = transition(INITIATOR_TRANSITIONS, st, _S_CLOSE_ACK_WAIT)
             pkt = TxPkt(None, 0, b"", b"", False, False)
             pkt.ctl = int(_CT_CLOSE)

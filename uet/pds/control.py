@@ -51,15 +51,10 @@ from uet.pds.events import PdcClosed
 from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.state import PdsState
 from uet.pds.states import TARGET_TRANSITIONS, transition
-from uet.wire.pds import CONTROL, CONTROL_SYN, ControlType, NackCode
+from uet.wire.pds import CONTROL, CONTROL_SYN, ControlType, NackCode, psn_diff
 
 _NC_CLOSING_IN_ERR = NackCode.CLOSING_IN_ERR
 _NC_RCVD_SES_PROCG = NackCode.RCVD_SES_PROCG
-
-
-def _diff(a: int, b: int) -> int:
-    d = (a - b) & _M32
-    return d - 0x100000000 if d & 0x80000000 else d
 
 
 class ControlMixin(PdsState):
@@ -132,7 +127,7 @@ class ControlMixin(PdsState):
         tp.last_rx = now
         mp = self.config.mp_range
         if ctl == _CT_ACK_REQ:
-            d = _diff(psn, tp.rx_base)
+            d = psn_diff(psn, tp.rx_base)
             if d >= mp or d < -mp:
                 self._drop("ack_req_oor", now, tp.peer)
             elif d < 0:
@@ -145,7 +140,7 @@ class ControlMixin(PdsState):
             else:
                 self._send_nack(tp.peer, _NC_PKT_NOT_RCVD, psn, tp.lpdcid, tp.rpdcid, 0, now)
         elif ctl == _CT_CLEAR:
-            if _diff(payload, tp.max_clear) > 0 and _diff(payload, tp.high_rcvd) <= 0:
+            if psn_diff(payload, tp.max_clear) > 0 and psn_diff(payload, tp.high_rcvd) <= 0:
                 tp.max_clear = payload
                 base = tp.rx_base
                 self._advance_cack(tp)
@@ -177,13 +172,13 @@ class ControlMixin(PdsState):
             if psn == tp.close_psn:
                 self._count("duplicates")
                 self._send_ack(tp, psn, retx, 0, b"", now, ent, epsn=tp.epsn)
-            elif tp.close_psn is not None and _diff(psn, tp.close_psn) > 0:
+            elif tp.close_psn is not None and psn_diff(psn, tp.close_psn) > 0:
                 self._send_nack(tp.peer, _NC_CLOSING, psn, tp.lpdcid, tp.rpdcid, 0, now)
             return
         if st is not _T_ESTABLISHED and st is not _T_CLOSE_WAIT:
             self._send_nack(tp.peer, _NC_UNEXP_EVENT, psn, tp.lpdcid, tp.rpdcid, 0, now)
             return
-        d = _diff(psn, tp.rx_base)
+        d = psn_diff(psn, tp.rx_base)
         if d < 0 or d >= self.config.mp_range:
             self._send_nack(tp.peer, _NC_PSN_OOR_WINDOW, psn, tp.lpdcid, tp.rpdcid, 0, now)
             return
@@ -198,7 +193,7 @@ class ControlMixin(PdsState):
                 return
         rcvd.clear()
         tp.gtd.clear()
-        tp.rod_buf.clear()
+        self._drop_rod_buf(tp)
         tp.rx_base = (psn + 1) & _M32
         tp.max_clear = psn
         tp.close_psn = psn
@@ -275,7 +270,7 @@ class ControlMixin(PdsState):
             del self.target_by_peer[(tp.peer, tp.rpdcid)]
         tp.rcvd.clear()
         tp.gtd.clear()
-        tp.rod_buf.clear()
+        self._drop_rod_buf(tp)
 
     # -- timers ------------------------------------------------------------------------------------
 
@@ -328,7 +323,7 @@ class ControlMixin(PdsState):
                 return
         if tp.ack_deadline is not None and now >= tp.ack_deadline:
             self._count("acks_timer")
-            self._send_ack(tp, tp.ack_trigger, tp.ack_flags, 0, b"", now, tp.entropy)
+            self._flush_ack(tp, now)
         cr = tp.close_req
         if cr is not None and now >= cr[1] + rto_for(cfg, cr[2]):
             if cr[2] >= cfg.max_rto_retx:
@@ -345,7 +340,7 @@ class ControlMixin(PdsState):
             if tp.last_rx > tp.clear_req_last:
                 tp.clear_reqs = 0  # the initiator spoke since the last CLEAR_REQ: a fresh budget
             if tp.gtd and tp.clear_reqs < cfg.max_clear_req:
-                hi = max(tp.gtd, key=lambda p: _diff(p, tp.rx_base))
+                hi = max(tp.gtd, key=lambda p: psn_diff(p, tp.rx_base))
                 hdr = CONTROL.encode((11, _CT_REQ_CLEAR, 0, 0, 0, tp.lpdcid, tp.rpdcid, hi))
                 self._out.append((hdr, tp.peer, cfg.control_entropy))
                 self._count("ctl_tx_REQ_CLEAR")

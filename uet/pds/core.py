@@ -64,14 +64,9 @@ from typing import Any
 from uet.errors import DecodeError
 from uet.pds import closing, control, feedback, initiator, ret, rudi, target
 from uet.pds._aliases import (
-    _A_M,
-    _A_RETX,
     _AR,
     _M32,
     _MODE_ROD,
-    _N_M,
-    _N_RETX,
-    _NC_NO_SES_MSG_AVAIL,
     _RETX,
     _S_CLOSED,
     _S_ESTABLISHED,
@@ -85,7 +80,7 @@ from uet.pds.config import PdsConfig, SesNack
 from uet.pds.events import Delivery, Event
 from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy
-from uet.pds.target import _REQ_TAIL, _SES_END, normalize_response
+from uet.pds.target import _REQ_TAIL, _SES_END
 from uet.wire.pds import NACK, REQUEST, NackCode
 
 _tnew = tuple.__new__
@@ -140,6 +135,8 @@ class PdsCore(
         self._gate_waiting = {}
         #: target (and return-receive) halves with a plain ACK due, built by datagrams_to_send
         self._ack_dirty = []
+        #: bytes held in every PDC's ROD reorder buffer (``PdsConfig.rod_buffer_bytes``)
+        self._rod_buffered = 0
         #: timer heap (deadline, key, PDC) and the PDCIDs whose deadline may have changed
         self._theap = []
         self._tdirty = set()
@@ -283,9 +280,9 @@ class PdsCore(
         # out of order or uncleared (``rcvd`` empty), a known SES header kind, not SYN, not
         # trimmed. Every check of §2.6 such a packet could fail is still made (PDC, peer, SPDCID,
         # mode, next_hdr known); the rest follows from the conditions (no CLOSE seen while
-        # ESTABLISHED; in order ⇒ current window, not a duplicate, ROD in sequence). Delivery
-        # and ACK rules are those of ``TargetMixin._accept``, inlined here (two Python frames
-        # less per data packet). Anything else takes the general path below.
+        # ESTABLISHED; in order ⇒ current window, not a duplicate, ROD in sequence), so it goes
+        # straight to ``TargetMixin._accept`` (delivery and the ACK rule, written once there).
+        # Anything else takes the general path below.
         if (t == 2 or t == 3) and not flags & _SYN and not trimmed and n >= 14:
             cpo, psn, spdcid, dpdcid = _REQ_TAIL(data, 2)
             tp = self.pdcs.get(dpdcid)
@@ -301,72 +298,11 @@ class PdsCore(
             ):
                 size = _SES_END.get((nh, data[12], data[13]))
                 if size is not None and size + 12 <= n:
-                    end = size + 12
-                    retx = flags & _RETX
                     tp.last_rx = now
                     if cpo < 0:
-                        cl = (psn + cpo) & _M32
-                        d = (cl - tp.max_clear) & _M32
-                        if d and d < 0x80000000:
-                            tp.max_clear = cl
-                    try:
-                        dv = _tnew(
-                            Delivery,
-                            (
-                                src, tp.mode, tp.lpdcid, psn, nh, data[12:end],
-                                memoryview(data)[end:] if self.payload_views else data[end:], ecn, retx != 0,
-                            ),
-                        )  # fmt: skip
-                        r = self.on_deliver(dv)
-                    except SesNack:
-                        nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
-                        ent = self.config.control_entropy if entropy is None else entropy
-                        self._send_nack(src, _NC_NO_SES_MSG_AVAIL, psn, tp.lpdcid, spdcid, nfl, now, entropy=ent)
-                        return
-                    nxt = (psn + 1) & _M32
-                    tp.rod_next = nxt  # in order: equal to rx_base (ROD) / unused (RUD)
-                    tp.high_rcvd = psn
-                    tp.rcvd_bytes += n + 48  # nominal size: UDP length + 40 (§4.2)
-                    if ecn == 3:
-                        tp.ecn_bytes += n + 48
-                    c["delivered"] = c.get("delivered", 0) + 1
-                    cfg = self.config
-                    if self._log is not None:
-                        self._log_rx(tp, src, psn, n, retx, now)
-                    ent = cfg.control_entropy if entropy is None else entropy
-                    aflags = (_A_M if ecn == 3 else 0) | (_A_RETX if retx else 0)
-                    if r is None:
-                        tp.rx_base = nxt
-                        if retx or cfg.ack_per_pkt or (ecn == 3 and cfg.ack_on_ecn):
-                            self._send_ack(tp, psn, aflags, 0, b"", now, ent)
-                            return
-                        n -= end
-                        tp.ack_gen_count += n if n > cfg.ack_gen_min_pkt_add else cfg.ack_gen_min_pkt_add
-                        if flags & _AR or tp.ack_gen_count >= cfg.ack_gen_trigger:
-                            tp.ack_trigger = psn  # due: sent by the next datagrams_to_send
-                            tp.ack_flags = aflags
-                            tp.entropy = ent
-                            if not tp.ack_due:
-                                tp.ack_due = True
-                                self._ack_dirty.append(tp)
-                            return
-                        tp.ack_trigger = psn
-                        tp.ack_flags = aflags
-                        tp.entropy = ent
-                        if tp.ack_deadline is None:
-                            tp.ack_deadline = now + cfg.ack_timer_ns
-                            tp.first_rx = now
-                        return
-                    rnh, resp, gtd = normalize_response(r)
-                    if gtd:
-                        tp.rcvd.add(psn)
-                        tp.gtd[psn] = (rnh, resp)
-                        self._advance_cack(tp)
-                        if tp.gtd:
-                            tp.clear_req_at = now + cfg.clear_ns
-                    else:
-                        tp.rx_base = nxt
-                    self._send_ack(tp, psn, aflags, rnh, resp, now, ent)
+                        self._note_clear(tp, (psn + cpo) & _M32)
+                    ent = self.config.control_entropy if entropy is None else entropy
+                    self._accept(tp, src, tp.mode, psn, spdcid, nh, flags, data, 12, ecn, now, ent, size + 12)
                     return
         try:
             if t == 2 or t == 3 or t == 13 or t == 14:
@@ -540,28 +476,20 @@ class PdsCore(
         clear-PSN mark (the per-packet recomputations end in the same state)."""
         last = (nxt - 1) & _M32
         tp.max_clear = mc
+        if tp.mode is _MODE_ROD:
+            tp.rod_next = nxt  # (unused by RUD: ``_accept`` leaves it alone there too)
         if held is None:
-            tp.rx_base = tp.rod_next = nxt
+            tp.rx_base = nxt
         else:
             tp.rcvd.update(held)
-            if tp.mode is _MODE_ROD:
-                tp.rod_next = nxt
             self._advance_cack(tp)
             if tp.gtd:
                 tp.clear_req_at = now + self.config.clear_ns
         tp.high_rcvd = last
         tp.rcvd_bytes += nbytes
         tp.last_rx = now
-        tp.ack_gen_count = gen
-        tp.ack_trigger = last
-        tp.ack_flags = 0
-        tp.entropy = self.config.control_entropy
-        if due and not tp.ack_due:
-            tp.ack_due = True
-            self._ack_dirty.append(tp)
-        if nondue and tp.ack_deadline is None:
-            tp.ack_deadline = now + self.config.ack_timer_ns
-            tp.first_rx = now
+        # the run's packets carried no SES response: its newest PSN is the trigger (§2.8)
+        self._coalesce(tp, last, 0, 0, b"", self.config.control_entropy, gen, due, nondue, now)
         self._tdirty.add(tp.lpdcid)
         c = self.counters
         c["rx"] = c.get("rx", 0) + k
@@ -597,7 +525,7 @@ class PdsCore(
                     tp.ack_due = False
                     td.add(tp.lpdcid)  # a return-receive half shares its initiator's PDCID
                     if tp.state is not _T_CLOSED:
-                        self._send_ack(tp, tp.ack_trigger, tp.ack_flags, 0, b"", now, tp.entropy)
+                        self._flush_ack(tp, now)
         if self._dirty:
             dirty = self._dirty
             self._dirty = {}

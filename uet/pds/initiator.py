@@ -70,15 +70,11 @@ from uet.wire.pds import (
     REQUEST,
     REQUEST_SYN,
     ControlType,
+    psn_diff,
 )
 
 #: REQUEST's own struct (one definition of the header, uet.wire.pds): prologue word, fields
 _REQ_PACK = REQUEST._struct.pack
-
-
-def _diff(a: int, b: int) -> int:
-    d = (a - b) & _M32
-    return d - 0x100000000 if d & 0x80000000 else d
 
 
 class InitiatorMixin(PdsState):
@@ -655,6 +651,23 @@ class InitiatorMixin(PdsState):
         pdc.parked += 1
         self._count("nack_parked")
 
+    def _held_behind_gap(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> bool:
+        """ROD with target buffering (``rod_buffer``): a SACKed packet behind the oldest
+        unacknowledged one is held in the target's reorder buffer until that gap fills (§2.13),
+        so an ACK_REQ could only draw ``RCVD_SES_PROCG``. Its RTO re-arms it without spending
+        its retries or the round's burst (True); the head's RTO drives the recovery and fails
+        the PDC if its budget runs out (inference: the notes leave RTO of buffered packets open)."""
+        if not (pkt.dst_received and pdc.mode == 1 and pkt.psn != pdc.tx_base and pkt.ctl is None):
+            return False
+        if not self.config.rod_buffer:
+            return False
+        out = pdc.outstanding
+        pkt.tx_time = now
+        del out[pkt.psn]
+        out[pkt.psn] = pkt
+        self._count("rto_behind_buffered_gap")
+        return True
+
     def _rto_one(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> bool:
         """The RTO of one due packet (§2.9): ACK_REQ if known received, else retransmit; limits →
         error. False when the PDC was closed or freed (stop)."""
@@ -668,6 +681,8 @@ class InitiatorMixin(PdsState):
             if pdc.gate.cc_signals:
                 pdc.gate.on_discarded(pkt.nbytes)
             self._transmit(pdc, pkt, now, True, True)
+            return True
+        if self._held_behind_gap(pdc, pkt, now):
             return True
         if pkt.rtx_wait:
             # already marked for retransmission (NACK, SACK loss, an earlier RTO) and waiting for
@@ -700,7 +715,7 @@ class InitiatorMixin(PdsState):
             pkt.tx_time = now
             del out[pkt.psn]
             out[pkt.psn] = pkt
-        elif _diff(pkt.psn, (pdc.max_cack + pdc.peer_mp) & _M32) > 0:
+        elif psn_diff(pkt.psn, (pdc.max_cack + pdc.peer_mp) & _M32) > 0:
             pkt.tx_time = now  # the peer window forbids it: wait (§2.9)
             del out[pkt.psn]
             out[pkt.psn] = pkt
@@ -753,6 +768,8 @@ class InitiatorMixin(PdsState):
             pkt = next(iter(out.values()))
             if pdc.parked or pkt.tx_time + rto > now:
                 break
+            if self._held_behind_gap(pdc, pkt, now):
+                continue
             if burst and sent >= burst:
                 # a repeated timeout (the peer stayed silent through a backed-off RTO): re-arm the
                 # rest without sending; they go in a later round if the silence lasts, at once
@@ -800,15 +817,15 @@ class InitiatorMixin(PdsState):
         if p is None:
             return
         base = pdc.tx_base
-        if _diff(p, base) < 0:
+        if psn_diff(p, base) < 0:
             p = base  # acknowledged meanwhile
         out = pdc.outstanding
         nxt = pdc.gbn_end
         win = pdc.rod_win or self.config.max_outstanding
         gate = pdc.gate
         cc = gate.cc_signals
-        while p != nxt and _diff(nxt, p) > 0:
-            if _diff(p, base) >= win and not restart:
+        while p != nxt and psn_diff(nxt, p) > 0:
+            if psn_diff(p, base) >= win and not restart:
                 pdc.gbn_next = p
                 return
             q = out.get(p)

@@ -246,6 +246,8 @@ class TargetPdc:
         "ack_gen_count",
         "ack_trigger",
         "ack_flags",
+        "ack_rnh",
+        "ack_resp",
         "rcvd_bytes",
         "last_rx",
         "first_rx",
@@ -295,6 +297,10 @@ class TargetPdc:
         self.ack_gen_count = 0
         self.ack_trigger = 0
         self.ack_flags = 0
+        #: the SES response of ``ack_trigger`` (next_hdr, bytes; 0 and empty for none), carried
+        #: by the coalesced ACK that names it (§2.8); cleared by every ACK sent
+        self.ack_rnh = 0
+        self.ack_resp = b""
         self.rcvd_bytes = 0
         #: nominal bytes received ECN-CE marked, and that count when the last ACK left: an ACK
         #: carries ``m`` when it covers any marked bytes (uet.pds.target ``_send_ack``)

@@ -159,4 +159,4 @@ class ReturnMixin(PdsState):
         rr = pdc.rrx
         if rr is not None and rr.ack_deadline is not None and now >= rr.ack_deadline:
             self._count("acks_timer")
-            self._send_ack(rr, rr.ack_trigger, rr.ack_flags, 0, b"", now, rr.entropy)
+            self._flush_ack(rr, now)

@@ -60,6 +60,8 @@ class PdsState:
     _gate_waiting: dict[int, dict[InitiatorPdc, None]]
     #: target (and return-receive) halves with a plain ACK due, built by datagrams_to_send
     _ack_dirty: list[TargetPdc]
+    #: bytes held in every PDC's ROD reorder buffer (``PdsConfig.rod_buffer_bytes``)
+    _rod_buffered: int
     #: timer heap (deadline, key, PDC) and the PDCIDs whose deadline may have changed
     _theap: list[tuple[int, int, InitiatorPdc | TargetPdc]]
     _tdirty: set[int]
@@ -159,6 +161,8 @@ class PdsState:
             epsn: int | None = None,
         ) -> None: ...
         def _send_credit(self, tp: TargetPdc, grant: int) -> None: ...
+        def _flush_ack(self, tp: TargetPdc, now: int) -> None: ...
+        def _drop_rod_buf(self, tp: TargetPdc) -> None: ...
 
         # uet.pds.control
         def _rx_close(self, tp: TargetPdc, psn: int, retx: int, now: int) -> None: ...

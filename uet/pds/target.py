@@ -16,7 +16,11 @@ Choices where the notes are silent (inference):
 - Return-direction requests (read data as PDS requests, uet.pds.ret): a request whose DPDCID
   names an initiator-role PDC is received by that PDC's return half (``rrx``) with the same
   rules; only next_hdr 5 (RESPONSE_DATA) is accepted there (else ``PDC_HDR_MISMATCH``).
-- ROD: the spec's go-back-N (§2.13): an out-of-order request is discarded and answered with NACK
+- ROD buffering (``rod_buffer``, the default, as the reference does; §2.13): an out-of-order
+  request within the window is kept, reported in the SACK and handed to SES once the gap before
+  it fills; CACK never covers a buffered PSN. Every FEP holds at most ``rod_buffer_bytes`` of
+  them; beyond that, and with ``rod_buffer=False``, the spec's go-back-N below applies.
+- ROD go-back-N (§2.13): an out-of-order request is discarded and answered with NACK
   ``ROD_OOO`` whose payload is the next expected PSN (the dissector's "max received PSN + 1"
   reading of that word; the provider sends 0), so the initiator knows where to restart. Only
   the first out-of-order packet of a gap is NACKed; the rest of the flight behind the loss is
@@ -25,14 +29,20 @@ Choices where the notes are silent (inference):
   per packet in flight.
 - A SYN for a new PDC while the core is closing (or at ``max_pdcs``) gets ``NO_PDC_AVAIL``. A SYN
   with a new Start_PSN from a PDCID whose old PDC still lingers in CLOSING replaces it.
-- Coalescing: ACK at once on SYN/RETX, on any SES response, on CE (``ack_on_ecn``), with
-  ``ack_per_pkt``. An AR request or ``ack_gen_trigger`` accumulated bytes make a plain ACK
-  *due*: it is built by the next ``datagrams_to_send`` (which the owner calls after feeding a
+- Coalescing (§2.8, the rule written once in ``_accept`` and ``_coalesce``): ACK at once on
+  SYN/RETX, on a guaranteed SES response, on CE (``ack_on_ecn``), with ``ack_per_pkt``. Any
+  other request — with no response or a non-guaranteed one (plain RESPONSE, list 0,
+  RC_OK/RC_NULL) — is coalesced: an AR request or ``ack_gen_trigger`` accumulated bytes make an
+  ACK *due*: it is built by the next ``datagrams_to_send`` (which the owner calls after feeding a
   batch of datagrams, at the same ``now``), so all the ACKs due on one PDC within a batch leave as
   one ACK naming the newest trigger, with CACK/SACK covering the rest — timing unchanged, fewer
   ACK datagrams for both sides to build, send and process. Otherwise the ACK goes after
-  ``ack_timer_ns``. (The reference's "ACK once the newest AR PSN fills its gap" is covered by the
-  retransmission that fills the gap carrying RETX.)
+  ``ack_timer_ns``. Whichever ACK names the trigger carries the trigger's response (§2.8 "ACK
+  meaning"): the coalesced ACK, a timer flush, a close flushing it, an ACK_REQ or duplicate
+  answered for that PSN. An older request replaced as the trigger is acknowledged by CACK,
+  which the initiator takes as success (§6.9), so its non-guaranteed response is not needed.
+  (The reference's "ACK once the newest AR PSN fills its gap" is covered by the retransmission
+  that fills the gap carrying RETX.)
 - ECN on coalesced ACKs: an ACK sets ``m`` when any byte it newly covers arrived ECN-CE, not
   only when the request it names did, so coalescing never hides a mark. With ``ack_on_ecn`` off
   the ACKs are ACK_CCX (wire-format.md §5.5) whose ``ack_ccx_state`` carries, in its upper 24
@@ -78,7 +88,7 @@ from uet.pds._aliases import (
     _T_PENDING,
 )
 from uet.pds.config import Mode, PdsError, SesNack
-from uet.pds.events import PdcOpened, new_delivery
+from uet.pds.events import Delivery, PdcOpened
 from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.state import PdsState
 from uet.pds.states import TARGET_TRANSITIONS, transition
@@ -94,6 +104,7 @@ from uet.wire.pds import (
     REQUEST,
     REQUEST_SYN,
     NackCode,
+    psn_diff,
 )
 from uet.wire.ses import extension_layout, ses_layout
 
@@ -108,14 +119,10 @@ _NH_RESPONSE_DATA = 5
 _ROD = _MODE_ROD
 _RUD = _MODE_RUD
 _SES_END: dict[tuple[int, int, int], int] = {}
+_tnew = tuple.__new__
 #: the request header after the prologue: clear_psn_offset, psn, spdcid, dpdcid (REQUEST's own
 #: struct, so the field layout stays defined once, in uet.wire.pds)
 _REQ_TAIL = struct.Struct(REQUEST._struct.format.replace("H", "", 1)).unpack_from
-
-
-def _diff(a: int, b: int) -> int:
-    d = (a - b) & _M32
-    return d - 0x100000000 if d & 0x80000000 else d
 
 
 def ses_end(data: bytes, off: int, nh: int) -> int | None:
@@ -297,7 +304,7 @@ class TargetMixin(PdsState):
         if tp.mode != mode:
             self._send_nack(src, _NC_PDC_MODE_MISMATCH, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
             return
-        if tp.close_psn is not None and _diff(psn, tp.close_psn) > 0:
+        if tp.close_psn is not None and psn_diff(psn, tp.close_psn) > 0:
             self._send_nack(src, _NC_CLOSING, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
             return
         ent = cfg.control_entropy if entropy is None else entropy
@@ -305,9 +312,7 @@ class TargetMixin(PdsState):
         if ccs is not None and self.credit_scheduler is not None:
             self._note_credit_target(tp, ccs[0], ccs[1], trimmed, now)
         if cpo < 0:
-            c = (psn + cpo) & _M32
-            if _diff(c, tp.max_clear) > 0:
-                tp.max_clear = c
+            self._note_clear(tp, (psn + cpo) & _M32)
         d = (psn - tp.rx_base) & _M32
         mp = cfg.mp_range
         if d >= mp:
@@ -336,7 +341,7 @@ class TargetMixin(PdsState):
             self._send_nack(src, _NC_CLOSING, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
             return
         if mode is _ROD and psn != tp.rod_next:
-            if not cfg.rod_buffer:
+            if not cfg.rod_buffer or self._rod_buffered + len(data) > cfg.rod_buffer_bytes:
                 # one ROD_OOO per gap and hold-off: the rest of the flight behind a loss is
                 # discarded silently (it would only repeat the same restart point)
                 e = tp.rod_next
@@ -351,6 +356,7 @@ class TargetMixin(PdsState):
             # buffering option (reference behaviour, §2.13): keep it, report it in the SACK, and
             # deliver it once the gap before it fills; the ACK names only delivered PSNs
             tp.rod_buf[psn] = (data, flags, ecn, ent)
+            self._rod_buffered += len(data)
             tp.rcvd.add(psn)
             self._count("rod_buffered")
             self._send_ack(tp, (tp.rx_base - 1) & _M32, 0, 0, b"", now, ent)
@@ -361,9 +367,22 @@ class TargetMixin(PdsState):
         while buf and tp.rod_next in buf:
             psn = tp.rod_next
             data, flags, ecn, ent = buf.pop(psn)
+            self._rod_buffered -= len(data)
             tp.rcvd.discard(psn)
             if not self._accept(tp, src, mode, psn, spdcid, nh, flags, data, hl, ecn, now, ent):
                 return
+
+    def _drop_rod_buf(self, tp: TargetPdc) -> None:
+        """Forget a PDC's ROD reorder buffer (close, free), releasing its share of
+        ``rod_buffer_bytes``."""
+        if tp.rod_buf:
+            self._rod_buffered -= sum(len(v[0]) for v in tp.rod_buf.values())
+            tp.rod_buf.clear()
+
+    def _note_clear(self, tp: TargetPdc, clear: int) -> None:
+        """A request's CLEAR_PSN (``psn + clear_psn_offset``, §2.7): keep the newest."""
+        if psn_diff(clear, tp.max_clear) > 0:
+            tp.max_clear = clear
 
     def _accept(
         self,
@@ -379,20 +398,32 @@ class TargetMixin(PdsState):
         ecn: int,
         now: int,
         ent: int,
+        end: int | None = None,
     ) -> bool:
         """Deliver a new PSN to SES, record it (CACK, guaranteed response) and ACK per the
-        coalescing rules (§2.6 steps 6–9, §2.8). False when SES refused it (NACK sent)."""
+        coalescing rules (§2.6 steps 6–9, §2.8). False when SES refused it (NACK sent). ``end``:
+        where the SES header ends, when the caller knows it (the receive fast path). The one
+        copy of these rules: every accepted request (fast path, general path, ROD buffer drain)
+        comes through here; keep it lean, it runs once per data packet."""
         cfg = self.config
         retx = flags & _RETX
-        end = ses_end(data, hl, nh)
         if end is None:
-            if not ses_extension_missing(data, hl, nh):
-                self._drop("ses_header", now, src)
-                return False
-            end = len(data)  # SES refuses it with OP_VIOLATION (ses_extension_missing)
+            end = ses_end(data, hl, nh)
+            if end is None:
+                if not ses_extension_missing(data, hl, nh):
+                    self._drop("ses_header", now, src)
+                    return False
+                end = len(data)  # SES refuses it with OP_VIOLATION (ses_extension_missing)
         try:
-            pl = memoryview(data)[end:] if self.payload_views else data[end:]
-            r = self.on_deliver(new_delivery(src, mode, tp.lpdcid, psn, nh, data[hl:end], pl, ecn, bool(retx)))
+            r = self.on_deliver(
+                _tnew(
+                    Delivery,
+                    (
+                        src, mode, tp.lpdcid, psn, nh, data[hl:end],
+                        memoryview(data)[end:] if self.payload_views else data[end:], ecn, retx != 0,
+                    ),
+                )
+            )  # fmt: skip
         except SesNack:
             nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
             self._send_nack(src, _NC_NO_SES_MSG_AVAIL, psn, tp.lpdcid, spdcid, nfl, now, entropy=ent)
@@ -403,20 +434,22 @@ class TargetMixin(PdsState):
             gtd = False
         else:
             rnh, resp, gtd = normalize_response(r)
+        nxt = (psn + 1) & _M32
         if mode is _ROD:
-            tp.rod_next = (psn + 1) & _M32
+            tp.rod_next = nxt
         hd = (psn - tp.high_rcvd) & _M32
         if hd and hd < 0x80000000:
             tp.high_rcvd = psn
-        tp.rcvd_bytes += len(data) + 48  # nominal size: UDP length + 40 (§4.2)
+        n = len(data)
+        tp.rcvd_bytes += n + 48  # nominal size: UDP length + 40 (§4.2)
         if ecn == 3:
-            tp.ecn_bytes += len(data) + 48
+            tp.ecn_bytes += n + 48
         c = self.counters
         c["delivered"] = c.get("delivered", 0) + 1
         if self._log is not None:
-            self._log_rx(tp, src, psn, len(data), retx, now)
+            self._log_rx(tp, src, psn, n, retx, now)
         if psn == tp.rx_base and not gtd and not tp.rcvd:
-            tp.rx_base = (psn + 1) & _M32  # in-order fast path (no hole, nothing uncleared above)
+            tp.rx_base = nxt  # in-order (no hole, nothing uncleared above)
         else:
             tp.rcvd.add(psn)
             if gtd:
@@ -425,25 +458,51 @@ class TargetMixin(PdsState):
             if tp.gtd:
                 tp.clear_req_at = now + cfg.clear_ns
         aflags = (_A_M if ecn == 3 else 0) | (_A_RETX if retx else 0)
-        if flags & (_SYN | _RETX) or rnh or cfg.ack_per_pkt or (ecn == 3 and cfg.ack_on_ecn):
+        if flags & (_SYN | _RETX) or gtd or cfg.ack_per_pkt or (ecn == 3 and cfg.ack_on_ecn):
             self._send_ack(tp, psn, aflags, rnh, resp, now, ent)
             return True
-        tp.ack_gen_count += max(len(data) - end, cfg.ack_gen_min_pkt_add)
-        if flags & _AR or tp.ack_gen_count >= cfg.ack_gen_trigger:
-            tp.ack_trigger = psn  # due: sent by the next datagrams_to_send (merged per PDC)
-            tp.ack_flags = aflags
-            tp.entropy = ent
-            if not tp.ack_due:
-                tp.ack_due = True
-                self._ack_dirty.append(tp)
-            return True
+        n -= end
+        gen = tp.ack_gen_count + (n if n > cfg.ack_gen_min_pkt_add else cfg.ack_gen_min_pkt_add)
+        due = flags & _AR != 0 or gen >= cfg.ack_gen_trigger
+        self._coalesce(tp, psn, aflags, rnh, resp, ent, gen, due, not due, now)
+        return True
+
+    def _coalesce(
+        self,
+        tp: TargetPdc,
+        psn: int,
+        aflags: int,
+        rnh: int,
+        resp: bytes,
+        ent: int,
+        gen: int,
+        due: bool,
+        timer: bool,
+        now: int,
+    ) -> None:
+        """Make ``psn`` (with its SES response, if any) the trigger of the PDC's coalesced ACK
+        (§2.8): ``due`` queues it for the next ``datagrams_to_send`` (one ACK per PDC and batch),
+        ``timer`` arms the ``ack_timer_ns`` flush. The one place the coalescing state is written
+        (``_accept`` per packet, ``PdsCore._end_run`` once per predicted run). A newer trigger
+        replaces an older one: the older request is then acknowledged by CACK, which counts as
+        success (§6.9) — so only non-guaranteed responses are ever coalesced."""
+        tp.ack_gen_count = gen
         tp.ack_trigger = psn
         tp.ack_flags = aflags
+        tp.ack_rnh = rnh
+        tp.ack_resp = resp
         tp.entropy = ent
-        if tp.ack_deadline is None:
-            tp.ack_deadline = now + cfg.ack_timer_ns
+        if due and not tp.ack_due:
+            tp.ack_due = True
+            self._ack_dirty.append(tp)
+        if timer and tp.ack_deadline is None:
+            tp.ack_deadline = now + self.config.ack_timer_ns
             tp.first_rx = now
-        return True
+
+    def _flush_ack(self, tp: TargetPdc, now: int) -> None:
+        """Send the PDC's pending coalesced ACK (due, timer or a close flushing it): it names the
+        trigger and carries the trigger's SES response (§2.8 "ACK meaning")."""
+        self._send_ack(tp, tp.ack_trigger, tp.ack_flags, tp.ack_rnh, tp.ack_resp, now, tp.entropy)
 
     def _policy_start(self, src: str, sdi: int | None, start: int) -> int | None:
         """Ask the secure establishment policy about an offered Start_PSN (§2.3.2): None
@@ -485,14 +544,20 @@ class TargetMixin(PdsState):
 
     def _advance_cack(self, tp: TargetPdc) -> None:
         """CACK = highest PSN with everything from rx_base received and no uncleared guaranteed
-        response on the way (§2.7); state below the new rx_base is released."""
+        response on the way (§2.7); state below the new rx_base is released. A PSN held in the
+        ROD reorder buffer (``rod_buffer``) is received but not yet handed to SES: CACK stops
+        before it (SES may still refuse it; it is delivered, and CACK moves on, as the buffer
+        drains in ``_rx_request``)."""
         base = tp.rx_base
         rcvd = tp.rcvd
         gtd = tp.gtd
         mc = tp.max_clear
+        buf = tp.rod_buf
         while base in rcvd:
+            if buf and base in buf:
+                break
             if gtd and base in gtd:
-                if _diff(base, mc) > 0:
+                if psn_diff(base, mc) > 0:
                     break
                 del gtd[base]
             rcvd.remove(base)
@@ -514,8 +579,12 @@ class TargetMixin(PdsState):
         epsn: int | None = None,
     ) -> None:
         """Build ACK or ACK_CC (``ack_format``) naming ``trig``, with CACK, SACK, MPR, NSCC state
-        and the SES response (§2.8). ``epsn``: a closing ACK of a secure 0-RTT PDC, a plain ACK
-        with flag ``EPSN`` and the 4-byte Expected_PSN (``pds.ACK_EPSN``, §2.3.2, wire §5.3)."""
+        and the SES response (§2.8). An ACK naming the pending coalesced trigger without a
+        response of its own (an ACK_REQ, a duplicate, a CLEAR) carries the trigger's response:
+        whichever ACK names a request first brings its response. Every ACK cancels the pending
+        coalesced one (its CACK/SACK say everything that one would). ``epsn``: a closing ACK of
+        a secure 0-RTT PDC, a plain ACK with flag ``EPSN`` and the 4-byte Expected_PSN
+        (``pds.ACK_EPSN``, §2.3.2, wire §5.3)."""
         cack = (tp.rx_base - 1) & _M32
         if tp.ecn_bytes != tp.ecn_acked:
             # this ACK covers ECN-CE marked bytes: ``m`` set, whichever request it names, so a
@@ -523,7 +592,7 @@ class TargetMixin(PdsState):
             flags |= _A_M
             tp.ecn_acked = tp.ecn_bytes
         if epsn is not None:
-            off = _diff(trig, cack)
+            off = psn_diff(trig, cack)
             hdr = ACK_EPSN.encode(
                 (7, 0, flags | _A_EPSN, off if -0x8000 <= off <= 0x7FFF else 0, cack, tp.lpdcid, tp.rpdcid, epsn & _M32)
             )
@@ -531,12 +600,17 @@ class TargetMixin(PdsState):
             tp.ack_deadline = None
             tp.ack_due = False
             tp.ack_gen_count = 0
+            tp.ack_rnh = 0
+            tp.ack_resp = b""
             self._count("acks_tx")
             return
         if tp.gtd:
             flags |= _A_CLR
+        if not rnh and tp.ack_rnh and trig == tp.ack_trigger and opaque is None:
+            rnh = tp.ack_rnh
+            resp = tp.ack_resp
         if opaque is None:
-            off = _diff(trig, cack)
+            off = psn_diff(trig, cack)
             if not -0x8000 <= off <= 0x7FFF:
                 off = 0
         else:
@@ -550,12 +624,12 @@ class TargetMixin(PdsState):
             bm = 0
             soff = 1
             if rcvd:
-                base = (trig - 63) & _M32 if _diff(trig, cack) > 64 else (cack + 1) & _M32
+                base = (trig - 63) & _M32 if psn_diff(trig, cack) > 64 else (cack + 1) & _M32
                 for p in rcvd:
                     i = (p - base) & _M32
                     if i < 64:
                         bm |= 1 << i
-                soff = _diff(base, cack)
+                soff = psn_diff(base, cack)
             # service time of the request the ACK names (§4.2): how long since it arrived (the
             # newest arrival on the PDC is the trigger), in µs rounded to nearest (units: a spec gap)
             st = (now - tp.last_rx + 500) // 1000 if trig == tp.ack_trigger and opaque is None else 0
@@ -588,6 +662,8 @@ class TargetMixin(PdsState):
         tp.ack_deadline = None
         tp.ack_due = False
         tp.ack_gen_count = 0
+        tp.ack_rnh = 0
+        tp.ack_resp = b""
         c = self.counters
         c["acks_tx"] = c.get("acks_tx", 0) + 1
 

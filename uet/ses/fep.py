@@ -46,7 +46,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from uet.pds.config import SesNack
+from uet.pds.config import Mode, SesNack
 from uet.ses.addressing import Resource, ResourceTable
 from uet.ses.errors import SesError
 from uet.ses.events import OpCompleted, OpFailed, OutPacket, RecvCompleted, WriteCompleted
@@ -57,6 +57,8 @@ from uet.ses.message import DECLINED, EXPECTED, Message, MessageConfig
 from uet.ses.reassembly import Reassembler
 from uet.ses.target import SesTarget, TargetConfig
 from uet.wire.ses import ReturnCode
+
+_MODE_RUDI = Mode.RUDI
 
 __all__ = ["ENTRY_OVERHEAD", "SesFep"]
 
@@ -160,18 +162,19 @@ class SesFep:
 
     def on_deliver(self, delivery: Any) -> tuple[int, bytes] | tuple[int, bytes, bool] | None:
         """The PDS core's ``on_deliver`` hook: fast path first, then the target engine."""
-        peer, mode, pdc, _psn, nh, ses, pl, _ecn, retx = delivery
+        peer, mode, pdc, psn, nh, ses, pl, _ecn, retx = delivery
+        pkt_id = psn if mode == _MODE_RUDI else None  # a RUDI request's packet id (uet.ses.replay)
         fast = self.fast
         if fast is not None:
             fast.now = self.now
-            r = fast.deliver(peer, mode, nh, ses, pl, retx)
+            r = fast.deliver(peer, mode, nh, ses, pl, retx, pkt_id)
             if r is not DECLINED:
                 if fast.completed or fast.receives:
                     self._settle_fast()
                 return r
         if type(pl) is memoryview:  # the core's payload_views: the engine keeps bytes
             pl = pl.tobytes()
-        r2 = self.target.handle(peer, nh, ses, pl, mode=int(mode), pdc=pdc, now=self.now, retx=retx)
+        r2 = self.target.handle(peer, nh, ses, pl, mode=int(mode), pdc=pdc, now=self.now, retx=retx, pkt_id=pkt_id)
         return None if r2 is None else (r2.next_hdr, r2.data, r2.guaranteed)
 
     def on_ack(self, token: Any, response_next_hdr: int, response: bytes, now: int = 0) -> None:

@@ -36,11 +36,12 @@ Choices where the spec notes are silent (behaviour.md §6.1, §6.9):
   (behaviour.md §2.6 step 5, "duplicates are never delivered to SES"), and every packet of a
   completed message has been delivered, so a RUD/ROD packet is **never** taken for a duplicate of
   a completed message: a new message reusing the id (on any PDC, after the 16-bit space wrapped)
-  is always a new message. RUDI (at least once, §2.14; a replayed or retransmitted copy carries
-  no PSN to tell it apart) and UUD keep the time-scoped memory: a packet whose ``(source, message
-  id)`` completed within ``completed_ttl_ns`` is answered again with the same response and not
-  delivered twice. Known limit: a new RUDI/UUD message reusing an id within that time is taken
-  for a duplicate (a fix would scope the memory by RUDI packet id ranges).
+  is always a new message. RUDI (at least once, §2.14) keeps a time-scoped memory of completed
+  ``(source, message id)``s with the range of RUDI packet ids their packets carried
+  (:mod:`uet.ses.replay`): a packet of such a message whose packet id lies in that range is a
+  copy, answered again with the same response and not delivered twice; any other packet id is a
+  new message reusing the id. UUD has no packet id: a UUD packet whose id completed within
+  ``completed_ttl_ns`` is still taken for a copy (see uet.ses.replay for why).
 * UUD is single-packet in the reference (§2.15); this layer also segments UUD messages (best
   effort: a message with a lost packet is never delivered and its partial buffer expires).
 """
@@ -85,6 +86,7 @@ from uet.ses.message import (
     MessageConfig,
 )
 from uet.ses.packets import build_response
+from uet.ses.replay import IdRange, is_copy, widen
 from uet.wire.ses import ReturnCode
 
 __all__ = ["Reassembler"]
@@ -150,6 +152,8 @@ class _Partial:
     list_: int = 1
     #: its in-place buffer was advised to use 2 MiB pages (after a chunk arrived)
     huge: bool = False
+    #: RUDI: the range of packet ids its packets carried (uet.ses.replay)
+    ids: IdRange = None
 
 
 class Reassembler:
@@ -195,8 +199,8 @@ class Reassembler:
         self.receives: deque[tuple[Any, int, Message]] = deque()
         self._partial: dict[tuple[str, int], _Partial] = {}
         self._partial_bytes = 0
-        #: completed messages: (return code, modified length, JobID, time, list)
-        self._done: OrderedDict[tuple[str, int], tuple[int, int, int, int, int]] = OrderedDict()
+        #: completed messages: (return code, modified length, JobID, time, list, RUDI packet ids)
+        self._done: OrderedDict[tuple[str, int], tuple[int, int, int, int, int, IdRange]] = OrderedDict()
         self._packets = 0
         #: the fast path's one-entry cache (:meth:`deliver`): the last non-SOM packet's message
         self._last_rec: _Partial | None = None
@@ -221,14 +225,16 @@ class Reassembler:
         ses: bytes | memoryview,
         payload: bytes | memoryview,
         retx: bool = False,
+        pkt_id: int | None = None,
     ) -> tuple[int, bytes] | None:
         """Place one packet; return the SES response for the PDS core (None = default), or
         :data:`DECLINED` in ``decline`` mode for a packet the full SES target must handle. Every
         check of the header is made, in the target's order (the bulk of a message usually
-        arrives through :meth:`deliver_datagram` instead). ``retx`` is the PDS ``retx`` flag (a
-        RUDI retransmission may duplicate a completed message, see the module docstring)."""
+        arrives through :meth:`deliver_datagram` instead). ``retx`` is the PDS ``retx`` flag;
+        ``pkt_id`` the RUDI packet id (a RUDI copy of a completed message is told from a new
+        message reusing its id by it, see the module docstring)."""
         self._packets += 1
-        return self._deliver(peer, mode, next_hdr, ses, payload, retx)
+        return self._deliver(peer, mode, next_hdr, ses, payload, retx, pkt_id)
 
     def deliver_datagram(self, peer: str, next_hdr: int, data: bytes, ses_end: int, now: int) -> Any:
         """The PDS core's lean hook (``PdsCore.on_data``): one in-order packet of a predicted run,
@@ -286,6 +292,7 @@ class Reassembler:
         ses: bytes | memoryview,
         payload: bytes | memoryview,
         retx: bool = False,
+        pkt_id: int | None = None,
     ) -> tuple[int, bytes] | None:
         """The general path of :meth:`deliver`: every check of the header, in the target's order."""
         if next_hdr != _NH_STANDARD or len(ses) < _SES_SIZE:
@@ -325,9 +332,10 @@ class Reassembler:
         rec = self._partial.get(key)
         if rec is None:
             done = self._done.get(key) if mode == _MODE_RUDI or mode == _MODE_UUD else None
-            if done is not None:
-                # A packet of a message already delivered (RUDI retransmission, UUD duplicate):
-                # answer it again; RUD/ROD never get here (PDS removed duplicates by PSN).
+            if done is not None and is_copy(done[5], pkt_id):
+                # A copy of a packet of a message already delivered (RUDI retransmission, UUD
+                # duplicate: no packet id, ``pkt_id`` None): answer it again; RUD/ROD never get
+                # here (PDS removed duplicates by PSN).
                 self._counters["duplicate_after_complete"] += 1
                 return _NH_RESPONSE, build_response(
                     done[0], message_id=mid, job_id=job, modified_length=done[1], list_=done[4]
@@ -356,6 +364,8 @@ class Reassembler:
                         rec.view = took.buffer[:length]
                         rec.ahead = length
                         self._partial[key] = rec
+                        if mode == _MODE_RUDI:
+                            rec.ids = widen(None, pkt_id)
                         if som and flags & _F_EOM and length == n:
                             if n:
                                 rec.view[:n] = payload
@@ -375,7 +385,7 @@ class Reassembler:
                 # One-packet message: no buffer, no bookkeeping beyond the duplicate memory.
                 return self._complete_single(
                     key, payload, mode, job, init, hdata if flags & _F_HD else None, mb if op == _TSEND else None,
-                    lst,
+                    lst, widen(None, pkt_id) if mode == _MODE_RUDI else None,
                 )  # fmt: skip
             rec = _Partial(True, length, mode, job, init, self.now, tag=mb if op == _TSEND else None)
             rec.list_ = lst
@@ -395,6 +405,8 @@ class Reassembler:
             self._last_peer = peer
             self._last_prefix = ses[:_MID_PREFIX]
             self._last_gen = self.generation
+        if mode == _MODE_RUDI:
+            rec.ids = widen(rec.ids, pkt_id)
         return self._place(key, rec, off, n, payload, som, flags, hdata if som else 0)
 
     def _place(
@@ -529,10 +541,11 @@ class Reassembler:
         hdata: int | None,
         tag: int | None,
         lst: int = _OVERFLOW,
+        ids: IdRange = None,
     ) -> tuple[int, bytes]:
         n = len(payload)
         self.completed.append(Message(bytes(payload), key[0], mode, key[1], job, init, hdata, tag=tag))
-        self._remember(key, _RC_OK, n, job, lst)
+        self._remember(key, _RC_OK, n, job, lst, ids)
         self._counters["messages"] += 1
         return _NH_RESPONSE, build_response(_RC_OK, message_id=key[1], job_id=job, modified_length=n, list_=lst)
 
@@ -558,15 +571,17 @@ class Reassembler:
                     data, key[0], rec.mode, mid, rec.job_id, rec.initiator, rec.header_data, parts=parts, tag=rec.tag
                 )
             )
-        self._remember(key, _RC_OK, rec.length, rec.job_id, lst)
+        self._remember(key, _RC_OK, rec.length, rec.job_id, lst, rec.ids)
         self._counters["messages"] += 1
         return _NH_RESPONSE, build_response(
             _RC_OK, message_id=mid, job_id=rec.job_id, modified_length=rec.length, list_=lst
         )
 
-    def _remember(self, key: tuple[str, int], rc: int, length: int, job: int, lst: int = 0) -> None:
+    def _remember(
+        self, key: tuple[str, int], rc: int, length: int, job: int, lst: int = 0, ids: IdRange = None
+    ) -> None:
         done = self._done
-        done[key] = (rc, length, job, self.now, lst)
+        done[key] = (rc, length, job, self.now, lst, ids)
         done.move_to_end(key)
         while len(done) > self.config.completed_max:
             done.popitem(last=False)

@@ -89,6 +89,7 @@ from uet.ses.packets import (
     build_response_data,
     parse_request,
 )
+from uet.ses.replay import IdRange, is_copy, widen
 from uet.ses.sync import SyncGroups
 from uet.wire.pds import NextHeader
 from uet.wire.ses import CSWAP_OPS, AmoOp, ResponseOpcode, ReturnCode, SesOpcode
@@ -173,6 +174,8 @@ class _Rec:
     complete: bool = False
     last_ns: int = 0
     pdc: int = 0
+    #: RUDI: the range of packet ids its packets carried (uet.ses.replay)
+    ids: IdRange = None
 
 
 class SesTarget:
@@ -193,7 +196,8 @@ class SesTarget:
         self.config = config or TargetConfig()
         self._rng = rng or random.Random()
         self._recs: dict[Any, _Rec] = {}
-        self._done: OrderedDict[Any, tuple[int, int, int, int]] = OrderedDict()
+        #: finished messages: (return code, modified length, list, PDCID, RUDI packet ids)
+        self._done: OrderedDict[Any, tuple[int, int, int, int, IdRange]] = OrderedDict()
         self._reserved: dict[int, tuple[PostedReceive, str, int, Resource]] = {}
         #: per reservation: when :meth:`handle_timer` first saw it (None: not yet), and the
         #: deferred message's record
@@ -202,6 +206,8 @@ class SesTarget:
         self._events: deque[RecvCompleted | WriteCompleted] = deque()
         self._out: deque[OutPacket] = deque()
         self._now = 0
+        #: the RUDI packet id of the request being handled (None for other modes)
+        self._pkt_id: int | None = None
         #: SYNC_WRITE / SYNC_ATOMIC groups (uet.ses.sync)
         self.sync = SyncGroups()
         self.counters: dict[str, int] = {
@@ -220,9 +226,11 @@ class SesTarget:
         """Adapter for ``PdsCore.on_deliver``: handle a ``Delivery``; returns ``(next_hdr, bytes,
         guaranteed)`` (the PDS core also accepts the contract's 2-tuple and then infers
         ``guaranteed``) or None for a default response."""
+        mode = int(delivery.mode)
         r = self.handle(
-            delivery.peer, delivery.next_hdr, delivery.ses, delivery.payload, mode=int(delivery.mode), pdc=delivery.pdc
-        )
+            delivery.peer, delivery.next_hdr, delivery.ses, delivery.payload, mode=mode, pdc=delivery.pdc,
+            pkt_id=delivery.psn if mode == _MODE_RUDI else None,
+        )  # fmt: skip
         return None if r is None else (r.next_hdr, r.data, r.guaranteed)
 
     def handle(
@@ -236,11 +244,14 @@ class SesTarget:
         pdc: int = 0,
         now: int = 0,
         retx: bool = False,
+        pkt_id: int | None = None,
     ) -> SesResponse | None:
         """Process one delivered request and return the response for its ACK (None = default).
-        ``retx`` is the PDS header's retransmission flag (RUDI duplicates, see :meth:`_duplicate`)."""
+        ``retx`` is the PDS header's retransmission flag, ``pkt_id`` the RUDI packet id (RUDI
+        copies of a finished message, see :meth:`_duplicate`)."""
         self.counters["requests"] += 1
         self._now = now
+        self._pkt_id = pkt_id
         if next_hdr == NextHeader.RESPONSE_DATA:
             # read return data travelling as a request (§6.5): the FEP's initiator owns the read
             rc = (
@@ -362,7 +373,7 @@ class SesTarget:
             if rec.recv is not None:
                 self._complete_recv(rec, rec.recv, ReturnCode.DROPPED, 0)
             self._recs.pop(rec.key, None)
-            self._remember(rec.key, ReturnCode.DROPPED, 0, 0, rec.pdc)
+            self._remember(rec.key, ReturnCode.DROPPED, 0, 0, rec.pdc, rec.ids)
 
     def _expire_reservations(self, now: int, limit: int) -> None:
         """A receive reserved for a deferred message (RTR sent, §6.7) whose restarted message has
@@ -439,6 +450,8 @@ class SesTarget:
                 elif req.ie:
                     rec.error = ReturnCode.INITIATOR_ERR
         rec.last_ns = self._now
+        if mode == _MODE_RUDI:
+            rec.ids = widen(rec.ids, self._pkt_id)
         # -- per-packet checks and accounting
         n = len(req.payload)
         off = req.message_offset
@@ -609,10 +622,10 @@ class SesTarget:
                 rec.resource.matcher.unexpected_bytes -= rec.unexpected.nbytes
             if rec.recv is not None:
                 self._complete_recv(rec, rec.recv, rec.error, 0)
-            self._remember(rec.key, rec.error, 0, 0, rec.pdc)
+            self._remember(rec.key, rec.error, 0, 0, rec.pdc, rec.ids)
             return None
         if rec.deferred:
-            self._remember(rec.key, ReturnCode.OK, 0, 1, rec.pdc)
+            self._remember(rec.key, ReturnCode.OK, 0, 1, rec.pdc, rec.ids)
             return None
         if rec.kind == "write":
             event = None
@@ -624,17 +637,17 @@ class SesTarget:
                     self._sync_write_done(rec, event)
                 except SesError as e:
                     rec.error = e.return_code
-                    self._remember(rec.key, rec.error, 0, 0, rec.pdc)
+                    self._remember(rec.key, rec.error, 0, 0, rec.pdc, rec.ids)
                     return None
             elif event is not None:
                 self._events.append(event)
-            self._remember(rec.key, ReturnCode.OK, rec.length, 0, rec.pdc)
+            self._remember(rec.key, ReturnCode.OK, rec.length, 0, rec.pdc, rec.ids)
             return self._ok(req, rec.length, guaranteed=rec.dc)
         if rec.unexpected is not None:
             # on the overflow list; a receive posted meanwhile takes it now
             if rec.recv is not None:
                 self._deliver_buffered(rec, rec.recv)
-            self._remember(rec.key, ReturnCode.OK, rec.length, 1, rec.pdc)
+            self._remember(rec.key, ReturnCode.OK, rec.length, 1, rec.pdc, rec.ids)
             return self._ok(req, rec.length, list_=1, guaranteed=True)
         assert rec.recv is not None
         placed = min(rec.length, _room(rec, rec.recv))
@@ -642,7 +655,7 @@ class SesTarget:
             self._rendezvous_pull(rec, rec.recv)
         else:
             self._complete_recv(rec, rec.recv, ReturnCode.OK, placed)
-        self._remember(rec.key, ReturnCode.OK, placed, 0, rec.pdc)
+        self._remember(rec.key, ReturnCode.OK, placed, 0, rec.pdc, rec.ids)
         return self._ok(req, placed, guaranteed=rec.dc or placed != rec.length)
 
     def _take_unexpected(self, u: Unexpected, recv: PostedReceive) -> None:
@@ -741,31 +754,35 @@ class SesTarget:
           came (expired with ``DROPPED``): a non-SOM packet on the same PDC gets that error again
           (answering OK would lose the message silently). A SOM packet, another PDC, or an id
           whose message succeeded always starts a new message.
-        * RUDI (at least once, §2.14) and UUD (§2.15): no PSN tells a replayed copy from a new
-          message, so remembered ids are duplicates within ``remembered`` (known limit: a new
-          RUDI/UUD message reusing a remembered id is taken for a duplicate).
+        * RUDI (at least once, §2.14): no PSN, but a copy carries the packet id of the packet it
+          repeats; a finished message remembers the range of its packet ids
+          (:mod:`uet.ses.replay`), so a packet in it is a copy and any other starts a new message
+          reusing the id.
+        * UUD (§2.15): no packet id: a remembered id is a copy (uet.ses.replay says why).
         """
         done = self._done.get(key)
         if done is None:
             return False
-        if mode == _MODE_UUD or mode == _MODE_RUDI:
+        if mode == _MODE_UUD:
             return True
+        if mode == _MODE_RUDI:
+            return is_copy(done[4], self._pkt_id)
         return not req.som and done[0] != ReturnCode.OK and done[3] == pdc
 
     def _replay(self, req: SesRequest, key: Any) -> SesResponse | None:
         """A packet of a message already finished (RUDI duplicate or a straggler)."""
         self.counters["duplicates"] += 1
-        rc, ml, list_, _pdc = self._done[key]
+        rc, ml, list_, _pdc, _ids = self._done[key]
         if rc != ReturnCode.OK:
             return self._err(rc, req.message_id, req.job_id, req.ri_generation)
         if list_ == 1 and ml == 0:
             return None  # late packet of a deferred message
         return self._ok(req, ml, list_=list_, guaranteed=list_ == 1)
 
-    def _remember(self, key: Any, rc: int, ml: int, list_: int, pdc: int = 0) -> None:
+    def _remember(self, key: Any, rc: int, ml: int, list_: int, pdc: int = 0, ids: IdRange = None) -> None:
         if key is None:
             return
-        self._done[key] = (int(rc), ml, list_, pdc)
+        self._done[key] = (int(rc), ml, list_, pdc, ids)
         self._done.move_to_end(key)
         while len(self._done) > self.config.remembered:
             self._done.popitem(last=False)
