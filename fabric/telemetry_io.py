@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from uet.pcap import PcapWriter
 
-__all__ = ["switch_thresholds", "JsonLines", "PcapTaps", "plot", "read_jsonl"]
+__all__ = ["UNITS", "switch_thresholds", "JsonLines", "PcapTaps", "plot", "read_jsonl", "throughput"]
 
 
 class JsonLines:
@@ -65,12 +65,18 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+#: Time units the plots can use: name → nanoseconds. The live fabric runs for seconds at
+#: 100 Mb/s (ms), the simulator for microseconds at 100 Gb/s and more (µs).
+UNITS = {"ms": 1_000_000, "µs": 1_000}
+
+
 def plot(
     records: list[dict[str, Any]],
     outdir: str | os.PathLike[str],
     *,
     top: int = 12,
     thresholds: dict[str, int] | None = None,
+    unit: str = "ms",
 ) -> list[str]:
     """Write ``queue_depth.png`` and ``throughput.png`` into ``outdir``; returns the paths written.
 
@@ -79,22 +85,23 @@ def plot(
     ``thresholds`` (label → bytes, e.g. the ECN ``kmin``/``kmax`` and the PFC XOFF of
     :func:`switch_thresholds`) are drawn as dashed horizontal lines on the queue plot. A figure
     with nothing to draw (no queue ever held a byte, no port sent one) is not written: no empty
-    axes.
+    axes. ``unit`` (:data:`UNITS`) is the time axis's unit, and the shortest throughput bin.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    scale = UNITS[unit]
     os.makedirs(outdir, exist_ok=True)
     queues: dict[tuple[str, int, int], list[tuple[float, int]]] = defaultdict(list)
     ports: dict[tuple[str, int], list[tuple[float, int]]] = defaultdict(list)
     for r in records:
         ev = r.get("event")
         if ev == "queue_depth":
-            queues[(r["node"], r["port"], r["tc"])].append((r["t"] / 1e6, r["bytes"]))
+            queues[(r["node"], r["port"], r["tc"])].append((r["t"] / scale, r["bytes"]))
         elif ev == "port_bytes":
-            ports[(r["node"], r["port"])].append((r["t"] / 1e6, r["tx_bytes"]))
+            ports[(r["node"], r["port"])].append((r["t"] / scale, r["tx_bytes"]))
     queues = {k: sorted(v) for k, v in queues.items() if any(b for _, b in v)}
     ports = {k: sorted(v) for k, v in ports.items() if len({b for _, b in v}) > 1}
     out = []
@@ -118,37 +125,66 @@ def plot(
             )
         if window:
             ax.set_xlim(*window)
-        ax.set_xlabel("time (ms)")
+        ax.set_xlabel(f"time ({unit})")
         ax.set_ylabel("queue depth (KiB)")
         ax.set_title("Egress queue depth per port and traffic class")
         ax.legend(fontsize="small", ncol=2, title=_shown(len(busiest), len(queues), "queues"), title_fontsize="small")
         out.append(_save(fig, outdir, "queue_depth.png"))
 
     if ports:
-        fig, ax = plt.subplots(figsize=(10, 5))
-        ax.set_prop_cycle(color=colours)
-        busiest_p = sorted(ports, key=lambda k: -(max(b for _, b in ports[k]) - min(b for _, b in ports[k])))[:top]
-        t_all = [t for k in busiest_p for t, _ in ports[k]]
-        t_lo, t_hi = window or (min(t_all), max(t_all))
-        step = max(1.0, (t_hi - t_lo) / 100)  # ms per bin: about 100 bins, at least 1 ms
-        grid = [t_lo + i * step for i in range(int((t_hi - t_lo) / step) + 2)]
-        for pkey in sorted(busiest_p):
-            pts = ports[pkey]
-            times = [t for t, _ in pts]
-            cum = []
-            for g in grid:  # cumulative bytes at each grid time (last sample at or before it)
-                i = bisect.bisect_right(times, g) - 1
-                cum.append(pts[i][1] if i >= 0 else pts[0][1])
-            rates = [(b1 - b0) * 8 / (step * 1e3) for b0, b1 in zip(cum, cum[1:], strict=False)]  # Mb/s
-            ax.step(grid[1:], rates, where="pre", label=f"{pkey[0]}:{pkey[1]}")
-        if window:
-            ax.set_xlim(*window)
-        ax.set_xlabel("time (ms)")
-        ax.set_ylabel("transmit rate (Mb/s)")
-        ax.set_title("Throughput per switch port")
-        ax.legend(fontsize="small", ncol=2, title=_shown(len(busiest_p), len(ports), "ports"), title_fontsize="small")
-        out.append(_save(fig, outdir, "throughput.png"))
+        out.append(
+            throughput(ports, outdir, "throughput.png", "Throughput per switch port", top=top, unit=unit, window=window)
+        )
     return out
+
+
+def throughput(
+    ports: dict[tuple[str, int], list[tuple[float, int]]],
+    outdir: str | os.PathLike[str],
+    name: str,
+    title: str,
+    *,
+    top: int = 12,
+    unit: str = "ms",
+    what: str = "ports",
+    window: tuple[float, float] | None = None,
+) -> str:
+    """Write the transmit (or receive) rate of the ``top`` busiest ``ports`` — (node, port) →
+    sorted (time in ``unit``, cumulative bytes) samples, at least two different byte counts
+    each — in about 100 time bins over the span in which bytes moved, as ``name``; returns its
+    path. Rates in Mb/s with ``ms`` (the live fabric's 100 Mb/s links), Gb/s with ``µs``;
+    ``window``: the time span to draw (default: where these ports moved bytes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 5))
+    tab20 = plt.get_cmap("tab20")
+    ax.set_prop_cycle(color=[tab20(i) for i in range(tab20.N)])
+    busiest_p = sorted(ports, key=lambda k: -(max(b for _, b in ports[k]) - min(b for _, b in ports[k])))[:top]
+    window = window or _active_window({}, ports)
+    t_all = [t for k in busiest_p for t, _ in ports[k]]
+    t_lo, t_hi = window or (min(t_all), max(t_all))
+    step = max(1.0, (t_hi - t_lo) / 100)  # units per bin: about 100 bins, at least 1 unit
+    grid = [t_lo + i * step for i in range(int((t_hi - t_lo) / step) + 2)]
+    per_bit = UNITS[unit] / (1e3 if unit == "ms" else 1.0)  # ns per bit at 1 Mb/s or 1 Gb/s
+    for key in sorted(busiest_p):
+        pts = ports[key]
+        times = [t for t, _ in pts]
+        cum = []
+        for g in grid:  # cumulative bytes at each grid time (last sample at or before it)
+            i = bisect.bisect_right(times, g) - 1
+            cum.append(pts[i][1] if i >= 0 else pts[0][1])
+        rates = [(b1 - b0) * 8 / (step * per_bit) for b0, b1 in zip(cum, cum[1:], strict=False)]
+        ax.step(grid[1:], rates, where="pre", label=f"{key[0]}:{key[1]}")
+    if window:
+        ax.set_xlim(*window)
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_ylabel("transmit rate (Mb/s)" if unit == "ms" else "rate (Gb/s)")
+    ax.set_title(title)
+    ax.legend(fontsize="small", ncol=2, title=_shown(len(busiest_p), len(ports), what), title_fontsize="small")
+    return _save(fig, outdir, name)
 
 
 def _shown(n: int, total: int, what: str) -> str:

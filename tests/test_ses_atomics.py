@@ -211,7 +211,8 @@ def test_float_ops_match_numpy(op: AmoOp, dtype: AmoType) -> None:
         t = np.concatenate([rng.normal(0, 100, N).astype(nt), rng.choice(specials, 1)])
         v = np.concatenate([rng.normal(0, 100, N).astype(nt), rng.choice(specials, 1)])
         mem = bytearray(t.astype(np.dtype(nt).newbyteorder("<")).tobytes())
-        atomics.apply(memoryview(mem), 0, op, dtype, v.astype(np.dtype(nt).newbyteorder("<")).tobytes())
+        old = atomics.apply(memoryview(mem), 0, op, dtype, v.astype(np.dtype(nt).newbyteorder("<")).tobytes())
+        assert old == t.astype(np.dtype(nt).newbyteorder("<")).tobytes()  # the fetched values
         with np.errstate(over="ignore", invalid="ignore"):
             want = {
                 AmoOp.MIN: np.where(v < t, v, t),

@@ -370,12 +370,21 @@ def test_malformed_lengths_are_op_violation(fep: SesFep, packets: list) -> None:
 
 
 def test_error_is_sticky_and_completes_receive_with_error(fep: SesFep) -> None:
-    fep.target.post_recv(res(fep), bytearray(16))
-    handle(fep, som_hdr(SesOpcode.SEND, REL, 1, 10), b"hello")
+    buf = bytearray(16)
+    fep.target.post_recv(res(fep), buf, context="c")
+    assert handle(fep, som_hdr(SesOpcode.SEND, REL, 1, 10), b"hello") is None
     r = handle(fep, mid_hdr(SesOpcode.SEND, REL, 1, 2, 5, 11), b"wo")  # length changed
     assert r is not None and r.data == resp(RC.OP_VIOLATION, 1)
-    r = handle(fep, mid_hdr(SesOpcode.SEND, REL | EOM, 1, 5, 5, 10), b"world")
+    assert events(fep) == []  # bytes 7..9 still outstanding
+    # a well-formed last packet: the error sticks, and with every byte accounted for the
+    # receive completes with it
+    r = handle(fep, mid_hdr(SesOpcode.SEND, REL | EOM, 1, 3, 7, 10), b"rld")
     assert r is not None and r.data == resp(RC.OP_VIOLATION, 1)
+    [e] = events(fep)
+    assert isinstance(e, RecvCompleted)
+    assert (e.return_code, e.context, e.length, e.message_length) == (RC.OP_VIOLATION, "c", 0, 10)
+    assert bytes(buf[5:]) == bytes(11)  # nothing after the violation was placed
+    assert res(fep).matcher.posted(False) == []
 
 
 def test_initiator_error_flag(fep: SesFep) -> None:

@@ -21,7 +21,9 @@ the simulator's speed in packet-hops per CPU second; ``--json`` one object (CPU 
 writes the FCT CDF, queue depth per port over time and throughput per port (needs matplotlib);
 a progress bar on stderr follows the messages received over virtual time.
 
-Exit status: 0 when every message arrived intact, 1 when not, 2 on a usage error.
+Exit status: 0 when every message arrived intact, 1 when not, 2 on a usage error, 130 on Ctrl-C
+(after the partial results: the flows finished so far, the others marked ``unfinished``; with
+``--json`` one object with ``"interrupted": true``).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", choices=PROFILES, help="fabric parameter profile (datacenter)")
     p.add_argument("--rate", type=rate_arg(1), dest="rate_bps", help="link rate, e.g. 100G, 400G (100G)")
     p.add_argument("--transport", choices=("uet", "roce"), help="UET or RoCEv2 with DCQCN (uet)")
+    p.add_argument("--tss", action="store_true", default=None, help="secure endpoints: every datagram sealed (TSS)")
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -87,7 +90,7 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
         s.update(run)
         topo = doc.get("topology", {})
         ep = _deep_update(ep, doc.get("endpoint", {}))
-    for k in ("workload", "endpoints", "message_bytes", "messages", "seed", "profile", "rate_bps", "transport"):
+    for k in ("workload", "endpoints", "message_bytes", "messages", "seed", "profile", "rate_bps", "transport", "tss"):
         v = getattr(args, k)
         if v is not None:
             s[k] = v
@@ -188,6 +191,7 @@ def _body(argv: Sequence[str] | None) -> int:
 
         res["plots"] = write_plots(res, args.plot)
     res.pop("timeline", None)
+    res.pop("thresholds", None)
     res.pop("cc_timeline", None)
     if args.json:
         out = dict(res)
@@ -196,6 +200,9 @@ def _body(argv: Sequence[str] | None) -> int:
         sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
     else:
         render(res)
+    if res.get("interrupted"):
+        sys.stdout.flush()
+        raise KeyboardInterrupt  # after the partial results: "uet-sim: interrupted", exit 130
     return 0 if res["ok"] else 1
 
 

@@ -29,6 +29,9 @@ datagram readable at once, the adapter feeds them to the core, then drains
 ``datagrams_to_send`` once, completes futures from the core's events and re-arms the timer.
 With ``security`` the link is wrapped in a :class:`~uet.tss.link.SecureLink` facade over the
 core's TSS stage (``ep.link`` then shows the plaintext side, ``ep.link.inner`` the wire).
+
+``install_uvloop``/``run`` (:mod:`uet.runner`) and ``with_config`` (:mod:`uet.fep.config`) are
+re-exported here for existing callers; they are not part of the adapter.
 """
 
 from __future__ import annotations
@@ -36,13 +39,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from uet.eventlog import EventLog
-from uet.fep.config import FepConfig
+from uet.fep.config import FepConfig, with_config
 from uet.fep.core import FepCore
 from uet.fep.errors import DeliveryError, EndpointClosed
 from uet.fep.events import Closed, MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
@@ -51,7 +53,8 @@ from uet.fep.peer import Peer
 from uet.link.base import Link
 from uet.link.impair import Impairment, ImpairmentConfig
 from uet.link.select import open_link
-from uet.pds import Mode, PdsConfig, PdsCore
+from uet.pds import Mode, PdsCore
+from uet.runner import install_uvloop, run
 from uet.ses.fep import SesFep
 from uet.ses.memory import Access, MemoryRegion, byte_view
 from uet.ses.message import Message
@@ -71,9 +74,9 @@ __all__ = [
     "Receive",
     "install_uvloop",
     "run",
+    "with_config",
 ]
 
-T = TypeVar("T")
 
 #: The endpoint's configuration: the FEP core's (:class:`uet.fep.config.FepConfig`).
 EndpointConfig = FepConfig
@@ -649,40 +652,3 @@ class Endpoint:
                 f.set_result(ev)
                 return
         self._writes.append(ev)
-
-
-def install_uvloop() -> bool:
-    """Make uvloop the event loop policy when it is installed; True if it was. Never required."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a default dependency on Linux
-        return False
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    return True
-
-
-def run(main: Coroutine[Any, Any, T] | Awaitable[T], *, use_uvloop: bool = True) -> T:
-    """``asyncio.run`` on uvloop when it is installed (and ``use_uvloop``), else the default loop."""
-    factory = None
-    if use_uvloop:
-        try:
-            import uvloop
-
-            factory = uvloop.new_event_loop
-        except ImportError:  # pragma: no cover
-            factory = None
-
-    async def _wrap() -> T:
-        return await main
-
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(_wrap())
-
-
-def with_config(config: EndpointConfig, **changes: Any) -> EndpointConfig:
-    """A copy of ``config`` with fields changed (``dataclasses.replace``; PDS fields by name too)."""
-    pds_fields = {k: v for k, v in changes.items() if k in PdsConfig.__dataclass_fields__}
-    ep_fields = {k: v for k, v in changes.items() if k not in pds_fields}
-    if pds_fields:
-        ep_fields["pds"] = replace(config.pds, **pds_fields)
-    return replace(config, **ep_fields)

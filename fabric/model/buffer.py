@@ -35,6 +35,10 @@ class Mmu:
         if self.shared_size <= 0:
             raise FabricError("buffer too small for the reserve and headroom of every lossless PG")
         self.shared_used = 0
+        #: per class, read once here like the rest of the switch's configuration
+        self._static = [t.limit for t in cfg.tcs]
+        self._dynamic = [t.dynamic for t in cfg.tcs]
+        self._alpha = cfg.buffer.alpha
         #: bytes charged per (ingress port, priority), all classes
         self.ingress = [[0] * 8 for _ in range(nports)]
         self.pg_reserve = [[0] * 8 for _ in range(nports)]
@@ -51,21 +55,29 @@ class Mmu:
 
     def lossy_limit(self, tc: int) -> tuple[int | None, int | None]:
         """(static limit, dynamic limit) of a lossy egress queue of class ``tc``; None = unlimited."""
-        t = self.cfg.tcs[tc]
-        dyn = int(self.cfg.buffer.alpha * (self.shared_size - self.shared_used)) if t.dynamic else None
-        return t.limit, dyn
+        dyn = int(self._alpha * (self.shared_size - self.shared_used)) if self._dynamic[tc] else None
+        return self._static[tc], dyn
 
     def admit_lossy(self, pkt: Packet, qbytes: int) -> str:
-        """Charge a lossy packet going to a queue holding ``qbytes``; '' or the drop reason."""
+        """Charge a lossy packet going to a queue holding ``qbytes``; '' or the drop reason.
+        (:meth:`lossy_limit` and :meth:`_charge` to the shared pool, inlined: once per packet
+        per hop.)"""
         size = pkt.size
-        static, dyn = self.lossy_limit(pkt.tc)
+        tc = pkt.tc
+        static = self._static[tc]
         if static is not None and qbytes + size > static:
             return "queue_limit"
-        if dyn is not None and qbytes + size > dyn:
+        used = self.shared_used
+        if self._dynamic[tc] and qbytes + size > int(self._alpha * (self.shared_size - used)):
             return "dynamic_threshold"
-        if self.shared_used + size > self.shared_size:
+        if used + size > self.shared_size:
             return "buffer_full"
-        self._charge(pkt, "shared")
+        pkt.pool = "shared"
+        self.ingress[pkt.in_port][tc] += size
+        self.shared_used = used + size
+        u = self.used = self.used + size
+        if u > self.peak_used:
+            self.peak_used = u
         return ""
 
     def admit_lossless(self, pkt: Packet) -> str:

@@ -16,6 +16,7 @@ t + serialisation + propagation, and the far end processes it then (store-and-fo
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 from uet.fabric.model.config import FabricError
@@ -87,12 +88,17 @@ class Fabric:
             self._host_ids[hp.name] = i
             self._host_ids[hp.ip] = i
         nodes: dict[str, Switch | HostNic] = {**self.switches, **{n.name: n for n in self.nics}}
+        link_tx = self._on_transmit  # one bound-method object: Switch._kick compares identity
         for sp in plan.switches:
             sw = self.switches[sp.name]
+            sw.on_transmit = sw.link_tx = link_tx
             for port, (peer_name, peer_port) in zip(sw.ports, sp.peers, strict=True):
                 peer = nodes[peer_name]
                 port.peer = (peer, peer_port)
                 port.peer_mac = peer.ports[peer_port].mac
+                port.peer_ingress = peer.ingress
+                port.peer_arrive = peer._arrive if isinstance(peer, Switch) else None
+                port.peer_port = peer_port
                 peer.ports[peer_port].peer = (sw, port.index)
                 peer.ports[peer_port].peer_mac = port.mac
         self._delivered: list[tuple[int, int, bytes]] = []
@@ -121,6 +127,40 @@ class Fabric:
     def poll_timed(self, now: int) -> list[tuple[int, int, bytes]]:
         """Like :meth:`poll`, as ``(arrival time, host, frame)`` in arrival order."""
         self.events.run_until(now)
+        out, self._delivered = self._delivered, []
+        return out
+
+    def run_to_arrival(self, limit: int | None) -> int | None:
+        """Run events in time order up to ``limit`` (None: no bound) but stop once frames reached
+        hosts: after every event of that instant ran, return its time (take the frames with
+        :meth:`take_arrivals`). None when nothing reached a host by ``limit`` (the fabric then
+        stands at ``limit``) or, without a limit, when the fabric went idle.
+
+        The simulator's loop: one call crosses all the instants at which only the fabric works
+        (a frame moving between switches), instead of one poll per instant."""
+        ev = self.events
+        heap = ev._heap
+        pop = heapq.heappop
+        delivered = self._delivered
+        if delivered:
+            return ev.now
+        while heap:
+            t = heap[0][0]
+            if limit is not None and t > limit:
+                break
+            if delivered and t > ev.now:
+                return ev.now
+            _, _, fn, a, b = pop(heap)
+            ev.now = t
+            fn(a, b, t)
+        if delivered:
+            return ev.now
+        if limit is not None and limit > ev.now:
+            ev.now = limit
+        return None
+
+    def take_arrivals(self) -> list[tuple[int, int, bytes]]:
+        """The frames that reached hosts since the last call, as ``(time, host, frame)``."""
         out, self._delivered = self._delivered, []
         return out
 

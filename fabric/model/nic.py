@@ -19,7 +19,7 @@ from uet.fabric.model.config import SwitchConfig
 from uet.fabric.model.events import EventQueue
 from uet.fabric.model.frames import IP_TOS, l3_offset, parse_pause
 from uet.fabric.model.port import CTRL, Packet, Port
-from uet.fabric.model.telemetry import Counters, PfcReceived, Telemetry
+from uet.fabric.model.telemetry import Counters, NicBytes, PfcReceived, Telemetry
 
 from uet.errors import DecodeError
 from uet.wire.net import EtherType
@@ -53,6 +53,9 @@ class HostNic:
         self.on_transmit: Callable[[HostNic, int, bytearray, int, int], None] | None = None
         #: called as ``on_deliver(host index, frame, time, is_pfc)`` for frames from the leaf
         self.on_deliver: Callable[[int, bytearray, int, bool], None] | None = None
+        #: ``nic_bytes`` samples (host-side throughput) every this many ns, 0: none kept
+        self._sample_ns = cfg.sample_ns if telemetry.wants("nic_bytes") else 0
+        self._last_sample = -(1 << 62)
 
     def send(self, frame: bytes | bytearray, now: int) -> None:
         """Queue a frame for transmission at ``now`` (after everything due before it)."""
@@ -81,6 +84,8 @@ class HostNic:
         port = self.port
         port.rx_bytes += len(frame)
         port.rx_frames += 1
+        if self._sample_ns and now - self._last_sample >= self._sample_ns:
+            self._sample(now)
         is_pfc = len(frame) >= 14 and ((frame[12] << 8) | frame[13]) == _ETH_MAC_CONTROL
         if is_pfc:
             try:
@@ -137,3 +142,10 @@ class HostNic:
             self.events.schedule(end, self._on_port_free, port)
         if self.on_transmit is not None:
             self.on_transmit(self, 0, frame, now, end)
+        if self._sample_ns and now - self._last_sample >= self._sample_ns:
+            self._sample(now)
+
+    def _sample(self, now: int) -> None:
+        self._last_sample = now
+        p = self.port
+        self.telemetry.add(NicBytes(now, self.name, 0, p.tx_bytes, p.rx_bytes, p.tx_frames, p.rx_frames))

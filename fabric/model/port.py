@@ -21,6 +21,7 @@ port's rate; a frame in flight finishes; a new frame overwrites the timer; 0 res
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from uet.fabric.model.config import FabricError
@@ -42,9 +43,9 @@ CTRL = 8
 class Packet:
     """A frame held in a switch: its bytes and what ingress learned about it."""
 
-    __slots__ = ("frame", "size", "in_port", "tc", "ip", "pool", "t_enq")
+    __slots__ = ("frame", "size", "in_port", "tc", "ip", "pool", "t_enq", "dst")
 
-    def __init__(self, frame: bytearray, in_port: int, tc: int, ip: int, t_enq: int) -> None:
+    def __init__(self, frame: bytearray, in_port: int, tc: int, ip: int, t_enq: int, dst: bytes = b"") -> None:
         self.frame = frame
         self.size = len(frame)
         self.in_port = in_port
@@ -53,6 +54,9 @@ class Packet:
         #: buffer pool charged: "shared", "reserve", "headroom", or "" (NIC queues: not charged)
         self.pool = ""
         self.t_enq = t_enq
+        #: the 4-byte IPv4 destination (the route lookup key), read once at the first switch;
+        #: the packet travels from switch to switch with it (Switch._arrive)
+        self.dst = dst
 
 
 class Port:
@@ -86,6 +90,12 @@ class Port:
         #: the far end is a host NIC (last hop: trimmed DSCP 5, §8.4)
         self.faces_host = False
         self.peer_mac = b"\xff" * 6
+        #: set by a Fabric: the far end's ``ingress(port, frame, t)``, and for a switch peer its
+        #: ``_arrive(port, packet, t)`` (a forwarded packet keeps what ingress learned), and the
+        #: far end's port index
+        self.peer_ingress: Callable[[int, bytearray, int], None] | None = None
+        self.peer_arrive: Callable[[int, Packet, int], None] | None = None
+        self.peer_port = 0
         self.queues: list[deque[Packet]] = [deque() for _ in range(8)]
         self.qbytes = [0] * 8
         #: packets in all class queues
@@ -121,6 +131,17 @@ class Port:
         self.wake_at = -1
         #: last telemetry sample time per class, index 8 for the port's byte counters
         self.last_sample = [-(1 << 62)] * 9
+
+    @property
+    def peer_mac(self) -> bytes:
+        """MAC of the far end (the destination MAC of frames this port forwards)."""
+        return self._peer_mac
+
+    @peer_mac.setter
+    def peer_mac(self, mac: bytes) -> None:
+        self._peer_mac = bytes(mac)
+        #: destination + source MAC of a forwarded frame, the 12 bytes a switch writes per hop
+        self.l2_rewrite = self._peer_mac + self.mac
 
     # -- link timing --------------------------------------------------------------------------
 

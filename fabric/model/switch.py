@@ -24,9 +24,11 @@ frames straight to the link.
 
 from __future__ import annotations
 
+import heapq
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from uet.fabric.model.buffer import Mmu
 from uet.fabric.model.config import FabricError, SwitchConfig
@@ -153,6 +155,12 @@ class Switch:
         #: called as ``on_transmit(switch, port, frame, start, end)`` when a frame starts on a link
         self.on_transmit: Callable[[Switch, int, bytearray, int, int], None] = self._to_outbox
         self.outbox: list[Transmission] = []
+        #: a Fabric's link hand-off; while ``on_transmit`` is this very object (nobody wrapped it,
+        #: e.g. with a pcap tap) a frame goes straight onto the shared event heap (``_kick``)
+        self.link_tx: object = None
+        #: ingress options that need the whole pipeline even for a forwarded packet
+        self._slow_ingress = bool(cfg.latency_ns) or cfg.trust_pcp
+        self._ecn_avg = [e is not None and bool(e.weight_shift) for e in self._ecn]
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -249,7 +257,8 @@ class Switch:
         if frame[ip + IP_TTL] <= 1:
             self._drop(in_port, tc, "ttl_expired", len(frame), now)
             return
-        group = self.lookup(bytes(frame[ip + IP_DST : ip + IP_DST + 4]))
+        dst = bytes(frame[ip + IP_DST : ip + IP_DST + 4])
+        group = self.lookup(dst)
         if group is None:
             self._drop(in_port, tc, "no_route", len(frame), now)
             return
@@ -257,12 +266,47 @@ class Switch:
             out = group[0]
         else:
             out = self.lb.choose_for(group, self.ports, frame, ip, tc, now)
-        self._enqueue(Packet(frame, in_port, tc, ip, now), out, now)
+        self._enqueue(Packet(frame, in_port, tc, ip, now, dst), out, now)
+
+    def _arrive(self, in_port: int, pkt: Packet, now: int) -> None:
+        """A packet another switch of the same :class:`Fabric` forwarded, fully received at
+        ``now``: the :class:`Packet` that switch held, so what the first switch checked and
+        learned stays (a well-formed untagged or tagged IPv4 frame, its IP offset, its
+        destination key) and only what a hop changes is done again — counters, MTU, class from
+        the DSCP (a trim may have changed it), TTL, route, admission. Frames from hosts always
+        take the whole pipeline (:meth:`ingress`)."""
+        pt = self.ports[in_port]
+        frame = pkt.frame
+        size = pkt.size
+        if self._slow_ingress or size > pt.max_frame:
+            self.ingress(in_port, frame, now)
+            return
+        pt.rx_bytes += size
+        pt.rx_frames += 1
+        ip = pkt.ip
+        tc = self._dscp_map[frame[ip + IP_TOS] >> 2]
+        if frame[ip + IP_TTL] <= 1:
+            self._drop(in_port, tc, "ttl_expired", size, now)
+            return
+        group = self._route_cache.get(pkt.dst)
+        if group is None:
+            group = self.lookup(pkt.dst)
+            if group is None:
+                self._drop(in_port, tc, "no_route", size, now)
+                return
+        if len(group) == 1:
+            out = group[0]
+        else:
+            out = self.lb.choose_for(group, self.ports, frame, ip, tc, now)
+        pkt.in_port = in_port
+        pkt.tc = tc
+        pkt.t_enq = now
+        self._enqueue(pkt, out, now)
 
     def _enqueue(self, pkt: Packet, out: int, now: int) -> None:
         port = self.ports[out]
         tc = pkt.tc
-        if (out, tc) in self._wd_dropping:
+        if self._wd_dropping and (out, tc) in self._wd_dropping:
             self._drop(out, tc, "watchdog", pkt.size, now)
             return
         mmu = self.mmu
@@ -287,7 +331,7 @@ class Switch:
         frame, ip = pkt.frame, pkt.ip
         keep = tcfg.trim_bytes or max(tcfg.min_bytes, uet_header_len(frame, ip))
         dscp = tcfg.dscp_lasthop if port.faces_host else tcfg.dscp_fabric
-        stub = Packet(trim(frame, ip, keep, dscp), pkt.in_port, self._trim_tc, ip, now)
+        stub = Packet(trim(frame, ip, keep, dscp), pkt.in_port, self._trim_tc, ip, now, pkt.dst)
         limit = self.cfg.tcs[self._trim_tc].limit
         mmu = self.mmu
         if (limit is not None and port.qbytes[self._trim_tc] + stub.size > limit) or (
@@ -303,10 +347,11 @@ class Switch:
 
     def _push(self, port: Port, pkt: Packet, now: int) -> None:
         tc = pkt.tc
-        port.push(pkt)
-        ecn = self._ecn[tc]
-        if ecn is not None and ecn.weight_shift:
-            w = 1.0 / (1 << ecn.weight_shift)
+        port.queues[tc].append(pkt)  # Port.push, inlined
+        port.qbytes[tc] += pkt.size
+        port.backlog += 1
+        if self._ecn_avg[tc]:
+            w = 1.0 / (1 << self._ecn[tc].weight_shift)  # type: ignore[union-attr]
             port.avg_q[tc] += w * (port.qbytes[tc] - port.avg_q[tc])
         if self._sample_ns and now - port.last_sample[tc] >= self._sample_ns:
             self._sample(port, tc, now)
@@ -361,7 +406,10 @@ class Switch:
             if tc == CTRL:
                 frame = bytearray(port.ctrl.popleft())
             else:
-                pkt = port.pop(tc)
+                pkt = port.queues[tc].popleft()  # Port.pop, inlined
+                size = pkt.size
+                port.qbytes[tc] -= size
+                port.backlog -= 1
                 frame, ip = pkt.frame, pkt.ip
                 tos = frame[ip + IP_TOS]
                 ecn = self._ecn[tc]
@@ -381,12 +429,11 @@ class Switch:
                                 self._release(pkt, now)
                                 continue
                 forward_rewrite(frame, ip, tos)
-                frame[0:6] = port.peer_mac
-                frame[6:12] = port.mac
+                frame[0:12] = port.l2_rewrite
                 port.last_tx[tc] = now
-                port.tx_tc_bytes[tc] += pkt.size
-                if self._sample_ns and now - port.last_sample[tc] >= self._sample_ns:
-                    self._sample(port, tc, now)
+                port.tx_tc_bytes[tc] += size
+                if self._sample_ns and (now - port.last_sample[tc] >= self._sample_ns or not port.qbytes[tc]):
+                    self._sample(port, tc, now)  # and always when the queue drained: plots end at 0
             n = len(frame)
             # Port.ser_ns, inlined (the hottest line of the model)
             end = (
@@ -397,12 +444,31 @@ class Switch:
             port.busy_until = end
             port.tx_bytes += n
             port.tx_frames += 1
+            ev = self.events
             if port.backlog or port.ctrl:
                 port.free_at = end
-                self.events.schedule(end, self._on_port_free, port)
-            self.on_transmit(self, port.index, frame, now, end)
+                heapq.heappush(ev._heap, (end, next(ev._seq), self._on_port_free, port, None))
+            tx = self.on_transmit
+            if tx is self.link_tx:
+                # inside a Fabric, untapped: the frame reaches the far end after the propagation
+                # delay (Fabric._on_transmit, inlined); a switch peer gets the packet itself
+                at = end + port.delay_ns
+                if pkt is not None and port.peer_arrive is not None:
+                    heapq.heappush(ev._heap, (at, next(ev._seq), port.peer_arrive, port.peer_port, pkt))
+                else:
+                    ingress: Any = port.peer_ingress  # set for every port of a Fabric
+                    heapq.heappush(ev._heap, (at, next(ev._seq), ingress, port.peer_port, frame))
+            else:
+                tx(self, port.index, frame, now, end)
             if pkt is not None:
-                self._release(pkt, now)
+                if pkt.pool == "shared" and tc not in self.lossless:
+                    mmu = self.mmu  # Mmu.release of a lossy packet, inlined
+                    mmu.ingress[pkt.in_port][tc] -= size
+                    mmu.used -= size
+                    mmu.shared_used -= size
+                    pkt.pool = ""
+                else:
+                    self._release(pkt, now)
             return
 
     def _release(self, pkt: Packet, now: int) -> None:

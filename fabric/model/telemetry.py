@@ -121,6 +121,19 @@ class PortBytes(Record):
     rx_frames: int
 
 
+@dataclass(frozen=True, slots=True)
+class NicBytes(Record):
+    """Cumulative bytes and frames a host NIC sent and received (``node`` is the host), sampled
+    at most every ``SwitchConfig.sample_ns`` as frames come and go: the host-side throughput."""
+
+    kind: ClassVar[str] = "nic_bytes"
+    port: int
+    tx_bytes: int
+    rx_bytes: int
+    tx_frames: int
+    rx_frames: int
+
+
 #: Why a packet was dropped.
 DROP_REASONS = (
     "queue_limit",  # lossy queue over its static limit (trimming off or not eligible)

@@ -7,13 +7,14 @@ reads the protocol fields, the asyncio adapter the socket and allocator ones (``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from uet.pds import PdsConfig
 from uet.ses.matching import MatchLimits
 from uet.ses.message import MessageConfig
 
-__all__ = ["FepConfig"]
+__all__ = ["FepConfig", "with_config"]
 
 
 @dataclass(frozen=True)
@@ -115,3 +116,12 @@ class FepConfig:
             max_partial=self.max_partial,
             reassembly_timeout_ns=self.reassembly_timeout_ns,
         )
+
+
+def with_config(config: FepConfig, **changes: Any) -> FepConfig:
+    """A copy of ``config`` with fields changed (``dataclasses.replace``; PDS fields by name too)."""
+    pds_fields = {k: v for k, v in changes.items() if k in PdsConfig.__dataclass_fields__}
+    ep_fields = {k: v for k, v in changes.items() if k not in pds_fields}
+    if pds_fields:
+        ep_fields["pds"] = replace(config.pds, **pds_fields)
+    return replace(config, **ep_fields)

@@ -6,8 +6,13 @@ Rules from spec/behaviour.md §2.2 (initiator table), §2.3 (SYN, Start_PSN), §
 
 Choices where the notes are silent (inference):
 
-- AR is set on EOM, on retransmissions, with ``ack_per_pkt``, and on the last packet sent before
-  the queue empties or the window fills, so no sender ever waits for the coalescing timer.
+- AR is set on EOM, on retransmissions, with ``ack_per_pkt``, when the CCC asks (§2.5 step 3),
+  and on the last packet sent before the queue empties or the window fills *unless an earlier
+  AR'd packet is still in flight* (``InitiatorPdc.ar_psn`` at or after ``tx_base``): its ACK
+  is on its way and will pump the PDC again, so no sender waits for the coalescing timer, while
+  a sender whose window refills by one or a few packets per ACK no longer asks for an ACK per
+  packet (that made every ACK trigger the next: one ACK per data packet instead of one per
+  ``ack_gen_trigger`` bytes).
 - SACK fast retransmit: once per packet, when the newest PSN known received (SACK bit or ACK_PSN)
   is at least ``fast_retx_threshold`` beyond it and it is not itself known received. It does not
   count toward ``max_rto_retx``.
@@ -379,10 +384,18 @@ class InitiatorMixin(PdsState):
                 if len(pending) < n:
                     n = len(pending)
                 popleft = pending.popleft
+                # an AR'd packet not yet cumulatively acknowledged: its ACK will come (module doc)
+                ar_wait = ((pdc.ar_psn - base) & _M32) < used
+                ar_psn = -1
                 for _ in range(n):
                     pkt = popleft()
                     used += 1
-                    ar = _AR if pkt.eom or per_pkt or not pending or used >= win else 0
+                    if pkt.eom or per_pkt or (not ar_wait and (not pending or used >= win)):
+                        ar = _AR
+                        ar_wait = True
+                        ar_psn = psn
+                    else:
+                        ar = 0
                     # clear_psn_offset = (tx_base - 1) - psn = -used (|used| <= mp_range <= 4096)
                     hdr = _REQ_PACK(word | (pkt.next_hdr << 7) | ar, -used, psn, lp, rp)
                     ent = next_ent()
@@ -400,6 +413,8 @@ class InitiatorMixin(PdsState):
                     psn = (psn + 1) & _M32
                 if n > 0:
                     sent = n
+                if ar_psn >= 0:
+                    pdc.ar_psn = ar_psn
             else:
                 # SYN phase (psn_offset limit, SYN header) or a per-packet gate: one at a time
                 while pending:
@@ -428,7 +443,9 @@ class InitiatorMixin(PdsState):
                     out[psn] = pkt
                     psn = pdc.next_psn = (psn + 1) & _M32
                     pdc.tx_seq = seq
-                    ar = pkt.eom or per_pkt or not pending or used + 1 >= win
+                    ar = pkt.eom or per_pkt
+                    if not ar and (not pending or used + 1 >= win):
+                        ar = ((pdc.ar_psn - base) & _M32) >= used  # no AR'd packet in flight
                     if not ar and gate.cc_signals:
                         ar = gate.ack_request(pkt.nbytes)  # §4.3.3
                     self._transmit(pdc, pkt, now, False, ar, quota >= 0)
@@ -453,6 +470,8 @@ class InitiatorMixin(PdsState):
         flags = _AR if ar else 0
         if retx:
             flags |= _RETX | _AR
+        if flags:
+            pdc.ar_psn = psn
             pkt.rtx_wait = False
             if pkt.parked:  # resent (by its delay or otherwise): no longer waiting out a shortage
                 pkt.parked = 0

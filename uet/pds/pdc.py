@@ -147,6 +147,7 @@ class InitiatorPdc:
         "cc_ecn",
         "cc_wake",
         "cc_rtx",
+        "ar_psn",
     )
 
     role: Literal["initiator"] = "initiator"
@@ -220,6 +221,9 @@ class InitiatorPdc:
         #: ROD go-back-N send window (packets) and its additive-increase counter (§2.13)
         self.rod_win = 0
         self.rod_acc = 0
+        #: PSN of the packet most recently sent with AR (§2.5 step 3); while it is not yet
+        #: cumulatively acknowledged an ACK is on its way, so a refill needs no AR of its own
+        self.ar_psn = (start_psn - 1) & 0xFFFFFFFF
 
 
 class TargetPdc:

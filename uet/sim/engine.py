@@ -121,19 +121,23 @@ class Engine:
 
     # -- running ------------------------------------------------------------------------------------
 
-    def next_time(self) -> int | None:
-        """The next instant anything is due (a dirty core: now), or None when all is idle."""
-        if self._dirty:
-            return self.now
+    def _core_deadline(self) -> int | None:
+        """The earliest armed core deadline; stale heap entries (a host re-armed since) go."""
         heap = self._heap
         hosts = self.hosts
         while heap:
             t, i = heap[0]
             h = hosts[i]
             if h is not None and h.armed == t:
-                break
+                return t
             heapq.heappop(heap)
-        t_core = heap[0][0] if heap else None
+        return None
+
+    def next_time(self) -> int | None:
+        """The next instant anything is due (a dirty core: now), or None when all is idle."""
+        if self._dirty:
+            return self.now
+        t_core = self._core_deadline()
         t_fab = self.fabric.next_deadline()
         if t_core is None:
             return t_fab
@@ -144,7 +148,10 @@ class Engine:
     def step(self, limit: int | None) -> bool:
         """Run instants up to ``limit`` (None: no limit) until one emitted core events; True if
         events were emitted, False when idle or at ``limit`` (the clock then stands at
-        ``limit``, or where the last work was when nothing is left)."""
+        ``limit``, or where the last work was when nothing is left).
+
+        An instant is a time at which a core has something to do: frames reach it
+        (:meth:`Fabric.run_to_arrival` runs the fabric alone up to there) or its timer is due."""
         self._events_out = False
         fabric = self.fabric
         hosts = self.hosts
@@ -154,10 +161,22 @@ class Engine:
                 self._flush()
                 if self._events_out:
                     return True
-            t = self.next_time()
-            if t is None or (limit is not None and t > limit):
+            t_core = self._core_deadline()
+            if t_core is not None and (limit is None or t_core <= limit):
+                lim: int | None = t_core
+            else:
+                lim = limit
+            t_arr = fabric.run_to_arrival(lim)
+            if t_arr is not None:
+                t = t_arr
+            elif t_core is not None and lim == t_core:
+                t = t_core
+            else:
+                # nothing for a core up to ``limit``: the fabric stands at ``limit`` (or went idle)
                 if limit is not None and limit > self.now:
                     self.now = limit
+                elif fabric.now > self.now:
+                    self.now = fabric.now
                 return False
             if t == self.now:
                 self._same += 1
@@ -169,9 +188,8 @@ class Engine:
             self.instants += 1
             if not self.instants & 0x1FFF and self.on_progress is not None:
                 self.on_progress(t)
-            arrivals = fabric.poll_timed(t)
-            if arrivals:
-                self._deliver(arrivals, t)
+            if t_arr is not None:
+                self._deliver(fabric.take_arrivals(), t)
             while heap and heap[0][0] <= t:
                 at, i = heapq.heappop(heap)
                 h = hosts[i]

@@ -1,9 +1,13 @@
-"""``uet-sim --plot DIR``: FCT CDF, queue depth per port over time, throughput per port.
+"""``uet-sim --plot DIR``: FCT CDF, queue depth and throughput per switch port, host NIC rates.
 
-Reads a :func:`uet.sim.scenario.simulate` result made with ``timeline=True`` (queue-depth and
-port-byte samples of the switch model, :mod:`uet.fabric.model.telemetry`). The busiest ports (by
-peak queue, and by bytes sent) are drawn, at most eight per figure, so a 1,024-host run stays
-readable. Needs matplotlib (the ``plot`` extra).
+Reads a :func:`uet.sim.scenario.simulate` result made with ``timeline=True`` (queue-depth,
+port-byte and NIC-byte samples of the fabric model, :mod:`uet.fabric.model.telemetry`) and draws
+it with the functions ``uet-fabric --plot`` uses (:mod:`uet.fabric.telemetry_io`), on a
+microsecond axis: the busiest ports (by peak queue, and by bytes sent), at most eight per figure
+so a 1,024-host run stays readable, the legend saying "busiest N of M"; the ECN ``kmin``/``kmax``
+(and PFC XOFF) of the run's switches as dashed lines on the queue plot; the receive and transmit
+rate of the busiest host NICs (``host_rx.png``, ``host_tx.png``). A figure with nothing to draw
+is not written (no empty axes). Needs matplotlib (the ``plot`` extra).
 """
 
 from __future__ import annotations
@@ -12,62 +16,41 @@ import os
 from collections import defaultdict
 from typing import Any
 
+from uet.fabric.telemetry_io import UNITS, plot, throughput
+
 __all__ = ["fct_cdf", "write_plots"]
 
 _TOP = 8
+_UNIT = "µs"
 
 
 def write_plots(res: dict[str, Any], folder: str) -> list[str]:
-    """Write ``fct_cdf.png``, ``queue_depth.png``, ``throughput.png`` and, with congestion control on,
-    ``cc_state.png`` (uet.sim.cc_plots) into ``folder``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Write ``fct_cdf.png``, ``queue_depth.png``, ``throughput.png``, ``host_rx.png``,
+    ``host_tx.png`` and, with congestion control on, ``cc_state.png`` (uet.sim.cc_plots) into
+    ``folder`` (those that have something to show); returns their paths."""
     os.makedirs(folder, exist_ok=True)
     out = []
     cdf = fct_cdf(res, folder)
     if cdf:
         out.append(cdf)
-
-    queues: dict[str, list[tuple[float, int]]] = defaultdict(list)
-    sent: dict[str, list[tuple[float, int]]] = defaultdict(list)
-    for r in res.get("timeline", []):
-        key = f"{r['node']}:{r['port']}"
-        if r["event"] == "queue_depth" and r["tc"] == 0:
-            queues[key].append((r["t"] / 1e3, r["bytes"]))
-        elif r["event"] == "port_bytes":
-            sent[key].append((r["t"] / 1e3, r["tx_bytes"]))
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for key in sorted(queues, key=lambda k: -max(b for _, b in queues[k]))[:_TOP]:
-        ts, bs = zip(*queues[key], strict=True)
-        ax.step(ts, [b / 1024 for b in bs], where="post", label=key)
-    ax.set_xlabel("virtual time (µs)")
-    ax.set_ylabel("TC0 queue (KiB)")
-    ax.set_title("queue depth of the busiest ports")
-    if queues:
-        ax.legend(fontsize=7)
-    ax.grid(True, alpha=0.3)
-    out.append(_save(fig, folder, "queue_depth.png"))
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for key in sorted(sent, key=lambda k: -sent[k][-1][1])[:_TOP]:
-        pts = sent[key]
-        rate_ts = [t for t, _ in pts[1:]]
-        rates = [
-            (b1 - b0) * 8 / ((t1 - t0) * 1e3) if t1 > t0 else 0.0
-            for (t0, b0), (t1, b1) in zip(pts, pts[1:], strict=False)
-        ]
-        if rate_ts:
-            ax.plot(rate_ts, rates, label=key)
-    ax.set_xlabel("virtual time (µs)")
-    ax.set_ylabel("throughput (Gbit/s)")
-    ax.set_title("throughput of the busiest ports")
-    if sent:
-        ax.legend(fontsize=7)
-    ax.grid(True, alpha=0.3)
-    out.append(_save(fig, folder, "throughput.png"))
+    records = res.get("timeline", [])
+    out += plot(
+        [r for r in records if r["event"] != "nic_bytes"],
+        folder,
+        top=_TOP,
+        thresholds=res.get("thresholds"),
+        unit=_UNIT,
+    )
+    scale = UNITS[_UNIT]
+    nics: dict[str, dict[tuple[str, int], list[tuple[float, int]]]] = {"rx": defaultdict(list), "tx": defaultdict(list)}
+    for r in records:
+        if r["event"] == "nic_bytes":
+            for way in ("rx", "tx"):
+                nics[way][(r["node"], r["port"])].append((r["t"] / scale, r[way + "_bytes"]))
+    for way, title in (("rx", "Receive rate per host NIC"), ("tx", "Transmit rate per host NIC")):
+        moved = {k: sorted(v) for k, v in nics[way].items() if len({b for _, b in v}) > 1}
+        if moved:
+            out.append(throughput(moved, folder, f"host_{way}.png", title, top=_TOP, unit=_UNIT, what="hosts"))
     from uet.sim.cc_plots import cc_plot
 
     cc = cc_plot(res, folder)

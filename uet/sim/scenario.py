@@ -23,6 +23,15 @@ frames summed); the speed is packet-hops per CPU second of the process (``time.p
 the one clock read here, outside the simulated system). CPU figures go under ``timing``, the only
 part of the result that differs between two runs of one seed.
 
+**Secure endpoints** (``tss``): every FEP core runs its TSS stage (uet.tss.stage), the same
+one live endpoints use, in one cluster-mode secure domain (:func:`secure_domain`): every UET
+datagram on the simulated wire is sealed (AES-GCM) and opened. A trimmed secure packet cannot
+be authenticated (behaviour.md §3.5) and is dropped and counted: its RTO recovers it.
+
+**Ctrl-C** (``KeyboardInterrupt``) stops the run where it is: the result is what finished so
+far — flows without a completion time are marked ``unfinished`` — with ``interrupted`` true and
+``ok`` false (``uet-sim`` prints it and exits 130, as ``uet-run`` does).
+
 **Stalls**: when every rank waits and nothing is left to happen (a message failed and its
 receiver waits for ever), the run stops, the ranks' partial reports are summarised (the flows
 concerned are not intact) and ``stalled`` says when.
@@ -31,6 +40,7 @@ concerned are not intact) and ``stalled`` says when.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import time
 from collections.abc import Callable
@@ -40,6 +50,7 @@ from typing import Any
 from uet.fabric.model import Fabric, Telemetry
 from uet.fabric.profiles import REALTIME_RTT_NS, load_topology, merge, overrides_to_dict
 from uet.fabric.switch import fabric_counters
+from uet.fabric.telemetry_io import switch_thresholds
 from uet.fabric.topology import Topology
 from uet.fep import FepConfig, FepCore
 from uet.roce.config import QpConfig
@@ -47,6 +58,8 @@ from uet.roce.core import PROVIDER_HEADER, RoceCore, config_for_link, timeout_fo
 from uet.sim.endpoint import SimEndpoint
 from uet.sim.engine import Engine, SimulationError
 from uet.sim.loop import VirtualTimeLoop
+from uet.tss import SdMode, SecureDomain, SecureDomainTable
+from uet.tss.stage import SecurityConfig
 from uet.workloads import Flow, RankReport, Workload, make
 from uet.workloads.report import summarize
 
@@ -63,6 +76,7 @@ DEFAULT_RUN: dict[str, Any] = {
     "rate_bps": 100_000_000_000,
     "topology": "fat_tree",
     "transport": "uet",
+    "tss": False,
 }
 
 #: Endpoint settings of ``uet-sim`` by default (**decisions**; there is no congestion control yet):
@@ -92,6 +106,14 @@ DATA_OVERHEAD = 44 + 12 + 8 + 20 + 14 + 24
 ROCE_DATA_OVERHEAD = 12 + 4 + 8 + 20 + 14 + 24
 #: A minimum Ethernet frame on the wire (ACKs): 60 + 24.
 MIN_WIRE = 84
+
+
+def secure_domain(seed: int) -> SecureDomain:
+    """``tss``: the run's one secure domain (SDI 1, cluster mode, behaviour.md §5.1), every
+    endpoint a member. Its key is derived from the run seed (SHA-256), not drawn at random, so a
+    secure run is as reproducible as any other; a simulation protects nothing, it measures."""
+    key = hashlib.sha256(b"uet-sim secure domain/%d" % seed).digest()
+    return SecureDomain.with_key(1, SdMode.CLUSTER, key)
 
 
 def build_topology(settings: dict[str, Any], table: dict[str, Any] | None = None) -> Topology:
@@ -183,7 +205,8 @@ def simulate(
     """Run the scenario (module docstring) and return its result dict.
 
     ``on_progress(virtual ns, messages received, messages expected)`` is called as the run goes;
-    ``timeline`` keeps queue-depth and port-byte samples (``result["timeline"]``) for plots.
+    ``timeline`` keeps queue-depth, port-byte and NIC-byte samples (``result["timeline"]``) and the
+    switches' ECN/PFC thresholds (``result["thresholds"]``) for plots.
     """
     s = {**DEFAULT_RUN, **settings}
     topo = build_topology(s, topology)
@@ -195,7 +218,7 @@ def simulate(
         messages=int(s["messages"]),
         seed=seed,
     )
-    tel = Telemetry({"queue_depth", "port_bytes"} if timeline else set(), enabled=timeline)
+    tel = Telemetry({"queue_depth", "port_bytes", "nic_bytes"} if timeline else set(), enabled=timeline)
     cpu0 = time.process_time()
     fabric = Fabric(topo, seed=seed, telemetry=tel)
     engine = Engine(fabric)
@@ -211,13 +234,19 @@ def simulate(
     roce_cfg = roce_config(fabric, str(s.get("profile"))) if transport == "roce" else None
     cc_records: list[dict[str, Any]] = []  # ``timeline`` with CC on: cwnd / credit per sender
     directory: dict[str, Any] = {}  # RoCE: the out-of-band connection exchange (rocev2 core docstring)
+    domain = secure_domain(seed) if s.get("tss") else None
+    if domain is not None and roce_cfg is not None:
+        raise SimulationError("tss: secure endpoints are UET endpoints (transport uet)")
     for i in range(n):
         core: Any
         if roce_cfg is not None:
             core = RoceCore(fabric.hosts[i].ip, config=roce_cfg, seed=(seed << 20) + i, directory=directory)
         else:
+            sec = None if domain is None else SecurityConfig(SecureDomainTable([domain.provision()]))
             log = _cc_logger(cc_records, i) if timeline and cfg.pds.cc != "none" else None
-            core = FepCore(fabric.hosts[i].ip, job=0, pid=0, config=cfg, seed=(seed << 20) + i, event_log=log)
+            core = FepCore(
+                fabric.hosts[i].ip, job=0, pid=0, config=cfg, security=sec, seed=(seed << 20) + i, event_log=log
+            )
         eps.append(SimEndpoint(engine, engine.attach(i, core)))
     addresses = [ep.address for ep in eps]
     reports = [RankReport() for _ in range(n)]
@@ -236,11 +265,14 @@ def simulate(
                 t.cancel()
 
     loop = VirtualTimeLoop(engine)
+    interrupted = False
     try:
         loop.run_until_complete(main())
     except SimulationError as e:
         stalled = engine.now
         error = str(e)
+    except KeyboardInterrupt:
+        interrupted = True  # Ctrl-C: what finished so far is the result (module docstring)
     finally:
         pending = asyncio.all_tasks(loop)
         for t in pending:
@@ -279,8 +311,20 @@ def simulate(
     )
     if error is not None:
         res["errors"] = [*res["errors"], error]
+    if interrupted:
+        for f in res["flows"]:
+            if "completion_s" not in f:
+                f.update(error="unfinished", unfinished=True)
+        res.update(
+            ok=False,
+            interrupted=True,
+            flows_finished=sum(1 for f in res["flows"] if not f.get("unfinished")),
+            received_messages=sum(len(r.rx) for r in reports),
+            received_bytes=sum(m.bytes for r in reports for m in r.rx),
+        )
     if timeline:
         res["timeline"] = [r.as_dict() for r in tel.records]
+        res["thresholds"] = switch_thresholds(topo.switch)
         if cc_records:
             res["cc_timeline"] = cc_records
             res["cc"] = cfg.pds.cc

@@ -1,0 +1,136 @@
+"""``uet-mutate`` itself (uet/tools/mutate.py, uet/tools/mutants.py) on a tiny module.
+
+The real mutation runs take minutes per module and stay out of the CI suite; these check that the
+tool generates the mutants it documents, kills what the tests notice, reports what they do not,
+and sets aside the listed equivalent mutants.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from uet.tools import mutate
+from uet.tools.mutants import list_mutants
+from uet.tools.mutants import mutate as apply_mutant
+
+SAMPLE = textwrap.dedent(
+    '''
+    """Docstring: never mutated."""
+    from typing import TYPE_CHECKING, TypeVar
+
+    if TYPE_CHECKING:
+        import os
+
+    __all__ = ["f"]
+    T = TypeVar("T")
+
+
+    def f(a, b, flag=True):
+        """Neither is this docstring."""
+        x = a + b * 2
+        if a < b and not flag:
+            return -x
+        for i in range(3):
+            if i == 1:
+                continue
+            break
+        x <<= 1  # pragma: no mutate
+        return x if a is None else ~x
+    '''
+)
+
+
+def test_generates_each_documented_operator_and_skips_the_rest() -> None:
+    got = [(m.line, m.description) for m in list_mutants(SAMPLE)]
+    descriptions = {d for _, d in got}
+    assert {"+ -> -", "* -> /", "< -> <=", "and -> or", "not x -> x", "-x -> x", "~x -> x"} <= descriptions
+    assert {
+        "2 -> 3",
+        "True -> False",
+        "== -> !=",
+        "is -> is not",
+        "continue -> break",
+        "break -> continue",
+    } <= descriptions
+    assert {"assign statement -> pass", "return statement -> pass"} <= descriptions
+    assert {m.scope for m in list_mutants(SAMPLE)} == {"f"}  # the enclosing def names each mutant
+    lines = SAMPLE.splitlines()
+    mutated_lines = {lines[line - 1].strip() for line, _ in got}
+    assert not any(t.startswith(('"""', "import os", "__all__", "T = TypeVar", "x <<= 1")) for t in mutated_lines)
+    assert "f(a, b, flag=True)" not in " ".join(mutated_lines) or ("True -> False" in descriptions)
+
+
+def test_every_mutant_compiles_and_changes_exactly_one_thing() -> None:
+    original = ast.dump(ast.parse(SAMPLE))
+    seen = set()
+    for m in list_mutants(SAMPLE):
+        tree = apply_mutant(SAMPLE, m.index)
+        compile(tree, "<sample>", "exec")
+        dump = ast.dump(tree)
+        assert dump != original, m
+        seen.add(dump)
+    assert len(seen) == len(list_mutants(SAMPLE))  # no two mutants are the same program
+
+
+DEMO = textwrap.dedent(
+    """
+    def clamp(x, lo, hi):
+        if x < lo:
+            return lo
+        return min(x, hi)
+    """
+)
+DEMO_TEST = textwrap.dedent(
+    """
+    from mutdemo import clamp
+
+    def test_clamp():
+        assert clamp(-1, 0, 10) == 0
+    """
+)
+EQUIVALENTS = textwrap.dedent(
+    """
+    [[equivalent]]
+    module = "mutdemo"
+    line = "if x < lo:"
+    mutation = "< -> <="
+    why = "x == lo returns lo either way"
+    """
+)
+
+
+def test_runs_mutants_in_children_and_scores_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "mutdemo.py").write_text(DEMO)
+    (tmp_path / "test_mutdemo.py").write_text(DEMO_TEST)
+    (tmp_path / "equivalent.toml").write_text(EQUIVALENTS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("mutdemo", None)
+    args = ["mutdemo", "--tests", "test_mutdemo.py", "--recheck", "--equivalents", "equivalent.toml", "--json"]
+    assert mutate.main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    status = {(o["line"], o["description"]): o["status"] for o in doc["outcomes"]}
+    assert status == {
+        (3, "< -> <="): "equivalent",  # set aside
+        (4, "return statement -> pass"): "killed",  # clamp(-1, 0, 10) would be -1
+        (5, "return statement -> pass"): "survived",  # the test never reaches the upper bound
+    }
+    assert (doc["mutants"], doc["killed"], doc["survived"], doc["equivalent"], doc["score"]) == (3, 1, 1, 1, 0.5)
+    assert "mutdemo" not in sys.modules  # the parent never imported the module it mutates
+
+
+def test_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert mutate.main(["no_such_module_xyz", "--recheck"]) == 2
+    assert "no Python source" in capsys.readouterr().err
+    assert mutate.main(["uet.tss.replay", "--list", "--lines", "56"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out and all(line.startswith("uet.tss.replay:56:") for line in out)
