@@ -146,3 +146,39 @@ def test_provider_header_size_and_unknown_peer() -> None:
         lone.send("10.9.9.8", b"x")
     lone.receive_datagram(b"\x04" + bytes(20), 0, source="10.9.9.8")
     assert lone.counters()["dropped_unknown_qp"] == 1
+
+
+def test_a_peer_that_never_answers_fails_every_operation_and_bound_receive() -> None:
+    """Issue 12 (live all_to_all hung): after the retry budget every pending SEND, WRITE and READ
+    fails with RetryExceeded (UNDELIVERABLE), a receive bound to that peer fails too instead of
+    waiting for messages the dead connection can never bring, a receive from anyone keeps
+    waiting, and a later operation towards the peer is refused at once."""
+    from uet.roce.cm import StaticCm
+    from uet.roce.errors import RetryExceeded
+    from uet.transport import error_name
+
+    cfg = QpConfig(pmtu=1024, dcqcn=None, timeout=1, retry_cnt=2)
+    a = RoceCore("10.0.0.1", config=cfg, seed=1, cm=StaticCm(4))
+    peer = "10.0.0.2"
+    ops = [a.send(peer, b"m" * 3000), a.write(peer, 0x55, 0, b"w"), a.read(peer, 0x55, 0, 8)]
+    bound = a.post_recv(None, source=peer)
+    anyone = a.post_recv(None)
+    now, events = 0, []
+    for _ in range(100):  # the peer never answers: only the timer moves things
+        a.datagrams_to_send(now)
+        while (e := a.next_event()) is not None:
+            events.append(e)
+        t = a.get_timer()
+        if t is None:
+            break
+        now = max(now, t)
+        a.handle_timer(now)
+    assert a.get_timer() is None and a.counters()["retry_exceeded"] == 1
+    failed = {e.handle: e.error for e in events if isinstance(e, OpFailed)}
+    assert set(failed) == {*ops, bound} and len(events) == 4
+    assert all(isinstance(failed[h], RetryExceeded) and error_name(failed[h]) == "UNDELIVERABLE" for h in ops)
+    assert error_name(failed[bound]) == "UNDELIVERABLE" and anyone not in failed
+    with pytest.raises(EndpointClosed):
+        a.send(peer, b"later")
+    with pytest.raises(EndpointClosed):
+        a.post_recv(None, source=peer)

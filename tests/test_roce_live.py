@@ -12,6 +12,7 @@ import pytest
 
 from uet.link.direct import loopback_addresses
 from uet.roce.cm import ConnectionCollision, StaticCm
+from uet.roce.config import QpConfig
 from uet.roce.core import RoceCore
 from uet.roce.errors import Flushed, RetryExceeded
 from uet.roce_endpoint import RoceEndpoint
@@ -112,3 +113,21 @@ async def test_roce_failures_have_the_contracts_return_code_names() -> None:
     finally:
         await asyncio.gather(a.close(), b.close())
     assert error_name(RetryExceeded()) == "UNDELIVERABLE" and error_name(Flushed()) == "CANCELLED"
+
+
+async def test_a_workload_with_a_dead_peer_fails_instead_of_hanging() -> None:
+    """Issue 12: a rank whose peer never answers ends its run with errors (its flow to the peer
+    UNDELIVERABLE after the retry budget, the receive of the peer's flow failed with it) instead
+    of waiting forever for messages the failed connection cannot bring."""
+    addrs = loopback_addresses(3)  # rank 2 has no endpoint
+    cfg = QpConfig(timeout=10, retry_cnt=1)  # 4.2 ms ACK timeout, two tries
+    eps = [await RoceEndpoint.open(ip, cm=StaticCm(9), seed=i, config=cfg) for i, ip in enumerate(addrs[:2])]
+    try:
+        wl = make("all_to_all", 3, message_bytes=2048, messages=1, seed=1)
+        reports = await asyncio.wait_for(asyncio.gather(*(wl.run(i, ep, addrs) for i, ep in enumerate(eps))), TIMEOUT)
+        for r in reports:
+            errors = {f.dst: f.error for f in r.flows}
+            assert errors == {a: None if a in addrs[:2] else "UNDELIVERABLE" for a in addrs if a in errors}
+            assert errors[addrs[2]] == "UNDELIVERABLE" and r.error == "UNDELIVERABLE" and len(r.rx) == 1
+    finally:
+        await asyncio.gather(*(ep.close() for ep in eps))

@@ -34,13 +34,20 @@ from uet.fep.events import Closed, MessageReceived, OpCompleted, OpFailed, SendC
 from uet.link.base import Link
 from uet.roce.cm import StaticCm
 from uet.roce.config import QpConfig
-from uet.roce.core import RoceCore
+from uet.roce.core import RoceCore, timeout_for_rtt
 from uet.ses.events import WriteCompleted
 from uet.ses.memory import Access, MemoryRegion
 from uet.ses.message import Message
 from uet.wire.roce import ROCE_UDP_PORT
 
-__all__ = ["RoceEndpoint"]
+__all__ = ["RoceEndpoint", "LIVE_RTT_NS"]
+
+#: The round trip the ACK timeout of a live endpoint is scaled for when no ``config`` is given:
+#: an asyncio loop's scheduling delay, not a fabric's (the real-time profile's effective 1 ms,
+#: :func:`~uet.roce.core.timeout_for_rtt`: code 15, 134 ms). The reference code 8 (1.05 ms) is
+#: shorter than one turn of a loaded or traced loop: go-back-N then rewound every message before
+#: its last packet (the only one asking for an ACK) was sent, until ``retry_cnt`` ran out (issue 12).
+LIVE_RTT_NS = 1_000_000
 
 
 class RoceEndpoint:
@@ -64,6 +71,7 @@ class RoceEndpoint:
         self.link = link
         self.address = link.address
         self.clock = clock
+        config = config or QpConfig(timeout=timeout_for_rtt(LIVE_RTT_NS))
         self.core = RoceCore(self.address, config=config, seed=seed, cm=cm or StaticCm(), log=log)
         self._futures: dict[int, asyncio.Future[Any]] = {}
         self._writes: deque[WriteCompleted] = deque()

@@ -353,6 +353,9 @@ class RoceCore:
                 self._deliver(w, m)
                 self._repost()
                 return h
+        qp = self.qps.get(source) if source is not None else None
+        if qp is not None and qp.state is not QpState.RTS:
+            raise EndpointClosed(f"{self.address}: the connection to {source} is in state {qp.state.name}")
         self._waiters.append(w)
         return h
 
@@ -413,6 +416,15 @@ class RoceCore:
         self._stats["unexpected"] += 1
         self._starved.append(qp)
 
+    def _fail_bound(self, qp: QueuePair) -> None:
+        """``qp`` entered ERR: its connection can bring no more messages, so every receive
+        bound to its peer (``source``) fails with the QP's error instead of waiting forever
+        (issue 12); receives from anyone keep waiting for the other connections."""
+        err = qp.error or EndpointClosed(f"{self.address}: the connection to {qp.remote} failed")
+        for w in [w for w in self._waiters if w.source is not None and w.source == qp.remote]:
+            self._waiters.remove(w)
+            self._events.append(OpFailed(w.handle, err))
+
     def _repost(self) -> None:
         while self._starved and len(self._unexpected) < self.max_unexpected:
             qp = self._starved.pop(0)
@@ -461,6 +473,7 @@ class RoceCore:
                     self._on_message(qp, e.data)
                 continue
             if isinstance(e, qev.QpErrored):
+                self._fail_bound(qp)
                 continue
             entry = ops.pop((qp.qpn, e.handle), None)
             if entry is None:

@@ -79,6 +79,8 @@ class QueuePair:
         self.memory = memory if memory is not None else MemoryTable(rng=self.rng)
         self.start_psn = self.rng.getrandbits(24) if start_psn is None else start_psn & PSN_MASK
         self.state = transition(QpState.RESET, QpState.INIT)
+        #: why the QP entered ERR (the error its send-side work requests failed with), else None
+        self.error: UetError | None = None
         self.remote: str | None = None
         self.remote_qpn = 0
         self._raddr = b""
@@ -123,6 +125,7 @@ class QueuePair:
     def reset(self) -> None:
         """ERR → RESET → INIT with a fresh start PSN, ready to be connected again."""
         self.state = transition(self.state, QpState.RESET)
+        self.error = None
         self.start_psn = self.rng.getrandbits(24)
         self.requester = Requester(self, self.start_psn)
         self.responder = Responder(self, 0)
@@ -340,6 +343,7 @@ class QueuePair:
         for w in self.requester.wqes:
             self._events.append(ev.OpFailed(w.handle, error))
         self.requester.wqes.clear()
+        self.error = self.error or error
         self.to_error(str(error))
 
     def to_error(self, reason: str) -> None:
@@ -347,9 +351,11 @@ class QueuePair:
         if self.state is QpState.ERR:
             return
         self.state = transition(self.state, QpState.ERR)
+        flushed = E.Flushed(reason)
+        if self.error is None:
+            self.error = flushed
         if self.log is not None:
             self.log({"t": self._now, "ev": "qp_error", "qpn": self.qpn, "reason": reason})
-        flushed = E.Flushed(reason)
         for w in self.requester.wqes:
             self._events.append(ev.OpFailed(w.handle, flushed))
         self.requester.wqes.clear()
