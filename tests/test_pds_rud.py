@@ -298,8 +298,8 @@ def test_target_close_req_timeout_closes_in_error() -> None:
     pair.filter = lambda data, src, dst: []
     assert pair.run_until(lambda: bool(pair.b.closed()))
     (c,) = pair.b.closed()
-    # the backed-off CLOSE_REQ resends (2+4+...+64 ms) outlast close_req_ns (100 ms): the wait for
-    # CLOSE ends first; either way the target closes in error
+    # the backed-off CLOSE_REQ resends (2+4+...+64 ms) run out before close_req_ns (1 s) ends;
+    # either way the target closes in error
     assert c.error in ("CLOSE_REQ not acknowledged", "no CLOSE after CLOSE_REQ") and not pair.b.core.pdcs
     assert pair.b.core.counters["nack_tx_CLOSING_IN_ERR"] == 1
     assert pair.b.core.counters["ctl_tx_REQ_CLOSE"] == 1 + CFG.max_rto_retx

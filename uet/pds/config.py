@@ -110,8 +110,11 @@ class PdsConfig:
             this long (None = never). Inference (§2.12 "a few × RTO"): 50 ms.
         target_idle_ns: a target sends CLOSE_REQ for a PDC on which nothing arrived for this long
             (None = never); reclaims PDCs whose initiator vanished. 1 s (inference).
-        close_req_ns: ``Close_REQ_Time``: how long a target waits for CLOSE after CLOSE_REQ before
-            closing in error (reference 1000 ms; mirror 1 ms; we use 100 ms).
+        close_req_ns: ``Close_REQ_Time``: how long a target waits for CLOSE after CLOSE_REQ, or
+            after the initiator's last packet on the PDC, whichever is later, before closing in
+            error (uet.pds.control). The reference's 1000 ms: well above ``rto_max_ns``, so an
+            initiator still retransmitting its quiescing traffic at the capped RTO keeps the
+            wait alive (the mirror's 1 ms and our former 100 ms raced that cap).
         close_linger_ns: how long a target keeps a closed PDC to re-ACK a lost CLOSE and NACK
             ``CLOSING`` late requests (a short MSL; the reference's endpoint MSL is 2 s). 10 ms.
         new_pdc_ns: ``New_PDC_Time``: a PENDING target PDC not re-driven within it is freed
@@ -175,7 +178,7 @@ class PdsConfig:
     rod_buffer_bytes: int = 64 << 20
     close_idle_ns: int | None = 50_000_000
     target_idle_ns: int | None = 1_000_000_000
-    close_req_ns: int = 100_000_000
+    close_req_ns: int = 1_000_000_000
     close_linger_ns: int = 10_000_000
     new_pdc_ns: int = 250_000_000
     clear_ns: int = 1_000_000

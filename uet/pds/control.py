@@ -9,6 +9,17 @@ Choices where the notes are silent (inference):
 - A target closes by CLOSE_REQ (new return-direction PSN, AR, retransmitted on RTO); when no
   CLOSE arrives within ``close_req_ns`` it closes in error and sends NACK ``CLOSING_IN_ERR``
   (linux). Triggers: owner request, core close, or ``target_idle_ns`` without arrivals.
+- ``Close_REQ_Time`` measures the initiator's *silence*, not the time since CLOSE_REQ: every
+  arrival from the initiator on the PDC (new or retransmitted request, ACK_REQ, the ACK of the
+  CLOSE_REQ) restarts it, so CLOSE_WAIT ends in error only after ``close_req_ns`` with nothing
+  from the initiator. §2.12 has the initiator ACK the CLOSE_REQ and then quiesce (its active
+  message completes, every PSN is acknowledged) before it may send CLOSE, which takes as long as
+  its traffic needs; a fixed deadline closed PDCs in error under initiators that were still
+  quiescing after a stall (both ends of a stalled process: the idle timer fires first, the
+  initiator's buffered packets arrive after the deadline, meet ``INV_DPDCID`` and fail messages
+  with acknowledged packets; issue 15). A conforming initiator sends no new message on a PDC
+  once it has ACKed the CLOSE_REQ and its retransmissions have a budget, so the wait is bounded;
+  an initiator that never ACKs the CLOSE_REQ still meets the CLOSE_REQ retry budget.
 - CLEAR_REQ is sent after ``clear_ns``, then spaced by the backed-off RTO (uet.pds.backoff), at
   most ``max_clear_req`` times per arrival from the initiator (a forged request cannot draw an
   unbounded stream of replies); it is sent while a guaranteed response waits for its clear with
@@ -218,6 +229,7 @@ class ControlMixin(PdsState):
             self._drop("ack_target_pdc", now, tp.peer)
             return
         tp.close_req = None
+        tp.last_rx = now  # progress: restarts Close_REQ_Time (module docstring)
         self._count("close_req_acked")
 
     def _target_close_req(self, tp: TargetPdc, now: int) -> None:
@@ -237,6 +249,12 @@ class ControlMixin(PdsState):
         tp.close_req = [psn, now, 0]
         tp.close_wait_until = now + self.config.close_req_ns
         self._send_close_req(tp, 0)
+
+    def _close_wait_end(self, tp: TargetPdc) -> int:
+        """When CLOSE_WAIT ends in error: ``Close_REQ_Time`` after the CLOSE_REQ or after the
+        initiator's last arrival on the PDC, whichever is later (§2.12, module docstring)."""
+        restart = tp.last_rx + self.config.close_req_ns
+        return restart if restart > tp.close_wait_until else tp.close_wait_until
 
     def _send_close_req(self, tp: TargetPdc, retx: int) -> None:
         flags = _AR | retx | (_ISROD if tp.mode == _MODE_ROD else 0)
@@ -291,7 +309,7 @@ class ControlMixin(PdsState):
         if tp.close_req is not None:
             cands.append(tp.close_req[1] + rto_for(self.config, tp.close_req[2]))
         if st is _T_CLOSE_WAIT:
-            cands.append(tp.close_wait_until)
+            cands.append(self._close_wait_end(tp))
         if tp.clear_req_at is not None:
             cands.append(tp.clear_req_at)
         ti = self.config.target_idle_ns
@@ -333,7 +351,7 @@ class ControlMixin(PdsState):
             cr[2] += 1
             self._count("rto")
             self._send_close_req(tp, _RETX)
-        if tp.state is _T_CLOSE_WAIT and now >= tp.close_wait_until:
+        if tp.state is _T_CLOSE_WAIT and now >= self._close_wait_end(tp):
             self._target_close_error(tp, "no CLOSE after CLOSE_REQ", now)
             return
         if tp.clear_req_at is not None and now >= tp.clear_req_at:

@@ -1,0 +1,94 @@
+"""Target-initiated close after a stall (spec/behaviour.md §2.12, issue 15): ``Close_REQ_Time``
+measures the initiator's silence, so an initiator that keeps delivering its quiescing traffic is
+never closed in error; exact packets and a fake clock."""
+
+from __future__ import annotations
+
+from pds_harness import A_ADDR, B_ADDR, Pair, hdr
+from test_pds_rud import START, establish, submit
+
+from uet.pds import Acked, Failed, PdsConfig, TargetState
+from uet.wire.pds import ControlType, NackCode, PdsType
+
+MS = 1_000_000
+CFG = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=1000 * MS, close_req_ns=100 * MS)
+
+
+def _timers(pair: Pair) -> None:
+    for s in (pair.a, pair.b):
+        t = s.core.get_timer()
+        if t is not None and t <= pair.now:
+            s.core.handle_timer(pair.now)
+        s.drain_events()
+
+
+def _kinds(out: list) -> list:
+    return [(hdr(d).type, getattr(hdr(d), "ctl_type", None), getattr(hdr(d), "nack_code", None)) for d, _x, _y in out]
+
+
+def test_close_req_time_restarts_on_initiator_progress() -> None:
+    pair = Pair(CFG)
+    establish(pair)
+    pair.take(pair.a)
+    pair.take(pair.b)
+    toks = submit(pair, 4, tag="big")  # one 4-packet message, sent at once
+    reqs = [d for d, _x, _y in pair.take(pair.a)]
+    assert len(reqs) == 4
+    pair.inject(pair.b, reqs[0], A_ADDR)
+    for d, _x, _y in pair.take(pair.b):
+        pair.inject(pair.a, d, B_ADDR)
+    # the process stalls 1.5 s: the other three packets wait in a buffer; the target's idle timer
+    # runs first and asks for a close
+    pair.now += 1500 * MS
+    _timers(pair)
+    tp = next(p for p in pair.b.core.pdcs.values() if p.role == "target")
+    assert tp.state is TargetState.CLOSE_WAIT
+    out = pair.take(pair.b)
+    assert ControlType.REQ_CLOSE in [k[1] for k in _kinds(out)]
+    for d, _x, _y in out:
+        pair.inject(pair.a, d, B_ADDR)
+    for d, _x, _y in pair.take(pair.a):  # the ACK of the CLOSE_REQ (and RTO resends, lost)
+        if hdr(d).type == PdsType.ACK:
+            pair.inject(pair.b, d, A_ADDR)
+    assert tp.close_req is None
+    # the initiator's quiescing traffic trickles in, 60 ms apart (each gap < Close_REQ_Time, their
+    # sum > it): the target must not close in error while the initiator makes progress
+    for data in reqs[1:]:
+        pair.now += 60 * MS
+        _timers(pair)
+        pair.take(pair.a)  # RTO resends: lost
+        pair.inject(pair.b, data, A_ADDR)
+        out = pair.take(pair.b)
+        assert NackCode.CLOSING_IN_ERR not in [k[2] for k in _kinds(out)]
+        assert tp.state is TargetState.CLOSE_WAIT
+        for d, _x, _y in out:
+            pair.inject(pair.a, d, B_ADDR)
+    # every PSN acknowledged: the initiator sends CLOSE and both ends close cleanly
+    out = pair.take(pair.a)
+    assert [k[1] for k in _kinds(out)] == [ControlType.CLOSE]
+    pair.inject(pair.b, out[0][0], A_ADDR)
+    for d, _x, _y in pair.take(pair.b):
+        pair.inject(pair.a, d, B_ADDR)
+    assert not [e for e in pair.a.events if isinstance(e, Failed)]
+    assert {e.token for e in pair.a.events if isinstance(e, Acked)} >= set(toks)
+    assert [c.error for c in pair.b.closed()] == [None] and [c.error for c in pair.a.closed()] == [None]
+
+
+def test_close_req_time_still_closes_a_silent_initiator() -> None:
+    pair = Pair(CFG)
+    establish(pair)
+    pair.take(pair.a)
+    pair.take(pair.b)
+    pair.now += 1000 * MS
+    _timers(pair)
+    (cp,) = pair.take(pair.b)
+    pair.inject(pair.a, cp[0], B_ADDR)
+    for d, _x, _y in pair.take(pair.a):
+        if hdr(d).type == PdsType.ACK:  # the CLOSE_REQ is acknowledged, then the initiator is gone
+            pair.inject(pair.b, d, A_ADDR)
+    pair.now += 100 * MS - 1
+    _timers(pair)
+    assert not pair.b.closed()
+    pair.now += 1
+    _timers(pair)
+    assert [c.error for c in pair.b.closed()] == ["no CLOSE after CLOSE_REQ"]
