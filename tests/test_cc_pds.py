@@ -53,8 +53,12 @@ def test_target_fills_the_ack_cc_state() -> None:
     (ack,) = p.take(b)
     h = hdr(ack[0])
     assert h.ooo_count == 1 and h.rcvd_bytes == (2 * (len(req) + 48) + 255) >> 8
-    # a coalesced ACK flushed by the ACK timer reports how long the request waited (µs)
+    # the hole fills: CACK passes the AR'd PSN 1002, so that is ACKed at once (uet.pds.target)
     p.inject(b, request(1001, 5, lp), A_ADDR)
+    (ack,) = p.take(b)
+    assert hdr(ack[0]).ooo_count == 0
+    # a coalesced ACK flushed by the ACK timer reports how long the request waited (µs)
+    p.inject(b, request(1003, 5, lp), A_ADDR)
     assert p.take(b) == []
     p.now += 100_000
     b.core.handle_timer(p.now)

@@ -81,7 +81,7 @@ from uet.pds.events import Delivery, Event
 from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy
 from uet.pds.target import _REQ_TAIL, _SES_END
-from uet.wire.pds import NACK, REQUEST, NackCode
+from uet.wire.pds import NACK, REQUEST, NackCode, psn_diff
 
 _tnew = tuple.__new__
 #: the whole RUD/ROD request header (SYN = 0): prologue word, clear_psn_offset, psn, SPDCID, DPDCID
@@ -483,6 +483,8 @@ class PdsCore(
         else:
             tp.rcvd.update(held)
             self._advance_cack(tp)
+            if due and psn_diff(tp.rx_base, last) <= 0:
+                tp.ar_held = last  # an AR (or trigger) behind a hole: ACK when CACK passes it
             if tp.gtd:
                 tp.clear_req_at = now + self.config.clear_ns
         tp.high_rcvd = last

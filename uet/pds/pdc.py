@@ -242,6 +242,7 @@ class TargetPdc:
         "max_clear",
         "rod_next",
         "high_rcvd",
+        "ar_held",
         "ack_deadline",
         "ack_gen_count",
         "ack_trigger",
@@ -293,6 +294,8 @@ class TargetPdc:
         self.max_clear = (start_psn - 1) & 0xFFFFFFFF
         self.rod_next = start_psn
         self.high_rcvd = (start_psn - 1) & 0xFFFFFFFF
+        #: newest AR'd PSN received above CACK (behind a hole): ACK once CACK passes it
+        self.ar_held: int | None = None
         self.ack_deadline: int | None = None
         self.ack_gen_count = 0
         self.ack_trigger = 0

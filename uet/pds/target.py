@@ -41,8 +41,11 @@ Choices where the notes are silent (inference):
   meaning"): the coalesced ACK, a timer flush, a close flushing it, an ACK_REQ or duplicate
   answered for that PSN. An older request replaced as the trigger is acknowledged by CACK,
   which the initiator takes as success (§6.9), so its non-guaranteed response is not needed.
-  (The reference's "ACK once the newest AR PSN fills its gap" is covered by the retransmission
-  that fills the gap carrying RETX.)
+  An AR'd request that arrives behind a hole (sprayed packets overtake each other, so the EOM
+  often does) is remembered (``ar_held``); the request that moves CACK past it makes the ACK due
+  too (the reference's "ACK once the newest AR PSN fills its gap"). Without it the last
+  stragglers of a message waited for ``ack_timer_ns`` (100 µs: +100 µs on about half the flows of
+  a sprayed permutation, issue 11) or for a spurious RTO.
 - ECN on coalesced ACKs: an ACK sets ``m`` when any byte it newly covers arrived ECN-CE, not
   only when the request it names did, so coalescing never hides a mark. With ``ack_on_ecn`` off
   the ACKs are ACK_CCX (wire-format.md §5.5) whose ``ack_ccx_state`` carries, in its upper 24
@@ -464,6 +467,12 @@ class TargetMixin(PdsState):
         n -= end
         gen = tp.ack_gen_count + (n if n > cfg.ack_gen_min_pkt_add else cfg.ack_gen_min_pkt_add)
         due = flags & _AR != 0 or gen >= cfg.ack_gen_trigger
+        ah = tp.ar_held
+        if ah is not None and psn_diff(tp.rx_base, ah) > 0:
+            tp.ar_held = None  # the hole below an AR'd PSN has filled: ACK now, not at the timer
+            due = True
+        if flags & _AR and psn_diff(tp.rx_base, psn) <= 0:
+            tp.ar_held = psn
         self._coalesce(tp, psn, aflags, rnh, resp, ent, gen, due, not due, now)
         return True
 
