@@ -6,8 +6,10 @@ from __future__ import annotations
 import zlib
 from functools import cache
 
+import pytest
 from uet.fabric.model import Fabric, LbConfig, PortSpec, Switch, SwitchConfig
 from uet.fabric.model.frames import ipv4_frame, pfc_frame
+from uet.fabric.model.lb import mix32
 from uet.fabric.topology import Topology
 
 from uet.wire.net import ip_bytes
@@ -46,14 +48,37 @@ def test_ecmp_keeps_a_flow_on_one_spine() -> None:
     assert sorted(counts) == [0, 0, 0, 400]
 
 
-def test_ecmp_hash_is_crc32_of_tuple_and_switch_id() -> None:
+def test_ecmp_hash_is_mixed_crc32_of_tuple_and_switch_id() -> None:
     fab = fabric("ecmp")
     src, dst = fab.host_ip(0), fab.host_ip(4)
     send_flow(fab, 1, sport=0x1234)
     tup = ip_bytes(src) + ip_bytes(dst) + b"\x11" + (0x1234).to_bytes(2, "big") + (4793).to_bytes(2, "big")
     leaf0 = fab.switches["leaf0"]
-    idx = zlib.crc32(tup + leaf0.id.to_bytes(4, "big")) % SPINES
+    idx = mix32(zlib.crc32(tup + leaf0.id.to_bytes(4, "big"))) % SPINES
     assert per_spine(fab)[idx] == 1
+
+
+def test_mix32_is_murmur3_fmix32() -> None:
+    assert [mix32(x) for x in (0, 1, 0xFFFFFFFF)] == [0, 0x514E28B7, 0x81F16F39]
+
+
+@pytest.mark.parametrize("k", [4, 8])
+def test_ecmp_sprays_one_flow_over_every_core_switch_of_a_fat_tree(k: int) -> None:
+    """No hash polarisation (issue 11): a CRC is affine, so with the bare CRC a pod spine re-picked
+    the bits its leaf had picked and one sprayed flow crossed only k/2 of the (k/2)² core
+    switches ([2048, 0, 0, 2048] at k = 4), halving a permutation's core bandwidth."""
+    topo = Topology(kind="fat_tree", k=k)
+    topo.switch.lb = LbConfig(mode="ecmp")
+    fab = Fabric(topo, seed=5)
+    src, dst = fab.host_ip(0), fab.host_ip(k**3 // 4 - 1)
+    n = 4096
+    for s in range(n):
+        fab.inject(0, frame(src, dst, s), s * 100)
+    fab.poll(10**12)
+    core = [sum(p.rx_frames for p in sw.ports) for name, sw in fab.switches.items() if name.startswith("ss")]
+    fair = n / len(core)
+    assert len(core) == (k // 2) ** 2
+    assert all(abs(c - fair) <= 0.25 * fair for c in core), core
 
 
 def test_sender_entropy_spreads_flows_through_ecmp() -> None:

@@ -3,8 +3,15 @@
 Modes:
 
 * ``ecmp``: CRC-32 (zlib) over the 13-byte 5-tuple followed by the 4-byte big-endian seed (the
-  switch id unless configured), modulo the number of next hops. The UDP source port is the UET
-  entropy, so a sender that changes its entropy per packet sprays through a hashing switch.
+  switch id unless configured), passed through MurmurHash3's 32-bit finaliser (:func:`mix32`),
+  modulo the number of next hops. The UDP source port is the UET entropy, so a sender that
+  changes its entropy per packet sprays through a hashing switch. **Decision**: the finaliser is
+  there because a CRC is affine over GF(2): for two switches the CRCs of one tuple differ by a
+  constant that does not depend on the tuple, so with a power-of-two fan-out a pod spine would
+  re-pick the very bits its leaf picked with, and every packet a leaf sent to spine s would leave
+  spine s by one uplink (hash polarisation: a k-ary fat tree then used k/2 of its (k/2)² core
+  switches for one sprayed flow, and a permutation of 2 MB flows took ≈ 2.5 × its ideal time,
+  issue 11). Hardware avoids this with per-tier hash functions; htsim salts a non-linear hash.
 * ``flowlet``: per flow, keep the egress and the time of the flow's last packet; a gap longer than
   δ starts a new flowlet, whose egress is the hash of the tuple and the flowlet number.
 * ``spray_rr``: round robin over the next hops of the group, one counter per group (htsim's
@@ -29,6 +36,16 @@ from uet.fabric.model.frames import flow_tuple, is_uet
 from uet.fabric.model.port import Port
 
 
+def mix32(h: int) -> int:
+    """MurmurHash3's 32-bit finaliser ``fmix32``: a bijection whose output bits each depend
+    non-linearly on every input bit, so hashes of one tuple under two seeds are unrelated."""
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
 class LoadBalancer:
     """Per-switch load-balancing state."""
 
@@ -43,7 +60,7 @@ class LoadBalancer:
 
     def ecmp_index(self, tup: bytes, n: int) -> int:
         """Index of the next hop ECMP picks for the 13-byte tuple among ``n``."""
-        return zlib.crc32(tup + self.seed) % n
+        return mix32(zlib.crc32(tup + self.seed)) % n
 
     def choose_for(
         self, group: Sequence[int], ports: Sequence[Port], frame: bytes | bytearray, ip: int, tc: int, now: int
@@ -66,7 +83,7 @@ class LoadBalancer:
             return group[0]
         mode = self.modes[tc]
         if mode == "ecmp" or not sprayable:
-            return group[zlib.crc32(tup + self.seed) % n]
+            return group[mix32(zlib.crc32(tup + self.seed)) % n]
         if mode == "spray_rr":
             key = tuple(group)
             i = self._rr.get(key, 0)
@@ -82,7 +99,7 @@ class LoadBalancer:
             self._flowlets[tup] = (ent[0], now, ent[2])
             return ent[0]
         fid = 0 if ent is None else ent[2] + 1
-        port = group[zlib.crc32(tup + self.seed + fid.to_bytes(4, "big")) % n]
+        port = group[mix32(zlib.crc32(tup + self.seed + fid.to_bytes(4, "big"))) % n]
         self._flowlets[tup] = (port, now, fid)
         return port
 
