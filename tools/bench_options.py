@@ -145,6 +145,18 @@ def add_transfer_options(p: argparse.ArgumentParser, *, addresses: str = "127.0.
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def add_peer_options(p: argparse.ArgumentParser) -> None:
+    """``--peer ADDR`` (the client side against a running ``uet-peer``, :mod:`uet.tools.bench_peer`)
+    and the link options, which must match the peer's; shared by ``pair`` and ``rtt``."""
+    from uet.tools.cli import ip_address_arg
+    from uet.tools.link_options import add_link_options
+
+    p.add_argument(
+        "--peer", metavar="ADDR", type=ip_address_arg, help="client side only, against a running uet-peer (bench_peer)"
+    )
+    add_link_options(p)
+
+
 def add_impairment(p: argparse.ArgumentParser, *, loss: float = 0.0, reorder: float = 0.0, dup: float = 0.0) -> None:
     """``--loss --reorder --dup --corrupt``: probabilities in [0, 1] applied on transmit."""
     p.add_argument("--loss", type=probability, default=loss, metavar="P", help=f"drop probability (default {loss})")

@@ -57,6 +57,7 @@ from uet.tools.bench_options import (
     MAX_PAIR_SIZE,
     PairOptions,
     add_impairment,
+    add_peer_options,
     add_transfer_options,
     data_protect,
     pair_notes,
@@ -68,8 +69,8 @@ from uet.tools.bench_raw import BLAST_CANDIDATES, blast_receive, blast_send, raw
 from uet.tools.bench_report import aggregate, print_table
 from uet.tools.bench_tss import PHASE_KEYS, tss_fields
 from uet.tools.bench_uet import uet_figures, uet_receiver, uet_sender
-from uet.tools.cli import float_arg, int_arg, ip_address_arg, probability, quiet_interrupt, size_arg
-from uet.tools.link_options import add_link_options, local_link_options
+from uet.tools.cli import float_arg, int_arg, probability, quiet_interrupt, size_arg
+from uet.tools.link_options import local_link_options
 
 __all__ = ["add_parser", "pair_child", "pair_command", "pair_options", "random_data", "run_pair"]
 
@@ -288,10 +289,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--count", type=int_arg(1), default=1000, help="messages per size in a sweep (default 1000; like perftest -n)"
     )
-    p.add_argument(
-        "--peer", metavar="ADDR", type=ip_address_arg, help="client side only, against a running uet-peer (bench_peer)"
-    )
-    add_link_options(p)
+    add_peer_options(p)
     p.set_defaults(run=pair_command)
 
 

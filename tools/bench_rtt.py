@@ -20,13 +20,13 @@ from collections import Counter
 from multiprocessing.connection import Connection
 from typing import Any
 
-from uet.tools.bench_options import PairOptions, add_transfer_options, size_list, transfer_options
+from uet.tools.bench_options import PairOptions, add_peer_options, add_transfer_options, size_list, transfer_options
 from uet.tools.bench_procs import expect, pipe_recv, spawn
 from uet.tools.bench_raw import RTT_CANDIDATES, ping_pong, pong, raw_socket
 from uet.tools.bench_report import latency, print_rtt_sweep, print_table
 from uet.tools.bench_uet import pds_mode, transfer_config
-from uet.tools.cli import UsageError, int_arg, ip_address_arg, quiet_interrupt, size_arg
-from uet.tools.link_options import add_link_options, local_link_options
+from uet.tools.cli import UsageError, int_arg, quiet_interrupt, size_arg
+from uet.tools.link_options import local_link_options
 
 __all__ = ["SWEEP_SIZES", "add_parser", "rtt_child", "rtt_command", "run_rtt"]
 
@@ -164,10 +164,7 @@ def add_parser(sub: Any) -> None:
         help="alternating raw-UDP/UET rounds; percentiles over all of them (default 1)",
     )
     add_transfer_options(p)
-    p.add_argument(
-        "--peer", metavar="ADDR", type=ip_address_arg, help="client side only, against a running uet-peer (bench_peer)"
-    )
-    add_link_options(p)
+    add_peer_options(p)
     p.set_defaults(run=rtt_command)
 
 
