@@ -651,8 +651,10 @@ class PdsCore(
                 self._tpdc_timer(pdc, now)
         self._rudi_timer(now)
         cs = self.credit_scheduler
-        if cs is not None and cs.deadline() is not None and cs.deadline() <= now:
-            self._send_grants(now)
+        if cs is not None:
+            d = cs.deadline()
+            if d is not None and d <= now:
+                self._send_grants(now)
 
     def next_event(self) -> Event | None:
         """The oldest pending event, or None."""

@@ -23,6 +23,8 @@ from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.seams import RotatingEntropy
 
 if TYPE_CHECKING:
+    from uet.cc.config import CcConfig
+    from uet.cc.rccc import CreditScheduler
     from uet.pds.pdc import TxPkt
     from uet.pds.rudi import RudiPkt
     from uet.wire.pds import NackCode
@@ -88,8 +90,8 @@ class PdsState:
     #: opaque value of the last window probe (uet.pds.initiator._window_probe)
     _probe_seq: int
     #: RCCC receiver pacer and the CC parameters (uet.cc.registry.install), or None
-    credit_scheduler: Any
-    cc_params: Any
+    credit_scheduler: CreditScheduler | None
+    cc_params: CcConfig | None
     # RUDI/UUD (uet.pds.rudi, assigned by RudiMixin._rudi_init)
     _rudi_next: int
     #: outstanding RUDI requests by packet id, in order of latest transmission

@@ -682,18 +682,23 @@ class TargetMixin(PdsState):
         """A CC request's credit target for the sender's CCC ``(peer, ccc)``; its grants go on
         ``tp``. A trimmed one also funds its retransmission (one MTU more, §3.3, §4.5)."""
         cs = self.credit_scheduler
+        cp = self.cc_params
+        if cs is None or cp is None:  # no RCCC receiver on this FEP (the caller checks too)
+            return
         tp.ccc = ccc
         key = (tp.peer, ccc)
         cs.note_target(key, target, now, tp)
         if trimmed:
-            cs.add_demand(key, self.cc_params.mtu, now)
+            cs.add_demand(key, cp.mtu, now)
 
     def _send_grants(self, now: int) -> None:
         """The credit pacer's due grants, each a CREDIT CP (payload = cumulative 24-bit grant)
         on the sender's latest PDC; senders whose PDC has gone are forgotten."""
         cs = self.credit_scheduler
+        if cs is None:
+            return
         for key, sender, grant in cs.poll(now):
-            tp = self.pdcs.get(sender.lpdcid) if sender is not None else None
+            tp = self.pdcs.get(sender.lpdcid) if isinstance(sender, TargetPdc) else None
             if tp is not sender or tp is None or tp.role != "target" or tp.state is not _T_ESTABLISHED:
                 cs.forget(key)
                 continue
