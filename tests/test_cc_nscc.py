@@ -211,3 +211,95 @@ def test_event_log_records_changes() -> None:
     n.cwnd = 100_000
     n.on_ack(40_960, False, 22_000, 1_000)
     assert recs[-1]["ev"] == "cc" and recs[-1]["cwnd"] == 108_388 and recs[-1]["t"] == 1_000
+
+
+# -- sub-packet windows (CcConfig.min_cwnd below the MTU; uet.cc.nscc module docstring) ---------
+
+SUB = CcConfig(qa_threshold_ns=36_000, min_cwnd=1_024)  # mtu 4096: down to a quarter packet
+
+
+def test_min_cwnd_defaults_to_the_mtu_and_is_checked() -> None:
+    assert Nscc(CFG).min_cwnd == 4_096
+    assert Nscc(SUB).min_cwnd == 1_024
+    for bad in (0, 4_097):
+        with pytest.raises(ValueError):
+            CcConfig(min_cwnd=bad)
+
+
+def test_default_window_never_goes_below_one_mtu() -> None:
+    n = fresh(cwnd=5_000, inflight=4_200)
+    n.on_nack(4_200, None, False, False, False, 1_000)  # a plain NACK: no change
+    n.on_inferred_loss(4_200, 2_000)
+    assert n.cwnd == 4_096 and n.inflight == -4_200
+    n.inflight = 0
+    n.last_tx = 2_000
+    assert n.can_send(4_200, 2_001) and n.pacing_deadline(2_001) is None  # no sub-packet pacing
+
+
+def test_sub_packet_window_sends_one_packet_every_mtu_over_cwnd_base_rtts() -> None:
+    n = Nscc(SUB, now=0)
+    n.cwnd = 2_048  # half a packet: one packet every two base RTTs (24 µs)
+    assert n.can_send(4_200, 0)  # nothing sent yet
+    n.on_send(4_200, 1_000)
+    assert not n.can_send(4_200, 30_000)  # in flight: only an ACK opens the window
+    assert n.pacing_deadline(30_000) is None
+    n.on_ack(4_200, False, None, 20_000)  # no valid RTT: only the counters move
+    assert n.inflight == 0 and n.cwnd == 2_048
+    assert n.sub_packet_time() == 1_000 + 4_096 * 12_000 // 2_048 == 25_000
+    assert n.pacing_deadline(20_000) == 25_000
+    assert not n.can_send(4_200, 24_999)
+    assert n.can_send(4_200, 25_000) and n.pacing_deadline(25_000) is None
+
+
+def test_sub_packet_decreases_stop_at_min_cwnd() -> None:
+    n = Nscc(CcConfig(min_cwnd=1_024, disable_quick_adapt=True), now=0)
+    n.cwnd = 3_000
+    n.inflight = 8_400
+    n.on_nack(4_200, None, True, False, False, 1_000)  # trim: cwnd − size, floored
+    assert n.cwnd == 1_024 and n.inflight == 4_200
+    n.cwnd = 3_000
+    n.on_inferred_loss(4_200, 2_000)
+    assert n.cwnd == 1_024 and n.inflight == 0
+    n.cwnd = 3_000
+    n.inflight = 4_200
+    n.on_ack(4_200, False, None, 3_000, pend=127)  # penalty: min(cwnd, inflight 0) − dec, floored
+    assert n.cwnd == 1_024
+
+
+def test_sub_packet_md_floor() -> None:
+    n = Nscc(SUB, now=0)
+    n.cwnd = 1_500
+    n.avg_delay = 90_000  # factor max(1 − 0.8·81/90, 0.5) = 0.5 → 750, floored at 1024
+    n.multiplicative_decrease(13_000)
+    assert n.cwnd == 1_024 and n.stats["md"] == 1
+
+
+def test_sub_packet_eta_per_elapsed_base_rtt() -> None:
+    n = Nscc(SUB, now=0)
+    n.cwnd = 2_048
+    n.fulfill_adjustment(36_000)  # three base RTTs since the last adjustment: 3 × eta
+    assert n.cwnd == pytest.approx(2_048 + 3 * 614.4) and n.last_adjust_time == 36_000
+    n.cwnd = 2_048
+    n.fulfill_adjustment(36_000 + 100 * 12_000)  # a long silence: at most mtu / min_cwnd = 4
+    assert n.cwnd == pytest.approx(2_048 + 4 * 614.4)
+    n.cwnd = 4_096  # one MTU or more: eta once, as §4.3.5 says
+    n.fulfill_adjustment(36_000 + 200 * 12_000)
+    assert n.cwnd == pytest.approx(4_096 + 614.4)
+
+
+def test_quick_adapt_never_raises_a_sub_packet_window() -> None:
+    n = Nscc(SUB, now=0)
+    n.cwnd = 2_048
+    n.qa_endtime = 1
+    n.achieved_bytes = 4_200  # one whole packet in the window: more than the window's rate
+    assert n.quick_adapt(True, True, 0, 10_000)
+    assert n.cwnd == 2_048 and n.stats["qa"] == 1
+    n.qa_endtime = 1
+    n.achieved_bytes = 0  # nothing got through: down to the floor
+    assert n.quick_adapt(True, True, 0, 40_000)
+    assert n.cwnd == 1_024
+    n.cwnd = 8_000  # at or above one MTU: the achieved bytes, as §4.3.5 says
+    n.qa_endtime = 1
+    n.achieved_bytes = 6_000
+    assert n.quick_adapt(True, True, 0, 80_000)
+    assert n.cwnd == 6_000

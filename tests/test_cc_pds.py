@@ -114,6 +114,25 @@ def test_pacing_deadline_goes_into_get_timer() -> None:
     assert len(core.datagrams_to_send(gap)) == 1
 
 
+def test_sub_packet_window_deadline_goes_into_get_timer() -> None:
+    """``CcConfig.min_cwnd`` below the MTU: with nothing in flight a window of a quarter packet
+    lets the next packet go ``mtu × base_rtt / cwnd`` = 4 base RTTs after the previous one."""
+    cc = CcConfig(min_cwnd=1_024, base_rtt_probe=False)
+    core = PdsCore(A_ADDR, PdsConfig(cc="nscc", cc_params=cc, start_psn=500))
+    submit(core, 1, 1000, 0)
+    assert len(core.datagrams_to_send(0)) == 1
+    n = gate_of(core).nscc
+    assert n is not None
+    n.cwnd = 1_024.0
+    n.inflight = 0  # as if its ACK had come
+    submit(core, 2, 1000, 1_000)
+    assert core.datagrams_to_send(1_000) == []
+    assert core.get_timer() == 4 * 12_000
+    core.handle_timer(48_000)
+    assert len(core.datagrams_to_send(48_000)) == 1  # one, then the window is full again
+    assert core.datagrams_to_send(48_000) == []
+
+
 def test_fast_retransmit_is_a_loss_not_a_timeout() -> None:
     p = Pair(PdsConfig(cc="nscc", ack_per_pkt=True))
     dropped = []

@@ -46,6 +46,12 @@ class CcConfig:
         base_rtt_probe: NSCC: after a new CCC's first ACK or NACK, send one PROBE CP on the
             control class for a clean base-RTT sample (§4.3.6; the notes make it optional when
             the path's base RTT is known or the PDC sends only about one BDP).
+        min_cwnd: NSCC's smallest window in nominal bytes; None = ``mtu``, the notes' "minimum
+            cwnd" (§4.3.1, as htsim). A value below ``mtu`` allows a *sub-packet* window
+            (inference, beyond the notes): with ``cwnd`` below the packet's size a sender keeps
+            at most one packet in flight and sends the next no sooner than ``size × base_rtt /
+            cwnd`` after the previous one, so a window of ``mtu / k`` means one packet every
+            ``k`` base RTTs (see :class:`uet.cc.nscc.Nscc`).
     """
 
     link_bps: float = 100e9
@@ -63,6 +69,7 @@ class CcConfig:
     reps_freeze_ns: int = 10_000_000
     reps_explore: int = 16
     base_rtt_probe: bool = True
+    min_cwnd: int | None = None
 
     def __post_init__(self) -> None:
         if self.link_bps <= 0 or self.base_rtt_ns <= 0 or self.mtu <= 0:
@@ -71,6 +78,8 @@ class CcConfig:
             raise ValueError("paths must be in 1..49152")
         if self.reps_slots < 1 or self.grant_mtus < 1 or not 0 < self.pull_rate <= 1:
             raise ValueError("reps_slots and grant_mtus must be ≥ 1, pull_rate in (0, 1]")
+        if self.min_cwnd is not None and not 0 < self.min_cwnd <= self.mtu:
+            raise ValueError("min_cwnd must be in 1..mtu")
 
     @property
     def bdp(self) -> float:

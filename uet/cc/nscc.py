@@ -17,6 +17,21 @@ Choices where the notes leave room (inference):
   counters and the penalty, then stops (the spec's rule; htsim reuses the average instead).
 - Optional pacing (``CcConfig.pacing``): first transmissions leave at most ``cwnd`` bytes per
   ``base_rtt``; :meth:`pacing_deadline` is the earliest time the next may go.
+- Sub-packet windows (``CcConfig.min_cwnd`` below ``mtu``; off by default, the notes' minimum
+  is one MTU): every clamp of §4.3.4–§4.4 ("``max(cwnd, MTU)``") uses ``min_cwnd`` instead, and
+  a window below one MTU is kept as a *rate*: with ``cwnd < mtu`` a packet may go only when
+  nothing is in flight and ``mtu × base_rtt / cwnd`` has passed since the previous one left,
+  so ``cwnd = mtu / k`` sends one packet every ``k`` base RTTs. :meth:`pacing_deadline` gives
+  that time to the PDS ``get_timer()``. Two rules change with it, both only below one MTU:
+  the periodic ``eta`` is added per base RTT *elapsed* (an ACK arrives less than once per base
+  RTT; per ACK the increase would grow with the rate, and with a decrease per ACK both ways
+  would be multiplicative and never converge), and quick adapt never raises the window (the
+  bytes achieved in one window are 0 or whole packets, not a rate).
+  Why: at one MTU per sender, 127 senders into one port keep 127 packets in flight, more than
+  one BDP on the wire plus one BDP of queue, so the fabric trims for the whole transfer
+  whatever NSCC decides (issue 11's 127→1 incast: 83,455 retransmissions at ``min_cwnd = mtu``,
+  about 16,000 at ``mtu / 16``). Not the default: it costs fairness (max/min 1.17 → 1.26–1.30
+  there, 1.26 → 1.38 on 15→1), measured with ``uet-sim --suite cc``.
 """
 
 from __future__ import annotations
@@ -59,6 +74,8 @@ class Nscc:
         self.adjust_bytes = 8 * self.mtu
         # §4.3.2 per-CCC state
         self.max_wnd = cfg.max_wnd
+        #: the smallest window (§4.3.1 "minimum cwnd"; below ``mtu``: a sub-packet window)
+        self.min_cwnd = float(cfg.min_cwnd if cfg.min_cwnd is not None else cfg.mtu)
         self.cwnd = self.max_wnd
         self.inflight = 0
         self.saved_cwnd = 0.0
@@ -78,6 +95,8 @@ class Nscc:
         self.now = now
         # pacing (optional) and counters
         self.next_send = 0
+        #: when the last packet left (sub-packet windows pace from it)
+        self.last_tx: int | None = None
         self.stats = {"fair": 0, "prop": 0, "fast": 0, "md": 0, "qa": 0, "hold": 0, "penalty": 0}
         self._log = log
         self._logged: tuple = ()
@@ -93,19 +112,36 @@ class Nscc:
 
     def can_send(self, size: int, now: int) -> bool:
         """``inflight + size <= cwnd`` (and the pacer, when on). A packet is always allowed when
-        nothing is in flight, so a cwnd of one MTU never blocks a larger packet forever."""
+        nothing is in flight, so a cwnd of one MTU never blocks a larger packet forever; below
+        one MTU (sub-packet window) only once :meth:`sub_packet_time` has come."""
         if self.inflight > 0 and self.inflight + size > self.cwnd:
+            return False
+        if self.cwnd < self.mtu and now < self.sub_packet_time():
             return False
         return not (self.cfg.pacing and now < self.next_send)
 
+    def sub_packet_time(self) -> int:
+        """With ``cwnd < mtu``: the earliest time the next packet may leave, ``mtu × base_rtt /
+        cwnd`` after the previous one (0 before the first packet)."""
+        if self.last_tx is None:
+            return 0
+        return self.last_tx + int(self.mtu * self.base_rtt / self.cwnd)
+
     def pacing_deadline(self, now: int) -> int | None:
-        """When the pacer lets the next packet go, or None (no pacer / not pacing now)."""
+        """When the pacer (or a sub-packet window with nothing in flight) lets the next packet
+        go, or None: not pacing now, or only an ACK can open the window."""
+        d = None
         if self.cfg.pacing and self.next_send > now:
-            return self.next_send
-        return None
+            d = self.next_send
+        if self.cwnd < self.mtu and self.inflight <= 0:
+            t = self.sub_packet_time()
+            if t > now and (d is None or t > d):
+                d = t
+        return d
 
     def on_send(self, size: int, now: int) -> None:
         self.inflight += size
+        self.last_tx = now
         if self.cfg.pacing:
             gap = int(size * self.base_rtt / self.cwnd)
             self.next_send = max(self.next_send, now) + gap
@@ -168,7 +204,7 @@ class Nscc:
             self.base_rtt = rtt
             self.max_wnd = 1.5 * self.link_Bpns * rtt
             if self.cwnd > self.max_wnd:
-                self.cwnd = max(self.max_wnd, float(self.mtu))
+                self.cwnd = max(self.max_wnd, self.min_cwnd)
 
     def update_delay(self, delay: float, ecn: bool) -> None:
         """htsim's filter: an ECN-free sample above target counts as ``0.25 × base_rtt``."""
@@ -207,14 +243,21 @@ class Nscc:
         tq = self.target_qdelay
         if avg > tq and now - self.last_dec_time > self.base_rtt:
             self.cwnd *= max(1 - GAMMA * (avg - tq) / avg, MAX_MD_JUMP)
-            self.cwnd = max(self.cwnd, float(self.mtu))
+            self.cwnd = max(self.cwnd, self.min_cwnd)
             self.last_dec_time = now
             self.stats["md"] += 1
 
     def fulfill_adjustment(self, now: int) -> None:
+        """Apply the accumulated increase, and ``eta`` once per base RTT (§4.3.5). A sub-packet
+        window hears an ACK less than once per base RTT, so it gets ``eta`` for every base RTT
+        elapsed (at most ``mtu / min_cwnd`` of them): the periodic increase stays additive in
+        time, as it is for larger windows, instead of growing with the ACK rate (which, with
+        a decrease per ACK, would be multiplicative both ways and never converge to fairness)."""
+        sub = self.cwnd < self.mtu
         self.cwnd += self.inc_bytes / self.cwnd
-        if now - self.last_adjust_time >= self.adjust_period:
-            self.cwnd += self.eta
+        elapsed = now - self.last_adjust_time
+        if elapsed >= self.adjust_period:
+            self.cwnd += self.eta * (min(elapsed / self.adjust_period, self.mtu / self.min_cwnd) if sub else 1)
             self.last_adjust_time = now
         self.cwnd = min(self.cwnd, self.max_wnd)
         self.inc_bytes = 0.0
@@ -233,7 +276,10 @@ class Nscc:
                 and (self.trigger_qa or is_loss or qdelay > self.qa_threshold)
                 and self.achieved_bytes < (int(self.max_wnd) >> QA_GATE)
             ):
-                self.cwnd = float(max(self.achieved_bytes, self.mtu))
+                w = max(float(self.achieved_bytes), self.min_cwnd)
+                # a sub-packet window achieves 0 or whole packets per window, not a rate: a
+                # quick adapt may shrink it, never raise it
+                self.cwnd = min(w, self.cwnd) if self.cwnd < self.mtu else w
                 self.bytes_to_ignore = self.inflight
                 self.bytes_ignored = 0
                 self.trigger_qa = False
@@ -253,7 +299,7 @@ class Nscc:
                 self.saved_cwnd = self.cwnd
             dec = (pend * n) >> 7
             self.cwnd = min(self.cwnd, float(self.inflight))
-            self.cwnd = max(float(self.mtu), self.cwnd - dec)
+            self.cwnd = max(self.min_cwnd, self.cwnd - dec)
             self.stats["penalty"] += 1
         elif restore and self.saved_cwnd > 0:
             self.cwnd = self.saved_cwnd
@@ -278,13 +324,13 @@ class Nscc:
                 if self.quick_adapt(True, True, 0, now):
                     adjust = False
         if adjust:
-            self.cwnd = max(self.cwnd - size, float(self.mtu))
+            self.cwnd = max(self.cwnd - size, self.min_cwnd)
         self._changed(now)
 
     def on_inferred_loss(self, size: int, now: int) -> None:
         """RTO or SACK-inferred loss: shrink by the packet, stop counting it in flight."""
         self.now = now
-        self.cwnd = max(self.cwnd - size, float(self.mtu))
+        self.cwnd = max(self.cwnd - size, self.min_cwnd)
         self.bytes_ignored += size
         self.inflight -= size
         self._changed(now)
@@ -296,8 +342,8 @@ class Nscc:
     # -- helpers -----------------------------------------------------------------------------------
 
     def _clamp(self) -> None:
-        if self.cwnd < self.mtu:
-            self.cwnd = float(self.mtu)
+        if self.cwnd < self.min_cwnd:
+            self.cwnd = self.min_cwnd
         elif self.cwnd > self.max_wnd:
             self.cwnd = self.max_wnd
 
