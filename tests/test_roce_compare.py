@@ -85,6 +85,7 @@ def test_the_simulators_queue_pairs_take_their_timeout_from_the_path_rtt(profile
     live runs do — not QpConfig's reference default. At 100 Gb/s the longest path's RTT (≈ 14 µs
     on a fat tree, jumbo frames) is at the reference scale, so the code stays 8."""
     from uet.fabric.model import Fabric
+
     from uet.sim.scenario import build_topology, roce_config
 
     topo = build_topology({"endpoints": 8, "profile": profile, "rate_bps": int(rate)})
