@@ -62,7 +62,7 @@ from heapq import heapify, heappop, heappush
 from typing import Any
 
 from uet.errors import DecodeError
-from uet.pds import closing, control, feedback, initiator, ret, rudi, target
+from uet.pds import closing, control, feedback, initiator, ret, rudi, target, trimwait
 from uet.pds._aliases import (
     _AR,
     _M32,
@@ -99,6 +99,7 @@ class PdsCore(
     control.ControlMixin,
     rudi.RudiMixin,
     ret.ReturnMixin,
+    trimwait.TrimResendMixin,
 ):
     """One FEP's PDS: PDC manager, both PDC roles, RUDI and UUD (see the module docstring)."""
 
