@@ -81,3 +81,80 @@ def test_oblivious_uses_each_entropy_once_per_round_and_single_one() -> None:
     assert sorted(o.next_entropy() for _ in range(16)) == list(range(o.base, o.base + 16))
     s = Single(random.Random(7))
     assert len({s.next_entropy() for _ in range(5)}) == 1
+
+
+class _LowRng(random.Random):
+    """Records every ``randrange`` call and answers its lowest value."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.calls: list[tuple[int, ...]] = []
+
+    def randrange(self, *args: int) -> int:  # type: ignore[override]
+        self.calls.append(args)
+        return args[0] if len(args) > 1 else 0
+
+
+def test_entropy_spaces_stay_above_the_well_known_ports() -> None:
+    """EVs are UDP source ports from 0x4000 up (§4.6); a space of ``paths`` EVs fits below
+    0x10000: the base is drawn from [0x4000, 0x10000 − paths]."""
+    rng = _LowRng()
+    s = Single(rng)
+    assert rng.calls == [(0x4000, 0x10000)] and s.next_entropy() == 0x4000
+    for cls in (Oblivious, Reps, Bitmap):
+        rng = _LowRng()
+        sel = cls(rng, CcConfig(paths=16))
+        assert rng.calls[0] == (0x4000, 0x10000 - 16 + 1) and sel.base == 0x4000
+
+
+def test_reps_stats_and_frozen_reuse_from_the_oldest_cached_entropy() -> None:
+    r = Reps(random.Random(8), CFG)
+    b = r.base
+    for i in range(10):  # the buffer wraps: slots hold b+8, b+9, b+2 ... b+7; oldest is b+2
+        r.feedback(b + i, "ack", 10)
+    r.feedback(b + 15, "timeout", 20)
+    assert r.frozen_until == 20 + 10_000_000 and r.cursor == 2
+    assert [r.next_entropy() for _ in range(9)] == [b + i for i in range(2, 10)] + [b + 2]
+    assert r.stats == {"recycled": 0, "random": 0, "explored": 0, "frozen_reuse": 9, "freezes": 1}
+
+
+def test_reps_frozen_with_an_empty_buffer_draws_at_random() -> None:
+    r = Reps(random.Random(9), CFG)
+    r.feedback(r.base, "timeout")  # no time given: ``now`` 0
+    assert r.frozen_until == 10_000_000
+    x = r.next_entropy()
+    assert r.base <= x < r.base + 16 and r.stats["random"] == 1 and r.stats["frozen_reuse"] == 0
+
+
+def test_reps_time_never_goes_back() -> None:
+    r = Reps(random.Random(10), CFG)
+    r.feedback(r.base, "ecn", 5_000)
+    r.feedback(r.base, "ecn", 1_000)  # an older time: the clock stays at 5 µs
+    r.feedback(r.base + 1, "timeout", 2_000)
+    assert r.now == 5_000 and r.frozen_until == 5_000 + 10_000_000
+
+
+def test_bitmap_walks_every_entropy_once_per_round_when_paths_is_not_a_power_of_two() -> None:
+    m = Bitmap(random.Random(11), CcConfig(paths=5))
+    assert m.size == 8
+    b = m.base
+    for _ in range(4):  # each round is a permutation of the 5 EVs; a new XOR mask per round
+        assert sorted(m.next_entropy() for _ in range(5)) == [b + i for i in range(5)]
+    one = Bitmap(random.Random(12), CcConfig(paths=1))
+    assert one.size == 1 and {one.next_entropy() for _ in range(3)} == {one.base}
+
+
+def test_bitmap_penalties_loss_cap_and_range() -> None:
+    m = Bitmap(random.Random(13), CcConfig(paths=4))
+    b = m.base
+    m.feedback(b, "loss")  # an inferred loss counts as a trim: +4
+    assert m.penalty == [4, 0, 0, 0]
+    for _ in range(4):
+        m.feedback(b + 1, "trim")
+    assert m.penalty[1] == 15  # 16 capped
+    m.feedback(b + 2, "ack")
+    m.feedback(b + 4, "timeout")  # outside the space: ignored
+    m.feedback(b - 1, "ecn")
+    assert m.penalty == [4, 15, 0, 0]
+    m.feedback(b + 3, "ecn")
+    assert m.penalty == [4, 15, 0, 1]
