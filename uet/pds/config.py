@@ -61,6 +61,11 @@ class PdsConfig:
             spuriously yet recovers a lost tail quickly. The initial value: it backs off
             exponentially up to ``rto_max_ns`` (uet.pds.backoff).
         rto_max_ns: cap of the backed-off RTO (inference: 100 ms; uet.pds.backoff).
+        rto_adaptive: each PDC's RTO follows its measured round trip (RFC 6298's ``SRTT +
+            4 RTTVAR`` from §2.9-valid samples, floored at ``rto_ns``, backed off as above and
+            kept backed off until a valid sample; uet.pds.backoff). Off (default): the fixed
+            ``rto_ns`` of the notes, which the simulator's validation runs use; the live engine
+            (``uet-run``) turns it on, because there the round trip follows the CPU load.
         max_rto_retx: ``Max_RTO_Retx_Cnt`` (5, §2.9); RTO retransmissions and ACK_REQs per packet
             before it may fail; it fails once ``retry_time_ns`` have also passed since its first
             transmission (uet.pds.backoff).
@@ -161,6 +166,7 @@ class PdsConfig:
     max_outstanding: int = 128
     rto_ns: int = 2_000_000
     rto_max_ns: int = 100_000_000
+    rto_adaptive: bool = False
     max_rto_retx: int = 5
     retry_time_ns: int = 2_000_000_000
     rto_burst: int = 4
