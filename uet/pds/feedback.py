@@ -521,6 +521,8 @@ class FeedbackMixin(PdsState):
             self._close_error(pdc, "NEW_START_PSN loop", int(_NC_NEW_START_PSN), now)
             return
         pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S_SYN_SENT)
+        pdc.syn_cap = 0  # the target minted this Start_PSN: the whole window may go (uet.pds.config)
+        self._dirty[pdc] = None
         delta = (new_start - pdc.start_psn) & _M32
         pdc.start_psn = new_start & _M32
         pdc.next_psn = (pdc.next_psn + delta) & _M32

@@ -306,6 +306,11 @@ class InitiatorMixin(PdsState):
             ent = self.entropy_factory(mode, self.rng, cfg.entropy_paths)
         pdc = InitiatorPdc(key, peer, mode, self._alloc_pdcid(), start & _M32, ent, g[0])
         pdc.sdi = sdi
+        if sdi is not None and cfg.secure_syn_window and cfg.start_psn is None:
+            # a secure first flight a 1-RTT target will refuse: send little of it (config doc)
+            known = getattr(hook, "ini_start_psn", None)
+            if known is None or not known(sdi):
+                pdc.syn_cap = cfg.secure_syn_window
         pdc.peer_mp = min(128, cfg.mp_range)
         pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S_SYN_SENT)
         pdc.last_activity = now
@@ -424,7 +429,9 @@ class InitiatorMixin(PdsState):
                     d = (psn - lim) & _M32
                     if d and d < 0x80000000:
                         break
-                    if pdc.state is _S_SYN_SENT and ((psn - pdc.start_psn) & _M32) > 4095:
+                    if pdc.state is _S_SYN_SENT and (
+                        ((psn - pdc.start_psn) & _M32) > 4095 or (pdc.syn_cap and used >= pdc.syn_cap)
+                    ):
                         break
                     pkt = pending[0]
                     if quota < 0:

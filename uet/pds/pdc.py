@@ -154,6 +154,7 @@ class InitiatorPdc:
         "cc_wake",
         "cc_rtx",
         "ar_psn",
+        "syn_cap",
     )
 
     role: Literal["initiator"] = "initiator"
@@ -234,6 +235,9 @@ class InitiatorPdc:
         #: PSN of the packet most recently sent with AR (§2.5 step 3); while it is not yet
         #: cumulatively acknowledged an ACK is on its way, so a refill needs no AR of its own
         self.ar_psn = (start_psn - 1) & 0xFFFFFFFF
+        #: packets this PDC may send in SYN_SENT (0 = the window): a secure PDC whose Start_PSN
+        #: the target may refuse (``PdsConfig.secure_syn_window``)
+        self.syn_cap = 0
 
 
 class TargetPdc:
