@@ -49,8 +49,11 @@ completed in ~0.25 s with hundreds of ECN marks on the receiver's downlink (8 in
 marks to show congestion reliably).
 
 The RTO is **adaptive** on the live engine (``pds.rto_adaptive``, uet.pds.backoff: RFC 6298's
-``SRTT + 4 RTTVAR`` with the 200 ms above as its floor, backed off up to ``pds.rto_max_ns`` = 2 s
-and kept backed off until a valid sample). Why: when the offered load exceeds what the switch
+``SRTT + 4 RTTVAR`` with the 200 ms above as its floor, backed off up to ``pds.rto_max_ns`` = 1 s
+and kept backed off until a valid sample), and a target reclaims a silent PDC only after
+``pds.target_idle_ns`` = 10 s: with the core's 1 s an initiator waiting out a backed-off RTO
+under load was taken for gone, its PDC closed under it and its messages failed (CLOSING_IN_ERR;
+14 of 240 flows in one all-to-all run). Why adaptive: when the offered load exceeds what the switch
 process can forward on the shared CPU, frames wait in its sockets' kernel queues (megabytes,
 outside the model: no drop, no mark, no trim) and the round trip grows to hundreds of ms; a fixed
 200 ms RTO then resent delivered packets, which added to the queues, until ``all_to_all -n 16``
@@ -141,7 +144,13 @@ DEFAULT_ENDPOINT: dict[str, Any] = {
     "payload_size": 1024,
     "ecn_capable": True,
     "max_inflight": 16,
-    "pds": {"rto_ns": 200_000_000, "rto_adaptive": True, "rto_max_ns": 2_000_000_000, "max_nack_retx": 1 << 30},
+    "pds": {
+        "rto_ns": 200_000_000,
+        "rto_adaptive": True,
+        "rto_max_ns": 1_000_000_000,
+        "target_idle_ns": 10_000_000_000,
+        "max_nack_retx": 1 << 30,
+    },
 }
 
 
