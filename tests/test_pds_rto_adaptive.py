@@ -112,15 +112,8 @@ def test_adaptive_rto_still_recovers_a_lost_packet_at_the_floor() -> None:
     for i in range(3):
         pair.a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"x" * 64, token=i, som=True, eom=True, now=pair.now)
         assert pair.run_until(lambda i=i: len(pair.a.acked()) == i + 1)
-    drop = {"n": 1}
-
-    def lossy(data: bytes, src: str, dst: str) -> list[bytes]:
-        if src == A_ADDR and drop["n"]:
-            drop["n"] -= 1
-            return []
-        return [data]
-
-    pair.filter = lossy
+    lost: list[bytes] = []  # the next request from A is lost, nothing else
+    pair.filter = lambda d, src, _dst: [d] if src != A_ADDR or lost or lost.append(d) else []
     t0 = pair.now
     pair.a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"x" * 64, token=9, som=True, eom=True, now=pair.now)
     assert pair.run_until(lambda: len(pair.a.acked()) == 4)
