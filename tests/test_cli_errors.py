@@ -407,3 +407,82 @@ def test_run_ctrl_c_prints_partial_results() -> None:
     for f in out["flows"]:
         assert f.get("unfinished") or "completion_s" in f, f
     assert out["flows_finished"] == sum(1 for f in out["flows"] if not f.get("unfinished"))
+
+
+def interrupt_on_line(argv: list[str], ready, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Start ``argv`` in its own session; SIGINT its group (Ctrl-C) as soon as ``ready(lines)``
+    holds for the stderr lines so far (a progress line: no wall-clock wait); no orphans after."""
+    import signal
+    import threading
+
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines: list[str] = []
+
+    def watch() -> None:
+        sent = False
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if not sent and ready(lines):
+                sent = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGINT)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        out = proc.stdout.read() if proc.stdout is not None else ""
+        proc.wait(timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    t.join(timeout)
+    assert_no_orphans(proc.pid)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, "".join(lines))
+
+
+def test_run_both_ctrl_c_during_roce_shows_the_uet_results_beside_the_partial_roce_ones(capsys) -> None:
+    """``uet-run --transport both``, Ctrl-C on the RoCEv2 run's first ``--interval`` line (the
+    second run's ``[0.00-…`` line): the completed UET run and the RoCEv2 partial results, side by
+    side (JSON, then the same runs as the table draws them), exit 130. Before, only the RoCEv2
+    partial results came out and the finished UET run was lost."""
+    import argparse
+    import re
+
+    from uet.tools.run import _emit_both
+
+    argv = [sys.executable, "-m", "uet.tools.run", "--workload", "incast", "-n", "3", "--messages", "30"]
+    argv += ["--transport", "both", "--interval", "0.05", "--json"]
+    r = interrupt_on_line(argv, lambda lines: sum(bool(re.match(r"\[\s*0\.00-", ln)) for ln in lines) >= 2)
+    assert "Traceback" not in r.stderr and "CancelledError" not in r.stderr, r.stderr
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert r.stderr.strip().splitlines()[-1] == "uet-run: interrupted; every process stopped"
+    out = json.loads(r.stdout)
+    assert out["transport"] == "both" and out["interrupted"] is True and out["ok"] is False
+    assert out["not_run"] == [] and list(out["runs"]) == ["uet", "roce"]
+    uet, roce = out["runs"]["uet"], out["runs"]["roce"]
+    assert uet["ok"] and not uet.get("interrupted") and all(f["intact"] for f in uet["flows"])
+    assert roce["interrupted"] and roce["transport"] == "roce" and len(roce["flows"]) == 2
+    assert roce["flows_finished"] < 2 and any(f.get("unfinished") for f in roce["flows"])
+    assert out["comparison"]["interrupted"] == ["roce"]
+
+    code = _emit_both(argparse.Namespace(csv=None, json=False), {"workload": "incast"}, {}, out["runs"])
+    table = capsys.readouterr().out
+    assert code == 130
+    assert "UET" in table and "RoCEv2 (interrupted)" in table and "flows finished" in table
+    assert "uet: all messages intact" in table
+    assert f"roce: interrupted: {roce['flows_finished']} of 2 flows finished" in table
+
+
+def test_run_both_ctrl_c_during_uet_names_roce_as_not_run(capsys) -> None:
+    """Ctrl-C in the first (UET) run of ``both``: its partial results, RoCEv2 named as not run."""
+    import argparse
+
+    from uet.tools.run import _emit_interrupted
+
+    partial = {"ok": False, "interrupted": True, "transport": "uet", "workload": "incast", "endpoints": 3}
+    partial.update(elapsed_s=0.2, flows=[{"flow": 0, "intact": False, "unfinished": True}], flows_finished=0)
+    s = {"workload": "incast", "transport": "both"}
+    assert _emit_interrupted(argparse.Namespace(csv=None, json=True), s, {}, {"uet": partial}) == 130
+    out = json.loads(capsys.readouterr().out)
+    assert out["interrupted"] and out["not_run"] == ["roce"] and list(out["runs"]) == ["uet"]

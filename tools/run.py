@@ -23,6 +23,9 @@ Workloads (``--workload``) are the objects of :mod:`uet.workloads`, each flow se
 lossless PFC class, never sprayed) — or ``both``: the scenario runs over UET, then over RoCEv2
 (a fresh fabric process each), and one table puts the two side by side (tools/compare.py, the
 §9.1 metrics); with ``--json`` one object ``{"ok", "transport": "both", "comparison", "runs"}``.
+Ctrl-C prints what ran: the finished flows with their figures and the others ``unfinished``; with
+``both`` the completed UET run beside the interrupted RoCEv2 one (its column marked, or RoCEv2
+named as not run), ``"interrupted": true`` in the JSON; exit status 130.
 
 ``--engine sim`` runs the same scenario — settings, topology, endpoint configuration, workload
 objects, result shape — in one process in virtual time instead (:mod:`uet.sim`, as ``uet-sim``
@@ -784,7 +787,9 @@ def _deep_update(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> int:
     """The live engine: one run per transport (``both``: UET, then RoCEv2, each with its own fabric
-    process; pcaps and plots then in ``DIR/uet`` and ``DIR/roce``), then the output."""
+    process; pcaps and plots then in ``DIR/uet`` and ``DIR/roce``), then the output. After Ctrl-C
+    the output is what ran: with ``both``, the runs already complete beside the interrupted one's
+    partial results (:func:`_emit_both`), exit 130."""
     s, topo, ep = settings
     runs: dict[str, dict[str, Any]] = {}
     for tr in _transports(s):
@@ -794,9 +799,10 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
                 if st.get(opt):
                     st[opt] = os.path.join(st[opt], tr)
         code, result = await _live_one(args, (st, topo, ep))
-        if result is None:
-            return code
-        runs[tr] = result
+        if result is not None:
+            runs[tr] = result
+        if code == 130:
+            return _emit_interrupted(args, s, ep, runs)
     if len(runs) > 1:
         return _emit_both(args, s, ep, runs)
     result = _emit_one(args, next(iter(runs.values())), render)
@@ -805,11 +811,31 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
     return 0 if result["ok"] else 1
 
 
+def _emit_interrupted(
+    args: argparse.Namespace, s: dict[str, Any], ep: dict[str, Any], runs: dict[str, dict[str, Any]]
+) -> int:
+    """After Ctrl-C: the runs so far (the last one partial, ``interrupted``), then one stderr
+    line; exit status 130. With ``both`` the side-by-side table (or object) shows them, and a
+    transport whose run never started is named as not run."""
+    if s.get("transport") == "both" and runs:
+        _emit_both(args, s, ep, runs, not_run=[t for t in _transports(s) if t not in runs])
+    elif runs:
+        partial = next(iter(runs.values()))
+        if args.json:
+            sys.stdout.write(json.dumps(partial) + "\n")
+        else:
+            render(partial)
+    sys.stdout.flush()
+    sys.stderr.write("uet-run: interrupted; every process stopped\n")
+    return 130
+
+
 async def _live_one(
     args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
 ) -> tuple[int, dict[str, Any] | None]:
-    """One live run: ``(0, result)``, or ``(130, None)`` after Ctrl-C (the partial results
-    printed); a failure raises :class:`RunFailed`."""
+    """One live run: ``(0, result)``, or ``(130, partial)`` after Ctrl-C (``partial``: the
+    launcher's :meth:`Launcher.partial_result`, None when the workload did not exist yet; the
+    caller prints it); a failure raises :class:`RunFailed`."""
     s, topo, ep = settings
     launcher = Launcher(s, topo, ep)
     launcher.interval = args.interval
@@ -818,7 +844,11 @@ async def _live_one(
     interrupted = False
 
     def on_signal() -> None:
+        # Only the first Ctrl-C / SIGTERM cancels: a second one during the shutdown that follows
+        # would cancel that shutdown, leaving children running and a CancelledError traceback.
         nonlocal interrupted
+        if interrupted:
+            return
         interrupted = True
         if task is not None:
             task.cancel()
@@ -844,21 +874,18 @@ async def _live_one(
     try:
         with progress_cm:
             result = await launcher.run()
+            if interrupted:  # the run absorbed the cancel (it finished as the signal came)
+                raise asyncio.CancelledError
     except asyncio.CancelledError:
         # Ctrl-C / SIGTERM: the task was cancelled by on_signal; uncancel so that asyncio.run
         # returns normally instead of raising CancelledError once this coroutine returns.
-        if task is not None:
+        if task is not None and task.cancelling():
             task.uncancel()
         await launcher.shutdown()
         partial = launcher.partial_result()
         if partial is not None:
-            if args.json:
-                sys.stdout.write(json.dumps(partial) + "\n")
-                sys.stdout.flush()
-            else:
-                render(partial)
-        sys.stderr.write("uet-run: interrupted; every process stopped\n")
-        return 130, None
+            partial["transport"] = s.get("transport", "uet")
+        return 130, partial
     except (RunError, TimeoutError, OSError, ValueError) as e:
         await launcher.shutdown()
         msg = str(e) or type(e).__name__
@@ -870,8 +897,6 @@ async def _live_one(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
     await launcher.shutdown()
-    if interrupted:
-        return 130, None
     result["transport"] = s.get("transport", "uet")
     result["settings"] = settings_record(s, ep)
     result["diagnosis"] = cpu_starvation(result)
@@ -973,15 +998,25 @@ def _transports(s: dict[str, Any]) -> tuple[str, ...]:
     return ("uet", "roce") if s.get("transport") == "both" else (str(s.get("transport", "uet")),)
 
 
-def _emit_both(args: argparse.Namespace, s: dict[str, Any], ep: dict[str, Any], runs: dict[str, dict[str, Any]]) -> int:
+def _emit_both(
+    args: argparse.Namespace,
+    s: dict[str, Any],
+    ep: dict[str, Any],
+    runs: dict[str, dict[str, Any]],
+    not_run: Sequence[str] = (),
+) -> int:
     """``--transport both``: one object ``{"ok", "transport": "both", "comparison", "runs"}``
-    (``--json``), or the side-by-side table (tools/compare.py) then each run's one-line verdict."""
+    (``--json``), or the side-by-side table (tools/compare.py) then each run's one-line verdict.
+    After Ctrl-C (a run marked ``interrupted``, or transports in ``not_run``): the same, the
+    interrupted run's column and verdict saying so, ``"interrupted": true`` and ``not_run`` in the
+    object, exit status 130."""
     from uet.tools.compare import comparison, render_comparison
 
     cmp = comparison(runs)
+    interrupted = bool(cmp["interrupted"] or not_run)
     first = next(iter(runs.values()))
     out = {
-        "ok": cmp["ok"],
+        "ok": cmp["ok"] and not interrupted,
         "transport": "both",
         "engine": first.get("engine"),
         "workload": s["workload"],
@@ -990,25 +1025,33 @@ def _emit_both(args: argparse.Namespace, s: dict[str, Any], ep: dict[str, Any], 
         "runs": runs,
         "settings": settings_record(s, ep),
     }
+    if interrupted:
+        out.update(interrupted=True, not_run=list(not_run))
+    done = 130 if interrupted else 0 if out["ok"] else 1
     if args.csv:
         for tr, res in runs.items():
             root, ext = os.path.splitext(args.csv)
             write_csv(res, f"{root}-{tr}{ext or '.csv'}")
     if args.json:
         sys.stdout.write(json.dumps(out) + "\n")
-        return 0 if out["ok"] else 1
+        return done
     engine = "virtual time" if first.get("engine") == "sim" else "live processes"
     render_comparison(
         cmp, f"uet-run {s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})"
     )
     for tr, res in runs.items():
         bad = [f for f in res.get("flows", []) if not f.get("intact")]
-        verdict = "all messages intact" if res.get("ok") else f"FAILED: {len(bad)} flows not intact"
+        if res.get("interrupted"):
+            verdict = f"interrupted: {res.get('flows_finished', 0)} of {len(res.get('flows', []))} flows finished"
+        else:
+            verdict = "all messages intact" if res.get("ok") else f"FAILED: {len(bad)} flows not intact"
         sys.stdout.write(f"{tr}: {verdict}\n")
+    for tr in not_run:
+        sys.stdout.write(f"{tr}: not run (interrupted before it started)\n")
     for tr, res in runs.items():
         if res.get("diagnosis"):
             sys.stderr.write(f"uet-run: note ({tr}): {res['diagnosis']}\n")
-    return 0 if out["ok"] else 1
+    return done
 
 
 def main(argv: list[str] | None = None) -> int:
