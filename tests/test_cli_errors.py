@@ -486,3 +486,48 @@ def test_run_both_ctrl_c_during_uet_names_roce_as_not_run(capsys) -> None:
     assert _emit_interrupted(argparse.Namespace(csv=None, json=True), s, {}, {"uet": partial}) == 130
     out = json.loads(capsys.readouterr().out)
     assert out["interrupted"] and out["not_run"] == ["roce"] and list(out["runs"]) == ["uet"]
+
+
+_CTRL_C_AT_START = """
+import os, signal, sys
+sys.argv[0] = os.path.join(os.path.dirname(sys.executable), "uet-" + sys.argv[1])  # a console script
+import uet.tools  # a console script's first import, a few ms after the interpreter starts
+os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the tool's own modules still load
+from importlib import import_module
+sys.exit(import_module("uet.tools." + sys.argv[1]).main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "name,argv,inherit",
+    [
+        ("bench", ["sim", "--hosts", "2"], "default"),
+        ("bench", ["sim", "--hosts", "2"], "ignored"),
+        ("decode", ["--sample"], "default"),
+    ],
+)
+def test_ctrl_c_while_a_tool_starts_is_one_line_and_exit_130(name: str, argv: list[str], inherit: str) -> None:
+    """A Ctrl-C before ``run_main`` runs, while the tool imports (issue 14 left it: a
+    KeyboardInterrupt traceback, or with SIGINT inherited ignored a run that went ahead): the
+    ``uet.tools`` package notes it and ``run_main`` reports it. Nothing of the run happens."""
+    r = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_AT_START, name, *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_inherit(inherit),
+    )
+    assert (r.returncode, r.stdout, r.stderr) == (130, "", f"uet-{name}: interrupted\n")
+
+
+def test_which_processes_are_tools() -> None:
+    """Only a tool's own process defers a start-up Ctrl-C (tools/__init__.py): a ``uet-NAME``
+    console script or ``python -m uet.tools.NAME``; never a program that merely imports them."""
+    from uet.tools import started_as_tool
+
+    assert started_as_tool("/venv/bin/uet-run", ["/venv/bin/python", "/venv/bin/uet-run", "--json"])
+    assert started_as_tool("/x/uet/tools/sim.py", ["python", "-X", "dev", "-m", "uet.tools.sim", "-n", "4"])
+    assert not started_as_tool("/venv/bin/pytest", ["python", "/venv/bin/pytest", "-m", "uet.tools.run"][:2])
+    assert not started_as_tool("/venv/bin/uet-nope", ["python", "/venv/bin/uet-nope"])
+    assert not started_as_tool("-m", ["python", "-m", "uet.tools.run_worker", "{}"])
+    assert not started_as_tool("-c", ["python", "-c", "import uet.tools"])

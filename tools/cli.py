@@ -275,12 +275,18 @@ def honour_ctrl_c() -> None:
     when it happened to land while some part of the tool (``bench_procs.spawn``) had a handler
     of its own installed, and the run went on to exit 0. The live launcher, the fabric and the
     peer always handled it (``loop.add_signal_handler`` overrides an inherited ignore), so every
-    tool now does the same. Main thread only (signal handlers can be set nowhere else)."""
+    tool now does the same. A Ctrl-C that came while the tool was starting (noted by
+    :mod:`uet.tools`, before ``run_main`` ran) is raised here. Main thread only (signal handlers
+    can be set nowhere else)."""
+    from uet.tools import note_start_interrupt, take_start_interrupt
+
     if threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, note_start_interrupt):
         signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if take_start_interrupt():
+        raise KeyboardInterrupt
 
 
 def report_usage_error(prog: str, e: Exception) -> int:
