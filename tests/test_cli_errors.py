@@ -531,3 +531,49 @@ def test_which_processes_are_tools() -> None:
     assert not started_as_tool("/venv/bin/uet-nope", ["python", "/venv/bin/uet-nope"])
     assert not started_as_tool("-m", ["python", "-m", "uet.tools.run_worker", "{}"])
     assert not started_as_tool("-c", ["python", "-c", "import uet.tools"])
+
+
+def _ctrl_c_in_the_engine(monkeypatch, at_ns: int) -> list[int]:
+    """Make the simulator's engine raise KeyboardInterrupt once, past ``at_ns`` of virtual time
+    (what SIGINT raises in the main thread while the engine steps)."""
+    from uet.sim.engine import Engine
+
+    step = Engine.step
+    fired: list[int] = []
+
+    def step_until_ctrl_c(self: Engine, limit: int | None) -> bool:
+        if self.now > at_ns and not fired:
+            fired.append(self.now)
+            raise KeyboardInterrupt
+        return step(self, limit)
+
+    monkeypatch.setattr(Engine, "step", step_until_ctrl_c)
+    return fired
+
+
+def test_bench_sim_ctrl_c_prints_the_partial_figures_and_exits_130(monkeypatch, capsys) -> None:
+    """``uet-bench sim``: Ctrl-C mid-run is exit 130 with the figures of the part that ran,
+    marked ``interrupted`` (before: printed as a complete run, then exit 1 as a failed one)."""
+    from uet.tools.bench import main
+
+    fired = _ctrl_c_in_the_engine(monkeypatch, 2_000)
+    rc = main(["sim", "--hosts", "8", "--size", "64KiB", "--repeat", "2", "--json"])
+    out, err = capsys.readouterr()
+    assert fired and rc == 130 and err == "uet-bench: interrupted\n", err
+    rec = json.loads(out)
+    assert rec["interrupted"] and not rec["ok"] and rec["packet_hops"] > 0
+
+
+def test_run_engine_sim_both_ctrl_c_stops_and_shows_what_ran(monkeypatch, capsys) -> None:
+    """``uet-run --engine sim --transport both``: Ctrl-C during the UET run prints it (partial),
+    names RoCEv2 as not run, exit 130 (before: exit 1, and the RoCEv2 run went ahead)."""
+    from uet.tools.run import main
+
+    fired = _ctrl_c_in_the_engine(monkeypatch, 20_000)
+    argv = ["--engine", "sim", "--transport", "both", "--workload", "incast", "-n", "4", "--json"]
+    rc = main([*argv, "--profile", "datacenter"])
+    out, err = capsys.readouterr()
+    assert fired and rc == 130 and err == "uet-run: interrupted\n", err
+    r = json.loads(out)
+    assert r["interrupted"] and r["not_run"] == ["roce"] and list(r["runs"]) == ["uet"]
+    assert r["runs"]["uet"]["interrupted"] and r["comparison"]["interrupted"] == ["uet"]

@@ -953,10 +953,15 @@ def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str
         if getattr(args, opt):
             raise UsageError(f"--{opt} works with the live engine only (the simulator has --plot)")
     runs = simulate_runs(s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty())
-    if len(runs) > 1:
-        return _emit_both(args, s, ep, runs)
-    result = _emit_one(args, runs[s["transport"]], sim_render)
-    return 0 if result["ok"] else 1
+    interrupted = any(r.get("interrupted") for r in runs.values())
+    if len(_transports(s)) > 1:
+        _emit_both(args, s, ep, runs, not_run=[t for t in _transports(s) if t not in runs])
+        ok = all(r["ok"] for r in runs.values())
+    else:
+        ok = _emit_one(args, runs[s["transport"]], sim_render)["ok"]
+    if interrupted:  # Ctrl-C: the simulator returned what finished; it is printed above
+        raise KeyboardInterrupt
+    return 0 if ok else 1
 
 
 def _emit_one(args: argparse.Namespace, result: dict[str, Any], show: Any) -> dict[str, Any]:
@@ -975,7 +980,8 @@ def simulate_runs(
     s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], *, plot: str | None = None, progress: bool = False
 ) -> dict[str, dict[str, Any]]:
     """The scenario in virtual time on each transport ``s["transport"]`` names (both: UET, then
-    RoCEv2; plots then in ``plot/uet`` and ``plot/roce``): transport → ``uet-run``'s result."""
+    RoCEv2; plots then in ``plot/uet`` and ``plot/roce``): transport → ``uet-run``'s result.
+    A run cut short by Ctrl-C (``interrupted``) is the last one."""
     from uet.tools.sim import run_sim
 
     runs: dict[str, dict[str, Any]] = {}
@@ -991,6 +997,8 @@ def simulate_runs(
         result["elapsed_s"] = result["virtual_s"]
         result["settings"] = settings_record(st, ep)
         runs[tr] = result
+        if result.get("interrupted"):
+            break
     return runs
 
 
