@@ -577,3 +577,45 @@ def test_run_engine_sim_both_ctrl_c_stops_and_shows_what_ran(monkeypatch, capsys
     r = json.loads(out)
     assert r["interrupted"] and r["not_run"] == ["roce"] and list(r["runs"]) == ["uet"]
     assert r["runs"]["uet"]["interrupted"] and r["comparison"]["interrupted"] == ["uet"]
+
+
+def test_a_cancelled_gather_within_leaves_no_unretrieved_exception() -> None:
+    """Ctrl-C cancels the sender while it waits for its messages (``uet-bench pair``/``--peer``):
+    nothing may be left for asyncio to report as "exception was never retrieved" after the
+    "interrupted" line (it was, with ``wait_for(gather(...))`` on Python 3.11)."""
+    import asyncio
+    import gc
+
+    from uet.tools.bench_procs import gather_within
+
+    reported: list[str] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx["message"]))
+        pending = [loop.create_future() for _ in range(3)]
+        task = asyncio.ensure_future(gather_within(pending, 60.0))
+        await asyncio.sleep(0)
+        task.cancel()  # what asyncio.Runner does on Ctrl-C
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        del task, pending
+        gc.collect()
+        await asyncio.sleep(0)
+
+    asyncio.run(main())
+    assert reported == []
+
+
+async def test_gather_within_results_and_timeout() -> None:
+    import asyncio
+
+    from uet.tools.bench_procs import gather_within
+
+    async def fail() -> None:
+        raise ValueError("x")
+
+    ok, err = await gather_within([asyncio.sleep(0, "a"), fail()], 60.0)
+    assert ok == "a" and isinstance(err, ValueError)
+    with pytest.raises(TimeoutError):
+        await gather_within([asyncio.get_running_loop().create_future()], 0.01)
