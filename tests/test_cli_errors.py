@@ -184,6 +184,38 @@ def _children(pid: int) -> list[int]:
         return []
 
 
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (children, theirs, ...), whatever session they made."""
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                parent[int(entry)] = int(fields[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    left = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    left.add(pid)
+        except OSError:
+            pass
+    return left
+
+
 def _session(sid: int) -> list[int]:
     """Every live process of session ``sid`` (field 6 of ``/proc/PID/stat``), zombies excluded."""
     pids = []
@@ -200,14 +232,15 @@ def _session(sid: int) -> list[int]:
     return pids
 
 
-def assert_no_orphans(sid: int, timeout: float = 20.0) -> None:
-    """Wait (polling, generous timeout) until no process of the tool's session is left: children
+def assert_no_orphans(sid: int, seen: set[int] = frozenset(), timeout: float = 20.0) -> None:
+    """Wait (polling, generous timeout) until no process of the tool's session, nor any of
+    ``seen`` (its descendants when it was interrupted, in whatever session), is left: children
     that outlive the tool by more than that are orphans. Any found are killed, then reported."""
     import signal
     import time
 
     deadline = time.monotonic() + timeout
-    while (left := _session(sid)) and time.monotonic() < deadline:
+    while (left := sorted(set(_session(sid)) | _alive(set(seen)))) and time.monotonic() < deadline:
         time.sleep(0.02)
     for pid in left:
         with contextlib.suppress(OSError):
@@ -249,10 +282,11 @@ def interrupt_when_running(
     deadline = time.monotonic() + timeout
     while not ready(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
+    seen = _descendants(proc.pid)
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=timeout)
-    assert_no_orphans(proc.pid)
+    assert_no_orphans(proc.pid, seen | _descendants(proc.pid))
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
@@ -417,6 +451,7 @@ def interrupt_on_line(argv: list[str], ready, timeout: float = 120) -> subproces
 
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     lines: list[str] = []
+    seen: set[int] = set()
 
     def watch() -> None:
         sent = False
@@ -425,6 +460,7 @@ def interrupt_on_line(argv: list[str], ready, timeout: float = 120) -> subproces
             lines.append(line)
             if not sent and ready(lines):
                 sent = True
+                seen.update(_descendants(proc.pid))
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGINT)
 
@@ -437,7 +473,7 @@ def interrupt_on_line(argv: list[str], ready, timeout: float = 120) -> subproces
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     t.join(timeout)
-    assert_no_orphans(proc.pid)
+    assert_no_orphans(proc.pid, seen)
     return subprocess.CompletedProcess(argv, proc.returncode, out, "".join(lines))
 
 
