@@ -655,3 +655,29 @@ async def test_gather_within_results_and_timeout() -> None:
     assert ok == "a" and isinstance(err, ValueError)
     with pytest.raises(TimeoutError):
         await gather_within([asyncio.get_running_loop().create_future()], 0.01)
+
+
+def test_conformance_ctrl_c_reports_the_cases_run_then_one_line_and_130(monkeypatch, capsys) -> None:
+    """``uet-conformance``, Ctrl-C in the third case: the two results so far (JSON, marked
+    ``interrupted``), then ``uet-conformance: interrupted`` as the last line, exit 130 (before:
+    the line came first, then the report, and exit 1 as for a failed MUST case)."""
+    from uet.tools import conformance
+
+    from uet.conformance.case import Result
+    from uet.link import loopback_addresses
+
+    calls: list[str] = []
+
+    def run_case(case, session) -> Result:
+        calls.append(case.id)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return Result(case, "pass", 0.0)
+
+    monkeypatch.setattr(conformance, "run_case", run_case)
+    target, local = loopback_addresses(2)
+    rc = conformance.main(["--target", target, "--local", local, "--port", "4899", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 130 and err == "uet-conformance: interrupted\n", err
+    rep = json.loads(out)
+    assert rep["target"]["interrupted"] is True and [c["id"] for c in rep["cases"]] == calls[:2]
