@@ -443,20 +443,24 @@ def test_run_ctrl_c_prints_partial_results() -> None:
     assert out["flows_finished"] == sum(1 for f in out["flows"] if not f.get("unfinished"))
 
 
-def interrupt_on_line(argv: list[str], ready, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def interrupt_on_line(
+    argv: list[str], ready, timeout: float = 120, stream: str = "stderr"
+) -> subprocess.CompletedProcess[str]:
     """Start ``argv`` in its own session; SIGINT its group (Ctrl-C) as soon as ``ready(lines)``
-    holds for the stderr lines so far (a progress line: no wall-clock wait); no orphans after."""
+    holds for the lines of ``stream`` so far (a progress line: no wall-clock wait); no orphans
+    after."""
     import signal
     import threading
 
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    watched, other = (proc.stderr, proc.stdout) if stream == "stderr" else (proc.stdout, proc.stderr)
     lines: list[str] = []
     seen: set[int] = set()
 
     def watch() -> None:
         sent = False
-        assert proc.stderr is not None
-        for line in proc.stderr:
+        assert watched is not None
+        for line in watched:
             lines.append(line)
             if not sent and ready(lines):
                 sent = True
@@ -467,14 +471,16 @@ def interrupt_on_line(argv: list[str], ready, timeout: float = 120) -> subproces
     t = threading.Thread(target=watch, daemon=True)
     t.start()
     try:
-        out = proc.stdout.read() if proc.stdout is not None else ""
+        rest = other.read() if other is not None else ""
         proc.wait(timeout)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     t.join(timeout)
     assert_no_orphans(proc.pid, seen)
-    return subprocess.CompletedProcess(argv, proc.returncode, out, "".join(lines))
+    got = "".join(lines)
+    out, err = (rest, got) if stream == "stderr" else (got, rest)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def test_run_both_ctrl_c_during_roce_shows_the_uet_results_beside_the_partial_roce_ones(capsys) -> None:
@@ -681,3 +687,18 @@ def test_conformance_ctrl_c_reports_the_cases_run_then_one_line_and_130(monkeypa
     assert rc == 130 and err == "uet-conformance: interrupted\n", err
     rep = json.loads(out)
     assert rep["target"]["interrupted"] is True and [c["id"] for c in rep["cases"]] == calls[:2]
+
+
+def test_bench_soak_ctrl_c_prints_the_summary_so_far_and_exits_130() -> None:
+    """``uet-bench soak`` (ten minutes by default), Ctrl-C on its first sample line: the summary
+    so far, marked ``interrupted``, with the messages ``in_flight`` rather than ``missing``, then
+    one ``interrupted`` line, exit 130 (before: only the line; no summary)."""
+    argv = [sys.executable, "-m", "uet.tools.bench", "soak", "--minutes", "1", "--every", "0.2", "--json"]
+    argv += ["--max-size", "4KiB", "--loss", "0", "--reorder", "0", "--dup", "0"]
+    r = interrupt_on_line(argv, lambda lines: bool(lines), stream="stdout")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 130 and r.stderr == "uet-bench: interrupted\n", (r.returncode, r.stderr)
+    *samples, summary = [json.loads(line) for line in r.stdout.splitlines()]
+    assert samples and all("sample" in s for s in samples)
+    assert summary["interrupted"] is True and summary["ok"] is False
+    assert "missing" not in summary and summary["in_flight"] >= 0 and summary["delivered"] > 0
