@@ -702,3 +702,22 @@ def test_bench_soak_ctrl_c_prints_the_summary_so_far_and_exits_130() -> None:
     assert samples and all("sample" in s for s in samples)
     assert summary["interrupted"] is True and summary["ok"] is False
     assert "missing" not in summary and summary["in_flight"] >= 0 and summary["delivered"] > 0
+
+
+_CTRL_C_AFTER_THE_RESULTS = """
+import os, signal, sys
+sys.argv[0] = os.path.join(os.path.dirname(sys.executable), "uet-sim")  # a console script
+import uet.tools
+from uet.tools.cli import run_main
+code = run_main("uet-sim", lambda argv: print("results") or 0)
+os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the interpreter shuts down
+sys.exit(code)
+"""
+
+
+def test_a_ctrl_c_after_the_results_are_out_changes_nothing() -> None:
+    """Once ``run_main`` has printed the outcome, a Ctrl-C during the process's exit leaves the
+    run's exit status (before: seen as ``uet-bench pair`` dying by SIGINT, its complete results
+    printed, when Ctrl-C came as its receiver process ended)."""
+    r = subprocess.run([sys.executable, "-c", _CTRL_C_AFTER_THE_RESULTS], capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "results\n", "")

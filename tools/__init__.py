@@ -8,8 +8,9 @@ parent ``uet`` imports only :mod:`uet.errors`), so when the process *is* one of 
 console script ``uet-NAME`` or ``python -m uet.tools.NAME`` for a NAME of
 :data:`TOOL_MODULES` — it notes a SIGINT instead of raising it, and
 :func:`uet.tools.cli.honour_ctrl_c` (the first thing ``run_main`` does) turns a noted one into the
-usual ``interrupted`` line and exit status 130. Any other program importing ``uet.tools`` (a
-test suite, a notebook) keeps its own SIGINT handling.
+usual ``interrupted`` line and exit status 130. At the other end, once ``run_main`` has its
+outcome printed, :func:`uet.tools.cli.settle_ctrl_c` makes a late Ctrl-C change nothing. Any
+other program importing ``uet.tools`` (a test suite, a notebook) keeps its own SIGINT handling.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ from types import FrameType
 TOOL_MODULES = ("bench", "conformance", "decode", "demo", "fabric", "peer", "run", "sim")
 
 _start_interrupts: list[int] = []
+_tool_process = False  # set below: this process is one of the tools
+
+
+def is_tool_process() -> bool:
+    """Whether this process was started as one of the tools (:func:`started_as_tool`)."""
+    return _tool_process
 
 
 def started_as_tool(argv0: str, orig_argv: list[str]) -> bool:
@@ -51,9 +58,8 @@ def take_start_interrupt() -> bool:
     return came
 
 
-if (
-    threading.current_thread() is threading.main_thread()
-    and started_as_tool(sys.argv[0] if sys.argv else "", list(getattr(sys, "orig_argv", [])))
-    and signal.getsignal(signal.SIGINT) in (signal.default_int_handler, signal.SIG_IGN, signal.SIG_DFL)
-):
+_tool_process = threading.current_thread() is threading.main_thread() and started_as_tool(
+    sys.argv[0] if sys.argv else "", list(getattr(sys, "orig_argv", []))
+)
+if _tool_process and signal.getsignal(signal.SIGINT) in (signal.default_int_handler, signal.SIG_IGN, signal.SIG_DFL):
     signal.signal(signal.SIGINT, note_start_interrupt)

@@ -50,6 +50,7 @@ __all__ = [
     "rate_arg",
     "report_usage_error",
     "run_main",
+    "settle_ctrl_c",
     "size_arg",
     "int_arg",
     "float_arg",
@@ -289,6 +290,19 @@ def honour_ctrl_c() -> None:
         raise KeyboardInterrupt
 
 
+def settle_ctrl_c() -> None:
+    """The tool's outcome is decided and printed (the end of ``run_main``): from here to the
+    process's exit a Ctrl-C changes nothing, and the exit status stays the run's. Before, a
+    Ctrl-C in that time (interpreter shutdown: tens of milliseconds, more under load) killed the
+    process silently, since Python gives SIGINT its default action back while it shuts down: a
+    complete run, its results printed, then ended by SIGINT without a word. Only in a tool's own
+    process (:func:`uet.tools.is_tool_process`); its children are stopped by then."""
+    from uet.tools import is_tool_process
+
+    if is_tool_process() and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def report_usage_error(prog: str, e: Exception) -> int:
     """Print a usage error the shared way (one line) and return its exit status, 2."""
     _stderr_line(prog, f"error: {e}")
@@ -300,6 +314,13 @@ def run_main(prog: str, body: Callable[[Sequence[str] | None], int], argv: Seque
 
     ``body`` returns the exit status; it raises :class:`UsageError` for a usage or configuration
     mistake and :class:`RunFailed` for a run that could not be carried out."""
+    try:
+        return _run_body(prog, body, argv)
+    finally:
+        settle_ctrl_c()
+
+
+def _run_body(prog: str, body: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None) -> int:
     try:
         honour_ctrl_c()
         code = body(argv)
