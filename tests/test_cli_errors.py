@@ -184,9 +184,9 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (children, theirs, ...), whatever session they made."""
-    parent: dict[int, int] = {}
+def _processes() -> dict[int, tuple[str, int, int]]:
+    """Every process: pid → (state, parent pid, session id), from ``/proc/PID/stat``."""
+    out = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -194,8 +194,13 @@ def _descendants(pid: int) -> set[int]:
                     fields = f.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if fields[0] != "Z":
-                parent[int(entry)] = int(fields[1])
+            out[int(entry)] = (fields[0], int(fields[1]), int(fields[3]))
+    return out
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (children, theirs, ...), whatever session they made."""
+    parent = {p: pp for p, (state, pp, _sid) in _processes().items() if state != "Z"}
     found: set[int] = set()
     frontier = {pid}
     while frontier:
@@ -204,32 +209,9 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
-def _alive(pids: set[int]) -> set[int]:
-    left = set()
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    left.add(pid)
-        except OSError:
-            pass
-    return left
-
-
-def _session(sid: int) -> list[int]:
-    """Every live process of session ``sid`` (field 6 of ``/proc/PID/stat``), zombies excluded."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            pids.append(int(entry))
-    return pids
+def _left(sid: int, pids: set[int]) -> list[int]:
+    """The live processes (zombies excluded) of session ``sid`` or among ``pids``."""
+    return sorted(p for p, (state, _pp, s) in _processes().items() if state != "Z" and (s == sid or p in pids))
 
 
 def assert_no_orphans(sid: int, seen: set[int] = frozenset(), timeout: float = 20.0) -> None:
@@ -240,7 +222,7 @@ def assert_no_orphans(sid: int, seen: set[int] = frozenset(), timeout: float = 2
     import time
 
     deadline = time.monotonic() + timeout
-    while (left := sorted(set(_session(sid)) | _alive(set(seen)))) and time.monotonic() < deadline:
+    while (left := _left(sid, set(seen))) and time.monotonic() < deadline:
         time.sleep(0.02)
     for pid in left:
         with contextlib.suppress(OSError):
