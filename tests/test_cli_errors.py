@@ -703,3 +703,14 @@ def test_a_ctrl_c_after_the_results_are_out_changes_nothing() -> None:
     printed, when Ctrl-C came as its receiver process ended)."""
     r = subprocess.run([sys.executable, "-c", _CTRL_C_AFTER_THE_RESULTS], capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stdout, r.stderr) == (0, "results\n", "")
+
+
+def test_run_ctrl_c_while_its_processes_start_leaves_none_behind() -> None:
+    """``uet-run``, Ctrl-C as soon as its first child (the fabric) exists, before any endpoint:
+    one line, exit 130, and no process it started survives (the endpoints it had not started
+    yet are never started)."""
+    argv = [sys.executable, "-m", "uet.tools.run", "--workload", "incast", "-n", "3", "--messages", "2000", "--json"]
+    r = interrupt_when_running(argv, lambda pid: bool(_children(pid)))
+    assert "Traceback" not in r.stderr and "CancelledError" not in r.stderr, r.stderr
+    assert r.returncode == 130 and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
+    assert "interrupted" in r.stderr
