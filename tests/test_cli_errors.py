@@ -714,3 +714,18 @@ def test_run_ctrl_c_while_its_processes_start_leaves_none_behind() -> None:
     assert "Traceback" not in r.stderr and "CancelledError" not in r.stderr, r.stderr
     assert r.returncode == 130 and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
     assert "interrupted" in r.stderr
+
+
+def test_roce_experiments_ctrl_c_stops_instead_of_going_on_to_the_next_run(monkeypatch, capsys, tmp_path) -> None:
+    """``python -m uet.tools.roce_experiments``: the simulator turns Ctrl-C into a partial run;
+    the experiments then stop (one line, exit 130) instead of starting the next run."""
+    from uet.tools import roce_experiments
+
+    (tmp_path / "allreduce.toml").write_text(
+        '[run]\nworkload = "allreduce"\nendpoints = 4\nmessage_bytes = 65536\nprofile = "datacenter"\n'
+        'transport = "both"\n'
+    )
+    fired = _ctrl_c_in_the_engine(monkeypatch, 2_000)
+    rc = roce_experiments.main(["--only", "allreduce", "--dir", str(tmp_path), "--json"])
+    out, err = capsys.readouterr()
+    assert fired and rc == 130 and err == "roce-experiments: interrupted\n", err
