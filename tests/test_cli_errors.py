@@ -729,3 +729,15 @@ def test_roce_experiments_ctrl_c_stops_instead_of_going_on_to_the_next_run(monke
     rc = roce_experiments.main(["--only", "allreduce", "--dir", str(tmp_path), "--json"])
     out, err = capsys.readouterr()
     assert fired and rc == 130 and err == "roce-experiments: interrupted\n", err
+
+
+def test_run_hosts_ctrl_c_is_one_line_and_stops_every_rank() -> None:
+    """``uet-run --hosts A,B,C`` (every rank a local child), Ctrl-C once the three ranks exist:
+    one ``interrupted`` line (before: one per rank process as well), exit 130, no rank left."""
+    from uet.link import loopback_addresses
+
+    hosts = ",".join(loopback_addresses(3))
+    argv = [sys.executable, "-m", "uet.tools.run", "--hosts", hosts, "--workload", "incast", "--messages", "400"]
+    r = interrupt_when_running(argv, lambda pid: len(_children(pid)) >= 3)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 130 and r.stderr == "uet-run: interrupted\n", (r.returncode, r.stderr)
