@@ -785,6 +785,41 @@ def _deep_update(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class _CtrlC:
+    """Ctrl-C / SIGTERM for the whole live run, every transport of ``both`` included: the first
+    signal cancels the running task (each run then stops its processes and keeps its partial
+    result); later ones are ignored, so they cannot cancel that shutdown. Installed once for all
+    the runs: per run, a signal between two runs or during one's final shutdown fell back to
+    Python's KeyboardInterrupt and lost every result."""
+
+    def __init__(self) -> None:
+        self.interrupted = False
+        self.task = asyncio.current_task()
+        self.loop = asyncio.get_running_loop()
+
+    def __enter__(self) -> _CtrlC:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self.loop.add_signal_handler(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self.loop.remove_signal_handler(sig)
+
+    def _on_signal(self) -> None:
+        if self.interrupted:
+            return
+        self.interrupted = True
+        if self.task is not None:
+            self.task.cancel()
+
+    def absorb(self) -> None:
+        """After the CancelledError our own cancel caused: take it back, so that asyncio.run
+        returns normally once the task does."""
+        if self.task is not None and self.task.cancelling():
+            self.task.uncancel()
+
+
 async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> int:
     """The live engine: one run per transport (``both``: UET, then RoCEv2, each with its own fabric
     process; pcaps and plots then in ``DIR/uet`` and ``DIR/roce``), then the output. After Ctrl-C
@@ -792,17 +827,24 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
     partial results (:func:`_emit_both`), exit 130."""
     s, topo, ep = settings
     runs: dict[str, dict[str, Any]] = {}
-    for tr in _transports(s):
-        st = {**s, "transport": tr}
-        if s.get("transport") == "both":
-            for opt in ("pcap", "plot"):
-                if st.get(opt):
-                    st[opt] = os.path.join(st[opt], tr)
-        code, result = await _live_one(args, (st, topo, ep))
-        if result is not None:
-            runs[tr] = result
-        if code == 130:
-            return _emit_interrupted(args, s, ep, runs)
+    with _CtrlC() as ctrl_c:
+        for tr in _transports(s):
+            st = {**s, "transport": tr}
+            if s.get("transport") == "both":
+                for opt in ("pcap", "plot"):
+                    if st.get(opt):
+                        st[opt] = os.path.join(st[opt], tr)
+            try:
+                code, result = await _live_one(args, (st, topo, ep), ctrl_c)
+            except asyncio.CancelledError:
+                if not ctrl_c.interrupted:
+                    raise
+                ctrl_c.absorb()
+                code, result = 130, None
+            if result is not None:
+                runs[tr] = result
+            if code == 130:
+                return _emit_interrupted(args, s, ep, runs)
     if len(runs) > 1:
         return _emit_both(args, s, ep, runs)
     result = _emit_one(args, next(iter(runs.values())), render)
@@ -831,30 +873,14 @@ def _emit_interrupted(
 
 
 async def _live_one(
-    args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+    args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]], ctrl_c: _CtrlC
 ) -> tuple[int, dict[str, Any] | None]:
-    """One live run: ``(0, result)``, or ``(130, partial)`` after Ctrl-C (``partial``: the
-    launcher's :meth:`Launcher.partial_result`, None when the workload did not exist yet; the
+    """One live run: ``(0, result)``, or ``(130, result or partial)`` after Ctrl-C (``partial``:
+    the launcher's :meth:`Launcher.partial_result`, None when the workload did not exist yet; the
     caller prints it); a failure raises :class:`RunFailed`."""
     s, topo, ep = settings
     launcher = Launcher(s, topo, ep)
     launcher.interval = args.interval
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    interrupted = False
-
-    def on_signal() -> None:
-        # Only the first Ctrl-C / SIGTERM cancels: a second one during the shutdown that follows
-        # would cancel that shutdown, leaving children running and a CancelledError traceback.
-        nonlocal interrupted
-        if interrupted:
-            return
-        interrupted = True
-        if task is not None:
-            task.cancel()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal)
     progress_cm: Any = contextlib.nullcontext()
     if args.progress or sys.stderr.isatty():
         from rich.console import Console
@@ -874,13 +900,12 @@ async def _live_one(
     try:
         with progress_cm:
             result = await launcher.run()
-            if interrupted:  # the run absorbed the cancel (it finished as the signal came)
+            if ctrl_c.interrupted:  # the run absorbed the cancel (it finished as the signal came)
                 raise asyncio.CancelledError
     except asyncio.CancelledError:
-        # Ctrl-C / SIGTERM: the task was cancelled by on_signal; uncancel so that asyncio.run
-        # returns normally instead of raising CancelledError once this coroutine returns.
-        if task is not None and task.cancelling():
-            task.uncancel()
+        if not ctrl_c.interrupted:
+            raise
+        ctrl_c.absorb()
         await launcher.shutdown()
         partial = launcher.partial_result()
         if partial is not None:
@@ -893,10 +918,13 @@ async def _live_one(
             sys.stdout.write(json.dumps({"ok": False, "error": msg, "workload": s["workload"]}) + "\n")
             sys.stdout.flush()
         raise RunFailed(msg) from None
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-    await launcher.shutdown()
+    try:
+        await launcher.shutdown()
+    except asyncio.CancelledError:  # Ctrl-C after the run finished: it stays a complete result
+        if not ctrl_c.interrupted:
+            raise
+        ctrl_c.absorb()
+        await launcher.shutdown()
     result["transport"] = s.get("transport", "uet")
     result["settings"] = settings_record(s, ep)
     result["diagnosis"] = cpu_starvation(result)
@@ -906,7 +934,7 @@ async def _live_one(
         cdf = fct_cdf(result, s["plot"])
         if cdf:
             result["plots"] = [*result["plots"], cdf]
-    return 0, result
+    return (130 if ctrl_c.interrupted else 0), result
 
 
 def _body(argv: Sequence[str] | None) -> int:
