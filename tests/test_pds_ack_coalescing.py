@@ -174,3 +174,46 @@ def test_a_predicted_run_behind_a_hole_holding_an_ar_is_acked_when_the_hole_fill
     core.receive_batch([(_req(START + 1, lp), A_ADDR, 0)], pair.now)
     (data, _d, _e), = pair.take(pair.b)  # fmt: skip
     assert hdr(data).cack_psn == START + 4
+
+
+def test_an_ar_request_acked_at_once_behind_a_hole_still_acks_when_the_hole_fills() -> None:
+    """An AR'd request that arrives CE-marked (or as a retransmission) behind a hole is ACKed at
+    once, and that ACK cannot cover the hole; the request that fills it later must make the ACK due
+    as well. Before the fix the immediate-ACK branch skipped ``ar_held``, so the last stragglers
+    of a message waited for the initiator's RTO (issue 11: 26 spurious RTOs and +100 µs on the
+    slowest flows of the 128-host sprayed RCCC permutation)."""
+    pair, lp = _target()
+    pair.inject(pair.b, _req(START + 2, lp, AR), A_ADDR, ecn=3)  # AR'd and CE-marked, hole at + 1
+    (data, _d, _e), = pair.take(pair.b)  # fmt: skip
+    assert hdr(data).cack_psn == START
+    pair.inject(pair.b, _req(START + 1, lp), A_ADDR)  # fills the hole: ACK now, not at the timer
+    (data, _d, _e), = pair.take(pair.b)  # fmt: skip
+    assert hdr(data).cack_psn == START + 2
+    pair.inject(pair.b, _req(START + 3, lp), A_ADDR)  # the held AR is spent: coalesced again
+    assert pair.take(pair.b) == []
+
+
+def test_a_retransmitted_ar_request_behind_a_hole_acks_when_the_hole_fills() -> None:
+    """The same for a retransmission (RETX: ACKed at once) that lands behind a hole."""
+    pair, lp = _target()
+    pair.inject(pair.b, _req(START + 2, lp, AR | RETX), A_ADDR)
+    (data, _d, _e), = pair.take(pair.b)  # fmt: skip
+    assert hdr(data).cack_psn == START
+    pair.inject(pair.b, _req(START + 1, lp), A_ADDR)
+    (data, _d, _e), = pair.take(pair.b)  # fmt: skip
+    assert hdr(data).cack_psn == START + 2
+
+
+def test_an_older_ar_request_arriving_late_does_not_hide_the_newest_one() -> None:
+    """Credit-gated senders (RCCC) set AR on many requests, and sprayed packets arrive in any
+    order: an older AR'd PSN that lands after the newest one must not replace it as the PSN whose
+    gap-fill makes the ACK due, or the final ACK of the message waits for the RTO (issue 11)."""
+    pair, lp = _target()
+    pair.inject(pair.b, _req(START + 4, lp, AR), A_ADDR)  # the EOM, holes at + 1 .. + 3
+    pair.inject(pair.b, _req(START + 2, lp, AR), A_ADDR)  # an older AR'd request, late
+    assert pair.take(pair.b)  # ACKed on arrival (SACK); the hole keeps CACK at START
+    pair.inject(pair.b, _req(START + 1, lp), A_ADDR)  # CACK passes + 2, not + 4
+    pair.take(pair.b)
+    pair.inject(pair.b, _req(START + 3, lp), A_ADDR)  # the last hole below the EOM fills
+    (data, _d, _e), = pair.take(pair.b)  # fmt: skip
+    assert hdr(data).cack_psn == START + 4

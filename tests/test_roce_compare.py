@@ -76,6 +76,22 @@ def test_rc_timeout_scales_with_the_base_rtt() -> None:
     assert timeout_for_rtt(1_000_000) == 15
 
 
+@pytest.mark.parametrize(
+    ("profile", "rate", "code"),
+    [("datacenter", 100e9, 8), ("datacenter", 1e9, 12), ("lab", 1e9, 11), ("realtime", 1e8, 15)],
+)
+def test_the_simulators_queue_pairs_take_their_timeout_from_the_path_rtt(profile: str, rate: float, code: int) -> None:
+    """Issue 12: the simulator's QPs get the ACK timeout of their fabric's base RTT (§8.9), as
+    live runs do — not QpConfig's reference default. At 100 Gb/s the longest path's RTT (≈ 14 µs
+    on a fat tree, jumbo frames) is at the reference scale, so the code stays 8."""
+    from uet.fabric.model import Fabric
+
+    from uet.sim.scenario import build_topology, roce_config
+
+    topo = build_topology({"endpoints": 8, "profile": profile, "rate_bps": int(rate)})
+    assert roce_config(Fabric(topo, seed=1), profile).timeout == code
+
+
 def test_roce_incast_at_100g_is_lossless_with_the_datacenter_headroom() -> None:
     """Issue 12: 142 headroom_overflow drops (go-back-N resent 2.3 MB) before the MMU gave its
     headroom back first; now PFC holds the 8:1 incast without a single drop or resend."""

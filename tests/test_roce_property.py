@@ -19,6 +19,7 @@ from uet.roce import (
     SendCompleted,
     WriteCompleted,
 )
+from uet.roce.config import WIRE_OVERHEAD
 from uet.roce.errors import Flushed, RetryExceeded
 from uet.wire.roce import OpCode, psn_diff
 
@@ -164,3 +165,24 @@ def test_go_back_n_resends_everything_after_a_loss() -> None:
     assert pair.a.counters()["retransmitted_bytes"] == 256 * 15  # PSNs 5..19 again
     assert pair.b.counters()["sequence_errors"] == 14  # 6..19 arrived ahead of ePSN; one NAK
     assert pair.b.counters()["naks_sent"] == 1
+
+
+def test_a_message_slower_to_send_than_the_ack_timeout_still_completes() -> None:
+    """The rate limiter lets about 3 packets out per ACK timeout, far fewer than the 16 between
+    two AckReqs: each timeout rewound to ``una`` before enough packets had left to ask for an
+    ACK, so the requester never learnt of the responder's progress and spent its retries
+    ("retry exceeded" — a livelock with retry_cnt 7 read as infinite, and on a slow link or a
+    slowed event loop). The first packet resent after a timeout now asks for an ACK (§6.5),
+    and the answer moves ``una`` on."""
+    frame = 256 + 12 + 4 + WIRE_OVERHEAD  # payload, BTH, ICRC, frame overhead
+    rate = frame * 8 * 1e9 / 20_000  # one packet every 20 us; RTO (code 4) = 65.5 us
+    cfg = QpConfig(pmtu=256, dcqcn=DcqcnConfig.paper(line_rate=rate), timeout=4, retry_cnt=3, ack_req_every=16)
+    pair = Pair(config=cfg, delay_ns=1_000)
+    pair.b.post_recv()
+    data = bytes(range(256)) * 64  # 64 packets: about twenty ACK timeouts to send once
+    h = pair.a.post_send(data)
+    pair.run()
+    assert pair.events["a"] == [SendCompleted(h)]
+    assert [e.data for e in pair.events["b"] if isinstance(e, MessageReceived)] == [data]
+    c = pair.a.counters()
+    assert c["timeouts"] >= 10 and c.get("retry_exceeded", 0) == 0

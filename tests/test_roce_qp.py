@@ -196,6 +196,35 @@ def test_timeout_rewinds_to_una_then_retry_exceeded() -> None:
         qp.post_send(b"x")
 
 
+def test_first_packet_resent_after_a_timeout_asks_for_an_ack() -> None:
+    """§6.5/§6.6: after an ACK timeout the first resent packet carries AckReq, so the responder
+    (which drops nothing it already has: a duplicate) reports its ePSN − 1 and ``una`` moves on
+    without a second timeout (the go-back-N livelock of a requester slower than its RTO)."""
+    qp = make_qp(ack_req_every=4)
+    qp.post_send(bytes(256 * 6))
+    first = [(r.bth.psn, r.bth.ack_req) for r, _ in out(qp)]
+    assert first == [(S0, 0), (0xFFFFFE, 0), (0xFFFFFF, 0), (0, 1), (1, 0), (2, 1)]
+    qp.handle_timer(65536)  # neither ACK came back
+    again = [(r.bth.psn, r.bth.ack_req) for r, _ in out(qp, 65536)]
+    # the first resent packet asks; the count of ack_req_every restarts from it
+    assert again == [(S0, 1), (0xFFFFFE, 0), (0xFFFFFF, 0), (0, 0), (1, 1), (2, 1)]
+    qp.receive_datagram(ack(0xFFFFFF), 66000, source=PEER)  # the duplicate's ACK: ePSN - 1
+    assert qp.requester.una == 0 and qp.requester.retries_left == 2
+    assert qp.requester.rto_deadline == 66000 + 65536
+    qp.handle_timer(66000 + 65536)  # lost again: the next resend starts at una and asks at once
+    assert [(r.bth.psn, r.bth.ack_req) for r, _ in out(qp, 66000 + 65536)] == [(0, 1), (1, 0), (2, 1)]
+
+
+def test_the_packet_that_fills_the_window_asks_for_an_ack() -> None:
+    """A window smaller than ``ack_req_every``: the packet that fills it asks for an ACK, else
+    the requester would wait for a timeout every window (§6.2, §6.5)."""
+    qp = make_qp(window=4, ack_req_every=16)
+    qp.post_send(bytes(256 * 10))
+    assert [(r.bth.psn, r.bth.ack_req) for r, _ in out(qp)] == [(S0, 0), (0xFFFFFE, 0), (0xFFFFFF, 0), (0, 1)]
+    qp.receive_datagram(ack(0), 10, source=PEER)
+    assert [(r.bth.psn, r.bth.ack_req) for r, _ in out(qp, 10)] == [(1, 0), (2, 0), (3, 0), (4, 1)]
+
+
 def test_rnr_nak_waits_the_rnr_time_then_resends_and_exhausts() -> None:
     qp = make_qp()
     h = qp.post_send(b"hi")

@@ -3,11 +3,13 @@ checked point by point (rocev2-and-fabric.md §9.2, §9.3; issue 12).
 
 Run: ``python -m uet.tools.roce_experiments`` (``--json`` for one object). Each experiment is a
 committed scenario file in ``scenarios/roce/`` (100 Gb/s, the datacenter profile, a 4-leaf ×
-8-spine leaf/spine with 32 hosts), run by ``uet-run --engine sim`` (:func:`uet.tools.run.
-simulate_runs`), reduced to the §9.1 metrics (:mod:`uet.tools.compare`) and checked against what
-§9.2/§9.3 lead one to expect. A check that does not hold is reported as a **surprise**, not an
-error: the table is a measurement, and every surprise is explained in the issue note. Exit status
-0 when every message of every run arrived intact, 1 otherwise, 2 on a usage error.
+8-spine leaf/spine with 32 hosts; UET as a UET NIC would run there — NSCC with the fabric's base
+RTT, REPS over 256 entropies —, RoCE with DCQCN on the lossless class), run by ``uet-run
+--engine sim`` (:func:`uet.tools.run.simulate_runs`), reduced to the §9.1 metrics
+(:mod:`uet.tools.compare`) and checked against what §9.2/§9.3 lead one to expect. A check that
+does not hold is reported as a **surprise**, not an error: the table is a measurement, and every
+surprise is explained in the issue note. Exit status 0 when every message of every run arrived
+intact, 1 otherwise, 2 on a usage error.
 
 ``--only NAME,...`` runs a subset; ``--size`` and ``--messages`` shrink every run (the tests do).
 """

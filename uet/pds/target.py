@@ -461,18 +461,22 @@ class TargetMixin(PdsState):
             if tp.gtd:
                 tp.clear_req_at = now + cfg.clear_ns
         aflags = (_A_M if ecn == 3 else 0) | (_A_RETX if retx else 0)
+        # the AR'd PSN held above CACK (before any immediate ACK: a CE-marked or resent AR'd
+        # request behind a hole is ACKed at once, and that ACK cannot cover the hole either)
+        ah = tp.ar_held
+        filled = ah is not None and psn_diff(tp.rx_base, ah) > 0
+        if filled:
+            tp.ar_held = None  # the hole below an AR'd PSN has filled: ACK now, not at the timer
+        if flags & _AR and psn_diff(tp.rx_base, psn) <= 0:
+            ah = tp.ar_held  # keep the newest: an older AR'd PSN arriving late must not hide it
+            if ah is None or psn_diff(psn, ah) > 0:
+                tp.ar_held = psn
         if flags & (_SYN | _RETX) or gtd or cfg.ack_per_pkt or (ecn == 3 and cfg.ack_on_ecn):
             self._send_ack(tp, psn, aflags, rnh, resp, now, ent)
             return True
         n -= end
         gen = tp.ack_gen_count + (n if n > cfg.ack_gen_min_pkt_add else cfg.ack_gen_min_pkt_add)
-        due = flags & _AR != 0 or gen >= cfg.ack_gen_trigger
-        ah = tp.ar_held
-        if ah is not None and psn_diff(tp.rx_base, ah) > 0:
-            tp.ar_held = None  # the hole below an AR'd PSN has filled: ACK now, not at the timer
-            due = True
-        if flags & _AR and psn_diff(tp.rx_base, psn) <= 0:
-            tp.ar_held = psn
+        due = flags & _AR != 0 or gen >= cfg.ack_gen_trigger or filled
         self._coalesce(tp, psn, aflags, rnh, resp, ent, gen, due, not due, now)
         return True
 

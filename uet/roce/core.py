@@ -27,6 +27,12 @@ datagrams by destination QP number, and offers the FEP core's operations with th
 * Atomics: RoCE has fetch-and-add and compare-and-swap on 64-bit integers only; ``SUM`` and
   ``CSWAP`` on ``INT64``/``UINT64`` map onto them, everything else fails with
   :class:`UnsupportedAtomic`.
+* A connection whose QP entered ERR (retries exhausted, a fatal NAK) stays dead: an operation
+  or a receive bound to that peer posted later is refused at once with
+  :class:`~uet.fep.errors.DeliveryError` naming the QP's error — ``UNDELIVERABLE``, what the
+  FEP core raises for an operation refused before any packet left — not ``CLOSED``, which
+  the contract keeps for a closed endpoint. (The verbs would complete such a work request with a
+  flush error; the contract's caller wants to know the peer cannot be reached.)
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from uet.fep.errors import EndpointClosed
+from uet.fep.errors import DeliveryError, EndpointClosed
 from uet.fep.events import Closed, Datagram, MessageReceived, OpCompleted, OpFailed, SendCompleted, Transmit
 from uet.roce import events as qev
 from uet.roce.cm import ConnectionCollision, StaticCm
@@ -203,8 +209,15 @@ class RoceCore:
             else:
                 raise EndpointClosed(f"{self.address}: no RoCE connection to {peer}")
         if qp.state is not QpState.RTS:
-            raise EndpointClosed(f"{self.address}: the connection to {peer} is in state {qp.state.name}")
+            raise self._refusal(qp, peer)
         return qp
+
+    def _refusal(self, qp: QueuePair, peer: str) -> Exception:
+        """Why an operation towards ``peer`` whose QP is not ready is refused (module docstring)."""
+        if qp.state is QpState.ERR:
+            why = f": {qp.error}" if qp.error is not None else ""
+            return DeliveryError(f"{self.address}: the connection to {peer} failed{why}")
+        return EndpointClosed(f"{self.address}: the connection to {peer} is in state {qp.state.name}")
 
     # -- memory ----------------------------------------------------------------------------------
 
@@ -355,7 +368,7 @@ class RoceCore:
                 return h
         qp = self.qps.get(source) if source is not None else None
         if qp is not None and qp.state is not QpState.RTS:
-            raise EndpointClosed(f"{self.address}: the connection to {source} is in state {qp.state.name}")
+            raise self._refusal(qp, source)
         self._waiters.append(w)
         return h
 

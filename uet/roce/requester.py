@@ -13,6 +13,13 @@ Choices where the notes leave room (**Decision**):
   sent; the counter is what §9.1's "retransmitted bytes ÷ goodput" uses.
 * Completions are delivered in posting order: a READ or atomic response implicitly acknowledges
   every earlier PSN (§6.5), so the work requests before it complete first.
+* Besides the last packet of a message and every ``ack_req_every``-th packet (§6.5), AckReq is
+  set on the first packet sent after an ACK timeout and on a packet that fills the window
+  (IBTA lets the requester ask on any packet). Otherwise a requester that cannot send
+  ``ack_req_every`` packets within one ACK timeout (a slow rate limiter, a slowed event loop)
+  or within its window would rewind again and again without ever learning how far the
+  responder got (a livelock that ends in "retry exceeded"); the first resent packet is a
+  duplicate, whose ACK reports the responder's ePSN − 1 (§6.3).
 """
 
 from __future__ import annotations
@@ -87,6 +94,7 @@ class Requester:
         self.rto_deadline: int | None = None
         self.rnr_deadline: int | None = None
         self._since_ackreq = 0
+        self._ackreq_next = False  # the next packet asks for an ACK (set by a timeout)
         self._rewound_to: int | None = None
         self._retry_psn: int | None = None
 
@@ -142,7 +150,12 @@ class Requester:
             first, last = i == 0, i == w.npsn - 1
             op, exts = _opcode(w, first, last)
             self._since_ackreq += 1
-            ack_req = last or self._since_ackreq >= cfg.ack_req_every
+            ack_req = (
+                last
+                or self._since_ackreq >= cfg.ack_req_every
+                or self._ackreq_next
+                or psn_diff(psn, self.una) + 1 >= cfg.window
+            )
             if ack_req:
                 self._since_ackreq = 0
             data = qp.build(op, psn, exts, payload, ack_req=ack_req, se=w.solicited and last)
@@ -159,6 +172,7 @@ class Requester:
             data = qp.build(op, psn, (aeth,), b"", ack_req=True)
             payload = b""
             span = 1
+        self._ackreq_next = False  # READ and atomic requests always ask
         self.next_psn = psn_add(psn, span)
         c = qp.stats
         if psn_diff(psn, self.high_psn) < 0:
@@ -344,6 +358,7 @@ class Requester:
             if psn_diff(self.high_psn, self.una) > 0:
                 self.qp.stats["timeouts"] += 1
                 self._rewind(self.una, now, count=True, force=True)
+                self._ackreq_next = True
                 if self.qp.config.rto_ns is not None and self.wqes:
                     self.rto_deadline = now + self.qp.config.rto_ns
 
