@@ -131,3 +131,24 @@ def test_a_newcomer_catches_up_at_most_one_max_wnd() -> None:
     _drain(s, 99 * 1323)  # 100 grants to A: 1 638 400 B
     s.note_target("C", 0xFFFFF, 99 * 1323 + 1)
     assert _drain(s, 100 * 1323 + 15 * 1323) == ["C"] * 14 + ["A", "C"]
+
+
+def test_credit_request_waits_for_an_overdue_grant() -> None:
+    """A blocked source restates its target only when a grant is overdue: ``credit_req_ns``
+    (base RTT, 12 µs) plus twice the smoothed time between grants after it last sent its target
+    or got a grant; then at most once per ``credit_req_ns``. Before, it sent one every 12 µs of
+    waiting (about one per grant in a 15→1 incast, whose grants come every ~20 µs)."""
+    c = CreditSender(CFG)
+    c.backlog = 1_000_000
+    c.on_grant(64, 0)  # speculation ends; 16 384 B of credit
+    for k in range(4):
+        c.on_send(4_096, k * 100)
+    assert c.credit == 0 and c.request_deadline() == 300 + 12_000  # no gap known yet
+    c.on_grant(128, 20_000)  # 20 µs after the first: gap 20 000
+    c.on_grant(192, 40_000)  # another 20 µs
+    assert c.grant_gap == 20_000
+    for k in range(8):  # spends both grants
+        c.on_send(4_096, 40_000 + k * 100)
+    assert c.credit == 0 and c.request_deadline() == 40_700 + 2 * 20_000 + 12_000
+    c.on_request_sent(92_700)
+    assert c.request_deadline() == 92_700 + 12_000

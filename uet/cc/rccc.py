@@ -56,6 +56,11 @@ class CreditSender:
         self.advertised = 0
         self.last_req = -(1 << 62)
         self.req_interval = cfg.credit_req_ns if cfg.credit_req_ns is not None else cfg.base_rtt_ns
+        #: when the receiver last heard from us (a CC request carrying the target) or we from it
+        #: (a grant), and the smoothed time between grants (1/8 gain)
+        self.last_heard = -(1 << 62)
+        self.last_grant: int | None = None
+        self.grant_gap = 0.0
         #: bytes waiting to be sent / resent (set by the owner before asking for a target)
         self.backlog = 0
         self.rtx_backlog = 0
@@ -65,8 +70,11 @@ class CreditSender:
     def can_send(self) -> bool:
         return self.credit > 0
 
-    def on_send(self, size: int) -> None:
+    def on_send(self, size: int, now: int | None = None) -> None:
+        """A packet of nominal ``size`` went; at ``now`` (when given) it carried our target."""
         self.credit -= size
+        if now is not None:
+            self.last_heard = now
 
     def end_speculation(self) -> None:
         """The first grant, ACK or NACK ends speculation; unused speculative credit is
@@ -102,14 +110,27 @@ class CreditSender:
         self.credit = min(self.credit + QUANTUM * d, self.max_wnd)
         self.granted_bytes += QUANTUM * d
         self.pull = grant
+        lg = self.last_grant
+        if lg is not None:
+            gap = now - lg
+            self.grant_gap = float(gap) if not self.grant_gap else self.grant_gap + (gap - self.grant_gap) / 8
+        self.last_grant = self.last_heard = now
         if self._log is not None:
             self._log({"t": now, "ev": "cc", "algo": "rccc", "credit": int(self.credit), "pull": grant})
 
     def request_deadline(self) -> int | None:
-        """When a CREDIT_REQ is due: only while blocked (no credit, not speculating, backlog)."""
+        """When a CREDIT_REQ is due: only while blocked (no credit, not speculating, backlog),
+        once the receiver looks to have lost track of us (§4.5 "Timeout with no credit"):
+        ``credit_req_ns`` plus twice the usual time between grants after it last heard our
+        target or we last heard a grant, and at most once per ``credit_req_ns``. Inference: the
+        notes give only the rate limit; a blocked source in an N→1 incast waits about N grant
+        times by design, and a request per RTT of that wait (htsim sends its RTS only on a
+        retransmission timeout) was control traffic on the receiver's link — about one per
+        grant in the 15→1 incast."""
         if self.credit > 0 or self.speculating or self.backlog + self.rtx_backlog <= 0:
             return None
-        return self.last_req + self.req_interval
+        heard = self.last_heard + int(2 * self.grant_gap)
+        return max(self.last_req, heard) + self.req_interval
 
     def on_request_sent(self, now: int) -> None:
         self.last_req = now
