@@ -333,9 +333,15 @@ class FepCore(Operations, Completions):
         self._receive(batch, now)
 
     def _receive(self, batch: Sequence[tuple[bytes, str, int]], now: int) -> None:
+        """PDS over the batch, then its completions at once (messages received, sends the ACKs
+        finished), so :meth:`next_event` has them before :meth:`datagrams_to_send`: a driver can
+        hand them to the application first, and what the application sends in answer leaves with
+        the ACKs of the same flush (uet.endpoint)."""
         self._now = now
         self.ses.now = now
         self.pds.receive_batch(batch, now, sdi=self._rx_sdi)
+        if not self._closed:
+            self._drain_events(now)
 
     def datagrams_to_send(self, now: int, *, sealed: bool = True) -> list[Transmit]:
         """Run the pump and return every datagram ready (:class:`Transmit`). ``sealed=False``

@@ -1,0 +1,109 @@
+"""The asyncio adapter's flush and wake-up rules (uet.endpoint): a pre-posted buffer-less receive,
+the ACK leaving in the same flush as an immediate reply, and early timer wake-ups."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from uet.endpoint import Endpoint
+from uet.link import loopback_addresses
+from uet.ses.errors import Cancelled
+
+T = 30.0
+
+
+async def _pair() -> tuple[Endpoint, Endpoint]:
+    a, b = loopback_addresses(2)
+    ea = await Endpoint.open(a, port=0)
+    eb = await Endpoint.open(b, port=0, peer_port=ea.link.port)
+    ea.link.peer_port = eb.link.port  # type: ignore[attr-defined]
+    return ea, eb
+
+
+async def test_post_recv_none_takes_the_next_message_on_the_expected_list() -> None:
+    """A buffer-less receive posted before the message comes completes with it, and the message is
+    placed on the expected list: its response is not guaranteed, so the sender sends no CLEAR. A
+    message that comes before any receive waits on the overflow list, whose guaranteed response
+    the sender must clear (behaviour.md §2.7, §6.4)."""
+    ea, eb = await _pair()
+    async with ea, eb:
+        r = eb.post_recv(None)
+        assert not r.done()
+        await asyncio.wait_for(ea.send(eb.address, b"early receive"), T)
+        m = await asyncio.wait_for(r, T)
+        assert m.data == b"early receive" and m.source == ea.address
+        assert ea.counters.get("ctl_tx_CLEAR", 0) == 0
+        await asyncio.wait_for(ea.send(eb.address, b"late receive"), T)
+        assert (await asyncio.wait_for(eb.recv(), T)).data == b"late receive"
+        for _ in range(100):  # the CLEAR leaves right after the ACK that asks for it
+            if ea.counters.get("ctl_tx_CLEAR", 0):
+                break
+            await asyncio.sleep(0.01)
+        assert ea.counters["ctl_tx_CLEAR"] == 1
+
+
+async def test_post_recv_none_cancel() -> None:
+    ea, eb = await _pair()
+    async with ea, eb:
+        r = eb.post_recv(None, tag=5)
+        assert r.cancel()
+        with pytest.raises(Cancelled):
+            await asyncio.wait_for(r, T)
+        assert not r.cancel()
+
+
+async def test_an_immediate_reply_leaves_in_the_same_flush_as_the_ack() -> None:
+    """The echo side's ACK of a request and the reply its application sends as soon as the
+    request completes go out in one ``send_marked`` batch (the pump runs after the completion
+    callbacks), so the requester can take both in one batch."""
+    ea, eb = await _pair()
+    batches: list[list[int]] = []
+    inner = eb.link.send_marked  # type: ignore[attr-defined]
+
+    def record(datagrams: Any, tos: Any) -> None:
+        batches.append([d[0] >> 3 for d, _dst, _ent in datagrams])
+        inner(datagrams, tos)
+
+    async with ea, eb:
+        r0 = eb.post_recv(None)  # posted first: no CLEAR exchange follows the warm-up
+        await asyncio.wait_for(ea.send(eb.address, b"warm-up"), T)  # the PDCs exist
+        await asyncio.wait_for(r0, T)
+        nxt = eb.post_recv(None)
+
+        async def echo() -> None:
+            m = await nxt
+            await eb.send(m.source, m.data)
+
+        task = asyncio.create_task(echo())
+        await asyncio.sleep(0.001)  # the echo task waits on its receive (well inside close_idle_ns)
+        eb._send_marked = record  # type: ignore[assignment]
+        fut = ea.send_nowait(eb.address, b"ping")
+        assert (await asyncio.wait_for(ea.recv(), T)).data == b"ping"
+        await asyncio.wait_for(asyncio.gather(fut, task), T)
+        # the first flush after the ping: the ACK (PDS type 7-9) and the reply request (2: RUD)
+        first = batches[0]
+        assert any(7 <= t <= 9 for t in first) and 2 in first
+
+
+async def test_an_early_wake_up_only_re_arms() -> None:
+    """A wake-up before the core's earliest deadline (it moved later after the wake-up was armed)
+    runs no timer and re-arms for the deadline; a due one runs the timers."""
+    ea, eb = await _pair()
+    async with ea, eb:
+        fep = ea.fep
+        fired: list[int] = []
+        real_handle = fep.handle_timer
+        fep.handle_timer = lambda now: (fired.append(now), real_handle(now))  # type: ignore[method-assign]
+        ahead = ea.clock() + 5_000_000_000
+        fep.get_timer = lambda: ahead  # type: ignore[method-assign]
+        ea._on_timer()
+        assert fired == []
+        assert ea._timer is not None and ea._timer_at == ahead
+        past = ea.clock() - 1_000_000
+        fep.get_timer = lambda: past  # type: ignore[method-assign]
+        ea._on_timer()
+        assert len(fired) == 1
+        del fep.get_timer
