@@ -330,6 +330,7 @@ def test_nack_retry_exhaustion() -> None:
     pending_packet(pair)
     for _ in range(CFG.max_nack_retx + 1):
         pair.inject(pair.a, nack(NackCode.TRIMMED, START + 1, tp.lpdcid, ip.lpdcid), B_ADDR)
+        pair.take(pair.a)  # each NACK answers the copy resent after the last (uet.pds.trimwait)
     (f,) = pair.a.failed()
     assert f.reason == "nack retry exhausted" and f.nack_code == NackCode.TRIMMED
     assert pair.a.core.counters["retransmits"] == CFG.max_nack_retx and not pair.a.core.pdcs

@@ -58,6 +58,9 @@ def state(core: PdsCore) -> list:
 )
 # RUD: a predicted run once set ``rod_next`` where one receive_datagram per packet does not
 @example(seed=119, mode=Mode.RUD, loss=0.0, dup=0.0, reorder=0.0, ce=0.0)
+# ROD with loss: a held run made due by its byte count, not by an AR, set ``ar_held`` where one
+# receive_datagram per packet does not (its ACK then went out early when the hole filled)
+@example(seed=27061, mode=Mode.ROD, loss=0.1, dup=0.0, reorder=0.0, ce=0.0)
 def test_receive_batch_equals_one_receive_datagram_per_item(seed, mode, loss, dup, reorder, ce) -> None:
     rng = random.Random(seed)
     snd = PdsCore(A, PdsConfig(rto_ns=2_000_000), rng=random.Random(seed))

@@ -6,13 +6,14 @@ fabric model in virtual time (:mod:`uet.sim`): no sockets, no processes, determi
 gives byte-identical ``--json`` output.
 
 Defaults differ from ``uet-run`` where real time is the limit (**decisions**): the ``datacenter``
-profile (100 Gb/s links, 1 µs per link, 1-BDP buffers with trimming, ECN at 20–80 % of the BDP)
-on a k-ary fat tree sized from the endpoint count, 4 KiB payloads and a fixed window of about
-1.15 BDP of the longest path; a scenario that names its profile, topology or endpoint settings
-gets exactly those (``-o`` and ``--endpoint-set`` as for ``uet-run``). ``--rate`` sets every
-link's rate (100M … 800G). There is no congestion control yet: the window is fixed
-(``max_inflight``), a trimmed packet is resent until it gets through and SACK fast retransmit is
-off (the reasons: :data:`uet.sim.scenario.DEFAULT_ENDPOINT`).
+profile (100 Gb/s links, 1 µs per link, 1-BDP buffers with trimming, ECN at 20–80 % of the BDP) on
+a k-ary fat tree sized from the endpoint count, 4 KiB payloads and a fixed window of about 1.15 BDP
+of the longest path plus the ACK coalescing size; a scenario that names its profile, topology or
+endpoint settings gets exactly those (``-o`` and ``--endpoint-set`` as for ``uet-run``). ``--rate``
+sets every link's rate (100M … 800G). Congestion control is off unless the scenario names one: the
+window is fixed (``max_inflight``), a trimmed packet is resent on the ACK clock until it gets
+through (uet.pds.trimwait), the RTO is 1 ms on the ``datacenter`` profile and SACK fast retransmit
+is off (the reasons: :data:`uet.sim.scenario.DEFAULT_ENDPOINT`).
 
 Output: the ``uet-run`` tables (per flow bytes, completion time, goodput, slowdown against the
 ideal, retransmissions, intact; FCT percentiles; fabric counters) plus virtual time, CPU time and

@@ -77,13 +77,21 @@ class PdsConfig:
             request can draw at most this many replies (issue "reliability" item 6).
         max_nack_retx: ``Max_NACK_Retx_Cnt`` (5, §2.9); NACK-driven resends per packet. NACKed
             packets are resent at once, as the reference does, except after the resource-shortage
-            NACKs (``nack_retx_ns``).
+            NACKs (``nack_retx_ns``) and trims under the fixed window (``clocked_trim_resend``).
         nack_retx_ns: ``NACK_Retx_Time`` (§2.9; mirror 1 ms, reference 0) for the transient
             resource-shortage NACKs ``NO_PDC_AVAIL`` .. ``NO_RESOURCE`` (0x04–0x0A, §2.10): the
             packet is resent after this delay, doubled per NACK it drew (at most 64×), so a
             shortage is waited out instead of spending the NACK retries at once. None = ``rto_ns``
             (inference: the RTO scales with the fabric; 2+4+8+16+32 ms before the 6th NACK fails
             the packet).
+        clocked_trim_resend: with the fixed window (``cc = "none"``), a packet NACKed
+            ``TRIMMED`` / ``TRIMMED_LASTHOP`` is resent on the ACK clock instead of at once:
+            one waiting trimmed packet per packet an ACK shows newly received, before any new
+            data, and at once only when nothing else of the PDC is still in the network
+            (uet.pds.initiator ``_clocked_resend``; behaviour.md §2.10 leaves the delay to
+            ``NACK_Retx_Time``, §3.4 says the packet leaves flight). False: at once, as the
+            reference does (an incast of N senders then resends N windows per round trip).
+            A congestion-controlled CCC always resends on its own gate (§4.1).
         ack_gen_trigger: ``ACK_Gen_Trigger`` bytes of coalescing (16384, §2.8).
         ack_gen_min_pkt_add: ``ACK_Gen_Min_Pkt_Add`` (1024, §2.8).
         ack_timer_ns: flush a pending coalesced ACK this long after the first unacknowledged
@@ -167,6 +175,7 @@ class PdsConfig:
     max_clear_req: int = 5
     max_nack_retx: int = 5
     nack_retx_ns: int | None = None
+    clocked_trim_resend: bool = True
     ack_gen_trigger: int = 16384
     ack_gen_min_pkt_add: int = 1024
     ack_timer_ns: int = 100_000

@@ -62,7 +62,7 @@ from heapq import heapify, heappop, heappush
 from typing import Any
 
 from uet.errors import DecodeError
-from uet.pds import closing, control, feedback, initiator, ret, rudi, target
+from uet.pds import closing, control, feedback, initiator, ret, rudi, target, trimwait
 from uet.pds._aliases import (
     _AR,
     _M32,
@@ -99,6 +99,7 @@ class PdsCore(
     control.ControlMixin,
     rudi.RudiMixin,
     ret.ReturnMixin,
+    trimwait.TrimResendMixin,
 ):
     """One FEP's PDS: PDC manager, both PDC roles, RUDI and UUD (see the module docstring)."""
 
@@ -368,6 +369,7 @@ class PdsCore(
         nxt = lp = rp = word = s01 = end = k = nbytes = gen = mc = base = 0
         peer = ""
         due = nondue = held = False
+        arp = -1  # the run's newest PSN carrying AR (-1: none)
         hp: list[int] = []
         for data, src, ecn in batch:
             if tp is not None:
@@ -397,7 +399,10 @@ class PdsCore(
                             nbytes += n + 48
                             n -= end
                             gen += n if n > min_add else min_add
-                            if w & _AR or gen >= trig:
+                            if w & _AR:
+                                due = True
+                                arp = psn
+                            elif gen >= trig:
                                 due = True
                             else:
                                 nondue = True
@@ -406,7 +411,7 @@ class PdsCore(
                                 hp.append(psn)
                             continue
                 if k:
-                    self._end_run(tp, nxt, k, nbytes, gen, mc, due, nondue, now, hp if held else None)
+                    self._end_run(tp, nxt, k, nbytes, gen, mc, due, nondue, now, hp if held else None, arp)
                 tp = None
             if ecn > 3:
                 rx(data, src, now, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
@@ -453,8 +458,9 @@ class PdsCore(
                         gen = t.ack_gen_count
                         mc = t.max_clear
                         due = nondue = False
+                        arp = -1
         if tp is not None and k:
-            self._end_run(tp, nxt, k, nbytes, gen, mc, due, nondue, now, hp if held else None)
+            self._end_run(tp, nxt, k, nbytes, gen, mc, due, nondue, now, hp if held else None, arp)
 
     def _end_run(
         self,
@@ -468,12 +474,16 @@ class PdsCore(
         nondue: bool,
         now: int,
         held: list[int] | None = None,
+        ar_psn: int = -1,
     ) -> None:
         """Write a predicted run's accumulated state to its PDC (:meth:`receive_batch`): what
         ``k`` packets through ``receive_datagram`` would have left — its fast path (CACK base
         advanced) or, with ``held`` (the run's PSNs), the general path's bookkeeping of PSNs
         received above CACK: they join ``rcvd`` and CACK is recomputed once with the newest
-        clear-PSN mark (the per-packet recomputations end in the same state)."""
+        clear-PSN mark (the per-packet recomputations end in the same state). ``ar_psn``: the
+        run's newest PSN that carried AR (-1: none); held behind a hole it becomes ``ar_held``,
+        as ``TargetMixin._accept`` does per packet (a run made due by its byte count alone holds
+        nothing)."""
         last = (nxt - 1) & _M32
         tp.max_clear = mc
         if tp.mode is _MODE_ROD:
@@ -483,8 +493,8 @@ class PdsCore(
         else:
             tp.rcvd.update(held)
             self._advance_cack(tp)
-            if due and psn_diff(tp.rx_base, last) <= 0:
-                tp.ar_held = last  # an AR (or trigger) behind a hole: ACK when CACK passes it
+            if ar_psn >= 0 and psn_diff(tp.rx_base, ar_psn) <= 0:
+                tp.ar_held = ar_psn  # an AR behind a hole: ACK when CACK passes it
             if tp.gtd:
                 tp.clear_req_at = now + self.config.clear_ns
         tp.high_rcvd = last

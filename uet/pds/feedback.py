@@ -153,7 +153,9 @@ class FeedbackMixin(PdsState):
         gate = pdc.gate
         ccs = gate.cc_signals
         #: entropies of every packet this ACK covers for the first time (CCC gates only, §4.6)
-        ents: list[int] | None = [] if ccs else None
+        #: (also counted for a fixed-window PDC with trimmed packets waiting: uet.pds.trimwait)
+        ents: list[int] | None = [] if ccs or pdc.cc_rtx else None
+        fresh = 0  # the named packet, if this ACK is the first news of its arrival
         ecn_bytes = 0
         if probe:
             sent = pdc.probes.pop(off, None)
@@ -167,6 +169,8 @@ class FeedbackMixin(PdsState):
                 npk += 1
                 nby += pkt.nbytes
                 ent = pkt.entropy
+                if not pkt.dst_received:
+                    fresh = 1
                 if flags & _A_M:
                     ecn_bytes = pkt.nbytes
                 # §2.9 validity; a packet marked lost and not yet resent has no valid sample
@@ -251,8 +255,11 @@ class FeedbackMixin(PdsState):
                     pdc.cc_ecn = e
                     ecn_bytes = d << 8
             self._cc_ack(pdc, npk, nby, ecn_bytes, rtt, ccw, ents, now)
-        elif npk:
-            gate.on_ack(npk, nby, bool(flags & _A_M), rtt, now)
+        else:
+            if npk:
+                gate.on_ack(npk, nby, bool(flags & _A_M), rtt, now)
+            if ents is not None:  # trimmed packets wait: one resend per packet newly received
+                pdc.rtx_credit += fresh + len(ents)
         if npk:
             c["acked"] = c.get("acked", 0) + npk
             pdc.rto_shift = 0  # progress: the backed-off RTO returns to its initial value (§2.9)
@@ -461,11 +468,14 @@ class FeedbackMixin(PdsState):
         if shortage and pkt.parked:
             self._count("nack_while_parked")  # it answers a copy sent before the wait began
             return
+        gate = pdc.gate
+        if pkt.rtx_wait and not gate.cc_signals:
+            self._count("nack_while_waiting")  # a trim of a copy sent before it began waiting
+            return
         pkt.nack_retries += 1
         if pkt.nack_retries > self.config.max_nack_retx:
             self._close_error(pdc, "nack retry exhausted", code, now)
             return
-        gate = pdc.gate
         if gate.cc_signals:
             # §4.1 on_nack: the packet leaves flight and will be resent; trims (last hop or
             # not) are their own congestion signal; the RTT sample follows the §2.9 rule
@@ -481,6 +491,10 @@ class FeedbackMixin(PdsState):
             return
         if code == _NC_PKT_NOT_RCVD:
             pkt.dst_received = False
+        elif (code == _NC_TRIMMED or code == _NC_TRIMMED_LASTHOP) and not gate.cc_signals:
+            if self.config.clocked_trim_resend:  # the fixed window: on the ACK clock (uet.pds.trimwait)
+                self._trim_wait(pdc, pkt, now)
+                return
         self._cc_retransmit(pdc, pkt, now)
 
     def _gbn_stale(self, pdc: InitiatorPdc, e: int, npsn: int, retx: int, now: int, hold: float) -> bool:

@@ -344,8 +344,8 @@ class InitiatorMixin(PdsState):
         st = pdc.state
         if st is _S_CLOSED:
             return
-        if pdc.cc_rtx and not self._cc_resend(pdc, now):
-            return  # retransmissions first; the gate is closed for now
+        if pdc.cc_rtx and not (self._cc_resend(pdc, now) if pdc.gate.cc_signals else self._clocked_resend(pdc, now)):
+            return  # retransmissions first; the gate (or the fixed window's ACK clock) says wait
         if pdc.gbn_next is not None:
             self._gbn_resend(pdc, now)
             if pdc.gbn_next is not None:

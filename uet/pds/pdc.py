@@ -148,6 +148,7 @@ class InitiatorPdc:
         "cc_wake",
         "cc_rtx",
         "ar_psn",
+        "rtx_credit",
     )
 
     role: Literal["initiator"] = "initiator"
@@ -216,6 +217,9 @@ class InitiatorPdc:
         self.cc_wake: int | None = None
         #: NACKed / SACK-lost packets waiting for the CCC to allow their retransmission (§4.1)
         self.cc_rtx: deque[TxPkt] = deque()
+        #: fixed window only: trimmed packets ``cc_rtx`` may resend now, one per packet newly
+        #: known received since they began waiting (uet.pds.initiator ``_clocked_resend``)
+        self.rtx_credit = 0
         #: RTO back-offs in force (uet.pds.backoff): reset by an ACK that acknowledges something
         self.rto_shift = 0
         #: ROD go-back-N send window (packets) and its additive-increase counter (§2.13)
