@@ -19,7 +19,8 @@ of ``credit_target`` in the CC request and of ``credit`` in the credit ACK state
 - A grant travels in a CREDIT control packet whose 32-bit payload carries the 24-bit cumulative
   grant; a CREDIT_REQ's payload carries the 24-bit cumulative target.
 - Idle senders get no "slow" unsolicited grants (optional in htsim): a sender with new demand
-  advertises it, and a blocked one repeats its CREDIT_REQ once per ``credit_req_ns``.
+  advertises it, and a blocked one restates it in a CREDIT_REQ when a grant is overdue
+  (:meth:`CreditSender.request_deadline`).
 - On a trim the receiver adds one MTU to the sender's target (it "puts the source back on the
   active list to fund the retransmission").
 """
