@@ -53,6 +53,34 @@ async def test_send_write_read_atomic_over_udp_4791() -> None:
         await asyncio.gather(a.close(), b.close())
 
 
+async def test_write_with_immediate_reaches_next_write_and_close_fails_what_waits() -> None:
+    """The adapter's target-side path (uet/adapter.py): a WRITE with header data is an RDMA
+    WRITE with immediate; the target's ``next_write`` returns it, one queued before anyone
+    waits included, and a ``next_write`` still waiting when the endpoint closes fails."""
+    from uet.fep.errors import EndpointClosed
+
+    a_ip, b_ip = loopback_addresses(2)
+    a = await RoceEndpoint.open(a_ip, cm=StaticCm(8), seed=1)
+    b = await RoceEndpoint.open(b_ip, cm=StaticCm(8), seed=2)
+    try:
+        buf = bytearray(64)
+        mr = b.register(buf)
+        waiting = asyncio.ensure_future(b.next_write())
+        await asyncio.wait_for(a.write(b.address, mr.key, 4, b"first", header_data=0x11), TIMEOUT)
+        await asyncio.wait_for(a.write(b.address, mr.key, 16, b"second", header_data=0x22), TIMEOUT)
+        w1 = await asyncio.wait_for(waiting, TIMEOUT)
+        w2 = await asyncio.wait_for(b.next_write(), TIMEOUT)  # queued before it was asked for
+        assert (w1.header_data, w2.header_data) == (0x11, 0x22)
+        assert bytes(buf[4:9]) == b"first" and bytes(buf[16:22]) == b"second"
+        late = asyncio.ensure_future(b.next_write())  # waits, or finds b closed: either way it fails
+    finally:
+        await asyncio.gather(a.close(), b.close())
+    with pytest.raises(EndpointClosed):
+        await asyncio.wait_for(late, TIMEOUT)
+    with pytest.raises(EndpointClosed):
+        await b.next_write()
+
+
 async def test_every_workload_runs_over_live_roce() -> None:
     addrs = loopback_addresses(4)
     eps = [await RoceEndpoint.open(ip, cm=StaticCm(3), seed=i) for i, ip in enumerate(addrs)]

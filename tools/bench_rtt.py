@@ -6,6 +6,11 @@ the UET ping-pong; the raw candidate with the lower p50 is the round's reference
 and ``raw_*`` percentiles are over every round's samples (the raw ones: each round's winner),
 ``ratio`` is ``uet_p50_us / raw_p50_us``, ``raw_candidate`` the candidate that won most rounds
 and ``raw_candidates_p50_us`` each candidate's median p50 over the rounds.
+
+The UET echo posts its next receive (:meth:`uet.endpoint.Endpoint.post_recv` with no buffer)
+before it replies, as a ping-pong over a messaging API does (perftest's ``send_lat`` pre-posts):
+a ping that found no receive posted would wait on the overflow list, whose guaranteed response
+costs the pinger a CLEAR and the echo another ACK (behaviour.md §2.7, §6.4).
 """
 
 from __future__ import annotations

@@ -25,19 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from uet.adapter import CoreDriver, CoreOperations
 from uet.fep.errors import EndpointClosed
-from uet.fep.events import Closed, MessageReceived, OpCompleted, OpFailed, SendCompleted
 from uet.link.base import Link
 from uet.roce.cm import StaticCm
 from uet.roce.config import QpConfig
 from uet.roce.core import RoceCore, timeout_for_rtt
-from uet.ses.events import WriteCompleted
-from uet.ses.memory import Access, MemoryRegion
-from uet.ses.message import Message
 from uet.wire.roce import ROCE_UDP_PORT
 
 __all__ = ["RoceEndpoint", "LIVE_RTT_NS"]
@@ -50,8 +46,11 @@ __all__ = ["RoceEndpoint", "LIVE_RTT_NS"]
 LIVE_RTT_NS = 1_000_000
 
 
-class RoceEndpoint:
+class RoceEndpoint(CoreOperations, CoreDriver):
     """One RoCE host (every RC connection of one address) on one link; see the module docstring.
+    The operations are :class:`~uet.adapter.CoreOperations`' and the pump, the timer and the
+    futures :class:`~uet.adapter.CoreDriver`'s, as the simulator's endpoint's and
+    :class:`uet.Endpoint`'s are.
 
     Operations are those of :class:`uet.transport.Transport`; ``atomic`` supports what RoCE has
     (64-bit fetch-add and compare-swap, :class:`~uet.roce.core.UnsupportedAtomic` otherwise).
@@ -73,14 +72,7 @@ class RoceEndpoint:
         self.clock = clock
         config = config or QpConfig(timeout=timeout_for_rtt(LIVE_RTT_NS))
         self.core = RoceCore(self.address, config=config, seed=seed, cm=cm or StaticCm(), log=log)
-        self._futures: dict[int, asyncio.Future[Any]] = {}
-        self._writes: deque[WriteCompleted] = deque()
-        self._write_waiters: deque[asyncio.Future[WriteCompleted]] = deque()
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: int | None = None
-        self._pump_scheduled = False
-        self._closed = False
-        self._closed_future: asyncio.Future[None] | None = None
+        self._init_driver(self.core)
         link.set_receiver(self._on_batch)
 
     @classmethod
@@ -115,82 +107,15 @@ class RoceEndpoint:
 
     # -- the transport contract ----------------------------------------------------------------
 
-    def _wait(self, handle: int) -> asyncio.Future[Any]:
-        fut = self.loop.create_future()
-        self._futures[handle] = fut
-        self._schedule_pump()
-        return fut
-
-    def _core(self) -> RoceCore:
+    def _start(self) -> RoceCore:
         if self._closed or self.core.closing:
             raise EndpointClosed(f"{self} closed")
         self.core.tick(self.clock())
         return self.core
 
-    async def send(
-        self, peer: str, data: bytes | bytearray | memoryview, *, tag: int | None = None, header_data: int | None = None
-    ) -> None:
-        """Send one message (a SEND, with the provider header); returns when the peer ACKed all."""
-        await self._wait(self._core().send(peer, data, tag=tag, header_data=header_data))
-
-    async def recv(self, tag: int | None = None, ignore: int = 0, *, source: str | None = None) -> Message:
-        core = self._core()
-        m = core.recv_nowait(tag, ignore, source=source)
-        if m is not None:
-            return m
-        return await self._wait(core.post_recv(None, tag=tag, ignore=ignore, source=source))
-
-    async def recv_into(
-        self,
-        buffer: bytearray | memoryview,
-        *,
-        tag: int | None = None,
-        ignore: int = 0,
-        source: str | None = None,
-        truncate: bool = False,
-    ) -> Message:
-        h = self._core().post_recv(buffer, tag=tag, ignore=ignore, source=source, truncate=truncate)
-        return await self._wait(h)
-
-    def register(self, buffer: Any, access: Access | int = Access.ALL, *, key: int | None = None) -> MemoryRegion:
-        return self.core.register(buffer, access, key=key)
-
-    def deregister(self, region: MemoryRegion | int) -> None:
-        self.core.deregister(region)
-
-    async def write(
-        self, peer: str, key: int, offset: int, data: bytes | bytearray | memoryview, *, header_data: int | None = None
-    ) -> None:
-        await self._wait(self._core().write(peer, key, offset, data, header_data=header_data))
-
-    async def read(self, peer: str, key: int, offset: int, length: int) -> bytes | memoryview:
-        return await self._wait(self._core().read(peer, key, offset, length))
-
-    async def atomic(
-        self, peer: str, key: int, offset: int, op: Any, datatype: Any, operand: Any = None, *, fetch: bool = False
-    ) -> Any:
-        return await self._wait(self._core().atomic(peer, key, offset, op, datatype, operand, fetch=fetch))
-
-    async def compare_swap(self, peer: str, key: int, offset: int, datatype: Any, compare: Any, swap: Any) -> Any:
-        return await self._wait(self._core().compare_swap(peer, key, offset, datatype, compare, swap))
-
-    async def next_write(self) -> WriteCompleted:
-        """The next RDMA WRITE with immediate that landed here."""
-        if self._writes:
-            return self._writes.popleft()
-        fut: asyncio.Future[WriteCompleted] = self.loop.create_future()
-        self._write_waiters.append(fut)
-        return await fut
-
     async def close(self) -> None:
         """Finish what is queued (the core's close), then release the link."""
-        if self._closed:
-            return
-        if self._closed_future is None:
-            self._closed_future = self.loop.create_future()
-            self.core.close(self.clock())
-            self._schedule_pump()
-        await asyncio.shield(self._closed_future)
+        await self._close_driven(self.core.close)
 
     @property
     def counters(self) -> dict[str, int]:
@@ -202,16 +127,6 @@ class RoceEndpoint:
 
     # -- driving the core ------------------------------------------------------------------------
 
-    def _schedule_pump(self) -> None:
-        if not self._pump_scheduled:
-            self._pump_scheduled = True
-            self.loop.call_soon(self._pump)
-
-    def _pump(self) -> None:
-        self._pump_scheduled = False
-        if not self._closed:
-            self._transmit(self.clock())
-
     def _on_batch(self, batch: Sequence[Any]) -> None:
         if self._closed:
             return
@@ -221,70 +136,11 @@ class RoceEndpoint:
             receive(data, now, source=source, ecn=ecn & 3)
         self._transmit(now)
 
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_at = None
-        if self._closed:
-            return
-        now = self.clock()
-        self.core.handle_timer(now)
-        self._transmit(now)
-
     def _transmit(self, now: int) -> None:
         """Send what the core hands out, complete futures from its events, re-arm the timer."""
         send = self.link.send
         for t in self.core.datagrams_to_send(now):
             send(t.data, t.destination, t.entropy, t.dscp, t.ecn)
         self._dispatch()
-        if self._closed:
-            return
-        at = self.core.get_timer()
-        if at is None:
-            return
-        if self._timer is not None:
-            if self._timer_at is not None and self._timer_at <= at:
-                return
-            self._timer.cancel()
-        self._timer_at = at
-        self._timer = self.loop.call_later(max(0, at - now) / 1e9, self._on_timer)
-
-    def _dispatch(self) -> None:
-        while (ev := self.core.next_event()) is not None:
-            if isinstance(ev, WriteCompleted):
-                while self._write_waiters:
-                    w = self._write_waiters.popleft()
-                    if not w.done():
-                        w.set_result(ev)
-                        break
-                else:
-                    self._writes.append(ev)
-                continue
-            if isinstance(ev, Closed):
-                self._finish_close()
-                continue
-            fut = self._futures.pop(ev.handle, None)
-            if fut is None or fut.done():
-                continue
-            if isinstance(ev, OpFailed):
-                fut.set_exception(ev.error)
-            elif isinstance(ev, MessageReceived):
-                fut.set_result(ev.message)
-            elif isinstance(ev, OpCompleted):
-                fut.set_result(ev.value)
-            elif isinstance(ev, SendCompleted):
-                fut.set_result(None)
-
-    def _finish_close(self) -> None:
-        self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        err = EndpointClosed(f"{self} closed")
-        for f in (*self._futures.values(), *self._write_waiters):
-            if not f.done():
-                f.set_exception(err)
-        self._futures.clear()
-        self._write_waiters.clear()
-        self.link.close()
-        if self._closed_future is not None and not self._closed_future.done():
-            self._closed_future.set_result(None)
+        if not self._closed:
+            self._arm(self.core.get_timer(), now)

@@ -212,7 +212,7 @@ class RoceCore:
             raise self._refusal(qp, peer)
         return qp
 
-    def _refusal(self, qp: QueuePair, peer: str) -> Exception:
+    def _refusal(self, qp: QueuePair, peer: str | None) -> Exception:
         """Why an operation towards ``peer`` whose QP is not ready is refused (module docstring)."""
         if qp.state is QpState.ERR:
             why = f": {qp.error}" if qp.error is not None else ""
