@@ -4,6 +4,7 @@ as a user would, in a subprocess; none of them gets as far as starting a transfe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -183,44 +184,167 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def interrupt_when_running(argv: list[str], ready, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Start ``argv`` in its own process group, wait (polling, generous timeout) until ``ready(pid)``
-    says the run is under way, then send SIGINT to the whole group, as Ctrl-C in a terminal does."""
+def _processes() -> dict[int, tuple[str, int, int]]:
+    """Every process: pid → (state, parent pid, session id), from ``/proc/PID/stat``."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out[int(entry)] = (fields[0], int(fields[1]), int(fields[3]))
+    return out
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (children, theirs, ...), whatever session they made."""
+    parent = {p: pp for p, (state, pp, _sid) in _processes().items() if state != "Z"}
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier} - found
+        found |= frontier
+    return found
+
+
+def _left(sid: int, pids: set[int]) -> list[int]:
+    """The live processes (zombies excluded) of session ``sid`` or among ``pids``."""
+    return sorted(p for p, (state, _pp, s) in _processes().items() if state != "Z" and (s == sid or p in pids))
+
+
+def assert_no_orphans(sid: int, seen: set[int] = frozenset(), timeout: float = 20.0) -> None:
+    """Wait (polling, generous timeout) until no process of the tool's session, nor any of
+    ``seen`` (its descendants when it was interrupted, in whatever session), is left: children
+    that outlive the tool by more than that are orphans. Any found are killed, then reported."""
     import signal
     import time
 
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while (left := _left(sid, set(seen))) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes left behind by the tool: {left}"
+
+
+def _inherit(disposition: str):
+    """A ``preexec_fn`` giving the tool the SIGINT state a parent can hand down: ``default``;
+    ``ignored`` (a job started with ``&`` by a non-interactive shell, and all it starts: CI
+    scripts, their test suites); ``blocked`` in the signal mask."""
+    import signal
+
+    if disposition == "ignored":
+        return lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if disposition == "blocked":
+        return lambda: signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    return lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def interrupt_when_running(
+    argv: list[str], ready, timeout: float = 60, inherit: str = "default"
+) -> subprocess.CompletedProcess[str]:
+    """Start ``argv`` in its own session (so its process group) with the SIGINT state ``inherit``
+    (:func:`_inherit`), wait (polling, generous timeout) until ``ready(pid)`` says the run is
+    under way, then send SIGINT to the whole group, as Ctrl-C in a terminal does. Afterwards no
+    process of the session may be left (:func:`assert_no_orphans`)."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_inherit(inherit),
+    )
     deadline = time.monotonic() + timeout
     while not ready(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
+    seen = _descendants(proc.pid)
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=timeout)
+    assert_no_orphans(proc.pid, seen | _descendants(proc.pid))
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
-# Known open defect, not hidden: in 2 of 3 fresh-clone CI runs of the whole suite at the end of a
-# session, the Ctrl-C sent as soon as the tool had a child process was not honoured — the 1 GiB
-# transfer ran to completion and the tool exited 0 with its normal output. Never reproduced with
-# this file alone, nor after the same earlier test files, nor under synthetic CPU load. Non-strict
-# so a pass still shows (XPASS) while the cause is found; remove the mark with the fix.
-@pytest.mark.xfail(strict=False, reason="open: a Ctrl-C during start-up is sometimes lost (see the comment above)")
+# A Ctrl-C sent as soon as the tool has a child process (the first one is multiprocessing's
+# resource tracker, started just before the receiver): it lands while children start. The
+# transfer is large enough that a lost Ctrl-C shows as a completed run (exit 0, the normal table).
+# The ``ignored`` cases are the cause of the failures once seen only in whole-suite CI runs: a
+# suite launched as a background job inherits an ignored SIGINT, and these tools then dropped a
+# Ctrl-C unless it landed while ``bench_procs.spawn`` had its own handler installed.
+@pytest.mark.parametrize("inherit", ["default", "ignored"])
 @pytest.mark.parametrize(
     "name,argv",
     [
-        ("bench", ["pair", "--size", "1GiB", "--rounds", "1", "--no-raw"]),
-        ("demo", ["--size", "1GiB", "--modes", "rud"]),
+        ("bench", ["pair", "--size", "64MiB", "--rounds", "1", "--no-raw"]),
+        ("demo", ["--size", "64MiB", "--modes", "rud"]),
     ],
 )
-def test_ctrl_c_is_one_line_and_exit_130(name: str, argv: list[str]) -> None:
+def test_ctrl_c_is_one_line_and_exit_130(name: str, argv: list[str], inherit: str) -> None:
     from uet.link import loopback_addresses
 
     addr = ",".join(loopback_addresses(2))
     cmd = [sys.executable, "-m", f"uet.tools.{name}", *argv, "--addresses", addr]
-    r = interrupt_when_running(cmd, lambda pid: bool(_children(pid)))
+    r = interrupt_when_running(cmd, lambda pid: bool(_children(pid)), inherit=inherit)
     assert "Traceback" not in r.stderr and "KeyboardInterrupt" not in r.stderr, r.stderr
     assert r.returncode == 130, (r.returncode, r.stderr)
     assert r.stderr.strip().splitlines()[-1] == f"uet-{name}: interrupted"
+
+
+_SELF_INTERRUPT = """
+import os, signal, sys
+from uet.tools.cli import run_main
+def body(argv):
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, delivered before the next line runs
+    print("ran to the end")
+    return 0
+sys.exit(run_main("uet-x", body))
+"""
+
+
+@pytest.mark.parametrize("inherit", ["default", "ignored", "blocked"])
+def test_ctrl_c_is_honoured_whatever_sigint_state_the_tool_inherited(inherit: str) -> None:
+    """Every tool's ``run_main`` makes SIGINT a KeyboardInterrupt (tools/cli.py
+    ``honour_ctrl_c``): before, a tool started with SIGINT ignored or blocked ran on, exit 0."""
+    r = subprocess.run(
+        [sys.executable, "-c", _SELF_INTERRUPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_inherit(inherit),
+    )
+    assert (r.returncode, r.stdout, r.stderr) == (130, "", "uet-x: interrupted\n")
+
+
+_SWALLOWED_CANCEL = """
+import asyncio, os, signal, sys
+from uet.runner import run
+async def main():
+    os.kill(os.getpid(), signal.SIGINT)  # the runner's handler cancels this task
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        pass  # absorbed, as Python 3.11's wait_for does when its awaitable is done at that moment
+    return "ran to the end"
+try:
+    print(run(main(), use_uvloop=sys.argv[1] == "uvloop"))
+except KeyboardInterrupt:
+    print("KeyboardInterrupt")
+"""
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_cancel_absorbed_by_the_main_task_is_still_ctrl_c(loop: str) -> None:
+    """``uet.runner.run``: a Ctrl-C whose cancellation the program swallowed still ends the run
+    with KeyboardInterrupt (before, ``asyncio.Runner`` returned the result and the tool went on)."""
+    r = subprocess.run([sys.executable, "-c", _SWALLOWED_CANCEL, loop], capture_output=True, text=True, timeout=60)
+    assert r.stdout == "KeyboardInterrupt\n", (r.stdout, r.stderr)
 
 
 def test_plot_without_matplotlib_is_refused_before_the_run(monkeypatch) -> None:
@@ -299,3 +423,352 @@ def test_run_ctrl_c_prints_partial_results() -> None:
     for f in out["flows"]:
         assert f.get("unfinished") or "completion_s" in f, f
     assert out["flows_finished"] == sum(1 for f in out["flows"] if not f.get("unfinished"))
+
+
+def interrupt_on_line(
+    argv: list[str], ready, timeout: float = 120, stream: str = "stderr"
+) -> subprocess.CompletedProcess[str]:
+    """Start ``argv`` in its own session; SIGINT its group (Ctrl-C) as soon as ``ready(lines)``
+    holds for the lines of ``stream`` so far (a progress line: no wall-clock wait); no orphans
+    after."""
+    import signal
+    import threading
+
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    watched, other = (proc.stderr, proc.stdout) if stream == "stderr" else (proc.stdout, proc.stderr)
+    lines: list[str] = []
+    seen: set[int] = set()
+
+    def watch() -> None:
+        sent = False
+        assert watched is not None
+        for line in watched:
+            lines.append(line)
+            if not sent and ready(lines):
+                sent = True
+                seen.update(_descendants(proc.pid))
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGINT)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        rest = other.read() if other is not None else ""
+        proc.wait(timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    t.join(timeout)
+    assert_no_orphans(proc.pid, seen)
+    got = "".join(lines)
+    out, err = (rest, got) if stream == "stderr" else (got, rest)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def test_run_both_ctrl_c_during_roce_shows_the_uet_results_beside_the_partial_roce_ones(capsys) -> None:
+    """``uet-run --transport both``, Ctrl-C on the RoCEv2 run's first ``--interval`` line (the
+    second run's ``[0.00-…`` line): the completed UET run and the RoCEv2 partial results, side by
+    side (JSON, then the same runs as the table draws them), exit 130. Before, only the RoCEv2
+    partial results came out and the finished UET run was lost."""
+    import argparse
+    import re
+
+    from uet.tools.run import _emit_both
+
+    argv = [sys.executable, "-m", "uet.tools.run", "--workload", "incast", "-n", "3", "--messages", "30"]
+    argv += ["--transport", "both", "--interval", "0.05", "--json"]
+    r = interrupt_on_line(argv, lambda lines: sum(bool(re.match(r"\[\s*0\.00-", ln)) for ln in lines) >= 2)
+    assert "Traceback" not in r.stderr and "CancelledError" not in r.stderr, r.stderr
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert r.stderr.strip().splitlines()[-1] == "uet-run: interrupted; every process stopped"
+    out = json.loads(r.stdout)
+    assert out["transport"] == "both" and out["interrupted"] is True and out["ok"] is False
+    assert out["not_run"] == [] and list(out["runs"]) == ["uet", "roce"]
+    uet, roce = out["runs"]["uet"], out["runs"]["roce"]
+    assert uet["ok"] and not uet.get("interrupted") and all(f["intact"] for f in uet["flows"])
+    assert roce["interrupted"] and roce["transport"] == "roce" and len(roce["flows"]) == 2
+    assert roce["flows_finished"] < 2 and any(f.get("unfinished") for f in roce["flows"])
+    assert out["comparison"]["interrupted"] == ["roce"]
+
+    code = _emit_both(argparse.Namespace(csv=None, json=False), {"workload": "incast"}, {}, out["runs"])
+    table = capsys.readouterr().out
+    assert code == 130
+    assert "UET" in table and "RoCEv2 (interrupted)" in table and "flows finished" in table
+    assert "uet: all messages intact" in table
+    assert f"roce: interrupted: {roce['flows_finished']} of 2 flows finished" in table
+
+
+def test_run_both_ctrl_c_during_uet_names_roce_as_not_run(capsys) -> None:
+    """Ctrl-C in the first (UET) run of ``both``: its partial results, RoCEv2 named as not run."""
+    import argparse
+
+    from uet.tools.run import _emit_interrupted
+
+    partial = {"ok": False, "interrupted": True, "transport": "uet", "workload": "incast", "endpoints": 3}
+    partial.update(elapsed_s=0.2, flows=[{"flow": 0, "intact": False, "unfinished": True}], flows_finished=0)
+    s = {"workload": "incast", "transport": "both"}
+    assert _emit_interrupted(argparse.Namespace(csv=None, json=True), s, {}, {"uet": partial}) == 130
+    out = json.loads(capsys.readouterr().out)
+    assert out["interrupted"] and out["not_run"] == ["roce"] and list(out["runs"]) == ["uet"]
+
+
+_CTRL_C_AT_START = """
+import os, signal, sys
+sys.argv[0] = os.path.join(os.path.dirname(sys.executable), "uet-" + sys.argv[1])  # a console script
+import uet.tools  # a console script's first import, a few ms after the interpreter starts
+os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the tool's own modules still load
+from importlib import import_module
+sys.exit(import_module("uet.tools." + sys.argv[1]).main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "name,argv,inherit",
+    [
+        ("bench", ["sim", "--hosts", "2"], "default"),
+        ("bench", ["sim", "--hosts", "2"], "ignored"),
+        ("decode", ["--sample"], "default"),
+    ],
+)
+def test_ctrl_c_while_a_tool_starts_is_one_line_and_exit_130(name: str, argv: list[str], inherit: str) -> None:
+    """A Ctrl-C before ``run_main`` runs, while the tool imports (issue 14 left it: a
+    KeyboardInterrupt traceback, or with SIGINT inherited ignored a run that went ahead): the
+    ``uet.tools`` package notes it and ``run_main`` reports it. Nothing of the run happens."""
+    r = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_AT_START, name, *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_inherit(inherit),
+    )
+    assert (r.returncode, r.stdout, r.stderr) == (130, "", f"uet-{name}: interrupted\n")
+
+
+def test_which_processes_are_tools() -> None:
+    """Only a tool's own process defers a start-up Ctrl-C (tools/__init__.py): a ``uet-NAME``
+    console script or ``python -m uet.tools.NAME``; never a program that merely imports them."""
+    from uet.tools import started_as_tool
+
+    assert started_as_tool("/venv/bin/uet-run", ["/venv/bin/python", "/venv/bin/uet-run", "--json"])
+    assert started_as_tool("/x/uet/tools/sim.py", ["python", "-X", "dev", "-m", "uet.tools.sim", "-n", "4"])
+    assert not started_as_tool("/venv/bin/pytest", ["python", "/venv/bin/pytest", "-m", "uet.tools.run"][:2])
+    assert not started_as_tool("/venv/bin/uet-nope", ["python", "/venv/bin/uet-nope"])
+    assert not started_as_tool("-m", ["python", "-m", "uet.tools.run_worker", "{}"])
+    assert not started_as_tool("-c", ["python", "-c", "import uet.tools"])
+
+
+def _ctrl_c_in_the_engine(monkeypatch, at_ns: int) -> list[int]:
+    """Make the simulator's engine raise KeyboardInterrupt once, past ``at_ns`` of virtual time
+    (what SIGINT raises in the main thread while the engine steps)."""
+    from uet.sim.engine import Engine
+
+    step = Engine.step
+    fired: list[int] = []
+
+    def step_until_ctrl_c(self: Engine, limit: int | None) -> bool:
+        if self.now > at_ns and not fired:
+            fired.append(self.now)
+            raise KeyboardInterrupt
+        return step(self, limit)
+
+    monkeypatch.setattr(Engine, "step", step_until_ctrl_c)
+    return fired
+
+
+def test_bench_sim_ctrl_c_prints_the_partial_figures_and_exits_130(monkeypatch, capsys) -> None:
+    """``uet-bench sim``: Ctrl-C mid-run is exit 130 with the figures of the part that ran,
+    marked ``interrupted`` (before: printed as a complete run, then exit 1 as a failed one)."""
+    from uet.tools.bench import main
+
+    fired = _ctrl_c_in_the_engine(monkeypatch, 2_000)
+    rc = main(["sim", "--hosts", "8", "--size", "64KiB", "--repeat", "2", "--json"])
+    out, err = capsys.readouterr()
+    assert fired and rc == 130 and err == "uet-bench: interrupted\n", err
+    rec = json.loads(out)
+    assert rec["interrupted"] and not rec["ok"] and rec["packet_hops"] > 0
+
+
+def test_run_engine_sim_both_ctrl_c_stops_and_shows_what_ran(monkeypatch, capsys) -> None:
+    """``uet-run --engine sim --transport both``: Ctrl-C during the UET run prints it (partial),
+    names RoCEv2 as not run, exit 130 (before: exit 1, and the RoCEv2 run went ahead)."""
+    from uet.tools.run import main
+
+    fired = _ctrl_c_in_the_engine(monkeypatch, 20_000)
+    argv = ["--engine", "sim", "--transport", "both", "--workload", "incast", "-n", "4", "--json"]
+    rc = main([*argv, "--profile", "datacenter"])
+    out, err = capsys.readouterr()
+    assert fired and rc == 130 and err == "uet-run: interrupted\n", err
+    r = json.loads(out)
+    assert r["interrupted"] and r["not_run"] == ["roce"] and list(r["runs"]) == ["uet"]
+    assert r["runs"]["uet"]["interrupted"] and r["comparison"]["interrupted"] == ["uet"]
+
+
+def test_a_cancelled_gather_within_leaves_no_unretrieved_exception() -> None:
+    """Ctrl-C cancels the sender while it waits for its messages (``uet-bench pair``/``--peer``):
+    nothing may be left for asyncio to report as "exception was never retrieved" after the
+    "interrupted" line (it was, with ``wait_for(gather(...))`` on Python 3.11)."""
+    import asyncio
+    import gc
+
+    from uet.tools.bench_procs import gather_within
+
+    reported: list[str] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx["message"]))
+        pending = [loop.create_future() for _ in range(3)]
+        task = asyncio.ensure_future(gather_within(pending, 60.0))
+        await asyncio.sleep(0)
+        task.cancel()  # what asyncio.Runner does on Ctrl-C
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        del task, pending
+        gc.collect()
+        await asyncio.sleep(0)
+
+    asyncio.run(main())
+    assert reported == []
+
+
+async def test_gather_within_results_and_timeout() -> None:
+    import asyncio
+
+    from uet.tools.bench_procs import gather_within
+
+    async def fail() -> None:
+        raise ValueError("x")
+
+    ok, err = await gather_within([asyncio.sleep(0, "a"), fail()], 60.0)
+    assert ok == "a" and isinstance(err, ValueError)
+    with pytest.raises(TimeoutError):
+        await gather_within([asyncio.get_running_loop().create_future()], 0.01)
+
+
+def test_conformance_ctrl_c_reports_the_cases_run_then_one_line_and_130(monkeypatch, capsys) -> None:
+    """``uet-conformance``, Ctrl-C in the third case: the two results so far (JSON, marked
+    ``interrupted``), then ``uet-conformance: interrupted`` as the last line, exit 130 (before:
+    the line came first, then the report, and exit 1 as for a failed MUST case)."""
+    from uet.tools import conformance
+
+    from uet.conformance.case import Result
+    from uet.link import loopback_addresses
+
+    calls: list[str] = []
+
+    def run_case(case, session) -> Result:
+        calls.append(case.id)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return Result(case, "pass", 0.0)
+
+    monkeypatch.setattr(conformance, "run_case", run_case)
+    target, local = loopback_addresses(2)
+    rc = conformance.main(["--target", target, "--local", local, "--port", "4899", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 130 and err == "uet-conformance: interrupted\n", err
+    rep = json.loads(out)
+    assert rep["target"]["interrupted"] is True and [c["id"] for c in rep["cases"]] == calls[:2]
+
+
+def test_bench_soak_ctrl_c_prints_the_summary_so_far_and_exits_130() -> None:
+    """``uet-bench soak`` (ten minutes by default), Ctrl-C on its first sample line: the summary
+    so far, marked ``interrupted``, with the messages ``in_flight`` rather than ``missing``, then
+    one ``interrupted`` line, exit 130 (before: only the line; no summary)."""
+    argv = [sys.executable, "-m", "uet.tools.bench", "soak", "--minutes", "1", "--every", "0.2", "--json"]
+    argv += ["--max-size", "4KiB", "--loss", "0", "--reorder", "0", "--dup", "0"]
+    r = interrupt_on_line(argv, lambda lines: bool(lines), stream="stdout")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 130 and r.stderr == "uet-bench: interrupted\n", (r.returncode, r.stderr)
+    *samples, summary = [json.loads(line) for line in r.stdout.splitlines()]
+    assert samples and all("sample" in s for s in samples)
+    assert summary["interrupted"] is True and summary["ok"] is False
+    assert "missing" not in summary and summary["in_flight"] >= 0 and summary["delivered"] > 0
+
+
+_CTRL_C_AFTER_THE_RESULTS = """
+import os, signal, sys
+sys.argv[0] = os.path.join(os.path.dirname(sys.executable), "uet-sim")  # a console script
+import uet.tools
+from uet.tools.cli import run_main
+code = run_main("uet-sim", lambda argv: print("results") or 0)
+os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the interpreter shuts down
+sys.exit(code)
+"""
+
+
+def test_a_ctrl_c_after_the_results_are_out_changes_nothing() -> None:
+    """Once ``run_main`` has printed the outcome, a Ctrl-C during the process's exit leaves the
+    run's exit status (before: seen as ``uet-bench pair`` dying by SIGINT, its complete results
+    printed, when Ctrl-C came as its receiver process ended)."""
+    r = subprocess.run([sys.executable, "-c", _CTRL_C_AFTER_THE_RESULTS], capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "results\n", "")
+
+
+def test_run_ctrl_c_while_its_processes_start_leaves_none_behind() -> None:
+    """``uet-run``, Ctrl-C as soon as its first child (the fabric) exists, before any endpoint:
+    one line, exit 130, and no process it started survives (the endpoints it had not started
+    yet are never started)."""
+    argv = [sys.executable, "-m", "uet.tools.run", "--workload", "incast", "-n", "3", "--messages", "2000", "--json"]
+    r = interrupt_when_running(argv, lambda pid: bool(_children(pid)))
+    assert "Traceback" not in r.stderr and "CancelledError" not in r.stderr, r.stderr
+    assert r.returncode == 130 and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
+    assert "interrupted" in r.stderr
+
+
+def test_roce_experiments_ctrl_c_stops_instead_of_going_on_to_the_next_run(monkeypatch, capsys, tmp_path) -> None:
+    """``python -m uet.tools.roce_experiments``: the simulator turns Ctrl-C into a partial run;
+    the experiments then stop (one line, exit 130) instead of starting the next run."""
+    from uet.tools import roce_experiments
+
+    (tmp_path / "allreduce.toml").write_text(
+        '[run]\nworkload = "allreduce"\nendpoints = 4\nmessage_bytes = 65536\nprofile = "datacenter"\n'
+        'transport = "both"\n'
+    )
+    fired = _ctrl_c_in_the_engine(monkeypatch, 2_000)
+    rc = roce_experiments.main(["--only", "allreduce", "--dir", str(tmp_path), "--json"])
+    out, err = capsys.readouterr()
+    assert fired and rc == 130 and err == "roce-experiments: interrupted\n", err
+
+
+def test_run_hosts_ctrl_c_is_one_line_and_stops_every_rank() -> None:
+    """``uet-run --hosts A,B,C`` (every rank a local child), Ctrl-C once the three ranks exist:
+    one ``interrupted`` line (before: one per rank process as well), exit 130, no rank left."""
+    from uet.link import loopback_addresses
+
+    hosts = ",".join(loopback_addresses(3))
+    argv = [sys.executable, "-m", "uet.tools.run", "--hosts", hosts, "--workload", "incast", "--messages", "400"]
+    r = interrupt_when_running(argv, lambda pid: len(_children(pid)) >= 3)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 130 and r.stderr == "uet-run: interrupted\n", (r.returncode, r.stderr)
+
+
+_CTRL_C_BETWEEN_RUNS = """
+import asyncio, json, os, signal, sys
+from uet.tools import run
+
+async def live_one(args, settings, *rest):
+    s = settings[0]
+    if s["transport"] == "roce":  # Ctrl-C as the RoCEv2 run begins: after the UET run, before any handler of its own
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(100):
+            await asyncio.sleep(0)
+        return 0, None
+    flow = {"flow": 0, "src": "a", "dst": "b", "bytes": 64, "intact": True, "completion_s": 0.1}
+    return 0, {"ok": True, "workload": "incast", "endpoints": 2, "elapsed_s": 0.1, "flows": [flow],
+               "transport": "uet", "settings": {}, "diagnosis": None}
+
+run._live_one = live_one
+sys.exit(run.main(["--transport", "both", "--workload", "incast", "-n", "2", "--json"]))
+"""
+
+
+def test_run_both_ctrl_c_between_the_two_runs_keeps_the_uet_results() -> None:
+    """``uet-run --transport both``, Ctrl-C between the UET run and the RoCEv2 one: the UET
+    results, RoCEv2 named as not run, exit 130. Before, signals were handled per run, and one
+    landing between the two (or in a run's last shutdown) raised KeyboardInterrupt and lost every
+    result (seen once in 20 runs of the test above)."""
+    r = subprocess.run([sys.executable, "-c", _CTRL_C_BETWEEN_RUNS], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 130 and r.stderr == "uet-run: interrupted; every process stopped\n", (r.returncode, r.stderr)
+    out = json.loads(r.stdout)
+    assert out["interrupted"] and out["not_run"] == ["roce"] and out["runs"]["uet"]["ok"]

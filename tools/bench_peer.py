@@ -29,6 +29,7 @@ import sys
 import time
 from typing import Any
 
+from uet.tools.bench_procs import gather_within
 from uet.tools.link_options import check_link_options, link_config
 
 from uet.endpoint import Endpoint, EndpointConfig, Mode
@@ -66,7 +67,9 @@ async def _pair(ns: argparse.Namespace) -> dict[str, Any]:
         n = max(1, ns.size // len(data))
         mode = Mode[ns.mode.upper()]
         t0 = time.perf_counter()
-        await asyncio.wait_for(asyncio.gather(*(ep.send(ns.peer, data, mode=mode) for _ in range(n))), ns.timeout)
+        for r in await gather_within([ep.send(ns.peer, data, mode=mode) for _ in range(n)], ns.timeout):
+            if isinstance(r, BaseException):
+                raise r
         dt = time.perf_counter() - t0
         c = ep.counters
         return {

@@ -10,7 +10,7 @@ import multiprocessing as mp
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from multiprocessing.connection import Connection
 from typing import Any
@@ -20,7 +20,7 @@ from uet.tools.cli import RunFailed
 
 from uet.errors import UetError
 
-__all__ = ["checked", "expect", "pipe_recv", "spawn"]
+__all__ = ["checked", "expect", "gather_within", "pipe_recv", "spawn"]
 
 
 def _child(conn: Connection, target: Callable[[Connection, PairOptions], None], opts_d: dict[str, Any]) -> None:
@@ -83,6 +83,15 @@ def expect(conn: Connection, tag: str, timeout: float = 60.0) -> Any:
     if got[0] != tag:
         raise RuntimeError(f"receiver sent {got[0]!r}, expected {tag!r}")
     return got[1]
+
+
+async def gather_within(aws: list[Awaitable[Any]], timeout: float | None) -> list[Any]:
+    """``asyncio.gather(*aws, return_exceptions=True)`` within ``timeout`` seconds (else
+    TimeoutError). Not ``wait_for(gather(...))``: cancelled by Ctrl-C, Python 3.11's ``wait_for``
+    cancels the gather and never retrieves the CancelledError it then holds, so the tool's last
+    stderr lines after "interrupted" were "_GatheringFuture exception was never retrieved"."""
+    async with asyncio.timeout(timeout):
+        return await asyncio.gather(*aws, return_exceptions=True)
 
 
 async def pipe_recv(conn: Connection, timeout: float | None = None) -> Any:

@@ -24,7 +24,9 @@ __all__ = ["add_parser", "bench"]
 
 
 def bench(workload: str, hosts: int, size: int, repeat: int, lb: str) -> dict[str, Any]:
-    """Best of ``repeat`` runs (the one with the most packet-hops per CPU second)."""
+    """Best of ``repeat`` runs (the one with the most packet-hops per CPU second). After Ctrl-C
+    (the simulator then returns what finished, ``interrupted``) no further run starts, and the
+    interrupted one is the record: its figures cover only the part that ran."""
     from uet.sim.scenario import simulate
 
     best: dict[str, Any] | None = None
@@ -49,6 +51,8 @@ def bench(workload: str, hosts: int, size: int, repeat: int, lb: str) -> dict[st
             "fct_p99_s": res["fct"].get("p99_s"),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         }
+        if res.get("interrupted"):
+            return {**rec, "interrupted": True}
         if best is None or (rec["packet_hops_per_cpu_s"] or 0) > (best["packet_hops_per_cpu_s"] or 0):
             best = rec
     assert best is not None
@@ -92,4 +96,6 @@ def run(ns: argparse.Namespace) -> int:
             v = rec[k]
             t.add_row(k, f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v))
         Console().print(t)
+    if rec.get("interrupted"):
+        raise KeyboardInterrupt  # after the partial figures: "uet-bench: interrupted", exit 130
     return 0 if rec["ok"] else 1

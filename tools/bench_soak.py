@@ -66,7 +66,9 @@ async def soak(
     mode: str = "rud",
     on_sample: Any = None,
 ) -> dict[str, Any]:
-    """Run the soak; returns the final record (with ``samples``)."""
+    """Run the soak; returns the final record (with ``samples``). Cancelled (Ctrl-C: asyncio's
+    runner cancels the main task), it stops sending, closes both endpoints and returns the record
+    so far with ``interrupted`` true and the messages still ``in_flight`` (not ``missing``)."""
     from uet import Endpoint
     from uet.link import loopback_addresses
     from uet.link.impair import ImpairmentConfig
@@ -136,6 +138,7 @@ async def soak(
     next_sample = t0 + every
     seq = 0
     pending: set[asyncio.Future[None]] = set()
+    interrupted = False
     try:
         while time.monotonic() < end:
             while len(pending) < window:
@@ -153,13 +156,32 @@ async def soak(
             if st["delivered"] + st["failures"] >= st["sent"]:
                 break
             await asyncio.sleep(0.05)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is None or task.uncancel():
+            raise  # cancelled by something else as well: not ours to absorb
+        interrupted = True  # Ctrl-C: close down and report what ran
     finally:
+        for f in pending:
+            f.cancel()
         rx.cancel()
-        await asyncio.gather(rx, return_exceptions=True)
+        await asyncio.gather(rx, *pending, return_exceptions=True)
         await a.close()
         await b.close()
     final = sample()
-    missing = st["sent"] - st["failures"] - st["delivered"]
+    unsettled = st["sent"] - st["failures"] - st["delivered"]
+    if interrupted:
+        return {
+            "minutes": minutes,
+            "mode": mode,
+            **{k: v for k, v in final.items() if k != "t_s"},
+            "in_flight": unsettled,
+            "errors": errors,
+            "ok": False,
+            "interrupted": True,
+            "samples": samples,
+        }
+    missing = unsettled
     return {
         "minutes": minutes,
         "mode": mode,
@@ -212,8 +234,11 @@ def run(ns: argparse.Namespace) -> int:
     if ns.json:
         sys.stdout.write(json.dumps({k: v for k, v in rec.items() if k != "samples"}) + "\n")
     else:
-        keys = ("delivered", "bytes", "failures", "missing", "duplicated", "corrupt", "rss_mb", "ok")
+        lost = "in_flight" if rec.get("interrupted") else "missing"
+        keys = ("delivered", "bytes", "failures", lost, "duplicated", "corrupt", "rss_mb", "ok")
         sys.stdout.write("summary: " + "  ".join(f"{k}={rec[k]}" for k in keys) + "\n")
         for e in rec["errors"]:
             sys.stdout.write(f"  error: {e}\n")
+    if rec.get("interrupted"):
+        raise KeyboardInterrupt  # after the summary so far: "uet-bench: interrupted", exit 130
     return 0 if rec["ok"] else 1

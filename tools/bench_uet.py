@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from uet.tools.bench_options import PairOptions, data_protect
-from uet.tools.bench_procs import pipe_recv
+from uet.tools.bench_procs import gather_within, pipe_recv
 from uet.tools.bench_tss import rotate_half_way, security_config, tss_report
 
 __all__ = ["impairment", "message_size", "pds_mode", "transfer_config", "uet_figures", "uet_receiver", "uet_sender"]
@@ -289,7 +289,7 @@ async def uet_sender(conn: Connection, opts: PairOptions, data: bytes, progress:
         ticker = asyncio.create_task(tick())
     error = None
     try:
-        results = await asyncio.wait_for(asyncio.gather(*futs, return_exceptions=True), opts.timeout)
+        results = await gather_within(futs, opts.timeout)
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             error = f"{len(errors)} of {nmsg} messages failed: {errors[0]}"

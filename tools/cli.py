@@ -6,7 +6,8 @@ behave alike:
 
 * usage or configuration error: one stderr line ``tool: error: ...``, exit status 2;
 * a run that failed: exit status 1 (the tool says why);
-* Ctrl-C: ``tool: interrupted`` (after any partial results the tool printed), exit status 130;
+* Ctrl-C: ``tool: interrupted`` (after any partial results the tool printed), exit status 130,
+  whatever SIGINT disposition the tool inherited (see :func:`honour_ctrl_c`);
 * stdout closed by the reader (``uet-bench codec --json | head``): no message, the rest of the
   output discarded, exit status 1 (the handling the Python documentation prescribes for
   SIGPIPE: point stdout at ``/dev/null`` so the interpreter's final flush cannot fail again);
@@ -27,7 +28,9 @@ import argparse
 import ipaddress
 import os
 import re
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -38,6 +41,7 @@ __all__ = [
     "UsageError",
     "add_version",
     "format_rate",
+    "honour_ctrl_c",
     "parse_rate",
     "parse_size",
     "port_number",
@@ -46,6 +50,7 @@ __all__ = [
     "rate_arg",
     "report_usage_error",
     "run_main",
+    "settle_ctrl_c",
     "size_arg",
     "int_arg",
     "float_arg",
@@ -260,6 +265,44 @@ def quiet_interrupt() -> None:
     warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
 
 
+def honour_ctrl_c() -> None:
+    """Make SIGINT raise :class:`KeyboardInterrupt` in this process, whatever it inherited.
+
+    A process inherits an *ignored* SIGINT from its parent (a non-interactive shell ignores it in
+    every background job it starts, ``cmd &``; so does anything launched from such a job, a CI
+    script's test suite included), and Python then leaves it ignored; it also inherits the
+    parent's signal mask, in which SIGINT may be blocked. Either way the tool's Ctrl-C rule
+    (module docstring) silently lapsed: a SIGINT sent to the tool was dropped, or honoured only
+    when it happened to land while some part of the tool (``bench_procs.spawn``) had a handler
+    of its own installed, and the run went on to exit 0. The live launcher, the fabric and the
+    peer always handled it (``loop.add_signal_handler`` overrides an inherited ignore), so every
+    tool now does the same. A Ctrl-C that came while the tool was starting (noted by
+    :mod:`uet.tools`, before ``run_main`` ran) is raised here. Main thread only (signal handlers
+    can be set nowhere else)."""
+    from uet.tools import note_start_interrupt, take_start_interrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, note_start_interrupt):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if take_start_interrupt():
+        raise KeyboardInterrupt
+
+
+def settle_ctrl_c() -> None:
+    """The tool's outcome is decided and printed (the end of ``run_main``): from here to the
+    process's exit a Ctrl-C changes nothing, and the exit status stays the run's. Before, a
+    Ctrl-C in that time (interpreter shutdown: tens of milliseconds, more under load) killed the
+    process silently, since Python gives SIGINT its default action back while it shuts down: a
+    complete run, its results printed, then ended by SIGINT without a word. Only in a tool's own
+    process (:func:`uet.tools.is_tool_process`); its children are stopped by then."""
+    from uet.tools import is_tool_process
+
+    if is_tool_process() and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def report_usage_error(prog: str, e: Exception) -> int:
     """Print a usage error the shared way (one line) and return its exit status, 2."""
     _stderr_line(prog, f"error: {e}")
@@ -272,6 +315,14 @@ def run_main(prog: str, body: Callable[[Sequence[str] | None], int], argv: Seque
     ``body`` returns the exit status; it raises :class:`UsageError` for a usage or configuration
     mistake and :class:`RunFailed` for a run that could not be carried out."""
     try:
+        return _run_body(prog, body, argv)
+    finally:
+        settle_ctrl_c()
+
+
+def _run_body(prog: str, body: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None) -> int:
+    try:
+        honour_ctrl_c()
         code = body(argv)
         sys.stdout.flush()
         return code

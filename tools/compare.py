@@ -31,6 +31,7 @@ __all__ = ["ROWS", "comparison", "fmt", "metrics", "render_comparison"]
 #: (key, label) of the table rows, in order; a metric a run does not have is shown as "-".
 ROWS: tuple[tuple[str, str], ...] = (
     ("ok", "all messages intact"),
+    ("flows_finished", "flows finished (interrupted run)"),
     ("elapsed_s", "elapsed (s)"),
     ("fct_p50_s", "FCT p50 (s)"),
     ("fct_p99_s", "FCT p99 (s)"),
@@ -95,6 +96,8 @@ def metrics(res: dict[str, Any]) -> dict[str, Any]:
         "retransmitted_bytes": _counter(res, "retransmitted_bytes"),
         "uplink_imbalance": fab.get("uplink_imbalance"),
     }
+    if res.get("interrupted"):  # Ctrl-C: a partial run (tools/run.py ``Launcher.partial_result``)
+        out["flows_finished"] = f"{res.get('flows_finished', 0)} of {len(flows)}"
     if res.get("transport") == "roce":
         out["naks"] = _counter(res, "naks_sent")
     rate = res.get("link_rate_bps")
@@ -114,11 +117,13 @@ def metrics(res: dict[str, Any]) -> dict[str, Any]:
 
 
 def comparison(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """``{"ok", "transports", "metrics": {transport: metrics}}`` for runs keyed by transport."""
+    """``{"ok", "transports", "metrics": {transport: metrics}, "interrupted": [transport]}`` for
+    runs keyed by transport (``interrupted``: the runs Ctrl-C cut short)."""
     return {
         "ok": all(bool(r.get("ok")) for r in results.values()),
         "transports": list(results),
         "metrics": {t: metrics(r) for t, r in results.items()},
+        "interrupted": [t for t, r in results.items() if r.get("interrupted")],
     }
 
 
@@ -146,7 +151,10 @@ def render_comparison(cmp: dict[str, Any], title: str) -> None:
     t.add_column("metric")
     names = list(cmp["metrics"])
     for name in names:
-        t.add_column(name.upper() if name == "uet" else "RoCEv2" if name == "roce" else name, justify="right")
+        label = name.upper() if name == "uet" else "RoCEv2" if name == "roce" else name
+        if name in cmp.get("interrupted", ()):
+            label += " (interrupted)"
+        t.add_column(label, justify="right")
     for key, label in ROWS:
         vals = [cmp["metrics"][n].get(key) for n in names]
         if all(v is None for v in vals):

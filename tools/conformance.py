@@ -177,6 +177,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"uet-conformance: cannot bind {local} port {target.port}: {e}", file=sys.stderr)
         return 2
     results: list[Result] = []
+    interrupted = False
     t0 = time.monotonic()
     try:
         for c in cases:
@@ -187,18 +188,22 @@ def _main(argv: Sequence[str] | None) -> int:
             if args.fail_fast and r.outcome in ("fail", "error"):
                 break
     except KeyboardInterrupt:
-        print("uet-conformance: interrupted", file=sys.stderr)
+        interrupted = True  # the cases run so far are reported below, then "interrupted", 130
     finally:
         session.close()
     info = {"address": target.address, "port": target.port, "job": target.job, "pid": target.pid, "ri": target.ri,
             "local": local, "link": args.link, "tss": target.keys is not None,
             "seconds": round(time.monotonic() - t0, 3)}  # fmt: skip
+    if interrupted:
+        info["interrupted"] = True
     if args.junit:
         write_junit(results, args.junit, f"{target.address}:{target.port}")
     if args.json:
         print(to_json(results, info))
     else:
         table(results, sys.stdout)
+    if interrupted:
+        raise KeyboardInterrupt  # after the partial report: "uet-conformance: interrupted", exit 130
     s = summary(results)
     return 0 if s["must_failed"] == 0 and len(results) == len(cases) else 1
 

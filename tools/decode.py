@@ -908,15 +908,19 @@ def _emit_stats(out: _Out, stats: Counter[str], as_json: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``uet-decode``; returns the exit status (0, 1 or 2)."""
-    from uet.tools.cli import UsageError, report_usage_error
+    from uet.tools.cli import UsageError, honour_ctrl_c, report_usage_error
 
     parser = build_parser()
     try:
+        honour_ctrl_c()  # Ctrl-C as in every tool (tools/cli.py), also one that came during start-up
         args = parser.parse_args(argv)
     except UsageError as e:  # one line, exit 2 (tools/cli.py)
         return report_usage_error(PROG, e)
     except SystemExit as e:  # --help / --version
         return int(e.code) if isinstance(e.code, int) else 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
     stdout = sys.stdout
     try:
         stdin = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else io.BytesIO(b"")
@@ -932,6 +936,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout = None
         return 0
     except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # never a traceback: one line, exit 2
         print(f"{PROG}: internal error: {type(e).__name__}: {e}", file=sys.stderr)

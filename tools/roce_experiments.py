@@ -152,6 +152,8 @@ def run_experiments(
             raise UsageError(f"{path}: no such scenario file (--dir names the folder)")
         s, topo, ep = settings_from(build_parser().parse_args([path, "--engine", "sim", *overrides]))
         runs = simulate_runs(s, topo, ep, progress=progress)
+        if any(r.get("interrupted") for r in runs.values()):
+            raise KeyboardInterrupt  # Ctrl-C: the simulator stopped; stop here, not at the next experiment
         cmp = comparison(runs)
         cmp["scenario"] = os.path.join("scenarios", "roce", EXPERIMENTS[name])
         cmp["endpoints"] = s["endpoints"]

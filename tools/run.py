@@ -23,6 +23,9 @@ Workloads (``--workload``) are the objects of :mod:`uet.workloads`, each flow se
 lossless PFC class, never sprayed) — or ``both``: the scenario runs over UET, then over RoCEv2
 (a fresh fabric process each), and one table puts the two side by side (tools/compare.py, the
 §9.1 metrics); with ``--json`` one object ``{"ok", "transport": "both", "comparison", "runs"}``.
+Ctrl-C prints what ran: the finished flows with their figures and the others ``unfinished``; with
+``both`` the completed UET run beside the interrupted RoCEv2 one (its column marked, or RoCEv2
+named as not run), ``"interrupted": true`` in the JSON; exit status 130.
 
 ``--engine sim`` runs the same scenario — settings, topology, endpoint configuration, workload
 objects, result shape — in one process in virtual time instead (:mod:`uet.sim`, as ``uet-sim``
@@ -782,21 +785,66 @@ def _deep_update(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class _CtrlC:
+    """Ctrl-C / SIGTERM for the whole live run, every transport of ``both`` included: the first
+    signal cancels the running task (each run then stops its processes and keeps its partial
+    result); later ones are ignored, so they cannot cancel that shutdown. Installed once for all
+    the runs: per run, a signal between two runs or during one's final shutdown fell back to
+    Python's KeyboardInterrupt and lost every result."""
+
+    def __init__(self) -> None:
+        self.interrupted = False
+        self.task = asyncio.current_task()
+        self.loop = asyncio.get_running_loop()
+
+    def __enter__(self) -> _CtrlC:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self.loop.add_signal_handler(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self.loop.remove_signal_handler(sig)
+
+    def _on_signal(self) -> None:
+        if self.interrupted:
+            return
+        self.interrupted = True
+        if self.task is not None:
+            self.task.cancel()
+
+    def absorb(self) -> None:
+        """After the CancelledError our own cancel caused: take it back, so that asyncio.run
+        returns normally once the task does."""
+        if self.task is not None and self.task.cancelling():
+            self.task.uncancel()
+
+
 async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> int:
     """The live engine: one run per transport (``both``: UET, then RoCEv2, each with its own fabric
-    process; pcaps and plots then in ``DIR/uet`` and ``DIR/roce``), then the output."""
+    process; pcaps and plots then in ``DIR/uet`` and ``DIR/roce``), then the output. After Ctrl-C
+    the output is what ran: with ``both``, the runs already complete beside the interrupted one's
+    partial results (:func:`_emit_both`), exit 130."""
     s, topo, ep = settings
     runs: dict[str, dict[str, Any]] = {}
-    for tr in _transports(s):
-        st = {**s, "transport": tr}
-        if s.get("transport") == "both":
-            for opt in ("pcap", "plot"):
-                if st.get(opt):
-                    st[opt] = os.path.join(st[opt], tr)
-        code, result = await _live_one(args, (st, topo, ep))
-        if result is None:
-            return code
-        runs[tr] = result
+    with _CtrlC() as ctrl_c:
+        for tr in _transports(s):
+            st = {**s, "transport": tr}
+            if s.get("transport") == "both":
+                for opt in ("pcap", "plot"):
+                    if st.get(opt):
+                        st[opt] = os.path.join(st[opt], tr)
+            try:
+                code, result = await _live_one(args, (st, topo, ep), ctrl_c)
+            except asyncio.CancelledError:
+                if not ctrl_c.interrupted:
+                    raise
+                ctrl_c.absorb()
+                code, result = 130, None
+            if result is not None:
+                runs[tr] = result
+            if code == 130:
+                return _emit_interrupted(args, s, ep, runs)
     if len(runs) > 1:
         return _emit_both(args, s, ep, runs)
     result = _emit_one(args, next(iter(runs.values())), render)
@@ -805,26 +853,34 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
     return 0 if result["ok"] else 1
 
 
+def _emit_interrupted(
+    args: argparse.Namespace, s: dict[str, Any], ep: dict[str, Any], runs: dict[str, dict[str, Any]]
+) -> int:
+    """After Ctrl-C: the runs so far (the last one partial, ``interrupted``), then one stderr
+    line; exit status 130. With ``both`` the side-by-side table (or object) shows them, and a
+    transport whose run never started is named as not run."""
+    if s.get("transport") == "both" and runs:
+        _emit_both(args, s, ep, runs, not_run=[t for t in _transports(s) if t not in runs])
+    elif runs:
+        partial = next(iter(runs.values()))
+        if args.json:
+            sys.stdout.write(json.dumps(partial) + "\n")
+        else:
+            render(partial)
+    sys.stdout.flush()
+    sys.stderr.write("uet-run: interrupted; every process stopped\n")
+    return 130
+
+
 async def _live_one(
-    args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+    args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]], ctrl_c: _CtrlC
 ) -> tuple[int, dict[str, Any] | None]:
-    """One live run: ``(0, result)``, or ``(130, None)`` after Ctrl-C (the partial results
-    printed); a failure raises :class:`RunFailed`."""
+    """One live run: ``(0, result)``, or ``(130, result or partial)`` after Ctrl-C (``partial``:
+    the launcher's :meth:`Launcher.partial_result`, None when the workload did not exist yet; the
+    caller prints it); a failure raises :class:`RunFailed`."""
     s, topo, ep = settings
     launcher = Launcher(s, topo, ep)
     launcher.interval = args.interval
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    interrupted = False
-
-    def on_signal() -> None:
-        nonlocal interrupted
-        interrupted = True
-        if task is not None:
-            task.cancel()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal)
     progress_cm: Any = contextlib.nullcontext()
     if args.progress or sys.stderr.isatty():
         from rich.console import Console
@@ -844,21 +900,17 @@ async def _live_one(
     try:
         with progress_cm:
             result = await launcher.run()
+            if ctrl_c.interrupted:  # the run absorbed the cancel (it finished as the signal came)
+                raise asyncio.CancelledError
     except asyncio.CancelledError:
-        # Ctrl-C / SIGTERM: the task was cancelled by on_signal; uncancel so that asyncio.run
-        # returns normally instead of raising CancelledError once this coroutine returns.
-        if task is not None:
-            task.uncancel()
+        if not ctrl_c.interrupted:
+            raise
+        ctrl_c.absorb()
         await launcher.shutdown()
         partial = launcher.partial_result()
         if partial is not None:
-            if args.json:
-                sys.stdout.write(json.dumps(partial) + "\n")
-                sys.stdout.flush()
-            else:
-                render(partial)
-        sys.stderr.write("uet-run: interrupted; every process stopped\n")
-        return 130, None
+            partial["transport"] = s.get("transport", "uet")
+        return 130, partial
     except (RunError, TimeoutError, OSError, ValueError) as e:
         await launcher.shutdown()
         msg = str(e) or type(e).__name__
@@ -866,12 +918,13 @@ async def _live_one(
             sys.stdout.write(json.dumps({"ok": False, "error": msg, "workload": s["workload"]}) + "\n")
             sys.stdout.flush()
         raise RunFailed(msg) from None
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-    await launcher.shutdown()
-    if interrupted:
-        return 130, None
+    try:
+        await launcher.shutdown()
+    except asyncio.CancelledError:  # Ctrl-C after the run finished: it stays a complete result
+        if not ctrl_c.interrupted:
+            raise
+        ctrl_c.absorb()
+        await launcher.shutdown()
     result["transport"] = s.get("transport", "uet")
     result["settings"] = settings_record(s, ep)
     result["diagnosis"] = cpu_starvation(result)
@@ -881,7 +934,7 @@ async def _live_one(
         cdf = fct_cdf(result, s["plot"])
         if cdf:
             result["plots"] = [*result["plots"], cdf]
-    return 0, result
+    return (130 if ctrl_c.interrupted else 0), result
 
 
 def _body(argv: Sequence[str] | None) -> int:
@@ -928,10 +981,15 @@ def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str
         if getattr(args, opt):
             raise UsageError(f"--{opt} works with the live engine only (the simulator has --plot)")
     runs = simulate_runs(s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty())
-    if len(runs) > 1:
-        return _emit_both(args, s, ep, runs)
-    result = _emit_one(args, runs[s["transport"]], sim_render)
-    return 0 if result["ok"] else 1
+    interrupted = any(r.get("interrupted") for r in runs.values())
+    if len(_transports(s)) > 1:
+        _emit_both(args, s, ep, runs, not_run=[t for t in _transports(s) if t not in runs])
+        ok = all(r["ok"] for r in runs.values())
+    else:
+        ok = _emit_one(args, runs[s["transport"]], sim_render)["ok"]
+    if interrupted:  # Ctrl-C: the simulator returned what finished; it is printed above
+        raise KeyboardInterrupt
+    return 0 if ok else 1
 
 
 def _emit_one(args: argparse.Namespace, result: dict[str, Any], show: Any) -> dict[str, Any]:
@@ -950,7 +1008,8 @@ def simulate_runs(
     s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], *, plot: str | None = None, progress: bool = False
 ) -> dict[str, dict[str, Any]]:
     """The scenario in virtual time on each transport ``s["transport"]`` names (both: UET, then
-    RoCEv2; plots then in ``plot/uet`` and ``plot/roce``): transport → ``uet-run``'s result."""
+    RoCEv2; plots then in ``plot/uet`` and ``plot/roce``): transport → ``uet-run``'s result.
+    A run cut short by Ctrl-C (``interrupted``) is the last one."""
     from uet.tools.sim import run_sim
 
     runs: dict[str, dict[str, Any]] = {}
@@ -966,6 +1025,8 @@ def simulate_runs(
         result["elapsed_s"] = result["virtual_s"]
         result["settings"] = settings_record(st, ep)
         runs[tr] = result
+        if result.get("interrupted"):
+            break
     return runs
 
 
@@ -973,15 +1034,25 @@ def _transports(s: dict[str, Any]) -> tuple[str, ...]:
     return ("uet", "roce") if s.get("transport") == "both" else (str(s.get("transport", "uet")),)
 
 
-def _emit_both(args: argparse.Namespace, s: dict[str, Any], ep: dict[str, Any], runs: dict[str, dict[str, Any]]) -> int:
+def _emit_both(
+    args: argparse.Namespace,
+    s: dict[str, Any],
+    ep: dict[str, Any],
+    runs: dict[str, dict[str, Any]],
+    not_run: Sequence[str] = (),
+) -> int:
     """``--transport both``: one object ``{"ok", "transport": "both", "comparison", "runs"}``
-    (``--json``), or the side-by-side table (tools/compare.py) then each run's one-line verdict."""
+    (``--json``), or the side-by-side table (tools/compare.py) then each run's one-line verdict.
+    After Ctrl-C (a run marked ``interrupted``, or transports in ``not_run``): the same, the
+    interrupted run's column and verdict saying so, ``"interrupted": true`` and ``not_run`` in the
+    object, exit status 130."""
     from uet.tools.compare import comparison, render_comparison
 
     cmp = comparison(runs)
+    interrupted = bool(cmp["interrupted"] or not_run)
     first = next(iter(runs.values()))
     out = {
-        "ok": cmp["ok"],
+        "ok": cmp["ok"] and not interrupted,
         "transport": "both",
         "engine": first.get("engine"),
         "workload": s["workload"],
@@ -990,25 +1061,33 @@ def _emit_both(args: argparse.Namespace, s: dict[str, Any], ep: dict[str, Any], 
         "runs": runs,
         "settings": settings_record(s, ep),
     }
+    if interrupted:
+        out.update(interrupted=True, not_run=list(not_run))
+    done = 130 if interrupted else 0 if out["ok"] else 1
     if args.csv:
         for tr, res in runs.items():
             root, ext = os.path.splitext(args.csv)
             write_csv(res, f"{root}-{tr}{ext or '.csv'}")
     if args.json:
         sys.stdout.write(json.dumps(out) + "\n")
-        return 0 if out["ok"] else 1
+        return done
     engine = "virtual time" if first.get("engine") == "sim" else "live processes"
     render_comparison(
         cmp, f"uet-run {s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})"
     )
     for tr, res in runs.items():
         bad = [f for f in res.get("flows", []) if not f.get("intact")]
-        verdict = "all messages intact" if res.get("ok") else f"FAILED: {len(bad)} flows not intact"
+        if res.get("interrupted"):
+            verdict = f"interrupted: {res.get('flows_finished', 0)} of {len(res.get('flows', []))} flows finished"
+        else:
+            verdict = "all messages intact" if res.get("ok") else f"FAILED: {len(bad)} flows not intact"
         sys.stdout.write(f"{tr}: {verdict}\n")
+    for tr in not_run:
+        sys.stdout.write(f"{tr}: not run (interrupted before it started)\n")
     for tr, res in runs.items():
         if res.get("diagnosis"):
             sys.stderr.write(f"uet-run: note ({tr}): {res['diagnosis']}\n")
-    return 0 if out["ok"] else 1
+    return done
 
 
 def main(argv: list[str] | None = None) -> int:

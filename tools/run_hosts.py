@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from typing import Any
@@ -118,20 +120,38 @@ async def run_rank(
 
 def launch_local(argv: list[str], hosts: list[str], timeout: float) -> int:
     """Without ``--rank``: every rank as a child ``uet-run ... --rank R`` on this machine; rank
-    0's output is ours."""
-    children = []
+    0's output is ours. The ranks run in sessions of their own, so a Ctrl-C in the terminal
+    reaches this launcher alone, which stops them (one ``interrupted`` line; each rank used to
+    print its own). While they are being started a Ctrl-C is only noted, then raised once every
+    started rank is known: one interrupted inside ``Popen`` would be left running."""
+    children: list[subprocess.Popen[bytes]] = []
     base = [sys.executable, "-m", "uet.tools.run", *argv]  # this very command line, once per rank
+    noted: list[int] = []
+    main_thread = threading.current_thread() is threading.main_thread()
+    prev = signal.signal(signal.SIGINT, lambda *_: noted.append(1)) if main_thread else None
     try:
-        for r in range(1, len(hosts)):
-            rank = [*base, "--rank", str(r), "--json"]
-            children.append(subprocess.Popen(rank, stdout=subprocess.DEVNULL))  # noqa: S603 - our own argv
-        zero = subprocess.run([*base, "--rank", "0"], timeout=timeout + 120)  # noqa: S603 - our own argv
-        codes = [c.wait(timeout=60) for c in children]
+        try:
+            for r in range(1, len(hosts)):
+                rank = [*base, "--rank", str(r), "--json"]
+                children.append(subprocess.Popen(rank, stdout=subprocess.DEVNULL, start_new_session=True))  # noqa: S603
+            zero = subprocess.Popen([*base, "--rank", "0"], start_new_session=True)  # noqa: S603 - our own argv
+            children.append(zero)
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGINT, prev)
+        if noted:
+            raise KeyboardInterrupt
+        try:
+            zero.wait(timeout + 120)
+            codes = [c.wait(timeout=60) for c in children]
+        except subprocess.TimeoutExpired as e:
+            raise RunFailed(f"a rank did not finish within {e.timeout:g} s") from None
     finally:
-        for c in children:
-            if c.poll() is None:
-                c.terminate()
-                c.wait(10)
+        live = [c for c in children if c.poll() is None]
+        for c in live:
+            c.terminate()
+        for c in live:
+            c.wait(10)
     return zero.returncode or next((c for c in codes if c), 0)
 
 

@@ -27,7 +27,15 @@ def install_uvloop() -> bool:
 
 
 def run(main: Coroutine[Any, Any, T] | Awaitable[T], *, use_uvloop: bool = True) -> T:
-    """``asyncio.run`` on uvloop when it is installed (and ``use_uvloop``), else the default loop."""
+    """``asyncio.run`` on uvloop when it is installed (and ``use_uvloop``), else the default loop.
+
+    Ctrl-C always ends in :class:`KeyboardInterrupt`. ``asyncio.Runner`` turns the first SIGINT
+    into a cancellation of the main task and raises KeyboardInterrupt only if that task ends
+    cancelled; a task that absorbs the cancellation and returns (Python 3.11's
+    ``asyncio.wait_for`` does, when its awaitable completes in the same loop turn as the cancel;
+    so does any ``except CancelledError`` that forgets to re-raise) made the runner return the
+    result as if no Ctrl-C had come, and the tool went on. A cancellation still requested when
+    ``main`` returns (``Task.cancelling()``) is therefore re-raised here."""
     factory = None
     if use_uvloop:
         try:
@@ -38,7 +46,11 @@ def run(main: Coroutine[Any, Any, T] | Awaitable[T], *, use_uvloop: bool = True)
             factory = None
 
     async def _wrap() -> T:
-        return await main
+        result = await main
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError  # absorbed by ``main``; the runner makes it KeyboardInterrupt
+        return result
 
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(_wrap())
