@@ -176,6 +176,8 @@ def test_rccc_credit_packets_and_paced_grants() -> None:
     assert not any(k.startswith("nack_tx") for k in p.b.core.counters)
     g = gate_of(p.a.core)
     assert not g.credit.speculating and g.credit.granted_bytes > 0
+    # the pacer counts every data byte it received from the sender as service (nominal sizes)
+    assert p.b.core.credit_scheduler.peers[(A_ADDR, 0)].rx == sum(len(d) + 48 for d in reqs)
 
 
 def test_credit_req_answered_only_when_rccc_runs() -> None:

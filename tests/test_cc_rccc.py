@@ -89,3 +89,66 @@ def test_sender_credit_request_deadline_and_wrap() -> None:
     c.on_grant(0x000010, 6_000)  # 24-bit wrap: 32 quanta
     assert c.credit == pytest.approx(32 * 256)
     assert diff24(0x000010, 0xFFFFF0) == 32
+
+
+def _drain(s: CreditScheduler, until: int) -> list[str]:
+    """Keys granted, in order, polling at each deadline up to ``until``."""
+    order = []
+    while s.deadline() is not None and s.deadline() <= until:
+        order += [k for k, _r, _g in s.poll(s.deadline())]
+    return order
+
+
+def test_speculative_data_counts_as_service() -> None:
+    """A sender whose speculative window reached the receiver untrimmed (100 000 nominal bytes)
+    waits while one whose window was trimmed catches up: the least served goes first (uet.cc.rccc
+    "Order of service"); plain round robin kept the near sender's lead to the end of the incast."""
+    s = CreditScheduler(CFG)
+    s.note_target("near", 4000, 0, rx=100_000)
+    s.note_target("far", 4000, 0, rx=0)
+    # far: 16 384 B per grant; after 7 grants (114 688 B) it has had more than near's 100 000
+    assert _drain(s, 11 * 1323) == ["far"] * 7 + ["near", "far", "near", "far", "near"]
+
+
+def test_a_sender_out_of_the_list_between_grants_keeps_its_place() -> None:
+    """A window-limited sender whose target is met by each grant (NSCC's cwnd + MTU cap) leaves the
+    active list until its next request; it comes back ahead of a sender that was served more,
+    instead of queueing behind it (plain round robin gave the short-RTT sender more turns)."""
+    s = CreditScheduler(CFG)
+    s.note_target("A", 64, 0)  # one grant's worth
+    s.note_target("B", 1000, 0)
+    assert _drain(s, 3 * 1323) == ["A", "B", "B", "B"]
+    s.note_target("A", 128, 3 * 1323 + 1)  # A asks again: served 16 384 < B's 49 152
+    assert _drain(s, 5 * 1323) == ["A", "B"]
+
+
+def test_a_newcomer_catches_up_at_most_one_max_wnd() -> None:
+    """A sender joining after the others have been served cannot claim the service it missed:
+    its account starts one MaxWnd (225 000 B) below the least served active sender, so it gets
+    ceil(225 000 / 16 384) = 14 grants in a row, then round robin."""
+    s = CreditScheduler(CFG)
+    s.note_target("A", 0xFFFFF, 0)
+    _drain(s, 99 * 1323)  # 100 grants to A: 1 638 400 B
+    s.note_target("C", 0xFFFFF, 99 * 1323 + 1)
+    assert _drain(s, 100 * 1323 + 15 * 1323) == ["C"] * 14 + ["A", "C"]
+
+
+def test_credit_request_waits_for_an_overdue_grant() -> None:
+    """A blocked source restates its target only when a grant is overdue: ``credit_req_ns``
+    (base RTT, 12 µs) plus twice the smoothed time between grants after it last sent its target
+    or got a grant; then at most once per ``credit_req_ns``. Before, it sent one every 12 µs of
+    waiting (about one per grant in a 15→1 incast, whose grants come every ~20 µs)."""
+    c = CreditSender(CFG)
+    c.backlog = 1_000_000
+    c.on_grant(64, 0)  # speculation ends; 16 384 B of credit
+    for k in range(4):
+        c.on_send(4_096, k * 100)
+    assert c.credit == 0 and c.request_deadline() == 300 + 12_000  # no gap known yet
+    c.on_grant(128, 20_000)  # 20 µs after the first: gap 20 000
+    c.on_grant(192, 40_000)  # another 20 µs
+    assert c.grant_gap == 20_000
+    for k in range(8):  # spends both grants
+        c.on_send(4_096, 40_000 + k * 100)
+    assert c.credit == 0 and c.request_deadline() == 40_700 + 2 * 20_000 + 12_000
+    c.on_request_sent(92_700)
+    assert c.request_deadline() == 92_700 + 12_000

@@ -124,3 +124,19 @@ def test_averaged_wred_reacts_slowly() -> None:
     n_avg = sum(IPV4.decode(f, 14).ecn == Ecn.CE for _, f in burst(avg, 0, 60))
     assert n_inst > 40 and n_avg == 0
     assert 0 < avg.ports[1].avg_q[0] < 10 * 1024
+
+
+def test_last_hop_off_leaves_host_facing_ports_unmarked() -> None:
+    """``last_hop = false`` (behaviour.md §4.5: with RCCC "typically ECN is disabled on the
+    last-hop queue"): the same burst is marked towards a switch and left alone towards a host."""
+    ecn = EcnConfig(kmin=0, kmax=1, pmax=1.0, last_hop=False)
+    for faces_host, marks in ((False, 8), (True, 0)):
+        cfg = SwitchConfig()
+        cfg.tcs[0].ecn = ecn
+        cfg.tcs[0].limit = 200 * 1024
+        cfg.tcs[0].dynamic = False
+        sw = Switch("sw", 1, [PortSpec(100 * GBPS), PortSpec(GBPS, faces_host=faces_host)], cfg, seed=1)
+        sw.add_route("10.0.1.0/24", [1])
+        out = burst(sw, 0, 10)
+        assert sum(IPV4.decode(f, 14).ecn == Ecn.CE for _, f in out) == marks
+        assert sw.counters[("mark", "sw", 1, 0)] == marks

@@ -205,7 +205,9 @@ def _replay_after_restart(method) -> tuple[int, int]:  # noqa: ANN001
     ``method``); the captured SYN packets are replayed: (deliveries before, deliveries after)."""
     from uet.tss.establish import start_psn_policy
 
-    pair = Pair(CFG, seed=4, sdi=True)
+    # the whole first flight carries SYN (``secure_syn_window`` would send one SYN, then the
+    # rest after the ACK, without SYN: a replay would then re-deliver only the first)
+    pair = Pair(replace(CFG, secure_syn_window=0), seed=4, sdi=True)
     pair.b.core.start_psn_policy = start_psn_policy(method, random.Random(1))
     _send(pair, 2, "m")
     assert pair.run_until(lambda: len(pair.a.acked()) == 2)
@@ -231,3 +233,46 @@ def test_default_establishment_refuses_replay_after_restart() -> None:
     default = SecurityConfig.__dataclass_fields__["method"].default
     assert default is StartPsnMethod.RANDOM_1RTT_START
     assert _replay_after_restart(default) == (2, 0)
+
+
+def test_a_1rtt_target_draws_one_syn_not_the_whole_first_flight() -> None:
+    """``secure_syn_window`` (uet.pds.config): a RANDOM_1RTT_START target refuses every new
+    PDC's first flight with NEW_START_PSN. The initiator sent the whole window (here 20 packets)
+    and resent all of it under the minted Start_PSN: 20 retransmissions with no loss (128 per
+    PDC in ``uet-bench pair --tss``). Now one SYN goes, the NACK answers it as fast, and that one
+    is resent with the other 19 first-sent under the new Start_PSN at once: 1 retransmission."""
+    pair = Pair(CFG, seed=3, sdi=True)
+    pair.b.core.start_psn_policy = Random1RttStart(random.Random(4))
+    pair.a.core.initiator_start_psn = InitiatorStartPsn(random.Random(5))
+    toks = _send(pair, 20, "s")
+    first = pair.take(pair.a)
+    assert len(first) == 1  # the first flight: one SYN
+    for d, _dst, _e in first:
+        pair.inject(pair.b, d, A_ADDR, sdi=SDI)
+    (nack,) = [d for d, _dst, _e in pair.take(pair.b)]
+    assert hdr(nack).nack_code == pds_wire.NackCode.NEW_START_PSN
+    pair.inject(pair.a, nack, B_ADDR, sdi=SDI)
+    raw = [d for d, _dst, _e in pair.take(pair.a)]
+    again = [hdr(d) for d in raw]
+    assert len(again) == 20 and {(h.psn - h.psn_offset) & M32 for h in again} == {hdr(nack).payload}
+    assert sum(bool(h.flags & pds_wire.ReqFlag.RETX) for h in again) == 1
+    for d in raw:
+        pair.inject(pair.b, d, A_ADDR, sdi=SDI)
+    assert pair.run_until(lambda: len(pair.a.acked()) == 20)
+    assert sorted(e.token for e in pair.a.acked()) == toks
+    assert pair.a.core.counters["retransmits"] == 1
+
+
+def test_a_known_0rtt_start_sends_the_whole_first_flight() -> None:
+    """With an ``ini_start_psn`` for the SDI (a 0-RTT target's EPSN), the Start_PSN will be
+    accepted: the first flight is the whole window, as before; with none, one SYN; and
+    ``secure_syn_window = 0`` restores the whole window."""
+    for cfg, known, n_first in ((CFG, True, 20), (CFG, False, 1), (replace(CFG, secure_syn_window=0), False, 20)):
+        pair = Pair(cfg, seed=6, sdi=True)
+        pair.b.core.start_psn_policy = Expected0RttStart()
+        hook = InitiatorStartPsn(random.Random(7))
+        if known:
+            hook.on_close_ack(SDI, 0x2000_0000)
+        pair.a.core.initiator_start_psn = hook
+        _send(pair, 20, "z")
+        assert len(pair.take(pair.a)) == n_first

@@ -208,3 +208,26 @@ def test_the_fabric_gets_the_realtime_rate():
     s, topo, ep = run.settings_from(run.build_parser().parse_args(["--rate", "200M", "-n", "4"]))
     args = run.Launcher(s, topo, ep).fabric_args(4)
     assert args[args.index("--rate") + 1] == str(200_000_000)
+
+
+def test_live_defaults_adaptive_rto_and_cc_parameters_from_the_link():
+    """Issue 10/11: the live engine's endpoints follow the measured round trip (``rto_adaptive``)
+    and a congestion control named for the run gets its link rate, the profile's base RTT and the
+    payload size as ``cc_params`` (the defaults assume 100 Gb/s and 12 µs); given keys win; the
+    datacenter profile keeps the CcConfig defaults it was built for; no CC, no cc_params."""
+    from uet.tools import run
+
+    from uet.cc.registry import as_config
+
+    def ep_of(*argv: str) -> dict:
+        return run.settings_from(run.build_parser().parse_args(["-n", "4", *argv]))[2]
+
+    assert ep_of()["pds"]["rto_adaptive"] is True and "cc_params" not in ep_of()["pds"]
+    p = ep_of("--rate", "200M", "--endpoint-set", "pds.cc=nscc")["pds"]
+    assert p["cc_params"] == {"link_bps": 200_000_000, "base_rtt_ns": run.REALTIME_RTT_NS, "mtu": 1024}
+    assert as_config(p["cc_params"]).max_wnd == 1.5 * 200e6 / 8 * 1e-3
+    p = ep_of("--endpoint-set", "pds.cc=nscc", "--endpoint-set", "pds.cc_params.base_rtt_ns=3000000")["pds"]
+    assert p["cc_params"]["base_rtt_ns"] == 3_000_000 and p["cc_params"]["link_bps"] == 100_000_000
+    assert "cc_params" not in ep_of("--profile", "datacenter", "--endpoint-set", "pds.cc=nscc")["pds"]
+    p = ep_of("--profile", "lab", "--endpoint-set", "pds.cc=rccc")["pds"]  # the lab's 1 Gb/s, 50 µs
+    assert p["cc_params"] == {"link_bps": 1_000_000_000, "base_rtt_ns": 50_000, "mtu": 1024}

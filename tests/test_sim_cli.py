@@ -129,7 +129,7 @@ def test_ctrl_c_prints_the_flows_finished_so_far_and_exits_130(monkeypatch, caps
     from uet.sim.engine import Engine
 
     step = Engine.step
-    stop_at = 200_000  # ns of virtual time: about 10 of the 56 flows done (all finish by 290 µs)
+    stop_at = 160_000  # ns of virtual time: about 12 of the 56 flows done (all finish by 171 µs)
 
     fired = []
 

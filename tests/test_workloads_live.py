@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
 import pytest
 
 from uet.endpoint import Endpoint, EndpointConfig
 from uet.stats import percentile
 from uet.transport import Transport
-from uet.workloads import WORKLOADS, make, message_data
+from uet.workloads import WORKLOADS, FlowReport, RankReport, make, message_data
 from uet.workloads.report import summarize
 
 BASE = 61
@@ -85,3 +86,35 @@ def test_summary_flags_a_lost_or_corrupted_message() -> None:
     res = summarize(wl, ["a", "b"], rep, ideal_s=lambda f: 0.25)
     assert res["flows"][0]["slowdown"] == 2.0 and res["fct"]["slowdown_max"] == 2.0
     assert percentile([3, 1, 2, 4], 50) == 2 and percentile([], 99) == 0.0
+
+
+async def test_an_unfinished_flow_reports_its_retransmissions() -> None:
+    """Issue 10: a flow that timed out showed 0 retransmissions in ``uet-run``'s table while its
+    endpoint had counted thousands. :meth:`Workload.unfinished` reports it with the timeout as
+    error and the endpoint's retransmissions towards its destination so far."""
+    from dataclasses import replace
+
+    wl = make("pairs", 2, message_bytes=3000, messages=2, seed=5)
+    addrs = ["127.0.90.1", "127.0.90.2"]  # nobody listens on the second: every packet is resent
+    cfg = EndpointConfig(seed=5)
+    cfg = replace(cfg, pds=replace(cfg.pds, rto_ns=5_000_000, rto_max_ns=5_000_000))
+    ep = await Endpoint.open(addrs[0], config=cfg)
+    try:
+        report = RankReport()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(wl.run(0, ep, addrs, report), 0.3)
+        assert report.flows == []
+        (f,) = wl.unfinished(0, ep, addrs, report, 0.3)
+        assert f.error == "timeout" and f.dst == addrs[1] and f.completion_s == 0.3
+        assert f.retransmits == ep.counters["retransmits_to:" + addrs[1]] > 0
+        assert f.sha256 == [hashlib.sha256(message_data(5, 0, i, 3000)).hexdigest() for i in range(2)]
+        res = summarize(wl, addrs, [report_with(report, f), RankReport()])
+        (row,) = res["flows"]
+        assert row["retransmits"] == f.retransmits and not row["intact"] and row["delivered"] == 0
+        assert wl.unfinished(1, ep, addrs, RankReport(), 0.3) == []  # rank 1 sends nothing
+    finally:
+        await ep.close()
+
+
+def report_with(report: RankReport, flow: FlowReport) -> RankReport:
+    return RankReport(flows=[*report.flows, flow], rx=list(report.rx))

@@ -10,7 +10,7 @@ import multiprocessing as mp
 import os
 import signal
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
 from multiprocessing.connection import Connection
 from typing import Any
@@ -85,7 +85,7 @@ def expect(conn: Connection, tag: str, timeout: float = 60.0) -> Any:
     return got[1]
 
 
-async def gather_within(aws: list[Awaitable[Any]], timeout: float | None) -> list[Any]:
+async def gather_within(aws: Sequence[Awaitable[Any]], timeout: float | None) -> list[Any]:
     """``asyncio.gather(*aws, return_exceptions=True)`` within ``timeout`` seconds (else
     TimeoutError). Not ``wait_for(gather(...))``: cancelled by Ctrl-C, Python 3.11's ``wait_for``
     cancels the gather and never retrieves the CancelledError it then holds, so the tool's last

@@ -51,6 +51,19 @@ trims and no drops in the fabric) until "retry exhausted"; with 16 and 200 ms, 6
 completed in ~0.25 s with hundreds of ECN marks on the receiver's downlink (8 in flight: too few
 marks to show congestion reliably).
 
+The RTO is **adaptive** on the live engine (``pds.rto_adaptive``, uet.pds.backoff: RFC 6298's
+``SRTT + 4 RTTVAR`` with the 200 ms above as its floor, backed off up to ``pds.rto_max_ns`` = 1 s
+and kept backed off until a valid sample), and a target reclaims a silent PDC only after
+``pds.target_idle_ns`` = 10 s: with the core's 1 s an initiator waiting out a backed-off RTO
+under load was taken for gone, its PDC closed under it and its messages failed (CLOSING_IN_ERR;
+14 of 240 flows in one all-to-all run). Why adaptive: when the offered load exceeds what the switch
+process can forward on the shared CPU, frames wait in its sockets' kernel queues (megabytes,
+outside the model: no drop, no mark, no trim) and the round trip grows to hundreds of ms; a fixed
+200 ms RTO then resent delivered packets, which added to the queues, until ``all_to_all -n 16``
+delivered nothing in 120 s (issue 10). A congestion control named in ``pds.cc`` gets the
+topology's link rate, the profile's base RTT and the payload size as its ``pds.cc_params``
+(:func:`~uet.tools.run_settings.derive_cc_params`).
+
 Output: a ``rich`` table of flows (bytes, completion time, goodput, retransmits, intact) and the
 fabric counters (ECN marks, trims, drops, pauses), or with ``--json`` one JSON object
 ``{"ok", "workload", "flows": [{..., "intact"}], "fabric": {"ecn_marks", "trims", "drops",
@@ -101,7 +114,7 @@ from uet.tools.cli import (
     yes_no,
 )
 from uet.tools.link_options import add_link_options, check_link_options
-from uet.tools.run_settings import check_settings, load_scenario
+from uet.tools.run_settings import check_settings, derive_cc_params, load_scenario
 
 from uet.workloads import WORKLOADS as _WORKLOADS
 from uet.workloads import Workload, make
@@ -134,7 +147,13 @@ DEFAULT_ENDPOINT: dict[str, Any] = {
     "payload_size": 1024,
     "ecn_capable": True,
     "max_inflight": 16,
-    "pds": {"rto_ns": 200_000_000, "max_nack_retx": 1 << 30},
+    "pds": {
+        "rto_ns": 200_000_000,
+        "rto_adaptive": True,
+        "rto_max_ns": 1_000_000_000,
+        "target_idle_ns": 10_000_000_000,
+        "max_nack_retx": 1 << 30,
+    },
 }
 
 
@@ -774,7 +793,8 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
         s["rate_bps"] = DATACENTER_RATE_BPS  # the profile's own rate, as uet-sim has it
     if s.get("workload") == "pairs" and "endpoints" not in explicit:
         s["endpoints"] = 8  # pairs needs an even number; the default 9 is the incast's
-    check_settings(s, topo, ep, rate_given="rate_bps" in explicit)
+    t = check_settings(s, topo, ep, rate_given="rate_bps" in explicit)
+    ep = derive_cc_params(s, ep, t.host_link.rate_bps, PROFILE_RTT_NS.get(s["profile"], REALTIME_RTT_NS))
     return s, topo, ep
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from uet.tools.cli import UsageError, parse_rate, parse_size
 from uet.tools.config_check import check_dataclass, describe_keys
 
-__all__ = ["IP_UDP_BYTES", "check_settings", "load_scenario", "max_payload"]
+__all__ = ["IP_UDP_BYTES", "check_settings", "derive_cc_params", "load_scenario", "max_payload"]
 
 #: IPv4 (20) + UDP (8) header bytes in front of every UET datagram on the fabric
 IP_UDP_BYTES = 28
@@ -54,6 +54,30 @@ def max_payload(mtu: int) -> int:
     from uet.ses.message import DATA_HEADER_BYTES
 
     return mtu - IP_UDP_BYTES - DATA_HEADER_BYTES
+
+
+def derive_cc_params(s: dict[str, Any], endpoint: dict[str, Any], link_bps: int, rtt_ns: int) -> dict[str, Any]:
+    """The endpoint table with the congestion control's link parameters taken from the run
+    (**decision**, issue 11): when ``pds.cc`` names an algorithm and the profile is not
+    ``datacenter``, ``pds.cc_params`` gets ``link_bps`` = the topology's host link rate
+    (``link_bps``), ``base_rtt_ns`` = the profile's effective base RTT (``rtt_ns``: 1 ms for
+    ``realtime``, whose RTT is the Python endpoints' and switch process's turnaround,
+    :data:`uet.fabric.profiles.REALTIME_RTT_NS`) and
+    ``mtu`` = the payload size, unless the table gives them. :class:`uet.cc.CcConfig`'s defaults
+    (100 Gb/s, 12 µs, 4 KiB) are the ``datacenter`` profile's; at 100 Mb/s they make NSCC's
+    window a thousand times too large to react to anything. Returns a new table."""
+    pds = endpoint.get("pds") or {}
+    if s.get("profile") == "datacenter" or pds.get("cc", "none") == "none":
+        return endpoint
+    given = pds.get("cc_params") or {}
+    if not isinstance(given, dict):
+        return endpoint
+    derived = {
+        "link_bps": int(link_bps),
+        "base_rtt_ns": int(rtt_ns),
+        "mtu": int(endpoint.get("payload_size", 4096)),
+    }
+    return {**endpoint, "pds": {**pds, "cc_params": {**derived, **given}}}
 
 
 def _whole(key: str, value: Any, lo: int, *, size: bool = False) -> int:
@@ -119,9 +143,10 @@ def _check_run(s: dict[str, Any], rate_given: bool) -> None:
         rate_for(s["profile"], s["rate_bps"])
 
 
-def check_settings(s: dict[str, Any], topology: dict[str, Any], endpoint: dict[str, Any], *, rate_given: bool) -> None:
+def check_settings(s: dict[str, Any], topology: dict[str, Any], endpoint: dict[str, Any], *, rate_given: bool) -> Any:
     """Check (and normalise in place: sizes and rates as numbers) a run's settings; see the
-    module docstring. Raises :class:`UsageError`."""
+    module docstring. Returns the run's :class:`~uet.fabric.topology.Topology`. Raises
+    :class:`UsageError`."""
     from uet.fabric.model.config import FabricError
     from uet.fabric.profiles import load_topology, overrides_to_dict
     from uet.tools.fabric import require_matplotlib
@@ -150,3 +175,4 @@ def check_settings(s: dict[str, Any], topology: dict[str, Any], endpoint: dict[s
         )
     if s.get("plot"):
         require_matplotlib()
+    return topo

@@ -14,6 +14,9 @@ Protocol: JSON lines on stdout, commands on stdin.
 3. Reports what the rank measured: per flow sent ``{"event": "flow", ...}`` (bytes, completion
    time, retransmits, the SHA-256 of every message, error), per message received ``{"event":
    "rx", "flow", "index", "src", "bytes", "sha256", "t"}``, then ``{"event": "done", "check"}``.
+   When the timeout expires first: the flows finished, every unfinished flow with error
+   ``timeout`` and its retransmissions so far (:meth:`uet.workloads.Workload.unfinished`), the
+   messages received, then ``{"event": "error", "error": "timeout", "counters"}``.
 4. Then waits for ``stop`` (or end of input), closes the endpoint and prints ``{"event":
    "closed", "counters": {...}}``.
 
@@ -36,7 +39,7 @@ from uet.fabric.profiles import merge
 
 from uet.endpoint import Endpoint, EndpointConfig, run
 from uet.link.fabric import FabricLink
-from uet.workloads import make
+from uet.workloads import RankReport, make
 
 __all__ = ["main", "die_with_parent"]
 
@@ -91,11 +94,17 @@ async def worker(spec: dict[str, Any]) -> int:
         await ep.close()
         return 1
     failed = False
+    rank = int(spec["rank"])
+    report = RankReport()
+    t0 = loop.time()
     try:
-        report = await asyncio.wait_for(
-            wl.run(int(spec["rank"]), ep, spec["addresses"]), float(spec.get("timeout_s", 120))
-        )
+        await asyncio.wait_for(wl.run(rank, ep, spec["addresses"], report), float(spec.get("timeout_s", 120)))
     except TimeoutError:
+        # what the rank achieved, and its unfinished flows with their retransmissions so far
+        for f in [*report.flows, *wl.unfinished(rank, ep, spec["addresses"], report, loop.time() - t0)]:
+            _emit({"event": "flow", **vars(f)})
+        for r in report.rx:
+            _emit({"event": "rx", **vars(r)})
         _emit({"event": "error", "error": "timeout", "counters": ep.counters})
         failed = True
     else:

@@ -23,12 +23,15 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uet.fep.errors import EndpointClosed
 from uet.fep.events import Closed, MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
 from uet.ses.memory import Access, MemoryRegion
 from uet.ses.message import Message
+
+if TYPE_CHECKING:
+    from uet.link.base import Link
 
 __all__ = ["Completions", "CoreDriver", "CoreOperations"]
 
@@ -116,7 +119,7 @@ class CoreDriver(Completions):
 
     loop: asyncio.AbstractEventLoop
     clock: Callable[[], int]
-    link: Any
+    link: Link
 
     def _init_driver(self, core: Any) -> None:
         self._init_completions()
@@ -145,12 +148,26 @@ class CoreDriver(Completions):
             self._transmit(self.clock())
 
     def _on_timer(self) -> None:
+        """The wake-up: run the core's timers and send what they produced — unless the core's
+        earliest deadline is still ahead (it moved later since the wake-up was armed: :meth:`_arm`
+        keeps an earlier wake-up rather than re-arming per batch), then only re-arm for it. A
+        receiver's coalesced-ACK deadline moves with every batch, so most wake-ups of a bulk
+        transfer are such early ones (measured: 855 of 948 at 8 KiB); under uvloop, whose timers
+        have millisecond resolution, a deadline under half a millisecond away wakes at the next
+        loop iteration, so this path runs repeatedly until the deadline and must stay cheap."""
         self._timer = None
         self._timer_at = None
         if self._closed:
             return
         now = self.clock()
-        self._driven.handle_timer(now)
+        core = self._driven
+        at = core.get_timer()
+        if at is None or at > now:
+            if at is not None:
+                self._timer_at = at
+                self._timer = self.loop.call_later((at - now) / 1e9, self._on_timer)
+            return
+        core.handle_timer(now)
         self._transmit(now)
 
     def _arm(self, at: int | None, now: int) -> None:

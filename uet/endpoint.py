@@ -26,7 +26,9 @@ Peer addressing, the send protocols and their completion rule, receives, reassem
 the close sequence are the core's (:mod:`uet.fep.core`, :mod:`uet.fep.lanes`,
 :mod:`uet.fep.receives`, :mod:`uet.fep.peer`). Processing is batched: the link hands over every
 datagram readable at once, the adapter feeds them to the core, then drains
-``datagrams_to_send`` once, completes futures from the core's events and re-arms the timer.
+``datagrams_to_send`` once, completes futures from the core's events and re-arms the timer (the
+pump, the timer and the futures are :class:`uet.adapter.CoreDriver`'s, shared with the RoCE
+endpoint; the transmit and receive paths are this adapter's own).
 With ``security`` the link is wrapped in a :class:`~uet.tss.link.SecureLink` facade over the
 core's TSS stage (``ep.link`` then shows the plaintext side, ``ep.link.inner`` the wire).
 
@@ -38,16 +40,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+from uet.adapter import CoreDriver
 from uet.eventlog import EventLog
 from uet.fep.config import FepConfig, with_config
 from uet.fep.core import FepCore
 from uet.fep.errors import DeliveryError, EndpointClosed
-from uet.fep.events import Closed, MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
 from uet.fep.lanes import Lane
 from uet.fep.peer import Peer
 from uet.link.base import Link
@@ -112,7 +113,7 @@ class Receive:
         return self.future.__await__()
 
 
-class Endpoint:
+class Endpoint(CoreDriver):
     """A Fabric Endpoint: ``await Endpoint.open(address, job=..., pid=...)``, then operations
     (module docstring), then ``close``. An async context manager (closes on exit).
 
@@ -179,14 +180,7 @@ class Endpoint:
         self._receive: Callable[[Any, int], None] = (
             self.fep.receive_batch if records else partial(self.fep.receive_marked, opened=True)
         )
-        self._futures: dict[int, asyncio.Future[Any]] = {}
-        self._writes: deque[WriteCompleted] = deque()
-        self._write_waiters: deque[asyncio.Future[WriteCompleted]] = deque()
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: int | None = None
-        self._pump_scheduled = False
-        self._closed = False
-        self._closed_future: asyncio.Future[None] | None = None
+        self._init_driver(self.fep)
         link.set_receiver(self._on_batch)
         if event_log is not None:
             event_log({"t": clock(), "ev": "open", "fep": self.address, "job": job, "pid": pid,
@@ -509,17 +503,6 @@ class Endpoint:
         self._schedule_pump()
         return ok
 
-    async def next_write(self) -> WriteCompleted:
-        """The next remote WRITE with header data that landed in one of this FEP's regions (the
-        target-side completion with immediate data, §6.5)."""
-        if self._writes:
-            return self._writes.popleft()
-        if self._closed:
-            raise EndpointClosed(f"{self} is closed")
-        fut: asyncio.Future[WriteCompleted] = self.loop.create_future()
-        self._write_waiters.append(fut)
-        return await fut
-
     @property
     def pending_messages(self) -> int:
         """Delivered messages waiting on the unexpected list for :meth:`recv`."""
@@ -547,40 +530,14 @@ class Endpoint:
     async def close(self) -> None:
         """Close gracefully (the core's close sequence, at most ``close_timeout_s``), then
         release the link. Operations still pending then fail with :class:`EndpointClosed`."""
-        if self._closed:
-            return
-        if self._closed_future is None:
-            self._closed_future = self.loop.create_future()
-            self.fep.close(self.clock())
-            self._schedule_pump()
-        await asyncio.shield(self._closed_future)
+        await self._close_driven(self.fep.close)
 
     def _finish_close(self) -> None:
-        self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        for fw in self._write_waiters:
-            if not fw.done():
-                fw.set_exception(EndpointClosed(f"{self} closed"))
-        self._write_waiters.clear()
-        self.link.close()
+        super()._finish_close()
         if isinstance(self.event_log, EventLog):
             self.event_log.flush()
-        if self._closed_future is not None and not self._closed_future.done():
-            self._closed_future.set_result(None)
 
     # -- driving the core ----------------------------------------------------------------------------
-
-    def _schedule_pump(self) -> None:
-        if not self._pump_scheduled:
-            self._pump_scheduled = True
-            self.loop.call_soon(self._pump)
-
-    def _pump(self) -> None:
-        self._pump_scheduled = False
-        if not self._closed:
-            self._transmit(self.clock())
 
     def _on_batch(self, batch: Any) -> None:
         """A batch from the link: ``(datagram, source FA, ecn with the link's trim marks)``
@@ -600,29 +557,6 @@ class Endpoint:
         self._dispatch()
         self._schedule_pump()
 
-    def _on_timer(self) -> None:
-        """The wake-up: run the core's timers and send what they produced — unless the core's
-        earliest deadline is still ahead (it moved later since the wake-up was armed: ``_transmit``
-        keeps an earlier wake-up rather than re-arming per batch), then only re-arm for it. A
-        receiver's coalesced-ACK deadline moves with every batch, so most wake-ups of a bulk
-        transfer are such early ones (measured: 855 of 948 at 8 KiB); under uvloop, whose timers
-        have millisecond resolution, a deadline under half a millisecond away wakes at the next
-        loop iteration, so this path runs repeatedly until the deadline and must stay cheap."""
-        self._timer = None
-        self._timer_at = None
-        if self._closed:
-            return
-        now = self.clock()
-        fep = self.fep
-        at = fep.get_timer()
-        if at is None or at > now:
-            if at is not None:
-                self._timer_at = at
-                self._timer = self.loop.call_later((at - now) / 1e9, self._on_timer)
-            return
-        fep.handle_timer(now)
-        self._transmit(now)
-
     def _transmit(self, now: int) -> None:
         """Send what the core hands out, complete futures from its events, re-arm the timer."""
         fep = self.fep
@@ -638,47 +572,5 @@ class Endpoint:
                 for data, dst, entropy, dscp, ecn in out:
                     send(data, dst, entropy, dscp, ecn)
         self._dispatch()
-        if self._closed:
-            return
-        at = fep.get_timer()
-        if at is None:
-            return
-        if self._timer is not None:
-            if self._timer_at is not None and self._timer_at <= at:
-                return  # an earlier (or equal) wake-up is already armed; it re-arms when it fires
-            self._timer.cancel()
-        self._timer_at = at
-        self._timer = self.loop.call_later(max(0, at - now) / 1e9, self._on_timer)
-
-    def _dispatch(self) -> None:
-        """Complete futures from the core's events."""
-        next_event = self.fep.next_event
-        futures = self._futures
-        # dispatched on type(ev) kept in a local; mypy cannot narrow through it, so Any here
-        ev: Any = next_event()
-        while ev is not None:
-            t = type(ev)
-            if t is WriteCompleted:
-                self._on_write(ev)
-            elif t is Closed:
-                self._finish_close()
-            else:
-                fut = futures.pop(ev.handle, None)
-                if fut is not None and not fut.done():
-                    if t is SendCompleted:
-                        fut.set_result(None)
-                    elif t is MessageReceived:
-                        fut.set_result(ev.message)
-                    elif t is OpCompleted:
-                        fut.set_result(ev.value)
-                    elif t is OpFailed:
-                        fut.set_exception(ev.error)
-            ev = next_event()
-
-    def _on_write(self, ev: WriteCompleted) -> None:
-        while self._write_waiters:
-            f = self._write_waiters.popleft()
-            if not f.done():
-                f.set_result(ev)
-                return
-        self._writes.append(ev)
+        if not self._closed:
+            self._arm(fep.get_timer(), now)

@@ -65,7 +65,9 @@ class EcnConfig:
     ``wred_drop`` drops Not-ECT packets the draw selects (never used on a lossless class).
     ``weight_shift`` n > 0 selects the classic averaged mode instead: avg ← (1 − 2⁻ⁿ)·avg + 2⁻ⁿ·q
     on each arrival and the decision at dequeue uses avg (router default n = 9); 0 (default, the
-    data-centre setting) is the instantaneous queue.
+    data-centre setting) is the instantaneous queue. ``last_hop`` false leaves ports facing a
+    host unmarked: with receiver credit (RCCC) pacing the last hop, "typically ECN is disabled on
+    the last-hop queue for this class" (behaviour.md §4.5), as uet-htsim does when RCCC runs.
     """
 
     kmin: int = 4 * KB
@@ -73,6 +75,7 @@ class EcnConfig:
     pmax: float = 0.2
     wred_drop: bool = False
     weight_shift: int = 0
+    last_hop: bool = True
 
     def probability(self, q: float) -> float:
         """Marking probability for a queue of ``q`` bytes."""

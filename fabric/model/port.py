@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from uet.fabric.model.config import FabricError
+from uet.fabric.model.config import EcnConfig, FabricError
 
 if TYPE_CHECKING:
     from uet.fabric.model.nic import HostNic
@@ -92,6 +92,8 @@ class Port:
         self.peer: tuple[Switch | HostNic, int] | None = None
         #: the far end is a host NIC (last hop: trimmed DSCP 5, §8.4)
         self.faces_host = False
+        #: ECN marking per TC on this port (None: no marking), set by the switch
+        self.ecn: list[EcnConfig | None] = [None] * 8
         self.peer_mac = b"\xff" * 6
         #: set by a Fabric: the far end's ``ingress(port, frame, t)``, and for a switch peer its
         #: ``_arrive(port, packet, t)`` (a forwarded packet keeps what ingress learned), and the

@@ -140,6 +140,10 @@ class Switch:
         self.lb = LoadBalancer(cfg.lb, switch_id, self.rng)
         self._dscp_map = cfg.dscp_map
         self._ecn = [t.ecn for t in cfg.tcs]
+        # marking per egress port: a class with ``last_hop`` off is not marked towards a host
+        lasthop = [e if e is None or e.last_hop else None for e in self._ecn]
+        for port in self.ports:
+            port.ecn = lasthop if port.faces_host else self._ecn
         self._trim_tc = cfg.trim.tc
         tel = self.telemetry
         # queue-depth / port-byte samples cost a check per packet: none when nobody keeps them
@@ -413,7 +417,7 @@ class Switch:
                 port.backlog -= 1
                 frame, ip = pkt.frame, pkt.ip
                 tos = frame[ip + IP_TOS]
-                ecn = self._ecn[tc]
+                ecn = port.ecn[tc]
                 if ecn is not None:
                     q = port.avg_q[tc] if ecn.weight_shift else port.qbytes[tc]
                     if q > ecn.kmin:

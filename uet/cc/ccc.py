@@ -106,7 +106,7 @@ class Ccc:
         if self.nscc is not None:
             self.nscc.on_send(size, now)
         if self.credit is not None:
-            self.credit.on_send(size)
+            self.credit.on_send(size, now)
 
     def ack_request(self, nbytes: int) -> bool:
         """Set AR on the packet of ``nbytes`` about to go (§4.3.3 ``ack_request``, evaluated as

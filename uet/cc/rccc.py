@@ -6,10 +6,11 @@ Two sans-I/O halves:
   seen so far, speculative start with ``MaxWnd`` of credit, the credit target it advertises on
   every CC request (RUD/ROD CC request ``credit_target``) or CREDIT_REQ, and when to repeat a
   CREDIT_REQ while it is blocked.
-- :class:`CreditScheduler`, one per receiving FEP: the pacer that serves active senders round
-  robin, each grant ``grant_mtus × MTU`` of credit but never beyond the sender's advertised
-  target, spaced by ``grant_bytes × 8 / (link_bps × pull_rate)`` (§4.5 "Receiver pacer"). Its
-  deadline goes into the PDS ``get_timer()``; :meth:`CreditScheduler.poll` returns the grants due.
+- :class:`CreditScheduler`, one per receiving FEP: the pacer that serves active senders, least
+  served first (round robin among equals), each grant ``grant_mtus × MTU`` of credit but never
+  beyond the sender's advertised target, spaced by ``grant_bytes × 8 / (link_bps × pull_rate)``
+  (§4.5 "Receiver pacer"). Its deadline goes into the PDS ``get_timer()``;
+  :meth:`CreditScheduler.poll` returns the grants due.
 
 Credit travels in 256-byte quanta; targets and grants are cumulative 24-bit counters (the width
 of ``credit_target`` in the CC request and of ``credit`` in the credit ACK state, wire-format.md
@@ -18,14 +19,14 @@ of ``credit_target`` in the CC request and of ``credit`` in the credit ACK state
 - A grant travels in a CREDIT control packet whose 32-bit payload carries the 24-bit cumulative
   grant; a CREDIT_REQ's payload carries the 24-bit cumulative target.
 - Idle senders get no "slow" unsolicited grants (optional in htsim): a sender with new demand
-  advertises it, and a blocked one repeats its CREDIT_REQ once per ``credit_req_ns``.
+  advertises it, and a blocked one restates it in a CREDIT_REQ when a grant is overdue
+  (:meth:`CreditSender.request_deadline`).
 - On a trim the receiver adds one MTU to the sender's target (it "puts the source back on the
   active list to fund the retransmission").
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Hashable
 
 from uet.cc.config import CcConfig
@@ -56,6 +57,11 @@ class CreditSender:
         self.advertised = 0
         self.last_req = -(1 << 62)
         self.req_interval = cfg.credit_req_ns if cfg.credit_req_ns is not None else cfg.base_rtt_ns
+        #: when the receiver last heard from us (a CC request carrying the target) or we from it
+        #: (a grant), and the smoothed time between grants (1/8 gain)
+        self.last_heard = -(1 << 62)
+        self.last_grant: int | None = None
+        self.grant_gap = 0.0
         #: bytes waiting to be sent / resent (set by the owner before asking for a target)
         self.backlog = 0
         self.rtx_backlog = 0
@@ -65,8 +71,11 @@ class CreditSender:
     def can_send(self) -> bool:
         return self.credit > 0
 
-    def on_send(self, size: int) -> None:
+    def on_send(self, size: int, now: int | None = None) -> None:
+        """A packet of nominal ``size`` went; at ``now`` (when given) it carried our target."""
         self.credit -= size
+        if now is not None:
+            self.last_heard = now
 
     def end_speculation(self) -> None:
         """The first grant, ACK or NACK ends speculation; unused speculative credit is
@@ -102,55 +111,98 @@ class CreditSender:
         self.credit = min(self.credit + QUANTUM * d, self.max_wnd)
         self.granted_bytes += QUANTUM * d
         self.pull = grant
+        lg = self.last_grant
+        if lg is not None:
+            gap = now - lg
+            self.grant_gap = float(gap) if not self.grant_gap else self.grant_gap + (gap - self.grant_gap) / 8
+        self.last_grant = self.last_heard = now
         if self._log is not None:
             self._log({"t": now, "ev": "cc", "algo": "rccc", "credit": int(self.credit), "pull": grant})
 
     def request_deadline(self) -> int | None:
-        """When a CREDIT_REQ is due: only while blocked (no credit, not speculating, backlog)."""
+        """When a CREDIT_REQ is due: only while blocked (no credit, not speculating, backlog),
+        once the receiver looks to have lost track of us (§4.5 "Timeout with no credit"):
+        ``credit_req_ns`` plus twice the usual time between grants after it last heard our
+        target or we last heard a grant, and at most once per ``credit_req_ns``. Inference: the
+        notes give only the rate limit; a blocked source in an N→1 incast waits about N grant
+        times by design, and a request per RTT of that wait (htsim sends its RTS only on a
+        retransmission timeout) was control traffic on the receiver's link — about one per
+        grant in the 15→1 incast."""
         if self.credit > 0 or self.speculating or self.backlog + self.rtx_backlog <= 0:
             return None
-        return self.last_req + self.req_interval
+        heard = self.last_heard + int(2 * self.grant_gap)
+        return max(self.last_req, heard) + self.req_interval
 
     def on_request_sent(self, now: int) -> None:
         self.last_req = now
 
 
 class _Peer:
-    __slots__ = ("target", "granted", "active", "route")
+    __slots__ = ("target", "granted", "active", "route", "served", "rx")
 
     def __init__(self) -> None:
         self.target = 0
         self.granted = 0
         self.active = False
         self.route: object = None
+        #: service account (bytes): grants given plus data delivered beyond them, raised on
+        #: activation to the fair floor; the pacer's key is ``max(served, rx)``
+        self.served = 0
+        #: nominal bytes of its untrimmed data that reached this receiver (speculative included)
+        self.rx = 0
 
 
 class CreditScheduler:
     """Receiver pacer of one FEP (§4.5 "Receiver pacer"), keyed by sender (any hashable key).
 
-    ``note_target(key, target, now, route)`` records a sender's cumulative target (and where to
-    send its grants, ``route``, opaque to the scheduler); ``deadline()`` is the next grant time
-    (None when the pacer has stopped); ``poll(now)`` returns ``[(key, route, cumulative grant)]``
-    for the grants due, at most one per pacing interval elapsed."""
+    ``note_target(key, target, now, route, rx)`` records a sender's cumulative target (and where
+    to send its grants, ``route``, opaque to the scheduler) and the nominal bytes of the data
+    packet that carried it (0 when trimmed); ``deadline()`` is the next grant time (None when the
+    pacer has stopped); ``poll(now)`` returns ``[(key, route, cumulative grant)]`` for the grants
+    due, at most one per pacing interval elapsed.
+
+    **Order of service** (inference; the notes say "served round-robin"): the next grant goes to
+    the active sender that has had the least service, ``max(granted bytes, data bytes received)``,
+    ties in round-robin order — start-time fair queueing over the receiver's link. With every
+    sender always active it is plain round robin. It differs where plain round robin is unfair:
+
+    - data a sender delivered without a grant (its speculative start, §4.5) counts as service, so
+      the sender nearest the receiver, whose speculative window arrives first and untrimmed, does
+      not keep that lead over senders whose speculative packets were trimmed;
+    - a sender that drops out of the active list between grants (its window, NSCC's ``cwnd +
+      MTU`` cap on the target, holds it back for an RTT) keeps its place instead of losing its
+      turns, so a long-RTT sender is not starved by a short-RTT one.
+
+    A sender (re)joining the active list cannot bank service while it was idle: its account is
+    raised to the least account among the active senders (or, with none active, the last one
+    served) less one ``MaxWnd``, so a newcomer catches up at most one speculative window ahead
+    of the others. ``uet-sim --suite cc --only incast15_rccc``: max/min 1.08 → 1.02 (tail 2,512 →
+    2,513 µs)."""
 
     def __init__(self, cfg: CcConfig, ports: int = 1, log: Callable[[dict], None] | None = None) -> None:
         self.cfg = cfg
         self.grant_bytes = cfg.grant_mtus * cfg.mtu
         self.rate_Bpns = cfg.link_bps * ports * cfg.pull_rate / 8e9
+        self.allowance = int(cfg.max_wnd)
         self.peers: dict[Hashable, _Peer] = {}
-        self.active: deque[Hashable] = deque()
+        #: active senders in round-robin order (the least served goes first, ties in this order)
+        self.active: list[Hashable] = []
         self.next_time: int | None = None
         self.grants = 0
+        #: the service account of the sender granted last (the floor when none is active)
+        self.vtime = 0
         self._log = log
 
-    def note_target(self, key: Hashable, target: int, now: int, route: object = None) -> int | None:
-        """Record a cumulative target. Returns the cumulative grant to repeat when the sender
-        asks for nothing beyond what it was granted (its CREDIT must have been lost), else None."""
+    def note_target(self, key: Hashable, target: int, now: int, route: object = None, rx: int = 0) -> int | None:
+        """Record a cumulative target and ``rx`` nominal bytes of data received from ``key``.
+        Returns the cumulative grant to repeat when the sender asks for nothing beyond what it was
+        granted (its CREDIT must have been lost), else None."""
         p = self.peers.get(key)
         if p is None:
             p = self.peers[key] = _Peer()
         if route is not None:
             p.route = route
+        p.rx += rx
         target &= M24
         if diff24(target, p.target) > 0:
             p.target = target
@@ -176,6 +228,11 @@ class CreditScheduler:
 
     def _activate(self, key: Hashable, p: _Peer, now: int) -> None:
         if not p.active and diff24(p.target, p.granted) > 0:
+            peers = self.peers
+            floor = min((max(peers[k].served, peers[k].rx) for k in self.active), default=self.vtime)
+            floor -= self.allowance
+            if p.served < floor:
+                p.served = floor
             p.active = True
             self.active.append(key)
             if self.next_time is None:
@@ -184,29 +241,45 @@ class CreditScheduler:
     def deadline(self) -> int | None:
         return self.next_time
 
+    def _pick(self) -> int:
+        """Index in ``active`` of the least served sender (the first of equals)."""
+        peers = self.peers
+        best = 0
+        low = -1
+        for i, k in enumerate(self.active):
+            p = peers[k]
+            s = p.served if p.served > p.rx else p.rx
+            if low < 0 or s < low:
+                best, low = i, s
+        return best
+
     def poll(self, now: int) -> list[tuple[Hashable, object, int]]:
         out: list[tuple[Hashable, object, int]] = []
         nt = self.next_time
+        active = self.active
         while nt is not None and nt <= now:
-            if not self.active:
+            if not active:
                 nt = None
                 break
-            key = self.active.popleft()
+            key = active.pop(self._pick())
             p = self.peers[key]
             want = diff24(p.target, p.granted) * QUANTUM
             g = min(self.grant_bytes, want)
             q = -(-g // QUANTUM)
             p.granted = (p.granted + q) & M24
+            # data it delivered beyond its grants (its speculative window) is service too
+            p.served = (p.served if p.served > p.rx else p.rx) + q * QUANTUM
+            self.vtime = p.served
             out.append((key, p.route, p.granted))
             self.grants += 1
             if diff24(p.target, p.granted) > 0:
-                self.active.append(key)
+                active.append(key)
             else:
                 p.active = False
             nt += max(1, int(q * QUANTUM / self.rate_Bpns))
-        if nt is not None and not self.active and nt <= now:
+        if nt is not None and not active and nt <= now:
             nt = None
         self.next_time = nt
         if out and self._log is not None:
-            self._log({"t": now, "ev": "cc", "algo": "rccc_rx", "grants": len(out), "active": len(self.active)})
+            self._log({"t": now, "ev": "cc", "algo": "rccc_rx", "grants": len(out), "active": len(active)})
         return out

@@ -17,8 +17,10 @@ whatever they wait with. The surface is aioquic's ``QuicConnection``:
 **Driving it.** After any input (a batch of datagrams, a timer, an operation) call
 :meth:`datagrams_to_send` — it first runs the *pump*: takes the PDS events (ACKs complete
 packets; see :mod:`uet.fep.lanes` for the sender's completion rule), refills the eager lanes,
-hands the SES engines' packets to PDS — then drain :meth:`next_event` and re-arm the timer from
-:meth:`get_timer`. Operations do not take ``now``: they use the latest time the core was given.
+hands the SES engines' packets to PDS; the datagrams PDS then has ready go out with their
+destinations served round-robin (:mod:`uet.fep.scheduler`) — then drain :meth:`next_event` and
+re-arm the timer from :meth:`get_timer`. Operations do not take ``now``: they use the latest time
+the core was given.
 
 **Sends.** The protocol (eager, rendezvous, deferrable) is the SES initiator's rule
 (:meth:`~uet.ses.initiator.SesInitiator.protocol_for`). A plain eager send (no DC) goes on a lane
@@ -74,6 +76,7 @@ from uet.fep.marking import classes
 from uet.fep.operations import Operations, _Posted
 from uet.fep.peer import PeerBook
 from uet.fep.receives import Waiters
+from uet.fep.scheduler import interleave
 from uet.pds import Mode, PdsCore
 from uet.ses.fep import SesFep
 from uet.ses.initiator import InitiatorConfig
@@ -366,7 +369,7 @@ class FepCore(Operations, Completions):
             self._pump(now)
             if self._closing:
                 self._close_progress(now)
-        out = self.pds.datagrams_to_send(now)
+        out = interleave(self.pds.datagrams_to_send(now))  # destinations round-robin
         if self.crc is not None and out:
             out = self.crc.seal_batch(out)  # the CRC-32C trailer (uet.fep.integrity)
         if not self._closed:

@@ -20,22 +20,82 @@ kills honest transfers; issue "reliability" items 10 and 18). Choices (inference
   rest, so a peer that went silent — or a forger whose packet made the target send a window of
   read requests — draws ``window + rounds × rto_burst`` packets over the whole budget instead of
   ``window × rounds``.
+
+**Adaptive RTO** (``PdsConfig.rto_adaptive``; choice: the notes give only a fixed
+``RTO_Init_Time``, §2.9). A fixed RTO is right when the round trip is known and stable (the
+simulator's validation runs, a quiet fabric); it collapses when the round trip grows past it — on
+a shared two-core machine the switch process falls behind and its socket queues hold hundreds of
+milliseconds of frames, every timer fires on packets that were delivered, and the spurious copies
+add the load that keeps the queues long (issue 10: 0 of 240 flows of ``uet-run --workload
+all_to_all -n 16`` intact). With the option on, each PDC keeps TCP's estimator (RFC 6298 §2):
+
+- a valid sample ``R`` (the §2.9 rule: a packet sent once and an ACK without ``retx``, or sent
+  twice and an ACK with ``retx`` — Karn's rule made exact by the ACK's flag) updates
+  ``RTTVAR ← ¾ RTTVAR + ¼ |SRTT − R|`` then ``SRTT ← ⅞ SRTT + ⅛ R`` (the first sample sets
+  ``SRTT = R``, ``RTTVAR = R / 2``);
+- ``RTO = SRTT + 4 RTTVAR``, never below ``rto_ns`` (``RTO_Init_Time`` is both the value before
+  the first sample and the floor, as RFC 6298's 1 s minimum) nor above 60 s (RFC 6298 (2.5));
+- the back-off above applies to it unchanged, but a timeout's doubled RTO is kept until a valid
+  sample arrives (RFC 6298 (5.7)), not dropped at the first ACK of a packet sent before the
+  timeout: that ACK answers the original, whose round trip is exactly what the short RTO
+  underestimated.
+
+Off by default in :class:`~uet.pds.config.PdsConfig` (the fixed RTO of the simulator's runs and
+of every exact-packet test stays as it was); ``uet-run`` turns it on for the live engine.
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from uet.pds.config import PdsConfig
 
 #: the shift never grows past this (2^16 × any sane RTO is beyond every cap)
 MAX_SHIFT = 16
+#: upper bound of the adaptive RTO: RFC 6298 (2.5) allows a maximum of at least 60 s
+RTO_EST_MAX_NS = 60_000_000_000
 
 
-def rto_for(cfg: PdsConfig, shift: int) -> int:
-    """The RTO in force after ``shift`` back-offs: ``rto_ns << shift``, at most ``rto_max_ns``
-    (a cap below ``rto_ns`` means no back-off at all)."""
-    r = cfg.rto_ns << shift
-    cap = cfg.rto_max_ns if cfg.rto_max_ns > cfg.rto_ns else cfg.rto_ns
+class RttState(Protocol):
+    """What :func:`rtt_sample` updates: an initiator PDC (uet.pds.pdc.InitiatorPdc)."""
+
+    srtt: int
+    rttvar: int
+    rto: int
+    rto_shift: int
+
+
+def rto_for(cfg: PdsConfig, shift: int, base: int = 0) -> int:
+    """The RTO in force after ``shift`` back-offs: ``base << shift`` (``base``: the PDC's
+    adaptive RTO, 0 = none yet or fixed mode: ``rto_ns``), at most ``rto_max_ns`` (a cap below
+    the base means no back-off at all)."""
+    b = base or cfg.rto_ns
+    r = b << shift
+    cap = cfg.rto_max_ns if cfg.rto_max_ns > b else b
     return r if r <= cap else cap
+
+
+def rtt_sample(st: RttState, rtt: int, cfg: PdsConfig) -> None:
+    """Take one valid RTT sample (ns) into the adaptive estimator (module docstring, RFC 6298
+    §2): new ``srtt``, ``rttvar`` and ``rto`` (the base :func:`rto_for` backs off), and the
+    back-off ends (RFC 6298 (5.7))."""
+    s = st.srtt
+    if not s:
+        st.srtt = rtt
+        st.rttvar = rtt >> 1
+    else:
+        d = s - rtt
+        if d < 0:
+            d = -d
+        st.rttvar += (d - st.rttvar) >> 2
+        st.srtt = s + ((rtt - s) >> 3)
+    r = st.srtt + 4 * st.rttvar
+    if r < cfg.rto_ns:
+        r = cfg.rto_ns
+    elif r > RTO_EST_MAX_NS:
+        r = RTO_EST_MAX_NS
+    st.rto = r
+    st.rto_shift = 0
 
 
 def next_shift(shift: int) -> int:

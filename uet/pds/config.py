@@ -61,6 +61,11 @@ class PdsConfig:
             spuriously yet recovers a lost tail quickly. The initial value: it backs off
             exponentially up to ``rto_max_ns`` (uet.pds.backoff).
         rto_max_ns: cap of the backed-off RTO (inference: 100 ms; uet.pds.backoff).
+        rto_adaptive: each PDC's RTO follows its measured round trip (RFC 6298's ``SRTT +
+            4 RTTVAR`` from §2.9-valid samples, floored at ``rto_ns``, backed off as above and
+            kept backed off until a valid sample; uet.pds.backoff). Off (default): the fixed
+            ``rto_ns`` of the notes, which the simulator's validation runs use; the live engine
+            (``uet-run``) turns it on, because there the round trip follows the CPU load.
         max_rto_retx: ``Max_RTO_Retx_Cnt`` (5, §2.9); RTO retransmissions and ACK_REQs per packet
             before it may fail; it fails once ``retry_time_ns`` have also passed since its first
             transmission (uet.pds.backoff).
@@ -154,6 +159,15 @@ class PdsConfig:
             used this many PSNs is closed at the next message boundary and a new PDC takes the
             next message. The spec's bound is 2^31; the check runs when a message starts, so the
             default keeps 2^16 PSNs of headroom for the message in progress.
+        secure_syn_window: packets a secure PDC (one with an SDI) sends while in SYN_SENT, before
+            the target's first ACK or NACK, unless the initiator holds an ``ini_start_psn`` for
+            the SDI (learnt from a 0-RTT target's closing ACK, so its Start_PSN will be accepted);
+            0 = the whole window. Choice (§2.3.2 is silent on the first flight): a
+            RANDOM_1RTT_START target — our FEPs' default — refuses every new PDC's first flight
+            with ``NEW_START_PSN``, and the initiator resent all of it (128 packets per PDC with
+            no loss, ``uet-bench pair --tss``). With 1 the NACK comes as fast and the window
+            follows at once under the minted Start_PSN; a 0-RTT target met for the first time
+            costs one round trip.
         rod_gbn_holdoff: ROD go-back-N (§2.13): after a restart from PSN p, ``ROD_OOO`` NACKs
             naming p again are stale (they answer packets sent before the restart) until this
             many × the smoothed RTT has passed (``rto_ns / 4`` before the first RTT sample);
@@ -169,6 +183,7 @@ class PdsConfig:
     max_outstanding: int = 128
     rto_ns: int = 2_000_000
     rto_max_ns: int = 100_000_000
+    rto_adaptive: bool = False
     max_rto_retx: int = 5
     retry_time_ns: int = 2_000_000_000
     rto_burst: int = 4
@@ -201,6 +216,7 @@ class PdsConfig:
     start_psn: int | None = None
     control_entropy: int = 0xC000
     psn_range_limit: int = (1 << 31) - (1 << 16)
+    secure_syn_window: int = 1
     rod_gbn_holdoff: float = 1.5
     rod_nack_holdoff_ns: int | None = None
 

@@ -305,7 +305,8 @@ class ControlMixin(PdsState):
             if ret.parked:
                 cands.append(self._parked_deadline(ret))
             else:
-                cands.append(next(iter(ret.outstanding.values())).tx_time + rto_for(self.config, ret.rto_shift))
+                first = next(iter(ret.outstanding.values()))
+                cands.append(first.tx_time + rto_for(self.config, ret.rto_shift, ret.rto))
         if tp.close_req is not None:
             cands.append(tp.close_req[1] + rto_for(self.config, tp.close_req[2]))
         if st is _T_CLOSE_WAIT:

@@ -50,6 +50,7 @@ from uet.pds._aliases import (
     _S_ESTABLISHED,
     _S_SYN_SENT,
 )
+from uet.pds.backoff import rtt_sample
 from uet.pds.events import Acked, AckedRun, NackReceived, ProbeAnswered
 from uet.pds.pdc import InitiatorPdc
 from uet.pds.state import PdsState
@@ -174,8 +175,9 @@ class FeedbackMixin(PdsState):
                 if flags & _A_M:
                     ecn_bytes = pkt.nbytes
                 # §2.9 validity; a packet marked lost and not yet resent has no valid sample
-                # (its RTO re-armed ``tx_time`` while it waited for the gate)
-                if (pkt.sends == 1 or (pkt.sends == 2 and flags & _A_RETX)) and not pkt.rtx_wait:
+                # (its RTO re-armed ``tx_time`` while it waited for the gate), nor one whose RTO
+                # re-armed it without sending (``rearmed``)
+                if (pkt.sends == 1 or (pkt.sends == 2 and flags & _A_RETX)) and not (pkt.rtx_wait or pkt.rearmed):
                     rtt = now - pkt.tx_time
                 if pkt.ctl is None:
                     events.append(_tnew(Acked, (pkt.token, nh, data[hl:] if nh else b"")))
@@ -245,8 +247,12 @@ class FeedbackMixin(PdsState):
         while b != nxt and b not in out:
             b = (b + 1) & _M32
         pdc.tx_base = b
+        adaptive = self.config.rto_adaptive
         if rtt is not None:
-            pdc.srtt = rtt if not pdc.srtt else pdc.srtt + ((rtt - pdc.srtt) >> 3)
+            if adaptive:
+                rtt_sample(pdc, rtt, self.config)  # SRTT, RTTVAR, RTO; ends a back-off (uet.pds.backoff)
+            else:
+                pdc.srtt = rtt if not pdc.srtt else pdc.srtt + ((rtt - pdc.srtt) >> 3)
         if ccs:
             if ccx >= 0:  # the marked bytes by difference (256-byte units, 24-bit wrap)
                 e = (ccx >> 40) & 0xFFFFFF
@@ -262,7 +268,8 @@ class FeedbackMixin(PdsState):
                 pdc.rtx_credit += fresh + len(ents)
         if npk:
             c["acked"] = c.get("acked", 0) + npk
-            pdc.rto_shift = 0  # progress: the backed-off RTO returns to its initial value (§2.9)
+            if not adaptive:
+                pdc.rto_shift = 0  # progress: the backed-off RTO returns to its initial value (§2.9)
             w = pdc.rod_win
             if w:  # ROD go-back-N window grows by one packet per window acknowledged (§2.13)
                 pdc.rod_acc += npk
@@ -481,7 +488,7 @@ class FeedbackMixin(PdsState):
             # not) are their own congestion signal; the RTT sample follows the §2.9 rule
             retx = flags & _N_RETX
             ok = (pkt.sends == 1 and not retx) or (pkt.sends == 2 and retx)
-            rtt = now - pkt.tx_time if ok and not pkt.rtx_wait else None
+            rtt = now - pkt.tx_time if ok and not (pkt.rtx_wait or pkt.rearmed) else None
             lasthop = code == _NC_TRIMMED_LASTHOP
             gate.on_nack_cc(pkt.nbytes, bool(flags & _N_M), rtt, lasthop or code == _NC_TRIMMED, lasthop, now)
             self._cc_probe(pdc, now)
@@ -528,6 +535,8 @@ class FeedbackMixin(PdsState):
             self._close_error(pdc, "NEW_START_PSN loop", int(_NC_NEW_START_PSN), now)
             return
         pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S_SYN_SENT)
+        pdc.syn_cap = 0  # the target minted this Start_PSN: the whole window may go (uet.pds.config)
+        self._dirty[pdc] = None
         delta = (new_start - pdc.start_psn) & _M32
         pdc.start_psn = new_start & _M32
         pdc.next_psn = (pdc.next_psn + delta) & _M32

@@ -306,6 +306,11 @@ class InitiatorMixin(PdsState):
             ent = self.entropy_factory(mode, self.rng, cfg.entropy_paths)
         pdc = InitiatorPdc(key, peer, mode, self._alloc_pdcid(), start & _M32, ent, g[0])
         pdc.sdi = sdi
+        if sdi is not None and cfg.secure_syn_window and cfg.start_psn is None:
+            # a secure first flight a 1-RTT target will refuse: send little of it (config doc)
+            known = getattr(hook, "ini_start_psn", None)
+            if known is None or not known(sdi):
+                pdc.syn_cap = cfg.secure_syn_window
         pdc.peer_mp = min(128, cfg.mp_range)
         pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S_SYN_SENT)
         pdc.last_activity = now
@@ -424,7 +429,9 @@ class InitiatorMixin(PdsState):
                     d = (psn - lim) & _M32
                     if d and d < 0x80000000:
                         break
-                    if pdc.state is _S_SYN_SENT and ((psn - pdc.start_psn) & _M32) > 4095:
+                    if pdc.state is _S_SYN_SENT and (
+                        ((psn - pdc.start_psn) & _M32) > 4095 or (pdc.syn_cap and used >= pdc.syn_cap)
+                    ):
                         break
                     pkt = pending[0]
                     if quota < 0:
@@ -508,6 +515,8 @@ class InitiatorMixin(PdsState):
         ent = pdc.entropy.next_entropy()
         pkt.entropy = ent
         pkt.tx_time = now
+        if pkt.rearmed:
+            pkt.rearmed = False
         if not pkt.sends:
             pkt.first_tx = now
         pkt.sends += 1
@@ -615,9 +624,9 @@ class InitiatorMixin(PdsState):
         if out:
             if pdc.parked:
                 return self._parked_deadline(pdc)
-            return next(iter(out.values())).tx_time + rto_for(self.config, pdc.rto_shift)
+            return next(iter(out.values())).tx_time + rto_for(self.config, pdc.rto_shift, pdc.rto)
         if self._window_stalled(pdc):
-            return pdc.last_activity + rto_for(self.config, pdc.rto_shift)
+            return pdc.last_activity + rto_for(self.config, pdc.rto_shift, pdc.rto)
         if pdc.owner is not None or pdc.locks:
             return None
         ci = self.config.close_idle_ns
@@ -636,7 +645,7 @@ class InitiatorMixin(PdsState):
         resource-shortage NACK, :meth:`_park`): their resend times and the others' RTOs. A scan
         of at most ``max_outstanding`` packets, only while something is parked; it also recounts
         ``pdc.parked`` (packets acknowledged while parked leave the count stale-high)."""
-        best, pdc.parked = earliest_deadline(pdc.outstanding.values(), rto_for(self.config, pdc.rto_shift))
+        best, pdc.parked = earliest_deadline(pdc.outstanding.values(), rto_for(self.config, pdc.rto_shift, pdc.rto))
         return best
 
     def _park(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None:
@@ -663,6 +672,7 @@ class InitiatorMixin(PdsState):
             return False
         out = pdc.outstanding
         pkt.tx_time = now
+        pkt.rearmed = True
         del out[pkt.psn]
         out[pkt.psn] = pkt
         self._count("rto_behind_buffered_gap")
@@ -713,10 +723,15 @@ class InitiatorMixin(PdsState):
         if pkt.dst_received and pkt.ctl is None:
             self._send_ctl(pdc, _CT_ACK_REQ, pkt.psn, 0, now, _AR)
             pkt.tx_time = now
+            pkt.rearmed = True
             del out[pkt.psn]
             out[pkt.psn] = pkt
         elif psn_diff(pkt.psn, (pdc.max_cack + pdc.peer_mp) & _M32) > 0:
-            pkt.tx_time = now  # the peer window forbids it: wait (§2.9)
+            # the peer window forbids it: wait (§2.9) one more RTO, and take no RTT sample from
+            # an ACK naming it (it was not sent now; ``rearmed``)
+            pkt.tx_time = now
+            pkt.rearmed = True
+            self._count("rto_window_wait")
             del out[pkt.psn]
             out[pkt.psn] = pkt
         elif pdc.gate.cc_signals and pkt.ctl is None:
@@ -737,7 +752,7 @@ class InitiatorMixin(PdsState):
         w = pdc.cc_wake
         if w is not None and w <= now:
             self._cc_wake(pdc, now)
-        rto = rto_for(self.config, pdc.rto_shift)
+        rto = rto_for(self.config, pdc.rto_shift, pdc.rto)
         rto0 = self.counters.get("rto", 0)
         try:
             self._ipdc_timer_rto(pdc, now, rto)
@@ -775,6 +790,7 @@ class InitiatorMixin(PdsState):
                 # rest without sending; they go in a later round if the silence lasts, at once
                 # when an ACK shows the peer alive (uet.pds.backoff)
                 pkt.tx_time = now
+                pkt.rearmed = True
                 del out[pkt.psn]
                 out[pkt.psn] = pkt
                 self._count("rto_deferred")

@@ -55,6 +55,10 @@ class TxPkt:
     fast_done = False
     #: waiting in its PDC's CCC-gated retransmission queue (``InitiatorPdc.cc_rtx``)
     rtx_wait = False
+    #: its RTO re-armed ``tx_time`` without sending it (the peer window forbade it, or the
+    #: round's burst was spent): until it is sent again, an ACK naming it gives no RTT sample
+    #: (``now - tx_time`` would measure from a moment nothing was sent; uet.pds.initiator)
+    rearmed = False
 
     def __init__(self, token: Any, next_hdr: int, ses: bytes, payload: Any, som: bool, eom: bool) -> None:
         self.psn = -1
@@ -135,6 +139,8 @@ class InitiatorPdc:
         "rrx",
         "locks",
         "srtt",
+        "rttvar",
+        "rto",
         "gbn_time",
         "gbn_end",
         "gbn_next",
@@ -148,6 +154,7 @@ class InitiatorPdc:
         "cc_wake",
         "cc_rtx",
         "ar_psn",
+        "syn_cap",
         "rtx_credit",
     )
 
@@ -201,6 +208,10 @@ class InitiatorPdc:
         self.locks = 0
         #: smoothed RTT (ns, EWMA 1/8 of valid samples, §2.9); 0 until the first sample
         self.srtt = 0
+        #: RTT variation and the adaptive RTO before back-off (ns; ``PdsConfig.rto_adaptive``,
+        #: uet.pds.backoff); ``rto`` 0 = no sample yet or fixed mode: ``rto_ns`` applies
+        self.rttvar = 0
+        self.rto = 0
         #: time of the last go-back-N restart (ROD)
         self.gbn_time = 0
         #: next_psn at that restart: [gbn_from, gbn_end) was resent
@@ -228,6 +239,9 @@ class InitiatorPdc:
         #: PSN of the packet most recently sent with AR (§2.5 step 3); while it is not yet
         #: cumulatively acknowledged an ACK is on its way, so a refill needs no AR of its own
         self.ar_psn = (start_psn - 1) & 0xFFFFFFFF
+        #: packets this PDC may send in SYN_SENT (0 = the window): a secure PDC whose Start_PSN
+        #: the target may refuse (``PdsConfig.secure_syn_window``)
+        self.syn_cap = 0
 
 
 class TargetPdc:

@@ -313,7 +313,7 @@ class TargetMixin(PdsState):
         ent = cfg.control_entropy if entropy is None else entropy
         tp.last_rx = now
         if ccs is not None and self.credit_scheduler is not None:
-            self._note_credit_target(tp, ccs[0], ccs[1], trimmed, now)
+            self._note_credit_target(tp, ccs[0], ccs[1], 0 if trimmed else len(data) + 48, now)
         if cpo < 0:
             self._note_clear(tp, (psn + cpo) & _M32)
         d = (psn - tp.rx_base) & _M32
@@ -682,14 +682,16 @@ class TargetMixin(PdsState):
 
     # -- RCCC receiver (spec/behaviour.md §4.5) ----------------------------------------------------
 
-    def _note_credit_target(self, tp: TargetPdc, ccc: int, target: int, trimmed: bool, now: int) -> None:
+    def _note_credit_target(self, tp: TargetPdc, ccc: int, target: int, nominal: int, now: int) -> None:
         """A CC request's credit target for the sender's CCC ``(peer, ccc)``; its grants go on
-        ``tp``. A trimmed one also funds its retransmission (one MTU more, §3.3, §4.5)."""
+        ``tp``. ``nominal``: the request's nominal size (§4.2), 0 when it arrived trimmed; the
+        pacer counts it as service to the sender (uet.cc.rccc). A trimmed one also funds its
+        retransmission (one MTU more, §3.3, §4.5)."""
         cs = self.credit_scheduler
         tp.ccc = ccc
         key = (tp.peer, ccc)
-        cs.note_target(key, target, now, tp)
-        if trimmed:
+        cs.note_target(key, target, now, tp, nominal)
+        if not nominal:
             cs.add_demand(key, self.cc_params.mtu, now)
 
     def _send_grants(self, now: int) -> None:
