@@ -221,7 +221,9 @@ class Workload:
             report.rx.append(_rx(m, loop.time() - t0))
 
 
-def _flow_report(f: Flow, ep: Transport, dst: str, t: float, data: list[bytes], error: str | None) -> FlowReport:
+def _flow_report(
+    f: Flow, ep: Transport, dst: str, t: float, data: list[bytes | memoryview], error: str | None
+) -> FlowReport:
     """The sender's report of flow ``f`` (messages ``data``) to ``dst``, ``t`` s after the start."""
     hashes = [hashlib.sha256(d).hexdigest() for d in data]
     return FlowReport(f.id, ep.address, dst, f.messages * f.nbytes, f.messages, t, _retransmits(ep, dst), hashes, error)
