@@ -107,3 +107,36 @@ async def test_an_early_wake_up_only_re_arms() -> None:
         ea._on_timer()
         assert len(fired) == 1
         del fep.get_timer
+
+
+async def test_each_link_batch_is_answered_before_the_next_is_taken() -> None:
+    """Two link batches taken in one wake-up: the first one's ACKs leave before the second is
+    received, so one flush never answers more than one batch (the PDS coalescing and its 64-PSN
+    SACK bitmap are sized for a batch; answering several at once while CACK was held by an
+    uncleared guaranteed response made the sender resend packets that had arrived)."""
+    ea, eb = await _pair()
+    captured: list[tuple[bytes, str, int]] = []
+    flushes: list[int] = []
+    inner = eb.link.send_marked  # type: ignore[attr-defined]
+
+    def record(datagrams: Any, tos: Any) -> None:
+        flushes.append(len(datagrams))
+        inner(datagrams, tos)
+
+    async with ea, eb:
+        data = bytes(range(256)) * (128 * 4096 // 256)
+        r = eb.post_recv(None)
+        ea._send_marked = lambda datagrams, tos: captured.extend(datagrams)  # type: ignore[assignment]
+        fut = ea.send_nowait(eb.address, data)
+        for _ in range(100):
+            if len(captured) >= 128:
+                break
+            await asyncio.sleep(0)
+        assert len(captured) == 128  # the first window, held back from the wire
+        ea._send_marked = ea.link.send_marked  # type: ignore[attr-defined]
+        eb._send_marked = record  # type: ignore[assignment]
+        eb._on_batch([(d, ea.address, 0) for d, _dst, _ent in captured[:64]])
+        eb._on_batch([(d, ea.address, 0) for d, _dst, _ent in captured[64:]])
+        assert len(flushes) == 1  # the first batch's ACK, sent before the second batch went in
+        await asyncio.wait_for(fut, T)
+        assert (await asyncio.wait_for(r, T)).data == data

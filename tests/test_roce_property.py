@@ -73,6 +73,15 @@ ops = st.lists(
 @example(
     ops=[("read", 257), ("send", 1)], loss=0.0, dup=0.0, reorder=0.0, seed=0, ce=0.0
 )  # ACK overtook READ responses
+@example(
+    ops=[("send", 0), ("send", 257), ("send", 0), ("send", 0), ("send", 513), ("read", 257)]
+    + [("send", 0), ("send", 0), ("send", 257), ("read", 0)],
+    loss=0.1,
+    dup=0.0,
+    reorder=0.0,
+    seed=1,
+    ce=0.0,
+)  # an ACK past a READ whose rewind was under way left the cursor behind una
 def test_exactly_once_in_order(ops, loss, dup, reorder, seed, ce) -> None:  # noqa: ANN001
     """``ce`` None: no congestion control; else DCQCN (1 Gb/s line, paper profile) with that
     fraction of datagrams arriving CE-marked, so CNPs, rate cuts and pacing join the mix."""

@@ -61,7 +61,15 @@ def test_message_data_is_reproducible_and_distinct() -> None:
     a = message_data(1, 2, 3, 3_000_000)
     assert a == message_data(1, 2, 3, 3_000_000) and len(a) == 3_000_000
     assert a != message_data(1, 2, 4, 3_000_000) and a != message_data(2, 2, 3, 3_000_000)
-    assert message_data(1, 2, 3, 5) == a[:5]
+    b = message_data(1, 2, 3, 50_000)  # below VIEW_BYTES: the seed/flow/index head, then the pool
+    assert message_data(1, 2, 3, 5) == b[:5] and b != message_data(1, 3, 3, 50_000)
+
+
+def test_large_messages_share_one_buffer_at_distinct_offsets() -> None:
+    """Senders of a big simulation hold views of one buffer, not a copy each (message_data)."""
+    views = [message_data(1, f, 0, 2 << 20) for f in range(1024)]
+    assert all(isinstance(v, memoryview) and v.obj is views[0].obj for v in views)
+    assert len({bytes(v[:64]) for v in views}) == 1024  # 1,024 flows, 1,024 different messages
 
 
 def test_summary_flags_a_lost_or_corrupted_message() -> None:

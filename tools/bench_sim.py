@@ -6,13 +6,15 @@ model, real frames) and reports how much simulated traffic one CPU second buys: 
 per CPU second and the ratio of simulated to CPU time. Default: a permutation of 256 KiB flows
 over a 128-host k = 8 fat tree at 100 Gb/s (a few seconds); ``--hosts 1024 --size 2MiB`` is the
 acceptance run of issue 10. The best of ``--repeat`` runs is reported (least disturbed by other
-load on a shared machine). This is a benchmark, not a test.
+load on a shared machine), with the process's peak resident memory so far (``peak_rss_mb``, from
+``getrusage``: the largest of the runs). This is a benchmark, not a test.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 from typing import Any
 
@@ -47,6 +49,7 @@ def bench(workload: str, hosts: int, size: int, repeat: int, lb: str) -> dict[st
             "frames_injected_per_cpu_s": round(res["sim"]["frames_injected"] / t["cpu_s"]) if t["cpu_s"] else None,
             "virtual_over_cpu": res["virtual_s"] / t["cpu_s"] if t["cpu_s"] else None,
             "fct_p99_s": res["fct"].get("p99_s"),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         }
         if res.get("interrupted"):
             return {**rec, "interrupted": True}
@@ -81,7 +84,15 @@ def run(ns: argparse.Namespace) -> int:
         t = Table(title=f"uet-bench sim: {rec['workload']} of {rec['bytes_per_flow']} B on {rec['hosts']} hosts")
         t.add_column("figure")
         t.add_column("value", justify="right")
-        for k in ("packet_hops_per_cpu_s", "frames_injected_per_cpu_s", "packet_hops", "cpu_s", "virtual_s", "ok"):
+        for k in (
+            "packet_hops_per_cpu_s",
+            "frames_injected_per_cpu_s",
+            "packet_hops",
+            "cpu_s",
+            "virtual_s",
+            "peak_rss_mb",
+            "ok",
+        ):
             v = rec[k]
             t.add_row(k, f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v))
         Console().print(t)

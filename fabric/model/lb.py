@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 from uet.fabric.model.config import LbConfig
 from uet.fabric.model.frames import flow_tuple, is_uet
-from uet.fabric.model.port import Port
+from uet.fabric.model.port import Packet, Port
 
 
 def mix32(h: int) -> int:
@@ -73,6 +73,23 @@ class LoadBalancer:
             if sprayable:
                 return self.choose(group, ports, b"", tc, True, now)
         return self.choose(group, ports, flow_tuple(frame, ip), tc, sprayable, now)
+
+    def choose_pkt(self, group: Sequence[int], ports: Sequence[Port], pkt: Packet, tc: int, now: int) -> int:
+        """:meth:`choose_for` for a packet a switch holds. ECMP (the default mode) hashes the
+        flow tuple once per packet: the tuple never changes from hop to hop, and CRC-32 is
+        streaming, so ``crc32(tuple + seed) == crc32(seed, crc32(tuple))`` — each switch only
+        continues the packet's stored CRC with its own seed (the same port as :meth:`choose`)."""
+        if self.modes[tc] != "ecmp":
+            return self.choose_for(group, ports, pkt.frame, pkt.ip, tc, now)
+        c = pkt.fcrc
+        if c < 0:
+            c = pkt.fcrc = zlib.crc32(flow_tuple(pkt.frame, pkt.ip))
+        h = zlib.crc32(self.seed, c)
+        h ^= h >> 16  # mix32, inlined (one call per hop)
+        h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+        h ^= h >> 13
+        h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+        return group[(h ^ (h >> 16)) % len(group)]
 
     def choose(
         self, group: Sequence[int], ports: Sequence[Port], tup: bytes, tc: int, sprayable: bool, now: int

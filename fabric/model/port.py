@@ -43,7 +43,7 @@ CTRL = 8
 class Packet:
     """A frame held in a switch: its bytes and what ingress learned about it."""
 
-    __slots__ = ("frame", "size", "in_port", "tc", "ip", "pool", "t_enq", "dst")
+    __slots__ = ("frame", "size", "in_port", "tc", "ip", "pool", "t_enq", "dst", "fcrc")
 
     def __init__(self, frame: bytearray, in_port: int, tc: int, ip: int, t_enq: int, dst: bytes = b"") -> None:
         self.frame = frame
@@ -57,6 +57,9 @@ class Packet:
         #: the 4-byte IPv4 destination (the route lookup key), read once at the first switch;
         #: the packet travels from switch to switch with it (Switch._arrive)
         self.dst = dst
+        #: CRC-32 of the packet's ECMP flow tuple, computed at the first switch that hashes it
+        #: (-1: not yet); each switch continues it with its own seed (LoadBalancer.choose_pkt)
+        self.fcrc = -1
 
 
 class Port:
@@ -232,13 +235,21 @@ class Port:
 
     def _dwrr_pick(self, now: int) -> int | None:
         queues, pu, ign = self.queues, self.paused_until, self.ignore_pause
-        active = [tc for tc in self.dwrr if queues[tc] and (pu[tc] <= now or ign[tc])]
-        if not active:
+        first = -1
+        many = False
+        for c in self.dwrr:  # the eligible classes: none, one (the usual case) or several
+            if queues[c] and (pu[c] <= now or ign[c]):
+                if first < 0:
+                    first = c
+                else:
+                    many = True
+                    break
+        if first < 0:
             return None
         order = self.dwrr
-        if len(active) == 1:
+        if not many:
             # one backlogged class: it is served alone, starting a fresh turn when others return
-            tc = active[0]
+            tc = first
             i = order.index(tc)
             self._rr = (i + 1) % len(order) if len(queues[tc]) == 1 else i
             self._fresh = True

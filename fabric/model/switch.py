@@ -266,11 +266,12 @@ class Switch:
         if group is None:
             self._drop(in_port, tc, "no_route", len(frame), now)
             return
+        pkt = Packet(frame, in_port, tc, ip, now, dst)
         if len(group) == 1:
             out = group[0]
         else:
-            out = self.lb.choose_for(group, self.ports, frame, ip, tc, now)
-        self._enqueue(Packet(frame, in_port, tc, ip, now, dst), out, now)
+            out = self.lb.choose_pkt(group, self.ports, pkt, tc, now)
+        self._enqueue(pkt, out, now)
 
     def _arrive(self, in_port: int, pkt: Packet, now: int) -> None:
         """A packet another switch of the same :class:`Fabric` forwarded, fully received at
@@ -301,7 +302,7 @@ class Switch:
         if len(group) == 1:
             out = group[0]
         else:
-            out = self.lb.choose_for(group, self.ports, frame, ip, tc, now)
+            out = self.lb.choose_pkt(group, self.ports, pkt, tc, now)
         pkt.in_port = in_port
         pkt.tc = tc
         pkt.t_enq = now

@@ -199,7 +199,7 @@ class Requester:
         """Everything up to and including PSN ``q`` is acknowledged (cumulative, §6.4)."""
         if psn_diff(q, self.una) < 0 or psn_diff(q, self.high_psn) >= 0:
             return  # old, or beyond anything sent
-        moved = False
+        moved = lost = False
         while self.wqes:
             w = self.wqes[0]
             if psn_diff(w.first_psn, q) > 0:
@@ -207,9 +207,7 @@ class Requester:
             if w.kind in _RESPONDED:
                 # acknowledged past a READ/atomic whose response never came: it was lost (§6.4)
                 self.una = w.resp_psn
-                if psn_diff(w.resp_psn, q) <= 0:
-                    self._rewind(w.resp_psn, now, count=True)
-                    return
+                lost = psn_diff(w.resp_psn, q) <= 0
                 break
             if psn_diff(w.last_psn, q) > 0:
                 self.una = psn_add(q, 1)  # part of a multi-packet message
@@ -219,9 +217,13 @@ class Requester:
             self.una = psn_add(w.last_psn, 1)
             moved = True
             self.qp.complete(ev.SendCompleted(w.handle) if w.kind == SEND else ev.WriteCompleted(w.handle))
+        # the cursor never stays behind ``una``, even when the rewind below is one already under
+        # way and so ignored: the work requests it pointed into are complete and gone
         self._clamp()
         if moved:
             self._progress(now)
+        if lost:
+            self._rewind(self.una, now, count=True)
 
     def _clamp(self) -> None:
         """Keep the send cursor at or after ``una`` and, inside a READ, at its next response PSN."""
