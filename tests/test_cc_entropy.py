@@ -158,3 +158,23 @@ def test_bitmap_penalties_loss_cap_and_range() -> None:
     assert m.penalty == [4, 15, 0, 0]
     m.feedback(b + 3, "ecn")
     assert m.penalty == [4, 15, 0, 1]
+
+
+def test_reps_exploration_draws_at_random_and_leaves_the_buffer_alone() -> None:
+    r = Reps(random.Random(14), CFG)
+    b = r.base
+    r.feedback(b + 3, "timeout", 0)
+    r.feedback(b + 5, "ack", 10_000_000)  # the freeze ends, then b + 5 is cached
+    assert r.explore == 16
+    for _ in range(16):
+        r.next_entropy()
+    assert r.stats["explored"] == 16 and r.stats["recycled"] == 0  # b + 5 still cached
+    assert r.next_entropy() == b + 5 and r.stats["recycled"] == 1
+
+
+def test_bitmap_first_round_covers_every_entropy_and_each_round_draws_a_new_order() -> None:
+    for seed in range(8):
+        m = Bitmap(random.Random(seed), CcConfig(paths=16))
+        rounds = [[m.next_entropy() for _ in range(16)] for _ in range(4)]
+        assert all(sorted(r) == list(range(m.base, m.base + 16)) for r in rounds)
+        assert len({tuple(r) for r in rounds}) > 1  # a new XOR mask at each wrap
