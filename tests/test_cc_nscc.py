@@ -303,3 +303,51 @@ def test_quick_adapt_never_raises_a_sub_packet_window() -> None:
     n.achieved_bytes = 6_000
     assert n.quick_adapt(True, True, 0, 80_000)
     assert n.cwnd == 6_000
+
+
+def test_ack_request_boundaries() -> None:
+    n = fresh(cwnd=100_000, inflight=100_000 - 4_096 - 100)
+    assert not n.ack_request(100)  # exactly one MTU of room left: no AR
+    n.inflight += 1
+    assert n.ack_request(100)  # less than one MTU
+    n = fresh(cwnd=16_383, inflight=0)
+    assert n.ack_request()  # a window under ACK_Gen_Trigger (16384): always AR
+    n.cwnd = 16_384
+    assert not n.ack_request()
+
+
+def test_quadrant_boundaries_at_the_target_delay() -> None:
+    n = fresh()
+    n.on_ack(4_096, False, 12_000 + 9_000, 1_000)  # delay == target, no ECN: fair increase
+    assert n.stats["fair"] == 1 and n.stats["prop"] == 0
+    n = fresh()
+    n.on_ack(4_096, True, 12_000 + 9_000, 1_000)  # delay == target with ECN: the decrease path
+    assert n.stats["hold"] == 0
+    n.on_ack(4_096, True, 12_000 + 8_999, 2_000)  # just below the target with ECN: hold
+    assert n.stats["hold"] == 1
+
+
+def test_loss_abandon_and_ignored_bytes() -> None:
+    n = fresh(cwnd=50_000, inflight=20_000)
+    n.on_inferred_loss(4_200, 1_000)
+    assert n.bytes_ignored == 4_200 and n.inflight == 15_800 and n.cwnd == 45_800
+    n.on_abandon(4_200)  # out of flight, no congestion signal
+    assert n.inflight == 11_600 and n.cwnd == 45_800
+    n.on_nack(4_200, None, True, True, True, 2_000)  # last-hop trim with RCCC: no cut
+    assert n.bytes_ignored == 8_400 and n.inflight == 7_400 and n.cwnd == 45_800
+
+
+def test_every_signal_that_moves_cwnd_is_logged() -> None:
+    recs: list[dict] = []
+    n = Nscc(CFG, now=0, log=recs.append)
+    n.cwnd = 100_000
+    n.inflight = 50_000
+    n.on_ack(4_096, False, None, 1_000, pend=64)  # no RTT sample, but the penalty cuts cwnd
+    assert recs[-1]["t"] == 1_000 and recs[-1]["cwnd"] == 50_000 - 4_096 - 2_048
+    n.on_nack(4_096, None, False, False, False, 2_000)  # inflight changes, cwnd not: no record
+    assert len(recs) == 1
+    n.on_inferred_loss(4_096, 3_000)
+    assert recs[-1]["t"] == 3_000 and recs[-1]["cwnd"] == 50_000 - 4_096 - 2_048 - 4_096
+    n.trigger_qa = False
+    n.on_nack(4_096, None, True, False, False, 4_000)  # trim: quick adapt or a cut
+    assert recs[-1]["t"] == 4_000
