@@ -222,6 +222,7 @@ class CloseMixin(PdsState):
                 q.nack_retries += 1
                 q.dst_received = False
                 q.fast_done = False
+                q.sack_hole = False
                 q.parked = 0
             if n_out:
                 pdc.gate.on_done(n_out, b_out)

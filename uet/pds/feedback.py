@@ -4,8 +4,12 @@ ACK", §2.9, §2.10, §2.13, §2.3 NEW_START_PSN).
 Choices where the notes are silent (inference):
 
 - SACK fast retransmit: once per packet, when the newest PSN known received (SACK bit or ACK_PSN)
-  is at least ``fast_retx_threshold`` beyond it and it is not itself known received. It does not
-  count toward ``max_rto_retx``.
+  is at least ``fast_retx_threshold`` beyond it, it is not itself known received, and an ACK
+  reported it missing: it is the PSN after CACK, or some ACK's SACK bitmap covered it with a 0 bit
+  below that bitmap's newest set bit. A PSN above CACK that no bitmap covered is unknown, not lost
+  (the target slides the SACK base to ``trigger − 63`` when CACK is held by an uncleared guaranteed
+  response, so with more than 64 PSNs beyond CACK the older ones are never described; counting
+  them as holes fast-retransmitted delivered packets). It does not count toward ``max_rto_retx``.
 - ROD_OOO → go-back-N: the target puts its next expected PSN in the NACK payload (the dissector
   labels that word "max received PSN + 1"; the provider sends 0); the initiator resends every
   unacknowledged packet from there (from ``tx_base`` if the payload is out of range) in PSN order,
@@ -229,6 +233,18 @@ class FeedbackMixin(PdsState):
         if bitmap:
             base = (cack + sack_off) & _M32
             hi = pdc.high_sack
+            # PSNs this bitmap reports "not received" (above CACK, below its newest set bit): the
+            # only ones SACK fast retransmit may resend (§2.8 SACK; uet.pds.feedback docstring)
+            holes = ~bitmap & ((1 << bitmap.bit_length()) - 1)
+            d = _diff(cack, base)
+            if d >= 0:
+                holes = holes >> (d + 1) << (d + 1) if d < 63 else 0
+            while holes:
+                low = holes & -holes
+                holes ^= low
+                pkt = out.get((base + low.bit_length() - 1) & _M32)
+                if pkt is not None and not pkt.dst_received:
+                    pkt.sack_hole = True
             while bitmap:
                 low = bitmap & -bitmap
                 p = (base + low.bit_length() - 1) & _M32
@@ -380,14 +396,19 @@ class FeedbackMixin(PdsState):
         self._emit({"t": now, "ev": "epsn", "peer": pdc.peer, "pdc": pdc.lpdcid, "expected_psn": epsn})
 
     def _fast_retransmit(self, pdc: InitiatorPdc, now: int, thr: int) -> None:
-        """Resend, once each, packets with ≥ ``thr`` newer PSNs known received (SACK gap)."""
+        """Resend, once each, packets with ≥ ``thr`` newer PSNs known received (SACK gap) that an
+        ACK reported missing: the PSN after CACK, or a 0 bit of some ACK's SACK bitmap
+        (``sack_hole``). A PSN no bitmap ever described (below the window of a target that slid
+        its SACK base past a held CACK, §2.8) is unknown, not lost: the RTO or the CLEAR settles it."""
         out = pdc.outstanding
         p = pdc.tx_base
         stop = (pdc.high_sack - thr + 1) & _M32
+        head = (pdc.max_cack + 1) & _M32  # CACK says it is not received (or not yet cleared)
         while p != stop:
             pkt = out.get(p)
             if (
                 pkt is not None
+                and (pkt.sack_hole or p == head)
                 and not pkt.dst_received
                 and not pkt.fast_done
                 and pkt.ctl is None
@@ -552,6 +573,7 @@ class FeedbackMixin(PdsState):
             q.nack_retries = 0
             q.dst_received = False
             q.fast_done = False
+            q.sack_hole = False
             pdc.outstanding[q.psn] = q
         for q in sorted(old, key=lambda q: _diff(q.psn, pdc.start_psn)):
             self._transmit(pdc, q, now, True, True)

@@ -53,6 +53,8 @@ class TxPkt:
     parked = 0
     dst_received = False
     fast_done = False
+    #: an ACK's SACK bitmap covered it and said "not received" (uet.pds.feedback fast retransmit)
+    sack_hole = False
     #: waiting in its PDC's CCC-gated retransmission queue (``InitiatorPdc.cc_rtx``)
     rtx_wait = False
     #: its RTO re-armed ``tx_time`` without sending it (the peer window forbade it, or the
