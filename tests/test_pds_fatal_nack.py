@@ -92,3 +92,30 @@ def test_open_message_of_failed_pdc_does_not_block_the_key() -> None:
     _msg(pair, 2, "open", eom_last=False)
     with pytest.raises(PdsError, match="still open"):
         _msg(pair, 2, "clash", eom_last=False)
+
+
+def test_a_packet_waiting_for_its_trim_resend_moves_to_a_new_pdc_as_a_fresh_packet() -> None:
+    """A trimmed packet waiting for the ACK clock (uet.pds.trimwait) when a fatal NACK moves its
+    message to a new PDC must arrive there without its old PDC's waiting mark: before, it kept
+    ``rtx_wait``, so a trim on the new PDC was taken for a NACK of an older copy and ignored,
+    and its RTO only re-armed it — the message never completed."""
+    pair = Pair(CFG)
+    ipdc = _established(pair)
+    toks = _msg(pair, 2, "m")
+    (p0, _x, _e), (p1, _x1, _e1) = pair.take(pair.a)
+    pair.inject(pair.b, p0, A_ADDR, trimmed=True)  # p0 cut by a switch: its TRIMMED NACK
+    for d, _x, _e in pair.take(pair.b):
+        pair.inject(pair.a, d, B_ADDR)
+    assert pair.a.core.counters["trim_rtx_wait"] == 1 and not pair.take(pair.a)  # p1 still out
+    pair.inject(pair.a, nack(NackCode.INV_DPDCID, 0x1002, ipdc.rpdcid, ipdc.lpdcid), B_ADDR)
+    again = pair.take(pair.a)
+    assert len(again) == 2 and pair.a.core.counters["messages_retried_new_pdc"] == 1
+    # on the new PDC the first packet is trimmed again, the second arrives
+    pair.inject(pair.b, again[0][0], A_ADDR, trimmed=True)
+    pair.inject(pair.b, again[1][0], A_ADDR)
+    for d, _x, _e in pair.take(pair.b):
+        pair.inject(pair.a, d, B_ADDR)
+    assert pair.a.core.counters["trim_rtx_wait"] == 2
+    assert pair.run_until(lambda: len(pair.a.acked()) == 3, max_ns=1_000_000_000)
+    assert sorted(e.token for e in pair.a.acked() if e.token[0] == "m") == toks
+    assert not pair.a.failed()

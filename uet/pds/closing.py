@@ -220,10 +220,7 @@ class CloseMixin(PdsState):
                 q.sends = 0
                 q.retries = 0
                 q.nack_retries += 1
-                q.dst_received = False
-                q.fast_done = False
-                q.sack_hole = False
-                q.parked = 0
+                q.forget_feedback()
             if n_out:
                 pdc.gate.on_done(n_out, b_out)
             if is_active:

@@ -571,9 +571,7 @@ class FeedbackMixin(PdsState):
             q.psn = (q.psn + delta) & _M32
             q.retries = 0
             q.nack_retries = 0
-            q.dst_received = False
-            q.fast_done = False
-            q.sack_hole = False
+            q.forget_feedback()
             pdc.outstanding[q.psn] = q
         for q in sorted(old, key=lambda q: _diff(q.psn, pdc.start_psn)):
             self._transmit(pdc, q, now, True, True)

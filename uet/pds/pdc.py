@@ -76,6 +76,18 @@ class TxPkt:
         #: time of the first transmission (the retry budget's time part, uet.pds.backoff)
         self.first_tx = 0
 
+    def forget_feedback(self) -> None:
+        """Forget what ACKs, NACKs and timers said about this packet under its old PSN: it is
+        renumbered (a new Start_PSN, §2.3) or moved to a new PDC (uet.pds.closing), so its
+        received / SACK-hole / fast-retransmit marks and its waiting state (``rtx_wait`` in a
+        retransmission queue it has left, ``parked``, ``rearmed``) no longer apply."""
+        self.dst_received = False
+        self.fast_done = False
+        self.sack_hole = False
+        self.rtx_wait = False
+        self.rearmed = False
+        self.parked = 0
+
 
 class Resendable(Protocol):
     """What :func:`earliest_deadline` reads: a :class:`TxPkt` or a RUDI request (uet.pds.rudi)."""
