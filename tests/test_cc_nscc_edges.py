@@ -291,7 +291,7 @@ def _cut_then_lower_max_wnd() -> Nscc:
     return n
 
 
-@pytest.mark.parametrize("rtt", [10_000])
+@pytest.mark.parametrize("rtt", [10_000, None])
 def test_restore_never_goes_above_a_lowered_max_wnd(rtt: int | None) -> None:
     """MaxWnd caps every window (§4.3.1), also the one a restore brings back, whether or not the
     restoring ACK carries a valid RTT sample (§2.9)."""

@@ -172,6 +172,7 @@ class Nscc:
         self.achieved_bytes += newly_rcvd
         limited = self.apply_cwnd_penalty(pend, restore, newly_rcvd)
         if rtt is None:
+            self._clamp()  # a restored window may exceed a MaxWnd lowered since it was saved
             self._changed(now)
             return
         self.update_base_rtt(rtt)
