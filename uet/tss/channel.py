@@ -33,6 +33,7 @@ whole security header is one integer, ``first word(s) << 64 | word``, turned int
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from cryptography.exceptions import InvalidTag
@@ -51,6 +52,8 @@ __all__ = ["RxChannel", "TxChannel", "aad_prefix"]
 _ENT = struct.Struct(">HH")
 _unpack_q = struct.Struct(">Q").unpack_from
 _ACTIVE = SlotState.ACTIVE
+#: ``ecn`` bit of the links' packed form for a datagram a switch trimmed (uet.fep.core.ECN_TRIMMED).
+_TRIMMED = 0x100
 
 
 def aad_prefix(src: bytes, dst: bytes, entropy: int) -> bytes:
@@ -228,26 +231,49 @@ class RxChannel:
     def open(self, data: bytes) -> bytes | None:
         """The plaintext of ``data``, or None when this channel cannot open it (the caller then
         takes the full path, which decides and counts). Counts nothing itself."""
+        out: list[tuple[bytes, str, int]] = []
+        self.open_run(((data, "", 0),), 0, out)
+        return out[0][0] if out else None
+
+    def open_run(self, items: Sequence[tuple[bytes, str, int]], i: int, out: list[tuple[bytes, str, int]]) -> int:
+        """Open ``items[i]``, ``items[i + 1]``, ... — ``(data, source, ecn with trim marks)``, the
+        links' packed form — while they come from ``items[i]``'s source, are not trimmed and this
+        channel opens them; append ``(plaintext, source, ecn)`` to ``out`` for each. Returns the
+        index of the first item not opened (``i`` when none was): the caller takes the full path
+        for it. Counts nothing itself.
+
+        The channel's state is checked once per run: nothing between two items of a run changes
+        it (a decline ends the run, and the full path that may then latch or retire runs
+        outside it)."""
         slot = self.slot
         sd = self.sd
-        if (
-            slot.key is None
-            or slot.epoch != self.slot_epoch
-            or not sd.enabled
-            or sd.dropping
-            or len(data) < self.min_len
-            or not data.startswith(self.prefix)
-        ):
-            return None
+        if slot.key is None or slot.epoch != self.slot_epoch or not sd.enabled or sd.dropping:
+            return i
+        prefix = self.prefix
         hlen = self.hlen
-        word = _unpack_q(data, hlen - 8)[0]
+        at = hlen - 8
+        min_len = self.min_len
+        decrypt = self.aead.decrypt
+        ivbase = self.ivbase
+        aad = self.aad
         w = self.window
-        if w is not None and word <= w.top and w.check(word) is not None:
-            return None
-        try:
-            pt = self.aead.decrypt((self.ivbase ^ word).to_bytes(12, "big"), data[hlen:], self.aad + data[:hlen])
-        except InvalidTag:
-            return None  # counted (and latched) by the full path
-        if w is not None:
-            w.update(word)
-        return pt
+        append = out.append
+        src = items[i][1]
+        n = len(items)
+        while i < n:
+            item = items[i]
+            data, s, ecn = item
+            if s != src or ecn & _TRIMMED or len(data) < min_len or not data.startswith(prefix):
+                return i
+            word = _unpack_q(data, at)[0]
+            if w is not None and word <= w.top and w.check(word) is not None:
+                return i
+            try:
+                pt = decrypt((ivbase ^ word).to_bytes(12, "big"), data[hlen:], aad + data[:hlen])
+            except InvalidTag:
+                return i  # counted (and latched) by the full path
+            if w is not None:
+                w.update(word)
+            append((pt, s, ecn))
+            i += 1
+        return i

@@ -279,7 +279,8 @@ class TssStage:
         port is ``rx_port``); the ones that fail are dropped (module docstring).
 
         Data path: the channel that opened a source's last datagram
-        (:class:`~uet.tss.channel.RxChannel`) is tried first; whatever it declines takes
+        (:class:`~uet.tss.channel.RxChannel`) opens the run of datagrams from that source that
+        starts here (:meth:`~uet.tss.channel.RxChannel.open_run`); whatever it declines takes
         :meth:`TssContext.open_fast <uet.tss.context.TssContext.open_fast>`, which decides and
         counts."""
         self._retire(now)
@@ -287,22 +288,24 @@ class TssStage:
         ctx = self.ctx
         chans = self._arrived(item[0] for item in batch)
         out: list[tuple[bytes, str, int]] = []
-        append = out.append
         fast = 0
-        for item in batch:
-            data, src, ecn = item
+        i = 0
+        n = len(batch)
+        while i < n:
+            data, src, ecn = batch[i]
             ch = chans.get(src)
-            if ch is not None and not ecn & _ECN_TRIMMED:
-                pt = ch.open(data)
-                if pt is not None:
-                    fast += 1
-                    append((pt, src, ecn))
+            if ch is not None:
+                j = ch.open_run(batch, i, out)
+                if j > i:
+                    fast += j - i
+                    i = j
                     continue
             pt = self._open(data, src, sport, bool(ecn & _ECN_TRIMMED), now)
             if pt is not None:
-                append((pt, src, ecn))
+                out.append((pt, src, ecn))
                 if ctx.last_channel is not None:
                     chans[src] = ctx.last_channel
+            i += 1
         if fast:
             ctx.stats["in_auth_pkts"] += fast
         return out
