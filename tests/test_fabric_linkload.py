@@ -136,3 +136,50 @@ def test_a_simulated_permutation_reports_every_flow_once_and_a_bound_below_its_t
         assert s["max_flows"] > 1 and any(nb % per_flow for _, _, nb in s["links"])
     assert s["route_bound_us"] <= res["fct"]["max_s"] * 1e6
     assert s["bottleneck_fct"]["flows"] == s["bottleneck"]["flows"]
+
+
+def test_static_ecmp_paths_are_the_paths_frames_take() -> None:
+    """uet.fabric.model.routes walks the same tables and hash as the data path: for 40 flows of
+    a k = 4 fat tree the links the accounting saw are exactly the computed ones."""
+    from uet.fabric.model.routes import ecmp_path, link_flows
+
+    fab = fabric()
+    flows = [(s, (s * 7 + 3) % 16, 0x4000 + 977 * s) for s in range(16) if (s * 7 + 3) % 16 != s]
+    flows += [(s, 15 - s, 0x9000 + s) for s in range(8)]
+    for s, d, sport in flows:
+        fab.inject(s, data(fab.host_ip(s), fab.host_ip(d), sport, sport=sport, spdcid=sport), fab.now)
+    run(fab)
+    seen = {n: k for n, k, _ in fab.link_load.summary()["links"]}  # type: ignore[union-attr]
+    assert link_flows(fab, flows) == seen
+    assert len(ecmp_path(fab, 0, 15, 0x4000)) == 6 and len(ecmp_path(fab, 0, 1, 0x4000)) == 2
+
+
+def test_uniform_reference_counts_links_by_hand() -> None:
+    import random
+
+    from uet.fabric.model.routes import uniform_fat_tree_max
+
+    rng = random.Random(1)
+    # k = 4: hosts 0, 1 share edge switch 0; two flows into host 1's downlink from the same edge
+    assert uniform_fat_tree_max(4, [(0, 1), (1, 0)], rng) == 1
+    assert uniform_fat_tree_max(4, [(0, 2), (1, 3), (2, 0)], rng) in (1, 2)  # the two up from edge 0: 2 aggs
+    assert uniform_fat_tree_max(4, [(0, 4), (0, 5)], rng) == 2  # both leave host 0's uplink
+
+
+def test_ecmp_check_cli_json() -> None:
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "uet.tools.ecmp_check", "--hosts", "16", "--draws", "5", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["k"] == 4 and out["draws"] == 5
+    assert sum(out["ecmp"]["distribution"].values()) == 5 == sum(out["uniform"]["distribution"].values())
+    bad = subprocess.run([sys.executable, "-m", "uet.tools.ecmp_check", "--draws", "1"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
