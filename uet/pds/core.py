@@ -524,7 +524,11 @@ class PdsCore(
         """(UET bytes from the PDS header, destination FA, entropy); drains all that is sendable.
 
         Also builds the ACKs that became due while datagrams were fed in (one per PDC, see
-        uet.pds.target "Coalescing"): call it after every batch of ``receive_datagram``.
+        uet.pds.target "Coalescing"): call it after every batch of ``receive_datagram``. Order
+        (a choice; the notes do not order one flush): what receiving queued, then those ACKs,
+        then what the pump sends — except that the pump's first packet goes ahead when only
+        ACKs are queued before it (the reply of a request/response exchange is not sent behind
+        the ACK of the request; an ACK waits one datagram at most).
         ``with_sdi=True`` returns 4-tuples ``(bytes, destination, entropy, sdi)`` with the SDI of
         :meth:`sdi_of` (the TSS layer seals each datagram with its PDC's SDI); the default keeps
         the contract's 3-tuples."""
@@ -542,11 +546,20 @@ class PdsCore(
             dirty = self._dirty
             self._dirty = {}
             td = self._tdirty
+            queued = len(self._out)
             for pdc in dirty:
                 td.add(pdc.lpdcid)  # a return half shares its target PDC's PDCID
                 self._pump(pdc, now)
             if self._gate_waiting or len(self.gates) < len(self.pdcs):
                 self._pump_gate_siblings(dirty, now)
+            out = self._out
+            if queued and len(out) > queued and all(7 <= d[0][0] >> 3 <= 9 for d in out[:queued]):
+                # the first packet the pump sent leaves before the ACKs queued ahead of it (and
+                # only ACKs: a retransmission or a NACK keeps its place): in a request/response
+                # exchange it is the answer the peer waits for, while an ACK only completes a
+                # send (and sent first, it wakes the peer for itself alone); the other packets
+                # follow the ACKs, so an ACK waits one datagram at most
+                out.insert(0, out.pop(queued))
         if self._uud_q or self._rudi_wait:
             self._rudi_flush(now)
         out = self._out
