@@ -371,7 +371,9 @@ class PdsCore(
         due = nondue = held = False
         arp = -1  # the run's newest PSN carrying AR (-1: none)
         hp: list[int] = []
-        for data, src, ecn in batch:
+        items = batch if type(batch) is list else list(batch)
+        last = len(items) - 1
+        for i, (data, src, ecn) in enumerate(items):
             if tp is not None:
                 if ecn < 3 and type(data) is bytes and len(data) >= end:
                     w, cpo, psn, sp, dp = _REQ_WORDS(data, 0)
@@ -418,10 +420,22 @@ class PdsCore(
                    lasthop=bool(ecn & _ECN_LASTHOP), sdi=sdi)  # fmt: skip
                 continue
             rx(data, src, now, ecn=ecn, sdi=sdi)
+            if i == last:
+                continue  # nothing follows to predict
             # start a run after a request accepted as the newest PSN of its PDC: either in order
             # with nothing held (the PDC's CACK base is right after it), or as the highest of the
-            # PSNs held above CACK (not the ROD buffering option)
-            if ecn < 3 and type(data) is bytes and len(data) >= 14 and (data[0] >> 3 == 2 or data[0] >> 3 == 3):
+            # PSNs held above CACK (not the ROD buffering option) — when the next datagram is a
+            # RUD/ROD request, the only kind a run continues with (an ACK after the reply of a
+            # request/response exchange ends it at once: no prediction is set up for it)
+            nd = items[i + 1][0]
+            if (
+                ecn < 3
+                and type(data) is bytes
+                and len(data) >= 14
+                and (data[0] >> 3 == 2 or data[0] >> 3 == 3)
+                and len(nd) >= 14
+                and (nd[0] >> 3 == 2 or nd[0] >> 3 == 3)
+            ):
                 w, cpo, psn, sp, dp = _REQ_WORDS(data, 0)
                 t = pdcs.get(dp)
                 if (
