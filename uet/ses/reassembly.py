@@ -87,7 +87,7 @@ from uet.ses.message import (
 )
 from uet.ses.packets import build_response
 from uet.ses.replay import IdRange, is_copy, widen
-from uet.wire.ses import ReturnCode
+from uet.wire.ses import RESPONSE, ResponseOpcode, ReturnCode
 
 __all__ = ["Reassembler"]
 
@@ -113,6 +113,9 @@ def _advise(buf: mmap.mmap, advice: int | None) -> None:
 
 
 _MAP_FLAGS = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
+#: ``build_response`` of a plain RESPONSE without its keyword call (the one-packet message's path)
+_RESP_ENCODE = RESPONSE.encode
+_RESP_OP = int(ResponseOpcode.RESPONSE)
 
 
 @dataclass
@@ -547,7 +550,7 @@ class Reassembler:
         self.completed.append(Message(bytes(payload), key[0], mode, key[1], job, init, hdata, tag=tag))
         self._remember(key, _RC_OK, n, job, lst, ids)
         self._counters["messages"] += 1
-        return _NH_RESPONSE, build_response(_RC_OK, message_id=key[1], job_id=job, modified_length=n, list_=lst)
+        return _NH_RESPONSE, _RESP_ENCODE((lst, _RESP_OP, 0, _RC_OK, key[1], 0, job, n))
 
     def _complete(self, key: tuple[str, int], rec: _Partial, mid: int, parts: list[bytes] | None) -> tuple[int, bytes]:
         del self._partial[key]

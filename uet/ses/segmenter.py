@@ -104,9 +104,13 @@ class Segmenter:
         mb = 0 if tag is None else tag & _MASK64
         gen = generation
         pack_mid = _MID_TAIL.pack
-        prefix = _MID_PACK((opcode, 0, rel, message_id, gen, job, pid_on_fep, resource_index, 0, init, mb, 0, 0, 0))[
-            :_MID_PREFIX
-        ]
+        prefix = (  # the middle packets' header prefix (none in a message of one or two packets)
+            _MID_PACK((opcode, 0, rel, message_id, gen, job, pid_on_fep, resource_index, 0, init, mb, 0, 0, 0))[
+                :_MID_PREFIX
+            ]
+            if n > 2
+            else b""
+        )
         last = n - 1
         for i in range(start, n):
             off = i * ps
