@@ -548,7 +548,8 @@ class Reassembler:
     ) -> tuple[int, bytes]:
         n = len(payload)
         self.completed.append(Message(bytes(payload), key[0], mode, key[1], job, init, hdata, tag=tag))
-        self._remember(key, _RC_OK, n, job, lst, ids)
+        if mode == _MODE_RUDI or mode == _MODE_UUD:  # (RUD/ROD copies never reach SES: _remember)
+            self._remember(key, _RC_OK, n, job, lst, ids)
         self._counters["messages"] += 1
         return _NH_RESPONSE, _RESP_ENCODE((lst, _RESP_OP, 0, _RC_OK, key[1], 0, job, n))
 
@@ -574,7 +575,8 @@ class Reassembler:
                     data, key[0], rec.mode, mid, rec.job_id, rec.initiator, rec.header_data, parts=parts, tag=rec.tag
                 )
             )
-        self._remember(key, _RC_OK, rec.length, rec.job_id, lst, rec.ids)
+        if rec.mode == _MODE_RUDI or rec.mode == _MODE_UUD:
+            self._remember(key, _RC_OK, rec.length, rec.job_id, lst, rec.ids)
         self._counters["messages"] += 1
         return _NH_RESPONSE, build_response(
             _RC_OK, message_id=mid, job_id=rec.job_id, modified_length=rec.length, list_=lst
@@ -583,6 +585,10 @@ class Reassembler:
     def _remember(
         self, key: tuple[str, int], rc: int, length: int, job: int, lst: int = 0, ids: IdRange = None
     ) -> None:
+        """Keep a completed message's response for copies of its packets: a RUDI retransmission
+        or a UUD duplicate is answered again (:meth:`_deliver`). A successful RUD/ROD message is
+        not kept: PDS removes its duplicates by PSN, so its entry would never be read (it only
+        kept the FEP's reassembly sweep armed)."""
         done = self._done
         done[key] = (rc, length, job, self.now, lst, ids)
         done.move_to_end(key)
