@@ -133,10 +133,11 @@ def refill(lane: Lane, core: PdsCore, seg: Segmenter, limit: int, now: int, sdi:
             if not lane.queue:
                 break
             msg = lane.active = lane.queue.popleft()
-            msg.it = seg.packets(
-                msg.data, msg.mid, pid_on_fep=msg.pid, resource_index=msg.ri, header_data=msg.header_data,
-                tag=msg.tag, job_id=msg.job, generation=msg.generation, relative=msg.relative,
-            )  # fmt: skip
+            if msg.npkts > 1 or whole:  # (a one-packet RUD/ROD message: Segmenter.single below)
+                msg.it = seg.packets(
+                    msg.data, msg.mid, pid_on_fep=msg.pid, resource_index=msg.ri, header_data=msg.header_data,
+                    tag=msg.tag, job_id=msg.job, generation=msg.generation, relative=msg.relative,
+                )  # fmt: skip
         if msg.abandoned:
             lane.active = None
             dropped.append(msg)
@@ -160,7 +161,15 @@ def refill(lane: Lane, core: PdsCore, seg: Segmenter, limit: int, now: int, sdi:
                         break
             else:
                 if not msg.submitted:  # the SOM packet opens the message on a PDC
-                    ses, payload, som, eom = next(msg.it)
+                    if msg.it is None:
+                        ses, payload = seg.single(
+                            msg.data, msg.mid, pid_on_fep=msg.pid, resource_index=msg.ri,
+                            header_data=msg.header_data, tag=msg.tag, job_id=msg.job, generation=msg.generation,
+                            relative=msg.relative,
+                        )  # fmt: skip
+                        som = eom = True
+                    else:
+                        ses, payload, som, eom = next(msg.it)
                     submit(
                         peer, mode, _NH_STANDARD, ses, payload, token=msg, som=som, eom=eom, now=now,
                         job_id=job_id, tc=tc, sdi=sdi,
