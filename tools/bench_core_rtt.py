@@ -72,6 +72,22 @@ def _take(core: FepCore, wire: list[tuple[bytes, str, int]], now: int, handle: i
     return got, n
 
 
+class _Side:
+    """What one side's flushes added up: events, datagrams sent, changes of ``get_timer()``."""
+
+    __slots__ = ("events", "datagrams", "timer_changes", "timer")
+
+    def __init__(self) -> None:
+        self.events = self.datagrams = self.timer_changes = 0
+        self.timer: int | None = None
+
+    def flushed(self, out: list[tuple[bytes, str, int]], timer: int | None) -> None:
+        self.datagrams += len(out)
+        if timer != self.timer:
+            self.timer_changes += 1
+            self.timer = timer
+
+
 def _trips(a: FepCore, b: FepCore, size: int, trips: int, stats: Counter[str] | None = None) -> tuple[int, int]:
     """``trips`` round trips (module docstring); CPU ns of the ping and the echo side. ``stats``
     (when given) adds up datagrams, events and timer changes."""
@@ -79,9 +95,7 @@ def _trips(a: FepCore, b: FepCore, size: int, trips: int, stats: Counter[str] | 
     msg = bytes(size)
     now = a.now
     ta = tb = 0
-    ev_a = ev_b = dg_ab = dg_ba = 0
-    tm_a = tm_b = 0
-    last_a = last_b = None
+    pa, pb = _Side(), _Side()
     rb = b.post_recv(None)
     for _ in range(trips):
         now += HOP_NS
@@ -91,11 +105,8 @@ def _trips(a: FepCore, b: FepCore, size: int, trips: int, stats: Counter[str] | 
         hr = a.post_recv(None)
         out, k, at = _flush(a, now)
         t1 = clock()
-        ev_a += k
-        dg_ab += len(out)
-        if at != last_a:
-            tm_a += 1
-            last_a = at
+        pa.events += k
+        pa.flushed(out, at)
         wire = [(d, PING, 0) for d, _dst, _e in out]
         now += HOP_NS
         t2 = clock()
@@ -106,30 +117,23 @@ def _trips(a: FepCore, b: FepCore, size: int, trips: int, stats: Counter[str] | 
         b.send(PING, got.data, mode=Mode.RUD)
         out, k2, bt = _flush(b, now)
         t3 = clock()
-        ev_b += k + k2
-        dg_ba += len(out)
-        if bt != last_b:
-            tm_b += 1
-            last_b = bt
+        pb.events += k + k2
+        pb.flushed(out, bt)
         wire = [(d, ECHO, 0) for d, _dst, _e in out]
         now += HOP_NS
         t4 = clock()
         got, k = _take(a, wire, now, hr)
         t5 = clock()
-        ev_a += k
+        pa.events += k
         if got is None:
             raise RuntimeError("the reply did not complete the ping's receive in one round trip")
         ta += (t1 - t0) + (t5 - t4)
         tb += t3 - t2
     if stats is not None:
-        stats.update(
-            datagrams_ping_to_echo=dg_ab,
-            datagrams_echo_to_ping=dg_ba,
-            events_ping=ev_a,
-            events_echo=ev_b,
-            timer_changes_ping=tm_a,
-            timer_changes_echo=tm_b,
-        )
+        for name, side, way in (("ping", pa, "ping_to_echo"), ("echo", pb, "echo_to_ping")):
+            stats["datagrams_" + way] += side.datagrams
+            stats["events_" + name] += side.events
+            stats["timer_changes_" + name] += side.timer_changes
     b.cancel(rb)  # the receive posted for the next ping: withdrawn, its completion drained
     while b.next_event() is not None:
         pass

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from uet.ses.memory import byte_view
 from uet.ses.message import (
     _F_EOM,
     _F_HD,
@@ -165,9 +166,7 @@ class Segmenter:
         """``(ses_header, payload)`` of a message that fits in one packet (``count(len(data)) ==
         1``): the one item :meth:`packets` yields for it (SOM and EOM), without a generator — the
         eager lanes' one-packet messages. Raises :class:`MessageError` for a longer message."""
-        view = data if isinstance(data, memoryview) else memoryview(data)
-        if view.ndim != 1 or view.itemsize != 1:
-            view = view.cast("B")
+        view = byte_view(data)
         length = len(view)
         if length > self.payload_size:
             raise MessageError(f"message of {length} bytes does not fit one packet of {self.payload_size}")
