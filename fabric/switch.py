@@ -36,6 +36,12 @@ is not known yet are dropped and counted (``host_unknown``).
 **PFC towards hosts.** The fabric is built with ``deliver_pfc=True``: pause frames a leaf sends to
 a host are delivered to the host's socket like any frame, so a fabric-mode NIC can honour them.
 The model's own NIC (which serialises the host's frames onto the host link) honours them too.
+
+**The buffer outside the model.** A frame waits in its host socket's kernel receive queue until
+the process reads it, and the model only sees it then. :meth:`FabricProcess.kernel` (``kernel`` in
+:meth:`FabricProcess.summary`) reports the frames the kernel dropped from those queues and the
+deepest queue seen on the ``sample_ns`` grid (fabric/kernel_queues.py); ``uet-run`` names them in
+its CPU-starvation note. Both stay near zero while the process keeps up.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from uet.fabric.kernel_queues import KernelQueue, read_udp_queues
 from uet.fabric.model import Fabric
 from uet.fabric.model.config import TC_DATA, TC_ROCE
 from uet.fabric.model.nic import HostNic
@@ -186,6 +193,11 @@ class FabricProcess:
         self.closed = False
         self._armed_for: int | None = None
         self._periodic: asyncio.Task[None] | None = None
+        #: per host socket: the largest kernel receive queue seen on the sampling grid (bytes)
+        #: and the kernel's drop count at the last reading (fabric/kernel_queues.py)
+        self.kernel_rx_max: list[int] = []
+        self.kernel_drops: list[int] = []
+        self._kernel_seen = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -218,6 +230,8 @@ class FabricProcess:
         for i, s in enumerate(self.socks):
             loop.add_reader(s.fileno(), self._on_readable, i)
         self.sink.write([self._start_record()])
+        self.kernel_rx_max = [0] * len(self.socks)
+        self.kernel_drops = [0] * len(self.socks)
         self._periodic = asyncio.ensure_future(self._sampler())
 
     def now(self) -> int:
@@ -243,6 +257,7 @@ class FabricProcess:
         if loop is not None:
             for s in self.socks:
                 loop.remove_reader(s.fileno())
+        self._sample_kernel()  # the drop counters die with the sockets
         for s in self.socks:
             s.close()
         if self.timer is not None:
@@ -374,7 +389,40 @@ class FabricProcess:
         period = self.cfg.sample_ns / 1e9
         while True:
             await asyncio.sleep(period)
+            self._sample_kernel()
             self._flush_telemetry()
+
+    def _sample_kernel(self) -> None:
+        """Read the kernel's receive queue and drop count of every host socket
+        (fabric/kernel_queues.py): the one buffer of the live fabric the model does not see."""
+        if not self.socks:
+            return
+        seen = read_udp_queues(self.ports)
+        if not seen:
+            return
+        self._kernel_seen = True
+        for i, addr in enumerate(self.ports):
+            q: KernelQueue | None = seen.get(addr)
+            if q is not None:
+                self.kernel_rx_max[i] = max(self.kernel_rx_max[i], q.rx_bytes)
+                self.kernel_drops[i] = q.drops
+
+    def kernel(self) -> dict[str, Any]:
+        """The host sockets' kernel receive queues (module doc, "the one unmodelled buffer"):
+        datagrams the kernel dropped before the model saw them and the largest queue seen on the
+        sampling grid, in total and per host that had any; empty where the kernel does not
+        report them."""
+        if not self._kernel_seen:
+            return {}
+        return {
+            "rx_drops": sum(self.kernel_drops),
+            "rx_queue_max_bytes": max(self.kernel_rx_max, default=0),
+            "hosts": {
+                self.fabric.hosts[i].name: {"rx_drops": d, "rx_queue_max_bytes": m}
+                for i, (d, m) in enumerate(zip(self.kernel_drops, self.kernel_rx_max, strict=True))
+                if d or m
+            },
+        }
 
     def _sample_queues(self, node: str, port: Any, now: int) -> None:
         """Queue depth on the sampling grid (every ``sample_ns``), not only when a frame arrives:
@@ -433,6 +481,7 @@ class FabricProcess:
             "fabric": fabric_counters(self.fabric),
             "io": dict(self.stats),
             "pacing": self.pacing(),
+            "kernel": self.kernel(),
             "hosts": [
                 {"host": h.name, "ip": h.ip, "udp": list(self.ports[i]) if i < len(self.ports) else None}
                 for i, h in enumerate(self.fabric.hosts)

@@ -87,6 +87,37 @@ def test_row_ratio_compares_slowdowns() -> None:
     assert row["x_ideal"] == 1.1 and row["ratio"] == 1.0 and row["retransmits"] == 3
 
 
+def test_row_route_figures_ours_and_htsim_inferred() -> None:
+    """tail / bound from the run's per-link accounting; htsim's bound from the max_flows its
+    [reference] table infers: its ideal plus that many more flows' bytes on the shared link."""
+    res = {
+        "link_rate_bps": 100e9,
+        "workload": "permutation",
+        "endpoints": 16,
+        "cc": "nscc",
+        "lb": "single",
+        "ok": True,
+        "payload_size": 4096,
+        "flows": [{"dst": "a", "bytes": 2_000_000, "ideal_s": 177e-6, "retransmits": 0}],
+        "fct": {"max_s": 700e-6, "max_over_min": 4.0},
+        "fabric": {"trims": 0, "ecn_marks": 0},
+        "links": {
+            "max_flows": 4,
+            "histogram": {"1": 10, "4": 1},
+            "route_bound_us": 666.0,
+            "bottleneck": {"link": "x", "flows": 4, "bytes": 1, "busy_us": 1.0},
+            "bottleneck_fct": {"flows": 4, "min_us": 650.0, "max_us": 700.0, "max_over_min": 1.0769},
+        },
+    }
+    row = row_result(Path("x.toml"), res, {"tail_us": 889.9, "ideal_us": 174.0, "max_flows": 5}, None)
+    assert row["max_flows"] == 4 and row["route_bound_us"] == 666.0
+    assert row["x_bound"] == round(700 / 666, 4) and row["bottleneck_max_over_min"] == 1.0769
+    h_bound = 174.0 + 4 * 160.0  # four more 2 MB flows at 100 Gb/s
+    assert row["htsim"]["route_bound_us"] == h_bound and row["htsim"]["x_bound"] == round(889.9 / h_bound, 4)
+    del res["links"]
+    assert "x_bound" not in row_result(Path("x.toml"), res, {"tail_us": 889.9}, None)
+
+
 def test_suite_one_row_json_and_table() -> None:
     r = _run("--suite", "cc", "--only", "one_flow_nscc", "--json")
     assert r.returncode == 0, r.stderr
@@ -96,6 +127,9 @@ def test_suite_one_row_json_and_table() -> None:
     assert row["htsim"]["tail_us"] == 176.2
     # one 2 MB flow across the core: within 2 % of our ideal and of htsim's slowdown
     assert 1.0 <= row["x_ideal"] < 1.02 and 0.95 < row["ratio"] < 1.05
+    # one flow: its route bound is its ideal (the partial last packet aside), one flow per link
+    assert row["max_flows"] == 1 and row["route_bound_us"] == pytest.approx(row["ideal_us"], abs=0.1)
+    assert 1.0 <= row["x_bound"] < 1.02
     t = _run("--suite", "cc", "--only", "incast15_rccc", "--max-hosts", "4", "--size", "64KiB", "--json")
     assert t.returncode == 0, t.stderr
     (row,) = json.loads(t.stdout)["rows"]

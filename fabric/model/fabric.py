@@ -21,6 +21,7 @@ from typing import Any
 
 from uet.fabric.model.config import FabricError
 from uet.fabric.model.events import EventQueue
+from uet.fabric.model.linkload import LinkLoad
 from uet.fabric.model.nic import HostNic
 from uet.fabric.model.port import Port
 from uet.fabric.model.switch import Switch
@@ -33,7 +34,10 @@ class Fabric:
 
     ``deliver_pfc``: also hand PFC frames the leaf sends to a host to ``poll`` (the NIC model
     always obeys them). ``seed`` seeds every switch's random generator (WRED draws, random
-    spraying, adaptive tie-breaks) together with the switch id.
+    spraying, adaptive tie-breaks) together with the switch id. ``link_load``: count the flows
+    and distinct data bytes of every directed link (:attr:`link_load`,
+    :mod:`uet.fabric.model.linkload`); refused when a switch re-parses forwarded frames
+    (``latency_ns`` or ``trust_pcp``), which would lose the path a packet carries.
     """
 
     def __init__(
@@ -43,6 +47,7 @@ class Fabric:
         seed: int = 0,
         telemetry: Telemetry | None = None,
         deliver_pfc: bool = False,
+        link_load: bool = False,
     ) -> None:
         if topology is None:
             topology = Topology()
@@ -102,6 +107,29 @@ class Fabric:
                 peer.ports[peer_port].peer = (sw, port.index)
                 peer.ports[peer_port].peer_mac = port.mac
         self._delivered: list[tuple[int, int, bytes]] = []
+        #: per-link flows and distinct data bytes (None unless ``link_load``)
+        self.link_load: LinkLoad | None = None
+        if link_load:
+            if cfg.latency_ns or cfg.trust_pcp:
+                raise FabricError("link_load: switches with latency_ns or trust_pcp re-parse every frame")
+            self.link_load = self._number_links()
+
+    def _number_links(self) -> LinkLoad:
+        """Give every directed link an id (host uplinks first, in host order, then each switch's
+        ports) and tell each port the id of the link arriving at it."""
+        load = LinkLoad()
+        for nic in self.nics:
+            nic.port.link_id = load.add_link(f"{nic.name}>{self.hosts[nic.index].switch}", nic.port)
+        for sw in self.switches.values():
+            sw.link_load = load
+            for port in sw.ports:
+                peer, _ = port.peer  # type: ignore[misc]
+                port.link_id = load.add_link(f"{sw.name}:{port.index}>{peer.name}", port)
+        for node in [*self.switches.values(), *self.nics]:
+            for port in node.ports:
+                peer, peer_port = port.peer  # type: ignore[misc]
+                port.in_link = peer.ports[peer_port].link_id
+        return load
 
     # -- the sans-I/O surface --------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ CTRL = 8
 class Packet:
     """A frame held in a switch: its bytes and what ingress learned about it."""
 
-    __slots__ = ("frame", "size", "in_port", "tc", "ip", "pool", "t_enq", "dst", "fcrc")
+    __slots__ = ("frame", "size", "in_port", "tc", "ip", "pool", "t_enq", "dst", "fcrc", "path")
 
     def __init__(self, frame: bytearray, in_port: int, tc: int, ip: int, t_enq: int, dst: bytes = b"") -> None:
         self.frame = frame
@@ -60,6 +60,9 @@ class Packet:
         #: CRC-32 of the packet's ECMP flow tuple, computed at the first switch that hashes it
         #: (-1: not yet); each switch continues it with its own seed (LoadBalancer.choose_pkt)
         self.fcrc = -1
+        #: ids of the links crossed so far when the fabric counts per-link load (None: not
+        #: counted; uet.fabric.model.linkload)
+        self.path: list[int] | None = None
 
 
 class Port:
@@ -101,6 +104,10 @@ class Port:
         self.peer_ingress: Callable[[int, bytearray, int], None] | None = None
         self.peer_arrive: Callable[[int, Packet, int], None] | None = None
         self.peer_port = 0
+        #: per-link accounting (uet.fabric.model.linkload), set by a Fabric: the id of the link
+        #: this port sends on, and of the link arriving at it (the peer's sending port)
+        self.link_id = -1
+        self.in_link = -1
         self.queues: list[deque[Packet]] = [deque() for _ in range(8)]
         self.qbytes = [0] * 8
         #: packets in all class queues

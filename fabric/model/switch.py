@@ -47,6 +47,7 @@ from uet.fabric.model.frames import (
     uet_header_len,
 )
 from uet.fabric.model.lb import LoadBalancer
+from uet.fabric.model.linkload import LinkLoad
 from uet.fabric.model.port import CTRL, MIN_FRAME, Packet, Port
 from uet.fabric.model.telemetry import (
     Counters,
@@ -165,6 +166,9 @@ class Switch:
         #: ingress options that need the whole pipeline even for a forwarded packet
         self._slow_ingress = bool(cfg.latency_ns) or cfg.trust_pcp
         self._ecn_avg = [e is not None and bool(e.weight_shift) for e in self._ecn]
+        #: per-link accounting shared by a Fabric's switches (None: off); a packet then carries
+        #: the links it crossed and the last switch reports it delivered (uet.fabric.model.linkload)
+        self.link_load: LinkLoad | None = None
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -267,6 +271,8 @@ class Switch:
             self._drop(in_port, tc, "no_route", len(frame), now)
             return
         pkt = Packet(frame, in_port, tc, ip, now, dst)
+        if self.link_load is not None:
+            pkt.path = [self.ports[in_port].in_link]
         if len(group) == 1:
             out = group[0]
         else:
@@ -466,6 +472,11 @@ class Switch:
             else:
                 tx(self, port.index, frame, now, end)
             if pkt is not None:
+                path = pkt.path
+                if path is not None:
+                    path.append(port.link_id)
+                    if port.faces_host:
+                        self.link_load.deliver(frame, pkt.ip, path)  # type: ignore[union-attr]
                 if pkt.pool == "shared" and tc not in self.lossless:
                     mmu = self.mmu  # Mmu.release of a lossy packet, inlined
                     mmu.ingress[pkt.in_port][tc] -= size

@@ -18,6 +18,10 @@ through a spine, 6 through a 3-tier core. RoCEv2 flows count their own frames: P
 payloads (plus the 24-byte provider header once per message) + BTH (12) + ICRC (4) + UDP + IPv4 +
 Ethernet + 24.
 
+**Per-link load** (``links``): the flows and distinct data bytes each directed link carried, the
+histogram of flows per link and the route bound, a lower bound on the tail FCT
+(:mod:`uet.fabric.model.linkload`); absent when the switches re-parse every frame.
+
 **Speed**: packet-hops are frames that crossed one link (every switch and NIC port's transmitted
 frames summed); the speed is packet-hops per CPU second of the process (``time.process_time``,
 the one clock read here, outside the simulated system). CPU figures go under ``timing``, the only
@@ -234,7 +238,7 @@ def simulate(
     )
     tel = Telemetry({"queue_depth", "port_bytes", "nic_bytes"} if timeline else set(), enabled=timeline)
     cpu0 = time.process_time()
-    fabric = Fabric(topo, seed=seed, telemetry=tel)
+    fabric = Fabric(topo, seed=seed, telemetry=tel, link_load=not (topo.switch.latency_ns or topo.switch.trust_pcp))
     engine = Engine(fabric)
     ep_over = dict(endpoint if endpoint is not None else DEFAULT_ENDPOINT)
     cfg = merge(FepConfig(), ep_over)
@@ -328,6 +332,13 @@ def simulate(
         sim={"packet_hops": hops, "frames_injected": engine.frames_in, "instants": engine.instants},
         timing={"cpu_s": round(cpu, 3), "packet_hops_per_cpu_s": round(hops / cpu) if cpu > 0 else None},
     )
+    if fabric.link_load is not None:
+        fcts: dict[tuple[str, str], float] = {}
+        for f in res["flows"]:
+            if "completion_s" in f:
+                k = (f["src"], f["dst"])
+                fcts[k] = max(fcts.get(k, 0.0), f["completion_s"])
+        res["links"] = fabric.link_load.summary(fcts)
     if error is not None:
         res["errors"] = [*res["errors"], error]
     if interrupted:

@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from uet.tss.channel import RxChannel, TxChannel
 from uet.tss.context import TssConfig, TssContext, as_address
 from uet.tss.domain import SecureDomainTable
 from uet.tss.errors import TssError
@@ -168,8 +169,9 @@ class TssStage:
         self.rx_port = rx_port
         self._rng = config.rng if config.rng is not None else rng
         self._expected = None if config.accept_any_sdi else self.sdi
-        self._seal: dict[Any, Callable[[bytes], bytes]] = {}
+        self._tx: dict[Any, TxChannel] = {}
         self._src: dict[str, bytes] = {}
+        self._rx: dict[Any, RxChannel] = {}
         self._stats: dict[str, int] = {"tss_tx_errors": 0, "tss_rotations": 0}
 
     def __repr__(self) -> str:
@@ -211,18 +213,25 @@ class TssStage:
 
     # -- transmit ----------------------------------------------------------------------------------
 
-    def seal(self, datagram: bytes, dst: str, entropy: int, now: int) -> bytes | None:
-        """``datagram`` sealed for ``dst`` (new TSC), or None (counted in ``tss_tx_errors``)."""
+    def _tx_channel(self, dst: str, entropy: int) -> TxChannel:
+        """The channel to ``dst`` (and ``entropy`` unless ``tx_port`` is fixed); raises
+        :class:`TssError` when the SD cannot send."""
         port = self.tx_port
         key = dst if port is not None else (dst, entropy)
-        seal = self._seal.get(key)
+        ch = self._tx.get(key)
+        if ch is None:
+            if len(self._tx) >= 4096:  # per-datagram entropy: keep the channel cache bounded
+                self._tx.clear()
+            ch = self._tx[key] = self.ctx.tx_channel(sdi=self.sdi, dst=dst, entropy=entropy if port is None else port)
+        return ch
+
+    def seal(self, datagram: bytes, dst: str, entropy: int, now: int) -> bytes | None:
+        """``datagram`` sealed for ``dst`` (new TSC), or None (counted in ``tss_tx_errors``)."""
+        return self._seal_one(datagram, dst, entropy, now)
+
+    def _seal_one(self, datagram: bytes, dst: str, entropy: int, now: int) -> bytes | None:
         try:
-            if seal is None:
-                if len(self._seal) >= 4096:  # per-datagram entropy: keep the channel cache bounded
-                    self._seal.clear()
-                ch = self.ctx.tx_channel(sdi=self.sdi, dst=dst, entropy=entropy if port is None else port)
-                seal = self._seal[key] = ch.seal
-            sealed = seal(datagram)
+            sealed = self._tx_channel(dst, entropy).seal(datagram)
         except TssError as e:
             self._stats["tss_tx_errors"] += 1
             self._log({"t": now, "ev": "tss_tx_error", "peer": dst, "error": type(e).__name__})
@@ -231,23 +240,44 @@ class TssStage:
             sealed = self.tamper.apply(sealed)
         return sealed
 
+    def seal_packed(self, datagrams: Sequence[tuple[bytes, str, int]], now: int) -> list[tuple[bytes, str, int] | None]:
+        """Seal ``(data, destination, entropy)`` datagrams: one ``(sealed, destination, entropy)``
+        per datagram, in order, None for one that cannot be sealed (counted as :meth:`seal`).
+
+        Data path: each run of datagrams to one destination (and entropy, unless ``tx_port`` is
+        fixed) is sealed by its channel in one :meth:`~uet.tss.channel.TxChannel.seal_run` call;
+        a datagram the channel declines, and every one while a :class:`Tamper` is on, takes
+        :meth:`seal`."""
+        out: list[tuple[bytes, str, int] | None] = []
+        by_entropy = self.tx_port is None
+        n = len(datagrams)
+        i = 0
+        while i < n:
+            data, dst, entropy = datagrams[i]
+            if self.tamper is None:
+                try:
+                    ch = self._tx_channel(dst, entropy)
+                except TssError:
+                    pass  # seal() below counts and logs it
+                else:
+                    j = ch.seal_run(datagrams, i, out, by_entropy)  # type: ignore[arg-type]
+                    if j > i:
+                        i = j
+                        continue
+            sealed = self._seal_one(data, dst, entropy, now)
+            out.append(None if sealed is None else (sealed, dst, entropy))
+            i += 1
+        return out
+
     def seal_batch(self, items: Sequence[tuple[Any, ...]], now: int) -> list[Any]:
         """Seal every ``(data, destination, entropy, ...)`` record, keeping its other fields and
-        type; records that cannot be sealed are left out."""
-        out = []
-        seal = self.seal
-        for t in items:
-            sealed = seal(t[0], t[1], t[2], now)
-            if sealed is not None:
-                out.append(_tnew(type(t), (sealed, *t[1:])))
-        return out
+        type; records that cannot be sealed are left out (:meth:`seal_packed`)."""
+        sealed = self.seal_packed([(t[0], t[1], t[2]) for t in items], now)
+        return [_tnew(type(t), (s[0], *t[1:])) for t, s in zip(items, sealed, strict=True) if s is not None]
 
     # -- receive -----------------------------------------------------------------------------------
 
     def _open(self, data: bytes, src: str, sport: int, trimmed: bool, now: int) -> bytes | None:
-        arrivals = self.arrivals
-        if arrivals is not None:
-            arrivals.add(data[:FINGERPRINT_LEN])
         ctx = self.ctx
         sb = self._src.get(src)
         if sb is None:
@@ -264,28 +294,80 @@ class TssStage:
             self._log({"t": now, "ev": "tss_drop", "peer": src, "reason": reason.value if reason else None})
         return pt
 
+    def _arrived(self, datagrams: Any) -> dict[Any, RxChannel]:
+        """Fingerprint ``datagrams`` (with ``record_arrivals``); the per-sender channels of the
+        receive loops."""
+        arrivals = self.arrivals
+        if arrivals is not None:
+            arrivals.update(data[:FINGERPRINT_LEN] for data in datagrams)
+        rx = self._rx
+        if len(rx) >= 4096:  # per-datagram entropy: keep the cache bounded
+            rx.clear()
+        return rx
+
     def open_marked(self, batch: Sequence[tuple[bytes, str, int]], now: int) -> list[tuple[bytes, str, int]]:
         """Open ``(data, source, ecn with trim marks)`` items (the links' packed form; the source
-        port is ``rx_port``); the ones that fail are dropped (module docstring)."""
+        port is ``rx_port``); the ones that fail are dropped (module docstring).
+
+        Data path: the channel that opened a source's last datagram
+        (:class:`~uet.tss.channel.RxChannel`) opens the run of datagrams from that source that
+        starts here (:meth:`~uet.tss.channel.RxChannel.open_run`); whatever it declines takes
+        :meth:`TssContext.open_fast <uet.tss.context.TssContext.open_fast>`, which decides and
+        counts."""
         self._retire(now)
         sport = self.rx_port or 0
+        ctx = self.ctx
+        chans = self._arrived(item[0] for item in batch)
         out: list[tuple[bytes, str, int]] = []
-        for data, src, ecn in batch:
+        fast = 0
+        i = 0
+        n = len(batch)
+        while i < n:
+            data, src, ecn = batch[i]
+            ch = chans.get(src)
+            if ch is not None:
+                j = ch.open_run(batch, i, out)
+                if j > i:
+                    fast += j - i
+                    i = j
+                    continue
             pt = self._open(data, src, sport, bool(ecn & _ECN_TRIMMED), now)
             if pt is not None:
                 out.append((pt, src, ecn))
+                if ctx.last_channel is not None:
+                    chans[src] = ctx.last_channel
+            i += 1
+        if fast:
+            ctx.stats["in_auth_pkts"] += fast
         return out
 
     def open_batch(self, items: Sequence[Any], now: int) -> list[Any]:
         """Open :class:`~uet.fep.events.Datagram` records (source port: ``rx_port`` when fixed,
-        else each record's own); the ones that fail are dropped."""
+        else each record's own); the ones that fail are dropped. Same data path as
+        :meth:`open_marked`, with a channel per source and source port."""
         self._retire(now)
         fixed = self.rx_port
+        ctx = self.ctx
+        chans = self._arrived(d[0] for d in items)
         out = []
+        fast = 0
         for d in items:
-            pt = self._open(d[0], d[1], fixed if fixed is not None else d[5], d[3], now)
+            sport = fixed if fixed is not None else d[5]
+            key = (d[1], sport)
+            ch = chans.get(key)
+            if ch is not None and not d[3]:
+                pt = ch.open(d[0])
+                if pt is not None:
+                    fast += 1
+                    out.append(_tnew(type(d), (pt, *d[1:])))
+                    continue
+            pt = self._open(d[0], d[1], sport, d[3], now)
             if pt is not None:
                 out.append(_tnew(type(d), (pt, *d[1:])))
+                if ctx.last_channel is not None:
+                    chans[key] = ctx.last_channel
+        if fast:
+            ctx.stats["in_auth_pkts"] += fast
         return out
 
     # -- timers and key rotation (§5.7) ------------------------------------------------------------
