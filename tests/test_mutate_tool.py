@@ -134,3 +134,36 @@ def test_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: p
     assert mutate.main(["uet.tss.replay", "--list", "--lines", "56"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out and all(line.startswith("uet.tss.replay:56:") for line in out)
+
+
+@pytest.mark.parametrize("recheck_ok", [True, False])
+def test_recheck_has_a_time_out_and_needs_passing_tests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recheck_ok: bool
+) -> None:
+    """A survivor that loops forever under the recheck tests is stopped (it hung the run before)
+    and counts as a time-out; if the recheck tests fail without any mutant, no survivor is
+    counted as killed by them. The pytest child runs are replaced by their recorded answers."""
+    (tmp_path / "mutdemo.py").write_text(DEMO)
+    calls: list[tuple[int | None, tuple[str, ...], float | None]] = []
+
+    def fake_run(name: str, path: str, index: int | None, tests, timeout):  # noqa: ANN001, ANN202
+        calls.append((index, tuple(tests), timeout))
+        if tests == ["sel.py"]:
+            return 0, 1.0  # the selected test notices nothing: all three survive it
+        if index is None:
+            return (0 if recheck_ok else 1), 10.0
+        return (-1 if index == 0 else 1 if index == 1 else 0), 1.0
+
+    monkeypatch.setattr(mutate, "_run", fake_run)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("mutdemo", None)
+    out = mutate.run_module("mutdemo", tests=["sel.py"], recheck=["all"], root=tmp_path)
+    status = [o.status for o in out]
+    if recheck_ok:
+        assert status == ["timeout", "killed", "survived"]
+        assert [c for c in calls if c[1] == ("all",)] == [(None, ("all",), None)] + [
+            (i, ("all",), 50.0) for i in range(3)
+        ]
+    else:
+        assert status == ["survived"] * 3
+        assert [c for c in calls if c[1] == ("all",)] == [(None, ("all",), None)]

@@ -11,7 +11,8 @@ mutated module in place of the file — the file on disk is never touched, so no
 after a crash or Ctrl-C and no stale bytecode can hide a mutant — and runs pytest on the selected
 tests with ``-x``. A test failure, a collection error or a time-out (five times the unmutated run,
 at least 30 s) kills the mutant. Survivors are then re-run against the whole suite (``--recheck``,
-default ``tests``), so a mutant counts as surviving only when no test anywhere notices it.
+default ``tests``, with the same kind of time-out), so a mutant counts as surviving only when no
+test anywhere notices it.
 
 Equivalent mutants (changes no test can observe, e.g. ``<`` → ``<=`` where the two values can never
 be equal) are listed with the reason in ``tests/mutation_equivalents.toml`` and set aside: the score
@@ -31,7 +32,7 @@ import time
 import tomllib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import CodeType, ModuleType
@@ -195,13 +196,34 @@ def run_module(
     if progress:
         print(file=sys.stderr)
     final = []
+    rtimeout: float | None = None
     for o in outcomes:
         if o.status == "survived" and recheck and list(recheck) != selected:
-            rc, _ = _run(name, path, o.index, recheck, None)
-            if rc != 0:
-                o = Outcome(o.index, o.line, o.col, o.description, o.source, "killed", "killed by the whole suite")
+            if rtimeout is None:
+                rtimeout = _recheck_timeout(name, path, recheck)
+            if rtimeout < 0:
+                final.append(o)
+                continue
+            rc, _ = _run(name, path, o.index, recheck, rtimeout)
+            if rc == -1:
+                o = replace(o, status="timeout", why="timed out in the recheck tests")
+            elif rc != 0:
+                o = replace(o, status="killed", why="killed by the whole suite")
         final.append(o)
     return final
+
+
+def _recheck_timeout(name: str, path: str, recheck: Sequence[str]) -> float:
+    """Time-out of one survivor's recheck (five times the unmutated run, at least 30 s), or -1
+    when the recheck tests fail without any mutant: then they cannot tell a survivor from a
+    flaky test, and survivors stay survivors (a mutant that loops must not hang the run, and a
+    failing test must not count as a kill)."""
+    rc, base = _run(name, path, None, recheck, None)
+    if rc != 0:
+        print(f"uet-mutate: the recheck tests fail without any mutant (pytest exit {rc}): "
+              f"survivors of {name} not rechecked", file=sys.stderr)  # fmt: skip
+        return -1.0
+    return max(30.0, 5 * base)
 
 
 def score(outcomes: Sequence[Outcome]) -> tuple[int, int, int, float]:
