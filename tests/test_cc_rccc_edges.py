@@ -9,7 +9,9 @@ older tests let through (``python -m uet.tools.mutate uet.cc.rccc``).
 
 from __future__ import annotations
 
+from tests.test_cc_rccc import _drain
 from uet.cc import CcConfig, CreditScheduler, CreditSender
+from uet.cc.rccc import diff24
 
 CFG = CcConfig()
 
@@ -20,6 +22,16 @@ def blocked() -> CreditSender:
     c.on_grant(0, 0)
     assert c.credit == 0 and not c.speculating
     return c
+
+
+def test_serial_difference_of_24_bit_counters() -> None:
+    assert diff24(0, 1) == -1 and diff24(0x800000, 0) == -0x800000 and diff24(0x7FFFFF, 0) == 0x7FFFFF
+
+
+def test_a_grant_is_the_low_24_bits_of_the_credit_payload() -> None:
+    c = blocked()
+    c.on_grant(0x1000040, 1_000)  # a 32-bit CREDIT payload with a stray high bit
+    assert c.pull == 0x40 and c.credit == 16_384
 
 
 def test_credit_of_one_byte_may_send_none_may_not() -> None:
@@ -84,6 +96,11 @@ def test_a_source_waiting_only_to_resend_asks_at_once() -> None:
     assert d is not None and d < 0  # never sent a target nor heard a grant: no wait
     c.on_request_sent(5_000)
     assert c.request_deadline() == 17_000
+    c.rtx_backlog, c.backlog = 0, 1  # one byte to send is something to send
+    assert c.request_deadline() == 17_000
+    c.on_grant(1, 6_000)
+    c.on_send(255)  # one byte of credit left: not blocked
+    assert c.request_deadline() is None
 
 
 def test_two_ports_grant_twice_as_often() -> None:
@@ -94,6 +111,9 @@ def test_two_ports_grant_twice_as_often() -> None:
 
 
 def test_the_grant_repeated_for_a_target_already_granted() -> None:
+    z = CreditScheduler(CFG)
+    z.note_target("Z", 0x1000028, 0)  # only the low 24 bits are the target
+    assert z.peers["Z"].target == 40
     s = CreditScheduler(CFG)
     assert s.note_target("B", 0, 0) is None  # never granted, asks for nothing
     assert s.note_target("A", 40, 0, route="r", rx=4_160) is None
@@ -130,11 +150,89 @@ def test_a_sender_that_leaves_is_no_longer_served() -> None:
     assert "C" not in s.peers and s.active == ["B"]
 
 
+def core_trimmed(s: CreditScheduler, key: str) -> None:
+    """Known to ``s`` but not active; its packets trimmed in the core for two epochs of 18 µs:
+    share 1 → 0.5 → 0.25 (uet.cc.pullrate), a new epoch opened at 36 µs."""
+    s.note_target(key, 0, 0)
+    for t in (*range(0, 8_000, 1_000), 18_000):
+        s.note_arrival(key, True, t)
+    s.note_arrival(key, False, 36_000)
+
+
 def test_core_trims_change_nothing_with_core_pull_off() -> None:
-    for on, rate in ((False, 1.0), (True, 0.5)):
+    for on, rate in ((False, 1.0), (True, 0.25)):
         s = CreditScheduler(CcConfig(core_pull=on))
         s.note_arrival("nobody", True, 0)  # an unknown sender: ignored
-        s.note_target("A", 1_000, 0)
-        for t in (*range(0, 8_000, 1_000), 18_000):  # an epoch of core trims, then one more packet
-            s.note_arrival("A", True, t)
+        core_trimmed(s, "A")
         assert "nobody" not in s.peers and s.peers["A"].pace.rate == rate
+    s.note_arrival("A", False, 54_000)  # an epoch with no trim and no CE mark: × 1.5 (not + 0.03)
+    assert s.peers["A"].pace.rate == 0.375
+
+
+def test_a_sender_waiting_for_its_share_lets_the_others_go() -> None:
+    """A's share 0.25: after a grant it waits 1323 / 0.25 = 5292 ns, while B is served."""
+    s = CreditScheduler(CFG)
+    core_trimmed(s, "A")
+    s.note_target("A", 0xFFFFF, 40_000)
+    s.note_target("B", 0xFFFFF, 40_000)
+    assert _drain(s, 45_292) == ["A", "B", "B", "B", "A"]
+
+
+def test_the_pacer_waits_for_a_lone_sender_share_within_one_poll() -> None:
+    s = CreditScheduler(CFG)
+    core_trimmed(s, "A")
+    s.note_target("A", 0xFFFFF, 40_000)
+    assert len(s.poll(40_000)) == 1  # next allowed at 45 292
+    assert [g for _k, _r, g in s.poll(50_000)] == [128]  # granted at 45 292, next at 50 584
+    assert s.deadline() == 50_584
+
+
+def test_the_least_served_goes_first_by_a_single_byte() -> None:
+    s = CreditScheduler(CFG)
+    s.note_target("B", 1_000, 0, rx=1)
+    s.note_target("A", 1_000, 0)
+    assert [k for k, _r, _g in s.poll(0)] == ["A"]
+
+
+def test_funded_retransmission_on_top_of_one_quantum_not_yet_granted() -> None:
+    s = CreditScheduler(CFG)
+    s.note_target("A", 40, 0)
+    s.poll(0)
+    s.note_target("A", 41, 10)
+    s.add_demand("A", 4_096, 20)
+    assert s.peers["A"].target == 57
+
+
+def test_one_quantum_left_keeps_a_sender_active() -> None:
+    s = CreditScheduler(CFG)
+    s.note_target("A", 65, 0)
+    assert [g for _k, _r, g in s.poll(1_323)] == [64, 65]
+
+
+def test_grants_are_at_least_one_nanosecond_apart() -> None:
+    s = CreditScheduler(CFG, ports=100)  # 1237.5 B/ns: one quantum takes 0.2 ns
+    s.note_target("A", 1, 0)
+    s.note_target("B", 1, 0)
+    assert len(s.poll(0)) == 1 and s.deadline() == 1
+
+
+def test_a_newcomer_after_everyone_stopped_starts_near_the_last_served() -> None:
+    """With no active sender the floor is the last account served (A's 100 grants, 1 638 400 B)
+    less one MaxWnd: C gets 14 grants in a row, as when A stays active."""
+    s = CreditScheduler(CFG)
+    s.note_target("A", 6_400, 0)
+    _drain(s, 99 * 1_323)  # 100 grants: A's target met, nobody active
+    assert s.active == []
+    s.note_target("C", 0xFFFFF, 100 * 1_323)
+    s.note_target("A", 0xFFFFF, 100 * 1_323)
+    assert _drain(s, 100 * 1_323 + 15 * 1_323) == ["C"] * 14 + ["A", "C"]
+
+
+def test_each_poll_with_grants_is_logged() -> None:
+    recs: list[dict] = []
+    s = CreditScheduler(CFG, log=recs.append)
+    s.note_target("A", 64, 0)
+    s.note_target("B", 64, 0)
+    s.poll(1_323)
+    s.poll(5_000)  # nothing due: no record
+    assert recs == [{"t": 1_323, "ev": "cc", "algo": "rccc_rx", "grants": 2, "active": 0}]
