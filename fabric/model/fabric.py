@@ -129,6 +129,8 @@ class Fabric:
             for port in node.ports:
                 peer, peer_port = port.peer  # type: ignore[misc]
                 port.in_link = peer.ports[peer_port].link_id
+        for sw in self.switches.values():
+            sw._link_bits = load.bits
         return load
 
     # -- the sans-I/O surface --------------------------------------------------------------------
