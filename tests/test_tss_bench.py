@@ -22,7 +22,8 @@ def _run(size: int, **kw) -> dict:
 
 
 def test_tamper_is_detected_and_counted_exactly() -> None:
-    rec = _run(4 * MiB, tamper=0.02, seed=3)
+    """Two rounds, each a plaintext transfer then a secure one: the accounting adds up over both."""
+    rec = _run(4 * MiB, tamper=0.02, seed=3, rounds=2)
     assert rec["error"] is None and rec["intact"] and rec["secure_intact"]
     # The top-level figures are the plaintext transfer's, as without --tss; the secure one's own
     # are under "secure" (issue 14: the figures used to switch meaning with --tss).
@@ -36,6 +37,11 @@ def test_tamper_is_detected_and_counted_exactly() -> None:
     assert rec["tampered_reached_receiver"] + rec["tampered_lost"] == rec["tampered"]
     assert rec["secure"]["retransmits"] > 0  # the tampered requests were repaired by PDS
     assert rec["ratio_vs_plaintext"] is not None and rec["ratio_vs_plaintext"] > 0
+    per_round = rec["secure"]["rounds"]  # each round's secure goodput over the same round's plaintext
+    assert len(per_round) == len(rec["rounds"]) == 2
+    for sec, plain in zip(per_round, rec["rounds"], strict=True):
+        assert sec["ratio_vs_plaintext"] == round(sec["goodput_gbps"] / plain["goodput_gbps"], 3)
+    assert rec["ratio_vs_plaintext"] == round(sum(r["ratio_vs_plaintext"] for r in per_round) / 2, 3)
 
 
 def test_key_rotation_mid_64mib_transfer_loses_nothing() -> None:

@@ -10,8 +10,10 @@ UET transfer of ``--size`` random bytes through two :class:`uet.endpoint.Endpoin
 applied on transmit by both FEPs). It reports goodput, packets/s, the UET/raw ratio,
 retransmissions, CPU time per packet on both sides and ``cpu_ratio`` (raw CPU per packet over
 UET's, :func:`cpu_ratio`), ``intact`` (SHA-256 of what arrived == what
-was sent) and ``duplicates`` (messages delivered more than once). With ``--tss`` a second UET
-transfer runs inside a secure domain made for the run (:mod:`uet.tools.bench_tss`).
+was sent) and ``duplicates`` (messages delivered more than once). With ``--tss`` every round
+also runs a second UET transfer, right after the plaintext one, inside a secure domain made for
+the run (:mod:`uet.tools.bench_tss`); ``ratio_vs_plaintext`` is the median over the rounds of
+each round's secure goodput over its plaintext goodput.
 
 Both processes read ``time.monotonic_ns()`` (one system-wide clock), so "first send" in the sender
 and "last arrival" in the receiver are comparable. Messages carry their index in SES
@@ -67,7 +69,7 @@ from uet.tools.bench_options import (
 from uet.tools.bench_procs import expect, spawn
 from uet.tools.bench_raw import BLAST_CANDIDATES, blast_receive, blast_send, raw_socket
 from uet.tools.bench_report import aggregate, print_table
-from uet.tools.bench_tss import PHASE_KEYS, tss_fields
+from uet.tools.bench_tss import tss_fields
 from uet.tools.bench_uet import uet_figures, uet_receiver, uet_sender
 from uet.tools.cli import float_arg, int_arg, probability, quiet_interrupt, size_arg
 from uet.tools.link_options import local_link_options
@@ -94,8 +96,8 @@ def pair_child(conn: Connection, opts: PairOptions) -> None:
                 conn.send(("raw_result", blast_receive(s, opts.payload, kind, on_loop)))
                 s.close()
         on_loop(uet_receiver(conn, replace(opts, secure=False)))
-    if opts.tss:
-        on_loop(uet_receiver(conn, replace(opts, secure=True)))
+        if opts.tss:
+            on_loop(uet_receiver(conn, replace(opts, secure=True)))
 
 
 def random_data(size: int, seed: int) -> bytes:
@@ -149,6 +151,7 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
         from uet.endpoint import run
 
         rounds: list[dict[str, Any]] = []
+        secure_runs: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (sender record, figures)
         snd: dict[str, Any] = {}
         try:
             for _ in range(max(1, opts.rounds)):
@@ -156,18 +159,14 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
                 snd = run(uet_sender(conn, replace(opts, secure=False), data, progress), use_uvloop=opts.uvloop)
                 rnd.update(uet_figures(snd, sha_sent, rnd.get("raw_udp_gbps")))
                 rnd["cpu_ratio"] = cpu_ratio(rnd)
+                if opts.tss:
+                    ssnd = run(uet_sender(conn, replace(opts, secure=True), data, progress), use_uvloop=opts.uvloop)
+                    secure_runs.append((ssnd, uet_figures(ssnd, sha_sent, rnd.get("raw_udp_gbps"))))
                 rounds.append(rnd)
             out.update(aggregate(rounds))
             if opts.counters:
                 out["sender_counters"] = {k: v for k, v in snd["counters"].items() if v}
                 out["receiver_counters"] = {k: v for k, v in snd["rx"]["counters"].items() if v}
-            if opts.tss:
-                snd = run(uet_sender(conn, replace(opts, secure=True), data, progress), use_uvloop=opts.uvloop)
-                sec = uet_figures(snd, sha_sent, out.get("raw_udp_gbps"))
-                secure = {k: sec[k] for k in PHASE_KEYS if k in sec}
-                out.update(tss_fields(snd, secure, out, opts))
-                out["secure"] = secure
-                out["error"] = out["error"] or secure["error"]
         except KeyboardInterrupt:
             quiet_interrupt()
             if not rounds:
@@ -178,6 +177,9 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
         finally:
             if progress is not None:
                 progress.stop()
+        if secure_runs:
+            out.update(tss_fields(secure_runs, rounds, opts))
+            out["error"] = out["error"] or out["secure"]["error"]
         if out.get("ratio") is None:
             out["ratio"] = None
         out.setdefault("raw_udp_gbps", None)

@@ -4,6 +4,7 @@ and the exact accounting of tampered datagrams (behaviour.md §5)."""
 from __future__ import annotations
 
 import asyncio
+import statistics
 from typing import Any
 
 from uet.tools.bench_options import PairOptions
@@ -88,36 +89,69 @@ def tss_report(ep: Any) -> dict[str, Any] | None:
     }
 
 
-def tss_fields(snd: dict[str, Any], secure: dict[str, Any], plain: dict[str, Any], opts: PairOptions) -> dict[str, Any]:
+def tss_fields(
+    secure_runs: list[tuple[dict[str, Any], dict[str, Any]]], plain_rounds: list[dict[str, Any]], opts: PairOptions
+) -> dict[str, Any]:
     """The ``--tss`` figures: ``ratio_vs_plaintext``, ``auth_failures`` and their accounting.
 
-    The record's top-level figures (goodput, retransmits, CPU...) stay those of the plaintext
-    transfer with or without ``--tss``; the secure transfer's own are under ``secure``.
+    ``secure_runs``: per round, the secure transfer's sender record and figures; ``plain_rounds``:
+    the same rounds' plaintext figures (the secure transfer of a round runs right after its
+    plaintext one, so the two see the same load). The record's top-level figures (goodput,
+    retransmits, CPU...) stay those of the plaintext transfers with or without ``--tss``; the
+    secure transfers' own are under ``secure``: medians over the rounds (retransmits summed), and
+    ``secure["rounds"]`` lists each round's goodput and ratio. ``ratio_vs_plaintext`` is the
+    median of the per-round ratios.
 
-    ``auth_failures`` counts every datagram the two receivers' TSS layers rejected (all drop
-    reasons, ``tss_drops``: a flipped bit in the security header is rejected as unknown SDI,
-    replay... before the tag is checked; ``auth_failures_bad_tag`` is the tag-failure share).
-    ``tampered_reached_receiver`` counts the tampered datagrams (fingerprinted by the attacker
-    after the flip) that a receiver actually read (fingerprinted on arrival), in both
+    ``auth_failures`` counts every datagram the two receivers' TSS layers rejected, over all
+    rounds (all drop reasons, ``tss_drops``: a flipped bit in the security header is rejected as
+    unknown SDI, replay... before the tag is checked; ``auth_failures_bad_tag`` is the tag-failure
+    share). ``tampered_reached_receiver`` counts the tampered datagrams (fingerprinted by the
+    attacker after the flip) that a receiver actually read (fingerprinted on arrival), in both
     directions; datagrams lost before the receiver read them are ``tampered_lost``. With the
     secure transfer's own traffic never rejected (fresh TSC on every transmission, no
     reordering beyond the replay window), ``auth_failures`` must equal
     ``tampered_reached_receiver`` exactly (``auth_failures_match``).
     """
-    a, b = snd["tss"], snd["rx_tss"]
     drops: dict[str, int] = {}
-    for side in (a, b):
-        for reason, n in side["drops"].items():
-            drops[reason] = drops.get(reason, 0) + n
-    b_arrivals, a_arrivals = set(b["arrivals"]), set(a["arrivals"])
-    reached = sum(fp in b_arrivals for fp in a["tamper_fps"]) + sum(fp in a_arrivals for fp in b["tamper_fps"])
-    tampered = a["tampered"] + b["tampered"]
+    reached = tampered = rotations = sealed = 0
+    ratios: list[float] = []
+    per_round: list[dict[str, Any]] = []
+    for (snd, sec), plain in zip(secure_runs, plain_rounds, strict=True):
+        a, b = snd["tss"], snd["rx_tss"]
+        for side in (a, b):
+            for reason, n in side["drops"].items():
+                drops[reason] = drops.get(reason, 0) + n
+        b_arrivals, a_arrivals = set(b["arrivals"]), set(a["arrivals"])
+        reached += sum(fp in b_arrivals for fp in a["tamper_fps"]) + sum(fp in a_arrivals for fp in b["tamper_fps"])
+        tampered += a["tampered"] + b["tampered"]
+        rotations += a["rotations"] + b["rotations"]
+        sealed += a["sealed"] + b["sealed"]
+        plain_gp = plain.get("goodput_gbps") or 0.0
+        ratio = round(sec["goodput_gbps"] / plain_gp, 3) if plain_gp else None
+        if ratio is not None:
+            ratios.append(ratio)
+        per_round.append({"goodput_gbps": sec["goodput_gbps"], "ratio_vs_plaintext": ratio})
+    figures = [sec for _, sec in secure_runs]
+    secure: dict[str, Any] = {}
+    for k in PHASE_KEYS:
+        vals = [f[k] for f in figures if f.get(k) is not None]
+        if k == "intact":
+            secure[k] = all(vals)
+        elif k == "retransmits":
+            secure[k] = sum(vals)
+        elif k in ("delivered_bytes",):
+            secure[k] = min(vals) if vals else 0
+        elif k == "error":
+            secure[k] = next(iter(vals), None)
+        else:
+            secure[k] = round(statistics.median(vals), 4) if vals else None
+    if len(figures) > 1:
+        secure["rounds"] = per_round
     auth_failures = sum(drops.values())
-    plain_gp = plain.get("goodput_gbps") or 0.0
     return {
-        "intact": bool(secure["intact"] and plain.get("intact")),
+        "intact": bool(secure["intact"] and all(r.get("intact") for r in plain_rounds)),
         "secure_intact": secure["intact"],
-        "ratio_vs_plaintext": round(secure["goodput_gbps"] / plain_gp, 3) if plain_gp else None,
+        "ratio_vs_plaintext": round(statistics.median(ratios), 3) if ratios else None,
         "auth_failures": auth_failures,
         "auth_failures_bad_tag": drops.get("bad_tag", 0),
         "tss_drops": drops,
@@ -125,6 +159,7 @@ def tss_fields(snd: dict[str, Any], secure: dict[str, Any], plain: dict[str, Any
         "tampered_reached_receiver": reached,
         "tampered_lost": tampered - reached,
         "auth_failures_match": auth_failures == reached,
-        "rotations": a["rotations"] + b["rotations"],
-        "sealed_datagrams": a["sealed"] + b["sealed"],
+        "rotations": rotations,
+        "sealed_datagrams": sealed,
+        "secure": secure,
     }

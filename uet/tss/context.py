@@ -60,7 +60,6 @@ an SDME is there to clear it.
 
 from __future__ import annotations
 
-import struct
 from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
@@ -68,6 +67,7 @@ from enum import StrEnum
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from uet.tss.channel import RxChannel, TxChannel, aad_prefix
 from uet.tss.domain import KeySlot, SdMode, SecureDomain, SecureDomainTable, SlotState
 from uet.tss.errors import CounterExhaustedError, DomainStateError, TssError, UnknownDomainError, UnknownPeerError
 from uet.tss.kdf import KEY_LEN, kdf, kdf_context
@@ -161,8 +161,6 @@ def as_address(addr: bytes | bytearray | str) -> bytes:
 _Derived = tuple[AESGCM, bytes | None]
 #: Derived-key cache key: (epoch, rekey, SSI, address when no SSI) — the KDF context's inputs.
 _CacheKey = tuple[int, int, int | None, bytes | None]
-_ENT = struct.Struct(">HH")
-_Q = struct.Struct(">Q")
 
 
 class TssContext:
@@ -186,7 +184,9 @@ class TssContext:
         #: The reason of the most recent drop (for the caller's event log).
         self.last_drop: DropReason | None = None
         #: :meth:`open_fast` channels by (header word(s), source, entropy, expected SDI).
-        self._rx: dict[tuple, _RxChannel] = {}
+        self._rx: dict[tuple, RxChannel] = {}
+        #: The channel that opened the last packet :meth:`open_fast` accepted (None: none did).
+        self.last_channel: RxChannel | None = None
 
     @property
     def dropped(self) -> int:
@@ -302,81 +302,53 @@ class TssContext:
         """:meth:`open` for the data path: same result, same counters, less work per packet.
 
         ``src`` must be the packed source address. After a packet from a sender authenticated
-        through :meth:`open`'s full processing, the fixed part of that processing — domain, key
-        slot, derived cipher, IV mask and source id, AAD prefix, replay window — is kept in a
-        channel keyed by the security header's first word(s) (type, SP, AN, SDI and SSI), the
-        source, the entropy and ``expected_sdi``. A later packet matching a channel whose slot,
-        domain state and epoch are unchanged is checked against the replay window and decrypted
-        directly. Anything else — a new sender or association, an epoch change, a replay, a failed
-        tag, a latched or disabled domain, a retired key — goes through :meth:`open`, which
-        decides and counts exactly as it always does (a failed tag is verified again there).
+        through :meth:`open`'s full processing, the fixed part of that processing is kept in an
+        :class:`~uet.tss.channel.RxChannel` keyed by the security header's first word(s) (type, SP,
+        AN, SDI and SSI), the source, the entropy and ``expected_sdi``. A later packet the channel
+        can open (:meth:`RxChannel.open <uet.tss.channel.RxChannel.open>`) is opened there; anything
+        else — a new sender or association, an epoch change, a replay, a failed tag, a latched or
+        disabled domain, a retired key — goes through :meth:`open`, which decides and counts
+        exactly as it always does (a failed tag is verified again there). :attr:`last_channel` is
+        the channel that opened the packet (None when it was dropped or has no channel).
         """
-        n = len(datagram)
-        if n:
+        if datagram:
             hw = datagram[:8] if datagram[0] & _SP else datagram[:4]
             ch = self._rx.get((hw, src, entropy, expected_sdi))
             if ch is not None:
-                slot = ch.slot
-                sd = ch.sd
-                hlen = ch.hlen
-                if (
-                    slot.key is not None
-                    and slot.state is not SlotState.RETIRED
-                    and slot.epoch == ch.slot_epoch
-                    and sd.enabled
-                    and not sd.dropping
-                    and n >= hlen + ICV_LEN
-                    and sd.slots[ch.an] is slot
-                    and self.table.version == ch.table_version
-                ):
-                    word = _Q.unpack_from(datagram, hlen - 8)[0]
-                    if word >> 48 == ch.epoch:
-                        w = ch.window
-                        if w is None or word > w.top or w.check(word) is None:
-                            try:
-                                pt = ch.aead.decrypt(
-                                    ((ch.sid | word) ^ ch.mask).to_bytes(12, "big"),
-                                    datagram[hlen:],
-                                    ch.aad + datagram[:hlen],
-                                )
-                            except InvalidTag:
-                                pass  # counted (and latched) by the full path below
-                            else:
-                                if w is not None:
-                                    w.update(word)
-                                self.stats["in_auth_pkts"] += 1
-                                return pt
+                pt = ch.open(datagram)
+                if pt is not None:
+                    self.stats["in_auth_pkts"] += 1
+                    self.last_channel = ch
+                    return pt
+        self.last_channel = None
         got = self.unseal(datagram, entropy=entropy, src=src, expected_sdi=expected_sdi)
         if got is None:
             return None
         if got.sdi is not None:
-            self._learn(datagram, got, src, entropy, expected_sdi)
+            self.last_channel = self._learn(datagram, got, src, entropy, expected_sdi)
         return got.plaintext
 
-    def _learn(self, datagram: bytes, got: Opened, src: bytes, entropy: int, expected_sdi: int | None) -> None:
+    def _learn(
+        self, datagram: bytes, got: Opened, src: bytes, entropy: int, expected_sdi: int | None
+    ) -> RxChannel | None:
         """Make the :meth:`open_fast` channel for the sender and association of ``got``."""
         sd = self.table.get(got.sdi)  # type: ignore[arg-type]
         if sd is None or (sd.mode is SdMode.CLUSTER and sd.rekey_mask):
-            return  # per-packet keys: nothing fixed to keep
+            return None  # per-packet keys: nothing fixed to keep
         slot = sd.slots[got.an]
         if slot is None or slot.key is None:
-            return
+            return None
         aead, mask, _ = self._packet_key(sd, slot, got.ssi, src, got.epoch, got.tsc)
         hlen = TSS_SSI.size if got.ssi is not None else TSS.size
         sid = got.ssi if got.ssi is not None else (int.from_bytes(src, "big") if len(src) == 4 else sd.sdi)
-        ch = _RxChannel()
-        ch.sd, ch.slot, ch.an, ch.aead, ch.hlen = sd, slot, got.an, aead, hlen
-        ch.mask = 0 if mask is None else int.from_bytes(mask, "big")
-        ch.sid = (sid & 0xFFFFFFFF) << 64
-        ch.aad = b"".join((src, self.local_fa, _ENT.pack(entropy & 0xFFFF, 0)))
-        ch.epoch = got.epoch
-        ch.slot_epoch = slot.epoch
-        ch.table_version = self.table.version
-        ch.window = slot.windows.get((got.ssi, src)) if self.config.replay_window else None
+        window = slot.windows.get((got.ssi, src)) if self.config.replay_window else None
+        aad = aad_prefix(src, self.local_fa, entropy)
+        ch = RxChannel(sd, slot, got.an, aead, mask, sid, aad, datagram[: hlen - 6], window)
         rx = self._rx
         if len(rx) >= self.config.derived_key_cache:
             rx.pop(next(iter(rx)))
         rx[(datagram[: hlen - 8], src, entropy, expected_sdi)] = ch
+        return ch
 
     def unseal(
         self,
@@ -558,9 +530,7 @@ def _open(
     if mask is not None:
         raw_iv ^= int.from_bytes(mask, "big")
     try:
-        plaintext = aead.decrypt(
-            raw_iv.to_bytes(12, "big"), data[hlen:], b"".join((src, dst, _ENT.pack(entropy & 0xFFFF, 0), data[:hlen]))
-        )
+        plaintext = aead.decrypt(raw_iv.to_bytes(12, "big"), data[hlen:], aad_prefix(src, dst, entropy) + data[:hlen])
     except InvalidTag:
         if commit:
             sd.auth_failures += 1
@@ -576,159 +546,3 @@ def _open(
                 window = slot.windows[source] = ReplayWindow(cfg.replay_window)
             window.update(seq)
     return Opened(plaintext, sdi, an, ssi, epoch, tsc)
-
-
-class TxChannel:
-    """The data-path form of :meth:`TssContext.seal` for one (SD, destination, entropy).
-
-    Everything that does not change from packet to packet — the security header's first word(s),
-    the cipher and IV mask of the association, the AAD prefix ``src ‖ dst ‖ entropy header`` — is
-    computed once; per packet it takes the next TSC, builds the 8-byte ``epoch ‖ TSC`` word, the IV
-    and the AAD, and encrypts. The result is byte-for-byte what :meth:`TssContext.seal` returns
-    (tests/test_tss_link.py checks it). The channel re-reads the secure domain whenever the sender's
-    association, its epoch, or the SD's enabled/latched state changed (key rotation, §5.7), and
-    falls back to :meth:`TssContext.seal` where the key changes per packet (cluster implicit rekey)
-    or the TSC reached its limit (which raises, §5.6). TSC values come from the same key slot as
-    :meth:`TssContext.seal`'s, so the two may be mixed freely.
-    """
-
-    __slots__ = (
-        "_ctx",
-        "sdi",
-        "dst",
-        "src",
-        "entropy",
-        "_client_ssi",
-        "_sd",
-        "_slot",
-        "_epoch",
-        "_hdr",
-        "_aead",
-        "_mask",
-        "_sid",
-        "_aad",
-        "_limit",
-        "_slow",
-        "_tver",
-        "_stats",
-    )
-
-    def __init__(
-        self, ctx: TssContext, sdi: int, dst: bytes, entropy: int, src: bytes, client_ssi: int | None = None
-    ) -> None:
-        self._ctx = ctx
-        self.sdi = sdi
-        self.dst = dst
-        self.src = src
-        self.entropy = entropy & 0xFFFF
-        self._client_ssi = client_ssi
-        self._aad = b"".join((src, dst, _ENT.pack(self.entropy, 0)))
-        self._sd: SecureDomain | None = None
-        self._slot: KeySlot | None = None
-        self._stats = ctx.stats
-        self._tver = -1
-
-    def _rebuild(self) -> None:
-        ctx = self._ctx
-        sdi = self.sdi
-        sd = ctx.table.get(sdi)
-        if sd is None:
-            raise UnknownDomainError(f"no secure domain {sdi}")
-        if sd.dropping:
-            raise DomainStateError(f"SD {sdi} is latched into dropping")
-        if len(self.src) != len(self.dst):
-            raise ValueError("source and destination addresses are of different families")
-        slot = sd.tx_slot()
-        mode = sd.mode
-        ssi: int | None = None
-        if sd.use_ssi:
-            if mode is SdMode.SERVER:
-                ssi = self._client_ssi if self._client_ssi is not None else sd.clients.get(self.dst)
-                if ssi is None:
-                    raise UnknownPeerError(f"SD {sdi}: no SSI known for the client at this address")
-            else:
-                ssi = sd.ssi
-        elif len(self.src) == 16 and mode is not SdMode.CLUSTER:
-            raise TssError(f"SD {sdi}: IPv6 without SSI is only possible in cluster mode (behaviour.md §5.1)")
-        epoch = slot.epoch
-        self._slow = mode is SdMode.CLUSTER and bool(sd.rekey_mask)
-        if not self._slow:
-            peer = self.dst if mode is SdMode.SERVER else self.src
-            aead, mask, ck = ctx._packet_key(sd, slot, ssi, peer, epoch, slot.next_tsc)
-            if ck is not None:
-                ctx._remember(slot, ck, (aead, mask))
-            self._aead = aead
-            self._mask = 0 if mask is None else int.from_bytes(mask, "big")
-        if ssi is None:
-            self._hdr = TSS.encode((TSS_TYPE, 0, sd.tx_an, sdi, 0, 0))[:4]
-            self._sid = int.from_bytes(self.src, "big") if len(self.src) == 4 else sdi
-        else:
-            self._hdr = TSS_SSI.encode((TSS_TYPE, 1, sd.tx_an, sdi, ssi, 0, 0))[:8]
-            self._sid = ssi
-        self._sid <<= 64
-        self._limit = sd.tsc_limit
-        self._epoch = epoch
-        self._sd = sd
-        self._slot = slot
-        self._tver = ctx.table.version
-
-    def seal(self, plaintext: bytes) -> bytes:
-        """``security header ‖ ciphertext ‖ ICV`` of ``plaintext``; raises as :meth:`TssContext.seal`."""
-        sd = self._sd
-        slot = self._slot
-        if (
-            sd is None
-            or slot is None
-            or slot is not sd.slots[sd.tx_an]
-            or slot.state is not SlotState.ACTIVE
-            or slot.epoch != self._epoch
-            or not sd.enabled
-            or sd.dropping
-            or self._ctx.table.version != self._tver
-        ):
-            self._rebuild()
-            slot = self._slot
-        tsc = slot.next_tsc  # type: ignore[union-attr]
-        if self._slow or tsc >= self._limit:
-            ctx = self._ctx
-            return ctx.seal(
-                plaintext, sdi=self.sdi, entropy=self.entropy, dst=self.dst, src=self.src, client_ssi=self._client_ssi
-            )
-        slot.next_tsc = tsc + 1  # type: ignore[union-attr]
-        word = self._epoch << 48 | tsc
-        header = self._hdr + _Q.pack(word)
-        nonce = ((self._sid | word) ^ self._mask).to_bytes(12, "big")
-        ct = self._aead.encrypt(nonce, plaintext, self._aad + header)
-        self._stats["out_pkts"] += 1
-        return header + ct
-
-
-class _RxChannel:
-    """What :meth:`TssContext.open_fast` keeps per sender and association (see there)."""
-
-    __slots__ = (
-        "sd",
-        "slot",
-        "an",
-        "aead",
-        "mask",
-        "sid",
-        "aad",
-        "hlen",
-        "epoch",
-        "slot_epoch",
-        "table_version",
-        "window",
-    )
-    sd: SecureDomain
-    slot: KeySlot
-    an: int
-    aead: AESGCM
-    mask: int
-    sid: int
-    aad: bytes
-    hlen: int
-    epoch: int
-    slot_epoch: int
-    table_version: int
-    window: ReplayWindow | None

@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from uet.tss.channel import RxChannel
 from uet.tss.context import TssConfig, TssContext, as_address
 from uet.tss.domain import SecureDomainTable
 from uet.tss.errors import TssError
@@ -170,6 +171,7 @@ class TssStage:
         self._expected = None if config.accept_any_sdi else self.sdi
         self._seal: dict[Any, Callable[[bytes], bytes]] = {}
         self._src: dict[str, bytes] = {}
+        self._rx: dict[Any, RxChannel] = {}
         self._stats: dict[str, int] = {"tss_tx_errors": 0, "tss_rotations": 0}
 
     def __repr__(self) -> str:
@@ -245,9 +247,6 @@ class TssStage:
     # -- receive -----------------------------------------------------------------------------------
 
     def _open(self, data: bytes, src: str, sport: int, trimmed: bool, now: int) -> bytes | None:
-        arrivals = self.arrivals
-        if arrivals is not None:
-            arrivals.add(data[:FINGERPRINT_LEN])
         ctx = self.ctx
         sb = self._src.get(src)
         if sb is None:
@@ -264,28 +263,80 @@ class TssStage:
             self._log({"t": now, "ev": "tss_drop", "peer": src, "reason": reason.value if reason else None})
         return pt
 
+    def _arrived(self, datagrams: Any) -> dict[Any, RxChannel]:
+        """Fingerprint ``datagrams`` (with ``record_arrivals``); the per-sender channels of the
+        receive loops."""
+        arrivals = self.arrivals
+        if arrivals is not None:
+            arrivals.update(data[:FINGERPRINT_LEN] for data in datagrams)
+        rx = self._rx
+        if len(rx) >= 4096:  # per-datagram entropy: keep the cache bounded
+            rx.clear()
+        return rx
+
     def open_marked(self, batch: Sequence[tuple[bytes, str, int]], now: int) -> list[tuple[bytes, str, int]]:
         """Open ``(data, source, ecn with trim marks)`` items (the links' packed form; the source
-        port is ``rx_port``); the ones that fail are dropped (module docstring)."""
+        port is ``rx_port``); the ones that fail are dropped (module docstring).
+
+        Data path: the channel that opened a source's last datagram
+        (:class:`~uet.tss.channel.RxChannel`) opens the run of datagrams from that source that
+        starts here (:meth:`~uet.tss.channel.RxChannel.open_run`); whatever it declines takes
+        :meth:`TssContext.open_fast <uet.tss.context.TssContext.open_fast>`, which decides and
+        counts."""
         self._retire(now)
         sport = self.rx_port or 0
+        ctx = self.ctx
+        chans = self._arrived(item[0] for item in batch)
         out: list[tuple[bytes, str, int]] = []
-        for data, src, ecn in batch:
+        fast = 0
+        i = 0
+        n = len(batch)
+        while i < n:
+            data, src, ecn = batch[i]
+            ch = chans.get(src)
+            if ch is not None:
+                j = ch.open_run(batch, i, out)
+                if j > i:
+                    fast += j - i
+                    i = j
+                    continue
             pt = self._open(data, src, sport, bool(ecn & _ECN_TRIMMED), now)
             if pt is not None:
                 out.append((pt, src, ecn))
+                if ctx.last_channel is not None:
+                    chans[src] = ctx.last_channel
+            i += 1
+        if fast:
+            ctx.stats["in_auth_pkts"] += fast
         return out
 
     def open_batch(self, items: Sequence[Any], now: int) -> list[Any]:
         """Open :class:`~uet.fep.events.Datagram` records (source port: ``rx_port`` when fixed,
-        else each record's own); the ones that fail are dropped."""
+        else each record's own); the ones that fail are dropped. Same data path as
+        :meth:`open_marked`, with a channel per source and source port."""
         self._retire(now)
         fixed = self.rx_port
+        ctx = self.ctx
+        chans = self._arrived(d[0] for d in items)
         out = []
+        fast = 0
         for d in items:
-            pt = self._open(d[0], d[1], fixed if fixed is not None else d[5], d[3], now)
+            sport = fixed if fixed is not None else d[5]
+            key = (d[1], sport)
+            ch = chans.get(key)
+            if ch is not None and not d[3]:
+                pt = ch.open(d[0])
+                if pt is not None:
+                    fast += 1
+                    out.append(_tnew(type(d), (pt, *d[1:])))
+                    continue
+            pt = self._open(d[0], d[1], sport, d[3], now)
             if pt is not None:
                 out.append(_tnew(type(d), (pt, *d[1:])))
+                if ctx.last_channel is not None:
+                    chans[key] = ctx.last_channel
+        if fast:
+            ctx.stats["in_auth_pkts"] += fast
         return out
 
     # -- timers and key rotation (§5.7) ------------------------------------------------------------
