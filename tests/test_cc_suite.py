@@ -110,6 +110,8 @@ def test_row_route_figures_ours_and_htsim_inferred() -> None:
     assert row["x_bound"] == round(700 / 666, 4) and row["bottleneck_max_over_min"] == 1.0769
     h_bound = 174.0 + 4 * 160.0  # four more 2 MB flows at 100 Gb/s
     assert row["htsim"]["route_bound_us"] == h_bound and row["htsim"]["x_bound"] == round(889.9 / h_bound, 4)
+    # a scaled row has no htsim counterpart
+    assert "x_bound" not in row_result(Path("x.toml"), res, {"tail_us": 889.9, "max_flows": 5}, "1024 → 16")["htsim"]
     del res["links"]
     assert "x_bound" not in row_result(Path("x.toml"), res, {"tail_us": 889.9}, None)
 

@@ -53,6 +53,8 @@ __all__ = ["SUITES", "render", "row_result", "run_suite", "scenario_files"]
 #: built-in suites: name → folder of scenario files
 SUITES = {"cc": Path(__file__).resolve().parent / "scenarios" / "cc"}
 _ALGO_ORDER = ("none", "nscc", "rccc", "nscc+rccc")
+#: the flow size of every htsim validation run of issue 11's table
+HTSIM_FLOW_BYTES = 2_000_000
 
 
 def scenario_files(suite: str) -> list[Path]:
@@ -129,12 +131,12 @@ def row_result(path: Path, res: dict[str, Any], ref: dict[str, Any], scaled: str
     row["htsim"]["ideal_us"] = h_ideal
     if h_tail and h_ideal and ideal and tail:
         row["ratio"] = round((tail / ideal) / (h_tail / h_ideal), 4)
-    _route_figures(row, res, ref, tail, h_tail, h_ideal, payload)
+    _route_figures(row, res, ref, tail, h_tail if scaled is None else None, h_ideal)
     return row
 
 
 def _route_figures(
-    row: dict[str, Any], res: dict[str, Any], ref: dict[str, Any], tail: float, h_tail: Any, h_ideal: Any, payload: int
+    row: dict[str, Any], res: dict[str, Any], ref: dict[str, Any], tail: float, h_tail: Any, h_ideal: Any
 ) -> None:
     """The per-link figures of a row (uet.fabric.model.linkload): the most flows on one link,
     the route bound and tail / bound, and the FCT max/min of the flows on the bottleneck link.
@@ -142,7 +144,8 @@ def _route_figures(
     htsim's route bound (**decision**: htsim publishes no per-link counts) is computed from the
     ``max_flows`` the scenario's ``[reference]`` table infers for htsim's draw: its ideal plus
     (max_flows − 1) more flows' payload serialised on the shared link — htsim's bytes, so its
-    tail / bound compares with ours whatever the header sizes."""
+    tail / bound compares with ours whatever the header sizes. Only for htsim's own flow size
+    (2 MB) at full scale: a scaled or resized row has no htsim counterpart."""
     links = res.get("links")
     if not links:
         return
@@ -157,8 +160,8 @@ def _route_figures(
         bottleneck_max_over_min=fct.get("max_over_min"),
     )
     mf = ref.get("max_flows")
-    if mf and h_tail and h_ideal and res["flows"]:
-        flow_bytes = max(f["bytes"] for f in res["flows"])
+    flow_bytes = max((f["bytes"] for f in res["flows"]), default=0)
+    if mf and h_tail and h_ideal and flow_bytes == HTSIM_FLOW_BYTES:
         h_bound = h_ideal + (mf - 1) * flow_bytes * 8e6 / res["link_rate_bps"]
         row["htsim"].update(route_bound_us=round(h_bound, 1), x_bound=round(h_tail / h_bound, 4))
 
