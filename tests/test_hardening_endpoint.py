@@ -91,16 +91,22 @@ class _TapLink(Link):
 
 class _PlainTap:
     """Under TSS: records the plaintext datagrams the endpoint hands its secure link (at the TSS
-    stage's ``seal``, which both the per-datagram and the batch transmit call)."""
+    stage's ``seal``, which the per-datagram transmit calls, and ``seal_packed``, the batch's)."""
 
     def __init__(self, link: Any) -> None:
         self.sent: list[tuple[str, bytes]] = []
         self._seal = link.stage.seal
+        self._seal_packed = link.stage.seal_packed
         link.stage.seal = self._tap
+        link.stage.seal_packed = self._tap_packed
 
     def _tap(self, datagram: bytes, dst: str, entropy: int, now: int) -> bytes | None:
         self.sent.append((dst, bytes(datagram)))
         return self._seal(datagram, dst, entropy, now)
+
+    def _tap_packed(self, datagrams: list[tuple[bytes, str, int]], now: int) -> list[Any]:
+        self.sent.extend((dst, bytes(d)) for d, dst, _ in datagrams)
+        return self._seal_packed(datagrams, now)
 
 
 async def _open_pair(secure: bool, seed: int, **cfg: Any) -> tuple[Endpoint, Endpoint, _TapLink, _TapLink]:

@@ -55,6 +55,29 @@ def test_segmentation_boundaries(size: int) -> None:
         assert isinstance(payload, memoryview)  # zero copy
 
 
+@pytest.mark.parametrize(
+    "size, kw",
+    [
+        (0, {}),
+        (1, {"tag": 0xFFFF_FFFF_FFFF_FFFF}),
+        (PS, {"header_data": 0x1122_3344_5566_7788, "generation": 5}),
+        (PS - 1, {"relative": False, "job_id": 9, "pid_on_fep": 4, "resource_index": 2, "tag": 1 << 70}),
+    ],
+)
+def test_single_is_the_one_packet_packets_yields(size: int, kw: dict) -> None:
+    """``Segmenter.single`` (the eager lanes' one-packet messages) builds exactly the packet
+    ``packets`` yields for a message of one packet, and refuses a longer one."""
+    data = os.urandom(size)
+    s = seg()
+    [(ses, payload, som, eom)] = list(s.packets(data, 0x4321, **kw))
+    assert som and eom
+    ses1, payload1 = s.single(data, 0x4321, **kw)
+    assert ses1 == ses and bytes(payload1) == bytes(payload) == data
+    assert isinstance(payload1, memoryview)  # zero copy
+    with pytest.raises(MessageError):
+        s.single(os.urandom(PS + 1), 1)
+
+
 def test_payload_is_zero_copy_view_of_the_message() -> None:
     data = bytearray(os.urandom(3 * PS))
     pkts = list(seg().packets(data, 1))

@@ -21,7 +21,7 @@ from uet.fep.events import Datagram
 from uet.tss import DropReason, SdMode, SecureDomain, SecureDomainTable, TssConfig, TssContext
 from uet.tss.channel import RxChannel
 from uet.tss.errors import DomainStateError, UnknownDomainError
-from uet.tss.stage import SecurityConfig, TssStage
+from uet.tss.stage import SecurityConfig, Tamper, TssStage
 
 SDI = 5
 A, B = "10.0.0.1", "10.0.0.2"
@@ -305,3 +305,82 @@ def test_stage_fingerprints_every_arrival_even_on_the_data_path() -> None:
     pkts = [tx.seal(PT, sdi=SDI, entropy=PORT, dst=B) for _ in range(5)]
     assert len(stage.open_marked([(p, A, 0) for p in pkts], 0)) == 5
     assert stage.arrivals == {p[:32] for p in pkts}
+
+
+# -- the transmit runs -------------------------------------------------------------------------
+
+
+def _tx_stage(sd: SecureDomain, **kw) -> TssStage:
+    return TssStage(A, SecurityConfig(SecureDomainTable([sd.provision()]), **kw), tx_port=PORT, rx_port=PORT)
+
+
+def test_seal_packed_matches_seal_byte_for_byte_across_destinations() -> None:
+    sd = SecureDomain.generate(SDI, SdMode.CLUSTER)
+    stage = _tx_stage(sd)
+    twin = TssContext(SecureDomainTable([sd.provision()]), A)
+    items = [(PT, B, 1), (PT + b"x", B, 2), (PT, "10.0.0.3", 3), (PT, B, 4)]
+    got = stage.seal_packed(items, 0)
+    want = [(twin.seal(d, sdi=SDI, entropy=PORT, dst=dst), dst, e) for d, dst, e in items]
+    assert got == want
+    assert stage.counters["tss_out_pkts"] == 4
+
+
+def test_seal_run_stops_at_another_destination_or_entropy() -> None:
+    tx, _ = _ends()
+    ch = tx.tx_channel(sdi=SDI, dst=B, entropy=PORT)
+    items = [(PT, B, 1), (PT, B, 1), (PT, B, 2), (PT, "10.0.0.3", 2)]
+    out: list = []
+    assert ch.seal_run(items, 0, out, by_entropy=True) == 2
+    assert ch.seal_run(items, 2, out) == 3  # entropy not part of the channel: only the destination
+    assert len(out) == 3 and tx.stats["out_pkts"] == 3
+    assert tx.table[SDI].slots[0].next_tsc == 3  # type: ignore[union-attr]
+
+
+def test_seal_packed_stops_at_the_tsc_limit_and_counts_the_rest() -> None:
+    sd = SecureDomain.generate(SDI, SdMode.CLUSTER)
+    stage = _tx_stage(sd)
+    mine = stage.ctx.table[SDI]
+    slot = mine.slots[mine.tx_an]
+    assert slot is not None
+    slot.next_tsc = mine.tsc_limit - 2
+    got = stage.seal_packed([(PT, B, 0)] * 5, 0)
+    assert [g is not None for g in got] == [True, True, False, False, False]
+    assert slot.next_tsc == mine.tsc_limit  # no TSC used twice, none past the limit
+    c = stage.counters
+    assert c["tss_out_pkts"] == 2 and c["tss_tx_errors"] == 3 and c["tss_out_invoke_fail"] == 3
+
+
+@pytest.mark.parametrize("state", ["disabled", "dropping", "removed"])
+def test_seal_packed_counts_every_datagram_the_domain_cannot_send(state: str) -> None:
+    sd = SecureDomain.generate(SDI, SdMode.CLUSTER)
+    stage = _tx_stage(sd)
+    assert all(stage.seal_packed([(PT, B, 0)] * 2, 0))
+    mine = stage.ctx.table[SDI]
+    if state == "disabled":
+        mine.enabled = False
+    elif state == "dropping":
+        mine.dropping = True
+    else:
+        stage.ctx.table.remove(SDI)
+    assert stage.seal_packed([(PT, B, 0)] * 3, 0) == [None, None, None]
+    assert stage.counters["tss_tx_errors"] == 3 and stage.counters["tss_out_pkts"] == 2
+
+
+def test_seal_packed_with_per_packet_keys_takes_the_full_seal() -> None:
+    """Cluster implicit rekey (the key changes with the TSC): no run, every datagram sealed by
+    TssContext.seal, and the receiver opens them."""
+    sd = SecureDomain.generate(SDI, SdMode.CLUSTER, rekey_mask=0xF0, rekey_shift=4)
+    stage = _tx_stage(sd)
+    rx = TssContext(SecureDomainTable([sd.provision()]), B)
+    got = stage.seal_packed([(PT, B, 0)] * 40, 0)
+    assert all(g is not None and rx.open(g[0], entropy=PORT, src=A) == PT for g in got)
+    assert stage.counters["tss_out_pkts"] == 40
+
+
+def test_seal_packed_with_a_tamper_flips_bits_in_what_it_seals() -> None:
+    sd = SecureDomain.generate(SDI, SdMode.CLUSTER)
+    stage = _tx_stage(sd, tamper=Tamper(1.0, seed=2))
+    rx = TssContext(SecureDomainTable([sd.provision()]), B)
+    got = stage.seal_packed([(PT, B, 0)] * 4, 0)
+    assert stage.tamper is not None and stage.tamper.tampered == 4
+    assert all(g is not None and rx.open(g[0], entropy=PORT, src=A) is None for g in got)

@@ -170,6 +170,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--message", type=size_arg(1, 0xFFFFFFFF), default=65536, help="message size in bytes")
     p.add_argument("--window", type=int_arg(1), default=64, help="packets submitted and not yet acknowledged")
     p.add_argument("--repeat", type=int_arg(1), default=3, help="runs per payload; the best is reported")
+    p.add_argument(
+        "--rtt",
+        action="store_true",
+        help="round trips of a small message through two FEP cores instead (uet.tools.bench_core_rtt)",
+    )
+    p.add_argument("--size", type=size_arg(1, 0xFFFFFFFF), default=64, help="--rtt: message bytes (default 64)")
+    p.add_argument("--trips", type=int_arg(1), default=5000, help="--rtt: timed round trips per run (default 5000)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(run=run)
 
@@ -183,6 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(ns: argparse.Namespace) -> int:
     """Run the benchmark for every payload; print a table or one JSON object."""
+    if ns.rtt:
+        return run_rtt(ns)
     payloads = ns.payload or [4096, 8192]
     res = bench(payloads, ns.packets, ns.repeat, ns.message, ns.window)
     if ns.json:
@@ -194,6 +203,26 @@ def run(ns: argparse.Namespace) -> int:
         sys.stdout.write(
             f"{r['payload']:>8} {r['sender_us_per_pkt']:>8.2f} {r['receiver_us_per_pkt']:>9.2f} {r['acks']:>7}\n"
         )
+    return 0
+
+
+def run_rtt(ns: argparse.Namespace) -> int:
+    """``--rtt``: :func:`uet.tools.bench_core_rtt.run_core_rtt`, a table or one JSON object."""
+    from uet.tools.bench_core_rtt import run_core_rtt
+
+    r = run_core_rtt(ns.size, ns.trips, ns.repeat)
+    if ns.json:
+        sys.stdout.write(json.dumps({"mode": "RUD", "rtt": r}) + "\n")
+        return 0
+    sys.stdout.write(
+        f"uet-bench core --rtt (RUD, {r['size']}-byte messages, two FEP cores in memory, best of {ns.repeat})\n"
+        f"  µs per round trip {r['us_per_rt']:8.2f}   ping side {r['ping_us_per_rt']:.2f}"
+        f"   echo side {r['echo_us_per_rt']:.2f}\n"
+        f"  per round trip: datagrams {r['datagrams_ping_to_echo']:g} + {r['datagrams_echo_to_ping']:g}, "
+        f"events {r['events_ping']:g} + {r['events_echo']:g}, "
+        f"timer changes {r['timer_changes_ping']:g} + {r['timer_changes_echo']:g}, "
+        f"Python calls {r['py_calls_per_rt']:g}, C calls {r['c_calls_per_rt']:g}\n"
+    )
     return 0
 
 

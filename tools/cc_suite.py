@@ -48,7 +48,7 @@ from typing import Any
 from uet.tools.cli import UsageError
 from uet.tools.run_settings import load_scenario
 
-__all__ = ["SUITES", "render", "row_result", "run_suite", "scenario_files"]
+__all__ = ["SUITES", "render", "retx_causes", "row_result", "run_suite", "scenario_files"]
 
 #: built-in suites: name → folder of scenario files
 SUITES = {"cc": Path(__file__).resolve().parent / "scenarios" / "cc"}
@@ -100,6 +100,20 @@ def _tail_ideal(res: dict[str, Any], overhead: int, payload: int) -> tuple[float
     return best
 
 
+def retx_causes(c: dict[str, Any]) -> dict[str, int]:
+    """What the senders' retransmissions answered, from the endpoints' summed counters: trim
+    NACKs (``trim_nack_core`` before the last hop, ``trim_nack_last_hop``), retransmission
+    timeouts, SACK fast retransmits; and ``duplicates_at_receiver``, the copies that arrived
+    after the original (a resend that was not needed)."""
+    return {
+        "trim_nack_core": c.get("nack_rx_TRIMMED", 0),
+        "trim_nack_last_hop": c.get("nack_rx_TRIMMED_LASTHOP", 0),
+        "rto": c.get("rto", 0),
+        "fast_retransmit": c.get("fast_retransmits", 0),
+        "duplicates_at_receiver": c.get("duplicates", 0),
+    }
+
+
 def row_result(path: Path, res: dict[str, Any], ref: dict[str, Any], scaled: str | None) -> dict[str, Any]:
     """One table row from a ``simulate`` result and the scenario's ``[reference]`` table."""
     from uet.sim.scenario import DATA_OVERHEAD
@@ -121,6 +135,7 @@ def row_result(path: Path, res: dict[str, Any], ref: dict[str, Any], scaled: str
         "x_ideal": round(tail / ideal, 4) if ideal else None,
         "max_over_min": fct.get("max_over_min"),
         "retransmits": sum(f.get("retransmits", 0) for f in res["flows"]),
+        "retx_causes": retx_causes(res.get("endpoint_counters", {})),
         "trims": res["fabric"]["trims"],
         "ecn_marks": res["fabric"]["ecn_marks"],
         "cpu_s": res.get("timing", {}).get("cpu_s"),

@@ -39,6 +39,9 @@ class Completions(FepState):
     def _drain_events(self, now: int) -> None:
         """Handle every pending PDS event (an eager packet's plain Acked takes an inlined fast
         path), then the SES engines' completions."""
+        if not self.pds._events:  # nothing from PDS (most calls of a request/response exchange)
+            self._drain_ses()
+            return
         take = self.pds.take_events
         dirty = self._dirty
         finish = self._maybe_finish

@@ -391,7 +391,14 @@ class FepCore(Operations, Completions):
             at = st
         if self._dirty or self.ses.has_packets():
             at = self._now if at is None or self._now < at else at
-        for t in (self._sweep_at, self._close_at, None if self.tss is None else self.tss.get_timer()):
+        t = self._sweep_at
+        if t is not None and (at is None or t < at):
+            at = t
+        t = self._close_at
+        if t is not None and (at is None or t < at):
+            at = t
+        if self.tss is not None:
+            t = self.tss.get_timer()
             if t is not None and (at is None or t < at):
                 at = t
         return at

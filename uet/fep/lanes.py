@@ -38,10 +38,9 @@ from uet.errors import UetError
 from uet.fep.errors import DeliveryError
 from uet.pds import Mode, PdsCore
 from uet.ses.errors import error_for
-from uet.ses.packets import parse_response
 from uet.ses.segmenter import Segmenter
 from uet.wire.pds import NextHeader
-from uet.wire.ses import ReturnCode
+from uet.wire.ses import RESPONSE, ReturnCode
 
 __all__ = ["Lane", "OutMessage", "apply_response", "failed", "refill", "unconfirmed"]
 
@@ -50,6 +49,8 @@ _NH_RESPONSE = int(NextHeader.RESPONSE)
 _RC_OK = int(ReturnCode.OK)
 _RC_GOOD = (int(ReturnCode.NULL), _RC_OK)
 _WHOLE = (Mode.RUDI, Mode.UUD)
+_RUDI = Mode.RUDI  # (an Enum class attribute lookup costs ~0.2 µs: once per message here)
+_RESP_UNPACK = RESPONSE.unpack  # parse_response's decoder of a plain RESPONSE header (§11.1)
 
 
 class OutMessage:
@@ -132,10 +133,11 @@ def refill(lane: Lane, core: PdsCore, seg: Segmenter, limit: int, now: int, sdi:
             if not lane.queue:
                 break
             msg = lane.active = lane.queue.popleft()
-            msg.it = seg.packets(
-                msg.data, msg.mid, pid_on_fep=msg.pid, resource_index=msg.ri, header_data=msg.header_data,
-                tag=msg.tag, job_id=msg.job, generation=msg.generation, relative=msg.relative,
-            )  # fmt: skip
+            if msg.npkts > 1 or whole:  # (a one-packet RUD/ROD message: Segmenter.single below)
+                msg.it = seg.packets(
+                    msg.data, msg.mid, pid_on_fep=msg.pid, resource_index=msg.ri, header_data=msg.header_data,
+                    tag=msg.tag, job_id=msg.job, generation=msg.generation, relative=msg.relative,
+                )  # fmt: skip
         if msg.abandoned:
             lane.active = None
             dropped.append(msg)
@@ -159,7 +161,15 @@ def refill(lane: Lane, core: PdsCore, seg: Segmenter, limit: int, now: int, sdi:
                         break
             else:
                 if not msg.submitted:  # the SOM packet opens the message on a PDC
-                    ses, payload, som, eom = next(msg.it)
+                    if msg.it is None:
+                        ses, payload = seg.single(
+                            msg.data, msg.mid, pid_on_fep=msg.pid, resource_index=msg.ri,
+                            header_data=msg.header_data, tag=msg.tag, job_id=msg.job, generation=msg.generation,
+                            relative=msg.relative,
+                        )  # fmt: skip
+                        som = eom = True
+                    else:
+                        ses, payload, som, eom = next(msg.it)
                     submit(
                         peer, mode, _NH_STANDARD, ses, payload, token=msg, som=som, eom=eom, now=now,
                         job_id=job_id, tc=tc, sdi=sdi,
@@ -194,8 +204,7 @@ def apply_response(msg: OutMessage, response_next_hdr: int, response: bytes) -> 
     or an over-long modified length fails the message."""
     if response_next_hdr != _NH_RESPONSE or not response or msg.error is not None:
         return
-    r = parse_response(response_next_hdr, response)
-    rc, mlen = r.return_code, r.modified_length
+    _lst, _op, _ver, rc, _mid, _gen, _job, mlen = _RESP_UNPACK(response)
     if rc not in _RC_GOOD:
         msg.error = error_for(rc, f"send of {msg.length} bytes to {msg.peer}")
         msg.abandoned = True
@@ -213,7 +222,7 @@ def unconfirmed(msg: OutMessage) -> bool:
     targets are stateless and answer every copy (behaviour.md §2.14), and the packet that
     completes a message — or any copy of a packet after that — carries the completing response
     (uet.ses.reassembly, uet.ses.target), so its absence means the message was not delivered."""
-    return msg.mode == Mode.RUDI and not msg.confirmed and msg.error is None and not msg.abandoned
+    return msg.mode == _RUDI and not msg.confirmed and msg.error is None and not msg.abandoned
 
 
 def failed(msg: OutMessage, reason: str, nack_code: int | None) -> None:

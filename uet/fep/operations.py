@@ -85,7 +85,8 @@ class Operations(FepState):
         while closing and :class:`DeliveryError` for a message over ``max_message``."""
         self._admit()
         dest = self.peers.dest(peer, pid, resource_index)
-        mode = Mode(mode)
+        if type(mode) is not Mode:
+            mode = Mode(mode)
         view = byte_view(data)
         n = len(view)
         cfg = self.config

@@ -371,7 +371,9 @@ class PdsCore(
         due = nondue = held = False
         arp = -1  # the run's newest PSN carrying AR (-1: none)
         hp: list[int] = []
-        for data, src, ecn in batch:
+        items = batch if type(batch) is list else list(batch)
+        last = len(items) - 1
+        for i, (data, src, ecn) in enumerate(items):
             if tp is not None:
                 if ecn < 3 and type(data) is bytes and len(data) >= end:
                     w, cpo, psn, sp, dp = _REQ_WORDS(data, 0)
@@ -418,10 +420,22 @@ class PdsCore(
                    lasthop=bool(ecn & _ECN_LASTHOP), sdi=sdi)  # fmt: skip
                 continue
             rx(data, src, now, ecn=ecn, sdi=sdi)
+            if i == last:
+                continue  # nothing follows to predict
             # start a run after a request accepted as the newest PSN of its PDC: either in order
             # with nothing held (the PDC's CACK base is right after it), or as the highest of the
-            # PSNs held above CACK (not the ROD buffering option)
-            if ecn < 3 and type(data) is bytes and len(data) >= 14 and (data[0] >> 3 == 2 or data[0] >> 3 == 3):
+            # PSNs held above CACK (not the ROD buffering option) — when the next datagram is a
+            # RUD/ROD request, the only kind a run continues with (an ACK after the reply of a
+            # request/response exchange ends it at once: no prediction is set up for it)
+            nd = items[i + 1][0]
+            if (
+                ecn < 3
+                and type(data) is bytes
+                and len(data) >= 14
+                and (data[0] >> 3 == 2 or data[0] >> 3 == 3)
+                and len(nd) >= 14
+                and (nd[0] >> 3 == 2 or nd[0] >> 3 == 3)
+            ):
                 w, cpo, psn, sp, dp = _REQ_WORDS(data, 0)
                 t = pdcs.get(dp)
                 if (
@@ -524,7 +538,11 @@ class PdsCore(
         """(UET bytes from the PDS header, destination FA, entropy); drains all that is sendable.
 
         Also builds the ACKs that became due while datagrams were fed in (one per PDC, see
-        uet.pds.target "Coalescing"): call it after every batch of ``receive_datagram``.
+        uet.pds.target "Coalescing"): call it after every batch of ``receive_datagram``. Order
+        (a choice; the notes do not order one flush): what receiving queued, then those ACKs,
+        then what the pump sends — except that the pump's first packet goes ahead when only
+        ACKs are queued before it (the reply of a request/response exchange is not sent behind
+        the ACK of the request; an ACK waits one datagram at most).
         ``with_sdi=True`` returns 4-tuples ``(bytes, destination, entropy, sdi)`` with the SDI of
         :meth:`sdi_of` (the TSS layer seals each datagram with its PDC's SDI); the default keeps
         the contract's 3-tuples."""
@@ -542,11 +560,20 @@ class PdsCore(
             dirty = self._dirty
             self._dirty = {}
             td = self._tdirty
+            queued = len(self._out)
             for pdc in dirty:
                 td.add(pdc.lpdcid)  # a return half shares its target PDC's PDCID
                 self._pump(pdc, now)
             if self._gate_waiting or len(self.gates) < len(self.pdcs):
                 self._pump_gate_siblings(dirty, now)
+            out = self._out
+            if queued and len(out) > queued and all(7 <= d[0][0] >> 3 <= 9 for d in out[:queued]):
+                # the first packet the pump sent leaves before the ACKs queued ahead of it (and
+                # only ACKs: a retransmission or a NACK keeps its place): in a request/response
+                # exchange it is the answer the peer waits for, while an ACK only completes a
+                # send (and sent first, it wakes the peer for itself alone); the other packets
+                # follow the ACKs, so an ACK waits one datagram at most
+                out.insert(0, out.pop(queued))
         if self._uud_q or self._rudi_wait:
             self._rudi_flush(now)
         out = self._out

@@ -326,7 +326,8 @@ class FeedbackMixin(PdsState):
         if flags & _A_CLS:
             self._start_close(pdc, "target REQ_CLOSE", now)
         pdc.last_activity = now
-        self._check_close_progress(pdc, now)
+        if pdc.state is not _S_ESTABLISHED:  # (an ESTABLISHED PDC is not closing: nothing to check)
+            self._check_close_progress(pdc, now)
         self._dirty[pdc] = None
 
     def _cc_ack(

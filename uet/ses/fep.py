@@ -335,7 +335,7 @@ class SesFep:
           job) → False: the target engine handles the whole message and its errors."""
         res = self.default
         assert res is not None
-        first = next((r for r in res.matcher.posted(tagged) if r.accepts(tagged, tag, initiator)), None)
+        first = res.matcher.first_posted(tagged, tag, initiator)
         if first is None:
             waiting = self.receive_waiting
             if waiting is not None and waiting(tagged, tag, initiator, peer):

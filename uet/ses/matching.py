@@ -126,6 +126,14 @@ class Matcher:
         """Posted receives of one kind, in post order."""
         return list(self._posted[tagged])
 
+    def first_posted(self, tagged: bool, tag: int, initiator: int) -> PostedReceive | None:
+        """The first posted receive that accepts a message with these fields (left posted), or
+        None: :meth:`posted` without the copy of the list."""
+        for r in self._posted[tagged]:
+            if r.accepts(tagged, tag, initiator):
+                return r
+        return None
+
     def post(self, recv: PostedReceive) -> Unexpected | None:
         """Post a receive. If an unexpected entry matches, it is removed from the list and
         returned and the receive is *not* queued (the caller completes it); else None."""

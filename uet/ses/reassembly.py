@@ -87,7 +87,7 @@ from uet.ses.message import (
 )
 from uet.ses.packets import build_response
 from uet.ses.replay import IdRange, is_copy, widen
-from uet.wire.ses import ReturnCode
+from uet.wire.ses import RESPONSE, ResponseOpcode, ReturnCode
 
 __all__ = ["Reassembler"]
 
@@ -113,6 +113,9 @@ def _advise(buf: mmap.mmap, advice: int | None) -> None:
 
 
 _MAP_FLAGS = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
+#: ``build_response`` of a plain RESPONSE without its keyword call (the one-packet message's path)
+_RESP_ENCODE = RESPONSE.encode
+_RESP_OP = int(ResponseOpcode.RESPONSE)
 
 
 @dataclass
@@ -545,9 +548,10 @@ class Reassembler:
     ) -> tuple[int, bytes]:
         n = len(payload)
         self.completed.append(Message(bytes(payload), key[0], mode, key[1], job, init, hdata, tag=tag))
-        self._remember(key, _RC_OK, n, job, lst, ids)
+        if mode == _MODE_RUDI or mode == _MODE_UUD:  # (RUD/ROD copies never reach SES: _remember)
+            self._remember(key, _RC_OK, n, job, lst, ids)
         self._counters["messages"] += 1
-        return _NH_RESPONSE, build_response(_RC_OK, message_id=key[1], job_id=job, modified_length=n, list_=lst)
+        return _NH_RESPONSE, _RESP_ENCODE((lst, _RESP_OP, 0, _RC_OK, key[1], 0, job, n))
 
     def _complete(self, key: tuple[str, int], rec: _Partial, mid: int, parts: list[bytes] | None) -> tuple[int, bytes]:
         del self._partial[key]
@@ -571,7 +575,8 @@ class Reassembler:
                     data, key[0], rec.mode, mid, rec.job_id, rec.initiator, rec.header_data, parts=parts, tag=rec.tag
                 )
             )
-        self._remember(key, _RC_OK, rec.length, rec.job_id, lst, rec.ids)
+        if rec.mode == _MODE_RUDI or rec.mode == _MODE_UUD:
+            self._remember(key, _RC_OK, rec.length, rec.job_id, lst, rec.ids)
         self._counters["messages"] += 1
         return _NH_RESPONSE, build_response(
             _RC_OK, message_id=mid, job_id=rec.job_id, modified_length=rec.length, list_=lst
@@ -580,6 +585,10 @@ class Reassembler:
     def _remember(
         self, key: tuple[str, int], rc: int, length: int, job: int, lst: int = 0, ids: IdRange = None
     ) -> None:
+        """Keep a completed message's response for copies of its packets: a RUDI retransmission
+        or a UUD duplicate is answered again (:meth:`_deliver`). A successful RUD/ROD message is
+        not kept: PDS removes its duplicates by PSN, so its entry would never be read (it only
+        kept the FEP's reassembly sweep armed)."""
         done = self._done
         done[key] = (rc, length, job, self.now, lst, ids)
         done.move_to_end(key)

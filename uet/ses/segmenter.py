@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from uet.ses.memory import byte_view
 from uet.ses.message import (
     _F_EOM,
     _F_HD,
@@ -104,9 +105,13 @@ class Segmenter:
         mb = 0 if tag is None else tag & _MASK64
         gen = generation
         pack_mid = _MID_TAIL.pack
-        prefix = _MID_PACK((opcode, 0, rel, message_id, gen, job, pid_on_fep, resource_index, 0, init, mb, 0, 0, 0))[
-            :_MID_PREFIX
-        ]
+        prefix = (  # the middle packets' header prefix (none in a message of one or two packets)
+            _MID_PACK((opcode, 0, rel, message_id, gen, job, pid_on_fep, resource_index, 0, init, mb, 0, 0, 0))[
+                :_MID_PREFIX
+            ]
+            if n > 2
+            else b""
+        )
         last = n - 1
         for i in range(start, n):
             off = i * ps
@@ -121,24 +126,8 @@ class Segmenter:
             end = min(off + ps, length)
             eom = i == last
             if i == 0:
-                flags = _F_SOM | rel | (_F_EOM if eom else 0) | (_F_HD if header_data is not None else 0)
-                ses = _SOM_PACK(
-                    (
-                        opcode,
-                        0,
-                        flags,
-                        message_id,
-                        gen,
-                        job,
-                        pid_on_fep,
-                        resource_index,
-                        0,
-                        init,
-                        mb,
-                        header_data or 0,
-                        length,
-                    )
-                )
+                ses = _som_header(opcode, rel, eom, message_id, gen, job, pid_on_fep, resource_index, init, mb,
+                                  header_data, length)  # fmt: skip
             else:
                 plen = end - off
                 ses = _MID_PACK(
@@ -160,3 +149,53 @@ class Segmenter:
                     )
                 )
             yield ses, view[off:end], i == 0, eom
+
+    def single(
+        self,
+        data: bytes | bytearray | memoryview,
+        message_id: int,
+        *,
+        pid_on_fep: int = 0,
+        resource_index: int = 0,
+        header_data: int | None = None,
+        tag: int | None = None,
+        job_id: int | None = None,
+        generation: int = 0,
+        relative: bool = True,
+    ) -> tuple[bytes, memoryview]:
+        """``(ses_header, payload)`` of a message that fits in one packet (``count(len(data)) ==
+        1``): the one item :meth:`packets` yields for it (SOM and EOM), without a generator — the
+        eager lanes' one-packet messages. Raises :class:`MessageError` for a longer message."""
+        view = byte_view(data)
+        length = len(view)
+        if length > self.payload_size:
+            raise MessageError(f"message of {length} bytes does not fit one packet of {self.payload_size}")
+        return (
+            _som_header(
+                _SEND if tag is None else _TSEND, _F_REL if relative else 0, True, message_id, generation,
+                self.job_id if job_id is None else job_id, pid_on_fep, resource_index, self.initiator,
+                0 if tag is None else tag & _MASK64, header_data, length,
+            ),
+            view,
+        )  # fmt: skip
+
+
+def _som_header(
+    opcode: int,
+    rel: int,
+    eom: bool,
+    message_id: int,
+    gen: int,
+    job: int,
+    pid_on_fep: int,
+    resource_index: int,
+    init: int,
+    mb: int,
+    header_data: int | None,
+    length: int,
+) -> bytes:
+    """The standard header of a message's first packet (SOM; EOM too when it is the only one)."""
+    flags = _F_SOM | rel | (_F_EOM if eom else 0) | (_F_HD if header_data is not None else 0)
+    return _SOM_PACK(
+        (opcode, 0, flags, message_id, gen, job, pid_on_fep, resource_index, 0, init, mb, header_data or 0, length)
+    )

@@ -54,6 +54,8 @@ _unpack_q = struct.Struct(">Q").unpack_from
 _ACTIVE = SlotState.ACTIVE
 #: ``ecn`` bit of the links' packed form for a datagram a switch trimmed (uet.fep.core.ECN_TRIMMED).
 _TRIMMED = 0x100
+#: Datagrams in the links' packed form: ``(data, address, entropy or ecn)``.
+_Packed = Sequence[tuple[bytes, str, int]]
 
 
 def aad_prefix(src: bytes, dst: bytes, entropy: int) -> bytes:
@@ -156,6 +158,29 @@ class TxChannel:
 
     def seal(self, plaintext: bytes) -> bytes:
         """``security header ‖ ciphertext ‖ ICV`` of ``plaintext``; raises as :meth:`TssContext.seal`."""
+        out: list[tuple[bytes, str, int]] = []
+        if self.seal_run(((plaintext, "", 0),), 0, out):
+            return out[0][0]
+        self._rebuild()  # raises when the SD cannot send any more
+        # per-packet keys (cluster implicit rekey), or the TSC at its limit (raises, §5.6)
+        return self._ctx.seal(
+            plaintext, sdi=self.sdi, entropy=self.entropy, dst=self.dst, src=self.src, client_ssi=self._client_ssi
+        )
+
+    def seal_run(
+        self,
+        items: Sequence[tuple[bytes, str, int]],
+        i: int,
+        out: list[tuple[bytes, str, int]],
+        by_entropy: bool = False,
+    ) -> int:
+        """Seal ``items[i]``, ``items[i + 1]``, ... — ``(plaintext, destination, entropy)`` — while
+        they go to ``items[i]``'s destination (and, with ``by_entropy``, carry its entropy);
+        append ``(sealed, destination, entropy)`` to ``out`` for each. Returns the index of the
+        first item not sealed (``i`` when none was: the SD cannot send, the key changes per
+        packet, or the TSC reached its limit; :meth:`seal` then raises or takes
+        :meth:`TssContext.seal`). The channel's state is checked once per run: nothing between
+        two items of a run changes it."""
         slot = self._slot
         sd = self._sd
         if (
@@ -166,19 +191,38 @@ class TxChannel:
             or not sd.enabled  # type: ignore[union-attr]
             or sd.dropping  # type: ignore[union-attr]
         ):
-            self._rebuild()
+            try:
+                self._rebuild()
+            except (TssError, ValueError):
+                return i
             slot = self._slot
+        start = i
         tsc = slot.next_tsc  # type: ignore[union-attr]
-        if tsc >= self._limit:
-            return self._ctx.seal(
-                plaintext, sdi=self.sdi, entropy=self.entropy, dst=self.dst, src=self.src, client_ssi=self._client_ssi
-            )
-        slot.next_tsc = tsc + 1  # type: ignore[union-attr]
-        word = self._ebase | tsc
-        header = (self._hdr | word).to_bytes(self._hlen, "big")
-        ct = self._aead.encrypt((self._ivbase ^ word).to_bytes(12, "big"), plaintext, self._aad + header)
-        self._stats["out_pkts"] += 1
-        return header + ct
+        limit = self._limit
+        ebase = self._ebase
+        hdr = self._hdr
+        hlen = self._hlen
+        ivbase = self._ivbase
+        aad = self._aad
+        encrypt = self._aead.encrypt if limit > 0 else None
+        append = out.append
+        dst = items[i][1]
+        ent = items[i][2]
+        n = len(items)
+        try:
+            while i < n and tsc < limit:
+                data, d, e = items[i]
+                if d != dst or (by_entropy and e != ent):
+                    break
+                word = ebase | tsc
+                header = (hdr | word).to_bytes(hlen, "big")
+                append((header + encrypt((ivbase ^ word).to_bytes(12, "big"), data, aad + header), d, e))  # type: ignore[misc]
+                tsc += 1
+                i += 1
+        finally:
+            slot.next_tsc = tsc  # type: ignore[union-attr]  # never reuse a TSC, even if encrypt raised
+            self._stats["out_pkts"] += i - start
+        return i
 
 
 class RxChannel:
@@ -235,7 +279,7 @@ class RxChannel:
         self.open_run(((data, "", 0),), 0, out)
         return out[0][0] if out else None
 
-    def open_run(self, items: Sequence[tuple[bytes, str, int]], i: int, out: list[tuple[bytes, str, int]]) -> int:
+    def open_run(self, items: _Packed, i: int, out: list[tuple[bytes, str, int]]) -> int:
         """Open ``items[i]``, ``items[i + 1]``, ... — ``(data, source, ecn with trim marks)``, the
         links' packed form — while they come from ``items[i]``'s source, are not trimmed and this
         channel opens them; append ``(plaintext, source, ecn)`` to ``out`` for each. Returns the

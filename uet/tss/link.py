@@ -142,30 +142,27 @@ class SecureLink(Link):
         in runs of one TOS byte each (a sealed datagram starts with the security header, so the
         inner link is given a table that marks the whole run alike). The adapter's data path
         (:meth:`uet.endpoint.Endpoint._transmit`) thus needs no record or call per datagram."""
+        sealed = self.stage.seal_packed(datagrams, self._now())
         inner_send = getattr(self.inner, "send_marked", None)
-        seal = self.stage.seal
-        now = self._now()
         if inner_send is None:
             send = self.inner.send
-            for data, dst, entropy in datagrams:
-                t = tos[data[0] >> 3]
-                sealed = seal(data, dst, entropy, now)
-                if sealed is not None:
-                    send(sealed, dst, entropy, t >> 2, t & 3)
+            for (data, _, _), rec in zip(datagrams, sealed, strict=True):
+                if rec is not None:
+                    t = tos[data[0] >> 3]
+                    send(rec[0], rec[1], rec[2], t >> 2, t & 3)
             return
         run: list[tuple[bytes, str, int]] = []
         run_tos = -1
-        for data, dst, entropy in datagrams:
-            t = tos[data[0] >> 3]
-            sealed = seal(data, dst, entropy, now)
-            if sealed is None:
+        for (data, _, _), rec in zip(datagrams, sealed, strict=True):
+            if rec is None:
                 continue
+            t = tos[data[0] >> 3]
             if t != run_tos:
                 if run:
                     inner_send(run, _uniform(run_tos))
                 run = []
                 run_tos = t
-            run.append((sealed, dst, entropy))
+            run.append(rec)
         if run:
             inner_send(run, _uniform(run_tos))
 

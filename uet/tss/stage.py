@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from uet.tss.channel import RxChannel
+from uet.tss.channel import RxChannel, TxChannel
 from uet.tss.context import TssConfig, TssContext, as_address
 from uet.tss.domain import SecureDomainTable
 from uet.tss.errors import TssError
@@ -169,7 +169,7 @@ class TssStage:
         self.rx_port = rx_port
         self._rng = config.rng if config.rng is not None else rng
         self._expected = None if config.accept_any_sdi else self.sdi
-        self._seal: dict[Any, Callable[[bytes], bytes]] = {}
+        self._tx: dict[Any, TxChannel] = {}
         self._src: dict[str, bytes] = {}
         self._rx: dict[Any, RxChannel] = {}
         self._stats: dict[str, int] = {"tss_tx_errors": 0, "tss_rotations": 0}
@@ -213,18 +213,25 @@ class TssStage:
 
     # -- transmit ----------------------------------------------------------------------------------
 
-    def seal(self, datagram: bytes, dst: str, entropy: int, now: int) -> bytes | None:
-        """``datagram`` sealed for ``dst`` (new TSC), or None (counted in ``tss_tx_errors``)."""
+    def _tx_channel(self, dst: str, entropy: int) -> TxChannel:
+        """The channel to ``dst`` (and ``entropy`` unless ``tx_port`` is fixed); raises
+        :class:`TssError` when the SD cannot send."""
         port = self.tx_port
         key = dst if port is not None else (dst, entropy)
-        seal = self._seal.get(key)
+        ch = self._tx.get(key)
+        if ch is None:
+            if len(self._tx) >= 4096:  # per-datagram entropy: keep the channel cache bounded
+                self._tx.clear()
+            ch = self._tx[key] = self.ctx.tx_channel(sdi=self.sdi, dst=dst, entropy=entropy if port is None else port)
+        return ch
+
+    def seal(self, datagram: bytes, dst: str, entropy: int, now: int) -> bytes | None:
+        """``datagram`` sealed for ``dst`` (new TSC), or None (counted in ``tss_tx_errors``)."""
+        return self._seal_one(datagram, dst, entropy, now)
+
+    def _seal_one(self, datagram: bytes, dst: str, entropy: int, now: int) -> bytes | None:
         try:
-            if seal is None:
-                if len(self._seal) >= 4096:  # per-datagram entropy: keep the channel cache bounded
-                    self._seal.clear()
-                ch = self.ctx.tx_channel(sdi=self.sdi, dst=dst, entropy=entropy if port is None else port)
-                seal = self._seal[key] = ch.seal
-            sealed = seal(datagram)
+            sealed = self._tx_channel(dst, entropy).seal(datagram)
         except TssError as e:
             self._stats["tss_tx_errors"] += 1
             self._log({"t": now, "ev": "tss_tx_error", "peer": dst, "error": type(e).__name__})
@@ -233,16 +240,40 @@ class TssStage:
             sealed = self.tamper.apply(sealed)
         return sealed
 
+    def seal_packed(self, datagrams: Sequence[tuple[bytes, str, int]], now: int) -> list[tuple[bytes, str, int] | None]:
+        """Seal ``(data, destination, entropy)`` datagrams: one ``(sealed, destination, entropy)``
+        per datagram, in order, None for one that cannot be sealed (counted as :meth:`seal`).
+
+        Data path: each run of datagrams to one destination (and entropy, unless ``tx_port`` is
+        fixed) is sealed by its channel in one :meth:`~uet.tss.channel.TxChannel.seal_run` call;
+        a datagram the channel declines, and every one while a :class:`Tamper` is on, takes
+        :meth:`seal`."""
+        out: list[tuple[bytes, str, int] | None] = []
+        by_entropy = self.tx_port is None
+        n = len(datagrams)
+        i = 0
+        while i < n:
+            data, dst, entropy = datagrams[i]
+            if self.tamper is None:
+                try:
+                    ch = self._tx_channel(dst, entropy)
+                except TssError:
+                    pass  # seal() below counts and logs it
+                else:
+                    j = ch.seal_run(datagrams, i, out, by_entropy)  # type: ignore[arg-type]
+                    if j > i:
+                        i = j
+                        continue
+            sealed = self._seal_one(data, dst, entropy, now)
+            out.append(None if sealed is None else (sealed, dst, entropy))
+            i += 1
+        return out
+
     def seal_batch(self, items: Sequence[tuple[Any, ...]], now: int) -> list[Any]:
         """Seal every ``(data, destination, entropy, ...)`` record, keeping its other fields and
-        type; records that cannot be sealed are left out."""
-        out = []
-        seal = self.seal
-        for t in items:
-            sealed = seal(t[0], t[1], t[2], now)
-            if sealed is not None:
-                out.append(_tnew(type(t), (sealed, *t[1:])))
-        return out
+        type; records that cannot be sealed are left out (:meth:`seal_packed`)."""
+        sealed = self.seal_packed([(t[0], t[1], t[2]) for t in items], now)
+        return [_tnew(type(t), (s[0], *t[1:])) for t, s in zip(items, sealed, strict=True) if s is not None]
 
     # -- receive -----------------------------------------------------------------------------------
 
