@@ -48,11 +48,13 @@ from typing import Any
 from uet.tools.cli import UsageError
 from uet.tools.run_settings import load_scenario
 
-__all__ = ["SUITES", "render", "row_result", "run_suite", "scenario_files"]
+__all__ = ["SUITES", "render", "retx_causes", "row_result", "run_suite", "scenario_files"]
 
 #: built-in suites: name → folder of scenario files
 SUITES = {"cc": Path(__file__).resolve().parent / "scenarios" / "cc"}
 _ALGO_ORDER = ("none", "nscc", "rccc", "nscc+rccc")
+#: the flow size of every htsim validation run of issue 11's table
+HTSIM_FLOW_BYTES = 2_000_000
 
 
 def scenario_files(suite: str) -> list[Path]:
@@ -98,6 +100,20 @@ def _tail_ideal(res: dict[str, Any], overhead: int, payload: int) -> tuple[float
     return best
 
 
+def retx_causes(c: dict[str, Any]) -> dict[str, int]:
+    """What the senders' retransmissions answered, from the endpoints' summed counters: trim
+    NACKs (``trim_nack_core`` before the last hop, ``trim_nack_last_hop``), retransmission
+    timeouts, SACK fast retransmits; and ``duplicates_at_receiver``, the copies that arrived
+    after the original (a resend that was not needed)."""
+    return {
+        "trim_nack_core": c.get("nack_rx_TRIMMED", 0),
+        "trim_nack_last_hop": c.get("nack_rx_TRIMMED_LASTHOP", 0),
+        "rto": c.get("rto", 0),
+        "fast_retransmit": c.get("fast_retransmits", 0),
+        "duplicates_at_receiver": c.get("duplicates", 0),
+    }
+
+
 def row_result(path: Path, res: dict[str, Any], ref: dict[str, Any], scaled: str | None) -> dict[str, Any]:
     """One table row from a ``simulate`` result and the scenario's ``[reference]`` table."""
     from uet.sim.scenario import DATA_OVERHEAD
@@ -119,6 +135,7 @@ def row_result(path: Path, res: dict[str, Any], ref: dict[str, Any], scaled: str
         "x_ideal": round(tail / ideal, 4) if ideal else None,
         "max_over_min": fct.get("max_over_min"),
         "retransmits": sum(f.get("retransmits", 0) for f in res["flows"]),
+        "retx_causes": retx_causes(res.get("endpoint_counters", {})),
         "trims": res["fabric"]["trims"],
         "ecn_marks": res["fabric"]["ecn_marks"],
         "cpu_s": res.get("timing", {}).get("cpu_s"),
@@ -129,12 +146,12 @@ def row_result(path: Path, res: dict[str, Any], ref: dict[str, Any], scaled: str
     row["htsim"]["ideal_us"] = h_ideal
     if h_tail and h_ideal and ideal and tail:
         row["ratio"] = round((tail / ideal) / (h_tail / h_ideal), 4)
-    _route_figures(row, res, ref, tail, h_tail, h_ideal, payload)
+    _route_figures(row, res, ref, tail, h_tail if scaled is None else None, h_ideal)
     return row
 
 
 def _route_figures(
-    row: dict[str, Any], res: dict[str, Any], ref: dict[str, Any], tail: float, h_tail: Any, h_ideal: Any, payload: int
+    row: dict[str, Any], res: dict[str, Any], ref: dict[str, Any], tail: float, h_tail: Any, h_ideal: Any
 ) -> None:
     """The per-link figures of a row (uet.fabric.model.linkload): the most flows on one link,
     the route bound and tail / bound, and the FCT max/min of the flows on the bottleneck link.
@@ -142,7 +159,8 @@ def _route_figures(
     htsim's route bound (**decision**: htsim publishes no per-link counts) is computed from the
     ``max_flows`` the scenario's ``[reference]`` table infers for htsim's draw: its ideal plus
     (max_flows − 1) more flows' payload serialised on the shared link — htsim's bytes, so its
-    tail / bound compares with ours whatever the header sizes."""
+    tail / bound compares with ours whatever the header sizes. Only for htsim's own flow size
+    (2 MB) at full scale: a scaled or resized row has no htsim counterpart."""
     links = res.get("links")
     if not links:
         return
@@ -157,8 +175,8 @@ def _route_figures(
         bottleneck_max_over_min=fct.get("max_over_min"),
     )
     mf = ref.get("max_flows")
-    if mf and h_tail and h_ideal and res["flows"]:
-        flow_bytes = max(f["bytes"] for f in res["flows"])
+    flow_bytes = max((f["bytes"] for f in res["flows"]), default=0)
+    if mf and h_tail and h_ideal and flow_bytes == HTSIM_FLOW_BYTES:
         h_bound = h_ideal + (mf - 1) * flow_bytes * 8e6 / res["link_rate_bps"]
         row["htsim"].update(route_bound_us=round(h_bound, 1), x_bound=round(h_tail / h_bound, 4))
 

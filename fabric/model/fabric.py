@@ -125,10 +125,13 @@ class Fabric:
             for port in sw.ports:
                 peer, _ = port.peer  # type: ignore[misc]
                 port.link_id = load.add_link(f"{sw.name}:{port.index}>{peer.name}", port)
-        for node in [*self.switches.values(), *self.nics]:
+        nodes: list[Any] = [*self.switches.values(), *self.nics]  # switches and NICs alike
+        for node in nodes:
             for port in node.ports:
-                peer, peer_port = port.peer  # type: ignore[misc]
+                peer, peer_port = port.peer
                 port.in_link = peer.ports[peer_port].link_id
+        for sw in self.switches.values():
+            sw._link_bits = load.bits
         return load
 
     # -- the sans-I/O surface --------------------------------------------------------------------

@@ -52,6 +52,14 @@ class CcConfig:
             at most one packet in flight and sends the next no sooner than ``size × base_rtt /
             cwnd`` after the previous one, so a window of ``mtu / k`` means one packet every
             ``k`` base RTTs (see :class:`uet.cc.nscc.Nscc`).
+        core_pull: RCCC receiver: slow the grants of a sender whose packets are trimmed before
+            the last hop (inference, beyond the notes' RCCC; see :mod:`uet.cc.pullrate`).
+        core_pull_ai: its additive increase per epoch without a core trim, as a share of the
+            pull rate, growing 1.1× per increase in a row (htsim's receiver controller: 0.01;
+            0.03 gave the shorter tail in uet-sim's 128-host single-path permutation).
+        core_pull_min: the smallest share of the pull rate a sender is cut to (0.01, htsim).
+        core_pull_mi: the share's growth factor after an epoch with neither a core trim nor an
+            ECN-CE mark (1.5; 1 = additive increase only).
     """
 
     link_bps: float = 100e9
@@ -70,6 +78,10 @@ class CcConfig:
     reps_explore: int = 16
     base_rtt_probe: bool = True
     min_cwnd: int | None = None
+    core_pull: bool = True
+    core_pull_ai: float = 0.03
+    core_pull_min: float = 0.01
+    core_pull_mi: float = 1.5
 
     def __post_init__(self) -> None:
         if self.link_bps <= 0 or self.base_rtt_ns <= 0 or self.mtu <= 0:
@@ -80,6 +92,8 @@ class CcConfig:
             raise ValueError("reps_slots and grant_mtus must be ≥ 1, pull_rate in (0, 1]")
         if self.min_cwnd is not None and not 0 < self.min_cwnd <= self.mtu:
             raise ValueError("min_cwnd must be in 1..mtu")
+        if not 0 < self.core_pull_min <= 1 or not 0 < self.core_pull_ai <= 1 or self.core_pull_mi < 1:
+            raise ValueError("core_pull_min and core_pull_ai must be in (0, 1], core_pull_mi ≥ 1")
 
     @property
     def bdp(self) -> float:

@@ -92,7 +92,6 @@ class Nscc:
         self.increase_mode = False
         self.last_dec_time = now
         self.avg_delay = 0.0
-        self.now = now
         # pacing (optional) and counters
         self.next_send = 0
         #: when the last packet left (sub-packet windows pace from it)
@@ -165,13 +164,13 @@ class Nscc:
     ) -> None:
         """One ACK: ``newly_rcvd`` nominal bytes newly delivered, ``ecn`` its ``m`` flag (or any
         marked bytes), ``rtt`` a valid sample with the service time removed (None if invalid)."""
-        self.now = now
         self.inflight -= newly_rcvd
         self.bytes_ignored += newly_rcvd
         self.received_bytes += newly_rcvd
         self.achieved_bytes += newly_rcvd
         limited = self.apply_cwnd_penalty(pend, restore, newly_rcvd)
         if rtt is None:
+            self._clamp()  # a restored window may exceed a MaxWnd lowered since it was saved
             self._changed(now)
             return
         self.update_base_rtt(rtt)
@@ -310,7 +309,6 @@ class Nscc:
 
     def on_nack(self, size: int, rtt: int | None, trimmed: bool, lasthop: bool, rccc: bool, now: int) -> None:
         """A NACK for a packet of ``size`` nominal bytes; ``trimmed``/``lasthop`` say which trim."""
-        self.now = now
         adjust = False
         self.inflight -= size
         if rtt is not None:
@@ -329,7 +327,6 @@ class Nscc:
 
     def on_inferred_loss(self, size: int, now: int) -> None:
         """RTO or SACK-inferred loss: shrink by the packet, stop counting it in flight."""
-        self.now = now
         self.cwnd = max(self.cwnd - size, self.min_cwnd)
         self.bytes_ignored += size
         self.inflight -= size

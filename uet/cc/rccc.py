@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 
 from uet.cc.config import CcConfig
+from uet.cc.pullrate import PullRate
 
 QUANTUM = 256
 M24 = 0xFFFFFF
@@ -138,7 +139,7 @@ class CreditSender:
 
 
 class _Peer:
-    __slots__ = ("target", "granted", "active", "route", "served", "rx")
+    __slots__ = ("target", "granted", "active", "route", "served", "rx", "pace", "ready")
 
     def __init__(self) -> None:
         self.target = 0
@@ -150,6 +151,9 @@ class _Peer:
         self.served = 0
         #: nominal bytes of its untrimmed data that reached this receiver (speculative included)
         self.rx = 0
+        #: its share of the pull rate (uet.cc.pullrate) and when that share allows its next grant
+        self.pace = PullRate()
+        self.ready = 0
 
 
 class CreditScheduler:
@@ -177,7 +181,11 @@ class CreditScheduler:
     raised to the least account among the active senders (or, with none active, the last one
     served) less one ``MaxWnd``, so a newcomer catches up at most one speculative window ahead
     of the others. ``uet-sim --suite cc --only incast15_rccc``: max/min 1.08 → 1.02 (tail 2,512 →
-    2,513 µs)."""
+    2,513 µs).
+
+    **A sender trimmed in the core** (``note_arrival``, :mod:`uet.cc.pullrate`) gets its grants
+    no closer than ``pacing interval / its share``: while it waits for its share the pacer serves
+    the others, and with no one else to serve it waits for that sender's time."""
 
     def __init__(self, cfg: CcConfig, ports: int = 1, log: Callable[[dict], None] | None = None) -> None:
         self.cfg = cfg
@@ -211,6 +219,15 @@ class CreditScheduler:
             return p.granted
         return None
 
+    def note_arrival(self, key: Hashable, core_trim: bool, now: int, ce: bool = False) -> None:
+        """A data packet of ``key`` arrived; ``core_trim``: a switch before the last hop
+        trimmed it (its DSCP says which, §3.2). Adjusts the sender's share of the pull rate
+        (:mod:`uet.cc.pullrate`) when ``core_pull`` is on."""
+        if self.cfg.core_pull:
+            p = self.peers.get(key)
+            if p is not None:
+                p.pace.on_data(core_trim, now, self.cfg, ce)
+
     def add_demand(self, key: Hashable, nbytes: int, now: int) -> None:
         """Fund a retransmission (trim NACK sent to ``key``): raise its target by ``nbytes``."""
         p = self.peers.get(key)
@@ -241,13 +258,16 @@ class CreditScheduler:
     def deadline(self) -> int | None:
         return self.next_time
 
-    def _pick(self) -> int:
-        """Index in ``active`` of the least served sender (the first of equals)."""
+    def _pick(self, t: int) -> int:
+        """Index in ``active`` of the least served sender (the first of equals) whose share of
+        the pull rate allows a grant at ``t``; -1 when none does."""
         peers = self.peers
-        best = 0
+        best = -1
         low = -1
         for i, k in enumerate(self.active):
             p = peers[k]
+            if p.ready > t:
+                continue
             s = p.served if p.served > p.rx else p.rx
             if low < 0 or s < low:
                 best, low = i, s
@@ -261,7 +281,11 @@ class CreditScheduler:
             if not active:
                 nt = None
                 break
-            key = active.pop(self._pick())
+            i = self._pick(nt)
+            if i < 0:  # every active sender waits for its share: so does the pacer
+                nt = min(self.peers[k].ready for k in active)
+                continue
+            key = active.pop(i)
             p = self.peers[key]
             want = diff24(p.target, p.granted) * QUANTUM
             g = min(self.grant_bytes, want)
@@ -276,7 +300,11 @@ class CreditScheduler:
                 active.append(key)
             else:
                 p.active = False
-            nt += max(1, int(q * QUANTUM / self.rate_Bpns))
+            step = max(1, int(q * QUANTUM / self.rate_Bpns))
+            r = p.pace.rate
+            if r < 1.0:
+                p.ready = nt + int(step / r)
+            nt += step
         if nt is not None and not active and nt <= now:
             nt = None
         self.next_time = nt

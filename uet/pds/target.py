@@ -313,7 +313,9 @@ class TargetMixin(PdsState):
         ent = cfg.control_entropy if entropy is None else entropy
         tp.last_rx = now
         if ccs is not None and self.credit_scheduler is not None:
-            self._note_credit_target(tp, ccs[0], ccs[1], 0 if trimmed else len(data) + 48, now)
+            self._note_credit_target(
+                tp, ccs[0], ccs[1], 0 if trimmed else len(data) + 48, now, trimmed and not lasthop, ecn == 3
+            )
         if cpo < 0:
             self._note_clear(tp, (psn + cpo) & _M32)
         d = (psn - tp.rx_base) & _M32
@@ -682,11 +684,14 @@ class TargetMixin(PdsState):
 
     # -- RCCC receiver (spec/behaviour.md §4.5) ----------------------------------------------------
 
-    def _note_credit_target(self, tp: TargetPdc, ccc: int, target: int, nominal: int, now: int) -> None:
+    def _note_credit_target(
+        self, tp: TargetPdc, ccc: int, target: int, nominal: int, now: int, core_trim: bool = False, ce: bool = False
+    ) -> None:
         """A CC request's credit target for the sender's CCC ``(peer, ccc)``; its grants go on
         ``tp``. ``nominal``: the request's nominal size (§4.2), 0 when it arrived trimmed; the
         pacer counts it as service to the sender (uet.cc.rccc). A trimmed one also funds its
-        retransmission (one MTU more, §3.3, §4.5)."""
+        retransmission (one MTU more, §3.3, §4.5). ``core_trim``: trimmed before the last hop,
+        which slows that sender's grants (uet.cc.pullrate)."""
         cs = self.credit_scheduler
         cp = self.cc_params
         if cs is None or cp is None:  # no RCCC receiver on this FEP (the caller checks too)
@@ -694,6 +699,7 @@ class TargetMixin(PdsState):
         tp.ccc = ccc
         key = (tp.peer, ccc)
         cs.note_target(key, target, now, tp, nominal)
+        cs.note_arrival(key, core_trim, now, ce)
         if not nominal:
             cs.add_demand(key, cp.mtu, now)
 

@@ -336,8 +336,8 @@ def simulate(
         fcts: dict[tuple[str, str], float] = {}
         for f in res["flows"]:
             if "completion_s" in f:
-                k = (f["src"], f["dst"])
-                fcts[k] = max(fcts.get(k, 0.0), f["completion_s"])
+                pair = (f["src"], f["dst"])
+                fcts[pair] = max(fcts.get(pair, 0.0), f["completion_s"])
         res["links"] = fabric.link_load.summary(fcts)
     if error is not None:
         res["errors"] = [*res["errors"], error]
