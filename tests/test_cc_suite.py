@@ -143,12 +143,29 @@ def test_suite_one_row_json_and_table() -> None:
         (["--suite", "nope"], "not a built-in suite"),
         (["--suite", "cc", "--only", "zzz"], "no scenario of the suite matches"),
         (["--only", "x"], "go with --suite"),
+        (["--jobs", "2"], "go with --suite"),
+        (["--suite", "cc", "--jobs", "0"], "--jobs"),
+        # a usage error found inside a worker process reaches the user as one line, exit 2
+        (["--suite", "cc", "--only", "one_flow", "--jobs", "2", "--endpoint-set", "pds.nope=1"], "nope"),
         (["--suite", "cc", "some.toml"], "give no scenario"),
     ],
 )
 def test_suite_usage_errors(args: list[str], msg: str) -> None:
     r = _run(*args)
     assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr
+
+
+def test_jobs_run_rows_in_parallel_with_the_same_figures_in_suite_order() -> None:
+    """``--jobs 2``: each row in its own process; every figure but the CPU time is the one the
+    serial run gives, and the rows keep the suite's order whatever order they finish in."""
+    serial = _run("--suite", "cc", "--only", "one_flow,incast15", "--max-hosts", "4", "--size", "64KiB", "--json")
+    par = _run(
+        "--suite", "cc", "--only", "one_flow,incast15", "--max-hosts", "4", "--size", "64KiB", "--json", "-j", "2"
+    )
+    assert serial.returncode == 0 and par.returncode == 0, serial.stderr + par.stderr
+    a, b = json.loads(serial.stdout), json.loads(par.stdout)
+    assert [r["scenario"] for r in b["rows"]] == [p.stem for p in scenario_files("cc")][:6]
+    assert a == b
 
 
 def test_namespace_passthrough_keeps_options() -> None:
