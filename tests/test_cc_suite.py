@@ -70,7 +70,8 @@ def test_incast_ideal_adds_the_other_senders_frames_to_the_slowest_lone_flow() -
     assert _tail_ideal(res, 122, 4096)[0] == pytest.approx(3e-6)
 
 
-def test_row_ratio_compares_slowdowns() -> None:
+def _result(nbytes: int, ideal_s: float, tail_s: float, **over: object) -> dict:
+    """A ``simulate`` result of one flow to "a" at 100 Gb/s, as row_result reads it."""
     res = {
         "link_rate_bps": 100e9,
         "workload": "incast",
@@ -79,10 +80,16 @@ def test_row_ratio_compares_slowdowns() -> None:
         "lb": "reps",
         "ok": True,
         "payload_size": 4096,
-        "flows": [{"dst": "a", "bytes": 4096, "ideal_s": 1e-6, "retransmits": 3}],
-        "fct": {"max_s": 1.1e-6, "max_over_min": 1.0},
+        "flows": [{"dst": "a", "bytes": nbytes, "ideal_s": ideal_s, "retransmits": 3}],
+        "fct": {"max_s": tail_s, "max_over_min": 1.0},
         "fabric": {"trims": 3, "ecn_marks": 0},
     }
+    res.update(over)
+    return res
+
+
+def test_row_ratio_compares_slowdowns() -> None:
+    res = _result(4096, 1e-6, 1.1e-6)
     row = row_result(Path("x.toml"), res, {"tail_us": 2.2, "ideal_us": 2.0}, None)
     assert row["x_ideal"] == 1.1 and row["ratio"] == 1.0 and row["retransmits"] == 3
 
@@ -90,30 +97,21 @@ def test_row_ratio_compares_slowdowns() -> None:
 def test_row_route_figures_ours_and_htsim_inferred() -> None:
     """tail / bound from the run's per-link accounting; htsim's bound from the max_flows its
     [reference] table infers: its ideal plus that many more flows' bytes on the shared link."""
-    res = {
-        "link_rate_bps": 100e9,
-        "workload": "permutation",
-        "endpoints": 16,
-        "cc": "nscc",
-        "lb": "single",
-        "ok": True,
-        "payload_size": 4096,
-        "flows": [{"dst": "a", "bytes": 2_000_000, "ideal_s": 177e-6, "retransmits": 0}],
-        "fct": {"max_s": 700e-6, "max_over_min": 4.0},
-        "fabric": {"trims": 0, "ecn_marks": 0},
-        "links": {
-            "max_flows": 4,
-            "histogram": {"1": 10, "4": 1},
-            "route_bound_us": 666.0,
-            "bottleneck": {"link": "x", "flows": 4, "bytes": 1, "busy_us": 1.0},
-            "bottleneck_fct": {"flows": 4, "min_us": 650.0, "max_us": 700.0, "max_over_min": 1.0769},
-        },
+    links = {
+        "max_flows": 4,
+        "histogram": {"1": 10, "4": 1},
+        "route_bound_us": 666.0,
+        "bottleneck": {"link": "x", "flows": 4, "bytes": 1, "busy_us": 1.0},
+        "bottleneck_fct": {"flows": 4, "min_us": 650.0, "max_us": 700.0, "max_over_min": 1.0769},
     }
+    res = _result(2_000_000, 177e-6, 700e-6, workload="permutation", lb="single", links=links)
     row = row_result(Path("x.toml"), res, {"tail_us": 889.9, "ideal_us": 174.0, "max_flows": 5}, None)
     assert row["max_flows"] == 4 and row["route_bound_us"] == 666.0
     assert row["x_bound"] == round(700 / 666, 4) and row["bottleneck_max_over_min"] == 1.0769
     h_bound = 174.0 + 4 * 160.0  # four more 2 MB flows at 100 Gb/s
     assert row["htsim"]["route_bound_us"] == h_bound and row["htsim"]["x_bound"] == round(889.9 / h_bound, 4)
+    # a scaled row has no htsim counterpart
+    assert "x_bound" not in row_result(Path("x.toml"), res, {"tail_us": 889.9, "max_flows": 5}, "1024 → 16")["htsim"]
     del res["links"]
     assert "x_bound" not in row_result(Path("x.toml"), res, {"tail_us": 889.9}, None)
 
@@ -145,12 +143,29 @@ def test_suite_one_row_json_and_table() -> None:
         (["--suite", "nope"], "not a built-in suite"),
         (["--suite", "cc", "--only", "zzz"], "no scenario of the suite matches"),
         (["--only", "x"], "go with --suite"),
+        (["--jobs", "2"], "go with --suite"),
+        (["--suite", "cc", "--jobs", "0"], "--jobs"),
+        # a usage error found inside a worker process reaches the user as one line, exit 2
+        (["--suite", "cc", "--only", "one_flow", "--jobs", "2", "--endpoint-set", "pds.nope=1"], "nope"),
         (["--suite", "cc", "some.toml"], "give no scenario"),
     ],
 )
 def test_suite_usage_errors(args: list[str], msg: str) -> None:
     r = _run(*args)
     assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr
+
+
+def test_jobs_run_rows_in_parallel_with_the_same_figures_in_suite_order() -> None:
+    """``--jobs 2``: each row in its own process; every figure but the CPU time is the one the
+    serial run gives, and the rows keep the suite's order whatever order they finish in."""
+    serial = _run("--suite", "cc", "--only", "one_flow,incast15", "--max-hosts", "4", "--size", "64KiB", "--json")
+    par = _run(
+        "--suite", "cc", "--only", "one_flow,incast15", "--max-hosts", "4", "--size", "64KiB", "--json", "-j", "2"
+    )
+    assert serial.returncode == 0 and par.returncode == 0, serial.stderr + par.stderr
+    a, b = json.loads(serial.stdout), json.loads(par.stdout)
+    assert [r["scenario"] for r in b["rows"]] == [p.stem for p in scenario_files("cc")][:6]
+    assert a == b
 
 
 def test_namespace_passthrough_keeps_options() -> None:

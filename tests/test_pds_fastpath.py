@@ -4,11 +4,13 @@ the timer heap and the record-style per-packet events (uet.pds.core, uet.pds.eve
 from __future__ import annotations
 
 import dataclasses
+import heapq
 
 import pytest
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, scan_timer_check, ses_small
 
 from uet.pds import Acked, Delivery, Failed, Mode, PdsConfig
+from uet.pds import core as pds_core
 from uet.wire import pds as pds_wire
 
 CFG = PdsConfig(close_idle_ns=None, target_idle_ns=None, rto_ns=200_000)
@@ -122,3 +124,51 @@ def test_record_events_behave_like_frozen_dataclasses() -> None:
         a.token = "x"  # type: ignore[misc]
     assert "token='t'" in repr(a)
     assert not dataclasses.is_dataclass(a) and dataclasses.is_dataclass(Failed("t", "x", None))
+
+
+def test_a_deadline_moving_later_is_recorded_not_pushed_and_fires_on_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timer heap (uet.pds.core ``_refresh_timers``): a PDC's RTO deadline that moves later
+    (the ACK of the oldest packet arrives, a younger one is now oldest) adds no heap entry; its
+    earlier entry is re-pushed at the new deadline when it reaches the top, so ``get_timer``
+    gives the exact deadline and nothing fires at the superseded one."""
+    pair = Pair(CFG)
+    _establish(pair)
+    core = pair.a.core
+    rto = CFG.rto_ns
+    t1 = pair.now
+    core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"one", token="one", som=True, eom=True, now=t1)
+    (first,) = pair.take(pair.a)
+    assert core.get_timer() == t1 + rto
+    pushes: list[tuple[int, int, object]] = []
+    monkeypatch.setattr(pds_core, "heappush", lambda heap, e: (pushes.append(e), heapq.heappush(heap, e)))
+    pair.now = t2 = t1 + 50_000
+    core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"two", token="two", som=True, eom=True, now=t2)
+    (second,) = pair.take(pair.a)
+    pair.inject(pair.b, first[0], A_ADDR)
+    (ack,) = pair.take(pair.b)
+    pair.now = t1 + 60_000
+    pair.inject(pair.a, ack[0], B_ADDR)
+    assert [e.token for e in pair.a.acked()] == ["one"]
+    assert core.get_timer() == t2 + rto  # the new oldest packet's RTO, exactly
+    assert pushes == []  # recorded on the PDC, not pushed
+    scan_timer_check(core)
+    core.handle_timer(t1 + rto)  # the superseded deadline: nothing is due
+    assert core.counters.get("rto", 0) == 0 and core.datagrams_to_send(t1 + rto) == []
+    assert core.get_timer() == t2 + rto
+    core.handle_timer(t2 + rto)
+    assert core.counters["rto"] == 1
+    (again,) = core.datagrams_to_send(t2 + rto)
+    assert hdr(again[0]).psn == hdr(second[0]).psn
+
+
+def test_a_deadline_moving_earlier_is_pushed() -> None:
+    """The other direction: a deadline earlier than the PDC's live entry (here: none, then the
+    first packet's RTO after an idle PDC) is pushed at once."""
+    pair = Pair(CFG)
+    _establish(pair)
+    core = pair.a.core
+    assert core.get_timer() is None
+    core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"one", token="one", som=True, eom=True, now=pair.now)
+    pair.take(pair.a)
+    assert core.get_timer() == pair.now + CFG.rto_ns
+    scan_timer_check(core)

@@ -80,8 +80,33 @@ def test_bitmap_never_grows_past_the_window() -> None:
     w = ReplayWindow(8)
     for seq in range(40):
         assert accept(w, seq) is None
-        assert w._bits.bit_length() <= w.size
-    assert w._bits == 0xFF  # all eight in-window sequences recorded
+        assert w._bits.bit_length() <= w.size and w._run <= w.size
+    assert all(w.check(seq) == "replay" for seq in range(32, 40))  # all eight in-window sequences recorded
+    assert w.check(31) == "stale"
+
+
+def test_in_order_run_longer_than_the_window_then_late_and_replayed_packets() -> None:
+    """The in-order run (kept as a count) across the window's size, then a gap, a late packet
+    inside the window and replays on both sides of the fold."""
+    w = ReplayWindow(8)
+    for seq in range(20):
+        if seq != 14:  # 14 is late
+            assert accept(w, seq) is None
+        assert w._run <= w.size
+    assert w.check(14) is None and w.check(19) == "replay" and w.check(15) == "replay"
+    assert accept(w, 14) is None and w.check(14) == "replay"
+    assert accept(w, 23) is None  # a gap: 20-22 unseen
+    assert [w.check(s) for s in (20, 21, 22, 23, 19, 16, 15)] == [
+        None,
+        None,
+        None,
+        "replay",
+        "replay",
+        "replay",
+        "stale",
+    ]
+    assert accept(w, 24) is None and accept(w, 21) is None
+    assert [w.check(s) for s in (20, 21, 22, 24)] == [None, "replay", None, "replay"]
 
 
 @settings(max_examples=200)
@@ -102,4 +127,4 @@ def test_window_matches_a_model_of_everything_seen(size: int, seqs: list[int]) -
             seen.add(seq)
             top = max(top, seq)
         assert w.top == top
-        assert w._bits.bit_length() <= size
+        assert w._bits.bit_length() <= size and w._run <= size

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import signal
 import sys
 import time
 from pathlib import Path
@@ -53,6 +54,8 @@ __all__ = ["SUITES", "render", "retx_causes", "row_result", "run_suite", "scenar
 #: built-in suites: name → folder of scenario files
 SUITES = {"cc": Path(__file__).resolve().parent / "scenarios" / "cc"}
 _ALGO_ORDER = ("none", "nscc", "rccc", "nscc+rccc")
+#: the flow size of every htsim validation run of issue 11's table
+HTSIM_FLOW_BYTES = 2_000_000
 
 
 def scenario_files(suite: str) -> list[Path]:
@@ -144,12 +147,12 @@ def row_result(path: Path, res: dict[str, Any], ref: dict[str, Any], scaled: str
     row["htsim"]["ideal_us"] = h_ideal
     if h_tail and h_ideal and ideal and tail:
         row["ratio"] = round((tail / ideal) / (h_tail / h_ideal), 4)
-    _route_figures(row, res, ref, tail, h_tail, h_ideal, payload)
+    _route_figures(row, res, ref, tail, h_tail if scaled is None else None, h_ideal)
     return row
 
 
 def _route_figures(
-    row: dict[str, Any], res: dict[str, Any], ref: dict[str, Any], tail: float, h_tail: Any, h_ideal: Any, payload: int
+    row: dict[str, Any], res: dict[str, Any], ref: dict[str, Any], tail: float, h_tail: Any, h_ideal: Any
 ) -> None:
     """The per-link figures of a row (uet.fabric.model.linkload): the most flows on one link,
     the route bound and tail / bound, and the FCT max/min of the flows on the bottleneck link.
@@ -157,7 +160,8 @@ def _route_figures(
     htsim's route bound (**decision**: htsim publishes no per-link counts) is computed from the
     ``max_flows`` the scenario's ``[reference]`` table infers for htsim's draw: its ideal plus
     (max_flows − 1) more flows' payload serialised on the shared link — htsim's bytes, so its
-    tail / bound compares with ours whatever the header sizes."""
+    tail / bound compares with ours whatever the header sizes. Only for htsim's own flow size
+    (2 MB) at full scale: a scaled or resized row has no htsim counterpart."""
     links = res.get("links")
     if not links:
         return
@@ -172,8 +176,8 @@ def _route_figures(
         bottleneck_max_over_min=fct.get("max_over_min"),
     )
     mf = ref.get("max_flows")
-    if mf and h_tail and h_ideal and res["flows"]:
-        flow_bytes = max(f["bytes"] for f in res["flows"])
+    flow_bytes = max((f["bytes"] for f in res["flows"]), default=0)
+    if mf and h_tail and h_ideal and flow_bytes == HTSIM_FLOW_BYTES:
         h_bound = h_ideal + (mf - 1) * flow_bytes * 8e6 / res["link_rate_bps"]
         row["htsim"].update(route_bound_us=round(h_bound, 1), x_bound=round(h_tail / h_bound, 4))
 
@@ -182,9 +186,11 @@ def run_suite(args: argparse.Namespace, on_row: Any = None) -> dict[str, Any]:
     """Run every scenario of ``args.suite``; the command-line options apply to each as they do to
     one scenario (``--seed``, ``--size``, ``-o``, ``--endpoint-set``...), ``--max-hosts`` scales
     rows down, ``--only`` keeps the scenarios named by one of its words (a whole file name, or else a part
-    of one: ``incast15`` is all three incast15 rows, ``incast15_nscc`` only that one)."""
-    from uet.tools.sim import run_sim, settings_from
-
+    of one: ``incast15`` is all three incast15 rows, ``incast15_nscc`` only that one). ``--jobs N``
+    runs up to N rows at once, each in its own process (a row is one single-threaded simulation,
+    so the table of a machine with N cores takes about 1/N of the time; each row's figures,
+    CPU time included, are those of its own process and do not depend on N). ``on_row`` is called
+    with each row as it finishes; the rows of the result keep the suite's order."""
     files = scenario_files(args.suite)
     if args.only:
         words = [w for w in args.only.split(",") if w]
@@ -192,27 +198,71 @@ def run_suite(args: argparse.Namespace, on_row: Any = None) -> dict[str, Any]:
         files = [p for p in files if any(w == p.stem if w in stems else w in p.stem for w in words)]
         if not files:
             raise UsageError(f"--only {args.only}: no scenario of the suite matches")
-    rows = []
-    for p in files:
-        ns = argparse.Namespace(**{**vars(args), "scenario": str(p)})
-        s, topo, ep = settings_from(ns)
-        scaled = None
-        cap = args.max_hosts
-        if cap and int(s["endpoints"]) > cap:
-            scaled = f"{s['endpoints']} → {cap} hosts"
-            s["endpoints"] = cap
-            if topo.get("hosts", 0) > cap:
-                topo = {**topo, "hosts": cap}
-        cpu0 = time.process_time()
-        res = run_sim(s, topo, ep)
-        res.setdefault("timing", {})["cpu_s"] = round(time.process_time() - cpu0, 3)
-        pds = ep.get("pds", {})
-        res.update(cc=pds.get("cc", "none"), lb=pds.get("lb", "default"), payload_size=ep.get("payload_size", 4096))
-        row = row_result(p, res, load_scenario(str(p)).get("reference", {}), scaled)
-        rows.append(row)
-        if on_row is not None:
-            on_row(row)
-    return {"suite": args.suite, "ok": all(r["ok"] for r in rows), "rows": rows}
+    jobs = min(getattr(args, "jobs", None) or 1, len(files))
+    if jobs <= 1:
+        rows = []
+        for p in files:
+            rows.append(run_row(args, p))
+            if on_row is not None:
+                on_row(rows[-1])
+        return {"suite": args.suite, "ok": all(r["ok"] for r in rows), "rows": rows}
+    return _run_parallel(args, files, jobs, on_row)
+
+
+def run_row(args: argparse.Namespace, p: Path) -> dict[str, Any]:
+    """One row: scenario file ``p`` run with the command-line options ``args`` (see
+    :func:`run_suite`), scaled down to ``args.max_hosts`` if it is larger."""
+    from uet.tools.sim import run_sim, settings_from
+
+    ns = argparse.Namespace(**{**vars(args), "scenario": str(p)})
+    s, topo, ep = settings_from(ns)
+    scaled = None
+    cap = args.max_hosts
+    if cap and int(s["endpoints"]) > cap:
+        scaled = f"{s['endpoints']} → {cap} hosts"
+        s["endpoints"] = cap
+        if topo.get("hosts", 0) > cap:
+            topo = {**topo, "hosts": cap}
+    cpu0 = time.process_time()
+    res = run_sim(s, topo, ep)
+    res.setdefault("timing", {})["cpu_s"] = round(time.process_time() - cpu0, 3)
+    pds = ep.get("pds", {})
+    res.update(cc=pds.get("cc", "none"), lb=pds.get("lb", "default"), payload_size=ep.get("payload_size", 4096))
+    return row_result(p, res, load_scenario(str(p)).get("reference", {}), scaled)
+
+
+def _worker_init() -> None:
+    """A row's process leaves Ctrl-C to the suite's process, which stops the pool (no traceback
+    from every worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _row_job(job: tuple[argparse.Namespace, int, Path]) -> tuple[int, dict[str, Any]]:
+    args, i, p = job
+    return i, run_row(args, p)
+
+
+def _run_parallel(args: argparse.Namespace, files: list[Path], jobs: int, on_row: Any) -> dict[str, Any]:
+    """:func:`run_suite` with ``jobs`` worker processes. A row that raises stops the suite with
+    that error, as it would run alone; Ctrl-C (or any error) terminates the workers first."""
+    import multiprocessing
+
+    plain = argparse.Namespace(**{k: v for k, v in vars(args).items() if not callable(v)})
+    rows: dict[int, dict[str, Any]] = {}
+    pool = multiprocessing.Pool(jobs, initializer=_worker_init)
+    try:
+        for i, row in pool.imap_unordered(_row_job, [(plain, i, p) for i, p in enumerate(files)]):
+            rows[i] = row
+            if on_row is not None:
+                on_row(row)
+    except BaseException:
+        pool.terminate()
+        pool.join()
+        raise
+    pool.close()
+    pool.join()
+    ordered = [rows[i] for i in range(len(files))]
+    return {"suite": args.suite, "ok": all(r["ok"] for r in ordered), "rows": ordered}
 
 
 def _f(v: Any, spec: str = ",.1f") -> str:

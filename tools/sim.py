@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--suite", help="run every scenario of a suite (cc: NSCC/RCCC against uet-htsim) or folder")
     g.add_argument("--only", help="with --suite: scenarios whose file name contains one of these words (a,b)")
     g.add_argument("--max-hosts", type=int_arg(2), help="with --suite: run rows larger than this scaled down")
+    g.add_argument("--jobs", "-j", type=int_arg(1), help="with --suite: rows run at once, one process each (1)")
     return p
 
 
@@ -179,8 +180,8 @@ def _body(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.suite:
         return _suite(args)
-    if args.only or args.max_hosts:
-        raise UsageError("--only and --max-hosts go with --suite")
+    if args.only or args.max_hosts or args.jobs:
+        raise UsageError("--only, --max-hosts and --jobs go with --suite")
     s, topo, ep = settings_from(args)
     if args.plot:
         from uet.tools.fabric import require_matplotlib

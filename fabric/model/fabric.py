@@ -130,6 +130,8 @@ class Fabric:
             for port in node.ports:
                 peer, peer_port = port.peer
                 port.in_link = peer.ports[peer_port].link_id
+        for sw in self.switches.values():
+            sw._link_bits = load.bits
         return load
 
     # -- the sans-I/O surface --------------------------------------------------------------------

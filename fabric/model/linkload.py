@@ -13,11 +13,13 @@ records, for each directed link (a host NIC's uplink, or one switch egress port)
   its delivered copy took, so for a flow on one path every link of that path carries the flow's
   whole data once, and for a sprayed flow the links share it.
 
-How (**decision**, to keep the simulator's speed, a tracked figure): a packet carries the list of
-links it crossed (``Packet.path``, one append per hop); the last switch, as it sends a data frame
-to its host, hands the frame and its path to :meth:`LinkLoad.deliver`, which keeps one bit per PSN
-per PDC (a bytearray rebased on the PDC's first PSN seen) and one counter per (flow, path). A
-trimmed stub carries no path. Frames other than UET data requests (ACKs, NACKs, control, RoCE,
+How (**decision**, to keep the simulator's speed, a tracked figure): a packet carries the links
+it crossed packed into one integer (``Packet.path``: per hop ``path << bits | link id``, link ids
+from 1 and ``bits`` wide — an int, so no object per packet for the garbage collector to track);
+the last switch, as it sends a data frame to its host, hands the frame and its path to
+:meth:`LinkLoad.deliver`, which keeps one bit per PSN per PDC (a bytearray rebased on the PDC's
+first PSN seen) and one counter per (flow, path); paths are unpacked once, in :meth:`per_link`.
+A trimmed stub carries no path. Frames other than UET data requests (ACKs, NACKs, control, RoCE,
 TSS-sealed frames whose PDS header is ciphertext) are not counted. A PSN more than 4,096 packets
 older than the first one seen for its PDC cannot be told apart from a new one and is counted.
 
@@ -69,33 +71,49 @@ class LinkLoad:
     """The accounting of one fabric (module docstring). Links are numbered by the fabric
     (:meth:`add_link`); :meth:`deliver` is called by the last switch of every delivered packet."""
 
-    __slots__ = ("links", "_seen", "_paths")
+    __slots__ = ("links", "bits", "_seen", "_paths")
 
     def __init__(self) -> None:
+        #: the links by id − 1
         self.links: list[LinkInfo] = []
-        #: PDC key (source, destination, SPDCID) → [base PSN, bitmap]
-        self._seen: dict[bytes, list[Any]] = {}
-        #: (flow, path) → [distinct data wire bytes, frames, smallest frame's wire bytes]
-        self._paths: dict[tuple[bytes, tuple[int, ...]], list[int]] = {}
+        #: width of one link id in a packed path
+        self.bits = 1
+        #: PDC key (source, destination, SPDCID as one int) → [base PSN, bitmap]
+        self._seen: dict[int, list[Any]] = {}
+        #: (flow as an int, packed path) → [distinct data wire bytes, frames, smallest frame]
+        self._paths: dict[tuple[int, int], list[int]] = {}
 
     def add_link(self, name: str, port: Port) -> int:
-        """Number a directed link whose sending end is ``port``; returns its id."""
+        """Number a directed link whose sending end is ``port``; returns its id (from 1)."""
         self.links.append(LinkInfo(name, port.rate_bps, port.delay_ns, port.wire_overhead))
-        return len(self.links) - 1
+        self.bits = len(self.links).bit_length()
+        return len(self.links)
+
+    def unpack(self, path: int) -> list[int]:
+        """The link ids of a packed path, first link first."""
+        bits, mask = self.bits, (1 << self.bits) - 1
+        out = []
+        while path:
+            out.append(path & mask)
+            path >>= bits
+        out.reverse()
+        return out
 
     # -- the data path ------------------------------------------------------------------------------
 
-    def deliver(self, frame: bytes | bytearray, ip: int, path: Sequence[int]) -> None:
+    def deliver(self, frame: bytes | bytearray, ip: int, path: int) -> None:
         """The untrimmed frame whose IPv4 header is at ``ip`` goes to its host after crossing the
-        links ``path``: charge it to them if it is a UET data request seen for the first time."""
+        links of the packed ``path``: charge it to them if it is a UET data request seen for the
+        first time."""
         l4 = ip + ((frame[ip] & 15) << 2)
         if frame[ip + 9] != 17 or frame[l4 + 2] != _PORT_HI or frame[l4 + 3] != _PORT_LO:
             return
         off = l4 + 8
         if len(frame) < off + 12 or (frame[off] >> 3) not in _DATA_TYPES:
             return
-        pdc = bytes(frame[ip + 12 : ip + 20]) + bytes(frame[off + 8 : off + 10])
-        psn = int.from_bytes(frame[off + 4 : off + 8], "big")
+        flow = int.from_bytes(frame[ip + 12 : ip + 20], "big")
+        pdc = (flow << 16) | (frame[off + 8] << 8) | frame[off + 9]
+        psn = (frame[off + 4] << 24) | (frame[off + 5] << 16) | (frame[off + 6] << 8) | frame[off + 7]
         ent = self._seen.get(pdc)
         if ent is None:
             ent = self._seen[pdc] = [(psn - _BEFORE) & 0xFFFFFFFF, bytearray((_BEFORE >> 3) + 64)]
@@ -110,8 +128,9 @@ class LinkLoad:
                 return
             bits[byte] |= m
         n = len(frame)
-        wire = (n if n > MIN_FRAME else MIN_FRAME) + self.links[path[-1]].wire_overhead
-        key = (pdc[:8], tuple(path))
+        last = self.links[(path & ((1 << self.bits) - 1)) - 1]
+        wire = (n if n > MIN_FRAME else MIN_FRAME) + last.wire_overhead
+        key = (flow, path)
         acc = self._paths.get(key)
         if acc is None:
             self._paths[key] = [wire, 1, wire]
@@ -123,7 +142,7 @@ class LinkLoad:
 
     # -- results ------------------------------------------------------------------------------------
 
-    def _rest_ns(self, path: tuple[int, ...], frame: int) -> float:
+    def _rest_ns(self, path: Sequence[int], frame: int) -> float:
         """The least time from the moment the last bit of a ``frame``-byte data frame left any
         link of ``path`` to its sender learning of it: every link's propagation out and back, a
         minimum ACK frame per link, and store-and-forward of the frame on every other link (the
@@ -131,18 +150,20 @@ class LinkLoad:
         t = 0.0
         worst = 0.0
         for li in path:
-            lk = self.links[li]
+            lk = self.links[li - 1]
             ser = (frame + lk.wire_overhead) * 8e9 / lk.rate_bps
             t += 2 * lk.delay_ns + (_ACK_WIRE + lk.wire_overhead) * 8e9 / lk.rate_bps + ser
             worst = max(worst, ser)
         return t - worst
 
     def per_link(self) -> dict[int, dict[str, Any]]:
-        """Link id → ``{"flows": set of flow keys, "bytes": distinct data wire bytes, "frames":
-        n, "rest_ns": least time after the link's last bit}`` for every link that carried data."""
+        """Link id → ``{"flows": set of flows (source and destination IPv4 as one int), "bytes":
+        distinct data wire bytes, "frames": n, "rest_ns": least time after the link's last bit}``
+        for every link that carried data."""
         out: dict[int, dict[str, Any]] = {}
-        for (flow, path), (nbytes, frames, small) in self._paths.items():
-            rest = self._rest_ns(path, small - self.links[path[-1]].wire_overhead)
+        for (flow, packed), (nbytes, frames, small) in self._paths.items():
+            path = self.unpack(packed)
+            rest = self._rest_ns(path, small - self.links[path[-1] - 1].wire_overhead)
             for li in path:
                 d = out.get(li)
                 if d is None:
@@ -160,7 +181,7 @@ class LinkLoad:
         pl = self.per_link() if per_link is None else per_link
         best, at = 0.0, None
         for li, d in pl.items():
-            t = d["bytes"] * 8e9 / self.links[li].rate_bps + d["rest_ns"]
+            t = d["bytes"] * 8e9 / self.links[li - 1].rate_bps + d["rest_ns"]
             if t > best:
                 best, at = t, li
         return best, at
@@ -182,10 +203,10 @@ class LinkLoad:
 
         def row(li: int, d: dict[str, Any]) -> dict[str, Any]:
             return {
-                "link": self.links[li].name,
+                "link": self.links[li - 1].name,
                 "flows": len(d["flows"]),
                 "bytes": d["bytes"],
-                "busy_us": round(d["bytes"] * 8e6 / self.links[li].rate_bps, 3),
+                "busy_us": round(d["bytes"] * 8e6 / self.links[li - 1].rate_bps, 3),
             }
 
         out: dict[str, Any] = {
@@ -194,7 +215,7 @@ class LinkLoad:
             "route_bound_us": round(bound / 1e3, 3),
             "bottleneck": None if at is None else row(at, pl[at]),
             "top": [row(li, d) for li, d in ranked[:top]],
-            "links": [[self.links[li].name, len(d["flows"]), d["bytes"]] for li, d in sorted(pl.items())],
+            "links": [[self.links[li - 1].name, len(d["flows"]), d["bytes"]] for li, d in sorted(pl.items())],
         }
         if at is not None and fct_s is not None:
             fcts = sorted(fct_s[k] for k in (_flow_ips(f) for f in pl[at]["flows"]) if k in fct_s)
@@ -208,5 +229,6 @@ class LinkLoad:
         return out
 
 
-def _flow_ips(flow: bytes) -> tuple[str, str]:
-    return ".".join(map(str, flow[:4])), ".".join(map(str, flow[4:8]))
+def _flow_ips(flow: int) -> tuple[str, str]:
+    b = flow.to_bytes(8, "big")
+    return ".".join(map(str, b[:4])), ".".join(map(str, b[4:8]))

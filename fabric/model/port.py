@@ -60,9 +60,9 @@ class Packet:
         #: CRC-32 of the packet's ECMP flow tuple, computed at the first switch that hashes it
         #: (-1: not yet); each switch continues it with its own seed (LoadBalancer.choose_pkt)
         self.fcrc = -1
-        #: ids of the links crossed so far when the fabric counts per-link load (None: not
-        #: counted; uet.fabric.model.linkload)
-        self.path: list[int] | None = None
+        #: the links crossed so far when the fabric counts per-link load, packed into one int
+        #: (uet.fabric.model.linkload: ``path << bits | link id``, ids from 1); 0: not counted
+        self.path = 0
 
 
 class Port:
@@ -104,10 +104,10 @@ class Port:
         self.peer_ingress: Callable[[int, bytearray, int], None] | None = None
         self.peer_arrive: Callable[[int, Packet, int], None] | None = None
         self.peer_port = 0
-        #: per-link accounting (uet.fabric.model.linkload), set by a Fabric: the id of the link
-        #: this port sends on, and of the link arriving at it (the peer's sending port)
-        self.link_id = -1
-        self.in_link = -1
+        #: per-link accounting (uet.fabric.model.linkload), set by a Fabric: the id (from 1) of
+        #: the link this port sends on, and of the link arriving at it (the peer's sending port)
+        self.link_id = 0
+        self.in_link = 0
         self.queues: list[deque[Packet]] = [deque() for _ in range(8)]
         self.qbytes = [0] * 8
         #: packets in all class queues

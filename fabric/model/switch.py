@@ -169,6 +169,7 @@ class Switch:
         #: per-link accounting shared by a Fabric's switches (None: off); a packet then carries
         #: the links it crossed and the last switch reports it delivered (uet.fabric.model.linkload)
         self.link_load: LinkLoad | None = None
+        self._link_bits = 0
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -272,7 +273,7 @@ class Switch:
             return
         pkt = Packet(frame, in_port, tc, ip, now, dst)
         if self.link_load is not None:
-            pkt.path = [self.ports[in_port].in_link]
+            pkt.path = self.ports[in_port].in_link
         if len(group) == 1:
             out = group[0]
         else:
@@ -473,8 +474,8 @@ class Switch:
                 tx(self, port.index, frame, now, end)
             if pkt is not None:
                 path = pkt.path
-                if path is not None:
-                    path.append(port.link_id)
+                if path:
+                    path = pkt.path = (path << self._link_bits) | port.link_id
                     if port.faces_host:
                         self.link_load.deliver(frame, pkt.ip, path)  # type: ignore[union-attr]
                 if pkt.pool == "shared" and tc not in self.lossless:

@@ -299,25 +299,30 @@ class ControlMixin(PdsState):
         if st is _T_PENDING:
             return tp.pending_until
         best = tp.ack_deadline
-        cands = []
         ret = tp.ret
         if ret is not None and ret.outstanding:
             if ret.parked:
-                cands.append(self._parked_deadline(ret))
+                x = self._parked_deadline(ret)
             else:
-                first = next(iter(ret.outstanding.values()))
-                cands.append(first.tx_time + rto_for(self.config, ret.rto_shift, ret.rto))
-        if tp.close_req is not None:
-            cands.append(tp.close_req[1] + rto_for(self.config, tp.close_req[2]))
+                x = next(iter(ret.outstanding.values())).tx_time + rto_for(self.config, ret.rto_shift, ret.rto)
+            if x is not None and (best is None or x < best):
+                best = x
+        cr = tp.close_req
+        if cr is not None:
+            x = cr[1] + rto_for(self.config, cr[2])
+            if best is None or x < best:
+                best = x
         if st is _T_CLOSE_WAIT:
-            cands.append(self._close_wait_end(tp))
-        if tp.clear_req_at is not None:
-            cands.append(tp.clear_req_at)
+            x = self._close_wait_end(tp)
+            if best is None or x < best:
+                best = x
+        x = tp.clear_req_at
+        if x is not None and (best is None or x < best):
+            best = x
         ti = self.config.target_idle_ns
         if ti is not None and st is _T_ESTABLISHED:
-            cands.append(tp.last_rx + ti)
-        for x in cands:
-            if x is not None and (best is None or x < best):
+            x = tp.last_rx + ti
+            if best is None or x < best:
                 best = x
         return best
 

@@ -58,7 +58,7 @@ import random
 import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from heapq import heapify, heappop, heappush
+from heapq import heapify, heappop, heappush, heapreplace
 from typing import Any
 
 from uet.errors import DecodeError
@@ -621,8 +621,13 @@ class PdsCore(
                 del waiting[gid]
 
     def _refresh_timers(self) -> None:
-        """Recompute the deadline of every PDC touched since the last call and (re)push it on
-        the timer heap; older heap entries of those PDCs become stale (lazy deletion)."""
+        """Recompute the deadline of every PDC touched since the last call. A deadline earlier
+        than the PDC's live heap entry (or a PDC without one) is pushed; a later one is only
+        recorded (``tdl``): the entry, reached at the top of the heap, is then re-pushed at the
+        recorded deadline (:meth:`_top_live`), so a deadline that keeps moving later (an RTO
+        restarted by every send, an idle timer by every arrival) costs no heap operation.
+        The re-pushed entry carries the sequence number of the refresh that found the deadline,
+        so entries come off the heap in the order one push per refresh would give."""
         heap = self._theap
         pdcs = self.pdcs
         seq = self._tseq
@@ -633,13 +638,41 @@ class PdsCore(
             d = self._ipdc_deadline(pdc) if pdc.role == "initiator" else self._tpdc_deadline(pdc)
             seq += 1
             pdc.tkey = seq
-            if d is not None:
+            pdc.tdl = d
+            if d is not None and (not pdc.tent or d < pdc.tentd):
+                pdc.tent = seq
+                pdc.tentd = d
                 heappush(heap, (d, seq, pdc))
         self._tseq = seq
         self._tdirty.clear()
         if len(heap) > 4 * len(pdcs) + 64:  # compact: drop superseded entries (amortised O(1))
-            heap[:] = [e for e in heap if e[2].tkey == e[1] and pdcs.get(e[2].lpdcid) is e[2]]
+            heap[:] = [e for e in heap if e[2].tent == e[1] and pdcs.get(e[2].lpdcid) is e[2]]
             heapify(heap)
+
+    def _top_live(self) -> tuple[int, int, InitiatorPdc | TargetPdc] | None:
+        """The heap's earliest entry that is live and current, or None: superseded entries and
+        freed PDCs are dropped, a deferred entry (its PDC's deadline moved later or went,
+        :meth:`_refresh_timers`) is replaced by one at the recorded deadline."""
+        heap = self._theap
+        pdcs = self.pdcs
+        while heap:
+            e = heap[0]
+            pdc = e[2]
+            if pdc.tent != e[1] or pdcs.get(pdc.lpdcid) is not pdc:
+                heappop(heap)  # superseded entry or freed PDC
+                continue
+            if pdc.tkey != e[1]:  # deferred
+                d = pdc.tdl
+                if d is None:
+                    pdc.tent = 0
+                    heappop(heap)
+                else:
+                    pdc.tent = pdc.tkey
+                    pdc.tentd = d
+                    heapreplace(heap, (d, pdc.tkey, pdc))
+                continue
+            return e
+        return None
 
     def get_timer(self) -> int | None:
         """The earliest deadline (ns) at which :meth:`handle_timer` has work, or None.
@@ -655,16 +688,9 @@ class PdsCore(
             d = cs.deadline()
             if d is not None and (best is None or d < best):
                 best = d
-        heap = self._theap
-        pdcs = self.pdcs
-        while heap:
-            d, seq, pdc = heap[0]
-            if pdc.tkey != seq or pdcs.get(pdc.lpdcid) is not pdc:
-                heappop(heap)  # superseded entry or freed PDC
-                continue
-            if best is None or d < best:
-                best = d
-            break
+        e = self._top_live() if self._theap else None
+        if e is not None and (best is None or e[0] < best):
+            best = e[0]
         return best
 
     def handle_timer(self, now: int) -> None:
@@ -672,12 +698,15 @@ class PdsCore(
         if self._tdirty:
             self._refresh_timers()
         heap = self._theap
-        pdcs = self.pdcs
         due: list[InitiatorPdc | TargetPdc] = []
-        while heap and heap[0][0] <= now:
-            _d, seq, pdc = heappop(heap)
-            if pdc.tkey == seq and pdcs.get(pdc.lpdcid) is pdc:
-                due.append(pdc)
+        while heap:
+            e = self._top_live()
+            if e is None or e[0] > now:
+                break
+            heappop(heap)
+            pdc = e[2]
+            pdc.tent = 0
+            due.append(pdc)
         td = self._tdirty
         for pdc in due:
             td.add(pdc.lpdcid)

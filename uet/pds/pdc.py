@@ -159,6 +159,9 @@ class InitiatorPdc:
         "gbn_end",
         "gbn_next",
         "tkey",
+        "tdl",
+        "tent",
+        "tentd",
         "parked",
         "rto_shift",
         "rod_win",
@@ -232,8 +235,14 @@ class InitiatorPdc:
         self.gbn_end = start_psn
         #: ROD: next PSN of the last go-back still to be resent as the window opens, or None
         self.gbn_next: int | None = None
-        #: key of this PDC's live entry on the core's timer heap
+        #: timer heap (uet.pds.core ``_refresh_timers``): the sequence number of this PDC's last
+        #: refresh and the deadline it found (None: none), the sequence number and deadline of
+        #: its live heap entry (``tent`` 0: none; an entry earlier than ``tdl`` is re-pushed at
+        #: ``tdl`` when it reaches the top)
         self.tkey = 0
+        self.tdl: int | None = None
+        self.tent = 0
+        self.tentd = 0
         #: last ACK_CC ``rcvd_bytes`` seen (256-byte units, 24 bits): newly received bytes (§4.2)
         self.cc_rcvd = 0
         #: last ACK_CCX ECN-marked byte count seen (256-byte units, 24 bits), uet.pds.feedback
@@ -303,6 +312,9 @@ class TargetPdc:
         "epsn",
         "rod_nack",
         "tkey",
+        "tdl",
+        "tent",
+        "tentd",
         "close_req_wanted",
         "ccc",
         "ecn_bytes",
@@ -376,5 +388,11 @@ class TargetPdc:
         self.close_req_wanted = False
         #: RCCC: CCC ID of the sender's last CC request (keys its credit, uet.cc.rccc)
         self.ccc = 0
-        #: key of this PDC's live entry on the core's timer heap
+        #: timer heap (uet.pds.core ``_refresh_timers``): the sequence number of this PDC's last
+        #: refresh and the deadline it found (None: none), the sequence number and deadline of
+        #: its live heap entry (``tent`` 0: none; an entry earlier than ``tdl`` is re-pushed at
+        #: ``tdl`` when it reaches the top)
         self.tkey = 0
+        self.tdl: int | None = None
+        self.tent = 0
+        self.tentd = 0

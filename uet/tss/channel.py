@@ -40,7 +40,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from uet.tss.domain import KeySlot, SdMode, SecureDomain, SlotState
-from uet.tss.errors import DomainStateError, TssError, UnknownDomainError, UnknownPeerError
+from uet.tss.errors import TssError
 from uet.tss.replay import ReplayWindow
 from uet.wire.tss import ICV_LEN, TSS, TSS_SSI, TSS_TYPE
 
@@ -111,25 +111,8 @@ class TxChannel:
     def _rebuild(self) -> None:
         ctx = self._ctx
         sdi = self.sdi
-        sd = ctx.table.get(sdi)
-        if sd is None:
-            raise UnknownDomainError(f"no secure domain {sdi}")
-        if sd.dropping:
-            raise DomainStateError(f"SD {sdi} is latched into dropping")
-        if len(self.src) != len(self.dst):
-            raise ValueError("source and destination addresses are of different families")
-        slot = sd.tx_slot()
+        sd, slot, ssi = ctx._tx_target(sdi, self.src, self.dst, self._client_ssi)
         mode = sd.mode
-        ssi: int | None = None
-        if sd.use_ssi:
-            if mode is SdMode.SERVER:
-                ssi = self._client_ssi if self._client_ssi is not None else sd.clients.get(self.dst)
-                if ssi is None:
-                    raise UnknownPeerError(f"SD {sdi}: no SSI known for the client at this address")
-            else:
-                ssi = sd.ssi
-        elif len(self.src) == 16 and mode is not SdMode.CLUSTER:
-            raise TssError(f"SD {sdi}: IPv6 without SSI is only possible in cluster mode (behaviour.md §5.1)")
         epoch = slot.epoch
         slow = mode is SdMode.CLUSTER and bool(sd.rekey_mask)
         mask = 0

@@ -218,27 +218,10 @@ class TssContext:
         or :class:`CounterExhaustedError` (counted as ``out_invoke_fail``); never sends twice
         with one TSC.
         """
-        sd = self.table.get(sdi)
-        if sd is None:
-            raise UnknownDomainError(f"no secure domain {sdi}")
-        if sd.dropping:
-            raise DomainStateError(f"SD {sdi} is latched into dropping")
         src_b = self.local_fa if src is None else as_address(src)
         dst_b = as_address(dst)
-        if len(src_b) != len(dst_b):
-            raise ValueError("source and destination addresses are of different families")
-        slot = sd.tx_slot()
+        sd, slot, ssi = self._tx_target(sdi, src_b, dst_b, client_ssi)
         mode = sd.mode
-        ssi: int | None = None
-        if sd.use_ssi:
-            if mode is SdMode.SERVER:
-                ssi = client_ssi if client_ssi is not None else sd.clients.get(dst_b)
-                if ssi is None:
-                    raise UnknownPeerError(f"SD {sdi}: no SSI known for the client at this address")
-            else:
-                ssi = sd.ssi
-        elif len(src_b) == 16 and mode is not SdMode.CLUSTER:
-            raise TssError(f"SD {sdi}: IPv6 without SSI is only possible in cluster mode (behaviour.md §5.1)")
         tsc = slot.next_tsc
         if tsc >= sd.tsc_limit:
             self.stats["out_invoke_fail"] += 1
@@ -258,6 +241,35 @@ class TssContext:
         ct = aead.encrypt(nonce, plaintext, build_aad(src_b, dst_b, entropy, header))
         self.stats["out_pkts"] += 1
         return header + ct
+
+    def _tx_target(
+        self, sdi: int, src: bytes, dst: bytes, client_ssi: int | None
+    ) -> tuple[SecureDomain, KeySlot, int | None]:
+        """The SD, its active key slot and the SSI (None: no SSI) a packet from ``src`` to ``dst``
+        is sealed under (behaviour.md §5.1, §5.5; :meth:`seal` on ``client_ssi``). Raises when the
+        SD cannot send to ``dst``: :class:`UnknownDomainError`, :class:`DomainStateError`,
+        :class:`UnknownPeerError`, :class:`TssError` (IPv6 without SSI outside cluster mode) or
+        ValueError (address families differ)."""
+        sd = self.table.get(sdi)
+        if sd is None:
+            raise UnknownDomainError(f"no secure domain {sdi}")
+        if sd.dropping:
+            raise DomainStateError(f"SD {sdi} is latched into dropping")
+        if len(src) != len(dst):
+            raise ValueError("source and destination addresses are of different families")
+        slot = sd.tx_slot()
+        mode = sd.mode
+        ssi: int | None = None
+        if sd.use_ssi:
+            if mode is SdMode.SERVER:
+                ssi = client_ssi if client_ssi is not None else sd.clients.get(dst)
+                if ssi is None:
+                    raise UnknownPeerError(f"SD {sdi}: no SSI known for the client at this address")
+            else:
+                ssi = sd.ssi
+        elif len(src) == 16 and mode is not SdMode.CLUSTER:
+            raise TssError(f"SD {sdi}: IPv6 without SSI is only possible in cluster mode (behaviour.md §5.1)")
+        return sd, slot, ssi
 
     def tx_channel(
         self,
