@@ -78,7 +78,30 @@ def test_every_ping_pong_candidate_times_every_trip(kind: str) -> None:
     trips = ping_pong(tx, rx.getsockname(), 64, 50, kind, asyncio.run)
     t.join(10)
     assert not t.is_alive() and len(trips) == 50 and all(x > 0 for x in trips)
-    assert kind == "asyncio" or tx.gettimeout() is None
+    assert kind in ("asyncio", "spin") or tx.gettimeout() is None
+    rx.close()
+    tx.close()
+
+
+def test_spin_pong_gives_up_after_the_idle_wait_and_a_lost_trip_is_left_out(monkeypatch) -> None:
+    """``spin`` never blocks in the kernel: a receive that finds nothing retries until the idle
+    wait has passed, then the pong ends and the pinger leaves the trip out."""
+    monkeypatch.setattr(bench_raw, "IDLE_WAIT", 0.05)
+    buf = bytearray(16)
+    s = raw_socket("127.0.0.1")
+    s.setblocking(False)
+    assert bench_raw._spin_recv(s.recv_into, buf, 0.01) == -1
+    s.close()
+    a, b = loopback_addresses(2)
+    rx = raw_socket(b)
+    tx = raw_socket(a)
+    t, _ = _in_thread(pong, rx, "spin", asyncio.run)
+    tx.sendto(b"x" * 5, rx.getsockname())  # the pong's first datagram: echoed, then it spins
+    assert tx.recv(64) == b"xxxxx"
+    t.join(10)  # ends after the idle wait with nothing more
+    assert not t.is_alive()
+    # a peer that never answers: every trip times out and is left out
+    assert ping_pong(tx, rx.getsockname(), 8, 3, "spin", asyncio.run) == []
     rx.close()
     tx.close()
 

@@ -25,7 +25,13 @@ candidate and the best is the round's reference (``raw_udp_gbps``; ``raw_candida
 
 Round trip (``rtt``), candidates :data:`RTT_CANDIDATES`: ``blocking`` — both sides blocking
 sockets without a Python timeout, one ``sendto`` and one ``recv`` per trip (the plain blocking
-ping-pong) — and ``asyncio`` — datagram protocols on both sides; the lower p50 is the reference.
+ping-pong) —, ``spin`` — both sides non-blocking sockets retried in a loop until the datagram is
+there (the busy-polling ping-pong, perftest's default way of waiting for a completion) — and
+``asyncio`` — datagram protocols on both sides; the lower p50 is the reference. ``spin`` is what
+keeps the reference honest on an idle machine: there a blocked process sleeps in the kernel and
+each wake-up from the idle CPU adds tens of µs to every trip (blocking p50 ≈ 40–50 µs against a
+minimum of 10 µs on the two-core machine), while a loaded one wakes at once; a spinning process
+never sleeps, so its round trip is the same either way (≈ 7 µs there).
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ RAW_BUF = 4 << 20
 #: the blast receivers, measured in this order each round
 BLAST_CANDIDATES = ("blocking", "drain", "asyncio")
 #: the ping-pong candidates, measured in this order each round
-RTT_CANDIDATES = ("blocking", "asyncio")
+RTT_CANDIDATES = ("blocking", "spin", "asyncio")
 
 #: how long a receiver waits for the first datagram, and then for each next one (s)
 FIRST_WAIT, IDLE_WAIT = 10.0, 2.0
@@ -242,12 +248,34 @@ def pong(sock: socket.socket, kind: str, run: Callable[[Any], Any]) -> None:
         return
     sock.connect(peer)
     recv_into, send = sock.recv_into, sock.send
+    if kind == "spin":
+        sock.setblocking(False)
+        while n > 0:
+            send(view[:n])
+            n = _spin_recv(recv_into, buf, IDLE_WAIT)
+        return
     while n:
         send(view[:n])
         try:
             n = recv_into(buf)
         except BlockingIOError:
             return
+
+
+def _spin_recv(recv_into: Callable[[bytearray], int], buf: bytearray, wait: float) -> int:
+    """``recv_into`` on a non-blocking socket, retried until a datagram is there: its length, or
+    −1 after ``wait`` seconds without one (the ``spin`` candidate)."""
+    try:
+        return recv_into(buf)
+    except BlockingIOError:
+        pass
+    end = time.monotonic() + wait
+    while True:
+        try:
+            return recv_into(buf)
+        except BlockingIOError:
+            if time.monotonic() > end:
+                return -1
 
 
 class _Echo(asyncio.DatagramProtocol):
@@ -284,6 +312,22 @@ def ping_pong(
     the empty end marker."""
     if kind == "asyncio":
         out = run(_ping_async(sock, dst, size, count))
+    elif kind == "spin":
+        msg = bytes(size)
+        buf = bytearray(65536)
+        sock.connect(dst)
+        sock.setblocking(False)
+        send, recv_into, clock = sock.send, sock.recv_into, time.perf_counter_ns
+        warm = count // 10
+        out = []
+        for i in range(count + warm):
+            t0 = clock()
+            send(msg)
+            if _spin_recv(recv_into, buf, IDLE_WAIT) < 0:
+                continue
+            if i >= warm:
+                out.append((clock() - t0) / 1e3)
+        send(b"")
     else:
         msg = bytes(size)
         _kernel_timeout(sock, IDLE_WAIT)

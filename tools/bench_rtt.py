@@ -1,7 +1,7 @@
 """``uet-bench rtt``: the round trip of a small message (UET send + reply) against the raw-UDP
 ping-pong between the same two processes (:mod:`uet.tools.bench_raw`).
 
-Each round (``--rounds``, default 1) runs every raw candidate (``blocking``, ``asyncio``), then
+Each round (``--rounds``, default 1) runs every raw candidate (``blocking``, ``spin``, ``asyncio``), then
 the UET ping-pong; the raw candidate with the lower p50 is the round's reference. The ``uet_*``
 and ``raw_*`` percentiles are over every round's samples (the raw ones: each round's winner),
 ``ratio`` is ``uet_p50_us / raw_p50_us``, ``raw_candidate`` the candidate that won most rounds
