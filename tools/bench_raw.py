@@ -312,36 +312,29 @@ def ping_pong(
     the empty end marker."""
     if kind == "asyncio":
         out = run(_ping_async(sock, dst, size, count))
-    elif kind == "spin":
+    else:
+        spin = kind == "spin"  # else blocking: SO_RCVTIMEO bounds each receive (module docstring)
         msg = bytes(size)
         buf = bytearray(65536)
+        if spin:
+            sock.setblocking(False)
+        else:
+            _kernel_timeout(sock, IDLE_WAIT)
         sock.connect(dst)
-        sock.setblocking(False)
         send, recv_into, clock = sock.send, sock.recv_into, time.perf_counter_ns
         warm = count // 10
         out = []
         for i in range(count + warm):
             t0 = clock()
             send(msg)
-            if _spin_recv(recv_into, buf, IDLE_WAIT) < 0:
-                continue
-            if i >= warm:
-                out.append((clock() - t0) / 1e3)
-        send(b"")
-    else:
-        msg = bytes(size)
-        _kernel_timeout(sock, IDLE_WAIT)
-        sock.connect(dst)
-        send, recv, clock = sock.send, sock.recv, time.perf_counter_ns
-        warm = count // 10
-        out = []
-        for i in range(count + warm):
-            t0 = clock()
-            send(msg)
-            try:
-                recv(65536)
-            except BlockingIOError:
-                continue
+            if spin:
+                if _spin_recv(recv_into, buf, IDLE_WAIT) < 0:
+                    continue
+            else:
+                try:
+                    recv_into(buf)
+                except BlockingIOError:
+                    continue
             if i >= warm:
                 out.append((clock() - t0) / 1e3)
         send(b"")
