@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from uet.fabric.profiles import PROFILES
-from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main, size_arg
+from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main, size_arg, warn_low_rate
 from uet.tools.run_settings import load_scenario
 
 __all__ = ["build_parser", "main", "settings_from"]
@@ -183,10 +183,13 @@ def _body(argv: Sequence[str] | None) -> int:
     if args.only or args.max_hosts or args.jobs:
         raise UsageError("--only, --max-hosts and --jobs go with --suite")
     s, topo, ep = settings_from(args)
+    if args.rate_bps is not None:
+        warn_low_rate("uet-sim", "--rate", args.rate_bps)
     if args.plot:
-        from uet.tools.fabric import require_matplotlib
+        from uet.tools.fabric import check_outputs, require_matplotlib
 
         require_matplotlib()
+        check_outputs(args)
     res = run_sim(s, topo, ep, progress=args.progress or sys.stderr.isatty(), plot=args.plot)
     if args.plot:
         from uet.sim.plots import write_plots

@@ -52,7 +52,7 @@ from dataclasses import replace
 from typing import Any
 
 from uet.fabric.model import Fabric, Telemetry
-from uet.fabric.profiles import REALTIME_RTT_NS, load_topology, merge, overrides_to_dict
+from uet.fabric.profiles import REALTIME_RTT_NS, fit_hosts, load_topology, merge, overrides_to_dict
 from uet.fabric.switch import fabric_counters
 from uet.fabric.telemetry_io import switch_thresholds
 from uet.fabric.topology import Topology
@@ -139,14 +139,7 @@ def build_topology(settings: dict[str, Any], table: dict[str, Any] | None = None
         rate_bps=int(settings.get("rate_bps", 100_000_000_000)),
         overrides=overrides_to_dict(settings.get("overrides", [])),
     )
-    n = int(settings["endpoints"])
-    if topo.host_count() < n:
-        if topo.kind == "fat_tree":
-            topo = merge(topo, {"hosts": n})
-        else:
-            leaves = topo.host_count() // topo.hosts_per_leaf
-            topo = merge(topo, {"hosts_per_leaf": math.ceil(n / leaves)})
-    return topo
+    return fit_hosts(topo, int(settings["endpoints"]))[0]
 
 
 def base_rtt_ns(fabric: Fabric, frame: int) -> float:
