@@ -29,6 +29,7 @@ from uet.wire import net
 from uet.wire.chain import Decryptor, UetPacket, enum_name, fields_dict, parse_uet
 from uet.wire.layout import Layout
 from uet.wire.rocepkt import RocePacket, parse_roce
+from uet.wire.tss import ENTROPY
 
 __all__ = [
     "Frame",
@@ -276,8 +277,8 @@ def _transport(
 ) -> None:
     if proto == ip_proto:
         fr.kind, fr.encap = "uet", "ip"
-        if fr.crc is not None:
-            end = _crc_trailer(mv, off, end, src + dst + bytes(mv[off : off + 4]), fr)
+        if fr.crc is not None:  # the entropy header is in the prefix, so the span starts after it
+            end = _crc_trailer(mv, off + ENTROPY.size, end, src + dst + bytes(mv[off : off + ENTROPY.size]), fr)
         fr.uet = parse_uet(mv, offset=off, end=end, over_ip=True, fast=fast, decrypt=decrypt, src_ip=src, dst_ip=dst)
         fr.sport = fr.dport = None
         return
