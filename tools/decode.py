@@ -579,9 +579,17 @@ def summary(d: Decoded, t0: int | None) -> str:
             parts.append(f"payload {len(u.payload)}")
         body = " | ".join(parts)
     line = f"{head} {body}"
-    if fr is not None and fr.warnings:
-        line += "  [warning: " + "; ".join(fr.warnings) + "]"
+    warnings = _warnings(d)
+    if warnings:
+        line += "  [warning: " + "; ".join(warnings) + "]"
     return line
+
+
+def _warnings(d: Decoded) -> list[str]:
+    """The frame's warnings, or for bare UET bytes those of its headers (reserved bits)."""
+    if d.frame is not None:
+        return d.frame.warnings
+    return d.uet.reserved_warnings() if d.uet is not None and d.uet.reserved else []
 
 
 def _roce_summary(r: RocePacket) -> str:
@@ -663,6 +671,7 @@ def tree(d: Decoded) -> list[tuple[int, str, str]]:
     r = d.frame.roce if d.frame is not None else None
     if r is not None:
         sections += r.sections()
+    reserved = {} if u is None else {(u.sections[i][0], u.offsets[i]): rv for i, rv in u.reserved.items()}
     for lay, v, off in sections:
         lines.append((1, f"{lay.name}  @{off}, {lay.size} bytes", "bold cyan"))
         if lay.name in ("ipv4", "ipv6"):
@@ -670,17 +679,18 @@ def tree(d: Decoded) -> list[tuple[int, str, str]]:
             lines.append((2, f"{net.ip_str(bytes(ip.src))} → {net.ip_str(bytes(ip.dst))}", "dim"))
         for at, name, shown in _field_lines(lay, v, off):
             lines.append((2, f"{at:<6} {name:<24} {shown}", ""))
+        for name, val in reserved.get((lay, off), {}).items():
+            lines.append((2, f"{'@' + str(off + int(name[9:]) // 8):<6} {name:<24} {val:#x}  [not zero]", "yellow"))
         derived = {}
         if u is not None and (lay, v) in u.sections and lay is u.pds_layout:
             full = u.to_dict()["pds"]
             derived = {k: full[k] for k in ("clear_psn", "start_psn", "ack_psn", "sack_base_psn") if k in full}
         for k, val in derived.items():
             lines.append((2, f"{'':<6} {k:<24} {val} (derived)", "dim"))
-    if d.frame is not None:
-        if d.frame.note:
-            lines.append((1, f"not UET: {d.frame.note}", "yellow"))
-        for w in d.frame.warnings:
-            lines.append((1, f"warning: {w}", "yellow"))
+    if d.frame is not None and d.frame.note:
+        lines.append((1, f"not UET: {d.frame.note}", "yellow"))
+    for w in _warnings(d):
+        lines.append((1, f"warning: {w}", "yellow"))
     if r is not None:
         lines.append((1, f"payload  @{r.payload_offset}, {len(r.payload)} bytes: {_hexcut(r.payload)}", "green"))
         state = {True: "correct", False: "WRONG", None: "not checked"}[r.icrc_ok]

@@ -23,6 +23,7 @@ from uet.fabric.model.config import FabricError
 from uet.fabric.model.events import EventQueue
 from uet.fabric.model.failover import Failover
 from uet.fabric.model.faults import FaultConfig
+from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.model.linkload import LinkLoad
 from uet.fabric.model.nic import HostNic
 from uet.fabric.model.port import Port
@@ -118,6 +119,8 @@ class Fabric:
             if cfg.latency_ns or cfg.trust_pcp:
                 raise FabricError("link_load: switches with latency_ns or trust_pcp re-parse every frame")
             self.link_load = self._number_links()
+        #: per-flow delivery record (uet.fabric.model.flowmeter), None unless a caller sets one
+        self.flow_meter: FlowMeter | None = None
         #: the fault schedule being applied (None: a perfect fabric)
         self.failover: Failover | None = Failover(self, faults) if faults else None
 
@@ -219,6 +222,8 @@ class Fabric:
         self.events.schedule(end + port.delay_ns, peer.ingress, peer_port, frame)
 
     def _on_deliver(self, host: int, frame: bytearray, now: int, is_pfc: bool) -> None:
+        if self.flow_meter is not None and not is_pfc:
+            self.flow_meter.deliver(now, frame)
         if not is_pfc or self.deliver_pfc:
             self._delivered.append((now, host, bytes(frame)))
 

@@ -10,6 +10,8 @@ Choices where the spec notes are silent (documented here so the decoder's output
 * **UDP ports.** A UDP datagram is UET when its destination port *or* its source port is the UET
   port (4793 by default): the spec uses 4793 as the destination in both directions (§1.1), and a
   host-stack endpoint bound to 4793 also sends from it. The destination is checked first.
+* **Reserved bits** of the UET headers that are not zero are a warning each (as Wireshark's expert
+  info flags them), and appear as ``reserved_<bit>`` fields in :meth:`Frame.to_dict`.
 * **Checksums.** A wrong IPv4 header checksum or UDP checksum is a warning on the :class:`Frame`,
   not an error; a UDP checksum of 0 (none, legal on IPv4) is not checked.
 * **Error offsets** are absolute positions in the buffer handed in (the UET bytes start at
@@ -159,6 +161,8 @@ def parse_frame(
         fr.crc = ""  # asked for: _transport fills it in
     try:
         _frame(mv, fr, port, ip_proto, fast, decrypt)
+        if fr.uet is not None and fr.uet.reserved:
+            fr.warnings.extend(fr.uet.reserved_warnings())
     except UetError:
         raise
     except Exception as e:
