@@ -38,7 +38,9 @@ from typing import Any
 
 from uet.fabric.profiles import PROFILES
 from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main, size_arg, warn_low_rate
+from uet.tools.fault_options import add_fault_options, faults_from
 from uet.tools.run_settings import load_scenario
+from uet.tools.sim_compare import parse_seeds
 
 __all__ = ["build_parser", "main", "settings_from"]
 
@@ -65,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timing", action="store_true", help="include CPU time and speed in --json")
     p.add_argument("--plot", metavar="DIR", help="write FCT CDF, queue depth and throughput plots")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when not a terminal")
+    add_fault_options(p)
+    c = p.add_argument_group("comparison (uet.tools.sim_compare)")
+    c.add_argument("--compare-lb", metavar="LBS", help="run once per UET load balancer, e.g. single,oblivious,reps")
+    c.add_argument("--seeds", type=parse_seeds, help="with --compare-lb: one run per seed, e.g. 1,2,3")
+    c.add_argument("--baseline", action="store_true", help="the same run without the faults too (FCT side by side)")
     g = p.add_argument_group("suites (uet.tools.cc_suite)")
     g.add_argument("--suite", help="run every scenario of a suite (cc: NSCC/RCCC against uet-htsim) or folder")
     g.add_argument("--only", help="with --suite: scenarios whose file name contains one of these words (a,b)")
@@ -121,7 +128,13 @@ def _deep_update(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_sim(
-    s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], *, progress: bool = False, plot: str | None = None
+    s: dict[str, Any],
+    topo: dict[str, Any],
+    ep: dict[str, Any],
+    *,
+    progress: bool = False,
+    plot: str | None = None,
+    faults: Any = None,
 ) -> dict[str, Any]:
     """Run the scenario; UsageError for settings the model refuses."""
     from uet.errors import UetError
@@ -151,7 +164,12 @@ def run_sim(
     try:
         with cm:
             return simulate(
-                s, topo or None, ep, on_progress=on_progress if bar is not None else None, timeline=bool(plot)
+                s,
+                topo or None,
+                ep,
+                on_progress=on_progress if bar is not None else None,
+                timeline=bool(plot),
+                faults=faults,
             )
     except (UetError, ValueError, TypeError, OSError) as e:
         raise UsageError(str(e)) from None
@@ -185,12 +203,24 @@ def _body(argv: Sequence[str] | None) -> int:
     s, topo, ep = settings_from(args)
     if args.rate_bps is not None:
         warn_low_rate("uet-sim", "--rate", args.rate_bps)
+    table = load_scenario(args.scenario).get("faults") if args.scenario else None
+    if args.compare_lb:
+        return _compare(args, s, topo, ep, table)
+    if args.seeds:
+        raise UsageError("--seeds goes with --compare-lb")
+    faults = faults_from(args, table, int(s["seed"]))
+    if args.baseline and faults is None:
+        raise UsageError("--baseline compares with a run without faults: give a fault (--fail, --degrade, ...)")
     if args.plot:
         from uet.tools.fabric import check_outputs, require_matplotlib
 
         require_matplotlib()
         check_outputs(args)
-    res = run_sim(s, topo, ep, progress=args.progress or sys.stderr.isatty(), plot=args.plot)
+    base = run_sim(s, topo, ep) if args.baseline else None
+    res = run_sim(s, topo, ep, progress=args.progress or sys.stderr.isatty(), plot=args.plot, faults=faults)
+    if base is not None:
+        done = sorted(f["completion_s"] for f in base["flows"] if f.get("completion_s") is not None)
+        res["baseline"] = {"ok": base["ok"], "fct": base.get("fct"), "completion_s": done}
     if args.plot:
         from uet.sim.plots import write_plots
 
@@ -198,6 +228,7 @@ def _body(argv: Sequence[str] | None) -> int:
     res.pop("timeline", None)
     res.pop("thresholds", None)
     res.pop("cc_timeline", None)
+    res.pop("fault_series", None)
     if args.json:
         out = dict(res)
         if not args.timing:
@@ -209,6 +240,20 @@ def _body(argv: Sequence[str] | None) -> int:
         sys.stdout.flush()
         raise KeyboardInterrupt  # after the partial results: "uet-sim: interrupted", exit 130
     return 0 if res["ok"] else 1
+
+
+def _compare(args: argparse.Namespace, s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], table: Any) -> int:
+    """``--compare-lb``: one table (uet.tools.sim_compare)."""
+    from uet.tools.sim_compare import render_compare, run_compare
+
+    if args.plot:
+        raise UsageError("--compare-lb draws no plots: drop --plot")
+    out = run_compare(args, s, topo, ep, table)
+    if args.json:
+        sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
+    else:
+        render_compare(out)
+    return 0 if all(r["ok"] for r in out["rows"]) else 1
 
 
 def _suite(args: argparse.Namespace) -> int:
