@@ -181,7 +181,7 @@ def test_dry_run_lists_every_command_line() -> None:
 
 def _readme_sweep() -> list[list[str]]:
     text = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- sweep:start[^>]*-->\n```sh\n(.*?)```\n<!-- sweep:end -->", text, re.S)
+    block = re.search(r"<!-- sweep:start -->\n```sh\n(.*?)```\n<!-- sweep:end -->", text, re.S)
     assert block is not None, "the README's sweep block"
     out = []
     for line in block.group(1).splitlines():
