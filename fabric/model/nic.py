@@ -70,9 +70,10 @@ class HostNic:
             self.counters[("nic_malformed", self.name)] += 1
             return
         if len(self.ports) > 1 and et == _ETH_IPV4:
-            port = self._plane_port(buf, ip)
-            if port is None:
+            chosen = self._plane_port(buf, ip)
+            if chosen is None:
                 return
+            port = chosen
         if et == _ETH_MAC_CONTROL:
             port.ctrl.append(bytes(buf))
         else:
