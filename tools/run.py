@@ -449,9 +449,10 @@ class Launcher:
             return
         if all(e is None for e in self.flows_reported.values()):
             return
+        flows = self.workload.flows()
         for i, w in enumerate(self.workers):
-            if i not in self.finished:
-                await w.tell("abort")
+            if i not in self.finished and all(f.id in self.flows_reported for f in flows if f.src == i):
+                await w.tell("abort")  # a rank whose own flows are all reported waits only to receive
 
     def partial_result(self) -> dict[str, Any] | None:
         """After Ctrl-C: the flows finished so far with their figures, every other flow marked
