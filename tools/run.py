@@ -450,9 +450,15 @@ class Launcher:
         if all(e is None for e in self.flows_reported.values()):
             return
         flows = self.workload.flows()
+        starved = {f.dst for f in flows if self.flows_reported.get(f.id) is not None}
         for i, w in enumerate(self.workers):
-            if i not in self.finished and all(f.id in self.flows_reported for f in flows if f.src == i):
-                await w.tell("abort")  # a rank whose own flows are all reported waits only to receive
+            # waiting for a failed flow's messages, its own flows all reported: it waits in vain
+            if (
+                i in starved
+                and i not in self.finished
+                and all(f.id in self.flows_reported for f in flows if f.src == i)
+            ):
+                await w.tell("abort")
 
     def partial_result(self) -> dict[str, Any] | None:
         """After Ctrl-C: the flows finished so far with their figures, every other flow marked
