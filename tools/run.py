@@ -101,6 +101,7 @@ from uet.fabric.profiles import (
     load_topology,
     overrides_to_dict,
 )
+from uet.tools.capture_options import add_capture_options, open_captures
 from uet.tools.cli import (
     ArgumentParser,
     RunFailed,
@@ -265,6 +266,8 @@ class Launcher:
         #: per rank, what it reported so far (the flows it finished, the messages it received):
         #: what :meth:`partial_result` shows after Ctrl-C
         self.reports: list[dict[str, Any]] = []
+        #: --pcap-per, --eventlog, --capture-max (tools/capture_options.py)
+        self.capture: argparse.Namespace | None = None
 
     def fabric_args(self, n: int) -> list[str]:
         s = self.s
@@ -301,6 +304,8 @@ class Launcher:
         for opt in ("pcap", "plot", "telemetry"):
             if s.get(opt):
                 args += [f"--{opt}", str(s[opt])]
+        if s.get("pcap") and self.capture is not None:
+            args += ["--pcap-per", self.capture.pcap_per or "port", "--capture-max", str(self.capture.capture_max)]
         return args
 
     async def run(self) -> dict[str, Any]:
@@ -332,6 +337,7 @@ class Launcher:
                 "rtt_ns": PROFILE_RTT_NS.get(s["profile"], REALTIME_RTT_NS),
                 "mtu": self.host_mtu,
                 "seed": int(s["seed"]),
+                **self._eventlog_spec(i),
             }
             w = await _spawn(f"endpoint {i} ({fa[i]})", "-m", "uet.tools.run_worker", json.dumps(spec))
             self.workers.append(w)
@@ -525,9 +531,20 @@ class Launcher:
             ],
             "plots": summary.get("plots", []),
             "pcaps": _written(self.s.get("pcap"), ".pcap"),
+            "eventlogs": [e["eventlog"] for e in map(self._eventlog_spec, range(len(self.workers))) if e],
             "telemetry": self.s.get("telemetry"),
             "intervals": self.intervals,
         }
+
+    def _eventlog_spec(self, rank: int) -> dict[str, Any]:
+        """``--eventlog FILE``: each endpoint process writes its own file, FILE with ``-rank<N>``
+        (and the transport with ``--transport both``) before the suffix."""
+        c = self.capture
+        if c is None or not c.eventlog:
+            return {}
+        root, ext = os.path.splitext(c.eventlog)
+        tr = f"-{self.s['transport']}" if getattr(c, "transport_both", False) else ""
+        return {"eventlog": f"{root}{tr}-rank{rank}{ext}", "capture_max": c.capture_max}
 
     def stop_all(self, sig: int = signal.SIGTERM) -> None:
         for c in self.children:
@@ -762,6 +779,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--rank", type=int_arg(0), default=None, help="with --hosts: run only this rank, here")
     add_link_options(p)
+    add_capture_options(p, pcap=False)
     return p
 
 
@@ -863,6 +881,7 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
     partial results (:func:`_emit_both`), exit 130."""
     s, topo, ep = settings
     runs: dict[str, dict[str, Any]] = {}
+    args.transport_both = s.get("transport") == "both"
     with _CtrlC() as ctrl_c:
         for tr in _transports(s):
             st = {**s, "transport": tr}
@@ -917,6 +936,7 @@ async def _live_one(
     s, topo, ep = settings
     launcher = Launcher(s, topo, ep)
     launcher.interval = args.interval
+    launcher.capture = args
     progress_cm: Any = contextlib.nullcontext()
     if args.progress or sys.stderr.isatty():
         from rich.console import Console
@@ -1013,10 +1033,10 @@ def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str
     from uet.tools.sim import render as sim_render
 
     s, topo, ep = settings
-    for opt in ("pcap", "telemetry", "interval"):
+    for opt in ("telemetry", "interval"):
         if getattr(args, opt):
             raise UsageError(f"--{opt} works with the live engine only (the simulator has --plot)")
-    runs = simulate_runs(s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty())
+    runs = simulate_runs(s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty(), capture=args)
     interrupted = any(r.get("interrupted") for r in runs.values())
     if len(_transports(s)) > 1:
         _emit_both(args, s, ep, runs, not_run=[t for t in _transports(s) if t not in runs])
@@ -1041,7 +1061,13 @@ def _emit_one(args: argparse.Namespace, result: dict[str, Any], show: Any) -> di
 
 
 def simulate_runs(
-    s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], *, plot: str | None = None, progress: bool = False
+    s: dict[str, Any],
+    topo: dict[str, Any],
+    ep: dict[str, Any],
+    *,
+    plot: str | None = None,
+    progress: bool = False,
+    capture: argparse.Namespace | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The scenario in virtual time on each transport ``s["transport"]`` names (both: UET, then
     RoCEv2; plots then in ``plot/uet`` and ``plot/roce``): transport → ``uet-run``'s result.
@@ -1052,7 +1078,22 @@ def simulate_runs(
     for tr in _transports(s):
         st = {**s, "transport": tr}
         where = os.path.join(plot, tr) if plot and s.get("transport") == "both" else plot
-        result = run_sim(st, topo, ep, progress=progress, plot=where)
+        cap = open_captures(capture, transport=tr if s.get("transport") == "both" else None) if capture else None
+        try:
+            result = run_sim(
+                st,
+                topo,
+                ep,
+                progress=progress,
+                plot=where,
+                taps=cap.taps if cap else None,
+                event_log=cap.log if cap else None,
+            )
+        finally:
+            if cap is not None:
+                cap.close()
+        if cap is not None:
+            cap.report(result)
         if where:
             from uet.sim.plots import write_plots
 
