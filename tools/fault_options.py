@@ -15,9 +15,10 @@ from typing import Any
 
 from uet.fabric.model.config import FabricError
 from uet.fabric.model.faults import OPTIONS, FaultConfig, parse_ns
+from uet.fabric.topology import Topology
 from uet.tools.cli import UsageError, int_arg
 
-__all__ = ["add_fault_options", "fault_argv", "faults_from", "render_faults"]
+__all__ = ["add_fault_options", "check_fault_names", "fault_argv", "faults_from", "render_faults"]
 
 _HELP = {
     "fail": "LINK@T[..T2]: the link fails at T (and comes back at T2), e.g. leaf3-spine1@200us",
@@ -57,6 +58,16 @@ def faults_from(args: argparse.Namespace, table: dict[str, Any] | None, seed: in
     return cfg if cfg.events else None
 
 
+def check_fault_names(cfg: FaultConfig, topology: Topology) -> None:
+    """:class:`UsageError` (one line) when an event names a link or switch ``topology`` lacks."""
+    from uet.fabric.model.failover import resolve
+
+    try:
+        resolve(cfg, topology.plan())
+    except FabricError as e:
+        raise UsageError(str(e)) from None
+
+
 def fault_argv(args: argparse.Namespace) -> list[str]:
     """The fault options of ``args`` again, as command-line words (``uet-run`` hands them to the
     ``uet-fabric`` process it starts)."""
@@ -82,9 +93,10 @@ def render_faults(res: dict[str, Any]) -> None:
     for e in f["events"]:
         con.print(f"fault: {e['t_ns'] / 1e3:,.1f} µs  {e['what']}  {e['event']}")
     lost = f["lost_packets"]
+    resent = f.get("resent_packets", sum(int(fl.get("retransmits") or 0) for fl in res.get("flows", [])))
     con.print(
         f"fault: lost {lost['link_down']} packets on failed links and {lost['link_loss']} on lossy ones "
-        f"({f['lost_bytes']:,} bytes), {f['no_route_drops']} without a route, {f['resent_packets']} resent; "
+        f"({f['lost_bytes']:,} bytes), {f['no_route_drops']} without a route, {resent} resent; "
         f"{f['route_updates']} routing-table updates, {f['pfc_released']} PFC states released"
     )
     for a in f.get("around", []):

@@ -99,6 +99,7 @@ from uet.fabric.profiles import (
     REALTIME_RATE_BPS,
     REALTIME_RTT_NS,
     load_topology,
+    merge,
     overrides_to_dict,
 )
 from uet.tools.capture_options import add_capture_options, open_captures
@@ -114,6 +115,7 @@ from uet.tools.cli import (
     size_arg,
     yes_no,
 )
+from uet.tools.fault_options import add_fault_options, check_fault_names, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
 from uet.tools.run_settings import check_settings, derive_cc_params, load_scenario
 
@@ -256,6 +258,10 @@ class Launcher:
         self.progress: Any = None
         self.workload: Workload | None = None
         self.interval: float | None = None  # --interval: report period (s)
+        #: fault options handed to the uet-fabric process (uet.tools.fault_options), and the
+        #: schedule they make (checked against the topology before the fabric starts)
+        self.fault_argv: list[str] = []
+        self.faults: Any = None
         self.intervals: list[dict[str, Any]] = []
         self.rx_bytes = 0
         self.rx_messages = 0
@@ -287,6 +293,8 @@ class Launcher:
             extra = ["-o", f"hosts_per_leaf={math.ceil(n / leaves)}"]
         self.host_rate = topo.host_link.rate_bps
         self.host_mtu = topo.host_link.mtu
+        if self.faults is not None:  # a bad link name: one line, before any process starts
+            check_fault_names(self.faults, merge(topo, overrides_to_dict(extra[1::2])) if extra else topo)
         args = ["-m", "uet.tools.fabric", "--profile", s["profile"]]
         if s["profile"] == "realtime":  # uet-fabric refuses --rate for the other profiles: their rate is their own
             args += ["--rate", str(int(s["rate_bps"]))]
@@ -306,7 +314,7 @@ class Launcher:
                 args += [f"--{opt}", str(s[opt])]
         if s.get("pcap") and self.capture is not None:
             args += ["--pcap-per", self.capture.pcap_per or "port", "--capture-max", str(self.capture.capture_max)]
-        return args
+        return args + self.fault_argv
 
     async def run(self) -> dict[str, Any]:
         s = self.s
@@ -530,6 +538,7 @@ class Launcher:
                 for c in closed
             ],
             "plots": summary.get("plots", []),
+            **({"faults": summary["faults"]} if "faults" in summary else {}),
             "pcaps": _written(self.s.get("pcap"), ".pcap"),
             "eventlogs": [e["eventlog"] for e in map(self._eventlog_spec, range(len(self.workers))) if e],
             "telemetry": self.s.get("telemetry"),
@@ -708,6 +717,7 @@ def render(result: dict[str, Any]) -> None:
             f"switch timer ({p['timer']}): {p['firings']} firings, lateness p50 {p['p50_us']} µs, "
             f"p99 {p['p99_us']} µs, max {p['max_us']} µs"
         )
+    render_faults(result)
     for label, paths in (("plots", result.get("plots")), ("pcaps", result.get("pcaps"))):
         if paths:
             con.print(f"{label} written: " + ", ".join(paths))
@@ -728,6 +738,7 @@ def render(result: dict[str, Any]) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="uet-run", description=__doc__.split("\n\n")[0])
     p.add_argument("scenario", nargs="?", help="scenario TOML (default: the built-in incast)")
+    add_fault_options(p)
     p.add_argument("--workload", "-w", choices=WORKLOADS)
     p.add_argument(
         "--endpoints",
@@ -937,6 +948,8 @@ async def _live_one(
     launcher = Launcher(s, topo, ep)
     launcher.interval = args.interval
     launcher.capture = args
+    launcher.fault_argv = fault_argv(args) + (["--faults", s["scenario"]] if _fault_table(s) else [])
+    launcher.faults = faults_from(args, _fault_table(s), int(s["seed"]))
     progress_cm: Any = contextlib.nullcontext()
     if args.progress or sys.stderr.isatty():
         from rich.console import Console
@@ -1036,7 +1049,10 @@ def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str
     for opt in ("telemetry", "interval"):
         if getattr(args, opt):
             raise UsageError(f"--{opt} works with the live engine only (the simulator has --plot)")
-    runs = simulate_runs(s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty(), capture=args)
+    faults = faults_from(args, _fault_table(s), int(s["seed"]))
+    runs = simulate_runs(
+        s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty(), faults=faults, capture=args
+    )
     interrupted = any(r.get("interrupted") for r in runs.values())
     if len(_transports(s)) > 1:
         _emit_both(args, s, ep, runs, not_run=[t for t in _transports(s) if t not in runs])
@@ -1067,6 +1083,7 @@ def simulate_runs(
     *,
     plot: str | None = None,
     progress: bool = False,
+    faults: Any = None,
     capture: argparse.Namespace | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The scenario in virtual time on each transport ``s["transport"]`` names (both: UET, then
@@ -1086,6 +1103,7 @@ def simulate_runs(
                 ep,
                 progress=progress,
                 plot=where,
+                faults=faults,
                 taps=cap.taps if cap else None,
                 event_log=cap.log if cap else None,
             )
@@ -1105,6 +1123,11 @@ def simulate_runs(
         if result.get("interrupted"):
             break
     return runs
+
+
+def _fault_table(s: dict[str, Any]) -> dict[str, Any] | None:
+    """The scenario file's ``[faults]`` table, if it has one."""
+    return load_scenario(s["scenario"]).get("faults") if s.get("scenario") else None
 
 
 def _transports(s: dict[str, Any]) -> tuple[str, ...]:

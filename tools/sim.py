@@ -39,7 +39,7 @@ from typing import Any
 from uet.fabric.profiles import PROFILES
 from uet.tools.capture_options import add_capture_options, open_captures
 from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main, size_arg
-from uet.tools.fault_options import add_fault_options, faults_from, render_faults
+from uet.tools.fault_options import add_fault_options, faults_from
 from uet.tools.run_settings import load_scenario
 
 __all__ = ["build_parser", "main", "settings_from"]
@@ -183,7 +183,6 @@ def render(res: dict[str, Any]) -> None:
     from uet.tools.run import render as run_render
 
     run_render({**res, "elapsed_s": res["virtual_s"]})
-    render_faults(res)
     con = Console(width=None if sys.stdout.isatty() else 120)
     t = res.get("timing", {})
     topo = res["topology"]

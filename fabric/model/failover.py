@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from uet.fabric.model.config import FabricError
 from uet.fabric.model.faults import FaultConfig, FaultEvent
 from uet.fabric.model.nic import HostNic
-from uet.fabric.topology import LinkPlan, plan_links
+from uet.fabric.topology import LinkPlan, Plan, plan_links
 
 from uet.wire.net import ip_bytes
 
@@ -40,35 +40,33 @@ if TYPE_CHECKING:
     from uet.fabric.model.switch import Switch
 
 
-class Failover:
-    """The schedule ``cfg`` applied to ``fabric`` (module docstring). Built by the fabric."""
+def resolve(cfg: FaultConfig, plan: Plan) -> list[list[LinkPlan]]:
+    """The links each event of ``cfg`` acts on in ``plan`` (``uplinks:N`` drawn with the
+    schedule's seed); :class:`FabricError` for a name the topology does not have."""
+    return _Names(plan).resolve(cfg)
 
-    def __init__(self, fabric: Fabric, cfg: FaultConfig) -> None:
-        self.fabric = fabric
-        self.cfg = cfg
+
+class _Names:
+    def __init__(self, plan: Plan) -> None:
+        self.switches = [sp.name for sp in plan.switches]
         self.links: dict[str, LinkPlan] = {}
         self._bundles: dict[str, list[LinkPlan]] = {}
         self._of_switch: dict[str, list[LinkPlan]] = {}
-        for lk in plan_links(fabric.plan):
+        for lk in plan_links(plan):
             self.links[lk.name] = lk
             self._bundles.setdefault(lk.name.partition("#")[0], []).append(lk)
             for end in (lk.a, lk.b):
                 self._of_switch.setdefault(end, []).append(lk)
-        #: (time ns, link or switch, what happened), in time order
-        self.log: list[tuple[int, str, str]] = []
-        self._down: dict[str, int] = {}
-        self._gen: dict[str, int] = {}
-        rng = random.Random(f"faults/{cfg.seed}")
-        for ev in cfg.events:
-            self._schedule(ev, self._resolve(ev, rng))
 
-    # -- names ------------------------------------------------------------------------------
+    def resolve(self, cfg: FaultConfig) -> list[list[LinkPlan]]:
+        rng = random.Random(f"faults/{cfg.seed}")
+        return [self._resolve(ev, rng) for ev in cfg.events]
 
     def _resolve(self, ev: FaultEvent, rng: random.Random) -> list[LinkPlan]:
         t = ev.target
         if ev.kind == "switch_down":
-            if t not in self.fabric.switches:
-                raise FabricError(f"switch_down: no switch {t!r} (e.g. {next(iter(self.fabric.switches))})")
+            if t not in self.switches:
+                raise FabricError(f"switch_down: no switch {t!r} (e.g. {self.switches[-1]})")
             return self._of_switch.get(t, [])
         if t.startswith("uplinks:"):
             ups = [lk for lk in self.links.values() if lk.uplink]
@@ -89,6 +87,20 @@ class Failover:
             return self._bundles[flipped]
         example = next((n for n, lk in self.links.items() if lk.uplink), next(iter(self.links)))
         raise FabricError(f"{ev.kind}: no link {t!r} in this topology (links are named like {example})")
+
+
+class Failover:
+    """The schedule ``cfg`` applied to ``fabric`` (module docstring). Built by the fabric."""
+
+    def __init__(self, fabric: Fabric, cfg: FaultConfig) -> None:
+        self.fabric = fabric
+        self.cfg = cfg
+        #: (time ns, link or switch, what happened), in time order
+        self.log: list[tuple[int, str, str]] = []
+        self._down: dict[str, int] = {}
+        self._gen: dict[str, int] = {}
+        for ev, links in zip(cfg.events, resolve(cfg, fabric.plan), strict=True):
+            self._schedule(ev, links)
 
     def _node(self, name: str) -> Switch | HostNic:
         f = self.fabric
