@@ -215,3 +215,29 @@ def test_unknown_links_and_tables() -> None:
     with pytest.raises(FabricError, match="kind = 'explode'"):
         FaultConfig.from_dict({"event": [{"kind": "explode"}]})
     assert parse_ns("1.5ms") == 1_500_000 and parse_ns(0) == 0
+
+
+@pytest.mark.parametrize(
+    ("over", "rule"),
+    [
+        ({"pfc": {"xon": 40_000}}, "rule xON < xOFF"),
+        ({"tcs": {"3": {"ecn": {"kmin": 30_000, "kmax": 10_000}}}}, "rule WRED min < WRED max"),
+        ({"tcs": {"3": {"ecn": {"kmax": 40_000}}}}, "rule WRED max < xOFF"),
+        ({"pfc": {"headroom": 200}}, "rule headroom ≥ round trip × rate"),
+    ],
+)
+def test_inverted_thresholds_are_refused_naming_the_rule(over: dict, rule: str) -> None:
+    from uet.fabric.model.config import SwitchConfig
+
+    with pytest.raises(FabricError, match=rule) as e:
+        Fabric(Topology(switch=SwitchConfig.from_dict(over)))
+    assert "\n" not in str(e.value)
+    Fabric(Topology())  # the lab defaults pass
+
+
+def test_headroom_must_cover_a_long_cable() -> None:
+    from uet.fabric.topology import LinkSpec
+
+    long = LinkSpec(rate_bps=100_000_000_000, delay_ns=1_000)  # 2 µs round trip at 100 Gb/s: 25,000 B
+    with pytest.raises(FabricError, match=r"below the cable's round trip at 100 Gb/s over 1000 ns \(25000 B\)"):
+        Fabric(Topology(fabric_link=long))
