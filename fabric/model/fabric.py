@@ -96,6 +96,10 @@ class Fabric:
             link = hp.link
             port = Port(0, link.rate_bps, link.delay_ns, link.mtu, mac=hp.mac, strict=strict, weights=weights)
             nic = HostNic(i, hp.name, port, cfg, self.events, self.telemetry, self.counters)
+            for k in range(1, len(hp.planes) + 1):  # one more NIC port per further plane
+                nic.ports.append(
+                    Port(k, link.rate_bps, link.delay_ns, link.mtu, mac=hp.mac, strict=strict, weights=weights)
+                )
             nic.on_transmit = self._on_transmit
             nic.on_deliver = self._on_deliver
             self.nics.append(nic)

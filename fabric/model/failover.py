@@ -64,6 +64,12 @@ class _Names:
 
     def _resolve(self, ev: FaultEvent, rng: random.Random) -> list[LinkPlan]:
         t = ev.target
+        if ev.kind == "switch_down" and t.startswith("plane:"):
+            prefix = f"p{t[6:]}-"
+            sws = [s for s in self.switches if s.startswith(prefix)]
+            if not sws:
+                raise FabricError(f"switch_down: no {t!r} in this topology (planes are numbered from 0)")
+            return list({lk.name: lk for s in sws for lk in self._of_switch.get(s, [])}.values())
         if ev.kind == "switch_down":
             if t not in self.switches:
                 raise FabricError(f"switch_down: no switch {t!r} (e.g. {self.switches[-1]})")
