@@ -126,6 +126,7 @@ FAULT_CATCHERS: dict[str, tuple[set[str], list[str]]] = {
             "CTL-025",
             "EST-015",
             "EST-016",
+            "EST-021",
             "NAK-001",
             "NAK-002",
             "NAK-003",
