@@ -380,9 +380,11 @@ def test_run_partial_result_marks_unfinished_flows() -> None:
     figures, every other flow is ``unfinished``; the run is not ok and says it was interrupted."""
     import hashlib
 
-    from uet.tools.run import DEFAULT_RUN, Launcher, build_workload
+    from uet.tools.run import Launcher, build_workload
 
-    s = dict(DEFAULT_RUN, workload="incast", endpoints=3, messages=1, message_bytes=64)
+    from uet.scenario import run_defaults
+
+    s = dict(run_defaults("live"), workload="incast", endpoints=3, messages=1, message_bytes=64)
     la = Launcher(s, {}, {})
     wl = la.workload = build_workload(s)
     first = wl.flows()[0]
