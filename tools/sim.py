@@ -41,7 +41,8 @@ from typing import Any
 
 from uet.fabric.profiles import PROFILES
 from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main, size_arg
-from uet.tools.run_settings import read_settings
+from uet.tools.fault_options import add_fault_options, faults_from
+from uet.tools.run_settings import load_scenario, read_settings
 
 __all__ = ["build_parser", "main", "settings_from"]
 
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timing", action="store_true", help="include CPU time and speed in --json")
     p.add_argument("--plot", metavar="DIR", help="write FCT CDF, queue depth and throughput plots")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when not a terminal")
+    add_fault_options(p)
     g = p.add_argument_group("suites (uet.tools.cc_suite)")
     g.add_argument("--suite", help="run every scenario of a suite (cc: NSCC/RCCC against uet-htsim) or folder")
     g.add_argument("--only", help="with --suite: scenarios whose file name contains one of these words (a,b)")
@@ -93,7 +95,13 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
 
 
 def run_sim(
-    s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], *, progress: bool = False, plot: str | None = None
+    s: dict[str, Any],
+    topo: dict[str, Any],
+    ep: dict[str, Any],
+    *,
+    progress: bool = False,
+    plot: str | None = None,
+    faults: Any = None,
 ) -> dict[str, Any]:
     """Run the scenario; UsageError for settings the model refuses."""
     from uet.errors import UetError
@@ -123,7 +131,12 @@ def run_sim(
     try:
         with cm:
             return simulate(
-                s, topo or None, ep, on_progress=on_progress if bar is not None else None, timeline=bool(plot)
+                s,
+                topo or None,
+                ep,
+                on_progress=on_progress if bar is not None else None,
+                timeline=bool(plot),
+                faults=faults,
             )
     except (UetError, ValueError, TypeError, OSError) as e:
         raise UsageError(str(e)) from None
@@ -155,13 +168,15 @@ def _body(argv: Sequence[str] | None) -> int:
     if args.only or args.max_hosts or args.jobs:
         raise UsageError("--only, --max-hosts and --jobs go with --suite")
     s, topo, ep = settings_from(args)
+    table = load_scenario(args.scenario).get("faults") if args.scenario else None
+    faults = faults_from(args, table, int(s["seed"]))
     if args.plot:
         from uet.tools.fabric import require_matplotlib
 
         require_matplotlib()
     from uet.tools.run import _emit_both, _transports, simulate_runs
 
-    runs = simulate_runs(s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty())
+    runs = simulate_runs(s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty(), faults=faults)
     interrupted = any(r.get("interrupted") for r in runs.values())
     if args.json and not args.timing:  # CPU figures: the one thing that differs between two runs
         for r in runs.values():

@@ -15,7 +15,11 @@ O = "rod"  # noqa: E741
 
 
 def _rudi_reply(s: Session, pid: int) -> Reply:
-    return s.expect(lambda r: r.ptype == P.PdsType.RUDI_RESP and r.pds.pkt_id == pid, f"a RUDI response to id {pid:#x}")
+    """The RUDI response to ``pid``; it carries the SES response (§2.14: every request is processed
+    by SES and answered by one RUDI_RESP carrying the SES response)."""
+    r = s.expect(lambda r: r.ptype == P.PdsType.RUDI_RESP and r.pds.pkt_id == pid, f"a RUDI response to id {pid:#x}")
+    check(r.ses is not None, "a SES response in the RUDI response", r)
+    return r
 
 
 def _rudi_write(s: Session, pid: int, data: bytes, off: int = 0, flags: int = 0) -> None:
@@ -54,6 +58,7 @@ def _rudi_once(s: Session) -> None:
     _rudi_write(s, pid, b"once")
     got = s.replies_before_probe(lambda r: r.ptype == P.PdsType.RUDI_RESP and r.pds.pkt_id == pid)
     check(len(got) == 1, "exactly one RUDI response", f"{len(got)} responses")
+    check(got[0].rc in (RC.OK, RC.NULL), "a SES response with OK in it", got[0])
 
 
 for _k, _pid in enumerate((0, 0xFFFFFFFF, 0x80000000)):
@@ -128,13 +133,13 @@ def _rudi_bad_addr(s: Session) -> None:
 @case("UUD-001", U, "a UUD send draws no reply at all (no ACK, no response)", "behaviour.md §2.15")
 def _uud(s: Session) -> None:
     s.send(uud() + ses_standard(s.ses(opcode=OP.SEND), b"datagram"))
-    s.assert_silent(lambda r: True, "no reply to a UUD request")
+    s.assert_silent(lambda r: not s.earlier_traffic(r), "no reply to a UUD request")
 
 
 @case("UUD-002", U, "a UUD send with an error (unknown PID) is still silent", "behaviour.md §2.15", hostile=True)
 def _uud_err(s: Session) -> None:
     s.send(uud() + ses_standard(s.ses(opcode=OP.SEND, pid=(s.target.pid + 99) & 0xFFF), b"lost"))
-    s.assert_silent(lambda r: True, "no reply to a UUD request")
+    s.assert_silent(lambda r: not s.earlier_traffic(r), "no reply to a UUD request")
 
 
 @case("UUD-003", U, "a multi-packet UUD fragment (SOM only) is dropped silently", "behaviour.md §2.15", hostile=True)
@@ -142,13 +147,13 @@ def _uud_frag(s: Session) -> None:
     from uet.conformance.cases._util import F
 
     s.send(uud() + ses_standard(s.ses(opcode=OP.SEND, flags=F.SOM | F.REL, request_length=9000), b"frag"))
-    s.assert_silent(lambda r: True, "no reply")
+    s.assert_silent(lambda r: not s.earlier_traffic(r), "no reply")
 
 
 @case("UUD-004", U, "a UUD request to the target's datagram path does not open a PDC", "behaviour.md §2.15")
 def _uud_nopdc(s: Session) -> None:
     s.send(uud() + ses_standard(s.ses(opcode=OP.DATAGRAM_SEND), b"dg"))
-    s.assert_silent(lambda r: r.is_ack or r.is_control, "no ACK or control packet")
+    s.assert_silent(lambda r: (r.is_ack or r.is_control) and not s.earlier_traffic(r), "no ACK or control packet")
 
 
 # -- ROD ordering -----------------------------------------------------------------------------------
@@ -206,3 +211,25 @@ def _rod_dup(s: Session) -> None:
     p.send(ses_standard(s.ses(opcode=OP.NO_OP)), psn=psn, retx=True)
     r = s.expect(lambda r: p.mine(r) and (r.is_ack or r.is_nack), "an answer to the duplicate")
     check(r.is_ack, "an ACK", r)
+
+
+@case("ROD-005", O, "ROD: a request behind a hole does not reach the SES before the hole is filled",
+      "behaviour.md §2.13")  # fmt: skip
+def _rod_ooo_held(s: Session) -> None:
+    reg = need_region(s, "rwa", min_size=8192)
+    p = opened(s, rod=True)
+    off = 6144 + 8 * s.rng.randrange(0, 64)
+    before = read_back(s, opened(s), reg.key, off, 8)
+    mark = bytes(b ^ 0xFF for b in before)
+    late = (p.next_psn + 1) & 0xFFFFFFFF  # next_psn itself stays a hole
+    w = ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, buffer_offset=off), mark)
+    p.send(w, psn=late)
+    s.replies_before_probe(lambda r: p.mine(r))  # the target has handled it (buffered, dropped or NACKed)
+    check(read_back(s, opened(s), reg.key, off, 8) == before,
+          "memory unchanged while the ROD request waits behind a hole (in-order delivery to SES)")  # fmt: skip
+    # fill the hole and resend the WRITE (a target that dropped it asked for it with ROD_OOO): now it lands
+    hole = p.send(ses_standard(s.ses(opcode=OP.NO_OP)), psn=(late - 1) & 0xFFFFFFFF)
+    p.ack_for(hole)
+    p.send(w, psn=late, retx=True)
+    p.ack_for(late)
+    check(read_back(s, opened(s), reg.key, off, 8) == mark, "the WRITE lands once in order")
