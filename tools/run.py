@@ -998,7 +998,7 @@ def simulate_runs(
             from uet.sim.plots import write_plots
 
             result["plots"] = write_plots(result, where)
-        for key in ("timeline", "thresholds", "cc_timeline"):
+        for key in ("timeline", "thresholds", "cc_timeline", "fault_series"):
             result.pop(key, None)
         result["elapsed_s"] = result["virtual_s"]
         result["settings"] = settings_record(st, ep)
