@@ -49,6 +49,8 @@ class CellResult:
     duplicates: int
     in_order: bool
     lost: int
+    #: forward request datagrams the link delayed past later ones
+    reordered: int
     retransmissions: int
     retx_per_lost: float
     virtual_ms: float
@@ -93,13 +95,14 @@ def run_cell(
     flight: list[tuple[int, int, str, bytes, str, int]] = []
     seq = 0
     lost = 0
+    reordered = 0
     retx = 0
     acked: list[int] = []
     failed = 0
     end = max_ns
 
     def collect() -> None:
-        nonlocal seq, lost, retx
+        nonlocal seq, lost, retx, reordered
         for src, core in ((_A, a), (_B, b)):
             for data, dst, ent in core.datagrams_to_send(now):
                 fwd = src == _A and _is_request(data)
@@ -112,6 +115,7 @@ def run_cell(
                     t = now + delay_ns
                     if reorder and rng.random() < reorder:
                         t += rng.randrange(1, 4 * delay_ns)
+                        reordered += fwd
                     seq += 1
                     heapq.heappush(flight, (t, seq, dst, data, src, ent))
 
@@ -162,6 +166,7 @@ def run_cell(
         duplicates=dups,
         in_order=in_order,
         lost=lost,
+        reordered=reordered,
         retransmissions=retx,
         retx_per_lost=round(retx / lost, 2) if lost else 0.0,
         virtual_ms=round(now / 1e6, 3),
