@@ -97,6 +97,7 @@ class PdsState:
     #: outstanding RUDI requests by packet id, in order of latest transmission
     _rudi_out: dict[int, RudiPkt]
     _rudi_wait: deque[RudiPkt]
+    _rudi_peer_out: dict[str, int]
     #: RUDI requests parked after a resource-shortage NACK (an upper bound, recounted)
     _rudi_parked: int
     #: RTO back-offs in force for RUDI requests (uet.pds.backoff); a response resets it
