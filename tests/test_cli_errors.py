@@ -665,6 +665,7 @@ def test_conformance_ctrl_c_reports_the_cases_run_then_one_line_and_130(monkeypa
         return Result(case, "pass", 0.0)
 
     monkeypatch.setattr(conformance, "run_case", run_case)
+    monkeypatch.setattr(conformance, "_probe", lambda session, link: None)  # no target runs here
     target, local = loopback_addresses(2)
     rc = conformance.main(["--target", target, "--local", local, "--port", "4899", "--json"])
     out, err = capsys.readouterr()
