@@ -140,7 +140,7 @@ class RunError(Exception):
 
 
 def build_workload(s: dict[str, Any]) -> Workload:
-    """The workload object of run settings ``s`` (RunError for a bad name or size)."""
+    """The workload object of run settings ``s`` (RunError for a bad name, size or parameter)."""
     try:
         return make(
             s["workload"],
@@ -148,6 +148,7 @@ def build_workload(s: dict[str, Any]) -> Workload:
             message_bytes=int(s["message_bytes"]),
             messages=int(s["messages"]),
             seed=int(s["seed"]),
+            params=s.get("workload_params"),
         )
     except ValueError as e:
         raise RunError(str(e)) from None
@@ -308,7 +309,7 @@ class Launcher:
             raise RunError(f"the topology has {len(ready['hosts'])} hosts for {n} endpoints")
         assert self.derived is not None  # fabric_args derived the run's settings
         fa = self.addresses = [h["ip"] for h in hosts]
-        wspec = {"name": wl.name, "n": n, "message_bytes": wl.message_bytes, "messages": wl.messages, "seed": wl.seed}
+        wspec = wl.spec()
         for i in range(n):
             spec = {
                 "fa": fa[i],
@@ -675,6 +676,8 @@ def settings_record(s: dict[str, Any], endpoint: dict[str, Any]) -> dict[str, An
     out = {k: s[k] for k in (*keys, "transport") if k in s}
     out["topology"] = s.get("scenario") or s.get("topology")
     out["overrides"] = list(s.get("overrides", []))
+    if s.get("workload_params"):
+        out["workload_params"] = s["workload_params"]
     out["endpoint"] = endpoint
     return out
 
@@ -805,6 +808,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument(
+        "--workload-set",
+        dest="wl_overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a parameter of the workload's own ([workload.params]), e.g. senders=8 for incast",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--csv", metavar="FILE", help="also write the per-flow results as CSV")
     p.add_argument(

@@ -71,6 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tss", action="store_true", default=None, help="secure endpoints: every datagram sealed (TSS)")
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument(
+        "--workload-set",
+        dest="wl_overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a parameter of the workload's own ([workload.params]), e.g. senders=8 for incast",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--timing", action="store_true", help="include CPU time and speed in --json")
     p.add_argument("--plot", metavar="DIR", help="write FCT CDF, queue depth and throughput plots")
