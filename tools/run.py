@@ -98,7 +98,7 @@ from uet.tools.cli import (
 )
 from uet.tools.fault_options import add_fault_options, check_fault_names, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
-from uet.tools.run_settings import load_scenario, read_settings
+from uet.tools.run_settings import add_workload_option, load_scenario, read_settings
 
 from uet.scenario import Scenario, Settings, derive
 from uet.scenario.derive import fairness_note
@@ -736,14 +736,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument(
-        "--workload-set",
-        dest="wl_overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a parameter of the workload's own ([workload.params]), e.g. senders=8 for incast",
-    )
+    add_workload_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--csv", metavar="FILE", help="also write the per-flow results as CSV")
     p.add_argument(
