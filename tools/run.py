@@ -1104,7 +1104,7 @@ def _emit_both(
     if note:
         sys.stdout.write(note + "\n")
     render_comparison(
-        cmp, f"uet-run {s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})"
+        cmp, f"{s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})"
     )
     for tr, res in runs.items():
         bad = [f for f in res.get("flows", []) if not f.get("intact")]
