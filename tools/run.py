@@ -1103,9 +1103,7 @@ def _emit_both(
     engine = "virtual time" if first.get("engine") == "sim" else "live processes"
     if note:
         sys.stdout.write(note + "\n")
-    render_comparison(
-        cmp, f"{s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})"
-    )
+    render_comparison(cmp, f"{s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})")
     for tr, res in runs.items():
         bad = [f for f in res.get("flows", []) if not f.get("intact")]
         if res.get("interrupted"):
