@@ -101,7 +101,7 @@ from uet.tools.cli import (
 )
 from uet.tools.fault_options import add_fault_options, check_fault_names, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
-from uet.tools.run_settings import load_scenario, read_settings
+from uet.tools.run_settings import add_workload_option, load_scenario, read_settings
 
 from uet.scenario import Scenario, Settings, derive
 from uet.scenario.derive import fairness_note
@@ -808,14 +808,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument(
-        "--workload-set",
-        dest="wl_overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a parameter of the workload's own ([workload.params]), e.g. senders=8 for incast",
-    )
+    add_workload_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--csv", metavar="FILE", help="also write the per-flow results as CSV")
     p.add_argument(
@@ -1192,9 +1185,7 @@ def _emit_both(
     engine = "virtual time" if first.get("engine") == "sim" else "live processes"
     if note:
         sys.stdout.write(note + "\n")
-    render_comparison(
-        cmp, f"uet-run {s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})"
-    )
+    render_comparison(cmp, f"{s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})")
     for tr, res in runs.items():
         bad = [f for f in res.get("flows", []) if not f.get("intact")]
         if res.get("interrupted"):

@@ -26,7 +26,7 @@ from typing import Any
 from uet.tools.cli import UsageError, parse_rate, parse_size
 from uet.tools.config_check import check_dataclass, describe_keys
 
-__all__ = ["IP_UDP_BYTES", "check_settings", "load_scenario", "max_payload", "read_settings"]
+__all__ = ["IP_UDP_BYTES", "add_workload_option", "check_settings", "load_scenario", "max_payload", "read_settings"]
 
 #: IPv4 (20) + UDP (8) header bytes in front of every UET datagram on the fabric
 IP_UDP_BYTES = 28
@@ -179,6 +179,18 @@ def check_settings(
     if s.get("plot"):
         require_matplotlib()
     return topo, derived
+
+
+def add_workload_option(p: Any) -> None:
+    """``--workload-set KEY=VALUE`` (``uet-run`` and ``uet-sim``): a parameter of the workload's own."""
+    p.add_argument(
+        "--workload-set",
+        dest="wl_overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a parameter of the workload's own ([workload.params]), e.g. senders=8 for incast",
+    )
 
 
 def read_settings(
