@@ -3,7 +3,10 @@
 The launcher passes a JSON spec as the only argument: the FEP's Fabric Address and the switch
 port of its NIC (``uet-fabric``'s UDP socket for this host), the host link rate (for PFC quanta),
 the :class:`~uet.endpoint.EndpointConfig` fields, the workload (name, endpoints, message size and
-count, seed: :func:`uet.workloads.make`), this endpoint's rank and every rank's Fabric Address.
+count, seed: :func:`uet.workloads.make`), this endpoint's rank and every rank's Fabric Address,
+and the run's clock (``clock``: the shared start instant and time-dilation factor,
+:class:`uet.clock.DilatedClock`): the link, the endpoint and the workload's completion times all
+run on it, so they are virtual times.
 
 Protocol: JSON lines on stdout, commands on stdin.
 
@@ -14,7 +17,7 @@ Protocol: JSON lines on stdout, commands on stdin.
 3. Reports what the rank measured: per flow sent ``{"event": "flow", ...}`` (bytes, completion
    time, retransmits, the SHA-256 of every message, error), per message received ``{"event":
    "rx", "flow", "index", "src", "bytes", "sha256", "t"}``, then ``{"event": "done", "check"}``.
-   When the timeout expires first: the flows finished, every unfinished flow with error
+   When the timeout (real seconds) expires first: the flows finished, every unfinished flow with error
    ``timeout`` and its retransmissions so far (:meth:`uet.workloads.Workload.unfinished`), the
    messages received, then ``{"event": "error", "error": "timeout", "counters"}``.
 4. Then waits for ``stop`` (or end of input), closes the endpoint and prints ``{"event":
@@ -33,10 +36,12 @@ import json
 import os
 import signal
 import sys
+from dataclasses import replace
 from typing import Any
 
 from uet.fabric.profiles import merge
 
+from uet.clock import DilatedClock
 from uet.endpoint import Endpoint, EndpointConfig, run
 from uet.link.fabric import FabricLink
 from uet.workloads import RankReport, make
@@ -75,14 +80,17 @@ async def _lines(loop: asyncio.AbstractEventLoop) -> asyncio.StreamReader:
 async def worker(spec: dict[str, Any]) -> int:
     loop = asyncio.get_running_loop()
     switch = (spec["switch"][0], int(spec["switch"][1]))
+    clock = DilatedClock.from_spec(spec.get("clock"))
     ep: Any
     if spec.get("transport", "uet") == "roce":
-        ep = await _roce_endpoint(spec, switch)
+        ep = await _roce_endpoint(spec, switch, clock)
         link = ep.link
     else:
         cfg = merge(EndpointConfig(), spec.get("endpoint", {}))
-        link = FabricLink(spec["fa"], switch, rate_bps=int(spec["rate_bps"]), deliver_trimmed=True)
-        ep = Endpoint(link, job=int(spec.get("job", 0)), config=cfg)
+        if cfg.seed is None:  # the simulator's seed for this rank's core (uet.sim.scenario)
+            cfg = replace(cfg, seed=core_seed(spec))
+        link = FabricLink(spec["fa"], switch, rate_bps=int(spec["rate_bps"]), deliver_trimmed=True, clock=clock)
+        ep = Endpoint(link, job=int(spec.get("job", 0)), config=cfg, clock=clock)
     w = spec["workload"]
     wl = make(
         w["name"], int(w["n"]), message_bytes=int(w["message_bytes"]), messages=int(w["messages"]), seed=int(w["seed"])
@@ -96,12 +104,14 @@ async def worker(spec: dict[str, Any]) -> int:
     failed = False
     rank = int(spec["rank"])
     report = RankReport()
-    t0 = loop.time()
+    t0 = clock.seconds()
     try:
-        await asyncio.wait_for(wl.run(rank, ep, spec["addresses"], report), float(spec.get("timeout_s", 120)))
+        await asyncio.wait_for(
+            wl.run(rank, ep, spec["addresses"], report, now=clock.seconds), float(spec.get("timeout_s", 120))
+        )
     except TimeoutError:
         # what the rank achieved, and its unfinished flows with their retransmissions so far
-        for f in [*report.flows, *wl.unfinished(rank, ep, spec["addresses"], report, loop.time() - t0)]:
+        for f in [*report.flows, *wl.unfinished(rank, ep, spec["addresses"], report, clock.seconds() - t0)]:
             _emit({"event": "flow", **vars(f)})
         for r in report.rx:
             _emit({"event": "rx", **vars(r)})
@@ -121,13 +131,11 @@ async def worker(spec: dict[str, Any]) -> int:
     return 1 if failed else 0
 
 
-async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int]) -> Any:
+async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int], clock: DilatedClock) -> Any:
     """``transport = "roce"``: a :class:`~uet.roce_endpoint.RoceEndpoint` on the fabric link, its
     QPs sized for the host link (:func:`~uet.roce.core.config_for_link`, the timeout scaled to the
     profile's ``rtt_ns``) and connected by parameters derived from the run's seed (every
     endpoint of the run agrees on them, :class:`~uet.roce.cm.StaticCm`)."""
-    from dataclasses import replace
-
     from uet.roce.cm import StaticCm
     from uet.roce.core import config_for_link, timeout_for_rtt
     from uet.roce_endpoint import RoceEndpoint
@@ -136,8 +144,16 @@ async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int]) -> Any:
     qp = config_for_link(rate, int(spec.get("mtu", 1500)))
     qp = replace(qp, timeout=timeout_for_rtt(spec.get("rtt_ns")))
     return await RoceEndpoint.over_fabric(
-        spec["fa"], switch, rate_bps=rate, config=qp, cm=StaticCm(int(spec.get("seed", 0))), seed=int(spec["rank"])
-    )
+        spec["fa"], switch, rate_bps=rate, config=qp, cm=StaticCm(int(spec.get("seed", 0))), seed=core_seed(spec),
+        clock=clock,
+    )  # fmt: skip
+
+
+def core_seed(spec: dict[str, Any]) -> int:
+    """The seed of this rank's core: the run seed and the rank, combined as the simulator combines
+    them (:func:`uet.sim.scenario.simulate`), so a live rank draws what its simulated twin draws
+    (entropies, QP randomness)."""
+    return (int(spec.get("seed", 0)) << 20) + int(spec["rank"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,6 +57,7 @@ from uet.fabric.switch import fabric_counters
 from uet.fabric.telemetry_io import switch_thresholds
 from uet.fabric.topology import Topology
 from uet.fep import FepConfig, FepCore
+from uet.roce.cm import StaticCm
 from uet.roce.config import QpConfig
 from uet.roce.core import PROVIDER_HEADER, RoceCore, config_for_link, timeout_for_rtt
 from uet.sim.endpoint import SimEndpoint
@@ -256,14 +257,17 @@ def simulate(
         raise SimulationError(f"transport {transport!r}: one of uet, roce")
     roce_cfg = roce_config(fabric, str(s.get("profile"))) if transport == "roce" else None
     cc_records: list[dict[str, Any]] = []  # ``timeline`` with CC on: cwnd / credit per sender
-    directory: dict[str, Any] = {}  # RoCE: the out-of-band connection exchange (rocev2 core docstring)
+    # RoCE: connection parameters derived from the run seed, as the live engine's endpoints derive
+    # them (uet.roce.cm.StaticCm; tools/run_worker.py): the same QPNs, so the same UDP source ports
+    # and the same ECMP paths on both engines
+    cm = StaticCm(seed)
     domain = secure_domain(seed) if s.get("tss") else None
     if domain is not None and roce_cfg is not None:
         raise SimulationError("tss: secure endpoints are UET endpoints (transport uet)")
     for i in range(n):
         core: Any
         if roce_cfg is not None:
-            core = RoceCore(fabric.hosts[i].ip, config=roce_cfg, seed=(seed << 20) + i, directory=directory)
+            core = RoceCore(fabric.hosts[i].ip, config=roce_cfg, seed=(seed << 20) + i, cm=cm)
         else:
             sec = None if domain is None else SecurityConfig(SecureDomainTable([domain.provision()]))
             log = _cc_logger(cc_records, i) if timeline and cfg.pds.cc != "none" else None
