@@ -138,6 +138,10 @@ class RoceCore:
         self._closed = False
         self._starved: list[QueuePair] = []  # QPs owed re-posted receives
         self._stats: dict[str, int] = {"messages_sent": 0, "unexpected": 0}  # received: the QPs count them
+        #: set by an adapter whose link sends every datagram from its own bound UDP port (the direct
+        #: link): any object with ``port`` (this end's) and ``peer_port`` (every peer's), read when a
+        #: connection opens; the ICRC then covers those ports (QueuePair.connect ``link_ports``)
+        self.link_ports: Any = None
 
     def __repr__(self) -> str:
         return f"RoceCore({self.address!r})"
@@ -152,8 +156,8 @@ class RoceCore:
             return qp
         a = self._new_qp()
         b = peer._new_qp()
-        a.connect(peer.address, b.qpn, b.start_psn)
-        b.connect(self.address, a.qpn, a.start_psn)
+        a.connect(peer.address, b.qpn, b.start_psn, link_ports=self._link_ports())
+        b.connect(self.address, a.qpn, a.start_psn, link_ports=peer._link_ports())
         self._attach(peer.address, a)
         peer._attach(self.address, b)
         return a
@@ -194,9 +198,13 @@ class RoceCore:
             start_psn=psn,
             log=self.log,
         )
-        qp.connect(peer, rqpn, rpsn)
+        qp.connect(peer, rqpn, rpsn, link_ports=self._link_ports())
         self._attach(peer, qp)
         return qp
+
+    def _link_ports(self) -> tuple[int, int] | None:
+        lp = self.link_ports
+        return None if lp is None else (lp.port, lp.peer_port)
 
     def _qp(self, peer: str) -> QueuePair:
         qp = self.qps.get(peer)
