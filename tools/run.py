@@ -126,7 +126,7 @@ from uet.tools.cli import (
     size_arg,
     yes_no,
 )
-from uet.tools.dilation import Dilation, choose, dilation_lines
+from uet.tools.dilation import SHORT_MARK, Dilation, choose, dilation_lines, short_of_cpu
 from uet.tools.dilation import verdict as dilation_verdict
 from uet.tools.fault_options import add_fault_options, check_fault_names, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
@@ -290,6 +290,8 @@ class Launcher:
         #: every process of the run shares (its start instant is taken when the run starts)
         self.dilation = Dilation(1.0, "given")
         self.clock = DilatedClock()
+        #: RoCE: the queue pairs' settings every endpoint takes (:func:`qp_settings`)
+        self.qp: dict[str, Any] | None = None
 
     def fabric_args(self, n: int) -> list[str]:
         s = self.s
@@ -309,6 +311,8 @@ class Launcher:
             extra = ["-o", f"hosts_per_leaf={math.ceil(n / leaves)}"]
         self.host_rate = topo.host_link.rate_bps
         self.host_mtu = topo.host_link.mtu
+        if s.get("transport") == "roce":  # the simulator's queue pairs for this fabric (uet.sim.scenario)
+            self.qp = qp_settings(topo, s["profile"])
         if self.faults is not None:  # a bad link name: one line, before any process starts
             check_fault_names(self.faults, merge(topo, overrides_to_dict(extra[1::2])) if extra else topo)
         args = ["-m", "uet.tools.fabric", "--profile", s["profile"]]
@@ -362,6 +366,7 @@ class Launcher:
                 "mtu": self.host_mtu,
                 "seed": int(s["seed"]),
                 "clock": self.clock.spec(),
+                "qp": self.qp,
             }
             w = await _spawn(f"endpoint {i} ({fa[i]})", "-m", "uet.tools.run_worker", json.dumps(spec))
             self.workers.append(w)
@@ -685,7 +690,10 @@ def render(result: dict[str, Any]) -> None:
     from rich.table import Table
 
     con = Console(width=None if sys.stdout.isatty() else 120)  # no 80-column wrap when piped
-    t = Table(title=f"uet-run {result['workload']}: {result['endpoints']} endpoints, {result['elapsed_s']} s")
+    for line in dilation_lines({str(result.get("transport", "uet")): result}):  # above the table
+        con.print(line, highlight=False, markup=False)
+    mark = f" {SHORT_MARK} CPU short" if short_of_cpu(result) else ""
+    t = Table(title=f"uet-run {result['workload']}: {result['endpoints']} endpoints, {result['elapsed_s']} s{mark}")
     cols = ("flow", "src → dst", "bytes", "completion (s)", "goodput (Gbit/s)", "slowdown", "retransmits", "intact")
     for col in cols:
         t.add_column(col, justify="left" if col == "src → dst" else "right")
@@ -1020,6 +1028,19 @@ async def _live_one(
         if cdf:
             result["plots"] = [*result["plots"], cdf]
     return (130 if ctrl_c.interrupted else 0), result
+
+
+def qp_settings(topo: Any, profile: str) -> dict[str, Any]:
+    """The RoCE queue pairs of a live run on ``topo``: the simulator's derivation
+    (:func:`uet.sim.scenario.roce_config`: sized for the host links, the ACK timeout scaled to the
+    profile's or the longest path's base RTT), so both engines run the same queue pairs."""
+    from dataclasses import asdict
+
+    from uet.fabric.model import Fabric
+
+    from uet.sim.scenario import roce_config
+
+    return asdict(roce_config(Fabric(topo), profile))
 
 
 def finish_live(result: dict[str, Any], launcher: Launcher) -> None:

@@ -20,8 +20,8 @@ Protocol: JSON lines on stdout, commands on stdin.
    When the timeout (real seconds) expires first: the flows finished, every unfinished flow with error
    ``timeout`` and its retransmissions so far (:meth:`uet.workloads.Workload.unfinished`), the
    messages received, then ``{"event": "error", "error": "timeout", "counters"}``.
-4. Then waits for ``stop`` (or end of input), closes the endpoint and prints ``{"event":
-   "closed", "counters": {...}}``.
+4. Then waits for ``stop`` (or end of input), closes the endpoint (after a failure: for at most
+   :data:`CLOSE_AFTER_FAILURE_S` real seconds) and prints ``{"event": "closed", "counters": {...}}``.
 
 Exit status 0; 1 when a send failed or the timeout expired. With ``UET_RUN_PARENT`` set, the
 process asks the kernel to SIGTERM it when the launcher dies (``PR_SET_PDEATHSIG``), so a killed
@@ -31,6 +31,7 @@ launcher leaves no orphans.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import json
 import os
@@ -49,6 +50,9 @@ from uet.workloads import RankReport, make
 __all__ = ["main", "die_with_parent"]
 
 _PR_SET_PDEATHSIG = 1
+#: real seconds a failed rank waits for its endpoint's graceful close: the close sequence runs in
+#: the run's (dilated) virtual time, so its ``close_timeout_s`` lasts TDF times longer in real time
+CLOSE_AFTER_FAILURE_S = 2.0
 
 
 def die_with_parent() -> None:
@@ -126,23 +130,32 @@ async def worker(spec: dict[str, Any]) -> int:
         _emit({"event": "done", "check": report.check})
         await stdin.readline()  # "stop" or end of input
     counters = ep.counters
-    await ep.close()
+    if failed:  # a graceful close waits for PDCs that may never answer: at most a real-time bound
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ep.close(), CLOSE_AFTER_FAILURE_S)
+    else:
+        await ep.close()
     _emit({"event": "closed", "counters": counters})
     return 1 if failed else 0
 
 
 async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int], clock: DilatedClock) -> Any:
     """``transport = "roce"``: a :class:`~uet.roce_endpoint.RoceEndpoint` on the fabric link, its
-    QPs sized for the host link (:func:`~uet.roce.core.config_for_link`, the timeout scaled to the
+    QPs as the launcher gives them (``qp``: the simulator's, :func:`uet.tools.run.qp_settings`; else
+    sized for the host link, :func:`~uet.roce.core.config_for_link`, the timeout scaled to the
     profile's ``rtt_ns``) and connected by parameters derived from the run's seed (every
     endpoint of the run agrees on them, :class:`~uet.roce.cm.StaticCm`)."""
     from uet.roce.cm import StaticCm
+    from uet.roce.config import QpConfig
     from uet.roce.core import config_for_link, timeout_for_rtt
     from uet.roce_endpoint import RoceEndpoint
 
     rate = int(spec["rate_bps"])
-    qp = config_for_link(rate, int(spec.get("mtu", 1500)))
-    qp = replace(qp, timeout=timeout_for_rtt(spec.get("rtt_ns")))
+    if spec.get("qp"):  # the launcher's (the simulator's derivation, uet.tools.run.qp_settings)
+        qp = merge(QpConfig(), spec["qp"])
+    else:
+        qp = config_for_link(rate, int(spec.get("mtu", 1500)))
+        qp = replace(qp, timeout=timeout_for_rtt(spec.get("rtt_ns")))
     return await RoceEndpoint.over_fabric(
         spec["fa"], switch, rate_bps=rate, config=qp, cm=StaticCm(int(spec.get("seed", 0))), seed=core_seed(spec),
         clock=clock,
