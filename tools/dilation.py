@@ -21,9 +21,11 @@ packet rate and the machine's cores, and from the event loops' timer grain::
 * ``U``: the share of them the run may use (:data:`UTILISATION`): bursts (an incast's first
   windows arrive at the switch at the senders' summed rate) and the machine's other work need the
   rest;
-* ``G``: the endpoints' timer grain in real time (:data:`TIMER_GRAIN_NS`, 1 ms: asyncio hands
-  ``epoll_wait`` a timeout in whole milliseconds and uvloop's clock has millisecond resolution),
-  which is G / TDF of virtual time; ``T`` the frame time at the host link rate and ``F``
+* ``G``: how late an endpoint's timer may fire in real time (:data:`TIMER_GRAIN_NS`, 1 ms: asyncio
+  hands ``epoll_wait`` a timeout in whole milliseconds, uvloop's clock has millisecond resolution,
+  and a busy machine schedules a woken process that late too — endpoint timers on a ``timerfd``, as
+  the switch process has, left the spread below unchanged at ×20), which is G / TDF of virtual
+  time; ``T`` the frame time at the host link rate and ``F``
   (:data:`GRAIN_FRAMES`) the share of it a timer may be late by: pacing (DCQCN's rate limiter)
   and coalesced-ACK timers fire that late. Measured, a 3:1 incast of one 64 KiB message per flow
   at 100 Mb/s (frame time 92 µs): at ×40 (grain 25 µs, 0.27 frame times) RoCEv2's live FCTs

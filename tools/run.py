@@ -292,6 +292,8 @@ class Launcher:
         self.clock = DilatedClock()
         #: RoCE: the queue pairs' settings every endpoint takes (:func:`qp_settings`)
         self.qp: dict[str, Any] | None = None
+        #: the topology the switch process models (sized for the endpoints): for the ideal FCTs
+        self.model_topology: Any = None
 
     def fabric_args(self, n: int) -> list[str]:
         s = self.s
@@ -313,6 +315,7 @@ class Launcher:
         self.host_mtu = topo.host_link.mtu
         if s.get("transport") == "roce":  # the simulator's queue pairs for this fabric (uet.sim.scenario)
             self.qp = qp_settings(topo, s["profile"])
+        self.model_topology = merge(topo, overrides_to_dict(extra[1::2])) if extra else topo
         if self.faults is not None:  # a bad link name: one line, before any process starts
             check_fault_names(self.faults, merge(topo, overrides_to_dict(extra[1::2])) if extra else topo)
         args = ["-m", "uet.tools.fabric", "--profile", s["profile"]]
@@ -518,11 +521,7 @@ class Launcher:
         elapsed: float,
     ) -> dict[str, Any]:
         assert self.workload is not None
-        rate = self.host_rate
-        # ideal here: the flow's bytes at the host link rate (uet-sim adds headers and the path)
-        res = summarize(
-            self.workload, fa, results, ideal_s=(lambda f: f.messages * f.nbytes * 8 / rate) if rate else None
-        )
+        res = summarize(self.workload, fa, results, ideal_s=self._ideal())
         errors = res["errors"]
         ok = res["ok"] and all(c == 0 for c in codes)
         fab = summary.get("fabric", {})
@@ -565,6 +564,24 @@ class Launcher:
             "telemetry": self.s.get("telemetry"),
             "intervals": self.intervals,
         }
+
+    def _ideal(self) -> Any:
+        """A flow's ideal completion time as the simulator defines it (its frames with their
+        headers at the host link rate, the path's store-and-forward and propagation and the last
+        ACK's way back: :func:`uet.sim.scenario.ideal_seconds`), on this run's topology, so the two
+        engines' slowdowns divide by the same figure."""
+        if self.model_topology is None:
+            return None
+        from uet.fabric.model import Fabric
+
+        from uet.sim.scenario import ideal_seconds
+
+        fabric = Fabric(self.model_topology)
+        roce = self.qp is not None
+        payload = (
+            int(self.qp["pmtu"]) if self.qp is not None else min(int(self.endpoint.get("payload_size", 4096)), 16383)
+        )
+        return lambda f: ideal_seconds(fabric, f, payload, roce=roce)
 
     def stop_all(self, sig: int = signal.SIGTERM) -> None:
         for c in self.children:
@@ -907,7 +924,10 @@ class _CtrlC:
 
 
 async def _main(
-    args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]], dilation: Dilation
+    args: argparse.Namespace,
+    settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
+    dilation: Dilation,
+    sim: dict[str, dict[str, Any]] | None = None,
 ) -> int:
     """The live engine: one run per transport (``both``: UET, then RoCEv2, each with its own fabric
     process; pcaps and plots then in ``DIR/uet`` and ``DIR/roce``), then the output. After Ctrl-C
@@ -934,8 +954,7 @@ async def _main(
             if code == 130:
                 return _emit_interrupted(args, s, ep, runs)
     if len(runs) > 1:
-        # the simulator's figures of the same scenario beside the live ones (tools/differential.py)
-        return _emit_both(args, s, ep, runs, sim=simulate_runs(s, topo, ep))
+        return _emit_both(args, s, ep, runs, sim=sim)
     result = _emit_one(args, next(iter(runs.values())), render)
     if result["diagnosis"]:
         sys.stderr.write(f"uet-run: note: {result['diagnosis']}\n")
@@ -1107,9 +1126,12 @@ def _body(argv: Sequence[str] | None) -> int:
     settings = settings_from(args)
     if args.engine == "sim":
         return _simulate(args, settings)
-    # one factor for every transport of the run, chosen before the event loop runs (the
-    # calibration is a short simulation, on a loop of its own)
-    return asyncio.run(_main(args, settings, dilation_for(args.dilation, *settings)))
+    # one factor for every transport of the run, and with both transports the simulator's figures
+    # of the same scenario to print beside the live ones (tools/differential.py): both before the
+    # event loop runs (each simulation runs on a loop of its own)
+    dilation = dilation_for(args.dilation, *settings)
+    sim = simulate_runs(*settings) if len(_transports(settings[0])) > 1 else None
+    return asyncio.run(_main(args, settings, dilation, sim))
 
 
 def _on_hosts(args: argparse.Namespace, argv: list[str]) -> int:
