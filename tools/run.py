@@ -1131,6 +1131,8 @@ def _body(argv: Sequence[str] | None) -> int:
     # event loop runs (each simulation runs on a loop of its own)
     dilation = dilation_for(args.dilation, *settings)
     sim = simulate_runs(*settings) if len(_transports(settings[0])) > 1 else None
+    if sim and any(r.get("interrupted") for r in sim.values()):
+        raise KeyboardInterrupt  # Ctrl-C during the simulation: nothing ran live yet
     return asyncio.run(_main(args, settings, dilation, sim))
 
 

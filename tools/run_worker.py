@@ -20,8 +20,8 @@ Protocol: JSON lines on stdout, commands on stdin.
    When the timeout (real seconds) expires first: the flows finished, every unfinished flow with error
    ``timeout`` and its retransmissions so far (:meth:`uet.workloads.Workload.unfinished`), the
    messages received, then ``{"event": "error", "error": "timeout", "counters"}``.
-4. Then waits for ``stop`` (or end of input), closes the endpoint (after a failure: for at most
-   :data:`CLOSE_AFTER_FAILURE_S` real seconds) and prints ``{"event": "closed", "counters": {...}}``.
+4. Then waits for ``stop`` (or end of input), closes the endpoint (for at most
+   :data:`CLOSE_WAIT_S` real seconds) and prints ``{"event": "closed", "counters": {...}}``.
 
 Exit status 0; 1 when a send failed or the timeout expired. With ``UET_RUN_PARENT`` set, the
 process asks the kernel to SIGTERM it when the launcher dies (``PR_SET_PDEATHSIG``), so a killed
@@ -50,9 +50,10 @@ from uet.workloads import RankReport, make
 __all__ = ["main", "die_with_parent"]
 
 _PR_SET_PDEATHSIG = 1
-#: real seconds a failed rank waits for its endpoint's graceful close: the close sequence runs in
-#: the run's (dilated) virtual time, so its ``close_timeout_s`` lasts TDF times longer in real time
-CLOSE_AFTER_FAILURE_S = 2.0
+#: real seconds a rank waits for its endpoint's graceful close (the FEP's default close timeout):
+#: the close sequence runs in the run's (dilated) virtual time, so its ``close_timeout_s`` would last
+#: TDF times longer in real time — the workload is over, only the PDCs' goodbyes are left
+CLOSE_WAIT_S = 2.0
 
 
 def die_with_parent() -> None:
@@ -130,11 +131,10 @@ async def worker(spec: dict[str, Any]) -> int:
         _emit({"event": "done", "check": report.check})
         await stdin.readline()  # "stop" or end of input
     counters = ep.counters
-    if failed:  # a graceful close waits for PDCs that may never answer: at most a real-time bound
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ep.close(), CLOSE_AFTER_FAILURE_S)
-    else:
-        await ep.close()
+    # the close sequence runs in the run's dilated time: its timeout (close_timeout_s, for peers that
+    # closed first or never answer) would last TDF times longer in real time; bound it in real time
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(ep.close(), CLOSE_WAIT_S)
     _emit({"event": "closed", "counters": counters})
     return 1 if failed else 0
 
