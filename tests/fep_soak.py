@@ -7,7 +7,7 @@ long enough for PDCs to close and re-open. Every message carries its sequence nu
 derived from it, so B checks each one arrives exactly once and intact, and A that every message
 it reports sent was delivered.
 
-The suite runs it over many seeds (tests/test_delivery_soak.py); a longer run is a command:
+The suite runs it over many seeds (tests/test_delivery_exactly_once.py); a longer run is a command:
 
     python tests/fep_soak.py --seeds 500 --messages 4000
 """

@@ -40,9 +40,11 @@ live ones, with the live/sim bar's verdict (tools/differential.py). ``--timeout`
 seconds.
 
 ``--engine sim`` runs the same scenario — settings, topology, endpoint configuration, workload
-objects, result shape — in one process in virtual time instead (:mod:`uet.sim`, as ``uet-sim``
-does, but keeping the scenario's profile and endpoint defaults of ``uet-run``); ``elapsed_s`` is
-then virtual time.
+objects, result shape — in one process in virtual time instead (:mod:`uet.sim`): it is exactly
+``uet-sim`` with the same arguments (the same defaults, the simulator's: the ``datacenter``
+profile on a fat tree, :mod:`uet.scenario.model`); ``elapsed_s`` is then virtual time. Options
+of one engine only: ``--timeout``, ``--pcap``, ``--telemetry``, ``--interval``, ``--hosts``
+(live); ``uet-sim``'s ``--tss``, ``--timing`` and ``--suite``.
 
 A scenario TOML holds the same settings: ``[run]`` (``workload``, ``endpoints``,
 ``message_bytes``, ``messages``, ``seed``, ``timeout_s``, ``profile``, ``rate_bps``),
@@ -50,31 +52,13 @@ A scenario TOML holds the same settings: ``[run]`` (``workload``, ``endpoints``,
 :class:`~uet.endpoint.EndpointConfig`, ``[endpoint.pds]`` for the PDS core). Command-line options
 override the file. Built-in default: ``incast``, 9 endpoints, 4 × 64 KiB per flow.
 
-Endpoint defaults for the fabric (**decisions**): 1024-byte payloads (the §8.9 lab PMTU: frames
-fit the 1500-byte MTU); data sent ECT(0) (``ecn_capable``); at most 16 packets in flight per lane
-(``max_inflight``), a 200 ms PDS RTO (``pds.rto_ns``) and trimmed packets resent until they get
-through (``pds.max_nack_retx`` at the spec's "infinite" setting, behaviour.md §2.9: with no
-congestion control the spec default of 5 fails messages in a sustained incast, as the simulator
-shows for ``all_to_all -n 16``). The PDS has no congestion control yet,
-and with ten Python processes on two shared cores the receiver's CPU, not the fabric, is the
-bottleneck of an incast: with 32 packets in flight and the endpoint's 50 ms RTO, half of eight
-8:1 runs collapsed into spurious retransmissions (about 400 per 256-packet flow with only ~6
-trims and no drops in the fabric) until "retry exhausted"; with 16 and 200 ms, 6 of 6 runs
-completed in ~0.25 s with hundreds of ECN marks on the receiver's downlink (8 in flight: too few
-marks to show congestion reliably).
-
-The RTO is **adaptive** on the live engine (``pds.rto_adaptive``, uet.pds.backoff: RFC 6298's
-``SRTT + 4 RTTVAR`` with the 200 ms above as its floor, backed off up to ``pds.rto_max_ns`` = 1 s
-and kept backed off until a valid sample), and a target reclaims a silent PDC only after
-``pds.target_idle_ns`` = 10 s: with the core's 1 s an initiator waiting out a backed-off RTO
-under load was taken for gone, its PDC closed under it and its messages failed (CLOSING_IN_ERR;
-14 of 240 flows in one all-to-all run). Why adaptive: when the offered load exceeds what the switch
-process can forward on the shared CPU, frames wait in its sockets' kernel queues (megabytes,
-outside the model: no drop, no mark, no trim) and the round trip grows to hundreds of ms; a fixed
-200 ms RTO then resent delivered packets, which added to the queues, until ``all_to_all -n 16``
-delivered nothing in 120 s (issue 10). A congestion control named in ``pds.cc`` gets the
-topology's link rate, the profile's base RTT and the payload size as its ``pds.cc_params``
-(:func:`~uet.tools.run_settings.derive_cc_params`).
+Endpoint, queue-pair and congestion-control defaults are derived from the scenario's physics by
+:func:`uet.scenario.derive` for both engines (``[endpoint]`` keys win); on the live engine's
+``realtime`` profile the Python processes, not the links, set the timing: 1024-byte payloads, 16
+packets in flight per lane, an adaptive RTO with a 200 ms floor and PDCs reclaimed after 10 s
+(the measured reasons: :data:`uet.scenario.derive.REALTIME_HOSTS`). A congestion control named in
+``pds.cc`` gets the host link rate, the base RTT and the payload size as its ``pds.cc_params``.
+The result's ``derived`` records what the run used.
 
 Output: a ``rich`` table of flows (bytes, completion time, goodput, retransmits, intact) and the
 fabric counters (ECN marks, trims, drops, pauses), or with ``--json`` one JSON object
@@ -97,23 +81,22 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
 import signal
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from uet.fabric.profiles import (
-    DATACENTER_RATE_BPS,
     PROFILES,
     REALTIME_RATE_BPS,
-    REALTIME_RTT_NS,
     load_topology,
     merge,
     overrides_to_dict,
 )
+from uet.tools.capture_options import add_capture_options, open_captures
 from uet.tools.cli import (
     ArgumentParser,
     RunFailed,
@@ -130,9 +113,12 @@ from uet.tools.dilation import SHORT_MARK, Dilation, choose, dilation_lines, sho
 from uet.tools.dilation import verdict as dilation_verdict
 from uet.tools.fault_options import add_fault_options, check_fault_names, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
-from uet.tools.run_settings import check_settings, derive_cc_params, load_scenario
+from uet.tools.run_settings import load_scenario, read_settings
 
 from uet.clock import DilatedClock
+from uet.scenario import Scenario, Settings, derive
+from uet.scenario.derive import fairness_note
+from uet.scenario.model import sizing_overrides
 from uet.workloads import WORKLOADS as _WORKLOADS
 from uet.workloads import Workload, make
 from uet.workloads.report import summarize
@@ -140,38 +126,22 @@ from uet.workloads.report import summarize
 __all__ = ["Launcher", "build_flows", "build_parser", "main"]
 
 WORKLOADS = tuple(_WORKLOADS)
-#: base RTT each profile's RoCE timeouts scale with (§8.9; uet.roce.core.timeout_for_rtt): the
-#: real-time profile's effective RTT, the lab's 50 µs, a 4-link datacenter path's ≈ 10 µs
-PROFILE_RTT_NS = {"realtime": REALTIME_RTT_NS, "lab": 50_000, "datacenter": 10_000}
 #: ``--transport``: UET, RoCEv2 (RC queue pairs with DCQCN, rocev2-and-fabric.md §6–§7), or both
 #: one after the other on the same scenario, with the side-by-side table (tools/compare.py)
 TRANSPORTS = ("uet", "roce", "both")
 
-DEFAULT_RUN: dict[str, Any] = {
-    "workload": "incast",
-    "endpoints": 9,
-    "message_bytes": 65536,
-    "messages": 4,
-    "seed": 1,
-    "timeout_s": 120.0,
-    "profile": "realtime",
-    "rate_bps": REALTIME_RATE_BPS,
-    "topology": "default",
-    "transport": "uet",
-}
-
-DEFAULT_ENDPOINT: dict[str, Any] = {
-    "payload_size": 1024,
-    "ecn_capable": True,
-    "max_inflight": 16,
-    "pds": {
-        "rto_ns": 200_000_000,
-        "rto_adaptive": True,
-        "rto_max_ns": 1_000_000_000,
-        "target_idle_ns": 10_000_000_000,
-        "max_nack_retx": 1 << 30,
-    },
-}
+#: the options that set ``[run]`` keys
+RUN_OPTIONS = (
+    "workload",
+    "endpoints",
+    "message_bytes",
+    "messages",
+    "seed",
+    "timeout_s",
+    "profile",
+    "rate_bps",
+    "transport",
+)
 
 
 class RunError(Exception):
@@ -281,6 +251,8 @@ class Launcher:
         self.rx_messages = 0
         self.host_rate = 0
         self.host_mtu = 1500
+        #: every default of the run, derived from its physics (set by :meth:`fabric_args`)
+        self.derived: Settings | None = None
         self.addresses: list[str] = []
         self.t_go: float | None = None
         #: per rank, what it reported so far (the flows it finished, the messages it received):
@@ -290,10 +262,12 @@ class Launcher:
         #: every process of the run shares (its start instant is taken when the run starts)
         self.dilation = Dilation(1.0, "given")
         self.clock = DilatedClock()
-        #: RoCE: the queue pairs' settings every endpoint takes (:func:`qp_settings`)
+        #: RoCE: the queue pairs' settings every endpoint takes (the derived ones)
         self.qp: dict[str, Any] | None = None
         #: the topology the switch process models (sized for the endpoints): for the ideal FCTs
         self.model_topology: Any = None
+        #: --pcap-per, --eventlog, --capture-max (tools/capture_options.py)
+        self.capture: argparse.Namespace | None = None
 
     def fabric_args(self, n: int) -> list[str]:
         s = self.s
@@ -303,21 +277,17 @@ class Launcher:
             rate_bps=int(s["rate_bps"]),
             overrides=overrides_to_dict(s.get("overrides", [])),
         )
-        per_leaf_hosts = {"rail": topo.groups * topo.rails, "three_tier": topo.pods * topo.leaves}
-        leaves = per_leaf_hosts.get(topo.kind, topo.leaves)
-        extra = []
-        if topo.kind == "fat_tree":
-            if topo.host_count() < n:
-                extra = ["-o", f"hosts={n}"]
-        elif leaves * topo.hosts_per_leaf < n:
-            extra = ["-o", f"hosts_per_leaf={math.ceil(n / leaves)}"]
+        grow = sizing_overrides(topo, n)
+        extra = [a for k, v in grow.items() for a in ("-o", f"{k}={v}")]
+        sized = merge(topo, grow) if grow else topo
+        self.derived = derive(Scenario("live", s, self.topology_table, self.endpoint), sized)
         self.host_rate = topo.host_link.rate_bps
         self.host_mtu = topo.host_link.mtu
-        if s.get("transport") == "roce":  # the simulator's queue pairs for this fabric (uet.sim.scenario)
-            self.qp = qp_settings(topo, s["profile"])
-        self.model_topology = merge(topo, overrides_to_dict(extra[1::2])) if extra else topo
+        if s.get("transport") == "roce":  # the derived queue pairs, the simulator's too
+            self.qp = asdict(self.derived.qp)
+        self.model_topology = sized
         if self.faults is not None:  # a bad link name: one line, before any process starts
-            check_fault_names(self.faults, merge(topo, overrides_to_dict(extra[1::2])) if extra else topo)
+            check_fault_names(self.faults, sized)
         args = ["-m", "uet.tools.fabric", "--profile", s["profile"]]
         args += ["--dilation", repr(self.clock.factor), "--start-ns", str(self.clock.start_ns)]
         if s["profile"] == "realtime":  # uet-fabric refuses --rate for the other profiles: their rate is their own
@@ -336,6 +306,8 @@ class Launcher:
         for opt in ("pcap", "plot", "telemetry"):
             if s.get(opt):
                 args += [f"--{opt}", str(s[opt])]
+        if s.get("pcap") and self.capture is not None:
+            args += ["--pcap-per", self.capture.pcap_per or "port", "--capture-max", str(self.capture.capture_max)]
         return args + self.fault_argv
 
     async def run(self) -> dict[str, Any]:
@@ -352,6 +324,7 @@ class Launcher:
         hosts = ready["hosts"][:n]
         if len(hosts) < n:
             raise RunError(f"the topology has {len(ready['hosts'])} hosts for {n} endpoints")
+        assert self.derived is not None  # fabric_args derived the run's settings
         fa = self.addresses = [h["ip"] for h in hosts]
         wspec = {"name": wl.name, "n": n, "message_bytes": wl.message_bytes, "messages": wl.messages, "seed": wl.seed}
         for i in range(n):
@@ -365,11 +338,12 @@ class Launcher:
                 "addresses": fa,
                 "timeout_s": timeout,
                 "transport": s.get("transport", "uet"),
-                "rtt_ns": PROFILE_RTT_NS.get(s["profile"], REALTIME_RTT_NS),
+                "rtt_ns": self.derived.roce_rtt_ns,
                 "mtu": self.host_mtu,
                 "seed": int(s["seed"]),
                 "clock": self.clock.spec(),
                 "qp": self.qp,
+                **self._eventlog_spec(i),
             }
             w = await _spawn(f"endpoint {i} ({fa[i]})", "-m", "uet.tools.run_worker", json.dumps(spec))
             self.workers.append(w)
@@ -561,6 +535,7 @@ class Launcher:
             "plots": summary.get("plots", []),
             **({"faults": summary["faults"]} if "faults" in summary else {}),
             "pcaps": _written(self.s.get("pcap"), ".pcap"),
+            "eventlogs": [e["eventlog"] for e in map(self._eventlog_spec, range(len(self.workers))) if e],
             "telemetry": self.s.get("telemetry"),
             "intervals": self.intervals,
         }
@@ -582,6 +557,16 @@ class Launcher:
             int(self.qp["pmtu"]) if self.qp is not None else min(int(self.endpoint.get("payload_size", 4096)), 16383)
         )
         return lambda f: ideal_seconds(fabric, f, payload, roce=roce)
+
+    def _eventlog_spec(self, rank: int) -> dict[str, Any]:
+        """``--eventlog FILE``: each endpoint process writes its own file, FILE with ``-rank<N>``
+        (and the transport with ``--transport both``) before the suffix."""
+        c = self.capture
+        if c is None or not c.eventlog:
+            return {}
+        root, ext = os.path.splitext(c.eventlog)
+        tr = f"-{self.s['transport']}" if getattr(c, "transport_both", False) else ""
+        return {"eventlog": f"{root}{tr}-rank{rank}{ext}", "capture_max": c.capture_max}
 
     def stop_all(self, sig: int = signal.SIGTERM) -> None:
         for c in self.children:
@@ -829,63 +814,16 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--rank", type=int_arg(0), default=None, help="with --hosts: run only this rank, here")
     add_link_options(p)
+    add_capture_options(p, pcap=False)
     return p
 
 
 def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(run settings, inline topology table, endpoint table) from a scenario file and options,
-    checked (tools/run_settings.py): a mistake is a :class:`UsageError` (one line, exit 2)."""
-    s = dict(DEFAULT_RUN)
-    topo: dict[str, Any] = {}
-    ep = dict(DEFAULT_ENDPOINT)
-    explicit: set[str] = set()
-    if args.scenario:
-        doc = load_scenario(args.scenario)
-        s.update(doc.get("run", {}))
-        explicit |= set(doc.get("run", {}))
-        topo = doc.get("topology", {})
-        ep = _deep_update(ep, doc.get("endpoint", {}))
-        s["scenario"] = args.scenario
-    for k in (
-        "workload",
-        "endpoints",
-        "message_bytes",
-        "messages",
-        "seed",
-        "timeout_s",
-        "profile",
-        "rate_bps",
-        "transport",
-    ):
-        v = getattr(args, k)
-        if v is not None:
-            s[k] = v
-            explicit.add(k)
-    if args.topology:
-        s["topology"] = args.topology
-        topo = {}
-    s["overrides"] = list(s.get("overrides", [])) + args.overrides
-    for opt in ("pcap", "plot", "telemetry"):
-        if getattr(args, opt):
-            s[opt] = getattr(args, opt)
-    try:
-        ep = _deep_update(ep, overrides_to_dict(args.ep_overrides))
-    except ValueError as e:
-        raise UsageError(f"--endpoint-set: {e}") from None
-    if s.get("profile") == "datacenter" and "rate_bps" not in explicit:
-        s["rate_bps"] = DATACENTER_RATE_BPS  # the profile's own rate, as uet-sim has it
-    if s.get("workload") == "pairs" and "endpoints" not in explicit:
-        s["endpoints"] = 8  # pairs needs an even number; the default 9 is the incast's
-    t = check_settings(s, topo, ep, rate_given="rate_bps" in explicit)
-    ep = derive_cc_params(s, ep, t.host_link.rate_bps, PROFILE_RTT_NS.get(s["profile"], REALTIME_RTT_NS))
-    return s, topo, ep
-
-
-def _deep_update(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = _deep_update(out.get(k, {}), v) if isinstance(v, dict) else v
-    return out
+    checked, with every endpoint default derived from the scenario's physics
+    (:func:`uet.tools.run_settings.read_settings`, the same as ``uet-sim``'s for ``--engine sim``):
+    a mistake is a :class:`UsageError` (one line, exit 2)."""
+    return read_settings(args, getattr(args, "engine", "live"), (*RUN_OPTIONS, "pcap", "plot", "telemetry"))
 
 
 class _CtrlC:
@@ -935,6 +873,7 @@ async def _main(
     partial results (:func:`_emit_both`), exit 130."""
     s, topo, ep = settings
     runs: dict[str, dict[str, Any]] = {}
+    args.transport_both = s.get("transport") == "both"
     with _CtrlC() as ctrl_c:
         for tr in _transports(s):
             st = {**s, "transport": tr}
@@ -993,6 +932,7 @@ async def _live_one(
     launcher = Launcher(s, topo, ep)
     launcher.dilation = dilation
     launcher.interval = args.interval
+    launcher.capture = args
     launcher.fault_argv = fault_argv(args) + (["--faults", s["scenario"]] if _fault_table(s) else [])
     launcher.faults = faults_from(args, _fault_table(s), int(s["seed"]))
     progress_cm: Any = contextlib.nullcontext()
@@ -1049,25 +989,14 @@ async def _live_one(
     return (130 if ctrl_c.interrupted else 0), result
 
 
-def qp_settings(topo: Any, profile: str) -> dict[str, Any]:
-    """The RoCE queue pairs of a live run on ``topo``: the simulator's derivation
-    (:func:`uet.sim.scenario.roce_config`: sized for the host links, the ACK timeout scaled to the
-    profile's or the longest path's base RTT), so both engines run the same queue pairs."""
-    from dataclasses import asdict
-
-    from uet.fabric.model import Fabric
-
-    from uet.sim.scenario import roce_config
-
-    return asdict(roce_config(Fabric(topo), profile))
-
-
 def finish_live(result: dict[str, Any], launcher: Launcher) -> None:
     """What a live run's result adds once its processes ended: its transport and settings, the
     time-dilation verdict (did the CPU keep up, tools/dilation.py) and the CPU-starvation note."""
     s, ep = launcher.s, launcher.endpoint
     result["transport"] = s.get("transport", "uet")
     result["settings"] = settings_record(s, ep)
+    if launcher.derived is not None:
+        result["derived"] = launcher.derived.record()
     result["dilation"]["verdict"] = dilation_verdict(result, launcher.host_rate, int(ep.get("payload_size", 1024)))
     result["diagnosis"] = cpu_starvation(result)
 
@@ -1130,7 +1059,9 @@ def _body(argv: Sequence[str] | None) -> int:
     # of the same scenario to print beside the live ones (tools/differential.py): both before the
     # event loop runs (each simulation runs on a loop of its own)
     dilation = dilation_for(args.dilation, *settings)
-    sim = simulate_runs(*settings) if len(_transports(settings[0])) > 1 else None
+    s = settings[0]
+    faults = faults_from(args, _fault_table(s), int(s["seed"]))
+    sim = simulate_runs(*settings, faults=faults) if len(_transports(s)) > 1 else None
     if sim and any(r.get("interrupted") for r in sim.values()):
         raise KeyboardInterrupt  # Ctrl-C during the simulation: nothing ran live yet
     return asyncio.run(_main(args, settings, dilation, sim))
@@ -1157,17 +1088,19 @@ def _on_hosts(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> int:
     """``--engine sim``: the same settings, workload objects and result shape, in virtual time
-    (:func:`uet.sim.scenario.simulate`; the scenario's profile and endpoint settings as given).
+    (:func:`uet.sim.scenario.simulate`): the same run as ``uet-sim`` with these arguments.
     ``--transport both`` runs UET, then RoCEv2, on the same scenario (plots in ``DIR/uet`` and
     ``DIR/roce``) and prints the side-by-side table."""
     from uet.tools.sim import render as sim_render
 
     s, topo, ep = settings
-    for opt in ("pcap", "telemetry", "interval"):
+    for opt in ("telemetry", "interval"):
         if getattr(args, opt):
             raise UsageError(f"--{opt} works with the live engine only (the simulator has --plot)")
     faults = faults_from(args, _fault_table(s), int(s["seed"]))
-    runs = simulate_runs(s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty(), faults=faults)
+    runs = simulate_runs(
+        s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty(), faults=faults, capture=args
+    )
     interrupted = any(r.get("interrupted") for r in runs.values())
     if len(_transports(s)) > 1:
         _emit_both(args, s, ep, runs, not_run=[t for t in _transports(s) if t not in runs])
@@ -1199,6 +1132,7 @@ def simulate_runs(
     plot: str | None = None,
     progress: bool = False,
     faults: Any = None,
+    capture: argparse.Namespace | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The scenario in virtual time on each transport ``s["transport"]`` names (both: UET, then
     RoCEv2; plots then in ``plot/uet`` and ``plot/roce``): transport → ``uet-run``'s result.
@@ -1209,12 +1143,29 @@ def simulate_runs(
     for tr in _transports(s):
         st = {**s, "transport": tr}
         where = os.path.join(plot, tr) if plot and s.get("transport") == "both" else plot
-        result = run_sim(st, topo, ep, progress=progress, plot=where, faults=faults)
+        cap = open_captures(capture, transport=tr if s.get("transport") == "both" else None) if capture else None
+        try:
+            result = run_sim(
+                st,
+                topo,
+                ep,
+                progress=progress,
+                plot=where,
+                faults=faults,
+                taps=cap.taps if cap else None,
+                event_log=cap.log if cap else None,
+            )
+        finally:
+            if cap is not None:
+                cap.close()
+        if cap is not None:
+            cap.report(result)
         if where:
             from uet.sim.plots import write_plots
 
             result["plots"] = write_plots(result, where)
-        result.pop("timeline", None)
+        for key in ("timeline", "thresholds", "cc_timeline", "fault_series"):
+            result.pop(key, None)
         result["elapsed_s"] = result["virtual_s"]
         result["settings"] = settings_record(st, ep)
         runs[tr] = result
@@ -1272,7 +1223,10 @@ def _emit_both(
         bar = judge(runs, sim)
         out.update(sim=sim, differential=bar)
     done = 130 if interrupted else 0 if out["ok"] else 1
-    if args.csv:
+    note = fairness_note(first.get("derived", {}).get("tuned", []))
+    if note:
+        out["note"] = note
+    if getattr(args, "csv", None):
         for tr, res in runs.items():
             root, ext = os.path.splitext(args.csv)
             write_csv(res, f"{root}-{tr}{ext or '.csv'}")
@@ -1280,6 +1234,8 @@ def _emit_both(
         sys.stdout.write(json.dumps(out) + "\n")
         return done
     engine = "virtual time" if first.get("engine") == "sim" else "live processes"
+    if note:
+        sys.stdout.write(note + "\n")
     lines = dilation_lines(runs)
     for line in lines:
         sys.stdout.write(line + "\n")

@@ -87,15 +87,16 @@ async def worker(spec: dict[str, Any]) -> int:
     switch = (spec["switch"][0], int(spec["switch"][1]))
     clock = DilatedClock.from_spec(spec.get("clock"))
     ep: Any
+    log = _event_log(spec)
     if spec.get("transport", "uet") == "roce":
-        ep = await _roce_endpoint(spec, switch, clock)
+        ep = await _roce_endpoint(spec, switch, clock, log)
         link = ep.link
     else:
         cfg = merge(EndpointConfig(), spec.get("endpoint", {}))
         if cfg.seed is None:  # the simulator's seed for this rank's core (uet.sim.scenario)
             cfg = replace(cfg, seed=core_seed(spec))
         link = FabricLink(spec["fa"], switch, rate_bps=int(spec["rate_bps"]), deliver_trimmed=True, clock=clock)
-        ep = Endpoint(link, job=int(spec.get("job", 0)), config=cfg, clock=clock)
+        ep = Endpoint(link, job=int(spec.get("job", 0)), config=cfg, event_log=log, clock=clock)
     w = spec["workload"]
     wl = make(
         w["name"], int(w["n"]), message_bytes=int(w["message_bytes"]), messages=int(w["messages"]), seed=int(w["seed"])
@@ -135,13 +136,26 @@ async def worker(spec: dict[str, Any]) -> int:
     # closed first or never answer) would last TDF times longer in real time; bound it in real time
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(ep.close(), CLOSE_WAIT_S)
+    if log is not None:
+        log.close()
     _emit({"event": "closed", "counters": counters})
     return 1 if failed else 0
 
 
-async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int], clock: DilatedClock) -> Any:
+def _event_log(spec: dict[str, Any]) -> Any:
+    """``--eventlog``: this endpoint's JSON-lines log (``spec["eventlog"]``, bounded by
+    ``capture_max``, each record tagged with the rank), or None."""
+    if not spec.get("eventlog"):
+        return None
+    from uet.eventlog import EventLog
+
+    return EventLog(spec["eventlog"], max_bytes=spec.get("capture_max"), rank=int(spec["rank"]))
+
+
+async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int], clock: DilatedClock, log: Any = None) -> Any:
     """``transport = "roce"``: a :class:`~uet.roce_endpoint.RoceEndpoint` on the fabric link, its
-    QPs as the launcher gives them (``qp``: the simulator's, :func:`uet.tools.run.qp_settings`; else
+    QPs as the launcher gives them (``qp``: the scenario's derivation, :func:`uet.scenario.derive`,
+    the one the simulator runs; else
     sized for the host link, :func:`~uet.roce.core.config_for_link`, the timeout scaled to the
     profile's ``rtt_ns``) and connected by parameters derived from the run's seed (every
     endpoint of the run agrees on them, :class:`~uet.roce.cm.StaticCm`)."""
@@ -151,15 +165,21 @@ async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int], clock: D
     from uet.roce_endpoint import RoceEndpoint
 
     rate = int(spec["rate_bps"])
-    if spec.get("qp"):  # the launcher's (the simulator's derivation, uet.tools.run.qp_settings)
+    if spec.get("qp"):  # the launcher's (uet.scenario.derive, as the simulator's)
         qp = merge(QpConfig(), spec["qp"])
     else:
         qp = config_for_link(rate, int(spec.get("mtu", 1500)))
         qp = replace(qp, timeout=timeout_for_rtt(spec.get("rtt_ns")))
     return await RoceEndpoint.over_fabric(
-        spec["fa"], switch, rate_bps=rate, config=qp, cm=StaticCm(int(spec.get("seed", 0))), seed=core_seed(spec),
+        spec["fa"],
+        switch,
+        rate_bps=rate,
+        config=qp,
+        cm=StaticCm(int(spec.get("seed", 0))),
+        seed=core_seed(spec),
+        log=log,
         clock=clock,
-    )  # fmt: skip
+    )
 
 
 def core_seed(spec: dict[str, Any]) -> int:
