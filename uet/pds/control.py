@@ -101,6 +101,14 @@ class ControlMixin(PdsState):
                         pdc.gate.on_grant(payload, now)
                         self._dirty[pdc] = None
                     return
+                if ctl == _CT_REQ_CLEAR and pdc.peer == src and pdc.role == "initiator" and not pdc.rpdcid:
+                    # a target that holds its first ACK until we prove we receive
+                    # (uet.pds.validation) asks with CLEAR_REQ: the CLEAR names its PDCID
+                    fl = _ISROD if pdc.mode == _MODE_ROD else 0
+                    hdr = CONTROL.encode((11, _CT_CLEAR, fl, 0, 0, pdc.lpdcid, spdcid, (pdc.tx_base - 1) & _M32))
+                    self._out.append((hdr, src, self.config.control_entropy))
+                    self._count("ctl_tx_CLEAR")
+                    return
                 self._send_nack(src, _NC_PDC_HDR_MISMATCH, psn, pdc.lpdcid, spdcid, 0, now, entropy=entropy)
                 return
         if pdc.sdi != self._rx_sdi:
@@ -280,6 +288,8 @@ class ControlMixin(PdsState):
             )
 
     def _free_tpdc(self, tp: TargetPdc, now: int) -> None:
+        if not tp.proven and self.guard is not None:
+            self.guard.drop_pdc(tp.lpdcid)
         if tp.ret is not None:
             self._ret_fail(tp, "pdc closed", None)
         tp.state = transition(TARGET_TRANSITIONS, tp.state, _T_CLOSED)
@@ -363,7 +373,7 @@ class ControlMixin(PdsState):
         if tp.clear_req_at is not None and now >= tp.clear_req_at:
             if tp.last_rx > tp.clear_req_last:
                 tp.clear_reqs = 0  # the initiator spoke since the last CLEAR_REQ: a fresh budget
-            if tp.gtd and tp.clear_reqs < cfg.max_clear_req:
+            if tp.gtd and tp.clear_reqs < cfg.max_clear_req and self._is_proven(tp):
                 hi = max(tp.gtd, key=lambda p: psn_diff(p, tp.rx_base))
                 hdr = CONTROL.encode((11, _CT_REQ_CLEAR, 0, 0, 0, tp.lpdcid, tp.rpdcid, hi))
                 self._out.append((hdr, tp.peer, cfg.control_entropy))
@@ -377,5 +387,9 @@ class ControlMixin(PdsState):
                 tp.clear_req_at = None
         ti = cfg.target_idle_ns
         if ti is not None and tp.state is _T_ESTABLISHED and now >= tp.last_rx + ti:
+            if not self._is_proven(tp):  # its peer never proved it receives: nothing to ask it
+                self._count("unverified_pdc_idle")
+                self._free_tpdc(tp, now)
+                return
             self._count("target_idle_close")
             self._target_close_req(tp, now)
