@@ -87,6 +87,7 @@ import contextlib
 import json
 import math
 import os
+import secrets
 import signal
 import sys
 import time
@@ -260,6 +261,8 @@ class Launcher:
         self.rx_messages = 0
         self.host_rate = 0
         self.host_mtu = 1500
+        #: the RoCE connection manager's secret, shared by the run's endpoints only (uet.roce.cm)
+        self.cm_secret = secrets.token_hex(16)
         self.addresses: list[str] = []
         self.t_go: float | None = None
         #: per rank, what it reported so far (the flows it finished, the messages it received):
@@ -332,6 +335,7 @@ class Launcher:
                 "rtt_ns": PROFILE_RTT_NS.get(s["profile"], REALTIME_RTT_NS),
                 "mtu": self.host_mtu,
                 "seed": int(s["seed"]),
+                "cm_secret": self.cm_secret,
             }
             w = await _spawn(f"endpoint {i} ({fa[i]})", "-m", "uet.tools.run_worker", json.dumps(spec))
             self.workers.append(w)

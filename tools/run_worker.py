@@ -124,7 +124,7 @@ async def worker(spec: dict[str, Any]) -> int:
 async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int]) -> Any:
     """``transport = "roce"``: a :class:`~uet.roce_endpoint.RoceEndpoint` on the fabric link, its
     QPs sized for the host link (:func:`~uet.roce.core.config_for_link`, the timeout scaled to the
-    profile's ``rtt_ns``) and connected by parameters derived from the run's seed (every
+    profile's ``rtt_ns``) and connected by parameters derived from the run's random secret (every
     endpoint of the run agrees on them, :class:`~uet.roce.cm.StaticCm`)."""
     from dataclasses import replace
 
@@ -136,7 +136,12 @@ async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int]) -> Any:
     qp = config_for_link(rate, int(spec.get("mtu", 1500)))
     qp = replace(qp, timeout=timeout_for_rtt(spec.get("rtt_ns")))
     return await RoceEndpoint.over_fabric(
-        spec["fa"], switch, rate_bps=rate, config=qp, cm=StaticCm(int(spec.get("seed", 0))), seed=int(spec["rank"])
+        spec["fa"],
+        switch,
+        rate_bps=rate,
+        config=qp,
+        cm=StaticCm(str(spec["cm_secret"]).encode()),
+        seed=int(spec["rank"]),
     )
 
 
