@@ -57,6 +57,7 @@ from typing import Any
 from uet.fabric.kernel_queues import KernelQueue, read_udp_queues
 from uet.fabric.model import Fabric
 from uet.fabric.model.config import TC_DATA, TC_ROCE
+from uet.fabric.model.faults import FaultConfig
 from uet.fabric.model.nic import HostNic
 from uet.fabric.model.switch import Switch
 from uet.fabric.model.telemetry import PortBytes, QueueDepth, Telemetry
@@ -97,6 +98,8 @@ class ProcessConfig:
     max_batch: int = 64
     rcvbuf: int = 4 << 20
     sndbuf: int = 4 << 20
+    #: the fault schedule the model applies (uet.fabric.model.faults); None: none
+    faults: FaultConfig | None = None
 
 
 def uplink_imbalance(fabric: Fabric) -> float | None:
@@ -177,7 +180,7 @@ class FabricProcess:
         want_records = bool(cfg.telemetry or cfg.keep_telemetry)
         self.telemetry = Telemetry(enabled=want_records)
         self._queue_last: dict[tuple[str, int, int], int] = {}
-        self.fabric = Fabric(topology, seed=cfg.seed, telemetry=self.telemetry, deliver_pfc=True)
+        self.fabric = Fabric(topology, seed=cfg.seed, telemetry=self.telemetry, deliver_pfc=True, faults=cfg.faults)
         self.sink = JsonLines(cfg.telemetry, keep=cfg.keep_telemetry)
         self.socks: list[socket.socket] = []
         self.ports: list[tuple[str, int]] = []
@@ -482,6 +485,7 @@ class FabricProcess:
             "io": dict(self.stats),
             "pacing": self.pacing(),
             "kernel": self.kernel(),
+            **({"faults": self.fabric.failover.summary()} if self.fabric.failover is not None else {}),
             "hosts": [
                 {"host": h.name, "ip": h.ip, "udp": list(self.ports[i]) if i < len(self.ports) else None}
                 for i, h in enumerate(self.fabric.hosts)

@@ -290,6 +290,46 @@ class Topology:
         return Plan(switches + supers, hosts)
 
 
+@dataclass(frozen=True)
+class LinkPlan:
+    """One full-duplex link of a plan, named after its ends, the lower tier first: ``h3-leaf0``,
+    ``leaf3-spine1``, ``pod0-leaf1-pod0-spine0``, ``pod1-spine0-ss2``; parallel links between the
+    same two switches add ``#i`` (``leaf0-spine1#1``). ``uplink``: a leaf's link to the tier
+    above (what "N random uplinks" draws from)."""
+
+    name: str
+    a: str
+    a_port: int
+    b: str
+    b_port: int
+    uplink: bool
+
+
+_TIER = {"leaf": 0, "spine": 1, "superspine": 2}
+
+
+def plan_links(plan: Plan) -> list[LinkPlan]:
+    """Every link of ``plan`` once (host links first, in host order, then switch links in
+    wiring order); see :class:`LinkPlan` for the names."""
+    tier = {sp.name: _TIER[sp.tier] for sp in plan.switches}
+    out = [LinkPlan(f"{h.name}-{h.switch}", h.name, 0, h.switch, h.port, False) for h in plan.hosts]
+    pairs: list[tuple[str, int, str, int]] = []
+    for sp in plan.switches:
+        for port, (peer, peer_port) in enumerate(sp.peers):
+            if peer in tier and tier[sp.name] < tier[peer]:
+                pairs.append((sp.name, port, peer, peer_port))
+    count: dict[tuple[str, str], int] = {}
+    for a, _, b, _ in pairs:
+        count[(a, b)] = count.get((a, b), 0) + 1
+    seen: dict[tuple[str, str], int] = {}
+    for a, ap, b, bp in pairs:
+        i = seen.get((a, b), 0)
+        seen[(a, b)] = i + 1
+        name = f"{a}-{b}" if count[(a, b)] == 1 else f"{a}-{b}#{i}"
+        out.append(LinkPlan(name, a, ap, b, bp, tier[a] == 0))
+    return out
+
+
 def fat_tree_k(hosts: int) -> int:
     """The smallest even k whose k-ary fat tree holds ``hosts`` hosts (k³/4 ≥ hosts)."""
     k = 2

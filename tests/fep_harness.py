@@ -90,6 +90,7 @@ class FepPair:
         reorder: float = 0.0,
         corrupt: float = 0.0,
         delay_ns: int = 10_000,
+        reorder_ns: int | None = None,
         job: int = 7,
         pid: int = 1,
         security_a: Any = None,
@@ -109,6 +110,8 @@ class FepPair:
         self.reorder = reorder
         self.corrupt = corrupt
         self.delay_ns = delay_ns
+        #: largest extra delay of a reordered datagram (default 4 × ``delay_ns``)
+        self.reorder_ns = 4 * delay_ns if reorder_ns is None else reorder_ns
         self.now = 0
         self._seq = 0
         self._flight: list[tuple[int, int, str, Datagram]] = []
@@ -144,7 +147,7 @@ class FepPair:
                 d = bytes(b)
             at = self.now + self.delay_ns
             if self.reorder and r.random() < self.reorder:
-                at += r.randrange(1, 4 * self.delay_ns)
+                at += r.randrange(1, self.reorder_ns)
             self._seq += 1
             heapq.heappush(self._flight, (at, self._seq, t.destination, Datagram(d, src, t.ecn, source_port=t.entropy)))
 

@@ -204,8 +204,9 @@ async def test_addressing_errors_and_absolute_addressing() -> None:
             await w(ea.send(Peer(eb.address, pid=3, ri=5, job=7), b"a"))
         with pytest.raises(E.Undeliverable):  # absolute addressing, no such process
             await w(ea.send(Peer(eb.address, pid=9, relative=False), b"a"))
-        with pytest.raises(E.BadGeneration):
-            await w(ea.send(Peer(eb.address, pid=3, job=7, generation=5), b"a"))
+        # a stale generation is adopted from the BAD_GENERATION response, as a write does (§6.4)
+        await w(ea.send(Peer(eb.address, pid=3, job=7, generation=5), b"gen"))
+        assert (await w(eb.recv())).data == b"gen"
         # absolute addressing from job 42: a region restricted to job 7 is "unknown"...
         with pytest.raises(E.BadMkey):
             await w(ea.write(Peer(eb.address, pid=3, relative=False), own.key, 0, b"a"))

@@ -142,7 +142,19 @@ FAULT_CATCHERS: dict[str, tuple[set[str], list[str]]] = {
     # NAK-009/010 cannot catch a wrong NACK code; NAK-010 checks the buffered PSN's SACK bit instead
     "no-sack-bits": ({*(f"ACK-{i:03d}" for i in range(4, 11)), "NAK-010"}, []),
     "accept-bad-mkey": (
-        {"CLR-001", "CLR-005", "CLR-006", "RC-008", "RC-009", "RC-012", "RC-013", "RC-022", "RUDI-012"},
+        {
+            "CLR-001",
+            "CLR-003",
+            "CLR-004",
+            "CLR-005",
+            "CLR-006",
+            "RC-008",
+            "RC-009",
+            "RC-012",
+            "RC-013",
+            "RC-022",
+            "RUDI-012",
+        },
         [],
     ),
     "ack-psn-off-by-one": (
@@ -226,7 +238,7 @@ def test_missing_preconditions_are_skips_with_a_reason(tmp_path: Path) -> None:
                  "-k", "RMA-", "-k", "RC-014", "--json"]
             )  # fmt: skip
     report = json.loads(out.getvalue())
-    assert rc == 0
+    assert rc == 1  # MUST cases skipped: conformance not shown (tests/test_conformance_cli.py)
     assert {c["outcome"] for c in report["cases"]} == {"skip"}
     assert all("--region" in c["reason"] for c in report["cases"])
 
@@ -244,7 +256,10 @@ def test_defaults_match_uet_peer_defaults(tmp_path: Path) -> None:
     report = json.loads(out.getvalue())
     assert report["target"]["job"] == p.identity["job"]
     assert failed(report) == set()
-    assert rc == 0
+    # EST-018 (MUST) needs a region the tester was not told of: not a pass (tests/test_conformance_cli.py)
+    assert rc == 1 and {c["id"] for c in report["cases"] if c["outcome"] == "skip" and c["level"] == "MUST"} == {
+        "EST-018"
+    }
 
 
 @pytest.mark.parametrize(
@@ -308,3 +323,38 @@ def test_readme_conformance_commands_run_as_written(tmp_path: Path) -> None:
     ET.parse(tmp_path / "conformance.xml")
     assert '"stopped": true' in (tmp_path / "peer.json").read_text(), why
     assert "goodput_gbps" in r.stdout and "Traceback" not in r.stderr, why
+
+
+#: the areas whose cases judge the target's SES (a target with no SES must fail each of them)
+SES_AREAS = {"ses-opcode", "ses-rc", "ses-match", "ses-rma", "ses-defer", "ses-rndv", "atomic"}
+
+
+def test_a_responder_without_ses_fails_every_ses_case(tmp_path: Path) -> None:
+    """A raw-UDP responder that ACKs every request at the PDS level but has no SES at all
+    (tests/conformance_raw_responder.py) fails every SES case and every RUDI case that needs a
+    response; only RUDI-011 (silence toward an unsolicited response) holds for it."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conformance_raw_responder import RawResponder
+
+    from uet.conformance.profile import default_profile
+
+    addr, local, port = _addr_port()
+    ident = tmp_path / "raw.json"
+    ident.write_text(json.dumps({"address": addr, "port": port, "job": 1, "pid": 0, "ri": 0,
+                                 **default_profile(1).as_json()}))  # fmt: skip
+    raw = RawResponder(addr, port)
+    try:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = conformance.main(["--target", addr, "--port", str(port), "--local", local, "--identity", str(ident),
+                                   "--json", "--timeout", "1", "-k", "ses-", "-k", "AMO-", "-k", "RUDI-"])  # fmt: skip
+    finally:
+        raw.close()
+    report = json.loads(out.getvalue())
+    assert rc == 1
+    by_area: dict[str, set[str]] = {}
+    for c in report["cases"]:
+        by_area.setdefault(c["area"], set()).add(c["outcome"])
+    assert SES_AREAS <= set(by_area) and all(by_area[a] == {"fail"} for a in SES_AREAS), by_area
+    passed = {c["id"] for c in report["cases"] if c["outcome"] == "pass"}
+    assert passed == {"RUDI-011"}, passed

@@ -302,7 +302,7 @@ def test_decode_tool_reports_a_bad_icrc() -> None:
 
     with contextlib.redirect_stdout(out):
         rc = main(["--hex", bad.hex()])
-    assert rc == 0
+    assert rc == 1  # a wrong ICRC counts like a malformed packet
     assert "ICRC aeb3d1be is wrong (should be aeb3d1bf)" in out.getvalue()
     with contextlib.redirect_stdout(io.StringIO()) as o2:
         assert main(["--filter", "send_only", "--hex", SEND_ONLY.hex()]) == 0

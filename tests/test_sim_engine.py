@@ -128,3 +128,46 @@ def test_one_seed_gives_identical_results_and_another_seed_differs() -> None:
     c = simulate({**s, "seed": 6})
     c.pop("timing")
     assert json.dumps(c, sort_keys=True) != json.dumps(a, sort_keys=True)
+
+
+def test_the_virtual_time_loop_overrides_no_private_member_of_asyncio() -> None:
+    """The loop is a SelectorEventLoop with a selector of ours and a ``time()`` override, both
+    public extension points: a new Python minor version that renames asyncio internals cannot
+    break it (issue: the loop used to subclass BaseEventLoop and override private members)."""
+    import selectors
+
+    from uet.sim.loop import EngineSelector
+
+    own = {name for name in vars(VirtualTimeLoop) if not (name.startswith("__") and name.endswith("__"))}
+    assert own == {"time"}
+    assert issubclass(VirtualTimeLoop, asyncio.SelectorEventLoop)
+    assert issubclass(EngineSelector, selectors.BaseSelector)
+    methods = {n for n, v in vars(EngineSelector).items() if callable(v)}
+    assert methods == {"__init__", "register", "unregister", "select", "get_map", "close"}
+
+
+def test_the_engine_selector_keeps_registrations_and_never_reports_one_ready() -> None:
+    import selectors
+    import socket
+
+    from uet.sim.loop import EngineSelector
+
+    eng, _ = _net(2)
+    sel = EngineSelector(eng)
+    a, b = socket.socketpair()
+    try:
+        key = sel.register(a, selectors.EVENT_READ, "x")
+        assert sel.get_key(a) == key and len(sel.get_map()) == 1 and list(sel.get_map()) == [a]
+        with pytest.raises(KeyError):
+            sel.register(a, selectors.EVENT_READ)
+        with pytest.raises(ValueError):
+            sel.register(b, 0)
+        b.send(b"wake")  # readable, yet the engine is what the selector runs
+        assert sel.select(0.002) == [] and eng.now == 2_000_000
+        assert sel.unregister(a) == key and len(sel.get_map()) == 0
+        with pytest.raises(KeyError):
+            sel.unregister(a)
+    finally:
+        a.close()
+        b.close()
+        sel.close()

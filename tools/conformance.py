@@ -12,7 +12,16 @@ the target directly over IP protocol 253 (a raw socket: root or CAP_NET_RAW). A 
 precondition is missing is skipped with the reason. ``--keys FILE`` (a TSS key file) seals every
 packet and enables the TSS cases.
 
-Exit status: 0 when every MUST case passed, 1 otherwise, 2 for usage errors.
+Before the first case the tester sends one liveness probe: a target that does not answer it is
+reported at once (exit status 1) instead of failing every case after its timeout. After the run
+it says so when the target's SES responses carried a JobID other than ``--job`` (the usual cause
+of a suite full of failures: the wrong ``--job``).
+
+Exit status: 0 when every MUST case passed, 1 otherwise, 2 for usage errors (``-k`` matching no
+case is one). A MUST case skipped for a missing precondition (a region or receive the tester was
+not told of) counts as not passed, so exit status 1: the run did not show conformance. Cases that
+do not apply to the target do not count: the TSS cases of a plaintext target (no ``--keys``;
+**decision**: the spec notes make TSS optional), a secure target's fixed Start PSNs.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from uet.tools.cli import ArgumentParser, run_main
+from uet.tools.cli import ArgumentParser, RunFailed, UsageError, run_main
 from uet.tools.link_options import add_link_options, check_link_options
 
 from uet.conformance import all_cases
@@ -157,6 +166,8 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     cases = select(all_cases(), args.select)
+    if args.select and not cases:
+        raise UsageError(f"-k {' -k '.join(args.select)} matched no case (--list shows them)")
     if args.list:
         list_cases(cases, sys.stdout, as_json=args.json)
         return 0
@@ -180,6 +191,7 @@ def _main(argv: Sequence[str] | None) -> int:
     interrupted = False
     t0 = time.monotonic()
     try:
+        _probe(session, args.link)
         for c in cases:
             if time.monotonic() - t0 > args.max_time:
                 break
@@ -204,8 +216,64 @@ def _main(argv: Sequence[str] | None) -> int:
         table(results, sys.stdout)
     if interrupted:
         raise KeyboardInterrupt  # after the partial report: "uet-conformance: interrupted", exit 130
+    others = foreign_jobs(session.log, target.job)
+    if others:
+        print(
+            f"uet-conformance: note: the target's responses carried JobID {', '.join(f'{j:#x}' for j in others)}, "
+            f"not --job {target.job:#x}: is --job (or --identity) right?",
+            file=sys.stderr,
+        )
     s = summary(results)
-    return 0 if s["must_failed"] == 0 and len(results) == len(cases) else 1
+    skipped = must_skipped(results)
+    if skipped:
+        print(
+            f"uet-conformance: {len(skipped)} MUST cases skipped for a missing precondition "
+            f"(e.g. {skipped[0].case.id}: {skipped[0].reason}); tell the tester the target's regions and "
+            "receives (--identity, --config, --region, --receive) to run them",
+            file=sys.stderr,
+        )
+    return 0 if s["must_failed"] == 0 and not skipped and len(results) == len(cases) else 1
+
+
+def _probe(session: Session, link: str) -> None:
+    """One liveness probe before the first case: an unreachable target is one line, exit 1."""
+    from uet.conformance.session import CheckFailed
+
+    try:
+        session.assert_alive()
+    except CheckFailed:
+        t = session.target
+        raise RunFailed(
+            f"the target {t.address} port {t.port} (--link {link}) did not answer a liveness probe within "
+            f"{session.timeout:g} s: is it running there, with this port and link?"
+        ) from None
+
+
+def must_skipped(results: list[Result]) -> list[Result]:
+    """The MUST cases skipped for a missing precondition the user can supply: a region or a
+    receive the tester was not told of (their reasons name ``--region`` / ``--receive``). Cases
+    that do not apply to this target (TSS cases without ``--keys``, fixed Start PSNs of a secure
+    target, a send the target did not defer) are not counted."""
+    return [
+        r
+        for r in results
+        if r.outcome == "skip" and r.case.level == "MUST" and ("--region" in r.reason or "--receive" in r.reason)
+    ]
+
+
+def foreign_jobs(log: list[tuple[str, bytes]], job: int) -> list[int]:
+    """The JobIDs other than ``job`` in the SES responses the target sent (``Session.log``)."""
+    from uet.conformance.wirekit import decode_reply
+
+    seen: set[int] = set()
+    for direction, data in log:
+        if direction != "received":
+            continue
+        ses = decode_reply(data).ses
+        jid = getattr(ses, "job_id", None)
+        if jid is not None and jid != job:
+            seen.add(jid)
+    return sorted(seen)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,9 @@ reported. ``--count N`` stops after N reported packets. ``--stats`` ends with co
 sublayer's read-only decoder path (:mod:`uet.tss.decoder`, :mod:`uet.tss.keyfile`). A packet no
 key authenticates stays encrypted and is not counted as malformed.
 
-Exit status: 0 every packet decoded, 1 some packet malformed, 2 usage or file error. Errors are
-one line, never a traceback.
+Exit status: 0 every packet decoded, 1 some packet malformed or failing its integrity check (a wrong
+CRC-32C trailer with ``--crc``, a wrong RoCEv2 ICRC: counted like a malformed packet, also when
+``--filter`` leaves it out), 2 usage or file error. Errors are one line, never a traceback.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ examples:
   uet-decode --keys sd-keys.toml capture.pcap  decrypt TSS packets (key file mode 0600)
   tcpdump -U -w - udp port 4793 | uet-decode -
 
-exit status: 0 all packets decoded, 1 some packet or the hex text malformed, 2 usage or file error
+exit status: 0 all packets decoded; 1 some packet malformed or failing its CRC/ICRC check
+(a wrong --crc trailer or RoCEv2 ICRC), or the hex text malformed; 2 usage or file error
 """
 
 
@@ -271,6 +273,15 @@ class Decoded:
     frame: Frame | None = None  # None for bare UET
     uet: UetPacket | None = None
     error: DecodeError | None = None
+
+    @property
+    def integrity_failed(self) -> bool:
+        """A CRC-32C trailer (``--crc``) or RoCEv2 ICRC that is wrong or missing: counted like a
+        malformed packet (exit status 1)."""
+        fr = self.frame
+        if fr is None:
+            return False
+        return fr.crc in ("bad", "short") or (fr.roce is not None and fr.roce.icrc_ok is False)
 
     @property
     def kind(self) -> str:
@@ -568,9 +579,17 @@ def summary(d: Decoded, t0: int | None) -> str:
             parts.append(f"payload {len(u.payload)}")
         body = " | ".join(parts)
     line = f"{head} {body}"
-    if fr is not None and fr.warnings:
-        line += "  [warning: " + "; ".join(fr.warnings) + "]"
+    warnings = _warnings(d)
+    if warnings:
+        line += "  [warning: " + "; ".join(warnings) + "]"
     return line
+
+
+def _warnings(d: Decoded) -> list[str]:
+    """The frame's warnings, or for bare UET bytes those of its headers (reserved bits)."""
+    if d.frame is not None:
+        return d.frame.warnings
+    return d.uet.reserved_warnings() if d.uet is not None and d.uet.reserved else []
 
 
 def _roce_summary(r: RocePacket) -> str:
@@ -652,6 +671,7 @@ def tree(d: Decoded) -> list[tuple[int, str, str]]:
     r = d.frame.roce if d.frame is not None else None
     if r is not None:
         sections += r.sections()
+    reserved = {} if u is None else {(u.sections[i][0], u.offsets[i]): rv for i, rv in u.reserved.items()}
     for lay, v, off in sections:
         lines.append((1, f"{lay.name}  @{off}, {lay.size} bytes", "bold cyan"))
         if lay.name in ("ipv4", "ipv6"):
@@ -659,17 +679,18 @@ def tree(d: Decoded) -> list[tuple[int, str, str]]:
             lines.append((2, f"{net.ip_str(bytes(ip.src))} → {net.ip_str(bytes(ip.dst))}", "dim"))
         for at, name, shown in _field_lines(lay, v, off):
             lines.append((2, f"{at:<6} {name:<24} {shown}", ""))
+        for name, val in reserved.get((lay, off), {}).items():
+            lines.append((2, f"{'@' + str(off + int(name[9:]) // 8):<6} {name:<24} {val:#x}  [not zero]", "yellow"))
         derived = {}
         if u is not None and (lay, v) in u.sections and lay is u.pds_layout:
             full = u.to_dict()["pds"]
             derived = {k: full[k] for k in ("clear_psn", "start_psn", "ack_psn", "sack_base_psn") if k in full}
         for k, val in derived.items():
             lines.append((2, f"{'':<6} {k:<24} {val} (derived)", "dim"))
-    if d.frame is not None:
-        if d.frame.note:
-            lines.append((1, f"not UET: {d.frame.note}", "yellow"))
-        for w in d.frame.warnings:
-            lines.append((1, f"warning: {w}", "yellow"))
+    if d.frame is not None and d.frame.note:
+        lines.append((1, f"not UET: {d.frame.note}", "yellow"))
+    for w in _warnings(d):
+        lines.append((1, f"warning: {w}", "yellow"))
     if r is not None:
         lines.append((1, f"payload  @{r.payload_offset}, {len(r.payload)} bytes: {_hexcut(r.payload)}", "green"))
         state = {True: "correct", False: "WRONG", None: "not checked"}[r.icrc_ok]
@@ -810,9 +831,9 @@ def run(args: argparse.Namespace, stdout: IO[str], stdin: IO[bytes]) -> int:
                 t0 = item.timestamp_ns
             d = decode_item(item, args.port, decrypt, args.crc)
             _count(stats, d)
-            if d.error is not None:
+            if d.error is not None or d.integrity_failed:
                 malformed += 1
-            elif wanted is not None and not (_names(d) & wanted):
+            if d.error is None and wanted is not None and not (_names(d) & wanted):
                 continue
             shown += 1
             if not partial_said and d.frame is not None and d.frame.udp_checksum_partial:
@@ -872,6 +893,8 @@ def _count(stats: Counter[str], d: Decoded) -> None:
     u = d.uet
     if u is None:
         return
+    if d.frame is not None and d.frame.crc in ("bad", "short"):
+        stats["crc_bad"] += 1
     if u.tss is not None:
         stats["tss"] += 1
     if u.encrypted:
@@ -899,7 +922,9 @@ def _emit_stats(out: _Out, stats: Counter[str], as_json: bool) -> None:
             out.line(f"{title}:", "bold")
             for k, v in rows:
                 out.line(f"  {k:<24} {v}")
-    others = [(k, stats[k]) for k in ("tss", "encrypted", "pfc", "roce", "roce_icrc_bad", "other") if stats[k]]
+    others = [
+        (k, stats[k]) for k in ("tss", "encrypted", "crc_bad", "pfc", "roce", "roce_icrc_bad", "other") if stats[k]
+    ]
     if others:
         out.line("other:", "bold")
         for k, v in others:

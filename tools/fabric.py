@@ -33,6 +33,7 @@ from uet.fabric.profiles import PROFILES, REALTIME_RATE_BPS, load_topology, over
 from uet.fabric.switch import FabricProcess, ProcessConfig
 from uet.fabric.telemetry_io import plot, switch_thresholds
 from uet.tools.cli import ArgumentParser, UsageError, float_arg, format_rate, int_arg, rate_arg, run_main
+from uet.tools.fault_options import add_fault_options, faults_from
 
 from uet.errors import UetError
 
@@ -64,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--sample-ms", type=float_arg(0.0, open_lo=True), default=50.0, help="port byte snapshot / flush period"
     )
     p.add_argument("--seed", type=int_arg(0), default=0)
+    p.add_argument("--faults", metavar="FILE", help="apply the [faults] table of this scenario file")
+    add_fault_options(p)
     p.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
     return p
 
@@ -174,7 +177,13 @@ async def serve(args: argparse.Namespace, ready_out: Any = None) -> dict[str, An
         rate_bps=int(args.rate or REALTIME_RATE_BPS),
         overrides=overrides_to_dict(args.overrides),
     )
+    table = None
+    if args.faults:
+        from uet.tools.run_settings import load_scenario
+
+        table = load_scenario(args.faults).get("faults")
     cfg = ProcessConfig(
+        faults=faults_from(args, table, args.seed),
         host=args.bind,
         base_port=args.base_port,
         host_addrs=_host_addrs(args.host_addr),

@@ -22,7 +22,11 @@ a ``uet-run`` endpoint does.
 ``--link ip`` serves UET directly over IP protocol 253 instead of UDP (root or CAP_NET_RAW), and
 ``--data-protect crc`` adds the CRC-32C trailer to every packet (:mod:`uet.tools.link_options`).
 
-``--keys FILE`` runs TSS with a key file (:mod:`uet.tss.keyfile`). ``--fault NAME`` (repeatable)
+``--keys FILE`` runs TSS with a key file (:mod:`uet.tss.keyfile`). Without it the peer is an open
+memory server: anyone who reaches its address can read and write the regions it publishes. It
+always says so on stderr, and on an address other hosts can reach (not loopback; with
+``--fabric``, a switch that is not on loopback) it refuses to start unless ``--insecure`` says the
+user means it. ``--fault NAME`` (repeatable)
 is TEST-ONLY fault injection (:mod:`uet.conformance.faults`): the peer then breaks the spec on
 purpose so tests can prove the conformance suite catches it.
 """
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import json
 import signal
 import sys
@@ -81,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="FILE", help="peer profile (TOML: regions, receives); default built in")
     p.add_argument("--keys", metavar="FILE", help="TSS key file (uet.tss.keyfile format)")
     p.add_argument("--sdi", type=_int, default=None, help="secure domain to use when the key file holds several")
+    p.add_argument(
+        "--insecure", action="store_true",
+        help="serve without --keys on a non-loopback address (anyone reaching it can read and write its regions)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=None, help="seed PDCIDs / Start_PSNs (default random)")
     p.add_argument(
         "--fabric", type=_host_port, metavar="HOST:PORT", default=None,
@@ -245,6 +254,25 @@ class Peer:
         return out
 
 
+def reachable_from_elsewhere(args: argparse.Namespace) -> bool:
+    """Whether hosts other than this one can reach the peer's regions: its address is not loopback
+    (through a ``uet-fabric`` switch: the switch is not on loopback)."""
+    host = args.fabric[0] if args.fabric is not None else args.address
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: assume the worst
+        return host != "localhost"
+
+
+def open_memory_warning(args: argparse.Namespace) -> str:
+    """The stderr line a peer without keys always prints (module docstring)."""
+    where = "this host" if not reachable_from_elsewhere(args) else "the network"
+    return (
+        f"uet-peer: warning: no --keys: anyone on {where} who reaches {args.address} port {args.port} "
+        "can read and write its published memory regions"
+    )
+
+
 async def _serve(args: argparse.Namespace, profile: Profile) -> int:
     peer = Peer(args, profile)
     stop = asyncio.Event()
@@ -277,6 +305,11 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.link != "direct" and (args.fabric is not None or args.fault):
         parser.error("--link ip cannot be combined with --fabric or --fault")
     check_link_options(args, keys=args.keys)
+    if not args.keys and not args.insecure and reachable_from_elsewhere(args):
+        parser.error(
+            f"{args.address} is reachable from other hosts and without --keys anyone there can read and write "
+            "this peer's memory regions: give --keys FILE, or --insecure if that is what you want"
+        )
     for name, v, bits in (("job", args.job, 24), ("pid", args.pid, 12), ("ri", args.ri, 12)):
         if not 0 <= v < 1 << bits:
             parser.error(f"--{name} must fit in {bits} bits")
@@ -284,6 +317,8 @@ def _main(argv: Sequence[str] | None) -> int:
         profile = load_profile(args.config, args.job) if args.config else default_profile(args.job)
     except ProfileError as e:
         raise UsageError(str(e)) from None
+    if not args.keys:
+        print(open_memory_warning(args), file=sys.stderr, flush=True)
     return asyncio.run(_serve(args, profile))
 
 

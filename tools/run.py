@@ -100,6 +100,7 @@ from uet.fabric.profiles import (
     REALTIME_RATE_BPS,
     REALTIME_RTT_NS,
     load_topology,
+    merge,
     overrides_to_dict,
 )
 from uet.tools.cli import (
@@ -114,6 +115,7 @@ from uet.tools.cli import (
     size_arg,
     yes_no,
 )
+from uet.tools.fault_options import add_fault_options, check_fault_names, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
 from uet.tools.run_settings import check_settings, derive_cc_params, load_scenario
 
@@ -256,6 +258,10 @@ class Launcher:
         self.progress: Any = None
         self.workload: Workload | None = None
         self.interval: float | None = None  # --interval: report period (s)
+        #: fault options handed to the uet-fabric process (uet.tools.fault_options), and the
+        #: schedule they make (checked against the topology before the fabric starts)
+        self.fault_argv: list[str] = []
+        self.faults: Any = None
         self.intervals: list[dict[str, Any]] = []
         self.rx_bytes = 0
         self.rx_messages = 0
@@ -287,6 +293,8 @@ class Launcher:
             extra = ["-o", f"hosts_per_leaf={math.ceil(n / leaves)}"]
         self.host_rate = topo.host_link.rate_bps
         self.host_mtu = topo.host_link.mtu
+        if self.faults is not None:  # a bad link name: one line, before any process starts
+            check_fault_names(self.faults, merge(topo, overrides_to_dict(extra[1::2])) if extra else topo)
         args = ["-m", "uet.tools.fabric", "--profile", s["profile"]]
         if s["profile"] == "realtime":  # uet-fabric refuses --rate for the other profiles: their rate is their own
             args += ["--rate", str(int(s["rate_bps"]))]
@@ -304,7 +312,7 @@ class Launcher:
         for opt in ("pcap", "plot", "telemetry"):
             if s.get(opt):
                 args += [f"--{opt}", str(s[opt])]
-        return args
+        return args + self.fault_argv
 
     async def run(self) -> dict[str, Any]:
         s = self.s
@@ -528,6 +536,7 @@ class Launcher:
                 for c in closed
             ],
             "plots": summary.get("plots", []),
+            **({"faults": summary["faults"]} if "faults" in summary else {}),
             "pcaps": _written(self.s.get("pcap"), ".pcap"),
             "telemetry": self.s.get("telemetry"),
             "intervals": self.intervals,
@@ -695,6 +704,7 @@ def render(result: dict[str, Any]) -> None:
             f"switch timer ({p['timer']}): {p['firings']} firings, lateness p50 {p['p50_us']} µs, "
             f"p99 {p['p99_us']} µs, max {p['max_us']} µs"
         )
+    render_faults(result)
     for label, paths in (("plots", result.get("plots")), ("pcaps", result.get("pcaps"))):
         if paths:
             con.print(f"{label} written: " + ", ".join(paths))
@@ -715,6 +725,7 @@ def render(result: dict[str, Any]) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="uet-run", description=__doc__.split("\n\n")[0])
     p.add_argument("scenario", nargs="?", help="scenario TOML (default: the built-in incast)")
+    add_fault_options(p)
     p.add_argument("--workload", "-w", choices=WORKLOADS)
     p.add_argument(
         "--endpoints",
@@ -921,6 +932,8 @@ async def _live_one(
     s, topo, ep = settings
     launcher = Launcher(s, topo, ep)
     launcher.interval = args.interval
+    launcher.fault_argv = fault_argv(args) + (["--faults", s["scenario"]] if _fault_table(s) else [])
+    launcher.faults = faults_from(args, _fault_table(s), int(s["seed"]))
     progress_cm: Any = contextlib.nullcontext()
     if args.progress or sys.stderr.isatty():
         from rich.console import Console
@@ -1020,7 +1033,8 @@ def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str
     for opt in ("pcap", "telemetry", "interval"):
         if getattr(args, opt):
             raise UsageError(f"--{opt} works with the live engine only (the simulator has --plot)")
-    runs = simulate_runs(s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty())
+    faults = faults_from(args, _fault_table(s), int(s["seed"]))
+    runs = simulate_runs(s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty(), faults=faults)
     interrupted = any(r.get("interrupted") for r in runs.values())
     if len(_transports(s)) > 1:
         _emit_both(args, s, ep, runs, not_run=[t for t in _transports(s) if t not in runs])
@@ -1045,7 +1059,13 @@ def _emit_one(args: argparse.Namespace, result: dict[str, Any], show: Any) -> di
 
 
 def simulate_runs(
-    s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], *, plot: str | None = None, progress: bool = False
+    s: dict[str, Any],
+    topo: dict[str, Any],
+    ep: dict[str, Any],
+    *,
+    plot: str | None = None,
+    progress: bool = False,
+    faults: Any = None,
 ) -> dict[str, dict[str, Any]]:
     """The scenario in virtual time on each transport ``s["transport"]`` names (both: UET, then
     RoCEv2; plots then in ``plot/uet`` and ``plot/roce``): transport → ``uet-run``'s result.
@@ -1056,7 +1076,7 @@ def simulate_runs(
     for tr in _transports(s):
         st = {**s, "transport": tr}
         where = os.path.join(plot, tr) if plot and s.get("transport") == "both" else plot
-        result = run_sim(st, topo, ep, progress=progress, plot=where)
+        result = run_sim(st, topo, ep, progress=progress, plot=where, faults=faults)
         if where:
             from uet.sim.plots import write_plots
 
@@ -1068,6 +1088,11 @@ def simulate_runs(
         if result.get("interrupted"):
             break
     return runs
+
+
+def _fault_table(s: dict[str, Any]) -> dict[str, Any] | None:
+    """The scenario file's ``[faults]`` table, if it has one."""
+    return load_scenario(s["scenario"]).get("faults") if s.get("scenario") else None
 
 
 def _transports(s: dict[str, Any]) -> tuple[str, ...]:

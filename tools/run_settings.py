@@ -32,7 +32,8 @@ _EXTRA_RUN_KEYS = {"scenario": str, "overrides": list, "pcap": str, "plot": str,
 
 
 def load_scenario(path: str) -> dict[str, Any]:
-    """The tables of a scenario file (``run``, ``topology``, ``endpoint``, and ``reference``: the
+    """The tables of a scenario file (``run``, ``topology``, ``endpoint``, ``faults`` (the fault
+    schedule, uet.fabric.model.faults), and ``reference``: the
     published figures of another simulator the scenario mirrors, read only by ``uet-sim
     --suite``), read the same way by ``uet-run`` and ``uet-sim``: an unreadable file, bad TOML or an unknown table is a
     :class:`UsageError` (one line, exit 2)."""
@@ -43,9 +44,11 @@ def load_scenario(path: str) -> dict[str, Any]:
         raise UsageError(f"{path}: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{path}: {e}") from None
-    unknown = set(doc) - {"run", "topology", "endpoint", "reference"}
+    unknown = set(doc) - {"run", "topology", "endpoint", "reference", "faults"}
     if unknown:
-        raise UsageError(f"{path}: unknown table {sorted(unknown)[0]!r}; valid: endpoint, reference, run, topology")
+        raise UsageError(
+            f"{path}: unknown table {sorted(unknown)[0]!r}; valid: endpoint, faults, reference, run, topology"
+        )
     return doc
 
 

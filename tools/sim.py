@@ -38,6 +38,7 @@ from typing import Any
 
 from uet.fabric.profiles import PROFILES
 from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main, size_arg
+from uet.tools.fault_options import add_fault_options, faults_from
 from uet.tools.run_settings import load_scenario
 
 __all__ = ["build_parser", "main", "settings_from"]
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timing", action="store_true", help="include CPU time and speed in --json")
     p.add_argument("--plot", metavar="DIR", help="write FCT CDF, queue depth and throughput plots")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when not a terminal")
+    add_fault_options(p)
     g = p.add_argument_group("suites (uet.tools.cc_suite)")
     g.add_argument("--suite", help="run every scenario of a suite (cc: NSCC/RCCC against uet-htsim) or folder")
     g.add_argument("--only", help="with --suite: scenarios whose file name contains one of these words (a,b)")
@@ -121,7 +123,13 @@ def _deep_update(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_sim(
-    s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], *, progress: bool = False, plot: str | None = None
+    s: dict[str, Any],
+    topo: dict[str, Any],
+    ep: dict[str, Any],
+    *,
+    progress: bool = False,
+    plot: str | None = None,
+    faults: Any = None,
 ) -> dict[str, Any]:
     """Run the scenario; UsageError for settings the model refuses."""
     from uet.errors import UetError
@@ -151,7 +159,12 @@ def run_sim(
     try:
         with cm:
             return simulate(
-                s, topo or None, ep, on_progress=on_progress if bar is not None else None, timeline=bool(plot)
+                s,
+                topo or None,
+                ep,
+                on_progress=on_progress if bar is not None else None,
+                timeline=bool(plot),
+                faults=faults,
             )
     except (UetError, ValueError, TypeError, OSError) as e:
         raise UsageError(str(e)) from None
@@ -183,11 +196,13 @@ def _body(argv: Sequence[str] | None) -> int:
     if args.only or args.max_hosts or args.jobs:
         raise UsageError("--only, --max-hosts and --jobs go with --suite")
     s, topo, ep = settings_from(args)
+    table = load_scenario(args.scenario).get("faults") if args.scenario else None
+    faults = faults_from(args, table, int(s["seed"]))
     if args.plot:
         from uet.tools.fabric import require_matplotlib
 
         require_matplotlib()
-    res = run_sim(s, topo, ep, progress=args.progress or sys.stderr.isatty(), plot=args.plot)
+    res = run_sim(s, topo, ep, progress=args.progress or sys.stderr.isatty(), plot=args.plot, faults=faults)
     if args.plot:
         from uet.sim.plots import write_plots
 

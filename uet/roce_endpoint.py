@@ -9,9 +9,10 @@ the core hands out, maps operation handles to futures and re-arms one timer from
 
 * **direct** (:meth:`RoceEndpoint.open`): a :class:`~uet.link.direct.DirectLink` bound to UDP port
   **4791** (rocev2-and-fabric.md §1.2) on the endpoint's IP address; the kernel builds IP/UDP, so
-  the UDP source port is the bound port, not the QPN fold the ICRC is computed over (the ICRC
-  covers a canonical header both of our ends agree on, :mod:`uet.wire.rocepkt`; a capture's ICRC
-  check by another tool would flag it on this link only);
+  the UDP source port is the bound port, not the QPN fold. The ICRC covers the bytes that actually
+  leave: the core computes it with the link's ports (``RoceCore.link_ports``), and the link sets DF,
+  with which Linux sends IP ID 0 (``dont_fragment``), the ID the ICRC is computed for. No raw
+  socket, so no root: an ordinary UDP socket, checked by Scapy's ICRC on a capture in the tests;
 * **fabric** (:meth:`RoceEndpoint.over_fabric`): a :class:`~uet.link.fabric.FabricLink` whose
   frames carry UDP 4791 with checksum 0 and the QPN fold as source port, DSCP 26 / ECT(0) for data
   and ACKs and DSCP 48 for CNPs, so the switch puts RoCE on its lossless class and CNPs on the
@@ -86,7 +87,9 @@ class RoceEndpoint(CoreOperations, CoreDriver):
         (default the same). ``kw``: the constructor's (``config``, ``cm``, ``seed``, ``log``)."""
         from uet.link.direct import DirectLink
 
-        return cls(DirectLink(address, port, peer_port=peer_port, read_ecn=True), **kw)
+        ep = cls(DirectLink(address, port, peer_port=peer_port, read_ecn=True, dont_fragment=True), **kw)
+        ep.core.link_ports = ep.link  # the ICRC covers the ports the socket really sends from and to
+        return ep
 
     @classmethod
     async def over_fabric(

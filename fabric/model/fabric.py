@@ -21,6 +21,9 @@ from typing import Any
 
 from uet.fabric.model.config import FabricError
 from uet.fabric.model.events import EventQueue
+from uet.fabric.model.failover import Failover
+from uet.fabric.model.faults import FaultConfig
+from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.model.linkload import LinkLoad
 from uet.fabric.model.nic import HostNic
 from uet.fabric.model.port import Port
@@ -34,7 +37,9 @@ class Fabric:
 
     ``deliver_pfc``: also hand PFC frames the leaf sends to a host to ``poll`` (the NIC model
     always obeys them). ``seed`` seeds every switch's random generator (WRED draws, random
-    spraying, adaptive tie-breaks) together with the switch id. ``link_load``: count the flows
+    spraying, adaptive tie-breaks) together with the switch id. ``faults``: a schedule of link
+    and switch failures the fabric applies as its time passes (:mod:`uet.fabric.model.failover`).
+    ``link_load``: count the flows
     and distinct data bytes of every directed link (:attr:`link_load`,
     :mod:`uet.fabric.model.linkload`); refused when a switch re-parses forwarded frames
     (``latency_ns`` or ``trust_pcp``), which would lose the path a packet carries.
@@ -48,6 +53,7 @@ class Fabric:
         telemetry: Telemetry | None = None,
         deliver_pfc: bool = False,
         link_load: bool = False,
+        faults: FaultConfig | None = None,
     ) -> None:
         if topology is None:
             topology = Topology()
@@ -113,6 +119,10 @@ class Fabric:
             if cfg.latency_ns or cfg.trust_pcp:
                 raise FabricError("link_load: switches with latency_ns or trust_pcp re-parse every frame")
             self.link_load = self._number_links()
+        #: per-flow delivery record (uet.fabric.model.flowmeter), None unless a caller sets one
+        self.flow_meter: FlowMeter | None = None
+        #: the fault schedule being applied (None: a perfect fabric)
+        self.failover: Failover | None = Failover(self, faults) if faults else None
 
     def _number_links(self) -> LinkLoad:
         """Give every directed link an id (host uplinks first, in host order, then each switch's
@@ -212,6 +222,8 @@ class Fabric:
         self.events.schedule(end + port.delay_ns, peer.ingress, peer_port, frame)
 
     def _on_deliver(self, host: int, frame: bytearray, now: int, is_pfc: bool) -> None:
+        if self.flow_meter is not None and not is_pfc:
+            self.flow_meter.deliver(now, frame)
         if not is_pfc or self.deliver_pfc:
             self._delivered.append((now, host, bytes(frame)))
 

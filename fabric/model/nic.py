@@ -61,6 +61,9 @@ class HostNic:
         """Queue a frame for transmission at ``now`` (after everything due before it)."""
         buf = bytearray(frame)
         port = self.port
+        if port.down:  # the host's link failed: nothing leaves (uet.fabric.model.failover)
+            self._lost("link_down", len(buf))
+            return
         try:
             et, ip, pcp = l3_offset(buf)
         except DecodeError:
@@ -82,6 +85,9 @@ class HostNic:
     def ingress(self, _port: int, frame: bytearray, now: int) -> None:
         """A frame from the leaf arrived completely at ``now``."""
         port = self.port
+        if port.faulty and (port.down or (port.loss_rng is not None and port.loss_rng.random() < port.loss)):
+            self._lost("link_down" if port.down else "link_loss", len(frame))
+            return
         port.rx_bytes += len(frame)
         port.rx_frames += 1
         if self._sample_ns and now - self._last_sample >= self._sample_ns:
@@ -100,6 +106,34 @@ class HostNic:
             self._kick(port, now)
         if self.on_deliver is not None:
             self.on_deliver(self.index, frame, now, is_pfc)
+
+    def port_down(self, _p: int, now: int) -> None:
+        """The host's link failed at ``now``: the frames in the NIC's queues are lost and counted
+        (``link_down``) and the pauses the leaf sent end (``pfc_released``)."""
+        port = self.port
+        port.down = port.faulty = True
+        for tc in range(8):
+            while port.queues[tc]:
+                self._lost("link_down", port.pop(tc).size)
+        while port.ctrl:
+            self._lost("link_down", len(port.ctrl.popleft()))
+        released = 0
+        for tc in range(8):
+            if port.paused_until[tc] > now:
+                port.apply_pause(tc, 0, now)
+                released += 1
+        if released:
+            self.counters[("pfc_released", self.name, 0)] += released
+
+    def _lost(self, reason: str, size: int) -> None:
+        self.counters[("drop", self.name, reason)] += 1
+        self.counters[("lost_bytes", self.name)] += size
+
+    def port_up(self, _p: int, now: int) -> None:
+        """The host's link is back at ``now``."""
+        self.port.down = False
+        self.port.faulty = self.port.loss_rng is not None
+        self._kick(self.port, now)
 
     def _on_port_free(self, port: Port, _: object, now: int) -> None:
         if port.free_at == now:

@@ -20,6 +20,7 @@ port's rate; a frame in flight finishes; a new frame overwrites the timer; 0 res
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -143,6 +144,17 @@ class Port:
         self.wake_at = -1
         #: last telemetry sample time per class, index 8 for the port's byte counters
         self.last_sample = [-(1 << 62)] * 9
+        #: faults (uet.fabric.model.failover): the link is down (frames queued for it, started on
+        #: it or arriving over it are lost); in the ECMP groups (routing's view, which follows
+        #: ``down`` after the detection delay and the hold-down); frames arriving over it are
+        #: lost with probability ``loss`` drawn from ``loss_rng``; ``faulty``: down or lossy (the
+        #: one flag the data path tests); ``base_rate_bps``: the rate before any degradation
+        self.down = False
+        self.routable = True
+        self.loss = 0.0
+        self.loss_rng: random.Random | None = None
+        self.faulty = False
+        self.base_rate_bps = self.rate_bps
 
     @property
     def peer_mac(self) -> bytes:

@@ -150,6 +150,8 @@ class Switch:
         # queue-depth / port-byte samples cost a check per packet: none when nobody keeps them
         self._sample_ns = cfg.sample_ns if tel.wants("queue_depth") or tel.wants("port_bytes") else 0
         self._routes: list[tuple[int, int, int, tuple[int, ...]]] = []
+        self._static: list[tuple[int, int, int, tuple[int, ...]]] = []
+        self._overrides: dict[tuple[int, int], tuple[int, ...]] = {}
         self._route_cache: dict[bytes, tuple[int, ...] | None] = {}
         self._pfc_gen = [[0] * 8 for _ in self.ports]
         self._wd_armed = False
@@ -181,18 +183,40 @@ class Switch:
         net = int.from_bytes(ip_bytes(addr), "big") & mask
         if not ports or any(not 0 <= p < len(self.ports) for p in ports):
             raise FabricError(f"{self.name}: bad egress ports {ports} for {prefix}")
-        self._routes.append((plen, net, mask, tuple(ports)))
-        self._routes.sort(key=lambda r: -r[0])
+        self._static.append((plen, net, mask, tuple(ports)))
+        self._static.sort(key=lambda r: -r[0])
+        self._install()
+
+    def set_route_overrides(self, overrides: dict[tuple[int, int], tuple[int, ...]]) -> None:
+        """Routing's answer to failed links (uet.fabric.model.failover): ``(prefix length,
+        network)`` → the equal-cost ports that still lead there. An override replaces a static
+        route of the same prefix or refines it with a longer one; an empty group withdraws the
+        prefix (its packets are dropped as ``no_route``). ``{}`` restores the static table."""
+        self._overrides = dict(overrides)
+        self._install()
+
+    def _install(self) -> None:
+        full = (1 << 32) - 1
+        over = [(plen, net, full ^ ((1 << (32 - plen)) - 1), g) for (plen, net), g in self._overrides.items()]
+        # longest prefix first; at equal length an override before the static route it replaces
+        merged = [(r, 0) for r in over] + [(r, 1) for r in self._static]
+        merged.sort(key=lambda x: (-x[0][0], x[1]))
+        self._routes = [r for r, _ in merged]
         self._route_cache.clear()
 
+    def static_routes(self) -> list[tuple[int, int, int, tuple[int, ...]]]:
+        """The configured routes as ``(prefix length, network, mask, ports)``, longest first."""
+        return list(self._static)
+
     def lookup(self, dst: bytes) -> tuple[int, ...] | None:
-        """Equal-cost egress ports for the 4-byte destination, or None (longest prefix wins)."""
+        """Equal-cost egress ports for the 4-byte destination, or None (longest prefix wins; a
+        withdrawn prefix has no ports)."""
         try:
             return self._route_cache[dst]
         except KeyError:
             pass
         a = int.from_bytes(dst, "big")
-        group = next((r[3] for r in self._routes if a & r[2] == r[1]), None)
+        group = next((r[3] for r in self._routes if a & r[2] == r[1]), None) or None
         self._route_cache[dst] = group
         return group
 
@@ -230,6 +254,8 @@ class Switch:
     def ingress(self, in_port: int, frame: bytearray, now: int) -> None:
         """Ingress pipeline for a frame that is fully received at ``now`` (may be mutated)."""
         pt = self.ports[in_port]
+        if pt.faulty and self._rx_fault(pt, len(frame), now):
+            return
         pt.rx_bytes += len(frame)
         pt.rx_frames += 1
         if len(frame) > pt.max_frame:
@@ -290,7 +316,7 @@ class Switch:
         pt = self.ports[in_port]
         frame = pkt.frame
         size = pkt.size
-        if self._slow_ingress or size > pt.max_frame:
+        if self._slow_ingress or size > pt.max_frame or pt.faulty:
             self.ingress(in_port, frame, now)
             return
         pt.rx_bytes += size
@@ -318,6 +344,9 @@ class Switch:
     def _enqueue(self, pkt: Packet, out: int, now: int) -> None:
         port = self.ports[out]
         tc = pkt.tc
+        if port.down:  # routing has not excluded the failed link yet (failover detection delay)
+            self._lost(out, tc, "link_down", pkt.size, now)
+            return
         if self._wd_dropping and (out, tc) in self._wd_dropping:
             self._drop(out, tc, "watchdog", pkt.size, now)
             return
@@ -509,6 +538,9 @@ class Switch:
     def _send_pfc(self, p: int, tc: int, now: int, *, xon: bool, refresh: bool) -> None:
         """Queue a PFC frame for priority ``tc`` on port ``p`` (towards the upstream peer)."""
         port = self.ports[p]
+        if port.down:  # nobody to pause or resume (port_down released the state)
+            self.mmu.paused[p][tc] = False
+            return
         pfc = self.cfg.pfc
         quanta = 0 if xon else pfc.pause_quanta
         port.ctrl.append(pfc_frame(port.mac, {tc: quanta}))
@@ -605,6 +637,61 @@ class Switch:
                 dropped += 1
         self.counters[("watchdog", self.name, port.index, tc)] += 1
         self.telemetry.add(WatchdogEvent(now, self.name, port.index, tc, "storm", wd.action, dropped))
+        self._kick(port, now)
+
+    # -- faults (uet.fabric.model.failover) -----------------------------------------------------
+
+    def _rx_fault(self, pt: Port, size: int, now: int) -> bool:
+        """A frame arriving over a failed or lossy link: lost (True) and counted, or not."""
+        if pt.down:
+            reason = "link_down"
+        elif pt.loss_rng is not None and pt.loss_rng.random() < pt.loss:
+            reason = "link_loss"
+        else:
+            return False
+        self._lost(pt.index, 0, reason, size, now)
+        return True
+
+    def _lost(self, port: int, tc: int, reason: str, size: int, now: int) -> None:
+        """A drop a fault caused, its bytes counted too (``lost_bytes``)."""
+        self._drop(port, tc, reason, size, now)
+        self.counters[("lost_bytes", self.name)] += size
+
+    def port_down(self, p: int, now: int) -> None:
+        """Port ``p``'s link failed at ``now``. What it held is lost and counted (``link_down``):
+        the packets queued for it (their buffer charges are released, which may send XON on other
+        ports) and the PFC frames waiting to go. The PFC state tied to the dead peer is released
+        and counted (``pfc_released``): the pauses it sent us end, the XOFF we sent it is
+        forgotten (no refresh, no XON towards nobody), the watchdog forgets the port. A frame
+        already on the wire is lost at the far end, which is down too."""
+        port = self.ports[p]
+        port.down = port.faulty = True
+        for tc in range(8):
+            while port.queues[tc]:
+                pkt = port.pop(tc)
+                self._release(pkt, now)
+                self._lost(p, tc, "link_down", pkt.size, now)
+        while port.ctrl:
+            self._lost(p, 0, "link_down", len(port.ctrl.popleft()), now)
+        released = 0
+        for tc in range(8):
+            if port.paused_until[tc] > now:
+                port.apply_pause(tc, 0, now)
+                released += 1
+            if self.mmu.paused[p][tc]:
+                self.mmu.paused[p][tc] = False
+                self._pfc_gen[p][tc] += 1
+                released += 1
+            key = (p, tc)
+            self._wd_since.pop(key, None)
+        if released:
+            self.counters[("pfc_released", self.name, p)] += released
+
+    def port_up(self, p: int, now: int) -> None:
+        """Port ``p``'s link is back at ``now`` (routing takes it back after the hold-down)."""
+        port = self.ports[p]
+        port.down = False
+        port.faulty = port.loss_rng is not None
         self._kick(port, now)
 
     # -- inspection -------------------------------------------------------------------------------

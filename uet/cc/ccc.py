@@ -83,6 +83,19 @@ class Ccc:
             return False
         return c is None or c.can_send()
 
+    def may_open(self, nbytes: int, now: int) -> bool:
+        """May the first packet of a new PDC go although the gate refuses it? Yes when only RCCC
+        credit holds it back (NSCC's window and pacing still apply). A new PDC that shares this
+        CCC with another (two modes to one peer, or a PDC opened while the previous one closes)
+        finds the credit spent by the other; a CREDIT_REQ needs an established PDC, and only a
+        packet of its own carries its credit target to the receiver, so without this it would
+        wait for a grant nobody knows to send (issue 29 item 3). Inference (§4.5 is silent on a
+        CCC's second PDC): one packet per new PDC, like the speculative start of a new CCC."""
+        if self.credit is None:
+            return False
+        n = self.nscc
+        return n is None or n.can_send(nbytes + self.overhead, now)
+
     def deadline(self, now: int) -> int | None:
         """When a sender blocked now could go again without any packet arriving: the NSCC
         pacer, or the next CREDIT_REQ of a source blocked without credit (§4.5). None: only an

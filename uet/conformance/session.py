@@ -174,6 +174,12 @@ class Session:
         rather than after its idle timer; failures here are not the case's verdict."""
         pdcs, self.pdcs = self.pdcs, []
         for p in pdcs:
+            if p.dpdcid is None:  # a case that read its ACKs itself: learn the target's PDCID from them
+                for d, b in self.log:
+                    r = decode_reply(b) if d == "received" else None
+                    if r is not None and r.error is None and p.mine(r) and (r.is_ack or r.is_nack) and r.pds.spdcid:
+                        p.dpdcid = r.pds.spdcid
+                        break
             if p.dpdcid is not None and not p.closed:
                 p.close(timeout=0.2)
 
@@ -338,6 +344,17 @@ class Session:
             lambda r: r.is_nack and r.pds.dpdcid == nonce,
             "the liveness probe's answer (NACK INV_DPDCID for an unknown PDC, §2.11)",
         )
+
+    def earlier_traffic(self, r: Reply) -> bool:
+        """``r`` belongs to another exchange, not to what the current case just sent: it is
+        addressed to a PDC (or liveness probe) of the tester's (a CLOSE_REQ from a PDC an earlier
+        case left, a late ACK, a retransmitted NACK), or it is a request of a PDC the target itself
+        initiated. A case that judges "no reply at all" (UUD, behaviour.md §2.15) ignores these."""
+        if r.pds is None:
+            return False
+        if r.ptype in (P.PdsType.RUD_REQ, P.PdsType.ROD_REQ, P.PdsType.RUD_CC_REQ, P.PdsType.ROD_CC_REQ):
+            return True
+        return getattr(r.pds, "dpdcid", None) in self._used
 
     def assert_alive(self) -> None:
         """The target still answers (raises :class:`CheckFailed` otherwise)."""

@@ -21,6 +21,7 @@ from uet.fep.state import FepState
 from uet.pds import Acked, AckedRun, Failed, Mode, NackReceived, PdcClosed, PdcOpened
 from uet.ses import events as ses_events
 from uet.ses.errors import error_for
+from uet.ses.initiator import SesAddress
 from uet.ses.message import Message
 from uet.wire.ses import ReturnCode
 
@@ -122,6 +123,9 @@ class Completions(FepState):
             return
         msg.finished = True
         self._unfinished.pop(msg.handle, None)
+        if msg.regen is not None and msg.regen != msg.generation:
+            self._resend_adopted(msg, msg.regen)
+            return
         if unconfirmed(msg):
             msg.error = DeliveryError("RUDI: no response confirmed the whole message (the target lost its start)")
         if msg.abandoned and msg.error is None:  # pragma: no cover - abandon always sets an error
@@ -139,6 +143,18 @@ class Completions(FepState):
                 self._log("msg_done", peer=msg.peer, msg_id=msg.mid, bytes=msg.length, ns=elapsed)
             self._events.append(SendCompleted(msg.handle))
         msg.data = memoryview(b"")  # release the caller's buffer
+
+    def _resend_adopted(self, msg: OutMessage, generation: int) -> None:
+        """The target answered BAD_GENERATION with its current generation: nothing was executed,
+        so the send adopts it and goes again at once, as every other operation does (§6.4; the
+        SES initiator engine's rule, which takes the operation over with its retry budget)."""
+        dest = SesAddress(msg.peer, msg.pid, msg.ri, generation, msg.job, msg.relative)
+        self.ses.initiator.send(
+            dest, msg.data, tag=msg.tag, header_data=msg.header_data, protocol="eager", mode=int(msg.mode),
+            context=msg.handle,
+        )  # fmt: skip
+        self._ops[msg.handle] = None
+        self.ses.initiator.counters["retries"] += 1
 
     # -- SES completions ----------------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ _NH_STANDARD = int(NextHeader.STANDARD)
 _NH_RESPONSE = int(NextHeader.RESPONSE)
 _RC_OK = int(ReturnCode.OK)
 _RC_GOOD = (int(ReturnCode.NULL), _RC_OK)
+_RC_BAD_GENERATION = int(ReturnCode.BAD_GENERATION)
 _WHOLE = (Mode.RUDI, Mode.UUD)
 _RUDI = Mode.RUDI  # (an Enum class attribute lookup costs ~0.2 µs: once per message here)
 _RESP_UNPACK = RESPONSE.unpack  # parse_response's decoder of a plain RESPONSE header (§11.1)
@@ -59,7 +60,7 @@ class OutMessage:
     __slots__ = (
         "peer", "mode", "data", "length", "mid", "npkts", "it", "submitted", "done", "eom_submitted",
         "abandoned", "error", "handle", "pid", "ri", "job", "generation", "relative", "tag",
-        "header_data", "t0", "lane", "finished", "confirmed",
+        "header_data", "t0", "lane", "finished", "confirmed", "regen",
     )  # fmt: skip
 
     #: the lane it is queued on, set by ``Operations.send`` right after construction
@@ -90,6 +91,8 @@ class OutMessage:
         self.finished = False
         #: a response said RC_OK for the whole message (the RUDI completion rule, module doc)
         self.confirmed = False
+        #: the target's current RI generation from a BAD_GENERATION response (adopted, §6.4)
+        self.regen: int | None = None
 
     def complete(self) -> bool:
         """Every submitted packet is Acked/Failed, and the message is fully submitted or given up."""
@@ -204,10 +207,12 @@ def apply_response(msg: OutMessage, response_next_hdr: int, response: bytes) -> 
     or an over-long modified length fails the message."""
     if response_next_hdr != _NH_RESPONSE or not response or msg.error is not None:
         return
-    _lst, _op, _ver, rc, _mid, _gen, _job, mlen = _RESP_UNPACK(response)
+    _lst, _op, _ver, rc, _mid, gen, _job, mlen = _RESP_UNPACK(response)
     if rc not in _RC_GOOD:
         msg.error = error_for(rc, f"send of {msg.length} bytes to {msg.peer}")
         msg.abandoned = True
+        if rc == _RC_BAD_GENERATION:
+            msg.regen = gen
     elif rc == _RC_OK and mlen > msg.length:
         msg.error = error_for(ReturnCode.OP_VIOLATION, f"target placed {mlen} of {msg.length} bytes")
         msg.abandoned = True

@@ -28,6 +28,11 @@ Implementation choices (measured on the project machine, Python 3.11, loopback, 
 * ``udp_checksum=False`` sends UDP/IPv4 with a zero checksum (``SO_NO_CHECK``), the rule with
   the CRC trailer (behaviour.md §2.16; ``EndpointConfig.udp_checksum``). IPv6 requires a UDP
   checksum (RFC 8200), so an IPv6 link always computes it.
+* ``dont_fragment=True`` (the RoCE endpoint's link) sets ``IP_MTU_DISCOVER`` to
+  ``IP_PMTUDISC_PROBE`` on IPv4: every datagram leaves with DF and is never fragmented, and Linux
+  then sends IP ID 0 from an unconnected socket (``ip_select_ident``), so a RoCEv2 ICRC, which
+  covers the ID and the DF bit, can be computed before the kernel builds the header. No root
+  needed. (IPv6 has no ID and never fragments in flight.)
 * When the socket's send buffer is full, datagrams wait in order in a backlog drained by
   ``add_writer``; nothing is dropped silently (``tx_backlog`` counts stalls).
 """
@@ -54,6 +59,9 @@ _IPV6_RECVTCLASS = getattr(socket, "IPV6_RECVTCLASS", 66)
 _IPV6_TCLASS = getattr(socket, "IPV6_TCLASS", 67)
 #: Linux: send UDP/IPv4 with a zero checksum (behaviour.md §2.16 with the CRC trailer)
 _SO_NO_CHECK = getattr(socket, "SO_NO_CHECK", 11)
+#: Linux: DF on every datagram, the path MTU not consulted (``dont_fragment``)
+_IP_MTU_DISCOVER = getattr(socket, "IP_MTU_DISCOVER", 10)
+_IP_PMTUDISC_PROBE = getattr(socket, "IP_PMTUDISC_PROBE", 3)
 
 
 def loopback_addresses(n: int, seed: int | None = None) -> list[str]:
@@ -90,6 +98,7 @@ class DirectLink(Link):
         data_tos: int = tos(DSCP_DATA),
         read_ecn: bool = True,
         udp_checksum: bool = True,
+        dont_fragment: bool = False,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self.loop = loop or asyncio.get_running_loop()
@@ -113,6 +122,8 @@ class DirectLink(Link):
                 self._tos_level, self._tos_opt = socket.IPPROTO_IP, socket.IP_TOS
             if not udp_checksum and not self.v6:
                 sock.setsockopt(socket.SOL_SOCKET, _SO_NO_CHECK, 1)
+            if dont_fragment and not self.v6:
+                sock.setsockopt(socket.IPPROTO_IP, _IP_MTU_DISCOVER, _IP_PMTUDISC_PROBE)
             sock.bind((self.address, port))
         except OSError as e:
             sock.close()

@@ -93,13 +93,8 @@ class ControlMixin(PdsState):
                 self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, 0, now, entropy=entropy)
                 return
             if pdc.peer != src or spdcid != pdc.rpdcid:
-                if ctl == _CT_CREDIT and pdc.peer == src and pdc.role == "initiator" and not pdc.rpdcid:
-                    # RCCC: a grant may overtake the ACK that establishes the PDC (§4.5); it is
-                    # cumulative, so use it rather than fail the PDC
-                    self._count("ctl_rx_CREDIT_before_ack")
-                    if pdc.gate.cc_signals and pdc.gate.credit is not None:
-                        pdc.gate.on_grant(payload, now)
-                        self._dirty[pdc] = None
+                if pdc.peer == src and pdc.role == "initiator" and not pdc.rpdcid:
+                    self._rx_control_before_ack(pdc, ctl, payload, now)
                     return
                 if ctl == _CT_REQ_CLEAR and pdc.peer == src and pdc.role == "initiator" and not pdc.rpdcid:
                     # a target that holds its first ACK until we prove we receive
@@ -128,6 +123,19 @@ class ControlMixin(PdsState):
             self._send_clear(pdc.ret, now)
         else:
             self._rx_control_target(pdc, ctl, opq, psn, payload, flags, now)
+
+    def _rx_control_before_ack(self, pdc: InitiatorPdc, ctl: int, payload: int, now: int) -> None:
+        """A control packet from the peer for an initiator PDC that has not learnt the target's
+        PDCID yet (SYN_SENT: every ACK so far was lost). The target has established its half, so
+        it is no header mismatch: a ``PDC_HDR_MISMATCH`` NACK would make the target close that
+        half in error, and the SYN retransmission would then open a new target PDC and deliver
+        its packets a second time (issue 29 item 1). Dropped and counted instead; the SYN
+        retransmission draws the ACK that establishes the PDC. Only an RCCC grant is used: it is
+        cumulative and may overtake that ACK (§4.5)."""
+        self._count("ctl_rx_" + (ControlType(ctl).name if ctl <= 9 else str(ctl)) + "_before_ack")
+        if ctl == _CT_CREDIT and pdc.gate.cc_signals and pdc.gate.credit is not None:
+            pdc.gate.on_grant(payload, now)
+            self._dirty[pdc] = None
 
     def _rx_control_target(
         self, tp: TargetPdc, ctl: int, opq: int, psn: int, payload: int, flags: int, now: int

@@ -442,7 +442,9 @@ class InitiatorMixin(PdsState):
                         break
                     pkt = pending[0]
                     if quota < 0:
-                        if not gate.can_send(pkt.nbytes, now):
+                        if not gate.can_send(pkt.nbytes, now) and not (
+                            psn == pdc.start_psn and gate.cc_signals and gate.may_open(pkt.nbytes, now)
+                        ):
                             if gate.cc_signals:  # pacing / credit: when to try without an ACK
                                 self._cc_blocked(pdc, now)
                             break

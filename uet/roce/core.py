@@ -50,7 +50,7 @@ from uet.roce import events as qev
 from uet.roce.cm import ConnectionCollision, StaticCm
 from uet.roce.config import QpConfig
 from uet.roce.errors import RoceError
-from uet.roce.qp import QueuePair
+from uet.roce.qp import QueuePair, icrc_contexts
 from uet.roce.states import QpState
 from uet.ses.events import WriteCompleted
 from uet.ses.matching import tag_matches
@@ -58,7 +58,6 @@ from uet.ses.memory import Access, MemoryRegion, MemoryTable
 from uet.ses.message import Message
 from uet.wire import net
 from uet.wire.roce import PMTUS, ROCE_UDP_PORT, entropy_port, psn_diff
-from uet.wire.rocepkt import IcrcContext
 from uet.wire.ses import AmoOp, AmoType, ReturnCode
 
 __all__ = ["RoceCore", "UnsupportedAtomic", "PROVIDER_HEADER", "config_for_link", "timeout_for_rtt"]
@@ -147,6 +146,10 @@ class RoceCore:
         self._closed = False
         self._starved: list[QueuePair] = []  # QPs owed re-posted receives
         self._stats: dict[str, int] = {"messages_sent": 0, "unexpected": 0}  # received: the QPs count them
+        #: set by an adapter whose link sends every datagram from its own bound UDP port (the direct
+        #: link): any object with ``port`` (this end's) and ``peer_port`` (every peer's), read when a
+        #: connection opens; the ICRC then covers those ports (QueuePair.connect ``link_ports``)
+        self.link_ports: Any = None
 
     def __repr__(self) -> str:
         return f"RoceCore({self.address!r})"
@@ -161,8 +164,8 @@ class RoceCore:
             return qp
         a = self._new_qp()
         b = peer._new_qp()
-        a.connect(peer.address, b.qpn, b.start_psn)
-        b.connect(self.address, a.qpn, a.start_psn)
+        a.connect(peer.address, b.qpn, b.start_psn, link_ports=self._link_ports())
+        b.connect(self.address, a.qpn, a.start_psn, link_ports=peer._link_ports())
         self._attach(peer.address, a)
         peer._attach(self.address, b)
         return a
@@ -203,9 +206,13 @@ class RoceCore:
             start_psn=psn,
             log=self.log,
         )
-        qp.connect(peer, rqpn, rpsn)
+        qp.connect(peer, rqpn, rpsn, link_ports=self._link_ports())
         self._attach(peer, qp)
         return qp
+
+    def _link_ports(self) -> tuple[int, int] | None:
+        lp = self.link_ports
+        return None if lp is None else (lp.port, lp.peer_port)
 
     def _passive_open(self, data: bytes, source: str) -> QueuePair | None:
         """Open our end of the connection ``source`` opened first (:meth:`connect_static`), from
@@ -223,8 +230,8 @@ class RoceCore:
             return None
         qpn, _psn, rqpn, rpsn = cm.params(self.address, source)
         try:
-            raddr = net.ip_bytes(source)
-            if self.config.check_icrc and not IcrcContext(raddr, self._addr, entropy_port(qpn, rqpn)).verify(data):
+            rx = icrc_contexts(self._addr, net.ip_bytes(source), entropy_port(qpn, rqpn), self._link_ports())[1]
+            if self.config.check_icrc and not rx.verify(data):
                 st["dropped_passive_icrc"] = st.get("dropped_passive_icrc", 0) + 1
                 return None
         except ValueError:

@@ -52,6 +52,8 @@ from dataclasses import replace
 from typing import Any
 
 from uet.fabric.model import Fabric, Telemetry
+from uet.fabric.model.faults import FaultConfig
+from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.profiles import REALTIME_RTT_NS, load_topology, merge, overrides_to_dict
 from uet.fabric.switch import fabric_counters
 from uet.fabric.telemetry_io import switch_thresholds
@@ -64,6 +66,7 @@ from uet.sim.engine import Engine, SimulationError
 from uet.sim.loop import VirtualTimeLoop
 from uet.tss import SdMode, SecureDomain, SecureDomainTable
 from uet.tss.stage import SecurityConfig
+from uet.wire.net import ip_bytes
 from uet.workloads import Flow, RankReport, Workload, make
 from uet.workloads.report import summarize
 
@@ -219,12 +222,15 @@ def simulate(
     workload: Workload | None = None,
     on_progress: Callable[[int, int, int], None] | None = None,
     timeline: bool = False,
+    faults: FaultConfig | None = None,
 ) -> dict[str, Any]:
     """Run the scenario (module docstring) and return its result dict.
 
     ``on_progress(virtual ns, messages received, messages expected)`` is called as the run goes;
     ``timeline`` keeps queue-depth, port-byte and NIC-byte samples (``result["timeline"]``) and the
-    switches' ECN/PFC thresholds (``result["thresholds"]``) for plots.
+    switches' ECN/PFC thresholds (``result["thresholds"]``) for plots. ``faults``: the fault
+    schedule the fabric applies (uet.fabric.model.faults); its events and losses go under
+    ``result["faults"]``.
     """
     s = {**DEFAULT_RUN, **settings}
     topo = build_topology(s, topology)
@@ -238,7 +244,15 @@ def simulate(
     )
     tel = Telemetry({"queue_depth", "port_bytes", "nic_bytes"} if timeline else set(), enabled=timeline)
     cpu0 = time.process_time()
-    fabric = Fabric(topo, seed=seed, telemetry=tel, link_load=not (topo.switch.latency_ns or topo.switch.trust_pcp))
+    fabric = Fabric(
+        topo,
+        seed=seed,
+        telemetry=tel,
+        link_load=not (topo.switch.latency_ns or topo.switch.trust_pcp),
+        faults=faults,
+    )
+    if faults:
+        fabric.flow_meter = FlowMeter()
     engine = Engine(fabric)
     ep_over = dict(endpoint if endpoint is not None else DEFAULT_ENDPOINT)
     cfg = merge(FepConfig(), ep_over)
@@ -339,6 +353,8 @@ def simulate(
                 pair = (f["src"], f["dst"])
                 fcts[pair] = max(fcts.get(pair, 0.0), f["completion_s"])
         res["links"] = fabric.link_load.summary(fcts)
+    if fabric.failover is not None:
+        res["faults"] = fault_report(fabric, res)
     if error is not None:
         res["errors"] = [*res["errors"], error]
     if interrupted:
@@ -359,6 +375,22 @@ def simulate(
             res["cc_timeline"] = cc_records
             res["cc"] = cfg.pds.cc
     return res
+
+
+def fault_report(fabric: Fabric, res: dict[str, Any]) -> dict[str, Any]:
+    """``result["faults"]``: the schedule's events and losses (Failover.summary), what the
+    transport resent, and the flows' stall and recovery around each link failure
+    (FlowMeter.around); each flow also gets ``stall_us``, its longest time without data."""
+    assert fabric.failover is not None and fabric.flow_meter is not None
+    meter = fabric.flow_meter
+    out = fabric.failover.summary()
+    out["resent_packets"] = sum(int(f.get("retransmits") or 0) for f in res["flows"])
+    for f in res["flows"]:
+        key = (ip_bytes(f["src"]), ip_bytes(f["dst"]))
+        f["stall_us"] = round(meter.longest_gap(key) / 1e3, 3)
+    downs = sorted({e["t_ns"] for e in out["events"] if e["event"] == "down"})
+    out["around"] = [meter.around(t) for t in downs[:8]]
+    return out
 
 
 def _cc_logger(records: list[dict[str, Any]], host: int) -> Callable[[dict[str, Any]], None]:

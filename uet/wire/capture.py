@@ -10,6 +10,8 @@ Choices where the spec notes are silent (documented here so the decoder's output
 * **UDP ports.** A UDP datagram is UET when its destination port *or* its source port is the UET
   port (4793 by default): the spec uses 4793 as the destination in both directions (§1.1), and a
   host-stack endpoint bound to 4793 also sends from it. The destination is checked first.
+* **Reserved bits** of the UET headers that are not zero are a warning each (as Wireshark's expert
+  info flags them), and appear as ``reserved_<bit>`` fields in :meth:`Frame.to_dict`.
 * **Checksums.** A wrong IPv4 header checksum or UDP checksum is a warning on the :class:`Frame`,
   not an error; a UDP checksum of 0 (none, legal on IPv4) is not checked.
 * **Error offsets** are absolute positions in the buffer handed in (the UET bytes start at
@@ -29,6 +31,7 @@ from uet.wire import net
 from uet.wire.chain import Decryptor, UetPacket, enum_name, fields_dict, parse_uet
 from uet.wire.layout import Layout
 from uet.wire.rocepkt import RocePacket, parse_roce
+from uet.wire.tss import ENTROPY
 
 __all__ = [
     "Frame",
@@ -158,6 +161,8 @@ def parse_frame(
         fr.crc = ""  # asked for: _transport fills it in
     try:
         _frame(mv, fr, port, ip_proto, fast, decrypt)
+        if fr.uet is not None and fr.uet.reserved:
+            fr.warnings.extend(fr.uet.reserved_warnings())
     except UetError:
         raise
     except Exception as e:
@@ -276,8 +281,8 @@ def _transport(
 ) -> None:
     if proto == ip_proto:
         fr.kind, fr.encap = "uet", "ip"
-        if fr.crc is not None:
-            end = _crc_trailer(mv, off, end, src + dst + bytes(mv[off : off + 4]), fr)
+        if fr.crc is not None:  # the entropy header is in the prefix, so the span starts after it
+            end = _crc_trailer(mv, off + ENTROPY.size, end, src + dst + bytes(mv[off : off + ENTROPY.size]), fr)
         fr.uet = parse_uet(mv, offset=off, end=end, over_ip=True, fast=fast, decrypt=decrypt, src_ip=src, dst_ip=dst)
         fr.sport = fr.dport = None
         return

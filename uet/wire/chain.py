@@ -135,6 +135,18 @@ class UetPacket:
     icv: bytes | None = None
     decrypted: bool = False
     decrypt_failed: bool = False
+    #: the non-zero reserved bits of each section that has some, by section index
+    #: (:meth:`Layout.reserved_values <uet.wire.layout.Layout.reserved_values>`)
+    reserved: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    def reserved_warnings(self) -> list[str]:
+        """One warning per header whose reserved bits are not zero (wire-format.md §0 says they
+        are sent as 0; Wireshark flags them the same way). Empty for a clean packet."""
+        out = []
+        for i, r in sorted(self.reserved.items()):
+            bits = ", ".join(f"{k} = {v:#x}" for k, v in r.items())
+            out.append(f"{self.sections[i][0].name}: reserved bits not zero ({bits})")
+        return out
 
     def _find(self, role: str) -> tuple[Layout, Any] | None:
         for lay, v in self.sections:
@@ -214,14 +226,17 @@ class UetPacket:
         One key per header role (``entropy``, ``tss``, ``pds``, ``ses``) and a list
         ``extensions``; each header dict holds ``header`` (the layout name), ``offset`` and every
         field as a number, plus ``<field>_name`` for enum fields (null when the value has no name)
-        and ``flags_names`` (a list) for flag words. PDS dicts add the PSNs the spec derives from
+        and ``flags_names`` (a list) for flag words, and ``reserved_<bit>`` for each run of reserved
+        bits that is not zero (:meth:`reserved_warnings`). PDS dicts add the PSNs the spec derives from
         offsets (``clear_psn``, ``start_psn``, ``ack_psn``, ``sack_base_psn``). Bytes are hex.
         """
         out: dict[str, Any] = {"offset": self.start, "length": self.end - self.start}
         exts = []
-        for (lay, v), off in zip(self.sections, self.offsets, strict=True):
+        for i, ((lay, v), off) in enumerate(zip(self.sections, self.offsets, strict=True)):
             d = fields_dict(lay, v)
             d = {"header": lay.name, "offset": off, **d}
+            if i in self.reserved:
+                d.update(self.reserved[i])
             role = _ROLE.get(lay, lay.name)
             if role == "pds":
                 d.update(_pds_derived(lay, v))
@@ -367,6 +382,9 @@ def parse_uet(
 
 def _take(pkt: UetPacket, lay: Layout, mv: memoryview, off: int, fast: bool) -> tuple[Any, int]:
     v = lay.decode(mv, off) if fast else lay.parse(mv, off)
+    r = lay.reserved_values(mv, off)
+    if r:
+        pkt.reserved[len(pkt.sections)] = r
     pkt.sections.append((lay, v))
     pkt.offsets.append(off)
     return v, off + lay.size

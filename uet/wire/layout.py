@@ -10,8 +10,11 @@ the tables in ``spec/wire-format.md`` list them. From that one declaration this 
   (:meth:`Layout.decode`, :meth:`Layout.encode`, :meth:`Layout.pack_into`), used by the data path.
 
 Values travel as a :func:`collections.namedtuple` per layout (``Layout.T``): immutable, named,
-cheap to create, and equal when their fields are equal. Reserved bits are never exposed: they are
-sent as 0 and ignored on receive (wire-format.md §0).
+cheap to create, and equal when their fields are equal. Reserved bits are not fields: they are sent
+as 0 and ignored by the data path (wire-format.md §0). A decoder that shows them, as Wireshark
+does, reads them with :meth:`Layout.reserved_values`: each run of reserved bits is named
+``reserved_<bit>`` after the position of its first bit counted from the header's first bit (most
+significant first), so the two reserved bits above the SES opcode are ``reserved_0``.
 
 Every layout has a fixed size. Variants of a header (the SYN form of a request, the SOM and non-SOM
 forms of the standard SES header, ...) are separate layouts built from shared item lists, and the
@@ -121,6 +124,7 @@ class Layout:
         self._words: list[_Word | Raw] = []
         self.field_offset: dict[str, int] = {}
         self.fields: dict[str, F | Raw] = {}
+        reserved: list[tuple[str, int, int]] = []
         offset = 0
         for group in _merge(_groups(name, self.items)):
             if isinstance(group, Raw):
@@ -132,10 +136,16 @@ class Layout:
             for it in group:
                 if isinstance(it, F):
                     self._add_field(it, offset + bits // 8)
+                else:
+                    at = offset * 8 + bits
+                    reserved.append((f"reserved_{at}", at, it.bits))
                 bits += it.bits
             self._words.append(_Word(group, bits, offset))
             offset += bits // 8
         self.size = offset
+        #: ``(name, first bit, width)`` of each run of reserved bits (module docstring)
+        self.reserved: tuple[tuple[str, int, int], ...] = tuple(reserved)
+        self._rmask = sum(((1 << w) - 1) << (offset * 8 - at - w) for _n, at, w in reserved)
         self.field_names: tuple[str, ...] = tuple(self.fields)
         # plain ints: enum members would route every mask through Python-level operators
         self.defaults = {k: int(v) if isinstance(v, int) else v for k, v in (defaults or {}).items()}
@@ -427,6 +437,24 @@ class Layout:
         return out
 
     # -- presentation --------------------------------------------------------------------------
+
+    def reserved_values(self, buf: bytes | bytearray | memoryview, offset: int = 0) -> dict[str, int]:
+        """The runs of reserved bits of the header at ``offset`` that are **not** zero, by name
+        (:attr:`reserved`); empty when all are zero (the usual case, one masked integer), or when
+        the header is truncated (decoding it reports that)."""
+        mask = self._rmask
+        if not mask or len(buf) - offset < self.size:
+            return {}
+        word = int.from_bytes(buf[offset : offset + self.size], "big") & mask
+        if not word:
+            return {}
+        top = self.size * 8
+        out = {}
+        for name, at, w in self.reserved:
+            v = (word >> (top - at - w)) & ((1 << w) - 1)
+            if v:
+                out[name] = v
+        return out
 
     def describe(self, values: Any) -> list[tuple[str, Any, str]]:
         """(field, value, display) triples; enum fields show their names."""

@@ -8,7 +8,12 @@ IPv4 ID 0, DF, protocol UDP, destination port 4791, UDP checksum 0 — the varia
 TTL, IP checksum, UDP checksum) are masked out of the ICRC anyway. **Decision:** a queue pair
 computes and checks the ICRC over these canonical headers, from the two addresses and the source
 port it knows, so a datagram carried over a plain UDP socket (where the kernel picks the IP ID)
-has the same ICRC as the same packet in a frame this project builds.
+has the same ICRC as the same packet in a frame this project builds — as long as the socket sends
+what the canonical headers say. The direct link's socket does not send the QPN fold as its source
+port (the kernel sends the bound port) nor to 4791 when a test binds other ports, so a queue pair
+on it computes the ICRC with the link's real ports (``sport`` / ``dport``, :class:`IcrcContext`)
+and the link sets DF so that the kernel sends IP ID 0 (:class:`~uet.link.direct.DirectLink`,
+``dont_fragment``).
 """
 
 from __future__ import annotations
@@ -213,10 +218,11 @@ def encode_roce(bth: Any, exts: tuple[Any, ...] = (), payload: bytes | bytearray
     return b"".join(parts)
 
 
-def canonical_headers(src: bytes, dst: bytes, sport: int, datagram_len: int) -> bytes:
+def canonical_headers(src: bytes, dst: bytes, sport: int, datagram_len: int, dport: int = ROCE_UDP_PORT) -> bytes:
     """The IP and UDP headers this project puts in front of a RoCE datagram of ``datagram_len``
-    bytes (ICRC included), as far as the ICRC sees them (variant fields left 0; they are masked)."""
-    udp = net.UDP.encode((sport & 0xFFFF, ROCE_UDP_PORT, net.UDP.size + datagram_len, 0))
+    bytes (ICRC included), as far as the ICRC sees them (variant fields left 0; they are masked):
+    IPv4 ID 0 with DF, UDP ``sport`` to ``dport`` (4791)."""
+    udp = net.UDP.encode((sport & 0xFFFF, dport & 0xFFFF, net.UDP.size + datagram_len, 0))
     if len(src) == 4:
         ip = net.IPV4.encode(
             net.IPV4.make(total_length=net.IPV4.size + net.UDP.size + datagram_len, src=src, dst=dst, ttl=0)
@@ -245,8 +251,8 @@ class IcrcContext:
     header part of the CRC cached per datagram length: the queue pair's hot path. A test checks it
     against the plain functions."""
 
-    def __init__(self, src: bytes, dst: bytes, sport: int) -> None:
-        self.src, self.dst, self.sport = src, dst, sport
+    def __init__(self, src: bytes, dst: bytes, sport: int, dport: int = ROCE_UDP_PORT) -> None:
+        self.src, self.dst, self.sport, self.dport = src, dst, sport, dport
         self._heads: dict[int, int] = {}
 
     def _head(self, n: int) -> int:
@@ -254,7 +260,7 @@ class IcrcContext:
         if h is None:
             if len(self._heads) >= 256:
                 self._heads.clear()
-            h = self._heads[n] = headers_crc(canonical_headers(self.src, self.dst, self.sport, n))
+            h = self._heads[n] = headers_crc(canonical_headers(self.src, self.dst, self.sport, n, self.dport))
         return h
 
     def seal(self, body: bytes) -> bytes:

@@ -44,6 +44,13 @@ def rc_name(rc: int | None) -> str:
     return RC(rc).name if rc in RC._value2member_map_ else f"{rc:#x}"
 
 
+def response(r: Reply) -> Any:
+    """The SES response ``r`` carries; fails the case when it carries none (§6.9)."""
+    if r.ses is None:
+        raise CheckFailed("a SES response in the reply", r.describe())
+    return r.ses
+
+
 def expect_rc(r: Reply, rc: int, what: str = "") -> Reply:
     """The reply is an ACK carrying a SES response with return code ``rc`` (§6.9)."""
     check(r.is_ack, f"an ACK carrying a SES response {rc_name(rc)}{what}", r)
@@ -53,10 +60,23 @@ def expect_rc(r: Reply, rc: int, what: str = "") -> Reply:
 
 
 def expect_ok(r: Reply, what: str = "") -> Reply:
-    """Success: an ACK whose response (if any) says OK or NULL (§6.9: success may be a default
-    response, or no response at all — implicit success by CACK)."""
+    """Success: an ACK carrying a SES response that says OK (or NULL, a PDS-regenerated default
+    response). The tester sends its requests one at a time and judges the ACK naming the request's
+    own PSN, so that ACK is the one the target's SES answered with (§6.9 target rules: success
+    without data is a DEFAULT_RESPONSE with RC_OK); implicit success by a later CACK (§6.9
+    initiator rules) never applies to it. An ACK with no SES response at all is what a target
+    without a SES would send, and fails."""
     check(r.is_ack, f"an ACK (success){what}", r)
-    check(r.rc in (None, RC.OK, RC.NULL), f"success (OK / NULL / no response){what}, got {rc_name(r.rc)}", r)
+    check(r.ses is not None, f"a SES response (success) in the ACK{what}", r)
+    check(r.rc in (RC.OK, RC.NULL), f"success (OK / NULL){what}, got {rc_name(r.rc)}", r)
+    return r
+
+
+def expect_no_error(r: Reply, what: str = "") -> Reply:
+    """The ACK of a packet that does not end its message: no error, and a SES response only if
+    the target sends one per packet (the reference answers the message's last packet; §6.9)."""
+    check(r.is_ack, f"an ACK{what}", r)
+    check(r.rc in (None, RC.OK, RC.NULL), f"no error{what}, got {rc_name(r.rc)}", r)
     return r
 
 

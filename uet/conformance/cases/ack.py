@@ -11,6 +11,7 @@ from uet.conformance.cases._util import (
     F,
     ack_psn,
     check,
+    expect_ok,
     expect_rc,
     need_region,
     opened,
@@ -248,16 +249,21 @@ def _clear_cp(s: Session) -> None:
     p = opened(s)
     r = p.exchange(_error_req(s), clear=False)
     psn = ack_psn(r)
+    expect_rc(r, RC.BAD_MKEY, " (a guaranteed response to clear)")
+    check(r.pds.cack_psn == (psn - 1) & 0xFFFFFFFF, f"CACK held at {(psn - 1) & 0xFFFFFFFF:#x} before the CLEAR", r)
     p.send_clear(psn)
-    nxt = p.send(_f(s))
-    r2 = p.ack_for(nxt)
-    check(r2.pds.cack_psn == nxt, f"CACK = {nxt:#x} after the CLEAR", r2)
+    # judged by a PROBE, which carries no clear PSN of its own: a later request's clear_psn_offset
+    # would release the response by itself and hide a CLEAR the target ignored
+    r2 = _probe(s, p)
+    check(r2.pds.cack_psn == psn, f"CACK = {psn:#x} after the CLEAR (the PROBE's ACK)", r2)
 
 
 @case("CLR-004", G, "clear_psn_offset of the next request releases it as well", "behaviour.md §2.7")
 def _clear_implicit(s: Session) -> None:
     p = opened(s)
     r = p.exchange(_error_req(s), clear=False)
+    expect_rc(r, RC.BAD_MKEY, " (a guaranteed response to clear)")
+    check(r.pds.cack_psn == (ack_psn(r) - 1) & 0xFFFFFFFF, "CACK held before the clear", r)
     p.clear_psn = ack_psn(r)
     nxt = p.send(_f(s))
     r2 = p.ack_for(nxt)
@@ -309,7 +315,7 @@ def _read_gtd(s: Session) -> None:
 
 @case("CLR-009", G, "a non-guaranteed success does not ask for a clear", "behaviour.md §2.7")
 def _no_clear(s: Session) -> None:
-    r = opened(s).exchange(_f(s))
+    r = expect_ok(opened(s).exchange(_f(s)), " for the NO_OP")
     check(not r.flags & P.AckFlag.REQ_CLEAR, "no REQ_CLEAR on a NO_OP's ACK", r)
 
 

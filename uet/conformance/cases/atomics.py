@@ -80,7 +80,7 @@ def _run(s: Session, o: int, dt: int, t: float | int, i: float | int, *, fetch: 
     p = opened(s)
     n = _size(dt)
     r = op(s, p, OP.WRITE, _enc(dt, t), match_bits=reg.key, buffer_offset=off)
-    check(r.is_ack and r.rc in (None, RC.OK, RC.NULL), "the WRITE of the initial value succeeds", r)
+    check(r.is_ack and r.rc in (RC.OK, RC.NULL), "the WRITE of the initial value succeeds", r)
     r = op(s, p, OP.FETCHING_ATOMIC if fetch else OP.ATOMIC, _enc(dt, i), _ext(o, dt), match_bits=reg.key,
            buffer_offset=off)  # fmt: skip
     expect_rc(r, RC.OK, f" for {AO(o).name} on {AT(dt).name}")

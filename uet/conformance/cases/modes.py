@@ -15,7 +15,11 @@ O = "rod"  # noqa: E741
 
 
 def _rudi_reply(s: Session, pid: int) -> Reply:
-    return s.expect(lambda r: r.ptype == P.PdsType.RUDI_RESP and r.pds.pkt_id == pid, f"a RUDI response to id {pid:#x}")
+    """The RUDI response to ``pid``; it carries the SES response (§2.14: every request is processed
+    by SES and answered by one RUDI_RESP carrying the SES response)."""
+    r = s.expect(lambda r: r.ptype == P.PdsType.RUDI_RESP and r.pds.pkt_id == pid, f"a RUDI response to id {pid:#x}")
+    check(r.ses is not None, "a SES response in the RUDI response", r)
+    return r
 
 
 def _rudi_write(s: Session, pid: int, data: bytes, off: int = 0, flags: int = 0) -> None:
@@ -54,6 +58,7 @@ def _rudi_once(s: Session) -> None:
     _rudi_write(s, pid, b"once")
     got = s.replies_before_probe(lambda r: r.ptype == P.PdsType.RUDI_RESP and r.pds.pkt_id == pid)
     check(len(got) == 1, "exactly one RUDI response", f"{len(got)} responses")
+    check(got[0].rc in (RC.OK, RC.NULL), "a SES response with OK in it", got[0])
 
 
 for _k, _pid in enumerate((0, 0xFFFFFFFF, 0x80000000)):
@@ -128,13 +133,13 @@ def _rudi_bad_addr(s: Session) -> None:
 @case("UUD-001", U, "a UUD send draws no reply at all (no ACK, no response)", "behaviour.md §2.15")
 def _uud(s: Session) -> None:
     s.send(uud() + ses_standard(s.ses(opcode=OP.SEND), b"datagram"))
-    s.assert_silent(lambda r: True, "no reply to a UUD request")
+    s.assert_silent(lambda r: not s.earlier_traffic(r), "no reply to a UUD request")
 
 
 @case("UUD-002", U, "a UUD send with an error (unknown PID) is still silent", "behaviour.md §2.15", hostile=True)
 def _uud_err(s: Session) -> None:
     s.send(uud() + ses_standard(s.ses(opcode=OP.SEND, pid=(s.target.pid + 99) & 0xFFF), b"lost"))
-    s.assert_silent(lambda r: True, "no reply to a UUD request")
+    s.assert_silent(lambda r: not s.earlier_traffic(r), "no reply to a UUD request")
 
 
 @case("UUD-003", U, "a multi-packet UUD fragment (SOM only) is dropped silently", "behaviour.md §2.15", hostile=True)
@@ -142,13 +147,13 @@ def _uud_frag(s: Session) -> None:
     from uet.conformance.cases._util import F
 
     s.send(uud() + ses_standard(s.ses(opcode=OP.SEND, flags=F.SOM | F.REL, request_length=9000), b"frag"))
-    s.assert_silent(lambda r: True, "no reply")
+    s.assert_silent(lambda r: not s.earlier_traffic(r), "no reply")
 
 
 @case("UUD-004", U, "a UUD request to the target's datagram path does not open a PDC", "behaviour.md §2.15")
 def _uud_nopdc(s: Session) -> None:
     s.send(uud() + ses_standard(s.ses(opcode=OP.DATAGRAM_SEND), b"dg"))
-    s.assert_silent(lambda r: r.is_ack or r.is_control, "no ACK or control packet")
+    s.assert_silent(lambda r: (r.is_ack or r.is_control) and not s.earlier_traffic(r), "no ACK or control packet")
 
 
 # -- ROD ordering -----------------------------------------------------------------------------------
