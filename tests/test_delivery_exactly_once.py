@@ -8,7 +8,7 @@ over 50 seeds in memory and virtual time and checks each arrives exactly once an
 from __future__ import annotations
 
 import pytest
-from fep_harness import B_ADDR, FepPair, decode
+from fep_harness import A_ADDR, B_ADDR, FepPair, decode
 from fep_soak import soak
 
 from uet.fep import FepConfig, Peer, Transmit
@@ -23,6 +23,7 @@ def test_req_clear_before_the_first_ack_does_not_reopen_the_target_pdc(mode: Mod
     target closed its PDC in error, and the SYN retransmission opened a new target PDC that
     delivered the message a second time."""
     pair = FepPair(FepConfig(), seed=3)
+    pair.b.core.pds.guard.trust(A_ADDR)  # type: ignore[union-attr]  # A proved itself before (uet.pds.validation)
     dropped: list[Transmit] = []
 
     def lose_first_ack(t: Transmit, src: str) -> list[bytes]:
