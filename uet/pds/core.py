@@ -312,6 +312,15 @@ class PdsCore(
                     return
         g = self.guard
         if g is not None and src not in g.verified:
+            if (
+                flags & _SYN
+                and (t == 2 or t == 3 or t == 13 or t == 14)
+                and n >= 12
+                and g.at_cap(src)
+                and (src, (data[8] << 8) | data[9]) not in self.target_by_peer
+            ):  # a new PDC the source may not have: dropped before any parsing (SYN flood)
+                self._drop("unverified_syn", now, src)
+                return
             g.credit(src, n, now)
             if n >= 12:
                 held = g.check_proof(data, src, self.pdcs.get((data[10] << 8) | data[11]))

@@ -280,6 +280,11 @@ class SourceGuard:
             return True, next(iter(self.unproven))
         return True, None
 
+    def at_cap(self, src: str) -> bool:
+        """``src`` (unverified) holds all the target PDCs it may (:meth:`admit_pdc` would refuse)."""
+        b = self.budgets.get(src)
+        return b is not None and len(b.pdcs) >= self.cfg.unverified_pdcs_per_source
+
     def add_pdc(self, src: str, lpdcid: int) -> None:
         b = self.budgets.get(src)
         if b is not None:
