@@ -229,6 +229,9 @@ class RoceCore:
             st["dropped_qp_limit"] = st.get("dropped_qp_limit", 0) + 1
             return None
         qpn, _psn, rqpn, rpsn = cm.params(self.address, source)
+        if not 0 <= psn_diff(int.from_bytes(data[9:12], "big"), rpsn) < PASSIVE_PSN_WINDOW:
+            st["dropped_passive_psn"] = st.get("dropped_passive_psn", 0) + 1  # (the cheap check first)
+            return None
         try:
             rx = icrc_contexts(self._addr, net.ip_bytes(source), entropy_port(qpn, rqpn), self._link_ports())[1]
             if self.config.check_icrc and not rx.verify(data):
@@ -236,9 +239,6 @@ class RoceCore:
                 return None
         except ValueError:
             st["dropped_unknown_qp"] = st.get("dropped_unknown_qp", 0) + 1
-            return None
-        if not 0 <= psn_diff(int.from_bytes(data[9:12], "big"), rpsn) < PASSIVE_PSN_WINDOW:
-            st["dropped_passive_psn"] = st.get("dropped_passive_psn", 0) + 1
             return None
         try:
             return self.connect_static(source)
