@@ -88,6 +88,8 @@ class HostPlan:
     switch: str
     port: int
     link: LinkSpec
+    #: the NIC's further ports, one per further plane (``planes``): (leaf, leaf port) each
+    planes: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -114,6 +116,9 @@ class Topology:
     #: ``fat_tree``: the hosts the tree must hold (k sized from it) or ``k`` itself (0: from hosts)
     hosts: int = 16
     k: int = 0
+    #: ``leaf_spine``: independent copies of the leaf/spine fabric (planes); every host NIC has
+    #: one port in each, with the same address (dual-plane designs, issue 27)
+    planes: int = 1
     host_link: LinkSpec = field(default_factory=LinkSpec)
     fabric_link: LinkSpec = field(default_factory=LinkSpec)
     switch: SwitchConfig = field(default_factory=SwitchConfig)
@@ -129,6 +134,8 @@ class Topology:
             k = self.fat_k
             if k < 2 or k % 2 or k > 64:
                 raise FabricError("a fat tree needs an even k in 2..64")
+        if self.planes < 1 or (self.planes > 1 and self.kind != "leaf_spine") or self.planes > 8:
+            raise FabricError("planes: 1..8, and more than one only for a leaf_spine topology")
         if self.kind == "three_tier" and self.superspines % self.spines:
             raise FabricError("superspines must be a multiple of spines (one plane per pod spine)")
 
@@ -200,7 +207,32 @@ class Topology:
             return clos._plan_three_tier()
         if self.kind == "three_tier":
             return self._plan_three_tier()
+        if self.planes > 1:
+            return self._plan_planes()
         return self._plan_two_tier()
+
+    def _plan_planes(self) -> Plan:
+        """``planes`` copies of the leaf/spine plan, switches named ``p{k}-leaf{i}`` /
+        ``p{k}-spine{j}``; host h's NIC port k hangs off leaf ``p{k}-leaf{i}``, same address."""
+        one = copy.copy(self)
+        one.planes = 1
+        base = one._plan_two_tier()
+        switches: list[SwitchPlan] = []
+        n = len(base.switches)
+        names = {hp.name for hp in base.hosts}
+        for k in range(self.planes):
+            for sp in base.switches:
+                c = copy.deepcopy(sp)
+                c.name, c.id = f"p{k}-{sp.name}", k * n + sp.id
+                c.peers = [(p, k) if p in names else (f"p{k}-{p}", pp) for p, pp in sp.peers]
+                switches.append(c)
+        hosts = []
+        for hp in base.hosts:
+            h = copy.copy(hp)
+            h.switch = f"p0-{hp.switch}"
+            h.planes = [(f"p{k}-{hp.switch}", hp.port) for k in range(1, self.planes)]
+            hosts.append(h)
+        return Plan(switches, hosts)
 
     def _plan_two_tier(self) -> Plan:
         rail = self.kind == "rail"
@@ -313,6 +345,11 @@ def plan_links(plan: Plan) -> list[LinkPlan]:
     wiring order); see :class:`LinkPlan` for the names."""
     tier = {sp.name: _TIER[sp.tier] for sp in plan.switches}
     out = [LinkPlan(f"{h.name}-{h.switch}", h.name, 0, h.switch, h.port, False) for h in plan.hosts]
+    out += [
+        LinkPlan(f"{h.name}-{sw}", h.name, k, sw, port, False)
+        for h in plan.hosts
+        for k, (sw, port) in enumerate(h.planes, start=1)
+    ]
     pairs: list[tuple[str, int, str, int]] = []
     for sp in plan.switches:
         for port, (peer, peer_port) in enumerate(sp.peers):

@@ -11,9 +11,10 @@ import pytest
 from fep_harness import A_ADDR, B_ADDR, FepPair, decode
 from fep_soak import soak
 
-from uet.fep import FepConfig, Peer, Transmit
+from uet.fep import Datagram, FepConfig, Peer, Transmit
 from uet.pds import Mode
-from uet.wire.pds import ControlType, PdsType
+from uet.wire.pds import REQUEST_SYN, ControlType, PdsType, ReqFlag
+from uet.wire.ses import STANDARD, SesFlag, SesOpcode
 
 
 @pytest.mark.parametrize("mode", [Mode.RUD, Mode.ROD])
@@ -73,3 +74,28 @@ def test_send_adopts_the_generation_like_a_write(mode: Mode) -> None:
     assert bytes(pair.b.value(r1).data) == b"gen"
     assert pair.b.result(r2) is None
     assert pair.a.core.ses.initiator.counters["retries"] >= 2
+
+
+@pytest.mark.parametrize("tagged", [True, False])
+def test_forged_deferrable_send_does_not_hijack_recv(tagged: bool) -> None:
+    """Issue 29 item 4: one forged deferrable send (claiming the honest peer's address) bound a
+    waiting ``recv(tag=0, ignore=~0)`` to a receive reserved for its RTR; the RTR failed at the
+    real peer (it knows no such deferral), the reserved receive went back to the target engine's
+    list, and the ``recv()`` never completed while honest messages waited unexpected. The
+    ``recv()`` now returns to waiting and takes the honest message."""
+    pair = FepPair(FepConfig(reassembly_timeout_ns=300_000_000), seed=4)
+    b = pair.b.core
+    r = b.post_recv(None, tag=0, ignore=(1 << 64) - 1) if tagged else b.post_recv(None)
+    pds = REQUEST_SYN.encode(REQUEST_SYN.make(psn=1 << 20, spdcid=13, psn_offset=0, flags=ReqFlag.SYN | ReqFlag.AR))
+    som = STANDARD[(1, "none")]
+    ses = som.make(
+        opcode=SesOpcode.DEFERRABLE_TSEND if tagged else SesOpcode.DEFERRABLE_SEND, flags=SesFlag.SOM | SesFlag.REL,
+        message_id=1, job_id=b.job, pid_on_fep=b.pid, initiator=7, request_length=4096, match_bits=5,
+    )  # fmt: skip
+    b.receive_batch([Datagram(pds + som.encode(ses) + bytes(1024), A_ADDR, 0, source_port=1234)], pair.now)
+    pair.run_until(lambda: False, max_ns=100_000_000)
+    assert b.ses.target.counters["deferred"] == 1
+    assert pair.b.result(r) is None
+    h = pair.a.core.send(B_ADDR, b"honest", tag=9 if tagged else None)
+    assert pair.run_until(lambda: r in pair.b.done and h in pair.a.done, max_ns=1_000_000_000)
+    assert bytes(pair.b.value(r).data) == b"honest"

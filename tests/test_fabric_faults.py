@@ -215,3 +215,61 @@ def test_unknown_links_and_tables() -> None:
     with pytest.raises(FabricError, match="kind = 'explode'"):
         FaultConfig.from_dict({"event": [{"kind": "explode"}]})
     assert parse_ns("1.5ms") == 1_500_000 and parse_ns(0) == 0
+
+
+@pytest.mark.parametrize(
+    ("over", "rule"),
+    [
+        ({"pfc": {"xon": 40_000}}, "rule xON < xOFF"),
+        ({"tcs": {"3": {"ecn": {"kmin": 30_000, "kmax": 10_000}}}}, "rule WRED min < WRED max"),
+        ({"tcs": {"3": {"ecn": {"kmax": 40_000}}}}, "rule WRED max < xOFF"),
+        ({"pfc": {"headroom": 200}}, "rule headroom ≥ round trip × rate"),
+    ],
+)
+def test_inverted_thresholds_are_refused_naming_the_rule(over: dict, rule: str) -> None:
+    from uet.fabric.model.config import SwitchConfig
+
+    with pytest.raises(FabricError, match=rule) as e:
+        Fabric(Topology(switch=SwitchConfig.from_dict(over)))
+    assert "\n" not in str(e.value)
+    Fabric(Topology())  # the lab defaults pass
+
+
+def test_headroom_must_cover_a_long_cable() -> None:
+    from uet.fabric.topology import LinkSpec
+
+    long = LinkSpec(rate_bps=100_000_000_000, delay_ns=1_000)  # 2 µs round trip at 100 Gb/s: 25,000 B
+    with pytest.raises(FabricError, match=r"below the cable's round trip at 100 Gb/s over 1000 ns \(25000 B\)"):
+        Fabric(Topology(fabric_link=long))
+
+
+def test_a_dual_plane_nic_spreads_by_entropy_and_keeps_the_surviving_plane() -> None:
+    """Two planes: each host NIC has a port on p0-leafN and on p1-leafN, same address. A frame's
+    UDP source port picks the plane; once plane 1 is down and routed out, everything takes plane 0."""
+    fab = Fabric(
+        Topology(planes=2),
+        seed=1,
+        faults=FaultConfig(10_000, events=[FaultEvent("switch_down", "plane:1", 100_000)]),
+    )
+    assert [s for s in fab.switches][:5] == ["p0-leaf0", "p0-leaf1", "p0-spine0", "p0-spine1", "p1-leaf0"]
+    assert len(fab.nics[0].ports) == 2
+    for i in range(4):
+        fab.inject(0, _frame(fab, 0, 4, 0xC000 + i), i * SER)
+    assert len(fab.poll(90_000)) == 4
+    leaf = {k: fab.switches[f"p{k}-leaf0"].ports[0].rx_frames for k in (0, 1)}
+    assert leaf == {0: 2, 1: 2}  # even source ports on plane 0, odd on plane 1
+    fab.poll(110_000)  # plane 1 down at 100 µs, routed out at 110 µs
+    for i in range(4):
+        fab.inject(0, _frame(fab, 0, 4, 0xC000 + i), 110_000 + i * SER)
+    assert len(fab.poll(300_000)) == 4
+    assert fab.switches["p0-leaf0"].ports[0].rx_frames == 6 and fab.counters.total("drop") == 0
+    with pytest.raises(FabricError, match="no 'plane:2'"):
+        Fabric(Topology(planes=2), faults=FaultConfig(events=[FaultEvent("switch_down", "plane:2")]))
+
+
+def test_uet_completes_on_the_surviving_plane() -> None:
+    from uet.sim.scenario import simulate
+
+    faults = FaultConfig(events=[FaultEvent("switch_down", "plane:1", 5_000)])
+    res = simulate({"workload": "all_to_all", "endpoints": 4, "messages": 1}, {"planes": 2}, faults=faults)
+    assert res["ok"] and all(f["intact"] for f in res["flows"]) and res["faults"]["lost_packets"]["link_down"] > 0

@@ -62,3 +62,34 @@ def test_fault_mistakes_are_one_line_errors(argv: list[str], msg: str, capsys: p
     assert main(["-n", "4", *argv]) == 2
     err = capsys.readouterr().err
     assert msg in err and err.count("\n") == 1 and err.startswith("uet-sim: error: ")
+
+
+def test_compare_lb_runs_each_load_balancer_and_seed(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _run(
+        capsys, "-w", "permutation", "-n", "8", "--messages", "1", "--degrade", "uplinks:2=0.25",
+        "--compare-lb", "single,reps", "--seeds", "1,2",
+    )  # fmt: skip
+    assert [(r["lb"], r["seed"]) for r in out["rows"]] == [("single", 1), ("single", 2), ("reps", 1), ("reps", 2)]
+    assert all(r["ok"] and r["tail_us"] > 0 for r in out["rows"]) and set(out["mean_tail_us"]) == {"single", "reps"}
+
+
+def test_baseline_runs_the_same_scenario_without_the_faults(capsys: pytest.CaptureFixture[str]) -> None:
+    res = _run(capsys, "-w", "pairs", "-n", "4", "--messages", "1", "--degrade", "uplinks:4=0.1", "--baseline")
+    assert res["baseline"]["ok"] and len(res["baseline"]["completion_s"]) == 2
+    assert res["fct"]["max_s"] > res["baseline"]["fct"]["max_s"]
+
+
+def test_fault_plots_draw_throughput_around_the_failure(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from uet.fabric.model.faults import FaultConfig, FaultEvent
+
+    from uet.sim.fault_plots import fault_plots
+    from uet.sim.scenario import simulate
+
+    faults = FaultConfig(20_000, events=[FaultEvent("down", "pod0-leaf0-pod0-spine0", 3_000)])
+    res = simulate({"workload": "all_to_all", "endpoints": 4, "messages": 1}, timeline=True, faults=faults)
+    assert res["ok"] and res["fault_series"]["total"] and res["fault_series"]["flows"]
+    res["baseline"] = {"completion_s": [f["completion_s"] for f in res["flows"]]}
+    paths = fault_plots(res, str(tmp_path))
+    assert [Path(p).name for p in paths] == ["fault_throughput.png", "fct_faults.png"]
+    assert all(Path(p).stat().st_size > 0 for p in paths)

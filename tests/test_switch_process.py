@@ -126,6 +126,8 @@ async def test_pfc_pause_frames_reach_senders_and_nothing_is_lost():
             "switch.pfc.xoff=8000",
             "switch.pfc.xon=5000",
             "switch.pfc.headroom=20000",
+            "switch.tcs.3.ecn.kmin=3000",  # ECN before PFC (config.check_thresholds)
+            "switch.tcs.3.ecn.kmax=6000",
         ]
     )
     rx, a, b = (Host(fp.ports[i], fp.fabric.host_ip(i)) for i in range(3))

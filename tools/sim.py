@@ -40,6 +40,7 @@ from uet.fabric.profiles import PROFILES
 from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main, size_arg
 from uet.tools.fault_options import add_fault_options, faults_from
 from uet.tools.run_settings import load_scenario
+from uet.tools.sim_compare import parse_seeds
 
 __all__ = ["build_parser", "main", "settings_from"]
 
@@ -67,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="DIR", help="write FCT CDF, queue depth and throughput plots")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when not a terminal")
     add_fault_options(p)
+    c = p.add_argument_group("comparison (uet.tools.sim_compare)")
+    c.add_argument("--compare-lb", metavar="LBS", help="run once per UET load balancer, e.g. single,oblivious,reps")
+    c.add_argument("--seeds", type=parse_seeds, help="with --compare-lb: one run per seed, e.g. 1,2,3")
+    c.add_argument("--baseline", action="store_true", help="the same run without the faults too (FCT side by side)")
     g = p.add_argument_group("suites (uet.tools.cc_suite)")
     g.add_argument("--suite", help="run every scenario of a suite (cc: NSCC/RCCC against uet-htsim) or folder")
     g.add_argument("--only", help="with --suite: scenarios whose file name contains one of these words (a,b)")
@@ -197,12 +202,22 @@ def _body(argv: Sequence[str] | None) -> int:
         raise UsageError("--only, --max-hosts and --jobs go with --suite")
     s, topo, ep = settings_from(args)
     table = load_scenario(args.scenario).get("faults") if args.scenario else None
+    if args.compare_lb:
+        return _compare(args, s, topo, ep, table)
+    if args.seeds:
+        raise UsageError("--seeds goes with --compare-lb")
     faults = faults_from(args, table, int(s["seed"]))
+    if args.baseline and faults is None:
+        raise UsageError("--baseline compares with a run without faults: give a fault (--fail, --degrade, ...)")
     if args.plot:
         from uet.tools.fabric import require_matplotlib
 
         require_matplotlib()
+    base = run_sim(s, topo, ep) if args.baseline else None
     res = run_sim(s, topo, ep, progress=args.progress or sys.stderr.isatty(), plot=args.plot, faults=faults)
+    if base is not None:
+        done = sorted(f["completion_s"] for f in base["flows"] if f.get("completion_s") is not None)
+        res["baseline"] = {"ok": base["ok"], "fct": base.get("fct"), "completion_s": done}
     if args.plot:
         from uet.sim.plots import write_plots
 
@@ -210,6 +225,7 @@ def _body(argv: Sequence[str] | None) -> int:
     res.pop("timeline", None)
     res.pop("thresholds", None)
     res.pop("cc_timeline", None)
+    res.pop("fault_series", None)
     if args.json:
         out = dict(res)
         if not args.timing:
@@ -221,6 +237,20 @@ def _body(argv: Sequence[str] | None) -> int:
         sys.stdout.flush()
         raise KeyboardInterrupt  # after the partial results: "uet-sim: interrupted", exit 130
     return 0 if res["ok"] else 1
+
+
+def _compare(args: argparse.Namespace, s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], table: Any) -> int:
+    """``--compare-lb``: one table (uet.tools.sim_compare)."""
+    from uet.tools.sim_compare import render_compare, run_compare
+
+    if args.plot:
+        raise UsageError("--compare-lb draws no plots: drop --plot")
+    out = run_compare(args, s, topo, ep, table)
+    if args.json:
+        sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
+    else:
+        render_compare(out)
+    return 0 if all(r["ok"] for r in out["rows"]) else 1
 
 
 def _suite(args: argparse.Namespace) -> int:

@@ -288,6 +288,45 @@ class SwitchConfig:
         return _replace(cfg, d)
 
 
+def check_thresholds(cfg: SwitchConfig, links: list[tuple[int, int]]) -> list[str]:
+    """The rules the seeds state for a lossless class, checked on a switch with ports on
+    ``links`` ((rate bit/s, one-way delay ns) each). Refused with a :class:`FabricError` naming
+    the rule: PFC xON below xOFF, WRED min ≤ WRED max, WRED max below xOFF (ECN must act before
+    PFC pauses), and per-PG headroom at least the cable's round trip at the port's rate (what is
+    on the wire when the XOFF leaves; less and a pause overflows). The rule of thumb xON < WRED min
+    is not enforced (**decision**): every profile here resumes at xON = xOFF − 3 frames, above
+    WRED min, on purpose (short pauses, rocev2-and-fabric.md §8.9). Returns the warnings a user
+    may mean (none yet: the list is the seam for them)."""
+    warnings: list[str] = []
+    pfc = cfg.pfc
+    lossless = [tc for tc in range(8) if cfg.tcs[tc].lossless and pfc.enabled]
+    if not lossless:
+        return warnings
+    if not pfc.dynamic and pfc.xon >= pfc.xoff:
+        raise FabricError(f"PFC xON ({pfc.xon} B) must be below xOFF ({pfc.xoff} B): rule xON < xOFF")
+    for tc in lossless:
+        ecn = cfg.tcs[tc].ecn
+        if ecn is None:
+            continue
+        if ecn.kmin > ecn.kmax:
+            raise FabricError(
+                f"TC{tc}: WRED min ({ecn.kmin} B) above WRED max ({ecn.kmax} B): rule WRED min < WRED max"
+            )
+        if not pfc.dynamic and ecn.kmax >= pfc.xoff:
+            raise FabricError(
+                f"TC{tc}: WRED max ({ecn.kmax} B) must be below PFC xOFF ({pfc.xoff} B): rule WRED max < xOFF "
+                "(ECN must act before PFC pauses)"
+            )
+    for rate, delay in links:
+        cable = -(-2 * delay * rate // 8_000_000_000)
+        if pfc.headroom < cable:
+            raise FabricError(
+                f"PFC headroom ({pfc.headroom} B) is below the cable's round trip at {rate / 1e9:g} Gb/s over "
+                f"{delay} ns ({cable} B): rule headroom ≥ round trip × rate"
+            )
+    return warnings
+
+
 def _replace(obj: Any, over: dict[str, Any]) -> Any:
     names = {f.name for f in dataclasses.fields(obj)}
     bad = set(over) - names

@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from uet.fabric.model.config import FabricError
+from uet.fabric.model.config import FabricError, check_thresholds
 from uet.fabric.model.events import EventQueue
 from uet.fabric.model.failover import Failover
 from uet.fabric.model.faults import FaultConfig
@@ -63,6 +63,9 @@ class Fabric:
             topology = Topology.from_dict(topology)
         self.topology = topology
         self.plan = plan = topology.plan()
+        links = {(int(sp.rate_bps), int(sp.delay_ns)) for s in plan.switches for sp in s.ports}
+        #: what the configuration rules let pass with a warning (config.check_thresholds)
+        self.warnings = check_thresholds(topology.switch, sorted(links))
         self.events = EventQueue()
         self.telemetry = telemetry if telemetry is not None else Telemetry()
         self.counters = Counters()
@@ -93,6 +96,10 @@ class Fabric:
             link = hp.link
             port = Port(0, link.rate_bps, link.delay_ns, link.mtu, mac=hp.mac, strict=strict, weights=weights)
             nic = HostNic(i, hp.name, port, cfg, self.events, self.telemetry, self.counters)
+            for k in range(1, len(hp.planes) + 1):  # one more NIC port per further plane
+                nic.ports.append(
+                    Port(k, link.rate_bps, link.delay_ns, link.mtu, mac=hp.mac, strict=strict, weights=weights)
+                )
             nic.on_transmit = self._on_transmit
             nic.on_deliver = self._on_deliver
             self.nics.append(nic)

@@ -64,6 +64,12 @@ class _Names:
 
     def _resolve(self, ev: FaultEvent, rng: random.Random) -> list[LinkPlan]:
         t = ev.target
+        if ev.kind == "switch_down" and t.startswith("plane:"):
+            prefix = f"p{t[6:]}-"
+            sws = [s for s in self.switches if s.startswith(prefix)]
+            if not sws:
+                raise FabricError(f"switch_down: no {t!r} in this topology (planes are numbered from 0)")
+            return list({lk.name: lk for s in sws for lk in self._of_switch.get(s, [])}.values())
         if ev.kind == "switch_down":
             if t not in self.switches:
                 raise FabricError(f"switch_down: no switch {t!r} (e.g. {self.switches[-1]})")
@@ -99,7 +105,10 @@ class Failover:
         self.log: list[tuple[int, str, str]] = []
         self._down: dict[str, int] = {}
         self._gen: dict[str, int] = {}
+        #: every link an event acts on, by name
+        self._touched: dict[str, LinkPlan] = {}
         for ev, links in zip(cfg.events, resolve(cfg, fabric.plan), strict=True):
+            self._touched.update((lk.name, lk) for lk in links)
             self._schedule(ev, links)
 
     def _node(self, name: str) -> Switch | HostNic:
@@ -261,4 +270,5 @@ class Failover:
             "no_route_drops": sum(v for k, v in c.items() if k[0] == "drop" and k[2] == "no_route"),
             "pfc_released": c.total("pfc_released"),
             "route_updates": c.total("reroute"),
+            "links": {name: [[lk.a, lk.a_port], [lk.b, lk.b_port]] for name, lk in self._touched.items()},
         }

@@ -12,7 +12,8 @@ Events (``kind``):
   1 − (1 − b)^(8n), which the caller converts;
 * ``flap``: from ``at`` to ``until`` the link goes down for the first half of every ``period`` and
   up for the second (``until`` is required: a flap ends);
-* ``switch_down``: every link of ``switch`` fails at ``at`` and comes back at ``until``.
+* ``switch_down``: every link of ``switch`` fails at ``at`` and comes back at ``until``;
+  ``plane:K`` names every switch of plane K of a multi-plane topology (``planes``).
 
 Links are named from the topology (:func:`uet.fabric.topology.plan_links`: ``leaf3-spine1``,
 ``h0-leaf0``, ``pod0-leaf1-pod0-spine0``); ``uplinks:N`` is N distinct leaf uplinks drawn with the

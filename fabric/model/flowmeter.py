@@ -83,6 +83,26 @@ class FlowMeter:
             "recovered_after_us": round(max(ends) / 1e3, 3) if ends else 0.0,
         }
 
+    def total_series(self) -> list[tuple[int, float]]:
+        """(bin start ns, Gb/s) summed over every flow, from the first bin with data to the last."""
+        tot: dict[int, int] = {}
+        for b in self.bins.values():
+            for i, n in b.items():
+                tot[i] = tot.get(i, 0) + n
+        if not tot:
+            return []
+        return [(i * self.bin_ns, tot.get(i, 0) * 8 / self.bin_ns) for i in range(min(tot), max(tot) + 1)]
+
+    def stalled_at(self, t: int, n: int) -> list[tuple[bytes, bytes]]:
+        """The ``n`` flows with the longest gap containing ``t``, longest first."""
+        gaps = []
+        for key in self.times:
+            g = self.gap_at(key, t)
+            if g is not None:
+                gaps.append((g[1] - g[0], key))
+        gaps.sort(key=lambda x: -x[0])
+        return [k for _, k in gaps[:n]]
+
     def series(self, key: tuple[bytes, bytes]) -> list[tuple[int, float]]:
         """(bin start ns, Gb/s) of ``key``, bins without data included as 0 between its first
         and last."""

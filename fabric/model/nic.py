@@ -61,7 +61,7 @@ class HostNic:
         """Queue a frame for transmission at ``now`` (after everything due before it)."""
         buf = bytearray(frame)
         port = self.port
-        if port.down:  # the host's link failed: nothing leaves (uet.fabric.model.failover)
+        if port.down and len(self.ports) == 1:  # the host's link failed: nothing leaves (failover)
             self._lost("link_down", len(buf))
             return
         try:
@@ -69,6 +69,11 @@ class HostNic:
         except DecodeError:
             self.counters[("nic_malformed", self.name)] += 1
             return
+        if len(self.ports) > 1 and et == _ETH_IPV4:
+            chosen = self._plane_port(buf, ip)
+            if chosen is None:
+                return
+            port = chosen
         if et == _ETH_MAC_CONTROL:
             port.ctrl.append(bytes(buf))
         else:
@@ -82,9 +87,26 @@ class HostNic:
             port.push(Packet(buf, 0, tc, ip, now))
         self._kick(port, now)
 
+    def _plane_port(self, buf: bytearray, ip: int) -> Port | None:
+        """A NIC with a port in each plane: the port the frame's entropy (its UDP source port)
+        hashes to among the ports routing still uses (a failed port leaves them after the
+        detection delay: uet.fabric.model.failover), so a sprayed UET flow uses every plane and a
+        RoCE QP keeps one until its port fails (**decision**: the NIC's own ECMP over its
+        planes). None (dropped, counted) when no port is left or the chosen one is down."""
+        up = [p for p in self.ports if p.routable]
+        if not up:
+            self._lost("link_down", len(buf))
+            return None
+        sport = (buf[ip + 20] << 8) | buf[ip + 21] if len(buf) >= ip + 22 and buf[ip + 9] == 17 else 0
+        port = up[sport % len(up)]
+        if port.down:
+            self._lost("link_down", len(buf))
+            return None
+        return port
+
     def ingress(self, _port: int, frame: bytearray, now: int) -> None:
         """A frame from the leaf arrived completely at ``now``."""
-        port = self.port
+        port = self.ports[_port]
         if port.faulty and (port.down or (port.loss_rng is not None and port.loss_rng.random() < port.loss)):
             self._lost("link_down" if port.down else "link_loss", len(frame))
             return
@@ -107,10 +129,10 @@ class HostNic:
         if self.on_deliver is not None:
             self.on_deliver(self.index, frame, now, is_pfc)
 
-    def port_down(self, _p: int, now: int) -> None:
+    def port_down(self, p: int, now: int) -> None:
         """The host's link failed at ``now``: the frames in the NIC's queues are lost and counted
         (``link_down``) and the pauses the leaf sent end (``pfc_released``)."""
-        port = self.port
+        port = self.ports[p]
         port.down = port.faulty = True
         for tc in range(8):
             while port.queues[tc]:
@@ -123,17 +145,18 @@ class HostNic:
                 port.apply_pause(tc, 0, now)
                 released += 1
         if released:
-            self.counters[("pfc_released", self.name, 0)] += released
+            self.counters[("pfc_released", self.name, p)] += released
 
     def _lost(self, reason: str, size: int) -> None:
         self.counters[("drop", self.name, reason)] += 1
         self.counters[("lost_bytes", self.name)] += size
 
-    def port_up(self, _p: int, now: int) -> None:
+    def port_up(self, p: int, now: int) -> None:
         """The host's link is back at ``now``."""
-        self.port.down = False
-        self.port.faulty = self.port.loss_rng is not None
-        self._kick(self.port, now)
+        port = self.ports[p]
+        port.down = False
+        port.faulty = port.loss_rng is not None
+        self._kick(port, now)
 
     def _on_port_free(self, port: Port, _: object, now: int) -> None:
         if port.free_at == now:
@@ -175,7 +198,7 @@ class HostNic:
             port.free_at = end
             self.events.schedule(end, self._on_port_free, port)
         if self.on_transmit is not None:
-            self.on_transmit(self, 0, frame, now, end)
+            self.on_transmit(self, port.index, frame, now, end)
         if self._sample_ns and now - self._last_sample >= self._sample_ns:
             self._sample(now)
 

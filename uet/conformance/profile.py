@@ -64,6 +64,7 @@ def default_profile(job: int) -> Profile:
             Region(0x4000, 4096, "rwai", job),
             Region(0x5000, 4096, "rwa", other),
             Region(0x6000, 4096, "a", job),
+            Region(0x7000, 4096, "rw", job),  # read and write, no atomic right (RC-024)
         ],
         receives=[Receive(16, 0x7E570001, False), Receive(16, 0x7E570002, True)],
     )

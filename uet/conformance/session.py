@@ -345,6 +345,38 @@ class Session:
             "the liveness probe's answer (NACK INV_DPDCID for an unknown PDC, §2.11)",
         )
 
+    def serve_read_return(self, message_id: int, length: int) -> bytes:
+        """Receive the data of a READ that returns it in the return direction (behaviour.md §6.5:
+        more than ``Max_ACK_Data_Size``): the target sends it as requests with a RESPONSE_DATA
+        header naming ``message_id``, on a PDC it opens toward the tester. Each is acknowledged
+        like any request (an ACK with a DEFAULT_RESPONSE OK); the bytes are assembled by message
+        offset until ``length`` arrived. The target PDC is left for the target to close."""
+        from uet.wire import ses as S
+
+        ours: dict[int, int] = {}
+        got = bytearray(length)
+        have = 0
+
+        def returned(r: Reply) -> bool:
+            return (
+                r.ptype in (P.PdsType.RUD_REQ, P.PdsType.ROD_REQ) and r.ses is not None
+                and getattr(r.ses, "read_request_message_id", None) == message_id
+            )  # fmt: skip
+
+        while have < length:
+            r = self.expect(returned, f"return data of READ message {message_id:#x} ({have} of {length} bytes so far)")
+            h = r.ses
+            me = ours.setdefault(r.pds.spdcid, self.new_pdcid())
+            if h.message_offset + len(r.data) > length:
+                raise CheckFailed(f"return data within the {length} bytes read", r.describe())
+            got[h.message_offset : h.message_offset + len(r.data)] = r.data
+            have += len(r.data)
+            resp = S.RESPONSE.encode(S.RESPONSE.make(opcode=S.ResponseOpcode.DEFAULT_RESPONSE, message_id=h.message_id,
+                                                     job_id=h.job_id, modified_length=len(r.data)))  # fmt: skip
+            ack = P.ACK.make(next_hdr=P.NextHeader.RESPONSE, cack_psn=r.pds.psn, spdcid=me, dpdcid=r.pds.spdcid)
+            self.send(P.ACK.encode(ack) + resp)
+        return bytes(got)
+
     def earlier_traffic(self, r: Reply) -> bool:
         """``r`` belongs to another exchange, not to what the current case just sent: it is
         addressed to a PDC (or liveness probe) of the tester's (a CLOSE_REQ from a PDC an earlier

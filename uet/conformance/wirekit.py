@@ -123,11 +123,24 @@ def request(
     next_hdr: int = P.NextHeader.STANDARD,
     ptype: int | None = None,
     extra_flags: int = 0,
+    cc: tuple[int, int] | None = None,
 ) -> bytes:
-    """A RUD/ROD request header (§5.1): the SYN form (pdc_info/psn_offset) when ``syn``."""
+    """A RUD/ROD request header (§5.1): the SYN form (pdc_info/psn_offset) when ``syn``; with
+    ``cc = (ccc_id, credit_target)`` the RUD_CC / ROD_CC form (PDS types 13/14, §5.2) carrying
+    that CC state after the PDCID word."""
     flags = (P.ReqFlag.SYN if syn else 0) | (P.ReqFlag.AR if ar else 0) | (P.ReqFlag.RETX if retx else 0)
     flags |= extra_flags
     t = ptype if ptype is not None else (P.PdsType.ROD_REQ if rod else P.PdsType.RUD_REQ)
+    if cc is not None:
+        t = P.PdsType.ROD_CC_REQ if rod else P.PdsType.RUD_CC_REQ
+        lay = P.CC_REQUEST_SYN if syn else P.CC_REQUEST
+        kw: dict[str, int] = {"use_rsv_pdc": 0, "psn_offset": psn_offset} if syn else {"dpdcid": dpdcid}
+        return lay.encode(
+            lay.make(
+                type=t, next_hdr=next_hdr, flags=flags, clear_psn_offset=clear_psn_offset, psn=psn & M32,
+                spdcid=spdcid, ccc_id=cc[0], credit_target=cc[1], **kw,
+            )
+        )  # fmt: skip
     if syn:
         return P.REQUEST_SYN.encode(
             P.REQUEST_SYN.make(

@@ -179,6 +179,7 @@ class FepCore(Operations, Completions):
         self.waiters = Waiters(self.ses, self._waiter_got)
         self.ses.on_unexpected = self.waiters.offer
         self.ses.receive_waiting = self.waiters.waiting
+        self.ses.target.on_unreserved = self.waiters.unbind
         self._events: deque[Event] = deque()
         self._next_handle = 1
         self._now = 0

@@ -110,6 +110,21 @@ class Waiters:
         self.deliver(w, m)
         return True
 
+    def unbind(self, recv: PostedReceive) -> bool:
+        """``SesTarget.on_unreserved``: the sized receive posted for a deferred message's RTR is
+        released because the RTR failed (its initiator does not know the deferral: a forged or
+        abandoned deferrable send). A ``recv()`` it was posted for goes back to the head of the
+        queue, to take the next matching message (issue 29 item 4: it stayed bound to the
+        receive, which only the target engine could match, so the ``recv()`` never completed and
+        every later message waited on the unexpected list). False for other receives."""
+        w = recv.context
+        if type(w) is not Waiter or w.posted is not recv:
+            return False
+        w.posted = None
+        if not w.cancelled and w.handle in self.by_handle:
+            self.queue.appendleft(w)
+        return True
+
     def serve(self) -> bool:
         """Give unexpected messages to waiters in call order; True when a sized receive was
         posted for a target-engine entry (its packets may need a pump)."""

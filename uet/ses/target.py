@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -210,6 +211,10 @@ class SesTarget:
         self._pkt_id: int | None = None
         #: SYNC_WRITE / SYNC_ATOMIC groups (uet.ses.sync)
         self.sync = SyncGroups()
+        #: a receive reserved for a deferred message whose RTR failed goes back to its owner: this
+        #: hook (the FEP's ``recv()`` waiters) takes it when it returns True, else it is reposted
+        #: at the head of its list
+        self.on_unreserved: Callable[[PostedReceive], bool] | None = None
         self.counters: dict[str, int] = {
             "requests": 0,
             "errors": 0,
@@ -670,7 +675,7 @@ class SesTarget:
                 if err is not None:
                     got = self._reserved.pop(token, None)
                     self._reserved_at.pop(token, None)
-                    if got is not None:
+                    if got is not None and not (self.on_unreserved is not None and self.on_unreserved(got[0])):
                         got[3].matcher.repost_front(got[0])
 
             assert self.initiator is not None

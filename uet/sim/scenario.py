@@ -66,7 +66,7 @@ from uet.sim.engine import Engine, SimulationError
 from uet.sim.loop import VirtualTimeLoop
 from uet.tss import SdMode, SecureDomain, SecureDomainTable
 from uet.tss.stage import SecurityConfig
-from uet.wire.net import ip_bytes
+from uet.wire.net import ip_bytes, ip_str
 from uet.workloads import Flow, RankReport, Workload, make
 from uet.workloads.report import summarize
 
@@ -369,6 +369,8 @@ def simulate(
             received_bytes=sum(m.bytes for r in reports for m in r.rx),
         )
     if timeline:
+        if fabric.failover is not None:
+            res["fault_series"] = fault_series(fabric)
         res["timeline"] = [r.as_dict() for r in tel.records]
         res["thresholds"] = switch_thresholds(topo.switch)
         if cc_records:
@@ -391,6 +393,19 @@ def fault_report(fabric: Fabric, res: dict[str, Any]) -> dict[str, Any]:
     downs = sorted({e["t_ns"] for e in out["events"] if e["event"] == "down"})
     out["around"] = [meter.around(t) for t in downs[:8]]
     return out
+
+
+def fault_series(fabric: Fabric) -> dict[str, Any]:
+    """``result["fault_series"]`` (with ``timeline``, for uet.sim.fault_plots): throughput over
+    time summed over all flows and of the four flows stalled longest by the first link failure."""
+    assert fabric.failover is not None and fabric.flow_meter is not None
+    meter = fabric.flow_meter
+    downs = sorted(t for t, _, e in fabric.failover.log if e == "down")
+    keys = meter.stalled_at(downs[0], 4) if downs else []
+    return {
+        "total": meter.total_series(),
+        "flows": {f"{ip_str(a)}>{ip_str(b)}": meter.series((a, b)) for a, b in keys},
+    }
 
 
 def _cc_logger(records: list[dict[str, Any]], host: int) -> Callable[[dict[str, Any]], None]:

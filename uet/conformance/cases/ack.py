@@ -18,7 +18,7 @@ from uet.conformance.cases._util import (
     peer_pdcid,
     read_back,
 )
-from uet.conformance.session import Session
+from uet.conformance.session import Pdc, Session, Skipped
 from uet.conformance.wirekit import control, ses_standard
 from uet.wire import pds as P
 
@@ -342,3 +342,50 @@ def _ecn_clear(s: Session) -> None:
     psn = p.send(_f(s), ecn=2)
     r = p.ack_for(psn)
     check(not r.flags & P.AckFlag.M, "ACK flag M clear for an ECT(0) packet", r)
+
+
+def _nominal(s: Session, plaintext: bytes) -> int:
+    """The nominal size of a datagram the tester sent (§4.2): UDP length + 40."""
+    return len(s.seal(plaintext)) + 8 + 40
+
+
+@case("ACK-023", A, "ACK_CC rcvd_bytes counts the nominal bytes received (256-byte units, rounded up), "
+      "duplicates excluded", "behaviour.md §4.2")  # fmt: skip
+def _rcvd_bytes(s: Session) -> None:
+    reg = need_region(s, "rwa", min_size=16384)
+    p = Pdc(s)
+    first = p.open()
+    if not first.has_sack:
+        raise Skipped("the target answers with plain ACKs (no ACK_CC state to check)")
+    sizes = [_nominal(s, next(b for d, b in reversed(s.log) if d == "sent"))]
+    base = first.pds.rcvd_bytes
+    total = 0
+    for k, n in enumerate((1000, 3000, 200)):
+        w = ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, buffer_offset=12288 + 1024 * k), bytes(n))
+        r = p.exchange(w)
+        total += _nominal(s, p.header((p.next_psn - 1) & 0xFFFFFFFF) + w)
+    check(r.has_sack, "an ACK_CC", r)
+    lo, hi = total, total + sizes[0]  # the opening NO_OP carries no data: a target may count it or not
+    got = (r.pds.rcvd_bytes - base) & 0xFFFFFF
+    # each end rounds up once: the difference of two rounded counts may be one unit either way
+    umin, umax = (lo >> 8), ((hi + 255) >> 8) + 1
+    check(umin <= got <= umax, f"rcvd_bytes grew by {umin}..{umax} units of 256 ({lo} nominal bytes sent)", r)
+    dup = p.send(w, psn=(p.next_psn - 1) & 0xFFFFFFFF, retx=True)
+    r2 = s.expect(lambda r: p.mine(r) and r.is_ack and r.ack_psn == dup, "the ACK of the duplicate WRITE")
+    if r2.has_sack:
+        check(r2.pds.rcvd_bytes == r.pds.rcvd_bytes, "a duplicate does not add to rcvd_bytes", r2)
+
+
+@case("ACK-024", A, "ACK_CC ooo_count reports the out-of-order packets held, 0 once the hole is filled",
+      "behaviour.md §4.2", SHOULD)  # fmt: skip
+def _ooo_count(s: Session) -> None:
+    p = opened(s)
+    a = p.send(_f(s), psn=(p.next_psn + 1) & 0xFFFFFFFF)
+    r = s.expect(lambda r: p.mine(r) and r.is_ack and r.ack_psn == a, "the ACK of the out-of-order PSN")
+    if not r.has_sack:
+        raise Skipped("the target answers with plain ACKs (no ooo_count)")
+    check(r.pds.ooo_count >= 1, "ooo_count ≥ 1 with a packet held behind a hole", r)
+    b = p.send(_f(s), psn=(a - 1) & 0xFFFFFFFF)
+    r = s.expect(lambda r: p.mine(r) and r.is_ack and r.ack_psn == b, "the ACK of the gap-filling PSN")
+    check(r.pds.ooo_count == 0, "ooo_count 0 once everything is in order", r)
+    p.next_psn = (a + 1) & 0xFFFFFFFF

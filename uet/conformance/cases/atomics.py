@@ -176,3 +176,25 @@ for _title, _x, _pl, _off, _rc, _fl in _E:
     case(f"AMO-{next(_n):03d}", A, _title, "behaviour.md §6.5")(
         partial(_amo_err, ext=_x, payload=_pl, off=_off, rc=_rc, flags=_fl)
     )
+
+
+def _mswap(s: Session, t: int, v: int, m: int) -> None:
+    """MSWAP on one UINT64: the operand is an (operand, mask) pair, operand first (the reference's
+    reading, uet.ses.atomics); the target becomes ``(T & mask) ^ operand`` (§10.1 as written)."""
+    reg = need_region(s, "rwa", min_size=16384)
+    off = 8192 + 16 * (next(_slot) % 500)
+    p = opened(s)
+    op(s, p, OP.WRITE, _enc(AT.UINT64, t), match_bits=reg.key, buffer_offset=off)
+    r = op(s, p, OP.FETCHING_ATOMIC, _enc(AT.UINT64, v) + _enc(AT.UINT64, m), _ext(AO.MSWAP, AT.UINT64),
+           match_bits=reg.key, buffer_offset=off)  # fmt: skip
+    expect_rc(r, RC.OK, " for MSWAP on UINT64")
+    check(r.data[:8] == _enc(AT.UINT64, t), f"the fetched value is the old target value {t:#x}", r)
+    want = (t & m) ^ v
+    got = _dec(AT.UINT64, read_back(s, p, reg.key, off, 8))
+    check(got == want, f"MSWAP(operand {v:#x}, mask {m:#x}) on {t:#x} leaves {want:#x}", f"{got:#x}")
+
+
+for _t, _v, _m in [(0xFFFF0000FFFF0000, 0x00000000000000FF, 0xFF00FF00FF00FF00), (0x1234, 0xF0F0, 0)]:
+    case(f"AMO-{next(_n):03d}", A, f"MSWAP(operand {_v:#x}, mask {_m:#x}) on {_t:#x}", "wire-format.md §10.1")(
+        partial(_mswap, t=_t, v=_v, m=_m)
+    )

@@ -284,3 +284,24 @@ def _no_syn_no_pdc(s: Session) -> None:
     p.send(_f(s))
     r = p.nack(p.start)
     check(r.pds.nack_code == NC.INV_DPDCID, "NACK INV_DPDCID", r)
+
+
+for _cck, (_ccrod, _ccname) in enumerate(((False, "RUD_CC_REQ (13)"), (True, "ROD_CC_REQ (14)"))):
+
+    def _mk_cc(rod: bool = _ccrod, name: str = _ccname, k: int = _cck) -> None:
+        @case(f"EST-{19 + k:03d}", A, f"a WRITE carried by a {name} request lands (the CC state word parsed past)",
+              "wire-format.md §5.2")  # fmt: skip
+        def _t(s: Session) -> None:
+            from uet.conformance.cases._util import need_region, read_back
+
+            reg = need_region(s, "rwa", min_size=8192)
+            p = Pdc(s, rod=rod)
+            p.open()
+            data = s.rng.randbytes(24)
+            off = 7168 + 32 * k
+            r = p.exchange(ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, buffer_offset=off), data),
+                           cc=(0x5A, 0x123456))  # fmt: skip
+            expect_ok(r, f" for the WRITE in a {name}")
+            check(read_back(s, p, reg.key, off, 24) == data, "the 24 bytes written, read back")
+
+    _mk_cc()

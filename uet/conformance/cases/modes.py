@@ -211,3 +211,25 @@ def _rod_dup(s: Session) -> None:
     p.send(ses_standard(s.ses(opcode=OP.NO_OP)), psn=psn, retx=True)
     r = s.expect(lambda r: p.mine(r) and (r.is_ack or r.is_nack), "an answer to the duplicate")
     check(r.is_ack, "an ACK", r)
+
+
+@case("ROD-005", O, "ROD: a request behind a hole does not reach the SES before the hole is filled",
+      "behaviour.md §2.13")  # fmt: skip
+def _rod_ooo_held(s: Session) -> None:
+    reg = need_region(s, "rwa", min_size=8192)
+    p = opened(s, rod=True)
+    off = 6144 + 8 * s.rng.randrange(0, 64)
+    before = read_back(s, opened(s), reg.key, off, 8)
+    mark = bytes(b ^ 0xFF for b in before)
+    late = (p.next_psn + 1) & 0xFFFFFFFF  # next_psn itself stays a hole
+    w = ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, buffer_offset=off), mark)
+    p.send(w, psn=late)
+    s.replies_before_probe(lambda r: p.mine(r))  # the target has handled it (buffered, dropped or NACKed)
+    check(read_back(s, opened(s), reg.key, off, 8) == before,
+          "memory unchanged while the ROD request waits behind a hole (in-order delivery to SES)")  # fmt: skip
+    # fill the hole and resend the WRITE (a target that dropped it asked for it with ROD_OOO): now it lands
+    hole = p.send(ses_standard(s.ses(opcode=OP.NO_OP)), psn=(late - 1) & 0xFFFFFFFF)
+    p.ack_for(hole)
+    p.send(w, psn=late, retx=True)
+    p.ack_for(late)
+    check(read_back(s, opened(s), reg.key, off, 8) == mark, "the WRITE lands once in order")

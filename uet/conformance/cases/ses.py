@@ -560,3 +560,52 @@ def _rndv_done(s: Session) -> None:
     psn = rv.read.pds.psn
     s.assert_silent(lambda r: r.ptype in (P.PdsType.RUD_REQ, P.PdsType.ROD_REQ) and r.pds.psn == psn
                     and r.flags & P.ReqFlag.RETX, "no retransmission of the READ we answered")  # fmt: skip
+
+
+@case("RC-024", E, "FETCHING_ATOMIC on a read-write region without the atomic right → PERM_VIOLATION, memory unchanged",
+      "behaviour.md §6.5")  # fmt: skip
+def _amo_no_right(s: Session) -> None:
+    reg = need_region(s, "rw")
+    p = opened(s)
+    before = read_back(s, p, reg.key, 64, 8)
+    ext = S.ATOMIC_EXT.encode(S.ATOMIC_EXT.make(atomic_opcode=S.AmoOp.SUM, atomic_datatype=S.AmoType.UINT64))
+    r = op(s, p, OP.FETCHING_ATOMIC, (5).to_bytes(8, "little"), ext, match_bits=reg.key, buffer_offset=64)
+    expect_rc(r, RC.PERM_VIOLATION, " (the region grants read and write, not atomic)")
+    check(read_back(s, p, reg.key, 64, 8) == before, "the 8 bytes unchanged by the refused atomic")
+
+
+@case("RMA-011", B, "a two-packet WRITE whose message overruns the region is refused at its first packet, "
+      "nothing written", "behaviour.md §6.5")  # fmt: skip
+def _overrun_multi(s: Session) -> None:
+    reg = need_region(s, "rwa")
+    p = opened(s)
+    off = reg.size - 8  # the first packet's 8 bytes fit; the message's 16 do not
+    before = read_back(s, p, reg.key, off, 8)
+    mid = s.ses().message_id
+    a = ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, buffer_offset=off, flags=F.SOM | F.REL,
+                           request_length=16, message_id=mid), b"\xa5" * 8)  # fmt: skip
+    r = p.exchange(a)
+    why = "UNSUPPORTED_SIZE or BAD_ADDR for the message's first packet (offset + request_length > size)"
+    check(r.is_ack and r.rc in (RC.UNSUPPORTED_SIZE, RC.BAD_ADDR), why, r)
+    b = ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, buffer_offset=off, flags=F.EOM | F.REL,
+                           request_length=16, message_id=mid, payload_length=8, message_offset=8),
+                     b"\x5a" * 8)  # fmt: skip
+    r = p.exchange(b)
+    check(r.is_ack and r.rc not in (None, RC.OK, RC.NULL), "the message's later packet fails too (§6.9)", r)
+    check(read_back(s, p, reg.key, off, 8) == before, "the region's last 8 bytes unchanged (nothing partly written)")
+
+
+@case("RMA-012", B, "a READ longer than Max_ACK_Data_Size returns its data in the return direction",
+      "behaviour.md §6.5")  # fmt: skip
+def _read_return(s: Session) -> None:
+    reg = need_region(s, "rwa", min_size=8192)
+    p = opened(s)
+    off, n = 4096 + 24, 96
+    data = s.rng.randbytes(n)
+    expect_ok(op(s, p, OP.WRITE, data, match_bits=reg.key, buffer_offset=off))
+    mid = s.ses().message_id
+    r = p.exchange(ses_standard(s.ses(opcode=OP.READ, match_bits=reg.key, buffer_offset=off, request_length=n,
+                                      message_id=mid)))  # fmt: skip
+    expect_rc(r, RC.OK, f" for the READ of {n} bytes")
+    got = r.data[:n] if len(r.data) >= n else s.serve_read_return(mid, n)
+    check(got == data, f"the {n} bytes written, read back", got.hex())

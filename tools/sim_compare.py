@@ -1,0 +1,110 @@
+"""``uet-sim --compare-lb``: one scenario under several UET load balancers and seeds, one table.
+
+What issue 27 asks of a degraded fabric: run the same workload and fault schedule with each path
+selection (``single``, ``oblivious``, ``reps``, ``bitmap``: ``pds.lb``, uet.cc.entropy) for each
+seed — the seed also draws the ``uplinks:N`` a schedule names, so each seed degrades other links —
+and compare the tail FCT. ``--baseline`` adds each row without the faults.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from uet.tools.cli import UsageError
+
+__all__ = ["parse_seeds", "render_compare", "run_compare"]
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``1,2,3`` → [1, 2, 3] (argparse type)."""
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated integers, e.g. 1,2,3") from None
+    if not seeds or any(s < 0 for s in seeds) or len(seeds) > 100:
+        raise argparse.ArgumentTypeError(f"{text!r}: 1 to 100 non-negative integers")
+    return seeds
+
+
+def _row(res: dict[str, Any]) -> dict[str, Any]:
+    fct = res.get("fct") or {}
+    f = res.get("faults") or {}
+    return {
+        "ok": res["ok"],
+        "tail_us": round(fct.get("max_s", 0.0) * 1e6, 3),
+        "p99_us": round(fct.get("p99_s", 0.0) * 1e6, 3),
+        "p50_us": round(fct.get("p50_s", 0.0) * 1e6, 3),
+        "lost_packets": sum((f.get("lost_packets") or {}).values()),
+        "resent_packets": sum(int(fl.get("retransmits") or 0) for fl in res["flows"]),
+    }
+
+
+def run_compare(
+    args: argparse.Namespace, s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], table: Any
+) -> dict[str, Any]:
+    """Every (load balancer, seed) run; rows plus the mean tail per load balancer."""
+    from uet.tools.fault_options import faults_from
+    from uet.tools.sim import _deep_update, run_sim
+
+    from uet.cc.registry import LOAD_BALANCERS
+
+    lbs = [x.strip() for x in args.compare_lb.split(",") if x.strip()]
+    bad = [x for x in lbs if x not in LOAD_BALANCERS]
+    if bad or not lbs:
+        raise UsageError(f"--compare-lb: {bad[0] if bad else '(none)'!r}: one of {', '.join(LOAD_BALANCERS)}")
+    if s.get("transport", "uet") != "uet":
+        raise UsageError("--compare-lb compares UET load balancers: use --transport uet")
+    seeds = args.seeds or [int(s["seed"])]
+    rows = []
+    for lb in lbs:
+        e = _deep_update(ep, {"pds": {"lb": lb}})
+        for seed in seeds:
+            st = {**s, "seed": seed}
+            faults = faults_from(args, table, seed)
+            row = {"lb": lb, "seed": seed, **_row(run_sim(st, topo, e, faults=faults))}
+            if args.baseline:
+                base = _row(run_sim(st, topo, e))
+                row["baseline_tail_us"] = base["tail_us"]
+                row["ok"] = row["ok"] and base["ok"]
+            rows.append(row)
+    mean = {lb: round(sum(r["tail_us"] for r in rows if r["lb"] == lb) / len(seeds), 3) for lb in lbs}
+    return {"workload": s["workload"], "endpoints": s["endpoints"], "seeds": seeds, "rows": rows, "mean_tail_us": mean}
+
+
+def render_compare(out: dict[str, Any]) -> None:
+    """The comparison as a table (stdout)."""
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(width=None if sys.stdout.isatty() else 120)
+    base = any("baseline_tail_us" in r for r in out["rows"])
+    t = Table(title=f"uet-sim {out['workload']}, {out['endpoints']} endpoints: tail FCT by load balancer")
+    for col in (
+        "lb",
+        "seed",
+        "tail (µs)",
+        "p99 (µs)",
+        "p50 (µs)",
+        "lost",
+        "resent",
+        *(["no fault (µs)"] if base else []),
+        "ok",
+    ):
+        t.add_column(col, justify="left" if col == "lb" else "right")
+    for r in out["rows"]:
+        t.add_row(
+            r["lb"],
+            str(r["seed"]),
+            f"{r['tail_us']:,.1f}",
+            f"{r['p99_us']:,.1f}",
+            f"{r['p50_us']:,.1f}",
+            str(r["lost_packets"]),
+            str(r["resent_packets"]),
+            *([f"{r['baseline_tail_us']:,.1f}"] if base else []),
+            "yes" if r["ok"] else "NO",
+        )
+    con.print(t)
+    con.print("mean tail: " + ", ".join(f"{lb} {v:,.1f} µs" for lb, v in out["mean_tail_us"].items()))
