@@ -58,10 +58,8 @@ from uet.fabric.kernel_queues import KernelQueue, read_udp_queues
 from uet.fabric.model import Fabric
 from uet.fabric.model.config import TC_DATA, TC_ROCE
 from uet.fabric.model.faults import FaultConfig
-from uet.fabric.model.nic import HostNic
-from uet.fabric.model.switch import Switch
 from uet.fabric.model.telemetry import PortBytes, QueueDepth, Telemetry
-from uet.fabric.telemetry_io import JsonLines, PcapTaps
+from uet.fabric.telemetry_io import JsonLines, PcapTaps, install_taps
 from uet.fabric.timers import make_timer
 from uet.fabric.topology import Topology
 
@@ -93,6 +91,9 @@ class ProcessConfig:
     keep_telemetry: bool = False
     sample_ns: int = 50_000_000
     pcap_dir: str | None = None
+    #: one capture per switch port or per host; the most bytes each file holds (PcapTaps)
+    pcap_per: str = "port"
+    pcap_max: int | None = None
     timer: str = "auto"
     seed: int = 0
     max_batch: int = 64
@@ -227,7 +228,7 @@ class FabricProcess:
         self.t0 = time.monotonic_ns()
         self.epoch_ns = time.time_ns()
         if cfg.pcap_dir:
-            self.taps = PcapTaps(cfg.pcap_dir, self.epoch_ns)
+            self.taps = PcapTaps(cfg.pcap_dir, self.epoch_ns, per=cfg.pcap_per, max_bytes=cfg.pcap_max)
             self._install_taps()
         self.timer = make_timer(loop, self._on_timer, cfg.timer)
         for i, s in enumerate(self.socks):
@@ -353,24 +354,9 @@ class FabricProcess:
     # -- taps and telemetry ------------------------------------------------------------------------
 
     def _install_taps(self) -> None:
-        """Wrap every node's ``on_transmit`` so each frame on a switch port's link is written to
-        that port's pcap (sent: at its start; received: at its arrival)."""
-        taps = self.taps
-        assert taps is not None
-        nodes: list[Switch | HostNic] = [*self.fabric.switches.values(), *self.fabric.nics]
-        for node in nodes:
-            orig = node.on_transmit
-
-            def tapped(n: Any, p: int, frame: bytearray, start: int, end: int, _orig: Any = orig) -> None:
-                port = n.ports[p]
-                if isinstance(n, Switch):
-                    taps.write(n.name, p, frame, start)
-                peer, peer_port = port.peer
-                if isinstance(peer, Switch):
-                    taps.write(peer.name, peer_port, frame, end + port.delay_ns)
-                _orig(n, p, frame, start, end)
-
-            node.on_transmit = tapped
+        """Every frame on a switch port's link to that port's pcap (:func:`install_taps`)."""
+        assert self.taps is not None
+        install_taps(self.fabric, self.taps)
 
     def _start_record(self) -> dict[str, Any]:
         topo = self.topology

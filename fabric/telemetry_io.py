@@ -8,10 +8,11 @@
   ``throughput.png`` (transmit rate per switch port in about 100 time bins, from the cumulative
   ``port_bytes`` samples)
   with matplotlib's Agg backend (the ``plot`` extra).
-* :class:`PcapTaps` writes one classic pcap (Ethernet link type, nanosecond timestamps) per switch
-  port with both directions of that port's link: a frame the port sends at the time it starts on
-  the link, a frame it receives at the time it finished arriving. Timestamps are wall-clock:
-  the fabric's start time plus model time.
+* :class:`PcapTaps` writes one capture (Ethernet link type, nanosecond timestamps) per switch
+  port with both directions of that port's link, or per host: a frame sent at the time it starts
+  on the link, a frame received at the time it finished arriving (:func:`install_taps`).
+  Timestamps are the fabric's start time (wall clock in the switch process, 0 in the simulator)
+  plus model time.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import IO, Any
 
-from uet.pcap import PcapWriter
+from uet.pcap import PcapngWriter, PcapWriter
 
-__all__ = ["UNITS", "switch_thresholds", "JsonLines", "PcapTaps", "plot", "read_jsonl", "throughput"]
+__all__ = ["UNITS", "switch_thresholds", "JsonLines", "PcapTaps", "install_taps", "plot", "read_jsonl", "throughput"]
 
 
 class JsonLines:
@@ -233,23 +234,60 @@ def _active_window(
 
 
 class PcapTaps:
-    """One :class:`PcapWriter` per switch port, opened lazily as ``{switch}-p{port}.pcap``."""
+    """Capture files of a fabric's links, opened lazily: one per switch port
+    (``per="port"``, ``{switch}-p{port}.pcap``: both directions of that port's link) or one per
+    host (``per="host"``, ``{host}.pcap``: what the host's NIC sent, at the time it started on the
+    link, and what reached it, at the time it finished arriving). ``fmt``: ``pcap`` (classic,
+    nanosecond magic) or ``pcapng`` (nanosecond ``if_tsresol``, the interface named after the file).
+    Timestamps are ``epoch_ns`` plus model time (virtual time in the simulator). ``max_bytes``
+    bounds each file (:class:`~uet.pcap.PcapWriter`: frames past it are counted, not written).
+    :func:`install_taps` wires it into a fabric."""
 
-    def __init__(self, outdir: str | os.PathLike[str], epoch_ns: int) -> None:
+    def __init__(
+        self,
+        outdir: str | os.PathLike[str],
+        epoch_ns: int,
+        *,
+        per: str = "port",
+        fmt: str = "pcap",
+        max_bytes: int | None = None,
+    ) -> None:
+        if per not in ("port", "host") or fmt not in ("pcap", "pcapng"):
+            raise ValueError(f"per must be port or host, fmt pcap or pcapng (not {per!r}, {fmt!r})")
         os.makedirs(outdir, exist_ok=True)
         self.outdir = os.fspath(outdir)
         self.epoch_ns = epoch_ns
-        self.writers: dict[tuple[str, int], PcapWriter] = {}
+        self.per = per
+        self.fmt = fmt
+        self.max_bytes = max_bytes
+        self.writers: dict[str, PcapWriter] = {}
 
-    def path(self, switch: str, port: int) -> str:
-        return os.path.join(self.outdir, f"{switch}-p{port}.pcap")
+    def path(self, switch: str, port: int | None = None) -> str:
+        """The file of ``switch`` port ``port``, or of host ``switch`` when ``port`` is None."""
+        name = switch if port is None else f"{switch}-p{port}"
+        return os.path.join(self.outdir, f"{name}.{self.fmt}")
 
-    def write(self, switch: str, port: int, frame: bytes | bytearray, t_ns: int) -> None:
-        """Record ``frame`` seen on ``switch`` port ``port`` at model time ``t_ns``."""
-        w = self.writers.get((switch, port))
+    def write(self, switch: str, port: int | None, frame: bytes | bytearray, t_ns: int) -> None:
+        """Record ``frame`` seen on ``switch`` port ``port`` (or at host ``switch``, port None)
+        at model time ``t_ns``."""
+        path = self.path(switch, port)
+        w = self.writers.get(path)
         if w is None:
-            w = self.writers[(switch, port)] = PcapWriter(self.path(switch, port))
+            name = os.path.basename(path).rsplit(".", 1)[0]
+            w = self.writers[path] = (
+                PcapngWriter(path, name=name, max_bytes=self.max_bytes)
+                if self.fmt == "pcapng"
+                else PcapWriter(path, max_bytes=self.max_bytes)
+            )
         w.write(frame, self.epoch_ns + t_ns)
+
+    @property
+    def dropped(self) -> int:
+        """Frames not written because a file reached ``max_bytes``."""
+        return sum(w.dropped for w in self.writers.values())
+
+    def paths(self) -> list[str]:
+        return sorted(self.writers)
 
     def flush(self) -> None:
         for w in self.writers.values():
@@ -258,3 +296,38 @@ class PcapTaps:
     def close(self) -> None:
         for w in self.writers.values():
             w.close()
+
+
+def install_taps(fabric: Any, taps: PcapTaps) -> None:
+    """Wrap every node's ``on_transmit`` in ``fabric`` (a :class:`~uet.fabric.model.Fabric`) so
+    each frame on a tapped link is written to ``taps``: on a switch port's link (``per="port"``)
+    or on a host's link (``per="host"``); sent at its start, received at its arrival. The frames
+    are the model's real bytes at that moment (ECN marks, trims and rewrites applied). A received
+    frame is written by an event at its arrival time, so each file is in time order."""
+    from uet.fabric.model.switch import Switch
+
+    hosts = taps.per == "host"
+    events = fabric.events
+
+    def arrived(where: tuple[str, int | None], frame: bytes, t: int) -> None:
+        taps.write(where[0], where[1], frame, t)
+
+    for node in [*fabric.switches.values(), *fabric.nics]:
+        orig = node.on_transmit
+
+        def tapped(n: Any, p: int, frame: bytearray, start: int, end: int, _orig: Any = orig) -> None:
+            port = n.ports[p]
+            peer, peer_port = port.peer
+            if hosts:
+                mine: tuple[str, int | None] | None = None if isinstance(n, Switch) else (n.name, None)
+                theirs: tuple[str, int | None] | None = None if isinstance(peer, Switch) else (peer.name, None)
+            else:
+                mine = (n.name, p) if isinstance(n, Switch) else None
+                theirs = (peer.name, peer_port) if isinstance(peer, Switch) else None
+            if mine is not None:
+                taps.write(mine[0], mine[1], frame, start)
+            if theirs is not None:
+                events.schedule(end + port.delay_ns, arrived, theirs, bytes(frame))
+            _orig(n, p, frame, start, end)
+
+        node.on_transmit = tapped

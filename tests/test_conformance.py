@@ -126,6 +126,7 @@ FAULT_CATCHERS: dict[str, tuple[set[str], list[str]]] = {
             "CTL-025",
             "EST-015",
             "EST-016",
+            "EST-021",
             "NAK-001",
             "NAK-002",
             "NAK-003",
@@ -357,3 +358,28 @@ def test_a_responder_without_ses_fails_every_ses_case(tmp_path: Path) -> None:
     assert SES_AREAS <= set(by_area) and all(by_area[a] == {"fail"} for a in SES_AREAS), by_area
     passed = {c["id"] for c in report["cases"] if c["outcome"] == "pass"}
     assert passed == {"RUDI-011"}, passed
+
+
+def test_the_seed_is_reported_and_reruns_the_same_packets(tmp_path: Path) -> None:
+    """Every run reports its seed; --seed with it sends the same PDCIDs and PSNs again."""
+    with peer(tmp_path) as p:
+        _rc, first = run_suite(p, "-k", "EST-001")
+        seed = first["target"]["seed"]
+        assert isinstance(seed, int)
+        runs = [run_suite(p, "-k", "EST-001", "--seed", str(seed))[1] for _ in range(2)]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            conformance.main(["--target", p.addr, "--port", str(p.port), "--local", p.local, "--identity",
+                              str(p.ident_path), "-k", "EST-001", "--seed", "7"])  # fmt: skip
+    assert all(r["target"]["seed"] == seed for r in runs)
+    from uet.conformance.session import Session, Target
+
+    def chosen(seed: int) -> list[int]:
+        s = Session(Target(p.addr, p.port), p.local, seed=seed)
+        try:
+            return [s.new_pdcid(), s.new_start_psn(), s.ses().message_id, s.new_pdcid()]
+        finally:
+            s.close()
+
+    assert chosen(seed) == chosen(seed) != chosen(seed + 1)
+    assert "seed 7 (the same PDCIDs, PSNs and message IDs again: --seed 7)" in out.getvalue()

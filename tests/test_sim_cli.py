@@ -116,7 +116,7 @@ def test_uet_run_engine_sim_runs_the_same_scenario() -> None:
 
 
 def test_uet_run_engine_sim_refuses_live_only_options(tmp_path) -> None:
-    r = _run([*RUN, "--engine", "sim", "--pcap", str(tmp_path)])
+    r = _run([*RUN, "--engine", "sim", "--telemetry", str(tmp_path / "t.jsonl")])  # --pcap works on both engines
     assert r.returncode == 2 and "live engine only" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 

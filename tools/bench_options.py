@@ -72,6 +72,9 @@ class PairOptions:
     secure: bool = False  # internal: this transfer runs inside the secure domain
     tss_keys: tuple[str, ...] = ()  # internal: the run's keys (hex), handed to the receiver process
     data_protect: str | None = None  # --data-protect none|crc (tss is --tss); None: by --corrupt
+    pcap: str | None = None  # uet-demo --pcap DIR: each endpoint's frames (tools/capture_options.py)
+    eventlog: str | None = None  # uet-demo --eventlog FILE
+    capture_max: int = 256 << 20
 
 
 def pair_notes(opts: PairOptions, rec: dict[str, Any] | None = None) -> dict[str, str]:

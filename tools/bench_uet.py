@@ -92,17 +92,42 @@ def _nacks(counters: dict[str, int], direction: str) -> int:
     return sum(v for k, v in counters.items() if k.startswith(f"nack_{direction}"))
 
 
+async def _open(endpoint: Any, address: str, opts: PairOptions, seed: int) -> Any:
+    """One side's endpoint; with ``opts.pcap`` / ``opts.eventlog`` (``uet-demo --pcap`` /
+    ``--eventlog``) its link is tapped and its events logged (tools/capture_options.py)."""
+    from uet.tools.capture_options import live_captures
+
+    cfg = transfer_config(opts)
+    imp = impairment(opts, seed)
+    taps, log = live_captures(opts.pcap, opts.eventlog, opts.capture_max, address)
+    link = None
+    if taps is not None:
+        from uet.link.impair import Impairment, ImpairmentConfig
+        from uet.link.select import open_link
+        from uet.link.tap import TapLink
+
+        link_imp = Impairment(imp) if isinstance(imp, ImpairmentConfig) else imp
+        link = TapLink(open_link("direct", address, config=cfg, port=opts.port, impairment=link_imp), taps)
+    ep = await endpoint.open(
+        address, port=opts.port, config=cfg, impairment=imp, security=security_config(opts, seed), link=link,
+        event_log=log,
+    )  # fmt: skip
+    ep._captures = (taps, log)
+    return ep
+
+
+async def _close(ep: Any) -> None:
+    await ep.close()
+    for c in ep._captures:
+        if c is not None:
+            c.close()
+
+
 async def uet_receiver(conn: Connection, opts: PairOptions) -> None:
     from uet.endpoint import Endpoint
 
     b = opts.addresses[1]
-    ep = await Endpoint.open(
-        b,
-        port=opts.port,
-        config=transfer_config(opts),
-        impairment=impairment(opts, opts.seed + 1),
-        security=security_config(opts, opts.seed + 1),
-    )
+    ep = await _open(Endpoint, b, opts, opts.seed + 1)
     rotate_half_way(ep, opts, "rx_packets")
     msize = message_size(opts)
     expected = max(1, -(-opts.size // msize))
@@ -174,7 +199,7 @@ async def uet_receiver(conn: Connection, opts: PairOptions) -> None:
 
     prof = profiler(opts)
     task = asyncio.create_task(written() if rudi else reader()) if not posted else None
-    conn.send(("uet_ready", ep.link.port, key))  # type: ignore[attr-defined]  # a direct link (or its TSS facade)
+    conn.send(("uet_ready", ep.link.port, key))  # a direct link (or its TSS facade)
     stop = asyncio.create_task(pipe_recv(conn))
     await asyncio.wait({stop, asyncio.create_task(done.wait())}, return_when=asyncio.FIRST_COMPLETED)
     if not done.is_set():
@@ -215,7 +240,7 @@ async def uet_receiver(conn: Connection, opts: PairOptions) -> None:
     await pipe_recv(conn)  # "close": the sender closed its PDCs first
     if task is not None:
         task.cancel()
-    await ep.close()
+    await _close(ep)
     os.set_blocking(conn.fileno(), True)  # the TSS report can exceed the pipe's buffer
     conn.send(("closed", tss_report(ep)))
 
@@ -245,13 +270,7 @@ async def uet_sender(conn: Connection, opts: PairOptions, data: bytes, progress:
     from uet.endpoint import Endpoint
 
     a, b = opts.addresses
-    ep = await Endpoint.open(
-        a,
-        port=opts.port,
-        config=transfer_config(opts),
-        impairment=impairment(opts, opts.seed),
-        security=security_config(opts, opts.seed),
-    )
+    ep = await _open(Endpoint, a, opts, opts.seed)
     ready = await pipe_recv(conn, 60.0)  # ("uet_ready", port, RUDI region key)
     mode = pds_mode(opts.mode)
     msize = message_size(opts)
@@ -304,7 +323,7 @@ async def uet_sender(conn: Connection, opts: PairOptions, data: bytes, progress:
     res = await pipe_recv(conn, 60.0)
     rx = res[1]
     counters = ep.counters
-    await ep.close()
+    await _close(ep)
     conn.send(("close", None))
     closed = await pipe_recv(conn, 60.0)
     return {

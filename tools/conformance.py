@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
+import random
 import sys
 import time
 from collections.abc import Sequence
@@ -182,8 +183,10 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.error(f"--target {target.address!r} is not an IP address")
     check_link_options(args)
     local = args.local or default_local(target.address)
+    # a run is reproducible: the seed of the tester's PDCIDs / PSNs / message IDs is always reported
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     try:
-        session = Session(target, local, timeout=args.timeout, seed=args.seed, link=args.link, proto=args.ip_proto)
+        session = Session(target, local, timeout=args.timeout, seed=seed, link=args.link, proto=args.ip_proto)
     except OSError as e:
         print(f"uet-conformance: cannot bind {local} port {target.port}: {e}", file=sys.stderr)
         return 2
@@ -205,7 +208,7 @@ def _main(argv: Sequence[str] | None) -> int:
         session.close()
     info = {"address": target.address, "port": target.port, "job": target.job, "pid": target.pid, "ri": target.ri,
             "local": local, "link": args.link, "tss": target.keys is not None,
-            "seconds": round(time.monotonic() - t0, 3)}  # fmt: skip
+            "seconds": round(time.monotonic() - t0, 3), "seed": seed}  # fmt: skip
     if interrupted:
         info["interrupted"] = True
     if args.junit:
@@ -214,6 +217,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print(to_json(results, info))
     else:
         table(results, sys.stdout)
+        print(f"seed {seed} (the same PDCIDs, PSNs and message IDs again: --seed {seed})")
     if interrupted:
         raise KeyboardInterrupt  # after the partial report: "uet-conformance: interrupted", exit 130
     others = foreign_jobs(session.log, target.job)

@@ -19,6 +19,7 @@ into an idempotent-safe region, the only operations RUDI may carry (behaviour.md
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -32,6 +33,7 @@ from uet.tools.bench_options import (
     pair_notes,
 )
 from uet.tools.bench_pair import run_pair
+from uet.tools.capture_options import add_capture_options
 from uet.tools.cli import (
     ArgumentParser,
     RunFailed,
@@ -63,8 +65,17 @@ def build_parser() -> ArgumentParser:
         "--data-protect", choices=("none", "crc"), default=None,
         help="per-packet integrity: none or crc (CRC-32C trailer); default crc with --corrupt, else none",
     )  # fmt: skip
+    add_capture_options(p, per=False)
     p.set_defaults(mode="rud")
     return p
+
+
+def _per_mode(path: str | None, mode: str) -> str | None:
+    """``--eventlog FILE``: one log per mode, ``-<mode>`` before the suffix."""
+    if not path:
+        return None
+    root, ext = os.path.splitext(path)
+    return f"{root}-{mode}{ext}"
 
 
 def _modes(text: str) -> list[str]:
@@ -136,6 +147,9 @@ def _body(argv: Sequence[str] | None) -> int:
                 uvloop=not ns.no_uvloop,
                 progress=not ns.json and sys.stderr.isatty(),
                 data_protect=ns.data_protect,
+                pcap=os.path.join(ns.pcap, mode) if ns.pcap else None,
+                eventlog=_per_mode(ns.eventlog, mode),
+                capture_max=ns.capture_max,
             )
             with console.status(f"transferring {ns.size} bytes in {mode.upper()}…") if not ns.json else _null():
                 rec = run_pair(opts)

@@ -32,7 +32,7 @@ from typing import Any
 from uet.fabric.profiles import PROFILES, REALTIME_RATE_BPS, load_topology, overrides_to_dict
 from uet.fabric.switch import FabricProcess, ProcessConfig
 from uet.fabric.telemetry_io import plot, switch_thresholds
-from uet.tools.cli import ArgumentParser, UsageError, float_arg, format_rate, int_arg, rate_arg, run_main
+from uet.tools.cli import ArgumentParser, UsageError, float_arg, format_rate, int_arg, rate_arg, run_main, size_arg
 from uet.tools.fault_options import add_fault_options, faults_from
 
 from uet.errors import UetError
@@ -58,7 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host-addr", action="append", default=[], metavar="I=IP:PORT", help="fixed NIC address")
     p.add_argument("--telemetry", metavar="FILE", help="write telemetry records as JSON lines")
     p.add_argument("--plot", metavar="DIR", help="render PNG plots at exit")
-    p.add_argument("--pcap", metavar="DIR", help="one pcap per switch port")
+    p.add_argument("--pcap", metavar="DIR", help="one pcap per switch port (or per host: --pcap-per host)")
+    p.add_argument("--pcap-per", choices=("port", "host"), default="port", help="one pcap per switch port or host")
+    p.add_argument(
+        "--capture-max", type=size_arg(1024), metavar="SIZE", help="bytes each pcap may hold (default: no bound)"
+    )
     p.add_argument("--live", action="store_true", help="live table of ports and queues (stderr)")
     p.add_argument("--timer", choices=("auto", "timerfd", "loop"), default="auto")
     p.add_argument(
@@ -191,6 +195,8 @@ async def serve(args: argparse.Namespace, ready_out: Any = None) -> dict[str, An
         keep_telemetry=bool(args.plot),
         sample_ns=int(args.sample_ms * 1e6),
         pcap_dir=args.pcap,
+        pcap_per=args.pcap_per,
+        pcap_max=args.capture_max,
         timer=args.timer,
         seed=args.seed,
     )

@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from uet.tools.capture_options import add_capture_options, live_captures
 from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main
 from uet.tools.link_options import add_link_options, check_link_options, link_config
 from uet.tools.run_settings import max_payload
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --fabric: the fabric's IP MTU; payloads are sized to fit it (default 1500)",
     )  # fmt: skip
     add_link_options(p)
+    add_capture_options(p, per=False)
     p.add_argument(
         "--fault", action="append", default=[], choices=sorted(FAULTS), metavar="NAME",
         help="TEST ONLY: break a rule on purpose (" + ", ".join(sorted(FAULTS)) + ")",
@@ -123,6 +125,8 @@ class Peer:
             ("messages", "bytes", "echoed", "echo_failed", "receives_posted", "receive_failed"), 0
         )
         self.tasks: list[asyncio.Task] = []
+        self.taps: Any = None
+        self.log: Any = None
 
     async def open(self) -> None:
         a = self.args
@@ -155,8 +159,22 @@ class Peer:
             from uet.link.select import open_link
 
             link = open_link(a.link, a.address, config=cfg, proto=a.ip_proto)
+        self.taps, self.log = live_captures(a.pcap, a.eventlog, a.capture_max, a.address)
+        if self.taps is not None:  # --pcap: frames built at the link (uet.link.tap)
+            from uet.link.select import open_link
+            from uet.link.tap import TapLink
+
+            link = TapLink(link or open_link("direct", a.address, config=cfg, port=a.port), self.taps)
         self.ep = await Endpoint.open(
-            a.address, a.job, a.pid, port=a.port, resource_index=a.ri, config=cfg, link=link, security=security
+            a.address,
+            a.job,
+            a.pid,
+            port=a.port,
+            resource_index=a.ri,
+            config=cfg,
+            link=link,
+            security=security,
+            event_log=self.log,
         )
         for r in self.profile.regions:
             buf = bytearray(r.size)
@@ -251,6 +269,9 @@ class Peer:
             out["counters"] = self.ep.counters
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.ep.close(), 3.0)
+        for c in (self.taps, self.log):
+            if c is not None:
+                c.close()
         return out
 
 

@@ -103,6 +103,7 @@ from uet.fabric.profiles import (
     merge,
     overrides_to_dict,
 )
+from uet.tools.capture_options import add_capture_options, open_captures
 from uet.tools.cli import (
     ArgumentParser,
     RunFailed,
@@ -274,6 +275,8 @@ class Launcher:
         #: per rank, what it reported so far (the flows it finished, the messages it received):
         #: what :meth:`partial_result` shows after Ctrl-C
         self.reports: list[dict[str, Any]] = []
+        #: --pcap-per, --eventlog, --capture-max (tools/capture_options.py)
+        self.capture: argparse.Namespace | None = None
 
     def fabric_args(self, n: int) -> list[str]:
         s = self.s
@@ -312,6 +315,8 @@ class Launcher:
         for opt in ("pcap", "plot", "telemetry"):
             if s.get(opt):
                 args += [f"--{opt}", str(s[opt])]
+        if s.get("pcap") and self.capture is not None:
+            args += ["--pcap-per", self.capture.pcap_per or "port", "--capture-max", str(self.capture.capture_max)]
         return args + self.fault_argv
 
     async def run(self) -> dict[str, Any]:
@@ -344,6 +349,7 @@ class Launcher:
                 "mtu": self.host_mtu,
                 "seed": int(s["seed"]),
                 "cm_secret": self.cm_secret,
+                **self._eventlog_spec(i),
             }
             w = await _spawn(f"endpoint {i} ({fa[i]})", "-m", "uet.tools.run_worker", json.dumps(spec))
             self.workers.append(w)
@@ -538,9 +544,20 @@ class Launcher:
             "plots": summary.get("plots", []),
             **({"faults": summary["faults"]} if "faults" in summary else {}),
             "pcaps": _written(self.s.get("pcap"), ".pcap"),
+            "eventlogs": [e["eventlog"] for e in map(self._eventlog_spec, range(len(self.workers))) if e],
             "telemetry": self.s.get("telemetry"),
             "intervals": self.intervals,
         }
+
+    def _eventlog_spec(self, rank: int) -> dict[str, Any]:
+        """``--eventlog FILE``: each endpoint process writes its own file, FILE with ``-rank<N>``
+        (and the transport with ``--transport both``) before the suffix."""
+        c = self.capture
+        if c is None or not c.eventlog:
+            return {}
+        root, ext = os.path.splitext(c.eventlog)
+        tr = f"-{self.s['transport']}" if getattr(c, "transport_both", False) else ""
+        return {"eventlog": f"{root}{tr}-rank{rank}{ext}", "capture_max": c.capture_max}
 
     def stop_all(self, sig: int = signal.SIGTERM) -> None:
         for c in self.children:
@@ -777,6 +794,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--rank", type=int_arg(0), default=None, help="with --hosts: run only this rank, here")
     add_link_options(p)
+    add_capture_options(p, pcap=False)
     return p
 
 
@@ -878,6 +896,7 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
     partial results (:func:`_emit_both`), exit 130."""
     s, topo, ep = settings
     runs: dict[str, dict[str, Any]] = {}
+    args.transport_both = s.get("transport") == "both"
     with _CtrlC() as ctrl_c:
         for tr in _transports(s):
             st = {**s, "transport": tr}
@@ -932,6 +951,7 @@ async def _live_one(
     s, topo, ep = settings
     launcher = Launcher(s, topo, ep)
     launcher.interval = args.interval
+    launcher.capture = args
     launcher.fault_argv = fault_argv(args) + (["--faults", s["scenario"]] if _fault_table(s) else [])
     launcher.faults = faults_from(args, _fault_table(s), int(s["seed"]))
     progress_cm: Any = contextlib.nullcontext()
@@ -1030,11 +1050,13 @@ def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str
     from uet.tools.sim import render as sim_render
 
     s, topo, ep = settings
-    for opt in ("pcap", "telemetry", "interval"):
+    for opt in ("telemetry", "interval"):
         if getattr(args, opt):
             raise UsageError(f"--{opt} works with the live engine only (the simulator has --plot)")
     faults = faults_from(args, _fault_table(s), int(s["seed"]))
-    runs = simulate_runs(s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty(), faults=faults)
+    runs = simulate_runs(
+        s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty(), faults=faults, capture=args
+    )
     interrupted = any(r.get("interrupted") for r in runs.values())
     if len(_transports(s)) > 1:
         _emit_both(args, s, ep, runs, not_run=[t for t in _transports(s) if t not in runs])
@@ -1066,6 +1088,7 @@ def simulate_runs(
     plot: str | None = None,
     progress: bool = False,
     faults: Any = None,
+    capture: argparse.Namespace | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The scenario in virtual time on each transport ``s["transport"]`` names (both: UET, then
     RoCEv2; plots then in ``plot/uet`` and ``plot/roce``): transport → ``uet-run``'s result.
@@ -1076,7 +1099,23 @@ def simulate_runs(
     for tr in _transports(s):
         st = {**s, "transport": tr}
         where = os.path.join(plot, tr) if plot and s.get("transport") == "both" else plot
-        result = run_sim(st, topo, ep, progress=progress, plot=where, faults=faults)
+        cap = open_captures(capture, transport=tr if s.get("transport") == "both" else None) if capture else None
+        try:
+            result = run_sim(
+                st,
+                topo,
+                ep,
+                progress=progress,
+                plot=where,
+                faults=faults,
+                taps=cap.taps if cap else None,
+                event_log=cap.log if cap else None,
+            )
+        finally:
+            if cap is not None:
+                cap.close()
+        if cap is not None:
+            cap.report(result)
         if where:
             from uet.sim.plots import write_plots
 

@@ -76,13 +76,14 @@ async def worker(spec: dict[str, Any]) -> int:
     loop = asyncio.get_running_loop()
     switch = (spec["switch"][0], int(spec["switch"][1]))
     ep: Any
+    log = _event_log(spec)
     if spec.get("transport", "uet") == "roce":
-        ep = await _roce_endpoint(spec, switch)
+        ep = await _roce_endpoint(spec, switch, log)
         link = ep.link
     else:
         cfg = merge(EndpointConfig(), spec.get("endpoint", {}))
         link = FabricLink(spec["fa"], switch, rate_bps=int(spec["rate_bps"]), deliver_trimmed=True)
-        ep = Endpoint(link, job=int(spec.get("job", 0)), config=cfg)
+        ep = Endpoint(link, job=int(spec.get("job", 0)), config=cfg, event_log=log)
     w = spec["workload"]
     wl = make(
         w["name"], int(w["n"]), message_bytes=int(w["message_bytes"]), messages=int(w["messages"]), seed=int(w["seed"])
@@ -117,11 +118,23 @@ async def worker(spec: dict[str, Any]) -> int:
         await stdin.readline()  # "stop" or end of input
     counters = ep.counters
     await ep.close()
+    if log is not None:
+        log.close()
     _emit({"event": "closed", "counters": counters})
     return 1 if failed else 0
 
 
-async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int]) -> Any:
+def _event_log(spec: dict[str, Any]) -> Any:
+    """``--eventlog``: this endpoint's JSON-lines log (``spec["eventlog"]``, bounded by
+    ``capture_max``, each record tagged with the rank), or None."""
+    if not spec.get("eventlog"):
+        return None
+    from uet.eventlog import EventLog
+
+    return EventLog(spec["eventlog"], max_bytes=spec.get("capture_max"), rank=int(spec["rank"]))
+
+
+async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int], log: Any = None) -> Any:
     """``transport = "roce"``: a :class:`~uet.roce_endpoint.RoceEndpoint` on the fabric link, its
     QPs sized for the host link (:func:`~uet.roce.core.config_for_link`, the timeout scaled to the
     profile's ``rtt_ns``) and connected by parameters derived from the run's random secret (every
@@ -142,6 +155,7 @@ async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int]) -> Any:
         config=qp,
         cm=StaticCm(str(spec["cm_secret"]).encode()),
         seed=int(spec["rank"]),
+        log=log,
     )
 
 

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from uet.fabric.profiles import PROFILES
+from uet.tools.capture_options import add_capture_options, open_captures
 from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main, size_arg
 from uet.tools.fault_options import add_fault_options, faults_from
 from uet.tools.run_settings import load_scenario
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timing", action="store_true", help="include CPU time and speed in --json")
     p.add_argument("--plot", metavar="DIR", help="write FCT CDF, queue depth and throughput plots")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when not a terminal")
+    add_capture_options(p)
     add_fault_options(p)
     c = p.add_argument_group("comparison (uet.tools.sim_compare)")
     c.add_argument("--compare-lb", metavar="LBS", help="run once per UET load balancer, e.g. single,oblivious,reps")
@@ -135,8 +137,11 @@ def run_sim(
     progress: bool = False,
     plot: str | None = None,
     faults: Any = None,
+    taps: Any = None,
+    event_log: Any = None,
 ) -> dict[str, Any]:
-    """Run the scenario; UsageError for settings the model refuses."""
+    """Run the scenario; UsageError for settings the model refuses. ``taps`` / ``event_log``:
+    as :func:`uet.sim.scenario.simulate` takes them (tools/capture_options.py)."""
     from uet.errors import UetError
     from uet.sim.scenario import simulate
 
@@ -170,6 +175,8 @@ def run_sim(
                 on_progress=on_progress if bar is not None else None,
                 timeline=bool(plot),
                 faults=faults,
+                taps=taps,
+                event_log=event_log,
             )
     except (UetError, ValueError, TypeError, OSError) as e:
         raise UsageError(str(e)) from None
@@ -214,7 +221,21 @@ def _body(argv: Sequence[str] | None) -> int:
 
         require_matplotlib()
     base = run_sim(s, topo, ep) if args.baseline else None
-    res = run_sim(s, topo, ep, progress=args.progress or sys.stderr.isatty(), plot=args.plot, faults=faults)
+    cap = open_captures(args)
+    try:
+        res = run_sim(
+            s,
+            topo,
+            ep,
+            progress=args.progress or sys.stderr.isatty(),
+            plot=args.plot,
+            faults=faults,
+            taps=cap.taps,
+            event_log=cap.log,
+        )
+    finally:
+        cap.close()
+    cap.report(res)
     if base is not None:
         done = sorted(f["completion_s"] for f in base["flows"] if f.get("completion_s") is not None)
         res["baseline"] = {"ok": base["ok"], "fct": base.get("fct"), "completion_s": done}

@@ -40,25 +40,42 @@ class EventLog:
 
     ``target`` is a path (opened for writing, or appending with ``append=True``) or an open text
     stream (not closed by :meth:`close`). ``fields`` are added to every record (e.g. the FEP's
-    address, so the logs of several endpoints can be merged).
+    address, so the logs of several endpoints can be merged). ``max_bytes`` bounds what this log
+    writes: a record that would take it past the bound is not written but counted in
+    ``dropped``, and :meth:`close` ends the file with one ``{"ev": "truncated", "dropped": n}``
+    record (which may pass the bound by its own length).
     """
 
-    def __init__(self, target: str | Path | IO[str], *, append: bool = False, **fields: Any) -> None:
+    def __init__(
+        self, target: str | Path | IO[str], *, append: bool = False, max_bytes: int | None = None, **fields: Any
+    ) -> None:
+        #: the file written (None for a stream)
+        self.path: str | None = None
         if isinstance(target, (str, Path)):
             self._fh: IO[str] = open(target, "a" if append else "w", encoding="utf-8")
             self._own = True
+            self.path = str(target)
         else:
             self._fh = target
             self._own = False
         self.fields = fields
         self.records = 0
+        self.bytes = 0
+        self.dropped = 0
+        self.max_bytes = max_bytes
+        self._noted = False
         self._dumps = json.JSONEncoder(default=_jsonable, separators=(",", ":")).encode
 
     def __call__(self, record: dict[str, Any]) -> None:
         """Write one record (the PDS core's ``log`` callback signature)."""
         if self.fields:
             record = {**record, **self.fields}
-        self._fh.write(self._dumps(record) + "\n")
+        line = self._dumps(record) + "\n"
+        if self.max_bytes is not None and self.bytes + len(line) > self.max_bytes:
+            self.dropped += 1
+            return
+        self._fh.write(line)
+        self.bytes += len(line)
         self.records += 1
 
     def write(self, t: int, ev: str, **fields: Any) -> None:
@@ -72,6 +89,10 @@ class EventLog:
         """Flush, and close the file if this log opened it."""
         if self._fh.closed:
             return
+        if self.dropped and not self._noted:
+            self._noted = True
+            note = {"ev": "truncated", "dropped": self.dropped, "max_bytes": self.max_bytes}
+            self._fh.write(self._dumps(note) + "\n")
         self._fh.flush()
         if self._own:
             self._fh.close()

@@ -16,6 +16,10 @@ captures are never held in memory. Anything wrong with the file raises :class:`P
 
 :class:`PcapWriter` writes classic pcap with the nanosecond magic, little-endian, link type
 Ethernet by default: the format every tool reads and the one a tap can append to frame by frame.
+:class:`PcapngWriter` writes pcapng (one section, one interface with ``if_tsresol`` = 9, so
+nanosecond timestamps, and optionally its name), the simulator's taps' format. Both can be
+bounded (``max_bytes``): a frame that would take the file past it is not written but counted in
+``dropped``, so a long run cannot fill the disk.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ __all__ = [
     "PcapError",
     "PcapRecord",
     "PcapWriter",
+    "PcapngWriter",
     "read_capture",
     "detect_format",
     "PCAP_MAGIC_US",
@@ -53,6 +58,7 @@ _BT_IDB = 1
 _BT_PB = 2
 _BT_SPB = 3
 _BT_EPB = 6
+_OPT_IF_NAME = 2
 _OPT_TSRESOL = 9
 _OPT_TSOFFSET = 14
 
@@ -316,6 +322,7 @@ class PcapWriter:
         linktype: int = LINKTYPE_ETHERNET,
         snaplen: int = 262144,
         close_file: bool | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         if isinstance(dest, (str, os.PathLike)):
             self._f: IO[bytes] = open(dest, "wb")  # noqa: SIM115 - owned, closed in close()
@@ -325,8 +332,23 @@ class PcapWriter:
             self._own = bool(close_file)
         self.linktype = linktype
         self.snaplen = snaplen
+        #: frames written, frames not written because of ``max_bytes``, bytes written
         self.count = 0
-        self._f.write(struct.pack("<IHHiIII", PCAP_MAGIC_NS, 2, 4, 0, 0, snaplen, linktype))
+        self.dropped = 0
+        self.bytes = 0
+        self.max_bytes = max_bytes
+        self._put(self._header())
+
+    def _header(self) -> bytes:
+        return struct.pack("<IHHiIII", PCAP_MAGIC_NS, 2, 4, 0, 0, self.snaplen, self.linktype)
+
+    def _record(self, data: bytes, incl: int, timestamp_ns: int) -> bytes:
+        sec, ns = divmod(timestamp_ns, 1_000_000_000)
+        return struct.pack("<IIII", sec, ns, incl, len(data)) + data[:incl]
+
+    def _put(self, block: bytes) -> None:
+        self._f.write(block)
+        self.bytes += len(block)
 
     def write(self, frame: bytes | bytearray | memoryview, timestamp_ns: int | None = None) -> None:
         """Append one frame; ``timestamp_ns`` defaults to the wall clock (taps in virtual time
@@ -334,10 +356,11 @@ class PcapWriter:
         if timestamp_ns is None:
             timestamp_ns = time.time_ns()
         data = bytes(frame)
-        incl = min(len(data), self.snaplen)
-        sec, ns = divmod(timestamp_ns, 1_000_000_000)
-        self._f.write(struct.pack("<IIII", sec, ns, incl, len(data)))
-        self._f.write(data[:incl])
+        block = self._record(data, min(len(data), self.snaplen), timestamp_ns)
+        if self.max_bytes is not None and self.bytes + len(block) > self.max_bytes:
+            self.dropped += 1
+            return
+        self._put(block)
         self.count += 1
 
     def flush(self) -> None:
@@ -355,3 +378,35 @@ class PcapWriter:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class PcapngWriter(PcapWriter):
+    """pcapng writer: one section, one interface (link type ``linktype``, nanosecond timestamps:
+    ``if_tsresol`` 9, ``if_name`` ``name`` when given), one enhanced packet block per frame.
+    Otherwise as :class:`PcapWriter` (``max_bytes``, ``count``, ``dropped``)."""
+
+    def __init__(self, dest: str | os.PathLike[str] | IO[bytes], *, name: str | None = None, **kw: Any) -> None:
+        self.name = name
+        super().__init__(dest, **kw)
+
+    def _header(self) -> bytes:
+        shb = struct.pack("<IIIHHq", PCAPNG_SHB, 28, _PCAPNG_BOM, 1, 0, -1) + struct.pack("<I", 28)
+        opts = _option(_OPT_TSRESOL, b"\x09")
+        if self.name:
+            opts += _option(_OPT_IF_NAME, self.name.encode())
+        opts += struct.pack("<HH", 0, 0)
+        total = 20 + len(opts)
+        idb = struct.pack("<IIHHI", _BT_IDB, total, self.linktype, 0, self.snaplen) + opts + struct.pack("<I", total)
+        return shb + idb
+
+    def _record(self, data: bytes, incl: int, timestamp_ns: int) -> bytes:
+        pad = -incl & 3
+        total = 32 + incl + pad
+        head = struct.pack(
+            "<IIIIIII", _BT_EPB, total, 0, timestamp_ns >> 32, timestamp_ns & 0xFFFFFFFF, incl, len(data)
+        )
+        return head + data[:incl] + bytes(pad) + struct.pack("<I", total)
+
+
+def _option(code: int, value: bytes) -> bytes:
+    return struct.pack("<HH", code, len(value)) + value + bytes(-len(value) & 3)

@@ -38,9 +38,11 @@ def table(results: list[Result], out: TextIO, *, verbose: bool = False) -> None:
         for d, h in r.exchange:
             print(f"  {d:>8}: {h}", file=out)
     s = summary(results)
+    should = sum(r.outcome == "fail" and r.case.level != "MUST" for r in results)
+    warn = f"; the {should} SHOULD failures are warnings (exit status 0 unless a MUST case failed)" if should else ""
     print(
         f"\n{s['passed']} passed, {s['failed']} failed ({s['must_failed']} MUST), {s['errors']} errors, "
-        f"{s['skipped']} skipped, {s['total']} cases",
+        f"{s['skipped']} skipped, {s['total']} cases{warn}",
         file=out,
     )
 

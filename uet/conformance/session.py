@@ -445,7 +445,7 @@ class Pdc:
             clear = max(-0x8000, min(0x7FFF, d))
         return request(
             psn=psn, spdcid=self.spdcid, dpdcid=self.dpdcid or 0, syn=syn,
-            psn_offset=(psn - self.start) & 0xFFF, rod=self.rod, clear_psn_offset=clear, **kw,
+            psn_offset=kw.pop("psn_offset", (psn - self.start) & 0xFFF), rod=self.rod, clear_psn_offset=clear, **kw,
         )  # fmt: skip
 
     def send(self, ses: bytes, psn: int | None = None, *, ecn: int = 0, **kw: Any) -> int:

@@ -83,6 +83,20 @@ class FeedbackMixin(PdsState):
 
     # -- ACK processing ----------------------------------------------------------------------------
 
+    def _ack_claims_unsent(self, pdc: InitiatorPdc, cack: int, off: int, sack_off: int, bitmap: int) -> bool:
+        """Does an ACK acknowledge a PSN this PDC never sent, or a CACK behind its window? A target
+        acknowledges only what it received, so such an ACK is forged (or corrupt) and is dropped
+        whole: none of it is applied (issue 29 item 5). In plaintext this is all a sender can
+        check — an ACK from the peer's address, with the PDC's IDs, for PSNs in flight is
+        indistinguishable from the target's; only TSS authenticates it (README "What protects
+        what")."""
+        last = (pdc.next_psn - 1) & _M32
+        if _diff(cack, last) > 0 or _diff((cack + off) & _M32, last) > 0:
+            return True
+        if _diff(cack, pdc.tx_base) < -self.config.mp_range - 1:
+            return True
+        return bool(bitmap) and _diff((cack + sack_off + bitmap.bit_length() - 1) & _M32, last) > 0
+
     def _rx_ack(self, data: bytes, src: str, now: int, t: int, nh: int, flags: int) -> None:
         """Sender processing of ACK / ACK_CC / ACK_CCX (§2.8 "Sender processing of an ACK")."""
         probe = flags & _A_P
@@ -139,7 +153,7 @@ class FeedbackMixin(PdsState):
         elif spdcid != pdc.rpdcid:
             self._drop("ack_spdcid", now, src)
             return
-        if _diff(cack, (pdc.next_psn - 1) & _M32) > 0:
+        if not probe and self._ack_claims_unsent(pdc, cack, off, sack_off, bitmap):
             self._drop("ack_cack_ahead", now, src)
             return
         c = self.counters

@@ -223,8 +223,14 @@ def simulate(
     on_progress: Callable[[int, int, int], None] | None = None,
     timeline: bool = False,
     faults: FaultConfig | None = None,
+    taps: Any = None,
+    event_log: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Run the scenario (module docstring) and return its result dict.
+
+    ``taps``: a :class:`~uet.fabric.telemetry_io.PcapTaps` the fabric's links are captured to
+    (virtual timestamps). ``event_log``: every core's JSON-lines records (``t`` in virtual ns), each
+    with ``host`` (the index) and ``fep`` (the address) added.
 
     ``on_progress(virtual ns, messages received, messages expected)`` is called as the run goes;
     ``timeline`` keeps queue-depth, port-byte and NIC-byte samples (``result["timeline"]``) and the
@@ -253,6 +259,10 @@ def simulate(
     )
     if faults:
         fabric.flow_meter = FlowMeter()
+    if taps is not None:
+        from uet.fabric.telemetry_io import install_taps
+
+        install_taps(fabric, taps)
     engine = Engine(fabric)
     ep_over = dict(endpoint if endpoint is not None else DEFAULT_ENDPOINT)
     cfg = merge(FepConfig(), ep_over)
@@ -277,10 +287,17 @@ def simulate(
     for i in range(n):
         core: Any
         if roce_cfg is not None:
-            core = RoceCore(fabric.hosts[i].ip, config=roce_cfg, seed=(seed << 20) + i, directory=directory)
+            core = RoceCore(
+                fabric.hosts[i].ip,
+                config=roce_cfg,
+                seed=(seed << 20) + i,
+                directory=directory,
+                log=_host_log(event_log, None, i, fabric.hosts[i].ip),
+            )
         else:
             sec = None if domain is None else SecurityConfig(SecureDomainTable([domain.provision()]))
             log = _cc_logger(cc_records, i) if timeline and cfg.pds.cc != "none" else None
+            log = _host_log(event_log, log, i, fabric.hosts[i].ip)
             core = FepCore(
                 fabric.hosts[i].ip, job=0, pid=0, config=cfg, security=sec, seed=(seed << 20) + i, event_log=log
             )
@@ -415,5 +432,21 @@ def _cc_logger(records: list[dict[str, Any]], host: int) -> Callable[[dict[str, 
     def log(rec: dict[str, Any]) -> None:
         if rec.get("ev") == "cc":
             records.append({**rec, "host": host})
+
+    return log
+
+
+def _host_log(
+    sink: Callable[[dict[str, Any]], None] | None, also: Callable[[dict[str, Any]], None] | None, host: int, ip: str
+) -> Callable[[dict[str, Any]], None] | None:
+    """Host ``host``'s core log: ``also`` (the CC plots' logger) and ``sink`` with the host's index
+    and address added to each record; None when neither is wanted (the core then builds none)."""
+    if sink is None:
+        return also
+
+    def log(rec: dict[str, Any]) -> None:
+        if also is not None:
+            also(rec)
+        sink({**rec, "host": host, "fep": ip})
 
     return log

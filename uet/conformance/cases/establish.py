@@ -305,3 +305,17 @@ for _cck, (_ccrod, _ccname) in enumerate(((False, "RUD_CC_REQ (13)"), (True, "RO
             check(read_back(s, p, reg.key, off, 24) == data, "the 24 bytes written, read back")
 
     _mk_cc()
+
+
+@case("EST-021", A, "an in-window SYN implying another Start PSN on a live PDC is refused (NACK INVALID_SYN)",
+      "behaviour.md §2.3.3", SHOULD, hostile=True)  # fmt: skip
+def _syn_other_start(s: Session) -> None:
+    """The reference's reading (uet.pds.target): a target PDC keeps the Start PSN it was opened
+    with; a later SYN whose ``PSN − psn_offset`` names another one is a different PDC's packet
+    (NACK ``INVALID_SYN``), not data for this one. The notes state it for initiator-role PDCs and
+    out-of-window SYNs only, hence SHOULD."""
+    p = opened(s)
+    psn = p.next_psn
+    p.send(_f(s), psn=psn, syn=True, psn_offset=(psn - p.start + 5) & 0xFFF)
+    r = s.expect(lambda r: p.mine(r) and (r.is_nack or r.is_ack), "an answer to the SYN naming another Start PSN")
+    check(r.is_nack and r.pds.nack_code == NC.INVALID_SYN, "NACK INVALID_SYN", r)

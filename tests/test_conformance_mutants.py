@@ -1,0 +1,43 @@
+"""``python -m uet.tools.conformance_mutants``: the catalogue of deliberate core breakages still
+applies to the cores, and one breakage runs end to end (a broken peer from a scratch copy, the
+suite against it, the verdict). The full run is CPU-heavy and made by hand (README)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+from uet.tools import conformance_mutants as cm
+from uet.tools.conformance_breakages import BREAKAGES
+
+
+def test_the_catalogue_applies_and_covers_every_area() -> None:
+    assert len(BREAKAGES) >= 60 and len({b.id for b in BREAKAGES}) == len(BREAKAGES)
+    assert {"establish", "window", "ack", "clear", "control", "close", "rod", "rudi", "ses-rc", "ses-match",
+            "ses-rma", "atomic", "tss"} <= {b.area for b in BREAKAGES}  # fmt: skip
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cm.main(["--check"]) == 0
+    assert f"{len(BREAKAGES)} breakages apply" in out.getvalue()
+
+
+def test_apply_changes_only_the_copy(tmp_path: Path) -> None:
+    b = next(x for x in BREAKAGES if x.id == "amo-mswap")
+    original = (cm.package_roots()["uet"] / "ses" / "atomics.py").read_text()
+    root = cm.apply(b, tmp_path / "pkg")
+    copy = (root / b.path).read_text()
+    assert b.new in copy and b.old not in copy
+    assert (cm.package_roots()["uet"] / "ses" / "atomics.py").read_text() == original
+    assert (root / "uet" / "tools" / "peer.py").exists()  # uet.tools mapped into the copy
+
+
+def test_one_breakage_is_caught_end_to_end() -> None:
+    v = cm.run_one(next(x for x in BREAKAGES if x.id == "clr-ignore-cp"), timeout=3.0, seed=5, cases=["CLR-"])
+    assert v.outcome == "must" and v.failed == ["CLR-003"], v
+
+
+def test_usage_errors() -> None:
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        assert cm.main(["-k", "no-such-breakage"]) == 2
+    assert "selects no breakage" in err.getvalue()

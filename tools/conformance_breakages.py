@@ -1,0 +1,227 @@
+"""The catalogue of deliberate breakages ``uet-conformance-mutants`` applies to the protocol cores.
+
+Each :class:`Breakage` is one small textual change to one core file (``old`` must occur exactly
+once; ``--check`` proves it still does), written by hand to break one rule a black-box tester can
+observe on the wire: the way a vendor's stack could be wrong. Areas follow the spec notes: PDS
+establishment, windows, ACK/SACK/CACK, clearing, NACK codes, control packets, ROD, RUDI, closing,
+SES addressing, matching, RMA bounds and rights, atomics, responses, TSS.
+
+``equivalent`` names a breakage no black-box test can see, with the reason (it is left out of
+the detection rate, as ``tests/mutation_equivalents.toml`` does for unit-test mutants).
+"""
+
+# ruff: noqa: E501 - a catalogue of code snippets, each kept on the lines it quotes
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["BREAKAGES", "Breakage"]
+
+
+@dataclass(frozen=True)
+class Breakage:
+    id: str
+    area: str
+    path: str  # relative to the repository (uet/...)
+    old: str
+    new: str
+    what: str
+    equivalent: str = ""  # why nothing on the wire can show it, when so
+
+
+_T = "uet/pds/target.py"
+_C = "uet/pds/control.py"
+_ST = "uet/ses/target.py"
+_M = "uet/ses/memory.py"
+_A = "uet/ses/atomics.py"
+_MT = "uet/ses/matching.py"
+_AD = "uet/ses/addressing.py"
+
+BREAKAGES: list[Breakage] = [
+    # -- establishment (behaviour.md §2.2, §2.3) -------------------------------------------------
+    Breakage("est-psn-offset", "establish", _T, "start = (psn - poff) & _M32", "start = psn & _M32",
+             "Start PSN taken as the SYN's PSN, psn_offset ignored"),
+    Breakage("est-no-hdr-check", "establish", _T, "if nh not in _REQ_NH or spdcid == 0:", "if False:",
+             "a SYN with no SES header or SPDCID 0 opens a PDC"),
+    Breakage("est-new-syn-start", "establish", _T,
+             "            elif start != tp.start_psn:\n                self._send_nack(src, _NC_INVALID_SYN",
+             "            elif False:\n                self._send_nack(src, _NC_INVALID_SYN",
+             "a SYN naming another Start PSN on a live PDC is accepted"),
+    Breakage("est-inv-dpdcid", "establish", _T,
+             "                self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, nfl, now, entropy=entropy)\n"
+             "                return",
+             "                return",
+             "a request for an unknown PDC is dropped instead of NACKed INV_DPDCID"),
+    Breakage("est-hdr-mismatch", "establish", _T,
+             "            elif tp.peer != src or spdcid != tp.rpdcid or nh not in _REQ_NH:",
+             "            elif tp.peer != src or nh not in _REQ_NH:",
+             "a request naming the right DPDCID but another SPDCID is accepted"),
+    # -- windows (§2.4, §2.6) --------------------------------------------------------------------
+    Breakage("win-oor-dup", "window", _T, "            if d < 0x100000000 - mp:  # neither current nor previous window",
+             "            if d < 0x100000000 - 2 * mp:  # neither current nor previous window",
+             "PSNs two windows behind are taken as duplicates, not NACKed PSN_OOR_WINDOW"),
+    Breakage("win-oor-code", "window", _T, "code = _NC_INVALID_SYN if syn else _NC_PSN_OOR_WINDOW",
+             "code = _NC_PSN_OOR_WINDOW", "an out-of-window SYN is NACKed PSN_OOR_WINDOW instead of INVALID_SYN"),
+    Breakage("win-mode", "window", _T, "        if tp.mode != mode:\n", "        if False:\n",
+             "a request in the other delivery mode is accepted on the PDC"),
+    Breakage("win-closing", "window", _T,
+             "        if tp.close_psn is not None and psn_diff(psn, tp.close_psn) > 0:",
+             "        if False:", "a request after the CLOSE's PSN is accepted, not NACKed CLOSING"),
+    # -- ACK, CACK, SACK (§2.7, §2.8) ------------------------------------------------------------
+    Breakage("ack-cack-hole", "ack", _T, "        while base in rcvd:\n            if buf and base in buf:",
+             "        while base in rcvd or (base + 1) & _M32 in rcvd:\n            if buf and base in buf:",
+             "CACK steps over a single-PSN hole"),
+    Breakage("ack-mpr", "ack", _T, "min(255, max(1, cfg.mp_range // 128))", "0",
+             "ACK_CC advertises MPR 0"),
+    Breakage("ack-sack-base", "ack", _T, "i = (p - base) & _M32\n                    if i < 64:",
+             "i = (p - base + 1) & _M32\n                    if i < 64:", "SACK bits shifted by one PSN"),
+    Breakage("ack-rcvd-bytes", "ack", _T, "tp.rcvd_bytes += n + 48  # nominal size", "tp.rcvd_bytes += n  # nominal size",
+             "rcvd_bytes counts payload bytes, not the nominal size"),
+    Breakage("ack-ooo-count", "ack", _T, "min(len(rcvd), 0xFFFF),", "0,", "ooo_count always 0"),
+    Breakage("ack-dup-resp", "ack", _T,
+             "            r = tp.gtd.get(psn)\n            if r is not None:\n                self._send_ack(tp, psn, retx, r[0], r[1], now, ent)",
+             "            r = tp.gtd.get(psn)\n            if False:\n                self._send_ack(tp, psn, retx, r[0], r[1], now, ent)",
+             "a duplicate of an uncleared PSN gets no stored guaranteed response"),
+    Breakage("ack-ecn-echo", "ack", _T, "        if tp.ecn_bytes != tp.ecn_acked:", "        if False:",
+             "a CE-marked request is acknowledged with M = 0"),
+    Breakage("ack-probe-opaque", "ack", _T, "            flags |= _A_P\n            off = opaque",
+             "            flags |= _A_P\n            off = 0", "a PROBE's ACK does not echo the opaque value"),
+    # -- clearing (§2.7) --------------------------------------------------------------------------
+    Breakage("clr-no-req-clear", "clear", _T, "        if tp.gtd:\n            flags |= _A_CLR",
+             "        if False:\n            flags |= _A_CLR", "ACKs never carry REQ_CLEAR"),
+    Breakage("clr-ignore-offset", "clear", _T, "        if cpo < 0:\n            self._note_clear(",
+             "        if False:\n            self._note_clear(", "a request's clear_psn_offset is ignored"),
+    Breakage("clr-ignore-cp", "clear", _C,
+             "            if psn_diff(payload, tp.max_clear) > 0 and psn_diff(payload, tp.high_rcvd) <= 0:",
+             "            if False:", "a CLEAR control packet is ignored"),
+    Breakage("clr-beyond", "clear", _C,
+             "            if psn_diff(payload, tp.max_clear) > 0 and psn_diff(payload, tp.high_rcvd) <= 0:",
+             "            if psn_diff(payload, tp.max_clear) > 0:", "a CLEAR beyond the highest received PSN is taken"),
+    Breakage("clr-gtd-ignored", "clear", _T, "            if gtd and base in gtd:\n                if psn_diff(base, mc) > 0:",
+             "            if gtd and base in gtd:\n                if False:",
+             "CACK passes an uncleared guaranteed response"),
+    # -- control packets (§2.11) ------------------------------------------------------------------
+    Breakage("ctl-ackreq-notrcvd", "control", _C,
+             "            else:\n                self._send_nack(tp.peer, _NC_PKT_NOT_RCVD, psn, tp.lpdcid, tp.rpdcid, 0, now)\n"
+             "        elif ctl == _CT_CLEAR:",
+             "            else:\n                pass\n        elif ctl == _CT_CLEAR:",
+             "ACK_REQ for a PSN never received draws nothing (no NACK PKT_NOT_RCVD)"),
+    Breakage("ctl-ackreq-old", "control", _C,
+             "            elif d < 0:\n                self._send_ack(tp, psn, retx, 0, b\"\", now, ent)",
+             "            elif d < 0:\n                pass", "ACK_REQ for an acknowledged PSN draws no ACK"),
+    Breakage("ctl-probe", "control", _C,
+             "        elif ctl == _CT_PROBE:\n            self._send_ack(tp, tp.rx_base, retx, 0, b\"\", now, ent, opaque=opq)",
+             "        elif ctl == _CT_PROBE:\n            pass", "a PROBE is not answered"),
+    Breakage("ctl-unexp", "control", _C,
+             "        else:\n            self._send_nack(tp.peer, _NC_UNEXP_EVENT, psn, tp.lpdcid, tp.rpdcid, 0, now)\n\n"
+             "    def _rx_close",
+             "        else:\n            pass\n\n    def _rx_close",
+             "an unexpected control type is ignored instead of NACKed UNEXP_EVENT"),
+    Breakage("ctl-unknown-pdc", "control", _C,
+             "            if pdc is None:\n                self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, 0, now, entropy=entropy)",
+             "            if pdc is None:\n                self._send_nack(src, _NC_PKT_NOT_RCVD, psn, 0, spdcid, 0, now, entropy=entropy)",
+             "a control packet for an unknown PDC draws PKT_NOT_RCVD instead of INV_DPDCID"),
+    Breakage("ctl-hdr-mismatch", "control", _C, "            if pdc.peer != src or spdcid != pdc.rpdcid:",
+             "            if pdc.peer != src:", "a control packet with the wrong SPDCID is accepted"),
+    # -- closing (§2.12) ----------------------------------------------------------------------------
+    Breakage("close-no-ack", "close", _C,
+             "        self._send_ack(tp, psn, retx, 0, b\"\", now, ent, epsn=tp.epsn)\n        self._count(\"pdc_close_target\")",
+             "        self._count(\"pdc_close_target\")", "a CLOSE is not acknowledged"),
+    Breakage("close-dup", "close", _C,
+             "            if psn == tp.close_psn:\n                self._count(\"duplicates\")",
+             "            if False:\n                self._count(\"duplicates\")", "a retransmitted CLOSE is not acknowledged again"),
+    Breakage("close-oor", "close", _C, "        if d < 0 or d >= self.config.mp_range:\n            self._send_nack(tp.peer, _NC_PSN_OOR_WINDOW",
+             "        if False:\n            self._send_nack(tp.peer, _NC_PSN_OOR_WINDOW",
+             "a CLOSE outside the window is accepted"),
+    Breakage("close-before-data", "close", _C,
+             "            if (tp.rx_base + i) & _M32 not in rcvd:\n                self._drop(\"close_before_data\", now, tp.peer)\n"
+             "                return",
+             "            if False:\n                self._drop(\"close_before_data\", now, tp.peer)\n                return",
+             "a CLOSE with requests still missing closes the PDC"),
+    # -- ROD (§2.13) --------------------------------------------------------------------------------
+    Breakage("rod-ooo-to-ses", "rod", _T, "        if mode is _ROD and psn != tp.rod_next:",
+             "        if False:", "a ROD request behind a hole is handed to SES at once"),
+    Breakage("rod-next", "rod", _T, "            tp.rod_next = nxt", "            tp.rod_next = psn",
+             "ROD's next expected PSN never advances"),
+    # -- SES addressing (§6.3) ----------------------------------------------------------------------
+    Breakage("ses-bad-job", "ses-rc", _AD, "            if job_id not in self._jobs:\n                raise BadJobId",
+             "            if False:\n                raise BadJobId", "an unknown JobID is not refused at once"),
+    Breakage("ses-bad-pid", "ses-rc", _AD, "                raise BadPid(f\"pid {pid} unknown\")",
+             "                raise BadIndex(f\"pid {pid} unknown\")", "an unknown PIDonFEP answers BAD_INDEX"),
+    Breakage("ses-bad-index", "ses-rc", _AD, "                raise BadIndex(f\"resource index {index} not configured",
+             "                raise BadPid(f\"resource index {index} not configured", "an unknown RI answers BAD_PID"),
+    Breakage("ses-generation", "ses-rc", _AD, "        if generation != res.generation:",
+             "        if False:", "a wrong RI generation is accepted"),
+    Breakage("ses-err-gtd", "ses-rc", _ST, "            build_response(int(rc), message_id=mid, job_id=job, ri_generation=gen),\n            True,",
+             "            build_response(int(rc), message_id=mid, job_id=job, ri_generation=gen),\n            False,",
+             "error responses are not guaranteed (no REQ_CLEAR, CACK passes them)"),
+    Breakage("ses-err-mid", "ses-rc", _ST, "build_response(int(rc), message_id=mid, job_id=job",
+             "build_response(int(rc), message_id=mid ^ 1, job_id=job", "error responses echo another message ID"),
+    Breakage("ses-op-change", "ses-rc", _ST, "                if req.opcode != rec.opcode or req.request_length != rec.length:",
+             "                if req.request_length != rec.length:", "a later packet changing the opcode is accepted"),
+    Breakage("ses-ie", "ses-rc", _ST, "            if req.ie:\n                rec.error = ReturnCode.INITIATOR_ERR\n            else:",
+             "            if False:\n                rec.error = ReturnCode.INITIATOR_ERR\n            else:",
+             "a request with the ie flag is processed"),
+    # -- matching (§6.4) -------------------------------------------------------------------------------
+    Breakage("mat-ignore-bits", "ses-match", _MT, "    return not (tag ^ match_bits) & ~ignore & _MASK64",
+             "    return not (tag ^ match_bits) & ~ignore & 0xFFFFFFFF", "only the low 32 tag bits are compared"),
+    Breakage("mat-tagged", "ses-match", _MT, "        if tagged != self.tagged:\n            return False",
+             "        if tagged and not self.tagged:\n            return False", "an untagged send takes a tagged receive"),
+    Breakage("mat-job", "ses-match", _MT, "                if r.job is not None and r.job != job:",
+             "                if False:", "a receive restricted to a job takes another job's send"),
+    # -- RMA (§6.5) ----------------------------------------------------------------------------------
+    Breakage("rma-perm", "ses-rma", _M, "        if need & ~self.access:", "        if need & ~self.access & ~4:",
+             "a region's third right is not checked"),
+    Breakage("rma-bounds", "ses-rma", _M, "offset + length > len(self.view):\n            raise BadAddr",
+             "offset + length > len(self.view) + 8:\n            raise BadAddr", "accesses up to 8 bytes past the end"),
+    Breakage("rma-msg-bounds", "ses-rma", _M, "        if offset + length > len(self.view):\n            raise UnsupportedSize",
+             "        if False:\n            raise UnsupportedSize", "a WRITE message overrunning its region is not refused at SOM"),
+    Breakage("rma-key-job", "ses-rma", _M, "        if r is None or (r.job is not None and r.job != job):",
+             "        if r is None:", "a region restricted to another job is reachable"),
+    Breakage("rma-write-right", "ses-rma", _ST, "            region.check(Access.REMOTE_WRITE, req.buffer_offset, 0)",
+             "            region.check(Access(0), req.buffer_offset, 0)", "WRITE without the write right"),
+    Breakage("rma-rudi-unsafe", "rudi", _ST,
+             "            if mode in _UNSAFE_MODES and not region.access & Access.IDEMPOTENT_SAFE:",
+             "            if False:", "RUDI writes to a region that is not idempotent-safe"),
+    Breakage("rma-key-change", "ses-rma", _ST,
+             "                elif rec.kind == \"write\" and req.match_bits != rec.region.key:",
+             "                elif False:", "a later packet of a WRITE may name another key"),
+    # -- atomics (§6.5, wire-format.md §10) ----------------------------------------------------------
+    Breakage("amo-mswap", "atomic", _A, "                r = ((t & mask) & m) ^ v", "                r = ((t & mask) | m) ^ v",
+             "MSWAP computed with OR"),
+    Breakage("amo-unaligned", "atomic", _A, "    if offset % size:\n        raise AmoUnaligned",
+             "    if False:\n        raise AmoUnaligned", "misaligned atomics are applied"),
+    Breakage("amo-size", "atomic", _A, "        if operand_len == 0 or operand_len % per:",
+             "        if operand_len == 0:", "an operand length not a multiple of the type size is accepted"),
+    Breakage("amo-dt", "atomic", _A, "    k = TYPE_INFO.get(dtype)\n    if k is None:\n        raise AmoUnsupportedDt(f\"data type {dtype:#x} not supported\")\n    if op not in",
+             "    k = TYPE_INFO.get(dtype)\n    if k is None:\n        raise AmoUnsupportedOp(f\"data type {dtype:#x} not supported\")\n    if op not in",
+             "an unknown data type answers AMO_UNSUPPORTED_OP"),
+    Breakage("amo-cswap-cmp", "atomic", _A, "        if _CMP[op](c, t):", "        if _CMP[op](t, c):",
+             "conditional swaps compare the operands the other way round"),
+    Breakage("amo-sum", "atomic", _A, "                out[i : i + size] = enc(t + v)", "                out[i : i + size] = enc(t + v + 1)",
+             "floating-point SUM off by one"),
+    Breakage("amo-diff", "atomic", _A, "                out[i : i + size] = enc(t - v)", "                out[i : i + size] = enc(v - t)",
+             "floating-point DIFF reversed"),
+    Breakage("amo-write-fetch", "atomic", _A, "    if op == AmoOp.WRITE:\n        memory[offset:end] = operand\n        return old",
+             "    if op == AmoOp.WRITE:\n        memory[offset:end] = operand\n        return bytes(memory[offset:end])",
+             "an atomic WRITE fetches the new value instead of the old"),
+    # -- SES responses (§6.9) -------------------------------------------------------------------------
+    Breakage("resp-ok-opcode", "ses-opcode", _ST,
+             "        opcode = ResponseOpcode.RESPONSE if guaranteed else ResponseOpcode.DEFAULT_RESPONSE",
+             "        opcode = ResponseOpcode.RESPONSE", "every success response is a guaranteed RESPONSE"),
+    # -- TSS (§5.6, §5.8): run with a key file ------------------------------------------------------
+    Breakage("tss-replay", "tss", "uet/tss/replay.py", "        if seq > top:\n            return None\n        back = top - seq",
+             "        if True:\n            return None\n        back = top - seq", "replayed packets are accepted",
+             equivalent="not a MUST: the reference runs with no replay window (behaviour.md §5.6); TSS-005 "
+                        "(SHOULD) notices it"),
+    Breakage("tss-epoch", "tss", "uet/tss/context.py", "        if 0 < back <= 0x8000 and back > cfg.max_epoch_lifetime:",
+             "        if False:", "packets of an epoch older than the lifetime are accepted"),
+    Breakage("tss-stale", "tss", "uet/tss/replay.py", "        if back >= self.size:\n            return \"stale\"",
+             "        if False:\n            return \"stale\"", "packets behind the replay window are accepted",
+             equivalent="a stale TSC needs 4096 sealed packets from one sender before it; the TSS cases send far fewer"),
+    Breakage("tss-ses-job", "ses-rc", _AD, "            if pjob != job_id:\n                raise BadJobId",
+             "            if False:\n                raise BadJobId", "a PID of another job is reachable with this job's ID"),
+    Breakage("tss-dup-clear", "clear", _T, "                del gtd[base]", "                pass",
+             "a cleared guaranteed response is kept (the next duplicate replays it)"),
+]  # fmt: skip
