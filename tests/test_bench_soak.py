@@ -11,7 +11,20 @@ from uet.tools.bench import main as bench_main
 
 
 def test_soak_short_run_json(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["soak", "--minutes", "0.02", "--every", "0.4", "--max-size", "64KiB", "--window", "4", "--json"]
+    args = [
+        "soak",
+        "--minutes",
+        "0.02",
+        "--every",
+        "0.4",
+        "--max-size",
+        "64KiB",
+        "--window",
+        "4",
+        "--mode",
+        "mixed",
+        "--json",
+    ]
     rc = bench_main(args)
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     summary = lines[-1]

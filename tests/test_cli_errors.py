@@ -380,9 +380,11 @@ def test_run_partial_result_marks_unfinished_flows() -> None:
     figures, every other flow is ``unfinished``; the run is not ok and says it was interrupted."""
     import hashlib
 
-    from uet.tools.run import DEFAULT_RUN, Launcher, build_workload
+    from uet.tools.run import Launcher, build_workload
 
-    s = dict(DEFAULT_RUN, workload="incast", endpoints=3, messages=1, message_bytes=64)
+    from uet.scenario import run_defaults
+
+    s = dict(run_defaults("live"), workload="incast", endpoints=3, messages=1, message_bytes=64)
     la = Launcher(s, {}, {})
     wl = la.workload = build_workload(s)
     first = wl.flows()[0]
@@ -663,6 +665,7 @@ def test_conformance_ctrl_c_reports_the_cases_run_then_one_line_and_130(monkeypa
         return Result(case, "pass", 0.0)
 
     monkeypatch.setattr(conformance, "run_case", run_case)
+    monkeypatch.setattr(conformance, "_probe", lambda session, link: None)  # no target runs here
     target, local = loopback_addresses(2)
     rc = conformance.main(["--target", target, "--local", local, "--port", "4899", "--json"])
     out, err = capsys.readouterr()

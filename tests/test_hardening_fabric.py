@@ -264,7 +264,7 @@ async def test_endpoints_behind_the_switch_survive_garbage() -> None:
     fp = FabricProcess(load_topology("default"), ProcessConfig())
     await fp.start()
     ips = [fp.fabric.host_ip(i) for i in range(6)]
-    # Fabric endpoint settings of uet-run (tools/run.py DEFAULT_ENDPOINT): 1024-byte payloads fit
+    # Fabric endpoint settings of uet-run on the realtime profile (uet.scenario.derive): 1024-byte payloads fit
     # the fabric's frames; PDCs stay open (no idle close) for the whole test.
     cfg = EndpointConfig(payload_size=1024, max_inflight=16, pds=PdsConfig(rto_ns=200_000_000, close_idle_ns=None))
     eps = [Endpoint(FabricLink(ips[h], fp.ports[h]), job=1, config=replace(cfg, seed=h)) for h in (0, 5)]

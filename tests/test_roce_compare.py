@@ -19,7 +19,9 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
 
 
 def test_both_runs_the_same_scenario_on_each_transport_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out = _run(capsys, "--transport", "both", "-w", "incast_victim", "-n", "9", "--size", "16KiB")
+    # the live engine's profile and fabric (the simulator's own default is the datacenter fat tree)
+    argv = ("--profile", "realtime", "-t", "default", "--transport", "both", "-w", "incast_victim", "-n", "9")
+    rc, out = _run(capsys, *argv, "--size", "16KiB")
     assert rc == 0 and out["ok"] and out["transport"] == "both"
     assert list(out["runs"]) == ["uet", "roce"]
     assert [r["transport"] for r in out["runs"].values()] == ["uet", "roce"]
@@ -84,12 +86,10 @@ def test_the_simulators_queue_pairs_take_their_timeout_from_the_path_rtt(profile
     """Issue 12: the simulator's QPs get the ACK timeout of their fabric's base RTT (§8.9), as
     live runs do — not QpConfig's reference default. At 100 Gb/s the longest path's RTT (≈ 14 µs
     on a fat tree, jumbo frames) is at the reference scale, so the code stays 8."""
-    from uet.fabric.model import Fabric
+    from uet.scenario import Scenario, derive, run_defaults
 
-    from uet.sim.scenario import build_topology, roce_config
-
-    topo = build_topology({"endpoints": 8, "profile": profile, "rate_bps": int(rate)})
-    assert roce_config(Fabric(topo, seed=1), profile).timeout == code
+    run = {**run_defaults("sim"), "endpoints": 8, "profile": profile, "rate_bps": int(rate)}
+    assert derive(Scenario("sim", run)).qp.timeout == code
 
 
 def test_roce_incast_at_100g_is_lossless_with_the_datacenter_headroom() -> None:

@@ -211,10 +211,12 @@ def test_the_fabric_gets_the_realtime_rate():
 
 
 def test_live_defaults_adaptive_rto_and_cc_parameters_from_the_link():
-    """Issue 10/11: the live engine's endpoints follow the measured round trip (``rto_adaptive``)
-    and a congestion control named for the run gets its link rate, the profile's base RTT and the
-    payload size as ``cc_params`` (the defaults assume 100 Gb/s and 12 µs); given keys win; the
-    datacenter profile keeps the CcConfig defaults it was built for; no CC, no cc_params."""
+    """Issue 10/11/30: the live engine's endpoints follow the measured round trip (``rto_adaptive``)
+    and a congestion control named for the run gets its link rate, the base RTT and the payload
+    size as ``cc_params`` (CcConfig's defaults assume 100 Gb/s and 12 µs); given keys win; on the
+    datacenter profile the base RTT is the longest path's (uet.scenario.derive); no CC, no
+    cc_params."""
+    from uet.fabric.profiles import REALTIME_RTT_NS
     from uet.tools import run
 
     from uet.cc.registry import as_config
@@ -224,10 +226,14 @@ def test_live_defaults_adaptive_rto_and_cc_parameters_from_the_link():
 
     assert ep_of()["pds"]["rto_adaptive"] is True and "cc_params" not in ep_of()["pds"]
     p = ep_of("--rate", "200M", "--endpoint-set", "pds.cc=nscc")["pds"]
-    assert p["cc_params"] == {"link_bps": 200_000_000, "base_rtt_ns": run.REALTIME_RTT_NS, "mtu": 1024}
+    assert p["cc_params"] == {"link_bps": 200_000_000, "base_rtt_ns": REALTIME_RTT_NS, "mtu": 1024}
     assert as_config(p["cc_params"]).max_wnd == 1.5 * 200e6 / 8 * 1e-3
     p = ep_of("--endpoint-set", "pds.cc=nscc", "--endpoint-set", "pds.cc_params.base_rtt_ns=3000000")["pds"]
     assert p["cc_params"]["base_rtt_ns"] == 3_000_000 and p["cc_params"]["link_bps"] == 100_000_000
-    assert "cc_params" not in ep_of("--profile", "datacenter", "--endpoint-set", "pds.cc=nscc")["pds"]
-    p = ep_of("--profile", "lab", "--endpoint-set", "pds.cc=rccc")["pds"]  # the lab's 1 Gb/s, 50 µs
-    assert p["cc_params"] == {"link_bps": 1_000_000_000, "base_rtt_ns": 50_000, "mtu": 1024}
+    # 4 links of 1 µs at 100 Gb/s, a 4,218-byte frame out and a minimum frame back: ≈ 9.4 µs
+    p = ep_of("--profile", "datacenter", "--endpoint-set", "pds.cc=nscc")["pds"]
+    assert p["cc_params"] == {"link_bps": 100_000_000_000, "base_rtt_ns": 9_377, "mtu": 4096}
+    p = ep_of("--profile", "datacenter", "--endpoint-set", "pds.cc=nscc", "--endpoint-set", "payload_size=8192")
+    assert p["pds"]["cc_params"]["mtu"] == 8192  # the CC's MTU follows the payload (issue 30 item 2)
+    p = ep_of("--profile", "lab", "--endpoint-set", "pds.cc=rccc")["pds"]  # the lab's 1 Gb/s links
+    assert p["cc_params"]["link_bps"] == 1_000_000_000 and p["cc_params"]["mtu"] == 1024

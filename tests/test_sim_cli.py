@@ -111,7 +111,8 @@ def test_uet_run_engine_sim_runs_the_same_scenario() -> None:
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
     assert res["ok"] and res["engine"] == "sim" and len(res["flows"]) == 30
-    assert res["link_rate_bps"] == 100_000_000  # the scenario's realtime profile, kept
+    # the simulator's defaults, as uet-sim has them (issue 23: the same run for the same arguments)
+    assert res["link_rate_bps"] == 100_000_000_000 and res["settings"]["profile"] == "datacenter"
     assert res["settings"]["workload"] == "all_to_all"
 
 

@@ -1,7 +1,8 @@
 """``uet-bench soak --minutes N``: a long run between two endpoints over an impaired loopback link.
 
 One process, two :class:`uet.Endpoint` FEPs on loopback addresses (direct link, both directions
-impaired on transmit: loss, reordering, duplication). The sender keeps ``--window`` messages of
+impaired on transmit: loss, reordering, duplication), in one delivery mode or ``--mode mixed``
+(RUD, ROD and RUDI messages in turn). The sender keeps ``--window`` messages of
 random sizes (1 B .. ``--max-size``, each stamped with its sequence number and a checksum of its
 content) in flight; the receiver checks every message. Every ``--every`` seconds one sample is
 reported: elapsed seconds, messages and bytes delivered, send failures, missing / duplicated /
@@ -94,7 +95,7 @@ async def soak(
                 raise
             continue
         break
-    pmode = Mode[mode.upper()]
+    modes = [Mode.RUD, Mode.ROD, Mode.RUDI] if mode == "mixed" else [Mode[mode.upper()]]
     st = {"sent": 0, "delivered": 0, "bytes": 0, "failures": 0, "corrupt": 0, "duplicated": 0}
     seen: set[int] = set()
     samples: list[dict[str, Any]] = []
@@ -117,15 +118,13 @@ async def soak(
 
     async def one(seq: int) -> None:
         data = _message(seq, rng.randrange(1, max_size + 1), rng)
+        pmode = modes[seq % len(modes)]
         try:
-            await b_addr_send(data)
+            await a.send(b.address, data, mode=pmode)
         except Exception as e:  # noqa: BLE001 - every failure is counted and reported
             st["failures"] += 1
             if len(errors) < 5:
                 errors.append(f"{type(e).__name__}: {e}")
-
-    def b_addr_send(data: bytes) -> Any:
-        return a.send(b.address, data, mode=pmode)
 
     def sample() -> dict[str, Any]:
         s = {"t_s": round(time.monotonic() - t0, 1), **st, "rss_mb": round(rss_bytes() / 2**20, 1)}
@@ -203,7 +202,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--loss", type=probability, default=0.05)
     p.add_argument("--reorder", type=probability, default=0.05)
     p.add_argument("--dup", type=probability, default=0.01)
-    p.add_argument("--mode", choices=["rud", "rod"], default="rud")
+    p.add_argument(
+        "--mode",
+        choices=["rud", "rod", "rudi", "mixed"],
+        default="rud",
+        help="delivery mode; mixed: RUD, ROD, RUDI in turn",
+    )
     p.add_argument("--window", type=int_arg(1), default=8, help="messages in flight (default 8)")
     p.add_argument("--max-size", type=size_arg(1, 64 << 20), default=1 << 20, help="largest message (default 1MiB)")
     p.add_argument("--every", type=float_arg(0.0, open_lo=True), default=10.0, help="seconds between samples")

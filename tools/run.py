@@ -28,9 +28,11 @@ Ctrl-C prints what ran: the finished flows with their figures and the others ``u
 named as not run), ``"interrupted": true`` in the JSON; exit status 130.
 
 ``--engine sim`` runs the same scenario — settings, topology, endpoint configuration, workload
-objects, result shape — in one process in virtual time instead (:mod:`uet.sim`, as ``uet-sim``
-does, but keeping the scenario's profile and endpoint defaults of ``uet-run``); ``elapsed_s`` is
-then virtual time.
+objects, result shape — in one process in virtual time instead (:mod:`uet.sim`): it is exactly
+``uet-sim`` with the same arguments (the same defaults, the simulator's: the ``datacenter``
+profile on a fat tree, :mod:`uet.scenario.model`); ``elapsed_s`` is then virtual time. Options
+of one engine only: ``--timeout``, ``--pcap``, ``--telemetry``, ``--interval``, ``--hosts``
+(live); ``uet-sim``'s ``--tss``, ``--timing`` and ``--suite``.
 
 A scenario TOML holds the same settings: ``[run]`` (``workload``, ``endpoints``,
 ``message_bytes``, ``messages``, ``seed``, ``timeout_s``, ``profile``, ``rate_bps``),
@@ -38,31 +40,13 @@ A scenario TOML holds the same settings: ``[run]`` (``workload``, ``endpoints``,
 :class:`~uet.endpoint.EndpointConfig`, ``[endpoint.pds]`` for the PDS core). Command-line options
 override the file. Built-in default: ``incast``, 9 endpoints, 4 × 64 KiB per flow.
 
-Endpoint defaults for the fabric (**decisions**): 1024-byte payloads (the §8.9 lab PMTU: frames
-fit the 1500-byte MTU); data sent ECT(0) (``ecn_capable``); at most 16 packets in flight per lane
-(``max_inflight``), a 200 ms PDS RTO (``pds.rto_ns``) and trimmed packets resent until they get
-through (``pds.max_nack_retx`` at the spec's "infinite" setting, behaviour.md §2.9: with no
-congestion control the spec default of 5 fails messages in a sustained incast, as the simulator
-shows for ``all_to_all -n 16``). The PDS has no congestion control yet,
-and with ten Python processes on two shared cores the receiver's CPU, not the fabric, is the
-bottleneck of an incast: with 32 packets in flight and the endpoint's 50 ms RTO, half of eight
-8:1 runs collapsed into spurious retransmissions (about 400 per 256-packet flow with only ~6
-trims and no drops in the fabric) until "retry exhausted"; with 16 and 200 ms, 6 of 6 runs
-completed in ~0.25 s with hundreds of ECN marks on the receiver's downlink (8 in flight: too few
-marks to show congestion reliably).
-
-The RTO is **adaptive** on the live engine (``pds.rto_adaptive``, uet.pds.backoff: RFC 6298's
-``SRTT + 4 RTTVAR`` with the 200 ms above as its floor, backed off up to ``pds.rto_max_ns`` = 1 s
-and kept backed off until a valid sample), and a target reclaims a silent PDC only after
-``pds.target_idle_ns`` = 10 s: with the core's 1 s an initiator waiting out a backed-off RTO
-under load was taken for gone, its PDC closed under it and its messages failed (CLOSING_IN_ERR;
-14 of 240 flows in one all-to-all run). Why adaptive: when the offered load exceeds what the switch
-process can forward on the shared CPU, frames wait in its sockets' kernel queues (megabytes,
-outside the model: no drop, no mark, no trim) and the round trip grows to hundreds of ms; a fixed
-200 ms RTO then resent delivered packets, which added to the queues, until ``all_to_all -n 16``
-delivered nothing in 120 s (issue 10). A congestion control named in ``pds.cc`` gets the
-topology's link rate, the profile's base RTT and the payload size as its ``pds.cc_params``
-(:func:`~uet.tools.run_settings.derive_cc_params`).
+Endpoint, queue-pair and congestion-control defaults are derived from the scenario's physics by
+:func:`uet.scenario.derive` for both engines (``[endpoint]`` keys win); on the live engine's
+``realtime`` profile the Python processes, not the links, set the timing: 1024-byte payloads, 16
+packets in flight per lane, an adaptive RTO with a 200 ms floor and PDCs reclaimed after 10 s
+(the measured reasons: :data:`uet.scenario.derive.REALTIME_HOSTS`). A congestion control named in
+``pds.cc`` gets the host link rate, the base RTT and the payload size as its ``pds.cc_params``.
+The result's ``derived`` records what the run used.
 
 Output: a ``rich`` table of flows (bytes, completion time, goodput, retransmits, intact) and the
 fabric counters (ECN marks, trims, drops, pauses), or with ``--json`` one JSON object
@@ -85,7 +69,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
 import secrets
 import signal
@@ -95,10 +78,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from uet.fabric.profiles import (
-    DATACENTER_RATE_BPS,
     PROFILES,
     REALTIME_RATE_BPS,
-    REALTIME_RTT_NS,
     load_topology,
     merge,
     overrides_to_dict,
@@ -118,8 +99,11 @@ from uet.tools.cli import (
 )
 from uet.tools.fault_options import add_fault_options, check_fault_names, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
-from uet.tools.run_settings import check_settings, derive_cc_params, load_scenario
+from uet.tools.run_settings import load_scenario, read_settings
 
+from uet.scenario import Scenario, Settings, derive
+from uet.scenario.derive import fairness_note
+from uet.scenario.model import sizing_overrides
 from uet.workloads import WORKLOADS as _WORKLOADS
 from uet.workloads import Workload, make
 from uet.workloads.report import summarize
@@ -127,38 +111,22 @@ from uet.workloads.report import summarize
 __all__ = ["Launcher", "build_flows", "build_parser", "main"]
 
 WORKLOADS = tuple(_WORKLOADS)
-#: base RTT each profile's RoCE timeouts scale with (§8.9; uet.roce.core.timeout_for_rtt): the
-#: real-time profile's effective RTT, the lab's 50 µs, a 4-link datacenter path's ≈ 10 µs
-PROFILE_RTT_NS = {"realtime": REALTIME_RTT_NS, "lab": 50_000, "datacenter": 10_000}
 #: ``--transport``: UET, RoCEv2 (RC queue pairs with DCQCN, rocev2-and-fabric.md §6–§7), or both
 #: one after the other on the same scenario, with the side-by-side table (tools/compare.py)
 TRANSPORTS = ("uet", "roce", "both")
 
-DEFAULT_RUN: dict[str, Any] = {
-    "workload": "incast",
-    "endpoints": 9,
-    "message_bytes": 65536,
-    "messages": 4,
-    "seed": 1,
-    "timeout_s": 120.0,
-    "profile": "realtime",
-    "rate_bps": REALTIME_RATE_BPS,
-    "topology": "default",
-    "transport": "uet",
-}
-
-DEFAULT_ENDPOINT: dict[str, Any] = {
-    "payload_size": 1024,
-    "ecn_capable": True,
-    "max_inflight": 16,
-    "pds": {
-        "rto_ns": 200_000_000,
-        "rto_adaptive": True,
-        "rto_max_ns": 1_000_000_000,
-        "target_idle_ns": 10_000_000_000,
-        "max_nack_retx": 1 << 30,
-    },
-}
+#: the options that set ``[run]`` keys
+RUN_OPTIONS = (
+    "workload",
+    "endpoints",
+    "message_bytes",
+    "messages",
+    "seed",
+    "timeout_s",
+    "profile",
+    "rate_bps",
+    "transport",
+)
 
 
 class RunError(Exception):
@@ -270,6 +238,8 @@ class Launcher:
         self.host_mtu = 1500
         #: the RoCE connection manager's secret, shared by the run's endpoints only (uet.roce.cm)
         self.cm_secret = secrets.token_hex(16)
+        #: every default of the run, derived from its physics (set by :meth:`fabric_args`)
+        self.derived: Settings | None = None
         self.addresses: list[str] = []
         self.t_go: float | None = None
         #: per rank, what it reported so far (the flows it finished, the messages it received):
@@ -286,18 +256,14 @@ class Launcher:
             rate_bps=int(s["rate_bps"]),
             overrides=overrides_to_dict(s.get("overrides", [])),
         )
-        per_leaf_hosts = {"rail": topo.groups * topo.rails, "three_tier": topo.pods * topo.leaves}
-        leaves = per_leaf_hosts.get(topo.kind, topo.leaves)
-        extra = []
-        if topo.kind == "fat_tree":
-            if topo.host_count() < n:
-                extra = ["-o", f"hosts={n}"]
-        elif leaves * topo.hosts_per_leaf < n:
-            extra = ["-o", f"hosts_per_leaf={math.ceil(n / leaves)}"]
+        grow = sizing_overrides(topo, n)
+        extra = [a for k, v in grow.items() for a in ("-o", f"{k}={v}")]
+        sized = merge(topo, grow) if grow else topo
+        self.derived = derive(Scenario("live", s, self.topology_table, self.endpoint), sized)
         self.host_rate = topo.host_link.rate_bps
         self.host_mtu = topo.host_link.mtu
         if self.faults is not None:  # a bad link name: one line, before any process starts
-            check_fault_names(self.faults, merge(topo, overrides_to_dict(extra[1::2])) if extra else topo)
+            check_fault_names(self.faults, sized)
         args = ["-m", "uet.tools.fabric", "--profile", s["profile"]]
         if s["profile"] == "realtime":  # uet-fabric refuses --rate for the other profiles: their rate is their own
             args += ["--rate", str(int(s["rate_bps"]))]
@@ -332,6 +298,7 @@ class Launcher:
         hosts = ready["hosts"][:n]
         if len(hosts) < n:
             raise RunError(f"the topology has {len(ready['hosts'])} hosts for {n} endpoints")
+        assert self.derived is not None  # fabric_args derived the run's settings
         fa = self.addresses = [h["ip"] for h in hosts]
         wspec = {"name": wl.name, "n": n, "message_bytes": wl.message_bytes, "messages": wl.messages, "seed": wl.seed}
         for i in range(n):
@@ -345,7 +312,7 @@ class Launcher:
                 "addresses": fa,
                 "timeout_s": timeout,
                 "transport": s.get("transport", "uet"),
-                "rtt_ns": PROFILE_RTT_NS.get(s["profile"], REALTIME_RTT_NS),
+                "rtt_ns": self.derived.roce_rtt_ns,
                 "mtu": self.host_mtu,
                 "seed": int(s["seed"]),
                 "cm_secret": self.cm_secret,
@@ -800,58 +767,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(run settings, inline topology table, endpoint table) from a scenario file and options,
-    checked (tools/run_settings.py): a mistake is a :class:`UsageError` (one line, exit 2)."""
-    s = dict(DEFAULT_RUN)
-    topo: dict[str, Any] = {}
-    ep = dict(DEFAULT_ENDPOINT)
-    explicit: set[str] = set()
-    if args.scenario:
-        doc = load_scenario(args.scenario)
-        s.update(doc.get("run", {}))
-        explicit |= set(doc.get("run", {}))
-        topo = doc.get("topology", {})
-        ep = _deep_update(ep, doc.get("endpoint", {}))
-        s["scenario"] = args.scenario
-    for k in (
-        "workload",
-        "endpoints",
-        "message_bytes",
-        "messages",
-        "seed",
-        "timeout_s",
-        "profile",
-        "rate_bps",
-        "transport",
-    ):
-        v = getattr(args, k)
-        if v is not None:
-            s[k] = v
-            explicit.add(k)
-    if args.topology:
-        s["topology"] = args.topology
-        topo = {}
-    s["overrides"] = list(s.get("overrides", [])) + args.overrides
-    for opt in ("pcap", "plot", "telemetry"):
-        if getattr(args, opt):
-            s[opt] = getattr(args, opt)
-    try:
-        ep = _deep_update(ep, overrides_to_dict(args.ep_overrides))
-    except ValueError as e:
-        raise UsageError(f"--endpoint-set: {e}") from None
-    if s.get("profile") == "datacenter" and "rate_bps" not in explicit:
-        s["rate_bps"] = DATACENTER_RATE_BPS  # the profile's own rate, as uet-sim has it
-    if s.get("workload") == "pairs" and "endpoints" not in explicit:
-        s["endpoints"] = 8  # pairs needs an even number; the default 9 is the incast's
-    t = check_settings(s, topo, ep, rate_given="rate_bps" in explicit)
-    ep = derive_cc_params(s, ep, t.host_link.rate_bps, PROFILE_RTT_NS.get(s["profile"], REALTIME_RTT_NS))
-    return s, topo, ep
-
-
-def _deep_update(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = _deep_update(out.get(k, {}), v) if isinstance(v, dict) else v
-    return out
+    checked, with every endpoint default derived from the scenario's physics
+    (:func:`uet.tools.run_settings.read_settings`, the same as ``uet-sim``'s for ``--engine sim``):
+    a mistake is a :class:`UsageError` (one line, exit 2)."""
+    return read_settings(args, getattr(args, "engine", "live"), (*RUN_OPTIONS, "pcap", "plot", "telemetry"))
 
 
 class _CtrlC:
@@ -1000,6 +919,8 @@ async def _live_one(
         await launcher.shutdown()
     result["transport"] = s.get("transport", "uet")
     result["settings"] = settings_record(s, ep)
+    if launcher.derived is not None:
+        result["derived"] = launcher.derived.record()
     result["diagnosis"] = cpu_starvation(result)
     if s.get("plot"):  # the fabric process drew the queues and ports; the flows are the launcher's
         from uet.sim.plots import fct_cdf
@@ -1044,7 +965,7 @@ def _on_hosts(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> int:
     """``--engine sim``: the same settings, workload objects and result shape, in virtual time
-    (:func:`uet.sim.scenario.simulate`; the scenario's profile and endpoint settings as given).
+    (:func:`uet.sim.scenario.simulate`): the same run as ``uet-sim`` with these arguments.
     ``--transport both`` runs UET, then RoCEv2, on the same scenario (plots in ``DIR/uet`` and
     ``DIR/roce``) and prints the side-by-side table."""
     from uet.tools.sim import render as sim_render
@@ -1120,7 +1041,8 @@ def simulate_runs(
             from uet.sim.plots import write_plots
 
             result["plots"] = write_plots(result, where)
-        result.pop("timeline", None)
+        for key in ("timeline", "thresholds", "cc_timeline", "fault_series"):
+            result.pop(key, None)
         result["elapsed_s"] = result["virtual_s"]
         result["settings"] = settings_record(st, ep)
         runs[tr] = result
@@ -1168,7 +1090,10 @@ def _emit_both(
     if interrupted:
         out.update(interrupted=True, not_run=list(not_run))
     done = 130 if interrupted else 0 if out["ok"] else 1
-    if args.csv:
+    note = fairness_note(first.get("derived", {}).get("tuned", []))
+    if note:
+        out["note"] = note
+    if getattr(args, "csv", None):
         for tr, res in runs.items():
             root, ext = os.path.splitext(args.csv)
             write_csv(res, f"{root}-{tr}{ext or '.csv'}")
@@ -1176,6 +1101,8 @@ def _emit_both(
         sys.stdout.write(json.dumps(out) + "\n")
         return done
     engine = "virtual time" if first.get("engine") == "sim" else "live processes"
+    if note:
+        sys.stdout.write(note + "\n")
     render_comparison(
         cmp, f"uet-run {s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})"
     )

@@ -1,9 +1,12 @@
-"""``uet-run``'s settings checked once, in the launcher, before any process starts (issue 14).
+"""The settings of ``uet-run`` and ``uet-sim``, read and checked once, before any process starts
+(issue 14), into the scenario model (:mod:`uet.scenario`), from which every default is derived.
 
 * ``[run]`` (the scenario file's table and the options that override it): a key that is not a
   setting is refused, naming the valid ones; each value is type- and range-checked (sizes and
   rates may be written as ``"64KiB"`` / ``"100M"``); ``pairs`` needs an even number of endpoints;
-  ``rate_bps`` belongs to the realtime profile and is refused, not ignored, with another.
+  ``rate_bps`` is refused, not ignored, where it cannot apply: on the ``lab`` profile (the model's
+  own links), and on the live engine with any profile but ``realtime`` (the fabric process takes
+  the rate of the realtime profile only); the simulator takes it on ``datacenter`` too.
 * ``[endpoint]`` and ``--endpoint-set``: checked against :class:`uet.EndpointConfig` (and its
   nested :class:`uet.pds.PdsConfig`) by :func:`uet.tools.config_check.check_dataclass`.
 * ``[topology]``, ``--topology`` and ``-o``: loaded as ``uet-fabric`` will load them.
@@ -23,12 +26,16 @@ from typing import Any
 from uet.tools.cli import UsageError, parse_rate, parse_size
 from uet.tools.config_check import check_dataclass, describe_keys
 
-__all__ = ["IP_UDP_BYTES", "check_settings", "derive_cc_params", "load_scenario", "max_payload"]
+__all__ = ["IP_UDP_BYTES", "check_settings", "load_scenario", "max_payload", "read_settings"]
 
 #: IPv4 (20) + UDP (8) header bytes in front of every UET datagram on the fabric
 IP_UDP_BYTES = 28
-#: settings that are not in DEFAULT_RUN but may appear in ``[run]``
+#: settings that are not among the engine's defaults (uet.scenario.run_defaults) but may appear in
+#: ``[run]``
 _EXTRA_RUN_KEYS = {"scenario": str, "overrides": list, "pcap": str, "plot": str, "telemetry": str}
+#: ``[run]`` keys of one engine the other accepts and ignores, so one scenario file serves both:
+#: ``timeout_s``, the live engine's wall-clock limit (checked as a number of seconds)
+_ONE_ENGINE_KEYS = {"timeout_s"}
 
 
 def load_scenario(path: str) -> dict[str, Any]:
@@ -59,30 +66,6 @@ def max_payload(mtu: int) -> int:
     return mtu - IP_UDP_BYTES - DATA_HEADER_BYTES
 
 
-def derive_cc_params(s: dict[str, Any], endpoint: dict[str, Any], link_bps: int, rtt_ns: int) -> dict[str, Any]:
-    """The endpoint table with the congestion control's link parameters taken from the run
-    (**decision**, issue 11): when ``pds.cc`` names an algorithm and the profile is not
-    ``datacenter``, ``pds.cc_params`` gets ``link_bps`` = the topology's host link rate
-    (``link_bps``), ``base_rtt_ns`` = the profile's effective base RTT (``rtt_ns``: 1 ms for
-    ``realtime``, whose RTT is the Python endpoints' and switch process's turnaround,
-    :data:`uet.fabric.profiles.REALTIME_RTT_NS`) and
-    ``mtu`` = the payload size, unless the table gives them. :class:`uet.cc.CcConfig`'s defaults
-    (100 Gb/s, 12 µs, 4 KiB) are the ``datacenter`` profile's; at 100 Mb/s they make NSCC's
-    window a thousand times too large to react to anything. Returns a new table."""
-    pds = endpoint.get("pds") or {}
-    if s.get("profile") == "datacenter" or pds.get("cc", "none") == "none":
-        return endpoint
-    given = pds.get("cc_params") or {}
-    if not isinstance(given, dict):
-        return endpoint
-    derived = {
-        "link_bps": int(link_bps),
-        "base_rtt_ns": int(rtt_ns),
-        "mtu": int(endpoint.get("payload_size", 4096)),
-    }
-    return {**endpoint, "pds": {**pds, "cc_params": {**derived, **given}}}
-
-
 def _whole(key: str, value: Any, lo: int, *, size: bool = False) -> int:
     if size and isinstance(value, str):
         try:
@@ -98,14 +81,17 @@ def _whole(key: str, value: Any, lo: int, *, size: bool = False) -> int:
     return value
 
 
-def _check_run(s: dict[str, Any], rate_given: bool) -> None:
+def _check_run(s: dict[str, Any], rate_given: bool, engine: str) -> None:
     from uet.fabric.profiles import PROFILES
-    from uet.tools.run import DEFAULT_RUN, TRANSPORTS, WORKLOADS
+    from uet.tools.run import TRANSPORTS, WORKLOADS
 
-    valid = set(DEFAULT_RUN) | set(_EXTRA_RUN_KEYS)
+    from uet.scenario import run_defaults
+
+    defaults = run_defaults(engine)
+    valid = set(defaults) | set(_EXTRA_RUN_KEYS) | _ONE_ENGINE_KEYS
     for key in s:
         if key not in valid:
-            raise UsageError(f"[run]: unknown key {key!r}; valid keys: {describe_keys(set(DEFAULT_RUN))}")
+            raise UsageError(f"[run]: unknown key {key!r}; valid keys: {describe_keys(valid - {'scenario'})}")
     if s["workload"] not in WORKLOADS:
         raise UsageError(f"[run] workload = {s['workload']!r}: one of {', '.join(WORKLOADS)}")
     if s["profile"] not in PROFILES:
@@ -116,7 +102,7 @@ def _check_run(s: dict[str, Any], rate_given: bool) -> None:
     s["message_bytes"] = _whole("message_bytes", s["message_bytes"], 1, size=True)
     s["messages"] = _whole("messages", s["messages"], 1)
     s["seed"] = _whole("seed", s["seed"], 0)
-    t = s["timeout_s"]
+    t = s.get("timeout_s", 1.0)
     if isinstance(t, bool) or not isinstance(t, int | float) or not 0 < t < float("inf"):
         raise UsageError(f"[run] timeout_s = {t!r}: expected a number of seconds above 0")
     r = s["rate_bps"]
@@ -128,7 +114,7 @@ def _check_run(s: dict[str, Any], rate_given: bool) -> None:
     if isinstance(r, bool) or not isinstance(r, int | float) or not 1 <= r < float("inf"):
         raise UsageError(f"[run] rate_bps = {r!r}: expected a rate of at least 1 bit/s")
     s["rate_bps"] = int(r)
-    for key, default in DEFAULT_RUN.items():  # settings added later: at least the default's type
+    for key, default in defaults.items():  # settings added later: at least the default's type
         if (
             key in s
             and not isinstance(s[key], type(default))
@@ -140,42 +126,94 @@ def _check_run(s: dict[str, Any], rate_given: bool) -> None:
             raise UsageError(f"[run] {key} = {s[key]!r}: expected a {kind.__name__}")
     if s["workload"] == "pairs" and s["endpoints"] % 2:
         raise UsageError(f"pairs needs an even number of endpoints, not {s['endpoints']}")
-    if rate_given and s["profile"] != "realtime":
-        from uet.tools.fabric import rate_for
+    if rate_given and (s["profile"] == "lab" or (engine == "live" and s["profile"] != "realtime")):
+        from uet.tools.fabric import rate_for  # the live fabric process takes --rate on realtime only
 
         rate_for(s["profile"], s["rate_bps"])
 
 
-def check_settings(s: dict[str, Any], topology: dict[str, Any], endpoint: dict[str, Any], *, rate_given: bool) -> Any:
-    """Check (and normalise in place: sizes and rates as numbers) a run's settings; see the
-    module docstring. Returns the run's :class:`~uet.fabric.topology.Topology`. Raises
-    :class:`UsageError`."""
+def check_settings(
+    s: dict[str, Any], topology: dict[str, Any], endpoint: dict[str, Any], *, rate_given: bool, engine: str = "live"
+) -> tuple[Any, Any]:
+    """Check (and normalise in place: sizes and rates as numbers) a run's settings for ``engine``;
+    see the module docstring. Returns the run's :class:`~uet.fabric.topology.Topology` and its
+    derived settings (:func:`uet.scenario.derive`: ``endpoint`` laid over every default the
+    scenario's physics gives). Raises :class:`UsageError`."""
     from uet.fabric.model.config import FabricError
-    from uet.fabric.profiles import load_topology, overrides_to_dict
     from uet.tools.fabric import require_matplotlib
 
     from uet.endpoint import EndpointConfig
     from uet.errors import UetError
+    from uet.scenario import Scenario, derive
 
-    _check_run(s, rate_given)
-    cfg = check_dataclass(EndpointConfig(), endpoint, "[endpoint]")
+    _check_run(s, rate_given, engine)
+    check_dataclass(EndpointConfig(), endpoint, "[endpoint]")
+    scn = Scenario(engine, s, topology, endpoint)
     try:
-        topo = load_topology(
-            topology or s["topology"],
-            profile=s["profile"],
-            rate_bps=s["rate_bps"],
-            overrides=overrides_to_dict(s.get("overrides", [])),
-        )
+        topo = scn.fabric_topology()
     except OSError as e:
         raise UsageError(f"topology {s['topology']!r}: {e.strerror or e}") from None
     except (FabricError, UetError, ValueError, TypeError) as e:
         raise UsageError(f"topology: {e}") from None
-    mtu = min(topo.host_link.mtu, topo.fabric_link.mtu)
-    if cfg.payload_size > max_payload(mtu):
+    try:
+        derived = derive(scn, topo)
+    except (UetError, ValueError, TypeError) as e:
+        raise UsageError(f"[endpoint]: {e}") from None
+    payload = int(derived.endpoint["payload_size"])
+    mtu = derived.physics.mtu
+    if payload > max_payload(mtu):
         raise UsageError(
-            f"[endpoint] payload_size = {cfg.payload_size} does not fit the fabric's {mtu}-byte MTU "
+            f"[endpoint] payload_size = {payload} does not fit the fabric's {mtu}-byte MTU "
             f"(at most {max_payload(mtu)}: IP/UDP and PDS/SES headers take the rest)"
         )
     if s.get("plot"):
         require_matplotlib()
-    return topo
+    return topo, derived
+
+
+def read_settings(
+    args: Any, engine: str, keys: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(run settings, inline topology table, endpoint table) of ``uet-run`` and ``uet-sim`` alike:
+    ``engine``'s defaults (:func:`uet.scenario.run_defaults`), then the scenario file
+    (``args.scenario``), then the options (``keys``: the option attributes that set ``[run]``
+    keys; ``args.topology``, ``args.overrides``, ``args.ep_overrides``), checked
+    (:func:`check_settings`). When the run names no rate, the profile's own rate; ``pairs``
+    without an endpoint count runs 8 (it needs an even number; the default 9 is the incast's).
+    The endpoint table returned is complete: every default derived from the scenario's physics
+    (:func:`uet.scenario.derive`) with the user's keys laid over. Raises :class:`UsageError`."""
+    from uet.fabric.profiles import overrides_to_dict
+
+    from uet.scenario.model import deep_update, profile_rate, run_defaults
+
+    s = run_defaults(engine)
+    topo: dict[str, Any] = {}
+    ep: dict[str, Any] = {}
+    explicit: set[str] = set()
+    if args.scenario:
+        doc = load_scenario(args.scenario)
+        run = doc.get("run", {})
+        s.update(run)
+        explicit |= set(run)
+        topo = doc.get("topology", {})
+        ep = deep_update(ep, doc.get("endpoint", {}))
+        s["scenario"] = args.scenario
+    for k in keys:
+        v = getattr(args, k, None)
+        if v is not None:
+            s[k] = v
+            explicit.add(k)
+    if args.topology:
+        s["topology"] = args.topology
+        topo = {}
+    s["overrides"] = list(s.get("overrides", [])) + args.overrides
+    try:
+        ep = deep_update(ep, overrides_to_dict(args.ep_overrides))
+    except ValueError as e:
+        raise UsageError(f"--endpoint-set: {e}") from None
+    if "rate_bps" not in explicit:  # the profile's own rate
+        s["rate_bps"] = profile_rate(str(s.get("profile")))
+    if s.get("workload") == "pairs" and "endpoints" not in explicit:
+        s["endpoints"] = 8
+    _topo, derived = check_settings(s, topo, ep, rate_given="rate_bps" in explicit, engine=engine)
+    return s, topo, derived.endpoint

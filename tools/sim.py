@@ -5,15 +5,18 @@ workload objects (:mod:`uet.workloads`), run on FEP cores (:class:`uet.fep.FepCo
 fabric model in virtual time (:mod:`uet.sim`): no sockets, no processes, deterministic — one seed
 gives byte-identical ``--json`` output.
 
-Defaults differ from ``uet-run`` where real time is the limit (**decisions**): the ``datacenter``
-profile (100 Gb/s links, 1 µs per link, 1-BDP buffers with trimming, ECN at 20–80 % of the BDP) on
-a k-ary fat tree sized from the endpoint count, 4 KiB payloads and a fixed window of about 1.15 BDP
-of the longest path plus the ACK coalescing size; a scenario that names its profile, topology or
-endpoint settings gets exactly those (``-o`` and ``--endpoint-set`` as for ``uet-run``). ``--rate``
-sets every link's rate (100M … 800G). Congestion control is off unless the scenario names one: the
-window is fixed (``max_inflight``), a trimmed packet is resent on the ACK clock until it gets
-through (uet.pds.trimwait), the RTO is 1 ms on the ``datacenter`` profile and SACK fast retransmit
-is off (the reasons: :data:`uet.sim.scenario.DEFAULT_ENDPOINT`).
+``uet-sim ARGS`` is ``uet-run --engine sim ARGS``: the same settings (:mod:`uet.scenario`), the
+same run, the same JSON (but for the CPU figures, here only with ``--timing``). The simulator's
+defaults (:func:`uet.scenario.model.run_defaults`) differ from the live engine's where real time
+is the limit (**decision**): the ``datacenter`` profile (100 Gb/s links, 1 µs per link, 1-BDP
+buffers with trimming, ECN at 20–80 % of the BDP) on a k-ary fat tree sized from the endpoint
+count; a scenario that names its profile, topology or endpoint settings gets exactly those (``-o``
+and ``--endpoint-set`` as for ``uet-run``). ``--rate`` sets every link's rate (100M … 800G).
+Every endpoint default follows from the fabric's physics (:func:`uet.scenario.derive`): 4 KiB
+payloads with jumbo frames, a fixed window of about 1.15 BDP of the longest path plus the ACK
+coalescing size, an RTO of 64 base RTTs (1 ms at 100 Gb/s), trimmed packets resent until they get
+through, no SACK fast retransmit. ``--transport both`` runs UET, then RoCEv2, and prints them side
+by side (``uet-run``'s comparison table, its JSON object with ``--json``).
 
 Output: the ``uet-run`` tables (per flow bytes, completion time, goodput, slowdown against the
 ideal, retransmissions, intact; FCT percentiles; fabric counters) plus virtual time, CPU time and
@@ -37,10 +40,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from uet.fabric.profiles import PROFILES
-from uet.tools.capture_options import add_capture_options, open_captures
+from uet.tools.capture_options import add_capture_options
 from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main, size_arg
 from uet.tools.fault_options import add_fault_options, faults_from
-from uet.tools.run_settings import load_scenario
+from uet.tools.run_settings import load_scenario, read_settings
 from uet.tools.sim_compare import parse_seeds
 
 __all__ = ["build_parser", "main", "settings_from"]
@@ -60,7 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topology", "-t", help="built-in name or TOML file (default: fat_tree)")
     p.add_argument("--profile", choices=PROFILES, help="fabric parameter profile (datacenter)")
     p.add_argument("--rate", type=rate_arg(1), dest="rate_bps", help="link rate, e.g. 100G, 400G (100G)")
-    p.add_argument("--transport", choices=("uet", "roce"), help="UET or RoCEv2 with DCQCN (uet)")
+    p.add_argument(
+        "--transport",
+        choices=("uet", "roce", "both"),
+        help="UET (default), RoCEv2 with DCQCN, or both side by side",
+    )
     p.add_argument("--tss", action="store_true", default=None, help="secure endpoints: every datagram sealed (TSS)")
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -82,51 +89,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: the options that set ``[run]`` keys
+SIM_OPTIONS = ("workload", "endpoints", "message_bytes", "messages", "seed", "profile", "rate_bps", "transport", "tss")
+
+
 def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(run settings, topology table, endpoint table): the simulator's defaults, then the
-    scenario file, then the options. Raises :class:`UsageError`."""
-    from uet.fabric.profiles import overrides_to_dict
-    from uet.tools.config_check import check_dataclass
-
-    from uet.fep import FepConfig
-    from uet.sim.scenario import DEFAULT_ENDPOINT, DEFAULT_RUN
-
-    s = dict(DEFAULT_RUN)
-    topo: dict[str, Any] = {}
-    ep: dict[str, Any] = json.loads(json.dumps(DEFAULT_ENDPOINT))
-    if args.scenario:
-        doc = load_scenario(args.scenario)
-        run = dict(doc.get("run", {}))
-        run.pop("timeout_s", None)  # wall-clock limit of the live engine
-        s.update(run)
-        topo = doc.get("topology", {})
-        ep = _deep_update(ep, doc.get("endpoint", {}))
-    for k in ("workload", "endpoints", "message_bytes", "messages", "seed", "profile", "rate_bps", "transport", "tss"):
-        v = getattr(args, k)
-        if v is not None:
-            s[k] = v
-    if args.topology:
-        s["topology"] = args.topology
-        topo = {}
-    s["overrides"] = list(s.get("overrides", [])) + args.overrides
-    try:
-        ep = _deep_update(ep, overrides_to_dict(args.ep_overrides))
-    except ValueError as e:
-        raise UsageError(f"--endpoint-set: {e}") from None
-    check_dataclass(FepConfig(), ep, "[endpoint]")
-    bad = set(s) - set(DEFAULT_RUN) - {"overrides", "timeout_s", "scenario"}
-    if bad:
-        raise UsageError(f"[run]: unknown key {sorted(bad)[0]!r}; valid keys: {', '.join(sorted(DEFAULT_RUN))}")
-    if s["profile"] not in PROFILES:
-        raise UsageError(f"[run] profile = {s['profile']!r}: one of {', '.join(PROFILES)}")
-    return s, topo, ep
-
-
-def _deep_update(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = _deep_update(out.get(k, {}), v) if isinstance(v, dict) else v
-    return out
+    scenario file, then the options, checked, every endpoint default derived from the scenario's
+    physics — exactly what ``uet-run --engine sim`` reads (:func:`uet.tools.run_settings.read_settings`).
+    Raises :class:`UsageError`."""
+    return read_settings(args, "sim", SIM_OPTIONS)
 
 
 def run_sim(
@@ -220,38 +192,30 @@ def _body(argv: Sequence[str] | None) -> int:
         from uet.tools.fabric import require_matplotlib
 
         require_matplotlib()
+    from uet.tools.run import _emit_both, _transports, simulate_runs
+
+    if args.baseline and len(_transports(s)) > 1:
+        raise UsageError("--baseline compares one transport's run: drop --transport both")
     base = run_sim(s, topo, ep) if args.baseline else None
-    cap = open_captures(args)
-    try:
-        res = run_sim(
-            s,
-            topo,
-            ep,
-            progress=args.progress or sys.stderr.isatty(),
-            plot=args.plot,
-            faults=faults,
-            taps=cap.taps,
-            event_log=cap.log,
-        )
-    finally:
-        cap.close()
-    cap.report(res)
+    runs = simulate_runs(
+        s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty(), faults=faults, capture=args
+    )
+    interrupted = any(r.get("interrupted") for r in runs.values())
+    if args.json and not args.timing:  # CPU figures: the one thing that differs between two runs
+        for r in runs.values():
+            r.pop("timing", None)
+    if len(_transports(s)) > 1:
+        code = _emit_both(args, s, ep, runs, not_run=[t for t in _transports(s) if t not in runs])
+        if interrupted:
+            sys.stdout.flush()
+            raise KeyboardInterrupt
+        return code
+    res = runs[s["transport"]]
     if base is not None:
         done = sorted(f["completion_s"] for f in base["flows"] if f.get("completion_s") is not None)
         res["baseline"] = {"ok": base["ok"], "fct": base.get("fct"), "completion_s": done}
-    if args.plot:
-        from uet.sim.plots import write_plots
-
-        res["plots"] = write_plots(res, args.plot)
-    res.pop("timeline", None)
-    res.pop("thresholds", None)
-    res.pop("cc_timeline", None)
-    res.pop("fault_series", None)
     if args.json:
-        out = dict(res)
-        if not args.timing:
-            out.pop("timing", None)
-        sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
+        sys.stdout.write(json.dumps(res, sort_keys=True) + "\n")
     else:
         render(res)
     if res.get("interrupted"):

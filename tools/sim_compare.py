@@ -45,9 +45,10 @@ def run_compare(
 ) -> dict[str, Any]:
     """Every (load balancer, seed) run; rows plus the mean tail per load balancer."""
     from uet.tools.fault_options import faults_from
-    from uet.tools.sim import _deep_update, run_sim
+    from uet.tools.sim import run_sim
 
     from uet.cc.registry import LOAD_BALANCERS
+    from uet.scenario import deep_update
 
     lbs = [x.strip() for x in args.compare_lb.split(",") if x.strip()]
     bad = [x for x in lbs if x not in LOAD_BALANCERS]
@@ -58,7 +59,7 @@ def run_compare(
     seeds = args.seeds or [int(s["seed"])]
     rows = []
     for lb in lbs:
-        e = _deep_update(ep, {"pds": {"lb": lb}})
+        e = deep_update(ep, {"pds": {"lb": lb}})
         for seed in seeds:
             st = {**s, "seed": seed}
             faults = faults_from(args, table, seed)

@@ -8,6 +8,11 @@ object on the virtual-time loop and returns ``uet-run``'s result shape plus what
 simulation knows: virtual time, the ideal completion time of each flow and the slowdown, fabric
 counters and per-port statistics, CPU time and speed.
 
+**Settings**: the run table over the simulator's defaults, the topology and every endpoint and
+queue-pair default come from the scenario model (:class:`uet.scenario.Scenario`,
+:func:`uet.scenario.derive`), as for every engine; the endpoint table given here is laid over the
+derived defaults, and the result's ``derived`` records what the run used.
+
 **Ideal completion time** of a flow (its sender alone on an idle fabric, fixed window large
 enough): the serialisation of the flow's data frames at the host link rate — the frames our stack
 puts on the wire: per packet the payload + SES standard header (44) + PDS request (12) + UDP (8) +
@@ -45,22 +50,19 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from uet.fabric.model import Fabric, Telemetry
 from uet.fabric.model.faults import FaultConfig
 from uet.fabric.model.flowmeter import FlowMeter
-from uet.fabric.profiles import REALTIME_RTT_NS, load_topology, merge, overrides_to_dict
 from uet.fabric.switch import fabric_counters
 from uet.fabric.telemetry_io import switch_thresholds
-from uet.fabric.topology import Topology
-from uet.fep import FepConfig, FepCore
-from uet.roce.config import QpConfig
-from uet.roce.core import PROVIDER_HEADER, RoceCore, config_for_link, timeout_for_rtt
+from uet.fep import FepCore
+from uet.roce.core import PROVIDER_HEADER, RoceCore
+from uet.scenario.derive import DATA_OVERHEAD, MIN_WIRE, ROCE_DATA_OVERHEAD, derive
+from uet.scenario.model import Scenario, run_defaults
 from uet.sim.endpoint import SimEndpoint
 from uet.sim.engine import Engine, SimulationError
 from uet.sim.loop import VirtualTimeLoop
@@ -70,59 +72,7 @@ from uet.wire.net import ip_bytes, ip_str
 from uet.workloads import Flow, RankReport, Workload, make
 from uet.workloads.report import summarize
 
-__all__ = ["DEFAULT_ENDPOINT", "DEFAULT_RUN", "build_topology", "ideal_seconds", "simulate"]
-
-#: Run settings of ``uet-sim`` when neither the scenario nor the options say otherwise.
-DEFAULT_RUN: dict[str, Any] = {
-    "workload": "incast",
-    "endpoints": 9,
-    "message_bytes": 65536,
-    "messages": 4,
-    "seed": 1,
-    "profile": "datacenter",
-    "rate_bps": 100_000_000_000,
-    "topology": "fat_tree",
-    "transport": "uet",
-    "tss": False,
-}
-
-#: Endpoint settings of ``uet-sim`` by default (**decisions**; there is no congestion control yet):
-#:
-#: * 4 KiB payloads, ECN-capable data;
-#: * a fixed window (``max_inflight``, packets in flight per lane) of about 1.15 × the
-#:   bandwidth-delay product of the longest path plus the ACK coalescing size, when the
-#:   settings do not give one (:func:`default_window`: 56 packets at 100 Gb/s on a 3-tier tree);
-#: * on the ``datacenter`` profile, ``RTO_Init_Time`` 1 ms (:data:`DATACENTER_RTO_NS`) unless the
-#:   settings give ``pds.rto_ns``: the endpoint's own 50 ms default is sized for Python receivers
-#:   on a loaded host (uet.fep.config), which the simulator does not have; 1 ms is the spec-table
-#:   mirror's value (behaviour.md §2.9), about 70 base RTTs of a 3-tier tree at 100 Gb/s and 10 ×
-#:   the coalesced-ACK timer, so it fires only for real losses (a trimmed header dropped when the
-#:   trimmed class overflows, as in the first round trip of a 127→1 incast: with 50 ms those flows
-#:   finished after 57–100 ms instead of about 22). The slow profiles keep the endpoint's default;
-#: * trimmed packets resent until they get through: ``Max_NACK_Retx_Cnt`` at its "infinite"
-#:   setting (behaviour.md §2.9: "0–31; max = infinite"), a bound no run reaches here; with the
-#:   spec default of 5 a sustained incast fails messages whose packets were trimmed 6 times;
-#: * no SACK fast retransmit (``pds.fast_retx_threshold`` 0): with per-packet spraying, reordering
-#:   by more than 3 packets is the norm, and the dup-ACK rule resent about one packet in two of a
-#:   128-host permutation for nothing (15,265 retransmissions for 8,816 trims; without it
-#:   retransmissions = trims, 37 % fewer packet-hops, p99 slowdown 2.9 → 2.2). A trimming fabric
-#:   reports every loss it causes by NACK; the RTO covers real drops.
-DEFAULT_ENDPOINT: dict[str, Any] = {
-    "payload_size": 4096,
-    "ecn_capable": True,
-    "pds": {"max_nack_retx": 1 << 30, "fast_retx_threshold": 0},
-}
-
-#: ``pds.rto_ns`` of simulated endpoints on the ``datacenter`` profile (see DEFAULT_ENDPOINT).
-DATACENTER_RTO_NS = 1_000_000
-
-#: Bytes each data packet adds to its payload on the wire (see the module docstring).
-DATA_OVERHEAD = 44 + 12 + 8 + 20 + 14 + 24
-#: The same for a RoCEv2 packet: BTH 12 + ICRC 4 + UDP 8 + IPv4 20 + Ethernet 14 + 24 on the wire
-#: (rocev2-and-fabric.md §1.1); SEND carries no other extension header.
-ROCE_DATA_OVERHEAD = 12 + 4 + 8 + 20 + 14 + 24
-#: A minimum Ethernet frame on the wire (ACKs): 60 + 24.
-MIN_WIRE = 84
+__all__ = ["ideal_seconds", "secure_domain", "simulate"]
 
 
 def secure_domain(seed: int) -> SecureDomain:
@@ -131,56 +81,6 @@ def secure_domain(seed: int) -> SecureDomain:
     secure run is as reproducible as any other; a simulation protects nothing, it measures."""
     key = hashlib.sha256(b"uet-sim secure domain/%d" % seed).digest()
     return SecureDomain.with_key(1, SdMode.CLUSTER, key)
-
-
-def build_topology(settings: dict[str, Any], table: dict[str, Any] | None = None) -> Topology:
-    """The scenario's topology, sized to hold ``endpoints`` hosts (a fat tree grows ``hosts``, the
-    other kinds ``hosts_per_leaf``, as ``uet-run`` does)."""
-    topo = load_topology(
-        table or settings.get("topology", "fat_tree"),
-        profile=settings.get("profile", "datacenter"),
-        rate_bps=int(settings.get("rate_bps", 100_000_000_000)),
-        overrides=overrides_to_dict(settings.get("overrides", [])),
-    )
-    n = int(settings["endpoints"])
-    if topo.host_count() < n:
-        if topo.kind == "fat_tree":
-            topo = merge(topo, {"hosts": n})
-        else:
-            leaves = topo.host_count() // topo.hosts_per_leaf
-            topo = merge(topo, {"hosts_per_leaf": math.ceil(n / leaves)})
-    return topo
-
-
-def base_rtt_ns(fabric: Fabric, frame: int) -> float:
-    """The base RTT of the fabric's longest path: a ``frame``-byte data frame out and a minimum
-    frame back over every link, with propagation."""
-    port = fabric.nics[0].port
-    links = 6 if fabric.topology.kind in ("three_tier", "fat_tree") else 4
-    return links * (2 * port.delay_ns + (frame + MIN_WIRE) * 8e9 / port.rate_bps)
-
-
-def default_window(fabric: Fabric, payload: int, ack_bytes: int = 0) -> int:
-    """About 1.15 × the BDP of the fabric's longest path, in data packets, plus the packets a
-    target receives before it sends a coalesced ACK (``ack_bytes`` = ``ACK_Gen_Trigger``,
-    behaviour.md §2.8): the sender hears of a packet up to that many packets late, so a window
-    of one BDP alone leaves the link idle while it waits (a 2 MB flow across 3 tiers with
-    32 KiB coalescing: 1.012 × ideal with 48 packets, 1.0016 × with 50 or more). At least 8."""
-    frame = payload + DATA_OVERHEAD
-    bdp = base_rtt_ns(fabric, frame) * fabric.nics[0].port.rate_bps / 8e9 / frame
-    return max(8, math.ceil(1.15 * bdp) + math.ceil(ack_bytes / payload))
-
-
-def roce_config(fabric: Fabric, profile: str) -> QpConfig:
-    """The RoCE queue pairs of a simulated scenario: :func:`~uet.roce.core.config_for_link` for
-    the host links, with the local ACK timeout scaled to the base RTT (§8.9) — the profile's
-    effective RTT for ``realtime`` (:data:`~uet.fabric.profiles.REALTIME_RTT_NS`), else the
-    longest path's."""
-    port = fabric.nics[0].port
-    mtu = fabric.topology.host_link.mtu
-    cfg = config_for_link(port.rate_bps, mtu)
-    rtt = REALTIME_RTT_NS if profile == "realtime" else base_rtt_ns(fabric, cfg.pmtu + ROCE_DATA_OVERHEAD)
-    return replace(cfg, timeout=timeout_for_rtt(rtt))
 
 
 def _links(fabric: Fabric, a: int, b: int) -> int:
@@ -238,8 +138,10 @@ def simulate(
     schedule the fabric applies (uet.fabric.model.faults); its events and losses go under
     ``result["faults"]``.
     """
-    s = {**DEFAULT_RUN, **settings}
-    topo = build_topology(s, topology)
+    s = {**run_defaults("sim"), **settings}
+    scn = Scenario("sim", s, topology or {}, endpoint or {})
+    topo = scn.fabric_topology()
+    derived = derive(scn, topo)
     seed = int(s["seed"])
     wl = workload or make(
         s["workload"],
@@ -264,21 +166,13 @@ def simulate(
 
         install_taps(fabric, taps)
     engine = Engine(fabric)
-    ep_over = dict(endpoint if endpoint is not None else DEFAULT_ENDPOINT)
-    cfg = merge(FepConfig(), ep_over)
-    if s.get("profile") == "datacenter" and "rto_ns" not in ep_over.get("pds", {}):
-        cfg = replace(cfg, pds=replace(cfg.pds, rto_ns=DATACENTER_RTO_NS))
-    if "max_inflight" not in ep_over:
-        window = default_window(
-            fabric, min(cfg.payload_size, 16383), 0 if cfg.pds.ack_per_pkt else cfg.pds.ack_gen_trigger
-        )
-        cfg = replace(cfg, max_inflight=window)
+    cfg = derived.fep_config()
     n = wl.n
     eps = []
     transport = s.get("transport", "uet")
     if transport not in ("uet", "roce"):
         raise SimulationError(f"transport {transport!r}: one of uet, roce")
-    roce_cfg = roce_config(fabric, str(s.get("profile"))) if transport == "roce" else None
+    roce_cfg = derived.qp if transport == "roce" else None
     cc_records: list[dict[str, Any]] = []  # ``timeline`` with CC on: cwnd / credit per sender
     directory: dict[str, Any] = {}  # RoCE: the out-of-band connection exchange (rocev2 core docstring)
     domain = secure_domain(seed) if s.get("tss") else None
@@ -356,6 +250,7 @@ def simulate(
         topology={"kind": topo.kind, "hosts": len(fabric.hosts), "switches": len(fabric.switches)},
         link_rate_bps=fabric.nics[0].port.rate_bps,
         window=cfg.max_inflight,
+        derived=derived.record(),
         virtual_s=round(end_ns / 1e9, 9),
         stalled_at_ns=stalled,
         fabric=fabric_counters(fabric),

@@ -1,0 +1,290 @@
+"""Every default of a run, derived from the scenario's physics: one plain function, :func:`derive`.
+
+Both engines (live processes and the simulator) and every tool (``uet-run``, ``uet-sim``,
+``uet-bench sim``, the CC suite) call :func:`derive` on a :class:`~uet.scenario.model.Scenario`
+and use what it returns; nothing else holds an endpoint, queue-pair or congestion-control default.
+What the user gave in ``[endpoint]`` always wins; everything else follows from the topology's
+host link (rate, delay, MTU), the longest path and the profile:
+
+* **payload** (``payload_size``): the largest power of two up to 4 KiB whose data packet fits the
+  smaller IP MTU of the host and fabric links (1 KiB at 1500, 4 KiB with jumbo frames; the lab
+  PMTU of rocev2-and-fabric.md §8.9 and the simulator's 4 KiB);
+* **base RTT**: a full data frame out and a minimum frame back over every link of the longest path
+  (2 links under one leaf, 4 through a spine, 6 through a 3-tier core), with propagation
+  (:meth:`Physics.path_rtt_ns`) — or, on the ``realtime`` profile, the profile's effective RTT
+  (:data:`~uet.fabric.profiles.REALTIME_RTT_NS`, the Python endpoints' turnaround, which dominates);
+* **window** (``max_inflight``): about 1.15 × the bandwidth-delay product in data packets plus the
+  packets a target receives before it sends a coalesced ACK (``ACK_Gen_Trigger``, behaviour.md
+  §2.8), at least 8 (:func:`bdp_window`: 56 packets of 4 KiB at 100 Gb/s on a 3-tier tree);
+* **RTO** (``pds.rto_ns``): 64 base RTTs, at least 10 × the coalesced-ACK timer (1 ms at
+  100 Gb/s on a 3-tier tree: it fires only for real losses — a trimmed header dropped when the
+  trimmed class overflows — and never for a queue of one BDP per hop);
+* **trim recovery**: ``pds.max_nack_retx`` at the spec's "infinite" setting (behaviour.md §2.9:
+  "0–31; max = infinite"): with the spec default of 5 a sustained incast fails messages whose
+  packets were trimmed 6 times; **no SACK fast retransmit** (``pds.fast_retx_threshold`` 0): with
+  per-packet spraying, reordering by more than 3 packets is the norm (a 128-host permutation resent
+  about one packet in two for nothing); a trimming fabric reports every loss it causes by NACK;
+* **congestion control** (``pds.cc_params``, when ``pds.cc`` names an algorithm): ``link_bps`` the
+  host link rate, ``base_rtt_ns`` the base RTT above, ``mtu`` the payload size (so a run with
+  ``payload_size = 8192`` runs NSCC with an 8 KiB MTU, not :class:`uet.cc.CcConfig`'s 4 KiB);
+* **RoCEv2 queue pairs**: :func:`uet.roce.core.config_for_link` — the largest PMTU that fits the
+  host MTU, DCQCN scaled to the link rate — with the local ACK timeout scaled to the base RTT of a
+  PMTU-sized RoCEv2 frame (rocev2-and-fabric.md §8.9);
+* **switch thresholds** (ECN Kmin/Kmax, PFC XOFF/XON and headroom, buffer, watchdog): the profile's,
+  from the same rate and RTT (:func:`uet.fabric.profiles.apply_profile`), part of the topology.
+
+**Hosts** (:class:`HostModel`; **decision**): on the ``realtime`` profile the hosts are Python
+processes sharing a few cores, and they — not the links — set the timing: there the window is 16
+packets, the RTO adaptive (RFC 6298, floor 200 ms, backed off up to 1 s) and a target reclaims a
+silent PDC after 10 s (the measured reasons: :data:`REALTIME_HOSTS`). The other profiles model
+NICs that keep up with their links.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from uet.fabric.profiles import REALTIME_RTT_NS, merge
+from uet.fabric.topology import Topology
+from uet.fep import FepConfig
+from uet.roce.config import QpConfig
+from uet.roce.core import config_for_link
+from uet.scenario.model import Scenario, deep_update
+
+__all__ = [
+    "DATA_OVERHEAD",
+    "IDEAL_HOSTS",
+    "MIN_WIRE",
+    "REALTIME_HOSTS",
+    "ROCE_DATA_OVERHEAD",
+    "HostModel",
+    "Physics",
+    "Settings",
+    "bdp_window",
+    "default_payload",
+    "derive",
+    "fairness_note",
+    "rto_floor_ns",
+]
+
+#: Bytes each UET data packet adds to its payload on the wire: SES standard header 44 + PDS
+#: request 12 + UDP 8 + IPv4 20 + Ethernet 14, plus 24 bytes of FCS, preamble and gap.
+DATA_OVERHEAD = 44 + 12 + 8 + 20 + 14 + 24
+#: The same for a RoCEv2 packet: BTH 12 + ICRC 4 + UDP 8 + IPv4 20 + Ethernet 14 + 24 on the wire
+#: (rocev2-and-fabric.md §1.1); SEND carries no other extension header.
+ROCE_DATA_OVERHEAD = 12 + 4 + 8 + 20 + 14 + 24
+#: A minimum Ethernet frame on the wire (ACKs): 60 + 24.
+MIN_WIRE = 84
+#: IPv4 (20) + UDP (8) + SES standard (44) + PDS request (12): the IP packet around a payload.
+_IP_DATA_HEADERS = 20 + 8 + 44 + 12
+#: the largest derived payload (module docstring)
+PAYLOAD_CAP = 4096
+#: largest segment the SES engine cuts (the 14-bit ``payload_length``)
+_MAX_SEGMENT = 16383
+#: Max_NACK_Retx_Cnt's "infinite" setting (behaviour.md §2.9)
+_INFINITE_RETX = 1 << 30
+
+
+@dataclass(frozen=True)
+class HostModel:
+    """What the hosts contribute to the defaults (module docstring).
+
+    Attributes:
+        rtt_ns: the effective base RTT when the hosts set it (None: the path's).
+        window: ``max_inflight`` (None: from the bandwidth-delay product, :func:`bdp_window`).
+        pds: PDS defaults beyond the derived ones (None ``rto_ns``: :func:`rto_floor_ns`).
+    """
+
+    rtt_ns: int | None
+    window: int | None
+    pds: dict[str, Any] = field(default_factory=dict)
+
+
+#: Hosts that keep up with their links: every timing from the path.
+IDEAL_HOSTS = HostModel(None, None, {"max_nack_retx": _INFINITE_RETX, "fast_retx_threshold": 0})
+
+#: Python endpoint processes on a shared machine, the ``realtime`` profile (**decisions**,
+#: measured): with ten processes on two cores the receiver's CPU, not the fabric, is an incast's
+#: bottleneck; with 32 packets in flight and a 50 ms RTO half of eight 8:1 runs collapsed into
+#: spurious retransmissions, with 16 and 200 ms 6 of 6 completed. The RTO is adaptive (RFC 6298's
+#: ``SRTT + 4 RTTVAR``, 200 ms floor, backed off up to 1 s): when the switch process falls behind,
+#: frames wait in its kernel socket queues and the round trip grows to hundreds of ms, and a fixed
+#: RTO resent delivered packets until ``all_to_all -n 16`` delivered nothing (issue 10). A target
+#: reclaims a silent PDC after 10 s, not 1 s: an initiator waiting out a backed-off RTO was taken
+#: for gone and its messages failed.
+REALTIME_HOSTS = HostModel(
+    REALTIME_RTT_NS,
+    16,
+    {
+        "rto_ns": 200_000_000,
+        "rto_adaptive": True,
+        "rto_max_ns": 1_000_000_000,
+        "target_idle_ns": 10_000_000_000,
+        "max_nack_retx": _INFINITE_RETX,
+    },
+)
+
+
+def host_model(profile: str) -> HostModel:
+    """The hosts of ``profile``: :data:`REALTIME_HOSTS` for ``realtime``, else :data:`IDEAL_HOSTS`."""
+    return REALTIME_HOSTS if profile == "realtime" else IDEAL_HOSTS
+
+
+@dataclass(frozen=True)
+class Physics:
+    """The physics a run's defaults follow from (module docstring)."""
+
+    kind: str
+    rate_bps: int
+    delay_ns: int
+    #: the smaller IP MTU of the host and fabric links
+    mtu: int
+    #: the host link's IP MTU (the RoCEv2 PMTU is chosen from it)
+    host_mtu: int
+    #: links of the longest path, each way
+    links: int
+
+    @classmethod
+    def of(cls, topo: Topology) -> Physics:
+        h = topo.host_link
+        links = 6 if topo.kind in ("three_tier", "fat_tree") else 4
+        return cls(topo.kind, int(h.rate_bps), int(h.delay_ns), min(h.mtu, topo.fabric_link.mtu), int(h.mtu), links)
+
+    def path_rtt_ns(self, frame: int) -> float:
+        """The longest path's base RTT: a ``frame``-byte data frame (on the wire) out and a
+        minimum frame back over every link, with propagation."""
+        return self.links * (2 * self.delay_ns + (frame + MIN_WIRE) * 8e9 / self.rate_bps)
+
+
+def default_payload(mtu: int) -> int:
+    """The largest power of two up to :data:`PAYLOAD_CAP` whose UET data packet fits IP MTU ``mtu``."""
+    p = PAYLOAD_CAP
+    while p > 64 and p + _IP_DATA_HEADERS > mtu:
+        p //= 2
+    return p
+
+
+def bdp_window(phys: Physics, payload: int, rtt_ns: float, ack_bytes: int = 0) -> int:
+    """About 1.15 × the bandwidth-delay product of ``rtt_ns`` in ``payload``-byte data packets,
+    plus the packets a target receives before it sends a coalesced ACK (``ack_bytes`` =
+    ``ACK_Gen_Trigger``, behaviour.md §2.8): the sender hears of a packet up to that many packets
+    late, so a window of one BDP alone leaves the link idle while it waits (a 2 MB flow across 3
+    tiers with 32 KiB coalescing: 1.012 × ideal with 48 packets, 1.0016 × with 50 or more). At
+    least 8."""
+    frame = payload + DATA_OVERHEAD
+    bdp = rtt_ns * phys.rate_bps / 8e9 / frame
+    return max(8, math.ceil(1.15 * bdp) + math.ceil(ack_bytes / payload))
+
+
+def rto_floor_ns(rtt_ns: float, ack_timer_ns: int) -> int:
+    """The RTO of hosts that keep up with their links: 64 base RTTs, at least 10 coalesced-ACK
+    timers (module docstring)."""
+    return max(64 * int(rtt_ns), 10 * ack_timer_ns)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What :func:`derive` gives: the physics, the complete UET endpoint table, the RoCEv2 queue
+    pair configuration, and what the report says about them.
+
+    Attributes:
+        physics: the host link and path (:class:`Physics`).
+        base_rtt_ns: the base RTT UET's window, RTO and CC follow (module docstring).
+        roce_rtt_ns: the base RTT the RoCEv2 local ACK timeout is scaled to.
+        endpoint: the UET endpoint table, every derived default in it, the user's keys laid over.
+        defaults: the derived table alone: every default, those that depend on the payload (window,
+            RTO, CC MTU) for the payload the endpoint uses.
+        qp: the RoCEv2 queue pairs' configuration.
+    """
+
+    physics: Physics
+    base_rtt_ns: int
+    roce_rtt_ns: int
+    endpoint: dict[str, Any]
+    defaults: dict[str, Any]
+    qp: QpConfig
+
+    @property
+    def tuned(self) -> list[str]:
+        """The UET endpoint keys the user set to something else than the derived default."""
+        return tuned_keys(self.endpoint, self.defaults)
+
+    def fep_config(self) -> FepConfig:
+        """The UET endpoint table as a :class:`~uet.fep.FepConfig`."""
+        return merge(FepConfig(), self.endpoint)
+
+    def record(self) -> dict[str, Any]:
+        """The derivation as a JSON-able dict (a result's ``derived``)."""
+        return {
+            "link_rate_bps": self.physics.rate_bps,
+            "link_delay_ns": self.physics.delay_ns,
+            "mtu": self.physics.mtu,
+            "path_links": self.physics.links,
+            "base_rtt_ns": self.base_rtt_ns,
+            "roce_rtt_ns": self.roce_rtt_ns,
+            "endpoint": self.endpoint,
+            "tuned": self.tuned,
+            "roce": {"pmtu": self.qp.pmtu, "timeout": self.qp.timeout, "dcqcn": _dcqcn(self.qp)},
+        }
+
+
+def _dcqcn(qp: QpConfig) -> dict[str, Any] | None:
+    return asdict(qp.dcqcn) if qp.dcqcn is not None else None
+
+
+def _flat(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in table.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def tuned_keys(given: dict[str, Any], defaults: dict[str, Any]) -> list[str]:
+    """The keys of the user's table ``given`` whose value is not the derived default."""
+    d = _flat(defaults)
+    return sorted(k for k, v in _flat(given).items() if k not in d or d[k] != v)
+
+
+def derive(scn: Scenario, topo: Topology | None = None) -> Settings:
+    """Every default of ``scn``'s run (module docstring); ``topo``: its topology when the caller
+    built it already (:meth:`Scenario.fabric_topology`). A plain function of the scenario: any
+    engine may call it, and every tool does."""
+    topo = topo if topo is not None else scn.fabric_topology()
+    phys = Physics.of(topo)
+    hosts = host_model(scn.profile)
+    given = scn.endpoint
+    payload = int(given.get("payload_size", default_payload(phys.mtu)))
+    table: dict[str, Any] = {"payload_size": payload, "ecn_capable": True, "pds": dict(hosts.pds)}
+    if hosts.window is not None:
+        table["max_inflight"] = hosts.window
+    pds = merge(FepConfig(), deep_update(table, given)).pds  # the ACK settings the user's table gives
+    seg = min(payload, _MAX_SEGMENT)
+    rtt = float(hosts.rtt_ns) if hosts.rtt_ns is not None else phys.path_rtt_ns(seg + DATA_OVERHEAD)
+    if "rto_ns" not in table["pds"]:
+        table["pds"]["rto_ns"] = rto_floor_ns(rtt, pds.ack_timer_ns)
+    if hosts.window is None:
+        table["max_inflight"] = bdp_window(phys, seg, rtt, 0 if pds.ack_per_pkt else pds.ack_gen_trigger)
+    if pds.cc != "none":
+        table["pds"]["cc_params"] = {"link_bps": phys.rate_bps, "base_rtt_ns": round(rtt), "mtu": payload}
+    qp = config_for_link(phys.rate_bps, phys.host_mtu)
+    roce_rtt = float(hosts.rtt_ns) if hosts.rtt_ns is not None else phys.path_rtt_ns(qp.pmtu + ROCE_DATA_OVERHEAD)
+    qp = config_for_link(phys.rate_bps, phys.host_mtu, rtt_ns=roce_rtt)
+    defaults = {**table, "payload_size": default_payload(phys.mtu)}
+    return Settings(phys, round(rtt), round(roce_rtt), deep_update(table, given), defaults, qp)
+
+
+def fairness_note(tuned: list[str]) -> str | None:
+    """The line a UET-against-RoCEv2 comparison prints above its table when the user tuned UET's
+    endpoint (``tuned``: :attr:`Settings.tuned`) while RoCEv2's queue pairs, which have no table of
+    their own, run at the derived defaults; None when neither is tuned."""
+    if not tuned:
+        return None
+    return (
+        f"note: not like for like: UET runs with settings of its own ({', '.join(tuned)}); "
+        "RoCEv2 runs at the defaults derived from the fabric"
+    )
