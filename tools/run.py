@@ -99,7 +99,7 @@ from uet.tools.cli import (
 )
 from uet.tools.fault_options import add_fault_options, check_fault_names, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
-from uet.tools.run_settings import load_scenario, read_settings
+from uet.tools.run_settings import add_workload_option, load_scenario, read_settings
 
 from uet.scenario import Scenario, Settings, derive
 from uet.scenario.derive import fairness_note
@@ -134,7 +134,7 @@ class RunError(Exception):
 
 
 def build_workload(s: dict[str, Any]) -> Workload:
-    """The workload object of run settings ``s`` (RunError for a bad name or size)."""
+    """The workload object of run settings ``s`` (RunError for a bad name, size or parameter)."""
     try:
         return make(
             s["workload"],
@@ -142,6 +142,7 @@ def build_workload(s: dict[str, Any]) -> Workload:
             message_bytes=int(s["message_bytes"]),
             messages=int(s["messages"]),
             seed=int(s["seed"]),
+            params=s.get("workload_params"),
         )
     except ValueError as e:
         raise RunError(str(e)) from None
@@ -300,7 +301,7 @@ class Launcher:
             raise RunError(f"the topology has {len(ready['hosts'])} hosts for {n} endpoints")
         assert self.derived is not None  # fabric_args derived the run's settings
         fa = self.addresses = [h["ip"] for h in hosts]
-        wspec = {"name": wl.name, "n": n, "message_bytes": wl.message_bytes, "messages": wl.messages, "seed": wl.seed}
+        wspec = wl.spec()
         for i in range(n):
             spec = {
                 "fa": fa[i],
@@ -607,6 +608,8 @@ def settings_record(s: dict[str, Any], endpoint: dict[str, Any]) -> dict[str, An
     out = {k: s[k] for k in (*keys, "transport") if k in s}
     out["topology"] = s.get("scenario") or s.get("topology")
     out["overrides"] = list(s.get("overrides", []))
+    if s.get("workload_params"):
+        out["workload_params"] = s["workload_params"]
     out["endpoint"] = endpoint
     return out
 
@@ -737,6 +740,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_workload_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--csv", metavar="FILE", help="also write the per-flow results as CSV")
     p.add_argument(
@@ -1103,9 +1107,7 @@ def _emit_both(
     engine = "virtual time" if first.get("engine") == "sim" else "live processes"
     if note:
         sys.stdout.write(note + "\n")
-    render_comparison(
-        cmp, f"uet-run {s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})"
-    )
+    render_comparison(cmp, f"{s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})")
     for tr, res in runs.items():
         bad = [f for f in res.get("flows", []) if not f.get("intact")]
         if res.get("interrupted"):

@@ -39,7 +39,7 @@ from uet.fabric.profiles import merge
 
 from uet.endpoint import Endpoint, EndpointConfig, run
 from uet.link.fabric import FabricLink
-from uet.workloads import RankReport, make
+from uet.workloads import RankReport, from_spec
 
 __all__ = ["main", "die_with_parent"]
 
@@ -84,10 +84,7 @@ async def worker(spec: dict[str, Any]) -> int:
         cfg = merge(EndpointConfig(), spec.get("endpoint", {}))
         link = FabricLink(spec["fa"], switch, rate_bps=int(spec["rate_bps"]), deliver_trimmed=True)
         ep = Endpoint(link, job=int(spec.get("job", 0)), config=cfg, event_log=log)
-    w = spec["workload"]
-    wl = make(
-        w["name"], int(w["n"]), message_bytes=int(w["message_bytes"]), messages=int(w["messages"]), seed=int(w["seed"])
-    )
+    wl = from_spec(spec["workload"])
     stdin = await _lines(loop)
     _emit({"event": "ready", "fa": spec["fa"], "nic_port": link.port})
     line = await stdin.readline()

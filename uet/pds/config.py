@@ -141,7 +141,10 @@ class PdsConfig:
             answers ``REQ_CLEAR`` at once (reference).
         max_queued: packets queued per PDC before transmission (None = unlimited); beyond it
             ``submit`` raises :class:`PdsLimitError`.
-        rudi_max_outstanding: RUDI requests in flight per FEP; later ones wait in a queue.
+        rudi_max_outstanding: RUDI requests in flight per FEP; later ones wait in a queue. Per
+            peer at most ``max_outstanding`` (a PDC's window; issue 29 item 2: a slow receiver
+            was sent the whole 1,024 and lost most in its socket queue), and a backed-off RTO
+            round resends at most ``rto_burst`` of them, as on a PDC.
         entropy_paths: size of the rotating entropy set used to spray RUD packets.
         cc_window: packets in flight per (peer, traffic class) allowed by the fixed-window
             ``none`` congestion gate (ARCHITECTURE.md "Congestion control seam").

@@ -626,6 +626,9 @@ class InitiatorMixin(PdsState):
         w = pdc.cc_wake  # the gate's pacing / credit-request time (seams: deadline)
         if w is not None and (d is None or w < d):
             d = w
+        f = pdc.fast_at  # a SACK hole waiting out the reordering window (uet.pds.feedback)
+        if f is not None and (d is None or f < d):
+            d = f
         return d
 
     def _ipdc_deadline_tx(self, pdc: InitiatorPdc) -> int | None:
@@ -761,6 +764,12 @@ class InitiatorMixin(PdsState):
         w = pdc.cc_wake
         if w is not None and w <= now:
             self._cc_wake(pdc, now)
+        f = pdc.fast_at
+        if f is not None and f <= now:
+            pdc.fast_at = None
+            thr = self.config.fast_retx_threshold
+            if thr and pdc.outstanding and psn_diff(pdc.high_sack, pdc.tx_base) >= thr:
+                self._fast_retransmit(pdc, now, thr)
         rto = rto_for(self.config, pdc.rto_shift, pdc.rto)
         rto0 = self.counters.get("rto", 0)
         try:

@@ -100,6 +100,7 @@ class PdsState:
     #: outstanding RUDI requests by packet id, in order of latest transmission
     _rudi_out: dict[int, RudiPkt]
     _rudi_wait: deque[RudiPkt]
+    _rudi_peer_out: dict[str, int]
     #: RUDI requests parked after a resource-shortage NACK (an upper bound, recounted)
     _rudi_parked: int
     #: RTO back-offs in force for RUDI requests (uet.pds.backoff); a response resets it
@@ -145,6 +146,9 @@ class PdsState:
         def _rx_control_initiator(
             self, pdc: InitiatorPdc, ctl: int, psn: int, payload: int, flags: int, now: int
         ) -> None: ...
+
+        # uet.pds.feedback
+        def _fast_retransmit(self, pdc: InitiatorPdc, now: int, thr: int) -> None: ...
 
         # uet.pds.trimwait
         def _trim_wait(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None: ...
