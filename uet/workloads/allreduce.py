@@ -95,7 +95,7 @@ class RingAllReduce(Workload):
                 break
             m = res[1]
             assert not isinstance(m, BaseException)  # no failure above
-            report.rx.append(_rx(m, loop.time() - t0))
+            report.add_rx(_rx(m, loop.time() - t0))
             a, b = self.bounds(in_c)
             got = bytes(m.data)
             if len(got) != b - a:
@@ -106,7 +106,7 @@ class RingAllReduce(Workload):
                 vec[a:b] = x.to_bytes(b - a, "big")
             else:
                 vec[a:b] = got
-        report.flows.append(
+        report.add_flow(
             FlowReport(
                 rank,
                 ep.address,

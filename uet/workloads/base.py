@@ -27,7 +27,7 @@ import dataclasses
 import hashlib
 import random
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,6 +131,20 @@ class RankReport:
     rx: list[RxReport] = field(default_factory=list)
     check: bool | None = None
     error: str | None = None
+    #: called with each flow report and each received message as it is added (``uet-run``'s
+    #: workers stream them to the launcher, so a run that stalls or is interrupted still shows
+    #: what moved)
+    listener: Callable[[FlowReport | RxReport], None] | None = field(default=None, repr=False, compare=False)
+
+    def add_flow(self, f: FlowReport) -> None:
+        self.flows.append(f)
+        if self.listener is not None:
+            self.listener(f)
+
+    def add_rx(self, r: RxReport) -> None:
+        self.rx.append(r)
+        if self.listener is not None:
+            self.listener(r)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -263,7 +277,7 @@ class Workload:
             *(ep.send(dst, d, header_data=(f.id << 32) | i) for i, d in enumerate(data)), return_exceptions=True
         )
         err = next((error_name(r) for r in results if isinstance(r, BaseException)), None)
-        report.flows.append(_flow_report(f, ep, dst, loop.time() - t0, data, err))
+        report.add_flow(_flow_report(f, ep, dst, loop.time() - t0, data, err))
 
     async def _receive(self, ep: Transport, source: str, count: int, report: RankReport, t0: float) -> None:
         """One flow's messages, received from its source only: a transport whose connection to
@@ -276,7 +290,7 @@ class Workload:
             except Exception as e:
                 report.error = report.error or error_name(e)
                 return
-            report.rx.append(_rx(m, loop.time() - t0))
+            report.add_rx(_rx(m, loop.time() - t0))
 
 
 def _flow_report(
