@@ -82,6 +82,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import signal
 import sys
 import time
@@ -263,6 +264,8 @@ class Launcher:
         self.finished: set[int] = set()  # ranks that reported done or error
         self.host_rate = 0
         self.host_mtu = 1500
+        #: the RoCE connection manager's secret, shared by the run's endpoints only (uet.roce.cm)
+        self.cm_secret = secrets.token_hex(16)
         #: every default of the run, derived from its physics (set by :meth:`fabric_args`)
         self.derived: Settings | None = None
         self.addresses: list[str] = []
@@ -355,6 +358,7 @@ class Launcher:
                 "seed": int(s["seed"]),
                 "clock": self.clock.spec(),
                 "qp": self.qp,
+                "cm_secret": self.cm_secret,
                 **self._eventlog_spec(i),
             }
             if self.interval or self.progress is not None:
@@ -1088,6 +1092,9 @@ async def live_runs(
     for tr in _transports(s):
         launcher = Launcher({**s, "transport": tr}, topo, ep)
         launcher.dilation = dil
+        # the simulator's RoCE connection secret (uet.sim.scenario: the run seed), not a random one:
+        # the same QPNs, so the same UDP source ports and ECMP paths on both engines
+        launcher.cm_secret = str(int(s["seed"]))
         try:
             result = await launcher.run()
         except (RunError, TimeoutError, OSError, ValueError) as e:

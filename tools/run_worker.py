@@ -193,10 +193,8 @@ def _event_log(spec: dict[str, Any]) -> Any:
 
 async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int], clock: DilatedClock, log: Any = None) -> Any:
     """``transport = "roce"``: a :class:`~uet.roce_endpoint.RoceEndpoint` on the fabric link, its
-    QPs as the launcher gives them (``qp``: the scenario's derivation, :func:`uet.scenario.derive`,
-    the one the simulator runs; else
-    sized for the host link, :func:`~uet.roce.core.config_for_link`, the timeout scaled to the
-    profile's ``rtt_ns``) and connected by parameters derived from the run's seed (every
+        cm=StaticCm(str(spec["cm_secret"]).encode()),
+        seed=core_seed(spec),
     endpoint of the run agrees on them, :class:`~uet.roce.cm.StaticCm`)."""
     from uet.roce.cm import StaticCm
     from uet.roce.config import QpConfig
@@ -214,7 +212,7 @@ async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int], clock: D
         switch,
         rate_bps=rate,
         config=qp,
-        cm=StaticCm(int(spec.get("seed", 0))),
+        cm=StaticCm(str(spec["cm_secret"]).encode()),
         seed=core_seed(spec),
         log=log,
         clock=clock,
