@@ -217,3 +217,40 @@ def load_topology(
     if overrides:
         topo = merge(topo, overrides)
     return topo
+
+
+def fit_hosts(topo: Topology, n: int) -> tuple[Topology, dict[str, Any]]:
+    """``topo`` grown to hold ``n`` hosts, and the overrides that grow it (``-o`` for
+    ``uet-fabric``): a fat tree grows ``hosts``; the other kinds grow ``hosts_per_leaf``, and
+    then each leaf's switch buffer by the reserve and headroom of the lossless priority groups
+    of the ports it gained, so its shared pool keeps its size (**decision**: ``-n 128`` on the
+    default 2-leaf fabric gave 64-port leaves whose carve-outs exceeded the buffer, "buffer too
+    small for the reserve and headroom of every lossless PG"). ``topo`` itself when it fits."""
+    import math
+
+    if topo.host_count() >= n:
+        return topo, {}
+    if topo.kind == "fat_tree":
+        over: dict[str, Any] = {"hosts": n}
+        return merge(topo, over), over
+    leaves = topo.host_count() // topo.hosts_per_leaf
+    per_leaf = math.ceil(n / leaves)
+    sw = topo.switch
+    lossless = sum(1 for tc in sw.tcs if tc.lossless) if sw.pfc.enabled else 0
+    grow = (per_leaf - topo.hosts_per_leaf) * lossless * (sw.buffer.reserve + sw.pfc.headroom)
+    over = {"hosts_per_leaf": per_leaf}
+    if grow > 0:
+        over["switch"] = {"buffer": {"size": sw.buffer.size + grow}}
+    return merge(topo, over), over
+
+
+def override_args(over: dict[str, Any], prefix: str = "") -> list[str]:
+    """A nested override dict as ``-o key=value`` arguments (the inverse of
+    :func:`overrides_to_dict`)."""
+    out: list[str] = []
+    for k, v in over.items():
+        if isinstance(v, dict):
+            out += override_args(v, f"{prefix}{k}.")
+        else:
+            out += ["-o", f"{prefix}{k}={v}"]
+    return out

@@ -72,7 +72,18 @@ def run(ns: argparse.Namespace) -> int:
         from rich.table import Table
 
         t = Table(title=f"uet-bench matrix ({ns.packets} packets, reorder {ns.reorder}, dup {ns.dup})")
-        cols = ("mode", "loss", "seed", "intact", "failed", "duplicates", "lost", "retransmissions", "retx_per_lost")
+        cols = (
+            "mode",
+            "loss",
+            "seed",
+            "intact",
+            "failed",
+            "duplicates",
+            "lost",
+            "reordered",
+            "retransmissions",
+            "retx_per_lost",
+        )
         for c in (*cols, "virtual_ms"):
             t.add_column(c, justify="right")
         for r in results:

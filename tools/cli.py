@@ -40,7 +40,12 @@ __all__ = [
     "RunFailed",
     "UsageError",
     "add_version",
+    "format_bytes",
+    "output_dir",
+    "output_file",
+    "warn_low_rate",
     "format_rate",
+    "format_seconds",
     "honour_ctrl_c",
     "parse_rate",
     "parse_size",
@@ -113,6 +118,60 @@ def format_rate(bps: float) -> str:
         if bps >= scale:
             return f"{bps / scale:g} {unit}"
     return f"{bps:g} bit/s"
+
+
+def output_file(path: str, option: str) -> None:
+    """Check before the run that ``option``'s file ``path`` can be written: its folder exists,
+    it is not a folder itself, and it is writable (a run that ended in a traceback at the end
+    because ``--csv`` named a missing folder lost its results). Raises :class:`UsageError`."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{option} {path}: is a folder; give a file name")
+    if not os.path.isdir(folder):
+        raise UsageError(f"{option} {path}: no folder {folder}")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise UsageError(f"{option} {path}: not writable")
+
+
+def output_dir(path: str, option: str) -> None:
+    """Make ``option``'s output folder ``path`` (and its parents, as ``mkdir -p``) before the run,
+    or raise :class:`UsageError` saying why it cannot be."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"{option} {path}: is a file, not a folder")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{option} {path}: cannot make the folder ({e.strerror or e})") from None
+    if not os.access(path, os.W_OK):
+        raise UsageError(f"{option} {path}: not writable")
+
+
+def warn_low_rate(prog: str, option: str, bps: float) -> None:
+    """One stderr warning for a rate that is most likely a missing unit (``--rate 100`` is
+    100 bit/s: every flow then takes minutes and fails)."""
+    if bps < 1_000_000:
+        n = f"{bps:g}"
+        sys.stderr.write(f"{prog}: warning: {option} {n} is {format_rate(bps)}; did you mean {n}M or {n}G?\n")
+
+
+def format_bytes(n: float) -> str:
+    """``3145728`` → ``"3.00 MiB"``: binary units, three significant figures (iperf3's style)."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            x = n / scale
+            return f"{x:,.0f} {unit}" if x >= 100 else f"{x:.1f} {unit}" if x >= 10 else f"{x:.2f} {unit}"
+    return f"{int(n):,} B"
+
+
+def format_seconds(s: float | None) -> str:
+    """A duration in the unit that fits: ``9.969e-05`` → ``"99.7 µs"``, ``0.25`` → ``"250 ms"``,
+    ``12.5`` → ``"12.5 s"``; None (no figure) → ``"–"``."""
+    if s is None:
+        return "–"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(s) >= scale:
+            return f"{s / scale:,.3g} {unit}" if s / scale < 1000 else f"{s / scale:,.0f} {unit}"
+    return f"{s * 1e9:.3g} ns" if s else "0 s"
 
 
 def _bounded(kind: str, value: float, lo: float | None, hi: float | None, text: str) -> None:

@@ -107,12 +107,26 @@ def require_matplotlib(option: str = "--plot") -> None:
         raise UsageError(f"{option} needs matplotlib: pip install 'uet[plot]'")
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """``--plot``/``--pcap`` folders made and ``--telemetry``'s folder checked before the run
+    (shared by ``uet-fabric``, ``uet-run`` and ``uet-sim``)."""
+    from uet.tools.cli import output_dir, output_file
+
+    for opt in ("plot", "pcap"):
+        if getattr(args, opt, None):
+            output_dir(getattr(args, opt), f"--{opt}")
+    for opt in ("telemetry", "csv"):
+        if getattr(args, opt, None):
+            output_file(getattr(args, opt), f"--{opt}")
+
+
 def check_args(args: argparse.Namespace) -> Any:
     """Validate everything before a socket is opened; returns the topology."""
     from uet.fabric.model.config import FabricError as _FabricError
 
     if args.plot:
         require_matplotlib()
+    check_outputs(args)
     args.rate = rate_for(args.profile, args.rate)
     try:
         topo = load_topology(

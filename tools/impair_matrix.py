@@ -49,6 +49,8 @@ class CellResult:
     duplicates: int
     in_order: bool
     lost: int
+    #: forward request datagrams the link delayed past later ones
+    reordered: int
     retransmissions: int
     retx_per_lost: float
     virtual_ms: float
@@ -71,8 +73,12 @@ def run_cell(
     delay_ns: int = 10_000,
     config: PdsConfig | None = None,
     max_ns: int = 600_000_000_000,
+    rx_ns: int = 0,
+    rx_queue: int = 64,
 ) -> CellResult:
-    """Run one cell: ``packets`` requests from A to B in ``mode`` across the impaired link."""
+    """Run one cell: ``packets`` requests from A to B in ``mode`` across the impaired link.
+    ``rx_ns``: a slow receiver — B takes one datagram per ``rx_ns`` from a socket queue of
+    ``rx_queue`` datagrams, and what arrives at a full queue is lost (counted in ``lost``)."""
     cfg = replace(config or PdsConfig(), close_idle_ns=None, target_idle_ns=None)
     rng = random.Random(seed)
     a = PdsCore(_A, cfg, rng=random.Random(seed * 2 + 1))
@@ -93,13 +99,16 @@ def run_cell(
     flight: list[tuple[int, int, str, bytes, str, int]] = []
     seq = 0
     lost = 0
+    reordered = 0
     retx = 0
     acked: list[int] = []
     failed = 0
     end = max_ns
+    rxq: list[tuple[bytes, str, int]] = []  # B's socket queue (rx_ns > 0)
+    b_free = 0
 
     def collect() -> None:
-        nonlocal seq, lost, retx
+        nonlocal seq, lost, retx, reordered
         for src, core in ((_A, a), (_B, b)):
             for data, dst, ent in core.datagrams_to_send(now):
                 fwd = src == _A and _is_request(data)
@@ -112,6 +121,7 @@ def run_cell(
                     t = now + delay_ns
                     if reorder and rng.random() < reorder:
                         t += rng.randrange(1, 4 * delay_ns)
+                        reordered += fwd
                     seq += 1
                     heapq.heappush(flight, (t, seq, dst, data, src, ent))
 
@@ -129,6 +139,8 @@ def run_cell(
         collect()
         events()
         cands = [flight[0][0]] if flight else []
+        if rxq:
+            cands.append(max(b_free, now))
         for core in (a, b):
             t = core.get_timer()
             if t is not None:
@@ -138,7 +150,17 @@ def run_cell(
         now = max(now, min(cands))
         while flight and flight[0][0] <= now:
             _t, _s, dst, data, src, ent = heapq.heappop(flight)
+            if rx_ns and dst == _B:
+                if len(rxq) < rx_queue:
+                    rxq.append((data, src, ent))
+                else:
+                    lost += _is_request(data)
+                continue
             (a if dst == _A else b).receive_datagram(data, src, now, entropy=ent)
+        while rxq and b_free <= now:
+            data, src, ent = rxq.pop(0)
+            b.receive_datagram(data, src, now, entropy=ent)
+            b_free = max(b_free, now) + rx_ns
         for core in (a, b):
             t = core.get_timer()
             if t is not None and t <= now:
@@ -162,6 +184,7 @@ def run_cell(
         duplicates=dups,
         in_order=in_order,
         lost=lost,
+        reordered=reordered,
         retransmissions=retx,
         retx_per_lost=round(retx / lost, 2) if lost else 0.0,
         virtual_ms=round(now / 1e6, 3),

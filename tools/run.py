@@ -70,6 +70,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import signal
 import sys
 import time
@@ -81,6 +82,7 @@ from uet.fabric.profiles import (
     REALTIME_RATE_BPS,
     load_topology,
     merge,
+    override_args,
     overrides_to_dict,
 )
 from uet.tools.capture_options import add_capture_options, open_captures
@@ -89,16 +91,18 @@ from uet.tools.cli import (
     RunFailed,
     UsageError,
     float_arg,
+    format_bytes,
     format_rate,
     int_arg,
     rate_arg,
     run_main,
     size_arg,
+    warn_low_rate,
     yes_no,
 )
 from uet.tools.fault_options import add_fault_options, check_fault_names, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
-from uet.tools.run_settings import load_scenario, read_settings
+from uet.tools.run_settings import add_workload_option, load_scenario, read_settings
 
 from uet.scenario import Scenario, Settings, derive
 from uet.scenario.derive import fairness_note
@@ -113,6 +117,10 @@ WORKLOADS = tuple(_WORKLOADS)
 #: ``--transport``: UET, RoCEv2 (RC queue pairs with DCQCN, rocev2-and-fabric.md §6–§7), or both
 #: one after the other on the same scenario, with the side-by-side table (tools/compare.py)
 TRANSPORTS = ("uet", "roce", "both")
+#: most endpoint processes a live run starts (**decision**): each is a Python process of ≈ 40 MB
+#: whose start alone costs about a CPU second; past this a 2-core machine spends the run's timeout
+#: starting them (``-n 200 --topology fat_tree`` never got going). README "Scale limits".
+LIVE_MAX_ENDPOINTS = 128
 
 #: the options that set ``[run]`` keys
 RUN_OPTIONS = (
@@ -133,7 +141,7 @@ class RunError(Exception):
 
 
 def build_workload(s: dict[str, Any]) -> Workload:
-    """The workload object of run settings ``s`` (RunError for a bad name or size)."""
+    """The workload object of run settings ``s`` (RunError for a bad name, size or parameter)."""
     try:
         return make(
             s["workload"],
@@ -141,6 +149,7 @@ def build_workload(s: dict[str, Any]) -> Workload:
             message_bytes=int(s["message_bytes"]),
             messages=int(s["messages"]),
             seed=int(s["seed"]),
+            params=s.get("workload_params"),
         )
     except ValueError as e:
         raise RunError(str(e)) from None
@@ -231,10 +240,16 @@ class Launcher:
         self.fault_argv: list[str] = []
         self.faults: Any = None
         self.intervals: list[dict[str, Any]] = []
-        self.rx_bytes = 0
+        self.rx_bytes = 0  # bytes of the messages received whole
         self.rx_messages = 0
+        #: per rank, payload bytes received so far, counted per packet (the workers' "bytes" events)
+        self.moved: dict[int, int] = {}
+        self.flows_reported: dict[int, str | None] = {}  # flow id -> its sender's error
+        self.finished: set[int] = set()  # ranks that reported done or error
         self.host_rate = 0
         self.host_mtu = 1500
+        #: the RoCE connection manager's secret, shared by the run's endpoints only (uet.roce.cm)
+        self.cm_secret = secrets.token_hex(16)
         #: every default of the run, derived from its physics (set by :meth:`fabric_args`)
         self.derived: Settings | None = None
         self.addresses: list[str] = []
@@ -254,7 +269,7 @@ class Launcher:
             overrides=overrides_to_dict(s.get("overrides", [])),
         )
         grow = sizing_overrides(topo, n)
-        extra = [a for k, v in grow.items() for a in ("-o", f"{k}={v}")]
+        extra = override_args(grow)
         sized = merge(topo, grow) if grow else topo
         self.derived = derive(Scenario("live", s, self.topology_table, self.endpoint), sized)
         self.host_rate = topo.host_link.rate_bps
@@ -297,7 +312,7 @@ class Launcher:
             raise RunError(f"the topology has {len(ready['hosts'])} hosts for {n} endpoints")
         assert self.derived is not None  # fabric_args derived the run's settings
         fa = self.addresses = [h["ip"] for h in hosts]
-        wspec = {"name": wl.name, "n": n, "message_bytes": wl.message_bytes, "messages": wl.messages, "seed": wl.seed}
+        wspec = wl.spec()
         for i in range(n):
             spec = {
                 "fa": fa[i],
@@ -312,8 +327,11 @@ class Launcher:
                 "rtt_ns": self.derived.roce_rtt_ns,
                 "mtu": self.host_mtu,
                 "seed": int(s["seed"]),
+                "cm_secret": self.cm_secret,
                 **self._eventlog_spec(i),
             }
+            if self.interval or self.progress is not None:
+                spec["progress_s"] = min(0.25, self.interval / 5) if self.interval else 0.25
             w = await _spawn(f"endpoint {i} ({fa[i]})", "-m", "uet.tools.run_worker", json.dumps(spec))
             self.workers.append(w)
             self.children.append(w)
@@ -332,6 +350,8 @@ class Launcher:
             if reporter is not None:
                 reporter.cancel()
         elapsed = time.monotonic() - t_go
+        if self.interval:
+            self._interval_end(elapsed, total)
         for w in self.workers:
             await w.tell("stop")
         closed = await asyncio.gather(*(self._closed(w) for w in self.workers))
@@ -371,24 +391,59 @@ class Launcher:
 
     async def _collect(self, w: Child, rep: dict[str, Any]) -> dict[str, Any]:
         flows, rx = rep["flows"], rep["rx"]
+        rank = self.workers.index(w)
         while True:
             ev = await w.next(float(self.s["timeout_s"]) + 30)
             kind = ev.get("event")
             if kind == "flow":
                 flows.append(ev)
+                self.flows_reported[ev["flow"]] = ev.get("error")
+                await self._abort_if_hopeless()
             elif kind == "rx":
                 rx.append(ev)
                 self.rx_bytes += ev["bytes"]
                 self.rx_messages += 1
+            elif kind == "bytes":
+                self.moved[rank] = int(ev["rx"])
                 if self.progress is not None:
-                    self.progress[0].update(self.progress[1], advance=ev["bytes"])
+                    self.progress[0].update(self.progress[1], completed=self.moved_bytes)
             elif kind == "error":
                 rep["error"] = ev.get("error")
                 break
             elif kind == "done":
                 rep["check"] = ev.get("check")
                 break
+        self.finished.add(rank)
         return rep
+
+    @property
+    def moved_bytes(self) -> int:
+        """Payload bytes received so far by every rank, counted per packet (never below the bytes
+        of the messages received whole; never above the workload's bytes: a packet placed twice
+        after a resend counts once)."""
+        moved = max(sum(self.moved.values()), self.rx_bytes)
+        return min(moved, self.workload.total_bytes()) if self.workload is not None else moved
+
+    async def _abort_if_hopeless(self) -> None:
+        """Once every flow's sender has reported and some flow failed, the ranks still running
+        wait for messages that cannot come (``--rate 100``: every flow UNDELIVERABLE, the
+        receiver waited out the whole ``--timeout``): tell them to stop (``abort``), so the run
+        ends with the per-flow failures at once."""
+        assert self.workload is not None
+        if len(self.flows_reported) < len(self.workload.flows()):
+            return
+        if all(e is None for e in self.flows_reported.values()):
+            return
+        flows = self.workload.flows()
+        starved = {f.dst for f in flows if self.flows_reported.get(f.id) is not None}
+        for i, w in enumerate(self.workers):
+            # waiting for a failed flow's messages, its own flows all reported: it waits in vain
+            if (
+                i in starved
+                and i not in self.finished
+                and all(f.id in self.flows_reported for f in flows if f.src == i)
+            ):
+                await w.tell("abort")
 
     def partial_result(self) -> dict[str, Any] | None:
         """After Ctrl-C: the flows finished so far with their figures, every other flow marked
@@ -416,34 +471,36 @@ class Launcher:
             "flows_finished": done,
             "fct": res["fct"],
             "fabric": {},
-            "received_bytes": self.rx_bytes,
+            "received_bytes": self.moved_bytes,
             "received_messages": self.rx_messages,
             "intervals": self.intervals,
         }
 
     async def _report(self, t_go: float, total: int) -> None:
-        """``--interval``: every period, the bytes received in it and so far (stderr, and the
-        result's ``intervals``), as iperf3 ``-i`` does."""
+        """``--interval``: every period, the payload bytes received in it and so far, counted as
+        packets arrive (stderr, and the result's ``intervals``), as iperf3 ``-i`` does."""
         assert self.interval
-        last_t, last_b = 0.0, 0
         while True:
             await asyncio.sleep(self.interval)
-            t = time.monotonic() - t_go
-            b = self.rx_bytes
-            rec = {
-                "start_s": round(last_t, 3),
-                "end_s": round(t, 3),
-                "bytes": b - last_b,
-                "goodput_gbps": round((b - last_b) * 8 / max(t - last_t, 1e-9) / 1e9, 6),
-                "received_bytes": b,
-                "messages": self.rx_messages,
-            }
-            self.intervals.append(rec)
-            sys.stderr.write(
-                f"[{rec['start_s']:7.2f}-{rec['end_s']:7.2f} s] {rec['bytes']:>11} bytes "
-                f"{rec['goodput_gbps']:.4f} Gbit/s   received {b}/{total} bytes\n"
-            )
-            last_t, last_b = t, b
+            self._interval(time.monotonic() - t_go, total)
+
+    def _interval(self, t: float, total: int) -> None:
+        """One interval line, from the end of the last one to ``t`` (s since the start)."""
+        last = self.intervals[-1] if self.intervals else {"end_s": 0.0, "received_bytes": 0}
+        b = self.moved_bytes
+        rec = interval_record(float(last["end_s"]), t, b - int(last["received_bytes"]), b, self.rx_messages)
+        self.intervals.append(rec)
+        sys.stderr.write(interval_line(rec, total) + "\n")
+
+    def _interval_end(self, elapsed: float, total: int) -> None:
+        """After the run: the last, partial interval (when anything is left to say), then the sum
+        over the whole run, as iperf3 ends its interval report."""
+        last = self.intervals[-1] if self.intervals else None
+        if last is None or elapsed - float(last["end_s"]) > 1e-3 or self.moved_bytes != last["received_bytes"]:
+            self._interval(max(elapsed, float(last["end_s"]) if last else 0.0), total)
+        b = self.moved_bytes
+        rec = interval_record(0.0, elapsed, b, b, self.rx_messages)
+        sys.stderr.write("- " * 30 + "\n" + interval_line(rec, total) + "  sum\n")
 
     async def _closed(self, w: Child) -> dict[str, Any]:
         try:
@@ -552,6 +609,26 @@ LATE_TIMER_US = 1200.0
 _KERNEL_QUEUE_NOTE = 256 * 1024
 
 
+def interval_record(start: float, end: float, nbytes: int, received: int, messages: int) -> dict[str, Any]:
+    """One ``--interval`` record: ``nbytes`` received between ``start`` and ``end`` (s)."""
+    return {
+        "start_s": round(start, 3),
+        "end_s": round(end, 3),
+        "bytes": nbytes,
+        "goodput_gbps": round(nbytes * 8 / max(end - start, 1e-9) / 1e9, 6),
+        "received_bytes": received,
+        "messages": messages,
+    }
+
+
+def interval_line(rec: dict[str, Any], total: int) -> str:
+    """An interval record as iperf3 prints one: the period, the bytes in it, the rate, the sum."""
+    return (
+        f"[{rec['start_s']:7.2f}-{rec['end_s']:7.2f} s] {format_bytes(rec['bytes']):>10} "
+        f"{format_rate(int(rec['goodput_gbps'] * 1e9)):>12}   received {rec['received_bytes']:,} of {total:,} bytes"
+    )
+
+
 def _empty_report() -> dict[str, Any]:
     return {"flows": [], "rx": [], "error": None, "check": None}
 
@@ -603,6 +680,8 @@ def settings_record(s: dict[str, Any], endpoint: dict[str, Any]) -> dict[str, An
     out = {k: s[k] for k in (*keys, "transport") if k in s}
     out["topology"] = s.get("scenario") or s.get("topology")
     out["overrides"] = list(s.get("overrides", []))
+    if s.get("workload_params"):
+        out["workload_params"] = s["workload_params"]
     out["endpoint"] = endpoint
     return out
 
@@ -733,6 +812,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_workload_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--csv", metavar="FILE", help="also write the per-flow results as CSV")
     p.add_argument(
@@ -935,6 +1015,16 @@ def _body(argv: Sequence[str] | None) -> int:
         raise UsageError("--rank, --link, --data-protect and --udp-checksum go with --hosts (the fabric engine "
                          "builds its own frames)")  # fmt: skip
     settings = settings_from(args)
+    from uet.tools.fabric import check_outputs
+
+    check_outputs(args)
+    if args.rate_bps is not None:
+        warn_low_rate("uet-run", "--rate", args.rate_bps)
+    if args.engine == "live" and int(settings[0]["endpoints"]) > LIVE_MAX_ENDPOINTS:
+        raise UsageError(
+            f"--endpoints {settings[0]['endpoints']}: the live engine runs one process per endpoint and "
+            f"stops at {LIVE_MAX_ENDPOINTS}; --engine sim runs thousands in virtual time"
+        )
     if args.engine == "sim":
         return _simulate(args, settings)
     return asyncio.run(_main(args, settings))
@@ -1099,9 +1189,7 @@ def _emit_both(
     engine = "virtual time" if first.get("engine") == "sim" else "live processes"
     if note:
         sys.stdout.write(note + "\n")
-    render_comparison(
-        cmp, f"uet-run {s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})"
-    )
+    render_comparison(cmp, f"{s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})")
     for tr, res in runs.items():
         bad = [f for f in res.get("flows", []) if not f.get("intact")]
         if res.get("interrupted"):

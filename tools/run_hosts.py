@@ -124,6 +124,7 @@ def launch_local(argv: list[str], hosts: list[str], timeout: float) -> int:
     reaches this launcher alone, which stops them (one ``interrupted`` line; each rank used to
     print its own). While they are being started a Ctrl-C is only noted, then raised once every
     started rank is known: one interrupted inside ``Popen`` would be left running."""
+    _check_local(hosts)
     children: list[subprocess.Popen[bytes]] = []
     base = [sys.executable, "-m", "uet.tools.run", *argv]  # this very command line, once per rank
     noted: list[int] = []
@@ -141,8 +142,11 @@ def launch_local(argv: list[str], hosts: list[str], timeout: float) -> int:
                 signal.signal(signal.SIGINT, prev)
         if noted:
             raise KeyboardInterrupt
+        failed = _wait_ranks(zero, children[:-1], timeout + 120)
+        if failed is not None:
+            r, code = failed
+            raise RunFailed(f"rank {r} ({hosts[r]}) failed (exit status {code}); every rank stopped")
         try:
-            zero.wait(timeout + 120)
             codes = [c.wait(timeout=60) for c in children]
         except subprocess.TimeoutExpired as e:
             raise RunFailed(f"a rank did not finish within {e.timeout:g} s") from None
@@ -153,6 +157,40 @@ def launch_local(argv: list[str], hosts: list[str], timeout: float) -> int:
         for c in live:
             c.wait(10)
     return zero.returncode or next((c for c in codes if c), 0)
+
+
+def _check_local(hosts: list[str]) -> None:
+    """Without ``--rank`` every rank runs on this machine: each address must be one of its own
+    (a rank that cannot bind its address used to leave rank 0 waiting out its timeout)."""
+    import socket
+
+    for h in hosts:
+        with socket.socket(socket.AF_INET6 if ":" in h else socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind((h, 0))
+            except OSError:
+                raise UsageError(
+                    f"--hosts: {h} is not an address of this machine; without --rank every rank runs here "
+                    "(on several machines, run the same command on each with its own --rank)"
+                ) from None
+
+
+def _wait_ranks(
+    zero: subprocess.Popen[bytes], others: list[subprocess.Popen[bytes]], timeout: float
+) -> tuple[int, int] | None:
+    """Wait for rank 0; ``(rank, exit status)`` of the first other rank that fails before it does
+    (rank 0 would otherwise wait for its hello until the timeout). Polls the children (every
+    50 ms: they are separate programs, no event to wait on)."""
+    deadline = time.monotonic() + timeout
+    while zero.poll() is None:
+        for r, c in enumerate(others, start=1):
+            code = c.poll()
+            if code:
+                return r, code
+        if time.monotonic() > deadline:
+            raise RunFailed(f"rank 0 did not finish within {timeout:g} s")
+        time.sleep(0.05)
+    return None
 
 
 def check_hosts(text: str, endpoints_given: bool, settings: dict[str, Any]) -> list[str]:

@@ -26,13 +26,20 @@ from typing import Any
 from uet.tools.cli import UsageError, parse_rate, parse_size
 from uet.tools.config_check import check_dataclass, describe_keys
 
-__all__ = ["IP_UDP_BYTES", "check_settings", "load_scenario", "max_payload", "read_settings"]
+__all__ = ["IP_UDP_BYTES", "add_workload_option", "check_settings", "load_scenario", "max_payload", "read_settings"]
 
 #: IPv4 (20) + UDP (8) header bytes in front of every UET datagram on the fabric
 IP_UDP_BYTES = 28
 #: settings that are not among the engine's defaults (uet.scenario.run_defaults) but may appear in
 #: ``[run]``
-_EXTRA_RUN_KEYS = {"scenario": str, "overrides": list, "pcap": str, "plot": str, "telemetry": str}
+_EXTRA_RUN_KEYS = {
+    "scenario": str,
+    "overrides": list,
+    "pcap": str,
+    "plot": str,
+    "telemetry": str,
+    "workload_params": dict,  # from [workload.params] and --workload-set
+}
 #: ``[run]`` keys of one engine the other accepts and ignores, so one scenario file serves both:
 #: ``timeout_s``, the live engine's wall-clock limit (checked as a number of seconds)
 _ONE_ENGINE_KEYS = {"timeout_s"}
@@ -51,11 +58,14 @@ def load_scenario(path: str) -> dict[str, Any]:
         raise UsageError(f"{path}: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{path}: {e}") from None
-    unknown = set(doc) - {"run", "topology", "endpoint", "reference", "faults"}
+    unknown = set(doc) - {"run", "topology", "endpoint", "reference", "faults", "workload"}
     if unknown:
         raise UsageError(
-            f"{path}: unknown table {sorted(unknown)[0]!r}; valid: endpoint, faults, reference, run, topology"
+            f"{path}: unknown table {sorted(unknown)[0]!r}; valid: endpoint, faults, reference, run, topology, workload"
         )
+    wl = doc.get("workload", {})
+    if set(wl) - {"params"} or not isinstance(wl.get("params", {}), dict):
+        raise UsageError(f"{path}: [workload] holds one table, [workload.params] (the workload's own parameters)")
     return doc
 
 
@@ -171,13 +181,26 @@ def check_settings(
     return topo, derived
 
 
+def add_workload_option(p: Any) -> None:
+    """``--workload-set KEY=VALUE`` (``uet-run`` and ``uet-sim``): a parameter of the workload's own."""
+    p.add_argument(
+        "--workload-set",
+        dest="wl_overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a parameter of the workload's own ([workload.params]), e.g. senders=8 for incast",
+    )
+
+
 def read_settings(
     args: Any, engine: str, keys: tuple[str, ...]
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(run settings, inline topology table, endpoint table) of ``uet-run`` and ``uet-sim`` alike:
     ``engine``'s defaults (:func:`uet.scenario.run_defaults`), then the scenario file
     (``args.scenario``), then the options (``keys``: the option attributes that set ``[run]``
-    keys; ``args.topology``, ``args.overrides``, ``args.ep_overrides``), checked
+    keys; ``args.topology``, ``args.overrides``, ``args.ep_overrides``; ``args.wl_overrides``, the
+    ``--workload-set`` parameters over the file's ``[workload.params]``, in ``workload_params``), checked
     (:func:`check_settings`). When the run names no rate, the profile's own rate; ``pairs``
     without an endpoint count runs 8 (it needs an even number; the default 9 is the incast's).
     The endpoint table returned is complete: every default derived from the scenario's physics
@@ -189,6 +212,7 @@ def read_settings(
     s = run_defaults(engine)
     topo: dict[str, Any] = {}
     ep: dict[str, Any] = {}
+    wparams: dict[str, Any] = {}
     explicit: set[str] = set()
     if args.scenario:
         doc = load_scenario(args.scenario)
@@ -197,6 +221,7 @@ def read_settings(
         explicit |= set(run)
         topo = doc.get("topology", {})
         ep = deep_update(ep, doc.get("endpoint", {}))
+        wparams = dict(doc.get("workload", {}).get("params", {}))
         s["scenario"] = args.scenario
     for k in keys:
         v = getattr(args, k, None)
@@ -211,9 +236,22 @@ def read_settings(
         ep = deep_update(ep, overrides_to_dict(args.ep_overrides))
     except ValueError as e:
         raise UsageError(f"--endpoint-set: {e}") from None
+    try:
+        wparams.update(overrides_to_dict(getattr(args, "wl_overrides", [])))
+    except ValueError as e:
+        raise UsageError(f"--workload-set: {e}") from None
+    if wparams:
+        s["workload_params"] = wparams
     if "rate_bps" not in explicit:  # the profile's own rate
         s["rate_bps"] = profile_rate(str(s.get("profile")))
     if s.get("workload") == "pairs" and "endpoints" not in explicit:
         s["endpoints"] = 8
     _topo, derived = check_settings(s, topo, ep, rate_given="rate_bps" in explicit, engine=engine)
+    from uet.workloads import make
+
+    try:  # the workload's own parameters, checked once (one line naming the key)
+        if wparams:
+            make(s["workload"], s["endpoints"], message_bytes=s["message_bytes"], seed=s["seed"], params=wparams)
+    except ValueError as e:
+        raise UsageError(f"[workload.params]: {e}") from None
     return s, topo, derived.endpoint

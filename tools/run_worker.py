@@ -39,7 +39,8 @@ from uet.fabric.profiles import merge
 
 from uet.endpoint import Endpoint, EndpointConfig, run
 from uet.link.fabric import FabricLink
-from uet.workloads import RankReport, make
+from uet.workloads import RankReport, from_spec
+from uet.workloads.base import FlowReport
 
 __all__ = ["main", "die_with_parent"]
 
@@ -84,10 +85,7 @@ async def worker(spec: dict[str, Any]) -> int:
         cfg = merge(EndpointConfig(), spec.get("endpoint", {}))
         link = FabricLink(spec["fa"], switch, rate_bps=int(spec["rate_bps"]), deliver_trimmed=True)
         ep = Endpoint(link, job=int(spec.get("job", 0)), config=cfg, event_log=log)
-    w = spec["workload"]
-    wl = make(
-        w["name"], int(w["n"]), message_bytes=int(w["message_bytes"]), messages=int(w["messages"]), seed=int(w["seed"])
-    )
+    wl = from_spec(spec["workload"])
     stdin = await _lines(loop)
     _emit({"event": "ready", "fa": spec["fa"], "nic_port": link.port})
     line = await stdin.readline()
@@ -96,32 +94,73 @@ async def worker(spec: dict[str, Any]) -> int:
         return 1
     failed = False
     rank = int(spec["rank"])
-    report = RankReport()
+    report = RankReport(listener=lambda r: _emit({"event": "flow" if isinstance(r, FlowReport) else "rx", **vars(r)}))
     t0 = loop.time()
+    run = asyncio.ensure_future(
+        asyncio.wait_for(wl.run(rank, ep, spec["addresses"], report), float(spec.get("timeout_s", 120)))
+    )
+    aborted = asyncio.ensure_future(_until_abort(stdin))
+    ticker = asyncio.ensure_future(_progress(ep, float(spec["progress_s"]))) if spec.get("progress_s") else None
     try:
-        await asyncio.wait_for(wl.run(rank, ep, spec["addresses"], report), float(spec.get("timeout_s", 120)))
-    except TimeoutError:
-        # what the rank achieved, and its unfinished flows with their retransmissions so far
-        for f in [*report.flows, *wl.unfinished(rank, ep, spec["addresses"], report, loop.time() - t0)]:
+        await asyncio.wait({run, aborted}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if ticker is not None:
+            ticker.cancel()
+    why = None
+    if not run.done():  # the launcher gave up on this rank: every flow towards it failed
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+        why = "aborted"
+    elif isinstance(run.exception(), TimeoutError):
+        why = "timeout"
+    elif run.exception() is not None:
+        raise run.exception()  # type: ignore[misc]
+    _emit({"event": "bytes", "rx": _payload_bytes(ep)})
+    if why is not None:
+        # what the rank achieved went out as it happened; now its unfinished flows with their
+        # retransmissions so far
+        for f in wl.unfinished(rank, ep, spec["addresses"], report, loop.time() - t0, why):
             _emit({"event": "flow", **vars(f)})
-        for r in report.rx:
-            _emit({"event": "rx", **vars(r)})
-        _emit({"event": "error", "error": "timeout", "counters": ep.counters})
+        _emit({"event": "error", "error": why, "counters": ep.counters})
         failed = True
     else:
-        for f in report.flows:
-            _emit({"event": "flow", **vars(f)})
-            failed = failed or f.error is not None
-        for r in report.rx:
-            _emit({"event": "rx", **vars(r)})
+        failed = any(f.error is not None for f in report.flows)
         _emit({"event": "done", "check": report.check})
-        await stdin.readline()  # "stop" or end of input
+        if not aborted.done():
+            await aborted  # "stop" or end of input
+    aborted.cancel()
     counters = ep.counters
     await ep.close()
     if log is not None:
         log.close()
     _emit({"event": "closed", "counters": counters})
     return 1 if failed else 0
+
+
+async def _until_abort(stdin: asyncio.StreamReader) -> None:
+    """Return at the launcher's next line (``abort`` during the run, ``stop`` after it) or at the
+    end of input."""
+    await stdin.readline()
+
+
+def _payload_bytes(ep: Any) -> int:
+    """Payload bytes received so far, counted as packets arrive (SES target or RoCE responder)."""
+    c = ep.counters
+    if "payload_bytes_received" in c:  # RoCE
+        return int(c["payload_bytes_received"])
+    return int(c.get("ses_tgt_payload_bytes_received", 0)) + int(c.get("ses_fast_payload_bytes_received", 0))
+
+
+async def _progress(ep: Any, period_s: float) -> None:
+    """``{"event": "bytes", "rx"}`` every ``period_s`` while the count moves (``uet-run
+    --interval`` and its progress bar)."""
+    last = -1
+    while True:
+        await asyncio.sleep(period_s)
+        n = _payload_bytes(ep)
+        if n != last:
+            _emit({"event": "bytes", "rx": n})
+            last = n
 
 
 def _event_log(spec: dict[str, Any]) -> Any:
@@ -137,7 +176,7 @@ def _event_log(spec: dict[str, Any]) -> Any:
 async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int], log: Any = None) -> Any:
     """``transport = "roce"``: a :class:`~uet.roce_endpoint.RoceEndpoint` on the fabric link, its
     QPs sized for the host link (:func:`~uet.roce.core.config_for_link`, the timeout scaled to the
-    profile's ``rtt_ns``) and connected by parameters derived from the run's seed (every
+    profile's ``rtt_ns``) and connected by parameters derived from the run's random secret (every
     endpoint of the run agrees on them, :class:`~uet.roce.cm.StaticCm`)."""
     from dataclasses import replace
 
@@ -153,7 +192,7 @@ async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int], log: Any
         switch,
         rate_bps=rate,
         config=qp,
-        cm=StaticCm(int(spec.get("seed", 0))),
+        cm=StaticCm(str(spec["cm_secret"]).encode()),
         seed=int(spec["rank"]),
         log=log,
     )

@@ -41,9 +41,9 @@ from typing import Any
 
 from uet.fabric.profiles import PROFILES
 from uet.tools.capture_options import add_capture_options
-from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main, size_arg
+from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main, size_arg, warn_low_rate
 from uet.tools.fault_options import add_fault_options, faults_from
-from uet.tools.run_settings import load_scenario, read_settings
+from uet.tools.run_settings import add_workload_option, load_scenario, read_settings
 from uet.tools.sim_compare import parse_seeds
 
 __all__ = ["build_parser", "main", "settings_from"]
@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tss", action="store_true", default=None, help="secure endpoints: every datagram sealed (TSS)")
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_workload_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--timing", action="store_true", help="include CPU time and speed in --json")
     p.add_argument("--plot", metavar="DIR", help="write FCT CDF, queue depth and throughput plots")
@@ -180,6 +181,8 @@ def _body(argv: Sequence[str] | None) -> int:
     if args.only or args.max_hosts or args.jobs:
         raise UsageError("--only, --max-hosts and --jobs go with --suite")
     s, topo, ep = settings_from(args)
+    if args.rate_bps is not None:
+        warn_low_rate("uet-sim", "--rate", args.rate_bps)
     table = load_scenario(args.scenario).get("faults") if args.scenario else None
     if args.compare_lb:
         return _compare(args, s, topo, ep, table)
@@ -189,9 +192,10 @@ def _body(argv: Sequence[str] | None) -> int:
     if args.baseline and faults is None:
         raise UsageError("--baseline compares with a run without faults: give a fault (--fail, --degrade, ...)")
     if args.plot:
-        from uet.tools.fabric import require_matplotlib
+        from uet.tools.fabric import check_outputs, require_matplotlib
 
         require_matplotlib()
+        check_outputs(args)
     from uet.tools.run import _emit_both, _transports, simulate_runs
 
     if args.baseline and len(_transports(s)) > 1:

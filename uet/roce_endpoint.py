@@ -25,6 +25,7 @@ endpoint of a run must use the same ``cm`` secret.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -72,7 +73,9 @@ class RoceEndpoint(CoreOperations, CoreDriver):
         self.address = link.address
         self.clock = clock
         config = config or QpConfig(timeout=timeout_for_rtt(LIVE_RTT_NS))
-        self.core = RoceCore(self.address, config=config, seed=seed, cm=cm or StaticCm(), log=log)
+        # without a shared cm, a secret of this endpoint's own: only peers given the same cm connect
+        cm = cm or StaticCm(secrets.token_bytes(16))
+        self.core = RoceCore(self.address, config=config, seed=seed, cm=cm, log=log)
         self._init_driver(self.core)
         link.set_receiver(self._on_batch)
 

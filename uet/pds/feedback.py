@@ -56,7 +56,7 @@ from uet.pds._aliases import (
 )
 from uet.pds.backoff import rtt_sample
 from uet.pds.events import Acked, AckedRun, NackReceived, ProbeAnswered
-from uet.pds.pdc import InitiatorPdc
+from uet.pds.pdc import InitiatorPdc, TxPkt
 from uet.pds.state import PdsState
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import ACK, ACK_CC, ACK_EPSN, NACK, NACK_ACTION, AckFlag, NackAction, NackCode, NackFlag
@@ -76,6 +76,20 @@ def _code_name(code: int) -> str:
         return NackCode(code).name
     except ValueError:
         return f"0x{code:02X}"
+
+
+def _late(pdc: InitiatorPdc, pkt: TxPkt, now: int, original: bool) -> None:
+    """A packet an ACK had reported missing turns out received. When its first copy is the one
+    that arrived (``original``: the ACK names it without RETX, or it was sent once), it was
+    reordered, not lost, and arrived this long after the report: the PDC's reordering window
+    grows to that lateness, so SACK fast retransmit waits it out before resending a hole
+    (issue 29 item 6: 5 % reordering and no loss resent ~0.9 packets per reordered packet).
+    Inference: RACK's time-based reordering window (RFC 8985 §6.2), learnt from late arrivals
+    instead of DSACK, with a quarter SRTT of headroom; capped at the RTO where it is used."""
+    late = now - pkt.hole_at + (pdc.srtt >> 2)  # (with RACK's srtt/4 of headroom)
+    if original and late > pdc.reo_wnd:
+        pdc.reo_wnd = late
+    pkt.hole_at = 0
 
 
 class FeedbackMixin(PdsState):
@@ -190,6 +204,8 @@ class FeedbackMixin(PdsState):
                 ent = pkt.entropy
                 if not pkt.dst_received:
                     fresh = 1
+                    if pkt.hole_at:
+                        _late(pdc, pkt, now, not flags & _A_RETX)
                 if flags & _A_M:
                     ecn_bytes = pkt.nbytes
                 # §2.9 validity; a packet marked lost and not yet resent has no valid sample
@@ -227,8 +243,11 @@ class FeedbackMixin(PdsState):
                 if pkt is not None:
                     npk += 1
                     nby += pkt.nbytes
-                    if ents is not None and not pkt.dst_received:
-                        ents.append(pkt.entropy)
+                    if not pkt.dst_received:
+                        if ents is not None:
+                            ents.append(pkt.entropy)
+                        if pkt.hole_at:
+                            _late(pdc, pkt, now, pkt.sends == 1)
                     if pkt.ctl is None:
                         if not runs:
                             append(_tnew(Acked, (pkt.token, 0, b"")))
@@ -259,14 +278,19 @@ class FeedbackMixin(PdsState):
                 pkt = out.get((base + low.bit_length() - 1) & _M32)
                 if pkt is not None and not pkt.dst_received:
                     pkt.sack_hole = True
+                    if not pkt.hole_at:
+                        pkt.hole_at = now
             while bitmap:
                 low = bitmap & -bitmap
                 p = (base + low.bit_length() - 1) & _M32
                 bitmap ^= low
                 pkt = out.get(p)
                 if pkt is not None:
-                    if ents is not None and not pkt.dst_received:
-                        ents.append(pkt.entropy)
+                    if not pkt.dst_received:
+                        if ents is not None:
+                            ents.append(pkt.entropy)
+                        if pkt.hole_at:
+                            _late(pdc, pkt, now, pkt.sends == 1)
                     pkt.dst_received = True
                     if _diff(p, hi) > 0:
                         hi = p
@@ -419,6 +443,10 @@ class FeedbackMixin(PdsState):
         p = pdc.tx_base
         stop = (pdc.high_sack - thr + 1) & _M32
         head = (pdc.max_cack + 1) & _M32  # CACK says it is not received (or not yet cleared)
+        # reported missing at or before ``since``: lost, not reordered (``_late``)
+        wnd = min(pdc.reo_wnd, self.config.rto_ns)  # 0 until a reordering was seen: at once
+        since = now - wnd
+        pdc.fast_at = None
         while p != stop:
             pkt = out.get(p)
             if (
@@ -430,6 +458,15 @@ class FeedbackMixin(PdsState):
                 and not pkt.parked
                 and not pkt.rtx_wait
             ):
+                if not pkt.hole_at:
+                    pkt.hole_at = now
+                if pkt.hole_at > since:  # may still be reordered: look again when it is due
+                    due = pkt.hole_at + 2 * wnd  # (no ACK came meanwhile: a margin more)
+                    if pdc.fast_at is None or due < pdc.fast_at:
+                        pdc.fast_at = due
+                        self._tdirty.add(pdc.lpdcid)
+                    p = (p + 1) & _M32
+                    continue
                 pkt.fast_done = True
                 self._count("fast_retransmits")
                 pdc.gate.on_loss(pkt.nbytes, False, now)  # SACK-inferred loss, not a timeout

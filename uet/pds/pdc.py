@@ -55,6 +55,8 @@ class TxPkt:
     fast_done = False
     #: an ACK's SACK bitmap covered it and said "not received" (uet.pds.feedback fast retransmit)
     sack_hole = False
+    #: when an ACK first reported it missing (0: never; uet.pds.feedback reordering window)
+    hole_at = 0
     #: waiting in its PDC's CCC-gated retransmission queue (``InitiatorPdc.cc_rtx``)
     rtx_wait = False
     #: its RTO re-armed ``tx_time`` without sending it (the peer window forbade it, or the
@@ -84,6 +86,7 @@ class TxPkt:
         self.dst_received = False
         self.fast_done = False
         self.sack_hole = False
+        self.hole_at = 0
         self.rtx_wait = False
         self.rearmed = False
         self.parked = 0
@@ -166,6 +169,8 @@ class InitiatorPdc:
         "rto_shift",
         "rod_win",
         "rod_acc",
+        "reo_wnd",
+        "fast_at",
         "cc_rcvd",
         "cc_ecn",
         "cc_wake",
@@ -258,6 +263,12 @@ class InitiatorPdc:
         self.rto_shift = 0
         #: ROD go-back-N send window (packets) and its additive-increase counter (§2.13)
         self.rod_win = 0
+        #: SACK fast retransmit's reordering window (ns): how long a hole must have been reported
+        #: before it counts as lost; the longest a reported hole was seen to arrive late
+        #: (uet.pds.feedback ``_fast_retransmit``)
+        self.reo_wnd = 0
+        #: when the earliest hole waiting out ``reo_wnd`` may be fast-retransmitted (a deadline)
+        self.fast_at: int | None = None
         self.rod_acc = 0
         #: PSN of the packet most recently sent with AR (§2.5 step 3); while it is not yet
         #: cumulatively acknowledged an ACK is on its way, so a refill needs no AR of its own
@@ -319,6 +330,7 @@ class TargetPdc:
         "ccc",
         "ecn_bytes",
         "ecn_acked",
+        "proven",
     )
 
     role: Literal["target"] = "target"
@@ -388,6 +400,8 @@ class TargetPdc:
         self.close_req_wanted = False
         #: RCCC: CCC ID of the sender's last CC request (keys its credit, uet.cc.rccc)
         self.ccc = 0
+        #: its peer proved it receives (uet.pds.validation); set by the core at creation
+        self.proven = True
         #: timer heap (uet.pds.core ``_refresh_timers``): the sequence number of this PDC's last
         #: refresh and the deadline it found (None: none), the sequence number and deadline of
         #: its live heap entry (``tent`` 0: none; an entry earlier than ``tdl`` is re-pushed at

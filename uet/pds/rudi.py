@@ -103,6 +103,8 @@ class RudiMixin(PdsState):
         #: outstanding RUDI requests by packet id, in order of latest transmission
         self._rudi_out: dict[int, RudiPkt] = {}
         self._rudi_wait: deque[RudiPkt] = deque()
+        #: outstanding RUDI requests per peer (the per-peer window, :meth:`_rudi_flush`)
+        self._rudi_peer_out: dict[str, int] = {}
         #: RUDI requests parked after a resource-shortage NACK (an upper bound, recounted)
         self._rudi_parked = 0
         #: RTO back-offs in force for RUDI requests (uet.pds.backoff); a response resets it
@@ -136,12 +138,40 @@ class RudiMixin(PdsState):
             self._count("uud_tx", len(self._uud_q))
             self._uud_q = []
         wait = self._rudi_wait
+        if not wait:
+            return
         lim = self.config.rudi_max_outstanding
-        while wait and len(self._rudi_out) < lim:
+        win = self.config.max_outstanding
+        per = self._rudi_peer_out
+        out = self._rudi_out
+        keep: deque[RudiPkt] = deque()
+        # requests to a peer whose window is full wait, in order, behind the others; the scan
+        # is bounded (a window's worth of blocked requests), so a slow peer costs O(window)
+        skipped = 0
+        while wait and len(out) < lim and skipped <= win:
             pkt = wait.popleft()
-            self._rudi_out[pkt.pid] = pkt
+            n = per.get(pkt.peer, 0)
+            if n >= win:
+                keep.append(pkt)
+                skipped += 1
+                continue
+            per[pkt.peer] = n + 1
+            out[pkt.pid] = pkt
             pkt.first_tx = now
             self._rudi_send(pkt, now, False)
+        if keep:
+            keep.extend(wait)
+            self._rudi_wait = keep
+
+    def _rudi_done(self, pkt: RudiPkt) -> None:
+        """``pkt`` left the outstanding requests (answered or failed): its peer's window opens."""
+        del self._rudi_out[pkt.pid]
+        per = self._rudi_peer_out
+        n = per[pkt.peer] - 1
+        if n:
+            per[pkt.peer] = n
+        else:
+            del per[pkt.peer]
 
     def _rudi_send(self, pkt: RudiPkt, now: int, retx: bool) -> None:
         flags = int(RudiFlag.RETX) if retx else 0
@@ -195,7 +225,7 @@ class RudiMixin(PdsState):
                 if pkt.tx_time + rto > now:
                     continue
                 if retries_spent(cfg, pkt.retries, pkt.first_tx, now):
-                    del out[pkt.pid]
+                    self._rudi_done(pkt)
                     self._events.append(Failed(pkt.token, "retry exhausted", None))
                     self._count("rudi_failed")
                     continue
@@ -203,16 +233,28 @@ class RudiMixin(PdsState):
                 self._count("rto")
                 self._rudi_send(pkt, now, True)
             self._rudi_parked_deadline()
+        # a round after a silent one resends at most ``rto_burst`` requests and re-arms the rest
+        # without sending, as a PDC does (uet.pds.backoff): a receiver that cannot keep up is
+        # not sent its whole window again each round (issue 29 item 2)
+        burst = cfg.rto_burst if self._rudi_shift else 0
+        sent = 0
         while out and not self._rudi_parked:
             pkt = next(iter(out.values()))
             if pkt.tx_time + rto > now:
                 break
             if retries_spent(cfg, pkt.retries, pkt.first_tx, now):
-                del out[pkt.pid]
+                self._rudi_done(pkt)
                 self._events.append(Failed(pkt.token, "retry exhausted", None))
                 self._count("rudi_failed")
                 continue
+            if burst and sent >= burst:
+                pkt.tx_time = now
+                del out[pkt.pid]
+                out[pkt.pid] = pkt
+                self._count("rudi_rto_rearmed")
+                continue
             pkt.retries += 1
+            sent += 1
             self._count("rto")
             self._rudi_send(pkt, now, True)
 
@@ -267,7 +309,7 @@ class RudiMixin(PdsState):
         if pkt is None or pkt.peer != src:
             self._drop("rudi_late_response", now, src)
             return
-        del self._rudi_out[pid]
+        self._rudi_done(pkt)
         self._rudi_shift = 0
         self._events.append(new_acked(pkt.token, nh, data[8:] if nh else b""))
         self._count("rudi_acked")
@@ -291,7 +333,7 @@ class RudiMixin(PdsState):
             return
         pkt.nack_retries += 1
         if action != _NA_RETRANSMIT or pkt.nack_retries > self.config.max_nack_retx:
-            del self._rudi_out[pid]
+            self._rudi_done(pkt)
             self._events.append(Failed(pkt.token, f"nack {NackCode(code).name}", code))
             return
         if shortage:  # transient: resend after NACK_Retx_Time, doubling (as for PDCs, uet.pds.feedback)

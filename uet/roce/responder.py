@@ -210,6 +210,7 @@ class Responder:
                 self.qp.complete(ev.OpFailed(handle, E.LocalLengthError(f"message longer than {limit} bytes")))
                 raise _Refuse(NakCode.INVALID_REQUEST, "receive buffer too small")
             self._buf += pkt.payload
+            self.qp.stats["payload_bytes_received"] += n  # progress, as packets arrive
             if op in _LAST or op in _ONLY:
                 imm = pkt.immdt.imm if pkt.immdt is not None else None
                 handle = self._recv[0]

@@ -20,13 +20,13 @@ Two keys belong to one engine only: ``timeout_s`` (the live engine's wall-clock 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from uet.fabric.profiles import (
     DATACENTER_RATE_BPS,
     REALTIME_RATE_BPS,
+    fit_hosts,
     load_topology,
     merge,
     overrides_to_dict,
@@ -91,15 +91,11 @@ def deep_update(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def sizing_overrides(topo: Topology, n: int) -> dict[str, int]:
+def sizing_overrides(topo: Topology, n: int) -> dict[str, Any]:
     """What grows ``topo`` to hold ``n`` hosts (**decision**): a fat tree grows ``hosts`` (its k
-    follows), the other kinds ``hosts_per_leaf``; empty when it already holds them."""
-    if topo.host_count() >= n:
-        return {}
-    if topo.kind == "fat_tree":
-        return {"hosts": n}
-    leaves = topo.host_count() // topo.hosts_per_leaf
-    return {"hosts_per_leaf": math.ceil(n / leaves)}
+    follows), the other kinds ``hosts_per_leaf`` and the leaves' buffers with it
+    (:func:`uet.fabric.profiles.fit_hosts`); empty when it already holds them."""
+    return fit_hosts(topo, n)[1]
 
 
 @dataclass

@@ -205,6 +205,8 @@ class Reassembler:
         #: completed messages: (return code, modified length, JobID, time, list, RUDI packet ids)
         self._done: OrderedDict[tuple[str, int], tuple[int, int, int, int, int, IdRange]] = OrderedDict()
         self._packets = 0
+        #: payload bytes placed (duplicates not counted): progress as packets arrive
+        self._bytes = 0
         #: the fast path's one-entry cache (:meth:`deliver`): the last non-SOM packet's message
         self._last_rec: _Partial | None = None
         self._last_peer = ""
@@ -284,6 +286,7 @@ class Reassembler:
                 rec.received += n
                 rec.last_ns = now
                 self._packets += 1
+                self._bytes += n
                 return None
         return DECLINED
 
@@ -458,6 +461,7 @@ class Reassembler:
         if som and flags & _F_HD:
             rec.header_data = hdata
         received = rec.received = rec.received + n
+        self._bytes += n
         if received < length:
             return None
         if received > length:
@@ -598,7 +602,7 @@ class Reassembler:
     @property
     def counters(self) -> dict[str, int]:
         """Packets seen, messages completed, duplicates, errors by reason, expired partials."""
-        return {"packets": self._packets, **self._counters}
+        return {"packets": self._packets, "payload_bytes_received": self._bytes, **self._counters}
 
     def _count(self, reason: str) -> None:
         c = self._counters

@@ -223,6 +223,9 @@ class SesTarget:
             "deferred": 0,
             "expired": 0,
             "rtr_expired": 0,
+            #: payload bytes of request packets accepted (duplicates not counted): what a progress
+            #: report counts as packets arrive, before their message completes
+            "payload_bytes_received": 0,
         }
 
     # -- public API -----------------------------------------------------------------------------
@@ -473,6 +476,7 @@ class SesTarget:
                 return None if not rec.error else self._respond_error(rec, req)
             rec.extents[off] = n
             rec.accounted += n
+            self.counters["payload_bytes_received"] += n
             if not rec.error and not rec.deferred:
                 try:
                     self._place(rec, off, req.payload)

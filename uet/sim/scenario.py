@@ -149,6 +149,7 @@ def simulate(
         message_bytes=int(s["message_bytes"]),
         messages=int(s["messages"]),
         seed=seed,
+        params=s.get("workload_params"),
     )
     tel = Telemetry({"queue_depth", "port_bytes", "nic_bytes"} if timeline else set(), enabled=timeline)
     cpu0 = time.process_time()

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Mapping
+from typing import Any
 
 from uet.transport import Transport, error_name
 from uet.workloads.base import Flow, FlowReport, RankReport, Workload, _retransmits, _rx, message_data
@@ -38,8 +40,16 @@ class RingAllReduce(Workload):
     def pairs(self) -> list[tuple[int, int]]:
         return [(r, (r + 1) % self.n) for r in range(self.n)]
 
-    def __init__(self, n: int, *, message_bytes: int = 65536, messages: int = 1, seed: int = 0) -> None:
-        super().__init__(n, message_bytes=message_bytes, messages=1, seed=seed)
+    def __init__(
+        self,
+        n: int,
+        *,
+        message_bytes: int = 65536,
+        messages: int = 1,
+        seed: int = 0,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(n, message_bytes=message_bytes, messages=1, seed=seed, params=params)
         if message_bytes < n:
             raise ValueError("allreduce needs message_bytes >= endpoints (one chunk per rank)")
         steps = 2 * (n - 1)
@@ -85,7 +95,7 @@ class RingAllReduce(Workload):
                 break
             m = res[1]
             assert not isinstance(m, BaseException)  # no failure above
-            report.rx.append(_rx(m, loop.time() - t0))
+            report.add_rx(_rx(m, loop.time() - t0))
             a, b = self.bounds(in_c)
             got = bytes(m.data)
             if len(got) != b - a:
@@ -96,7 +106,7 @@ class RingAllReduce(Workload):
                 vec[a:b] = x.to_bytes(b - a, "big")
             else:
                 vec[a:b] = got
-        report.flows.append(
+        report.add_flow(
             FlowReport(
                 rank,
                 ep.address,

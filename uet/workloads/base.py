@@ -11,19 +11,29 @@ Message identity (as ``uet-run`` did before): message ``index`` of flow ``flow``
 ``flow << 32 | index`` as its SES header data, and its payload is :func:`message_data` of the run
 seed, so a receiver can report what arrived and the launcher can check every message arrived once
 and intact (SHA-256 of the bytes sent against the bytes received).
+
+**Parameters**: besides the common four (ranks, message size and count, seed), a workload class
+declares its own parameters as a frozen dataclass ``Params`` (its fields, types and defaults; an
+empty one by default). A scenario gives them in its ``[workload.params]`` table (``uet-run`` and
+``uet-sim`` also take ``--workload-set KEY=VALUE``); :func:`parse_params` checks them once, naming
+the key, and :meth:`Workload.spec` carries the whole workload — parameters included — as one JSON
+table to wherever it runs (``uet.workloads.from_spec``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import random
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from uet.transport import Transport, error_name
 
-__all__ = ["Flow", "FlowReport", "RankReport", "RxReport", "Workload", "message_data"]
+__all__ = ["Flow", "FlowReport", "NoParams", "RankReport", "RxReport", "Workload", "message_data", "parse_params"]
 
 #: Random bytes messages are cut from (see :func:`message_data`).
 _POOL_BYTES = 1 << 20
@@ -121,6 +131,20 @@ class RankReport:
     rx: list[RxReport] = field(default_factory=list)
     check: bool | None = None
     error: str | None = None
+    #: called with each flow report and each received message as it is added (``uet-run``'s
+    #: workers stream them to the launcher, so a run that stalls or is interrupted still shows
+    #: what moved)
+    listener: Callable[[FlowReport | RxReport], None] | None = field(default=None, repr=False, compare=False)
+
+    def add_flow(self, f: FlowReport) -> None:
+        self.flows.append(f)
+        if self.listener is not None:
+            self.listener(f)
+
+    def add_rx(self, r: RxReport) -> None:
+        self.rx.append(r)
+        if self.listener is not None:
+            self.listener(r)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -131,8 +155,34 @@ class RankReport:
         }
 
 
+@dataclass(frozen=True)
+class NoParams:
+    """The parameters of a workload that has none of its own."""
+
+
+def parse_params(cls: type[Workload], table: Mapping[str, Any] | None) -> Any:
+    """``cls.Params`` from the table ``table`` (None: the defaults): ValueError naming the key for an
+    unknown parameter or a value of the wrong type (a whole number where an int is declared)."""
+    table = dict(table or {})
+    fields = {f.name: f for f in dataclasses.fields(cls.Params)}
+    if table and not fields:
+        raise ValueError(f"workload {cls.name} takes no parameters (got {', '.join(sorted(table))})")
+    hints = typing.get_type_hints(cls.Params)
+    for key, value in table.items():
+        if key not in fields:
+            raise ValueError(f"workload {cls.name}: unknown parameter {key!r}; valid: {', '.join(sorted(fields))}")
+        want = {t for t in typing.get_args(hints[key]) or (hints[key],) if t is not type(None)}
+        if value is None and type(None) in typing.get_args(hints[key]):
+            continue
+        if isinstance(value, bool) and bool not in want or not isinstance(value, tuple(want)):
+            names = " or ".join(sorted(t.__name__ for t in want))
+            raise ValueError(f"workload {cls.name}: {key} = {value!r}: expected {names}")
+    return cls.Params(**table)
+
+
 class Workload:
-    """Base class: ``n`` ranks, ``messages`` messages of ``message_bytes`` per flow, ``seed``.
+    """Base class: ``n`` ranks, ``messages`` messages of ``message_bytes`` per flow, ``seed``, and
+    the class's own parameters ``params`` (a ``Params`` instance; module docstring).
 
     Subclasses define :meth:`pairs` (the (src, dst) rank pairs, one flow each); the default
     :meth:`run` sends every flow of the rank at once (one flow's messages pipelined) while
@@ -141,8 +191,19 @@ class Workload:
 
     name = "workload"
     min_ranks = 2
+    #: the class's own parameters (module docstring)
+    Params: type[Any] = NoParams
 
-    def __init__(self, n: int, *, message_bytes: int = 65536, messages: int = 1, seed: int = 0) -> None:
+    def __init__(
+        self,
+        n: int,
+        *,
+        message_bytes: int = 65536,
+        messages: int = 1,
+        seed: int = 0,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.params = parse_params(type(self), params)
         if n < self.min_ranks:
             raise ValueError(f"{self.name} needs at least {self.min_ranks} endpoints")
         if message_bytes < 1 or messages < 1:
@@ -155,6 +216,17 @@ class Workload:
 
     def pairs(self) -> list[tuple[int, int]]:
         raise NotImplementedError
+
+    def spec(self) -> dict[str, Any]:
+        """The workload as one JSON table (``uet.workloads.from_spec`` builds it again)."""
+        return {
+            "name": self.name,
+            "n": self.n,
+            "message_bytes": self.message_bytes,
+            "messages": self.messages,
+            "seed": self.seed,
+            "params": dataclasses.asdict(self.params),
+        }
 
     def flows(self) -> list[Flow]:
         """Every flow of the run."""
@@ -205,7 +277,7 @@ class Workload:
             *(ep.send(dst, d, header_data=(f.id << 32) | i) for i, d in enumerate(data)), return_exceptions=True
         )
         err = next((error_name(r) for r in results if isinstance(r, BaseException)), None)
-        report.flows.append(_flow_report(f, ep, dst, loop.time() - t0, data, err))
+        report.add_flow(_flow_report(f, ep, dst, loop.time() - t0, data, err))
 
     async def _receive(self, ep: Transport, source: str, count: int, report: RankReport, t0: float) -> None:
         """One flow's messages, received from its source only: a transport whose connection to
@@ -218,7 +290,7 @@ class Workload:
             except Exception as e:
                 report.error = report.error or error_name(e)
                 return
-            report.rx.append(_rx(m, loop.time() - t0))
+            report.add_rx(_rx(m, loop.time() - t0))
 
 
 def _flow_report(

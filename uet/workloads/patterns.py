@@ -7,6 +7,7 @@ meaning ``uet-run`` gave them.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 from uet.workloads.base import Workload
 
@@ -27,12 +28,22 @@ class Pairs(Workload):
 
 
 class Incast(Workload):
-    """Ranks 1..n−1 all send to rank 0 (n−1 : 1)."""
+    """Ranks 1..``senders`` send to rank 0 (``senders`` : 1; all n−1 other ranks by default): an
+    8:1 incast on a fabric of 128 hosts is ``n = 128`` with ``senders = 8``."""
 
     name = "incast"
 
+    @dataclass(frozen=True)
+    class Params:
+        """``senders``: how many ranks send (1 … n−1; None: every other rank)."""
+
+        senders: int | None = None
+
     def pairs(self) -> list[tuple[int, int]]:
-        return [(i, 0) for i in range(1, self.n)]
+        k = self.n - 1 if self.params.senders is None else self.params.senders
+        if not 1 <= k <= self.n - 1:
+            raise ValueError(f"workload incast: senders = {k}: 1 to {self.n - 1} with {self.n} endpoints")
+        return [(i, 0) for i in range(1, 1 + k)]
 
 
 class IncastVictim(Workload):

@@ -30,10 +30,12 @@ def summarize(
     dicts = [r.as_dict() if isinstance(r, RankReport) else r for r in reports]
     sent = {f["flow"]: f for r in dicts for f in r["flows"]}
     got: dict[tuple[int, int], list[str]] = {}
+    rx_bytes: dict[int, int] = {}
     for r in dicts:
         for m in r["rx"]:
             if m["flow"] is not None:
                 got.setdefault((m["flow"], m["index"]), []).append(m["sha256"])
+                rx_bytes[m["flow"]] = rx_bytes.get(m["flow"], 0) + int(m.get("bytes", 0))
     checks = {i: r.get("check") for i, r in enumerate(dicts)}
     flows_out = []
     fcts, slowdowns = [], []
@@ -41,7 +43,13 @@ def summarize(
         rec: dict[str, Any] = {"flow": fl.id, "src": addresses[fl.src], "dst": addresses[fl.dst]}
         f = sent.get(fl.id)
         if f is None:
-            rec.update(bytes=0, intact=False, error=dicts[fl.src].get("error") or "no report from the sender")
+            # no word from the sender (interrupted, stalled): the bytes its receiver got so far
+            rec.update(
+                bytes=rx_bytes.get(fl.id, 0),
+                delivered=sum(1 for i in range(fl.messages) if (fl.id, i) in got),
+                intact=False,
+                error=dicts[fl.src].get("error") or "no report from the sender",
+            )
         else:
             hashes = f["sha256"]
             intact = f["error"] is None and all(got.get((fl.id, i)) == [h] for i, h in enumerate(hashes))
