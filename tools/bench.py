@@ -11,6 +11,8 @@ Subcommands, each in a module of its own:
   in :mod:`uet.tools.bench_report`).
 * ``uet-bench rtt`` — p50/p99 round trip of a 64-byte message (UET send + reply) against the
   fastest raw-UDP ping-pong between the same two processes (:mod:`uet.tools.bench_rtt`).
+* ``uet-bench decode --against-tshark`` — ``uet-decode`` against tshark on one capture
+  (:mod:`uet.tools.bench_decode`).
 * ``uet-bench matrix`` / ``soak`` / ``sim`` — :mod:`uet.tools.bench_matrix`,
   :mod:`uet.tools.bench_soak`, :mod:`uet.tools.bench_sim`.
 * ``uet-bench differential`` — the live engine, time-dilated, against the simulator on the same
@@ -95,6 +97,12 @@ def _differential_parser(sub: Any) -> None:
     add_parser(sub)
 
 
+def _decode_parser(sub: Any) -> None:
+    from uet.tools.bench_decode import add_parser
+
+    add_parser(sub)
+
+
 def _soak_parser(sub: Any) -> None:
     from uet.tools.bench_soak import add_parser
 
@@ -111,6 +119,7 @@ _SUBCOMMANDS: list[tuple[str, Any]] = [
     ("soak", _soak_parser),
     ("sim", _sim_parser),
     ("differential", _differential_parser),
+    ("decode", _decode_parser),
 ]
 
 
