@@ -196,6 +196,9 @@ def _rc_case(cid: str, title: str, section: str, rc: int, **kw) -> None:
 
 _rc_case("RC-001", "relative addressing with an unknown JobID → BAD_JOB_ID", "behaviour.md §1.2", RC.BAD_JOB_ID,
          payload=b"j", job=lambda s: (s.target.job + 0x5151) & 0xFFFFFF)  # fmt: skip
+_rc_case("RC-025", "an unknown JobID with an unknown PIDonFEP → BAD_JOB_ID (the job is resolved first)",
+         "behaviour.md §6.3", RC.BAD_JOB_ID, payload=b"j",
+         job=lambda s: (s.target.job + 0x5151) & 0xFFFFFF, pid=lambda s: (s.target.pid + 0x777) & 0xFFF)  # fmt: skip
 _rc_case("RC-002", "relative addressing with an unknown PIDonFEP → BAD_PID", "behaviour.md §6.9", RC.BAD_PID,
          payload=b"p", pid=lambda s: (s.target.pid + 0x777) & 0xFFF)  # fmt: skip
 _rc_case("RC-003", "relative addressing with an unknown resource index → BAD_INDEX", "behaviour.md §6.9",
@@ -302,7 +305,7 @@ def _sticky(s: Session) -> None:
     expect_rc(p.exchange(b), RC.BAD_MKEY, " on the second packet")
 
 
-@case("RC-023", E, "a multi-packet message whose later packet changes opcode is refused", "behaviour.md §6.3", SHOULD)
+@case("RC-023", E, "a multi-packet message whose later packet changes opcode is refused", "behaviour.md §6.3")
 def _op_change(s: Session) -> None:
     reg = need_region(s, "rwa")
     p = opened(s)
@@ -609,3 +612,27 @@ def _read_return(s: Session) -> None:
     expect_rc(r, RC.OK, f" for the READ of {n} bytes")
     got = r.data[:n] if len(r.data) >= n else s.serve_read_return(mid, n)
     check(got == data, f"the {n} bytes written, read back", got.hex())
+
+
+@case("RMA-013", B, "a later packet of a WRITE naming another memory key → PERM_VIOLATION", "behaviour.md §6.9")
+def _key_change(s: Session) -> None:
+    reg = need_region(s, "rwa")
+    other = need_region(s, "rwai")
+    p = opened(s)
+    mid = s.ses().message_id
+    a = ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, flags=F.SOM | F.REL, request_length=16,
+                           message_id=mid, buffer_offset=2048), b"k" * 8)  # fmt: skip
+    b = ses_standard(s.ses(opcode=OP.WRITE, match_bits=other.key, flags=F.EOM | F.REL, request_length=16,
+                           message_id=mid, payload_length=8, message_offset=8, buffer_offset=2048),
+                     b"K" * 8)  # fmt: skip
+    expect_no_error(p.exchange(a), " for the first packet")
+    expect_rc(p.exchange(b), RC.PERM_VIOLATION, " (the key changed mid-message)")
+
+
+@case("SES-021", O, "a successful WRITE is answered DEFAULT_RESPONSE / OK, not guaranteed (no REQ_CLEAR)",
+      "behaviour.md §6.9")  # fmt: skip
+def _ok_default(s: Session) -> None:
+    reg = need_region(s, "rwa")
+    r = expect_rc(op(s, None, OP.WRITE, b"ok", match_bits=reg.key, buffer_offset=512), RC.OK)
+    check(response(r).opcode == S.ResponseOpcode.DEFAULT_RESPONSE, "response opcode DEFAULT_RESPONSE (0)", r)
+    check(not r.flags & P.AckFlag.REQ_CLEAR, "no REQ_CLEAR (a non-guaranteed response)", r)
