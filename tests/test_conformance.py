@@ -136,7 +136,7 @@ FAULT_CATCHERS: dict[str, tuple[set[str], list[str]]] = {
             "WIN-012",
         }
         | {f"CTL-{i:03d}" for i in range(19, 25)}
-        | {f"WIN-{i:03d}" for i in range(1, 6)},
+        | {f"WIN-{i:03d}" for i in (*range(1, 6), 13, 14)},
         [],
     ),  # fmt: skip
     # uet-peer's ROD target buffers (the default, uet.pds.config): it never sends ROD_OOO, so
@@ -146,6 +146,7 @@ FAULT_CATCHERS: dict[str, tuple[set[str], list[str]]] = {
         {
             "CLR-001",
             "CLR-003",
+            "CLR-011",
             "CLR-004",
             "CLR-005",
             "CLR-006",
@@ -163,7 +164,7 @@ FAULT_CATCHERS: dict[str, tuple[set[str], list[str]]] = {
         ["-k", "EST-00", "-k", "ACK-00", "--timeout", "1.5"],
     ),
     "no-probe-echo": ({"CTL-005", "CTL-008", "CTL-009", "CTL-010"}, []),
-    "no-req-clear": ({"CLR-001", "CLR-008", "DEF-001", "MAT-006"}, []),
+    "no-req-clear": ({"CLR-001", "CLR-008", "CLR-011", "DEF-001", "MAT-006"}, []),
     "rudi-wrong-pkt-id": ({f"RUDI-{i:03d}" for i in (*range(1, 11), 12)}, ["-k", "RUDI", "--timeout", "1.5"]),
     "wrong-job-echo": ({"SES-004"}, []),
 }

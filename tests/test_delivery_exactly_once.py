@@ -24,6 +24,7 @@ def test_req_clear_before_the_first_ack_does_not_reopen_the_target_pdc(mode: Mod
     target closed its PDC in error, and the SYN retransmission opened a new target PDC that
     delivered the message a second time."""
     pair = FepPair(FepConfig(), seed=3)
+    pair.b.core.pds.guard.trust(A_ADDR)  # type: ignore[union-attr]  # A proved itself before (uet.pds.validation)
     dropped: list[Transmit] = []
 
     def lose_first_ack(t: Transmit, src: str) -> list[bytes]:

@@ -14,7 +14,9 @@ from uet.pds.backoff import retries_spent, rto_for
 from uet.wire.pds import ControlType, PdsType, ReqFlag
 
 START = 0x1234_5678
-CFG = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=None)
+# exact packet sequences without the anti-amplification proof exchange (uet.pds.validation,
+# tested in tests/test_pds_validation.py)
+CFG = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=None, amp_factor=0)
 MS = 1_000_000
 
 

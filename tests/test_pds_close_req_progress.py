@@ -11,7 +11,9 @@ from uet.pds import Acked, Failed, PdsConfig, TargetState
 from uet.wire.pds import ControlType, NackCode, PdsType
 
 MS = 1_000_000
-CFG = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=1000 * MS, close_req_ns=100 * MS)
+# exact packet sequences without the anti-amplification proof exchange (uet.pds.validation,
+# tested in tests/test_pds_validation.py)
+CFG = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=1000 * MS, close_req_ns=100 * MS, amp_factor=0)
 
 
 def _timers(pair: Pair) -> None:

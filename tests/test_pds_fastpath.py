@@ -13,7 +13,9 @@ from uet.pds import Acked, Delivery, Failed, Mode, PdsConfig
 from uet.pds import core as pds_core
 from uet.wire import pds as pds_wire
 
-CFG = PdsConfig(close_idle_ns=None, target_idle_ns=None, rto_ns=200_000)
+# exact packet sequences without the anti-amplification proof exchange (uet.pds.validation,
+# tested in tests/test_pds_validation.py)
+CFG = PdsConfig(close_idle_ns=None, target_idle_ns=None, rto_ns=200_000, amp_factor=0)
 
 
 def _establish(pair: Pair) -> None:

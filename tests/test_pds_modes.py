@@ -11,7 +11,9 @@ from uet.wire.chain import parse_uet
 from uet.wire.pds import ControlType, NackCode, PdsType, ReqFlag, RudiFlag
 
 START = 0x2000_0000
-CFG = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=None)
+# exact packet sequences without the anti-amplification proof exchange (uet.pds.validation,
+# tested in tests/test_pds_validation.py)
+CFG = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=None, amp_factor=0)
 
 
 def test_rod_in_order_delivery_with_gap_and_go_back_n() -> None:

@@ -14,7 +14,11 @@ from uet.pds.states import TargetState
 from uet.wire import pds as pds_wire
 from uet.wire import ses as ses_wire
 
-CFG = PdsConfig(close_idle_ns=None, target_idle_ns=None, rto_ns=200_000, max_rto_retx=25, max_nack_retx=25)
+# exact packet sequences without the anti-amplification proof exchange (uet.pds.validation,
+# tested in tests/test_pds_validation.py)
+CFG = PdsConfig(
+    close_idle_ns=None, target_idle_ns=None, rto_ns=200_000, max_rto_retx=25, max_nack_retx=25, amp_factor=0
+)
 NH_RD = 5  # RESPONSE_DATA
 
 

@@ -22,7 +22,9 @@ from uet.pds import Mode, PdsConfig, SesNack
 from uet.wire.pds import NackCode
 
 START = 0x2000
-CFG = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=None, rod_buffer=True)
+# exact packet sequences without the anti-amplification proof exchange (uet.pds.validation,
+# tested in tests/test_pds_validation.py)
+CFG = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=None, rod_buffer=True, amp_factor=0)
 
 
 def _flight(pair: Pair, n: int) -> list[bytes]:

@@ -21,7 +21,9 @@ from uet.pds import (
 from uet.wire.pds import AckFlag, ControlType, PdsType, ReqFlag, psn_add
 
 START = 0x12345678
-CFG = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=None)
+# exact packet sequences without the anti-amplification proof exchange (uet.pds.validation,
+# tested in tests/test_pds_validation.py)
+CFG = PdsConfig(start_psn=START, close_idle_ns=None, target_idle_ns=None, amp_factor=0)
 
 
 def submit(pair: Pair, n: int, *, size: int = 100, tag: str = "m", mode: Mode = Mode.RUD, msg: bool = True) -> list:

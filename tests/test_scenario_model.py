@@ -55,6 +55,7 @@ def test_the_realtime_profiles_hosts_set_its_timing() -> None:
     assert s.endpoint["pds"] == REALTIME_HOSTS.pds
     assert s.base_rtt_ns == s.roce_rtt_ns == REALTIME_HOSTS.rtt_ns
     assert s.qp.pmtu == 1024 and s.qp.timeout == 15
+    assert s.record()["hosts"].startswith("python processes")
     # the same profile on the simulator: the same settings (one scenario, one answer)
     assert derive(Scenario("sim", {**run_defaults("sim"), "profile": "realtime", "rate_bps": 100_000_000,
                                    "topology": "default"})).endpoint == s.endpoint  # fmt: skip

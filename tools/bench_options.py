@@ -91,7 +91,7 @@ def pair_notes(opts: PairOptions, rec: dict[str, Any] | None = None) -> dict[str
             f"UUD is best effort, no flow control or retransmission (behaviour.md §2.15){arrived}; "
             "datagrams a slower receiver cannot take are lost, even with no impairment"
         )
-    if data_protect(opts) == "crc" and opts.data_protect is None:
+    if data_protect(opts) == "crc" and opts.data_protect is None and not opts.tss:
         notes["integrity_note"] = CRC_NOTE
     return notes
 
@@ -107,10 +107,12 @@ def data_protect(opts: PairOptions) -> str:
     """The endpoints' ``data_protect`` for a transfer: ``"crc"`` when corruption is asked for
     without TSS — with nothing checking the payload, 21 of 38 such runs delivered wrong bytes as
     success (issue 15 item 16), so the safe choice is made for the user and said in one line;
-    else ``"none"`` (TSS, when on, is the integrity check; CRC and TSS exclude each other)."""
+    else ``"none"`` (TSS, when on, is the integrity check; CRC and TSS exclude each other). The
+    plaintext companion transfer of a ``--tss`` run is corrupted like the secure one, so it gets
+    the trailer too (it delivered wrong bytes and made the run fail, issue 29 item 15)."""
     if opts.data_protect is not None and not opts.tss:
         return opts.data_protect  # chosen with --data-protect
-    return "crc" if opts.corrupt > 0 and not opts.tss else "none"
+    return "crc" if opts.corrupt > 0 and not opts.secure else "none"
 
 
 def size_list(hi: int) -> Callable[[str], list[int]]:

@@ -177,9 +177,10 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
         finally:
             if progress is not None:
                 progress.stop()
-        if secure_runs:
+        if secure_runs:  # the run's verdict is the secure transfer's (tss_fields)
+            out["plaintext_error"] = out["error"]
             out.update(tss_fields(secure_runs, rounds, opts))
-            out["error"] = out["error"] or out["secure"]["error"]
+            out["error"] = out["secure"]["error"]
         if out.get("ratio") is None:
             out["ratio"] = None
         out.setdefault("raw_udp_gbps", None)
@@ -307,7 +308,7 @@ def pair_command(ns: argparse.Namespace) -> int:
 
         return pair_sweep(ns, pair_options(ns))
     opts = pair_options(ns)
-    if data_protect(opts) == "crc" and opts.data_protect is None:
+    if data_protect(opts) == "crc" and opts.data_protect is None and not opts.tss:
         sys.stderr.write(f"uet-bench: note: {CRC_NOTE}\n")
     rec = run_pair(opts)
     rec.update(pair_notes(opts, rec))

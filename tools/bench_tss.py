@@ -149,8 +149,11 @@ def tss_fields(
         secure["rounds"] = per_round
     auth_failures = sum(drops.values())
     return {
-        "intact": bool(secure["intact"] and all(r.get("intact") for r in plain_rounds)),
+        # the verdict (and the exit status) is the secure transfer's, the one --tss asks about;
+        # the plaintext companion only gives the ratio (issue 29 item 15)
+        "intact": bool(secure["intact"]),
         "secure_intact": secure["intact"],
+        "plaintext_intact": all(bool(r.get("intact")) for r in plain_rounds),
         "ratio_vs_plaintext": round(statistics.median(ratios), 3) if ratios else None,
         "auth_failures": auth_failures,
         "auth_failures_bad_tag": drops.get("bad_tag", 0),

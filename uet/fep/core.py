@@ -506,11 +506,11 @@ class FepCore(Operations, Completions):
             mode = Mode(p.mode)
             whole = mode == Mode.RUDI or mode == Mode.UUD
             tok = p.token
+            ret = tok[0] == "read_return"  # read data answering a request: verifies no one
             try:
                 submit(
                     p.peer, mode, p.next_hdr, p.ses, p.payload, token=tok, som=p.som or whole, eom=p.eom or whole,
-                    now=now, job_id=p.job_id, msg_id=("ses", tok[1]) if tok[0] != "read_return" else tok,
-                    sdi=self._sdi,
+                    now=now, job_id=p.job_id, msg_id=tok if ret else ("ses", tok[1]), sdi=self._sdi, reply=ret,
                 )  # fmt: skip
             except UetError as e:
                 ses.on_failed(tok, f"PDS refused the packet: {e}", None, now)

@@ -179,6 +179,25 @@ class PdsConfig:
         rod_nack_holdoff_ns: a ROD target NACKs ``ROD_OOO`` once per gap, then discards the
             rest of the flight silently for this long before NACKing the same gap again
             (None = ``rto_ns / 4``).
+        amp_factor: anti-amplification (uet.pds.validation, QUIC RFC 9000 §8.1; the notes are
+            silent): until a source address proved it receives, what this FEP sends it is at
+            most one datagram per datagram it sent and this many × its bytes (0 = no limit).
+        verified_sources: verified addresses remembered (LRU).
+        unverified_sources: unverified sources whose budget is kept (LRU; an evicted one starts
+            again from zero and its held datagrams are dropped).
+        unverified_pdcs: target PDCs of unverified sources in all; the oldest makes way for a
+            new one, so a SYN flood never fills ``max_pdcs``.
+        unverified_pdcs_per_source: target PDCs one unverified source may hold; later SYNs
+            from it are dropped without reply until it proves itself.
+        unverified_held: datagrams of a source's PDCs held over its budget until it proves
+            itself (per source; ``4 × unverified_pdcs`` in all); beyond, they are dropped and
+            PDS recovers them as losses.
+        unverified_reply_rate: replies per second to one unverified source (token bucket
+            with ``unverified_reply_burst``), on top of the per-datagram budget.
+        unverified_total_rate: replies per second to all unverified sources together (token
+            bucket with ``unverified_total_burst``).
+        proof_strikes: non-SYN packets naming a wrong PDC after which an unverified source can
+            no longer prove itself while its budget entry lives (a PDCID has 16 bits).
     """
 
     mp_range: int = 128
@@ -222,6 +241,17 @@ class PdsConfig:
     secure_syn_window: int = 1
     rod_gbn_holdoff: float = 1.5
     rod_nack_holdoff_ns: int | None = None
+    amp_factor: int = 3
+    verified_sources: int = 65536
+    unverified_sources: int = 4096
+    unverified_pdcs: int = 1024
+    unverified_pdcs_per_source: int = 16
+    unverified_held: int = 64
+    unverified_reply_rate: int = 10_000
+    unverified_reply_burst: int = 256
+    unverified_total_rate: int = 100_000
+    unverified_total_burst: int = 4096
+    proof_strikes: int = 16
 
     def __post_init__(self) -> None:
         if not 1 <= self.mp_range <= 4096:

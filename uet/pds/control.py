@@ -94,7 +94,7 @@ class ControlMixin(PdsState):
                 return
             if pdc.peer != src or spdcid != pdc.rpdcid:
                 if pdc.peer == src and pdc.role == "initiator" and not pdc.rpdcid:
-                    self._rx_control_before_ack(pdc, ctl, payload, now)
+                    self._rx_control_before_ack(pdc, ctl, spdcid, payload, now)
                     return
                 self._send_nack(src, _NC_PDC_HDR_MISMATCH, psn, pdc.lpdcid, spdcid, 0, now, entropy=entropy)
                 return
@@ -116,18 +116,25 @@ class ControlMixin(PdsState):
         else:
             self._rx_control_target(pdc, ctl, opq, psn, payload, flags, now)
 
-    def _rx_control_before_ack(self, pdc: InitiatorPdc, ctl: int, payload: int, now: int) -> None:
+    def _rx_control_before_ack(self, pdc: InitiatorPdc, ctl: int, spdcid: int, payload: int, now: int) -> None:
         """A control packet from the peer for an initiator PDC that has not learnt the target's
         PDCID yet (SYN_SENT: every ACK so far was lost). The target has established its half, so
         it is no header mismatch: a ``PDC_HDR_MISMATCH`` NACK would make the target close that
         half in error, and the SYN retransmission would then open a new target PDC and deliver
         its packets a second time (issue 29 item 1). Dropped and counted instead; the SYN
         retransmission draws the ACK that establishes the PDC. Only an RCCC grant is used: it is
-        cumulative and may overtake that ACK (§4.5)."""
+        cumulative and may overtake that ACK (§4.5); and a CLEAR_REQ is answered: a target that
+        holds its ACKs until we prove we receive (uet.pds.validation) asks with it, and the CLEAR
+        names the target's PDCID (``spdcid``, not adopted: only an ACK establishes the PDC)."""
         self._count("ctl_rx_" + (ControlType(ctl).name if ctl <= 9 else str(ctl)) + "_before_ack")
         if ctl == _CT_CREDIT and pdc.gate.cc_signals and pdc.gate.credit is not None:
             pdc.gate.on_grant(payload, now)
             self._dirty[pdc] = None
+        elif ctl == _CT_REQ_CLEAR and spdcid:
+            fl = _ISROD if pdc.mode == _MODE_ROD else 0
+            hdr = CONTROL.encode((11, _CT_CLEAR, fl, 0, 0, pdc.lpdcid, spdcid, (pdc.tx_base - 1) & _M32))
+            self._out.append((hdr, pdc.peer, self.config.control_entropy))
+            self._count("ctl_tx_CLEAR")
 
     def _rx_control_target(
         self, tp: TargetPdc, ctl: int, opq: int, psn: int, payload: int, flags: int, now: int
@@ -288,6 +295,8 @@ class ControlMixin(PdsState):
             )
 
     def _free_tpdc(self, tp: TargetPdc, now: int) -> None:
+        if not tp.proven and self.guard is not None:
+            self.guard.drop_pdc(tp.lpdcid)
         if tp.ret is not None:
             self._ret_fail(tp, "pdc closed", None)
         tp.state = transition(TARGET_TRANSITIONS, tp.state, _T_CLOSED)
@@ -371,7 +380,7 @@ class ControlMixin(PdsState):
         if tp.clear_req_at is not None and now >= tp.clear_req_at:
             if tp.last_rx > tp.clear_req_last:
                 tp.clear_reqs = 0  # the initiator spoke since the last CLEAR_REQ: a fresh budget
-            if tp.gtd and tp.clear_reqs < cfg.max_clear_req:
+            if tp.gtd and tp.clear_reqs < cfg.max_clear_req and self._is_proven(tp):
                 hi = max(tp.gtd, key=lambda p: psn_diff(p, tp.rx_base))
                 hdr = CONTROL.encode((11, _CT_REQ_CLEAR, 0, 0, 0, tp.lpdcid, tp.rpdcid, hi))
                 self._out.append((hdr, tp.peer, cfg.control_entropy))
@@ -385,5 +394,9 @@ class ControlMixin(PdsState):
                 tp.clear_req_at = None
         ti = cfg.target_idle_ns
         if ti is not None and tp.state is _T_ESTABLISHED and now >= tp.last_rx + ti:
+            if not self._is_proven(tp):  # its peer never proved it receives: nothing to ask it
+                self._count("unverified_pdc_idle")
+                self._free_tpdc(tp, now)
+                return
             self._count("target_idle_close")
             self._target_close_req(tp, now)

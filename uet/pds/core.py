@@ -81,6 +81,7 @@ from uet.pds.events import Delivery, Event
 from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy
 from uet.pds.target import _REQ_TAIL, _SES_END
+from uet.pds.validation import SourceGuard
 from uet.wire.pds import NACK, REQUEST, NackCode, psn_diff
 
 _tnew = tuple.__new__
@@ -183,6 +184,8 @@ class PdsCore(
         self.acked_runs = False
         self._rudi_init()
         self._misc_entropy = RotatingEntropy(self.rng, self.config.entropy_paths)
+        #: address validation and anti-amplification (uet.pds.validation); None: off
+        self.guard = SourceGuard(self.config, self._count) if self.config.amp_factor else None
         #: opaque value of the last window probe (uet.pds.initiator._window_probe)
         self._probe_seq = 0
         #: RCCC receiver pacer and the CC parameters, set by ``uet.cc.registry.install`` when
@@ -299,12 +302,30 @@ class PdsCore(
             ):
                 size = _SES_END.get((nh, data[12], data[13]))
                 if size is not None and size + 12 <= n:
+                    if not tp.proven:
+                        self._proved(tp)
                     tp.last_rx = now
                     if cpo < 0:
                         self._note_clear(tp, (psn + cpo) & _M32)
                     ent = self.config.control_entropy if entropy is None else entropy
                     self._accept(tp, src, tp.mode, psn, spdcid, nh, flags, data, 12, ecn, now, ent, size + 12)
                     return
+        g = self.guard
+        if g is not None and src not in g.verified:
+            if (
+                flags & _SYN
+                and (t == 2 or t == 3 or t == 13 or t == 14)
+                and n >= 12
+                and g.at_cap(src)
+                and (src, (data[8] << 8) | data[9]) not in self.target_by_peer
+            ):  # a new PDC the source may not have: dropped before any parsing (SYN flood)
+                self._drop("unverified_syn", now, src)
+                return
+            g.credit(src, n, now)
+            if n >= 12:
+                held = g.check_proof(data, src, self.pdcs.get((data[10] << 8) | data[11]))
+                if held is not None:
+                    self._out.extend(held)
         try:
             if t == 2 or t == 3 or t == 13 or t == 14:
                 self._rx_request(data, src, now, t, nh, flags, ecn, trimmed, lasthop, entropy)
@@ -514,12 +535,30 @@ class PdsCore(
         tp.high_rcvd = last
         tp.rcvd_bytes += nbytes
         tp.last_rx = now
+        if not tp.proven:  # the run's packets name the PDC without SYN (uet.pds.validation)
+            self._proved(tp)
         # the run's packets carried no SES response: its newest PSN is the trigger (§2.8)
         self._coalesce(tp, last, 0, 0, b"", self.config.control_entropy, gen, due, nondue, now)
         self._tdirty.add(tp.lpdcid)
         c = self.counters
         c["rx"] = c.get("rx", 0) + k
         c["delivered"] = c.get("delivered", 0) + k
+
+    def _proved(self, tp: TargetPdc) -> None:
+        """A non-SYN packet from ``tp``'s peer named it: the peer receives what we send
+        (uet.pds.validation); what waited for that proof leaves with the next flush."""
+        tp.proven = True
+        g = self.guard
+        if g is not None and tp.peer not in g.verified:
+            self._out.extend(g.verify(tp.peer))
+
+    def _is_proven(self, tp: TargetPdc) -> bool:
+        """``tp``'s peer is verified (uet.pds.validation), remembered on the PDC."""
+        if not tp.proven:
+            g = self.guard
+            if g is None or tp.peer in g.verified:
+                tp.proven = True
+        return tp.proven
 
     def sdi_of(self, datagram: bytes) -> int | None:
         """The SDI to seal an outgoing ``datagram`` (from :meth:`datagrams_to_send`) with: the
@@ -580,6 +619,9 @@ class PdsCore(
         if not out:
             return []
         self._out = []
+        g = self.guard
+        if g is not None and g.budgets:  # unverified sources heard from (uet.pds.validation)
+            out = g.filter(out, self.pdcs, now)
         if with_sdi:
             sdi_of = self.sdi_of
             return [(d, dst, e, sdi_of(d)) for d, dst, e in out]

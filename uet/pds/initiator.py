@@ -99,6 +99,7 @@ class InitiatorMixin(PdsState):
         msg_id: object = None,
         sdi: int | None = None,
         lock: bool = False,
+        reply: bool = False,
     ) -> int:
         """Queue one SES packet (see the PDS core contract). Raises :class:`PdsLimitError` when a
         configured limit would be exceeded and :class:`PdsClosedError` after :meth:`close`.
@@ -113,9 +114,15 @@ class InitiatorMixin(PdsState):
         packets of a PDC share one SDI; :meth:`sdi_of` tells the TSS layer which one to seal a
         datagram with). ``lock=True`` takes an SES lock on the PDC (§6.10 ``lock_pdc``): it will
         not send CLOSE until :meth:`unlock_pdc` releases it, so a read's return data can still
-        arrive. Returns the local PDCID used (0 for RUDI/UUD)."""
+        arrive. ``reply=True``: the packet answers a request from ``peer`` (read data the owner
+        sends on a PDC of its own), so ``peer`` is not verified by it (uet.pds.validation);
+        otherwise the owner's choice of ``peer`` verifies it. Returns the local PDCID used (0
+        for RUDI/UUD)."""
         if self._closing:
             raise PdsClosedError("PDS core is closed")
+        g = self.guard
+        if g is not None and som and not reply and peer not in g.verified:
+            g.trust(peer)
         if mode != 0 and mode != 1:  # not RUD / ROD (int compare: Mode is an IntEnum)
             if mode == 3 or mode == 2:
                 self._submit_unreliable(peer, Mode(mode), next_hdr, ses, payload, token, som, eom, now)

@@ -330,6 +330,7 @@ class TargetPdc:
         "ccc",
         "ecn_bytes",
         "ecn_acked",
+        "proven",
     )
 
     role: Literal["target"] = "target"
@@ -399,6 +400,8 @@ class TargetPdc:
         self.close_req_wanted = False
         #: RCCC: CCC ID of the sender's last CC request (keys its credit, uet.cc.rccc)
         self.ccc = 0
+        #: its peer proved it receives (uet.pds.validation); set by the core at creation
+        self.proven = True
         #: timer heap (uet.pds.core ``_refresh_timers``): the sequence number of this PDC's last
         #: refresh and the deadline it found (None: none), the sequence number and deadline of
         #: its live heap entry (``tent`` 0: none; an entry earlier than ``tdl`` is re-pushed at

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from uet.cc.rccc import CreditScheduler
     from uet.pds.pdc import TxPkt
     from uet.pds.rudi import RudiPkt
+    from uet.pds.validation import SourceGuard
     from uet.wire.pds import NackCode
 
 
@@ -92,6 +93,8 @@ class PdsState:
     #: RCCC receiver pacer and the CC parameters (uet.cc.registry.install), or None
     credit_scheduler: CreditScheduler | None
     cc_params: CcConfig | None
+    #: address validation and anti-amplification (uet.pds.validation), None when off
+    guard: SourceGuard | None
     # RUDI/UUD (uet.pds.rudi, assigned by RudiMixin._rudi_init)
     _rudi_next: int
     #: outstanding RUDI requests by packet id, in order of latest transmission
@@ -110,6 +113,8 @@ class PdsState:
         def _drop(self, reason: str, now: int, src: str = "") -> None: ...
         def _emit(self, rec: dict[str, Any]) -> None: ...
         def _alloc_pdcid(self) -> int: ...
+        def _proved(self, tp: TargetPdc) -> None: ...
+        def _is_proven(self, tp: TargetPdc) -> bool: ...
         def _send_nack(
             self,
             dst: str,
@@ -156,6 +161,7 @@ class PdsState:
         def _free_ipdc(self, pdc: InitiatorPdc, error: str | None, now: int) -> None: ...
 
         # uet.pds.target
+        def _admit_unproven(self, src: str, now: int) -> bool: ...
         def _log_rx(self, tp: TargetPdc, src: str, psn: int, n: int, retx: int, now: int) -> None: ...
         def _advance_cack(self, tp: TargetPdc) -> None: ...
         def _send_ack(

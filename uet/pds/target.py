@@ -250,10 +250,17 @@ class TargetMixin(PdsState):
                 if nh not in _REQ_NH or spdcid == 0:
                     self._send_nack(src, _NC_PDC_HDR_MISMATCH, psn, 0, spdcid, nfl, now, entropy=entropy)
                     return
+                g = self.guard
+                proven = g is None or src in g.verified
+                if not proven and not self._admit_unproven(src, now):
+                    return
                 if len(self.pdcs) >= cfg.max_pdcs or self._closing:
                     self._send_nack(src, _NC_NO_PDC_AVAIL, psn, 0, spdcid, nfl, now, entropy=entropy)
                     return
                 tp = TargetPdc(src, mode, self._alloc_pdcid(), spdcid, start, now)
+                if not proven:
+                    tp.proven = False
+                    g.add_pdc(src, tp.lpdcid)  # type: ignore[union-attr]
                 self.pdcs[tp.lpdcid] = tp
                 self._tdirty.add(tp.lpdcid)
                 self.target_by_peer[(src, spdcid)] = tp
@@ -541,6 +548,25 @@ class TargetMixin(PdsState):
         tp.max_clear = (start - 1) & _M32
         tp.high_rcvd = (start - 1) & _M32
 
+    def _admit_unproven(self, src: str, now: int) -> bool:
+        """May a SYN from unverified ``src`` create a target PDC (uet.pds.validation)? Over the
+        per-source cap it is dropped without reply; at the total cap the oldest unverified
+        target PDC is freed silently to make way."""
+        g = self.guard
+        assert g is not None
+        ok, evict = g.admit_pdc(src, now)
+        if not ok:
+            self._drop("unverified_syn", now, src)
+            return False
+        if evict is not None:
+            old = self.pdcs.get(evict)
+            if isinstance(old, TargetPdc):
+                self._count("unverified_pdc_evicted")
+                self._free_tpdc(old, now)
+            else:
+                g.drop_pdc(evict)
+        return True
+
     def _tpdc_establish(self, tp: TargetPdc, now: int) -> None:
         tp.state = transition(TARGET_TRANSITIONS, tp.state, _T_ESTABLISHED)
         self._count("pdc_open_target")
@@ -619,8 +645,8 @@ class TargetMixin(PdsState):
             tp.ack_resp = b""
             self._count("acks_tx")
             return
-        if tp.gtd:
-            flags |= _A_CLR
+        if tp.gtd or not (tp.proven or self._is_proven(tp)):
+            flags |= _A_CLR  # (an unproven peer: its CLEAR proves it receives, uet.pds.validation)
         if not rnh and tp.ack_rnh and trig == tp.ack_trigger and opaque is None:
             rnh = tp.ack_rnh
             resp = tp.ack_resp

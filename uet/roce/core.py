@@ -50,13 +50,14 @@ from uet.roce import events as qev
 from uet.roce.cm import ConnectionCollision, StaticCm
 from uet.roce.config import QpConfig
 from uet.roce.errors import RoceError
-from uet.roce.qp import QueuePair
+from uet.roce.qp import QueuePair, icrc_contexts
 from uet.roce.states import QpState
 from uet.ses.events import WriteCompleted
 from uet.ses.matching import tag_matches
 from uet.ses.memory import Access, MemoryRegion, MemoryTable
 from uet.ses.message import Message
-from uet.wire.roce import PMTUS, ROCE_UDP_PORT
+from uet.wire import net
+from uet.wire.roce import PMTUS, ROCE_UDP_PORT, entropy_port, psn_diff
 from uet.wire.ses import AmoOp, AmoType, ReturnCode
 
 __all__ = ["RoceCore", "UnsupportedAtomic", "PROVIDER_HEADER", "config_for_link", "timeout_for_rtt"]
@@ -65,6 +66,9 @@ __all__ = ["RoceCore", "UnsupportedAtomic", "PROVIDER_HEADER", "config_for_link"
 PROVIDER_HEADER = struct.Struct(">B7xQQ")
 _TAGGED, _HAS_HD = 1, 2
 _ROCE_MODE = 0  # Message.mode: RoCE has no PDS delivery modes
+#: a passive open accepts a first datagram whose PSN lies this far past the peer's start PSN (its
+#: first packets may be lost or reordered; the window of an RC connection is smaller)
+PASSIVE_PSN_WINDOW = 1 << 12
 
 
 class UnsupportedAtomic(RoceError):
@@ -112,6 +116,7 @@ class RoceCore:
         cm: StaticCm | None = None,
         recv_credits: int = 64,
         max_unexpected: int = 1024,
+        max_qps: int = 4096,
         log: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.address = address
@@ -124,6 +129,9 @@ class RoceCore:
             directory[address] = self
         self.recv_credits = recv_credits
         self.max_unexpected = max_unexpected
+        #: queue pairs a peer's first datagram may open at most (:meth:`_passive_open`)
+        self.max_qps = max_qps
+        self._addr = net.ip_bytes(address)
         self.log = log
         self.qps: dict[str, QueuePair] = {}  # peer address -> QP
         self._by_qpn: dict[int, QueuePair] = {}
@@ -205,6 +213,37 @@ class RoceCore:
     def _link_ports(self) -> tuple[int, int] | None:
         lp = self.link_ports
         return None if lp is None else (lp.port, lp.peer_port)
+
+    def _passive_open(self, data: bytes, source: str) -> QueuePair | None:
+        """Open our end of the connection ``source`` opened first (:meth:`connect_static`), from
+        its first datagram — only if that datagram is what the connection manager's parameters
+        say ``source``'s first packets are, checked before any state is made (issue 29 item 11:
+        one datagram per spoofed source made a QP, even with a bad ICRC): its ICRC is right for
+        the pair (with ``check_icrc``), its PSN lies in the first ``PASSIVE_PSN_WINDOW`` PSNs of
+        ``source``'s start PSN (both are secret-keyed, :mod:`uet.roce.cm`), and fewer than
+        ``max_qps`` QPs exist. Anything else is counted and dropped."""
+        st = self._stats
+        cm = self.cm
+        assert cm is not None
+        if len(self.qps) >= self.max_qps:
+            st["dropped_qp_limit"] = st.get("dropped_qp_limit", 0) + 1
+            return None
+        qpn, _psn, rqpn, rpsn = cm.params(self.address, source)
+        if not 0 <= psn_diff(int.from_bytes(data[9:12], "big"), rpsn) < PASSIVE_PSN_WINDOW:
+            st["dropped_passive_psn"] = st.get("dropped_passive_psn", 0) + 1  # (the cheap check first)
+            return None
+        try:
+            rx = icrc_contexts(self._addr, net.ip_bytes(source), entropy_port(qpn, rqpn), self._link_ports())[1]
+            if self.config.check_icrc and not rx.verify(data):
+                st["dropped_passive_icrc"] = st.get("dropped_passive_icrc", 0) + 1
+                return None
+        except ValueError:
+            st["dropped_unknown_qp"] = st.get("dropped_unknown_qp", 0) + 1
+            return None
+        try:
+            return self.connect_static(source)
+        except (ConnectionCollision, ValueError):
+            return None
 
     def _qp(self, peer: str) -> QueuePair:
         qp = self.qps.get(peer)
@@ -466,10 +505,7 @@ class RoceCore:
         qpn = int.from_bytes(data[5:8], "big")
         qp = self._by_qpn.get(qpn)
         if qp is None and self.cm is not None and source not in self.qps and self.cm.qpn(self.address, source) == qpn:
-            try:  # the peer opened the connection first (connect_static)
-                qp = self.connect_static(source)
-            except (ConnectionCollision, ValueError):
-                qp = None
+            qp = self._passive_open(data, source)
         if qp is None:
             self._stats["dropped_unknown_qp"] = self._stats.get("dropped_unknown_qp", 0) + 1
             return

@@ -55,6 +55,18 @@ _RESPONSES = {
 }
 
 
+def icrc_contexts(
+    addr: bytes, raddr: bytes, entropy: int, link_ports: tuple[int, int] | None
+) -> tuple[IcrcContext, IcrcContext]:
+    """The (send, receive) ICRC contexts of a connection between ``addr`` and ``raddr``: over the
+    QPN fold ``entropy`` as UDP source port, or over ``link_ports`` = ``(this end's UDP port, the
+    peer's)`` when the link sends from its own bound port (:meth:`QueuePair.connect`)."""
+    if link_ports is None:
+        return IcrcContext(addr, raddr, entropy), IcrcContext(raddr, addr, entropy)
+    mine, theirs = link_ports
+    return IcrcContext(addr, raddr, mine, theirs), IcrcContext(raddr, addr, theirs, mine)
+
+
 class QueuePair:
     """One RC queue pair; see the module docstring."""
 
@@ -128,13 +140,7 @@ class QueuePair:
         self.remote_qpn = remote_qpn & QPN_MASK
         self.responder.epsn = remote_start_psn & PSN_MASK
         self.entropy = entropy_port(self.qpn, self.remote_qpn) if entropy is None else entropy & 0xFFFF
-        if link_ports is None:
-            self._tx_icrc = IcrcContext(self._addr, self._raddr, self.entropy)
-            self._rx_icrc = IcrcContext(self._raddr, self._addr, self.entropy)
-        else:
-            mine, theirs = link_ports
-            self._tx_icrc = IcrcContext(self._addr, self._raddr, mine, theirs)
-            self._rx_icrc = IcrcContext(self._raddr, self._addr, theirs, mine)
+        self._tx_icrc, self._rx_icrc = icrc_contexts(self._addr, self._raddr, self.entropy, link_ports)
         self.state = transition(self.state, QpState.RTS)
 
     def reset(self) -> None:

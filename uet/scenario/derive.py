@@ -197,6 +197,7 @@ class Settings:
         defaults: the derived table alone: every default, those that depend on the payload (window,
             RTO, CC MTU) for the payload the endpoint uses.
         qp: the RoCEv2 queue pairs' configuration.
+        hosts: the host model the timing came from (:func:`host_model`).
     """
 
     physics: Physics
@@ -205,6 +206,7 @@ class Settings:
     endpoint: dict[str, Any]
     defaults: dict[str, Any]
     qp: QpConfig
+    hosts: HostModel = IDEAL_HOSTS
 
     @property
     def tuned(self) -> list[str]:
@@ -226,6 +228,8 @@ class Settings:
             "roce_rtt_ns": self.roce_rtt_ns,
             "endpoint": self.endpoint,
             "tuned": self.tuned,
+            # why a realtime run's window and RTO are not the links': the hosts set them
+            "hosts": "python processes (realtime profile)" if self.hosts is REALTIME_HOSTS else "ideal NICs",
             "roce": {"pmtu": self.qp.pmtu, "timeout": self.qp.timeout, "dcqcn": _dcqcn(self.qp)},
         }
 
@@ -275,7 +279,7 @@ def derive(scn: Scenario, topo: Topology | None = None) -> Settings:
     roce_rtt = float(hosts.rtt_ns) if hosts.rtt_ns is not None else phys.path_rtt_ns(qp.pmtu + ROCE_DATA_OVERHEAD)
     qp = config_for_link(phys.rate_bps, phys.host_mtu, rtt_ns=roce_rtt)
     defaults = {**table, "payload_size": default_payload(phys.mtu)}
-    return Settings(phys, round(rtt), round(roce_rtt), deep_update(table, given), defaults, qp)
+    return Settings(phys, round(rtt), round(roce_rtt), deep_update(table, given), defaults, qp, hosts)
 
 
 def fairness_note(tuned: list[str]) -> str | None:

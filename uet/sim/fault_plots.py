@@ -1,7 +1,7 @@
 """Plots of a run with faults (issue 27): throughput over time around the events, FCT with and without.
 
 ``fault_throughput.png``: top, the data rate all flows received and the four flows the first link
-failure stalled longest (uet.fabric.model.flowmeter); bottom, the transmit rate of each port at
+failure stalled longest (on their own axis; uet.fabric.model.flowmeter); bottom, the transmit rate of each port at
 the ends of the links the schedule touched (port-byte samples of the fabric model); every event as
 a vertical line. ``fct_faults.png``: the FCT CDF of the run beside the same run without faults,
 when the result carries one (``uet-sim --baseline``). Needs matplotlib (the ``plot`` extra).
@@ -49,9 +49,12 @@ def fault_plots(res: dict[str, Any], folder: str) -> list[str]:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     tot = series["total"]
     top.plot([t / 1e3 for t, _ in tot], [g for _, g in tot], label="all flows", color="black")
+    flows = top.twinx()  # one flow's rate is far below the sum: its own axis
     for label, pts in series["flows"].items():
-        top.plot([t / 1e3 for t, _ in pts], [g for _, g in pts], label=label, alpha=0.7)
-    top.set_ylabel("received (Gb/s)")
+        flows.plot([t / 1e3 for t, _ in pts], [g for _, g in pts], label=label, alpha=0.7)
+    flows.set_ylabel("stalled flows (Gb/s)")
+    flows.legend(fontsize=7, loc="lower right")
+    top.set_ylabel("all flows received (Gb/s)")
     top.set_title(f"{res['transport']} {res['workload']}, {res['endpoints']} endpoints: throughput around the faults")
     ports = {(node, p) for ends in faults.get("links", {}).values() for node, p in ends}
     for label, pts in sorted(_rates(res.get("timeline", []), ports).items())[:8]:

@@ -47,8 +47,11 @@ never authenticate, and its PDS header is ciphertext, so no NACK can be built fr
 latch — otherwise ordinary congestion would latch busy secure domains. The loss is repaired by the
 PDS retransmission timer.
 
-Authentication-failure latch (§5.8 step 6): more than ``auth_fail_threshold`` tag failures latch the
-SD into dropping until :meth:`SecureDomain.reset_dropping`. The reference latches at 1000; here the
+Authentication-failure latch (§5.8 step 6): more than ``auth_fail_threshold`` tag failures in one
+``auth_fail_window_ns`` (1 s) latch the SD into dropping for one such window, after which it recovers
+by itself (or earlier, :meth:`SecureDomain.reset_dropping`); the reference's latch holds until the
+SDME clears it (``auth_fail_window_ns=None``), so one flood shut a domain for good (issue 29 item
+15). The reference latches at 1000; here the
 latch is **off by default** (``auth_fail_threshold=None``) — the trade: the SDI travels in clear,
 so with the latch on anyone who can reach the FEP shuts the secure domain for every honest peer
 with ~1000 forged packets (and ordinary corruption on a lossy link reaches the count by itself:
@@ -119,6 +122,10 @@ class TssConfig:
         auth_fail_threshold: tag failures per SD before it latches into dropping (reference 1000,
             §5.8 step 6); None (the default) disables the latch: see the module docstring for the
             trade (forged packets carrying the cleartext SDI would shut the SD for everyone).
+        auth_fail_window_ns: with a threshold: failures are counted per window of this length
+            and a latched SD drops for one window, then recovers by itself (a rate limit: a flood
+            of forged packets shuts the SD for a window at a time, never for good); None keeps
+            the reference's latch, lifted only by the SDME (:meth:`SecureDomain.reset_dropping`).
         require_security: drop packets that do not start with a security header (§5.8 step 1,
             inference); False passes them through as the reference does.
         derived_key_cache: derived keys kept per key slot (cluster/server modes, §5.4 inference).
@@ -128,6 +135,7 @@ class TssConfig:
     max_epoch_lifetime: int = 16
     key_grace_ns: int = 2_000_000_000
     auth_fail_threshold: int | None = None
+    auth_fail_window_ns: int | None = 1_000_000_000
     require_security: bool = True
     derived_key_cache: int = 1024
 
@@ -187,6 +195,9 @@ class TssContext:
         self._rx: dict[tuple, RxChannel] = {}
         #: The channel that opened the last packet :meth:`open_fast` accepted (None: none did).
         self.last_channel: RxChannel | None = None
+        #: the latest time (ns) the owner gave (:meth:`handle_timer`, ``open(now_ns=)``, the
+        #: stage's batches): when a tag failure happened, for the latch's window
+        self.now_ns = 0
 
     @property
     def dropped(self) -> int:
@@ -455,7 +466,9 @@ class TssContext:
         return min(times) if times else None
 
     def handle_timer(self, now_ns: int) -> None:
-        """Retire the keys whose grace period ended at or before ``now_ns``."""
+        """Retire the keys whose grace period ended at or before ``now_ns``; lift the latches
+        whose hold time is over."""
+        self.now_ns = now_ns
         for sd in self.table:
             if sd.next_deadline() is not None:
                 sd.expire(now_ns)
@@ -545,10 +558,11 @@ def _open(
         plaintext = aead.decrypt(raw_iv.to_bytes(12, "big"), data[hlen:], aad_prefix(src, dst, entropy) + data[:hlen])
     except InvalidTag:
         if commit:
-            sd.auth_failures += 1
             limit = cfg.auth_fail_threshold
-            if limit is not None and sd.auth_failures > limit:
-                sd.dropping = True
+            if limit is None:
+                sd.auth_failures += 1
+            else:
+                sd.note_auth_failure(ctx.now_ns, limit, cfg.auth_fail_window_ns)
         return DropReason.BAD_TAG
     if commit:
         if kctx is not None:

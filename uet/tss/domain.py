@@ -183,9 +183,13 @@ class SecureDomain:
     label_server: bytes = LABEL_SERVER
     enabled: bool = True
     clients: dict[bytes, int] = field(default_factory=dict)
-    #: Receive-side authentication failures and the "dropping" latch (§5.8 step 6).
+    #: Receive-side authentication failures and the "dropping" latch (§5.8 step 6): failures in
+    #: the window that began at ``fail_window_start`` (ns), and when the latch lifts by itself
+    #: (None: only :meth:`reset_dropping` lifts it; uet.tss.context "Authentication-failure latch")
     auth_failures: int = 0
     dropping: bool = False
+    fail_window_start: int = 0
+    latched_until: int | None = None
     #: added to :attr:`tsc_base` when an association starts (module docstring, §5.6)
     tsc_floor: int = 0
 
@@ -387,16 +391,33 @@ class SecureDomain:
                     slot.state = SlotState.RETIRED
                     slot.retire_at_ns = None
                     slot.forget()
+        if self.latched_until is not None and self.latched_until <= now_ns:
+            self.reset_dropping()  # the latch's hold time is over (a rate limit, not a fuse)
+            self.fail_window_start = now_ns
 
     def next_deadline(self) -> int | None:
-        """Earliest grace deadline among the slots, or None."""
+        """Earliest grace deadline among the slots, or when the latch lifts, or None."""
         times = [s.retire_at_ns for s in self.slots if s is not None and s.retire_at_ns is not None]
+        if self.latched_until is not None:
+            times.append(self.latched_until)
         return min(times) if times else None
+
+    def note_auth_failure(self, now_ns: int, threshold: int, window_ns: int | None) -> None:
+        """One tag failure at ``now_ns``: more than ``threshold`` in one window of ``window_ns``
+        latch the SD into dropping for ``window_ns`` (None: until :meth:`reset_dropping`)."""
+        if window_ns is not None and now_ns - self.fail_window_start >= window_ns:
+            self.fail_window_start = now_ns
+            self.auth_failures = 0
+        self.auth_failures += 1
+        if self.auth_failures > threshold and not self.dropping:
+            self.dropping = True
+            self.latched_until = None if window_ns is None else now_ns + window_ns
 
     def reset_dropping(self) -> None:
         """SDME intervention: clear the authentication-failure latch (§5.8 step 6)."""
         self.dropping = False
         self.auth_failures = 0
+        self.latched_until = None
 
 
 class SecureDomainTable:

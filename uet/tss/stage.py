@@ -374,6 +374,7 @@ class TssStage:
 
     def _retire(self, now: int) -> None:
         ctx = self.ctx
+        ctx.now_ns = now  # (the time of any tag failure in this batch: the latch's window)
         if ctx.get_timer() is not None:
             ctx.handle_timer(now)  # retire keys whose grace period ended (§5.7)
 

@@ -33,11 +33,13 @@ from collections import namedtuple
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
-from typing import Any
-
-import construct as cs
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from uet.errors import DecodeError, EncodeError
+
+if TYPE_CHECKING:
+    import construct as cs
 
 __all__ = ["F", "R", "Raw", "Layout"]
 
@@ -158,7 +160,6 @@ class Layout:
         )
         self.T.__doc__ = doc or f"Values of the {name} header."
         self._compile()
-        self.construct = self._build_construct()
 
     @classmethod
     def concat(cls, name: str, *parts: Layout, doc: str = "") -> Layout:
@@ -380,7 +381,13 @@ class Layout:
 
     # -- construct definition ------------------------------------------------------------------
 
-    def _build_construct(self) -> cs.Construct:
+    @cached_property
+    def construct(self) -> cs.Construct:
+        """The construct definition, built (and the ``construct`` package imported) on first use:
+        the data path and the decoder's fast path never need it, and building it for every header
+        at import cost the tools about 0.2 s of start-up."""
+        import construct as cs
+
         subs = []
         for i, w in enumerate(self._words):
             if isinstance(w, Raw):
@@ -401,6 +408,8 @@ class Layout:
 
     def parse(self, buf: bytes | bytearray | memoryview, offset: int = 0) -> Any:
         """Decode with the construct definition (slow path; errors name the field and offset)."""
+        import construct as cs
+
         data = bytes(buf[offset:])
         try:
             c = self.construct.parse(data)

@@ -198,3 +198,6 @@ for _t, _v, _m in [(0xFFFF0000FFFF0000, 0x00000000000000FF, 0xFF00FF00FF00FF00),
     case(f"AMO-{next(_n):03d}", A, f"MSWAP(operand {_v:#x}, mask {_m:#x}) on {_t:#x}", "wire-format.md §10.1")(
         partial(_mswap, t=_t, v=_v, m=_m)
     )
+
+
+_reg(f"AMO-{next(_n):03d}", "DIFF on DOUBLE (target − operand)", AO.DIFF, AT.DOUBLE, 5.5, 2.0)

@@ -319,3 +319,23 @@ def _syn_other_start(s: Session) -> None:
     p.send(_f(s), psn=psn, syn=True, psn_offset=(psn - p.start + 5) & 0xFFF)
     r = s.expect(lambda r: p.mine(r) and (r.is_nack or r.is_ack), "an answer to the SYN naming another Start PSN")
     check(r.is_nack and r.pds.nack_code == NC.INVALID_SYN, "NACK INVALID_SYN", r)
+
+
+@case("WIN-013", W, "a PSN behind the previous window (CACK − 138) is refused, not taken as a duplicate",
+      "behaviour.md §2.6", hostile=True)  # fmt: skip
+def _before_prev(s: Session) -> None:
+    p = opened(s)
+    psn = (p.start + 1 - 128 - 10) & 0xFFFFFFFF  # rx_base is Start + 1 after the opening NO_OP
+    p.send(_f(s), psn=psn)
+    r = s.expect(lambda r: p.mine(r) and (r.is_ack and r.ack_psn == psn or r.is_nack), f"an answer for PSN {psn:#x}")
+    check(r.is_nack and r.pds.nack_code == NC.PSN_OOR_WINDOW, "NACK PSN_OOR_WINDOW (neither window)", r)
+
+
+@case("WIN-014", W, "a SYN past the window (its psn_offset naming the PDC's Start PSN) draws NACK INVALID_SYN",
+      "behaviour.md §2.3.3", hostile=True)  # fmt: skip
+def _syn_oor(s: Session) -> None:
+    p = opened(s)
+    psn = (p.start + 200) & 0xFFFFFFFF
+    p.send(_f(s), psn=psn, syn=True, psn_offset=200)
+    r = p.nack(psn)
+    check(r.pds.nack_code == NC.INVALID_SYN, "NACK INVALID_SYN (an out-of-window SYN, not PSN_OOR_WINDOW)", r)

@@ -1,0 +1,35 @@
+"""``uet-bench decode --against-tshark``: both decoders timed on the same capture in alternating
+rounds, reported as packets per CPU second and ratios; the made capture mixes a simulated incast
+with the sample capture. Sizes are tiny: this checks the benchmark, not the speed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from uet.interop.samples import load_sample
+from uet.tools.bench import main
+from uet.tools.bench_decode import mixed_capture
+
+from uet.pcap import read_capture
+
+
+def test_mixed_capture_holds_the_incast_and_the_sample(tmp_path: Path) -> None:
+    n = mixed_capture(tmp_path / "m.pcapng", hosts=3, size=8192)
+    frames = [r.frame for r in read_capture(str(tmp_path / "m.pcapng"))]
+    sample = [r.frame for r in read_capture(load_sample())]
+    assert n == len(frames) > len(sample) and frames[-len(sample) :] == sample
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
+def test_against_tshark_reports_both_modes_with_ratios(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pcap = tmp_path / "s.pcap"
+    pcap.write_bytes(load_sample())
+    assert main(["decode", str(pcap), "--against-tshark", "--rounds", "1", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["frames"] == 29 and set(rec["modes"]) == {"summary", "json"}
+    for m in rec["modes"].values():
+        assert m["uet_decode_pps"] > 0 and m["tshark_pps"] > 0
+        assert m["ratio"] == pytest.approx(m["uet_decode_pps"] / m["tshark_pps"], rel=0.05)

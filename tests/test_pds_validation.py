@@ -1,0 +1,177 @@
+"""Address validation and anti-amplification (uet.pds.validation; issue 29 items 8, 9, 10).
+
+Exact forged packets into a FEP core from addresses that never receive anything, in virtual
+time: every reply toward such a source is at most one datagram per datagram it sent and at most
+3× its bytes; a SYN flood holds a bounded number of PDCs and never reaches SES past the cap;
+honest first contacts (small and large reads, sends) still complete, through the proof exchange.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fep_harness import A_ADDR, B_ADDR, FepPair, decode
+
+from uet.fep import Datagram, FepConfig, FepCore, Transmit
+from uet.ses import Access
+from uet.wire.pds import CONTROL, REQUEST, REQUEST_SYN, ControlType, PdsType, ReqFlag
+from uet.wire.ses import STANDARD, SesFlag, SesOpcode
+
+_SOM = STANDARD[(1, "none")]
+SPOOFED = "10.0.0.66"
+
+
+def _ses(core: FepCore, op: int, mid: int, length: int, key: int = 0) -> bytes:
+    return _SOM.encode(
+        _SOM.make(
+            opcode=op, flags=SesFlag.SOM | SesFlag.EOM | SesFlag.REL, message_id=mid, ri_generation=0,
+            job_id=core.job, pid_on_fep=core.pid, resource_index=core.resource_index, initiator=7,
+            request_length=length, match_bits=key,
+        )
+    )  # fmt: skip
+
+
+def _syn(core: FepCore, spdcid: int, psn: int, op: int = SesOpcode.SEND, length: int = 0, key: int = 0,
+         payload: bytes = b"") -> bytes:  # fmt: skip
+    pds = REQUEST_SYN.encode(REQUEST_SYN.make(psn=psn, spdcid=spdcid, psn_offset=0, flags=ReqFlag.SYN | ReqFlag.AR))
+    return pds + _ses(core, op, spdcid, length or len(payload), key) + payload
+
+
+def _target(**pds: int) -> tuple[FepCore, int]:
+    cfg = FepConfig()
+    if pds:
+        cfg = replace(cfg, pds=replace(cfg.pds, **pds))
+    b = FepCore(B_ADDR, job=7, pid=1, config=cfg, seed=4)
+    return b, b.register(bytearray(1 << 20), access=Access.ALL).key
+
+
+def _drive(core: FepCore, items: list[tuple[int, bytes, str]], horizon: int = 20_000_000_000) -> list[Transmit]:
+    """Feed ``(time, datagram, source)`` items and run every timer up to ``horizon`` ns."""
+    out: list[Transmit] = []
+    items = sorted(items, key=lambda x: x[0])
+    now = i = 0
+    while True:
+        cands = [x for x in (items[i][0] if i < len(items) else None, core.get_timer()) if x is not None]
+        if not cands or min(cands) > horizon:
+            return out
+        now = max(now, min(cands))
+        batch = []
+        while i < len(items) and items[i][0] <= now:
+            batch.append(Datagram(items[i][1], items[i][2]))
+            i += 1
+        if batch:
+            core.receive_batch(batch, now)
+        t = core.get_timer()
+        if t is not None and t <= now:
+            core.handle_timer(now)
+        out += core.datagrams_to_send(now)
+
+
+def test_one_forged_read_reflects_at_most_3x() -> None:
+    """Item 8: one spoofed 56-byte READ drew 4,340 bytes (13 datagrams) for 4 KiB and 86,844
+    bytes (29 datagrams, 1,551×) for 64 KiB toward the address it claimed; now 16 and 124."""
+    for length in (4096, 65536):
+        b, key = _target()
+        req = _syn(b, 99, 1 << 20, SesOpcode.READ, length, key)
+        assert len(req) == 56
+        out = _drive(b, [(0, req, SPOOFED)])
+        assert sum(len(t.data) for t in out) <= 3 * len(req), (length, out)
+        # one reply, plus (64 KiB: read data waits) the few proof requests: 16-byte CLEAR_REQs
+        asks = [t for t in out if t.data[0] >> 3 == PdsType.CONTROL]
+        assert len(out) - len(asks) <= 1 and len(asks) <= b.config.pds.max_clear_req, (length, out)
+        assert b.counters()["amp_held"] >= 1  # the response waits for a proof that never comes
+
+
+def test_each_forged_packet_draws_at_most_one_reply() -> None:
+    """Item 9: a forged SYN (send, or a write to a bad key) drew 13 replies (the ACK, five
+    CLEAR_REQs, six CLOSE_REQs, a NACK); a packet for an unknown PDC draws its one NACK."""
+    b0, _ = _target()
+    forged = [
+        _syn(b0, 5, 1000, payload=bytes(64)),
+        _syn(b0, 6, 2000, SesOpcode.WRITE, key=12345, payload=b"x" * 8),
+        REQUEST.encode(REQUEST.make(psn=5, spdcid=5, dpdcid=4242, flags=ReqFlag.AR)) + _ses(b0, SesOpcode.SEND, 1, 8),
+        CONTROL.encode((11, ControlType.ACK_REQ, 0, 0, 7, 5, 4243, 0)),
+    ]
+    for pkt in forged:
+        b, _ = _target()
+        out = _drive(b, [(0, pkt, SPOOFED)])
+        assert len(out) <= 1 and sum(len(t.data) for t in out) <= 3 * len(pkt), (decode(pkt), out)
+        assert all(t.destination == SPOOFED for t in out)
+
+
+def test_syn_flood_from_many_sources_bounded_replies_and_state() -> None:
+    """Item 9: a SYN flood from 50 sources drew 13 replies per packet, also with 9,000-byte
+    datagrams; now at most one, and never more than one per source's unverified PDC cap."""
+    for size in (64, 9000):
+        b, _ = _target()
+        items = [(k * 100_000, _syn(b, 1 + k, 5000 + 7 * k, payload=bytes(size)), f"10.0.1.{k % 50 + 1}")
+                 for k in range(1000)]  # fmt: skip
+        out = _drive(b, items)
+        per: dict[str, int] = {}
+        for t in out:
+            per[t.destination] = per.get(t.destination, 0) + 1
+        assert max(per.values()) <= b.config.pds.unverified_pdcs_per_source  # of 20 SYNs each
+        assert sum(len(t.data) for t in out) <= 3 * sum(len(x[1]) for x in items)
+        assert b.counters()["drop_unverified_syn"] == 1000 - 50 * b.config.pds.unverified_pdcs_per_source
+        assert len(b.pds.pdcs) == 0  # idle unverified PDCs are freed silently, with no CLOSE_REQ
+    b, _ = _target(unverified_pdcs=256)  # the total cap: the oldest unverified PDC makes way
+    items = [(k * 100_000, _syn(b, 1 + k, 5000 + 7 * k), f"10.0.1.{k % 50 + 1}") for k in range(1000)]
+    out = _drive(b, items, horizon=items[-1][0])
+    assert len(b.pds.pdcs) == 256 and b.counters()["unverified_pdc_evicted"] == 1000 - 256
+
+
+def test_syn_flood_from_one_source_never_reaches_ses_past_the_cap() -> None:
+    """Item 10: 10,000 SYNs at 10,000/s from one source each created a PDC and an SES message
+    (≈ 66 µs of CPU each), filled the 4,096-PDC table and drew 28,672 replies after the flood.
+    Now the source holds ``unverified_pdcs_per_source`` PDCs and the rest are dropped before
+    SES, while a verified peer opens PDCs as before."""
+    b, _ = _target()
+    cap = b.config.pds.unverified_pdcs_per_source
+    items = [(k * 100_000, _syn(b, 1 + k, 9000 + k, payload=bytes(1024)), SPOOFED) for k in range(5_000)]
+    items.append((250_000_000, _syn(b, 7, 77, payload=b"honest"), A_ADDR))
+    b.pds.guard.trust(A_ADDR)  # type: ignore[union-attr]  # (A proved itself earlier)
+    out = _drive(b, items, horizon=600_000_000)
+    c = b.counters()
+    assert c["drop_unverified_syn"] == 5_000 - cap
+    assert c["ses_fast_packets"] + c.get("ses_packets", 0) <= cap + 1
+    assert sum(t.destination == SPOOFED for t in out) <= cap
+    assert [decode(t).sections[0][1].type for t in out if t.destination == A_ADDR][0] == PdsType.ACK_CC
+    assert b.pending_messages == cap + 1
+
+
+def test_honest_first_contact_reads_and_sends_complete() -> None:
+    """A fresh initiator's read (each 4 KiB rides in the ACK of a 56-byte request, 74×) gets a
+    CLEAR_REQ in place of each ACK, proves itself with a CLEAR, then gets the held ACKs; a send
+    (its ACK is small) completes at once."""
+    for n in (4096, 65536):
+        pair = FepPair(seed=3)
+        buf = bytes(range(256)) * (n // 256)
+        key = pair.b.core.register(bytearray(buf), access=Access.ALL).key
+        h = pair.a.core.read(B_ADDR, key, 0, n)
+        assert pair.complete(pair.a, h, max_ns=100_000_000) == [buf]
+        first = decode(pair.sent_by(pair.b)[0]).sections[0][1]
+        assert first.type == PdsType.CONTROL and first.ctl_type == ControlType.REQ_CLEAR
+        c = pair.b.core.counters()
+        assert c["verified"] == 1 and c["amp_released"] == c["amp_held"] == n // 4096
+    pair = FepPair(seed=4)
+    h = pair.a.core.send(B_ADDR, b"hello")
+    r = pair.b.core.post_recv(None)
+    pair.complete(pair.a, h, max_ns=10_000_000)
+    assert pair.complete(pair.b, r, max_ns=10_000_000)[0].data == b"hello"
+
+
+def test_a_guessed_pdcid_proves_nothing_after_the_strikes() -> None:
+    """The proof is the PDCID we chose (16 bits): a source that named wrong PDCs
+    ``proof_strikes`` times can no longer prove itself, so spraying PDCIDs does not verify a
+    victim's address."""
+    b, key = _target()
+    items: list[tuple[int, bytes, str]] = [(0, _syn(b, 99, 1 << 20, SesOpcode.READ, 65536, key), SPOOFED)]
+    _drive(b, items, horizon=0)
+    (tp,) = [p for p in b.pds.pdcs.values() if p.role == "target"]
+    strikes = b.config.pds.proof_strikes
+    guesses = [x for x in range(1, 0x10000) if x != tp.lpdcid][:strikes]
+    clear = [CONTROL.encode((11, ControlType.CLEAR, 0, 0, 0, 99, g, 0)) for g in guesses]
+    clear.append(CONTROL.encode((11, ControlType.CLEAR, 0, 0, 0, 99, tp.lpdcid, 0)))  # the right one, too late
+    out = _drive(b, [(1000 + i, c, SPOOFED) for i, c in enumerate(clear)], horizon=1_000_000)
+    assert b.counters().get("verified", 0) == 0
+    assert sum(len(t.data) for t in out) <= 3 * sum(map(len, clear))
