@@ -6,16 +6,21 @@ for host ``i`` (``base_port`` 0: ephemeral ports, reported by :attr:`FabricProce
 datagram is one whole Ethernet frame without FCS, the way QEMU's socket netdev carries frames.
 Leaves, spines and their links are modelled in-process.
 
-**Clock and pacing.** Model time is ``time.monotonic_ns()`` minus the start time (the clock
-asyncio's default loop reads; uvloop's ``loop.time()`` is truncated to milliseconds, so it is not
-used). A frame read from host ``i``'s socket is injected into host ``i``'s NIC model at the time it
-was read; the model serialises it at the modelled link rates and queues it in its switches.
-One timer (fabric/timers.py: a ``timerfd`` by default, else ``call_at``) is re-armed at
-``fabric.next_deadline()``; when it fires the model runs every event due by *now* and the frames
-it delivered to hosts are sent to their NIC sockets. A late timer therefore never changes the
-model's timing (departures are computed from link rates, exactly as in virtual time), only when
-the bytes leave the process. :attr:`FabricProcess.lateness` records, for every firing, how late
-it ran against the model deadline it was armed for (``pacing`` in :meth:`FabricProcess.summary`);
+**Clock and pacing.** Model time is the process's :class:`uet.clock.DilatedClock` (on
+``time.monotonic_ns()``, the clock asyncio's default loop reads; uvloop's ``loop.time()`` is
+truncated to milliseconds, so it is not used) minus the start instant: real nanoseconds since the
+start, divided by the time-dilation factor (``ProcessConfig.dilation``, 1 = real time; ``uet-run``
+hands every process of a run the same start instant and factor, so the endpoints' virtual time and
+the model's advance together). Link rates and delays are the model's, so they are virtual: under a
+factor of 10 a 100 Mb/s link carries 10 Mb/s of real time. A frame read from host ``i``'s socket
+is injected into host ``i``'s NIC model at the time it was read; the model serialises it at the
+modelled link rates and queues it in its switches. One timer (fabric/timers.py: a ``timerfd`` by
+default, else ``call_at``) is re-armed at the real instant of ``fabric.next_deadline()``; when it
+fires the model runs every event due by *now* and the frames it delivered to hosts are sent to
+their NIC sockets. A late timer therefore never changes the model's timing (departures are
+computed from link rates, exactly as in virtual time), only when the bytes leave the process.
+:attr:`FabricProcess.lateness` records, for every firing, how late it ran against the model
+deadline it was armed for, in model (virtual) time (``pacing`` in :meth:`FabricProcess.summary`);
 fabric/timers.py tabulates the measured figures: median ≈ 20–50 µs late with the timerfd timer on
 a loaded two-core machine, i.e. within one 100 Mb/s frame time (85 µs), p99 well under 1 ms.
 
@@ -63,6 +68,7 @@ from uet.fabric.telemetry_io import JsonLines, PcapTaps, install_taps
 from uet.fabric.timers import make_timer
 from uet.fabric.topology import Topology
 
+from uet.clock import DilatedClock
 from uet.stats import percentile
 
 __all__ = ["FabricProcess", "ProcessConfig", "fabric_counters"]
@@ -82,6 +88,9 @@ class ProcessConfig:
     telemetry flush. ``pcap_dir``: one pcap per switch port. ``timer``: ``auto``, ``timerfd`` or
     ``loop`` (fabric/timers.py). ``seed``: the model's random seed. ``max_batch``: datagrams read
     per socket readiness callback. ``rcvbuf``/``sndbuf``: socket buffer sizes requested.
+    ``dilation``: the time-dilation factor (module docstring; 1 = real time); ``start_ns``: the
+    run's shared start instant on the monotonic clock (None: when the process starts).
+    ``sample_ns`` is a real-time period (the kernel queues fill in real time).
     """
 
     host: str = "127.0.0.1"
@@ -99,6 +108,8 @@ class ProcessConfig:
     max_batch: int = 64
     rcvbuf: int = 4 << 20
     sndbuf: int = 4 << 20
+    dilation: float = 1.0
+    start_ns: int | None = None
     #: the fault schedule the model applies (uet.fabric.model.faults); None: none
     faults: FaultConfig | None = None
 
@@ -175,8 +186,11 @@ class FabricProcess:
     then closes (flushing pcaps and telemetry); :meth:`summary` has the counters.
     """
 
-    def __init__(self, topology: Topology, config: ProcessConfig | None = None) -> None:
+    def __init__(
+        self, topology: Topology, config: ProcessConfig | None = None, *, clock: DilatedClock | None = None
+    ) -> None:
         self.cfg = cfg = config or ProcessConfig()
+        self._given_clock = clock
         self.topology = topology
         want_records = bool(cfg.telemetry or cfg.keep_telemetry)
         self.telemetry = Telemetry(enabled=want_records)
@@ -193,6 +207,9 @@ class FabricProcess:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.timer: Any = None
         self.t0 = 0
+        #: the process's clock (module docstring): ``clock`` when given (a test's), else one of
+        #: ``cfg.dilation`` from ``cfg.start_ns``, made when the process starts
+        self.clock = clock or DilatedClock(cfg.dilation, cfg.start_ns)
         self.epoch_ns = 0
         self.closed = False
         self._armed_for: int | None = None
@@ -201,6 +218,10 @@ class FabricProcess:
         #: and the kernel's drop count at the last reading (fabric/kernel_queues.py)
         self.kernel_rx_max: list[int] = []
         self.kernel_drops: list[int] = []
+        #: the same for the endpoints' NIC sockets, when they are on this machine (/proc/net/udp
+        #: lists them): frames the switch delivered that wait for a starved endpoint
+        self.nic_rx_max: list[int] = []
+        self.nic_drops: list[int] = []
         self._kernel_seen = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -225,8 +246,9 @@ class FabricProcess:
             for s in self.socks:
                 s.close()
             raise
-        self.t0 = time.monotonic_ns()
-        self.epoch_ns = time.time_ns()
+        self.clock = clock = self._given_clock or DilatedClock(cfg.dilation, cfg.start_ns)
+        self.t0 = clock.start_ns
+        self.epoch_ns = time.time_ns() - (time.monotonic_ns() - self.t0)  # the start instant's
         if cfg.pcap_dir:
             self.taps = PcapTaps(cfg.pcap_dir, self.epoch_ns, per=cfg.pcap_per, max_bytes=cfg.pcap_max)
             self._install_taps()
@@ -236,11 +258,13 @@ class FabricProcess:
         self.sink.write([self._start_record()])
         self.kernel_rx_max = [0] * len(self.socks)
         self.kernel_drops = [0] * len(self.socks)
+        self.nic_rx_max = [0] * len(self.socks)
+        self.nic_drops = [0] * len(self.socks)
         self._periodic = asyncio.ensure_future(self._sampler())
 
     def now(self) -> int:
-        """Model time: ns since :meth:`start` on the monotonic clock."""
-        return time.monotonic_ns() - self.t0
+        """Model time: virtual ns since the start instant (module docstring)."""
+        return self.clock() - self.t0
 
     async def run(self, stop: asyncio.Event) -> dict[str, Any]:
         """Serve until ``stop`` is set; close and return :meth:`summary`."""
@@ -349,7 +373,7 @@ class FabricProcess:
         nxt = self.fabric.next_deadline()
         if nxt is not None and nxt != self._armed_for:
             self._armed_for = nxt
-            self.timer.arm(self.t0 + nxt)
+            self.timer.arm(self.clock.real_at(self.t0 + nxt))
 
     # -- taps and telemetry ------------------------------------------------------------------------
 
@@ -386,7 +410,8 @@ class FabricProcess:
         (fabric/kernel_queues.py): the one buffer of the live fabric the model does not see."""
         if not self.socks:
             return
-        seen = read_udp_queues(self.ports)
+        nics = [a for a in self.addrs if a is not None]
+        seen = read_udp_queues([*self.ports, *nics])
         if not seen:
             return
         self._kernel_seen = True
@@ -395,17 +420,26 @@ class FabricProcess:
             if q is not None:
                 self.kernel_rx_max[i] = max(self.kernel_rx_max[i], q.rx_bytes)
                 self.kernel_drops[i] = q.drops
+        for i, nic in enumerate(self.addrs):
+            q = seen.get(nic) if nic is not None else None
+            if q is not None:  # the endpoint's NIC socket on this machine: its side of the link
+                self.nic_rx_max[i] = max(self.nic_rx_max[i], q.rx_bytes)
+                self.nic_drops[i] = q.drops
 
     def kernel(self) -> dict[str, Any]:
         """The host sockets' kernel receive queues (module doc, "the one unmodelled buffer"):
         datagrams the kernel dropped before the model saw them and the largest queue seen on the
-        sampling grid, in total and per host that had any; empty where the kernel does not
-        report them."""
+        sampling grid, in total and per host that had any; ``nic_rx_drops`` and
+        ``nic_rx_queue_max_bytes`` the same for the endpoints' NIC sockets on this machine (the
+        frames delivered to an endpoint that has not read them yet); empty where the kernel does
+        not report them."""
         if not self._kernel_seen:
             return {}
         return {
             "rx_drops": sum(self.kernel_drops),
             "rx_queue_max_bytes": max(self.kernel_rx_max, default=0),
+            "nic_rx_drops": sum(self.nic_drops),
+            "nic_rx_queue_max_bytes": max(self.nic_rx_max, default=0),
             "hosts": {
                 self.fabric.hosts[i].name: {"rx_drops": d, "rx_queue_max_bytes": m}
                 for i, (d, m) in enumerate(zip(self.kernel_drops, self.kernel_rx_max, strict=True))
@@ -445,9 +479,14 @@ class FabricProcess:
     # -- reporting ---------------------------------------------------------------------------------
 
     def pacing(self) -> dict[str, Any]:
-        """Lateness of timer firings against the model deadlines they were armed for (µs)."""
+        """Lateness of timer firings against the model deadlines they were armed for (µs of model
+        time, i.e. virtual under dilation), and the dilation factor."""
         lat = sorted(self.lateness)
-        out: dict[str, Any] = {"timer": getattr(self.timer, "backend", None), "firings": len(lat)}
+        out: dict[str, Any] = {
+            "timer": getattr(self.timer, "backend", None),
+            "firings": len(lat),
+            "dilation": self.clock.factor,
+        }
         if lat:
 
             def q(p: float) -> float:

@@ -15,6 +15,8 @@ Subcommands, each in a module of its own:
   (:mod:`uet.tools.bench_decode`).
 * ``uet-bench matrix`` / ``soak`` / ``sim`` — :mod:`uet.tools.bench_matrix`,
   :mod:`uet.tools.bench_soak`, :mod:`uet.tools.bench_sim`.
+* ``uet-bench differential`` — the live engine, time-dilated, against the simulator on the same
+  scenarios: FCT within 10 %, the same winner (:mod:`uet.tools.differential`).
 
 The names other tools and tests use (``PairOptions``, ``run_pair``, ``run_rtt``...) are
 re-exported here.
@@ -89,6 +91,12 @@ def _sim_parser(sub: Any) -> None:
     add_parser(sub)
 
 
+def _differential_parser(sub: Any) -> None:
+    from uet.tools.differential import add_parser
+
+    add_parser(sub)
+
+
 def _decode_parser(sub: Any) -> None:
     from uet.tools.bench_decode import add_parser
 
@@ -110,6 +118,7 @@ _SUBCOMMANDS: list[tuple[str, Any]] = [
     ("matrix", _matrix_parser),
     ("soak", _soak_parser),
     ("sim", _sim_parser),
+    ("differential", _differential_parser),
     ("decode", _decode_parser),
 ]
 

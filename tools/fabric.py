@@ -69,6 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--sample-ms", type=float_arg(0.0, open_lo=True), default=50.0, help="port byte snapshot / flush period"
     )
     p.add_argument("--seed", type=int_arg(0), default=0)
+    p.add_argument(
+        "--dilation",
+        type=float_arg(1.0),
+        default=1.0,
+        metavar="TDF",
+        help="time-dilation factor: model time runs TDF times slower than real time (uet.clock; 1)",
+    )
+    p.add_argument("--start-ns", type=int_arg(0), default=None, help=argparse.SUPPRESS)  # the run's start (uet-run)
     p.add_argument("--faults", metavar="FILE", help="apply the [faults] table of this scenario file")
     add_fault_options(p)
     p.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
@@ -213,6 +221,8 @@ async def serve(args: argparse.Namespace, ready_out: Any = None) -> dict[str, An
         pcap_max=args.capture_max,
         timer=args.timer,
         seed=args.seed,
+        dilation=args.dilation,
+        start_ns=args.start_ns,
     )
     fp = FabricProcess(topo, cfg)
     await fp.start()

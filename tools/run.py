@@ -27,6 +27,18 @@ Ctrl-C prints what ran: the finished flows with their figures and the others ``u
 ``both`` the completed UET run beside the interrupted RoCEv2 one (its column marked, or RoCEv2
 named as not run), ``"interrupted": true`` in the JSON; exit status 130.
 
+**Time dilation** (``--dilation``, :mod:`uet.clock`, :mod:`uet.tools.dilation`): the launcher
+takes one start instant and one time-dilation factor TDF per run and hands both to the switch
+process and every endpoint; each maps real time to virtual time (virtual = start + (real − start)
+/ TDF), so link rates, delays, protocol timers and the reported times (completion times,
+``elapsed_s``) are virtual, and the CPU has to keep up only with the packet rate ÷ TDF. ``auto``
+(the default) chooses TDF from the scenario's packet rate and the machine's cores, measured when
+the run starts; ``--dilation 1`` is real time. The result's ``dilation`` says the factor, its
+basis and whether the CPU kept up; the tables say so above them and mark a run that did not.
+With ``--transport both`` the simulator's figures of the same scenario are printed beside the
+live ones, with the live/sim bar's verdict (tools/differential.py). ``--timeout`` stays in real
+seconds.
+
 ``--engine sim`` runs the same scenario — settings, topology, endpoint configuration, workload
 objects, result shape — in one process in virtual time instead (:mod:`uet.sim`): it is exactly
 ``uet-sim`` with the same arguments (the same defaults, the simulator's: the ``datacenter``
@@ -75,6 +87,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from uet.fabric.profiles import (
@@ -100,10 +113,13 @@ from uet.tools.cli import (
     warn_low_rate,
     yes_no,
 )
+from uet.tools.dilation import SHORT_MARK, Dilation, choose, dilation_lines, short_of_cpu
+from uet.tools.dilation import verdict as dilation_verdict
 from uet.tools.fault_options import add_fault_options, check_fault_names, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
 from uet.tools.run_settings import add_workload_option, load_scenario, read_settings
 
+from uet.clock import DilatedClock
 from uet.scenario import Scenario, Settings, derive
 from uet.scenario.derive import fairness_note
 from uet.scenario.model import sizing_overrides
@@ -257,6 +273,14 @@ class Launcher:
         #: per rank, what it reported so far (the flows it finished, the messages it received):
         #: what :meth:`partial_result` shows after Ctrl-C
         self.reports: list[dict[str, Any]] = []
+        #: the time-dilation factor of the run (``--dilation``; tools/dilation.py) and the clock
+        #: every process of the run shares (its start instant is taken when the run starts)
+        self.dilation = Dilation(1.0, "given")
+        self.clock = DilatedClock()
+        #: RoCE: the queue pairs' settings every endpoint takes (the derived ones)
+        self.qp: dict[str, Any] | None = None
+        #: the topology the switch process models (sized for the endpoints): for the ideal FCTs
+        self.model_topology: Any = None
         #: --pcap-per, --eventlog, --capture-max (tools/capture_options.py)
         self.capture: argparse.Namespace | None = None
 
@@ -274,9 +298,13 @@ class Launcher:
         self.derived = derive(Scenario("live", s, self.topology_table, self.endpoint), sized)
         self.host_rate = topo.host_link.rate_bps
         self.host_mtu = topo.host_link.mtu
+        if s.get("transport") == "roce":  # the derived queue pairs, the simulator's too
+            self.qp = asdict(self.derived.qp)
+        self.model_topology = sized
         if self.faults is not None:  # a bad link name: one line, before any process starts
             check_fault_names(self.faults, sized)
         args = ["-m", "uet.tools.fabric", "--profile", s["profile"]]
+        args += ["--dilation", repr(self.clock.factor), "--start-ns", str(self.clock.start_ns)]
         if s["profile"] == "realtime":  # uet-fabric refuses --rate for the other profiles: their rate is their own
             args += ["--rate", str(int(s["rate_bps"]))]
         spec = s["topology"]
@@ -302,6 +330,7 @@ class Launcher:
         n = int(s["endpoints"])
         wl = self.workload = build_workload(s)
         timeout = float(s["timeout_s"])
+        self.clock = DilatedClock(self.dilation.factor)  # the run's start instant, shared by every process
         self.fabric = await _spawn("fabric", *self.fabric_args(n), stdin=False)
         self.children.append(self.fabric)
         ready = await self.fabric.next(30)
@@ -327,6 +356,8 @@ class Launcher:
                 "rtt_ns": self.derived.roce_rtt_ns,
                 "mtu": self.host_mtu,
                 "seed": int(s["seed"]),
+                "clock": self.clock.spec(),
+                "qp": self.qp,
                 "cm_secret": self.cm_secret,
                 **self._eventlog_spec(i),
             }
@@ -349,9 +380,10 @@ class Launcher:
         finally:
             if reporter is not None:
                 reporter.cancel()
-        elapsed = time.monotonic() - t_go
+        real_s = time.monotonic() - t_go
         if self.interval:
-            self._interval_end(elapsed, total)
+            self._interval_end(real_s, total)
+        elapsed = self.clock.virtual_seconds(real_s)
         for w in self.workers:
             await w.tell("stop")
         closed = await asyncio.gather(*(self._closed(w) for w in self.workers))
@@ -459,7 +491,7 @@ class Launcher:
             if "completion_s" not in f:
                 f.update(error="unfinished", unfinished=True)
         done = sum(1 for f in res["flows"] if not f.get("unfinished"))
-        elapsed = time.monotonic() - self.t_go if self.t_go is not None else 0.0
+        elapsed = self.clock.virtual_seconds(time.monotonic() - self.t_go) if self.t_go is not None else 0.0
         return {
             "ok": False,
             "interrupted": True,
@@ -521,11 +553,7 @@ class Launcher:
         elapsed: float,
     ) -> dict[str, Any]:
         assert self.workload is not None
-        rate = self.host_rate
-        # ideal here: the flow's bytes at the host link rate (uet-sim adds headers and the path)
-        res = summarize(
-            self.workload, fa, results, ideal_s=(lambda f: f.messages * f.nbytes * 8 / rate) if rate else None
-        )
+        res = summarize(self.workload, fa, results, ideal_s=self._ideal())
         errors = res["errors"]
         ok = res["ok"] and all(c == 0 for c in codes)
         fab = summary.get("fabric", {})
@@ -535,7 +563,8 @@ class Launcher:
             "fct": res["fct"],
             "workload": self.s["workload"],
             "endpoints": len(fa),
-            "elapsed_s": round(elapsed, 3),
+            "elapsed_s": round(elapsed, 6),
+            "dilation": self.dilation.record(),
             "flows": res["flows"],
             "fabric": fab,
             "fabric_io": summary.get("io", {}),
@@ -568,6 +597,24 @@ class Launcher:
             "telemetry": self.s.get("telemetry"),
             "intervals": self.intervals,
         }
+
+    def _ideal(self) -> Any:
+        """A flow's ideal completion time as the simulator defines it (its frames with their
+        headers at the host link rate, the path's store-and-forward and propagation and the last
+        ACK's way back: :func:`uet.sim.scenario.ideal_seconds`), on this run's topology, so the two
+        engines' slowdowns divide by the same figure."""
+        if self.model_topology is None:
+            return None
+        from uet.fabric.model import Fabric
+
+        from uet.sim.scenario import ideal_seconds
+
+        fabric = Fabric(self.model_topology)
+        roce = self.qp is not None
+        payload = (
+            int(self.qp["pmtu"]) if self.qp is not None else min(int(self.endpoint.get("payload_size", 4096)), 16383)
+        )
+        return lambda f: ideal_seconds(fabric, f, payload, roce=roce)
 
     def _eventlog_spec(self, rank: int) -> dict[str, Any]:
         """``--eventlog FILE``: each endpoint process writes its own file, FILE with ``-rank<N>``
@@ -663,8 +710,8 @@ def cpu_starvation(result: dict[str, Any]) -> str | None:
     return (
         "CPU starvation: "
         + "; ".join(why)
-        + ". The processes were short of CPU, not the network short of capacity: fewer endpoints, a "
-        "lower --rate or --engine sim (virtual time) give figures of the protocol instead."
+        + ". The processes were short of CPU, not the network short of capacity: a larger --dilation, fewer "
+        "endpoints, a lower --rate or --engine sim (virtual time) give figures of the protocol instead."
     )
 
 
@@ -725,7 +772,10 @@ def render(result: dict[str, Any]) -> None:
     from rich.table import Table
 
     con = Console(width=None if sys.stdout.isatty() else 120)  # no 80-column wrap when piped
-    t = Table(title=f"uet-run {result['workload']}: {result['endpoints']} endpoints, {result['elapsed_s']} s")
+    for line in dilation_lines({str(result.get("transport", "uet")): result}):  # above the table
+        con.print(line, highlight=False, markup=False)
+    mark = f" {SHORT_MARK} CPU short" if short_of_cpu(result) else ""
+    t = Table(title=f"uet-run {result['workload']}: {result['endpoints']} endpoints, {result['elapsed_s']} s{mark}")
     cols = ("flow", "src → dst", "bytes", "completion (s)", "goodput (Gbit/s)", "slowdown", "retransmits", "intact")
     for col in cols:
         t.add_column(col, justify="left" if col == "src → dst" else "right")
@@ -826,6 +876,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--telemetry", metavar="FILE")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when not a terminal")
     p.add_argument(
+        "--dilation",
+        type=_dilation_arg,
+        default="auto",
+        metavar="TDF",
+        help="live engine: time-dilation factor, virtual time runs TDF times slower than real time so the "
+        "CPU keeps up with the links (auto: chosen from the packet rate and the cores; 1: real time)",
+    )
+    p.add_argument(
         "--engine",
         choices=("live", "sim"),
         default="live",
@@ -884,7 +942,12 @@ class _CtrlC:
             self.task.uncancel()
 
 
-async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> int:
+async def _main(
+    args: argparse.Namespace,
+    settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
+    dilation: Dilation,
+    sim: dict[str, dict[str, Any]] | None = None,
+) -> int:
     """The live engine: one run per transport (``both``: UET, then RoCEv2, each with its own fabric
     process; pcaps and plots then in ``DIR/uet`` and ``DIR/roce``), then the output. After Ctrl-C
     the output is what ran: with ``both``, the runs already complete beside the interrupted one's
@@ -900,7 +963,7 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
                     if st.get(opt):
                         st[opt] = os.path.join(st[opt], tr)
             try:
-                code, result = await _live_one(args, (st, topo, ep), ctrl_c)
+                code, result = await _live_one(args, (st, topo, ep), ctrl_c, dilation)
             except asyncio.CancelledError:
                 if not ctrl_c.interrupted:
                     raise
@@ -911,7 +974,7 @@ async def _main(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[s
             if code == 130:
                 return _emit_interrupted(args, s, ep, runs)
     if len(runs) > 1:
-        return _emit_both(args, s, ep, runs)
+        return _emit_both(args, s, ep, runs, sim=sim)
     result = _emit_one(args, next(iter(runs.values())), render)
     if result["diagnosis"]:
         sys.stderr.write(f"uet-run: note: {result['diagnosis']}\n")
@@ -938,13 +1001,17 @@ def _emit_interrupted(
 
 
 async def _live_one(
-    args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]], ctrl_c: _CtrlC
+    args: argparse.Namespace,
+    settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
+    ctrl_c: _CtrlC,
+    dilation: Dilation,
 ) -> tuple[int, dict[str, Any] | None]:
     """One live run: ``(0, result)``, or ``(130, result or partial)`` after Ctrl-C (``partial``:
     the launcher's :meth:`Launcher.partial_result`, None when the workload did not exist yet; the
     caller prints it); a failure raises :class:`RunFailed`."""
     s, topo, ep = settings
     launcher = Launcher(s, topo, ep)
+    launcher.dilation = dilation
     launcher.interval = args.interval
     launcher.capture = args
     launcher.fault_argv = fault_argv(args) + (["--faults", s["scenario"]] if _fault_table(s) else [])
@@ -993,11 +1060,7 @@ async def _live_one(
             raise
         ctrl_c.absorb()
         await launcher.shutdown()
-    result["transport"] = s.get("transport", "uet")
-    result["settings"] = settings_record(s, ep)
-    if launcher.derived is not None:
-        result["derived"] = launcher.derived.record()
-    result["diagnosis"] = cpu_starvation(result)
+    finish_live(result, launcher)
     if s.get("plot"):  # the fabric process drew the queues and ports; the flows are the launcher's
         from uet.sim.plots import fct_cdf
 
@@ -1005,6 +1068,65 @@ async def _live_one(
         if cdf:
             result["plots"] = [*result["plots"], cdf]
     return (130 if ctrl_c.interrupted else 0), result
+
+
+def finish_live(result: dict[str, Any], launcher: Launcher) -> None:
+    """What a live run's result adds once its processes ended: its transport and settings, the
+    time-dilation verdict (did the CPU keep up, tools/dilation.py) and the CPU-starvation note."""
+    s, ep = launcher.s, launcher.endpoint
+    result["transport"] = s.get("transport", "uet")
+    result["settings"] = settings_record(s, ep)
+    if launcher.derived is not None:
+        result["derived"] = launcher.derived.record()
+    result["dilation"]["verdict"] = dilation_verdict(result, launcher.host_rate, int(ep.get("payload_size", 1024)))
+    result["diagnosis"] = cpu_starvation(result)
+
+
+async def live_runs(
+    s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], dil: Dilation
+) -> dict[str, dict[str, Any]]:
+    """The scenario on the live engine on each transport ``s["transport"]`` names, without output
+    (tools/differential.py), with time dilation ``dil`` (:func:`dilation_for`): transport →
+    result; a failed run raises :class:`RunFailed`."""
+    runs: dict[str, dict[str, Any]] = {}
+    for tr in _transports(s):
+        launcher = Launcher({**s, "transport": tr}, topo, ep)
+        launcher.dilation = dil
+        # the simulator's RoCE connection secret (uet.sim.scenario: the run seed), not a random one:
+        # the same QPNs, so the same UDP source ports and ECMP paths on both engines
+        launcher.cm_secret = str(int(s["seed"]))
+        try:
+            result = await launcher.run()
+        except (RunError, TimeoutError, OSError, ValueError) as e:
+            raise RunFailed(f"{tr}: {e or type(e).__name__}") from None
+        finally:
+            await launcher.shutdown()
+        finish_live(result, launcher)
+        runs[tr] = result
+    return runs
+
+
+def _dilation_arg(text: str) -> float | str:
+    """``--dilation``: ``auto`` or a factor of at least 1."""
+    if text == "auto":
+        return text
+    return float_arg(1.0)(text)
+
+
+def dilation_for(given: float | str, s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any]) -> Dilation:
+    """The run's time-dilation factor: ``given`` (``--dilation N``), or for ``auto`` the one
+    tools/dilation.py chooses from the scenario's packet rate (its receivers' host links, the
+    payload size) and the machine's cores."""
+    if given != "auto":
+        return Dilation(float(given), "given")
+    t = load_topology(
+        topo or s["topology"],
+        profile=s["profile"],
+        rate_bps=int(s["rate_bps"]),
+        overrides=overrides_to_dict(s.get("overrides", [])),
+    )
+    receivers = len({f.dst for f in build_workload(s).flows()})
+    return choose(receivers, t.host_link.rate_bps, int(ep.get("payload_size", 1024)))
 
 
 def _body(argv: Sequence[str] | None) -> int:
@@ -1027,7 +1149,16 @@ def _body(argv: Sequence[str] | None) -> int:
         )
     if args.engine == "sim":
         return _simulate(args, settings)
-    return asyncio.run(_main(args, settings))
+    # one factor for every transport of the run, and with both transports the simulator's figures
+    # of the same scenario to print beside the live ones (tools/differential.py): both before the
+    # event loop runs (each simulation runs on a loop of its own)
+    dilation = dilation_for(args.dilation, *settings)
+    s = settings[0]
+    faults = faults_from(args, _fault_table(s), int(s["seed"]))
+    sim = simulate_runs(*settings, faults=faults) if len(_transports(s)) > 1 else None
+    if sim and any(r.get("interrupted") for r in sim.values()):
+        raise KeyboardInterrupt  # Ctrl-C during the simulation: nothing ran live yet
+    return asyncio.run(_main(args, settings, dilation, sim))
 
 
 def _on_hosts(args: argparse.Namespace, argv: list[str]) -> int:
@@ -1152,9 +1283,13 @@ def _emit_both(
     ep: dict[str, Any],
     runs: dict[str, dict[str, Any]],
     not_run: Sequence[str] = (),
+    sim: dict[str, dict[str, Any]] | None = None,
 ) -> int:
     """``--transport both``: one object ``{"ok", "transport": "both", "comparison", "runs"}``
     (``--json``), or the side-by-side table (tools/compare.py) then each run's one-line verdict.
+    ``sim``: the same scenario in the simulator beside live runs (the columns ``UET live``, ``UET
+    sim``...; ``sim`` and the live/sim ``differential`` in the object, tools/differential.py), the
+    time-dilation factor and whether the CPU kept up above the table.
     After Ctrl-C (a run marked ``interrupted``, or transports in ``not_run``): the same, the
     interrupted run's column and verdict saying so, ``"interrupted": true`` and ``not_run`` in the
     object, exit status 130."""
@@ -1175,6 +1310,12 @@ def _emit_both(
     }
     if interrupted:
         out.update(interrupted=True, not_run=list(not_run))
+    bar: dict[str, Any] | None = None
+    if sim:
+        from uet.tools.differential import beside, judge
+
+        bar = judge(runs, sim)
+        out.update(sim=sim, differential=bar)
     done = 130 if interrupted else 0 if out["ok"] else 1
     note = fairness_note(first.get("derived", {}).get("tuned", []))
     if note:
@@ -1189,7 +1330,21 @@ def _emit_both(
     engine = "virtual time" if first.get("engine") == "sim" else "live processes"
     if note:
         sys.stdout.write(note + "\n")
-    render_comparison(cmp, f"{s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})")
+    lines = dilation_lines(runs)
+    for line in lines:
+        sys.stdout.write(line + "\n")
+    if sim and bar is not None:
+        from uet.tools.differential import render_verdict
+
+        shown = beside({tr: r for tr, r in runs.items()}, sim)
+        render_comparison(
+            comparison(shown),
+            f"{s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2, live "
+            f"(time-dilated) and in the simulator",
+        )
+        render_verdict(bar)
+    else:
+        render_comparison(cmp, f"{s['workload']}, {first.get('endpoints')} endpoints: UET against RoCEv2 ({engine})")
     for tr, res in runs.items():
         bad = [f for f in res.get("flows", []) if not f.get("intact")]
         if res.get("interrupted"):

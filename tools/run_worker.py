@@ -3,7 +3,10 @@
 The launcher passes a JSON spec as the only argument: the FEP's Fabric Address and the switch
 port of its NIC (``uet-fabric``'s UDP socket for this host), the host link rate (for PFC quanta),
 the :class:`~uet.endpoint.EndpointConfig` fields, the workload (name, endpoints, message size and
-count, seed: :func:`uet.workloads.make`), this endpoint's rank and every rank's Fabric Address.
+count, seed: :func:`uet.workloads.make`), this endpoint's rank and every rank's Fabric Address,
+and the run's clock (``clock``: the shared start instant and time-dilation factor,
+:class:`uet.clock.DilatedClock`): the link, the endpoint and the workload's completion times all
+run on it, so they are virtual times.
 
 Protocol: JSON lines on stdout, commands on stdin.
 
@@ -14,11 +17,11 @@ Protocol: JSON lines on stdout, commands on stdin.
 3. Reports what the rank measured: per flow sent ``{"event": "flow", ...}`` (bytes, completion
    time, retransmits, the SHA-256 of every message, error), per message received ``{"event":
    "rx", "flow", "index", "src", "bytes", "sha256", "t"}``, then ``{"event": "done", "check"}``.
-   When the timeout expires first: the flows finished, every unfinished flow with error
+   When the timeout (real seconds) expires first: the flows finished, every unfinished flow with error
    ``timeout`` and its retransmissions so far (:meth:`uet.workloads.Workload.unfinished`), the
    messages received, then ``{"event": "error", "error": "timeout", "counters"}``.
-4. Then waits for ``stop`` (or end of input), closes the endpoint and prints ``{"event":
-   "closed", "counters": {...}}``.
+4. Then waits for ``stop`` (or end of input), closes the endpoint (for at most
+   :data:`CLOSE_WAIT_S` real seconds) and prints ``{"event": "closed", "counters": {...}}``.
 
 Exit status 0; 1 when a send failed or the timeout expired. With ``UET_RUN_PARENT`` set, the
 process asks the kernel to SIGTERM it when the launcher dies (``PR_SET_PDEATHSIG``), so a killed
@@ -28,15 +31,18 @@ launcher leaves no orphans.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import json
 import os
 import signal
 import sys
+from dataclasses import replace
 from typing import Any
 
 from uet.fabric.profiles import merge
 
+from uet.clock import DilatedClock
 from uet.endpoint import Endpoint, EndpointConfig, run
 from uet.link.fabric import FabricLink
 from uet.workloads import RankReport, from_spec
@@ -45,6 +51,10 @@ from uet.workloads.base import FlowReport
 __all__ = ["main", "die_with_parent"]
 
 _PR_SET_PDEATHSIG = 1
+#: real seconds a rank waits for its endpoint's graceful close (the FEP's default close timeout):
+#: the close sequence runs in the run's (dilated) virtual time, so its ``close_timeout_s`` would last
+#: TDF times longer in real time — the workload is over, only the PDCs' goodbyes are left
+CLOSE_WAIT_S = 2.0
 
 
 def die_with_parent() -> None:
@@ -76,15 +86,18 @@ async def _lines(loop: asyncio.AbstractEventLoop) -> asyncio.StreamReader:
 async def worker(spec: dict[str, Any]) -> int:
     loop = asyncio.get_running_loop()
     switch = (spec["switch"][0], int(spec["switch"][1]))
+    clock = DilatedClock.from_spec(spec.get("clock"))
     ep: Any
     log = _event_log(spec)
     if spec.get("transport", "uet") == "roce":
-        ep = await _roce_endpoint(spec, switch, log)
+        ep = await _roce_endpoint(spec, switch, clock, log)
         link = ep.link
     else:
         cfg = merge(EndpointConfig(), spec.get("endpoint", {}))
-        link = FabricLink(spec["fa"], switch, rate_bps=int(spec["rate_bps"]), deliver_trimmed=True)
-        ep = Endpoint(link, job=int(spec.get("job", 0)), config=cfg, event_log=log)
+        if cfg.seed is None:  # the simulator's seed for this rank's core (uet.sim.scenario)
+            cfg = replace(cfg, seed=core_seed(spec))
+        link = FabricLink(spec["fa"], switch, rate_bps=int(spec["rate_bps"]), deliver_trimmed=True, clock=clock)
+        ep = Endpoint(link, job=int(spec.get("job", 0)), config=cfg, event_log=log, clock=clock)
     wl = from_spec(spec["workload"])
     stdin = await _lines(loop)
     _emit({"event": "ready", "fa": spec["fa"], "nic_port": link.port})
@@ -95,9 +108,11 @@ async def worker(spec: dict[str, Any]) -> int:
     failed = False
     rank = int(spec["rank"])
     report = RankReport(listener=lambda r: _emit({"event": "flow" if isinstance(r, FlowReport) else "rx", **vars(r)}))
-    t0 = loop.time()
+    t0 = clock.seconds()
     run = asyncio.ensure_future(
-        asyncio.wait_for(wl.run(rank, ep, spec["addresses"], report), float(spec.get("timeout_s", 120)))
+        asyncio.wait_for(
+            wl.run(rank, ep, spec["addresses"], report, now=clock.seconds), float(spec.get("timeout_s", 120))
+        )
     )
     aborted = asyncio.ensure_future(_until_abort(stdin))
     ticker = asyncio.ensure_future(_progress(ep, float(spec["progress_s"]))) if spec.get("progress_s") else None
@@ -119,7 +134,7 @@ async def worker(spec: dict[str, Any]) -> int:
     if why is not None:
         # what the rank achieved went out as it happened; now its unfinished flows with their
         # retransmissions so far
-        for f in wl.unfinished(rank, ep, spec["addresses"], report, loop.time() - t0, why):
+        for f in wl.unfinished(rank, ep, spec["addresses"], report, clock.seconds() - t0, why):
             _emit({"event": "flow", **vars(f)})
         _emit({"event": "error", "error": why, "counters": ep.counters})
         failed = True
@@ -130,7 +145,10 @@ async def worker(spec: dict[str, Any]) -> int:
             await aborted  # "stop" or end of input
     aborted.cancel()
     counters = ep.counters
-    await ep.close()
+    # the close sequence runs in the run's dilated time: its timeout (close_timeout_s, for peers that
+    # closed first or never answer) would last TDF times longer in real time; bound it in real time
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(ep.close(), CLOSE_WAIT_S)
     if log is not None:
         log.close()
     _emit({"event": "closed", "counters": counters})
@@ -173,29 +191,39 @@ def _event_log(spec: dict[str, Any]) -> Any:
     return EventLog(spec["eventlog"], max_bytes=spec.get("capture_max"), rank=int(spec["rank"]))
 
 
-async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int], log: Any = None) -> Any:
+async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int], clock: DilatedClock, log: Any = None) -> Any:
     """``transport = "roce"``: a :class:`~uet.roce_endpoint.RoceEndpoint` on the fabric link, its
-    QPs sized for the host link (:func:`~uet.roce.core.config_for_link`, the timeout scaled to the
-    profile's ``rtt_ns``) and connected by parameters derived from the run's random secret (every
+        cm=StaticCm(str(spec["cm_secret"]).encode()),
+        seed=core_seed(spec),
     endpoint of the run agrees on them, :class:`~uet.roce.cm.StaticCm`)."""
-    from dataclasses import replace
-
     from uet.roce.cm import StaticCm
+    from uet.roce.config import QpConfig
     from uet.roce.core import config_for_link, timeout_for_rtt
     from uet.roce_endpoint import RoceEndpoint
 
     rate = int(spec["rate_bps"])
-    qp = config_for_link(rate, int(spec.get("mtu", 1500)))
-    qp = replace(qp, timeout=timeout_for_rtt(spec.get("rtt_ns")))
+    if spec.get("qp"):  # the launcher's (uet.scenario.derive, as the simulator's)
+        qp = merge(QpConfig(), spec["qp"])
+    else:
+        qp = config_for_link(rate, int(spec.get("mtu", 1500)))
+        qp = replace(qp, timeout=timeout_for_rtt(spec.get("rtt_ns")))
     return await RoceEndpoint.over_fabric(
         spec["fa"],
         switch,
         rate_bps=rate,
         config=qp,
         cm=StaticCm(str(spec["cm_secret"]).encode()),
-        seed=int(spec["rank"]),
+        seed=core_seed(spec),
         log=log,
+        clock=clock,
     )
+
+
+def core_seed(spec: dict[str, Any]) -> int:
+    """The seed of this rank's core: the run seed and the rank, combined as the simulator combines
+    them (:func:`uet.sim.scenario.simulate`), so a live rank draws what its simulated twin draws
+    (entropies, QP randomness)."""
+    return (int(spec.get("seed", 0)) << 20) + int(spec["rank"])
 
 
 def main(argv: list[str] | None = None) -> int:

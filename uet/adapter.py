@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from uet.clock import ns_to_seconds
 from uet.fep.errors import EndpointClosed
 from uet.fep.events import Closed, MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
 from uet.ses.memory import Access, MemoryRegion
@@ -115,7 +116,9 @@ class CoreDriver(Completions):
 
     A subclass sets ``loop``, ``clock`` and ``link``, calls :meth:`_init_driver` with its core and
     implements ``_transmit(now)``: send what the core hands out, then :meth:`_dispatch` and, unless
-    closed, :meth:`_arm` with the core's ``get_timer()``."""
+    closed, :meth:`_arm` with the core's ``get_timer()``. ``clock`` gives the core's ``now`` (ns);
+    a dilated one (:class:`uet.clock.DilatedClock`) also says how long a virtual delay lasts in
+    real time (``real_delay``), which the timer waits; a plain function is real time."""
 
     loop: asyncio.AbstractEventLoop
     clock: Callable[[], int]
@@ -125,6 +128,8 @@ class CoreDriver(Completions):
         self._init_completions()
         #: the sans-I/O core: ``get_timer``, ``handle_timer``, ``next_event``
         self._driven = core
+        #: real seconds a virtual delay (ns) lasts: the clock's mapping (uet.clock)
+        self._real_delay: Callable[[float], float] = getattr(self.clock, "real_delay", ns_to_seconds)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._pump_scheduled = False
@@ -165,7 +170,7 @@ class CoreDriver(Completions):
         if at is None or at > now:
             if at is not None:
                 self._timer_at = at
-                self._timer = self.loop.call_later((at - now) / 1e9, self._on_timer)
+                self._timer = self.loop.call_later(self._real_delay(at - now), self._on_timer)
             return
         core.handle_timer(now)
         self._transmit(now)
@@ -182,7 +187,7 @@ class CoreDriver(Completions):
                 return
             timer.cancel()
         self._timer_at = at
-        self._timer = self.loop.call_later(max(0, at - now) / 1e9, self._on_timer)
+        self._timer = self.loop.call_later(self._real_delay(max(0, at - now)), self._on_timer)
 
     def _dispatch(self) -> None:
         """Complete futures from every event the core has."""

@@ -6,7 +6,9 @@ default), and one timer (ARCHITECTURE.md "FEP core: one sans-I/O object, two dri
 the core's operation handles to futures, feeds it datagrams and the time, sends what it hands
 out, and re-arms its timer from ``get_timer()``. It decides nothing about packets, messages,
 responses or timers; the clock is read through one function (``clock``, by default
-:func:`time.monotonic_ns`), so another loop — a virtual-time one — can drive it too.
+:func:`time.monotonic_ns`), so another loop — a virtual-time one — can drive it too, and a
+time-dilated live run (:class:`uet.clock.DilatedClock`: the core sees virtual ``now``, the timer
+waits the real time a virtual delay lasts) runs the same code.
 
 Public API (every call raises a :class:`~uet.ses.errors.SesError` subclass carrying the
 :class:`~uet.wire.ses.ReturnCode` when the target or PDS reports a failure)::

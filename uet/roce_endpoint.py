@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from uet.adapter import CoreDriver, CoreOperations
+from uet.clock import DilatedClock
 from uet.fep.errors import EndpointClosed
 from uet.link.base import Link
 from uet.roce.cm import StaticCm
@@ -96,10 +97,15 @@ class RoceEndpoint(CoreOperations, CoreDriver):
         cls, address: str, switch: tuple[str, int], *, rate_bps: int = 100_000_000, **kw: Any
     ) -> RoceEndpoint:
         """Over the fabric link to the switch port ``switch`` (``uet-fabric``'s UDP socket for this
-        host), with the host link's ``rate_bps`` for PFC pause quanta."""
+        host), with the host link's ``rate_bps`` for PFC pause quanta. A ``clock`` in ``kw`` (a
+        :class:`uet.clock.DilatedClock`) is the link's and the endpoint's."""
         from uet.link.fabric import FabricLink
 
-        link = FabricLink(address, switch, rate_bps=rate_bps, udp_port=ROCE_UDP_PORT, udp_checksum=False)
+        clock = kw.get("clock")
+        link = FabricLink(
+            address, switch, rate_bps=rate_bps, udp_port=ROCE_UDP_PORT, udp_checksum=False,
+            clock=clock if isinstance(clock, DilatedClock) else None,
+        )  # fmt: skip
         return cls(link, **kw)
 
     def __repr__(self) -> str:

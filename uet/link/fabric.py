@@ -30,7 +30,9 @@ value, for an endpoint that hands those to ``PdsCore.receive_datagram(trimmed=, 
 **PFC** (IEEE 802.1Qbb, §8.5). A pause frame from the leaf stops the paused priorities for
 quanta × 512 bit times at ``rate_bps`` (the host link's rate); frames of a paused class wait in
 order in a per-class queue and go out when an XON (0 quanta) arrives or the pause expires; a
-classic 802.3x PAUSE stops every class. The class of a frame is the switch's: its DSCP through
+classic 802.3x PAUSE stops every class. The pause lasts in the link's ``clock`` (a
+:class:`uet.clock.DilatedClock` under time dilation: quanta are bit times of the *virtual* link
+rate, so a pause lasts TDF times longer in real time). The class of a frame is the switch's: its DSCP through
 the DSCP → TC table (``dscp_map``, default §8.1), TC = priority (model config decision).
 
 On opening, the link sends one gratuitous ARP frame so the switch process learns the socket's
@@ -42,11 +44,11 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
-import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+from uet.clock import DilatedClock
 from uet.errors import DecodeError, UetError
 from uet.fep.events import Datagram
 from uet.link.base import DSCP_DATA, Link, ReceiveCallback
@@ -106,8 +108,11 @@ class FabricLink(Link):
         rcvbuf: int = 4 << 20,
         sndbuf: int = 4 << 20,
         loop: asyncio.AbstractEventLoop | None = None,
+        clock: DilatedClock | None = None,
     ) -> None:
         self.loop = loop or asyncio.get_running_loop()
+        #: the link's time (PFC pause expiry): virtual ns under time dilation (uet.clock)
+        self.clock = clock or DilatedClock()
         if ":" in address:
             raise FabricLinkError("the fabric link carries IPv4 Fabric Addresses only")
         self.address = address
@@ -144,7 +149,7 @@ class FabricLink(Link):
         self.switch = switch
         self._callback: ReceiveCallback | None = None
         self._closed = False
-        #: pause expiry per priority (monotonic ns; 0 = not paused)
+        #: pause expiry per priority (ns on ``clock``; 0 = not paused)
         self.paused_until = [0] * 8
         self._held: list[deque[bytes]] = [deque() for _ in range(8)]
         self._resume: list[asyncio.TimerHandle | None] = [None] * 8
@@ -189,7 +194,7 @@ class FabricLink(Link):
         frame = self.build(datagram, dst, entropy, dscp, ecn)
         tc = self.dscp_map[dscp & 0x3F]
         if self.paused_until[tc]:
-            if self.paused_until[tc] > time.monotonic_ns():
+            if self.paused_until[tc] > self.clock():
                 self._held[tc].append(frame)
                 self.counters["tx_held"] += 1
                 return
@@ -257,7 +262,7 @@ class FabricLink(Link):
     # -- PFC -----------------------------------------------------------------------------------
 
     def _on_pause(self, enable: int, quanta: Sequence[int]) -> None:
-        now = time.monotonic_ns()
+        now = self.clock()
         c = self.counters
         for prio in range(8):
             if not enable & (1 << prio):
@@ -274,7 +279,7 @@ class FabricLink(Link):
             c["pfc_rx_xoff"] += 1
             dur = q * _QUANTUM_BITS * 1_000_000_000 // self.rate_bps
             self.paused_until[prio] = now + dur
-            self._resume[prio] = self.loop.call_later(dur / 1e9, self._unpause, prio)
+            self._resume[prio] = self.loop.call_later(self.clock.real_delay(dur), self._unpause, prio)
 
     def _unpause(self, prio: int) -> None:
         """Resume ``prio``: send what waited, in order."""

@@ -60,6 +60,7 @@ from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.switch import fabric_counters
 from uet.fabric.telemetry_io import switch_thresholds
 from uet.fep import FepCore
+from uet.roce.cm import StaticCm
 from uet.roce.core import PROVIDER_HEADER, RoceCore
 from uet.scenario.derive import DATA_OVERHEAD, MIN_WIRE, ROCE_DATA_OVERHEAD, derive
 from uet.scenario.model import Scenario, run_defaults
@@ -175,7 +176,10 @@ def simulate(
         raise SimulationError(f"transport {transport!r}: one of uet, roce")
     roce_cfg = derived.qp if transport == "roce" else None
     cc_records: list[dict[str, Any]] = []  # ``timeline`` with CC on: cwnd / credit per sender
-    directory: dict[str, Any] = {}  # RoCE: the out-of-band connection exchange (rocev2 core docstring)
+    # RoCE: connection parameters derived from the run seed (uet.roce.cm.StaticCm), as the live
+    # engine's endpoints derive them from the secret uet-bench differential hands them (the seed;
+    # uet.tools.run.live_runs): the same QPNs, so the same UDP source ports and ECMP paths
+    cm = StaticCm(seed)
     domain = secure_domain(seed) if s.get("tss") else None
     if domain is not None and roce_cfg is not None:
         raise SimulationError("tss: secure endpoints are UET endpoints (transport uet)")
@@ -186,7 +190,7 @@ def simulate(
                 fabric.hosts[i].ip,
                 config=roce_cfg,
                 seed=(seed << 20) + i,
-                directory=directory,
+                cm=cm,
                 log=_host_log(event_log, None, i, fabric.hosts[i].ip),
             )
         else:

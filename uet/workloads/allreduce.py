@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from uet.transport import Transport, error_name
@@ -66,9 +66,17 @@ class RingAllReduce(Workload):
     def expected(self, rank: int) -> int:
         return 2 * (self.n - 1)
 
-    async def run(self, rank: int, ep: Transport, addresses: list[str], report: RankReport | None = None) -> RankReport:
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
+    async def run(
+        self,
+        rank: int,
+        ep: Transport,
+        addresses: list[str],
+        report: RankReport | None = None,
+        *,
+        now: Callable[[], float] | None = None,
+    ) -> RankReport:
+        clock = now or asyncio.get_running_loop().time
+        t0 = clock()
         n = self.n
         vec = bytearray(message_data(self.seed, rank, 0, self.message_bytes))
         right, left = addresses[(rank + 1) % n], addresses[(rank - 1) % n]
@@ -95,7 +103,7 @@ class RingAllReduce(Workload):
                 break
             m = res[1]
             assert not isinstance(m, BaseException)  # no failure above
-            report.add_rx(_rx(m, loop.time() - t0))
+            report.add_rx(_rx(m, clock() - t0))
             a, b = self.bounds(in_c)
             got = bytes(m.data)
             if len(got) != b - a:
@@ -113,7 +121,7 @@ class RingAllReduce(Workload):
                 right,
                 sent,
                 len(hashes),
-                loop.time() - t0,
+                clock() - t0,
                 _retransmits(ep, right),
                 hashes,
                 err,

@@ -3,9 +3,11 @@
 A workload knows its flows (who sends how many messages of how many bytes to whom) and, for each
 endpoint (*rank*), a coroutine :meth:`Workload.run` that drives that rank's
 :class:`~uet.transport.Transport` and returns a :class:`RankReport`. It takes time only from the
-running event loop (``loop.time()``), so the same object measures wall-clock time under the live
-engine (``uet-run``: one process per rank, asyncio over the fabric link) and virtual time under the
-simulator (``uet-sim``: every rank in one process on the virtual-time loop of :mod:`uet.sim`).
+running event loop (``loop.time()``), or from the ``now`` function its caller gives, so the same
+object measures virtual time under the simulator (``uet-sim``: every rank in one process on the
+virtual-time loop of :mod:`uet.sim`) and under the live engine (``uet-run``: one process per rank,
+asyncio over the fabric link; ``now`` is the dilated clock of :mod:`uet.clock`, whose virtual time
+is real time with a factor of 1).
 
 Message identity (as ``uet-run`` did before): message ``index`` of flow ``flow`` carries
 ``flow << 32 | index`` as its SES header data, and its payload is :func:`message_data` of the run
@@ -239,17 +241,27 @@ class Workload:
         """How many messages ``rank`` receives."""
         return sum(f.messages for f in self._flows if f.dst == rank)
 
-    async def run(self, rank: int, ep: Transport, addresses: list[str], report: RankReport | None = None) -> RankReport:
+    async def run(
+        self,
+        rank: int,
+        ep: Transport,
+        addresses: list[str],
+        report: RankReport | None = None,
+        *,
+        now: Callable[[], float] | None = None,
+    ) -> RankReport:
         """Rank ``rank``'s part of the run on ``ep``; ``addresses[i]`` is rank i's address. The
         results go into ``report`` as they happen (pass one to keep what a cancelled or stalled
-        run achieved)."""
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
+        run achieved). ``now``: the clock times are measured on, in seconds (default: the running
+        loop's ``time``)."""
+        clock = now or asyncio.get_running_loop().time
+        t0 = clock()
         report = report if report is not None else RankReport()
         mine = [f for f in self._flows if f.src == rank]
+        since = _since(clock, t0)
         await asyncio.gather(
-            *(self._receive(ep, addresses[f.src], f.messages, report, t0) for f in self._flows if f.dst == rank),
-            *(self._send_flow(ep, f, addresses, report, t0) for f in mine),
+            *(self._receive(ep, addresses[f.src], f.messages, report, since) for f in self._flows if f.dst == rank),
+            *(self._send_flow(ep, f, addresses, report, since) for f in mine),
         )
         return report
 
@@ -269,28 +281,35 @@ class Workload:
             out.append(_flow_report(f, ep, addresses[f.dst], elapsed_s, data, error))
         return out
 
-    async def _send_flow(self, ep: Transport, f: Flow, addresses: list[str], report: RankReport, t0: float) -> None:
-        loop = asyncio.get_running_loop()
+    async def _send_flow(
+        self, ep: Transport, f: Flow, addresses: list[str], report: RankReport, since: Callable[[], float]
+    ) -> None:
         data = [message_data(self.seed, f.id, i, f.nbytes) for i in range(f.messages)]
         dst = addresses[f.dst]
         results = await asyncio.gather(
             *(ep.send(dst, d, header_data=(f.id << 32) | i) for i, d in enumerate(data)), return_exceptions=True
         )
         err = next((error_name(r) for r in results if isinstance(r, BaseException)), None)
-        report.add_flow(_flow_report(f, ep, dst, loop.time() - t0, data, err))
+        report.add_flow(_flow_report(f, ep, dst, since(), data, err))
 
-    async def _receive(self, ep: Transport, source: str, count: int, report: RankReport, t0: float) -> None:
+    async def _receive(
+        self, ep: Transport, source: str, count: int, report: RankReport, since: Callable[[], float]
+    ) -> None:
         """One flow's messages, received from its source only: a transport whose connection to
         the source failed fails such a receive (RoCE, issue 12), which ends the flow's receiving
         with the rank's ``error`` instead of waiting forever for messages that cannot come."""
-        loop = asyncio.get_running_loop()
         for _ in range(count):
             try:
                 m = await ep.recv(source=source)
             except Exception as e:
                 report.error = report.error or error_name(e)
                 return
-            report.add_rx(_rx(m, loop.time() - t0))
+            report.add_rx(_rx(m, since()))
+
+
+def _since(clock: Callable[[], float], t0: float) -> Callable[[], float]:
+    """Seconds on ``clock`` since ``t0``."""
+    return lambda: clock() - t0
 
 
 def _flow_report(

@@ -1,0 +1,239 @@
+"""The live/sim differential: one scenario on the live engine, time-dilated, and in the simulator.
+
+The live engine (``uet-run``: a switch process and one process per endpoint, real sockets, real
+frames) and the simulator (``uet-sim``: the same cores and fabric model in one process, virtual
+time) must tell the same story of the same scenario. With time dilation (:mod:`uet.clock`,
+:mod:`uet.tools.dilation`) the live engine measures the network rather than the CPU, so its
+figures can be held to the simulator's. The **bar** (:func:`judge`), for each transport:
+
+* every message intact on both engines;
+* FCT p50 and p99 within :data:`TOLERANCE` (10 %) of the simulator's;
+
+and across transports: the same **winner**, the transport with the lower FCT p99. Two p99s within
+:data:`TIE` of each other are a tie, and a tie contradicts nothing: the engines disagree only when
+each names a clear winner (a margin of more than :data:`TIE`) and they name different ones.
+
+``uet-bench differential`` runs the bar on :data:`CASES` (incast 8:1, permutation 16, ring
+all-reduce 8), each on UET and RoCEv2, with ``uet-run``'s scenario settings (the same tables go to
+both engines), and prints one table; exit status 0 when the bar holds for every case, 1 when not.
+``uet-run --transport both`` on the live engine prints the simulator's figures beside its own and
+this verdict (:func:`uet.tools.run.main`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from uet.tools.cli import UsageError, int_arg, size_arg
+
+__all__ = ["CASES", "TIE", "TOLERANCE", "add_parser", "judge", "render_verdict", "run_case"]
+
+#: (workload, endpoints) of the bar
+CASES: tuple[tuple[str, int], ...] = (("incast", 9), ("permutation", 16), ("allreduce", 8))
+#: how far a live FCT percentile may be from the simulator's (relative)
+TOLERANCE = 0.10
+#: two transports whose FCT p99 differ by less than this (relative) are a tie
+TIE = 0.05
+_LABEL = {"uet": "UET", "roce": "RoCEv2"}
+
+
+def _rel(live: float | None, sim: float | None) -> float | None:
+    if live is None or sim is None or sim <= 0:
+        return None
+    return (live - sim) / sim
+
+
+def _winner(runs: dict[str, dict[str, Any]]) -> tuple[str | None, float | None]:
+    """The transport with the lower FCT p99 (``"tie"`` within :data:`TIE`) and the margin."""
+    p99: dict[str, float] = {}
+    for t, r in runs.items():
+        v = (r.get("fct") or {}).get("p99_s")
+        if v is None:
+            return None, None
+        p99[t] = float(v)
+    if len(p99) < 2:
+        return None, None
+    (a, va), (b, vb) = sorted(p99.items(), key=lambda kv: kv[1])[:2]
+    margin = (vb - va) / vb if vb else 0.0
+    return ("tie" if margin < TIE else a), round(margin, 4)
+
+
+def judge(live: dict[str, dict[str, Any]], sim: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The bar (module docstring) for live and simulated runs keyed by transport: ``{"ok",
+    "transports": {t: {"intact", "p50": {"live", "sim", "delta"}, "p99": {...}, "ok"}},
+    "winner": {"live", "sim", "live_margin", "sim_margin", "ok"}}``."""
+    out: dict[str, Any] = {"transports": {}}
+    ok = True
+    for t in live:
+        if t not in sim:
+            continue
+        row: dict[str, Any] = {"intact": bool(live[t].get("ok")) and bool(sim[t].get("ok"))}
+        good = row["intact"]
+        for q in ("p50", "p99"):
+            lv = (live[t].get("fct") or {}).get(f"{q}_s")
+            sv = (sim[t].get("fct") or {}).get(f"{q}_s")
+            d = _rel(lv, sv)
+            row[q] = {"live": lv, "sim": sv, "delta": None if d is None else round(d, 4)}
+            good = good and d is not None and abs(d) <= TOLERANCE
+        row["ok"] = good
+        ok = ok and good
+        out["transports"][t] = row
+    lw, lm = _winner(live)
+    sw, sm = _winner(sim)
+    same = lw == sw or "tie" in (lw, sw) or lw is None or sw is None
+    out["winner"] = {"live": lw, "sim": sw, "live_margin": lm, "sim_margin": sm, "ok": same}
+    out["ok"] = ok and same
+    return out
+
+
+def verdict_lines(bar: dict[str, Any]) -> list[str]:
+    """The bar's verdict in words: one line per transport, one for the winner."""
+    lines = []
+    for t, row in bar["transports"].items():
+        p50, p99 = row["p50"], row["p99"]
+
+        def pct(d: float | None) -> str:
+            return "–" if d is None else f"{d * 100:+.1f} %"
+
+        lines.append(
+            f"{_LABEL.get(t, t)}: live FCT p50 {pct(p50['delta'])}, p99 {pct(p99['delta'])} from the simulator's"
+            f"{'' if row['intact'] else ', NOT intact on both'}: {'within' if row['ok'] else 'OUTSIDE'} "
+            f"±{TOLERANCE * 100:.0f} %"
+        )
+    w = bar["winner"]
+    if w["live"] is not None:
+        name = {**_LABEL, "tie": "a tie"}
+        lines.append(
+            f"lower FCT p99: {name.get(w['live'], w['live'])} live, {name.get(w['sim'], w['sim'])} in the "
+            f"simulator: {'the engines agree' if w['ok'] else 'the engines DISAGREE'}"
+        )
+    return lines
+
+
+def render_verdict(bar: dict[str, Any]) -> None:
+    """:func:`verdict_lines` on stdout."""
+    for line in verdict_lines(bar):
+        sys.stdout.write(line + "\n")
+
+
+def beside(live: dict[str, dict[str, Any]], sim: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Runs keyed ``"UET live"``, ``"UET sim"``, ``"RoCEv2 live"``... for the side-by-side table
+    (:func:`uet.tools.compare.render_comparison`)."""
+    from uet.tools.dilation import SHORT_MARK, short_of_cpu
+
+    out: dict[str, dict[str, Any]] = {}
+    for t, res in live.items():
+        out[f"{_LABEL.get(t, t)} live" + (f" {SHORT_MARK}" if short_of_cpu(res) else "")] = res
+        if t in sim:
+            out[f"{_LABEL.get(t, t)} sim"] = sim[t]
+    return out
+
+
+def run_case(
+    workload: str, endpoints: int, *, dilation: float | str = "auto", extra: Sequence[str] = ()
+) -> dict[str, Any]:
+    """One case of the bar: ``uet-run -w WORKLOAD -n ENDPOINTS --transport both`` (plus ``extra``
+    options) live, time-dilated (``dilation``), and in virtual time; returns ``{"workload",
+    "endpoints", "live", "sim", "bar"}``."""
+    from uet.tools.run import build_parser, dilation_for, live_runs, settings_from, simulate_runs
+
+    argv = ["-w", workload, "-n", str(endpoints), "--transport", "both", *extra]
+    s, topo, ep = settings_from(build_parser().parse_args(argv))
+    live = asyncio.run(live_runs(s, topo, ep, dilation_for(dilation, s, topo, ep)))
+    sim = simulate_runs(s, topo, ep)
+    return {"workload": workload, "endpoints": endpoints, "live": live, "sim": sim, "bar": judge(live, sim)}
+
+
+def _figures(case: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for t, row in case["bar"]["transports"].items():
+        dil = case["live"][t].get("dilation") or {}
+        kept = (dil.get("verdict") or {}).get("kept_up")
+        rows.append(
+            [
+                f"{case['workload']} {case['endpoints']}",
+                _LABEL.get(t, t),
+                *(
+                    f"{row[q]['live'] * 1e3:,.2f} / {row[q]['sim'] * 1e3:,.2f}"
+                    if row[q]["live"] is not None and row[q]["sim"] is not None
+                    else "–"
+                    for q in ("p50", "p99")
+                ),
+                *("–" if row[q]["delta"] is None else f"{row[q]['delta'] * 100:+.1f} %" for q in ("p50", "p99")),
+                "yes" if row["intact"] else "no",
+                f"×{dil.get('factor', 1):g}" + ("" if kept in (True, None) else " (CPU short)"),
+                "yes" if row["ok"] else "no",
+            ]
+        )
+    return rows
+
+
+def _run(ns: argparse.Namespace) -> int:
+    names = ns.only.split(",") if ns.only else [c[0] for c in CASES]
+    bad = [n for n in names if n not in {c[0] for c in CASES}]
+    if bad:
+        raise UsageError(f"--only {bad[0]!r}: one of {', '.join(c[0] for c in CASES)}")
+    cases = [c for c in CASES if c[0] in names]
+    extra = ["--messages", str(ns.messages)] if ns.messages else []
+    if ns.size:
+        extra += ["--size", str(ns.size)]
+    done = []
+    for wl, n in cases:
+        case = run_case(wl, n, dilation=ns.dilation, extra=extra)
+        done.append(case)
+        if not ns.json:
+            sys.stderr.write(f"uet-bench: {wl} {n}: {'holds' if case['bar']['ok'] else 'FAILS'}\n")
+    ok = all(c["bar"]["ok"] for c in done)
+    if ns.json:
+        records = [
+            {
+                **{k: c[k] for k in ("workload", "endpoints", "bar")},
+                "dilation": {t: r.get("dilation") for t, r in c["live"].items()},
+            }
+            for c in done
+        ]
+        out = {"ok": ok, "tolerance": TOLERANCE, "cases": records}
+        sys.stdout.write(json.dumps(out) + "\n")
+        return 0 if ok else 1
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"live (time-dilated) against the simulator: FCT within ±{TOLERANCE * 100:.0f} %, same winner")
+    for col in ("case", "transport", "FCT p50 ms live / sim", "FCT p99 ms live / sim", "Δ p50", "Δ p99", "intact",
+                "dilation", "within"):  # fmt: skip
+        t.add_column(col, justify="left" if col in ("case", "transport") else "right")
+    for c in done:
+        for row in _figures(c):
+            t.add_row(*row)
+    con = Console(width=None if sys.stdout.isatty() else 140)
+    con.print(t)
+    for c in done:
+        w = c["bar"]["winner"]
+        con.print(
+            f"{c['workload']} {c['endpoints']}: lower FCT p99 live {w['live']} (margin {w['live_margin']}), "
+            f"sim {w['sim']} (margin {w['sim_margin']}): {'same' if w['ok'] else 'DIFFERENT'}"
+        )
+    con.print("[green]the bar holds[/]" if ok else "[red]the bar does NOT hold[/]")
+    return 0 if ok else 1
+
+
+def add_parser(sub: Any) -> None:
+    """``uet-bench differential``."""
+    from uet.tools.run import _dilation_arg
+
+    p = sub.add_parser(
+        "differential",
+        help="the live engine (time-dilated) against the simulator on incast, permutation and all-reduce",
+        description=__doc__.split("\n\n")[0],
+    )
+    p.add_argument("--only", metavar="W1,W2", help="only these workloads (incast, permutation, allreduce)")
+    p.add_argument("--messages", type=int_arg(1), help="messages per flow (uet-run's default: 4)")
+    p.add_argument("--size", type=size_arg(1, 1 << 30), help="bytes per message (uet-run's default: 64KiB)")
+    p.add_argument("--dilation", type=_dilation_arg, default="auto", metavar="TDF", help="live engine (auto)")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.set_defaults(run=_run)
