@@ -123,12 +123,15 @@ def run_one(
             ident = Path(tmp) / "peer.json"
             ident.write_text(line)
             sel = [a for c in cases for a in ("-k", c)] or (["-k", "TSS"] if keys else [])
-            out = subprocess.run(  # noqa: S603 - our own argv
-                [sys.executable, "-m", "uet.tools.conformance", "--target", addr, "--port", str(port), "--local",
-                 local, "--identity", str(ident), "--json", "--timeout", str(timeout), "--max-time", str(max_time),
-                 *keys, *sel],
-                capture_output=True, text=True, timeout=max_time + 120, cwd=tmp,
-            )  # fmt: skip
+            try:
+                out = subprocess.run(  # noqa: S603 - our own argv
+                    [sys.executable, "-m", "uet.tools.conformance", "--target", addr, "--port", str(port), "--local",
+                     local, "--identity", str(ident), "--json", "--timeout", str(timeout), "--max-time", str(max_time),
+                     *keys, *sel],
+                    capture_output=True, text=True, timeout=max_time + 120, cwd=tmp,
+                )  # fmt: skip
+            except subprocess.TimeoutExpired:  # the tester itself hung: no verdict, reported as such
+                return Verdict(b.id, b.area, b.what, "tester-hung", [], time.monotonic() - t0, b.equivalent)
         finally:
             if peer.poll() is None:
                 peer.send_signal(signal.SIGINT)
@@ -155,7 +158,7 @@ def summary(verdicts: list[Verdict]) -> dict[str, Any]:
         "equivalent": len(verdicts) - len(counted),
         "caught_must": len(caught),
         "should_only": sum(v.outcome == "should" for v in counted),
-        "survived": [v.id for v in counted if v.outcome in ("survived", "should", "tester-error")],
+        "survived": [v.id for v in counted if v.outcome in ("survived", "should", "tester-error", "tester-hung")],
         "rate": round(len(caught) / len(counted), 4) if counted else None,
     }
 

@@ -293,14 +293,23 @@ def _medium_multi(s: Session) -> None:
     expect_rc(r, RC.OP_VIOLATION)
 
 
+def _two_packets(
+    s: Session, key: int, *, offset: int = 0, second: dict | None = None, data: bytes = b"a" * 8 + b"b" * 8
+) -> tuple[bytes, bytes]:
+    """The two packets (SOM, then EOM at message offset 8) of a 16-byte WRITE to ``key`` at
+    ``offset``; ``second`` overrides SES fields of the second packet (another opcode, key...)."""
+    mid = s.ses().message_id
+    common = dict(opcode=OP.WRITE, match_bits=key, request_length=16, message_id=mid, buffer_offset=offset)
+    a = ses_standard(s.ses(**common, flags=F.SOM | F.REL), data[:8])
+    b = ses_standard(s.ses(**{**common, "flags": F.EOM | F.REL, "payload_length": 8, "message_offset": 8,
+                              **(second or {})}), data[8:])  # fmt: skip
+    return a, b
+
+
 @case("RC-022", E, "once a packet of a message fails, its later packets get the same error", "behaviour.md §6.9")
 def _sticky(s: Session) -> None:
     p = opened(s)
-    mid = s.ses().message_id
-    a = ses_standard(s.ses(opcode=OP.WRITE, match_bits=0xBADBAD, flags=F.SOM | F.REL, request_length=16,
-                           message_id=mid), b"a" * 8)  # fmt: skip
-    b = ses_standard(s.ses(opcode=OP.WRITE, match_bits=0xBADBAD, flags=F.EOM | F.REL, request_length=16,
-                           message_id=mid, payload_length=8, message_offset=8), b"b" * 8)  # fmt: skip
+    a, b = _two_packets(s, 0xBADBAD)
     expect_rc(p.exchange(a), RC.BAD_MKEY)
     expect_rc(p.exchange(b), RC.BAD_MKEY, " on the second packet")
 
@@ -309,12 +318,7 @@ def _sticky(s: Session) -> None:
 def _op_change(s: Session) -> None:
     reg = need_region(s, "rwa")
     p = opened(s)
-    mid = s.ses().message_id
-    a = ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, flags=F.SOM | F.REL, request_length=16,
-                           message_id=mid, buffer_offset=3000), b"a" * 8)  # fmt: skip
-    b = ses_standard(s.ses(opcode=OP.READ, match_bits=reg.key, flags=F.EOM | F.REL, request_length=16,
-                           message_id=mid, payload_length=8, message_offset=8, buffer_offset=3000),
-                     b"b" * 8)  # fmt: skip
+    a, b = _two_packets(s, reg.key, offset=3000, second={"opcode": OP.READ})
     expect_no_error(p.exchange(a), " for the first packet")
     r = p.exchange(b)
     check(r.is_ack and r.rc not in (None, RC.OK, RC.NULL), "an error code for the changed opcode", r)
@@ -584,15 +588,10 @@ def _overrun_multi(s: Session) -> None:
     p = opened(s)
     off = reg.size - 8  # the first packet's 8 bytes fit; the message's 16 do not
     before = read_back(s, p, reg.key, off, 8)
-    mid = s.ses().message_id
-    a = ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, buffer_offset=off, flags=F.SOM | F.REL,
-                           request_length=16, message_id=mid), b"\xa5" * 8)  # fmt: skip
+    a, b = _two_packets(s, reg.key, offset=off, data=b"\xa5" * 8 + b"\x5a" * 8)
     r = p.exchange(a)
     why = "UNSUPPORTED_SIZE or BAD_ADDR for the message's first packet (offset + request_length > size)"
     check(r.is_ack and r.rc in (RC.UNSUPPORTED_SIZE, RC.BAD_ADDR), why, r)
-    b = ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, buffer_offset=off, flags=F.EOM | F.REL,
-                           request_length=16, message_id=mid, payload_length=8, message_offset=8),
-                     b"\x5a" * 8)  # fmt: skip
     r = p.exchange(b)
     check(r.is_ack and r.rc not in (None, RC.OK, RC.NULL), "the message's later packet fails too (§6.9)", r)
     check(read_back(s, p, reg.key, off, 8) == before, "the region's last 8 bytes unchanged (nothing partly written)")
@@ -619,12 +618,7 @@ def _key_change(s: Session) -> None:
     reg = need_region(s, "rwa")
     other = need_region(s, "rwai")
     p = opened(s)
-    mid = s.ses().message_id
-    a = ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, flags=F.SOM | F.REL, request_length=16,
-                           message_id=mid, buffer_offset=2048), b"k" * 8)  # fmt: skip
-    b = ses_standard(s.ses(opcode=OP.WRITE, match_bits=other.key, flags=F.EOM | F.REL, request_length=16,
-                           message_id=mid, payload_length=8, message_offset=8, buffer_offset=2048),
-                     b"K" * 8)  # fmt: skip
+    a, b = _two_packets(s, reg.key, offset=2048, second={"match_bits": other.key})
     expect_no_error(p.exchange(a), " for the first packet")
     expect_rc(p.exchange(b), RC.PERM_VIOLATION, " (the key changed mid-message)")
 
