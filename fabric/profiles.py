@@ -204,8 +204,9 @@ def load_topology(
     if isinstance(spec, dict):
         table = spec
     elif spec and (spec.endswith(".toml") or os.path.sep in spec):
-        with open(spec, "rb") as f:
-            doc = tomllib.load(f)
+        from uet.config_file import read_toml  # bounded, one-line errors (ConfigFileError is a ValueError)
+
+        doc = read_toml(spec)
         table = doc.get("topology", doc)
     elif spec:
         table = {"builtin": spec}

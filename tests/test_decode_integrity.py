@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from lo_capture import LoCapture, capture_error
+from test_crc_trailer import ref_crc32c  # the bitwise CRC-32C, independent of uet.wire.crc
 from uet.tools.decode import main
 
 from uet import EndpointConfig
@@ -23,16 +24,6 @@ from uet.pcap import PcapWriter, read_capture
 
 REASON = capture_error() or raw_socket_error()
 needs_root = pytest.mark.skipif(REASON is not None, reason=REASON or "")
-
-
-def ref_crc32c(data: bytes) -> int:
-    """Bit-at-a-time CRC-32C (Castagnoli, reflected 0x82F63B78), independent of uet.wire.crc."""
-    c = 0xFFFFFFFF
-    for byte in data:
-        c ^= byte
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-    return c ^ 0xFFFFFFFF
 
 
 def _decode(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[dict]]:

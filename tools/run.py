@@ -963,7 +963,7 @@ async def _main(
                     if st.get(opt):
                         st[opt] = os.path.join(st[opt], tr)
             try:
-                code, result = await _live_one(args, (st, topo, ep), ctrl_c, dilation)
+                code, result = await _live_one(args, (st, topo, ep), ctrl_c, dilation, beside=sim is not None)
             except asyncio.CancelledError:
                 if not ctrl_c.interrupted:
                     raise
@@ -1005,13 +1005,20 @@ async def _live_one(
     settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
     ctrl_c: _CtrlC,
     dilation: Dilation,
+    *,
+    beside: bool = False,
 ) -> tuple[int, dict[str, Any] | None]:
     """One live run: ``(0, result)``, or ``(130, result or partial)`` after Ctrl-C (``partial``:
     the launcher's :meth:`Launcher.partial_result`, None when the workload did not exist yet; the
-    caller prints it); a failure raises :class:`RunFailed`."""
+    caller prints it); a failure raises :class:`RunFailed`. ``beside``: the simulator's figures
+    are printed beside this run's, so its RoCE endpoints take the simulator's seed-derived
+    connection secret (the same QPNs, UDP source ports and ECMP paths; a run on its own keeps a
+    random one)."""
     s, topo, ep = settings
     launcher = Launcher(s, topo, ep)
     launcher.dilation = dilation
+    if beside:
+        launcher.cm_secret = sim_cm_secret(s)
     launcher.interval = args.interval
     launcher.capture = args
     launcher.fault_argv = fault_argv(args) + (["--faults", s["scenario"]] if _fault_table(s) else [])
@@ -1070,6 +1077,14 @@ async def _live_one(
     return (130 if ctrl_c.interrupted else 0), result
 
 
+def sim_cm_secret(s: dict[str, Any]) -> str:
+    """The RoCE connection secret of a live run held to the simulator (``uet-run --transport
+    both``, ``uet-bench differential``): the simulator's, the run seed (uet.sim.scenario), not a
+    random one, so both engines derive the same QPNs and take the same UDP source ports and ECMP
+    paths."""
+    return str(int(s["seed"]))
+
+
 def finish_live(result: dict[str, Any], launcher: Launcher) -> None:
     """What a live run's result adds once its processes ended: its transport and settings, the
     time-dilation verdict (did the CPU keep up, tools/dilation.py) and the CPU-starvation note."""
@@ -1092,9 +1107,7 @@ async def live_runs(
     for tr in _transports(s):
         launcher = Launcher({**s, "transport": tr}, topo, ep)
         launcher.dilation = dil
-        # the simulator's RoCE connection secret (uet.sim.scenario: the run seed), not a random one:
-        # the same QPNs, so the same UDP source ports and ECMP paths on both engines
-        launcher.cm_secret = str(int(s["seed"]))
+        launcher.cm_secret = sim_cm_secret(s)
         try:
             result = await launcher.run()
         except (RunError, TimeoutError, OSError, ValueError) as e:

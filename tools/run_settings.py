@@ -20,7 +20,6 @@ Every mistake is a :class:`uet.tools.cli.UsageError`: one line, exit status 2.
 
 from __future__ import annotations
 
-import tomllib
 from typing import Any
 
 from uet.tools.cli import UsageError, parse_rate, parse_size
@@ -51,13 +50,12 @@ def load_scenario(path: str) -> dict[str, Any]:
     published figures of another simulator the scenario mirrors, read only by ``uet-sim
     --suite``), read the same way by ``uet-run`` and ``uet-sim``: an unreadable file, bad TOML or an unknown table is a
     :class:`UsageError` (one line, exit 2)."""
+    from uet.config_file import ConfigFileError, read_toml
+
     try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except OSError as e:
-        raise UsageError(f"{path}: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{path}: {e}") from None
+        doc = read_toml(path)
+    except ConfigFileError as e:
+        raise UsageError(str(e)) from None
     unknown = set(doc) - {"run", "topology", "endpoint", "reference", "faults", "workload"}
     if unknown:
         raise UsageError(
@@ -76,6 +74,12 @@ def max_payload(mtu: int) -> int:
     return mtu - IP_UDP_BYTES - DATA_HEADER_BYTES
 
 
+#: upper bounds of the whole-number ``[run]`` keys (**decision**: far above any run the engines
+#: can finish, low enough that a typo — 10^12 messages, a 100 TB message — is refused up front
+#: instead of overflowing or running for ever)
+RUN_LIMITS = {"endpoints": 1 << 16, "message_bytes": 1 << 32, "messages": 1 << 20, "seed": (1 << 63) - 1}
+
+
 def _whole(key: str, value: Any, lo: int, *, size: bool = False) -> int:
     if size and isinstance(value, str):
         try:
@@ -88,6 +92,9 @@ def _whole(key: str, value: Any, lo: int, *, size: bool = False) -> int:
         raise UsageError(f"[run] {key} = {value!r}: expected a whole number")
     if value < lo:
         raise UsageError(f"[run] {key} = {value}: must be at least {lo}")
+    hi = RUN_LIMITS.get(key)
+    if hi is not None and value > hi:
+        raise UsageError(f"[run] {key} = {value:,}: at most {hi:,}")
     return value
 
 
