@@ -89,7 +89,7 @@ BREAKAGES: list[Breakage] = [
     Breakage("ack-probe-opaque", "ack", _T, "            flags |= _A_P\n            off = opaque",
              "            flags |= _A_P\n            off = 0", "a PROBE's ACK does not echo the opaque value"),
     # -- clearing (§2.7) --------------------------------------------------------------------------
-    Breakage("clr-no-req-clear", "clear", _T, "        if tp.gtd:\n            flags |= _A_CLR",
+    Breakage("clr-no-req-clear", "clear", _T, "        if tp.gtd or not (tp.proven or self._is_proven(tp)):\n            flags |= _A_CLR",
              "        if False:\n            flags |= _A_CLR", "ACKs never carry REQ_CLEAR"),
     Breakage("clr-ignore-offset", "clear", _T, "        if cpo < 0:\n            self._note_clear(",
              "        if False:\n            self._note_clear(", "a request's clear_psn_offset is ignored"),
