@@ -26,6 +26,9 @@ def test_demo_runs_with_the_crc_trailer(capsys: pytest.CaptureFixture[str]) -> N
     (bench.main, ["rtt", "--link", "ip"], "runs against a uet-peer: add --peer ADDR"),
     (bench.main, ["pair", "--link", "ip"], "runs against a uet-peer: add --peer ADDR"),
     (bench.main, ["rtt", "--data-protect", "tss"], "runs without TSS here"),
+    (bench.main, ["pair", "--peer", "127.0.0.9", "--sizes", "4KiB"], "with --peer give --size"),
+    (bench.main, ["pair", "--peer", "127.0.0.9", "-a"], "with --peer give --size"),
+    (bench.main, ["pair", "--peer", "127.0.0.9", "--count", "5"], "with --peer give --size"),
 ])  # fmt: skip
 def test_impossible_combinations_are_usage_errors(
     main,
@@ -36,3 +39,13 @@ def test_impossible_combinations_are_usage_errors(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_bench_pair_reports_tss_when_it_ran(capsys: pytest.CaptureFixture[str]) -> None:
+    """``uet-bench pair --data-protect tss`` ran its verdict's transfer under TSS: it says so (it
+    said ``data_protect: none``)."""
+    a, b = loopback_addresses(2)
+    argv = ["pair", "--data-protect", "tss", "--size", "65536", "--no-raw", "--json", "--addresses", f"{a},{b}"]
+    assert bench.main(argv) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["tss"] and rec["data_protect"] == "tss"

@@ -71,10 +71,13 @@ from uet.tools.bench_raw import BLAST_CANDIDATES, blast_receive, blast_send, raw
 from uet.tools.bench_report import aggregate, print_table
 from uet.tools.bench_tss import tss_fields
 from uet.tools.bench_uet import uet_figures, uet_receiver, uet_sender
-from uet.tools.cli import float_arg, int_arg, probability, quiet_interrupt, size_arg
+from uet.tools.cli import UsageError, float_arg, int_arg, probability, quiet_interrupt, size_arg
 from uet.tools.link_options import local_link_options
 
 __all__ = ["add_parser", "pair_child", "pair_command", "pair_options", "random_data", "run_pair"]
+
+#: messages per size of a ``--sizes``/``-a`` sweep without ``--count`` (perftest's default)
+SWEEP_COUNT = 1000
 
 #: ``uet-bench pair --help``'s description
 PAIR_DESCRIPTION = "``uet-bench``: benchmarks, each figure reported against the raw-UDP limit of the same run."
@@ -128,7 +131,8 @@ def run_pair(opts: PairOptions) -> dict[str, Any]:
         "reorder": opts.reorder,
         "dup": opts.dup,
         "corrupt": opts.corrupt,
-        "data_protect": data_protect(opts),
+        # what protected the reported transfer: with TSS the verdict is the secure one's (tss_fields)
+        "data_protect": "tss" if opts.tss else data_protect(opts),
         "seed": opts.seed,
     }
     if opts.tss:
@@ -290,8 +294,9 @@ def add_parser(sub: Any) -> None:
         "-a", "--all", action="store_true", help="sweep message sizes 2 B to 32 KiB in powers of two (perftest -a)"
     )
     p.add_argument(
-        "--count", type=int_arg(1), default=1000, help="messages per size in a sweep (default 1000; like perftest -n)"
-    )
+        "--count", type=int_arg(1), default=None,
+        help=f"messages per size in a sweep (default {SWEEP_COUNT}; like perftest -n)",
+    )  # fmt: skip
     add_peer_options(p)
     p.set_defaults(run=pair_command)
 
@@ -301,10 +306,17 @@ def pair_command(ns: argparse.Namespace) -> int:
     if ns.peer:
         from uet.tools.bench_peer import pair_peer
 
+        if ns.sizes or ns.all or ns.count is not None:
+            raise UsageError("--sizes, -a and --count sweep message sizes between two local processes; "
+                             "with --peer give --size and --message-size")  # fmt: skip
+
         return pair_peer(ns)
     local_link_options(ns)
     if ns.sizes or ns.all:
         from uet.tools.bench_sweep import pair_sweep
+
+        if ns.count is None:
+            ns.count = SWEEP_COUNT
 
         return pair_sweep(ns, pair_options(ns))
     opts = pair_options(ns)

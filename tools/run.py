@@ -895,6 +895,10 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--rank", type=int_arg(0), default=None, help="with --hosts: run only this rank, here")
     add_link_options(p)
+    p.add_argument(
+        "--keys", metavar="FILE",
+        help="with --hosts --data-protect tss: the secure domain's key file (the format uet-peer --keys reads)",
+    )  # fmt: skip
     add_capture_options(p, pcap=False)
     return p
 
@@ -1146,9 +1150,9 @@ def _body(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.hosts:
         return _on_hosts(args, list(sys.argv[1:] if argv is None else argv))
-    if args.rank is not None or args.link != "direct" or args.data_protect or args.udp_checksum != "auto":
-        raise UsageError("--rank, --link, --data-protect and --udp-checksum go with --hosts (the fabric engine "
-                         "builds its own frames)")  # fmt: skip
+    if args.rank is not None or args.link != "direct" or args.data_protect or args.udp_checksum != "auto" or args.keys:
+        raise UsageError("--rank, --link, --data-protect, --keys and --udp-checksum go with --hosts (the fabric "
+                         "engine builds its own frames)")  # fmt: skip
     settings = settings_from(args)
     from uet.tools.fabric import check_outputs
 
@@ -1176,7 +1180,7 @@ def _body(argv: Sequence[str] | None) -> int:
 
 def _on_hosts(args: argparse.Namespace, argv: list[str]) -> int:
     """``--hosts``: the scenario's endpoints on real addresses (:mod:`uet.tools.run_hosts`)."""
-    from uet.tools.run_hosts import check_hosts, run_hosts
+    from uet.tools.run_hosts import check_hosts, host_security, run_hosts
 
     if args.engine != "live":
         raise UsageError("--hosts runs live endpoints; drop --engine sim")
@@ -1189,7 +1193,11 @@ def _on_hosts(args: argparse.Namespace, argv: list[str]) -> int:
         args.endpoints = max(2, len(names))
     settings = settings_from(args)
     args.hosts_list = check_hosts(args.hosts, given, settings[0])
-    check_link_options(args)
+    check_link_options(args, keys=args.keys)
+    if args.keys:
+        if args.data_protect != "tss":
+            raise UsageError("--keys goes with --data-protect tss")
+        host_security(args.keys, wall_ns=0)  # a missing or bad key file stops the run before any rank starts
     return run_hosts(args, settings, argv)
 
 

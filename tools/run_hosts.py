@@ -31,18 +31,18 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import replace
 from typing import Any
 
 from uet.fabric.profiles import merge
 from uet.tools.cli import RunFailed, UsageError
+from uet.tools.link_options import link_config
 
 from uet.endpoint import DeliveryError, Endpoint, EndpointConfig
 from uet.errors import UetError
 from uet.link.select import open_link
 from uet.workloads.report import summarize
 
-__all__ = ["TAG_HELLO", "TAG_GO", "TAG_REPORT", "TAG_BYE", "run_hosts"]
+__all__ = ["TAG_HELLO", "TAG_GO", "TAG_REPORT", "TAG_BYE", "host_security", "run_hosts"]
 
 #: tags of the coordination messages (top of the 64-bit tag space; workloads use small tags)
 TAG_HELLO = 0xFFFF_FFFF_FFFF_FF01
@@ -74,12 +74,12 @@ async def run_rank(
     timeout = float(settings["timeout_s"])
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    cfg = merge(EndpointConfig(), endpoint)
-    dp = getattr(link_args, "data_protect", None)
-    cfg = replace(cfg, data_protect="crc" if dp == "crc" else cfg.data_protect,
-                  udp_checksum=getattr(link_args, "udp_checksum", "auto"))  # fmt: skip
+    cfg = link_config(link_args, merge(EndpointConfig(), endpoint))
+    keys = getattr(link_args, "keys", None)
+    # seeded from the clock: a rank run again must not repeat the IVs of its last run (§5.6)
+    security = host_security(keys, wall_ns=time.time_ns()) if keys else None
     link = open_link(link_args.link, hosts[rank], config=cfg, proto=link_args.ip_proto)
-    ep = Endpoint(link, job=int(settings.get("job", 0)), config=cfg)
+    ep = Endpoint(link, job=int(settings.get("job", 0)), config=cfg, security=security)
     try:
         n = len(hosts)
         if rank == 0:
@@ -109,6 +109,7 @@ async def run_rank(
         res = summarize(wl, hosts, reports)
         return {
             "ok": res["ok"], "engine": "hosts", "link": link_args.link, "workload": settings["workload"],
+            "data_protect": "tss" if security else cfg.data_protect,
             "endpoints": n, "elapsed_s": round(elapsed, 3), "flows": res["flows"], "fct": res["fct"], "fabric": {},
             "endpoint_errors": res["errors"],
             "endpoint_counters": [{k: r.get("counters", {}).get(k, 0) for k in ("retransmits", "messages_sent",
@@ -116,6 +117,22 @@ async def run_rank(
         }  # fmt: skip
     finally:
         await ep.close()
+
+
+def host_security(path: str, *, wall_ns: int) -> Any:
+    """``--keys FILE``: the :class:`uet.tss.link.SecurityConfig` every rank's endpoint runs TSS
+    with (the key file must hold exactly one secure domain: all ranks are in it). A file that
+    cannot be read or used is a :class:`UsageError`."""
+    from uet.tss.errors import KeyFileError, TssError
+    from uet.tss.keyfile import load_key_file
+    from uet.tss.link import SecurityConfig
+
+    try:
+        security = SecurityConfig(load_key_file(path, wall_ns=wall_ns))
+        security.domain()
+    except (KeyFileError, TssError) as e:
+        raise UsageError(f"--keys: {e}") from None
+    return security
 
 
 def launch_local(argv: list[str], hosts: list[str], timeout: float) -> int:
