@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import math
 import os
 import re
 import signal
@@ -45,6 +46,8 @@ __all__ = [
     "output_file",
     "warn_low_rate",
     "format_rate",
+    "format_cell",
+    "format_number",
     "format_seconds",
     "honour_ctrl_c",
     "parse_rate",
@@ -172,6 +175,32 @@ def format_seconds(s: float | None) -> str:
         if abs(s) >= scale:
             return f"{s / scale:,.3g} {unit}" if s / scale < 1000 else f"{s / scale:,.0f} {unit}"
     return f"{s * 1e9:.3g} ns" if s else "0 s"
+
+
+def format_number(v: float | None) -> str:
+    """A figure for a table: thousands separators, four significant figures, never an exponent:
+    ``12345.6`` → ``"12,346"``, ``1.23456`` → ``"1.235"``, ``0.0000123`` → ``"0.0000123"``;
+    None (no figure) → ``"–"``."""
+    if v is None:
+        return "–"
+    if isinstance(v, int) or float(v).is_integer():
+        return f"{int(v):,}"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    decimals = max(0, 3 - math.floor(math.log10(abs(v))))  # four significant figures
+    return f"{v:.{decimals}f}".rstrip("0").rstrip(".")
+
+
+def format_cell(v: Any) -> str:
+    """Any value of a result dict as a table cell: yes/no for a flag, "–" for no value,
+    :func:`format_number` for a figure, the text itself otherwise (JSON keeps the raw value)."""
+    if v is None:
+        return "–"
+    if isinstance(v, bool):
+        return yes_no(v)
+    if isinstance(v, int | float):
+        return format_number(v)
+    return str(v)
 
 
 def _bounded(kind: str, value: float, lo: float | None, hi: float | None, text: str) -> None:

@@ -26,26 +26,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from uet.tools.cli import format_cell, format_seconds
+
 __all__ = ["ROWS", "comparison", "fmt", "metrics", "render_comparison"]
 
-#: (key, label) of the table rows, in order; a metric a run does not have is shown as "-".
+#: (key, label) of the table rows, in order; a metric a run does not have is shown as "–", a time
+#: (key ``*_s``) in the unit that fits.
 ROWS: tuple[tuple[str, str], ...] = (
     ("ok", "all messages intact"),
     ("flows_finished", "flows finished (interrupted run)"),
-    ("elapsed_s", "elapsed (s)"),
-    ("fct_p50_s", "FCT p50 (s)"),
-    ("fct_p99_s", "FCT p99 (s)"),
-    ("fct_max_s", "FCT max (s)"),
+    ("elapsed_s", "elapsed"),
+    ("fct_p50_s", "FCT p50"),
+    ("fct_p99_s", "FCT p99"),
+    ("fct_max_s", "FCT max"),
     ("slowdown_p50", "slowdown p50"),
     ("slowdown_p99", "slowdown p99"),
     ("slowdown_max", "slowdown max"),
     ("goodput_gbps", "goodput (Gbit/s)"),
-    ("jct_s", "all-reduce JCT (s)"),
+    ("jct_s", "all-reduce JCT"),
     ("busbw_gbps", "all-reduce busbw (Gbit/s)"),
     ("victim_goodput_gbps", "victim goodput (Gbit/s)"),
     ("victim_slowdown", "victim slowdown"),
     ("pause_frames", "PFC pause frames"),
-    ("paused_s", "time paused (s, all ports)"),
+    ("paused_s", "time paused (all ports)"),
     ("pause_switches", "switches that paused"),
     ("paused_hosts", "hosts paused"),
     ("bisection_share", "permutation: goodput / bisection"),
@@ -127,16 +130,11 @@ def comparison(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return str(v)
+def fmt(v: Any, key: str = "") -> str:
+    """One cell: a time (``key`` ending in ``_s``) in the unit that fits, else :func:`format_cell`."""
+    if key.endswith("_s") and isinstance(v, int | float) and not isinstance(v, bool):
+        return format_seconds(v)
+    return format_cell(v)
 
 
 def render_comparison(cmp: dict[str, Any], title: str) -> None:
@@ -159,5 +157,5 @@ def render_comparison(cmp: dict[str, Any], title: str) -> None:
         vals = [cmp["metrics"][n].get(key) for n in names]
         if all(v is None for v in vals):
             continue
-        t.add_row(label, *(fmt(v) for v in vals))
+        t.add_row(label, *(fmt(v, key) for v in vals))
     con.print(t)

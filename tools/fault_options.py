@@ -95,13 +95,13 @@ def render_faults(res: dict[str, Any]) -> None:
     lost = f["lost_packets"]
     resent = f.get("resent_packets", sum(int(fl.get("retransmits") or 0) for fl in res.get("flows", [])))
     con.print(
-        f"fault: lost {lost['link_down']} packets on failed links and {lost['link_loss']} on lossy ones "
-        f"({f['lost_bytes']:,} bytes), {f['no_route_drops']} without a route, {resent} resent; "
-        f"{f['route_updates']} routing-table updates, {f['pfc_released']} PFC states released"
+        f"fault: lost {lost['link_down']:,} packets on failed links and {lost['link_loss']:,} on lossy ones "
+        f"({f['lost_bytes']:,} bytes), {f['no_route_drops']:,} without a route, {resent:,} resent; "
+        f"{f['route_updates']:,} routing-table updates, {f['pfc_released']:,} PFC states released"
     )
     for a in f.get("around", []):
         con.print(
-            f"fault at {a['t_ns'] / 1e3:,.1f} µs: {a['active_flows']} flows active, longest stall "
+            f"fault at {a['t_ns'] / 1e3:,.1f} µs: {a['active_flows']:,} flows active, longest stall "
             f"{a['stall_max_us']:,.1f} µs (p99 {a['stall_p99_us']:,.1f}), all receiving again "
             f"{a['recovered_after_us']:,.1f} µs after"
         )

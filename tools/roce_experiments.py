@@ -173,7 +173,7 @@ def run_experiments(
 
 #: the metrics the table shows per experiment
 _SHOWN = (
-    ("fct_p99_s", "FCT p99 (s)"),
+    ("fct_p99_s", "FCT p99"),
     ("slowdown_p99", "slowdown p99"),
     ("goodput_gbps", "goodput (Gbit/s)"),
     ("busbw_gbps", "busbw (Gbit/s)"),
@@ -181,7 +181,7 @@ _SHOWN = (
     ("bisection_share", "goodput / bisection"),
     ("uplink_imbalance", "uplink max / mean"),
     ("pause_frames", "pause frames"),
-    ("paused_s", "time paused (s)"),
+    ("paused_s", "time paused"),
     ("pause_switches", "switches paused"),
     ("paused_hosts", "hosts paused"),
     ("trims", "trims"),
@@ -206,8 +206,8 @@ def render(res: dict[str, Any]) -> None:
         cells = []
         for n in names:
             m = res["experiments"][n]["metrics"]
-            cells.append(" | ".join(fmt(m[tr].get(key)) for tr in ("uet", "roce") if tr in m))
-        if any(c.strip("- |") for c in cells):
+            cells.append(" | ".join(fmt(m[tr].get(key), key) for tr in ("uet", "roce") if tr in m))
+        if any(c.strip("–- |") for c in cells):
             t.add_row(label, *cells)
     con.print(t)
     c = Table(title="expected outcomes (§9.2, §9.3)")

@@ -105,7 +105,10 @@ from uet.tools.cli import (
     UsageError,
     float_arg,
     format_bytes,
+    format_cell,
+    format_number,
     format_rate,
+    format_seconds,
     int_arg,
     rate_arg,
     run_main,
@@ -775,43 +778,49 @@ def render(result: dict[str, Any]) -> None:
     for line in dilation_lines({str(result.get("transport", "uet")): result}):  # above the table
         con.print(line, highlight=False, markup=False)
     mark = f" {SHORT_MARK} CPU short" if short_of_cpu(result) else ""
-    t = Table(title=f"uet-run {result['workload']}: {result['endpoints']} endpoints, {result['elapsed_s']} s{mark}")
-    cols = ("flow", "src → dst", "bytes", "completion (s)", "goodput (Gbit/s)", "slowdown", "retransmits", "intact")
+    t = Table(
+        title=f"uet-run {result['workload']}: {format_number(result['endpoints'])} endpoints, "
+        f"{format_seconds(result['elapsed_s'])}{mark}"
+    )
+    cols = ("flow", "src → dst", "bytes", "completion", "goodput (Gbit/s)", "slowdown", "retransmits", "intact")
     for col in cols:
         t.add_column(col, justify="left" if col == "src → dst" else "right")
     for f in result["flows"]:
         t.add_row(
             str(f["flow"]),
             f"{f['src']} → {f['dst']}",
-            str(f.get("bytes", 0)),
-            str(f.get("completion_s", "-")),
-            str(f.get("goodput_gbps", "-")),
-            str(f.get("slowdown", "-")),
-            str(f.get("retransmits", "-")),
+            format_cell(f.get("bytes", 0)),
+            format_seconds(f.get("completion_s")),
+            format_cell(f.get("goodput_gbps")),
+            format_cell(f.get("slowdown")),
+            format_cell(f.get("retransmits")),
             f"[green]{yes_no(True)}[/]" if f["intact"] else f"[red]{yes_no(False)}[/] {f.get('error') or ''}",
         )
     con.print(t)
     fct = result.get("fct") or {}
     if fct.get("flows"):
         con.print(
-            f"flow completion time (s): mean {fct['mean_s']}, p50 {fct['p50_s']}, p90 {fct['p90_s']}, "
-            f"p99 {fct['p99_s']}, max {fct['max_s']}; slowdown p50 {fct.get('slowdown_p50')}, "
-            f"p99 {fct.get('slowdown_p99')}, max {fct.get('slowdown_max')}"
+            f"flow completion time: mean {format_seconds(fct['mean_s'])}, p50 {format_seconds(fct['p50_s'])}, "
+            f"p90 {format_seconds(fct['p90_s'])}, p99 {format_seconds(fct['p99_s'])}, "
+            f"max {format_seconds(fct['max_s'])}; slowdown p50 {format_cell(fct.get('slowdown_p50'))}, "
+            f"p99 {format_cell(fct.get('slowdown_p99'))}, max {format_cell(fct.get('slowdown_max'))}"
         )
     fab = result["fabric"]
     if fab:  # empty after Ctrl-C: the fabric's summary never came
         ft = Table(title="fabric")
         for col in ("ecn_marks", "trims", "drops", "pauses", "pfc_xon", "watchdog"):
             ft.add_column(col, justify="right")
-        ft.add_row(*(str(fab.get(k, "-")) for k in ("ecn_marks", "trims", "drops", "pauses", "pfc_xon", "watchdog")))
+        ft.add_row(*(format_cell(fab.get(k)) for k in ("ecn_marks", "trims", "drops", "pauses", "pfc_xon", "watchdog")))
         con.print(ft)
     if fab.get("marks_by_port"):
-        con.print("ECN marks by port: " + ", ".join(f"{k}={v}" for k, v in sorted(fab["marks_by_port"].items())))
+        con.print(
+            "ECN marks by port: " + ", ".join(f"{k}={format_cell(v)}" for k, v in sorted(fab["marks_by_port"].items()))
+        )
     p = result.get("pacing") or {}
     if p.get("firings"):
         con.print(
-            f"switch timer ({p['timer']}): {p['firings']} firings, lateness p50 {p['p50_us']} µs, "
-            f"p99 {p['p99_us']} µs, max {p['max_us']} µs"
+            f"switch timer ({p['timer']}): {format_cell(p['firings'])} firings, lateness p50 "
+            f"{format_cell(p['p50_us'])} µs, p99 {format_cell(p['p99_us'])} µs, max {format_cell(p['max_us'])} µs"
         )
     render_faults(result)
     for label, paths in (("plots", result.get("plots")), ("pcaps", result.get("pcaps"))):
@@ -822,8 +831,8 @@ def render(result: dict[str, Any]) -> None:
             con.print(f"{label} written: {result[label]}")
     if result.get("interrupted"):
         con.print(
-            f"[yellow]interrupted: {result['flows_finished']} of {len(result['flows'])} flows finished, "
-            f"{result['received_messages']} messages ({result['received_bytes']} bytes) received[/]"
+            f"[yellow]interrupted: {result['flows_finished']:,} of {len(result['flows']):,} flows finished, "
+            f"{result['received_messages']:,} messages ({result['received_bytes']:,} bytes) received[/]"
         )
         return
     con.print(

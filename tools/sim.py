@@ -41,7 +41,16 @@ from typing import Any
 
 from uet.fabric.profiles import PROFILES
 from uet.tools.capture_options import add_capture_options
-from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main, size_arg, warn_low_rate
+from uet.tools.cli import (
+    ArgumentParser,
+    UsageError,
+    format_seconds,
+    int_arg,
+    rate_arg,
+    run_main,
+    size_arg,
+    warn_low_rate,
+)
 from uet.tools.fault_options import add_fault_options, faults_from
 from uet.tools.run_settings import add_workload_option, load_scenario, read_settings
 from uet.tools.sim_compare import parse_seeds
@@ -165,13 +174,14 @@ def render(res: dict[str, Any]) -> None:
     t = res.get("timing", {})
     topo = res["topology"]
     con.print(
-        f"simulated {res['virtual_s'] * 1e6:,.1f} µs of a {topo['kind']} fabric ({topo['hosts']} hosts, "
-        f"{topo['switches']} switches, {res['link_rate_bps'] / 1e9:g} Gb/s links): "
+        f"simulated {format_seconds(res['virtual_s'])} of a {topo['kind']} fabric ({topo['hosts']:,} hosts, "
+        f"{topo['switches']:,} switches, {res['link_rate_bps'] / 1e9:g} Gb/s links): "
         f"{res['sim']['packet_hops']:,} packet-hops in {t.get('cpu_s', 0):.2f} s of CPU "
         f"({t.get('packet_hops_per_cpu_s') or 0:,} packet-hops per CPU second)"
     )
     if res.get("stalled_at_ns") is not None:
-        con.print(f"[red]stalled at {res['stalled_at_ns']} ns[/]: a message failed and its receiver waited for ever")
+        at = format_seconds(res["stalled_at_ns"] / 1e9)
+        con.print(f"[red]stalled at {at}[/]: a message failed and its receiver waited for ever")
 
 
 def _body(argv: Sequence[str] | None) -> int:
