@@ -751,7 +751,7 @@ _CTRL_C_BETWEEN_RUNS = """
 import asyncio, json, os, signal, sys
 from uet.tools import run
 
-async def live_one(args, settings, *rest):
+async def live_one(args, settings, *rest, **kw):
     s = settings[0]
     if s["transport"] == "roce":  # Ctrl-C as the RoCEv2 run begins: after the UET run, before any handler of its own
         os.kill(os.getpid(), signal.SIGINT)

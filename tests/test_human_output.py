@@ -68,3 +68,13 @@ def test_a_small_sim_run_renders_in_human_units(capsys: pytest.CaptureFixture[st
     out = capsys.readouterr().out
     assert not _PYTHON.search(out), out
     assert "µs" in out and " s " not in out.split("flow completion time")[1].split(";")[0]
+
+
+def test_compare_lb_table_separates_thousands(capsys: pytest.CaptureFixture[str]) -> None:
+    from uet.tools.sim_compare import render_compare
+
+    row = {"lb": "ecmp", "seed": 1, "tail_us": 1234.5, "p99_us": 99.0, "p50_us": 9.5, "lost_packets": 12_345,
+           "resent_packets": 1_000_000, "ok": True}  # fmt: skip
+    render_compare({"workload": "incast", "endpoints": 4, "rows": [row], "mean_tail_us": {"ecmp": 1234.5}})
+    out = capsys.readouterr().out
+    assert "12,345" in out and "1,000,000" in out and "1,234.5" in out and not _PYTHON.search(out)

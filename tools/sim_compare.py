@@ -102,8 +102,8 @@ def render_compare(out: dict[str, Any]) -> None:
             f"{r['tail_us']:,.1f}",
             f"{r['p99_us']:,.1f}",
             f"{r['p50_us']:,.1f}",
-            str(r["lost_packets"]),
-            str(r["resent_packets"]),
+            f"{r['lost_packets']:,}",
+            f"{r['resent_packets']:,}",
             *([f"{r['baseline_tail_us']:,.1f}"] if base else []),
             "yes" if r["ok"] else "NO",
         )
