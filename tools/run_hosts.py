@@ -3,8 +3,9 @@
 The fabric engine (:mod:`uet.tools.run`) puts every endpoint behind the ``uet-fabric`` switch
 process on this machine. With ``--hosts`` the endpoints use real addresses instead — the hosts'
 own, or network namespaces' — and reach each other through the real network on the link chosen
-with ``--link`` (``direct``: UDP 4793; ``ip``: IP protocol 253, :mod:`uet.link.select`). Nothing
-assumes one machine:
+with ``--link`` (``direct``: UDP 4793; ``ip``: IP protocol 253, :mod:`uet.link.select`);
+``--data-protect tss --keys FILE`` runs every rank in the one secure domain of the key file
+(:func:`host_security`; each rank reads the file itself). Nothing assumes one machine:
 
 * ``--rank R`` runs rank ``R`` of the scenario in this process, on address ``A_R``: on several
   hosts, each runs the same command with its own ``--rank``;
