@@ -61,3 +61,40 @@ def test_the_checker_catches_each_form() -> None:
     lines = {int(v.split(":")[0].split()[1]) for v in violations(src)}
     assert lines == {1, 2, 3, 4, 5, 6, 7}
     assert violations("import random\nfrom uet.pds import core\nnow = 5\n") == []
+
+
+#: modules that once failed when imported first (an import cycle through a package __init__)
+FIRST_IMPORTS = (
+    "uet.fabric.topology",
+    "uet.fabric.model",
+    "uet.fabric.model.fabric",
+    "uet.fabric.model.failover",
+    "uet.fep.operations",
+    "uet.pds.rudi",
+    "uet.roce.qp",
+    "uet.tss.channel",
+    "uet.sim",
+    "uet.scenario",
+)
+
+
+def test_each_module_imports_first_in_a_fresh_interpreter() -> None:
+    """``from uet.fabric.topology import Topology`` as a program's first import failed with a
+    circular import (topology → the model package → fabric.py → topology)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import importlib, sys\n"
+        "bad = []\n"
+        f"for name in {FIRST_IMPORTS!r}:\n"
+        "    for m in [m for m in sys.modules if m == 'uet' or m.startswith('uet.')]:\n"
+        "        del sys.modules[m]\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError as e:\n"
+        "        bad.append(f'{name}: {e}')\n"
+        "print('\\n'.join(bad))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr

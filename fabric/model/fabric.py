@@ -17,7 +17,7 @@ t + serialisation + propagation, and the far end processes it then (store-and-fo
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uet.fabric.model.config import FabricError, check_thresholds
 from uet.fabric.model.events import EventQueue
@@ -29,7 +29,9 @@ from uet.fabric.model.nic import HostNic
 from uet.fabric.model.port import Port
 from uet.fabric.model.switch import Switch
 from uet.fabric.model.telemetry import Counters, Telemetry
-from uet.fabric.topology import HostPlan, Topology
+
+if TYPE_CHECKING:
+    from uet.fabric.topology import HostPlan, Topology  # at run time imported where used (a cycle)
 
 
 class Fabric:
@@ -55,6 +57,8 @@ class Fabric:
         link_load: bool = False,
         faults: FaultConfig | None = None,
     ) -> None:
+        from uet.fabric.topology import Topology  # here, not above: topology imports this package
+
         if topology is None:
             topology = Topology()
         elif isinstance(topology, str):

@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 from uet.fabric.model.config import FabricError
 from uet.fabric.model.faults import FaultConfig, FaultEvent
 from uet.fabric.model.nic import HostNic
-from uet.fabric.topology import LinkPlan, Plan, plan_links
 
 from uet.wire.net import ip_bytes
 
 if TYPE_CHECKING:
     from uet.fabric.model.fabric import Fabric
     from uet.fabric.model.switch import Switch
+    from uet.fabric.topology import LinkPlan, Plan
 
 
 def resolve(cfg: FaultConfig, plan: Plan) -> list[list[LinkPlan]]:
@@ -52,6 +52,8 @@ class _Names:
         self.links: dict[str, LinkPlan] = {}
         self._bundles: dict[str, list[LinkPlan]] = {}
         self._of_switch: dict[str, list[LinkPlan]] = {}
+        from uet.fabric.topology import plan_links  # here: topology imports the model package
+
         for lk in plan_links(plan):
             self.links[lk.name] = lk
             self._bundles.setdefault(lk.name.partition("#")[0], []).append(lk)
