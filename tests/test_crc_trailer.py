@@ -97,6 +97,7 @@ def test_every_packet_carries_a_trailer_and_messages_arrive() -> None:
     assert p.wire and all(_trailer_ok(t, src) for _at, src, t in p.wire)  # requests, ACKs alike
     first = p.sent_by(p.a)[0]
     assert len(first.data) == 12 + 44 + 4096 + 4  # RUD request + standard SES + payload + trailer
+    assert p.run_until(lambda: not p._flight)  # what left after the completions (a CLEAR) arrives too
     cb, ca = p.b.core.counters(), p.a.core.counters()
     assert cb["crc_ok"] == len(p.sent_by(p.a)) and ca["crc_ok"] == len(p.sent_by(p.b))
     assert cb["crc_drop_bad"] == ca["crc_drop_bad"] == 0

@@ -4,6 +4,7 @@ the ACK leaving in the same flush as an immediate reply, and early timer wake-up
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,22 +28,36 @@ async def test_post_recv_none_takes_the_next_message_on_the_expected_list() -> N
     """A buffer-less receive posted before the message comes completes with it, and the message is
     placed on the expected list: its response is not guaranteed, so the sender sends no CLEAR. A
     message that comes before any receive waits on the overflow list, whose guaranteed response
-    the sender must clear (behaviour.md §2.7, §6.4)."""
+    the sender must clear (behaviour.md §2.7, §6.4).
+
+    A first exchange comes before both: the target asks a source it has not verified for the
+    CLEAR that proves it receives (anti-amplification, uet.pds.validation), and that CLEAR is
+    not the one under test."""
     ea, eb = await _pair()
     async with ea, eb:
+        w = eb.post_recv(None)
+        await asyncio.wait_for(ea.send(eb.address, b"first"), T)
+        await asyncio.wait_for(w, T)
+        await _until(lambda: ea.counters.get("ctl_tx_CLEAR", 0) >= 1)  # the proof of address
+        base = ea.counters.get("ctl_tx_CLEAR", 0)
         r = eb.post_recv(None)
         assert not r.done()
         await asyncio.wait_for(ea.send(eb.address, b"early receive"), T)
         m = await asyncio.wait_for(r, T)
         assert m.data == b"early receive" and m.source == ea.address
-        assert ea.counters.get("ctl_tx_CLEAR", 0) == 0
+        assert ea.counters.get("ctl_tx_CLEAR", 0) == base
         await asyncio.wait_for(ea.send(eb.address, b"late receive"), T)
         assert (await asyncio.wait_for(eb.recv(), T)).data == b"late receive"
-        for _ in range(100):  # the CLEAR leaves right after the ACK that asks for it
-            if ea.counters.get("ctl_tx_CLEAR", 0):
-                break
-            await asyncio.sleep(0.01)
-        assert ea.counters["ctl_tx_CLEAR"] == 1
+        await _until(lambda: ea.counters.get("ctl_tx_CLEAR", 0) > base)  # it leaves right after the ACK asking for it
+        assert ea.counters["ctl_tx_CLEAR"] == base + 1
+
+
+async def _until(cond: Callable[[], bool]) -> None:
+    """Wait (at most 1 s, in 10 ms steps) for ``cond``; the assertion after it says what failed."""
+    for _ in range(100):
+        if cond():
+            return
+        await asyncio.sleep(0.01)
 
 
 async def test_post_recv_none_cancel() -> None:
