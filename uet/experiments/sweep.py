@@ -44,10 +44,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from uet.config_file import ConfigFileError, read_toml
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -69,8 +70,6 @@ __all__ = [
 DEFAULT_METRICS = ("fct.p50_s", "fct.p99_s", "fct.slowdown_p99", "fabric.trims", "fabric.ecn_marks")
 #: the most runs one sweep file may expand to
 MAX_RUNS = 10_000
-#: the largest sweep or scenario file read
-MAX_FILE_BYTES = 1 << 20
 #: the default limit of one run, in seconds of wall time
 RUN_TIMEOUT_S = 3600.0
 
@@ -116,20 +115,6 @@ class RunResult:
     attempts: int = 1
 
 
-def _read_bounded(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
-    except OSError as e:
-        raise SweepError(f"{path}: {e.strerror or e}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise SweepError(f"{path}: larger than {MAX_FILE_BYTES:,} bytes")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SweepError(f"{path}: not UTF-8 text") from None
-
-
 def _values(key: str, spec: Any) -> tuple[Any, ...]:
     """A [vary] entry: a non-empty list of scalars, or an inclusive range table."""
     if isinstance(spec, dict):
@@ -172,9 +157,9 @@ def _seeds(spec: Any) -> tuple[int, ...]:
 def load_sweep(path: str) -> SweepSpec:
     """Read and validate a sweep file; :class:`SweepError` names the first problem."""
     try:
-        doc = tomllib.loads(_read_bounded(path))
-    except tomllib.TOMLDecodeError as e:
-        raise SweepError(f"{path}: {e}") from None
+        doc = read_toml(path)
+    except ConfigFileError as e:
+        raise SweepError(str(e)) from None
     unknown = set(doc) - {"sweep", "vary", "plot"}
     if unknown:
         raise SweepError(f"{path}: unknown table {sorted(unknown)[0]!r}; valid: plot, sweep, vary")
@@ -195,7 +180,12 @@ def load_sweep(path: str) -> SweepSpec:
         if not isinstance(sw["scenario"], str) or not sw["scenario"]:
             raise SweepError("[sweep] scenario: a file name")
         scen_name = os.path.join(os.path.dirname(path), sw["scenario"])
-        scen_text = _read_bounded(scen_name)
+        try:
+            read_toml(scen_name)  # bounded and checked here; its text then travels with each run
+        except ConfigFileError as e:
+            raise SweepError(str(e)) from None
+        with open(scen_name, encoding="utf-8") as f:
+            scen_text = f.read()
     metrics = sw.get("metrics", list(DEFAULT_METRICS))
     if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) and m for m in metrics):
         raise SweepError("[sweep] metrics: a non-empty list of dotted names (fct.p99_s)")
