@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from uet.sim.plots import _save
+
 __all__ = ["fault_plots"]
 
 
@@ -82,13 +84,3 @@ def fault_plots(res: dict[str, Any], folder: str) -> list[str]:
         ax.legend()
         out.append(_save(fig, folder, "fct_faults.png"))
     return out
-
-
-def _save(fig: Any, folder: str, name: str) -> str:
-    import matplotlib.pyplot as plt
-
-    path = os.path.join(folder, name)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
