@@ -52,7 +52,7 @@ import asyncio
 import hashlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from uet.fabric.model import Fabric, Telemetry
 from uet.fabric.model.faults import FaultConfig
@@ -70,10 +70,10 @@ from uet.sim.loop import VirtualTimeLoop
 from uet.tss import SdMode, SecureDomain, SecureDomainTable
 from uet.tss.stage import SecurityConfig
 from uet.wire.net import ip_bytes, ip_str
-from uet.workloads import Flow, RankReport, Workload, make
-from uet.workloads.report import summarize
+from uet.workloads import Flow, RankReport, RxReport, Workload, make
+from uet.workloads.report import credit_moved_bytes, payload_received, summarize
 
-__all__ = ["ideal_seconds", "secure_domain", "simulate"]
+__all__ = ["Progress", "ideal_seconds", "secure_domain", "simulate", "virtual_bound_ns"]
 
 
 def secure_domain(seed: int) -> SecureDomain:
@@ -93,13 +93,8 @@ def _links(fabric: Fabric, a: int, b: int) -> int:
     return 4
 
 
-def ideal_seconds(fabric: Fabric, flow: Flow, payload: int, *, roce: bool = False) -> float:
-    """The ideal completion time of ``flow`` (module docstring); ``roce``: with RoCEv2 frames
-    (``payload`` is then the PMTU; each message carries the 24-byte provider header)."""
-    host = fabric.nics[flow.src].port
-    rate = host.rate_bps
-    delay = host.delay_ns
-    links = _links(fabric, flow.src, flow.dst)
+def _frames(flow: Flow, payload: int, roce: bool) -> list[int]:
+    """The wire size of each data frame of ``flow`` (module docstring, "Ideal completion time")."""
     overhead = ROCE_DATA_OVERHEAD if roce else DATA_OVERHEAD
     extra = PROVIDER_HEADER.size if roce else 0
     frames = []
@@ -109,10 +104,53 @@ def ideal_seconds(fabric: Fabric, flow: Flow, payload: int, *, roce: bool = Fals
             p = min(payload, left)
             frames.append(max(p + overhead, MIN_WIRE))
             left -= p
+    return frames
+
+
+def ideal_seconds(fabric: Fabric, flow: Flow, payload: int, *, roce: bool = False) -> float:
+    """The ideal completion time of ``flow`` (module docstring); ``roce``: with RoCEv2 frames
+    (``payload`` is then the PMTU; each message carries the 24-byte provider header)."""
+    host = fabric.nics[flow.src].port
+    rate = host.rate_bps
+    delay = host.delay_ns
+    links = _links(fabric, flow.src, flow.dst)
+    frames = _frames(flow, payload, roce)
     ser = sum(frames) * 8e9 / rate
     last = frames[-1] * 8e9 / rate
     ack = MIN_WIRE * 8e9 / rate
     return (ser + (links - 1) * last + 2 * links * delay + links * ack) / 1e9
+
+
+def virtual_bound_ns(fabric: Fabric, flows: list[Flow], payload: int, *, roce: bool = False) -> int:
+    """A lower bound on the virtual time a run of ``flows`` needs (the progress display's
+    estimate): the busiest host link's data frames (every frame a host sends, or every frame it
+    receives, at its link rate), or the longest flow's ideal completion time if that is longer."""
+    tx: dict[int, int] = {}
+    rx: dict[int, int] = {}
+    longest = 0.0
+    for f in flows:
+        wire = sum(_frames(f, payload, roce))
+        tx[f.src] = tx.get(f.src, 0) + wire
+        rx[f.dst] = rx.get(f.dst, 0) + wire
+        longest = max(longest, ideal_seconds(fabric, f, payload, roce=roce))
+    busiest = max(
+        [b * 8e9 / fabric.nics[h].port.rate_bps for h, b in tx.items()]
+        + [b * 8e9 / fabric.nics[h].port.rate_bps for h, b in rx.items()],
+        default=0.0,
+    )
+    return round(max(busiest, longest * 1e9))
+
+
+class Progress(NamedTuple):
+    """What ``simulate``'s ``on_progress`` is told as the run goes: the virtual clock, the messages
+    and payload bytes received whole so far and in all, and :func:`virtual_bound_ns`."""
+
+    now_ns: int
+    messages: int
+    messages_total: int
+    bytes: int
+    bytes_total: int
+    bound_ns: int
 
 
 def simulate(
@@ -121,7 +159,7 @@ def simulate(
     endpoint: dict[str, Any] | None = None,
     *,
     workload: Workload | None = None,
-    on_progress: Callable[[int, int, int], None] | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
     timeline: bool = False,
     faults: FaultConfig | None = None,
     taps: Any = None,
@@ -133,7 +171,7 @@ def simulate(
     (virtual timestamps). ``event_log``: every core's JSON-lines records (``t`` in virtual ns), each
     with ``host`` (the index) and ``fep`` (the address) added.
 
-    ``on_progress(virtual ns, messages received, messages expected)`` is called as the run goes;
+    ``on_progress(Progress(...))`` is called as the run goes (every 1,024 instants of the engine);
     ``timeline`` keeps queue-depth, port-byte and NIC-byte samples (``result["timeline"]``) and the
     switches' ECN/PFC thresholds (``result["thresholds"]``) for plots. ``faults``: the fault
     schedule the fabric applies (uet.fabric.model.faults); its events and losses go under
@@ -202,15 +240,25 @@ def simulate(
             )
         eps.append(SimEndpoint(engine, engine.attach(i, core)))
     addresses = [ep.address for ep in eps]
-    reports = [RankReport() for _ in range(n)]
+    got = [0, 0]  # messages and payload bytes received whole so far (the progress display)
+
+    def count(r: Any) -> None:
+        if type(r) is RxReport:
+            got[0] += 1
+            got[1] += r.bytes
+
+    reports = [RankReport(listener=count if on_progress is not None else None) for _ in range(n)]
     expected = sum(wl.expected(r) for r in range(n))
+    payload = roce_cfg.pmtu if roce_cfg is not None else min(cfg.payload_size, 16383)
     stalled: int | None = None
     error: str | None = None
 
     async def main() -> None:
         tasks = [asyncio.ensure_future(wl.run(i, ep, addresses, reports[i])) for i, ep in enumerate(eps)]
         if on_progress is not None:
-            engine.on_progress = lambda now: on_progress(now, sum(len(r.rx) for r in reports), expected)
+            total = wl.total_bytes()
+            bound = virtual_bound_ns(fabric, wl.flows(), payload, roce=roce_cfg is not None)
+            engine.on_progress = lambda now: on_progress(Progress(now, got[0], expected, got[1], total, bound))
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -235,7 +283,6 @@ def simulate(
         loop.close()
     end_ns = engine.now
     cpu = time.process_time() - cpu0
-    payload = roce_cfg.pmtu if roce_cfg is not None else min(cfg.payload_size, 16383)
     res = summarize(
         wl, addresses, reports, ideal_s=lambda f: ideal_seconds(fabric, f, payload, roce=roce_cfg is not None)
     )
@@ -243,8 +290,10 @@ def simulate(
         nic.port.tx_frames for nic in fabric.nics
     )
     counters: dict[str, int] = {}
-    for ep in eps:
-        for k, v in ep.counters.items():
+    per_host = [ep.counters for ep in eps]
+    counters_of = {ep.address: c for ep, c in zip(eps, per_host, strict=True)}
+    for c in per_host:
+        for k, v in c.items():
             if isinstance(v, int) and v:
                 counters[k] = counters.get(k, 0) + v
     res.update(
@@ -277,13 +326,23 @@ def simulate(
     if interrupted:
         for f in res["flows"]:
             if "completion_s" not in f:
-                f.update(error="unfinished", unfinished=True)
+                # the sender's retransmissions so far (uet.workloads.base: the flow's own count)
+                f.update(
+                    error="unfinished",
+                    unfinished=True,
+                    retransmits=counters_of[f["src"]].get("retransmits_to:" + f["dst"], 0),
+                )
+        credit_moved_bytes(wl, res["flows"], {i: payload_received(c) for i, c in enumerate(per_host)})
         res.update(
             ok=False,
             interrupted=True,
             flows_finished=sum(1 for f in res["flows"] if not f.get("unfinished")),
             received_messages=sum(len(r.rx) for r in reports),
-            received_bytes=sum(m.bytes for r in reports for m in r.rx),
+            # counted per packet, as the live engine counts it (never below the messages received whole)
+            received_bytes=min(
+                wl.total_bytes(),
+                max(sum(m.bytes for r in reports for m in r.rx), sum(payload_received(c) for c in per_host)),
+            ),
         )
     if timeline:
         if fabric.failover is not None:
