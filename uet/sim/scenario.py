@@ -85,8 +85,9 @@ def secure_domain(seed: int) -> SecureDomain:
 
 
 def _links(fabric: Fabric, a: int, b: int) -> int:
-    sa, sb = fabric.hosts[a].switch, fabric.hosts[b].switch
-    if sa == sb:
+    ha, hb = fabric.hosts[a], fabric.hosts[b]
+    sa, sb = ha.switch, hb.switch
+    if sa == sb or (ha.scale_up is not None and ha.scale_up[0] == (hb.scale_up or ("",))[0]):
         return 2
     if sa.startswith("pod") and sa.split("-")[0] != sb.split("-")[0]:
         return 6
@@ -107,13 +108,27 @@ def _frames(flow: Flow, payload: int, roce: bool) -> list[int]:
     return frames
 
 
-def ideal_seconds(fabric: Fabric, flow: Flow, payload: int, *, roce: bool = False) -> float:
+def _first_port(fabric: Fabric, src: int, dst: int) -> tuple[Any, int]:
+    """(the port a flow from host ``src`` to host ``dst`` leaves by, the links of its path):
+    between two GPUs of one server with a scale-up domain, its scale-up port and two links."""
+    nic = fabric.nics[src]
+    links = _links(fabric, src, dst)
+    if links == 2 and fabric.hosts[src].switch != fabric.hosts[dst].switch:
+        return nic.ports[-1], links  # the scale-up port (GpuNic: its last)
+    return nic.port, links
+
+
+def ideal_seconds(
+    fabric: Fabric, flow: Flow, payload: int, *, roce: bool = False, hosts: list[int] | None = None
+) -> float:
     """The ideal completion time of ``flow`` (module docstring); ``roce``: with RoCEv2 frames
-    (``payload`` is then the PMTU; each message carries the 24-byte provider header)."""
-    host = fabric.nics[flow.src].port
+    (``payload`` is then the PMTU; each message carries the 24-byte provider header). ``hosts``:
+    each rank's host (None: rank i on host i). Between two GPUs of one server with a scale-up
+    domain the path is its two scale-up links, at their rate and delay."""
+    src, dst = (flow.src, flow.dst) if hosts is None else (hosts[flow.src], hosts[flow.dst])
+    host, links = _first_port(fabric, src, dst)
     rate = host.rate_bps
     delay = host.delay_ns
-    links = _links(fabric, flow.src, flow.dst)
     frames = _frames(flow, payload, roce)
     ser = sum(frames) * 8e9 / rate
     last = frames[-1] * 8e9 / rate
@@ -121,36 +136,22 @@ def ideal_seconds(fabric: Fabric, flow: Flow, payload: int, *, roce: bool = Fals
     return (ser + (links - 1) * last + 2 * links * delay + links * ack) / 1e9
 
 
-def virtual_bound_ns(fabric: Fabric, flows: list[Flow], payload: int, *, roce: bool = False) -> int:
+def virtual_bound_ns(
+    fabric: Fabric, flows: list[Flow], payload: int, *, roce: bool = False, hosts: list[int] | None = None
+) -> int:
     """A lower bound on the virtual time a run of ``flows`` needs (the progress display's
-    estimate): the busiest host link's data frames (every frame a host sends, or every frame it
-    receives, at its link rate), or the longest flow's ideal completion time if that is longer."""
-    tx: dict[int, int] = {}
-    rx: dict[int, int] = {}
+    estimate): the busiest host port's data frames (every frame a host sends, or every frame it
+    receives, through one port at its rate), or the longest flow's ideal completion time if that
+    is longer. ``hosts`` as for :func:`ideal_seconds`."""
+    load: dict[tuple[str, int], float] = {}  # (tx/rx, port) -> ns of frames
     longest = 0.0
     for f in flows:
-        wire = sum(_frames(f, payload, roce))
-        tx[f.src] = tx.get(f.src, 0) + wire
-        rx[f.dst] = rx.get(f.dst, 0) + wire
-        longest = max(longest, ideal_seconds(fabric, f, payload, roce=roce))
-    busiest = max(
-        [b * 8e9 / fabric.nics[h].port.rate_bps for h, b in tx.items()]
-        + [b * 8e9 / fabric.nics[h].port.rate_bps for h, b in rx.items()],
-        default=0.0,
-    )
-    return round(max(busiest, longest * 1e9))
-
-
-class Progress(NamedTuple):
-    """What ``simulate``'s ``on_progress`` is told as the run goes: the virtual clock, the messages
-    and payload bytes received whole so far and in all, and :func:`virtual_bound_ns`."""
-
-    now_ns: int
-    messages: int
-    messages_total: int
-    bytes: int
-    bytes_total: int
-    bound_ns: int
+        src, dst = (f.src, f.dst) if hosts is None else (hosts[f.src], hosts[f.dst])
+        wire = sum(_frames(f, payload, roce)) * 8e9
+        for key, port in (("tx", _first_port(fabric, src, dst)[0]), ("rx", _first_port(fabric, dst, src)[0])):
+            load[key, id(port)] = load.get((key, id(port)), 0.0) + wire / port.rate_bps
+        longest = max(longest, ideal_seconds(fabric, f, payload, roce=roce, hosts=hosts))
+    return round(max(max(load.values(), default=0.0), longest * 1e9))
 
 
 def simulate(
@@ -221,24 +222,18 @@ def simulate(
     domain = secure_domain(seed) if s.get("tss") else None
     if domain is not None and roce_cfg is not None:
         raise SimulationError("tss: secure endpoints are UET endpoints (transport uet)")
-    for i in range(n):
+    placed = topo.placement(n, s.get("placement", "default"))  # rank i runs on host placed[i]
+    for i, h in enumerate(placed):
         core: Any
+        ip = fabric.hosts[h].ip
         if roce_cfg is not None:
-            core = RoceCore(
-                fabric.hosts[i].ip,
-                config=roce_cfg,
-                seed=(seed << 20) + i,
-                cm=cm,
-                log=_host_log(event_log, None, i, fabric.hosts[i].ip),
-            )
+            core = RoceCore(ip, config=roce_cfg, seed=(seed << 20) + i, cm=cm, log=_host_log(event_log, None, h, ip))
         else:
             sec = None if domain is None else SecurityConfig(SecureDomainTable([domain.provision()]))
-            log = _cc_logger(cc_records, i) if timeline and cfg.pds.cc != "none" else None
-            log = _host_log(event_log, log, i, fabric.hosts[i].ip)
-            core = FepCore(
-                fabric.hosts[i].ip, job=0, pid=0, config=cfg, security=sec, seed=(seed << 20) + i, event_log=log
-            )
-        eps.append(SimEndpoint(engine, engine.attach(i, core)))
+            log = _cc_logger(cc_records, h) if timeline and cfg.pds.cc != "none" else None
+            log = _host_log(event_log, log, h, ip)
+            core = FepCore(ip, job=0, pid=0, config=cfg, security=sec, seed=(seed << 20) + i, event_log=log)
+        eps.append(SimEndpoint(engine, engine.attach(h, core)))
     addresses = [ep.address for ep in eps]
     got = [0, 0]  # messages and payload bytes received whole so far (the progress display)
 
@@ -257,7 +252,7 @@ def simulate(
         tasks = [asyncio.ensure_future(wl.run(i, ep, addresses, reports[i])) for i, ep in enumerate(eps)]
         if on_progress is not None:
             total = wl.total_bytes()
-            bound = virtual_bound_ns(fabric, wl.flows(), payload, roce=roce_cfg is not None)
+            bound = virtual_bound_ns(fabric, wl.flows(), payload, roce=roce_cfg is not None, hosts=placed)
             engine.on_progress = lambda now: on_progress(Progress(now, got[0], expected, got[1], total, bound))
         try:
             await asyncio.gather(*tasks)
@@ -284,7 +279,10 @@ def simulate(
     end_ns = engine.now
     cpu = time.process_time() - cpu0
     res = summarize(
-        wl, addresses, reports, ideal_s=lambda f: ideal_seconds(fabric, f, payload, roce=roce_cfg is not None)
+        wl,
+        addresses,
+        reports,
+        ideal_s=lambda f: ideal_seconds(fabric, f, payload, roce=roce_cfg is not None, hosts=placed),
     )
     hops = sum(p.tx_frames for sw in fabric.switches.values() for p in sw.ports) + sum(
         nic.port.tx_frames for nic in fabric.nics
