@@ -154,6 +154,18 @@ def virtual_bound_ns(
     return round(max(max(load.values(), default=0.0), longest * 1e9))
 
 
+class Progress(NamedTuple):
+    """What ``simulate``'s ``on_progress`` is told as the run goes: the virtual clock, the messages
+    and payload bytes received whole so far and in all, and :func:`virtual_bound_ns`."""
+
+    now_ns: int
+    messages: int
+    messages_total: int
+    bytes: int
+    bytes_total: int
+    bound_ns: int
+
+
 def simulate(
     settings: dict[str, Any],
     topology: dict[str, Any] | None = None,
