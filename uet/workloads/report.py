@@ -92,6 +92,7 @@ def summarize(
         "flows": flows_out,
         "fct": fct,
         "errors": [r["error"] for r in dicts if r.get("error")],
+        **workload.result_extra(flows_out),
     }
 
 
