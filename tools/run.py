@@ -799,6 +799,10 @@ def render(result: dict[str, Any]) -> None:
             format_cell(f.get("retransmits")),
             f"[green]{yes_no(True)}[/]" if f["intact"] else f"[red]{yes_no(False)}[/] {f.get('error') or ''}",
         )
+    if result.get("collective"):  # one row per size instead of one per (size, rank, peer) flow
+        from uet.tools.collective_table import collective_table
+
+        t = collective_table(result)
     con.print(t)
     fct = result.get("fct") or {}
     if fct.get("flows"):
