@@ -60,6 +60,7 @@ __all__ = [
     "run_main",
     "settle_ctrl_c",
     "size_arg",
+    "transport_label",
     "int_arg",
     "float_arg",
     "version",
@@ -292,6 +293,14 @@ probability = float_arg(0.0, 1.0)
 probability.__name__ = "probability"
 port_number = int_arg(0, 65535)
 port_number.__name__ = "port"
+
+
+_TRANSPORT_LABELS = {"uet": "UET", "roce": "RoCEv2"}
+
+
+def transport_label(name: str) -> str:
+    """How tables and plot titles name a transport: ``uet`` → ``UET``, ``roce`` → ``RoCEv2``."""
+    return _TRANSPORT_LABELS.get(name, name)
 
 
 def yes_no(flag: bool) -> str:
