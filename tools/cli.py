@@ -52,6 +52,7 @@ __all__ = [
     "honour_ctrl_c",
     "parse_rate",
     "parse_size",
+    "plain_text",
     "port_number",
     "probability",
     "quiet_interrupt",
@@ -336,6 +337,19 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+    def format_help(self) -> str:
+        return plain_text(super().format_help())
+
+
+#: reST markup a description taken from a module docstring carries: ``literal``, :role:`target`
+_REST = re.compile(r"``(.+?)``|:[a-z]+:`~?(.+?)`")
+
+
+def plain_text(text: str) -> str:
+    """Help text as a terminal shows it: ``x`` and :func:`x` become x (the descriptions of the
+    tools are the first paragraph of their module docstrings, written for the documentation)."""
+    return _REST.sub(lambda m: m.group(1) or m.group(2), text)
 
 
 def _stderr_line(prog: str, text: str) -> None:

@@ -989,7 +989,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--hosts", metavar="A0,A1,...",
-        help="endpoints on these addresses, over the real network, no software switch (tools/run_hosts.py)",
+        help="endpoints on these addresses, over the real network, no software switch",
     )  # fmt: skip
     p.add_argument("--rank", type=int_arg(0), default=None, help="with --hosts: run only this rank, here")
     add_link_options(p)
