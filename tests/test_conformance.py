@@ -327,7 +327,7 @@ def test_readme_conformance_commands_run_as_written(tmp_path: Path) -> None:
 
 
 #: the areas whose cases judge the target's SES (a target with no SES must fail each of them)
-SES_AREAS = {"ses-opcode", "ses-rc", "ses-match", "ses-rma", "ses-defer", "ses-rndv", "atomic"}
+SES_AREAS = {"ses-opcode", "ses-rc", "ses-match", "ses-rma", "ses-read", "ses-defer", "ses-rndv", "atomic"}
 
 
 def test_a_responder_without_ses_fails_every_ses_case(tmp_path: Path) -> None:

@@ -120,7 +120,7 @@ from uet.tools.dilation import SHORT_MARK, Dilation, choose, dilation_lines, sho
 from uet.tools.dilation import verdict as dilation_verdict
 from uet.tools.fault_options import add_fault_options, check_fault_names, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
-from uet.tools.run_settings import add_workload_option, load_scenario, read_settings
+from uet.tools.run_settings import add_placement_options, add_workload_option, load_scenario, read_settings
 
 from uet.clock import DilatedClock
 from uet.scenario import Scenario, Settings, derive
@@ -284,6 +284,8 @@ class Launcher:
         self.qp: dict[str, Any] | None = None
         #: the topology the switch process models (sized for the endpoints): for the ideal FCTs
         self.model_topology: Any = None
+        #: each rank's host (Topology.placement of the run's ``placement``)
+        self.placed: list[int] | None = None
         #: --pcap-per, --eventlog, --capture-max (tools/capture_options.py)
         self.capture: argparse.Namespace | None = None
 
@@ -339,9 +341,10 @@ class Launcher:
         ready = await self.fabric.next(30)
         if ready.get("event") != "ready":
             raise RunError(f"fabric: unexpected first report {ready}")
-        hosts = ready["hosts"][:n]
-        if len(hosts) < n:
+        if len(ready["hosts"]) < n:
             raise RunError(f"the topology has {len(ready['hosts'])} hosts for {n} endpoints")
+        self.placed = self.model_topology.placement(n, s.get("placement", "default"))  # rank i on host placed[i]
+        hosts = [ready["hosts"][h] for h in self.placed]
         assert self.derived is not None  # fabric_args derived the run's settings
         fa = self.addresses = [h["ip"] for h in hosts]
         wspec = wl.spec()
@@ -617,7 +620,7 @@ class Launcher:
         payload = (
             int(self.qp["pmtu"]) if self.qp is not None else min(int(self.endpoint.get("payload_size", 4096)), 16383)
         )
-        return lambda f: ideal_seconds(fabric, f, payload, roce=roce)
+        return lambda f: ideal_seconds(fabric, f, payload, roce=roce, hosts=self.placed)
 
     def _eventlog_spec(self, rank: int) -> dict[str, Any]:
         """``--eventlog FILE``: each endpoint process writes its own file, FILE with ``-rank<N>``
@@ -796,6 +799,10 @@ def render(result: dict[str, Any]) -> None:
             format_cell(f.get("retransmits")),
             f"[green]{yes_no(True)}[/]" if f["intact"] else f"[red]{yes_no(False)}[/] {f.get('error') or ''}",
         )
+    if result.get("collective"):  # one row per size instead of one per (size, rank, peer) flow
+        from uet.tools.collective_table import collective_table
+
+        t = collective_table(result)
     con.print(t)
     fct = result.get("fct") or {}
     if fct.get("flows"):
@@ -872,6 +879,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
     add_workload_option(p)
+    add_placement_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--csv", metavar="FILE", help="also write the per-flow results as CSV")
     p.add_argument(

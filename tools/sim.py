@@ -52,7 +52,7 @@ from uet.tools.cli import (
     warn_low_rate,
 )
 from uet.tools.fault_options import add_fault_options, faults_from
-from uet.tools.run_settings import add_workload_option, load_scenario, read_settings
+from uet.tools.run_settings import add_placement_options, add_workload_option, load_scenario, read_settings
 from uet.tools.sim_compare import parse_seeds
 
 __all__ = ["build_parser", "main", "settings_from"]
@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--endpoint-set", dest="ep_overrides", action="append", default=[], metavar="KEY=VALUE")
     add_workload_option(p)
+    add_placement_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--timing", action="store_true", help="include CPU time and speed in --json")
     p.add_argument("--plot", metavar="DIR", help="write FCT CDF, queue depth and throughput plots")

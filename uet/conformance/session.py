@@ -345,17 +345,19 @@ class Session:
             "the liveness probe's answer (NACK INV_DPDCID for an unknown PDC, §2.11)",
         )
 
-    def serve_read_return(self, message_id: int, length: int) -> bytes:
+    def serve_read_return(self, pdc: Pdc, message_id: int, length: int) -> list[Reply]:
         """Receive the data of a READ that returns it in the return direction (behaviour.md §6.5:
         more than ``Max_ACK_Data_Size``): the target sends it as requests with a RESPONSE_DATA
-        header naming ``message_id``, on a PDC it opens toward the tester. Each is acknowledged
-        like any request (an ACK with a DEFAULT_RESPONSE OK); the bytes are assembled by message
-        offset until ``length`` arrived. The target PDC is left for the target to close."""
+        header naming ``message_id``, in the return direction of the PDC the READ went on (§1.4:
+        SPDCID = the target's PDCID of ``pdc``, DPDCID = ours, no SYN — the PDC exists). Each is
+        acknowledged like any request (an ACK with a DEFAULT_RESPONSE OK, SPDCID = ours); the
+        bytes are assembled by message offset until ``length`` arrived. Returns the packets in
+        arrival order (their data in ``Reply.data``); a packet on another PDC, one beyond
+        ``length`` or one repeating bytes already received fails the case."""
         from uet.wire import ses as S
 
-        ours: dict[int, int] = {}
-        got = bytearray(length)
-        have = 0
+        got: list[Reply] = []
+        have: set[int] = set()
 
         def returned(r: Reply) -> bool:
             return (
@@ -363,19 +365,27 @@ class Session:
                 and getattr(r.ses, "read_request_message_id", None) == message_id
             )  # fmt: skip
 
-        while have < length:
-            r = self.expect(returned, f"return data of READ message {message_id:#x} ({have} of {length} bytes so far)")
+        while len(have) < length:
+            what = f"return data of READ message {message_id:#x} ({len(have)} of {length} bytes so far)"
+            r = self.expect(returned, what)
             h = r.ses
-            me = ours.setdefault(r.pds.spdcid, self.new_pdcid())
-            if h.message_offset + len(r.data) > length:
-                raise CheckFailed(f"return data within the {length} bytes read", r.describe())
-            got[h.message_offset : h.message_offset + len(r.data)] = r.data
-            have += len(r.data)
+            on_pdc = getattr(r.pds, "dpdcid", None) == pdc.spdcid and r.pds.spdcid == pdc.dpdcid
+            if not on_pdc or r.flags & P.ReqFlag.SYN:
+                raise CheckFailed(
+                    f"return data on the READ's own PDC (SPDCID {pdc.dpdcid}, DPDCID {pdc.spdcid}, no SYN, §1.4)",
+                    r.describe(),
+                )
+            span = range(h.message_offset, h.message_offset + len(r.data))
+            if span.stop > length or have.intersection(span) and not r.flags & P.ReqFlag.RETX:
+                raise CheckFailed(f"return data within the {length} bytes read, each byte once", r.describe())
+            have.update(span)
+            got.append(r)
             resp = S.RESPONSE.encode(S.RESPONSE.make(opcode=S.ResponseOpcode.DEFAULT_RESPONSE, message_id=h.message_id,
                                                      job_id=h.job_id, modified_length=len(r.data)))  # fmt: skip
-            ack = P.ACK.make(next_hdr=P.NextHeader.RESPONSE, cack_psn=r.pds.psn, spdcid=me, dpdcid=r.pds.spdcid)
+            ack = P.ACK.make(next_hdr=P.NextHeader.RESPONSE, cack_psn=r.pds.psn, spdcid=pdc.spdcid,
+                             dpdcid=r.pds.spdcid)  # fmt: skip
             self.send(P.ACK.encode(ack) + resp)
-        return bytes(got)
+        return got
 
     def earlier_traffic(self, r: Reply) -> bool:
         """``r`` belongs to another exchange, not to what the current case just sent: it is

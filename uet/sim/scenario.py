@@ -85,21 +85,30 @@ def secure_domain(seed: int) -> SecureDomain:
 
 
 def _links(fabric: Fabric, a: int, b: int) -> int:
-    sa, sb = fabric.hosts[a].switch, fabric.hosts[b].switch
-    if sa == sb:
+    ha, hb = fabric.hosts[a], fabric.hosts[b]
+    sa, sb = ha.switch, hb.switch
+    if sa == sb or (ha.scale_up is not None and ha.scale_up[0] == (hb.scale_up or ("",))[0]):
         return 2
     if sa.startswith("pod") and sa.split("-")[0] != sb.split("-")[0]:
         return 6
     return 4
 
 
-def ideal_seconds(fabric: Fabric, flow: Flow, payload: int, *, roce: bool = False) -> float:
+def ideal_seconds(
+    fabric: Fabric, flow: Flow, payload: int, *, roce: bool = False, hosts: list[int] | None = None
+) -> float:
     """The ideal completion time of ``flow`` (module docstring); ``roce``: with RoCEv2 frames
-    (``payload`` is then the PMTU; each message carries the 24-byte provider header)."""
-    host = fabric.nics[flow.src].port
+    (``payload`` is then the PMTU; each message carries the 24-byte provider header). ``hosts``:
+    each rank's host (None: rank i on host i). Between two GPUs of one server with a scale-up
+    domain the path is its two scale-up links, at their rate and delay."""
+    src, dst = (flow.src, flow.dst) if hosts is None else (hosts[flow.src], hosts[flow.dst])
+    nic = fabric.nics[src]
+    links = _links(fabric, src, dst)
+    host = nic.port
+    if links == 2 and fabric.hosts[src].switch != fabric.hosts[dst].switch:
+        host = nic.ports[-1]  # the scale-up port (GpuNic: its last)
     rate = host.rate_bps
     delay = host.delay_ns
-    links = _links(fabric, flow.src, flow.dst)
     overhead = ROCE_DATA_OVERHEAD if roce else DATA_OVERHEAD
     extra = PROVIDER_HEADER.size if roce else 0
     frames = []
@@ -183,24 +192,18 @@ def simulate(
     domain = secure_domain(seed) if s.get("tss") else None
     if domain is not None and roce_cfg is not None:
         raise SimulationError("tss: secure endpoints are UET endpoints (transport uet)")
-    for i in range(n):
+    placed = topo.placement(n, s.get("placement", "default"))  # rank i runs on host placed[i]
+    for i, h in enumerate(placed):
         core: Any
+        ip = fabric.hosts[h].ip
         if roce_cfg is not None:
-            core = RoceCore(
-                fabric.hosts[i].ip,
-                config=roce_cfg,
-                seed=(seed << 20) + i,
-                cm=cm,
-                log=_host_log(event_log, None, i, fabric.hosts[i].ip),
-            )
+            core = RoceCore(ip, config=roce_cfg, seed=(seed << 20) + i, cm=cm, log=_host_log(event_log, None, h, ip))
         else:
             sec = None if domain is None else SecurityConfig(SecureDomainTable([domain.provision()]))
-            log = _cc_logger(cc_records, i) if timeline and cfg.pds.cc != "none" else None
-            log = _host_log(event_log, log, i, fabric.hosts[i].ip)
-            core = FepCore(
-                fabric.hosts[i].ip, job=0, pid=0, config=cfg, security=sec, seed=(seed << 20) + i, event_log=log
-            )
-        eps.append(SimEndpoint(engine, engine.attach(i, core)))
+            log = _cc_logger(cc_records, h) if timeline and cfg.pds.cc != "none" else None
+            log = _host_log(event_log, log, h, ip)
+            core = FepCore(ip, job=0, pid=0, config=cfg, security=sec, seed=(seed << 20) + i, event_log=log)
+        eps.append(SimEndpoint(engine, engine.attach(h, core)))
     addresses = [ep.address for ep in eps]
     reports = [RankReport() for _ in range(n)]
     expected = sum(wl.expected(r) for r in range(n))
@@ -237,7 +240,10 @@ def simulate(
     cpu = time.process_time() - cpu0
     payload = roce_cfg.pmtu if roce_cfg is not None else min(cfg.payload_size, 16383)
     res = summarize(
-        wl, addresses, reports, ideal_s=lambda f: ideal_seconds(fabric, f, payload, roce=roce_cfg is not None)
+        wl,
+        addresses,
+        reports,
+        ideal_s=lambda f: ideal_seconds(fabric, f, payload, roce=roce_cfg is not None, hosts=placed),
     )
     hops = sum(p.tx_frames for sw in fabric.switches.values() for p in sw.ports) + sum(
         nic.port.tx_frames for nic in fabric.nics

@@ -92,4 +92,5 @@ def summarize(
         "flows": flows_out,
         "fct": fct,
         "errors": [r["error"] for r in dicts if r.get("error")],
+        **workload.result_extra(flows_out),
     }
