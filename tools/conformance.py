@@ -85,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE")
     p.add_argument("--seed", type=int, default=None, help="seed PDCIDs / PSNs chosen by the tester")
+    p.add_argument(
+        "--data-protect", choices=("none", "crc"), default=None,
+        help="crc: the target appends and checks the CRC-32C trailer on every packet (default: --identity's, "
+        "else none; TSS comes with --keys)",
+    )  # fmt: skip
     add_link_options(p, data_protect=False)
     return p
 
@@ -155,6 +160,9 @@ def build_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> T
         except (KeyFileError, OSError) as e:
             parser.error(f"--keys: {e}")
         t.sdi = args.sdi
+    t.crc = (args.data_protect or ident.get("data_protect")) == "crc"
+    if t.crc and args.keys:
+        parser.error("--data-protect crc and --keys exclude each other (TSS protects every packet)")
     return t
 
 

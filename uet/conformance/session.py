@@ -16,6 +16,11 @@ With ``link="ip"`` the session talks UET directly over IP protocol ``proto`` (25
 behind the 4-byte entropy header (entropy = the target's UDP port number, the value the UDP
 session seals with) and every reply read past the IP and entropy headers.
 
+A target that protects unencrypted packets with the CRC-32C trailer (``Target.crc``,
+wire-format.md §1.4) gets it on every datagram the tester sends, malformed ones included (so they
+still reach its parser); every reply must carry a valid one, or it is logged as ``received (bad
+CRC trailer)`` and otherwise ignored (the case then misses the reply it waits for).
+
 **Silence** (a packet that must draw no reply) is checked without waiting for a timeout: the
 hostile packet is followed by a *liveness probe* that always draws an answer (a control packet
 for a PDC that does not exist: NACK ``INV_DPDCID``, §2.11); the target handles datagrams in
@@ -35,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uet.conformance.wirekit import M32, Reply, SesFields, control, decode_reply, request, ses_standard
+from uet.wire import crc
 from uet.wire import pds as P
 
 __all__ = ["CheckFailed", "Pdc", "Session", "Target"]
@@ -94,6 +100,7 @@ class Target:
     keys: Any = None  # a SecureDomainTable, or None
     keys_text: str = ""  # the key file's text (to derive deliberately wrong variants)
     sdi: int | None = None
+    crc: bool = False  # every packet carries the CRC-32C trailer (wire-format.md §1.4, ``--data-protect crc``)
 
     def region(self, need: str, *, job: str = "own") -> Region | None:
         """A region whose rights are exactly ``need`` (letters of "rwai"; "i" optional unless
@@ -157,6 +164,7 @@ class Session:
         #: the secure target mints Start PSNs itself (RANDOM_1RTT_START, §2.3.2)
         self.one_rtt = False
         self._mid = self.rng.randrange(1, 0xFFFF)
+        self._ips = (socket.inet_pton(fam, local), socket.inet_pton(fam, target.address))  # (ours, the target's)
         self._tss = None
         if target.keys is not None:
             from uet.tss.context import TssContext
@@ -234,9 +242,23 @@ class Session:
         assert sdi is not None  # chosen with the keys (Session.__init__)
         return self._tss.seal(plaintext, sdi=sdi, entropy=self.target.port, dst=self.target.address)
 
-    def send_raw(self, wire: bytes, note: bytes | None = None) -> None:
-        """Send ``wire`` as is (already sealed, or deliberately malformed)."""
+    def trailer_prefix(self, *, outgoing: bool, uet_len: int, sport: int = 0, ehdr: bytes = b"") -> bytes:
+        """The bytes the CRC-32C trailer covers in front of the UET bytes (:mod:`uet.wire.crc`):
+        both addresses, then the UDP header (ours: from and to the target's port; the target's:
+        from ``sport``) or, over IP, the entropy header (ours, or the target's ``ehdr``)."""
+        src, dst = self._ips if outgoing else self._ips[::-1]
+        port = self.target.port
+        if self.over_ip is not None:
+            return crc.entropy_prefix(src, dst, self.over_ip if outgoing else ehdr)
+        return crc.udp_prefix(src, dst, port if outgoing else sport, port, uet_len)
+
+    def send_raw(self, wire: bytes, note: bytes | None = None, *, trailer: bool = True) -> None:
+        """Send ``wire`` as is (already sealed, or deliberately malformed); to a CRC-trailer
+        target with its trailer (a malformed packet still reaches the parser) unless ``trailer``
+        is False (the case built the datagram's last 4 bytes itself)."""
         self.log.append(("sent", note if note is not None else wire))
+        if self.target.crc and trailer:
+            wire = crc.append_trailer(wire, self.trailer_prefix(outgoing=True, uet_len=len(wire)))
         if self.over_ip is not None:
             self.sock.sendto(self.over_ip + wire, (self.target.address, 0))
             return
@@ -273,13 +295,22 @@ class Session:
                 continue
             if src[0] != self.target.address:
                 continue
-            entropy = self.target.port
+            entropy, ehdr = self.target.port, b""
             if self.over_ip is not None:  # past the IPv4 header (IPv6 raw sockets strip theirs)
                 if ":" not in self.local:
                     data = data[(data[0] & 0x0F) * 4 :]
                 if len(data) < 4:
                     continue
-                entropy, data = int.from_bytes(data[:2], "big"), data[4:]
+                ehdr, data = data[:4], data[4:]
+                entropy = int.from_bytes(ehdr[:2], "big")
+            if self.target.crc:
+                n = len(data) - crc.TRAILER_LEN
+                pre = self.trailer_prefix(outgoing=False, uet_len=n, sport=src[1], ehdr=ehdr)
+                body = crc.check_trailer(data, pre)
+                if body is None:
+                    self.log.append(("received (bad CRC trailer)", data))
+                    continue
+                data = body
             if self._tss is not None:
                 pt = self._tss.open(data, entropy=entropy, src=self.target.address)
                 if pt is None:
@@ -345,17 +376,19 @@ class Session:
             "the liveness probe's answer (NACK INV_DPDCID for an unknown PDC, §2.11)",
         )
 
-    def serve_read_return(self, message_id: int, length: int) -> bytes:
+    def serve_read_return(self, pdc: Pdc, message_id: int, length: int) -> list[Reply]:
         """Receive the data of a READ that returns it in the return direction (behaviour.md §6.5:
         more than ``Max_ACK_Data_Size``): the target sends it as requests with a RESPONSE_DATA
-        header naming ``message_id``, on a PDC it opens toward the tester. Each is acknowledged
-        like any request (an ACK with a DEFAULT_RESPONSE OK); the bytes are assembled by message
-        offset until ``length`` arrived. The target PDC is left for the target to close."""
+        header naming ``message_id``, in the return direction of the PDC the READ went on (§1.4:
+        SPDCID = the target's PDCID of ``pdc``, DPDCID = ours, no SYN — the PDC exists). Each is
+        acknowledged like any request (an ACK with a DEFAULT_RESPONSE OK, SPDCID = ours); the
+        bytes are assembled by message offset until ``length`` arrived. Returns the packets in
+        arrival order (their data in ``Reply.data``); a packet on another PDC, one beyond
+        ``length`` or one repeating bytes already received fails the case."""
         from uet.wire import ses as S
 
-        ours: dict[int, int] = {}
-        got = bytearray(length)
-        have = 0
+        got: list[Reply] = []
+        have: set[int] = set()
 
         def returned(r: Reply) -> bool:
             return (
@@ -363,19 +396,27 @@ class Session:
                 and getattr(r.ses, "read_request_message_id", None) == message_id
             )  # fmt: skip
 
-        while have < length:
-            r = self.expect(returned, f"return data of READ message {message_id:#x} ({have} of {length} bytes so far)")
+        while len(have) < length:
+            what = f"return data of READ message {message_id:#x} ({len(have)} of {length} bytes so far)"
+            r = self.expect(returned, what)
             h = r.ses
-            me = ours.setdefault(r.pds.spdcid, self.new_pdcid())
-            if h.message_offset + len(r.data) > length:
-                raise CheckFailed(f"return data within the {length} bytes read", r.describe())
-            got[h.message_offset : h.message_offset + len(r.data)] = r.data
-            have += len(r.data)
+            on_pdc = getattr(r.pds, "dpdcid", None) == pdc.spdcid and r.pds.spdcid == pdc.dpdcid
+            if not on_pdc or r.flags & P.ReqFlag.SYN:
+                raise CheckFailed(
+                    f"return data on the READ's own PDC (SPDCID {pdc.dpdcid}, DPDCID {pdc.spdcid}, no SYN, §1.4)",
+                    r.describe(),
+                )
+            span = range(h.message_offset, h.message_offset + len(r.data))
+            if span.stop > length or have.intersection(span) and not r.flags & P.ReqFlag.RETX:
+                raise CheckFailed(f"return data within the {length} bytes read, each byte once", r.describe())
+            have.update(span)
+            got.append(r)
             resp = S.RESPONSE.encode(S.RESPONSE.make(opcode=S.ResponseOpcode.DEFAULT_RESPONSE, message_id=h.message_id,
                                                      job_id=h.job_id, modified_length=len(r.data)))  # fmt: skip
-            ack = P.ACK.make(next_hdr=P.NextHeader.RESPONSE, cack_psn=r.pds.psn, spdcid=me, dpdcid=r.pds.spdcid)
+            ack = P.ACK.make(next_hdr=P.NextHeader.RESPONSE, cack_psn=r.pds.psn, spdcid=pdc.spdcid,
+                             dpdcid=r.pds.spdcid)  # fmt: skip
             self.send(P.ACK.encode(ack) + resp)
-        return bytes(got)
+        return got
 
     def earlier_traffic(self, r: Reply) -> bool:
         """``r`` belongs to another exchange, not to what the current case just sent: it is

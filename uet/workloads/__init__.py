@@ -12,11 +12,13 @@ from typing import Any
 
 from uet.workloads.allreduce import RingAllReduce
 from uet.workloads.base import Flow, FlowReport, RankReport, RxReport, Workload, message_data
+from uet.workloads.collective import Collective
 from uet.workloads.patterns import AllToAll, Incast, IncastVictim, Pairs, Permutation
 
 __all__ = [
     "WORKLOADS",
     "AllToAll",
+    "Collective",
     "Flow",
     "FlowReport",
     "Incast",
@@ -34,7 +36,7 @@ __all__ = [
 
 #: Workload classes by name.
 WORKLOADS: dict[str, type[Workload]] = {
-    w.name: w for w in (Incast, Pairs, Permutation, AllToAll, IncastVictim, RingAllReduce)
+    w.name: w for w in (Incast, Pairs, Permutation, AllToAll, IncastVictim, RingAllReduce, Collective)
 }
 
 

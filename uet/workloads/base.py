@@ -230,6 +230,11 @@ class Workload:
             "params": dataclasses.asdict(self.params),
         }
 
+    def result_extra(self, flows: list[dict[str, Any]]) -> dict[str, Any]:
+        """Keys the workload adds to the run result, from its per-flow results (none by default;
+        the collectives add their nccl-tests table)."""
+        return {}
+
     def flows(self) -> list[Flow]:
         """Every flow of the run."""
         return list(self._flows)
