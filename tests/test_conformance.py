@@ -426,3 +426,47 @@ def test_the_seed_is_reported_and_reruns_the_same_packets(tmp_path: Path) -> Non
 
     assert chosen(seed) == chosen(seed) != chosen(seed + 1)
     assert "seed 7 (the same PDCIDs, PSNs and message IDs again: --seed 7)" in out.getvalue()
+
+
+def test_a_case_overrunning_its_time_is_reported_and_the_run_goes_on(tmp_path: Path) -> None:
+    """--case-time cuts a case that is still waiting (NAK-015 waits about a second for the
+    target's CLOSE_REQ): it is reported 'timeout' and the next case still runs; --max-time cuts
+    the run, the cases left are reported as not run and the exit status is 1. TAP goes to a file."""
+    tap = tmp_path / "run.tap"
+    with peer(tmp_path) as p:
+        rc, report = run_suite(p, "-k", "NAK-015", "-k", "EST-001", "--case-time", "0.2", "--tap", str(tap))
+        rc2, report2 = run_suite(p, "-k", "NAK-015", "-k", "EST-001", "--max-time", "0.2")
+    outcomes = {c["id"]: c["outcome"] for c in report["cases"]}
+    assert outcomes == {"EST-001": "pass", "NAK-015": "timeout"}, outcomes
+    assert rc == 0 and report["summary"]["timeouts"] == 1  # a SHOULD case: not a MUST failure
+    lines = tap.read_text().splitlines()
+    assert lines[:2] == ["TAP version 13", "1..2"] and lines[2].startswith("ok 1 - EST-001")
+    assert lines[3].startswith("not ok 2 - NAK-015") and "  outcome: timeout" in lines
+    outcomes2 = {c["id"]: c["outcome"] for c in report2["cases"]}
+    assert outcomes2 == {"EST-001": "pass", "NAK-015": "timeout"} or outcomes2["NAK-015"] == "skip", outcomes2
+    assert rc2 == 1
+
+
+def test_should_failures_are_warnings_in_every_report(tmp_path: Path) -> None:
+    """A failed SHOULD case: WARN in the table, warning in JSON, no <failure> in JUnit,
+    ``not ok ... # TODO`` in TAP; a failed MUST case stays a failure everywhere."""
+    from uet.conformance import cases as _cases  # noqa: F401 - registers every case
+    from uet.conformance.case import CASES, Result
+    from uet.conformance.report import summary, table, write_junit, write_tap
+
+    should, must = CASES["NAK-007"], CASES["NAK-001"]
+    assert (should.level, must.level) == ("SHOULD", "MUST")
+    rs = [Result(should, "fail", 0.1, "RETX set"), Result(must, "fail", 0.1, "INV_DPDCID")]
+    s = summary(rs)
+    assert s["warnings"] == 1 and s["must_failed"] == 1 and rs[0].as_dict()["warning"] is True
+    out = io.StringIO()
+    table(rs, out)
+    assert out.getvalue().startswith("WARN  NAK-007") and "\nFAIL  NAK-001" in out.getvalue()
+    tap = io.StringIO()
+    write_tap(rs, tap)
+    assert "not ok 1 - NAK-007" in tap.getvalue() and "# TODO SHOULD case failed" in tap.getvalue()
+    assert "not ok 2 - NAK-001" in tap.getvalue() and tap.getvalue().count("# TODO") == 1
+    write_junit(rs, str(tmp_path / "j.xml"), "t")
+    root = ET.parse(tmp_path / "j.xml").getroot()
+    assert [tc.find("failure") is not None for tc in root.iter("testcase")] == [False, True]
+    assert "warning: SHOULD case failed" in (root.find(".//system-err").text or "")

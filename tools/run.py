@@ -351,6 +351,7 @@ class Launcher:
         hosts = [ready["hosts"][h] for h in self.placed]
         assert self.derived is not None  # fabric_args derived the run's settings
         fa = self.addresses = [h["ip"] for h in hosts]
+        wl.place(self.model_topology.rank_servers(self.placed))
         wspec = wl.spec()
         for i in range(n):
             spec = {

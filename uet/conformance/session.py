@@ -43,7 +43,7 @@ from uet.conformance.wirekit import M32, Reply, SesFields, control, decode_reply
 from uet.wire import crc
 from uet.wire import pds as P
 
-__all__ = ["CheckFailed", "Pdc", "Session", "Target"]
+__all__ = ["CheckFailed", "Overran", "Pdc", "Session", "Skipped", "Target"]
 
 
 def start_tsc_from_clock(table: Any) -> None:
@@ -61,6 +61,11 @@ class CheckFailed(AssertionError):  # noqa: N818 - a check's verdict, read as "c
         super().__init__(expected)
         self.expected = expected
         self.got = got
+
+
+class Overran(Exception):  # noqa: N818 - a verdict: the case overran its time
+    """The case was still waiting when its time ran out (``--case-time`` or the end of
+    ``--max-time``, :attr:`Session.case_deadline`): reported as ``timeout``, the run goes on."""
 
 
 class Skipped(Exception):  # noqa: N818
@@ -161,6 +166,8 @@ class Session:
         self._used: set[int] = set()
         self.pdcs: list[Pdc] = []
         self.start_floor: int | None = None
+        #: monotonic time at which the running case is cut short (:class:`Overran`), or None
+        self.case_deadline: float | None = None
         #: the secure target mints Start PSNs itself (RANDOM_1RTT_START, §2.3.2)
         self.one_rtt = False
         self._mid = self.rng.randrange(1, 0xFFFF)
@@ -281,14 +288,19 @@ class Session:
         return wire
 
     def _read(self, deadline: float) -> bool:
-        """Read one datagram from the target into the queue; False on timeout."""
+        """Read one datagram from the target into the queue; False on timeout. Raises
+        :class:`Overran` once the case's own deadline (:attr:`case_deadline`) has passed."""
+        cut = self.case_deadline
         while True:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            if cut is not None and now >= cut:
+                raise Overran("the case was still waiting for the target when its time ran out")
+            left = (deadline if cut is None else min(deadline, cut)) - now
             if left <= 0:
                 return False
             r, _, _ = select.select([self.sock], [], [], left)
             if not r:
-                return False
+                continue  # the wait or the case's time is up: decided at the top
             try:
                 data, src = self.sock.recvfrom(65536)
             except BlockingIOError:
@@ -332,13 +344,14 @@ class Session:
 
     def expect(self, pred: Callable[[Reply], object], what: str, timeout: float | None = None) -> Reply:
         """The first reply matching ``pred`` (consumed), or :class:`CheckFailed` saying ``what``."""
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        wait = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
         while True:
             for i, r in enumerate(self._queue):
                 if r.error is None and pred(r):
                     return self._queue.pop(i)
             if not self._read(deadline):
-                raise CheckFailed(f"expected {what}; nothing matching arrived within {self.timeout:.1f} s")
+                raise CheckFailed(f"expected {what}; nothing matching arrived within {wait:.1f} s")
 
     def collect(self, pred: Callable[[Reply], object], until: Callable[[Reply], object], what: str) -> list[Reply]:
         """Every reply matching ``pred`` received before one matching ``until`` (the latter consumed too)."""

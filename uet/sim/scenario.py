@@ -235,6 +235,7 @@ def simulate(
     if domain is not None and roce_cfg is not None:
         raise SimulationError("tss: secure endpoints are UET endpoints (transport uet)")
     placed = topo.placement(n, s.get("placement", "default"))  # rank i runs on host placed[i]
+    wl.place(topo.rank_servers(placed))
     for i, h in enumerate(placed):
         core: Any
         ip = fabric.hosts[h].ip
