@@ -625,6 +625,7 @@ class Launcher:
             ],
             "plots": summary.get("plots", []),
             **({"faults": summary["faults"]} if "faults" in summary else {}),
+            **({"collective": res["collective"]} if "collective" in res else {}),
             "pcaps": _written(self.s.get("pcap"), ".pcap"),
             "eventlogs": [e["eventlog"] for e in map(self._eventlog_spec, range(len(self.workers))) if e],
             "telemetry": self.s.get("telemetry"),
