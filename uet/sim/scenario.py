@@ -41,6 +41,13 @@ be authenticated (behaviour.md §3.5) and is dropped and counted: its RTO recove
 far — flows without a completion time are marked ``unfinished`` — with ``interrupted`` true and
 ``ok`` false (``uet-sim`` prints it and exits 130, as ``uet-run`` does).
 
+**Time limit** (``timeout_s`` in ``[run]``; **decision**): the live engine's wall-clock limit is
+honoured here as a limit on *virtual* time — the run stops when the simulated clock reaches
+``timeout_s`` seconds, exactly as a live run stops at its limit, and the same seed stops at the
+same instant on any machine (a CPU-time limit would not). The result says ``timed_out`` true
+with ``timeout_s`` and ``ok`` false, names the limit under ``errors``, and marks the flows
+without a completion time ``unfinished`` as Ctrl-C does. Without the key the run has no limit.
+
 **Stalls**: when every rank waits and nothing is left to happen (a message failed and its
 receiver waits for ever), the run stops, the ranks' partial reports are summarised (the flows
 concerned are not intact) and ``stalled`` says when.
@@ -260,15 +267,24 @@ def simulate(
     payload = roce_cfg.pmtu if roce_cfg is not None else min(cfg.payload_size, 16383)
     stalled: int | None = None
     error: str | None = None
+    limit: float | None = None if s.get("timeout_s") is None else float(s["timeout_s"])
+    timed_out = False
 
     async def main() -> None:
+        nonlocal timed_out
         tasks = [asyncio.ensure_future(wl.run(i, ep, addresses, reports[i])) for i, ep in enumerate(eps)]
         if on_progress is not None:
             total = wl.total_bytes()
             bound = virtual_bound_ns(fabric, wl.flows(), payload, roce=roce_cfg is not None, hosts=placed)
             engine.on_progress = lambda now: on_progress(Progress(now, got[0], expected, got[1], total, bound))
         try:
-            await asyncio.gather(*tasks)
+            if limit is None:
+                await asyncio.gather(*tasks)
+            else:  # the loop's clock is the engine's: this is virtual time (module docstring)
+                try:
+                    await asyncio.wait_for(asyncio.gather(*tasks), limit)
+                except TimeoutError:
+                    timed_out = True
         finally:
             for t in tasks:
                 t.cancel()
@@ -334,7 +350,10 @@ def simulate(
         res["faults"] = fault_report(fabric, res)
     if error is not None:
         res["errors"] = [*res["errors"], error]
-    if interrupted:
+    if timed_out:
+        res["errors"] = [*res["errors"], f"timeout_s: stopped at {limit:g} s of virtual time"]
+        res.update(ok=False, timed_out=True, timeout_s=limit)
+    if interrupted or timed_out:
         for f in res["flows"]:
             if "completion_s" not in f:
                 # the sender's retransmissions so far (uet.workloads.base: the flow's own count)
@@ -346,7 +365,7 @@ def simulate(
         credit_moved_bytes(wl, res["flows"], {i: payload_received(c) for i, c in enumerate(per_host)})
         res.update(
             ok=False,
-            interrupted=True,
+            interrupted=interrupted,
             flows_finished=sum(1 for f in res["flows"] if not f.get("unfinished")),
             received_messages=sum(len(r.rx) for r in reports),
             # counted per packet, as the live engine counts it (never below the messages received whole)
