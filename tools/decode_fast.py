@@ -348,9 +348,10 @@ class FastSummary:
             # The one's-complement sum of pseudo-header and datagram, checksum included, is 0
             # modulo 0xFFFF exactly when the checksum is right (net.udp_checksum, inlined: the
             # sum of 16-bit words is the big-endian integer modulo 0xFFFF; an odd byte is padded)
-            whole = int.from_bytes(memoryview(data)[off:uend], "big") << (8 * (ulen & 1))
-            pseudo = int.from_bytes(src + dst, "big") + 17 + ulen
-            if (whole + pseudo) % 0xFFFF:
+            whole = int.from_bytes(memoryview(data)[off:uend], "big")
+            if ulen & 1:
+                whole <<= 8
+            if (whole % 0xFFFF + int.from_bytes(src + dst, "big") + 17 + ulen) % 0xFFFF:
                 if csum != partial_udp_checksum(src, dst, ulen):
                     return None
                 self.partial_checksum = True
