@@ -196,12 +196,13 @@ def _read_pcapng(s: _Stream, first: bytes) -> Iterator[PcapRecord]:
         if pending is not None:
             rest4 = s.read(4, "block header")
             assert rest4 is not None
-            head: bytes | None = pending + rest4
+            head = pending + rest4
             pending = None
         else:
-            head = s.read(8, "block header", eof_ok=True)
-            if head is None:
+            got = s.read(8, "block header", eof_ok=True)
+            if got is None:
                 return
+            head = got
         start = s.pos - 8
         nblock += 1
         if struct.unpack_from("<I", head)[0] == PCAPNG_SHB:
