@@ -6,9 +6,17 @@ Kinds (rocev2-and-fabric.md §8.8):
   by ``parallel_links`` links. Host h on leaf l is 10.0.l.(h+1) (§8.8 decision). Leaf routes: each
   local host's /32 → its port, everything else → all uplinks (ECMP group). Spine routes:
   10.0.l.0/24 → the link(s) to leaf l.
-* ``rail``: rail-optimised leaf/spine. ``groups`` groups of H servers with ``rails`` NICs each; NIC
-  r of every server in group g attaches to rail leaf g·rails + r, so same-rail traffic stays under
-  one leaf and crosses the spines only between rails. Hosts are named ``srv{n}-nic{r}``.
+* ``rail``: rail-optimised leaf/spine (issue 26). ``groups`` groups of H servers of ``rails`` GPUs
+  (8 by default), each GPU with its own NIC; NIC r of every server in group g attaches to rail
+  leaf g·rails + r, so same-rail traffic stays under one leaf and crosses the spines only between
+  rails. Hosts are named ``srv{n}-nic{r}`` and numbered server by server (server s, GPU g: host
+  s·G + g). Each server has a scale-up domain (``scale_up``: a switch ``srv{s}-nvs`` joined to its
+  GPUs by NVLink-class links) that carries all traffic between GPUs of one server
+  (:mod:`uet.fabric.model.scaleup`); ``pxn``: cross-rail traffic too (one group only).
+* ``rail_only``: the rail kind without spines (``groups = 1``: one leaf per rail); a GPU reaches
+  another rail through its server's scale-up domain and the NIC of the GPU on that rail (PXN).
+* ``rail_pods``: ``pods`` pods, each ``groups`` rail groups with ``spines`` pod spines, under
+  ``superspines`` super-spines as ``three_tier``; host h of leaf l of pod p is 10.p.l.(h+1).
 * ``three_tier``: ``pods`` pods of L leaves and S spines (a 2-tier Clos each) under ``superspines``
   super-spines arranged in S planes: spine s of every pod connects to the super-spines j with
   j mod S = s. Host h on leaf l of pod p is 10.p.l.(h+1); a pod spine routes its pod's /24s down
@@ -245,6 +253,15 @@ class Topology:
         return copy.deepcopy(self)
 
     # -- servers and placement ---------------------------------------------------------------------
+
+    @property
+    def max_path_links(self) -> int:
+        """Links of the longest host-to-host path through the Ethernet fabric: 6 across the
+        super-spines of the 3-tier kinds, 2 on ``rail_only`` (one rail leaf; a cross-rail hop
+        adds only scale-up links), 4 through a spine otherwise."""
+        if self.kind in ("three_tier", "fat_tree", "rail_pods"):
+            return 6
+        return 2 if self.kind == "rail_only" else 4
 
     @property
     def pod_count(self) -> int:
