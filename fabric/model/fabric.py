@@ -149,11 +149,14 @@ class Fabric:
         self.failover: Failover | None = Failover(self, faults) if faults else None
 
     def _number_links(self) -> LinkLoad:
-        """Give every directed link an id (host uplinks first, in host order, then each switch's
+        """Give every directed link an id (host NIC ports first, in host order, then each switch's
         ports) and tell each port the id of the link arriving at it."""
         load = LinkLoad()
         for nic in self.nics:
             nic.port.link_id = load.add_link(f"{nic.name}>{self.hosts[nic.index].switch}", nic.port)
+            for port in nic.ports[1:]:  # a further plane's port, or the scale-up port of a GPU
+                peer, _ = port.peer  # type: ignore[misc]
+                port.link_id = load.add_link(f"{nic.name}:{port.index}>{peer.name}", port)
         for sw in self.switches.values():
             sw.link_load = load
             for port in sw.ports:
