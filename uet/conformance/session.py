@@ -94,6 +94,7 @@ class Target:
     keys: Any = None  # a SecureDomainTable, or None
     keys_text: str = ""  # the key file's text (to derive deliberately wrong variants)
     sdi: int | None = None
+    agent: str = ""  # its agent's control address (uet.conformance.driver), from the identity line
 
     def region(self, need: str, *, job: str = "own") -> Region | None:
         """A region whose rights are exactly ``need`` (letters of "rwai"; "i" optional unless
@@ -156,6 +157,10 @@ class Session:
         self.start_floor: int | None = None
         #: the secure target mints Start PSNs itself (RANDOM_1RTT_START, §2.3.2)
         self.one_rtt = False
+        #: the implementation's agent (uet.conformance.driver.Driver) for the initiator-side cases
+        self.driver: Any = None
+        #: what a case asks to run after it (uet.conformance.driver_target), before the PDCs close
+        self.cleanups: list[Callable[[], None]] = []
         self._mid = self.rng.randrange(1, 0xFFFF)
         self._tss = None
         if target.keys is not None:
@@ -172,6 +177,9 @@ class Session:
     def cleanup(self) -> None:
         """Close the PDCs a case opened (CLOSE CP each, §2.12), so the target frees them now
         rather than after its idle timer; failures here are not the case's verdict."""
+        cleanups, self.cleanups = self.cleanups, []
+        for fn in cleanups:
+            fn()
         pdcs, self.pdcs = self.pdcs, []
         for p in pdcs:
             if p.dpdcid is None:  # a case that read its ACKs itself: learn the target's PDCID from them

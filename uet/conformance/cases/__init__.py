@@ -5,14 +5,16 @@ from uet.conformance.cases import (  # noqa: F401 - imported for registration
     atomics,
     control,
     establish,
+    initiator,
     modes,
     robust,
     ses,
     tss,
 )
 
-#: the order areas are run and listed in (spec order: PDS, then SES, then TSS, robustness last)
+#: the order areas are run and listed in (spec order: PDS, then SES, then TSS, robustness; the
+#: initiator-side cases, which need an agent, come after the target-side ones)
 AREA_ORDER = [
     "establish", "window", "ack", "clear", "nack", "control", "rod", "rudi", "uud",
-    "ses-opcode", "ses-rc", "ses-match", "ses-rma", "ses-defer", "ses-rndv", "atomic", "tss", "robust",
+    "ses-opcode", "ses-rc", "ses-match", "ses-rma", "ses-defer", "ses-rndv", "atomic", "tss", "robust", "initiator",
 ]  # fmt: skip
