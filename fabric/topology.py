@@ -6,9 +6,17 @@ Kinds (rocev2-and-fabric.md §8.8):
   by ``parallel_links`` links. Host h on leaf l is 10.0.l.(h+1) (§8.8 decision). Leaf routes: each
   local host's /32 → its port, everything else → all uplinks (ECMP group). Spine routes:
   10.0.l.0/24 → the link(s) to leaf l.
-* ``rail``: rail-optimised leaf/spine. ``groups`` groups of H servers with ``rails`` NICs each; NIC
-  r of every server in group g attaches to rail leaf g·rails + r, so same-rail traffic stays under
-  one leaf and crosses the spines only between rails. Hosts are named ``srv{n}-nic{r}``.
+* ``rail``: rail-optimised leaf/spine (issue 26). ``groups`` groups of H servers of ``rails`` GPUs
+  (8 by default), each GPU with its own NIC; NIC r of every server in group g attaches to rail
+  leaf g·rails + r, so same-rail traffic stays under one leaf and crosses the spines only between
+  rails. Hosts are named ``srv{n}-nic{r}`` and numbered server by server (server s, GPU g: host
+  s·G + g). Each server has a scale-up domain (``scale_up``: a switch ``srv{s}-nvs`` joined to its
+  GPUs by NVLink-class links) that carries all traffic between GPUs of one server
+  (:mod:`uet.fabric.model.scaleup`); ``pxn``: cross-rail traffic too (one group only).
+* ``rail_only``: the rail kind without spines (``groups = 1``: one leaf per rail); a GPU reaches
+  another rail through its server's scale-up domain and the NIC of the GPU on that rail (PXN).
+* ``rail_pods``: ``pods`` pods, each ``groups`` rail groups with ``spines`` pod spines, under
+  ``superspines`` super-spines as ``three_tier``; host h of leaf l of pod p is 10.p.l.(h+1).
 * ``three_tier``: ``pods`` pods of L leaves and S spines (a 2-tier Clos each) under ``superspines``
   super-spines arranged in S planes: spine s of every pod connects to the super-spines j with
   j mod S = s. Host h on leaf l of pod p is 10.p.l.(h+1); a pod spine routes its pod's /24s down
@@ -43,6 +51,7 @@ the thresholds with the §8.9 rules: bytes in units of the BDP (see
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -51,7 +60,11 @@ from uet.fabric.model.switch import PortSpec
 
 from uet.wire.net import ip_bytes
 
-KINDS = ("leaf_spine", "rail", "three_tier", "fat_tree")
+KINDS = ("leaf_spine", "rail", "rail_only", "rail_pods", "three_tier", "fat_tree")
+#: the rail-optimised kinds: servers of ``rails`` GPUs, GPU i's NIC on a rail-i leaf
+RAIL_KINDS = ("rail", "rail_only", "rail_pods")
+#: rank placements (:meth:`Topology.placement`); an explicit list of host indices is the third way
+PLACEMENTS = ("rail", "server")
 
 
 @dataclass
@@ -64,6 +77,24 @@ class LinkSpec:
 
     def port(self, faces_host: bool = False) -> PortSpec:
         return PortSpec(int(self.rate_bps), int(self.delay_ns), int(self.mtu), faces_host)
+
+
+@dataclass
+class ScaleUpSpec:
+    """The scale-up domain inside a server (NVLink/NVSwitch class): each GPU joined to the
+    server's scale-up switch by one link of ``rate_bps`` (per direction) and ``delay_ns``.
+
+    Defaults (**decision**, from the AI-fabric background material): NVLink 4 gives a GPU up to
+    900 GB/s in total, i.e. 450 GB/s = 3.6 Tb/s each way; a scale-up network should stay under
+    1 µs, so 250 ns a link (GPU → switch → GPU: 0.5 µs plus serialisation). ``rate_bps = 0``:
+    no scale-up domain (GPUs of one server reach each other through the Ethernet fabric). The
+    links carry the NIC's frames, so their MTU is the host link's."""
+
+    rate_bps: int = 3_600_000_000_000
+    delay_ns: int = 250
+
+    def port(self, mtu: int, faces_host: bool = True) -> PortSpec:
+        return PortSpec(int(self.rate_bps), int(self.delay_ns), int(mtu), faces_host)
 
 
 @dataclass
@@ -90,6 +121,11 @@ class HostPlan:
     link: LinkSpec
     #: the NIC's further ports, one per further plane (``planes``): (leaf, leaf port) each
     planes: list[tuple[str, int]] = field(default_factory=list)
+    #: the server this GPU's NIC belongs to (its index) and its GPU number in it (= its rail)
+    server: int = 0
+    gpu: int = 0
+    #: the port of the server's scale-up switch this GPU hangs off (switch, port); None: none
+    scale_up: tuple[str, int] | None = None
 
 
 @dataclass
@@ -109,7 +145,8 @@ class Topology:
     spines: int = 2
     hosts_per_leaf: int = 4
     parallel_links: int = 1
-    rails: int = 2
+    #: rail kinds: GPUs per server, each with its own NIC on its own rail (GPU i → rail i)
+    rails: int = 8
     groups: int = 2
     pods: int = 2
     superspines: int = 2
@@ -122,6 +159,11 @@ class Topology:
     host_link: LinkSpec = field(default_factory=LinkSpec)
     fabric_link: LinkSpec = field(default_factory=LinkSpec)
     switch: SwitchConfig = field(default_factory=SwitchConfig)
+    #: rail kinds: the scale-up domain inside each server (``rate_bps = 0``: none)
+    scale_up: ScaleUpSpec = field(default_factory=ScaleUpSpec)
+    #: rail kinds: cross-rail traffic goes over the scale-up domain to the GPU on the destination's
+    #: rail and leaves on that rail (NCCL's PXN); always so on ``rail_only`` (no spines to cross)
+    pxn: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -136,8 +178,22 @@ class Topology:
                 raise FabricError("a fat tree needs an even k in 2..64")
         if self.planes < 1 or (self.planes > 1 and self.kind != "leaf_spine") or self.planes > 8:
             raise FabricError("planes: 1..8, and more than one only for a leaf_spine topology")
-        if self.kind == "three_tier" and self.superspines % self.spines:
+        if self.kind in ("three_tier", "rail_pods") and self.superspines % self.spines:
             raise FabricError("superspines must be a multiple of spines (one plane per pod spine)")
+        if self.kind in RAIL_KINDS and not 1 <= self.rails <= 64:
+            raise FabricError("rails (GPUs per server): 1..64")
+        if self.kind in RAIL_KINDS and self.leaves_per_pod > 256:
+            raise FabricError("addressing 10.p.l.(h+1) allows 256 leaves: groups × rails ≤ 256")
+        if self.kind == "rail_only" and self.groups != 1:
+            raise FabricError("rail_only: one leaf per rail (groups = 1); without spines groups cannot meet")
+        if self.kind == "rail_only" and not self.scale_up.rate_bps:
+            raise FabricError("rail_only: cross-rail traffic needs the scale-up domain (scale_up.rate_bps > 0)")
+        if self.pxn and self.kind not in ("rail", "rail_only"):
+            raise FabricError("pxn: on the rail and rail_only kinds")
+        if self.pxn and self.kind == "rail" and self.groups != 1:
+            raise FabricError("pxn on rail: one group (a leaf per rail), as rail_only")
+        if self.scale_up.rate_bps < 0 or self.scale_up.delay_ns < 0:
+            raise FabricError("scale_up: rate_bps and delay_ns must be ≥ 0")
 
     # -- construction ------------------------------------------------------------------------------
 
@@ -152,6 +208,8 @@ class Topology:
         for name in ("host_link", "fabric_link"):
             if name in d:
                 over[name] = LinkSpec(**{**vars(getattr(base, name)), **d.pop(name)})
+        if "scale_up" in d:
+            over["scale_up"] = ScaleUpSpec(**{**vars(base.scale_up), **d.pop("scale_up")})
         if "switch" in d:
             over["switch"] = SwitchConfig.from_dict(d.pop("switch"))
         known = {f.name for f in fields(cls)}
@@ -185,14 +243,106 @@ class Topology:
         """How many hosts :meth:`plan` builds."""
         if self.kind == "fat_tree":
             return self.fat_k**3 // 4
-        if self.kind == "rail":
-            return self.groups * self.rails * self.hosts_per_leaf
+        if self.kind in RAIL_KINDS:
+            return self.pod_count * self.leaves_per_pod * self.hosts_per_leaf
         if self.kind == "three_tier":
             return self.pods * self.leaves * self.hosts_per_leaf
         return self.leaves * self.hosts_per_leaf
 
     def copy(self) -> Topology:
         return copy.deepcopy(self)
+
+    # -- servers and placement ---------------------------------------------------------------------
+
+    @property
+    def max_path_links(self) -> int:
+        """Links of the longest host-to-host path through the Ethernet fabric: 6 across the
+        super-spines of the 3-tier kinds, 2 on ``rail_only`` (one rail leaf; a cross-rail hop
+        adds only scale-up links), 4 through a spine otherwise."""
+        if self.kind in ("three_tier", "fat_tree", "rail_pods"):
+            return 6
+        return 2 if self.kind == "rail_only" else 4
+
+    @property
+    def pod_count(self) -> int:
+        """Pods of a rail kind (``rail_pods``: ``pods``; the others one)."""
+        return self.pods if self.kind == "rail_pods" else 1
+
+    @property
+    def leaves_per_pod(self) -> int:
+        """Leaves of one pod: ``groups`` × ``rails`` on the rail kinds, ``leaves`` otherwise."""
+        return self.groups * self.rails if self.kind in RAIL_KINDS else self.leaves
+
+    @property
+    def gpus_per_server(self) -> int:
+        """GPUs (hosts, each with its own NIC) per server: ``rails`` on the rail kinds; 1 on the
+        others, whose hosts stand alone (no servers, no scale-up domain)."""
+        return self.rails if self.kind in RAIL_KINDS else 1
+
+    @property
+    def has_scale_up(self) -> bool:
+        """Whether servers have a scale-up domain (a rail kind, G > 1, ``scale_up.rate_bps`` > 0)."""
+        return self.kind in RAIL_KINDS and self.rails > 1 and self.scale_up.rate_bps > 0
+
+    @property
+    def cross_rail_scale_up(self) -> bool:
+        """Cross-rail traffic goes through the scale-up domain (``pxn``, always on ``rail_only``)."""
+        return self.has_scale_up and (self.pxn or self.kind == "rail_only")
+
+    @property
+    def server_count(self) -> int:
+        return self.host_count() // self.gpus_per_server
+
+    @property
+    def servers(self) -> list[list[int]]:
+        """Host indices of each server, server by server: hosts are numbered server-major
+        (server s, GPU g is host s·G + g), so server s is hosts s·G … s·G + G − 1."""
+        g = self.gpus_per_server
+        return [list(range(s * g, (s + 1) * g)) for s in range(self.server_count)]
+
+    def server_of(self, host: int) -> int:
+        """The server host ``host`` belongs to."""
+        return host // self.gpus_per_server
+
+    def placement(self, ranks: int, mode: str | Sequence[int] = "default") -> list[int]:
+        """The host of each of ``ranks`` ranks (rank → host index).
+
+        * ``server``: server-major — ranks fill a server's GPUs before the next server (rank r on
+          host r), so a ring's neighbours share a server and its every G-th hop changes rail;
+        * ``rail``: rail-major over the fewest servers that hold the ranks (S = ⌈ranks / G⌉):
+          rank r on GPU ⌊r / S⌋ of server r mod S, so consecutive ranks sit on one rail (one leaf
+          per group) and a ring follows the rails, changing rail only G times;
+        * ``default``: ``rail`` on the rail kinds, ``server`` on the others (where G = 1 and both
+          are rank r on host r);
+        * a list: host indices, one per rank, distinct.
+        """
+        n = self.host_count()
+        if ranks > n:
+            raise FabricError(f"{ranks} ranks on a topology of {n} hosts")
+        if not isinstance(mode, str):
+            hosts = [int(h) for h in mode]
+            if len(hosts) != ranks:
+                raise FabricError(f"placement: {len(hosts)} hosts for {ranks} ranks")
+            if len(set(hosts)) != ranks or not all(0 <= h < n for h in hosts):
+                raise FabricError(f"placement: hosts must be distinct indices in 0..{n - 1}")
+            return hosts
+        if mode == "default":
+            mode = "rail" if self.kind in RAIL_KINDS else "server"
+        if mode == "server":
+            return list(range(ranks))
+        if mode == "rail":
+            g = self.gpus_per_server
+            used = -(-ranks // g)
+            return [(r % used) * g + r // used for r in range(ranks)]
+        raise FabricError(f"placement {mode!r}: one of {', '.join(PLACEMENTS)} or a list of host indices")
+
+    def rank_servers(self, hosts: Sequence[int]) -> list[list[int]]:
+        """The ranks of each server that holds some (``hosts``: each rank's host, as
+        :meth:`placement` gives), servers in order, ranks ascending within each."""
+        by: dict[int, list[int]] = {}
+        for r, h in enumerate(hosts):
+            by.setdefault(self.server_of(h), []).append(r)
+        return [by[s] for s in sorted(by)]
 
     # -- wiring ----------------------------------------------------------------------------------
 
@@ -205,11 +355,56 @@ class Topology:
             clos.kind, clos.pods, clos.leaves, clos.spines = "three_tier", k, h, h
             clos.hosts_per_leaf, clos.superspines = h, h * h
             return clos._plan_three_tier()
-        if self.kind == "three_tier":
-            return self._plan_three_tier()
-        if self.planes > 1:
+        if self.kind in ("three_tier", "rail_pods"):
+            plan = self._plan_three_tier()
+        elif self.planes > 1:
             return self._plan_planes()
-        return self._plan_two_tier()
+        else:
+            plan = self._plan_two_tier()
+        if self.kind in RAIL_KINDS:
+            self._add_servers(plan)
+        return plan
+
+    def _host(self, leaf: SwitchPlan, pod: int, li: int, h: int, hosts: list[HostPlan]) -> None:
+        """Hang host ``h`` of leaf ``li`` (of pod ``pod``) off ``leaf``: address 10.pod.li.(h+1),
+        a /32 route to it. Rail kinds name it ``srv{s}-nic{r}`` (server s, rail r), the others
+        ``h{n}``."""
+        H = self.hosts_per_leaf
+        ip = f"10.{pod}.{li}.{h + 1}"
+        if self.kind in RAIL_KINDS:
+            g, r = divmod(li, self.rails)
+            name = f"srv{(pod * self.groups + g) * H + h}-nic{r}"
+        else:
+            name = f"h{(pod * self.leaves + li) * H + h}"
+        hosts.append(HostPlan(name, ip, _host_mac(ip), leaf.name, h, self.host_link))
+        leaf.ports.append(self.host_link.port(faces_host=True))
+        leaf.peers.append((name, 0))
+        leaf.routes.append((f"{ip}/32", [h]))
+
+    def _add_servers(self, plan: Plan) -> None:
+        """Rail kinds: order the hosts server by server, NIC by NIC (srv0-nic0, srv0-nic1, …,
+        srv1-nic0, …), number their server and GPU, and with a scale-up domain give each server a
+        scale-up switch ``srv{s}-nvs``: port g to GPU g's NIC (its port after the planes'), a /32
+        route to each GPU, and with cross-rail scale-up (PXN) a /24 to each rail leaf through the
+        GPU on that rail, whose NIC puts the frame on its rail (:mod:`uet.fabric.model.scaleup`)."""
+        plan.hosts.sort(key=lambda hp: tuple(int(x) for x in hp.name[3:].split("-nic")))
+        G = self.rails
+        for i, hp in enumerate(plan.hosts):
+            hp.server, hp.gpu = divmod(i, G)
+        if not self.has_scale_up:
+            return
+        sid = len(plan.switches)
+        port = self.scale_up.port(self.host_link.mtu)
+        for s in range(self.server_count):
+            nvs = SwitchPlan(f"srv{s}-nvs", sid + s, "scaleup")
+            for g, hp in enumerate(plan.hosts[s * G : (s + 1) * G]):
+                nvs.ports.append(port)
+                nvs.peers.append((hp.name, 1 + len(hp.planes)))
+                nvs.routes.append((f"{hp.ip}/32", [g]))
+                hp.scale_up = (nvs.name, g)
+            if self.cross_rail_scale_up:  # one leaf per rail: leaf r holds rail r (groups = 1)
+                nvs.routes += [(f"10.0.{r}.0/24", [r]) for r in range(G)]
+            plan.switches.append(nvs)
 
     def _plan_planes(self) -> Plan:
         """``planes`` copies of the leaf/spine plan, switches named ``p{k}-leaf{i}`` /
@@ -235,30 +430,20 @@ class Topology:
         return Plan(switches, hosts)
 
     def _plan_two_tier(self) -> Plan:
-        rail = self.kind == "rail"
-        nleaves = self.groups * self.rails if rail else self.leaves
+        nleaves = self.leaves_per_pod
         H, S, b = self.hosts_per_leaf, self.spines, self.parallel_links
+        if self.kind == "rail_only":
+            S = 0  # no spines: a rail's servers meet under its leaf, rails meet in the servers
         leaves = [SwitchPlan(f"leaf{li}", li, "leaf") for li in range(nleaves)]
         spines = [SwitchPlan(f"spine{s}", nleaves + s, "spine") for s in range(S)]
         hosts: list[HostPlan] = []
         for li, leaf in enumerate(leaves):
             for h in range(H):
-                if rail:
-                    g, r = divmod(li, self.rails)
-                    name = f"srv{g * H + h}-nic{r}"
-                else:
-                    name = f"h{li * H + h}"
-                ip = f"10.0.{li}.{h + 1}"
-                hosts.append(HostPlan(name, ip, _host_mac(ip), leaf.name, h, self.host_link))
-                leaf.ports.append(self.host_link.port(faces_host=True))
-                leaf.peers.append((name, 0))
-                leaf.routes.append((f"{ip}/32", [h]))
-        if rail:
-            # order hosts server by server, NIC by NIC, so srv0-nic0, srv0-nic1, srv1-nic0, ...
-            hosts.sort(key=lambda hp: tuple(int(x) for x in hp.name[3:].split("-nic")))
-        self._wire_up(leaves, spines, base=lambda li: f"10.0.{li}.0/24")
-        for leaf in leaves:
-            leaf.routes.append(("0.0.0.0/0", list(range(H, H + S * b))))
+                self._host(leaf, 0, li, h, hosts)
+        if S:
+            self._wire_up(leaves, spines, base=lambda li: f"10.0.{li}.0/24")
+            for leaf in leaves:
+                leaf.routes.append(("0.0.0.0/0", list(range(H, H + S * b))))
         return Plan(leaves + spines, hosts)
 
     def _wire_up(self, lower: list[SwitchPlan], upper: list[SwitchPlan], base: Any) -> None:
@@ -279,7 +464,7 @@ class Topology:
                 up.routes.append((base(i), down_ports))
 
     def _plan_three_tier(self) -> Plan:
-        H, L, S, K, b = self.hosts_per_leaf, self.leaves, self.spines, self.superspines, self.parallel_links
+        H, L, S, K, b = self.hosts_per_leaf, self.leaves_per_pod, self.spines, self.superspines, self.parallel_links
         sid = 0
         switches: list[SwitchPlan] = []
         hosts: list[HostPlan] = []
@@ -290,12 +475,7 @@ class Topology:
                 leaf = SwitchPlan(f"pod{p}-leaf{li}", sid, "leaf")
                 sid += 1
                 for h in range(H):
-                    ip = f"10.{p}.{li}.{h + 1}"
-                    name = f"h{(p * L + li) * H + h}"
-                    hosts.append(HostPlan(name, ip, _host_mac(ip), leaf.name, h, self.host_link))
-                    leaf.ports.append(self.host_link.port(faces_host=True))
-                    leaf.peers.append((name, 0))
-                    leaf.routes.append((f"{ip}/32", [h]))
+                    self._host(leaf, p, li, h, hosts)
                 leaves.append(leaf)
             spines = []
             for s in range(S):
@@ -337,7 +517,7 @@ class LinkPlan:
     uplink: bool
 
 
-_TIER = {"leaf": 0, "spine": 1, "superspine": 2}
+_TIER = {"scaleup": -1, "leaf": 0, "spine": 1, "superspine": 2}
 
 
 def plan_links(plan: Plan) -> list[LinkPlan]:
@@ -349,6 +529,11 @@ def plan_links(plan: Plan) -> list[LinkPlan]:
         LinkPlan(f"{h.name}-{sw}", h.name, k, sw, port, False)
         for h in plan.hosts
         for k, (sw, port) in enumerate(h.planes, start=1)
+    ]
+    out += [
+        LinkPlan(f"{h.name}-{h.scale_up[0]}", h.name, 1 + len(h.planes), h.scale_up[0], h.scale_up[1], False)
+        for h in plan.hosts
+        if h.scale_up is not None
     ]
     pairs: list[tuple[str, int, str, int]] = []
     for sp in plan.switches:

@@ -23,8 +23,9 @@ import signal
 import sys
 from typing import Any
 
-from uet import AmoOp, AmoType, Endpoint, EndpointConfig, Mode, Peer, SesError
 from uet.tools.cli import ArgumentParser, RunFailed, run_main
+
+from uet import AmoOp, AmoType, Endpoint, EndpointConfig, Mode, Peer, SesError
 
 __all__ = ["Agent", "serve_control"]
 

@@ -50,7 +50,8 @@ def test_patterns() -> None:
     assert sorted(f.dst for f in perm) == list(range(16)) and all(f.src != f.dst for f in perm)
     assert len(make("all_to_all", 5).flows()) == 20
     ar = make("allreduce", 4, message_bytes=1000)
-    assert [(f.src, f.dst, f.messages) for f in ar.flows()] == [(0, 1, 6), (1, 2, 6), (2, 3, 6), (3, 0, 6)]
+    # the pipelined ring: 2(n - 1) steps on each of the 2 default channels, one flow per rank
+    assert [(f.src, f.dst, f.messages) for f in ar.flows()] == [(0, 1, 12), (1, 2, 12), (2, 3, 12), (3, 0, 12)]
     with pytest.raises(ValueError):
         make("pairs", 3)
     with pytest.raises(ValueError):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from uet.tools.cli import UsageError, parse_rate, parse_size
+from uet.tools.cli import UsageError, int_arg, parse_rate, parse_size
 from uet.tools.config_check import check_dataclass, describe_keys
 
 __all__ = ["IP_UDP_BYTES", "add_workload_option", "check_settings", "load_scenario", "max_payload", "read_settings"]
@@ -38,9 +38,11 @@ _EXTRA_RUN_KEYS = {
     "plot": str,
     "telemetry": str,
     "workload_params": dict,  # from [workload.params] and --workload-set
+    "placement": object,  # a mode name or a list of host indices: checked against the topology
 }
-#: ``[run]`` keys of one engine the other accepts and ignores, so one scenario file serves both:
-#: ``timeout_s``, the live engine's wall-clock limit (checked as a number of seconds)
+#: ``[run]`` keys without an engine default, so one scenario file serves both: ``timeout_s``, the
+#: live engine's wall-clock limit and the simulator's virtual-time limit (uet.sim.scenario; checked
+#: as a number of seconds)
 _ONE_ENGINE_KEYS = {"timeout_s"}
 
 
@@ -183,9 +185,49 @@ def check_settings(
             f"[endpoint] payload_size = {payload} does not fit the fabric's {mtu}-byte MTU "
             f"(at most {max_payload(mtu)}: IP/UDP and PDS/SES headers take the rest)"
         )
+    _check_placement(s, topo)
     if s.get("plot"):
         require_matplotlib()
     return topo, derived
+
+
+def add_placement_options(p: Any) -> None:
+    """``--gpus-per-server`` and ``--placement`` (``uet-run`` and ``uet-sim``): servers and ranks."""
+    p.add_argument(
+        "--gpus-per-server",
+        type=int_arg(1),
+        metavar="G",
+        help="rail topologies: GPUs per server, one NIC and one rail each (sets the topology's rails)",
+    )
+    p.add_argument(
+        "--placement",
+        metavar="HOW",
+        help="rank → host: rail (rail-major, the default on rail topologies), server (server-major) "
+        "or a comma-separated list of host indices",
+    )
+
+
+def parse_placement(text: str) -> str | list[int]:
+    """``--placement``: a mode name or a comma-separated list of host indices."""
+    if "," not in text and not text.strip().isdigit():
+        return text.strip()
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--placement {text!r}: rail, server or host indices such as 0,2,4,6") from None
+
+
+def _check_placement(s: dict[str, Any], topo: Any) -> None:
+    """``[run] placement`` (a mode or a list of host indices) fits the topology and the ranks."""
+    from uet.fabric.model.config import FabricError
+
+    pl = s.get("placement", "default")
+    if not isinstance(pl, str) and not (isinstance(pl, list) and all(type(h) is int for h in pl)):
+        raise UsageError(f"[run] placement = {pl!r}: rail, server or a list of host indices")
+    try:
+        topo.placement(int(s["endpoints"]), pl)
+    except FabricError as e:
+        raise UsageError(f"[run] placement: {e}") from None
 
 
 def add_workload_option(p: Any) -> None:
@@ -239,6 +281,12 @@ def read_settings(
         s["topology"] = args.topology
         topo = {}
     s["overrides"] = list(s.get("overrides", [])) + args.overrides
+    gpus = getattr(args, "gpus_per_server", None)
+    if gpus is not None:  # a rail topology's GPUs per server are its rails
+        s["overrides"].append(f"rails={gpus}")
+    if getattr(args, "placement", None) is not None:
+        s["placement"] = parse_placement(args.placement)
+        explicit.add("placement")
     try:
         ep = deep_update(ep, overrides_to_dict(args.ep_overrides))
     except ValueError as e:
@@ -254,6 +302,11 @@ def read_settings(
     if s.get("workload") == "pairs" and "endpoints" not in explicit:
         s["endpoints"] = 8
     _topo, derived = check_settings(s, topo, ep, rate_given="rate_bps" in explicit, engine=engine)
+    if gpus is not None and _topo.gpus_per_server != gpus:
+        raise UsageError(
+            f"--gpus-per-server {gpus}: servers of several GPUs are modelled on the rail topologies "
+            f"(kind rail, rail_only or rail_pods), not on {_topo.kind}"
+        )
     from uet.workloads import make
 
     try:  # the workload's own parameters, checked once (one line naming the key)

@@ -27,8 +27,11 @@ from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.model.linkload import LinkLoad
 from uet.fabric.model.nic import HostNic
 from uet.fabric.model.port import Port
+from uet.fabric.model.scaleup import GpuNic, scale_up_config
 from uet.fabric.model.switch import Switch
 from uet.fabric.model.telemetry import Counters, Telemetry
+
+from uet.wire.net import ip_bytes
 
 if TYPE_CHECKING:
     from uet.fabric.topology import HostPlan, Topology  # at run time imported where used (a cycle)
@@ -67,7 +70,7 @@ class Fabric:
             topology = Topology.from_dict(topology)
         self.topology = topology
         self.plan = plan = topology.plan()
-        links = {(int(sp.rate_bps), int(sp.delay_ns)) for s in plan.switches for sp in s.ports}
+        links = {(int(sp.rate_bps), int(sp.delay_ns)) for s in plan.switches if s.tier != "scaleup" for sp in s.ports}
         #: what the configuration rules let pass with a warning (config.check_thresholds)
         self.warnings = check_thresholds(topology.switch, sorted(links))
         self.events = EventQueue()
@@ -76,12 +79,13 @@ class Fabric:
         self.deliver_pfc = deliver_pfc
         self.switches: dict[str, Switch] = {}
         cfg = topology.switch
+        up_cfg = scale_up_config(cfg) if topology.has_scale_up else cfg
         for sp in plan.switches:
             sw = Switch(
                 sp.name,
                 sp.id,
                 sp.ports,
-                cfg,
+                up_cfg if sp.tier == "scaleup" else cfg,
                 events=self.events,
                 telemetry=self.telemetry,
                 counters=self.counters,
@@ -99,11 +103,20 @@ class Fabric:
         for i, hp in enumerate(plan.hosts):
             link = hp.link
             port = Port(0, link.rate_bps, link.delay_ns, link.mtu, mac=hp.mac, strict=strict, weights=weights)
-            nic = HostNic(i, hp.name, port, cfg, self.events, self.telemetry, self.counters)
+            nic_class = HostNic if hp.scale_up is None else GpuNic
+            nic = nic_class(i, hp.name, port, cfg, self.events, self.telemetry, self.counters)
             for k in range(1, len(hp.planes) + 1):  # one more NIC port per further plane
                 nic.ports.append(
                     Port(k, link.rate_bps, link.delay_ns, link.mtu, mac=hp.mac, strict=strict, weights=weights)
                 )
+            if isinstance(nic, GpuNic):  # and one into the server's scale-up switch
+                su, k = topology.scale_up, len(nic.ports)
+                nic.ports.append(
+                    Port(k, su.rate_bps, su.delay_ns, link.mtu, mac=hp.mac, strict=strict, weights=weights)
+                )
+                g = topology.gpus_per_server
+                mates = frozenset(_ip_int(h.ip) for h in plan.hosts[hp.server * g : (hp.server + 1) * g])
+                nic.setup(_ip_int(hp.ip), mates, hp.gpu, g, topology.cross_rail_scale_up)
             nic.on_transmit = self._on_transmit
             nic.on_deliver = self._on_deliver
             self.nics.append(nic)
@@ -136,11 +149,14 @@ class Fabric:
         self.failover: Failover | None = Failover(self, faults) if faults else None
 
     def _number_links(self) -> LinkLoad:
-        """Give every directed link an id (host uplinks first, in host order, then each switch's
+        """Give every directed link an id (host NIC ports first, in host order, then each switch's
         ports) and tell each port the id of the link arriving at it."""
         load = LinkLoad()
         for nic in self.nics:
             nic.port.link_id = load.add_link(f"{nic.name}>{self.hosts[nic.index].switch}", nic.port)
+            for port in nic.ports[1:]:  # a further plane's port, or the scale-up port of a GPU
+                peer, _ = port.peer  # type: ignore[misc]
+                port.link_id = load.add_link(f"{nic.name}:{port.index}>{peer.name}", port)
         for sw in self.switches.values():
             sw.link_load = load
             for port in sw.ports:
@@ -268,3 +284,7 @@ class Fabric:
             ],
             "counters": {"/".join(map(str, k)): v for k, v in sorted(self.counters.items(), key=str)},
         }
+
+
+def _ip_int(ip: str) -> int:
+    return int.from_bytes(ip_bytes(ip), "big")

@@ -94,6 +94,12 @@ class Driver:
     def close(self) -> None:
         self.sock.close()
 
+    def __enter__(self) -> Driver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def command(self, op: str, **args: Any) -> int:
         """Send one command; returns its id (the answer comes with :meth:`result`)."""
         cid = self._next

@@ -33,6 +33,11 @@ NO_AGENT = "no agent: the initiator-side cases drive the implementation through 
 RETRY_BUDGET_S = 30.0
 
 
+def _at_psn(psn: int) -> Callable[[Reply], bool]:
+    """A predicate: a request carrying a SES header at PSN ``psn``."""
+    return lambda r: r.ses is not None and r.pds.psn == psn
+
+
 def _s16(v: int) -> int:
     v &= 0xFFFF
     return v - 0x10000 if v & 0x8000 else v
@@ -114,7 +119,9 @@ class Iut:
             return True
         if not r.flags & P.ReqFlag.SYN or r.ses is None:
             return False
-        return getattr(r.pds, "next_hdr", 0) != P.NextHeader.RESPONSE_DATA and r.ses.opcode != S.SesOpcode.DEFERRABLE_RTR
+        return (
+            getattr(r.pds, "next_hdr", 0) != P.NextHeader.RESPONSE_DATA and r.ses.opcode != S.SesOpcode.DEFERRABLE_RTR
+        )
 
     def packet(self, what: str, pred: Callable[[Reply], object] | None = None, timeout: float | None = None) -> Reply:
         """The next packet from the implementation matching ``pred``."""
@@ -132,12 +139,18 @@ class Iut:
         pkts = [first]
         while not pkts[-1].ses.flags & S.SesFlag.EOM:
             last = pkts[-1].pds.psn
-            pkts.append(self.request(f"packet {len(pkts) + 1} of {what}",
-                                     lambda r, last=last: r.ses is not None and r.pds.psn == (last + 1) & M32))  # fmt: skip
+            pkts.append(self.request(f"packet {len(pkts) + 1} of {what}", _at_psn((last + 1) & M32)))
         return pkts
 
-    def control(self, ctype: int, what: str, timeout: float | None = None) -> Reply:
-        return self.packet(what, lambda r: r.ptype == P.PdsType.CONTROL and r.pds.ctl_type == ctype, timeout)
+    def control(
+        self, ctype: int, what: str, timeout: float | None = None, pred: Callable[[Reply], object] | None = None
+    ) -> Reply:
+        """The next control packet of type ``ctype`` (and matching ``pred``) from the implementation."""
+
+        def match(r: Reply) -> bool:
+            return r.ptype == P.PdsType.CONTROL and r.pds.ctl_type == ctype and (pred is None or bool(pred(r)))
+
+        return self.packet(what, match, timeout)
 
     # -- answers ---------------------------------------------------------------------------------
 
@@ -156,7 +169,11 @@ class Iut:
             hdr = S.RESPONSE_DATA.make(message_id=mid, job_id=job, read_request_message_id=mid,
                                        payload_length=len(data), modified_length=n, message_offset=0)  # fmt: skip
             return P.NextHeader.RESPONSE_DATA, S.RESPONSE_DATA.encode(hdr) + data
-        op = S.ResponseOpcode.DEFAULT_RESPONSE if rc in (S.ReturnCode.OK, S.ReturnCode.NULL) else S.ResponseOpcode.RESPONSE
+        op = (
+            S.ResponseOpcode.DEFAULT_RESPONSE
+            if rc in (S.ReturnCode.OK, S.ReturnCode.NULL)
+            else S.ResponseOpcode.RESPONSE
+        )
         n = (length if rc == S.ReturnCode.OK else 0) if modified is None else modified
         hdr = S.RESPONSE.make(opcode=op, return_code=rc, message_id=mid, job_id=job, modified_length=n)
         return P.NextHeader.RESPONSE, S.RESPONSE.encode(hdr)

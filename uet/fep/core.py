@@ -49,7 +49,9 @@ packet Failed in PDS) sends no MSG_ERROR, so its partial reassembly at the targe
 wait on the unexpected list without a byte limit (only messages *in progress* are bounded, by
 ``max_partial``, beyond which PDS NACKs ``NO_SES_MSG_AVAIL``); a message completed into a posted
 buffer reports ``mode`` 0 (the receive completion does not carry the PDS mode); read data returns
-in the ACKs of the read requests (``TargetConfig.max_ack_data`` = the payload size).
+in the ACKs of the read requests (``TargetConfig.max_ack_data`` = the payload size) when the whole
+read fits one payload, otherwise as RESPONSE_DATA requests in the return direction of the read's
+own PDC (``PdsCore.submit_return``, behaviour.md §1.4, §6.5).
 """
 
 from __future__ import annotations
@@ -506,6 +508,11 @@ class FepCore(Operations, Completions):
             mode = Mode(p.mode)
             whole = mode == Mode.RUDI or mode == Mode.UUD
             tok = p.token
+            if p.return_pdc is not None:  # read data: the return direction of the read's PDC (§6.5)
+                self.pds.submit_return(
+                    p.return_pdc, p.next_hdr, p.ses, p.payload, token=tok, som=p.som, eom=p.eom, now=now
+                )
+                continue
             ret = tok[0] == "read_return"  # read data answering a request: verifies no one
             try:
                 submit(

@@ -7,13 +7,20 @@ the rest of the message in progress fail, later queued messages move to a new PD
 freed at once; the target reclaims its half by its idle CLOSE_REQ timer.
 
 Fatal NACKs of the "close PDC; retry on a new PDC" class (§2.10: INV_DPDCID, PDC_HDR_MISMATCH,
-CLOSING, INVALID_SYN, PDC_MODE_MISMATCH, UNEXP_EVENT) retry instead of failing every message whose
-packets were *all* still unacknowledged (the target cannot have completed it: nothing of it was
-acknowledged) on a new PDC, from its first packet, in order; the target's SES recognises a
-message it already completed by ``(source, message_id)`` and answers it again (§6.1). A message
-with an acknowledged packet fails as before (its acknowledged part may be lost with the old PDC's
-target state, so a resend of the rest could complete a message the target never assembled). Each
-packet may be moved ``max_nack_retx`` times (issue 15 item 9, inference on the exact scope).
+CLOSING, INVALID_SYN, PDC_MODE_MISMATCH, UNEXP_EVENT) retry on a new PDC, from its first packet, a
+message none of whose packets was acknowledged *and* that the target cannot have assembled: one of
+its packets was never sent, or the NACK names a packet of it that was sent once (the NACK answers
+that only copy, so it never reached the PDC). Inference where §2.10 is silent on what "retry"
+covers: a message whose every packet may have arrived fails, even with nothing acknowledged, since
+the target may have delivered it and lost only the ACK before its PDC went away, and nothing
+recognises the copy: SES keeps no memory of completed RUD/ROD messages (PDS removes their
+duplicates by PSN, which a new PDC starts afresh). Such a retry delivered the message twice
+(issue 29, the live soak); reporting a failure for a message that may have arrived is the safe
+side of exactly once. (A network copy of the named packet that overtook it and reached the PDC
+before it went away escapes this rule; a target closes a PDC in error only after its initiator's
+silence, uet.pds.control.) A message with an acknowledged packet fails as before; messages not yet
+started move to a new PDC in every case (§1.4). Each packet may be moved ``max_nack_retx`` times
+(issue 15 item 9, inference on the exact scope).
 """
 
 from __future__ import annotations
@@ -139,17 +146,18 @@ class CloseMixin(PdsState):
             self._count("ctl_tx_CLOSE")
             self._transmit(pdc, pkt, now, False, True)
 
-    def _close_error(self, pdc: InitiatorPdc, reason: str, code: int | None, now: int) -> None:
+    def _close_error(self, pdc: InitiatorPdc, reason: str, code: int | None, now: int, npsn: int = -1) -> None:
         """Close in error (§2.12): fail outstanding packets and the rest of the active message;
         later queued messages move to a new PDC; free the PDC. For a return-direction half
-        (uet.pds.ret) its packets fail and its target PDC closes in error."""
+        (uet.pds.ret) its packets fail and its target PDC closes in error. ``npsn``: the PSN a
+        fatal NACK named (-1: none)."""
         if pdc.owner is not None:
             owner = pdc.owner
             self._ret_fail(owner, reason, code)
             self._target_close_error(owner, reason, now)
             return
         ev = self._events
-        salvaged = self._salvage(pdc) if code in RETRY_ON_NEW_PDC else []
+        salvaged = self._salvage(pdc, npsn) if code in RETRY_ON_NEW_PDC else []
         n = nb = 0
         for q in pdc.outstanding.values():
             n += 1
@@ -170,11 +178,14 @@ class CloseMixin(PdsState):
         if salvaged:
             self._retry_elsewhere(pdc, salvaged, reason, code, now)
 
-    def _salvage(self, pdc: InitiatorPdc) -> list[tuple]:
-        """Take off ``pdc`` every message none of whose packets was acknowledged: the
+    def _salvage(self, pdc: InitiatorPdc, npsn: int) -> list[tuple]:
+        """Take off ``pdc`` every message none of whose packets was acknowledged and that
+        the target cannot have assembled (module docstring): the
         outstanding packets in PSN order, then the rest of the message in progress, grouped
         from each SOM; a group is whole when its PSNs are contiguous (no acknowledged packet in
-        between) and it ends with EOM or is the message still being submitted. Returns
+        between) and it ends with EOM or is the message still being submitted; it may move when
+        one of its packets never reached the target's PDC: never sent, or sent once and named by
+        the fatal NACK ``npsn`` (the NACK answers that only copy). Returns
         ``[(message key or None, packets)]`` with the packets reset for a first transmission."""
         out = pdc.outstanding
         base = pdc.tx_base
@@ -208,6 +219,8 @@ class CloseMixin(PdsState):
             is_active = act is not None and g[0] is act_som
             if not (g[-1].eom or is_active) or g[0].nack_retries >= limit:
                 continue
+            if not any(q.psn == -1 or (q.psn == npsn and q.sends == 1) for q in g):
+                continue  # every packet may have arrived: the target may have delivered it
             n_out = b_out = 0
             for q in g:
                 if q.psn != -1:

@@ -20,6 +20,12 @@ Choices where the notes are silent (inference):
   with acknowledged packets; issue 15). A conforming initiator sends no new message on a PDC
   once it has ACKed the CLOSE_REQ and its retransmissions have a budget, so the wait is bounded;
   an initiator that never ACKs the CLOSE_REQ still meets the CLOSE_REQ retry budget.
+- The CLOSE_REQ's retry budget is every packet's (uet.pds.backoff ``retries_spent``: the count
+  *and* ``retry_time_ns``), its time counted from the first CLOSE_REQ or the initiator's last
+  arrival on the PDC, whichever is later. With the count alone (5 retries, ~450 ms at the
+  endpoint's 50 ms RTO) a round trip longer than that — a loaded machine's socket queues — closed
+  the PDC in error under an initiator that was answering, and its next packets failed with
+  ``CLOSING_IN_ERR`` / ``INV_DPDCID`` (issue 29, the live soak).
 - CLEAR_REQ is sent after ``clear_ns``, then spaced by the backed-off RTO (uet.pds.backoff), at
   most ``max_clear_req`` times per arrival from the initiator (a forged request cannot draw an
   unbounded stream of replies); it is sent while a guaranteed response waits for its clear with
@@ -57,7 +63,7 @@ from uet.pds._aliases import (
     _T_ESTABLISHED,
     _T_PENDING,
 )
-from uet.pds.backoff import rto_for
+from uet.pds.backoff import retries_spent, rto_for
 from uet.pds.events import PdcClosed
 from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.state import PdsState
@@ -261,7 +267,7 @@ class ControlMixin(PdsState):
         else:
             psn = tp.ret_psn
             tp.ret_psn = (psn + 1) & _M32
-        tp.close_req = [psn, now, 0]
+        tp.close_req = [psn, now, 0, now]
         tp.close_wait_until = now + self.config.close_req_ns
         self._send_close_req(tp, 0)
 
@@ -367,7 +373,8 @@ class ControlMixin(PdsState):
             self._flush_ack(tp, now)
         cr = tp.close_req
         if cr is not None and now >= cr[1] + rto_for(cfg, cr[2]):
-            if cr[2] >= cfg.max_rto_retx:
+            last = cr[3] if cr[3] > tp.last_rx else tp.last_rx
+            if retries_spent(cfg, cr[2], last, now):
                 self._target_close_error(tp, "CLOSE_REQ not acknowledged", now)
                 return
             cr[1] = now

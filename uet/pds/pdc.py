@@ -372,7 +372,7 @@ class TargetPdc:
         self.pending_until = 0
         #: return-direction PSN space (used by CLOSE_REQ only), starts at Start_PSN (§2.3.1)
         self.ret_psn = start_psn
-        #: outstanding CLOSE_REQ: [psn, tx_time, retries] or None
+        #: outstanding CLOSE_REQ: [psn, tx_time, retries, first_tx] or None
         self.close_req: list[int] | None = None
         self.close_wait_until = 0
         self.clear_req_at: int | None = None

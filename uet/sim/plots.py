@@ -52,12 +52,13 @@ def write_plots(res: dict[str, Any], folder: str) -> list[str]:
         if moved:
             out.append(throughput(moved, folder, f"host_{way}.png", title, top=_TOP, unit=_UNIT, what="hosts"))
     from uet.sim.cc_plots import cc_plot
+    from uet.sim.collective_plots import busbw_plot
     from uet.sim.fault_plots import fault_plots
 
     out += fault_plots(res, folder)
-    cc = cc_plot(res, folder)
-    if cc:
-        out.append(cc)
+    for extra in (cc_plot(res, folder), busbw_plot(res, folder)):
+        if extra:
+            out.append(extra)
     return out
 
 

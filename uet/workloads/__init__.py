@@ -12,11 +12,13 @@ from typing import Any
 
 from uet.workloads.allreduce import RingAllReduce
 from uet.workloads.base import Flow, FlowReport, RankReport, RxReport, Workload, message_data
+from uet.workloads.collective import Collective
 from uet.workloads.patterns import AllToAll, Incast, IncastVictim, Pairs, Permutation
 
 __all__ = [
     "WORKLOADS",
     "AllToAll",
+    "Collective",
     "Flow",
     "FlowReport",
     "Incast",
@@ -34,7 +36,7 @@ __all__ = [
 
 #: Workload classes by name.
 WORKLOADS: dict[str, type[Workload]] = {
-    w.name: w for w in (Incast, Pairs, Permutation, AllToAll, IncastVictim, RingAllReduce)
+    w.name: w for w in (Incast, Pairs, Permutation, AllToAll, IncastVictim, RingAllReduce, Collective)
 }
 
 
@@ -57,7 +59,7 @@ def make(
 
 def from_spec(spec: Mapping[str, Any]) -> Workload:
     """The workload :meth:`Workload.spec` describes (how the live engine hands one to its processes)."""
-    return make(
+    wl = make(
         str(spec["name"]),
         int(spec["n"]),
         message_bytes=int(spec["message_bytes"]),
@@ -65,3 +67,6 @@ def from_spec(spec: Mapping[str, Any]) -> Workload:
         seed=int(spec["seed"]),
         params=spec.get("params"),
     )
+    if spec.get("servers"):
+        wl.place([[int(r) for r in s] for s in spec["servers"]])
+    return wl

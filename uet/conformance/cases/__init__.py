@@ -4,9 +4,12 @@ from uet.conformance.cases import (  # noqa: F401 - imported for registration
     ack,
     atomics,
     control,
+    crc,
     establish,
     initiator,
     modes,
+    nacks,
+    reads,
     robust,
     ses,
     tss,
@@ -16,5 +19,6 @@ from uet.conformance.cases import (  # noqa: F401 - imported for registration
 #: initiator-side cases, which need an agent, come after the target-side ones)
 AREA_ORDER = [
     "establish", "window", "ack", "clear", "nack", "control", "rod", "rudi", "uud",
-    "ses-opcode", "ses-rc", "ses-match", "ses-rma", "ses-defer", "ses-rndv", "atomic", "tss", "robust", "initiator",
+    "ses-opcode", "ses-rc", "ses-match", "ses-rma", "ses-read", "ses-defer", "ses-rndv", "atomic", "tss", "crc",
+    "robust", "initiator",
 ]  # fmt: skip

@@ -21,6 +21,8 @@ Choices where the spec notes leave room (each case's docstring says which it rel
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from uet.conformance.case import SHOULD, case
 from uet.conformance.cases._util import check
 from uet.conformance.driver_target import RETRY_BUDGET_S, Iut
@@ -42,7 +44,7 @@ MULTI = 12288
 KEY = 0x1000
 
 
-def _same(r: Reply) -> object:
+def _same(r: Reply) -> Callable[[Reply], bool]:
     """A predicate: a copy of request ``r`` (same PDC, same PSN)."""
     return lambda x: x.pds.spdcid == r.pds.spdcid and x.pds.psn == r.pds.psn and x.ses is not None
 
@@ -143,7 +145,7 @@ def ini_zero_rtt(s: Session) -> None:
     iut.expect_ok(cid, "the WRITE acknowledged by one CACK over all its packets")
 
 
-@case("INI-005", A, "a multi-packet message: one message ID, SOM first, EOM last, payload_length / message_offset in order",
+@case("INI-005", A, "a multi-packet message: one message ID, SOM first, EOM last, payload_length / message_offset",
       "behaviour.md §6.1", rules=("b6.1-1", "b6.1-2", "b6.1-3", "b6.5-1"))  # fmt: skip
 def ini_segmentation(s: Session) -> None:
     iut = Iut(s)
@@ -220,6 +222,7 @@ def ini_retx_established(s: Session) -> None:
     r = iut.request("the second SEND's request", lambda r: r.pds.psn != r1.pds.psn)
     r2 = iut.request("its retransmission after the RTO", _same(r))
     check(not r2.flags & RF.SYN and r2.pds.dpdcid == iut.me(r1), "SYN clear and dpdcid set on the retransmission", r2)
+    check(bool(r2.flags & RF.RETX), "RETX set on the retransmission", r2)
     iut.ack(r2)
     iut.expect_ok(cid, "the SEND")
 
@@ -417,7 +420,7 @@ def _nack_retransmit(code: int):  # noqa: ANN202 - a case body
 
 for _i, _code in enumerate(RETRANSMIT):
     _rules = ("b2.10-2", "b3.4-1") if _code in _TRIMS else ("b2.10-2",)
-    case(f"INI-{100 + _i:03d}", A, f"NACK {_code.name} ({_code:#04x}): the request is resent and the operation succeeds",
+    case(f"INI-{100 + _i:03d}", A, f"NACK {_code.name} ({_code:#04x}): the request is resent, the operation succeeds",
          "behaviour.md §2.10", rules=_rules)(_nack_retransmit(_code))  # fmt: skip
 
 
@@ -475,7 +478,9 @@ def ini_new_start_psn(s: Session) -> None:
     new = (_start_psn(r) + 0x10000) & M32
     iut.nack(r, NC.NEW_START_PSN, payload=new)
     want = (new + r.pds.psn_offset) & M32
-    r2 = iut.request(f"the request re-sent as PSN {want:#x}", lambda x: x.pds.spdcid == r.pds.spdcid and x.pds.psn == want)
+    r2 = iut.request(
+        f"the request re-sent as PSN {want:#x}", lambda x: x.pds.spdcid == r.pds.spdcid and x.pds.psn == want
+    )
     check(bool(r2.flags & RF.SYN) and r2.pds.psn_offset == r.pds.psn_offset, "still SYN, same psn_offset", r2)
     check(r2.data == r.data, "the same payload", r2)
     iut.ack(r2)
@@ -638,8 +643,7 @@ def ini_close_retx(s: Session) -> None:
     _established(iut)
     cid = iut.start("close")
     c = iut.control(CT.CLOSE, "a CLOSE control packet")
-    c2 = iut.packet("the CLOSE retransmitted after the RTO",
-                    lambda x: x.ptype == P.PdsType.CONTROL and x.pds.ctl_type == CT.CLOSE and x.pds.psn == c.pds.psn)  # fmt: skip
+    c2 = iut.control(CT.CLOSE, "the CLOSE retransmitted after the RTO", pred=lambda x: x.pds.psn == c.pds.psn)
     iut.ack(c2, ses=False)
     iut.expect_ok(cid, "the close")
 
@@ -683,4 +687,3 @@ def ini_start_psn_random(s: Session) -> None:
     check(_start_psn(r2) != _start_psn(r1), f"a Start PSN other than {_start_psn(r1):#x}", r2)
     iut.ack(r2)
     iut.expect_ok(cid, "the SEND")
-

@@ -600,16 +600,13 @@ def _overrun_multi(s: Session) -> None:
 @case("RMA-012", B, "a READ longer than Max_ACK_Data_Size returns its data in the return direction",
       "behaviour.md §6.5")  # fmt: skip
 def _read_return(s: Session) -> None:
+    from uet.conformance.cases.reads import fill, read_whole
+
     reg = need_region(s, "rwa", min_size=8192)
     p = opened(s)
     off, n = 4096 + 24, 96
-    data = s.rng.randbytes(n)
-    expect_ok(op(s, p, OP.WRITE, data, match_bits=reg.key, buffer_offset=off))
-    mid = s.ses().message_id
-    r = p.exchange(ses_standard(s.ses(opcode=OP.READ, match_bits=reg.key, buffer_offset=off, request_length=n,
-                                      message_id=mid)))  # fmt: skip
-    expect_rc(r, RC.OK, f" for the READ of {n} bytes")
-    got = r.data[:n] if len(r.data) >= n else s.serve_read_return(mid, n)
+    data = fill(s, p, reg.key, off, n)
+    got = read_whole(s, p, reg.key, off, n)[2]
     check(got == data, f"the {n} bytes written, read back", got.hex())
 
 
