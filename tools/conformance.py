@@ -95,8 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tap", metavar="FILE", help="also write TAP (version 13) to FILE ('-': standard output)")
     p.add_argument("--seed", type=int, default=None, help="seed PDCIDs / PSNs chosen by the tester")
     p.add_argument("--agent", metavar="ADDR", default=None,
-                   help="the target's agent (HOST:PORT or unix:PATH) for the initiator-side cases "
-                        "(default: --identity's; uet.conformance.driver)")  # fmt: skip
+                   help="the target's agent (HOST:PORT or unix:PATH) that drives its sending side for the "
+                        "initiator-side cases (default: --identity's)")  # fmt: skip
     p.add_argument("--coverage", action="store_true",
                    help="print the spec-notes rules the selected cases check, per section, and exit")  # fmt: skip
     p.add_argument(
