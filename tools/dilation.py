@@ -52,6 +52,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from uet.tools.cli import transport_label
+
 __all__ = [
     "Dilation",
     "LAG_FRAMES",
@@ -235,7 +237,7 @@ def dilation_lines(runs: dict[str, dict[str, Any]]) -> list[str]:
     ]
     for t, d in dils:
         v = d.get("verdict") or {}
-        name = t.upper() if t == "uet" else "RoCEv2" if t == "roce" else t
+        name = transport_label(t)
         if v.get("kept_up"):
             lines.append(
                 f"{name}: the CPU kept up (in virtual time, switch timer p99 {v['timer_p99_us']:,.0f} µs late, "

@@ -117,6 +117,7 @@ from uet.tools.cli import (
     rate_arg,
     run_main,
     size_arg,
+    transport_label,
     warn_low_rate,
     yes_no,
 )
@@ -334,6 +335,8 @@ class Launcher:
         for opt in ("pcap", "plot", "telemetry"):
             if s.get(opt):
                 args += [f"--{opt}", str(s[opt])]
+        if s.get("plot"):  # the transport in every title: two runs' figures side by side are told apart
+            args += ["--plot-label", transport_label(str(s.get("transport", "uet")))]
         if s.get("pcap") and self.capture is not None:
             args += ["--pcap-per", self.capture.pcap_per or "port", "--capture-max", str(self.capture.capture_max)]
         return args + self.fault_argv
@@ -351,7 +354,8 @@ class Launcher:
             raise RunError(f"fabric: unexpected first report {ready}")
         if len(ready["hosts"]) < n:
             raise RunError(f"the topology has {len(ready['hosts'])} hosts for {n} endpoints")
-        self.placed = self.model_topology.placement(n, s.get("placement", "default"))  # rank i on host placed[i]
+        scn = Scenario("live", s, self.topology_table, self.endpoint)
+        self.placed = scn.hosts(self.model_topology, n)  # rank i on host placed[i]
         hosts = [ready["hosts"][h] for h in self.placed]
         assert self.derived is not None  # fabric_args derived the run's settings
         fa = self.addresses = [h["ip"] for h in hosts]
@@ -802,8 +806,55 @@ def write_csv(result: dict[str, Any], path: str) -> None:
             )
 
 
-def render(result: dict[str, Any]) -> None:
-    """The results table (stdout)."""
+#: flows from which the table suggests ``--summary``, and the worst flows it then shows
+SUMMARY_FROM = 100
+WORST_FLOWS = 10
+
+
+def add_summary_option(p: argparse.ArgumentParser) -> None:
+    """``--summary`` (uet-run and uet-sim)."""
+    p.add_argument(
+        "--summary",
+        action="store_true",
+        help=f"the flows' aggregates and the {WORST_FLOWS} worst flows instead of a row per flow (large runs)",
+    )
+
+
+def worst_flows(flows: list[dict[str, Any]], n: int = WORST_FLOWS) -> list[dict[str, Any]]:
+    """The ``n`` flows a reader of a large run looks at first: those not intact (unfinished ones
+    among them), then the slowest by slowdown (by completion time when no ideal is known)."""
+
+    def badness(f: dict[str, Any]) -> tuple[int, float, float]:
+        return (0 if f.get("intact") else 1, float(f.get("slowdown") or 0), float(f.get("completion_s") or 0))
+
+    return sorted(flows, key=badness, reverse=True)[:n]
+
+
+def summary_table(result: dict[str, Any]) -> Any:
+    """``--summary``: one table of what the run's flows add up to, instead of a row per flow (the
+    FCT and slowdown percentiles follow on their line, as after the full table)."""
+    from rich.table import Table
+
+    flows = result["flows"]
+    intact = sum(1 for f in flows if f.get("intact"))
+    t = Table(title=f"{format_number(len(flows))} flows", show_header=False)
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    rows = [
+        ("intact", f"{format_number(intact)} of {format_number(len(flows))}"),
+        ("not intact", format_number(len(flows) - intact)),
+        ("unfinished", format_number(sum(1 for f in flows if f.get("unfinished")))),
+        ("bytes", format_bytes(sum(int(f.get("bytes") or 0) for f in flows))),
+        ("retransmits", format_number(sum(int(f.get("retransmits") or 0) for f in flows))),
+    ]
+    for row in rows:
+        t.add_row(*row)
+    return t
+
+
+def render(result: dict[str, Any], *, summary: bool = False) -> None:
+    """The results table (stdout). ``summary``: the aggregates and the :data:`WORST_FLOWS` worst
+    flows instead of a row per flow (``--summary``, for runs of hundreds of flows)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -811,14 +862,20 @@ def render(result: dict[str, Any]) -> None:
     for line in dilation_lines({str(result.get("transport", "uet")): result}):  # above the table
         con.print(line, highlight=False, markup=False)
     mark = f" {SHORT_MARK} CPU short" if short_of_cpu(result) else ""
-    t = Table(
-        title=f"uet-run {result['workload']}: {format_number(result['endpoints'])} endpoints, "
-        f"{format_seconds(result['elapsed_s'])}{mark}"
+    flows = result["flows"]
+    shown = worst_flows(flows) if summary else flows
+    title = (
+        f"uet-run {result['workload']} ({transport_label(str(result.get('transport', 'uet')))}): "
+        f"{format_number(result['endpoints'])} endpoints, {format_seconds(result['elapsed_s'])}{mark}"
     )
+    if summary:
+        con.print(summary_table(result))
+        title += f": the {len(shown)} worst of {format_number(len(flows))} flows"
+    t = Table(title=title)
     cols = ("flow", "src → dst", "bytes", "completion", "goodput (Gbit/s)", "slowdown", "retransmits", "intact")
     for col in cols:
         t.add_column(col, justify="left" if col == "src → dst" else "right")
-    for f in result["flows"]:
+    for f in shown:
         t.add_row(
             str(f["flow"]),
             f"{f['src']} → {f['dst']}",
@@ -829,11 +886,9 @@ def render(result: dict[str, Any]) -> None:
             format_cell(f.get("retransmits")),
             f"[green]{yes_no(True)}[/]" if f["intact"] else f"[red]{yes_no(False)}[/] {f.get('error') or ''}",
         )
-    if result.get("collective"):  # one row per size instead of one per (size, rank, peer) flow
-        from uet.tools.collective_table import collective_table
-
-        t = collective_table(result)
     con.print(t)
+    if not summary and len(flows) >= SUMMARY_FROM:
+        con.print(f"{format_number(len(flows))} flows: --summary shows the aggregates and the {WORST_FLOWS} worst")
     fct = result.get("fct") or {}
     if fct.get("flows"):
         con.print(
@@ -849,10 +904,15 @@ def render(result: dict[str, Any]) -> None:
             ft.add_column(col, justify="right")
         ft.add_row(*(format_cell(fab.get(k)) for k in ("ecn_marks", "trims", "drops", "pauses", "pfc_xon", "watchdog")))
         con.print(ft)
-    if fab.get("marks_by_port"):
-        con.print(
-            "ECN marks by port: " + ", ".join(f"{k}={format_cell(v)}" for k, v in sorted(fab["marks_by_port"].items()))
-        )
+    marks = fab.get("marks_by_port") or {}
+    if marks:
+        ports = sorted(marks.items())
+        if summary and len(ports) > WORST_FLOWS:  # the ports that marked most
+            ports = sorted(sorted(ports, key=lambda kv: -kv[1])[:WORST_FLOWS])
+            con.print(f"ECN marks by port (the {WORST_FLOWS} of {len(marks):,} that marked most): ", end="")
+        else:
+            con.print("ECN marks by port: ", end="")
+        con.print(", ".join(f"{k}={format_cell(v)}" for k, v in ports))
     p = result.get("pacing") or {}
     if p.get("firings"):
         con.print(
@@ -916,6 +976,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_workload_option(p)
     add_placement_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    add_summary_option(p)
     p.add_argument("--csv", metavar="FILE", help="also write the per-flow results as CSV")
     p.add_argument(
         "--interval",
@@ -943,7 +1004,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--hosts", metavar="A0,A1,...",
-        help="endpoints on these addresses, over the real network, no software switch (tools/run_hosts.py)",
+        help="endpoints on these addresses, over the real network, no software switch",
     )  # fmt: skip
     p.add_argument("--rank", type=int_arg(0), default=None, help="with --hosts: run only this rank, here")
     add_link_options(p)
@@ -1050,7 +1111,7 @@ def _emit_interrupted(
         if args.json:
             sys.stdout.write(json.dumps(partial) + "\n")
         else:
-            render(partial)
+            render(partial, summary=args.summary)
     sys.stdout.flush()
     sys.stderr.write("uet-run: interrupted; every process stopped\n")
     return 130
@@ -1315,7 +1376,7 @@ def _emit_one(args: argparse.Namespace, result: dict[str, Any], show: Any) -> di
     if args.json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:
-        show(result)
+        show(result, summary=args.summary)
     return result
 
 
