@@ -827,6 +827,11 @@ def render(result: dict[str, Any]) -> None:
 
         t = collective_table(result)
     con.print(t)
+    if result.get("training"):
+        from uet.tools.collective_table import training_lines
+
+        for line in training_lines(result):
+            con.print(line, highlight=False)
     fct = result.get("fct") or {}
     if fct.get("flows"):
         con.print(
