@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host-addr", action="append", default=[], metavar="I=IP:PORT", help="fixed NIC address")
     p.add_argument("--telemetry", metavar="FILE", help="write telemetry records as JSON lines")
     p.add_argument("--plot", metavar="DIR", help="render PNG plots at exit")
+    p.add_argument("--plot-label", metavar="TEXT", default="", help="begin each plot's title with TEXT (e.g. UET)")
     p.add_argument("--pcap", metavar="DIR", help="one pcap per switch port (or per host: --pcap-per host)")
     p.add_argument("--pcap-per", choices=("port", "host"), default="port", help="one pcap per switch port or host")
     p.add_argument(
@@ -244,7 +245,9 @@ async def serve(args: argparse.Namespace, ready_out: Any = None) -> dict[str, An
     if live_task is not None:
         await live_task
     if args.plot:
-        summary["plots"] = plot(fp.sink.kept, args.plot, thresholds=switch_thresholds(topo.switch))
+        summary["plots"] = plot(
+            fp.sink.kept, args.plot, thresholds=switch_thresholds(topo.switch), label=args.plot_label
+        )
     out.write(json.dumps({"event": "summary", **summary}) + "\n")
     out.flush()
     return summary

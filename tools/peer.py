@@ -85,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ri", type=_int, default=0, help="resource index (12 bits, default 0)")
     p.add_argument("--mode", choices=["sink", "echo"], default="sink", help="what to do with messages")
     p.add_argument("--config", metavar="FILE", help="peer profile (TOML: regions, receives); default built in")
-    p.add_argument("--keys", metavar="FILE", help="TSS key file (uet.tss.keyfile format)")
+    p.add_argument(
+        "--keys", metavar="FILE", help="TSS key file (TOML: the secure domains and their keys; see the README)"
+    )
     p.add_argument("--sdi", type=_int, default=None, help="secure domain to use when the key file holds several")
     p.add_argument(
         "--secure-start", choices=("1rtt", "0rtt"), default="1rtt",
