@@ -38,13 +38,14 @@ the time its receives were outstanding (posted to complete, summed, averaged ove
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from uet.transport import Transport, error_name
 from uet.workloads import algorithms as alg
-from uet.workloads.base import Flow, FlowReport, RankReport, Workload, _retransmits
+from uet.workloads.base import Flow, FlowReport, RankReport, Workload, _retransmits, _rx
 from uet.workloads.executor import CollectiveFailed, execute
 from uet.workloads.schedule import Builder, OpKind, Schedule, compute, split
 
@@ -290,7 +291,7 @@ class Training(Workload):
         return sum(f.messages * f.nbytes for f in self._flows)
 
     def expected(self, rank: int) -> int:
-        return 0
+        return self.schedule.received(rank)
 
     async def run(
         self,
@@ -306,6 +307,7 @@ class Training(Workload):
         ops = self.schedule.ops[rank]
         peers = sorted({op.peer for op in ops if op.kind is OpKind.SEND})
         count = dict.fromkeys(peers, 0)
+        hashes: dict[int, list[str]] = {q: [] for q in peers}
         rtx0 = {q: _retransmits(ep, addresses[q]) for q in peers}
         trace: list[tuple[str, float, float]] = []
         zeros = bytes(max((op.length for op in ops), default=0))
@@ -313,7 +315,11 @@ class Training(Workload):
         def on_send(op: Any, payload: bytes | memoryview) -> int:
             i = count[op.peer]
             count[op.peer] = i + 1
+            hashes[op.peer].append(hashlib.sha256(payload).hexdigest())
             return (self._flow_of[(rank, op.peer)] << 32) | i
+
+        def on_recv(op: Any, m: Any) -> None:
+            report.add_rx(_rx(m, clock() - t0))
 
         def traced(i: int, start: float, end: float) -> None:
             op = ops[i]
@@ -323,7 +329,7 @@ class Training(Workload):
         t0 = clock()
         err = None
         try:
-            await execute(ep, addresses, ops, [zeros, zeros], tag_base=0, data=False, on_send=on_send,
+            await execute(ep, addresses, ops, [zeros, zeros], tag_base=0, data=False, on_send=on_send, on_recv=on_recv,
                           clock=clock, trace=traced)  # fmt: skip
         except CollectiveFailed as e:
             err = e.name
@@ -335,7 +341,7 @@ class Training(Workload):
             f = self._flows[self._flow_of[(rank, q)]]
             rtx = _retransmits(ep, addresses[q]) - rtx0[q]
             report.add_flow(
-                FlowReport(f.id, ep.address, addresses[q], f.messages * f.nbytes, f.messages, took, rtx, [], err)
+                FlowReport(f.id, ep.address, addresses[q], f.messages * f.nbytes, f.messages, took, rtx, hashes[q], err)
             )
         if err is not None:
             report.error = err
