@@ -352,7 +352,8 @@ class Launcher:
             raise RunError(f"fabric: unexpected first report {ready}")
         if len(ready["hosts"]) < n:
             raise RunError(f"the topology has {len(ready['hosts'])} hosts for {n} endpoints")
-        self.placed = self.model_topology.placement(n, s.get("placement", "default"))  # rank i on host placed[i]
+        scn = Scenario("live", s, self.topology_table, self.endpoint)
+        self.placed = scn.hosts(self.model_topology, n)  # rank i on host placed[i]
         hosts = [ready["hosts"][h] for h in self.placed]
         assert self.derived is not None  # fabric_args derived the run's settings
         fa = self.addresses = [h["ip"] for h in hosts]

@@ -353,9 +353,11 @@ class Session:
             if not self._read(deadline):
                 raise CheckFailed(f"expected {what}; nothing matching arrived within {wait:.1f} s")
 
-    def collect(self, pred: Callable[[Reply], object], until: Callable[[Reply], object], what: str) -> list[Reply]:
+    def collect(
+        self, pred: Callable[[Reply], object], until: Callable[[Reply], object], what: str, timeout: float | None = None
+    ) -> list[Reply]:
         """Every reply matching ``pred`` received before one matching ``until`` (the latter consumed too)."""
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         got: list[Reply] = []
         while True:
             for i, r in enumerate(list(self._queue)):
@@ -380,13 +382,14 @@ class Session:
         """A DPDCID the target has almost surely not assigned (top of the 16-bit space)."""
         return 0xFFFF - self.rng.randrange(0, 64)
 
-    def replies_before_probe(self, pred: Callable[[Reply], object]) -> list[Reply]:
+    def replies_before_probe(self, pred: Callable[[Reply], object], timeout: float | None = None) -> list[Reply]:
         """Send a liveness probe; return the replies matching ``pred`` that arrived before its answer."""
         nonce = self.probe_liveness()
         return self.collect(
             pred,
             lambda r: r.is_nack and r.pds.dpdcid == nonce,
             "the liveness probe's answer (NACK INV_DPDCID for an unknown PDC, §2.11)",
+            timeout,
         )
 
     def serve_read_return(self, pdc: Pdc, message_id: int, length: int) -> list[Reply]:
@@ -442,9 +445,11 @@ class Session:
             return True
         return getattr(r.pds, "dpdcid", None) in self._used
 
-    def assert_alive(self) -> None:
-        """The target still answers (raises :class:`CheckFailed` otherwise)."""
-        self.replies_before_probe(lambda r: False)
+    def assert_alive(self, timeout: float | None = None) -> None:
+        """The target still answers (raises :class:`CheckFailed` otherwise) within ``timeout``
+        (default ``--timeout``; a case that just sent a burst gives the target longer to work
+        through its backlog: slowness is not what it judges)."""
+        self.replies_before_probe(lambda r: False, timeout)
 
     def assert_silent(self, pred: Callable[[Reply], object], what: str) -> None:
         """Nothing matching ``pred`` came back before the liveness probe's answer."""

@@ -241,7 +241,7 @@ def simulate(
     domain = secure_domain(seed) if s.get("tss") else None
     if domain is not None and roce_cfg is not None:
         raise SimulationError("tss: secure endpoints are UET endpoints (transport uet)")
-    placed = topo.placement(n, s.get("placement", "default"))  # rank i runs on host placed[i]
+    placed = scn.hosts(topo, n)  # rank i runs on host placed[i]
     wl.place(topo.rank_servers(placed))
     for i, h in enumerate(placed):
         core: Any
