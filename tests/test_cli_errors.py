@@ -12,6 +12,11 @@ import sys
 
 import pytest
 
+from tests.live_options import FAST
+
+#: the live launcher, undilated (tests/live_options.py)
+RUN_LIVE = [sys.executable, "-m", "uet.tools.run", *FAST]
+
 CASES = [
     # uet-bench
     ("bench", []),
@@ -414,7 +419,7 @@ def test_run_partial_result_marks_unfinished_flows() -> None:
 def test_run_ctrl_c_prints_partial_results() -> None:
     """SIGINT to a running ``uet-run --json``: one JSON object with every flow (finished or
     ``unfinished``), then ``interrupted`` on stderr, exit 130, no traceback."""
-    argv = [sys.executable, "-m", "uet.tools.run", "--workload", "incast", "-n", "3", "--messages", "2000", "--json"]
+    argv = [*RUN_LIVE, "--workload", "incast", "-n", "3", "--messages", "2000", "--json"]
     r = interrupt_when_running(argv, lambda pid: len(_children(pid)) >= 4)
     assert "Traceback" not in r.stderr and "CancelledError" not in r.stderr, r.stderr
     assert r.returncode == 130, (r.returncode, r.stderr)
@@ -477,7 +482,7 @@ def test_run_both_ctrl_c_during_roce_shows_the_uet_results_beside_the_partial_ro
 
     from uet.tools.run import _emit_both
 
-    argv = [sys.executable, "-m", "uet.tools.run", "--workload", "incast", "-n", "3", "--messages", "30"]
+    argv = [*RUN_LIVE, "--workload", "incast", "-n", "3", "--messages", "30"]
     argv += ["--transport", "both", "--interval", "0.05", "--json"]
     first = r"\[\s*0\.00-.*bytes$"  # a run's first interval line (the UET run's closing sum line ends in "sum")
     r = interrupt_on_line(argv, lambda lines: sum(bool(re.match(first, ln.rstrip())) for ln in lines) >= 2)
@@ -713,7 +718,7 @@ def test_run_ctrl_c_while_its_processes_start_leaves_none_behind() -> None:
     """``uet-run``, Ctrl-C as soon as its first child (the fabric) exists, before any endpoint:
     one line, exit 130, and no process it started survives (the endpoints it had not started
     yet are never started)."""
-    argv = [sys.executable, "-m", "uet.tools.run", "--workload", "incast", "-n", "3", "--messages", "2000", "--json"]
+    argv = [*RUN_LIVE, "--workload", "incast", "-n", "3", "--messages", "2000", "--json"]
     r = interrupt_when_running(argv, lambda pid: bool(_children(pid)))
     assert "Traceback" not in r.stderr and "CancelledError" not in r.stderr, r.stderr
     assert r.returncode == 130 and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)

@@ -1,8 +1,10 @@
 """The shipped Wireshark Lua dissector (interop/wireshark/uet.lua): the committed file is what the
 generator makes from the header declarations (uet.wire.lua), and tshark running it shows exactly
 the fields ``uet-decode --json`` shows, frame by frame, on the sample capture (every delivery
-mode, IPv6, IP protocol 253, TSS) and on ``uet-sim --pcap`` captures with trims and both CC
-algorithms' ACK_CC, with no malformed frame. The tshark part is skipped when tshark is absent."""
+mode, IPv6, IP protocol 253, TSS) and on ``uet-sim --pcap`` captures: trims (trimmed requests,
+NACK TRIMMED and TRIMMED_LASTHOP), NSCC's ACK_CC, RCCC's CC requests and credit grants, and a
+message in each delivery mode (RUD, ROD, RUDI, UUD), with no malformed frame. The tshark part is
+skipped when tshark is absent."""
 
 from __future__ import annotations
 
@@ -13,14 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from uet.fabric.telemetry_io import PcapTaps
 from uet.interop.samples import load_sample
 from uet.tools.decode import main as decode_main
 from uet.tools.sim import main as sim_main
 
 from uet.pcap import PcapngWriter, PcapWriter, read_capture
+from uet.pds import Mode
+from uet.sim.scenario import simulate
 from uet.wire.build import build_frame
 from uet.wire.layout import Raw
 from uet.wire.lua import LAYOUTS, generate
+from uet.workloads.base import RankReport, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 LUA = ROOT / "interop" / "wireshark" / "uet.lua"
@@ -147,5 +153,46 @@ def test_tshark_with_the_dissector_equals_uet_decode_on_sim_captures(
     decode_main(["--stats", "--json", "-q", str(merged)])
     stats = json.loads(capsys.readouterr().out)["stats"]
     assert stats["pds:NACK"] > 0 and stats["pds:ACK_CC"] > 0
-    headers = {line["uet"]["pds"]["header"] for line in _ours(capsys, merged)}
-    assert {"ack_cc_nscc", "nack"} <= headers, headers
+    assert stats["pds:RUD_CC_REQ"] > 0 and stats["control:CREDIT"] > 0  # RCCC's requests and credit grants
+    ours = _ours(capsys, merged)
+    headers = {line["uet"]["pds"]["header"] for line in ours}
+    assert {"ack_cc_nscc", "nack", "rud_rod_cc_request_syn"} <= headers, headers
+    trims = {(line["dscp"], line["uet"]["pds"].get("nack_code_name")) for line in ours}
+    assert {(5, None), (7, None), (46, "TRIMMED"), (46, "TRIMMED_LASTHOP")} <= trims  # trimmed requests, both NACKs
+
+
+class _EveryMode(Workload):
+    """Rank 0 sends rank 1 one two-packet message in each delivery mode, one after the other."""
+
+    name = "every_mode"
+
+    def pairs(self) -> list[tuple[int, int]]:
+        return [(0, 1)]
+
+    async def run(self, rank: int, ep: Any, addresses: list[str], report: Any = None, *, now: Any = None) -> Any:
+        report = report if report is not None else RankReport()
+        for mode in Mode:
+            if rank == 0:
+                await ep.send(addresses[1], bytes([mode]) * 6000, mode=mode)
+            else:
+                await ep.recv()
+        return report
+
+
+@needs_tshark
+def test_tshark_with_the_dissector_equals_uet_decode_in_every_mode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The simulator's capture (the taps ``uet-sim --pcap`` writes: pcapng per host, virtual
+    time) of a message in each delivery mode, RUD, ROD, RUDI and UUD, with NSCC's ACK_CC: every
+    frame the same in both decoders, none malformed."""
+    taps = PcapTaps(tmp_path, 0, per="host", fmt="pcapng")
+    try:
+        simulate({"endpoints": 2}, None, {"payload_size": 4096}, workload=_EveryMode(2), taps=taps)
+    finally:
+        taps.close()
+    pcap = tmp_path / "h0.pcapng"
+    n, bad = _compare(capsys, pcap)
+    assert n == sum(1 for _ in read_capture(str(pcap))) and bad == 0
+    types = {line["uet"]["pds"]["type_name"] for line in _ours(capsys, pcap)}
+    assert {"RUD_REQ", "ROD_REQ", "RUDI_REQ", "RUDI_RESP", "UUD_REQ", "ACK_CC"} <= types, types

@@ -12,6 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.live_options import FAST
+
 pytest.importorskip("matplotlib")
 
 from uet.fabric.model.config import SwitchConfig  # noqa: E402
@@ -69,7 +71,7 @@ def test_queue_depth_sampled_on_the_grid_until_it_drains() -> None:
 
 def test_uet_run_plot_writes_the_fct_cdf_on_the_live_engine(tmp_path) -> None:
     out = tmp_path / "plots"
-    argv = [sys.executable, "-m", "uet.tools.run", "-n", "3", "--messages", "2", "--size", "16KiB"]
+    argv = [sys.executable, "-m", "uet.tools.run", *FAST, "-n", "3", "--messages", "2", "--size", "16KiB"]
     r = subprocess.run([*argv, "--plot", str(out), "--json"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)

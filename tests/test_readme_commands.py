@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.live_options import FAST
 from uet.link import loopback_addresses
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +34,9 @@ BIN = Path(sys.executable).parent
 
 #: options appended to make a command small (prefix of the command → extra arguments)
 SMALL = [
-    ("uet-run", ["--messages", "1", "--size", "16KiB"]),
+    # live runs undilated (tests/live_options.py), except the main job (MAIN_JOB), which keeps the
+    # automatic factor it is run with
+    ("uet-run", ["--messages", "1", "--size", "16KiB", *FAST]),
     ("uet-bench pair", ["--size", "1MiB", "--rounds", "1", "--addresses", "{addr}"]),
     ("uet-bench rtt", ["--count", "50", "--addresses", "{addr}"]),
     ("uet-bench core", ["--packets", "500", "--repeat", "1"]),
@@ -45,6 +48,10 @@ SMALL = [
     ("uet-bench soak", ["--minutes", "0.03", "--every", "1"]),
     ("uet-demo", ["--size", "1MiB", "--addresses", "{addr}"]),
 ]
+
+
+#: the README's first command (the main job): run with the automatic time-dilation factor, as written
+MAIN_JOB = ".venv/bin/uet-run --transport both"
 
 
 def commands() -> list[tuple[str, str]]:
@@ -69,6 +76,8 @@ def _argv(cmd: str) -> list[str]:
     addr = ",".join(loopback_addresses(2))
     for prefix, extra in SMALL:
         if head.startswith(prefix) or Path(argv[0]).name == prefix:
+            if cmd == MAIN_JOB and extra[-len(FAST) :] == FAST:
+                extra = extra[: -len(FAST)]
             argv += [x.replace("{addr}", addr) for x in extra]
             break
     if (
@@ -88,6 +97,8 @@ def test_every_long_command_is_made_small() -> None:
 
 
 def test_readme_has_runnable_command_blocks() -> None:
+    assert commands()[0][0] == MAIN_JOB and "--dilation" not in _argv(MAIN_JOB)
+    assert _argv("uet-run")[-2:] == FAST
     names = {shlex.split(c)[0].rsplit("/", 1)[-1] for c, _ in commands()}
     assert {"uet-run", "uet-fabric", "uet-demo", "uet-bench", "uet-decode"} <= names
     assert all("..." not in c for c, _ in commands())  # no elided example

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from tests.live_options import FAST
 from uet.link.direct import loopback_addresses
 from uet.roce.cm import ConnectionCollision, StaticCm
 from uet.roce.config import QpConfig
@@ -116,7 +117,7 @@ def test_uet_run_live_over_roce_through_the_fabric(capsys: pytest.CaptureFixture
     switch process classifying their frames to the lossless class (no trim, no drop)."""
     from uet.tools.run import main
 
-    rc = main(["--transport", "roce", "-w", "incast", "-n", "3", "--size", "8KiB", "--messages", "1", "--json"])
+    rc = main([*FAST, "--transport", "roce", "-w", "incast", "-n", "3", "--size", "8KiB", "--messages", "1", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["ok"] and out["transport"] == "roce" and out["settings"]["transport"] == "roce"
     assert len(out["flows"]) == 2 and all(f["intact"] for f in out["flows"])

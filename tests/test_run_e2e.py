@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-RUN = [sys.executable, "-m", "uet.tools.run"]
+from tests.live_options import FAST
+
+RUN = [sys.executable, "-m", "uet.tools.run", *FAST]
 TIMEOUT = 240
 
 

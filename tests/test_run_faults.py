@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.live_options import FAST
+
 
 def test_the_same_schedule_runs_live_and_every_message_arrives_intact(tmp_path: Path) -> None:
     sc = tmp_path / "lossy.toml"
@@ -16,7 +18,7 @@ def test_the_same_schedule_runs_live_and_every_message_arrives_intact(tmp_path: 
         '[faults]\nseed = 3\n[[faults.event]]\nkind = "loss"\nlink = "h0-leaf0"\nloss = 0.05\n'
     )
     p = subprocess.run(
-        [sys.executable, "-m", "uet.tools.run", str(sc), "--degrade", "h1-leaf0=0.5", "--json"],
+        [sys.executable, "-m", "uet.tools.run", *FAST, str(sc), "--degrade", "h1-leaf0=0.5", "--json"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -149,5 +149,6 @@ def test_ctrl_c_prints_the_flows_finished_so_far_and_exits_130(monkeypatch, caps
     done = [f for f in r["flows"] if not f.get("unfinished")]
     assert 0 < len(done) == r["flows_finished"] < len(r["flows"])
     assert all(f["error"] == "unfinished" and "completion_s" not in f for f in r["flows"] if f.get("unfinished"))
-    assert r["received_messages"] > 0 and r["received_bytes"] == 65536 * r["received_messages"]
+    # bytes counted per packet, as the live engine counts them: the messages received whole and more
+    assert r["received_messages"] > 0 and r["received_bytes"] > 65536 * r["received_messages"]
     assert "Traceback" not in err

@@ -310,9 +310,18 @@ def version() -> str:
         return "unknown"
 
 
+class _VersionAction(argparse._VersionAction):
+    """argparse's ``version`` action, reading the package metadata only when ``--version`` is
+    given: importing :mod:`importlib.metadata` costs every tool's start-up some 30 ms."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kw: Any) -> None:
+        self.version = f"{parser.prog.split()[0]} {version()}"
+        super().__call__(parser, *args, **kw)
+
+
 def add_version(p: argparse.ArgumentParser) -> None:
     """``--version`` printing ``prog VERSION``."""
-    p.add_argument("--version", action="version", version=f"{p.prog.split()[0]} {version()}")
+    p.add_argument("--version", action=_VersionAction)
 
 
 class ArgumentParser(argparse.ArgumentParser):

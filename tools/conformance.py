@@ -48,7 +48,7 @@ from uet.conformance.profile import (
     parse_region,
     profile_from_identity,
 )
-from uet.conformance.report import list_cases, summary, table, to_json, write_junit
+from uet.conformance.report import list_cases, summary, table, to_json, write_junit, write_tap
 from uet.conformance.session import Session, Target
 
 __all__ = ["main"]
@@ -77,16 +77,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keys", metavar="FILE", help="TSS key file of the target's secure domain")
     p.add_argument("--sdi", type=_int, default=None, help="secure domain (when the key file holds several)")
     p.add_argument("--timeout", type=float, default=1.0, help="seconds to wait for an expected reply (default 1)")
-    p.add_argument("--max-time", type=float, default=300.0, help="stop starting cases after this many seconds")
+    p.add_argument(
+        "--max-time", type=_seconds, default=300.0,
+        help="the whole run's time (default 300 s): a case still running then is cut short and reported "
+        "'timeout', the cases after it are reported as not run, exit status 1",
+    )  # fmt: skip
+    p.add_argument(
+        "--case-time", type=_seconds, default=60.0,
+        help="one case's time (default 60 s): a case that overruns it is reported 'timeout' and the run goes on",
+    )  # fmt: skip
     p.add_argument("-k", dest="select", action="append", default=[], metavar="EXPR",
                    help="run cases whose id, area or title contains EXPR ('not EXPR' excludes)")  # fmt: skip
     p.add_argument("--list", action="store_true", help="list the cases with their spec references and exit")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed case")
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE")
+    p.add_argument("--tap", metavar="FILE", help="also write TAP (version 13) to FILE ('-': standard output)")
     p.add_argument("--seed", type=int, default=None, help="seed PDCIDs / PSNs chosen by the tester")
+    p.add_argument(
+        "--data-protect", choices=("none", "crc"), default=None,
+        help="crc: the target appends and checks the CRC-32C trailer on every packet (default: --identity's, "
+        "else none; TSS comes with --keys)",
+    )  # fmt: skip
     add_link_options(p, data_protect=False)
     return p
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < v < 1e6:
+        raise argparse.ArgumentTypeError(f"{text} s: give a time above 0 and below 10^6 s")
+    return v
 
 
 def select(cases: list, exprs: list[str]) -> list:
@@ -155,6 +179,9 @@ def build_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> T
         except (KeyFileError, OSError) as e:
             parser.error(f"--keys: {e}")
         t.sdi = args.sdi
+    t.crc = (args.data_protect or ident.get("data_protect")) == "crc"
+    if t.crc and args.keys:
+        parser.error("--data-protect crc and --keys exclude each other (TSS protects every packet)")
     return t
 
 
@@ -191,16 +218,21 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"uet-conformance: cannot bind {local} port {target.port}: {e}", file=sys.stderr)
         return 2
     results: list[Result] = []
-    interrupted = False
+    interrupted = out_of_time = False
     t0 = time.monotonic()
+    run_end = t0 + args.max_time
     try:
         _probe(session, args.link)
         for c in cases:
-            if time.monotonic() - t0 > args.max_time:
-                break
-            r = run_case(c, session)
+            now = time.monotonic()
+            if now >= run_end:  # the rest is reported as not run: the report covers every case selected
+                out_of_time = True
+                results.append(Result(c, "skip", 0.0, reason=f"not run: --max-time {args.max_time:g} s reached"))
+                continue
+            r = run_case(c, session, min(run_end, now + args.case_time))
             results.append(r)
-            if args.fail_fast and r.outcome in ("fail", "error"):
+            out_of_time |= r.outcome == "timeout" and time.monotonic() >= run_end
+            if args.fail_fast and r.bad and not r.warning:
                 break
     except KeyboardInterrupt:
         interrupted = True  # the cases run so far are reported below, then "interrupted", 130
@@ -213,7 +245,17 @@ def _main(argv: Sequence[str] | None) -> int:
         info["interrupted"] = True
     if args.junit:
         write_junit(results, args.junit, f"{target.address}:{target.port}")
-    if args.json:
+    if args.tap and args.tap != "-":
+        try:
+            with open(args.tap, "w") as f:
+                write_tap(results, f)
+                print(f"# seed {seed}", file=f)
+        except OSError as e:
+            raise UsageError(f"--tap {args.tap}: {e.strerror or e}") from None
+    if args.tap == "-":
+        write_tap(results, sys.stdout)
+        print(f"# seed {seed} (the same PDCIDs, PSNs and message IDs again: --seed {seed})")
+    elif args.json:
         print(to_json(results, info))
     else:
         table(results, sys.stdout)
@@ -236,7 +278,10 @@ def _main(argv: Sequence[str] | None) -> int:
             "receives (--identity, --config, --region, --receive) to run them",
             file=sys.stderr,
         )
-    return 0 if s["must_failed"] == 0 and not skipped and len(results) == len(cases) else 1
+    if out_of_time:
+        print(f"uet-conformance: --max-time {args.max_time:g} s reached: not every case ran", file=sys.stderr)
+    complete = len(results) == len(cases) and not out_of_time
+    return 0 if s["must_failed"] == 0 and not skipped and complete else 1
 
 
 def _probe(session: Session, link: str) -> None:

@@ -28,6 +28,8 @@ class Breakage:
     new: str
     what: str
     equivalent: str = ""  # why nothing on the wire can show it, when so
+    peer: tuple[str, ...] = ()  # extra uet-peer options the breakage needs (--data-protect crc...)
+    suite: tuple[str, ...] = ()  # -k selections of the suite run against it (default: all, or TSS with keys)
 
 
 _T = "uet/pds/target.py"
@@ -47,7 +49,9 @@ BREAKAGES: list[Breakage] = [
     Breakage("est-new-syn-start", "establish", _T,
              "            elif start != tp.start_psn:\n                self._send_nack(src, _NC_INVALID_SYN",
              "            elif False:\n                self._send_nack(src, _NC_INVALID_SYN",
-             "a SYN naming another Start PSN on a live PDC is accepted"),
+             "a SYN naming another Start PSN on a live PDC is accepted",
+             equivalent="not a MUST: the notes state the rule for initiator-role PDCs and out-of-window SYNs only "
+                        "(behaviour.md §2.3.3); EST-021 (SHOULD) notices it"),
     Breakage("est-inv-dpdcid", "establish", _T,
              "                self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, nfl, now, entropy=entropy)\n"
              "                return",
@@ -79,13 +83,18 @@ BREAKAGES: list[Breakage] = [
              "i = (p - base + 1) & _M32\n                    if i < 64:", "SACK bits shifted by one PSN"),
     Breakage("ack-rcvd-bytes", "ack", _T, "tp.rcvd_bytes += n + 48  # nominal size", "tp.rcvd_bytes += n  # nominal size",
              "rcvd_bytes counts payload bytes, not the nominal size"),
-    Breakage("ack-ooo-count", "ack", _T, "min(len(rcvd), 0xFFFF),", "0,", "ooo_count always 0"),
+    Breakage("ack-ooo-count", "ack", _T, "min(len(rcvd), 0xFFFF),", "0,", "ooo_count always 0",
+             equivalent="not a MUST: the notes name the ACK_CC field only (wire-format.md §5.4), not what it "
+                        "counts; ACK-024 (SHOULD) notices it"),
     Breakage("ack-dup-resp", "ack", _T,
              "            r = tp.gtd.get(psn)\n            if r is not None:\n                self._send_ack(tp, psn, retx, r[0], r[1], now, ent)",
              "            r = tp.gtd.get(psn)\n            if False:\n                self._send_ack(tp, psn, retx, r[0], r[1], now, ent)",
              "a duplicate of an uncleared PSN gets no stored guaranteed response"),
     Breakage("ack-ecn-echo", "ack", _T, "        if tp.ecn_bytes != tp.ecn_acked:", "        if False:",
-             "a CE-marked request is acknowledged with M = 0"),
+             "a CE-marked request is acknowledged with M = 0",
+             equivalent="with ACK_On_ECN (the default) a CE-marked request is acknowledged at once with its own M; "
+                        "this carry-over path only runs when a CE-marked request and a later one reach the target in "
+                        "one batch, which no tester can arrange on purpose"),
     Breakage("ack-probe-opaque", "ack", _T, "            flags |= _A_P\n            off = opaque",
              "            flags |= _A_P\n            off = 0", "a PROBE's ACK does not echo the opaque value"),
     # -- clearing (§2.7) --------------------------------------------------------------------------
@@ -139,7 +148,9 @@ BREAKAGES: list[Breakage] = [
              "            if (tp.rx_base + i) & _M32 not in rcvd:\n                self._drop(\"close_before_data\", now, tp.peer)\n"
              "                return",
              "            if False:\n                self._drop(\"close_before_data\", now, tp.peer)\n                return",
-             "a CLOSE with requests still missing closes the PDC"),
+             "a CLOSE with requests still missing closes the PDC",
+             equivalent="not a MUST: the notes (behaviour.md §2.12) have a target on CLOSE clear everything up to "
+                        "the highest PSN received, which is what this breakage does; waiting is the reference's choice"),
     # -- ROD (§2.13) --------------------------------------------------------------------------------
     Breakage("rod-ooo-to-ses", "rod", _T, "        if mode is _ROD and psn != tp.rod_next:",
              "        if False:", "a ROD request behind a hole is handed to SES at once"),
@@ -214,6 +225,41 @@ BREAKAGES: list[Breakage] = [
     Breakage("resp-ok-opcode", "ses-opcode", _ST,
              "        opcode = ResponseOpcode.RESPONSE if guaranteed else ResponseOpcode.DEFAULT_RESPONSE",
              "        opcode = ResponseOpcode.RESPONSE", "every success response is a guaranteed RESPONSE"),
+    # -- multi-packet READs (§1.4, §6.5) ------------------------------------------------------------
+    Breakage("read-new-pdc", "ses-read", "uet/fep/core.py", "            if p.return_pdc is not None:  # read data",
+             "            if False:  # read data",
+             "read data longer than a payload goes out on a new PDC under one PDS message per packet (stalls)"),
+    Breakage("read-modified-length", "ses-read", _ST,
+             "                modified_length=req.request_length,\n                message_offset=off + c,",
+             "                modified_length=len(part),\n                message_offset=off + c,",
+             "return data says modified_length = its own length, not the READ's request_length"),
+    Breakage("read-bounds-first", "ses-read", _ST, "        region.check(Access.REMOTE_READ, addr, ask)",
+             "        region.check(Access.REMOTE_READ, addr, min(ask, self.config.max_payload))",
+             "a READ is bounds-checked over its first packet only"),
+    # -- NACK codes (§2.10, §2.11) ---------------------------------------------------------------------
+    Breakage("nack-procg-acked", "nack", _C,
+             "                self._send_nack(tp.peer, _NC_RCVD_SES_PROCG, psn, tp.lpdcid, tp.rpdcid, 0, now)",
+             "                self._send_ack(tp, psn, retx, 0, b\"\", now, ent)",
+             "ACK_REQ for a ROD request held behind a hole is answered by an ACK"),
+    Breakage("nack-ackreq-no-data", "nack", _C,
+             "                self._send_ack(tp, psn, retx, r[0] if r else 0, r[1] if r else b\"\", now, ent)",
+             "                self._send_ack(tp, psn, retx, 0, b\"\", now, ent)",
+             "ACK_REQ for a request with a stored response (read data) is answered without it"),
+    # -- CRC-32C trailer (wire-format.md §1.4): uet-peer --data-protect crc ----------------------------
+    Breakage("crc-accept-bad", "crc", "uet/fep/integrity.py",
+             "        if body is None:\n            c[\"crc_drop_bad\"] += 1\n            return None",
+             "        if body is None:\n            c[\"crc_drop_bad\"] += 1\n            return bytes(data[:-4])",
+             "a packet whose CRC trailer is wrong is accepted",
+             peer=("--data-protect", "crc"), suite=("CRC-", "EST-00", "READ-00")),
+    # -- secure establishment (§2.3.2): run with a key file -------------------------------------------
+    Breakage("tss-1rtt-any-start", "tss", _T,
+             "                if start != tp.start_psn:\n                    tp.pending_until",
+             "                if False:\n                    tp.pending_until",
+             "RANDOM_1RTT_START: a re-driven SYN is accepted whatever Start PSN it names"),
+    Breakage("tss-0rtt-expected", "tss", "uet/tss/establish.py",
+             "            self._expected[sdi] = psn_add(start_psn, 1)", "            self._expected[sdi] = start_psn",
+             "EXPECTED_0RTT_START: a close leaves Expected_PSN at the closed PDC's Start PSN (a replay is accepted)",
+             peer=("--secure-start", "0rtt")),
     # -- TSS (§5.6, §5.8): run with a key file ------------------------------------------------------
     Breakage("tss-replay", "tss", "uet/tss/replay.py", "        if seq > top:\n            return None\n        back = top - seq",
              "        if True:\n            return None\n        back = top - seq", "replayed packets are accepted",

@@ -111,7 +111,7 @@ def run_one(
             keys = ["--keys", str(kf)]
         env = {**os.environ, "PYTHONPATH": str(root)}
         peer = subprocess.Popen(  # noqa: S603 - our own argv
-            [sys.executable, "-m", "uet.tools.peer", addr, "--port", str(port), *keys],
+            [sys.executable, "-m", "uet.tools.peer", addr, "--port", str(port), *keys, *b.peer],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=tmp,
         )  # fmt: skip
         assert peer.stdout is not None
@@ -122,7 +122,7 @@ def run_one(
                 return Verdict(b.id, b.area, b.what, "peer-died", [], time.monotonic() - t0, b.equivalent)
             ident = Path(tmp) / "peer.json"
             ident.write_text(line)
-            sel = [a for c in cases for a in ("-k", c)] or (["-k", "TSS"] if keys else [])
+            sel = [a for c in (cases or b.suite) for a in ("-k", c)] or (["-k", "TSS"] if keys else [])
             try:
                 out = subprocess.run(  # noqa: S603 - our own argv
                     [sys.executable, "-m", "uet.tools.conformance", "--target", addr, "--port", str(port), "--local",
@@ -144,7 +144,7 @@ def run_one(
         report = json.loads(out.stdout)
     except ValueError:
         return Verdict(b.id, b.area, b.what, "tester-error", [out.stderr.strip()[-200:]], time.monotonic() - t0)
-    bad = [c for c in report["cases"] if c["outcome"] in ("fail", "error")]
+    bad = [c for c in report["cases"] if c["outcome"] in ("fail", "error", "timeout")]
     must = [c["id"] for c in bad if c["level"] == "MUST"]
     outcome = "must" if must else "should" if bad else "survived"
     return Verdict(b.id, b.area, b.what, outcome, must or [c["id"] for c in bad], time.monotonic() - t0, b.equivalent)

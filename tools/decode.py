@@ -823,12 +823,27 @@ def run(args: argparse.Namespace, stdout: IO[str], stdin: IO[bytes]) -> int:
     partial_said = False
     t0: int | None = None
     file_error: UetError | None = None
+    fast = None
+    if not (args.json or args.verbose or args.quiet or args.stats or args.crc) and wanted is None and decrypt is None:
+        if out.console is None:
+            from uet.tools.decode_fast import FastSummary
+
+            fast = FastSummary(args.port)
     try:
         for item in items(args, stdin):
             if args.count is not None and shown >= args.count:
                 break
             if t0 is None and item.timestamp_ns is not None:
                 t0 = item.timestamp_ns
+            if fast is not None and item.linktype is not None:
+                line = fast.line(item.number, item.timestamp_ns, t0, item.linktype, item.data)
+                if line is not None:  # the summary fast path (tools/decode_fast.py): the same line
+                    shown += 1
+                    if fast.partial_checksum and not partial_said:
+                        partial_said = True
+                        print(f"{PROG}: note: {_PARTIAL_NOTE}", file=sys.stderr)
+                    stdout.write(line + "\n")
+                    continue
             d = decode_item(item, args.port, decrypt, args.crc)
             _count(stats, d)
             if d.error is not None or d.integrity_failed:

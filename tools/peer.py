@@ -88,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keys", metavar="FILE", help="TSS key file (uet.tss.keyfile format)")
     p.add_argument("--sdi", type=_int, default=None, help="secure domain to use when the key file holds several")
     p.add_argument(
+        "--secure-start", choices=("1rtt", "0rtt"), default="1rtt",
+        help="with --keys: how a new PDC's Start PSN is agreed (behaviour.md §2.3.2): 1rtt = RANDOM_1RTT_START "
+        "(default), 0rtt = EXPECTED_0RTT_START",
+    )  # fmt: skip
+    p.add_argument(
         "--insecure", action="store_true",
         help="serve without --keys on a non-loopback address (anyone reaching it can read and write its regions)",
     )  # fmt: skip
@@ -139,7 +144,12 @@ class Peer:
             tss = TssConfig(replay_window=0) if "answer-replay" in a.fault else TssConfig()
             # seeded from the clock: a restarted peer must not repeat the IVs of its last run (§5.6)
             table = load_key_file(a.keys, wall_ns=time.time_ns())
-            security = SecurityConfig(table, sdi=a.sdi, tss=tss)
+            from uet.tss.establish import StartPsnMethod
+
+            method = StartPsnMethod.RANDOM_1RTT_START
+            if a.secure_start == "0rtt":
+                method = StartPsnMethod.EXPECTED_0RTT_START
+            security = SecurityConfig(table, sdi=a.sdi, tss=tss, method=method)
         link: Link | None = None
         rewriters = [f for f in a.fault if FAULTS[f][0] is not None]
         if a.fabric is not None:

@@ -65,14 +65,16 @@ fabric counters (ECN marks, trims, drops, pauses), or with ``--json`` one JSON o
 ``{"ok", "workload", "flows": [{..., "intact"}], "fabric": {"ecn_marks", "trims", "drops",
 "pauses", ...}, "endpoints": [...], "pacing": {...}}``. ``--pcap DIR`` / ``--plot DIR`` /
 ``--telemetry FILE`` are passed to the fabric. A progress bar on stderr (when it is a terminal,
-or with ``--progress``) follows the bytes received.
+or with ``--progress``) follows the bytes received (``--engine sim``: virtual time, the estimate
+of what the run needs, the speed and an ETA, as ``uet-sim`` shows them).
 
 Every child runs in its own process group; on completion, on error and on Ctrl-C / SIGTERM the
 launcher stops them all (SIGTERM to each group, SIGKILL after a grace period), and the children
 also ask the kernel to SIGTERM them if the launcher dies. Exit status: 0 when every message
 arrived intact, 1 when an endpoint failed or a message was lost or corrupted, 2 on a usage
 error, 130 on interrupt (after the partial results: the flows finished so far, the others marked
-``unfinished``; with ``--json`` one object with ``"interrupted": true``).
+``unfinished`` with the bytes their receivers got so far where they can be told apart, and the
+fabric's counters; with ``--json`` one object with ``"interrupted": true``).
 """
 
 from __future__ import annotations
@@ -128,7 +130,7 @@ from uet.scenario.derive import fairness_note
 from uet.scenario.model import sizing_overrides
 from uet.workloads import WORKLOADS as _WORKLOADS
 from uet.workloads import Workload, make
-from uet.workloads.report import summarize
+from uet.workloads.report import credit_moved_bytes, summarize
 
 __all__ = ["Launcher", "build_flows", "build_parser", "main"]
 
@@ -288,6 +290,8 @@ class Launcher:
         self.placed: list[int] | None = None
         #: --pcap-per, --eventlog, --capture-max (tools/capture_options.py)
         self.capture: argparse.Namespace | None = None
+        #: the fabric process's summary after Ctrl-C (:meth:`stop_fabric`)
+        self.fabric_summary: dict[str, Any] = {}
 
     def fabric_args(self, n: int) -> list[str]:
         s = self.s
@@ -347,6 +351,7 @@ class Launcher:
         hosts = [ready["hosts"][h] for h in self.placed]
         assert self.derived is not None  # fabric_args derived the run's settings
         fa = self.addresses = [h["ip"] for h in hosts]
+        wl.place(self.model_topology.rank_servers(self.placed))
         wspec = wl.spec()
         for i in range(n):
             spec = {
@@ -367,8 +372,9 @@ class Launcher:
                 "cm_secret": self.cm_secret,
                 **self._eventlog_spec(i),
             }
-            if self.interval or self.progress is not None:
-                spec["progress_s"] = min(0.25, self.interval / 5) if self.interval else 0.25
+            # the bytes received, counted per packet, every period: for --interval, the progress bar
+            # and the per-flow bytes of a run interrupted by Ctrl-C (partial_result)
+            spec["progress_s"] = min(0.25, self.interval / 5) if self.interval else 0.25
             w = await _spawn(f"endpoint {i} ({fa[i]})", "-m", "uet.tools.run_worker", json.dumps(spec))
             self.workers.append(w)
             self.children.append(w)
@@ -483,10 +489,25 @@ class Launcher:
             ):
                 await w.tell("abort")
 
+    async def stop_fabric(self, grace: float = 5.0) -> None:
+        """After Ctrl-C, before the rest stops: ask the fabric process for its summary (SIGTERM,
+        as at the end of a run) so the partial results show the fabric's counters too."""
+        fab = self.fabric
+        if fab is None or fab.proc.returncode is not None:
+            return
+        fab.signal_group(signal.SIGTERM)
+        with contextlib.suppress(RunError):
+            while True:
+                ev = await fab.next(grace)
+                if ev.get("event") == "summary":
+                    self.fabric_summary = ev
+
     def partial_result(self) -> dict[str, Any] | None:
         """After Ctrl-C: the flows finished so far with their figures, every other flow marked
-        ``unfinished`` (no completion time); ``ok`` is false and ``interrupted`` true. ``None``
-        before the workload exists."""
+        ``unfinished`` (no completion time; its bytes those its receiver got so far where they can
+        be told apart: :func:`uet.workloads.report.credit_moved_bytes`), the fabric's counters
+        (:meth:`stop_fabric`); ``ok`` is false and ``interrupted`` true. ``None`` before the
+        workload exists."""
         if self.workload is None:
             return None
         n = self.workload.n
@@ -496,6 +517,7 @@ class Launcher:
         for f in res["flows"]:
             if "completion_s" not in f:
                 f.update(error="unfinished", unfinished=True)
+        credit_moved_bytes(self.workload, res["flows"], self.moved)
         done = sum(1 for f in res["flows"] if not f.get("unfinished"))
         elapsed = self.clock.virtual_seconds(time.monotonic() - self.t_go) if self.t_go is not None else 0.0
         return {
@@ -508,7 +530,7 @@ class Launcher:
             "flows": res["flows"],
             "flows_finished": done,
             "fct": res["fct"],
-            "fabric": {},
+            "fabric": self.fabric_summary.get("fabric", {}),
             "received_bytes": self.moved_bytes,
             "received_messages": self.rx_messages,
             "intervals": self.intervals,
@@ -1069,6 +1091,7 @@ async def _live_one(
         if not ctrl_c.interrupted:
             raise
         ctrl_c.absorb()
+        await launcher.stop_fabric()
         await launcher.shutdown()
         partial = launcher.partial_result()
         if partial is not None:
@@ -1265,10 +1288,12 @@ def simulate_runs(
     progress: bool = False,
     faults: Any = None,
     capture: argparse.Namespace | None = None,
+    prog: str = "uet-run",
 ) -> dict[str, dict[str, Any]]:
     """The scenario in virtual time on each transport ``s["transport"]`` names (both: UET, then
     RoCEv2; plots then in ``plot/uet`` and ``plot/roce``): transport → ``uet-run``'s result.
-    A run cut short by Ctrl-C (``interrupted``) is the last one."""
+    A run cut short by Ctrl-C (``interrupted``) is the last one. ``progress``: ``prog``'s
+    progress line on stderr (tools/sim_progress.py)."""
     from uet.tools.sim import run_sim
 
     runs: dict[str, dict[str, Any]] = {}
@@ -1282,6 +1307,7 @@ def simulate_runs(
                 topo,
                 ep,
                 progress=progress,
+                prog=prog,
                 plot=where,
                 faults=faults,
                 taps=cap.taps if cap else None,

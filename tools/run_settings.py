@@ -40,8 +40,9 @@ _EXTRA_RUN_KEYS = {
     "workload_params": dict,  # from [workload.params] and --workload-set
     "placement": object,  # a mode name or a list of host indices: checked against the topology
 }
-#: ``[run]`` keys of one engine the other accepts and ignores, so one scenario file serves both:
-#: ``timeout_s``, the live engine's wall-clock limit (checked as a number of seconds)
+#: ``[run]`` keys without an engine default, so one scenario file serves both: ``timeout_s``, the
+#: live engine's wall-clock limit and the simulator's virtual-time limit (uet.sim.scenario; checked
+#: as a number of seconds)
 _ONE_ENGINE_KEYS = {"timeout_s"}
 
 

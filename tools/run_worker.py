@@ -47,6 +47,7 @@ from uet.endpoint import Endpoint, EndpointConfig, run
 from uet.link.fabric import FabricLink
 from uet.workloads import RankReport, from_spec
 from uet.workloads.base import FlowReport
+from uet.workloads.report import payload_received
 
 __all__ = ["main", "die_with_parent"]
 
@@ -163,10 +164,7 @@ async def _until_abort(stdin: asyncio.StreamReader) -> None:
 
 def _payload_bytes(ep: Any) -> int:
     """Payload bytes received so far, counted as packets arrive (SES target or RoCE responder)."""
-    c = ep.counters
-    if "payload_bytes_received" in c:  # RoCE
-        return int(c["payload_bytes_received"])
-    return int(c.get("ses_tgt_payload_bytes_received", 0)) + int(c.get("ses_fast_payload_bytes_received", 0))
+    return payload_received(ep.counters)
 
 
 async def _progress(ep: Any, period_s: float) -> None:

@@ -23,17 +23,18 @@ ideal, retransmissions, intact; FCT percentiles; fabric counters) plus virtual t
 the simulator's speed in packet-hops per CPU second; ``--json`` one object (CPU figures only with
 ``--timing``: they are the one thing that differs between two runs of a seed); ``--plot DIR``
 writes the FCT CDF, queue depth per port over time and throughput per port (needs matplotlib);
-a progress bar on stderr follows the messages received over virtual time.
+on stderr (a terminal, or with ``--progress``) the progress: virtual time so far, an estimate of
+the virtual time the run needs, the measured speed and an ETA (tools/sim_progress.py).
 
 Exit status: 0 when every message arrived intact, 1 when not, 2 on a usage error, 130 on Ctrl-C
-(after the partial results: the flows finished so far, the others marked ``unfinished``; with
-``--json`` one object with ``"interrupted": true``).
+(after the partial results: the flows finished so far, the others marked ``unfinished`` with the
+bytes their receivers got so far, and the fabric counters; with ``--json`` one object with
+``"interrupted": true``).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -122,45 +123,32 @@ def run_sim(
     faults: Any = None,
     taps: Any = None,
     event_log: Any = None,
+    prog: str = "uet-sim",
 ) -> dict[str, Any]:
     """Run the scenario; UsageError for settings the model refuses. ``taps`` / ``event_log``:
-    as :func:`uet.sim.scenario.simulate` takes them (tools/capture_options.py)."""
+    as :func:`uet.sim.scenario.simulate` takes them (tools/capture_options.py). ``progress``:
+    the progress line on stderr (tools/sim_progress.py), prefixed ``prog``."""
+    from uet.tools.sim_progress import SimProgress
+
     from uet.errors import UetError
     from uet.sim.scenario import simulate
 
-    bar: Any = None
-    cm: Any = contextlib.nullcontext()
-    if progress:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bar = Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("virtual {task.fields[vt]}"),
-            TimeElapsedColumn(),
-            console=Console(stderr=True, force_terminal=True),
-            transient=True,
-        )
-        task = bar.add_task(f"{s['workload']} messages", total=None, vt="0 µs")
-
-        def on_progress(now: int, got: int, total: int) -> None:
-            bar.update(task, completed=got, total=total, vt=f"{now / 1000:,.1f} µs")
-
-        cm = bar
+    bar = SimProgress(prog, tty=sys.stderr.isatty()) if progress else None
     try:
-        with cm:
+        try:
             return simulate(
                 s,
                 topo or None,
                 ep,
-                on_progress=on_progress if bar is not None else None,
+                on_progress=bar,
                 timeline=bool(plot),
                 faults=faults,
                 taps=taps,
                 event_log=event_log,
             )
+        finally:
+            if bar is not None:
+                bar.close()
     except (UetError, ValueError, TypeError, OSError) as e:
         raise UsageError(str(e)) from None
 
@@ -213,7 +201,14 @@ def _body(argv: Sequence[str] | None) -> int:
         raise UsageError("--baseline compares one transport's run: drop --transport both")
     base = run_sim(s, topo, ep) if args.baseline else None
     runs = simulate_runs(
-        s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty(), faults=faults, capture=args
+        s,
+        topo,
+        ep,
+        plot=args.plot,
+        progress=args.progress or sys.stderr.isatty(),
+        faults=faults,
+        capture=args,
+        prog="uet-sim",
     )
     interrupted = any(r.get("interrupted") for r in runs.values())
     if args.json and not args.timing:  # CPU figures: the one thing that differs between two runs

@@ -222,12 +222,10 @@ def _read_pcapng(s: _Stream, first: bytes) -> Iterator[PcapRecord]:
             assert lenb is not None
             (total,) = struct.unpack(order + "I", lenb)
             _check_len(total, start, 12)
-            body = s.read(total - 12, f"block {nblock}")
-            assert body is not None
-            tail = s.read(4, f"block {nblock} trailer")
-            assert tail is not None
-            _check_trailer(tail, total, order, start)
-            rec = _block(btype, body, order, ifaces, start)
+            rest = s.read(total - 8, f"block {nblock}")  # body and trailer: one read
+            assert rest is not None
+            _check_trailer(rest[-4:], total, order, start)
+            rec = _block(btype, rest[:-4], order, ifaces, start)
             if rec is not None:
                 yield rec
             btype_bytes = None

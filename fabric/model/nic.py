@@ -9,6 +9,14 @@ frame from the leaf stops the paused class, which is how pause reaches the sende
 (§8.5: "a host NIC pauses every QP mapped to that priority"). Frames arriving from the leaf are
 handed to the host through ``on_deliver``; PFC frames are consumed here and, when the fabric is
 asked to, passed on as well.
+
+The NIC's PFC rule is written once, here, for the simulator and the live fabric link
+(uet/link/fabric.py): :func:`receive_pause` applies a MAC-control frame (parsed by the one codec,
+:func:`uet.fabric.model.frames.parse_pause`) to a :class:`~uet.fabric.model.port.Port`'s pause
+timers (quanta × 512 bit times at the port's rate, rounded up as the switch model's ports do; a
+classic 802.3x PAUSE pauses every class); frames of a paused class wait in order in the port's
+class queue. :class:`HostNic` serialises its port at the link rate; :class:`PfcTransmit` is the same
+transmit side without a link model, for the live link, whose socket and switch process serialise.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from collections.abc import Callable
 
 from uet.fabric.model.config import SwitchConfig
 from uet.fabric.model.events import EventQueue
-from uet.fabric.model.frames import IP_TOS, l3_offset, parse_pause
+from uet.fabric.model.frames import ETH_LEN, IP_TOS, l3_offset, parse_pause
 from uet.fabric.model.port import CTRL, Packet, Port
 from uet.fabric.model.telemetry import Counters, NicBytes, PfcReceived, Telemetry
 
@@ -26,6 +34,94 @@ from uet.wire.net import EtherType
 
 _ETH_IPV4 = int(EtherType.IPV4)
 _ETH_MAC_CONTROL = int(EtherType.MAC_CONTROL)
+
+
+def receive_pause(port: Port, frame: bytes | bytearray, now: int, off: int = ETH_LEN) -> dict[int, int] | None:
+    """A NIC port receives the MAC-control frame whose body starts at ``frame[off]`` at ``now``:
+    its pauses start, extend or end (0 quanta) the pause of each named class of ``port``
+    (:meth:`Port.apply_pause <uet.fabric.model.port.Port.apply_pause>`). Returns the pauses applied,
+    ``{priority: quanta}``; None for a MAC-control opcode that is neither PFC nor PAUSE or a
+    truncated frame (nothing applied)."""
+    try:
+        pauses = parse_pause(frame, off)
+    except DecodeError:
+        return None
+    for prio, quanta in (pauses or {}).items():
+        port.apply_pause(prio, quanta, now)
+    return pauses
+
+
+class PfcTransmit:
+    """The transmit side of a NIC port that honours PFC, without a link model (sans-I/O).
+
+    The live fabric link (uet/link/fabric.py) hands every frame to :meth:`send` with its DSCP
+    and the time: a frame whose class (the DSCP → TC table, as the switch classifies) is paused,
+    or still has frames held, is held in order; :meth:`receive` takes a MAC-control frame;
+    :meth:`due` hands the frames whose class may go again; :meth:`next_deadline` says when to ask.
+    Times are integer ns on the caller's clock (virtual time under dilation). Counters, in the
+    dict handed in: ``pfc_rx_xoff`` / ``pfc_rx_xon`` per class a frame paused or resumed,
+    ``tx_held`` per frame held.
+    """
+
+    def __init__(self, rate_bps: int, dscp_map: tuple[int, ...], counters: dict[str, int] | None = None) -> None:
+        #: the queues and pause timers (propagation delay and serialisation unused)
+        self.port = Port(0, rate_bps, 0)
+        self.dscp_map = dscp_map
+        self.counters = counters if counters is not None else {}
+        for k in ("pfc_rx_xoff", "pfc_rx_xon", "tx_held"):
+            self.counters.setdefault(k, 0)
+
+    def send(self, frame: bytes, dscp: int, now: int) -> bool:
+        """True: ``frame`` may leave now. False: it is held; :meth:`due` releases it (at once
+        when its class's pause has already run out)."""
+        tc = self.dscp_map[dscp & 0x3F]
+        port = self.port
+        if port.queues[tc] or port.is_paused(tc, now):
+            port.push(Packet(bytearray(frame), 0, tc, 0, now))
+            self.counters["tx_held"] += 1
+            return False
+        return True
+
+    def receive(self, frame: bytes | bytearray, off: int, now: int) -> bool:
+        """A MAC-control frame (body at ``frame[off]``) arrived at ``now``: True when it was a PFC
+        or PAUSE frame (applied), False when it is something else."""
+        pauses = receive_pause(self.port, frame, now, off)
+        if pauses is None:
+            return False
+        for quanta in pauses.values():
+            self.counters["pfc_rx_xon" if quanta == 0 else "pfc_rx_xoff"] += 1
+        return True
+
+    def due(self, now: int) -> list[bytes]:
+        """The held frames that may leave at ``now``, in order within each class."""
+        port = self.port
+        out = []
+        while port.backlog:
+            tc = port.pick(now)
+            if tc is None:
+                break
+            out.append(bytes(port.pop(tc).frame))
+        return out
+
+    def next_deadline(self, now: int) -> int | None:
+        """When a held class's pause ends (call :meth:`due` then), or None: nothing waits."""
+        return self.port.next_resume(now)
+
+    @property
+    def held(self) -> int:
+        """Frames waiting for their class to resume."""
+        return self.port.backlog
+
+    def paused_until(self, now: int) -> list[int]:
+        """Per class, the end of its pause at ``now`` (0: not paused)."""
+        return [u if u > now else 0 for u in self.port.paused_until]
+
+    def clear(self) -> None:
+        """Forget every held frame (the link closed)."""
+        port = self.port
+        for tc in range(8):
+            while port.queues[tc]:
+                port.pop(tc)
 
 
 class HostNic:
@@ -116,12 +212,7 @@ class HostNic:
             self._sample(now)
         is_pfc = len(frame) >= 14 and ((frame[12] << 8) | frame[13]) == _ETH_MAC_CONTROL
         if is_pfc:
-            try:
-                pauses = parse_pause(frame)
-            except DecodeError:
-                pauses = None
-            for prio, quanta in (pauses or {}).items():
-                port.apply_pause(prio, quanta, now)
+            for prio, quanta in (receive_pause(port, frame, now) or {}).items():
                 self.counters[("pfc_rx", self.name, 0, prio, "xon" if quanta == 0 else "xoff")] += 1
                 if self.telemetry.wants("pfc_rx"):
                     self.telemetry.add(PfcReceived(now, self.name, 0, prio, quanta))
@@ -168,20 +259,8 @@ class HostNic:
         self._kick(port, now)
 
     def _kick(self, port: Port, now: int) -> None:
-        if port.busy_until > now:
-            # the end of a frame is an event only when something waits for the link
-            if (port.backlog or port.ctrl) and port.free_at != port.busy_until:
-                port.free_at = port.busy_until
-                self.events.schedule(port.busy_until, self._on_port_free, port)
-            return
-        if not (port.backlog or port.ctrl):
-            return
-        tc = port.pick(now)
+        tc = port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
         if tc is None:
-            t = port.next_resume(now)
-            if t is not None and port.wake_at != t:
-                port.wake_at = t
-                self.events.schedule(t, self._on_wake, port)
             return
         if tc == CTRL:
             frame = bytearray(port.ctrl.popleft())
@@ -190,10 +269,7 @@ class HostNic:
             frame = pkt.frame
             port.last_tx[tc] = now
             port.tx_tc_bytes[tc] += pkt.size
-        end = now + port.ser_ns(len(frame))
-        port.busy_until = end
-        port.tx_bytes += len(frame)
-        port.tx_frames += 1
+        end = port.start(len(frame), now)
         if port.backlog or port.ctrl:
             port.free_at = end
             self.events.schedule(end, self._on_port_free, port)

@@ -178,6 +178,43 @@ class Port:
         """Duration of ``quanta`` pause quanta (512 bit times each) at this link's rate."""
         return (quanta * QUANTUM_BITS * 1_000_000_000 + self.rate_bps - 1) // self.rate_bps
 
+    # -- egress: what switches and NICs share -------------------------------------------------
+
+    def ready(
+        self,
+        now: int,
+        schedule: Callable[[int, Callable[[Port, None, int], None], Port], None],
+        on_free: Callable[[Port, None, int], None],
+        on_wake: Callable[[Port, None, int], None],
+    ) -> int | None:
+        """The class whose frame may start on this link at ``now`` (:data:`CTRL`: a PFC frame),
+        or None. When work waits, the node is called back: ``on_free`` when the frame on the
+        link ends (``free_at``: one event per frame end, only when something waits), ``on_wake``
+        when the pause holding every waiting class ends (``wake_at``)."""
+        if self.busy_until > now:
+            if (self.backlog or self.ctrl) and self.free_at != self.busy_until:
+                self.free_at = self.busy_until
+                schedule(self.busy_until, on_free, self)
+            return None
+        if not (self.backlog or self.ctrl):
+            return None
+        tc = self.pick(now)
+        if tc is None:
+            t = self.next_resume(now)
+            if t is not None and self.wake_at != t:
+                self.wake_at = t
+                schedule(t, on_wake, self)
+        return tc
+
+    def start(self, nbytes: int, now: int) -> int:
+        """A frame of ``nbytes`` starts on the link at ``now``: the link is busy until the end of
+        its serialisation (:meth:`ser_ns`), returned."""
+        end = now + self.ser_ns(nbytes)
+        self.busy_until = end
+        self.tx_bytes += nbytes
+        self.tx_frames += 1
+        return end
+
     # -- pause (receiver side of PFC) ---------------------------------------------------------
 
     def apply_pause(self, tc: int, quanta: int, now: int) -> None:

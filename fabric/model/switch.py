@@ -434,20 +434,10 @@ class Switch:
         frame on it. The end of a frame is an event only when something waits for the link
         (``Port.free_at``): a busy port given work schedules it then.
         """
+        schedule = self.events.schedule
         while True:
-            if port.busy_until > now:
-                if (port.backlog or port.ctrl) and port.free_at != port.busy_until:
-                    port.free_at = port.busy_until
-                    self.events.schedule(port.busy_until, self._on_port_free, port)
-                return
-            if not (port.backlog or port.ctrl):
-                return
-            tc = port.pick(now)
+            tc = port.ready(now, schedule, self._on_port_free, self._on_wake)  # the egress rule NICs share
             if tc is None:
-                t = port.next_resume(now)
-                if t is not None and port.wake_at != t:
-                    port.wake_at = t
-                    self.events.schedule(t, self._on_wake, port)
                 return
             pkt = None
             if tc == CTRL:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from uet.conformance.session import CheckFailed, Session, Skipped
+from uet.conformance.session import CheckFailed, Overran, Session, Skipped
 
 __all__ = ["CASES", "Case", "Result", "case", "run_case"]
 
@@ -60,7 +60,9 @@ def case(
 
 @dataclass
 class Result:
-    """The verdict of one case: ``pass``, ``fail``, ``skip`` or ``error`` (the tester crashed)."""
+    """The verdict of one case: ``pass``, ``fail``, ``skip``, ``timeout`` (it overran its time,
+    :class:`~uet.conformance.session.Overran`) or ``error`` (the tester crashed). A failed SHOULD
+    case is a :attr:`warning`: reported, never a reason for a non-zero exit status."""
 
     case: Case
     outcome: str
@@ -71,29 +73,42 @@ class Result:
     exchange: list[tuple[str, str]] = field(default_factory=list)
     saw_new_start: bool = False  # a NACK NEW_START_PSN arrived during the case
 
+    @property
+    def warning(self) -> bool:
+        return self.outcome == "fail" and self.case.level != MUST
+
+    @property
+    def bad(self) -> bool:
+        """Failed, overran or crashed the tester (warnings included)."""
+        return self.outcome in ("fail", "error", "timeout")
+
     def as_dict(self) -> dict[str, Any]:
         c = self.case
         d: dict[str, Any] = {
             "id": c.id, "area": c.area, "title": c.title, "section": c.section, "level": c.level,
             "outcome": self.outcome, "seconds": round(self.seconds, 4),
         }  # fmt: skip
-        if self.outcome in ("fail", "error"):
+        if self.bad:
             d.update(expected=self.expected, got=self.got, exchange=[{"dir": a, "hex": b} for a, b in self.exchange])
+        if self.warning:
+            d["warning"] = True
         if self.outcome == "skip":
             d["reason"] = self.reason
         return d
 
 
-def run_case(c: Case, s: Session) -> Result:
-    """Run one case on a drained session; a hostile case is followed by a liveness probe.
+def run_case(c: Case, s: Session, deadline: float | None = None) -> Result:
+    """Run one case on a drained session; a hostile case is followed by a liveness probe. At the
+    monotonic time ``deadline`` a case still waiting for the target is cut short and reported as
+    ``timeout`` (``--case-time``, or the end of ``--max-time``).
 
     Against a secure target that mints Start PSNs (RANDOM_1RTT_START, behaviour.md §2.3.2) a PDC
     whose Start PSN was assigned waits PENDING for ``New_PDC_Time`` only (milliseconds); on a
     loaded machine the case's first SYN can miss it and draw a fresh NACK ``NEW_START_PSN``. That
     is a missed precondition, not a verdict: such a case is run once more."""
-    r = _run_once(c, s)
+    r = _run_once(c, s, deadline)
     if r.outcome == "fail" and getattr(s, "one_rtt", False) and r.saw_new_start:
-        r = _run_once(c, s)
+        r = _run_once(c, s, deadline)
     return r
 
 
@@ -108,10 +123,11 @@ def _new_start_nacked(logged: list[tuple[str, bytes]]) -> bool:
     return False
 
 
-def _run_once(c: Case, s: Session) -> Result:
+def _run_once(c: Case, s: Session, deadline: float | None = None) -> Result:
     s.drain()
     s.log.clear()
     t0 = time.monotonic()
+    s.case_deadline = deadline
     try:
         c.fn(s)
         if c.hostile:
@@ -124,14 +140,17 @@ def _run_once(c: Case, s: Session) -> Result:
         outcome, expected, got, reason = "skip", "", "", str(e)
     except CheckFailed as e:
         outcome, expected, got, reason = "fail", e.expected, e.got, ""
+    except Overran as e:
+        outcome, expected, got, reason = "timeout", "the case finishes in time (--case-time, --max-time)", str(e), ""
     except Exception as e:  # noqa: BLE001 - a tester bug is reported, never hides other cases
         outcome, expected, got, reason = "error", "no exception in the tester", traceback.format_exc(limit=4), str(e)
     finally:
+        s.case_deadline = None
         logged = list(s.log)
         try:
             s.cleanup()
         except Exception:  # noqa: BLE001, S110 - closing is courtesy, never a verdict
             pass
     dt = time.monotonic() - t0
-    exchange = [(d, b.hex()) for d, b in logged[-12:]] if outcome in ("fail", "error") else []
+    exchange = [(d, b.hex()) for d, b in logged[-12:]] if outcome in ("fail", "error", "timeout") else []
     return Result(c, outcome, dt, expected, got, reason, exchange, _new_start_nacked(logged))

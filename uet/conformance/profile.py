@@ -21,11 +21,11 @@ to numbers), which ``uet-conformance --identity`` reads back.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from uet.config_file import ConfigFileError, read_toml
 from uet.conformance.session import Receive, Region
 
 __all__ = ["Profile", "default_profile", "load_profile", "parse_region"]
@@ -86,27 +86,58 @@ def _job(v: Any, own: int, where: str) -> int | None:
     raise ProfileError(f"{where}: job must be 'own', 'any' or a 24-bit JobID, got {v!r}")
 
 
+#: Largest region or receive a profile may ask for (**decision**: the peer allocates each region;
+#: 1 GiB bounds a mistake, the conformance cases use a few KiB)
+MAX_PROFILE_SIZE = 1 << 30
+
+
+def _int(v: Any, what: str, hi: int, where: str) -> int:
+    """An integer field in ``[0, hi]`` (TOML booleans are not numbers here)."""
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi:
+        raise ProfileError(f"{where}: {what} must be an integer from 0 to {hi:#x}, got {v!r}")
+    return v
+
+
+def _tables(data: dict[str, Any], name: str, path: str | Path) -> list[dict[str, Any]]:
+    v = data.pop(name, [])
+    if not isinstance(v, list) or not all(isinstance(r, dict) for r in v):
+        raise ProfileError(f"{path}: {name} must be an array of tables ([[{name}]])")
+    return v
+
+
 def load_profile(path: str | Path, job: int) -> Profile:
-    """Read a peer profile (module docstring); raises :class:`ProfileError`."""
+    """Read a peer profile (module docstring) through the bounded reader every tool uses
+    (:func:`uet.config_file.read_toml`); raises :class:`ProfileError` with a one-line message."""
     try:
-        data = tomllib.loads(Path(path).read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise ProfileError(f"{path}: {e}") from e
+        data = read_toml(str(path))
+    except ConfigFileError as e:
+        raise ProfileError(str(e)) from None
     prof = Profile()
-    for i, r in enumerate(data.pop("region", [])):
+    for i, r in enumerate(_tables(data, "region", path)):
         where = f"{path}: region {i + 1}"
         if set(r) - {"key", "size", "access", "job"} or "key" not in r or "size" not in r:
             raise ProfileError(f"{where}: needs key and size; allowed: key, size, access, job")
-        prof.regions.append(Region(int(r["key"]), int(r["size"]), _access(r.get("access", "rwa"), where),
+        prof.regions.append(Region(_int(r["key"], "key", (1 << 64) - 1, where),
+                                   _int(r["size"], "size", MAX_PROFILE_SIZE, where),
+                                   _access(r.get("access", "rwa"), where),
                                    _job(r.get("job", "own"), job, where)))  # fmt: skip
-    for i, r in enumerate(data.pop("receive", [])):
+    for i, r in enumerate(_tables(data, "receive", path)):
         where = f"{path}: receive {i + 1}"
         if set(r) - {"tag", "size", "truncate"} or "size" not in r:
             raise ProfileError(f"{where}: needs size; allowed: tag, size, truncate")
-        prof.receives.append(Receive(int(r["size"]), r.get("tag"), bool(r.get("truncate", False))))
+        tag = r.get("tag")
+        prof.receives.append(Receive(_int(r["size"], "size", MAX_PROFILE_SIZE, where),
+                                     None if tag is None else _int(tag, "tag", (1 << 64) - 1, where),
+                                     _bool(r.get("truncate", False), "truncate", where)))  # fmt: skip
     if data:
         raise ProfileError(f"{path}: unknown keys {sorted(data)}")
     return prof
+
+
+def _bool(v: Any, what: str, where: str) -> bool:
+    if not isinstance(v, bool):
+        raise ProfileError(f"{where}: {what} must be true or false, got {v!r}")
+    return v
 
 
 def parse_region(text: str, own_job: int) -> Region:

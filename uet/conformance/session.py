@@ -16,6 +16,11 @@ With ``link="ip"`` the session talks UET directly over IP protocol ``proto`` (25
 behind the 4-byte entropy header (entropy = the target's UDP port number, the value the UDP
 session seals with) and every reply read past the IP and entropy headers.
 
+A target that protects unencrypted packets with the CRC-32C trailer (``Target.crc``,
+wire-format.md §1.4) gets it on every datagram the tester sends, malformed ones included (so they
+still reach its parser); every reply must carry a valid one, or it is logged as ``received (bad
+CRC trailer)`` and otherwise ignored (the case then misses the reply it waits for).
+
 **Silence** (a packet that must draw no reply) is checked without waiting for a timeout: the
 hostile packet is followed by a *liveness probe* that always draws an answer (a control packet
 for a PDC that does not exist: NACK ``INV_DPDCID``, §2.11); the target handles datagrams in
@@ -35,9 +40,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uet.conformance.wirekit import M32, Reply, SesFields, control, decode_reply, request, ses_standard
+from uet.wire import crc
 from uet.wire import pds as P
 
-__all__ = ["CheckFailed", "Pdc", "Session", "Target"]
+__all__ = ["CheckFailed", "Overran", "Pdc", "Session", "Skipped", "Target"]
 
 
 def start_tsc_from_clock(table: Any) -> None:
@@ -55,6 +61,11 @@ class CheckFailed(AssertionError):  # noqa: N818 - a check's verdict, read as "c
         super().__init__(expected)
         self.expected = expected
         self.got = got
+
+
+class Overran(Exception):  # noqa: N818 - a verdict: the case overran its time
+    """The case was still waiting when its time ran out (``--case-time`` or the end of
+    ``--max-time``, :attr:`Session.case_deadline`): reported as ``timeout``, the run goes on."""
 
 
 class Skipped(Exception):  # noqa: N818
@@ -94,6 +105,7 @@ class Target:
     keys: Any = None  # a SecureDomainTable, or None
     keys_text: str = ""  # the key file's text (to derive deliberately wrong variants)
     sdi: int | None = None
+    crc: bool = False  # every packet carries the CRC-32C trailer (wire-format.md §1.4, ``--data-protect crc``)
 
     def region(self, need: str, *, job: str = "own") -> Region | None:
         """A region whose rights are exactly ``need`` (letters of "rwai"; "i" optional unless
@@ -154,9 +166,12 @@ class Session:
         self._used: set[int] = set()
         self.pdcs: list[Pdc] = []
         self.start_floor: int | None = None
+        #: monotonic time at which the running case is cut short (:class:`Overran`), or None
+        self.case_deadline: float | None = None
         #: the secure target mints Start PSNs itself (RANDOM_1RTT_START, §2.3.2)
         self.one_rtt = False
         self._mid = self.rng.randrange(1, 0xFFFF)
+        self._ips = (socket.inet_pton(fam, local), socket.inet_pton(fam, target.address))  # (ours, the target's)
         self._tss = None
         if target.keys is not None:
             from uet.tss.context import TssContext
@@ -234,9 +249,23 @@ class Session:
         assert sdi is not None  # chosen with the keys (Session.__init__)
         return self._tss.seal(plaintext, sdi=sdi, entropy=self.target.port, dst=self.target.address)
 
-    def send_raw(self, wire: bytes, note: bytes | None = None) -> None:
-        """Send ``wire`` as is (already sealed, or deliberately malformed)."""
+    def trailer_prefix(self, *, outgoing: bool, uet_len: int, sport: int = 0, ehdr: bytes = b"") -> bytes:
+        """The bytes the CRC-32C trailer covers in front of the UET bytes (:mod:`uet.wire.crc`):
+        both addresses, then the UDP header (ours: from and to the target's port; the target's:
+        from ``sport``) or, over IP, the entropy header (ours, or the target's ``ehdr``)."""
+        src, dst = self._ips if outgoing else self._ips[::-1]
+        port = self.target.port
+        if self.over_ip is not None:
+            return crc.entropy_prefix(src, dst, self.over_ip if outgoing else ehdr)
+        return crc.udp_prefix(src, dst, port if outgoing else sport, port, uet_len)
+
+    def send_raw(self, wire: bytes, note: bytes | None = None, *, trailer: bool = True) -> None:
+        """Send ``wire`` as is (already sealed, or deliberately malformed); to a CRC-trailer
+        target with its trailer (a malformed packet still reaches the parser) unless ``trailer``
+        is False (the case built the datagram's last 4 bytes itself)."""
         self.log.append(("sent", note if note is not None else wire))
+        if self.target.crc and trailer:
+            wire = crc.append_trailer(wire, self.trailer_prefix(outgoing=True, uet_len=len(wire)))
         if self.over_ip is not None:
             self.sock.sendto(self.over_ip + wire, (self.target.address, 0))
             return
@@ -259,27 +288,41 @@ class Session:
         return wire
 
     def _read(self, deadline: float) -> bool:
-        """Read one datagram from the target into the queue; False on timeout."""
+        """Read one datagram from the target into the queue; False on timeout. Raises
+        :class:`Overran` once the case's own deadline (:attr:`case_deadline`) has passed."""
+        cut = self.case_deadline
         while True:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            if cut is not None and now >= cut:
+                raise Overran("the case was still waiting for the target when its time ran out")
+            left = (deadline if cut is None else min(deadline, cut)) - now
             if left <= 0:
                 return False
             r, _, _ = select.select([self.sock], [], [], left)
             if not r:
-                return False
+                continue  # the wait or the case's time is up: decided at the top
             try:
                 data, src = self.sock.recvfrom(65536)
             except BlockingIOError:
                 continue
             if src[0] != self.target.address:
                 continue
-            entropy = self.target.port
+            entropy, ehdr = self.target.port, b""
             if self.over_ip is not None:  # past the IPv4 header (IPv6 raw sockets strip theirs)
                 if ":" not in self.local:
                     data = data[(data[0] & 0x0F) * 4 :]
                 if len(data) < 4:
                     continue
-                entropy, data = int.from_bytes(data[:2], "big"), data[4:]
+                ehdr, data = data[:4], data[4:]
+                entropy = int.from_bytes(ehdr[:2], "big")
+            if self.target.crc:
+                n = len(data) - crc.TRAILER_LEN
+                pre = self.trailer_prefix(outgoing=False, uet_len=n, sport=src[1], ehdr=ehdr)
+                body = crc.check_trailer(data, pre)
+                if body is None:
+                    self.log.append(("received (bad CRC trailer)", data))
+                    continue
+                data = body
             if self._tss is not None:
                 pt = self._tss.open(data, entropy=entropy, src=self.target.address)
                 if pt is None:
@@ -301,13 +344,14 @@ class Session:
 
     def expect(self, pred: Callable[[Reply], object], what: str, timeout: float | None = None) -> Reply:
         """The first reply matching ``pred`` (consumed), or :class:`CheckFailed` saying ``what``."""
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        wait = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
         while True:
             for i, r in enumerate(self._queue):
                 if r.error is None and pred(r):
                     return self._queue.pop(i)
             if not self._read(deadline):
-                raise CheckFailed(f"expected {what}; nothing matching arrived within {self.timeout:.1f} s")
+                raise CheckFailed(f"expected {what}; nothing matching arrived within {wait:.1f} s")
 
     def collect(self, pred: Callable[[Reply], object], until: Callable[[Reply], object], what: str) -> list[Reply]:
         """Every reply matching ``pred`` received before one matching ``until`` (the latter consumed too)."""

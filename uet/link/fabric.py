@@ -27,13 +27,15 @@ the PDS core must not take a cut packet for a whole one, so by default the link 
 passes it up with :data:`ECN_TRIMMED` (and :data:`ECN_LASTHOP` for DSCP 5) or-ed into the ``ecn``
 value, for an endpoint that hands those to ``PdsCore.receive_datagram(trimmed=, lasthop=)``.
 
-**PFC** (IEEE 802.1Qbb, §8.5). A pause frame from the leaf stops the paused priorities for
-quanta × 512 bit times at ``rate_bps`` (the host link's rate); frames of a paused class wait in
-order in a per-class queue and go out when an XON (0 quanta) arrives or the pause expires; a
-classic 802.3x PAUSE stops every class. The pause lasts in the link's ``clock`` (a
+**PFC** (IEEE 802.1Qbb, §8.5) is the NIC model's (:class:`uet.fabric.model.nic.PfcTransmit`,
+the rule the simulator's NICs follow): a pause frame from the leaf stops the paused priorities for
+quanta × 512 bit times at ``rate_bps`` (the host link's rate, rounded up as the switch model
+does); frames of a paused class wait in order and go out when an XON (0 quanta) arrives or the
+pause expires; a classic 802.3x PAUSE stops every class. This adapter only hands the model the
+frames and the time and fires its one timer. Time is the link's ``clock`` (a
 :class:`uet.clock.DilatedClock` under time dilation: quanta are bit times of the *virtual* link
-rate, so a pause lasts TDF times longer in real time). The class of a frame is the switch's: its DSCP through
-the DSCP → TC table (``dscp_map``, default §8.1), TC = priority (model config decision).
+rate, so a pause lasts TDF times longer in real time). The class of a frame is the switch's: its
+DSCP through the DSCP → TC table (``dscp_map``, default §8.1), TC = priority (model config decision).
 
 On opening, the link sends one gratuitous ARP frame so the switch process learns the socket's
 address before any frame must be delivered to it.
@@ -67,9 +69,6 @@ _BROADCAST = b"\xff" * 6
 _ETH_ARP = 0x0806
 _ETH_MAC_CONTROL = 0x8808
 _ETH_VLAN = 0x8100
-_OP_PFC = 0x0101
-_OP_PAUSE = 0x0001
-_QUANTUM_BITS = 512
 
 
 def fa_mac(address: str) -> bytes:
@@ -149,10 +148,8 @@ class FabricLink(Link):
         self.switch = switch
         self._callback: ReceiveCallback | None = None
         self._closed = False
-        #: pause expiry per priority (ns on ``clock``; 0 = not paused)
-        self.paused_until = [0] * 8
-        self._held: list[deque[bytes]] = [deque() for _ in range(8)]
-        self._resume: list[asyncio.TimerHandle | None] = [None] * 8
+        self._resume: asyncio.TimerHandle | None = None
+        self._resume_at = 0
         self._backlog: deque[bytes] = deque()
         self._ip_cache: dict[str, bytes] = {}
         self.counters: dict[str, int] = {
@@ -171,6 +168,10 @@ class FabricLink(Link):
             "pfc_rx_xoff": 0,
             "pfc_rx_xon": 0,
         }
+        from uet.fabric.model.nic import PfcTransmit
+
+        #: the NIC's PFC behaviour (sans-I/O, shared with the simulator's NICs)
+        self.pfc = PfcTransmit(self.rate_bps, self.dscp_map, self.counters)
         self.loop.add_reader(sock.fileno(), self._on_readable)
         self._announce()
 
@@ -192,13 +193,10 @@ class FabricLink(Link):
         if ecn == 0 and dscp == DSCP_DATA:
             ecn = self.data_ecn
         frame = self.build(datagram, dst, entropy, dscp, ecn)
-        tc = self.dscp_map[dscp & 0x3F]
-        if self.paused_until[tc]:
-            if self.paused_until[tc] > self.clock():
-                self._held[tc].append(frame)
-                self.counters["tx_held"] += 1
-                return
-            self._unpause(tc)
+        now = self.clock()
+        if not self.pfc.send(frame, dscp, now):
+            self._release(now)
+            return
         self._raw_send(frame)
 
     def build(self, datagram: bytes, dst: str, entropy: int, dscp: int, ecn: int) -> bytes:
@@ -257,40 +255,34 @@ class FabricLink(Link):
     @property
     def held(self) -> int:
         """Frames waiting for a paused class to resume."""
-        return sum(len(q) for q in self._held)
+        return self.pfc.held
 
-    # -- PFC -----------------------------------------------------------------------------------
+    @property
+    def paused_until(self) -> list[int]:
+        """Per priority, the end of its pause on ``clock`` (0: not paused)."""
+        return self.pfc.paused_until(self.clock())
 
-    def _on_pause(self, enable: int, quanta: Sequence[int]) -> None:
-        now = self.clock()
-        c = self.counters
-        for prio in range(8):
-            if not enable & (1 << prio):
-                continue
-            q = quanta[prio]
-            h = self._resume[prio]
-            if h is not None:
-                h.cancel()
-                self._resume[prio] = None
-            if q == 0:
-                c["pfc_rx_xon"] += 1
-                self._unpause(prio)
-                continue
-            c["pfc_rx_xoff"] += 1
-            dur = q * _QUANTUM_BITS * 1_000_000_000 // self.rate_bps
-            self.paused_until[prio] = now + dur
-            self._resume[prio] = self.loop.call_later(self.clock.real_delay(dur), self._unpause, prio)
+    # -- PFC: the model decides, the adapter sends and fires its timer ---------------------------
 
-    def _unpause(self, prio: int) -> None:
-        """Resume ``prio``: send what waited, in order."""
-        self.paused_until[prio] = 0
-        h = self._resume[prio]
-        if h is not None:
-            h.cancel()
-            self._resume[prio] = None
-        held = self._held[prio]
-        while held and not self._closed:
-            self._raw_send(held.popleft())
+    def _release(self, now: int) -> None:
+        """Send what the model releases at ``now``; arm the timer for its next deadline."""
+        for frame in self.pfc.due(now):
+            if self._closed:
+                break
+            self._raw_send(frame)
+        t = self.pfc.next_deadline(now)
+        if t == self._resume_at and self._resume is not None:
+            return
+        if self._resume is not None:
+            self._resume.cancel()
+            self._resume = None
+        self._resume_at = t or 0
+        if t is not None and not self._closed:
+            self._resume = self.loop.call_later(self.clock.real_delay(t - now), self._on_resume)
+
+    def _on_resume(self) -> None:
+        self._resume = None
+        self._release(self.clock())
 
     # -- receive -------------------------------------------------------------------------------
 
@@ -328,16 +320,11 @@ class FabricLink(Link):
             et = (frame[16] << 8) | frame[17]
             off = 18
         if et == _ETH_MAC_CONTROL:
-            if len(frame) >= off + 20:
-                op, enable = struct.unpack_from("!HH", frame, off)
-                if op == _OP_PFC:
-                    self._on_pause(enable & 0xFF, struct.unpack_from("!8H", frame, off + 4))
-                    return None
-                if op == _OP_PAUSE:
-                    (q,) = struct.unpack_from("!H", frame, off + 2)
-                    self._on_pause(0xFF, [q] * 8)
-                    return None
-            c["rx_not_uet"] += 1
+            now = self.clock()
+            if self.pfc.receive(frame, off, now):
+                self._release(now)
+            else:
+                c["rx_not_uet"] += 1
             return None
         try:
             rx = parse_udp_frame(frame, port=self.udp_port)
@@ -369,11 +356,10 @@ class FabricLink(Link):
         if self._closed:
             return
         self._closed = True
-        for h in self._resume:
-            if h is not None:
-                h.cancel()
-        for q in self._held:
-            q.clear()
+        if self._resume is not None:
+            self._resume.cancel()
+            self._resume = None
+        self.pfc.clear()
         fd = self.sock.fileno()
         self.loop.remove_reader(fd)
         if self._backlog:

@@ -14,8 +14,9 @@ the live engine defaults to the ``realtime`` profile (100 Mb/s links, the ``defa
 fabric), the rate a few Python processes on one machine can carry in real time; the simulator to
 the ``datacenter`` profile (100 Gb/s, 1 µs links, jumbo MTU) on a fat tree sized from the endpoint
 count. ``uet-run --engine sim`` and ``uet-sim`` are the same engine and take the same defaults.
-Two keys belong to one engine only: ``timeout_s`` (the live engine's wall-clock limit) and
-``tss`` (the simulator's secure endpoints).
+``timeout_s`` has a default in the live engine only (its wall-clock limit; the simulator, given
+one, stops at that much virtual time, uet.sim.scenario) and ``tss`` belongs to the simulator
+(its secure endpoints).
 """
 
 from __future__ import annotations

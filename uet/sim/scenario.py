@@ -41,6 +41,13 @@ be authenticated (behaviour.md §3.5) and is dropped and counted: its RTO recove
 far — flows without a completion time are marked ``unfinished`` — with ``interrupted`` true and
 ``ok`` false (``uet-sim`` prints it and exits 130, as ``uet-run`` does).
 
+**Time limit** (``timeout_s`` in ``[run]``; **decision**): the live engine's wall-clock limit is
+honoured here as a limit on *virtual* time — the run stops when the simulated clock reaches
+``timeout_s`` seconds, exactly as a live run stops at its limit, and the same seed stops at the
+same instant on any machine (a CPU-time limit would not). The result says ``timed_out`` true
+with ``timeout_s`` and ``ok`` false, names the limit under ``errors``, and marks the flows
+without a completion time ``unfinished`` as Ctrl-C does. Without the key the run has no limit.
+
 **Stalls**: when every rank waits and nothing is left to happen (a message failed and its
 receiver waits for ever), the run stops, the ranks' partial reports are summarised (the flows
 concerned are not intact) and ``stalled`` says when.
@@ -52,7 +59,7 @@ import asyncio
 import hashlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from uet.fabric.model import Fabric, Telemetry
 from uet.fabric.model.faults import FaultConfig
@@ -70,10 +77,10 @@ from uet.sim.loop import VirtualTimeLoop
 from uet.tss import SdMode, SecureDomain, SecureDomainTable
 from uet.tss.stage import SecurityConfig
 from uet.wire.net import ip_bytes, ip_str
-from uet.workloads import Flow, RankReport, Workload, make
-from uet.workloads.report import summarize
+from uet.workloads import Flow, RankReport, RxReport, Workload, make
+from uet.workloads.report import credit_moved_bytes, payload_received, summarize
 
-__all__ = ["ideal_seconds", "secure_domain", "simulate"]
+__all__ = ["Progress", "ideal_seconds", "secure_domain", "simulate", "virtual_bound_ns"]
 
 
 def secure_domain(seed: int) -> SecureDomain:
@@ -94,21 +101,8 @@ def _links(fabric: Fabric, a: int, b: int) -> int:
     return 4
 
 
-def ideal_seconds(
-    fabric: Fabric, flow: Flow, payload: int, *, roce: bool = False, hosts: list[int] | None = None
-) -> float:
-    """The ideal completion time of ``flow`` (module docstring); ``roce``: with RoCEv2 frames
-    (``payload`` is then the PMTU; each message carries the 24-byte provider header). ``hosts``:
-    each rank's host (None: rank i on host i). Between two GPUs of one server with a scale-up
-    domain the path is its two scale-up links, at their rate and delay."""
-    src, dst = (flow.src, flow.dst) if hosts is None else (hosts[flow.src], hosts[flow.dst])
-    nic = fabric.nics[src]
-    links = _links(fabric, src, dst)
-    host = nic.port
-    if links == 2 and fabric.hosts[src].switch != fabric.hosts[dst].switch:
-        host = nic.ports[-1]  # the scale-up port (GpuNic: its last)
-    rate = host.rate_bps
-    delay = host.delay_ns
+def _frames(flow: Flow, payload: int, roce: bool) -> list[int]:
+    """The wire size of each data frame of ``flow`` (module docstring, "Ideal completion time")."""
     overhead = ROCE_DATA_OVERHEAD if roce else DATA_OVERHEAD
     extra = PROVIDER_HEADER.size if roce else 0
     frames = []
@@ -118,10 +112,65 @@ def ideal_seconds(
             p = min(payload, left)
             frames.append(max(p + overhead, MIN_WIRE))
             left -= p
+    return frames
+
+
+def _first_port(fabric: Fabric, src: int, dst: int) -> tuple[Any, int]:
+    """(the port a flow from host ``src`` to host ``dst`` leaves by, the links of its path):
+    between two GPUs of one server with a scale-up domain, its scale-up port and two links."""
+    nic = fabric.nics[src]
+    links = _links(fabric, src, dst)
+    if links == 2 and fabric.hosts[src].switch != fabric.hosts[dst].switch:
+        return nic.ports[-1], links  # the scale-up port (GpuNic: its last)
+    return nic.port, links
+
+
+def ideal_seconds(
+    fabric: Fabric, flow: Flow, payload: int, *, roce: bool = False, hosts: list[int] | None = None
+) -> float:
+    """The ideal completion time of ``flow`` (module docstring); ``roce``: with RoCEv2 frames
+    (``payload`` is then the PMTU; each message carries the 24-byte provider header). ``hosts``:
+    each rank's host (None: rank i on host i). Between two GPUs of one server with a scale-up
+    domain the path is its two scale-up links, at their rate and delay."""
+    src, dst = (flow.src, flow.dst) if hosts is None else (hosts[flow.src], hosts[flow.dst])
+    host, links = _first_port(fabric, src, dst)
+    rate = host.rate_bps
+    delay = host.delay_ns
+    frames = _frames(flow, payload, roce)
     ser = sum(frames) * 8e9 / rate
     last = frames[-1] * 8e9 / rate
     ack = MIN_WIRE * 8e9 / rate
     return (ser + (links - 1) * last + 2 * links * delay + links * ack) / 1e9
+
+
+def virtual_bound_ns(
+    fabric: Fabric, flows: list[Flow], payload: int, *, roce: bool = False, hosts: list[int] | None = None
+) -> int:
+    """A lower bound on the virtual time a run of ``flows`` needs (the progress display's
+    estimate): the busiest host port's data frames (every frame a host sends, or every frame it
+    receives, through one port at its rate), or the longest flow's ideal completion time if that
+    is longer. ``hosts`` as for :func:`ideal_seconds`."""
+    load: dict[tuple[str, int], float] = {}  # (tx/rx, port) -> ns of frames
+    longest = 0.0
+    for f in flows:
+        src, dst = (f.src, f.dst) if hosts is None else (hosts[f.src], hosts[f.dst])
+        wire = sum(_frames(f, payload, roce)) * 8e9
+        for key, port in (("tx", _first_port(fabric, src, dst)[0]), ("rx", _first_port(fabric, dst, src)[0])):
+            load[key, id(port)] = load.get((key, id(port)), 0.0) + wire / port.rate_bps
+        longest = max(longest, ideal_seconds(fabric, f, payload, roce=roce, hosts=hosts))
+    return round(max(max(load.values(), default=0.0), longest * 1e9))
+
+
+class Progress(NamedTuple):
+    """What ``simulate``'s ``on_progress`` is told as the run goes: the virtual clock, the messages
+    and payload bytes received whole so far and in all, and :func:`virtual_bound_ns`."""
+
+    now_ns: int
+    messages: int
+    messages_total: int
+    bytes: int
+    bytes_total: int
+    bound_ns: int
 
 
 def simulate(
@@ -130,7 +179,7 @@ def simulate(
     endpoint: dict[str, Any] | None = None,
     *,
     workload: Workload | None = None,
-    on_progress: Callable[[int, int, int], None] | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
     timeline: bool = False,
     faults: FaultConfig | None = None,
     taps: Any = None,
@@ -142,7 +191,7 @@ def simulate(
     (virtual timestamps). ``event_log``: every core's JSON-lines records (``t`` in virtual ns), each
     with ``host`` (the index) and ``fep`` (the address) added.
 
-    ``on_progress(virtual ns, messages received, messages expected)`` is called as the run goes;
+    ``on_progress(Progress(...))`` is called as the run goes (every 1,024 instants of the engine);
     ``timeline`` keeps queue-depth, port-byte and NIC-byte samples (``result["timeline"]``) and the
     switches' ECN/PFC thresholds (``result["thresholds"]``) for plots. ``faults``: the fault
     schedule the fabric applies (uet.fabric.model.faults); its events and losses go under
@@ -193,6 +242,7 @@ def simulate(
     if domain is not None and roce_cfg is not None:
         raise SimulationError("tss: secure endpoints are UET endpoints (transport uet)")
     placed = topo.placement(n, s.get("placement", "default"))  # rank i runs on host placed[i]
+    wl.place(topo.rank_servers(placed))
     for i, h in enumerate(placed):
         core: Any
         ip = fabric.hosts[h].ip
@@ -205,17 +255,36 @@ def simulate(
             core = FepCore(ip, job=0, pid=0, config=cfg, security=sec, seed=(seed << 20) + i, event_log=log)
         eps.append(SimEndpoint(engine, engine.attach(h, core)))
     addresses = [ep.address for ep in eps]
-    reports = [RankReport() for _ in range(n)]
+    got = [0, 0]  # messages and payload bytes received whole so far (the progress display)
+
+    def count(r: Any) -> None:
+        if type(r) is RxReport:
+            got[0] += 1
+            got[1] += r.bytes
+
+    reports = [RankReport(listener=count if on_progress is not None else None) for _ in range(n)]
     expected = sum(wl.expected(r) for r in range(n))
+    payload = roce_cfg.pmtu if roce_cfg is not None else min(cfg.payload_size, 16383)
     stalled: int | None = None
     error: str | None = None
+    limit: float | None = None if s.get("timeout_s") is None else float(s["timeout_s"])
+    timed_out = False
 
     async def main() -> None:
+        nonlocal timed_out
         tasks = [asyncio.ensure_future(wl.run(i, ep, addresses, reports[i])) for i, ep in enumerate(eps)]
         if on_progress is not None:
-            engine.on_progress = lambda now: on_progress(now, sum(len(r.rx) for r in reports), expected)
+            total = wl.total_bytes()
+            bound = virtual_bound_ns(fabric, wl.flows(), payload, roce=roce_cfg is not None, hosts=placed)
+            engine.on_progress = lambda now: on_progress(Progress(now, got[0], expected, got[1], total, bound))
         try:
-            await asyncio.gather(*tasks)
+            if limit is None:
+                await asyncio.gather(*tasks)
+            else:  # the loop's clock is the engine's: this is virtual time (module docstring)
+                try:
+                    await asyncio.wait_for(asyncio.gather(*tasks), limit)
+                except TimeoutError:
+                    timed_out = True
         finally:
             for t in tasks:
                 t.cancel()
@@ -238,7 +307,6 @@ def simulate(
         loop.close()
     end_ns = engine.now
     cpu = time.process_time() - cpu0
-    payload = roce_cfg.pmtu if roce_cfg is not None else min(cfg.payload_size, 16383)
     res = summarize(
         wl,
         addresses,
@@ -249,8 +317,10 @@ def simulate(
         nic.port.tx_frames for nic in fabric.nics
     )
     counters: dict[str, int] = {}
-    for ep in eps:
-        for k, v in ep.counters.items():
+    per_host = [ep.counters for ep in eps]
+    counters_of = {ep.address: c for ep, c in zip(eps, per_host, strict=True)}
+    for c in per_host:
+        for k, v in c.items():
             if isinstance(v, int) and v:
                 counters[k] = counters.get(k, 0) + v
     res.update(
@@ -280,16 +350,29 @@ def simulate(
         res["faults"] = fault_report(fabric, res)
     if error is not None:
         res["errors"] = [*res["errors"], error]
-    if interrupted:
+    if timed_out:
+        res["errors"] = [*res["errors"], f"timeout_s: stopped at {limit:g} s of virtual time"]
+        res.update(ok=False, timed_out=True, timeout_s=limit)
+    if interrupted or timed_out:
         for f in res["flows"]:
             if "completion_s" not in f:
-                f.update(error="unfinished", unfinished=True)
+                # the sender's retransmissions so far (uet.workloads.base: the flow's own count)
+                f.update(
+                    error="unfinished",
+                    unfinished=True,
+                    retransmits=counters_of[f["src"]].get("retransmits_to:" + f["dst"], 0),
+                )
+        credit_moved_bytes(wl, res["flows"], {i: payload_received(c) for i, c in enumerate(per_host)})
         res.update(
             ok=False,
-            interrupted=True,
+            interrupted=interrupted,
             flows_finished=sum(1 for f in res["flows"] if not f.get("unfinished")),
             received_messages=sum(len(r.rx) for r in reports),
-            received_bytes=sum(m.bytes for r in reports for m in r.rx),
+            # counted per packet, as the live engine counts it (never below the messages received whole)
+            received_bytes=min(
+                wl.total_bytes(),
+                max(sum(m.bytes for r in reports for m in r.rx), sum(payload_received(c) for c in per_host)),
+            ),
         )
     if timeline:
         if fabric.failover is not None:

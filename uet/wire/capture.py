@@ -37,6 +37,7 @@ __all__ = [
     "Frame",
     "LinkType",
     "parse_frame",
+    "partial_udp_checksum",
 ]
 
 
@@ -305,7 +306,7 @@ def _transport(
     if udp.checksum:
         zeroed = bytes(mv[off : off + 6]) + b"\0\0" + bytes(mv[off + 8 : uend])
         good = net.udp_checksum(src, dst, zeroed)
-        if good != udp.checksum and udp.checksum == _partial_udp_checksum(src, dst, udp.length):
+        if good != udp.checksum and udp.checksum == partial_udp_checksum(src, dst, udp.length):
             fr.udp_checksum_partial = True
         elif good != udp.checksum:
             fr.warnings.append(f"UDP checksum {udp.checksum:#06x} is wrong (should be {good:#06x})")
@@ -324,7 +325,7 @@ def _transport(
     )
 
 
-def _partial_udp_checksum(src: bytes, dst: bytes, length: int) -> int:
+def partial_udp_checksum(src: bytes, dst: bytes, length: int) -> int:
     """What a host with checksum offload leaves in the UDP checksum field of a packet it captures
     before the NIC (or the loopback device, which never fills it in): the folded one's-complement
     sum of the pseudo-header alone, not inverted."""

@@ -30,7 +30,7 @@ Choices where the spec notes are silent (documented here so the decoder's output
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 from typing import Any
@@ -48,8 +48,10 @@ __all__ = [
     "UetPacket",
     "enum_name",
     "fields_dict",
+    "flag_names",
     "parse_uet",
     "pds_flag_names",
+    "pds_ses_layouts",
 ]
 
 #: The PDS ``next_hdr`` values each PDS type may carry (wire-format.md §6.1, "appears after").
@@ -280,7 +282,8 @@ _PDS_FLAGS: dict[int, type[IntFlag]] = {
 }
 
 
-def _flag_names(enum: type[IntFlag] | None, v: int) -> list[str]:
+def flag_names(enum: type[IntFlag] | None, v: int) -> list[str]:
+    """Names of the set bits of flag word ``v`` (lowest first), the bits ``enum`` does not name as hex."""
     names = []
     rest = v
     if enum is not None:
@@ -298,11 +301,11 @@ def pds_flag_names(pds_type: int, flags: int) -> list[str]:
     on control packets, bits with no meaning for the type as hex."""
     enum = _PDS_FLAGS.get(pds_type)
     if enum is ReqFlag and pds_type != PdsType.CONTROL:
-        names = _flag_names(enum, flags & ~ReqFlag.ISROD)
+        names = flag_names(enum, flags & ~ReqFlag.ISROD)
         if flags & ReqFlag.ISROD:
             names.append(f"{int(ReqFlag.ISROD):#x}")
         return names
-    return _flag_names(enum, flags)
+    return flag_names(enum, flags)
 
 
 def fields_dict(layout: Layout, values: Any) -> dict[str, Any]:
@@ -319,7 +322,7 @@ def fields_dict(layout: Layout, values: Any) -> dict[str, Any]:
             if is_pds:
                 out["flags_names"] = pds_flag_names(values[0], v)
             else:
-                out["flags_names"] = _flag_names(f.enum if f.enum and issubclass(f.enum, IntFlag) else None, v)
+                out["flags_names"] = flag_names(f.enum if f.enum and issubclass(f.enum, IntFlag) else None, v)
         elif f.enum is not None:
             out[name + "_name"] = enum_name(f.enum, v)
     return out
@@ -438,7 +441,21 @@ def _chain(
 
 
 def _pds_ses(mv: memoryview, off: int, end: int, fast: bool, pkt: UetPacket) -> None:
-    ptype, nh, flags = pds.PROLOGUE.unpack(mv, off)
+    for lay in pds_ses_layouts(mv, off, end):
+        _, off = _take(pkt, lay, mv, off, fast)
+    pkt.payload = bytes(mv[off:end])
+
+
+def pds_ses_layouts(mv: bytes | bytearray | memoryview, off: int, end: int) -> Iterator[Layout]:
+    """The layouts of the PDS header at ``mv[off]`` and of the headers after it (SES header,
+    extensions), in wire order: the chain's selection and validation rules (module docstring),
+    written once for :func:`parse_uet` and for the decoder's summary fast path (tools/decode_fast.py).
+
+    Each header starts where the one before it ends, and the payload follows the last. The
+    consumer decodes each header (which checks that its bytes are there, before ``end``) before it
+    asks for the next one: the rules for a header read bytes of the ones before it. Raises
+    :class:`~uet.errors.DecodeError` where a rule is broken."""
+    ptype, nh, flags = pds.PROLOGUE.unpack(mv, off) if end - off >= 2 else pds.PROLOGUE.unpack(mv[:end], off)
     if ptype == tss.TSS_TYPE:
         raise DecodeError("pds", off, "PDS type 0x01 (TSS header) where a PDS header is due")
     cc_byte = mv[off + 12] if ptype in (PdsType.ACK_CC, PdsType.ACK_CCX) and off + 12 < end else None
@@ -448,8 +465,7 @@ def _pds_ses(mv: memoryview, off: int, end: int, fast: bool, pkt: UetPacket) -> 
     if ptype == PdsType.CONTROL:
         if nh not in ControlType._value2member_map_:
             raise DecodeError(lay.name, off, f"reserved control type {nh}")
-        _, off = _take(pkt, lay, mv, off, fast)
-        pkt.payload = bytes(mv[off:end])
+        yield lay
         return
     if nh not in NextHeader._value2member_map_:
         raise DecodeError(lay.name, off, f"reserved next_hdr {nh:#x}")
@@ -458,9 +474,9 @@ def _pds_ses(mv: memoryview, off: int, end: int, fast: bool, pkt: UetPacket) -> 
         if ptype in (PdsType.NACK, PdsType.NACK_CCX):
             raise DecodeError(lay.name, off, f"SES header (next_hdr {NextHeader(nh).name}) on a {tname}")
         raise DecodeError(lay.name, off, f"next_hdr {NextHeader(nh).name} not allowed on {tname}")
-    _, off = _take(pkt, lay, mv, off, fast)
+    yield lay
+    off += lay.size
     if nh == NextHeader.NONE:
-        pkt.payload = bytes(mv[off:end])
         return
     b0 = mv[off] if off < end else 0
     b1 = mv[off + 1] if off + 1 < end else 0
@@ -474,15 +490,16 @@ def _pds_ses(mv: memoryview, off: int, end: int, fast: bool, pkt: UetPacket) -> 
             off,
             f"response opcode {opcode} not allowed after next_hdr {NextHeader(nh).name} (allowed: {ok})",
         )
+    yield slay
     ses_off = off
-    _, off = _take(pkt, slay, mv, off, fast)
+    off += slay.size
     if nh in _REQUEST_NH:
         if opcode in ses.RENDEZVOUS_OPCODES and nh != NextHeader.STANDARD:
             raise DecodeError(slay.name, ses_off, f"{SesOpcode(opcode).name} needs the standard SES header")
         if opcode == SesOpcode.SYNC_ATOMIC:
-            _, off = _take(pkt, ses.SYNC_EXT, mv, off, fast)
+            yield ses.SYNC_EXT
+            off += ses.SYNC_EXT.size
             opcode = SesOpcode.ATOMIC
         elay = ses.extension_layout(opcode, mv[off] if off < end else None)
         if elay is not None:
-            _, off = _take(pkt, elay, mv, off, fast)
-    pkt.payload = bytes(mv[off:end])
+            yield elay

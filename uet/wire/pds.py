@@ -323,8 +323,19 @@ ALL_LAYOUTS: list[Layout] = [
     UUD,
 ]
 
-_REQ_TYPES = (PdsType.RUD_REQ, PdsType.ROD_REQ)
-_CC_REQ_TYPES = (PdsType.RUD_CC_REQ, PdsType.ROD_CC_REQ)
+_REQ_TYPES = (int(PdsType.RUD_REQ), int(PdsType.ROD_REQ))
+_CC_REQ_TYPES = (int(PdsType.RUD_CC_REQ), int(PdsType.ROD_CC_REQ))
+# plain ints: ``flags & IntFlag member`` goes through the enum's Python-level operator
+_SYN_BIT, _P_BIT, _EPSN_BIT = int(ReqFlag.SYN), int(AckFlag.P), int(AckFlag.EPSN)
+_ACK, _ACK_CC, _ACK_CCX, _NSCC = int(PdsType.ACK), int(PdsType.ACK_CC), int(PdsType.ACK_CCX), int(CcType.NSCC)
+_CC_KIND = {_NSCC: "nscc", int(CcType.CREDIT): "credit"}
+_FIXED: dict[int, Layout] = {
+    PdsType.NACK: NACK,
+    PdsType.NACK_CCX: NACK_CCX,
+    PdsType.RUDI_REQ: RUDI,
+    PdsType.RUDI_RESP: RUDI,
+    PdsType.UUD_REQ: UUD,
+}
 
 
 def pds_layout(first: int, flags: int, cc_byte: int | None = None) -> Layout | None:
@@ -334,34 +345,26 @@ def pds_layout(first: int, flags: int, cc_byte: int | None = None) -> Layout | N
     get the raw-state variant. Returns None for reserved or unassigned types.
     """
     if first in _REQ_TYPES:
-        return REQUEST_SYN if flags & ReqFlag.SYN else REQUEST
+        return REQUEST_SYN if flags & _SYN_BIT else REQUEST
     if first in _CC_REQ_TYPES:
-        return CC_REQUEST_SYN if flags & ReqFlag.SYN else CC_REQUEST
-    if first == PdsType.ACK:
-        p, e = bool(flags & AckFlag.P), bool(flags & AckFlag.EPSN)
+        return CC_REQUEST_SYN if flags & _SYN_BIT else CC_REQUEST
+    if first == _ACK:
+        p, e = flags & _P_BIT, flags & _EPSN_BIT
         return (ACK_PROBE_EPSN if e else ACK_PROBE) if p else (ACK_EPSN if e else ACK)
-    if first in (PdsType.ACK_CC, PdsType.ACK_CCX):
+    if first == _ACK_CC or first == _ACK_CCX:
         kind = "raw"
-        if first == PdsType.ACK_CC:
+        if first == _ACK_CC:
             if cc_byte is not None:
-                kind = {int(CcType.NSCC): "nscc", int(CcType.CREDIT): "credit"}.get(cc_byte >> 4, "raw")
-            return ACK_CC[(bool(flags & AckFlag.P), kind)]
+                kind = _CC_KIND.get(cc_byte >> 4, "raw")
+            return ACK_CC[(bool(flags & _P_BIT), kind)]
         # ACK_CCX: the nibble is the CCX type; the notes define NSCC's state only (§5.5, Δ11),
         # any other CCX type keeps bytes 24-39 opaque so a re-encode loses no bit
-        if cc_byte is not None and cc_byte >> 4 == CcType.NSCC:
+        if cc_byte is not None and cc_byte >> 4 == _NSCC:
             kind = "nscc"
-        return ACK_CCX[(bool(flags & AckFlag.P), kind)]
-    if first == PdsType.NACK:
-        return NACK
-    if first == PdsType.NACK_CCX:
-        return NACK_CCX
+        return ACK_CCX[(bool(flags & _P_BIT), kind)]
     if first == PdsType.CONTROL:
-        return CONTROL_SYN if flags & ReqFlag.SYN else CONTROL
-    if first in (PdsType.RUDI_REQ, PdsType.RUDI_RESP):
-        return RUDI
-    if first == PdsType.UUD_REQ:
-        return UUD
-    return None
+        return CONTROL_SYN if flags & _SYN_BIT else CONTROL
+    return _FIXED.get(first)
 
 
 # -- PSN helpers (wire-format.md §15) ------------------------------------------------------------

@@ -59,7 +59,7 @@ def make(
 
 def from_spec(spec: Mapping[str, Any]) -> Workload:
     """The workload :meth:`Workload.spec` describes (how the live engine hands one to its processes)."""
-    return make(
+    wl = make(
         str(spec["name"]),
         int(spec["n"]),
         message_bytes=int(spec["message_bytes"]),
@@ -67,3 +67,6 @@ def from_spec(spec: Mapping[str, Any]) -> Workload:
         seed=int(spec["seed"]),
         params=spec.get("params"),
     )
+    if spec.get("servers"):
+        wl.place([[int(r) for r in s] for s in spec["servers"]])
+    return wl

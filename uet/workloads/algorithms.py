@@ -196,7 +196,7 @@ def dtree(n: int) -> list[list[tuple[int, list[int]]]]:
 def double_tree(b: Builder, n: int, length: int, pipe: Pipeline) -> None:
     """All-reduce on the double binary tree (module docstring)."""
     halves = split(length, 2) if length >= 2 else [(0, length)]
-    for tree, (hoff, hlen) in zip(dtree(n), halves, strict=False):
+    for t, (tree, (hoff, hlen)) in enumerate(zip(dtree(n), halves, strict=False)):
         root = next(r for r in range(n) if tree[r][0] < 0)
         post: list[int] = []  # post-order: children before parents
 
@@ -217,12 +217,12 @@ def double_tree(b: Builder, n: int, length: int, pipe: Pipeline) -> None:
                 deps = list(up[r])
                 if not tree[r][1] and k >= c * pipe.depth:  # a leaf: credit from depth rounds back
                     deps.append(down[(k - c * pipe.depth, r)])
-                _, rcv = b.message(r, parent, off, ln, apply=Apply.REDUCE, deps=deps)
+                _, rcv = b.message(r, parent, off, ln, apply=Apply.REDUCE, deps=deps, stream=2 * t)
                 up[parent].append(rcv)
             for r in reversed(post):  # pre-order: parents before children
                 deps = up[r] if r == root else [down[(k, r)]]
                 for kid in tree[r][1]:
-                    _, down[(k, kid)] = b.message(r, kid, off, ln, deps=deps)
+                    _, down[(k, kid)] = b.message(r, kid, off, ln, deps=deps, stream=2 * t + 1)
 
 
 def hierarchical(b: Builder, servers: Sequence[Sequence[int]], length: int, pipe: Pipeline) -> None:

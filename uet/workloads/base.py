@@ -230,6 +230,10 @@ class Workload:
             "params": dataclasses.asdict(self.params),
         }
 
+    def place(self, servers: list[list[int]]) -> None:
+        """The engine's placement: the ranks of each server (:meth:`uet.fabric.topology.Topology.rank_servers`),
+        told before the run. Most workloads ignore it; the hierarchical collectives group by it."""
+
     def result_extra(self, flows: list[dict[str, Any]]) -> dict[str, Any]:
         """Keys the workload adds to the run result, from its per-flow results (none by default;
         the collectives add their nccl-tests table)."""

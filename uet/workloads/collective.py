@@ -23,8 +23,8 @@ send_recv      the buffer each rank sends              1
 completion of its last op (its last send acknowledged, its last receive applied), averaged over
 ``iters`` runs after ``warmup`` runs; the size's time is the largest over the ranks
 (**decision**: nccl-tests averages the ranks by default; the collective is done when the last
-rank is). Between runs (a sweep, or ``iters`` > 1) the ranks meet at a dissemination barrier
-(⌈log2 n⌉ rounds of 8-byte messages), outside the timed part.
+rank is). Between runs (a sweep, or ``iters`` > 1) the ranks meet at a barrier outside the timed
+part (:meth:`Collective._barrier`).
 
 **Reports**: one flow per (size, sending rank, peer) — its messages, bytes and the rank's time
 — so the engines' per-flow accounting checks every message arrived once and intact (SHA-256, as
@@ -97,7 +97,9 @@ class Collective(Workload):
         tree) or ``hierarchical`` for ``allreduce``; the others have one. ``channels``,
         ``slice_bytes``, ``depth``: the pipeline (:class:`uet.workloads.algorithms.Pipeline`).
         ``gpus_per_server``: ranks per server, consecutive ranks forming a server (the
-        hierarchical algorithm's grouping; default 8, or n when 8 does not divide n).
+        hierarchical algorithm's grouping; default: the servers of the engine's placement,
+        :meth:`Collective.place`; without servers, 8 consecutive ranks, or n when 8 does not
+        divide n).
         ``root``: of broadcast and reduce. ``skew``: of all_to_all, the mixture-of-experts skew
         (:func:`uet.workloads.algorithms.moe_bytes`; 0 uniform, 1 Zipf). ``stages``: of
         send_recv, the pipeline stages (default n: each rank to the next). ``min_bytes`` /
@@ -168,6 +170,28 @@ class Collective(Workload):
         self.sizes = sizes
         self.runs = p.warmup + p.iters
         self.barriers = len(sizes) * self.runs > 1
+        self.servers = [list(range(s, s + self.gpus)) for s in range(0, n, self.gpus)]
+        self._local: dict[asyncio.AbstractEventLoop, set[int]] = {}  # ranks running in each loop
+        self._gates: dict[tuple[asyncio.AbstractEventLoop, int], list[Any]] = {}  # in-process barriers
+        self._account()
+
+    def place(self, servers: list[list[int]]) -> None:
+        """Group the ranks as the engine placed them (the hierarchical algorithm's servers), unless
+        ``gpus_per_server`` was given; hosts without servers (one GPU each) and servers of unequal
+        size (a partly filled last server) keep the consecutive grouping."""
+        sizes = {len(s) for s in servers}
+        if self.params.gpus_per_server or len(sizes) != 1 or sizes == {1} or servers == self.servers:
+            return
+        self.servers = [list(s) for s in servers]
+        self.gpus = len(servers[0])
+        self._account()
+
+    def spec(self) -> dict[str, Any]:
+        return {**super().spec(), "servers": self.servers}
+
+    def _account(self) -> None:
+        """The flows, per-rank receive counts and bytes of every size's schedule."""
+        n, sizes = self.n, self.sizes
         self._cache: tuple[int, Schedule] | None = None
         self._flows = []
         self._flow_of: dict[tuple[int, int, int], int] = {}  # (size index, src, dst) -> flow id
@@ -196,7 +220,7 @@ class Collective(Workload):
             if self.op == "allreduce" and self.algorithm == "tree":
                 alg.double_tree(b, n, size, pipe)
             elif self.op == "allreduce" and self.algorithm == "hierarchical":
-                alg.hierarchical(b, [list(range(s, s + self.gpus)) for s in range(0, n, self.gpus)], size, pipe)
+                alg.hierarchical(b, self.servers, size, pipe)
             elif self.op in ("allreduce", "reduce_scatter", "all_gather"):
                 alg.ring(b, range(n), 0, size, pipe, reduce_scatter=self.op != "all_gather",
                          all_gather=self.op != "reduce_scatter")  # fmt: skip
@@ -323,15 +347,34 @@ class Collective(Workload):
         ]
 
     async def _barrier(self, ep: Transport, addresses: list[str], rank: int, epoch: int) -> None:
-        """Dissemination barrier: in round i, send to rank + 2^i, receive from rank − 2^i."""
-        d, rnd = 1, 0
-        while d < self.n:
-            tag = _BARRIER | epoch << 8 | rnd
-            await asyncio.gather(
-                ep.send(addresses[(rank + d) % self.n], bytes(8), tag=tag),
-                ep.recv(tag, source=addresses[(rank - d) % self.n]),
-            )
-            d, rnd = d << 1, rnd + 1
+        """The ranks meet before each timed run (**decision**, so that every rank's timed run
+        starts at one instant and no rank's time counts another's late start):
+
+        * when every rank runs in this process on this event loop (the simulator), at an
+          in-process barrier that releases them all in the same instant, without a message;
+        * else over the network: every rank tells rank 0, which, having heard from all, releases
+          them all at once (they then leave within their paths' latency differences from rank 0).
+        """
+        loop = asyncio.get_running_loop()
+        here = self._local.setdefault(loop, set())
+        here.add(rank)
+        await asyncio.sleep(0)  # every rank task of this loop starts before any is released
+        if len(here) == self.n:
+            gate = self._gates.get((loop, epoch))
+            if gate is None:
+                gate = self._gates[(loop, epoch)] = [0, loop.create_future()]
+            gate[0] += 1
+            if gate[0] == self.n:
+                del self._gates[(loop, epoch)]
+                gate[1].set_result(None)
+            await gate[1]
+            return
+        tag = _BARRIER | epoch
+        if rank:
+            await asyncio.gather(ep.send(addresses[0], bytes(8), tag=tag), ep.recv(tag, source=addresses[0]))
+            return
+        await asyncio.gather(*(ep.recv(tag, source=addresses[r]) for r in range(1, self.n)))
+        await asyncio.gather(*(ep.send(addresses[r], bytes(8), tag=tag) for r in range(1, self.n)))
 
     # -- data and its check -------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from typing import Any
 from uet.stats import percentile
 from uet.workloads.base import Flow, RankReport, Workload
 
-__all__ = ["summarize"]
+__all__ = ["credit_moved_bytes", "payload_received", "summarize"]
 
 
 def summarize(
@@ -94,3 +94,37 @@ def summarize(
         "errors": [r["error"] for r in dicts if r.get("error")],
         **workload.result_extra(flows_out),
     }
+
+
+def credit_moved_bytes(workload: Workload, flows: list[dict[str, Any]], moved: dict[int, int]) -> None:
+    """After an interrupted run: give each unfinished flow (``unfinished`` in ``flows``, the
+    records :func:`summarize` made) the payload its receiver got so far counted per packet
+    (``moved``: rank → bytes, the SES target's or RoCE responder's count), where it can be told
+    apart: when the flow is its receiver's only unfinished flow, the receiver's count less the
+    bytes of its other flows is this flow's. Before, a flow of one large message showed
+    ``bytes 0`` after Ctrl-C although most of it had arrived. A receiver with several unfinished
+    flows keeps the bytes of the messages it received whole (the run's total still counts every
+    packet)."""
+    by_id = {f["flow"]: f for f in flows}
+    spec = {f.id: f for f in workload.flows()}
+    open_to: dict[int, list[int]] = {}
+    for fid, rec in by_id.items():
+        if rec.get("unfinished"):
+            open_to.setdefault(spec[fid].dst, []).append(fid)
+    for dst, ids in open_to.items():
+        if len(ids) != 1 or dst not in moved:
+            continue
+        others = sum(int(r.get("bytes") or 0) for fid, r in by_id.items() if spec[fid].dst == dst and fid != ids[0])
+        rec = by_id[ids[0]]
+        f = spec[ids[0]]
+        rec["bytes"] = min(max(int(rec.get("bytes") or 0), moved[dst] - others), f.messages * f.nbytes)
+
+
+def payload_received(counters: dict[str, int]) -> int:
+    """An endpoint's payload bytes received so far, counted as packets arrive, from its counters
+    (the SES target's, or the RoCE responder's)."""
+    if "payload_bytes_received" in counters:  # RoCE
+        return int(counters["payload_bytes_received"])
+    return int(counters.get("ses_tgt_payload_bytes_received", 0)) + int(
+        counters.get("ses_fast_payload_bytes_received", 0)
+    )

@@ -91,7 +91,7 @@ class Builder:
     def __init__(self, n: int, nbytes: int) -> None:
         self.schedule = Schedule(n, nbytes, [[] for _ in range(n)])
         self._seq: dict[tuple[int, int], int] = {}
-        self._last_recv: dict[tuple[int, int], int] = {}
+        self._last_recv: dict[tuple[int, int, int], int] = {}
 
     def message(
         self,
@@ -106,12 +106,14 @@ class Builder:
         dst_buf: int = 0,
         dst_offset: int | None = None,
         recv_deps: tuple[int, ...] | list[int] | None = None,
+        stream: int = 0,
     ) -> tuple[int, int]:
         """``length`` bytes at ``offset`` of ``src``'s buffer ``src_buf`` to ``dst``, applied at
         ``dst_offset`` (default: the same offset) of its buffer ``dst_buf``; the send waits for
         ``deps`` (ops of ``src``), the receive is posted after ``recv_deps`` (ops of ``dst``;
-        default: the previous receive from ``src``). Returns (send index on src, receive index
-        on dst)."""
+        default: the previous receive from ``src`` in the same ``stream``: independent streams
+        between two ranks, such as the two trees of a double tree, do not wait for each other).
+        Returns (send index on src, receive index on dst)."""
         if src == dst or length <= 0:
             raise ValueError(f"message {src} -> {dst} of {length} bytes")
         tag = self._seq.get((src, dst), 0)
@@ -120,10 +122,10 @@ class Builder:
         ops[src].append(Op(OpKind.SEND, dst, tag, src_buf, offset, length, Apply.COPY, tuple(deps)))
         at = offset if dst_offset is None else dst_offset
         if recv_deps is None:
-            prev = self._last_recv.get((src, dst))
+            prev = self._last_recv.get((src, dst, stream))
             recv_deps = () if prev is None else (prev,)
         ops[dst].append(Op(OpKind.RECV, src, tag, dst_buf, at, length, apply, tuple(recv_deps)))
-        self._last_recv[(src, dst)] = len(ops[dst]) - 1
+        self._last_recv[(src, dst, stream)] = len(ops[dst]) - 1
         return len(ops[src]) - 1, len(ops[dst]) - 1
 
 

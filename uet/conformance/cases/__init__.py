@@ -4,8 +4,10 @@ from uet.conformance.cases import (  # noqa: F401 - imported for registration
     ack,
     atomics,
     control,
+    crc,
     establish,
     modes,
+    nacks,
     reads,
     robust,
     ses,
@@ -15,5 +17,6 @@ from uet.conformance.cases import (  # noqa: F401 - imported for registration
 #: the order areas are run and listed in (spec order: PDS, then SES, then TSS, robustness last)
 AREA_ORDER = [
     "establish", "window", "ack", "clear", "nack", "control", "rod", "rudi", "uud",
-    "ses-opcode", "ses-rc", "ses-match", "ses-rma", "ses-read", "ses-defer", "ses-rndv", "atomic", "tss", "robust",
+    "ses-opcode", "ses-rc", "ses-match", "ses-rma", "ses-read", "ses-defer", "ses-rndv", "atomic", "tss", "crc",
+    "robust",
 ]  # fmt: skip

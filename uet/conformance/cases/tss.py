@@ -5,9 +5,10 @@ wire-format.md §3)."""
 from __future__ import annotations
 
 from uet.conformance.case import SHOULD, case
-from uet.conformance.cases._util import OP, check
-from uet.conformance.session import Pdc, Session, Skipped
+from uet.conformance.cases._util import NC, OP, RC, check, need_region, opened, read_back
+from uet.conformance.session import CheckFailed, Pdc, Session, Skipped
 from uet.conformance.wirekit import ses_standard
+from uet.wire import pds as P
 
 A = "tss"
 
@@ -131,3 +132,119 @@ def _after(s: Session) -> None:
     s.send_raw(bytes(bad))
     r = p.open()
     check(r.is_ack, "an ACK", r)
+
+
+# -- secure establishment (behaviour.md §2.3.2) -------------------------------------------------------
+
+
+def _method(s: Session) -> str:
+    """``"1rtt"`` (RANDOM_1RTT_START: the target mints every Start PSN) or ``"0rtt"``
+    (EXPECTED_0RTT_START: Start PSNs at or after the SDI's Expected_PSN are accepted at once),
+    learnt from the session's first secure PDC (:meth:`Session.new_start_psn`)."""
+    _need(s)
+    if s.start_floor is None:
+        s.new_start_psn()
+    return "1rtt" if s.one_rtt else "0rtt"
+
+
+def _closed(s: Session) -> tuple[int, int | None]:
+    """Open and close a PDC: its Start PSN and the closing ACK's Expected_PSN (None without EPSN)."""
+    p = Pdc(s)
+    p.open()
+    r = p.close()
+    if r is None or not r.is_ack:
+        raise CheckFailed("the ACK of our CLOSE", r.describe() if r is not None else "nothing")
+    return p.start, (r.pds.expected_psn if r.flags & P.AckFlag.EPSN else None)
+
+
+class _Refused:
+    """A sealed SYN WRITE whose Start PSN the target must refuse: under 0-RTT the Start PSN of a
+    PDC that just closed (before Expected_PSN: a replay's), under 1-RTT any the tester picks."""
+
+    OFF = 3072
+
+    def __init__(self, s: Session) -> None:
+        self.method = _method(s)
+        self.reg = need_region(s, "rwa")
+        self.expected: int | None = None
+        if self.method == "0rtt":
+            start, self.expected = _closed(s)
+        else:
+            start = s.rng.randrange(1 << 16, 1 << 31)
+        self.before = read_back(s, opened(s), self.reg.key, self.OFF, 8)
+        self.data = bytes(b ^ 0xA5 for b in self.before)
+        self.s = s
+        self.p = Pdc(s, start=start)
+        self.p.send(self.write())
+        self.nack = self.p.nack(start)
+
+    def write(self) -> bytes:
+        return ses_standard(self.s.ses(opcode=OP.WRITE, match_bits=self.reg.key, buffer_offset=self.OFF), self.data)
+
+
+@case("TSS-011", A, "a secure SYN with a Start PSN the target does not accept draws NACK NEW_START_PSN naming the "
+      "Start PSN to use, and delivers nothing", "behaviour.md §2.3.2")  # fmt: skip
+def _new_start(s: Session) -> None:
+    rf = _Refused(s)
+    n = rf.nack
+    check(n.pds.nack_code == NC.NEW_START_PSN, "NACK NEW_START_PSN", n)
+    if rf.expected is not None:
+        check(n.pds.payload == rf.expected, f"payload = the SDI's Expected_PSN {rf.expected:#x} (from the closing ACK)",
+              n)  # fmt: skip
+    else:
+        check(n.pds.payload != rf.p.start, "payload = a Start PSN the target minted, not the one offered", n)
+    check(read_back(s, opened(s), rf.reg.key, rf.OFF, 8) == rf.before, "the refused SYN's WRITE did not land")
+
+
+@case("TSS-012", A, "re-driven from the Start PSN the NACK named, the SYN is accepted and its WRITE lands once",
+      "behaviour.md §2.3.2")  # fmt: skip
+def _redriven(s: Session) -> None:
+    rf = _Refused(s)
+    p, n = rf.p, rf.nack
+    check(n.pds.nack_code == NC.NEW_START_PSN, "NACK NEW_START_PSN", n)
+    p.start = p.next_psn = n.pds.payload
+    p.clear_psn = (p.start - 1) & 0xFFFFFFFF
+    r = p.exchange(rf.write())
+    check(r.is_ack and r.rc in (RC.OK, RC.NULL), "the re-driven SYN WRITE acknowledged with success", r)
+    check(read_back(s, p, rf.reg.key, rf.OFF, 8) == rf.data, "the WRITE landed")
+
+
+@case("TSS-013", A, "EXPECTED_0RTT_START: the closing ACK carries EPSN, an Expected_PSN after the closed PDC's "
+      "Start PSN", "behaviour.md §2.3.2")  # fmt: skip
+def _epsn(s: Session) -> None:
+    if _method(s) != "0rtt":
+        raise Skipped("the target mints Start PSNs (RANDOM_1RTT_START): no Expected_PSN")
+    start, e = _closed(s)
+    check(e is not None, "the EPSN flag and an Expected_PSN in the ACK of CLOSE")
+    assert e is not None
+    check(P.psn_after(e, start), f"Expected_PSN after the closed PDC's Start PSN {start:#x}", f"{e:#x}")
+
+
+@case("TSS-014", A, "EXPECTED_0RTT_START: a SYN at or after Expected_PSN is accepted at once (0-RTT)",
+      "behaviour.md §2.3.2")  # fmt: skip
+def _zero_rtt(s: Session) -> None:
+    if _method(s) != "0rtt":
+        raise Skipped("the target mints Start PSNs (RANDOM_1RTT_START)")
+    _start, e = _closed(s)
+    check(e is not None, "the EPSN flag and an Expected_PSN in the ACK of CLOSE")
+    assert e is not None
+    p = Pdc(s, start=(e + 7) & 0xFFFFFFFF)
+    psn = p.send(ses_standard(s.ses(opcode=OP.NO_OP)))
+    r = s.expect(lambda r: p.mine(r) and (r.is_nack or r.is_ack), f"an ACK for the SYN PSN {psn:#x}")
+    check(r.is_ack and r.ack_psn == psn, f"an ACK (not NEW_START_PSN) for a Start PSN {e + 7:#x} ≥ Expected_PSN", r)
+    p.learn(r)
+
+
+@case("TSS-015", A, "RANDOM_1RTT_START: a SYN re-driven from another Start PSN than the one minted is refused again",
+      "behaviour.md §2.3.2")  # fmt: skip
+def _not_minted(s: Session) -> None:
+    rf = _Refused(s)
+    if rf.method != "1rtt":
+        raise Skipped("the target accepts Start PSNs after Expected_PSN (EXPECTED_0RTT_START)")
+    p = rf.p
+    other = (rf.nack.pds.payload + 0x1234) & 0xFFFFFFFF
+    p.start = p.next_psn = other
+    p.send(rf.write())
+    n = p.nack(other)
+    check(n.pds.nack_code == NC.NEW_START_PSN, "NACK NEW_START_PSN again (only the minted Start PSN is accepted)", n)
+    check(read_back(s, opened(s), rf.reg.key, rf.OFF, 8) == rf.before, "nothing landed")
