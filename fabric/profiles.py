@@ -117,8 +117,7 @@ def apply_profile(topology: Topology, profile: str = "realtime", rate_bps: int =
     elif profile == "datacenter":
         topo.host_link = LinkSpec(rate_bps, DATACENTER_DELAY_NS, DATACENTER_MTU)
         topo.fabric_link = LinkSpec(rate_bps, DATACENTER_DELAY_NS, DATACENTER_MTU)
-        hops = 6 if topo.kind in ("three_tier", "fat_tree") else 4
-        topo.switch = datacenter_switch_config(rate_bps, hops)
+        topo.switch = datacenter_switch_config(rate_bps, topo.max_path_links)
     return topo
 
 

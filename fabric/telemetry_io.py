@@ -78,8 +78,11 @@ def plot(
     top: int = 12,
     thresholds: dict[str, int] | None = None,
     unit: str = "ms",
+    label: str = "",
 ) -> list[str]:
     """Write ``queue_depth.png`` and ``throughput.png`` into ``outdir``; returns the paths written.
+    ``label`` (e.g. the transport, ``UET`` or ``RoCEv2``) begins each title, so two runs' figures
+    side by side are told apart; rates and depths are drawn from 0.
 
     Only the ``top`` busiest queues (by peak depth) and ports (by bytes sent) are drawn, so a
     large fabric stays readable; the legend's title says so when some are left out.
@@ -119,22 +122,31 @@ def plot(
             ax.step(
                 [t for t, _ in pts], [b / 1024 for _, b in pts], where="post", label=f"{key[0]}:{key[1]} tc{key[2]}"
             )
-        for i, (label, nbytes) in enumerate(sorted((thresholds or {}).items(), key=lambda kv: kv[1])):
+        for i, (name, nbytes) in enumerate(sorted((thresholds or {}).items(), key=lambda kv: kv[1])):
             ax.axhline(nbytes / 1024, linestyle="--", linewidth=1, color=("0.3", "0.55", "tab:red", "0.7")[i % 4])
             ax.annotate(
-                label, (1.0, nbytes / 1024), xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize=7
+                name, (1.0, nbytes / 1024), xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize=7
             )
         if window:
             ax.set_xlim(*window)
         ax.set_xlabel(f"time ({unit})")
         ax.set_ylabel("queue depth (KiB)")
-        ax.set_title("Egress queue depth per port and traffic class")
+        ax.set_ylim(bottom=0)
+        ax.set_title(_titled(label, "Egress queue depth per port and traffic class"))
         ax.legend(fontsize="small", ncol=2, title=_shown(len(busiest), len(queues), "queues"), title_fontsize="small")
         out.append(_save(fig, outdir, "queue_depth.png"))
 
     if ports:
         out.append(
-            throughput(ports, outdir, "throughput.png", "Throughput per switch port", top=top, unit=unit, window=window)
+            throughput(
+                ports,
+                outdir,
+                "throughput.png",
+                _titled(label, "Throughput per switch port"),
+                top=top,
+                unit=unit,
+                window=window,
+            )
         )
     return out
 
@@ -183,9 +195,15 @@ def throughput(
         ax.set_xlim(*window)
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("transmit rate (Mb/s)" if unit == "ms" else "rate (Gb/s)")
+    ax.set_ylim(bottom=0)
     ax.set_title(title)
     ax.legend(fontsize="small", ncol=2, title=_shown(len(busiest_p), len(ports), what), title_fontsize="small")
     return _save(fig, outdir, name)
+
+
+def _titled(label: str, title: str) -> str:
+    """``title`` with the run's ``label`` (the transport) in front, when there is one."""
+    return f"{label}: {title}" if label else title
 
 
 def _shown(n: int, total: int, what: str) -> str:

@@ -6,9 +6,17 @@ Kinds (rocev2-and-fabric.md §8.8):
   by ``parallel_links`` links. Host h on leaf l is 10.0.l.(h+1) (§8.8 decision). Leaf routes: each
   local host's /32 → its port, everything else → all uplinks (ECMP group). Spine routes:
   10.0.l.0/24 → the link(s) to leaf l.
-* ``rail``: rail-optimised leaf/spine. ``groups`` groups of H servers with ``rails`` NICs each; NIC
-  r of every server in group g attaches to rail leaf g·rails + r, so same-rail traffic stays under
-  one leaf and crosses the spines only between rails. Hosts are named ``srv{n}-nic{r}``.
+* ``rail``: rail-optimised leaf/spine (issue 26). ``groups`` groups of H servers of ``rails`` GPUs
+  (8 by default), each GPU with its own NIC; NIC r of every server in group g attaches to rail
+  leaf g·rails + r, so same-rail traffic stays under one leaf and crosses the spines only between
+  rails. Hosts are named ``srv{n}-nic{r}`` and numbered server by server (server s, GPU g: host
+  s·G + g). Each server has a scale-up domain (``scale_up``: a switch ``srv{s}-nvs`` joined to its
+  GPUs by NVLink-class links) that carries all traffic between GPUs of one server
+  (:mod:`uet.fabric.model.scaleup`); ``pxn``: cross-rail traffic too (one group only).
+* ``rail_only``: the rail kind without spines (``groups = 1``: one leaf per rail); a GPU reaches
+  another rail through its server's scale-up domain and the NIC of the GPU on that rail (PXN).
+* ``rail_pods``: ``pods`` pods, each ``groups`` rail groups with ``spines`` pod spines, under
+  ``superspines`` super-spines as ``three_tier``; host h of leaf l of pod p is 10.p.l.(h+1).
 * ``three_tier``: ``pods`` pods of L leaves and S spines (a 2-tier Clos each) under ``superspines``
   super-spines arranged in S planes: spine s of every pod connects to the super-spines j with
   j mod S = s. Host h on leaf l of pod p is 10.p.l.(h+1); a pod spine routes its pod's /24s down
@@ -26,8 +34,10 @@ unless a test builds a loop on purpose.
 
 **Built-ins:** ``default`` is 2 leaves × 2 spines × 4 hosts per leaf (2:1 oversubscribed at equal
 rates); ``lab`` is the §8.9 lab profile, 4 leaves × 2 hosts, 2 spines (1:1); ``rail`` is 2 groups
-× 2 rails × 4 servers; ``three_tier`` is 2 pods × (2 leaves, 2 spines) × 2 hosts per leaf under 2
-super-spines. All links default to 1 Gb/s with 1 µs propagation and a 1500-byte IP MTU.
+× 2 rails × 4 servers (8 servers of 2 GPUs); ``rail_only`` 8 servers of 4 GPUs on 4 rail leaves;
+``rail_pods`` 2 pods × 2 groups × 2 rails × 2 servers (8 servers of 2 GPUs); ``three_tier`` is
+2 pods × (2 leaves, 2 spines) × 2 hosts per leaf under 2 super-spines. All links default to
+1 Gb/s with 1 µs propagation and a 1500-byte IP MTU.
 
 **Scaling:** measured on one CPU core of the development machine (CPython 3.11): about 12 µs
 per frame per switch hop and about 60 µs per cross-leaf frame end to end (NIC, three switches,
@@ -213,13 +223,18 @@ class Topology:
 
     @classmethod
     def builtin(cls, name: str) -> Topology:
-        """One of ``default``, ``lab``, ``rail``, ``three_tier``, ``fat_tree`` (k = 4, 16 hosts)."""
+        """One of ``default``, ``lab``, ``rail``, ``rail_only``, ``rail_pods``, ``three_tier``,
+        ``fat_tree`` (k = 4, 16 hosts)."""
         if name == "default":
             return cls()
         if name == "lab":
             return cls(leaves=4, spines=2, hosts_per_leaf=2)
         if name == "rail":
             return cls(kind="rail", rails=2, groups=2, hosts_per_leaf=4, spines=2)
+        if name == "rail_only":
+            return cls(kind="rail_only", rails=4, groups=1, hosts_per_leaf=8)
+        if name == "rail_pods":
+            return cls(kind="rail_pods", pods=2, groups=2, rails=2, hosts_per_leaf=2, spines=2, superspines=2)
         if name == "three_tier":
             return cls(kind="three_tier", pods=2, leaves=2, spines=2, superspines=2, hosts_per_leaf=2)
         if name == "fat_tree":
@@ -245,6 +260,15 @@ class Topology:
         return copy.deepcopy(self)
 
     # -- servers and placement ---------------------------------------------------------------------
+
+    @property
+    def max_path_links(self) -> int:
+        """Links of the longest host-to-host path through the Ethernet fabric: 6 across the
+        super-spines of the 3-tier kinds, 2 on ``rail_only`` (one rail leaf; a cross-rail hop
+        adds only scale-up links), 4 through a spine otherwise."""
+        if self.kind in ("three_tier", "fat_tree", "rail_pods"):
+            return 6
+        return 2 if self.kind == "rail_only" else 4
 
     @property
     def pod_count(self) -> int:

@@ -78,3 +78,107 @@ def test_compare_lb_table_separates_thousands(capsys: pytest.CaptureFixture[str]
     render_compare({"workload": "incast", "endpoints": 4, "rows": [row], "mean_tail_us": {"ecmp": 1234.5}})
     out = capsys.readouterr().out
     assert "12,345" in out and "1,000,000" in out and "1,234.5" in out and not _PYTHON.search(out)
+
+
+def test_summary_shows_the_aggregates_and_the_worst_flows(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--summary`` for runs of hundreds of flows: the aggregates and the ten worst flows (the
+    ones not intact first, then by slowdown), not a row per flow; without it a large run's table
+    says that ``--summary`` exists."""
+    from uet.tools.run import WORST_FLOWS, render, worst_flows
+
+    flows = [_flow(i, 1e-5 * (1 + i % 7), slowdown=1.0 + (i % 7) / 10) for i in range(300)]
+    flows[123] = _flow(123, None, unfinished=True, error="unfinished")
+    res = {**_result(), "flows": flows, "endpoints": 300}
+    worst = worst_flows(flows)
+    assert len(worst) == WORST_FLOWS and worst[0]["flow"] == 123
+    assert all(f["slowdown"] == 1.6 for f in worst[1:])
+    render(res, summary=True)
+    out = capsys.readouterr().out
+    assert not _PYTHON.search(out), out
+    assert "the 10 worst of 300 flows" in out and "299 of 300" in out and "unfinished" in out
+    assert len([ln for ln in out.splitlines() if "→" in ln and ln.startswith("│")]) == WORST_FLOWS
+    render(res)
+    out = capsys.readouterr().out
+    assert len([ln for ln in out.splitlines() if "→" in ln and ln.startswith("│")]) == 300
+    assert "300 flows: --summary shows the aggregates and the 10 worst" in out
+
+
+def test_uet_sim_summary_option(capsys: pytest.CaptureFixture[str]) -> None:
+    from uet.tools.sim import main
+
+    assert main(["-w", "incast", "-n", "13", "--size", "4KiB", "--messages", "1", "--summary"]) == 0
+    out = capsys.readouterr().out
+    assert "the 10 worst of 12 flows" in out and "12 of 12" in out and not _PYTHON.search(out)
+
+
+def _titles(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, tuple[float, float], tuple[float, float]]]:
+    """(file, title, x limits, y limits) of every figure the plot modules save."""
+    import uet.fabric.telemetry_io as tio
+
+    import uet.sim.plots as plots
+
+    seen: list[tuple[str, str, tuple[float, float], tuple[float, float]]] = []
+
+    def spy(save):  # type: ignore[no-untyped-def]
+        def wrapped(fig, folder, name):  # type: ignore[no-untyped-def]
+            ax = fig.axes[0]
+            seen.append((name, ax.get_title(), ax.get_xlim(), ax.get_ylim()))
+            return save(fig, folder, name)
+
+        return wrapped
+
+    monkeypatch.setattr(tio, "_save", spy(tio._save))
+    monkeypatch.setattr(plots, "_save", spy(plots._save))
+    return seen
+
+
+def test_plot_titles_name_the_transport_and_axes_start_at_0(monkeypatch, tmp_path) -> None:
+    """UET's and RoCEv2's figures of ``--transport both`` had the same titles; the FCT CDF's axes
+    started at the first flow's completion time (47,000 µs) and at half the flows; rates and
+    depths are drawn from 0 too."""
+    pytest.importorskip("matplotlib")
+    from uet.sim.plots import fct_cdf, write_plots
+    from uet.sim.scenario import simulate
+
+    seen = _titles(monkeypatch)
+    res = simulate(
+        {"workload": "incast", "endpoints": 3, "message_bytes": 16384, "messages": 1, "transport": "roce"},
+        timeline=True,
+    )
+    write_plots(res, str(tmp_path / "roce"))
+    assert {"fct_cdf.png", "queue_depth.png", "throughput.png"} <= {name for name, _, _, _ in seen}, seen
+    for name, title, _, ylim in seen:
+        assert title.startswith("RoCEv2: ") and ylim[0] == 0, (name, title, ylim)
+    seen.clear()
+    fct_cdf({**res, "transport": "uet"}, str(tmp_path / "uet"))
+    assert seen[0][1].startswith("UET: FCT CDF")
+    seen.clear()
+    live = {"workload": "incast", "endpoints": 3, "transport": "roce"}
+    live["flows"] = [{"completion_s": 0.046975}, {"completion_s": 0.047154}]
+    fct_cdf(live, str(tmp_path / "live"))
+    ((_, title, xlim, ylim),) = seen
+    assert title.startswith("RoCEv2: FCT CDF") and xlim[0] == 0 and ylim[0] == 0
+    assert 47 < xlim[1] < 60  # in ms, the unit that fits
+
+
+def test_uet_fabric_plot_label(monkeypatch, tmp_path) -> None:
+    """The live engine's figures are drawn by the fabric process: ``uet-run`` hands it the
+    transport as ``--plot-label``, the beginning of every title."""
+    pytest.importorskip("matplotlib")
+    from uet.fabric.telemetry_io import plot
+    from uet.tools.run import Launcher
+
+    from uet.scenario import run_defaults
+
+    seen = _titles(monkeypatch)
+    recs = [{"event": "queue_depth", "t": t * 10**6, "node": "leaf0", "port": 0, "tc": 0, "bytes": b}
+            for t, b in ((1, 0), (2, 3000), (3, 0))]  # fmt: skip
+    recs += [
+        {"event": "port_bytes", "t": t * 10**6, "node": "leaf0", "port": 0, "tx_bytes": t * 1000} for t in range(4)
+    ]
+    plot(recs, tmp_path, label="RoCEv2")
+    assert [t for _, t, _, _ in seen] == ["RoCEv2: Egress queue depth per port and traffic class",
+                                          "RoCEv2: Throughput per switch port"]  # fmt: skip
+    la = Launcher(dict(run_defaults("live"), transport="roce", plot=str(tmp_path)), {}, {})
+    args = la.fabric_args(3)
+    assert args[args.index("--plot-label") + 1] == "RoCEv2"

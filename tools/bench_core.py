@@ -173,7 +173,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--rtt",
         action="store_true",
-        help="round trips of a small message through two FEP cores instead (uet.tools.bench_core_rtt)",
+        help="round trips of a small message through two FEP cores instead",
     )
     p.add_argument("--size", type=size_arg(1, 0xFFFFFFFF), default=64, help="--rtt: message bytes (default 64)")
     p.add_argument("--trips", type=int_arg(1), default=5000, help="--rtt: timed round trips per run (default 5000)")

@@ -1,4 +1,4 @@
-"""``uet-bench matrix``: the impairment matrix of :mod:`uet.tools.impair_matrix` from the shell.
+"""``uet-bench matrix``: the impairment matrix (loss, reordering, duplication) from the shell.
 
 RUD, ROD and RUDI at several loss rates (with reordering and duplication) and seeds, two PDS cores
 in virtual time; one row per cell: intact, duplicates, retransmissions per lost packet. Exit

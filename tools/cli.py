@@ -52,6 +52,7 @@ __all__ = [
     "honour_ctrl_c",
     "parse_rate",
     "parse_size",
+    "plain_text",
     "port_number",
     "probability",
     "quiet_interrupt",
@@ -60,6 +61,7 @@ __all__ = [
     "run_main",
     "settle_ctrl_c",
     "size_arg",
+    "transport_label",
     "int_arg",
     "float_arg",
     "version",
@@ -294,6 +296,14 @@ port_number = int_arg(0, 65535)
 port_number.__name__ = "port"
 
 
+_TRANSPORT_LABELS = {"uet": "UET", "roce": "RoCEv2"}
+
+
+def transport_label(name: str) -> str:
+    """How tables and plot titles name a transport: ``uet`` → ``UET``, ``roce`` → ``RoCEv2``."""
+    return _TRANSPORT_LABELS.get(name, name)
+
+
 def yes_no(flag: bool) -> str:
     """How tables show a boolean such as ``intact`` (JSON keeps true/false)."""
     return "yes" if flag else "no"
@@ -336,6 +346,19 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+    def format_help(self) -> str:
+        return plain_text(super().format_help())
+
+
+#: reST markup a description taken from a module docstring carries: ``literal``, :role:`target`
+_REST = re.compile(r"``(.+?)``|:[a-z]+:`~?(.+?)`")
+
+
+def plain_text(text: str) -> str:
+    """Help text as a terminal shows it: ``x`` and :func:`x` become x (the descriptions of the
+    tools are the first paragraph of their module docstrings, written for the documentation)."""
+    return _REST.sub(lambda m: m.group(1) or m.group(2), text)
 
 
 def _stderr_line(prog: str, text: str) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from uet.tools.cli import format_cell, format_seconds
+from uet.tools.cli import format_cell, format_seconds, transport_label
 
 __all__ = ["ROWS", "comparison", "fmt", "metrics", "render_comparison"]
 
@@ -149,7 +149,7 @@ def render_comparison(cmp: dict[str, Any], title: str) -> None:
     t.add_column("metric")
     names = list(cmp["metrics"])
     for name in names:
-        label = name.upper() if name == "uet" else "RoCEv2" if name == "roce" else name
+        label = transport_label(name)
         if name in cmp.get("interrupted", ()):
             label += " (interrupted)"
         t.add_column(label, justify="right")

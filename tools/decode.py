@@ -760,7 +760,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="UET packets end with the CRC-32C trailer (wire-format.md §1.4): check, strip",
     )
-    p.add_argument("--keys", metavar="FILE", help="TSS key file (uet.tss.keyfile format) to decrypt secured packets")
+    p.add_argument(
+        "--keys",
+        metavar="FILE",
+        help="TSS key file (TOML, the format uet-peer --keys takes) to decrypt secured packets",
+    )
     return p
 
 

@@ -3,8 +3,9 @@
 Each host-facing port is a UDP socket on ``--bind`` (127.0.0.1) at ``--base-port`` + host index
 (0: ephemeral); each datagram is one Ethernet frame (fabric/switch.py). The model's settings come
 from the topology, never from parallel options: ``--topology`` names a built-in (``default``,
-``lab``, ``rail``, ``three_tier``) or a TOML file (its ``[topology]`` table: the fields of
-``uet.fabric.topology.Topology``, ``[topology.host_link]``, ``[topology.switch.pfc]`` ...);
+``lab``, ``rail``, ``rail_only``, ``rail_pods``, ``three_tier``, ``fat_tree``) or a TOML file (its
+``[topology]`` table: the fields of ``uet.fabric.topology.Topology``, ``[topology.host_link]``,
+``[topology.switch.pfc]`` ...);
 ``--profile realtime`` (default, fabric/profiles.py: 100 Mb/s links, thresholds scaled per §8.9)
 or ``lab`` (the model's 1 Gb/s defaults) is applied first, then the file, then ``-o KEY=VALUE``
 overrides with dotted keys into the same tables (``-o switch.lb.mode=spray_rr``,
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host-addr", action="append", default=[], metavar="I=IP:PORT", help="fixed NIC address")
     p.add_argument("--telemetry", metavar="FILE", help="write telemetry records as JSON lines")
     p.add_argument("--plot", metavar="DIR", help="render PNG plots at exit")
+    p.add_argument("--plot-label", metavar="TEXT", default="", help="begin each plot's title with TEXT (e.g. UET)")
     p.add_argument("--pcap", metavar="DIR", help="one pcap per switch port (or per host: --pcap-per host)")
     p.add_argument("--pcap-per", choices=("port", "host"), default="port", help="one pcap per switch port or host")
     p.add_argument(
@@ -244,7 +246,9 @@ async def serve(args: argparse.Namespace, ready_out: Any = None) -> dict[str, An
     if live_task is not None:
         await live_task
     if args.plot:
-        summary["plots"] = plot(fp.sink.kept, args.plot, thresholds=switch_thresholds(topo.switch))
+        summary["plots"] = plot(
+            fp.sink.kept, args.plot, thresholds=switch_thresholds(topo.switch), label=args.plot_label
+        )
     out.write(json.dumps({"event": "summary", **summary}) + "\n")
     out.flush()
     return summary

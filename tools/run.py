@@ -36,14 +36,16 @@ process and every endpoint; each maps real time to virtual time (virtual = start
 the run starts; ``--dilation 1`` is real time. The result's ``dilation`` says the factor, its
 basis and whether the CPU kept up; the tables say so above them and mark a run that did not.
 With ``--transport both`` the simulator's figures of the same scenario are printed beside the
-live ones, with the live/sim bar's verdict (tools/differential.py). ``--timeout`` stays in real
-seconds.
+live ones, with the live/sim bar's verdict (tools/differential.py). ``--timeout`` (``timeout_s``)
+is virtual time on both engines, as every other time of the run: a dilated live run waits TDF
+times longer in real time before it gives up (before, a run dilated ×1,500 gave up after 80 ms of
+virtual time and reported the slower flows of a 16-host permutation as failed).
 
 ``--engine sim`` runs the same scenario — settings, topology, endpoint configuration, workload
 objects, result shape — in one process in virtual time instead (:mod:`uet.sim`): it is exactly
 ``uet-sim`` with the same arguments (the same defaults, the simulator's: the ``datacenter``
 profile on a fat tree, :mod:`uet.scenario.model`); ``elapsed_s`` is then virtual time. Options
-of one engine only: ``--timeout``, ``--pcap``, ``--telemetry``, ``--interval``, ``--hosts``
+of one engine only: ``--pcap``, ``--telemetry``, ``--interval``, ``--hosts``
 (live); ``uet-sim``'s ``--tss``, ``--timing`` and ``--suite``.
 
 A scenario TOML holds the same settings: ``[run]`` (``workload``, ``endpoints``,
@@ -88,7 +90,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -115,6 +117,7 @@ from uet.tools.cli import (
     rate_arg,
     run_main,
     size_arg,
+    transport_label,
     warn_low_rate,
     yes_no,
 )
@@ -265,6 +268,8 @@ class Launcher:
         self.rx_messages = 0
         #: per rank, payload bytes received so far, counted per packet (the workers' "bytes" events)
         self.moved: dict[int, int] = {}
+        #: per rank, its event loop's wake-up lateness over the run (tools/run_worker.py's ``lag``)
+        self.lags: dict[int, dict[str, Any]] = {}
         self.flows_reported: dict[int, str | None] = {}  # flow id -> its sender's error
         self.finished: set[int] = set()  # ranks that reported done or error
         self.host_rate = 0
@@ -330,6 +335,8 @@ class Launcher:
         for opt in ("pcap", "plot", "telemetry"):
             if s.get(opt):
                 args += [f"--{opt}", str(s[opt])]
+        if s.get("plot"):  # the transport in every title: two runs' figures side by side are told apart
+            args += ["--plot-label", transport_label(str(s.get("transport", "uet")))]
         if s.get("pcap") and self.capture is not None:
             args += ["--pcap-per", self.capture.pcap_per or "port", "--capture-max", str(self.capture.capture_max)]
         return args + self.fault_argv
@@ -347,7 +354,8 @@ class Launcher:
             raise RunError(f"fabric: unexpected first report {ready}")
         if len(ready["hosts"]) < n:
             raise RunError(f"the topology has {len(ready['hosts'])} hosts for {n} endpoints")
-        self.placed = self.model_topology.placement(n, s.get("placement", "default"))  # rank i on host placed[i]
+        scn = Scenario("live", s, self.topology_table, self.endpoint)
+        self.placed = scn.hosts(self.model_topology, n)  # rank i on host placed[i]
         hosts = [ready["hosts"][h] for h in self.placed]
         assert self.derived is not None  # fabric_args derived the run's settings
         fa = self.addresses = [h["ip"] for h in hosts]
@@ -437,7 +445,7 @@ class Launcher:
         flows, rx = rep["flows"], rep["rx"]
         rank = self.workers.index(w)
         while True:
-            ev = await w.next(float(self.s["timeout_s"]) + 30)
+            ev = await w.next(self.clock.real_delay(float(self.s["timeout_s"]) * 1e9) + 30)
             kind = ev.get("event")
             if kind == "flow":
                 flows.append(ev)
@@ -451,6 +459,8 @@ class Launcher:
                 self.moved[rank] = int(ev["rx"])
                 if self.progress is not None:
                     self.progress[0].update(self.progress[1], completed=self.moved_bytes)
+            elif kind == "lag":
+                self.lags[rank] = ev
             elif kind == "error":
                 rep["error"] = ev.get("error")
                 break
@@ -598,6 +608,7 @@ class Launcher:
             "fabric_io": summary.get("io", {}),
             "pacing": summary.get("pacing", {}),
             "switch_kernel": summary.get("kernel", {}),
+            "endpoint_lag": endpoint_lag(self.lags.values(), self.dilation.factor),
             "endpoint_status": codes,
             "endpoint_errors": errors,
             "endpoint_counters": [
@@ -620,6 +631,7 @@ class Launcher:
             ],
             "plots": summary.get("plots", []),
             **({"faults": summary["faults"]} if "faults" in summary else {}),
+            **({"collective": res["collective"]} if "collective" in res else {}),
             "pcaps": _written(self.s.get("pcap"), ".pcap"),
             "eventlogs": [e["eventlog"] for e in map(self._eventlog_spec, range(len(self.workers))) if e],
             "telemetry": self.s.get("telemetry"),
@@ -794,8 +806,55 @@ def write_csv(result: dict[str, Any], path: str) -> None:
             )
 
 
-def render(result: dict[str, Any]) -> None:
-    """The results table (stdout)."""
+#: flows from which the table suggests ``--summary``, and the worst flows it then shows
+SUMMARY_FROM = 100
+WORST_FLOWS = 10
+
+
+def add_summary_option(p: argparse.ArgumentParser) -> None:
+    """``--summary`` (uet-run and uet-sim)."""
+    p.add_argument(
+        "--summary",
+        action="store_true",
+        help=f"the flows' aggregates and the {WORST_FLOWS} worst flows instead of a row per flow (large runs)",
+    )
+
+
+def worst_flows(flows: list[dict[str, Any]], n: int = WORST_FLOWS) -> list[dict[str, Any]]:
+    """The ``n`` flows a reader of a large run looks at first: those not intact (unfinished ones
+    among them), then the slowest by slowdown (by completion time when no ideal is known)."""
+
+    def badness(f: dict[str, Any]) -> tuple[int, float, float]:
+        return (0 if f.get("intact") else 1, float(f.get("slowdown") or 0), float(f.get("completion_s") or 0))
+
+    return sorted(flows, key=badness, reverse=True)[:n]
+
+
+def summary_table(result: dict[str, Any]) -> Any:
+    """``--summary``: one table of what the run's flows add up to, instead of a row per flow (the
+    FCT and slowdown percentiles follow on their line, as after the full table)."""
+    from rich.table import Table
+
+    flows = result["flows"]
+    intact = sum(1 for f in flows if f.get("intact"))
+    t = Table(title=f"{format_number(len(flows))} flows", show_header=False)
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    rows = [
+        ("intact", f"{format_number(intact)} of {format_number(len(flows))}"),
+        ("not intact", format_number(len(flows) - intact)),
+        ("unfinished", format_number(sum(1 for f in flows if f.get("unfinished")))),
+        ("bytes", format_bytes(sum(int(f.get("bytes") or 0) for f in flows))),
+        ("retransmits", format_number(sum(int(f.get("retransmits") or 0) for f in flows))),
+    ]
+    for row in rows:
+        t.add_row(*row)
+    return t
+
+
+def render(result: dict[str, Any], *, summary: bool = False) -> None:
+    """The results table (stdout). ``summary``: the aggregates and the :data:`WORST_FLOWS` worst
+    flows instead of a row per flow (``--summary``, for runs of hundreds of flows)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -803,14 +862,20 @@ def render(result: dict[str, Any]) -> None:
     for line in dilation_lines({str(result.get("transport", "uet")): result}):  # above the table
         con.print(line, highlight=False, markup=False)
     mark = f" {SHORT_MARK} CPU short" if short_of_cpu(result) else ""
-    t = Table(
-        title=f"uet-run {result['workload']}: {format_number(result['endpoints'])} endpoints, "
-        f"{format_seconds(result['elapsed_s'])}{mark}"
+    flows = result["flows"]
+    shown = worst_flows(flows) if summary else flows
+    title = (
+        f"uet-run {result['workload']} ({transport_label(str(result.get('transport', 'uet')))}): "
+        f"{format_number(result['endpoints'])} endpoints, {format_seconds(result['elapsed_s'])}{mark}"
     )
+    if summary:
+        con.print(summary_table(result))
+        title += f": the {len(shown)} worst of {format_number(len(flows))} flows"
+    t = Table(title=title)
     cols = ("flow", "src → dst", "bytes", "completion", "goodput (Gbit/s)", "slowdown", "retransmits", "intact")
     for col in cols:
         t.add_column(col, justify="left" if col == "src → dst" else "right")
-    for f in result["flows"]:
+    for f in shown:
         t.add_row(
             str(f["flow"]),
             f"{f['src']} → {f['dst']}",
@@ -826,6 +891,13 @@ def render(result: dict[str, Any]) -> None:
 
         t = collective_table(result)
     con.print(t)
+    if not summary and len(flows) >= SUMMARY_FROM and not result.get("collective"):
+        con.print(f"{format_number(len(flows))} flows: --summary shows the aggregates and the {WORST_FLOWS} worst")
+    if result.get("training"):
+        from uet.tools.collective_table import training_lines
+
+        for line in training_lines(result):
+            con.print(line, highlight=False)
     fct = result.get("fct") or {}
     if fct.get("flows"):
         con.print(
@@ -841,10 +913,15 @@ def render(result: dict[str, Any]) -> None:
             ft.add_column(col, justify="right")
         ft.add_row(*(format_cell(fab.get(k)) for k in ("ecn_marks", "trims", "drops", "pauses", "pfc_xon", "watchdog")))
         con.print(ft)
-    if fab.get("marks_by_port"):
-        con.print(
-            "ECN marks by port: " + ", ".join(f"{k}={format_cell(v)}" for k, v in sorted(fab["marks_by_port"].items()))
-        )
+    marks = fab.get("marks_by_port") or {}
+    if marks:
+        ports = sorted(marks.items())
+        if summary and len(ports) > WORST_FLOWS:  # the ports that marked most
+            ports = sorted(sorted(ports, key=lambda kv: -kv[1])[:WORST_FLOWS])
+            con.print(f"ECN marks by port (the {WORST_FLOWS} of {len(marks):,} that marked most): ", end="")
+        else:
+            con.print("ECN marks by port: ", end="")
+        con.print(", ".join(f"{k}={format_cell(v)}" for k, v in ports))
     p = result.get("pacing") or {}
     if p.get("firings"):
         con.print(
@@ -884,7 +961,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--message-bytes", type=size_arg(1, 1 << 30), dest="message_bytes", help=argparse.SUPPRESS)
     p.add_argument("--messages", type=int_arg(1), help="messages per flow (4)")
     p.add_argument("--seed", type=int_arg(0))
-    p.add_argument("--timeout", type=float_arg(0.0, open_lo=True), dest="timeout_s", help="seconds (120)")
+    p.add_argument(
+        "--timeout",
+        type=float_arg(0.0, open_lo=True),
+        dest="timeout_s",
+        help="seconds of virtual time (120); a dilated live run waits TDF times longer in real time",
+    )
     p.add_argument("--topology", "-t", help="built-in name or TOML file for the fabric")
     p.add_argument("--profile", choices=PROFILES, help="fabric parameter profile (realtime)")
     p.add_argument(
@@ -903,6 +985,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_workload_option(p)
     add_placement_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    add_summary_option(p)
     p.add_argument("--csv", metavar="FILE", help="also write the per-flow results as CSV")
     p.add_argument(
         "--interval",
@@ -930,7 +1013,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--hosts", metavar="A0,A1,...",
-        help="endpoints on these addresses, over the real network, no software switch (tools/run_hosts.py)",
+        help="endpoints on these addresses, over the real network, no software switch",
     )  # fmt: skip
     p.add_argument("--rank", type=int_arg(0), default=None, help="with --hosts: run only this rank, here")
     add_link_options(p)
@@ -1037,7 +1120,7 @@ def _emit_interrupted(
         if args.json:
             sys.stdout.write(json.dumps(partial) + "\n")
         else:
-            render(partial)
+            render(partial, summary=args.summary)
     sys.stdout.flush()
     sys.stderr.write("uet-run: interrupted; every process stopped\n")
     return 130
@@ -1146,21 +1229,33 @@ async def live_runs(
 ) -> dict[str, dict[str, Any]]:
     """The scenario on the live engine on each transport ``s["transport"]`` names, without output
     (tools/differential.py), with time dilation ``dil`` (:func:`dilation_for`): transport →
-    result; a failed run raises :class:`RunFailed`."""
+    result; a failed run raises :class:`RunFailed`. With the automatic factor, a run whose CPU did
+    not keep up (tools/dilation.py) runs once more at twice the factor (its result's ``dilation``
+    says ``retried_from``): the caller judges figures, which such a run does not give."""
     runs: dict[str, dict[str, Any]] = {}
     for tr in _transports(s):
-        launcher = Launcher({**s, "transport": tr}, topo, ep)
-        launcher.dilation = dil
-        launcher.cm_secret = sim_cm_secret(s)
-        try:
-            result = await launcher.run()
-        except (RunError, TimeoutError, OSError, ValueError) as e:
-            raise RunFailed(f"{tr}: {e or type(e).__name__}") from None
-        finally:
-            await launcher.shutdown()
-        finish_live(result, launcher)
+        result = await _live_quiet({**s, "transport": tr}, topo, ep, dil)
+        if dil.how == "auto" and short_of_cpu(result):
+            again = Dilation(dil.factor * 2, "auto", dil.basis)
+            result = await _live_quiet({**s, "transport": tr}, topo, ep, again)
+            result["dilation"]["retried_from"] = dil.factor
         runs[tr] = result
     return runs
+
+
+async def _live_quiet(s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], dil: Dilation) -> dict[str, Any]:
+    """One transport's live run for :func:`live_runs`."""
+    launcher = Launcher(s, topo, ep)
+    launcher.dilation = dil
+    launcher.cm_secret = sim_cm_secret(s)
+    try:
+        result = await launcher.run()
+    except (RunError, TimeoutError, OSError, ValueError) as e:
+        raise RunFailed(f"{s['transport']}: {e or type(e).__name__}") from None
+    finally:
+        await launcher.shutdown()
+    finish_live(result, launcher)
+    return result
 
 
 def _dilation_arg(text: str) -> float | str:
@@ -1184,6 +1279,21 @@ def dilation_for(given: float | str, s: dict[str, Any], topo: dict[str, Any], ep
     )
     receivers = len({f.dst for f in build_workload(s).flows()})
     return choose(receivers, t.host_link.rate_bps, int(ep.get("payload_size", 1024)))
+
+
+def endpoint_lag(lags: Iterable[dict[str, Any]], factor: float) -> dict[str, Any]:
+    """The endpoints' event-loop wake-up lateness over a run (tools/run_worker.py's ``lag``
+    events): the worst rank's p99 and max, in real µs and in the run's virtual µs (÷ ``factor``)."""
+    got = [g for g in lags if g.get("samples")]
+    p99 = max((float(g["p99_us"]) for g in got), default=0.0)
+    worst = max((float(g["max_us"]) for g in got), default=0.0)
+    return {
+        "ranks": len(got),
+        "p99_us_real": p99,
+        "max_us_real": worst,
+        "p99_us": round(p99 / factor, 2),
+        "max_us": round(worst / factor, 2),
+    }
 
 
 def _body(argv: Sequence[str] | None) -> int:
@@ -1275,7 +1385,7 @@ def _emit_one(args: argparse.Namespace, result: dict[str, Any], show: Any) -> di
     if args.json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:
-        show(result)
+        show(result, summary=args.summary)
     return result
 
 

@@ -37,6 +37,7 @@ import json
 import os
 import signal
 import sys
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -52,6 +53,10 @@ from uet.workloads.report import payload_received
 __all__ = ["main", "die_with_parent"]
 
 _PR_SET_PDEATHSIG = 1
+#: how often (real seconds) a rank measures its event loop's wake-up lateness (:func:`_loop_lag`),
+#: and at most how many samples it keeps
+LAG_PERIOD_S = 0.005
+LAG_SAMPLES = 100_000
 #: real seconds a rank waits for its endpoint's graceful close (the FEP's default close timeout):
 #: the close sequence runs in the run's (dilated) virtual time, so its ``close_timeout_s`` would last
 #: TDF times longer in real time — the workload is over, only the PDCs' goodbyes are left
@@ -112,16 +117,22 @@ async def worker(spec: dict[str, Any]) -> int:
     t0 = clock.seconds()
     run = asyncio.ensure_future(
         asyncio.wait_for(
-            wl.run(rank, ep, spec["addresses"], report, now=clock.seconds), float(spec.get("timeout_s", 120))
+            # the run's timeout is virtual time, as in the simulator: TDF times longer in real time
+            wl.run(rank, ep, spec["addresses"], report, now=clock.seconds),
+            clock.real_delay(float(spec.get("timeout_s", 120)) * 1e9),
         )
     )
     aborted = asyncio.ensure_future(_until_abort(stdin))
     ticker = asyncio.ensure_future(_progress(ep, float(spec["progress_s"]))) if spec.get("progress_s") else None
+    lags: list[int] = []
+    lag = asyncio.ensure_future(_loop_lag(lags))
     try:
         await asyncio.wait({run, aborted}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         if ticker is not None:
             ticker.cancel()
+        lag.cancel()
+    _emit({"event": "lag", **lag_summary(lags)})
     why = None
     if not run.done():  # the launcher gave up on this rank: every flow towards it failed
         run.cancel()
@@ -177,6 +188,28 @@ async def _progress(ep: Any, period_s: float) -> None:
         if n != last:
             _emit({"event": "bytes", "rx": n})
             last = n
+
+
+async def _loop_lag(out: list[int]) -> None:
+    """How late this process's event loop wakes: every :data:`LAG_PERIOD_S` a sleep, and how much
+    later than asked it returned (real ns) appended to ``out`` (at most :data:`LAG_SAMPLES`). A
+    process short of CPU (waiting in the kernel's run queue) wakes late for its timers and for its
+    sockets alike; the launcher's verdict on whether the CPU kept up reads it
+    (:func:`uet.tools.dilation.verdict`)."""
+    period_ns = round(LAG_PERIOD_S * 1e9)
+    while len(out) < LAG_SAMPLES:
+        t = time.monotonic_ns()
+        await asyncio.sleep(LAG_PERIOD_S)
+        out.append(max(0, time.monotonic_ns() - t - period_ns))
+
+
+def lag_summary(lags: list[int]) -> dict[str, Any]:
+    """``{"samples", "p50_us", "p99_us", "max_us"}`` of :func:`_loop_lag`'s samples (real µs)."""
+    s = sorted(lags)
+    if not s:
+        return {"samples": 0, "p50_us": 0.0, "p99_us": 0.0, "max_us": 0.0}
+    at = lambda q: round(s[min(len(s) - 1, int(q * len(s)))] / 1e3, 1)  # noqa: E731
+    return {"samples": len(s), "p50_us": at(0.5), "p99_us": at(0.99), "max_us": round(s[-1] / 1e3, 1)}
 
 
 def _event_log(spec: dict[str, Any]) -> Any:

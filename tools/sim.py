@@ -60,6 +60,8 @@ __all__ = ["build_parser", "main", "settings_from"]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from uet.tools.run import add_summary_option
+
     from uet.workloads import WORKLOADS
 
     p = ArgumentParser(prog="uet-sim", description=__doc__.split("\n\n")[0])
@@ -84,16 +86,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_workload_option(p)
     add_placement_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    add_summary_option(p)
     p.add_argument("--timing", action="store_true", help="include CPU time and speed in --json")
     p.add_argument("--plot", metavar="DIR", help="write FCT CDF, queue depth and throughput plots")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when not a terminal")
     add_capture_options(p)
     add_fault_options(p)
-    c = p.add_argument_group("comparison (uet.tools.sim_compare)")
+    c = p.add_argument_group("comparison of load balancers")
     c.add_argument("--compare-lb", metavar="LBS", help="run once per UET load balancer, e.g. single,oblivious,reps")
     c.add_argument("--seeds", type=parse_seeds, help="with --compare-lb: one run per seed, e.g. 1,2,3")
     c.add_argument("--baseline", action="store_true", help="the same run without the faults too (FCT side by side)")
-    g = p.add_argument_group("suites (uet.tools.cc_suite)")
+    g = p.add_argument_group("suites")
     g.add_argument("--suite", help="run every scenario of a suite (cc: NSCC/RCCC against uet-htsim) or folder")
     g.add_argument("--only", help="with --suite: scenarios whose file name contains one of these words (a,b)")
     g.add_argument("--max-hosts", type=int_arg(2), help="with --suite: run rows larger than this scaled down")
@@ -153,12 +156,13 @@ def run_sim(
         raise UsageError(str(e)) from None
 
 
-def render(res: dict[str, Any]) -> None:
-    """``uet-run``'s tables, then what only a simulation has."""
+def render(res: dict[str, Any], *, summary: bool = False) -> None:
+    """``uet-run``'s tables (``summary``: the aggregates and the worst flows), then what only a
+    simulation has."""
     from rich.console import Console
     from uet.tools.run import render as run_render
 
-    run_render({**res, "elapsed_s": res["virtual_s"]})
+    run_render({**res, "elapsed_s": res["virtual_s"]}, summary=summary)
     con = Console(width=None if sys.stdout.isatty() else 120)
     t = res.get("timing", {})
     topo = res["topology"]
@@ -227,7 +231,7 @@ def _body(argv: Sequence[str] | None) -> int:
     if args.json:
         sys.stdout.write(json.dumps(res, sort_keys=True) + "\n")
     else:
-        render(res)
+        render(res, summary=args.summary)
     if res.get("interrupted"):
         sys.stdout.flush()
         raise KeyboardInterrupt  # after the partial results: "uet-sim: interrupted", exit 130

@@ -529,6 +529,24 @@ class Endpoint(CoreDriver):
 
     # -- close -----------------------------------------------------------------------------------
 
+    async def close_pdcs(self, peer: str) -> int:
+        """Close this endpoint's initiator PDCs toward the Fabric Address ``peer`` gracefully
+        (behaviour.md §2.12: each quiesces, waits for its ACKs, sends CLOSE) and wait, at most
+        ``close_timeout_s``, until they are gone; returns how many were asked. The next operation
+        toward ``peer`` opens a new PDC. The wait polls the core's PDC table every millisecond (a
+        close takes one round trip, a lost CLOSE its RTOs)."""
+        fa = self.fep.peers.fa(peer)
+        core = self.core
+        mine = [p for p in core.pdcs.values() if p.role == "initiator" and p.peer == fa]
+        now = self.clock()
+        for p in mine:
+            core.request_close(p.lpdcid, now)
+        self._schedule_pump()
+        deadline = time.monotonic() + self.config.close_timeout_s
+        while any(core.pdcs.get(p.lpdcid) is p for p in mine) and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+        return len(mine)
+
     async def close(self) -> None:
         """Close gracefully (the core's close sequence, at most ``close_timeout_s``), then
         release the link. Operations still pending then fail with :class:`EndpointClosed`."""

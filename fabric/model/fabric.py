@@ -98,6 +98,7 @@ class Fabric:
         self.hosts: list[HostPlan] = plan.hosts
         self.nics: list[HostNic] = []
         self._host_ids: dict[str, int] = {}
+        mates: frozenset[int] = frozenset()
         strict = tuple(tc for tc in range(8) if cfg.tcs[tc].strict)
         weights = {tc: cfg.tcs[tc].weight for tc in range(8)}
         for i, hp in enumerate(plan.hosts):
@@ -115,7 +116,8 @@ class Fabric:
                     Port(k, su.rate_bps, su.delay_ns, link.mtu, mac=hp.mac, strict=strict, weights=weights)
                 )
                 g = topology.gpus_per_server
-                mates = frozenset(_ip_int(h.ip) for h in plan.hosts[hp.server * g : (hp.server + 1) * g])
+                if hp.gpu == 0:  # one set of addresses per server, shared by its GPUs
+                    mates = frozenset(_ip_int(h.ip) for h in plan.hosts[hp.server * g : (hp.server + 1) * g])
                 nic.setup(_ip_int(hp.ip), mates, hp.gpu, g, topology.cross_rail_scale_up)
             nic.on_transmit = self._on_transmit
             nic.on_deliver = self._on_deliver
@@ -149,11 +151,14 @@ class Fabric:
         self.failover: Failover | None = Failover(self, faults) if faults else None
 
     def _number_links(self) -> LinkLoad:
-        """Give every directed link an id (host uplinks first, in host order, then each switch's
+        """Give every directed link an id (host NIC ports first, in host order, then each switch's
         ports) and tell each port the id of the link arriving at it."""
         load = LinkLoad()
         for nic in self.nics:
             nic.port.link_id = load.add_link(f"{nic.name}>{self.hosts[nic.index].switch}", nic.port)
+            for port in nic.ports[1:]:  # a further plane's port, or the scale-up port of a GPU
+                peer, _ = port.peer  # type: ignore[misc]
+                port.link_id = load.add_link(f"{nic.name}:{port.index}>{peer.name}", port)
         for sw in self.switches.values():
             sw.link_load = load
             for port in sw.ports:

@@ -371,6 +371,14 @@ class PdsCore(
         rx = self.receive_datagram
         hook = self.on_data
         cfg = self.config
+        g = self.guard
+        if g is not None and g.muted and self._log is None:  # a flood's SYNs, before any decoding
+            batch = batch if type(batch) is list else list(batch)
+            n = len(batch)
+            batch = g.screen(batch, self.target_by_peer)
+            if len(batch) != n:
+                c = self.counters
+                c["rx"] = c.get("rx", 0) + n - len(batch)
         if hook is None or self._log is not None or cfg.ack_per_pkt:
             for data, src, ecn in batch:
                 if ecn > 3:

@@ -149,7 +149,7 @@ class Physics:
     @classmethod
     def of(cls, topo: Topology) -> Physics:
         h = topo.host_link
-        links = 6 if topo.kind in ("three_tier", "fat_tree") else 4
+        links = topo.max_path_links
         return cls(topo.kind, int(h.rate_bps), int(h.delay_ns), min(h.mtu, topo.fabric_link.mtu), int(h.mtu), links)
 
     def path_rtt_ns(self, frame: int) -> float:

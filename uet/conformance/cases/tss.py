@@ -157,6 +157,17 @@ def _closed(s: Session) -> tuple[int, int | None]:
     return p.start, (r.pds.expected_psn if r.flags & P.AckFlag.EPSN else None)
 
 
+def _zero_rtt_close(s: Session) -> tuple[int, int]:
+    """EXPECTED_0RTT_START only (else skipped): close a PDC, return its Start PSN and the
+    Expected_PSN its closing ACK must carry (flag EPSN)."""
+    if _method(s) != "0rtt":
+        raise Skipped("the target mints Start PSNs (RANDOM_1RTT_START): no Expected_PSN")
+    start, e = _closed(s)
+    if e is None:
+        raise CheckFailed("the EPSN flag and an Expected_PSN in the ACK of CLOSE")
+    return start, e
+
+
 class _Refused:
     """A sealed SYN WRITE whose Start PSN the target must refuse: under 0-RTT the Start PSN of a
     PDC that just closed (before Expected_PSN: a replay's), under 1-RTT any the tester picks."""
@@ -212,22 +223,14 @@ def _redriven(s: Session) -> None:
 @case("TSS-013", A, "EXPECTED_0RTT_START: the closing ACK carries EPSN, an Expected_PSN after the closed PDC's "
       "Start PSN", "behaviour.md §2.3.2")  # fmt: skip
 def _epsn(s: Session) -> None:
-    if _method(s) != "0rtt":
-        raise Skipped("the target mints Start PSNs (RANDOM_1RTT_START): no Expected_PSN")
-    start, e = _closed(s)
-    check(e is not None, "the EPSN flag and an Expected_PSN in the ACK of CLOSE")
-    assert e is not None
+    start, e = _zero_rtt_close(s)
     check(P.psn_after(e, start), f"Expected_PSN after the closed PDC's Start PSN {start:#x}", f"{e:#x}")
 
 
 @case("TSS-014", A, "EXPECTED_0RTT_START: a SYN at or after Expected_PSN is accepted at once (0-RTT)",
       "behaviour.md §2.3.2")  # fmt: skip
 def _zero_rtt(s: Session) -> None:
-    if _method(s) != "0rtt":
-        raise Skipped("the target mints Start PSNs (RANDOM_1RTT_START)")
-    _start, e = _closed(s)
-    check(e is not None, "the EPSN flag and an Expected_PSN in the ACK of CLOSE")
-    assert e is not None
+    _start, e = _zero_rtt_close(s)
     p = Pdc(s, start=(e + 7) & 0xFFFFFFFF)
     psn = p.send(ses_standard(s.ses(opcode=OP.NO_OP)))
     r = s.expect(lambda r: p.mine(r) and (r.is_nack or r.is_ack), f"an ACK for the SYN PSN {psn:#x}")

@@ -1,0 +1,37 @@
+"""``scenarios/ai/`` (issue 26 item 4): every file runs through ``uet-sim`` at a reduced size, says
+in its header what it shows, how to run it and the figures a full run gives, and is in the
+README's table."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from uet.tools.sim import main as uet_sim
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES = sorted((ROOT / "scenarios" / "ai").glob("*.toml"))
+
+
+def test_the_library_is_complete_and_in_the_readme() -> None:
+    names = {f.stem for f in FILES}
+    want = {"rail_cluster", "ring_placement", "incast_pfc_spread", "ecn_before_pfc", "elephant_ecmp_vs_spray"}
+    assert want | {"moe_all_to_all"} <= names
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("#### Scenario library: `scenarios/ai/`") :]
+    for f in FILES:
+        assert f"`scenarios/ai/{f.name}`" in table, f.name
+        header = f.read_text().split("\n[", 1)[0]
+        assert f"# Run: uet-sim scenarios/ai/{f.name}" in header
+        figures = re.search(r"# Figures \(from a run[^)]*\): (.+)", header)
+        assert figures and "FIGURES" not in header and re.search(r"\d", figures.group(1)), f.name
+
+
+@pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
+def test_scenario_runs_small(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The file as written (topology, placement, transports, endpoint settings) with 8 endpoints and 4 KiB messages."""
+    code = uet_sim([str(path), "--endpoints", "8", "--size", "4KiB", "--messages", "1", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["ok"], out.get("errors")
