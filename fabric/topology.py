@@ -34,8 +34,10 @@ unless a test builds a loop on purpose.
 
 **Built-ins:** ``default`` is 2 leaves × 2 spines × 4 hosts per leaf (2:1 oversubscribed at equal
 rates); ``lab`` is the §8.9 lab profile, 4 leaves × 2 hosts, 2 spines (1:1); ``rail`` is 2 groups
-× 2 rails × 4 servers; ``three_tier`` is 2 pods × (2 leaves, 2 spines) × 2 hosts per leaf under 2
-super-spines. All links default to 1 Gb/s with 1 µs propagation and a 1500-byte IP MTU.
+× 2 rails × 4 servers (8 servers of 2 GPUs); ``rail_only`` 8 servers of 4 GPUs on 4 rail leaves;
+``rail_pods`` 2 pods × 2 groups × 2 rails × 2 servers (8 servers of 2 GPUs); ``three_tier`` is
+2 pods × (2 leaves, 2 spines) × 2 hosts per leaf under 2 super-spines. All links default to
+1 Gb/s with 1 µs propagation and a 1500-byte IP MTU.
 
 **Scaling:** measured on one CPU core of the development machine (CPython 3.11): about 12 µs
 per frame per switch hop and about 60 µs per cross-leaf frame end to end (NIC, three switches,
@@ -221,13 +223,18 @@ class Topology:
 
     @classmethod
     def builtin(cls, name: str) -> Topology:
-        """One of ``default``, ``lab``, ``rail``, ``three_tier``, ``fat_tree`` (k = 4, 16 hosts)."""
+        """One of ``default``, ``lab``, ``rail``, ``rail_only``, ``rail_pods``, ``three_tier``,
+        ``fat_tree`` (k = 4, 16 hosts)."""
         if name == "default":
             return cls()
         if name == "lab":
             return cls(leaves=4, spines=2, hosts_per_leaf=2)
         if name == "rail":
             return cls(kind="rail", rails=2, groups=2, hosts_per_leaf=4, spines=2)
+        if name == "rail_only":
+            return cls(kind="rail_only", rails=4, groups=1, hosts_per_leaf=8)
+        if name == "rail_pods":
+            return cls(kind="rail_pods", pods=2, groups=2, rails=2, hosts_per_leaf=2, spines=2, superspines=2)
         if name == "three_tier":
             return cls(kind="three_tier", pods=2, leaves=2, spines=2, superspines=2, hosts_per_leaf=2)
         if name == "fat_tree":
@@ -318,7 +325,7 @@ class Topology:
         """
         n = self.host_count()
         if ranks > n:
-            raise FabricError(f"{ranks} ranks on a topology of {n} hosts")
+            raise FabricError(f"placement: {ranks} ranks on a topology of {n} hosts")
         if not isinstance(mode, str):
             hosts = [int(h) for h in mode]
             if len(hosts) != ranks:

@@ -43,7 +43,7 @@ def test_servers_gpus_and_placement() -> None:
             topo.placement(3, bad)
     with pytest.raises(FabricError, match="one of rail, server"):
         topo.placement(3, "random")
-    with pytest.raises(FabricError, match="ranks on a topology of 16"):
+    with pytest.raises(FabricError, match="placement: 17 ranks on a topology of 16"):
         topo.placement(17)
 
 
@@ -112,3 +112,41 @@ def test_routing_state_is_linear_in_hosts() -> None:
     nvs = [sw for n, sw in fab.switches.items() if n.endswith("-nvs")]
     assert len(nvs) == 16 and all(len(sw.static_routes()) == 16 for sw in nvs)
     assert all(len(n.mates) == 8 for n in fab.nics if isinstance(n, GpuNic))
+
+
+def test_pxn_routes_survive_fault_convergence() -> None:
+    """Routing convergence after a fault keeps the scale-up switch's rail prefixes while the proxy
+    GPU's NIC still reaches its rail, and withdraws the one whose proxy lost its rail link."""
+    from uet.fabric.model.faults import FaultConfig, FaultEvent
+
+    from uet.wire.net import ip_bytes
+
+    topo = Topology(kind="rail_only", rails=2, groups=1, hosts_per_leaf=3)
+    fab = Fabric(topo, faults=FaultConfig(1_000, 1_000, events=[FaultEvent("down", "srv0-nic1-leaf1", 0, 10**12)]))
+    a = fab.host_index("srv0-nic0")
+    fab.poll(10_000)  # converged without srv0's GPU 1 on rail 1
+    nvs = fab.switches["srv0-nvs"]
+    assert nvs.lookup(ip_bytes(fab.host_ip("srv1-nic1"))) is None  # its proxy is cut off its rail
+    assert nvs.lookup(ip_bytes(fab.host_ip("srv0-nic1"))) == (1,)  # its own GPU: still there
+    _send(fab, a, fab.host_index("srv1-nic0"), 20_000)  # same rail: GPU 0's own NIC, untouched
+    other = fab.switches["srv1-nvs"]  # another server's proxy is fine
+    assert other.lookup(ip_bytes(fab.host_ip("srv2-nic1"))) == (1,)
+    _send(fab, fab.host_index("srv1-nic0"), fab.host_index("srv2-nic1"), 2 * 10**9)
+
+
+def test_static_paths_follow_the_scale_up_domain() -> None:
+    """uet.fabric.model.routes.ecmp_path takes the GPU NIC's own choice: the scale-up switch inside
+    a server, and on rail_only the proxy GPU's NIC onto the destination's rail."""
+    from uet.fabric.model.routes import ecmp_path
+
+    fab = Fabric("rail")
+    a, b = fab.host_index("srv2-nic0"), fab.host_index("srv2-nic1")
+    assert ecmp_path(fab, a, b, 0xC000) == ["srv2-nic0:1>srv2-nvs", "srv2-nvs:1>srv2-nic1"]
+    only = Fabric(Topology(kind="rail_only", rails=2, groups=1, hosts_per_leaf=2))
+    a, b = only.host_index("srv0-nic0"), only.host_index("srv1-nic1")
+    assert ecmp_path(only, a, b, 0xC000) == [
+        "srv0-nic0:1>srv0-nvs",
+        "srv0-nvs:1>srv0-nic1",
+        "srv0-nic1>leaf1",
+        "leaf1:1>srv1-nic1",
+    ]

@@ -63,7 +63,9 @@ def _pds_formatter(lay: Layout) -> Formatter:
     ix = {n: i for i, n in enumerate(lay.field_names)}
     i_psn, i_cack, i_ackoff = ix.get("psn"), ix.get("cack_psn"), ix.get("ack_psn_offset")
     i_opaque, i_nack, i_nack_psn = ix.get("probe_opaque"), ix.get("nack_code"), ix.get("nack_psn")
-    i_pkt, i_spdcid, i_dpdcid, i_psnoff = ix.get("pkt_id"), ix.get("spdcid"), ix.get("dpdcid"), ix.get("psn_offset")
+    i_psnoff = ix.get("psn_offset")
+    #: the fields shown as ``name=value``, in the line's order
+    plain = [(name, ix[name]) for name in ("pkt_id", "spdcid", "dpdcid") if name in ix]
     i_ccc, i_credit, i_sack, i_sackoff = ix.get("ccc_id"), ix.get("credit_target"), ix.get("sack_bitmap"), None
     if i_sack is not None:
         i_sackoff = ix["sack_psn_offset"]
@@ -101,12 +103,8 @@ def _pds_formatter(lay: Layout) -> Formatter:
             code = v[i_nack]
             parts.insert(1, nack_names[code] or f"code={code:#x}")  # type: ignore[index]
             parts.append(f"nack_psn={v[i_nack_psn]}")  # type: ignore[index]
-        if i_pkt is not None:
-            parts.append(f"pkt_id={v[i_pkt]}")
-        if i_spdcid is not None:
-            parts.append(f"spdcid={v[i_spdcid]}")
-        if i_dpdcid is not None:
-            parts.append(f"dpdcid={v[i_dpdcid]}")
+        for label, i in plain:
+            parts.append(f"{label}={v[i]}")
         if i_psnoff is not None:
             parts.append(f"start_psn={pds.start_psn(v[i_psn], v[i_psnoff])}")  # type: ignore[index]
         if i_ccc is not None:
@@ -146,14 +144,15 @@ def _ses_formatter(lay: Layout) -> Formatter:
         ix.get("buffer_offset"),
         ix.get("message_offset"),
     )
-    i_rlen, i_mlen, i_plen, i_opsn, i_match, i_flags = (
-        ix.get("request_length"),
-        ix.get("modified_length"),
-        ix.get("payload_length"),
-        ix.get("original_request_psn"),
-        ix.get("match_bits"),
-        ix.get("flags"),
+    i_match, i_flags = ix.get("match_bits"), ix.get("flags")
+    #: the fields shown as ``label=value`` after the offset, in the line's order
+    names = (
+        ("len", "request_length"),
+        ("mod_len", "modified_length"),
+        ("pkt_len", "payload_length"),
+        ("req_psn", "original_request_psn"),
     )
+    lengths = [(label, ix[name]) for label, name in names if name in ix]
     op_names = _Names(lay.fields["opcode"].enum)  # type: ignore[union-attr]
     rc_names = _Names(lay.fields["return_code"].enum) if i_rc is not None else None  # type: ignore[union-attr]
     fenum = lay.fields["flags"].enum if i_flags is not None else None  # type: ignore[union-attr]
@@ -179,14 +178,8 @@ def _ses_formatter(lay: Layout) -> Formatter:
         if has_offset:
             off = (v[i_buf] if i_buf is not None else 0) + (v[i_moff] if i_moff is not None else 0)
             parts.append(f"offset={off:#x}" if off else "offset=0")
-        if i_rlen is not None:
-            parts.append(f"len={v[i_rlen]}")
-        if i_mlen is not None:
-            parts.append(f"mod_len={v[i_mlen]}")
-        if i_plen is not None:
-            parts.append(f"pkt_len={v[i_plen]}")
-        if i_opsn is not None:
-            parts.append(f"req_psn={v[i_opsn]}")
+        for label, i in lengths:
+            parts.append(f"{label}={v[i]}")
         if i_match is not None and v[i_match]:
             parts.append(f"match={v[i_match]:#x}")
         if i_flags is not None:
@@ -348,9 +341,10 @@ class FastSummary:
             # The one's-complement sum of pseudo-header and datagram, checksum included, is 0
             # modulo 0xFFFF exactly when the checksum is right (net.udp_checksum, inlined: the
             # sum of 16-bit words is the big-endian integer modulo 0xFFFF; an odd byte is padded)
-            whole = int.from_bytes(memoryview(data)[off:uend], "big") << (8 * (ulen & 1))
-            pseudo = int.from_bytes(src + dst, "big") + 17 + ulen
-            if (whole + pseudo) % 0xFFFF:
+            whole = int.from_bytes(memoryview(data)[off:uend], "big")
+            if ulen & 1:
+                whole <<= 8
+            if (whole % 0xFFFF + int.from_bytes(src + dst, "big") + 17 + ulen) % 0xFFFF:
                 if csum != partial_udp_checksum(src, dst, ulen):
                     return None
                 self.partial_checksum = True

@@ -189,26 +189,32 @@ class _Iface(NamedTuple):
 def _read_pcapng(s: _Stream, first: bytes) -> Iterator[PcapRecord]:
     order = "<"
     ifaces: list[_Iface] = []
-    btype_bytes: bytes | None = first
     nblock = 0
+    pending: bytes | None = first  # the block type, read to detect the format
     while True:
-        if btype_bytes is None:
-            btype_bytes = s.read(4, "block type", eof_ok=True)
-            if btype_bytes is None:
+        # a block's type and length in one read (the hot loop: two reads per packet block)
+        if pending is not None:
+            rest4 = s.read(4, "block header")
+            assert rest4 is not None
+            head = pending + rest4
+            pending = None
+        else:
+            got = s.read(8, "block header", eof_ok=True)
+            if got is None:
                 return
-        start = s.pos - 4
+            head = got
+        start = s.pos - 8
         nblock += 1
-        if struct.unpack("<I", btype_bytes)[0] == PCAPNG_SHB:
-            lenb = s.read(4, "section header block")
+        if struct.unpack_from("<I", head)[0] == PCAPNG_SHB:
             bom = s.read(4, "section header block")
-            assert lenb is not None and bom is not None
+            assert bom is not None
             if struct.unpack("<I", bom)[0] == _PCAPNG_BOM:
                 order = "<"
             elif struct.unpack(">I", bom)[0] == _PCAPNG_BOM:
                 order = ">"
             else:
                 raise PcapError(f"section header at byte {start}: bad byte-order magic {bom.hex()}")
-            (total,) = struct.unpack(order + "I", lenb)
+            (total,) = struct.unpack_from(order + "I", head, 4)
             _check_len(total, start, 28)
             body = s.read(total - 16, "section header block")
             assert body is not None
@@ -216,24 +222,29 @@ def _read_pcapng(s: _Stream, first: bytes) -> Iterator[PcapRecord]:
             if major != 1:
                 raise PcapError(f"section header at byte {start}: unsupported pcapng version {major}")
             ifaces = []
-        else:
-            (btype,) = struct.unpack(order + "I", btype_bytes)
-            lenb = s.read(4, f"block {nblock}")
-            assert lenb is not None
-            (total,) = struct.unpack(order + "I", lenb)
-            _check_len(total, start, 12)
-            rest = s.read(total - 8, f"block {nblock}")  # body and trailer: one read
-            assert rest is not None
-            _check_trailer(rest[-4:], total, order, start)
-            rec = _block(btype, rest[:-4], order, ifaces, start)
-            if rec is not None:
-                yield rec
-            btype_bytes = None
+            tail = s.read(4, f"block {nblock} trailer")
+            assert tail is not None
+            _check_trailer(tail, total, order, start)
             continue
-        tail = s.read(4, f"block {nblock} trailer")
-        assert tail is not None
-        _check_trailer(tail, total, order, start)
-        btype_bytes = None
+        btype, total = struct.unpack(order + "II", head)
+        _check_len(total, start, 12)
+        rest = s.read(total - 8, f"block {nblock}")  # body and trailer: one read
+        assert rest is not None
+        if rest[-4:] != head[4:]:  # the trailing length (the same bytes as the leading one)
+            _check_trailer(rest[-4:], total, order, start)
+        if btype == _BT_EPB and total >= 32:  # the packet block of every capture, inline: one copy of the frame
+            iface, hi, lo, caplen, _orig = _EPB[order].unpack_from(rest)
+            if iface < len(ifaces) and 20 + caplen <= total - 12:
+                ifc = ifaces[iface]
+                ts = ((hi << 32) | lo) * 1_000_000_000 // ifc.units + ifc.offset_s * 1_000_000_000
+                yield PcapRecord(ts, ifc.linktype, rest[20 : 20 + caplen])
+                continue
+        rec = _block(btype, rest[:-4], order, ifaces, start)
+        if rec is not None:
+            yield rec
+
+
+_EPB = {o: struct.Struct(o + "IIIII") for o in "<>"}
 
 
 def _check_len(total: int, start: int, minimum: int) -> None:

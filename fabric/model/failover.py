@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from uet.fabric.model.config import FabricError
 from uet.fabric.model.faults import FaultConfig, FaultEvent
 from uet.fabric.model.nic import HostNic
+from uet.fabric.model.scaleup import GpuNic
 
 from uet.wire.net import ip_bytes
 
@@ -232,7 +233,11 @@ class Failover:
                     if not port.routable:
                         continue
                     peer, _ = port.peer  # type: ignore[misc]
-                    if peer.index == d if isinstance(peer, HostNic) else bool(group(peer.name)):
+                    if isinstance(peer, GpuNic) and peer.index != d:  # a PXN proxy: on through its rail
+                        reach = peer.port.routable and bool(group(f.hosts[peer.index].switch))
+                    else:
+                        reach = peer.index == d if isinstance(peer, HostNic) else bool(group(peer.name))
+                    if reach:
                         ok.append(p)
                 memo[name] = out = tuple(ok)
                 found[name].setdefault(entry, {})[d] = out

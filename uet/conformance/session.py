@@ -105,6 +105,7 @@ class Target:
     keys: Any = None  # a SecureDomainTable, or None
     keys_text: str = ""  # the key file's text (to derive deliberately wrong variants)
     sdi: int | None = None
+    agent: str = ""  # its agent's control address (uet.conformance.driver), from the identity line
     crc: bool = False  # every packet carries the CRC-32C trailer (wire-format.md §1.4, ``--data-protect crc``)
 
     def region(self, need: str, *, job: str = "own") -> Region | None:
@@ -170,6 +171,10 @@ class Session:
         self.case_deadline: float | None = None
         #: the secure target mints Start PSNs itself (RANDOM_1RTT_START, §2.3.2)
         self.one_rtt = False
+        #: the implementation's agent (uet.conformance.driver.Driver) for the initiator-side cases
+        self.driver: Any = None
+        #: what a case asks to run after it (uet.conformance.driver_target), before the PDCs close
+        self.cleanups: list[Callable[[], None]] = []
         self._mid = self.rng.randrange(1, 0xFFFF)
         self._ips = (socket.inet_pton(fam, local), socket.inet_pton(fam, target.address))  # (ours, the target's)
         self._tss = None
@@ -187,6 +192,9 @@ class Session:
     def cleanup(self) -> None:
         """Close the PDCs a case opened (CLOSE CP each, §2.12), so the target frees them now
         rather than after its idle timer; failures here are not the case's verdict."""
+        cleanups, self.cleanups = self.cleanups, []
+        for fn in cleanups:
+            fn()
         pdcs, self.pdcs = self.pdcs, []
         for p in pdcs:
             if p.dpdcid is None:  # a case that read its ACKs itself: learn the target's PDCID from them
@@ -353,9 +361,11 @@ class Session:
             if not self._read(deadline):
                 raise CheckFailed(f"expected {what}; nothing matching arrived within {wait:.1f} s")
 
-    def collect(self, pred: Callable[[Reply], object], until: Callable[[Reply], object], what: str) -> list[Reply]:
+    def collect(
+        self, pred: Callable[[Reply], object], until: Callable[[Reply], object], what: str, timeout: float | None = None
+    ) -> list[Reply]:
         """Every reply matching ``pred`` received before one matching ``until`` (the latter consumed too)."""
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         got: list[Reply] = []
         while True:
             for i, r in enumerate(list(self._queue)):
@@ -380,13 +390,14 @@ class Session:
         """A DPDCID the target has almost surely not assigned (top of the 16-bit space)."""
         return 0xFFFF - self.rng.randrange(0, 64)
 
-    def replies_before_probe(self, pred: Callable[[Reply], object]) -> list[Reply]:
+    def replies_before_probe(self, pred: Callable[[Reply], object], timeout: float | None = None) -> list[Reply]:
         """Send a liveness probe; return the replies matching ``pred`` that arrived before its answer."""
         nonce = self.probe_liveness()
         return self.collect(
             pred,
             lambda r: r.is_nack and r.pds.dpdcid == nonce,
             "the liveness probe's answer (NACK INV_DPDCID for an unknown PDC, §2.11)",
+            timeout,
         )
 
     def serve_read_return(self, pdc: Pdc, message_id: int, length: int) -> list[Reply]:
@@ -442,9 +453,11 @@ class Session:
             return True
         return getattr(r.pds, "dpdcid", None) in self._used
 
-    def assert_alive(self) -> None:
-        """The target still answers (raises :class:`CheckFailed` otherwise)."""
-        self.replies_before_probe(lambda r: False)
+    def assert_alive(self, timeout: float | None = None) -> None:
+        """The target still answers (raises :class:`CheckFailed` otherwise) within ``timeout``
+        (default ``--timeout``; a case that just sent a burst gives the target longer to work
+        through its backlog: slowness is not what it judges)."""
+        self.replies_before_probe(lambda r: False, timeout)
 
     def assert_silent(self, pred: Callable[[Reply], object], what: str) -> None:
         """Nothing matching ``pred`` came back before the liveness probe's answer."""

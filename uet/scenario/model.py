@@ -136,3 +136,10 @@ class Scenario:
         )
         grow = sizing_overrides(topo, int(s["endpoints"]))
         return merge(topo, grow) if grow else topo
+
+    def hosts(self, topo: Topology, ranks: int | None = None) -> list[int]:
+        """Each rank's host on ``topo`` (the run's topology) for ``ranks`` ranks (default: the
+        run's endpoints): ``[run] placement`` — ``rail``, ``server`` or a list of host indices; by
+        default rail-major on the rail kinds (:meth:`uet.fabric.topology.Topology.placement`)."""
+        n = int(self.run["endpoints"]) if ranks is None else ranks
+        return topo.placement(n, self.run.get("placement", "default"))
