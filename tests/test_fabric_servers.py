@@ -43,7 +43,7 @@ def test_servers_gpus_and_placement() -> None:
             topo.placement(3, bad)
     with pytest.raises(FabricError, match="one of rail, server"):
         topo.placement(3, "random")
-    with pytest.raises(FabricError, match="ranks on a topology of 16"):
+    with pytest.raises(FabricError, match="placement: 17 ranks on a topology of 16"):
         topo.placement(17)
 
 
