@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,16 +84,8 @@ class Training(Workload):
     def pairs(self) -> list[tuple[int, int]]:
         return []
 
-    def __init__(
-        self,
-        n: int,
-        *,
-        message_bytes: int = 65536,
-        messages: int = 1,
-        seed: int = 0,
-        params: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(n, message_bytes=message_bytes, messages=1, seed=seed, params=params)
+    def __init__(self, n: int, **kw: Any) -> None:
+        super().__init__(n, **{**kw, "messages": 1})  # the schedule says how many messages
         p = self.params
         dp = p.dp or n // (p.tp * p.pp)
         if dp * p.tp * p.pp != n:
