@@ -29,6 +29,7 @@ from uet.wire import net, pds, ses, tss
 from uet.wire.capture import partial_udp_checksum
 from uet.wire.chain import enum_name, flag_names, pds_flag_names, pds_ses_layouts
 from uet.wire.layout import Layout
+from uet.wire.net import mod_ffff
 from uet.wire.pds import ControlType, PdsType
 from uet.wire.rocepkt import parse_roce
 
@@ -344,7 +345,7 @@ class FastSummary:
             whole = int.from_bytes(memoryview(data)[off:uend], "big")
             if ulen & 1:
                 whole <<= 8
-            if (whole % 0xFFFF + int.from_bytes(src + dst, "big") + 17 + ulen) % 0xFFFF:
+            if (mod_ffff(whole) + int.from_bytes(src + dst, "big") + 17 + ulen) % 0xFFFF:
                 if csum != partial_udp_checksum(src, dst, ulen):
                     return None
                 self.partial_checksum = True
