@@ -28,7 +28,7 @@ from uet.tools.decode import _flags, _roce_summary
 from uet.errors import DecodeError
 from uet.wire import net, pds, ses, tss
 from uet.wire.capture import partial_udp_checksum
-from uet.wire.chain import enum_name, flag_names, pds_flag_names, pds_ses_layouts
+from uet.wire.chain import enum_name, flag_names, pds_flag_names, pds_ses_key, pds_ses_layouts
 from uet.wire.layout import Layout
 from uet.wire.net import mod_ffff
 from uet.wire.pds import ControlType, PdsType
@@ -344,27 +344,49 @@ class FastSummary:
         """The UET part of the line for ``mv[off:end]`` (``mv`` ends at ``end``), or None."""
         if off >= end or mv[off] >> 3 == tss.TSS_TYPE:
             return None
+        key = pds_ses_key(mv, off, end)
+        plan = _PLANS.get(key, _UNSEEN)
+        if plan is _UNSEEN:
+            plan = _plan(mv, off, end, key)
+        if plan is None:
+            return None
         texts = []
         crc_hint = None
-        try:
-            for lay in pds_ses_layouts(mv, off, end):
-                size, rmask, unpack, fmt, hint = _INFO[lay]
-                nxt = off + size
-                if nxt > end or rmask and int.from_bytes(mv[off:nxt], "big") & rmask:
-                    return None  # truncated, or reserved bits set: the general path tells
-                v = unpack(mv, off)
-                texts.append(fmt(v))
-                if hint is not None:
-                    crc_hint = hint(v)
-                off = nxt
-        except DecodeError:
-            return None
+        for size, rmask, unpack, fmt, hint in plan:
+            nxt = off + size
+            if nxt > end or rmask and int.from_bytes(mv[off:nxt], "big") & rmask:
+                return None  # truncated, or reserved bits set: the general path tells
+            v = unpack(mv, off)
+            texts.append(fmt(v))
+            if hint is not None:
+                crc_hint = hint(v)
+            off = nxt
         plen = end - off
         if plen == crc_hint:
             return None  # the CRC-trailer hint (tools/decode.py _crc_hint) is a warning
         if len(texts) > 1:
             return f"{texts[0]} | {' '.join(x for x in texts[1:] if x)} | payload {plen}"
         return f"{texts[0]} | payload {plen}"
+
+
+_Plan = tuple[tuple[int, int, Callable[..., tuple[Any, ...]], Formatter, Any], ...]
+_UNSEEN: Any = object()
+_PLANS: dict[tuple[int | None, ...] | None, _Plan | None] = {}
+
+
+def _plan(mv: memoryview, off: int, end: int, key: tuple[int | None, ...] | None) -> _Plan | None:
+    """The headers' :data:`_INFO` in wire order for a chain key (:func:`uet.wire.chain.pds_ses_key`:
+    equal keys, equal layouts), walked once per key; None where the chain is malformed."""
+    plan: _Plan | None = None
+    if key is not None:
+        try:
+            plan = tuple(_INFO[lay] for lay in pds_ses_layouts(mv, off, end))
+        except DecodeError:
+            plan = None
+    if len(_PLANS) >= 4096:  # bounded: keys hold a payload byte of some requests
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
 
 
 def _crc_hint(lay: Layout) -> Callable[[tuple[Any, ...]], int | None] | None:
