@@ -448,6 +448,7 @@ def test_run_ctrl_c_prints_partial_results() -> None:
     for f in out["flows"]:
         assert f.get("unfinished") or "completion_s" in f, f
     assert out["flows_finished"] == sum(1 for f in out["flows"] if not f.get("unfinished"))
+    assert {"ecn_marks", "drops", "trims"} <= set(out["fabric"])  # the fabric's counters, asked for on Ctrl-C
 
 
 def interrupt_on_line(
