@@ -22,6 +22,10 @@ a ``uet-run`` endpoint does.
 ``--link ip`` serves UET directly over IP protocol 253 instead of UDP (root or CAP_NET_RAW), and
 ``--data-protect crc`` adds the CRC-32C trailer to every packet (:mod:`uet.tools.link_options`).
 
+``--agent ADDR`` also serves ``uet-conformance``'s driver interface (:mod:`uet.conformance.driver`)
+on ``HOST:PORT`` (port 0 picks one) or ``unix:PATH``: the tester then drives this endpoint's
+sending side for the initiator-side cases; the identity line names the address (``agent``).
+
 ``--keys FILE`` runs TSS with a key file (:mod:`uet.tss.keyfile`). Without it the peer is an open
 memory server: anyone who reaches its address can read and write the regions it publishes. It
 always says so on stderr, and on an address other hosts can reach (not loopback; with
@@ -110,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--mtu", type=int_arg(576, 65535), default=1500, metavar="BYTES",
         help="with --fabric: the fabric's IP MTU; payloads are sized to fit it (default 1500)",
+    )  # fmt: skip
+    p.add_argument(
+        "--agent", metavar="ADDR", default=None,
+        help="also serve the uet-conformance driver interface on ADDR (HOST:PORT, port 0 picks one, or unix:PATH)",
     )  # fmt: skip
     add_link_options(p)
     add_capture_options(p, per=False)
@@ -317,8 +325,24 @@ async def _serve(args: argparse.Namespace, profile: Profile) -> int:
     except (UetError, OSError, ValueError) as e:
         print(f"uet-peer: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(peer.identity()), flush=True)
+    ident = peer.identity()
+    server = agent = None
+    if args.agent is not None:  # the driver interface (uet.conformance.driver) on this endpoint
+        from uet.interop.agent import Agent, serve_control
+
+        assert peer.ep is not None
+        agent = Agent(peer.ep)
+        try:
+            server, ident["agent"] = await serve_control(agent, args.agent)
+        except (OSError, ValueError) as e:
+            print(f"uet-peer: --agent {args.agent}: {e}", file=sys.stderr)
+            await peer.close()
+            return 1
+    print(json.dumps(ident), flush=True)
     await stop.wait()
+    if server is not None and agent is not None:
+        server.close()
+        await agent.aclose()
     print(json.dumps(await peer.close()), flush=True)
     return 0
 
@@ -338,6 +362,13 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.link != "direct" and (args.fabric is not None or args.fault):
         parser.error("--link ip cannot be combined with --fabric or --fault")
     check_link_options(args, keys=args.keys)
+    if args.agent is not None:
+        from uet.conformance.driver import parse_address
+
+        try:
+            parse_address(args.agent)
+        except ValueError as e:
+            parser.error(f"--agent: {e}")
     if not args.keys and not args.insecure and reachable_from_elsewhere(args):
         parser.error(
             f"{args.address} is reachable from other hosts and without --keys anyone there can read and write "
