@@ -90,7 +90,8 @@ def failed(report: dict) -> set[str]:
 
 def test_whole_suite_against_uet_peer(tmp_path: Path) -> None:
     junit = tmp_path / "conformance.xml"
-    with peer(tmp_path) as p:
+    # with its agent (uet.conformance.driver): the initiator-side cases run too
+    with peer(tmp_path, "--agent", "127.0.0.1:0") as p:
         rc, report = run_suite(p, "--timeout", CASE_TIMEOUT, "--junit", str(junit))
         counters = p.stop()
     s = report["summary"]

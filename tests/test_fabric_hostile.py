@@ -96,3 +96,56 @@ def test_a_storm_of_short_pauses_is_caught_by_the_watchdog_and_spares_an_unrelat
     assert after >= 0.99 * base_after  # all of it (frames at the 20 ms edge land on either side)
     assert fab.counters[("watchdog", "leaf0", 0, 3)] == 1
     assert fab.counters[("watchdog_ignored", "leaf0", 0, 3)] > 100
+
+
+def _victim_beside_a_rogue_host(flood: bool, police: bool = True) -> tuple[int, int, Fabric]:
+    """Host 1 → host 5 (the victim, TC3, 400 Mb/s of a 1 Gb/s link) while host 0's NIC ignores its
+    link: frames handed to its leaf port directly at ~27 Gb/s toward host 5 on TC0, for the first
+    10 ms of 20. Victim frames received during, after."""
+    topo = Topology()
+    if not police:
+        topo.switch = replace(topo.switch, police_burst_bytes=None)
+    fab = Fabric(topo, seed=1)
+    ip = [fab.host_ip(i) for i in range(8)]
+    victim = bytes(int(x) for x in ip[1].split("."))
+    leaf = fab.switches[fab.plan.hosts[0].switch]
+    port = fab.plan.hosts[0].port
+    got = [0, 0]
+    for t in range(0, 20 * MS, STEP):
+        fab.inject(1, ipv4_frame(ip[1], ip[5], bytes(1000), dscp=26, ecn=2), t)
+        for at, h, f in fab.poll_timed(t):
+            if h == 5 and bytes(f[26:30]) == victim:
+                got[at >= 10 * MS] += 1
+        if flood and t < 10 * MS:
+            for k in range(48):  # 48 × 1.4 KB per 20 µs
+                leaf.receive(port, ipv4_frame(ip[0], ip[5], bytes(1400), dscp=0, ecn=2), t + k * STEP // 48)
+    for at, h, f in fab.poll_timed(40 * MS):
+        if h == 5 and bytes(f[26:30]) == victim:
+            got[at >= 10 * MS] += 1
+    return got[0], got[1], fab
+
+
+def test_a_host_above_its_link_rate_is_policed_at_the_leaf_and_spares_an_unrelated_flow() -> None:
+    """Issue 29 item 12: a host sending above its link rate (its NIC ignoring the link) cut the
+    flow beside it to 5 % of its baseline; the leaf now polices each host-facing port at its link
+    rate (uet.fabric.model.switch), so the victim keeps all of it during the attack and after."""
+    base_during, base_after, _ = _victim_beside_a_rogue_host(False)
+    during, after, fab = _victim_beside_a_rogue_host(True)
+    assert during >= 0.8 * base_during and after >= base_after
+    assert fab.counters[("drop", "leaf0", "policed")] > 0
+    unpoliced, _after, _ = _victim_beside_a_rogue_host(True, police=False)
+    assert unpoliced < 0.2 * base_during  # (the same attack without policing)
+
+
+def test_a_host_at_its_link_rate_is_never_policed() -> None:
+    """The NIC model serialises at the link rate: a host sending flat out, with the burst a
+    queue drains in, loses nothing to the policer."""
+    fab = Fabric(Topology(), seed=1)
+    ip = [fab.host_ip(i) for i in range(8)]
+    for t in range(0, 5 * MS, STEP):
+        for _ in range(4):  # ~2.3 Gb/s offered to a 1 Gb/s NIC: its queue fills, the link runs flat out
+            fab.inject(0, ipv4_frame(ip[0], ip[6], bytes(1400), dscp=0, ecn=2), t)
+        fab.poll(t)
+    fab.poll(200 * MS)
+    assert fab.counters[("drop", "leaf0", "policed")] == 0
+    assert fab.switches["leaf0"].ports[0].rx_frames == 4 * 5 * MS // STEP  # every frame reached the leaf

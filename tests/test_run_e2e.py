@@ -98,6 +98,17 @@ def test_failure_exits_nonzero():
     assert r["endpoint_errors"] and not all(f["intact"] for f in r["flows"])
 
 
+def test_the_timeout_is_virtual_time_under_dilation():
+    """``--timeout`` is virtual time, as in the simulator: dilated ×20, a 50 ms timeout lasts 1 s
+    of real time, and the unfinished flows report about 50 ms of virtual time (before, the ranks
+    gave up after 50 ms of real time: 2.5 ms of virtual time)."""
+    argv = ["--workload", "incast", "--endpoints", "3", "--messages", "50", "--timeout", "0.05"]
+    rc, r = run_json(*argv, "--dilation", "20")
+    assert rc == 1 and not r["ok"]
+    failed = [f for f in r["flows"] if not f["intact"]]
+    assert failed and all(0.05 <= f["completion_s"] < 0.1 for f in failed), failed
+
+
 def _children(pid: int) -> list[int]:
     out = []
     for d in os.listdir("/proc"):

@@ -35,7 +35,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from uet.tools.cli import ArgumentParser, RunFailed, UsageError, run_main
+from uet.tools.cli import ArgumentParser, RunFailed, UsageError, output_file, run_main
 from uet.tools.link_options import add_link_options, check_link_options
 
 from uet.conformance import all_cases
@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE")
     p.add_argument("--tap", metavar="FILE", help="also write TAP (version 13) to FILE ('-': standard output)")
     p.add_argument("--seed", type=int, default=None, help="seed PDCIDs / PSNs chosen by the tester")
+    p.add_argument("--agent", metavar="ADDR", default=None,
+                   help="the target's agent (HOST:PORT or unix:PATH) that drives its sending side for the "
+                        "initiator-side cases (default: --identity's)")  # fmt: skip
+    p.add_argument("--coverage", action="store_true",
+                   help="print the spec-notes rules the selected cases check, per section, and exit")  # fmt: skip
     p.add_argument(
         "--data-protect", choices=("none", "crc"), default=None,
         help="crc: the target appends and checks the CRC-32C trailer on every packet (default: --identity's, "
@@ -155,6 +160,7 @@ def build_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> T
         job=job,
         pid=args.pid if args.pid is not None else ident.get("pid", 0),
         ri=args.ri if args.ri is not None else ident.get("ri", 0),
+        agent=ident.get("agent") or "",
     )
     try:
         if ident:
@@ -199,6 +205,15 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.list:
         list_cases(cases, sys.stdout, as_json=args.json)
         return 0
+    if args.coverage:
+        from uet.conformance.rules import coverage, print_coverage
+
+        cov = coverage(cases)
+        if args.json:
+            print(json.dumps(cov))
+        else:
+            print_coverage(cov, sys.stdout)
+        return 0
     if not args.target and not args.identity:
         parser.error("--target is required (or --identity naming it)")
     target = build_target(args, parser)
@@ -209,6 +224,10 @@ def _main(argv: Sequence[str] | None) -> int:
     except ValueError:
         parser.error(f"--target {target.address!r} is not an IP address")
     check_link_options(args)
+    for opt in ("junit", "tap"):  # a report that cannot be written is a mistake to say before the run, not after
+        path = getattr(args, opt, None)
+        if path and path != "-":
+            output_file(path, f"--{opt}")
     local = args.local or default_local(target.address)
     # a run is reproducible: the seed of the tester's PDCIDs / PSNs / message IDs is always reported
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
@@ -217,6 +236,18 @@ def _main(argv: Sequence[str] | None) -> int:
     except OSError as e:
         print(f"uet-conformance: cannot bind {local} port {target.port}: {e}", file=sys.stderr)
         return 2
+    agent = args.agent or target.agent
+    if agent:
+        from uet.conformance.driver import Driver, DriverError
+
+        try:
+            session.driver = Driver(agent, timeout=max(args.timeout, 5.0))
+        except ValueError as e:
+            session.close()
+            raise UsageError(f"--agent: {e}") from None
+        except DriverError as e:
+            session.close()
+            raise RunFailed(str(e)) from None
     results: list[Result] = []
     interrupted = out_of_time = False
     t0 = time.monotonic()
@@ -238,8 +269,10 @@ def _main(argv: Sequence[str] | None) -> int:
         interrupted = True  # the cases run so far are reported below, then "interrupted", 130
     finally:
         session.close()
+        if session.driver is not None:
+            session.driver.close()
     info = {"address": target.address, "port": target.port, "job": target.job, "pid": target.pid, "ri": target.ri,
-            "local": local, "link": args.link, "tss": target.keys is not None,
+            "local": local, "link": args.link, "tss": target.keys is not None, "agent": agent or None,
             "seconds": round(time.monotonic() - t0, 3), "seed": seed}  # fmt: skip
     if interrupted:
         info["interrupted"] = True

@@ -22,6 +22,10 @@ a ``uet-run`` endpoint does.
 ``--link ip`` serves UET directly over IP protocol 253 instead of UDP (root or CAP_NET_RAW), and
 ``--data-protect crc`` adds the CRC-32C trailer to every packet (:mod:`uet.tools.link_options`).
 
+``--agent ADDR`` also serves ``uet-conformance``'s driver interface (:mod:`uet.conformance.driver`)
+on ``HOST:PORT`` (port 0 picks one) or ``unix:PATH``: the tester then drives this endpoint's
+sending side for the initiator-side cases; the identity line names the address (``agent``).
+
 ``--keys FILE`` runs TSS with a key file (:mod:`uet.tss.keyfile`). Without it the peer is an open
 memory server: anyone who reaches its address can read and write the regions it publishes. It
 always says so on stderr, and on an address other hosts can reach (not loopback; with
@@ -46,7 +50,7 @@ from dataclasses import replace
 from typing import Any
 
 from uet.tools.capture_options import add_capture_options, live_captures
-from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main
+from uet.tools.cli import ArgumentParser, UsageError, int_arg, port_number, rate_arg, run_main
 from uet.tools.link_options import add_link_options, check_link_options, link_config
 from uet.tools.run_settings import max_payload
 
@@ -79,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A standalone UET endpoint to point uet-conformance or uet-bench --peer at.",
     )
     p.add_argument("address", nargs="?", default="127.0.0.1", help="Fabric Address to serve on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=4793, help="UET UDP port (default 4793)")
+    p.add_argument("--port", type=port_number, default=4793, help="UET UDP port (default 4793)")
     p.add_argument("--job", type=_int, default=PEER_DEFAULT_JOB, help=f"JobID (24 bits, default {PEER_DEFAULT_JOB})")
     p.add_argument("--pid", type=_int, default=0, help="PIDonFEP (12 bits, default 0)")
     p.add_argument("--ri", type=_int, default=0, help="resource index (12 bits, default 0)")
@@ -110,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--mtu", type=int_arg(576, 65535), default=1500, metavar="BYTES",
         help="with --fabric: the fabric's IP MTU; payloads are sized to fit it (default 1500)",
+    )  # fmt: skip
+    p.add_argument(
+        "--agent", metavar="ADDR", default=None,
+        help="also serve the uet-conformance driver interface on ADDR (HOST:PORT, port 0 picks one, or unix:PATH)",
     )  # fmt: skip
     add_link_options(p)
     add_capture_options(p, per=False)
@@ -317,8 +325,24 @@ async def _serve(args: argparse.Namespace, profile: Profile) -> int:
     except (UetError, OSError, ValueError) as e:
         print(f"uet-peer: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(peer.identity()), flush=True)
+    ident = peer.identity()
+    server = agent = None
+    if args.agent is not None:  # the driver interface (uet.conformance.driver) on this endpoint
+        from uet.interop.agent import Agent, serve_control
+
+        assert peer.ep is not None
+        agent = Agent(peer.ep)
+        try:
+            server, ident["agent"] = await serve_control(agent, args.agent)
+        except (OSError, ValueError) as e:
+            print(f"uet-peer: --agent {args.agent}: {e}", file=sys.stderr)
+            await peer.close()
+            return 1
+    print(json.dumps(ident), flush=True)
     await stop.wait()
+    if server is not None and agent is not None:
+        server.close()
+        await agent.aclose()
     print(json.dumps(await peer.close()), flush=True)
     return 0
 
@@ -338,6 +362,13 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.link != "direct" and (args.fabric is not None or args.fault):
         parser.error("--link ip cannot be combined with --fabric or --fault")
     check_link_options(args, keys=args.keys)
+    if args.agent is not None:
+        from uet.conformance.driver import parse_address
+
+        try:
+            parse_address(args.agent)
+        except ValueError as e:
+            parser.error(f"--agent: {e}")
     if not args.keys and not args.insecure and reachable_from_elsewhere(args):
         parser.error(
             f"{args.address} is reachable from other hosts and without --keys anyone there can read and write "
@@ -350,7 +381,14 @@ def _main(argv: Sequence[str] | None) -> int:
         profile = load_profile(args.config, args.job) if args.config else default_profile(args.job)
     except ProfileError as e:
         raise UsageError(str(e)) from None
-    if not args.keys:
+    if args.keys:  # a missing or unsafe key file: one line, exit 2, before the peer opens
+        from uet.tss.keyfile import KeyFileError, load_key_file
+
+        try:
+            load_key_file(args.keys, wall_ns=0)
+        except KeyFileError as e:
+            raise UsageError(str(e)) from None
+    else:
         print(open_memory_warning(args), file=sys.stderr, flush=True)
     return asyncio.run(_serve(args, profile))
 

@@ -36,14 +36,16 @@ process and every endpoint; each maps real time to virtual time (virtual = start
 the run starts; ``--dilation 1`` is real time. The result's ``dilation`` says the factor, its
 basis and whether the CPU kept up; the tables say so above them and mark a run that did not.
 With ``--transport both`` the simulator's figures of the same scenario are printed beside the
-live ones, with the live/sim bar's verdict (tools/differential.py). ``--timeout`` stays in real
-seconds.
+live ones, with the live/sim bar's verdict (tools/differential.py). ``--timeout`` (``timeout_s``)
+is virtual time on both engines, as every other time of the run: a dilated live run waits TDF
+times longer in real time before it gives up (before, a run dilated ×1,500 gave up after 80 ms of
+virtual time and reported the slower flows of a 16-host permutation as failed).
 
 ``--engine sim`` runs the same scenario — settings, topology, endpoint configuration, workload
 objects, result shape — in one process in virtual time instead (:mod:`uet.sim`): it is exactly
 ``uet-sim`` with the same arguments (the same defaults, the simulator's: the ``datacenter``
 profile on a fat tree, :mod:`uet.scenario.model`); ``elapsed_s`` is then virtual time. Options
-of one engine only: ``--timeout``, ``--pcap``, ``--telemetry``, ``--interval``, ``--hosts``
+of one engine only: ``--pcap``, ``--telemetry``, ``--interval``, ``--hosts``
 (live); ``uet-sim``'s ``--tss``, ``--timing`` and ``--suite``.
 
 A scenario TOML holds the same settings: ``[run]`` (``workload``, ``endpoints``,
@@ -443,7 +445,7 @@ class Launcher:
         flows, rx = rep["flows"], rep["rx"]
         rank = self.workers.index(w)
         while True:
-            ev = await w.next(float(self.s["timeout_s"]) + 30)
+            ev = await w.next(self.clock.real_delay(float(self.s["timeout_s"]) * 1e9) + 30)
             kind = ev.get("event")
             if kind == "flow":
                 flows.append(ev)
@@ -884,9 +886,18 @@ def render(result: dict[str, Any], *, summary: bool = False) -> None:
             format_cell(f.get("retransmits")),
             f"[green]{yes_no(True)}[/]" if f["intact"] else f"[red]{yes_no(False)}[/] {f.get('error') or ''}",
         )
+    if result.get("collective"):  # one row per size instead of one per (size, rank, peer) flow
+        from uet.tools.collective_table import collective_table
+
+        t = collective_table(result)
     con.print(t)
-    if not summary and len(flows) >= SUMMARY_FROM:
+    if not summary and len(flows) >= SUMMARY_FROM and not result.get("collective"):
         con.print(f"{format_number(len(flows))} flows: --summary shows the aggregates and the {WORST_FLOWS} worst")
+    if result.get("training"):
+        from uet.tools.collective_table import training_lines
+
+        for line in training_lines(result):
+            con.print(line, highlight=False)
     fct = result.get("fct") or {}
     if fct.get("flows"):
         con.print(
@@ -950,7 +961,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--message-bytes", type=size_arg(1, 1 << 30), dest="message_bytes", help=argparse.SUPPRESS)
     p.add_argument("--messages", type=int_arg(1), help="messages per flow (4)")
     p.add_argument("--seed", type=int_arg(0))
-    p.add_argument("--timeout", type=float_arg(0.0, open_lo=True), dest="timeout_s", help="seconds (120)")
+    p.add_argument(
+        "--timeout",
+        type=float_arg(0.0, open_lo=True),
+        dest="timeout_s",
+        help="seconds of virtual time (120); a dilated live run waits TDF times longer in real time",
+    )
     p.add_argument("--topology", "-t", help="built-in name or TOML file for the fabric")
     p.add_argument("--profile", choices=PROFILES, help="fabric parameter profile (realtime)")
     p.add_argument(
@@ -1294,9 +1310,11 @@ def _body(argv: Sequence[str] | None) -> int:
     if args.rate_bps is not None:
         warn_low_rate("uet-run", "--rate", args.rate_bps)
     if args.engine == "live" and int(settings[0]["endpoints"]) > LIVE_MAX_ENDPOINTS:
+        n = settings[0]["endpoints"]
         raise UsageError(
-            f"--endpoints {settings[0]['endpoints']}: the live engine runs one process per endpoint and "
-            f"stops at {LIVE_MAX_ENDPOINTS}; --engine sim runs thousands in virtual time"
+            f"--endpoints {n}: the live engine runs one process per endpoint, at most {LIVE_MAX_ENDPOINTS}; "
+            f"give -n {LIVE_MAX_ENDPOINTS} or fewer (or [run] endpoints in the scenario file), or add "
+            f"--engine sim to run {n} endpoints in virtual time"
         )
     if args.engine == "sim":
         return _simulate(args, settings)

@@ -117,7 +117,9 @@ async def worker(spec: dict[str, Any]) -> int:
     t0 = clock.seconds()
     run = asyncio.ensure_future(
         asyncio.wait_for(
-            wl.run(rank, ep, spec["addresses"], report, now=clock.seconds), float(spec.get("timeout_s", 120))
+            # the run's timeout is virtual time, as in the simulator: TDF times longer in real time
+            wl.run(rank, ep, spec["addresses"], report, now=clock.seconds),
+            clock.real_delay(float(spec.get("timeout_s", 120)) * 1e9),
         )
     )
     aborted = asyncio.ensure_future(_until_abort(stdin))

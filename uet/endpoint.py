@@ -2,7 +2,7 @@
 
 ``Endpoint`` drives one sans-I/O :class:`~uet.fep.core.FepCore` (SES + PDS + TSS, where every
 protocol decision is made) with one I/O part, a :class:`uet.link.Link` (the direct UDP link by
-default), and one timer (ARCHITECTURE.md "FEP core: one sans-I/O object, two drivers"). It maps
+default), and one timer (architecture.md "FEP core: one sans-I/O object, two drivers"). It maps
 the core's operation handles to futures, feeds it datagrams and the time, sends what it hands
 out, and re-arms its timer from ``get_timer()``. It decides nothing about packets, messages,
 responses or timers; the clock is read through one function (``clock``, by default
@@ -528,6 +528,24 @@ class Endpoint(CoreDriver):
         return out
 
     # -- close -----------------------------------------------------------------------------------
+
+    async def close_pdcs(self, peer: str) -> int:
+        """Close this endpoint's initiator PDCs toward the Fabric Address ``peer`` gracefully
+        (behaviour.md §2.12: each quiesces, waits for its ACKs, sends CLOSE) and wait, at most
+        ``close_timeout_s``, until they are gone; returns how many were asked. The next operation
+        toward ``peer`` opens a new PDC. The wait polls the core's PDC table every millisecond (a
+        close takes one round trip, a lost CLOSE its RTOs)."""
+        fa = self.fep.peers.fa(peer)
+        core = self.core
+        mine = [p for p in core.pdcs.values() if p.role == "initiator" and p.peer == fa]
+        now = self.clock()
+        for p in mine:
+            core.request_close(p.lpdcid, now)
+        self._schedule_pump()
+        deadline = time.monotonic() + self.config.close_timeout_s
+        while any(core.pdcs.get(p.lpdcid) is p for p in mine) and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+        return len(mine)
 
     async def close(self) -> None:
         """Close gracefully (the core's close sequence, at most ``close_timeout_s``), then

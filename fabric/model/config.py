@@ -237,6 +237,9 @@ class SwitchConfig:
     ``latency_ns`` is an optional fixed switching latency between reception and enqueue.
     ``sample_ns`` is the minimum interval between two queue-depth telemetry samples of one queue
     (0 disables sampling). ``trust_pcp`` classifies 802.1Q-tagged frames by PCP instead of DSCP.
+    ``police_burst_bytes``: ingress policing of host-facing ports at their link rate
+    (uet.fabric.model.switch, issue 29 item 12): a frame arriving sooner than the link could have
+    carried it, beyond this much burst tolerance, is dropped (``drop``/``policed``). None = off.
     """
 
     dscp_map: tuple[int, ...] = field(default_factory=default_dscp_map)
@@ -251,6 +254,7 @@ class SwitchConfig:
     trust_pcp: bool = False
     strict_budget: int | None = None
     nic_queue_bytes: int | None = 4 << 20
+    police_burst_bytes: int | None = 32768
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> SwitchConfig:

@@ -6,8 +6,21 @@ Pipeline (rocev2-and-fabric.md §8.1), per received frame:
    port's *egress* queues (§8.5); never forwarded.
 2. Classify: TC from the DSCP table (or the 802.1Q PCP when ``trust_pcp``).
 3. Route: longest-prefix match on the IPv4 destination, then one of the equal-cost ports (§8.7).
-4. Admit: shared-buffer checks (§8.3) and PFC ingress accounting (§8.5); a UET data packet that
-   fails admission is trimmed to its headers and queued in TC7 (§8.4).
+4. Admit: ingress policing at the link rate (host-facing ports, below), shared-buffer checks
+   (§8.3) and PFC ingress accounting (§8.5); a UET data packet that fails admission is trimmed to
+   its headers and queued in TC7 (§8.4).
+
+**Ingress policing** (**decision**; §8 is silent, the model is a single-rate policer, RFC 2697's
+committed rate with its burst, written as the generic cell-rate algorithm in integer ns): a
+host-facing port accepts frames at most at its link rate. The port keeps the time its link would
+have finished the frames accepted so far (their serialisation times added up from each arrival);
+a frame whose own serialisation would have had to start more than ``police_burst_bytes`` of link
+time before that is dropped and counted (``policed``) before any classification or buffer
+accounting. A host whose NIC honours its link (every NIC of the model,
+and the live fabric's, which inject through the NIC model) is never policed; a rogue one sending
+above its rate (a NIC that ignores its link, or frames handed to the switch directly) is cut to
+its link rate at the edge, so it cannot fill the shared buffer and, through PFC, pause the
+unrelated flows beside it (issue 29 item 12).
 5. Enqueue in (egress port, TC); XOFF upstream if the (ingress port, priority) crossed XOFF.
 6. Schedule when the egress link is idle (§8.6), skipping classes the downstream peer paused.
 7. Dequeue: ECN decision on the queue left behind (§8.2), TTL − 1, IPv4 checksum patched, MACs
@@ -139,6 +152,15 @@ class Switch:
             )
             port.faces_host = spec.faces_host
             self.ports.append(port)
+        #: ingress policing: per port, the theoretical arrival time (ns) and the burst tolerance
+        #: (ns of link time; -1: not policed), module docstring
+        self._tat = [0] * len(self.ports)
+        self._police_tol = [
+            (cfg.police_burst_bytes * 8_000_000_000) // p.rate_bps
+            if cfg.police_burst_bytes is not None and p.faces_host
+            else -1
+            for p in self.ports
+        ]
         self.mmu = Mmu(cfg, len(self.ports))
         self.lossless = self.mmu.lossless
         self.lb = LoadBalancer(cfg.lb, switch_id, self.rng)
@@ -264,6 +286,13 @@ class Switch:
             return
         pt.rx_bytes += len(frame)
         pt.rx_frames += 1
+        tol = self._police_tol[in_port]
+        if tol >= 0:  # the frame took [now - ser, now] on the link: it may start once the last ended
+            tat = self._tat[in_port] + pt.ser_ns(len(frame))
+            if tat - now > tol:  # sooner than the link could carry it, beyond the burst
+                self._drop(in_port, 0, "policed", len(frame), now)
+                return
+            self._tat[in_port] = tat if tat > now else now
         if len(frame) > pt.max_frame:
             self._drop(in_port, 0, "oversize", len(frame), now)
             return

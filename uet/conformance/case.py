@@ -5,6 +5,8 @@ the spec section it checks (``behaviour.md §2.6``), a level (MUST / SHOULD) and
 
 * ``hostile``: the case sends something malformed or unexpected; the runner then checks the
   target still answers (a liveness probe) and fails the case if it does not;
+* ``rules``: the ids of the rules of the spec notes the case checks (:mod:`uet.conformance.rules`,
+  which ``uet-conformance --coverage`` counts);
 * ``needs``: preconditions (``"keys"``, ``"region:rw"``...) checked by the case itself, which
   raises :class:`~uet.conformance.session.Skipped` with the reason when one is missing.
 
@@ -39,20 +41,28 @@ class Case:
     level: str
     fn: Callable[[Session], None]
     hostile: bool = False
+    rules: tuple[str, ...] = ()
 
 
 CASES: dict[str, Case] = {}
 
 
 def case(
-    cid: str, area: str, title: str, section: str, level: str = MUST, *, hostile: bool = False
+    cid: str,
+    area: str,
+    title: str,
+    section: str,
+    level: str = MUST,
+    *,
+    hostile: bool = False,
+    rules: tuple[str, ...] = (),
 ) -> Callable[[Callable[[Session], None]], Callable[[Session], None]]:
     """Register ``fn`` as case ``cid`` (ids are unique; a duplicate is a bug)."""
 
     def deco(fn: Callable[[Session], None]) -> Callable[[Session], None]:
         if cid in CASES:
             raise ValueError(f"duplicate conformance case id {cid}")
-        CASES[cid] = Case(cid, area, title, section, level, fn, hostile)
+        CASES[cid] = Case(cid, area, title, section, level, fn, hostile, rules)
         return fn
 
     return deco

@@ -94,6 +94,14 @@ def _job_echo(d: bytearray) -> bool:
     return False
 
 
+def _no_retx(d: bytearray) -> bool:
+    """The initiator side: retransmitted requests go out without RETX (behaviour.md §2.9)."""
+    if d[0] >> 3 in (P.PdsType.RUD_REQ, P.PdsType.ROD_REQ, P.PdsType.RUD_CC_REQ, P.PdsType.ROD_CC_REQ) and d[1] & 0x10:
+        d[1] &= ~0x10 & 0xFF
+        return True
+    return False
+
+
 #: fault name -> (rewriter of one outgoing datagram, or None for a configuration fault; description)
 FAULTS: dict[str, tuple[Callable[[bytearray], bool] | None, str]] = {
     "wrong-nack-code": (_nack_code, "flip the low bit of every NACK code"),
@@ -104,6 +112,7 @@ FAULTS: dict[str, tuple[Callable[[bytearray], bool] | None, str]] = {
     "no-req-clear": (_no_req_clear, "never ask for a CLEAR (REQ_CLEAR flag dropped)"),
     "rudi-wrong-pkt-id": (_rudi_pkt_id, "answer RUDI requests with another packet id"),
     "wrong-job-echo": (_job_echo, "echo another JobID in SES responses"),
+    "no-retx-flag": (_no_retx, "initiator side: retransmit requests without the RETX flag"),
     "answer-replay": (None, "TSS: no receive replay window, replayed packets reach the PDS"),
 }
 

@@ -105,6 +105,7 @@ class Target:
     keys: Any = None  # a SecureDomainTable, or None
     keys_text: str = ""  # the key file's text (to derive deliberately wrong variants)
     sdi: int | None = None
+    agent: str = ""  # its agent's control address (uet.conformance.driver), from the identity line
     crc: bool = False  # every packet carries the CRC-32C trailer (wire-format.md §1.4, ``--data-protect crc``)
 
     def region(self, need: str, *, job: str = "own") -> Region | None:
@@ -170,6 +171,10 @@ class Session:
         self.case_deadline: float | None = None
         #: the secure target mints Start PSNs itself (RANDOM_1RTT_START, §2.3.2)
         self.one_rtt = False
+        #: the implementation's agent (uet.conformance.driver.Driver) for the initiator-side cases
+        self.driver: Any = None
+        #: what a case asks to run after it (uet.conformance.driver_target), before the PDCs close
+        self.cleanups: list[Callable[[], None]] = []
         self._mid = self.rng.randrange(1, 0xFFFF)
         self._ips = (socket.inet_pton(fam, local), socket.inet_pton(fam, target.address))  # (ours, the target's)
         self._tss = None
@@ -187,6 +192,9 @@ class Session:
     def cleanup(self) -> None:
         """Close the PDCs a case opened (CLOSE CP each, §2.12), so the target frees them now
         rather than after its idle timer; failures here are not the case's verdict."""
+        cleanups, self.cleanups = self.cleanups, []
+        for fn in cleanups:
+            fn()
         pdcs, self.pdcs = self.pdcs, []
         for p in pdcs:
             if p.dpdcid is None:  # a case that read its ACKs itself: learn the target's PDCID from them

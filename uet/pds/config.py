@@ -147,7 +147,7 @@ class PdsConfig:
             round resends at most ``rto_burst`` of them, as on a PDC.
         entropy_paths: size of the rotating entropy set used to spray RUD packets.
         cc_window: packets in flight per (peer, traffic class) allowed by the fixed-window
-            ``none`` congestion gate (ARCHITECTURE.md "Congestion control seam").
+            ``none`` congestion gate (architecture.md "Congestion control seam").
         cc: congestion control of every CCC, by name (uet.cc.registry): ``none`` (the fixed
             window), ``nscc``, ``rccc`` or ``nscc+rccc`` (spec/behaviour.md §4).
         lb: path selection (§4.6): ``default`` (rotating spraying for RUD, one entropy per ROD
@@ -198,6 +198,10 @@ class PdsConfig:
             bucket with ``unverified_total_burst``).
         proof_strikes: non-SYN packets naming a wrong PDC after which an unverified source can
             no longer prove itself while its budget entry lives (a PDCID has 16 bits).
+        unverified_pdc_rate: new target PDCs per second for all unverified sources together
+            (token bucket with ``unverified_pdc_burst``); a SYN beyond it is dropped without
+            reply, so a flood from many (spoofed) sources cannot buy a PDC and an SES message
+            per packet (issue 29 item 10; verified peers are not limited).
     """
 
     mp_range: int = 128
@@ -251,6 +255,8 @@ class PdsConfig:
     unverified_reply_burst: int = 256
     unverified_total_rate: int = 100_000
     unverified_total_burst: int = 4096
+    unverified_pdc_rate: int = 2_000
+    unverified_pdc_burst: int = 64
     proof_strikes: int = 16
 
     def __post_init__(self) -> None:

@@ -162,7 +162,7 @@ class PdsCore(
         #: ``on_close_ack(sdi, expected_psn)`` (``uet.tss.establish.InitiatorStartPsn``); used for
         #: PDCs with an SDI. None: random Start_PSNs, EPSN in closing ACKs is ignored.
         self.initiator_start_psn = None
-        #: CCC seams (ARCHITECTURE.md "Coming next"): replace to plug NSCC/RCCC and REPS in.
+        #: CCC seams (architecture.md "Congestion control seam"): replace to plug NSCC/RCCC and REPS in.
         self.gate_factory = lambda peer, tc: FixedWindowGate(self.config.cc_window)
         self.entropy_factory = default_entropy
         #: Owner opt-in (addition): deliver PDC request payloads as read-only ``memoryview``
@@ -371,6 +371,14 @@ class PdsCore(
         rx = self.receive_datagram
         hook = self.on_data
         cfg = self.config
+        g = self.guard
+        if g is not None and g.muted and self._log is None:  # a flood's SYNs, before any decoding
+            batch = batch if type(batch) is list else list(batch)
+            n = len(batch)
+            batch = g.screen(batch, self.target_by_peer)
+            if len(batch) != n:
+                c = self.counters
+                c["rx"] = c.get("rx", 0) + n - len(batch)
         if hook is None or self._log is not None or cfg.ack_per_pkt:
             for data, src, ecn in batch:
                 if ecn > 3:

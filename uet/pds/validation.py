@@ -42,9 +42,18 @@ control packet 8–13 replies (item 9). The rule here follows QUIC (RFC 9000 §8
   (``unverified_pdcs``: the oldest unverified PDC makes way), so a SYN flood cannot fill the PDC
   table an honest peer needs (item 10); an idle unverified PDC is freed silently instead of
   asking its unreachable initiator to close.
+- **Cheap rejection, established traffic first** (item 10). A source holding its cap is *muted*:
+  :meth:`SourceGuard.screen` takes its SYNs for new PDCs out of a received batch before any
+  decoding or state (one set lookup per datagram while some source is muted, nothing otherwise),
+  so a flood costs a list pass and one counter per batch, and the batch's other datagrams — an
+  established PDC's traffic — go on as if it were not there. New PDCs of all unverified sources
+  together are also rate-limited (``unverified_pdc_rate`` / ``unverified_pdc_burst``): a flood from
+  many spoofed sources, each under its cap, buys at most that many PDCs and SES messages a
+  second; verified peers are never limited.
 
 Counters: ``amp_held``, ``amp_dropped``, ``amp_released``, ``amp_proof_req``, ``verified``,
-``proof_strikes``, ``drop_unverified_syn``, ``unverified_pdc_evicted``, ``unverified_pdc_idle``.
+``proof_strikes``, ``drop_unverified_syn``, ``drop_unverified_pdc_rate``, ``unverified_pdc_evicted``,
+``unverified_pdc_idle``.
 """
 
 from __future__ import annotations
@@ -70,6 +79,8 @@ _RUDI_RESPONSE = 5
 #: the ``req`` bits of an ACK's flags (REQ_CLEAR, REQ_CLOSE)
 _ACK_REQ_BITS = 0x06
 _CONTROL = 11
+#: the PDS types whose SYN opens a target PDC (RUD/ROD requests, with and without CC)
+_NEW_PDC_TYPES = frozenset((2, 3, 13, 14))
 
 
 class SourceBudget:
@@ -109,6 +120,10 @@ class SourceGuard:
         self._held = 0
         self._tokens = float(config.unverified_total_burst)
         self._t_last = 0
+        #: unverified sources holding ``unverified_pdcs_per_source`` PDCs (:meth:`screen`)
+        self.muted: set[str] = set()
+        self._pdc_tokens = float(config.unverified_pdc_burst)
+        self._pdc_t = 0
 
     # -- verification ------------------------------------------------------------------------------
 
@@ -142,6 +157,7 @@ class SourceGuard:
         """``src`` proved it receives: trust it; returns the datagrams held for it."""
         self.trust(src)
         self._count("verified")
+        self.muted.discard(src)
         b = self.budgets.pop(src, None)
         if b is None:
             return []
@@ -167,6 +183,7 @@ class SourceGuard:
         b.rx_bytes += n
 
     def _forget(self, src: str) -> None:
+        self.muted.discard(src)
         b = self.budgets.pop(src)
         self._held -= len(b.held)
         if b.held:
@@ -276,6 +293,16 @@ class SourceGuard:
             return False, None
         if len(b.pdcs) >= self.cfg.unverified_pdcs_per_source:
             return False, None
+        cfg = self.cfg
+        dt = now - self._pdc_t
+        if dt > 0:
+            refill = self._pdc_tokens + dt * cfg.unverified_pdc_rate / 1e9
+            self._pdc_tokens = min(float(cfg.unverified_pdc_burst), refill)
+            self._pdc_t = now
+        if self._pdc_tokens < 1:
+            self._count("drop_unverified_pdc_rate")
+            return False, None
+        self._pdc_tokens -= 1
         if len(self.unproven) >= self.cfg.unverified_pdcs:
             return True, next(iter(self.unproven))
         return True, None
@@ -290,6 +317,8 @@ class SourceGuard:
         if b is not None:
             b.pdcs.add(lpdcid)
             self.unproven[lpdcid] = src
+            if len(b.pdcs) >= self.cfg.unverified_pdcs_per_source:
+                self.muted.add(src)
 
     def drop_pdc(self, lpdcid: int) -> None:
         """A target PDC was freed."""
@@ -298,3 +327,25 @@ class SourceGuard:
             b = self.budgets.get(src)
             if b is not None:
                 b.pdcs.discard(lpdcid)
+                self.muted.discard(src)
+
+    def screen(self, items: list[tuple[Any, ...]], tbp: dict[tuple[str, int], Any]) -> list[tuple[Any, ...]]:
+        """``items`` without the SYNs of muted sources for PDCs they do not hold (``tbp``: the
+        target PDCs by ``(peer, SPDCID)``): dropped before any decoding or state, counted once
+        per batch as ``drop_unverified_syn``. Call only while :attr:`muted` is not empty. The
+        same rule as the per-datagram check in ``PdsCore.receive_datagram`` (which a datagram
+        given alone takes), written here for a whole batch: a flood costs a list pass."""
+        muted = self.muted
+        keep = [
+            it
+            for it in items
+            if it[1] not in muted
+            or not (d := it[0])[1] & _SYN
+            or (d[0] >> 3) not in _NEW_PDC_TYPES
+            or len(d) < 12
+            or (it[1], d[8] << 8 | d[9]) in tbp
+        ]
+        n = len(items) - len(keep)
+        if n:
+            self._count("drop_unverified_syn", n)
+        return keep

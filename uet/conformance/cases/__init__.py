@@ -6,6 +6,7 @@ from uet.conformance.cases import (  # noqa: F401 - imported for registration
     control,
     crc,
     establish,
+    initiator,
     modes,
     nacks,
     reads,
@@ -14,9 +15,10 @@ from uet.conformance.cases import (  # noqa: F401 - imported for registration
     tss,
 )
 
-#: the order areas are run and listed in (spec order: PDS, then SES, then TSS, robustness last)
+#: the order areas are run and listed in (spec order: PDS, then SES, then TSS, robustness; the
+#: initiator-side cases, which need an agent, come after the target-side ones)
 AREA_ORDER = [
     "establish", "window", "ack", "clear", "nack", "control", "rod", "rudi", "uud",
     "ses-opcode", "ses-rc", "ses-match", "ses-rma", "ses-read", "ses-defer", "ses-rndv", "atomic", "tss", "crc",
-    "robust",
+    "robust", "initiator",
 ]  # fmt: skip
