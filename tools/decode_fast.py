@@ -28,7 +28,7 @@ from uet.tools.decode import _flags, _roce_summary
 from uet.errors import DecodeError
 from uet.wire import net, pds, ses, tss
 from uet.wire.capture import partial_udp_checksum
-from uet.wire.chain import enum_name, flag_names, pds_flag_names, pds_ses_layouts
+from uet.wire.chain import enum_name, flag_names, pds_flag_names, pds_ses_key, pds_ses_layouts
 from uet.wire.layout import Layout
 from uet.wire.net import mod_ffff
 from uet.wire.pds import ControlType, PdsType
@@ -224,6 +224,7 @@ class FastSummary:
         self.port = port
         self.partial_checksum = False
         self._ip: dict[bytes, str] = {}
+        self._addr: dict[tuple[bytes, bytes, int, int, int], str] = {}
 
     def _ip_str(self, raw: bytes) -> str:
         s = self._ip.get(raw)
@@ -297,6 +298,13 @@ class FastSummary:
     def _transport(
         self, data: bytes, ip_off: int, off: int, end: int, proto: int, src: bytes, dst: bytes, ecn: int
     ) -> str | None:
+        if proto == 17 and end - off >= 8:
+            sport, dport, ulen, csum = _UDP.unpack_from(data, off)
+            akey = (src, dst, sport, dport, ecn)
+            addr = self._addr.get(akey)
+            if addr is None:
+                addr = self._udp_addr(akey)
+            return self._udp(data, ip_off, off, end, src, dst, sport, dport, ulen, csum, addr)
         s, d = self._ip_str(src), self._ip_str(dst)
         head = f" ecn={_ECN[ecn]}" if ecn else ""
         if proto == net.UET_IP_PROTO:
@@ -309,15 +317,36 @@ class FastSummary:
             return f"{s} → {d} ip/{net.UET_IP_PROTO} entropy={entropy:#06x}{head} {uet}"
         if proto != 17:
             return f"{s} → {d}{head} not UET (IP protocol {proto})"
-        if end - off < 8:
-            return None
-        sport, dport, ulen, csum = _UDP.unpack_from(data, off)
+        return None  # a UDP header cut short
+
+    def _udp_addr(self, key: tuple[bytes, bytes, int, int, int]) -> str:
+        """``src:sport → dst:dport`` and the ECN mark, kept per key (a bounded table)."""
+        src, dst, sport, dport, ecn = key
+        s, d = self._ip_str(src), self._ip_str(dst)
+        if len(src) == 16:
+            s, d = f"[{s}]", f"[{d}]"
+        if len(self._addr) >= 4096:
+            self._addr.clear()
+        addr = self._addr[key] = f"{s}:{sport} → {d}:{dport}" + (f" ecn={_ECN[ecn]}" if ecn else "")
+        return addr
+
+    def _udp(
+        self,
+        data: bytes,
+        ip_off: int,
+        off: int,
+        end: int,
+        src: bytes,
+        dst: bytes,
+        sport: int,
+        dport: int,
+        ulen: int,
+        csum: int,
+        addr: str,
+    ) -> str | None:
         uend = off + ulen
         if ulen < 8 or uend > end:
             return None
-        if len(src) == 16:
-            s, d = f"[{s}]", f"[{d}]"
-        addr = f"{s}:{sport} → {d}:{dport}{head}"
         if self.port != dport and self.port != sport:
             if dport == net.ROCE_UDP_PORT:
                 try:
@@ -344,27 +373,49 @@ class FastSummary:
         """The UET part of the line for ``mv[off:end]`` (``mv`` ends at ``end``), or None."""
         if off >= end or mv[off] >> 3 == tss.TSS_TYPE:
             return None
+        key = pds_ses_key(mv, off, end)
+        plan = _PLANS.get(key, _UNSEEN)
+        if plan is _UNSEEN:
+            plan = _plan(mv, off, end, key)
+        if plan is None:
+            return None
         texts = []
         crc_hint = None
-        try:
-            for lay in pds_ses_layouts(mv, off, end):
-                size, rmask, unpack, fmt, hint = _INFO[lay]
-                nxt = off + size
-                if nxt > end or rmask and int.from_bytes(mv[off:nxt], "big") & rmask:
-                    return None  # truncated, or reserved bits set: the general path tells
-                v = unpack(mv, off)
-                texts.append(fmt(v))
-                if hint is not None:
-                    crc_hint = hint(v)
-                off = nxt
-        except DecodeError:
-            return None
+        for size, rmask, unpack, fmt, hint in plan:
+            nxt = off + size
+            if nxt > end or rmask and int.from_bytes(mv[off:nxt], "big") & rmask:
+                return None  # truncated, or reserved bits set: the general path tells
+            v = unpack(mv, off)
+            texts.append(fmt(v))
+            if hint is not None:
+                crc_hint = hint(v)
+            off = nxt
         plen = end - off
         if plen == crc_hint:
             return None  # the CRC-trailer hint (tools/decode.py _crc_hint) is a warning
         if len(texts) > 1:
             return f"{texts[0]} | {' '.join(x for x in texts[1:] if x)} | payload {plen}"
         return f"{texts[0]} | payload {plen}"
+
+
+_Plan = tuple[tuple[int, int, Callable[..., tuple[Any, ...]], Formatter, Any], ...]
+_UNSEEN: Any = object()
+_PLANS: dict[tuple[int | None, ...] | None, _Plan | None] = {}
+
+
+def _plan(mv: memoryview, off: int, end: int, key: tuple[int | None, ...] | None) -> _Plan | None:
+    """The headers' :data:`_INFO` in wire order for a chain key (:func:`uet.wire.chain.pds_ses_key`:
+    equal keys, equal layouts), walked once per key; None where the chain is malformed."""
+    plan: _Plan | None = None
+    if key is not None:
+        try:
+            plan = tuple(_INFO[lay] for lay in pds_ses_layouts(mv, off, end))
+        except DecodeError:
+            plan = None
+    if len(_PLANS) >= 4096:  # bounded: keys hold a payload byte of some requests
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
 
 
 def _crc_hint(lay: Layout) -> Callable[[tuple[Any, ...]], int | None] | None:
