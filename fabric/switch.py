@@ -1,6 +1,6 @@
 """The asyncio switch process: a whole :class:`~uet.fabric.model.Fabric` behind UDP sockets.
 
-ARCHITECTURE.md ("Link modes: fabric", principle 3) and rocev2-and-fabric.md §8: every host-facing
+architecture.md ("Link modes: fabric", principle 3) and rocev2-and-fabric.md §8: every host-facing
 port of the topology is one UDP socket on ``host`` (127.0.0.1 by default) at ``base_port + i``
 for host ``i`` (``base_port`` 0: ephemeral ports, reported by :attr:`FabricProcess.ports`). Each
 datagram is one whole Ethernet frame without FCS, the way QEMU's socket netdev carries frames.

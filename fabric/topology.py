@@ -325,7 +325,7 @@ class Topology:
         """
         n = self.host_count()
         if ranks > n:
-            raise FabricError(f"{ranks} ranks on a topology of {n} hosts")
+            raise FabricError(f"placement: {ranks} ranks on a topology of {n} hosts")
         if not isinstance(mode, str):
             hosts = [int(h) for h in mode]
             if len(hosts) != ranks:

@@ -43,7 +43,7 @@ def test_servers_gpus_and_placement() -> None:
             topo.placement(3, bad)
     with pytest.raises(FabricError, match="one of rail, server"):
         topo.placement(3, "random")
-    with pytest.raises(FabricError, match="ranks on a topology of 16"):
+    with pytest.raises(FabricError, match="placement: 17 ranks on a topology of 16"):
         topo.placement(17)
 
 
@@ -132,3 +132,21 @@ def test_pxn_routes_survive_fault_convergence() -> None:
     other = fab.switches["srv1-nvs"]  # another server's proxy is fine
     assert other.lookup(ip_bytes(fab.host_ip("srv2-nic1"))) == (1,)
     _send(fab, fab.host_index("srv1-nic0"), fab.host_index("srv2-nic1"), 2 * 10**9)
+
+
+def test_static_paths_follow_the_scale_up_domain() -> None:
+    """uet.fabric.model.routes.ecmp_path takes the GPU NIC's own choice: the scale-up switch inside
+    a server, and on rail_only the proxy GPU's NIC onto the destination's rail."""
+    from uet.fabric.model.routes import ecmp_path
+
+    fab = Fabric("rail")
+    a, b = fab.host_index("srv2-nic0"), fab.host_index("srv2-nic1")
+    assert ecmp_path(fab, a, b, 0xC000) == ["srv2-nic0:1>srv2-nvs", "srv2-nvs:1>srv2-nic1"]
+    only = Fabric(Topology(kind="rail_only", rails=2, groups=1, hosts_per_leaf=2))
+    a, b = only.host_index("srv0-nic0"), only.host_index("srv1-nic1")
+    assert ecmp_path(only, a, b, 0xC000) == [
+        "srv0-nic0:1>srv0-nvs",
+        "srv0-nvs:1>srv0-nic1",
+        "srv0-nic1>leaf1",
+        "leaf1:1>srv1-nic1",
+    ]

@@ -1,4 +1,4 @@
-"""The sans-I/O rule (ARCHITECTURE.md "Principles" 1), enforced: nothing under the protocol cores
+"""The sans-I/O rule (architecture.md "Principles" 1), enforced: nothing under the protocol cores
 imports asyncio, socket, selectors or time, or calls a clock — time is always a parameter."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Hardening: ``uet-decode`` and the pcap reader on hostile captures.
 
-Standard under test (ARCHITECTURE.md "Principles" 5; tools/decode.py "Exit status"): every decoder
+Standard under test (architecture.md "Principles" 5; tools/decode.py "Exit status"): every decoder
 raises one project error type with header, offset and reason. ``uet-decode`` on a capture of
 random, truncated, bit-flipped and oversized frames prints one line per frame — an error line for
 each malformed one — and exits 1; it never prints a traceback and never reaches its last-resort

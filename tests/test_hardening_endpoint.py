@@ -1,6 +1,6 @@
 """Hardening: two endpoints complete transfers over real UDP while a third party floods them.
 
-Standard under test (ARCHITECTURE.md "Principles" 5, spec/behaviour.md §2.6, §2.10, §5.8): every
+Standard under test (architecture.md "Principles" 5, spec/behaviour.md §2.6, §2.10, §5.8): every
 endpoint survives truncated, oversized, corrupted, replayed and out-of-window packets — a counted
 drop or the prescribed NACK, never an exception, never a hang, never a lost or duplicated message.
 

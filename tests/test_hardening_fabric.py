@@ -5,7 +5,7 @@ side's frame decoder (``FabricLink.parse``) on mutated frames (hypothesis); and 
 fabric links completing a transfer while a third host sends garbage frames and garbage UET through
 the switch to both of them.
 
-Standard under test (ARCHITECTURE.md "Principles" 5, rocev2-and-fabric.md §8): a frame the model
+Standard under test (architecture.md "Principles" 5, rocev2-and-fabric.md §8): a frame the model
 cannot forward — shorter than an Ethernet header, a truncated VLAN tag or IPv4 header, an IPv4
 total length beyond the frame (cut in transit), not IPv4, TTL expired, no route, longer than the
 port's maximum frame, a truncated or odd MAC-control frame — is counted as a drop by reason, never

@@ -1,6 +1,6 @@
 """Hardening: the SES of one FEP fed hostile requests through the PDS ``on_deliver`` hook.
 
-Standard under test (ARCHITECTURE.md "Principles" 5; behaviour.md §6.3, §6.5, §6.9): whatever the
+Standard under test (architecture.md "Principles" 5; behaviour.md §6.3, §6.5, §6.9): whatever the
 PDS hands over — a next-header value of any kind, an SES header truncated, extended or with any
 field at any value, a payload of any length, in any mode, from any peer — the SES answers with a
 response or asks for a NACK (:class:`uet.pds.SesNack`, a transient shortage), and nothing else

@@ -1,6 +1,6 @@
 """Hostile input: a queue pair fed arbitrary datagrams (with a correct ICRC, so they reach the
 parser and both state machines) never raises, never answers one datagram with more than a few,
-and keeps its queues bounded (ARCHITECTURE.md principle 5)."""
+and keeps its queues bounded (architecture.md principle 5)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """uet/roce is sans-I/O: no module there imports asyncio, socket, select, selectors, threading
-or time, nor reads a clock (ARCHITECTURE.md, Principles 1 and 4)."""
+or time, nor reads a clock (architecture.md, Principles 1 and 4)."""
 
 from __future__ import annotations
 

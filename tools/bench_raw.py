@@ -1,5 +1,5 @@
 """The raw-UDP references of ``uet-bench pair`` and ``uet-bench rtt``: the fastest raw Python
-transfer and round trip this machine allows, measured in the same run as UET (ARCHITECTURE.md
+transfer and round trip this machine allows, measured in the same run as UET (architecture.md
 principle 6; issue 17 item 5).
 
 UET's direct link uses no kernel offload (no UDP GSO/GRO: one datagram per ``sendto`` and per

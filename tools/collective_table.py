@@ -8,7 +8,7 @@ from typing import Any
 
 from uet.tools.cli import format_bytes, format_cell, format_number
 
-__all__ = ["collective_table"]
+__all__ = ["collective_table", "training_lines"]
 
 
 def collective_table(result: dict[str, Any]) -> Any:
@@ -45,3 +45,16 @@ def collective_table(result: dict[str, Any]) -> Any:
         cells.append("[green]yes[/]" if r["ok"] else "[red]no[/]")
         t.add_row(*cells)
     return t
+
+
+def training_lines(result: dict[str, Any]) -> list[str]:
+    """What a training iteration's run says besides its flows (uet.workloads.training)."""
+    t = result["training"]
+    lay = t["layout"]
+    kinds = ", ".join(f"{k} {v * 1e6:,.1f} µs" for k, v in t["comm_s_by_kind"].items())
+    return [
+        f"training iteration (DP {lay['dp']} × TP {lay['tp']} × PP {lay['pp']} × EP {lay['ep']}, "
+        f"ZeRO {lay['zero']}, {lay['microbatches']} micro-batches): {t['iteration_s'] * 1e6:,.1f} µs, "
+        f"compute {t['compute_s'] * 1e6:,.1f} µs, exposed communication {t['exposed_comm_s'] * 1e6:,.1f} µs",
+        f"receives outstanding per rank (posted to complete, summed by kind): {kinds}",
+    ]

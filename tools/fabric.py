@@ -3,8 +3,9 @@
 Each host-facing port is a UDP socket on ``--bind`` (127.0.0.1) at ``--base-port`` + host index
 (0: ephemeral); each datagram is one Ethernet frame (fabric/switch.py). The model's settings come
 from the topology, never from parallel options: ``--topology`` names a built-in (``default``,
-``lab``, ``rail``, ``three_tier``) or a TOML file (its ``[topology]`` table: the fields of
-``uet.fabric.topology.Topology``, ``[topology.host_link]``, ``[topology.switch.pfc]`` ...);
+``lab``, ``rail``, ``rail_only``, ``rail_pods``, ``three_tier``, ``fat_tree``) or a TOML file (its
+``[topology]`` table: the fields of ``uet.fabric.topology.Topology``, ``[topology.host_link]``,
+``[topology.switch.pfc]`` ...);
 ``--profile realtime`` (default, fabric/profiles.py: 100 Mb/s links, thresholds scaled per §8.9)
 or ``lab`` (the model's 1 Gb/s defaults) is applied first, then the file, then ``-o KEY=VALUE``
 overrides with dotted keys into the same tables (``-o switch.lb.mode=spray_rr``,

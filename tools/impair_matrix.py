@@ -31,7 +31,7 @@ _A = "10.0.0.1"
 _B = "10.0.0.2"
 _SES = ses_wire.SMALL.encode(ses_wire.SMALL.make(flags=int(ses_wire.SesFlag.SOM | ses_wire.SesFlag.EOM)))
 _REQUEST_TYPES = (2, 3, 4)  # RUD, ROD, RUDI request PDS types (wire-format.md §2)
-_RETX_BIT = 0x10  # request flags: RETX (wire-format.md §2.1)
+_RETX_BIT = 0x10  # request flags: RETX (wire-format.md §4)
 
 
 @dataclass(frozen=True)

@@ -886,9 +886,18 @@ def render(result: dict[str, Any], *, summary: bool = False) -> None:
             format_cell(f.get("retransmits")),
             f"[green]{yes_no(True)}[/]" if f["intact"] else f"[red]{yes_no(False)}[/] {f.get('error') or ''}",
         )
+    if result.get("collective"):  # one row per size instead of one per (size, rank, peer) flow
+        from uet.tools.collective_table import collective_table
+
+        t = collective_table(result)
     con.print(t)
-    if not summary and len(flows) >= SUMMARY_FROM:
+    if not summary and len(flows) >= SUMMARY_FROM and not result.get("collective"):
         con.print(f"{format_number(len(flows))} flows: --summary shows the aggregates and the {WORST_FLOWS} worst")
+    if result.get("training"):
+        from uet.tools.collective_table import training_lines
+
+        for line in training_lines(result):
+            con.print(line, highlight=False)
     fct = result.get("fct") or {}
     if fct.get("flows"):
         con.print(

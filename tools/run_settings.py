@@ -227,7 +227,7 @@ def _check_placement(s: dict[str, Any], topo: Any) -> None:
     try:
         topo.placement(int(s["endpoints"]), pl)
     except FabricError as e:
-        raise UsageError(f"[run] placement: {e}") from None
+        raise UsageError(f"[run] {e}") from None  # FabricError: "placement …"
 
 
 def add_workload_option(p: Any) -> None:

@@ -1,6 +1,6 @@
 """What the adapters of the sans-I/O cores share: futures completed from a core's events, the
 one pump and one timer of an asyncio driver, and the transport contract's operations
-(ARCHITECTURE.md "FEP core: one sans-I/O object, two drivers"; :mod:`uet.transport`).
+(architecture.md "FEP core: one sans-I/O object, two drivers"; :mod:`uet.transport`).
 
 :class:`uet.Endpoint` drives a :class:`~uet.fep.FepCore`, :class:`~uet.roce_endpoint.RoceEndpoint`
 a :class:`~uet.roce.core.RoceCore`, both the same way: an operation posts to the core and waits

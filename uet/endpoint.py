@@ -2,7 +2,7 @@
 
 ``Endpoint`` drives one sans-I/O :class:`~uet.fep.core.FepCore` (SES + PDS + TSS, where every
 protocol decision is made) with one I/O part, a :class:`uet.link.Link` (the direct UDP link by
-default), and one timer (ARCHITECTURE.md "FEP core: one sans-I/O object, two drivers"). It maps
+default), and one timer (architecture.md "FEP core: one sans-I/O object, two drivers"). It maps
 the core's operation handles to futures, feeds it datagrams and the time, sends what it hands
 out, and re-arms its timer from ``get_timer()``. It decides nothing about packets, messages,
 responses or timers; the clock is read through one function (``clock``, by default

@@ -1,4 +1,4 @@
-"""JSON-lines event log (CONVENTIONS.md "Structured event logs", aioquic's qlog in spirit).
+"""JSON-lines event log (conventions.md "Structured event logs", aioquic's qlog in spirit).
 
 The PDS core emits records as dicts (``t`` in ns, ``ev`` in {"tx", "rx", "ack", "retx",
 "nack_tx", "nack_rx", "pdc_open", "pdc_close", "drop"} plus fields); the endpoint adds its own

@@ -230,10 +230,21 @@ def _read_pcapng(s: _Stream, first: bytes) -> Iterator[PcapRecord]:
         _check_len(total, start, 12)
         rest = s.read(total - 8, f"block {nblock}")  # body and trailer: one read
         assert rest is not None
-        _check_trailer(rest[-4:], total, order, start)
+        if rest[-4:] != head[4:]:  # the trailing length (the same bytes as the leading one)
+            _check_trailer(rest[-4:], total, order, start)
+        if btype == _BT_EPB and total >= 32:  # the packet block of every capture, inline: one copy of the frame
+            iface, hi, lo, caplen, _orig = _EPB[order].unpack_from(rest)
+            if iface < len(ifaces) and 20 + caplen <= total - 12:
+                ifc = ifaces[iface]
+                ts = ((hi << 32) | lo) * 1_000_000_000 // ifc.units + ifc.offset_s * 1_000_000_000
+                yield PcapRecord(ts, ifc.linktype, rest[20 : 20 + caplen])
+                continue
         rec = _block(btype, rest[:-4], order, ifaces, start)
         if rec is not None:
             yield rec
+
+
+_EPB = {o: struct.Struct(o + "IIIII") for o in "<>"}
 
 
 def _check_len(total: int, start: int, minimum: int) -> None:

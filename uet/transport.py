@@ -1,4 +1,4 @@
-"""The transport contract: what workloads and tools may do with an endpoint (ARCHITECTURE.md,
+"""The transport contract: what workloads and tools may do with an endpoint (architecture.md,
 "Transport contract and workloads").
 
 :class:`Transport` is a :class:`typing.Protocol`: any object with these coroutines and attributes

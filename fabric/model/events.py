@@ -1,6 +1,6 @@
 """Virtual-time event queue shared by the switches and links of one fabric.
 
-The model never reads a clock (ARCHITECTURE.md principle 4): callers hand in the time, the queue
+The model never reads a clock (architecture.md principle 4): callers hand in the time, the queue
 holds what must happen later (a link finishing a frame, a frame arriving at the far end of a link,
 a pause expiring, a PFC refresh, a watchdog poll) and runs it when the caller's time reaches it.
 Events at the same nanosecond run in the order they were scheduled, so a run is deterministic.

@@ -98,6 +98,7 @@ class Fabric:
         self.hosts: list[HostPlan] = plan.hosts
         self.nics: list[HostNic] = []
         self._host_ids: dict[str, int] = {}
+        mates: frozenset[int] = frozenset()
         strict = tuple(tc for tc in range(8) if cfg.tcs[tc].strict)
         weights = {tc: cfg.tcs[tc].weight for tc in range(8)}
         for i, hp in enumerate(plan.hosts):
@@ -115,7 +116,8 @@ class Fabric:
                     Port(k, su.rate_bps, su.delay_ns, link.mtu, mac=hp.mac, strict=strict, weights=weights)
                 )
                 g = topology.gpus_per_server
-                mates = frozenset(_ip_int(h.ip) for h in plan.hosts[hp.server * g : (hp.server + 1) * g])
+                if hp.gpu == 0:  # one set of addresses per server, shared by its GPUs
+                    mates = frozenset(_ip_int(h.ip) for h in plan.hosts[hp.server * g : (hp.server + 1) * g])
                 nic.setup(_ip_int(hp.ip), mates, hp.gpu, g, topology.cross_rail_scale_up)
             nic.on_transmit = self._on_transmit
             nic.on_deliver = self._on_deliver

@@ -1,7 +1,7 @@
 """The header bits the switch reads and rewrites in whole Ethernet frames.
 
-A fabric link carries whole Ethernet II frames without FCS (ARCHITECTURE.md, "Real packets on
-every wire"), so every decision of the model is made on real header bits: DSCP and ECN in the IPv4
+A fabric link carries whole Ethernet II frames without FCS (architecture.md principle 3, real packets on
+every wire), so every decision of the model is made on real header bits: DSCP and ECN in the IPv4
 TOS byte, the TTL, the UDP ports (the source port is the UET entropy), the PDS/SES headers that
 trimming keeps, and 802.1Qbb pause frames. Offsets come from the :mod:`uet.wire.net` layouts; the
 per-hop rewrites (ECN → CE, TTL − 1) patch the IPv4 checksum incrementally (RFC 1624, eqn. 3),

@@ -1,7 +1,7 @@
 """One egress side of a full-duplex link: eight class queues, the scheduler and the pause timers.
 
 A :class:`Port` belongs to a switch or to a host NIC. It knows its link (rate, propagation delay,
-MTU) and computes when a frame leaves and arrives (§8.1 step 6, ARCHITECTURE.md principle 4):
+MTU) and computes when a frame leaves and arrives (§8.1 step 6, architecture.md principle 4):
 
 * serialisation time = ceil(wire bits × 10⁹ / rate) ns, where the wire bits count the frame
   padded to the 60-byte Ethernet minimum plus ``wire_overhead`` bytes (FCS 4 + preamble/SFD 8 +

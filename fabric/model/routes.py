@@ -21,6 +21,8 @@ from collections.abc import Iterable, Sequence
 
 from uet.fabric.model.fabric import Fabric
 from uet.fabric.model.nic import HostNic
+from uet.fabric.model.scaleup import GpuNic
+from uet.fabric.model.switch import Switch
 
 from uet.wire.net import UET_UDP_PORT, ip_bytes
 
@@ -33,9 +35,8 @@ def ecmp_path(fabric: Fabric, src: int, dst: int, sport: int, dport: int = UET_U
     when every switch hashes it."""
     sip, dip = ip_bytes(fabric.host_ip(src)), ip_bytes(fabric.host_ip(dst))
     tup = sip + dip + bytes((17,)) + sport.to_bytes(2, "big") + dport.to_bytes(2, "big")
-    hp = fabric.hosts[src]
-    path = [f"{hp.name}>{hp.switch}"]
-    node = fabric.switches[hp.switch]
+    path: list[str] = []
+    node = _leave(fabric.nics[src], dip, path)
     for _ in range(64):
         group = node.lookup(dip)
         if group is None:
@@ -44,9 +45,23 @@ def ecmp_path(fabric: Fabric, src: int, dst: int, sport: int, dport: int = UET_U
         peer, _ = node.ports[port].peer  # type: ignore[misc]
         path.append(f"{node.name}:{port}>{peer.name}")
         if isinstance(peer, HostNic):
-            return path
+            if peer.index == dst:
+                return path
+            node = _leave(peer, dip, path)  # a GPU's NIC forwarding for its server (PXN)
+            continue
         node = peer
     raise KeyError(f"no path from host {src} to host {dst} within 64 hops")
+
+
+def _leave(nic: HostNic, dip: bytes, path: list[str]) -> Switch:
+    """The switch a frame to ``dip`` reaches from ``nic``, its link appended to ``path``: a GPU's
+    NIC picks its scale-up port for its server and, with PXN, for other rails
+    (:meth:`GpuNic.port_for`); links named as :mod:`~uet.fabric.model.linkload` names them."""
+    k = nic.port_for(int.from_bytes(dip, "big")) if isinstance(nic, GpuNic) else 0
+    peer, _ = nic.ports[k].peer  # type: ignore[misc]
+    assert isinstance(peer, Switch)  # a NIC port always faces a switch
+    path.append(f"{nic.name}>{peer.name}" if k == 0 else f"{nic.name}:{k}>{peer.name}")
+    return peer
 
 
 def link_flows(fabric: Fabric, flows: Iterable[tuple[int, int, int]]) -> dict[str, int]:

@@ -65,10 +65,16 @@ class GpuNic(HostNic):
         #: frames this NIC put on its rail for a GPU of its server (PXN proxy)
         self.proxied = 0
 
-    def _plane_port(self, buf: bytearray, ip: int) -> Port | None:
-        dst = int.from_bytes(buf[ip + 16 : ip + 20], "big")
+    def port_for(self, dst: int) -> int:
+        """The port a frame to IPv4 address ``dst`` (an integer) leaves by (module docstring)."""
         if dst in self.mates or (self.pxn and ((dst >> 8) & 0xFF) % self.rails != self.rail):
-            return self.ports[self.scale_up_port]
+            return self.scale_up_port
+        return 0
+
+    def _plane_port(self, buf: bytearray, ip: int) -> Port | None:
+        k = self.port_for(int.from_bytes(buf[ip + 16 : ip + 20], "big"))
+        if k:
+            return self.ports[k]
         port = self.port
         if port.down:
             self._lost("link_down", len(buf))

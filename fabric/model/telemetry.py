@@ -1,4 +1,4 @@
-"""Structured telemetry of the switch model (CONVENTIONS.md, "Structured event logs").
+"""Structured telemetry of the switch model (conventions.md, "Structured event logs").
 
 Records are small frozen dataclasses, one type per kind of observation (§9.1 metrics: queue
 occupancy, ECN marks, drops by reason, trims, PFC frames sent and received, watchdog storms, bytes

@@ -1,4 +1,4 @@
-"""The Fabric Endpoint core: one FEP's SES + PDS + TSS as a sans-I/O object (ARCHITECTURE.md).
+"""The Fabric Endpoint core: one FEP's SES + PDS + TSS as a sans-I/O object (architecture.md).
 
 The surface (agreed with the virtual-time engine, which drives it like :class:`uet.Endpoint`
 does)::

@@ -1,4 +1,4 @@
-"""Configuration of one Fabric Endpoint (CONVENTIONS.md: one dataclass per layer).
+"""Configuration of one Fabric Endpoint (conventions.md: one dataclass per layer).
 
 :class:`FepConfig` is also the public ``uet.EndpointConfig`` (the same class): the sans-I/O core
 reads the protocol fields, the asyncio adapter the socket and allocator ones (``max_batch``,
@@ -19,7 +19,7 @@ __all__ = ["FepConfig", "with_config"]
 
 @dataclass(frozen=True)
 class FepConfig:
-    """Configuration of one FEP (CONVENTIONS.md: one dataclass per layer, defaults documented).
+    """Configuration of one FEP (conventions.md: one dataclass per layer, defaults documented).
 
     Attributes:
         payload_size: payload bytes per packet (default 4096; 8192 is the reference provider's

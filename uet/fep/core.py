@@ -1,4 +1,4 @@
-"""The Fabric Endpoint core: one FEP's SES + PDS (+ TSS), sans-I/O (ARCHITECTURE.md "FEP core").
+"""The Fabric Endpoint core: one FEP's SES + PDS (+ TSS), sans-I/O (architecture.md "FEP core").
 
 :class:`FepCore` decides everything a Fabric Endpoint decides; its drivers (the asyncio adapter
 :class:`uet.Endpoint`, the virtual-time engine) only move bytes, read a clock and map handles to

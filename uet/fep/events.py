@@ -1,6 +1,6 @@
 """What goes in and out of a :class:`~uet.fep.core.FepCore` (small immutable records).
 
-Datagrams (ARCHITECTURE.md "FEP core"): :class:`Datagram` in (the UDP payload with its named
+Datagrams (architecture.md "FEP core"): :class:`Datagram` in (the UDP payload with its named
 per-datagram fields), :class:`Transmit` out (bytes, destination Fabric Address, entropy = the UDP
 source port, DSCP, ECN). Both are named tuples: the data path builds and unpacks thousands per
 second, and a tuple costs a fraction of a dataclass there.

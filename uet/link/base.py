@@ -1,4 +1,4 @@
-"""The seam between a Fabric Endpoint and the wire (ARCHITECTURE.md "Link modes").
+"""The seam between a Fabric Endpoint and the wire (architecture.md "Link modes").
 
 A link moves UET datagrams (bytes starting at the TSS or PDS header) between this FEP and peers
 named by Fabric Address. Two implementations are planned:

@@ -1,4 +1,4 @@
-"""Direct link: UET over the host's UDP stack (ARCHITECTURE.md "Link modes: direct").
+"""Direct link: UET over the host's UDP stack (architecture.md "Link modes: direct").
 
 The FEP's Fabric Address is a host IP address and the link binds one UDP socket to
 ``(address, port)`` (port 4793, wire-format.md §1.1; configurable so tests can run beside other

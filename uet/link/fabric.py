@@ -1,4 +1,4 @@
-"""Fabric link: the FEP's NIC port on a switch port (ARCHITECTURE.md "Link modes: fabric").
+"""Fabric link: the FEP's NIC port on a switch port (architecture.md "Link modes: fabric").
 
 One UDP socket, connected to the switch process's port for this host (``uet-fabric``), carries
 whole Ethernet frames, one per datagram. The link builds every header itself, so what the fabric

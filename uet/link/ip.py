@@ -1,4 +1,4 @@
-"""IP link: UET directly over IP protocol 253 (ARCHITECTURE.md "Link modes: ip"; wire-format.md
+"""IP link: UET directly over IP protocol 253 (architecture.md "Link modes: ip"; wire-format.md
 §1.2).
 
 The way the UEC reference provider sends UET: no UDP header, the IP protocol (IPv6 next header) is

@@ -1,4 +1,4 @@
-"""Opening a FEP's link by name: the ``--link direct|ip`` option of the tools (ARCHITECTURE.md
+"""Opening a FEP's link by name: the ``--link direct|ip`` option of the tools (architecture.md
 "Link modes").
 
 * ``direct``: UET over UDP port 4793 through the host stack (:class:`~uet.link.direct.DirectLink`);

@@ -147,7 +147,7 @@ class PdsConfig:
             round resends at most ``rto_burst`` of them, as on a PDC.
         entropy_paths: size of the rotating entropy set used to spray RUD packets.
         cc_window: packets in flight per (peer, traffic class) allowed by the fixed-window
-            ``none`` congestion gate (ARCHITECTURE.md "Congestion control seam").
+            ``none`` congestion gate (architecture.md "Congestion control seam").
         cc: congestion control of every CCC, by name (uet.cc.registry): ``none`` (the fixed
             window), ``nscc``, ``rccc`` or ``nscc+rccc`` (spec/behaviour.md §4).
         lb: path selection (§4.6): ``default`` (rotating spraying for RUD, one entropy per ROD

@@ -162,7 +162,7 @@ class PdsCore(
         #: ``on_close_ack(sdi, expected_psn)`` (``uet.tss.establish.InitiatorStartPsn``); used for
         #: PDCs with an SDI. None: random Start_PSNs, EPSN in closing ACKs is ignored.
         self.initiator_start_psn = None
-        #: CCC seams (ARCHITECTURE.md "Coming next"): replace to plug NSCC/RCCC and REPS in.
+        #: CCC seams (architecture.md "Congestion control seam"): replace to plug NSCC/RCCC and REPS in.
         self.gate_factory = lambda peer, tc: FixedWindowGate(self.config.cc_window)
         self.entropy_factory = default_entropy
         #: Owner opt-in (addition): deliver PDC request payloads as read-only ``memoryview``

@@ -1,6 +1,6 @@
 """Seams for congestion control and multipath: the entropy strategy and the congestion gate.
 
-ARCHITECTURE.md "Congestion control seam": the PDS asks a per-CCC object before each
+architecture.md "Congestion control seam": the PDS asks a per-CCC object before each
 transmission and tells it every ACK, NACK, trim, ECN mark and timeout. The default gate is a
 fixed window (the ``none`` algorithm) and the default entropy a rotating set (RUD spraying,
 spec/behaviour.md §4.6 "a randomly initialised modular counter is acceptable") or one value per

@@ -1,6 +1,6 @@
 """Fixed-window resends of trimmed packets on the ACK clock (``PdsConfig.clocked_trim_resend``).
 
-Without congestion control (the ``none`` gate: a fixed window, ARCHITECTURE.md "Congestion
+Without congestion control (the ``none`` gate: a fixed window, architecture.md "Congestion
 control seam") nothing ever shrinks a sender's window. If every trimmed packet were resent the
 moment its NACK arrives (the reference's rule, behaviour.md §2.10 "reference resends at once"),
 each of N incast senders would keep its whole window in the network for good: the trimmed

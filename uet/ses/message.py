@@ -99,7 +99,7 @@ class MessageError(UetError):
 
 @dataclass(frozen=True)
 class MessageConfig:
-    """Configuration of the message layer (one dataclass per layer, CONVENTIONS.md).
+    """Configuration of the message layer (one dataclass per layer, conventions.md).
 
     Attributes:
         payload_size: payload bytes per packet. Default 4096 (the reference provider's default is

@@ -1,6 +1,6 @@
 """The virtual-time engine: many FEP cores and one fabric model in one process, no sockets.
 
-ARCHITECTURE.md "Engines": the engine owns an integer-nanosecond clock and advances it to the
+architecture.md "Engines": the engine owns an integer-nanosecond clock and advances it to the
 earliest deadline of any core (:meth:`FepCore.get_timer`) or of the fabric
 (:meth:`Fabric.next_deadline`). At each instant it
 

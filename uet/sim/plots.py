@@ -62,9 +62,10 @@ def write_plots(res: dict[str, Any], folder: str) -> list[str]:
     from uet.sim.cc_plots import cc_plot
     from uet.sim.collective_plots import busbw_plot
     from uet.sim.fault_plots import fault_plots
+    from uet.sim.training_plots import gantt
 
     out += fault_plots(res, folder)
-    for extra in (cc_plot(res, folder), busbw_plot(res, folder)):
+    for extra in (cc_plot(res, folder), busbw_plot(res, folder), gantt(res, folder)):
         if extra:
             out.append(extra)
     return out

@@ -92,9 +92,14 @@ def secure_domain(seed: int) -> SecureDomain:
 
 
 def _links(fabric: Fabric, a: int, b: int) -> int:
+    """Links of the path from host a to host b: 2 under one leaf, inside one server's scale-up
+    domain, or on ``rail_only`` (the destination's rail leaf, after a scale-up hop whose few
+    hundred ns the ideal leaves out); 4 through a spine; 6 through a 3-tier core."""
     ha, hb = fabric.hosts[a], fabric.hosts[b]
     sa, sb = ha.switch, hb.switch
     if sa == sb or (ha.scale_up is not None and ha.scale_up[0] == (hb.scale_up or ("",))[0]):
+        return 2
+    if fabric.topology.kind == "rail_only":
         return 2
     if sa.startswith("pod") and sa.split("-")[0] != sb.split("-")[0]:
         return 6

@@ -110,7 +110,7 @@ class DropReason(StrEnum):
 
 @dataclass(frozen=True)
 class TssConfig:
-    """TSS receive/transmit policy of one FEP (one dataclass per layer, CONVENTIONS.md).
+    """TSS receive/transmit policy of one FEP (one dataclass per layer, conventions.md).
 
     Attributes:
         replay_window: receive replay window per (SDI, AN, sender), in TSC values; 0 disables it

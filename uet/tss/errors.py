@@ -1,6 +1,6 @@
 """Errors raised by the TSS security core.
 
-All derive from :class:`uet.errors.UetError` (CONVENTIONS.md, one exception hierarchy). Receive-side
+All derive from :class:`uet.errors.UetError` (conventions.md, one exception hierarchy). Receive-side
 failures never raise: :meth:`uet.tss.context.TssContext.open` drops and counts (behaviour.md §5.8).
 These exceptions are for the sender and for configuration, where the caller made a mistake or the
 secure domain cannot legally send. No message ever contains key bytes.

@@ -14,6 +14,7 @@ from uet.workloads.allreduce import RingAllReduce
 from uet.workloads.base import Flow, FlowReport, RankReport, RxReport, Workload, message_data
 from uet.workloads.collective import Collective
 from uet.workloads.patterns import AllToAll, Incast, IncastVictim, Pairs, Permutation
+from uet.workloads.training import Training
 
 __all__ = [
     "WORKLOADS",
@@ -28,6 +29,7 @@ __all__ = [
     "RankReport",
     "RingAllReduce",
     "RxReport",
+    "Training",
     "Workload",
     "from_spec",
     "make",
@@ -36,7 +38,7 @@ __all__ = [
 
 #: Workload classes by name.
 WORKLOADS: dict[str, type[Workload]] = {
-    w.name: w for w in (Incast, Pairs, Permutation, AllToAll, IncastVictim, RingAllReduce, Collective)
+    w.name: w for w in (Incast, Pairs, Permutation, AllToAll, IncastVictim, RingAllReduce, Collective, Training)
 }
 
 

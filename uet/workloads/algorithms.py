@@ -95,6 +95,7 @@ def ring(
     reduce_scatter: bool = True,
     all_gather: bool = True,
     after: Final | None = None,
+    label: str = "",
 ) -> Final:
     """Ring over ``members`` (ring order) on the region (module docstring). Reduce-scatter leaves
     ring position i with block i reduced; all-gather starts from position i holding block i.
@@ -133,7 +134,9 @@ def ring(
                     p, q = prev[i], prev[j]
                     deps = [p] if p is not None else gate(rd, ch, i)
                     rdeps = [q] if q is not None else gate(rd, ch, j)
-                    _, rcv = b.message(members[i], members[j], off, ln, apply=apply, deps=deps, recv_deps=rdeps)
+                    _, rcv = b.message(
+                        members[i], members[j], off, ln, apply=apply, deps=deps, recv_deps=rdeps, label=label
+                    )
                     got[(i + 1) % m] = rcv
                     if (reduce_scatter and t == m - 2) or (all_gather and t >= ag_from):
                         final[members[(i + 1) % m]].append(rcv)

@@ -21,6 +21,6 @@ class RingAllReduce(Collective):
     name = "allreduce"
 
     def __init__(self, n: int, **kw: object) -> None:
-        super().__init__(n, **kw)  # type: ignore[arg-type]
+        super().__init__(n, **kw)
         if self.op != "allreduce":
             raise ValueError(f"workload allreduce: op = {self.op!r}: use workload collective for other ops")

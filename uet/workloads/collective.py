@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -129,16 +129,8 @@ class Collective(Workload):
     def pairs(self) -> list[tuple[int, int]]:
         return []  # the flows come from the schedules (__init__)
 
-    def __init__(
-        self,
-        n: int,
-        *,
-        message_bytes: int = 65536,
-        messages: int = 1,
-        seed: int = 0,
-        params: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(n, message_bytes=message_bytes, messages=1, seed=seed, params=params)
+    def __init__(self, n: int, **kw: Any) -> None:
+        super().__init__(n, **{**kw, "messages": 1})  # the schedule says how many messages
         p = self.params
         self.op = p.op
         if self.op not in BUSBW:
@@ -159,7 +151,7 @@ class Collective(Workload):
         self.gpus = p.gpus_per_server or (8 if n % 8 == 0 else n)
         if n % self.gpus:
             raise ValueError(f"workload {self.name}: gpus_per_server = {self.gpus} does not divide {n} ranks")
-        top = p.max_bytes or message_bytes
+        top = p.max_bytes or self.message_bytes
         sizes = [top] if p.min_bytes is None else []
         s = p.min_bytes or 0
         while p.min_bytes is not None and s <= top:

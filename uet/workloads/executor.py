@@ -22,7 +22,7 @@ from typing import Any
 from uet.transport import Transport, error_name
 from uet.workloads.schedule import Apply, Op, OpKind
 
-__all__ = ["CollectiveFailed", "execute"]
+__all__ = ["CollectiveFailed", "execute", "wait_for"]
 
 
 class CollectiveFailed(Exception):
@@ -31,6 +31,24 @@ class CollectiveFailed(Exception):
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.name = name
+
+
+async def wait_for(now: Callable[[], float], seconds: float) -> None:
+    """Wait ``seconds`` on the clock ``now``, which may run slower than the loop's (the live
+    engine's dilated virtual time): sleep, see how far ``now`` moved, sleep the rest scaled by
+    the ratio observed, until it has moved ``seconds`` (under the simulator one sleep)."""
+    if seconds <= 0:
+        return
+    loop = asyncio.get_running_loop()
+    end = now() + seconds
+    ratio = 1.0
+    while (left := end - now()) > 1e-10:
+        t0, v0 = loop.time(), now()
+        # half a nanosecond short: the simulator's clock rounds a timer up to whole nanoseconds
+        await asyncio.sleep(max(0.0, left * ratio - 5e-10))
+        moved = now() - v0
+        if moved > 0:
+            ratio = max(ratio, (loop.time() - t0) / moved)
 
 
 def xor_into(buf: bytearray, offset: int, data: bytes | memoryview) -> None:
@@ -50,12 +68,18 @@ async def execute(
     data: bool = True,
     on_send: Callable[[Op, bytes | memoryview], int | None] | None = None,
     on_recv: Callable[[Op, Any], None] | None = None,
+    clock: Callable[[], float] | None = None,
+    trace: Callable[[int, float, float], None] | None = None,
 ) -> None:
     """Run ``ops`` (module docstring); ``bufs[op.buf]`` is each op's buffer (a bytearray, or a
     read-only bytes-like without ``data``). Tags are ``tag_base | op.tag``. ``on_send(op, bytes)``
-    gives the SES header data of each send; ``on_recv(op, message)`` sees each receive. Raises
+    gives the SES header data of each send; ``on_recv(op, message)`` sees each receive;
+    ``trace(index, start, end)`` each op's start and completion on ``clock`` (seconds; default
+    the loop's). COMPUTE ops wait their ``seconds`` on ``clock``. Raises
     :class:`CollectiveFailed` on the first failed op."""
     loop = asyncio.get_running_loop()
+    now = clock or loop.time
+    started: dict[int, float] = {}
     remaining = [len(op.deps) for op in ops]
     dependents: list[list[int]] = [[] for _ in ops]
     for i, op in enumerate(ops):
@@ -72,6 +96,8 @@ async def execute(
     def done(i: int) -> None:
         nonlocal left
         left -= 1
+        if trace is not None:
+            trace(i, started.pop(i), now())
         for j in dependents[i]:
             remaining[j] -= 1
             if remaining[j] == 0:
@@ -81,7 +107,11 @@ async def execute(
 
     def start(i: int) -> None:
         op = ops[i]
-        if op.kind is OpKind.SEND:
+        if trace is not None:
+            started[i] = now()
+        if op.kind is OpKind.COMPUTE:
+            t: asyncio.Future[Any] = asyncio.ensure_future(wait_for(now, op.seconds))
+        elif op.kind is OpKind.SEND:
             chunk = bufs[op.buf][op.offset : op.offset + op.length]
             payload = bytes(chunk) if data else chunk
             hd = on_send(op, payload) if on_send is not None else None

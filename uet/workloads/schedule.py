@@ -32,12 +32,14 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-__all__ = ["Builder", "Op", "OpKind", "Schedule", "split"]
+__all__ = ["Builder", "Op", "OpKind", "Schedule", "compute", "split"]
 
 
 class OpKind(enum.IntEnum):
     SEND = 0
     RECV = 1
+    #: local work of ``seconds`` (a training step's forward or backward pass): no message
+    COMPUTE = 2
 
 
 class Apply(enum.IntEnum):
@@ -59,6 +61,10 @@ class Op:
     length: int
     apply: Apply = Apply.COPY
     deps: tuple[int, ...] = ()
+    #: a COMPUTE op's duration
+    seconds: float = 0.0
+    #: what the op belongs to (a training iteration's phase: :mod:`uet.workloads.training`)
+    label: str = ""
 
 
 @dataclass
@@ -107,26 +113,34 @@ class Builder:
         dst_offset: int | None = None,
         recv_deps: tuple[int, ...] | list[int] | None = None,
         stream: int = 0,
+        label: str = "",
     ) -> tuple[int, int]:
         """``length`` bytes at ``offset`` of ``src``'s buffer ``src_buf`` to ``dst``, applied at
         ``dst_offset`` (default: the same offset) of its buffer ``dst_buf``; the send waits for
         ``deps`` (ops of ``src``), the receive is posted after ``recv_deps`` (ops of ``dst``;
         default: the previous receive from ``src`` in the same ``stream``: independent streams
         between two ranks, such as the two trees of a double tree, do not wait for each other).
-        Returns (send index on src, receive index on dst)."""
+        ``label``: what the message belongs to. Returns (send index on src, receive index on dst)."""
         if src == dst or length <= 0:
             raise ValueError(f"message {src} -> {dst} of {length} bytes")
         tag = self._seq.get((src, dst), 0)
         self._seq[(src, dst)] = tag + 1
         ops = self.schedule.ops
-        ops[src].append(Op(OpKind.SEND, dst, tag, src_buf, offset, length, Apply.COPY, tuple(deps)))
+        ops[src].append(Op(OpKind.SEND, dst, tag, src_buf, offset, length, Apply.COPY, tuple(deps), label=label))
         at = offset if dst_offset is None else dst_offset
         if recv_deps is None:
             prev = self._last_recv.get((src, dst, stream))
             recv_deps = () if prev is None else (prev,)
-        ops[dst].append(Op(OpKind.RECV, src, tag, dst_buf, at, length, apply, tuple(recv_deps)))
+        ops[dst].append(Op(OpKind.RECV, src, tag, dst_buf, at, length, apply, tuple(recv_deps), label=label))
         self._last_recv[(src, dst, stream)] = len(ops[dst]) - 1
         return len(ops[src]) - 1, len(ops[dst]) - 1
+
+
+def compute(b: Builder, rank: int, seconds: float, deps: tuple[int, ...] | list[int] = (), label: str = "") -> int:
+    """Add a COMPUTE op of ``seconds`` on ``rank`` after ``deps``; its index."""
+    ops = b.schedule.ops[rank]
+    ops.append(Op(OpKind.COMPUTE, -1, 0, 0, 0, 0, Apply.COPY, tuple(deps), seconds, label))
+    return len(ops) - 1
 
 
 def split(total: int, parts: int, start: int = 0) -> list[tuple[int, int]]:

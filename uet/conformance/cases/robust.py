@@ -1,4 +1,4 @@
-"""Robustness: truncated, oversized and malformed packets never stop the target (ARCHITECTURE.md
+"""Robustness: truncated, oversized and malformed packets never stop the target (architecture.md
 "Principles" 5; behaviour.md §2.6; wire-format.md §12.4). Every case is hostile: the runner sends
 a liveness probe after it and fails the case if the target no longer answers. Where the spec
 prescribes an answer (or silence) the case checks that too."""
