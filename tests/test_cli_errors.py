@@ -1,5 +1,6 @@
-"""Every tool, fed the mistakes of issue 14's "Found" list (and their kin), answers with one
-stderr line and exit status 2 — never a Python traceback (tools/cli.py). Each case runs the tool
+"""Every tool, fed the mistakes of issue 14's "Found" list (and their kin: bad values, missing
+files, unwritable outputs, for every console script), answers with one stderr line and exit
+status 2 — never a Python traceback (tools/cli.py). Each case runs the tool
 as a user would, in a subprocess; none of them gets as far as starting a transfer."""
 
 from __future__ import annotations
@@ -85,6 +86,23 @@ CASES = [
     ("run", ["--topology", "no_such_topology"]),
     ("run", ["no_such_scenario.toml"]),
     ("run", ["--interval", "0"]),
+    ("run", ["--csv", "/nonexistent/x.csv"]),  # checked before the run, not after it
+    ("run", ["--keys", "/nonexistent"]),
+    ("run", ["--dilation", "0.5"]),
+    # uet-sim
+    ("sim", ["--size", "0"]),
+    ("sim", ["no_such_scenario.toml"]),
+    ("sim", ["--plot", "/proc/uet-plots"]),  # a folder that cannot be made
+    ("sim", ["--eventlog", "/nonexistent/x.jsonl"]),
+    ("sim", ["--seeds", "1,2"]),
+    # uet-peer
+    ("peer", ["--port", "70000"]),
+    ("peer", ["--keys", "/nonexistent"]),
+    # uet-conformance
+    ("conformance", ["--target", "127.0.0.1", "--junit", "/nonexistent/x.xml"]),  # before the run, not after
+    ("conformance", ["--timeout", "0"]),
+    # uet-sweep
+    ("sweep", ["/nonexistent.toml"]),
     # uet-decode
     ("decode", ["--port", "70000"]),
     ("decode", ["--count", "0"]),
@@ -430,6 +448,7 @@ def test_run_ctrl_c_prints_partial_results() -> None:
     for f in out["flows"]:
         assert f.get("unfinished") or "completion_s" in f, f
     assert out["flows_finished"] == sum(1 for f in out["flows"] if not f.get("unfinished"))
+    assert {"ecn_marks", "drops", "trims"} <= set(out["fabric"])  # the fabric's counters, asked for on Ctrl-C
 
 
 def interrupt_on_line(

@@ -67,7 +67,7 @@ def test_hosts_not_on_this_machine_is_a_usage_error() -> None:
 def test_too_many_live_endpoints_is_a_usage_error() -> None:
     r = tool("run", "-n", "200", "--topology", "fat_tree")
     _one_line_exit_2(r, "run")
-    assert "--engine sim" in r.stderr
+    assert "give -n 128 or fewer" in r.stderr and "add --engine sim to run 200 endpoints" in r.stderr
 
 
 def test_low_rate_is_warned(capsys) -> None:

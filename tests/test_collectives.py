@@ -139,3 +139,22 @@ def test_bad_parameters_are_named() -> None:
     with pytest.raises(ValueError, match="use workload collective"):
         make("allreduce", 4, params={"op": "broadcast"})
     assert sim_main(["-w", "collective", "-n", "4", "--workload-set", "op=nope"]) == 2
+
+
+def test_hierarchical_groups_ranks_by_the_placements_servers() -> None:
+    """On a rail fabric the rail placement puts consecutive ranks on one rail (different servers):
+    the hierarchical all-reduce's servers are the placement's (Topology.rank_servers), not runs of
+    consecutive ranks, and the spec carries them to a live rank's process."""
+    from uet.fabric.profiles import load_topology
+
+    from uet.workloads import from_spec
+
+    topo = load_topology("rail")
+    wl = make("collective", 8, message_bytes=1 << 14, params={"algorithm": "hierarchical"})
+    servers = topo.rank_servers(topo.placement(8, "rail"))
+    assert servers != [[0, 1], [2, 3], [4, 5], [6, 7]]
+    wl.place(servers)
+    assert wl.servers == servers and from_spec(wl.spec()).servers == servers
+    res = simulate({"workload": "collective", "endpoints": 8, "topology": "rail", "message_bytes": 1 << 14,
+                    "workload_params": {"algorithm": "hierarchical"}})  # fmt: skip
+    assert res["ok"] and res["collective"]["gpus_per_server"] == len(servers[0])

@@ -16,10 +16,11 @@ from uet.interop.samples import load_sample
 from uet.tools import decode
 from uet.tools.decode_fast import _INFO, FastSummary
 
+from uet.errors import DecodeError
 from uet.pcap import read_capture
 from uet.wire import net, pds, ses
 from uet.wire.build import build_ethernet, build_ip_packet, build_pfc_frame
-from uet.wire.chain import ALLOWED_NEXT_HDR, pds_ses_layouts
+from uet.wire.chain import ALLOWED_NEXT_HDR, pds_ses_key, pds_ses_layouts
 from uet.wire.pds import ControlType, NextHeader, PdsType
 from uet.wire.roce import OpCode
 from uet.wire.rocepkt import encode_roce, seal
@@ -191,3 +192,30 @@ def test_whole_captures_print_the_same(tmp_path: Any, capsys: Any) -> None:
         d = decode.decode_item(decode.Item(i, rec.timestamp_ns, rec.linktype, rec.frame), net.UET_UDP_PORT)
         lines.append(decode.error_line(d) if d.error is not None else decode.summary(d, t0))
     assert fast_out.splitlines() == lines
+
+
+def _layouts_or_error(data: bytes) -> Any:
+    try:
+        return tuple(lay.name for lay in pds_ses_layouts(data, 0, len(data)))
+    except DecodeError as e:
+        return ("error", e.reason)
+
+
+def test_chain_key_holds_every_byte_the_rules_read() -> None:
+    # the fast path keeps its plans by pds_ses_key: any byte outside the key, changed, must leave
+    # the layouts (or the error) as they were; every type, allowed next header, CC nibble, opcode
+    rng = random.Random(2525)
+    for _ in range(600):
+        ptype = rng.choice(_TYPES)
+        nhs = list(ControlType) if ptype == PdsType.CONTROL else sorted(ALLOWED_NEXT_HDR[ptype])
+        nh = rng.choice([*nhs, rng.randrange(16)])
+        b1 = rng.choice((0x03, 0x01, 0x02, 0x00, 0x07, 0x0B, rng.randrange(256)))
+        op, cc = rng.choice(_OPCODES), rng.choice(_CC_NIBBLES)
+        fill = rng.randbytes(rng.choice((2, 13, 30, 48, 60, 80)))
+        pkt = _uet_bytes(ptype, nh, rng.choice(_FLAGS), cc, op, b1, fill)
+        key, want = pds_ses_key(pkt, 0, len(pkt)), _layouts_or_error(pkt)
+        for i in range(len(pkt)):
+            other = bytearray(pkt)
+            other[i] ^= rng.randrange(1, 256)
+            if pds_ses_key(other, 0, len(other)) == key:
+                assert _layouts_or_error(bytes(other)) == want, (pkt.hex(), i)

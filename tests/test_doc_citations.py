@@ -1,11 +1,12 @@
 """Ship what you cite: every document citation in the project points at a file and a section that exist.
 
-Docstrings, comments, help texts, the README and the conformance cases' ``section`` fields cite the
-project's protocol reference (``behaviour.md §2.8``, ``spec/wire-format.md §5.4``,
-``rocev2-and-fabric.md §8.5``) and its house notes (``architecture.md "Link modes: fabric"``,
-``architecture.md principle 4``, ``conventions.md "Structured event logs"``). This test finds all of
-them and checks that the cited file is in the repository (at the repository root, or under
-``docs/`` by its path suffix) and that each cited section exists there:
+Docstrings, comments, help texts, the README, the conformance cases' ``section`` fields and the
+conformance rules' sections cite the project's protocol reference (``behaviour.md §2.8``,
+``spec/wire-format.md §5.4``, ``rocev2-and-fabric.md §8.5``) and its house notes
+(``architecture.md "Link modes: fabric"``, ``architecture.md principle 4``,
+``conventions.md "Structured event logs"``). This test finds all of them and checks that the cited
+file is in the repository (at the repository root, or under ``docs/`` by its path suffix) and that
+each cited section exists there:
 
 * ``§N.M`` names a numbered heading (``### 2.8 ...``) of that file; a range ``§8–§11`` names both
   ends; a list ``§6.3, §6.5`` names each;
@@ -308,6 +309,16 @@ def test_every_conformance_case_cites_a_section_that_exists() -> None:
     assert len(citations) >= len(CASES) > 50
     problems = check(citations)
     assert not problems, "conformance cases citing nowhere:\n" + "\n".join(problems)
+
+
+def test_every_conformance_rule_names_a_section_that_exists() -> None:
+    """``uet-conformance --coverage`` counts rules per section (``b2.6-3`` is behaviour.md §2.6)."""
+    from uet.conformance.rules import RULES
+
+    citations = [c for r in RULES.values() for c in find_citations(r.section, f"conformance rule {r.id}")]
+    assert len(citations) == len(RULES) > 100 and all(c.sections for c in citations)
+    problems = check(citations)
+    assert not problems, "conformance rules naming no section:\n" + "\n".join(problems)
 
 
 def test_the_readme_points_to_the_docs() -> None:

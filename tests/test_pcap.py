@@ -206,3 +206,34 @@ def test_sample_contents():
         "ack_probe", "ses_medium", "ses_small",
     }  # fmt: skip
     assert expected <= names, expected - names
+
+
+class _Trickle(io.RawIOBase):
+    """A pipe that hands over at most ``step`` bytes a read, and never reads ahead of its caller."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        self.data, self.step, self.pos = data, step, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read1(self, n: int = -1) -> bytes:
+        c = self.data[self.pos : self.pos + min(n, self.step)]
+        self.pos += len(c)
+        return c
+
+    read = read1
+
+
+@pytest.mark.parametrize("step", [1, 7, 100, 1 << 20])
+def test_pcapng_read_in_chunks_gives_every_record(monkeypatch, step):
+    # packet blocks are taken whole from a chunk buffer: blocks that straddle a chunk, reads that
+    # give a few bytes (a live pipe) and the truncated end all give what one read of it gives
+    monkeypatch.setattr("uet.pcap._CHUNK", 96)
+    data = samples.load_sample()
+    want = list(read_capture(data))
+    assert [tuple(r) for r in read_capture(_Trickle(data, step))] == [tuple(r) for r in want]
+    it = read_capture(_Trickle(data[:-5], step))
+    assert [next(it) for _ in want[:-1]] == want[:-1]
+    with pytest.raises(PcapError, match="truncated"):
+        next(it)

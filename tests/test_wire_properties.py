@@ -378,3 +378,10 @@ def test_fused_layout_is_its_parts_back_to_back(fused: Layout, blob: bytes) -> N
     wire = first.encode(va) + second.encode(vb)
     assert fused.encode((*va, *vb)) == wire
     assert tuple(fused.unpack(wire)) == (*va, *vb)
+
+
+@given(st.one_of(st.integers(0, 1 << 64), st.binary(max_size=9000).map(lambda b: int.from_bytes(b, "big"))))
+def test_mod_ffff_is_the_remainder(x: int) -> None:
+    # the checksum's folding remainder (net.mod_ffff) against Python's long division
+    assert net.mod_ffff(x) == x % 0xFFFF
+    assert net.mod_ffff(x * 0xFFFF) == 0

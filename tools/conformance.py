@@ -35,7 +35,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from uet.tools.cli import ArgumentParser, RunFailed, UsageError, run_main
+from uet.tools.cli import ArgumentParser, RunFailed, UsageError, output_file, run_main
 from uet.tools.link_options import add_link_options, check_link_options
 
 from uet.conformance import all_cases
@@ -224,6 +224,10 @@ def _main(argv: Sequence[str] | None) -> int:
     except ValueError:
         parser.error(f"--target {target.address!r} is not an IP address")
     check_link_options(args)
+    for opt in ("junit", "tap"):  # a report that cannot be written is a mistake to say before the run, not after
+        path = getattr(args, opt, None)
+        if path and path != "-":
+            output_file(path, f"--{opt}")
     local = args.local or default_local(target.address)
     # a run is reproducible: the seed of the tester's PDCIDs / PSNs / message IDs is always reported
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)

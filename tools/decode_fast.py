@@ -3,8 +3,9 @@
 The general path (tools/decode.py) decodes a frame into :class:`~uet.wire.capture.Frame` and
 :class:`~uet.wire.chain.UetPacket` objects, named tuples and field dictionaries, then writes the
 line from them. This copy, the hot path of ``uet-decode FILE``, unpacks the fixed headers with
-``struct`` (each layout's ``unpack``, plain tuples) and formats the line from the tuples, with
-per-layout field positions worked out once. The header chain's selection and validation rules are
+``struct`` (each layout's ``unpack``, plain tuples) and formats the line from the tuples, by one
+f-string function per layout generated on its first packet (field positions and the parts the
+layout has worked out once). The header chain's selection and validation rules are
 not copied: both paths walk :func:`uet.wire.chain.pds_ses_layouts`.
 
 It handles the frames a capture is made of: Ethernet (no VLAN tag) or raw IP, IPv4/IPv6, UDP or IP
@@ -27,8 +28,9 @@ from uet.tools.decode import _flags, _roce_summary
 from uet.errors import DecodeError
 from uet.wire import net, pds, ses, tss
 from uet.wire.capture import partial_udp_checksum
-from uet.wire.chain import enum_name, flag_names, pds_flag_names, pds_ses_layouts
+from uet.wire.chain import enum_name, flag_names, pds_flag_names, pds_ses_key, pds_ses_layouts
 from uet.wire.layout import Layout
+from uet.wire.net import mod_ffff
 from uet.wire.pds import ControlType, PdsType
 from uet.wire.rocepkt import parse_roce
 
@@ -58,139 +60,126 @@ class _Names(dict[int, str | None]):
         return name
 
 
+def _compile(name: str, pieces: list[str], ns: dict[str, Any]) -> Formatter:
+    """One function ``fmt(v)`` returning the concatenation of ``pieces`` (expressions over the
+    values tuple ``v``, each a string that is empty or starts with a space after the first): a
+    single f-string per layout, made once, instead of a list of parts filtered and joined per
+    packet."""
+    body = "".join("{" + x + "}" for x in pieces)
+    src = f"def fmt(v):\n    return f'{body}'"
+    exec(compile(src, f"<summary {name}>", "exec"), ns)  # noqa: S102 - our own expressions, from field positions
+    return cast("Formatter", ns["fmt"])
+
+
+def _flag_text(names: Callable[..., list[str]]) -> Callable[..., str]:
+    """``" [A,B]"`` (or "" without flags) for ``names(*key)``, cached by key (bounded by the widths)."""
+    cache: dict[Any, str] = {}
+
+    def text(*key: int) -> str:
+        t = cache.get(key)
+        if t is None:
+            f = _flags(names(*key))
+            t = cache[key] = f" {f}" if f else ""
+        return t
+
+    return text
+
+
 def _pds_formatter(lay: Layout) -> Formatter:
     """``_pds_summary`` of tools/decode.py for one PDS layout, from its values tuple."""
     ix = {n: i for i, n in enumerate(lay.field_names)}
-    i_psn, i_cack, i_ackoff = ix.get("psn"), ix.get("cack_psn"), ix.get("ack_psn_offset")
-    i_opaque, i_nack, i_nack_psn = ix.get("probe_opaque"), ix.get("nack_code"), ix.get("nack_psn")
-    i_psnoff = ix.get("psn_offset")
-    #: the fields shown as ``name=value``, in the line's order
-    plain = [(name, ix[name]) for name in ("pkt_id", "spdcid", "dpdcid") if name in ix]
-    i_ccc, i_credit, i_sack, i_sackoff = ix.get("ccc_id"), ix.get("credit_target"), ix.get("sack_bitmap"), None
-    if i_sack is not None:
-        i_sackoff = ix["sack_psn_offset"]
-    i_cctype, i_epsn, i_payload, i_ctl, i_flags = (
-        ix.get("cc_type"),
-        ix.get("expected_psn"),
-        ix.get("payload"),
-        ix.get("ctl_type"),
-        ix.get("flags"),
-    )
-    type_names = _Names(PdsType)
-    ctl_names = _Names(ControlType)
-    nack_names = _Names(lay.fields["nack_code"].enum) if i_nack is not None else None  # type: ignore[union-attr]
-    cc_names = _Names(lay.fields["cc_type"].enum) if i_cctype is not None else None  # type: ignore[union-attr]
-    flag_text: dict[tuple[int, int], str] = {}
-
-    def fmt(v: tuple[Any, ...]) -> str:
-        t = v[0]
-        control = t == PdsType.CONTROL
-        if control:
-            parts = [f"CONTROL {ctl_names[v[i_ctl]]}"]  # type: ignore[index]
-        else:
-            parts = [type_names[t] or f"type={t}"]
-        if i_psn is not None:
-            parts.append(f"psn={v[i_psn]}")
-            if control and v[i_ctl] == ControlType.PROBE:  # type: ignore[index]
-                parts.append(f"opaque={v[i_opaque]:#06x}")  # type: ignore[index]
-        if i_cack is not None:
-            parts.append(f"cack={v[i_cack]}")
-            if i_ackoff is not None:
-                parts.append(f"ack_psn={pds.ack_psn(v[i_cack], v[i_ackoff])}")
-            if i_opaque is not None:
-                parts.append(f"opaque={v[i_opaque]:#06x}")
-        if i_nack is not None:
-            code = v[i_nack]
-            parts.insert(1, nack_names[code] or f"code={code:#x}")  # type: ignore[index]
-            parts.append(f"nack_psn={v[i_nack_psn]}")  # type: ignore[index]
-        for label, i in plain:
-            parts.append(f"{label}={v[i]}")
-        if i_psnoff is not None:
-            parts.append(f"start_psn={pds.start_psn(v[i_psn], v[i_psnoff])}")  # type: ignore[index]
-        if i_ccc is not None:
-            parts.append(f"ccc={v[i_ccc]} credit_target={v[i_credit]}")  # type: ignore[index]
-        if i_sack is not None:
-            base = pds.sack_base(v[i_cack], v[i_sackoff])  # type: ignore[index]
-            cc = v[i_cctype]  # type: ignore[index]
-            parts.append(f"{cc_names[cc] or cc} sack_base={base} sack={v[i_sack]:#x}")  # type: ignore[index]
-        if i_epsn is not None:
-            parts.append(f"expected_psn={v[i_epsn]}")
-        if i_payload is not None and v[i_payload]:
-            parts.append(f"payload={v[i_payload]:#x}")
-        if i_flags is not None:
-            key = (t, v[i_flags])
-            text = flag_text.get(key)
-            if text is None:
-                text = flag_text[key] = _flags(pds_flag_names(*key))
-            parts.append(text)
-        return " ".join(x for x in parts if x)
-
-    return fmt
+    i_ctl, i_opaque = ix.get("ctl_type"), ix.get("probe_opaque")
+    ns: dict[str, Any] = {
+        "type_names": _Names(PdsType),
+        "ctl_names": _Names(ControlType),
+        "ack_psn": pds.ack_psn,
+        "start_psn": pds.start_psn,
+        "sack_base": pds.sack_base,
+        "CONTROL": int(PdsType.CONTROL),
+        "PROBE": int(ControlType.PROBE),
+    }
+    head = 'type_names[v[0]] or "type=" + str(v[0])'
+    if i_ctl is not None:
+        head = f'"CONTROL " + str(ctl_names[v[{i_ctl}]]) if v[0] == CONTROL else ({head})'
+    pieces = [head]
+    if "nack_code" in ix:
+        ns["nack_names"] = _Names(lay.fields["nack_code"].enum)  # type: ignore[union-attr]
+        i = ix["nack_code"]
+        pieces.append(f'" " + (nack_names[v[{i}]] or "code=" + format(v[{i}], "#x"))')
+    if "psn" in ix:
+        pieces.append(f'" psn=" + str(v[{ix["psn"]}])')
+        if i_ctl is not None and i_opaque is not None:  # the control layouts (PROBE: its opaque)
+            probe = f"v[0] == CONTROL and v[{i_ctl}] == PROBE"
+            pieces.append(f'" opaque=" + format(v[{i_opaque}], "#06x") if {probe} else ""')
+    if "cack_psn" in ix:
+        i = ix["cack_psn"]
+        pieces.append(f'" cack=" + str(v[{i}])')
+        if "ack_psn_offset" in ix:
+            pieces.append(f'" ack_psn=" + str(ack_psn(v[{i}], v[{ix["ack_psn_offset"]}]))')
+        if i_opaque is not None:
+            pieces.append(f'" opaque=" + format(v[{i_opaque}], "#06x")')
+    if "nack_code" in ix:
+        pieces.append(f'" nack_psn=" + str(v[{ix["nack_psn"]}])')
+    pieces += [f'" {name}=" + str(v[{ix[name]}])' for name in ("pkt_id", "spdcid", "dpdcid") if name in ix]
+    if "psn_offset" in ix:
+        pieces.append(f'" start_psn=" + str(start_psn(v[{ix["psn"]}], v[{ix["psn_offset"]}]))')
+    if "ccc_id" in ix:
+        pieces.append(f'" ccc=" + str(v[{ix["ccc_id"]}]) + " credit_target=" + str(v[{ix["credit_target"]}])')
+    if "sack_bitmap" in ix:
+        ns["cc_names"] = _Names(lay.fields["cc_type"].enum)  # type: ignore[union-attr]
+        ct, base = ix["cc_type"], f"sack_base(v[{ix['cack_psn']}], v[{ix['sack_psn_offset']}])"
+        pieces.append(
+            f'" " + str(cc_names[v[{ct}]] or v[{ct}]) + " sack_base=" + str({base})'
+            f' + " sack=" + format(v[{ix["sack_bitmap"]}], "#x")'
+        )
+    if "expected_psn" in ix:
+        pieces.append(f'" expected_psn=" + str(v[{ix["expected_psn"]}])')
+    if "payload" in ix:
+        i = ix["payload"]
+        pieces.append(f'" payload=" + format(v[{i}], "#x") if v[{i}] else ""')
+    if "flags" in ix:
+        ns["flags"] = _flag_text(pds_flag_names)
+        pieces.append(f"flags(v[0], v[{ix['flags']}])")
+    return _compile(lay.name, pieces, ns)
 
 
 def _ses_formatter(lay: Layout) -> Formatter:
     """``_ses_summary`` of tools/decode.py (without the extensions) for one SES layout."""
     ix = {n: i for i, n in enumerate(lay.field_names)}
-    i_op, i_rc, i_msg, i_rmsg, i_job = (
-        ix["opcode"],
-        ix.get("return_code"),
-        ix.get("message_id"),
-        ix.get("read_request_message_id"),
-        ix["job_id"],
-    )
-    i_pid, i_ri, i_buf, i_moff = (
-        ix.get("pid_on_fep"),
-        ix.get("resource_index"),
-        ix.get("buffer_offset"),
-        ix.get("message_offset"),
-    )
-    i_match, i_flags = ix.get("match_bits"), ix.get("flags")
-    #: the fields shown as ``label=value`` after the offset, in the line's order
+    ns: dict[str, Any] = {"op_names": _Names(lay.fields["opcode"].enum)}  # type: ignore[union-attr]
+    i = ix["opcode"]
+    pieces = [f'op_names[v[{i}]] or "opcode=" + format(v[{i}], "#x")']
+    if "return_code" in ix:
+        ns["rc_names"] = _Names(lay.fields["return_code"].enum)  # type: ignore[union-attr]
+        i = ix["return_code"]
+        pieces.append(f'" " + (rc_names[v[{i}]] or "rc=" + format(v[{i}], "#x"))')
+    if "message_id" in ix:
+        pieces.append(f'" msg=" + str(v[{ix["message_id"]}])')
+    if "read_request_message_id" in ix:
+        pieces.append(f'" read_msg=" + str(v[{ix["read_request_message_id"]}])')
+    pieces.append(f'" job=" + format(v[{ix["job_id"]}], "#x")')
+    if "pid_on_fep" in ix:
+        pieces.append(f'" pid=" + str(v[{ix["pid_on_fep"]}]) + " ri=" + str(v[{ix["resource_index"]}])')
+    offs = [f"v[{ix[n]}]" for n in ("buffer_offset", "message_offset") if n in ix]
+    if offs:
+        off = " + ".join(offs)
+        pieces.append(f'" offset=" + format({off}, "#x") if {off} else " offset=0"')
     names = (
         ("len", "request_length"),
         ("mod_len", "modified_length"),
         ("pkt_len", "payload_length"),
         ("req_psn", "original_request_psn"),
     )
-    lengths = [(label, ix[name]) for label, name in names if name in ix]
-    op_names = _Names(lay.fields["opcode"].enum)  # type: ignore[union-attr]
-    rc_names = _Names(lay.fields["return_code"].enum) if i_rc is not None else None  # type: ignore[union-attr]
-    fenum = lay.fields["flags"].enum if i_flags is not None else None  # type: ignore[union-attr]
-    flag_enum: type[IntFlag] | None = None
-    if fenum is not None and issubclass(fenum, IntFlag):
-        flag_enum = cast("type[IntFlag]", fenum)
-    flag_text: dict[int, str] = {}
-    has_offset = i_buf is not None or i_moff is not None
-
-    def fmt(v: tuple[Any, ...]) -> str:
-        op = v[i_op]
-        parts = [op_names[op] or f"opcode={op:#x}"]
-        if i_rc is not None:
-            rc = v[i_rc]
-            parts.append(rc_names[rc] or f"rc={rc:#x}")  # type: ignore[index]
-        if i_msg is not None:
-            parts.append(f"msg={v[i_msg]}")
-        if i_rmsg is not None:
-            parts.append(f"read_msg={v[i_rmsg]}")
-        parts.append(f"job={v[i_job]:#x}")
-        if i_pid is not None:
-            parts.append(f"pid={v[i_pid]} ri={v[i_ri]}")  # type: ignore[index]
-        if has_offset:
-            off = (v[i_buf] if i_buf is not None else 0) + (v[i_moff] if i_moff is not None else 0)
-            parts.append(f"offset={off:#x}" if off else "offset=0")
-        for label, i in lengths:
-            parts.append(f"{label}={v[i]}")
-        if i_match is not None and v[i_match]:
-            parts.append(f"match={v[i_match]:#x}")
-        if i_flags is not None:
-            f = v[i_flags]
-            text = flag_text.get(f)
-            if text is None:
-                text = flag_text[f] = _flags(flag_names(flag_enum, f))
-            parts.append(text)
-        return " ".join(x for x in parts if x)
-
-    return fmt
+    pieces += [f'" {label}=" + str(v[{ix[name]}])' for label, name in names if name in ix]
+    if "match_bits" in ix:
+        i = ix["match_bits"]
+        pieces.append(f'" match=" + format(v[{i}], "#x") if v[{i}] else ""')
+    if "flags" in ix:
+        fenum = lay.fields["flags"].enum  # type: ignore[union-attr]
+        flag_enum = cast("type[IntFlag]", fenum) if fenum is not None and issubclass(fenum, IntFlag) else None
+        ns["flags"] = _flag_text(lambda f: flag_names(flag_enum, f))
+        pieces.append(f"flags(v[{ix['flags']}])")
+    return _compile(lay.name, pieces, ns)
 
 
 def _ext_formatter(lay: Layout) -> Formatter:
@@ -344,7 +333,7 @@ class FastSummary:
             whole = int.from_bytes(memoryview(data)[off:uend], "big")
             if ulen & 1:
                 whole <<= 8
-            if (whole % 0xFFFF + int.from_bytes(src + dst, "big") + 17 + ulen) % 0xFFFF:
+            if (mod_ffff(whole) + int.from_bytes(src + dst, "big") + 17 + ulen) % 0xFFFF:
                 if csum != partial_udp_checksum(src, dst, ulen):
                     return None
                 self.partial_checksum = True
@@ -355,27 +344,49 @@ class FastSummary:
         """The UET part of the line for ``mv[off:end]`` (``mv`` ends at ``end``), or None."""
         if off >= end or mv[off] >> 3 == tss.TSS_TYPE:
             return None
+        key = pds_ses_key(mv, off, end)
+        plan = _PLANS.get(key, _UNSEEN)
+        if plan is _UNSEEN:
+            plan = _plan(mv, off, end, key)
+        if plan is None:
+            return None
         texts = []
         crc_hint = None
-        try:
-            for lay in pds_ses_layouts(mv, off, end):
-                size, rmask, unpack, fmt, hint = _INFO[lay]
-                nxt = off + size
-                if nxt > end or rmask and int.from_bytes(mv[off:nxt], "big") & rmask:
-                    return None  # truncated, or reserved bits set: the general path tells
-                v = unpack(mv, off)
-                texts.append(fmt(v))
-                if hint is not None:
-                    crc_hint = hint(v)
-                off = nxt
-        except DecodeError:
-            return None
+        for size, rmask, unpack, fmt, hint in plan:
+            nxt = off + size
+            if nxt > end or rmask and int.from_bytes(mv[off:nxt], "big") & rmask:
+                return None  # truncated, or reserved bits set: the general path tells
+            v = unpack(mv, off)
+            texts.append(fmt(v))
+            if hint is not None:
+                crc_hint = hint(v)
+            off = nxt
         plen = end - off
         if plen == crc_hint:
             return None  # the CRC-trailer hint (tools/decode.py _crc_hint) is a warning
         if len(texts) > 1:
             return f"{texts[0]} | {' '.join(x for x in texts[1:] if x)} | payload {plen}"
         return f"{texts[0]} | payload {plen}"
+
+
+_Plan = tuple[tuple[int, int, Callable[..., tuple[Any, ...]], Formatter, Any], ...]
+_UNSEEN: Any = object()
+_PLANS: dict[tuple[int | None, ...] | None, _Plan | None] = {}
+
+
+def _plan(mv: memoryview, off: int, end: int, key: tuple[int | None, ...] | None) -> _Plan | None:
+    """The headers' :data:`_INFO` in wire order for a chain key (:func:`uet.wire.chain.pds_ses_key`:
+    equal keys, equal layouts), walked once per key; None where the chain is malformed."""
+    plan: _Plan | None = None
+    if key is not None:
+        try:
+            plan = tuple(_INFO[lay] for lay in pds_ses_layouts(mv, off, end))
+        except DecodeError:
+            plan = None
+    if len(_PLANS) >= 4096:  # bounded: keys hold a payload byte of some requests
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
 
 
 def _crc_hint(lay: Layout) -> Callable[[tuple[Any, ...]], int | None] | None:

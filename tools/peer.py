@@ -50,7 +50,7 @@ from dataclasses import replace
 from typing import Any
 
 from uet.tools.capture_options import add_capture_options, live_captures
-from uet.tools.cli import ArgumentParser, UsageError, int_arg, rate_arg, run_main
+from uet.tools.cli import ArgumentParser, UsageError, int_arg, port_number, rate_arg, run_main
 from uet.tools.link_options import add_link_options, check_link_options, link_config
 from uet.tools.run_settings import max_payload
 
@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A standalone UET endpoint to point uet-conformance or uet-bench --peer at.",
     )
     p.add_argument("address", nargs="?", default="127.0.0.1", help="Fabric Address to serve on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=4793, help="UET UDP port (default 4793)")
+    p.add_argument("--port", type=port_number, default=4793, help="UET UDP port (default 4793)")
     p.add_argument("--job", type=_int, default=PEER_DEFAULT_JOB, help=f"JobID (24 bits, default {PEER_DEFAULT_JOB})")
     p.add_argument("--pid", type=_int, default=0, help="PIDonFEP (12 bits, default 0)")
     p.add_argument("--ri", type=_int, default=0, help="resource index (12 bits, default 0)")
@@ -381,7 +381,14 @@ def _main(argv: Sequence[str] | None) -> int:
         profile = load_profile(args.config, args.job) if args.config else default_profile(args.job)
     except ProfileError as e:
         raise UsageError(str(e)) from None
-    if not args.keys:
+    if args.keys:  # a missing or unsafe key file: one line, exit 2, before the peer opens
+        from uet.tss.keyfile import KeyFileError, load_key_file
+
+        try:
+            load_key_file(args.keys, wall_ns=0)
+        except KeyFileError as e:
+            raise UsageError(str(e)) from None
+    else:
         print(open_memory_warning(args), file=sys.stderr, flush=True)
     return asyncio.run(_serve(args, profile))
 

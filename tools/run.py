@@ -1310,9 +1310,11 @@ def _body(argv: Sequence[str] | None) -> int:
     if args.rate_bps is not None:
         warn_low_rate("uet-run", "--rate", args.rate_bps)
     if args.engine == "live" and int(settings[0]["endpoints"]) > LIVE_MAX_ENDPOINTS:
+        n = settings[0]["endpoints"]
         raise UsageError(
-            f"--endpoints {settings[0]['endpoints']}: the live engine runs one process per endpoint and "
-            f"stops at {LIVE_MAX_ENDPOINTS}; --engine sim runs thousands in virtual time"
+            f"--endpoints {n}: the live engine runs one process per endpoint, at most {LIVE_MAX_ENDPOINTS}; "
+            f"give -n {LIVE_MAX_ENDPOINTS} or fewer (or [run] endpoints in the scenario file), or add "
+            f"--engine sim to run {n} endpoints in virtual time"
         )
     if args.engine == "sim":
         return _simulate(args, settings)

@@ -104,25 +104,52 @@ def read_capture(source: str | os.PathLike[str] | bytes | bytearray | IO[bytes])
     yield from _read_stream(source)
 
 
+_CHUNK = 1 << 18  # bytes read at a time into the block buffer
+
+
 class _Stream:
-    """Exact reads with the byte position, for error messages."""
+    """Exact reads with the byte position, for error messages; from a buffer that holds the
+    file's next bytes (``buf[bpos:]``), refilled a chunk at a time, so that the pcapng loop can
+    take whole packet blocks out of it without a read call per block. A refill asks only for the
+    bytes at hand (``read1``: a live pipe is decoded as it comes)."""
 
     def __init__(self, f: IO[bytes]) -> None:
         self.f = f
         self.pos = 0
+        self.buf = b""
+        self.bpos = 0
+        self._read1 = getattr(f, "read1", None)
+
+    def fill(self, n: int) -> bool:
+        """Make at least ``n`` bytes buffered (False: the input ends before)."""
+        have = len(self.buf) - self.bpos
+        if have >= n:
+            return True
+        chunks = [self.buf[self.bpos :]]
+        while have < n:
+            try:
+                c = self._read1(max(_CHUNK, n - have)) if self._read1 is not None else self.f.read(n - have)
+            except OSError as e:
+                raise PcapError(f"read error at byte {self.pos + have}: {e}") from None
+            if not c:
+                break
+            chunks.append(c)
+            have += len(c)
+        self.buf, self.bpos = b"".join(chunks), 0
+        return have >= n
 
     def read(self, n: int, what: str, *, eof_ok: bool = False) -> bytes | None:
-        try:
-            c = self.f.read(n)
-        except OSError as e:
-            raise PcapError(f"read error at byte {self.pos}: {e}") from None
-        if len(c) == n:  # the common case: one read gives it all
+        p = self.bpos
+        if len(self.buf) - p >= n or self.fill(n):
+            p = self.bpos
+            self.bpos = p + n
             self.pos += n
-            return c
-        return self._rest(c, n, what, eof_ok)
+            return self.buf[p : p + n]
+        return self._rest(self.buf[self.bpos :], n, what, eof_ok)
 
     def _rest(self, first: bytes, n: int, what: str, eof_ok: bool) -> bytes | None:
-        """A short first read (a pipe, or the end of the file): read on until ``n`` or EOF."""
+        """The input ends before ``n`` bytes (``first``: those there are)."""
+        self.buf, self.bpos = b"", 0
         chunks = [first]
         got = len(first)
         while got < n and chunks[-1]:
@@ -191,8 +218,28 @@ def _read_pcapng(s: _Stream, first: bytes) -> Iterator[PcapRecord]:
     ifaces: list[_Iface] = []
     nblock = 0
     pending: bytes | None = first  # the block type, read to detect the format
+    epb = _EPB_HEAD
     while True:
-        # a block's type and length in one read (the hot loop: two reads per packet block)
+        # the hot loop: a whole packet block of a little-endian section, straight from the buffer
+        buf, p = s.buf, s.bpos
+        if order == "<" and pending is None and len(buf) - p >= 32:
+            btype, total, iface, hi, lo, caplen = epb.unpack_from(buf, p)
+            if (
+                btype == _BT_EPB
+                and 32 <= total <= len(buf) - p
+                and not total & 3
+                and iface < len(ifaces)
+                and 20 + caplen <= total - 12
+                and buf[p + total - 4 : p + total] == buf[p + 4 : p + 8]
+            ):
+                s.bpos = p + total
+                s.pos += total
+                nblock += 1
+                ifc = ifaces[iface]
+                ts = ((hi << 32) | lo) * 1_000_000_000 // ifc.units + ifc.offset_s * 1_000_000_000
+                yield PcapRecord(ts, ifc.linktype, buf[p + 28 : p + 28 + caplen])
+                continue
+        # any other block, or one not whole in the buffer: its type and length in one read
         if pending is not None:
             rest4 = s.read(4, "block header")
             assert rest4 is not None
@@ -245,6 +292,7 @@ def _read_pcapng(s: _Stream, first: bytes) -> Iterator[PcapRecord]:
 
 
 _EPB = {o: struct.Struct(o + "IIIII") for o in "<>"}
+_EPB_HEAD = struct.Struct("<IIIIII")  # block type and length, then the packet block's fixed fields
 
 
 def _check_len(total: int, start: int, minimum: int) -> None:

@@ -51,6 +51,7 @@ __all__ = [
     "flag_names",
     "parse_uet",
     "pds_flag_names",
+    "pds_ses_key",
     "pds_ses_layouts",
 ]
 
@@ -503,3 +504,29 @@ def pds_ses_layouts(mv: bytes | bytearray | memoryview, off: int, end: int) -> I
         elay = ses.extension_layout(opcode, mv[off] if off < end else None)
         if elay is not None:
             yield elay
+
+
+_ACK_CC_TYPES = frozenset({PdsType.ACK_CC, PdsType.ACK_CCX})
+
+
+def pds_ses_key(mv: bytes | bytearray | memoryview, off: int, end: int) -> tuple[int | None, ...] | None:
+    """The values :func:`pds_ses_layouts` reads from ``mv[off:end]`` to choose and check the
+    layouts (None: a byte that is not there), so that two headers with equal keys have the same
+    layouts, or the same error: the PDS prologue, the ``cc_type`` byte of an ACK_CC/ACK_CCX, the
+    SES header's first two bytes, and the byte after the SES header (and the sync extension) of a
+    request. The decoder's summary fast path keeps its plans by this key. None: under 2 bytes."""
+    if end - off < 2:
+        return None
+    ptype, nh, flags = pds.PROLOGUE.unpack(mv, off)
+    cc = mv[off + 12] if ptype in _ACK_CC_TYPES and off + 12 < end else None
+    lay = pds.pds_layout(ptype, flags, cc)
+    if lay is None or ptype == PdsType.CONTROL or nh == NextHeader.NONE:
+        return (ptype, nh, flags, cc)
+    s = off + lay.size
+    b0 = mv[s] if s < end else None
+    b1 = mv[s + 1] if s + 1 < end else None
+    slay = ses.ses_layout(nh, b0 or 0, b1 or 0)
+    if slay is None or nh not in _REQUEST_NH:
+        return (ptype, nh, flags, cc, b0, b1)
+    e = s + slay.size + (ses.SYNC_EXT.size if (b0 or 0) & 0x3F == SesOpcode.SYNC_ATOMIC else 0)
+    return (ptype, nh, flags, cc, b0, b1, mv[e] if e < end else None)

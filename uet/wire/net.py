@@ -146,10 +146,30 @@ def inet_checksum(data: bytes | bytearray | memoryview, initial: int = 0) -> int
     if n & 1:
         s <<= 8  # pad the odd byte on the right
     s += initial
-    r = s % 0xFFFF
+    r = mod_ffff(s)
     if r == 0 and s:
         r = 0xFFFF
     return (~r) & 0xFFFF
+
+
+_LOW: dict[int, int] = {}  # bit count → its mask, for mod_ffff
+
+
+def mod_ffff(x: int) -> int:
+    """``x % 0xFFFF`` for a non-negative ``x`` of any size, about twice as fast on a datagram-sized
+    integer: since 2^16k ≡ 1 (mod 0xFFFF), adding the high half to the low half (cut at a multiple
+    of 16 bits) keeps the remainder, and shifts and masks are cheaper than a long division."""
+    n = x.bit_length()
+    while n > 512:
+        half = (n >> 5) << 4
+        mask = _LOW.get(half)
+        if mask is None:
+            if len(_LOW) >= 4096:  # bounded: one entry per size seen
+                _LOW.clear()
+            mask = _LOW[half] = (1 << half) - 1
+        x = (x >> half) + (x & mask)
+        n = x.bit_length()
+    return x % 0xFFFF
 
 
 def udp_checksum(src: bytes, dst: bytes, udp: bytes | bytearray | memoryview) -> int:
