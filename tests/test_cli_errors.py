@@ -683,7 +683,7 @@ def test_conformance_ctrl_c_reports_the_cases_run_then_one_line_and_130(monkeypa
 
     calls: list[str] = []
 
-    def run_case(case, session) -> Result:
+    def run_case(case, session, deadline=None) -> Result:
         calls.append(case.id)
         if len(calls) == 3:
             raise KeyboardInterrupt

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_bad_files import CORPUS, _run
+from test_bad_files import CORPUS, _check, _run
 
 #: profile-specific mistakes on top of the shared corpus of bad files
 PROFILE_CORPUS: dict[str, bytes] = {
@@ -28,13 +28,6 @@ PROFILE_CORPUS: dict[str, bytes] = {
 }
 
 TOOLS = [("peer", ["127.0.0.1"]), ("conformance", ["--target", "127.0.0.1"])]
-
-
-def _check(r: tuple[int, str, str], name: str) -> None:
-    code, _out, err = r
-    assert "Traceback" not in err, err
-    assert code == 2, (code, err)
-    assert err.count("\n") == 1 and err.startswith(f"uet-{name}: error: "), err
 
 
 @pytest.mark.parametrize("key", sorted(PROFILE_CORPUS))

@@ -29,9 +29,15 @@ def test_the_library_is_complete_and_in_the_readme() -> None:
         assert figures and "FIGURES" not in header and re.search(r"\d", figures.group(1)), f.name
 
 
+#: a smaller model for the training step (its graph, not the message size, says what moves)
+SMALLER = {"training_step": [x for kv in ("hidden=128", "seq_len=64", "layers=2") for x in ("--workload-set", kv)]}
+
+
 @pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
 def test_scenario_runs_small(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The file as written (topology, placement, transports, endpoint settings) with 8 endpoints and 4 KiB messages."""
-    code = uet_sim([str(path), "--endpoints", "8", "--size", "4KiB", "--messages", "1", "--json"])
+    """The file as written (topology, placement, transports, endpoint settings) with 8 endpoints
+    and 4 KiB messages."""
+    small = ["--endpoints", "8", "--size", "4KiB", "--messages", "1", *SMALLER.get(path.stem, [])]
+    code = uet_sim([str(path), *small, "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["ok"], out.get("errors")

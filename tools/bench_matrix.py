@@ -53,6 +53,10 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="ROD targets discard out-of-order requests (go-back-N) instead of buffering them (the default)",
     )
+    p.add_argument(
+        "--rx-ns", type=int_arg(0), default=0, metavar="NS",
+        help="a receiver slowed on purpose: it takes one datagram per NS ns from a 64-datagram queue (default 0: off)",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true", help="one JSON object per cell")
     p.set_defaults(run=run)
 
@@ -62,7 +66,9 @@ def run(ns: argparse.Namespace) -> int:
     seeds = tuple(range(1, ns.seeds + 1))
     cfg = PdsConfig(rod_buffer=not ns.rod_go_back_n)
     results = as_dicts(
-        run_matrix(ns.modes, ns.loss, seeds, packets=ns.packets, reorder=ns.reorder, dup=ns.dup, config=cfg)
+        run_matrix(
+            ns.modes, ns.loss, seeds, packets=ns.packets, reorder=ns.reorder, dup=ns.dup, config=cfg, rx_ns=ns.rx_ns
+        )
     )
     if ns.json:
         for r in results:
@@ -71,7 +77,8 @@ def run(ns: argparse.Namespace) -> int:
         from rich.console import Console
         from rich.table import Table
 
-        t = Table(title=f"uet-bench matrix ({ns.packets} packets, reorder {ns.reorder}, dup {ns.dup})")
+        slow = f", receiver 1 datagram / {ns.rx_ns} ns" if ns.rx_ns else ""
+        t = Table(title=f"uet-bench matrix ({ns.packets} packets, reorder {ns.reorder}, dup {ns.dup}{slow})")
         cols = (
             "mode",
             "loss",

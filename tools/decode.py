@@ -86,7 +86,7 @@ class HexError(UetError):
     errors, exit 2, are about options and files)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Item:
     """One packet to decode: its number, capture time, link type (None = bare UET) and bytes."""
 
@@ -179,8 +179,8 @@ def _bytes_items(packets: list[bytes], args: argparse.Namespace) -> Iterator[Ite
 
 
 def _capture_items(source: Any) -> Iterator[Item]:
-    for i, rec in enumerate(read_capture(source), 1):
-        yield Item(i, rec.timestamp_ns, rec.linktype, rec.frame)
+    for i, (ts, linktype, frame) in enumerate(read_capture(source), 1):
+        yield Item(i, ts, linktype, frame)
 
 
 def _read_all(f: IO[bytes], n: int = -1) -> bytes:
@@ -833,20 +833,24 @@ def run(args: argparse.Namespace, stdout: IO[str], stdin: IO[bytes]) -> int:
             from uet.tools.decode_fast import FastSummary
 
             fast = FastSummary(args.port)
+    count = args.count
+    fast_line = fast.line if fast is not None else None
+    write = stdout.write
     try:
         for item in items(args, stdin):
-            if args.count is not None and shown >= args.count:
+            if count is not None and shown >= count:
                 break
-            if t0 is None and item.timestamp_ns is not None:
-                t0 = item.timestamp_ns
-            if fast is not None and item.linktype is not None:
-                line = fast.line(item.number, item.timestamp_ns, t0, item.linktype, item.data)
+            ts, linktype = item.timestamp_ns, item.linktype
+            if t0 is None and ts is not None:
+                t0 = ts
+            if fast_line is not None and linktype is not None:
+                line = fast_line(item.number, ts, t0, linktype, item.data)
                 if line is not None:  # the summary fast path (tools/decode_fast.py): the same line
                     shown += 1
-                    if fast.partial_checksum and not partial_said:
+                    if not partial_said and fast.partial_checksum:  # type: ignore[union-attr]
                         partial_said = True
                         print(f"{PROG}: note: {_PARTIAL_NOTE}", file=sys.stderr)
-                    stdout.write(line + "\n")
+                    write(line + "\n")
                     continue
             d = decode_item(item, args.port, decrypt, args.crc)
             _count(stats, d)

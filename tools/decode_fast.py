@@ -224,6 +224,7 @@ class FastSummary:
         self.port = port
         self.partial_checksum = False
         self._ip: dict[bytes, str] = {}
+        self._addr: dict[tuple[bytes, bytes, int, int, int], str] = {}
 
     def _ip_str(self, raw: bytes) -> str:
         s = self._ip.get(raw)
@@ -297,6 +298,13 @@ class FastSummary:
     def _transport(
         self, data: bytes, ip_off: int, off: int, end: int, proto: int, src: bytes, dst: bytes, ecn: int
     ) -> str | None:
+        if proto == 17 and end - off >= 8:
+            sport, dport, ulen, csum = _UDP.unpack_from(data, off)
+            akey = (src, dst, sport, dport, ecn)
+            addr = self._addr.get(akey)
+            if addr is None:
+                addr = self._udp_addr(akey)
+            return self._udp(data, ip_off, off, end, src, dst, sport, dport, ulen, csum, addr)
         s, d = self._ip_str(src), self._ip_str(dst)
         head = f" ecn={_ECN[ecn]}" if ecn else ""
         if proto == net.UET_IP_PROTO:
@@ -309,15 +317,36 @@ class FastSummary:
             return f"{s} → {d} ip/{net.UET_IP_PROTO} entropy={entropy:#06x}{head} {uet}"
         if proto != 17:
             return f"{s} → {d}{head} not UET (IP protocol {proto})"
-        if end - off < 8:
-            return None
-        sport, dport, ulen, csum = _UDP.unpack_from(data, off)
+        return None  # a UDP header cut short
+
+    def _udp_addr(self, key: tuple[bytes, bytes, int, int, int]) -> str:
+        """``src:sport → dst:dport`` and the ECN mark, kept per key (a bounded table)."""
+        src, dst, sport, dport, ecn = key
+        s, d = self._ip_str(src), self._ip_str(dst)
+        if len(src) == 16:
+            s, d = f"[{s}]", f"[{d}]"
+        if len(self._addr) >= 4096:
+            self._addr.clear()
+        addr = self._addr[key] = f"{s}:{sport} → {d}:{dport}" + (f" ecn={_ECN[ecn]}" if ecn else "")
+        return addr
+
+    def _udp(
+        self,
+        data: bytes,
+        ip_off: int,
+        off: int,
+        end: int,
+        src: bytes,
+        dst: bytes,
+        sport: int,
+        dport: int,
+        ulen: int,
+        csum: int,
+        addr: str,
+    ) -> str | None:
         uend = off + ulen
         if ulen < 8 or uend > end:
             return None
-        if len(src) == 16:
-            s, d = f"[{s}]", f"[{d}]"
-        addr = f"{s}:{sport} → {d}:{dport}{head}"
         if self.port != dport and self.port != sport:
             if dport == net.ROCE_UDP_PORT:
                 try:

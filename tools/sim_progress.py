@@ -14,7 +14,7 @@
   Once the run is past every estimate the line says so and gives no ETA rather than
   a wrong one;
 * **the speed** measured over the last :data:`WINDOW_S` seconds of wall time (virtual time per
-  second), and **the ETA**: the virtual time left at that speed.
+  second, from the samples at which a line was shown), and **the ETA**: the virtual time left at that speed.
 
 On a terminal the line is redrawn in place (every :data:`TTY_EVERY_S`) and erased at the end;
 otherwise (``--progress`` into a file or a pipe) one line every :data:`LINE_EVERY_S`, the first
@@ -131,12 +131,12 @@ class SimProgress:
 
     def __call__(self, p: Progress) -> None:
         now = self.clock()
+        if self.last is not None and now - self.last < self.every:
+            return  # the engine calls often (every 16 instants): nothing to do between two lines
+        self.last = now
         self.samples.append((now, p.now_ns))
         while len(self.samples) > 2 and now - self.samples[1][0] >= WINDOW_S:
             self.samples.popleft()
-        if self.last is not None and now - self.last < self.every:
-            return
-        self.last = now
         text = self.line(p)
         if self.tty:
             self.write("\r\x1b[K" + text)

@@ -196,7 +196,7 @@ def simulate(
     (virtual timestamps). ``event_log``: every core's JSON-lines records (``t`` in virtual ns), each
     with ``host`` (the index) and ``fep`` (the address) added.
 
-    ``on_progress(Progress(...))`` is called as the run goes (every 1,024 instants of the engine);
+    ``on_progress(Progress(...))`` is called as the run goes (every 16 instants of the engine);
     ``timeline`` keeps queue-depth, port-byte and NIC-byte samples (``result["timeline"]``) and the
     switches' ECN/PFC thresholds (``result["thresholds"]``) for plots. ``faults``: the fault
     schedule the fabric applies (uet.fabric.model.faults); its events and losses go under
