@@ -4,6 +4,7 @@ with the sample capture. Sizes are tiny: this checks the benchmark, not the spee
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from uet.interop.samples import load_sample
 from uet.tools.bench import main
-from uet.tools.bench_decode import mixed_capture
+from uet.tools.bench_decode import LARGE, add_parser, made_capture_size, mixed_capture
 
 from uet.pcap import read_capture
 
@@ -33,3 +34,14 @@ def test_against_tshark_reports_both_modes_with_ratios(tmp_path: Path, capsys: p
     for m in rec["modes"].values():
         assert m["uet_decode_pps"] > 0 and m["tshark_pps"] > 0
         assert m["ratio"] == pytest.approx(m["uet_decode_pps"] / m["tshark_pps"], rel=0.05)
+
+
+def test_large_makes_the_issue_capture_and_wants_no_file(capsys: pytest.CaptureFixture[str]) -> None:
+    # --large: 33 senders of 1 MiB (the 30,089-frame capture), not with a capture file
+    p = argparse.ArgumentParser()
+    add_parser(p.add_subparsers())
+    assert LARGE == (33, 1 << 20)
+    assert made_capture_size(p.parse_args(["decode", "--large"])) == LARGE
+    assert made_capture_size(p.parse_args(["decode", "--hosts", "5"])) == (5, 256 << 10)
+    assert main(["decode", "x.pcap", "--large"]) == 2
+    assert "--large makes a capture" in capsys.readouterr().err
