@@ -71,6 +71,11 @@ def _compile(name: str, pieces: list[str], ns: dict[str, Any]) -> Formatter:
     return cast("Formatter", ns["fmt"])
 
 
+def _named(table: str, i: int, label: str) -> str:
+    """The expression: the enum name of ``v[i]`` from ``table``, else ``label=0x..``."""
+    return f'{table}[v[{i}]] or "{label}=" + format(v[{i}], "#x")'
+
+
 def _flag_text(names: Callable[..., list[str]]) -> Callable[..., str]:
     """``" [A,B]"`` (or "" without flags) for ``names(*key)``, cached by key (bounded by the widths)."""
     cache: dict[Any, str] = {}
@@ -105,7 +110,7 @@ def _pds_formatter(lay: Layout) -> Formatter:
     if "nack_code" in ix:
         ns["nack_names"] = _Names(lay.fields["nack_code"].enum)  # type: ignore[union-attr]
         i = ix["nack_code"]
-        pieces.append(f'" " + (nack_names[v[{i}]] or "code=" + format(v[{i}], "#x"))')
+        pieces.append(f'" " + ({_named("nack_names", i, "code")})')
     if "psn" in ix:
         pieces.append(f'" psn=" + str(v[{ix["psn"]}])')
         if i_ctl is not None and i_opaque is not None:  # the control layouts (PROBE: its opaque)
@@ -148,11 +153,11 @@ def _ses_formatter(lay: Layout) -> Formatter:
     ix = {n: i for i, n in enumerate(lay.field_names)}
     ns: dict[str, Any] = {"op_names": _Names(lay.fields["opcode"].enum)}  # type: ignore[union-attr]
     i = ix["opcode"]
-    pieces = [f'op_names[v[{i}]] or "opcode=" + format(v[{i}], "#x")']
+    pieces = [_named("op_names", i, "opcode")]
     if "return_code" in ix:
         ns["rc_names"] = _Names(lay.fields["return_code"].enum)  # type: ignore[union-attr]
         i = ix["return_code"]
-        pieces.append(f'" " + (rc_names[v[{i}]] or "rc=" + format(v[{i}], "#x"))')
+        pieces.append(f'" " + ({_named("rc_names", i, "rc")})')
     if "message_id" in ix:
         pieces.append(f'" msg=" + str(v[{ix["message_id"]}])')
     if "read_request_message_id" in ix:
