@@ -247,10 +247,9 @@ class FastSummary:
             return None
         if body is None:
             return None
-        head = f"{number:5d}"
         if timestamp_ns is not None and t0 is not None:
-            head += f" {(timestamp_ns - t0) / 1e9:11.6f}"
-        return f"{head} {body}"
+            return f"{number:5d} {(timestamp_ns - t0) / 1e9:11.6f} {body}"
+        return f"{number:5d} {body}"
 
     def _body(self, linktype: int, data: bytes) -> str | None:
         n = len(data)
