@@ -7,9 +7,9 @@ and answers them as a target would — or as a network that loses, trims or dela
 it ACKs (plain or ACK_CC with a SACK bitmap and MPR), NACKs with any code, withholds ACKs,
 sends CLEAR_REQ / CLOSE_REQ / REQ_CLOSE. The case then judges the packets and the completions.
 
-After the case :meth:`Iut.finish` asks the agent to close its PDCs toward the tester and answers
+Before and after the case :meth:`Iut.finish` asks the agent to close its PDCs toward the tester and answers
 whatever the implementation still sends (each request and CLOSE acknowledged) until that close
-completes, so the next case starts from no PDC.
+completes, so each case starts from no PDC.
 """
 
 from __future__ import annotations
@@ -63,6 +63,11 @@ class Iut:
         self.h = ans["handle"]
         #: the implementation's PDCIDs seen in this case → the tester's PDCID for each
         self.ours: dict[int, int] = {}
+        # start from no PDC toward the tester: the implementation may hold one from an earlier
+        # case (a target initiates one for DEFERRABLE_RTR or return data)
+        self.finish()
+        self.ours.clear()
+        s.drain()
         s.cleanups.append(self.finish)
 
     # -- commands ----------------------------------------------------------------------------------
@@ -126,7 +131,7 @@ class Iut:
     def packet(self, what: str, pred: Callable[[Reply], object] | None = None, timeout: float | None = None) -> Reply:
         """The next packet from the implementation matching ``pred``."""
         r = self.s.expect(lambda r: self.from_iut(r) and (pred is None or pred(r)), what, timeout)
-        self.ours.setdefault(r.pds.spdcid, self.s.new_pdcid())
+        self.me(r)
         return r
 
     def request(self, what: str = "a request from the implementation", pred: Callable[[Reply], object] | None = None,
@@ -155,7 +160,12 @@ class Iut:
     # -- answers ---------------------------------------------------------------------------------
 
     def me(self, r: Reply) -> int:
-        return self.ours.setdefault(r.pds.spdcid, self.s.new_pdcid())
+        """The tester's PDCID on ``r``'s PDC: the one a non-SYN packet names as DPDCID, else a new one."""
+        v = self.ours.get(r.pds.spdcid)
+        if v is None:
+            named = 0 if r.flags & P.ReqFlag.SYN else getattr(r.pds, "dpdcid", 0)
+            v = self.ours[r.pds.spdcid] = named or self.s.new_pdcid()
+        return v
 
     def response(self, r: Reply, *, rc: int = S.ReturnCode.OK, data: bytes | None = None,
                  modified: int | None = None) -> tuple[int, bytes]:  # fmt: skip
@@ -212,16 +222,20 @@ class Iut:
 
     # -- waiting on both ---------------------------------------------------------------------------
 
-    def serve(self, cid: int, budget: float, on_packet: Callable[[Reply], None]) -> dict[str, Any] | None:
-        """Hand every packet from the implementation to ``on_packet`` until command ``cid`` completes
-        (its answer is returned) or ``budget`` seconds pass (None)."""
+    def serve(
+        self, cid: int, budget: float, on_packet: Callable[[Reply], None], pred: Callable[[Reply], object] | None = None
+    ) -> dict[str, Any] | None:
+        """Hand every packet from the implementation (matching ``pred``, default :meth:`from_iut`) to
+        ``on_packet`` until command ``cid`` completes (its answer is returned) or ``budget`` seconds
+        pass (None)."""
         deadline = time.monotonic() + budget
+        match = self.from_iut if pred is None else pred
         while time.monotonic() < deadline:
             ans = self.d.poll(cid)
             if ans is not None:
                 return ans
             try:
-                r = self.packet("anything", timeout=0.01)
+                r = self.s.expect(match, "anything", timeout=0.01)
             except CheckFailed:
                 continue
             on_packet(r)
@@ -236,8 +250,12 @@ class Iut:
 
     def finish(self) -> None:
         """After the case: close the implementation's PDCs toward the tester (module docstring)."""
+
+        def closing(r: Reply) -> bool:  # also a CLOSE of a PDC an earlier case left
+            return self.from_iut(r) or r.ptype == P.PdsType.CONTROL and r.pds.ctl_type == P.ControlType.CLOSE
+
         try:
             cid = self.d.command("close", handle=self.h)
-            self.serve(cid, max(self.s.timeout, 3.0), self.answer_all)
+            self.serve(cid, max(self.s.timeout, 3.0), self.answer_all, closing)
         except (DriverError, CheckFailed):
             pass

@@ -123,7 +123,6 @@ b2.8-13 T MUST ACKs for an unknown PDC or an unsent PSN are ignored
 b2.9-1 I MUST on RTO an unacknowledged packet is retransmitted: same PSN and payload, RETX and AR
 b2.9-2 I MUST on RTO a packet known received gets an ACK_REQ for its PSN instead of a retransmission
 b2.9-3 I MUST when the retries are spent the PDC closes in error and the operation fails
-b2.9-4 I SHOULD retransmissions are paced by the RTO, never a burst of copies
 b2.10-1 I MUST a NACK naming a PSN outside [tx_base, next_psn − 1] is ignored
 b2.10-2 I MUST a retransmit-class NACK (0x01–0x0B, 0x12, 0x14, 0x1A, 0xFD, 0xFE) resends the packet
 b2.10-3 I MUST a PDC-fatal NACK (0x0E–0x11, 0x13, 0x15, 0x16, 0x19, 0xFF) ends resends on that PDC
