@@ -389,6 +389,7 @@ class FastSummary:
 _Plan = Callable[[memoryview, int, int], "str | None"]
 _UNSEEN: Any = object()
 _PLANS: dict[tuple[int | None, ...] | None, _Plan | None] = {}
+_COMPILED: dict[tuple[Layout, ...], _Plan] = {}  # bounded by the layouts' combinations
 
 
 def _plan(mv: memoryview, off: int, end: int, key: tuple[int | None, ...] | None) -> _Plan | None:
@@ -397,7 +398,10 @@ def _plan(mv: memoryview, off: int, end: int, key: tuple[int | None, ...] | None
     plan: _Plan | None = None
     if key is not None:
         try:
-            plan = _compile_plan(tuple(_INFO[lay] for lay in pds_ses_layouts(mv, off, end)))
+            lays = tuple(pds_ses_layouts(mv, off, end))
+            plan = _COMPILED.get(lays)
+            if plan is None:  # one function per header combination (keys hold a payload byte)
+                plan = _COMPILED[lays] = _compile_plan(tuple(_INFO[lay] for lay in lays))
         except DecodeError:
             plan = None
     if len(_PLANS) >= 4096:  # bounded: keys hold a payload byte of some requests
