@@ -669,3 +669,52 @@ def ini_start_psn_random(s: Session) -> None:
     check(_start_psn(r2) != _start_psn(r1), f"a Start PSN other than {_start_psn(r1):#x}", r2)
     iut.ack(r2)
     iut.expect_ok(cid, "the SEND")
+
+
+# -- RUDI and UUD -------------------------------------------------------------------------------
+
+
+def _rudi(r: Reply) -> bool:
+    return r.ptype == P.PdsType.RUDI_REQ
+
+
+@case("INI-034", A, "RUDI: an unanswered request is resent with RETX and the same packet id; a response completes it",
+      "behaviour.md §2.14", rules=("b2.14-2",))  # fmt: skip
+def ini_rudi_retx(s: Session) -> None:
+    iut = Iut(s, mode="rudi")
+    cid = iut.start("write", key=0x4000, offset=0, data=b"RUDI".hex())
+    r = iut.packet("the RUDI WRITE request", _rudi)
+    r2 = iut.packet("its retransmission after the RTO", lambda x: _rudi(x) and x.pds.pkt_id == r.pds.pkt_id)
+    check(bool(r2.flags & P.RudiFlag.RETX), "RETX set on the resent RUDI request", r2)
+    iut.rudi_response(r2)
+    iut.expect_ok(cid, "the RUDI WRITE")
+
+
+@case("INI-035", A, "RUDI: concurrent requests have distinct packet ids; a response to no outstanding id is dropped",
+      "behaviour.md §2.14", rules=("b2.14-1", "b2.14-3"))  # fmt: skip
+def ini_rudi_ids(s: Session) -> None:
+    iut = Iut(s, mode="rudi")
+    cids = [iut.start("write", key=0x4000, offset=8 * n, data=bytes([n]).hex() * 8) for n in (1, 2)]
+    a = iut.packet("the first RUDI request", _rudi)
+    b = iut.packet("the second RUDI request", lambda x: _rudi(x) and x.pds.pkt_id != a.pds.pkt_id)
+    stray = (max(a.pds.pkt_id, b.pds.pkt_id) + 0x1000) & M32
+    iut.rudi_response(a, pkt_id=stray)  # answers nothing outstanding
+    iut.packet(
+        "a retransmission (the stray response completed nothing)", lambda x: _rudi(x) and x.flags & P.RudiFlag.RETX
+    )
+    for c in cids:
+        iut.not_completed(c, "no completion from a response naming no outstanding packet id")
+    iut.rudi_response(a)
+    iut.rudi_response(b)
+    for c in cids:
+        iut.expect_ok(c, "each RUDI WRITE")
+
+
+@case("INI-036", A, "UUD: a send is one packet with SOM and EOM and completes with no answer at all",
+      "behaviour.md §2.15", rules=("b2.15-1",))  # fmt: skip
+def ini_uud(s: Session) -> None:
+    iut = Iut(s, mode="uud")
+    cid = iut.send(b"UUD datagram")
+    r = iut.packet("the UUD request", lambda x: x.ptype == P.PdsType.UUD_REQ)
+    check(r.ses is not None and r.ses.flags & (F.SOM | F.EOM) == F.SOM | F.EOM, "SOM and EOM on the one packet", r)
+    iut.expect_ok(cid, "the UUD send, with no response from the tester")
