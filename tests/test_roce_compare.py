@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from uet.tools.compare import metrics
@@ -48,6 +49,18 @@ def test_both_prints_one_table_with_a_column_per_transport(capsys: pytest.Captur
     assert "UET" in header and "RoCEv2" in header
     assert "PFC pause frames" in text and "CNPs sent" in text
     assert "uet: all messages intact" in text and "roce: all messages intact" in text
+
+
+def test_both_prints_a_collectives_busbw_and_a_training_iteration(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--transport both`` of the collective workload shows its busbw, of training its iteration."""
+    rc = run_main(["--engine", "sim", "--transport", "both", "-w", "collective", "-n", "4", "--size", "16KiB"])
+    text = capsys.readouterr().out
+    assert rc == 0
+    row = next(line for line in text.splitlines() if "collective busbw" in line)
+    assert len(re.findall(r"\d+\.\d+", row)) == 2  # one figure per transport
+    rc = run_main(["--engine", "sim", "--transport", "both", "-w", "training", "-n", "4", "--workload-set", "pp=2"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "training iteration" in text and "training exposed communication" in text
 
 
 def test_a_scenario_file_may_name_its_transport(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:

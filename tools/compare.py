@@ -14,6 +14,8 @@ choice):
   size ÷ JCT, busbw = algbw × 2(n − 1)/n (the nccl-tests convention);
 * PFC: XOFF frames sent by the switches, time spent paused summed over every paused (port, class),
   and the pause spread: how many switches sent XOFF and how many hosts were paused;
+* collective workload: the time and busbw (its nccl-tests row, :mod:`uet.workloads.collective`) of
+  the largest size swept; training workload: the iteration time and exposed communication;
 * incast_victim only: the victim flow's (flow 0) goodput and slowdown;
 * loss signals: drops, trims, ECN marks, CNPs sent;
 * go-back-N amplification: retransmitted payload bytes ÷ goodput bytes; RoCE's sequence-error
@@ -45,6 +47,10 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("goodput_gbps", "goodput (Gbit/s)"),
     ("jct_s", "all-reduce JCT"),
     ("busbw_gbps", "all-reduce busbw (Gbit/s)"),
+    ("collective_time_s", "collective time (largest size)"),
+    ("collective_busbw_gbps", "collective busbw (Gbit/s, largest size)"),
+    ("iteration_s", "training iteration"),
+    ("exposed_comm_s", "training exposed communication"),
     ("victim_goodput_gbps", "victim goodput (Gbit/s)"),
     ("victim_slowdown", "victim slowdown"),
     ("pause_frames", "PFC pause frames"),
@@ -113,6 +119,14 @@ def metrics(res: dict[str, Any]) -> dict[str, Any]:
         size = (res.get("settings") or {}).get("message_bytes") or sum(int(f["bytes"]) for f in flows) // (2 * (n - 1))
         algbw = int(size) * 8 / jct / 1e9
         out.update(jct_s=round(jct, 9), busbw_gbps=round(algbw * 2 * (n - 1) / n, 6))
+    rows = (res.get("collective") or {}).get("rows") or []
+    if rows:  # the collective workload: its nccl-tests row of the largest size
+        big = max(rows, key=lambda r: r["size"])
+        t_us = big.get("time_us")
+        out["collective_time_s"] = t_us / 1e6 if t_us is not None else None
+        out["collective_busbw_gbps"] = big.get("busbw_gbps")
+    if res.get("training"):
+        out.update(iteration_s=res["training"].get("iteration_s"), exposed_comm_s=res["training"].get("exposed_comm_s"))
     if res.get("workload") == "incast_victim" and flows:
         victim = flows[0]
         out.update(victim_goodput_gbps=victim.get("goodput_gbps"), victim_slowdown=victim.get("slowdown"))

@@ -71,6 +71,11 @@ def _compile(name: str, pieces: list[str], ns: dict[str, Any]) -> Formatter:
     return cast("Formatter", ns["fmt"])
 
 
+def _named(table: str, i: int, label: str) -> str:
+    """The expression: the enum name of ``v[i]`` from ``table``, else ``label=0x..``."""
+    return f'{table}[v[{i}]] or "{label}=" + format(v[{i}], "#x")'
+
+
 def _flag_text(names: Callable[..., list[str]]) -> Callable[..., str]:
     """``" [A,B]"`` (or "" without flags) for ``names(*key)``, cached by key (bounded by the widths)."""
     cache: dict[Any, str] = {}
@@ -105,7 +110,7 @@ def _pds_formatter(lay: Layout) -> Formatter:
     if "nack_code" in ix:
         ns["nack_names"] = _Names(lay.fields["nack_code"].enum)  # type: ignore[union-attr]
         i = ix["nack_code"]
-        pieces.append(f'" " + (nack_names[v[{i}]] or "code=" + format(v[{i}], "#x"))')
+        pieces.append(f'" " + ({_named("nack_names", i, "code")})')
     if "psn" in ix:
         pieces.append(f'" psn=" + str(v[{ix["psn"]}])')
         if i_ctl is not None and i_opaque is not None:  # the control layouts (PROBE: its opaque)
@@ -148,11 +153,11 @@ def _ses_formatter(lay: Layout) -> Formatter:
     ix = {n: i for i, n in enumerate(lay.field_names)}
     ns: dict[str, Any] = {"op_names": _Names(lay.fields["opcode"].enum)}  # type: ignore[union-attr]
     i = ix["opcode"]
-    pieces = [f'op_names[v[{i}]] or "opcode=" + format(v[{i}], "#x")']
+    pieces = [_named("op_names", i, "opcode")]
     if "return_code" in ix:
         ns["rc_names"] = _Names(lay.fields["return_code"].enum)  # type: ignore[union-attr]
         i = ix["return_code"]
-        pieces.append(f'" " + (rc_names[v[{i}]] or "rc=" + format(v[{i}], "#x"))')
+        pieces.append(f'" " + ({_named("rc_names", i, "rc")})')
     if "message_id" in ix:
         pieces.append(f'" msg=" + str(v[{ix["message_id"]}])')
     if "read_request_message_id" in ix:
@@ -242,10 +247,9 @@ class FastSummary:
             return None
         if body is None:
             return None
-        head = f"{number:5d}"
         if timestamp_ns is not None and t0 is not None:
-            head += f" {(timestamp_ns - t0) / 1e9:11.6f}"
-        return f"{head} {body}"
+            return f"{number:5d} {(timestamp_ns - t0) / 1e9:11.6f} {body}"
+        return f"{number:5d} {body}"
 
     def _body(self, linktype: int, data: bytes) -> str | None:
         n = len(data)
@@ -379,43 +383,59 @@ class FastSummary:
             plan = _plan(mv, off, end, key)
         if plan is None:
             return None
-        texts = []
-        crc_hint = None
-        for size, rmask, unpack, fmt, hint in plan:
-            nxt = off + size
-            if nxt > end or rmask and int.from_bytes(mv[off:nxt], "big") & rmask:
-                return None  # truncated, or reserved bits set: the general path tells
-            v = unpack(mv, off)
-            texts.append(fmt(v))
-            if hint is not None:
-                crc_hint = hint(v)
-            off = nxt
-        plen = end - off
-        if plen == crc_hint:
-            return None  # the CRC-trailer hint (tools/decode.py _crc_hint) is a warning
-        if len(texts) > 1:
-            return f"{texts[0]} | {' '.join(x for x in texts[1:] if x)} | payload {plen}"
-        return f"{texts[0]} | payload {plen}"
+        return plan(mv, off, end)
 
 
-_Plan = tuple[tuple[int, int, Callable[..., tuple[Any, ...]], Formatter, Any], ...]
+_Plan = Callable[[memoryview, int, int], "str | None"]
 _UNSEEN: Any = object()
 _PLANS: dict[tuple[int | None, ...] | None, _Plan | None] = {}
+_COMPILED: dict[tuple[Layout, ...], _Plan] = {}  # bounded by the layouts' combinations
 
 
 def _plan(mv: memoryview, off: int, end: int, key: tuple[int | None, ...] | None) -> _Plan | None:
-    """The headers' :data:`_INFO` in wire order for a chain key (:func:`uet.wire.chain.pds_ses_key`:
-    equal keys, equal layouts), walked once per key; None where the chain is malformed."""
+    """The plan for a chain key (:func:`uet.wire.chain.pds_ses_key`: equal keys, equal layouts),
+    walked once per key; None where the chain is malformed."""
     plan: _Plan | None = None
     if key is not None:
         try:
-            plan = tuple(_INFO[lay] for lay in pds_ses_layouts(mv, off, end))
+            lays = tuple(pds_ses_layouts(mv, off, end))
+            plan = _COMPILED.get(lays)
+            if plan is None:  # one function per header combination (keys hold a payload byte)
+                plan = _COMPILED[lays] = _compile_plan(tuple(_INFO[lay] for lay in lays))
         except DecodeError:
             plan = None
     if len(_PLANS) >= 4096:  # bounded: keys hold a payload byte of some requests
         _PLANS.clear()
     _PLANS[key] = plan
     return plan
+
+
+def _compile_plan(infos: tuple[tuple[int, int, Callable[..., tuple[Any, ...]], Formatter, Any], ...]) -> _Plan:
+    """``plan(mv, off, end)``: the UET part of the line for headers of these layouts at ``mv[off]``
+    (None: truncated, reserved bits set, or the CRC-trailer hint, which the general path tells),
+    one generated function with no loop: each header's size and reserved-bit check, unpack and
+    formatter in wire order, the CRC hint's payload length, then the line's UET part."""
+    ns: dict[str, Any] = {"_int": int.from_bytes}
+    src = ["def plan(mv, off, end):", "    hint = None"]
+    for k, (size, rmask, unpack, fmt, hint) in enumerate(infos):
+        ns[f"u{k}"], ns[f"f{k}"], ns[f"h{k}"] = unpack, fmt, hint
+        src.append(f"    nxt = off + {size}")
+        test = f"nxt > end or _int(mv[off:nxt], 'big') & {rmask:#x}" if rmask else "nxt > end"
+        src += [f"    if {test}:", "        return None", f"    v = u{k}(mv, off)", f"    t{k} = f{k}(v)"]
+        if hint is not None:
+            src.append(f"    hint = h{k}(v)")
+        src.append("    off = nxt")
+    src += ["    plen = end - off", "    if plen == hint:", "        return None"]
+    rest = [f"t{k}" for k in range(1, len(infos))]
+    if not rest:
+        src.append("    return f'{t0} | payload {plen}'")
+    elif len(rest) == 1:
+        src.append("    return f'{t0} | {t1} | payload {plen}'")
+    else:
+        joined = f'" ".join(x for x in ({", ".join(rest)}) if x)'
+        src.append(f"    return f'{{t0}} | {{{joined}}} | payload {{plen}}'")
+    exec(compile("\n".join(src), "<summary plan>", "exec"), ns)  # noqa: S102 - our own statements
+    return cast("_Plan", ns["plan"])
 
 
 def _crc_hint(lay: Layout) -> Callable[[tuple[Any, ...]], int | None] | None:
