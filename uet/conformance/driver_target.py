@@ -84,6 +84,11 @@ class Iut:
     def send(self, data: bytes, **args: Any) -> int:
         return self.start("send", data=data.hex(), **args)
 
+    def sent(self, data: bytes) -> tuple[int, Reply]:
+        """Start a SEND of ``data`` and read its (first) request: (command id, request)."""
+        cid = self.send(data)
+        return cid, self.request("the SEND's request")
+
     def completion(self, cid: int, what: str, timeout: float | None = None) -> dict[str, Any]:
         """The agent's answer to command ``cid`` (fails the case when none comes in time)."""
         t = self.s.timeout if timeout is None else timeout
