@@ -229,7 +229,7 @@ class FastSummary:
         self.port = port
         self.partial_checksum = False
         self._ip: dict[bytes, str] = {}
-        self._addr: dict[tuple[bytes, bytes, int, int, int], str] = {}
+        self._addr: dict[tuple[bytes, bytes, int, int, int], tuple[str, int]] = {}
 
     def _ip_str(self, raw: bytes) -> str:
         s = self._ip.get(raw)
@@ -305,10 +305,29 @@ class FastSummary:
         if proto == 17 and end - off >= 8:
             sport, dport, ulen, csum = _UDP.unpack_from(data, off)
             akey = (src, dst, sport, dport, ecn)
-            addr = self._addr.get(akey)
-            if addr is None:
-                addr = self._udp_addr(akey)
-            return self._udp(data, ip_off, off, end, src, dst, sport, dport, ulen, csum, addr)
+            known = self._addr.get(akey)
+            addr, pseudo = known if known is not None else self._udp_addr(akey)
+            uend = off + ulen
+            if ulen < 8 or uend > end:
+                return None
+            if self.port != dport and self.port != sport:
+                return self._not_uet_udp(data, ip_off, off, uend, sport, dport, addr)
+            mv = memoryview(data)
+            if csum:
+                # The one's-complement sum of pseudo-header and datagram, checksum included, is 0
+                # modulo 0xFFFF exactly when the checksum is right (net.udp_checksum, inlined: the
+                # sum of 16-bit words is the big-endian integer modulo 0xFFFF; an odd byte is padded)
+                whole = int.from_bytes(mv[off:uend], "big")
+                if ulen & 1:
+                    whole <<= 8
+                if ulen > 64:  # the long division is cheap on a short datagram
+                    whole = mod_ffff(whole)
+                if (whole + pseudo + ulen) % 0xFFFF:
+                    if csum != partial_udp_checksum(src, dst, ulen):
+                        return None
+                    self.partial_checksum = True
+            uet = self._uet(mv[:uend], off + 8, uend)
+            return None if uet is None else f"{addr} {uet}"
         s, d = self._ip_str(src), self._ip_str(dst)
         head = f" ecn={_ECN[ecn]}" if ecn else ""
         if proto == net.UET_IP_PROTO:
@@ -323,57 +342,30 @@ class FastSummary:
             return f"{s} → {d}{head} not UET (IP protocol {proto})"
         return None  # a UDP header cut short
 
-    def _udp_addr(self, key: tuple[bytes, bytes, int, int, int]) -> str:
-        """``src:sport → dst:dport`` and the ECN mark, kept per key (a bounded table)."""
+    def _udp_addr(self, key: tuple[bytes, bytes, int, int, int]) -> tuple[str, int]:
+        """``src:sport → dst:dport`` and the ECN mark, and the pseudo-header's sum without the
+        length (the addresses as one integer, plus the protocol), kept per key (a bounded table)."""
         src, dst, sport, dport, ecn = key
         s, d = self._ip_str(src), self._ip_str(dst)
         if len(src) == 16:
             s, d = f"[{s}]", f"[{d}]"
         if len(self._addr) >= 4096:
             self._addr.clear()
-        addr = self._addr[key] = f"{s}:{sport} → {d}:{dport}" + (f" ecn={_ECN[ecn]}" if ecn else "")
-        return addr
+        addr = f"{s}:{sport} → {d}:{dport}" + (f" ecn={_ECN[ecn]}" if ecn else "")
+        known = self._addr[key] = (addr, int.from_bytes(src + dst, "big") + 17)
+        return known
 
-    def _udp(
-        self,
-        data: bytes,
-        ip_off: int,
-        off: int,
-        end: int,
-        src: bytes,
-        dst: bytes,
-        sport: int,
-        dport: int,
-        ulen: int,
-        csum: int,
-        addr: str,
+    def _not_uet_udp(
+        self, data: bytes, ip_off: int, off: int, uend: int, sport: int, dport: int, addr: str
     ) -> str | None:
-        uend = off + ulen
-        if ulen < 8 or uend > end:
-            return None
-        if self.port != dport and self.port != sport:
-            if dport == net.ROCE_UDP_PORT:
-                try:
-                    r = parse_roce(data, off + 8, uend, ip_start=ip_off)
-                except DecodeError:
-                    return None
-                return f"{addr} {_roce_summary(r)}" if r.icrc_ok else None
-            return f"{addr} not UET (UDP {sport} → {dport})"
-        if csum:
-            # The one's-complement sum of pseudo-header and datagram, checksum included, is 0
-            # modulo 0xFFFF exactly when the checksum is right (net.udp_checksum, inlined: the
-            # sum of 16-bit words is the big-endian integer modulo 0xFFFF; an odd byte is padded)
-            whole = int.from_bytes(memoryview(data)[off:uend], "big")
-            if ulen & 1:
-                whole <<= 8
-            if ulen > 64:  # the long division is cheap on a short datagram
-                whole = mod_ffff(whole)
-            if (whole + int.from_bytes(src + dst, "big") + 17 + ulen) % 0xFFFF:
-                if csum != partial_udp_checksum(src, dst, ulen):
-                    return None
-                self.partial_checksum = True
-        uet = self._uet(memoryview(data)[:uend], off + 8, uend)
-        return None if uet is None else f"{addr} {uet}"
+        """The line of a UDP datagram to another port: RoCEv2 (with a right ICRC) or not UET."""
+        if dport == net.ROCE_UDP_PORT:
+            try:
+                r = parse_roce(data, off + 8, uend, ip_start=ip_off)
+            except DecodeError:
+                return None
+            return f"{addr} {_roce_summary(r)}" if r.icrc_ok else None
+        return f"{addr} not UET (UDP {sport} → {dport})"
 
     def _uet(self, mv: memoryview, off: int, end: int) -> str | None:
         """The UET part of the line for ``mv[off:end]`` (``mv`` ends at ``end``), or None."""
