@@ -366,7 +366,9 @@ class FastSummary:
             whole = int.from_bytes(memoryview(data)[off:uend], "big")
             if ulen & 1:
                 whole <<= 8
-            if (mod_ffff(whole) + int.from_bytes(src + dst, "big") + 17 + ulen) % 0xFFFF:
+            if ulen > 64:  # the long division is cheap on a short datagram
+                whole = mod_ffff(whole)
+            if (whole + int.from_bytes(src + dst, "big") + 17 + ulen) % 0xFFFF:
                 if csum != partial_udp_checksum(src, dst, ulen):
                     return None
                 self.partial_checksum = True
