@@ -305,19 +305,19 @@ def ini_wrong_spdcid(s: Session) -> None:
       "behaviour.md §2.4", rules=("b2.4-1",))  # fmt: skip
 def ini_mpr(s: Session) -> None:
     iut = Iut(s)
+    # the MPR is advertised before the WRITE starts: a sender may use a larger window until it
+    # hears one (Default_MPR), so only the packets sent after it are judged
+    c0, r0 = iut.sent(b"INI-014 MPR")
+    iut.ack(r0, cc={"mpr": 1, "sack_psn_offset": 0, "sack_bitmap": 0})
+    iut.expect_ok(c0, "the SEND whose ACK_CC advertised MPR 1")
     size = 1 << 20
     cid = iut.start("write", key=KEY, offset=0, data=bytes(size).hex())
-    r0 = iut.request("the WRITE's first packet")
-    iut.ack(r0, ses=False, cc={"mpr": 1, "sack_psn_offset": 0, "sack_bitmap": 0})
     limit = (r0.pds.psn + 128) & M32
-    newest = r0
     while True:  # everything the window allows, until the RTO resends the oldest (nothing more may come)
         x = iut.request("the WRITE's packets up to its window, then a retransmission")
         if x.flags & RF.RETX:
             break
         check(not P.psn_after(x.pds.psn, limit), f"no PSN after CACK + MPR × 128 = {limit:#x}", x)
-        if P.psn_after(x.pds.psn, newest.pds.psn):
-            newest = x
     ans = iut.serve(cid, max(s.timeout, 10.0),
                     lambda x: iut.ack(x, ses=False, cc={"mpr": 1, "sack_psn_offset": 0, "sack_bitmap": 0})
                     if x.ptype != P.PdsType.CONTROL else None)  # fmt: skip
