@@ -76,18 +76,18 @@ def _named(table: str, i: int, label: str) -> str:
     return f'{table}[v[{i}]] or "{label}=" + format(v[{i}], "#x")'
 
 
-def _flag_text(names: Callable[..., list[str]]) -> Callable[..., str]:
-    """``" [A,B]"`` (or "" without flags) for ``names(*key)``, cached by key (bounded by the widths)."""
-    cache: dict[Any, str] = {}
+class _FlagText(dict[Any, str]):
+    """``" [A,B]"`` (or "" without flags) for ``names(*key)`` (a tuple key) or ``names(key)``,
+    by key, each made once (bounded by the fields' widths): a hit is a dictionary lookup."""
 
-    def text(*key: int) -> str:
-        t = cache.get(key)
-        if t is None:
-            f = _flags(names(*key))
-            t = cache[key] = f" {f}" if f else ""
+    def __init__(self, names: Callable[..., list[str]]) -> None:
+        super().__init__()
+        self.names = names
+
+    def __missing__(self, key: Any) -> str:
+        f = _flags(self.names(*key) if isinstance(key, tuple) else self.names(key))
+        t = self[key] = f" {f}" if f else ""
         return t
-
-    return text
 
 
 def _pds_formatter(lay: Layout) -> Formatter:
@@ -143,8 +143,8 @@ def _pds_formatter(lay: Layout) -> Formatter:
         i = ix["payload"]
         pieces.append(f'" payload=" + format(v[{i}], "#x") if v[{i}] else ""')
     if "flags" in ix:
-        ns["flags"] = _flag_text(pds_flag_names)
-        pieces.append(f"flags(v[0], v[{ix['flags']}])")
+        ns["flags"] = _FlagText(pds_flag_names)
+        pieces.append(f"flags[v[0], v[{ix['flags']}]]")
     return _compile(lay.name, pieces, ns)
 
 
@@ -182,8 +182,8 @@ def _ses_formatter(lay: Layout) -> Formatter:
     if "flags" in ix:
         fenum = lay.fields["flags"].enum  # type: ignore[union-attr]
         flag_enum = cast("type[IntFlag]", fenum) if fenum is not None and issubclass(fenum, IntFlag) else None
-        ns["flags"] = _flag_text(lambda f: flag_names(flag_enum, f))
-        pieces.append(f"flags(v[{ix['flags']}])")
+        ns["flags"] = _FlagText(lambda f: flag_names(flag_enum, f))
+        pieces.append(f"flags[v[{ix['flags']}]]")
     return _compile(lay.name, pieces, ns)
 
 
