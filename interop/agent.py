@@ -72,7 +72,7 @@ class Agent:
         op = m["op"]
         if op == "open":
             peer = Peer(str(m["address"]), pid=int(m["pid"]), ri=int(m["ri"]), job=int(m["job"]))
-            mode = {"rud": Mode.RUD, "rod": Mode.ROD}[m.get("mode", "rud")]
+            mode = {"rud": Mode.RUD, "rod": Mode.ROD, "rudi": Mode.RUDI, "uud": Mode.UUD}[m.get("mode", "rud")]
             h = len(self.handles) + 1
             self.handles[h] = (peer, mode)
             return {"handle": h, "address": self.ep.address}

@@ -128,3 +128,18 @@ def test_coverage_meets_the_targets_with_real_rule_ids() -> None:
         conformance.main(["--coverage", "-k", "INI-"])
     text = out.getvalue()
     assert "initiator-side rules:" in text and "behaviour.md §2.9" in text
+
+
+def test_agent_address_mistakes() -> None:
+    """A malformed --agent is a usage error (exit 2) of both tools; an agent nobody serves is one
+    line and exit 1, before any case."""
+    for cmd in (["uet.tools.conformance", "--target", "127.0.0.1"], ["uet.tools.peer", "127.0.0.1"]):
+        r = subprocess.run([sys.executable, "-m", *cmd, "--port", "24793", "--agent", "nowhere"],
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert r.returncode == 2 and "--agent: expected HOST:PORT or unix:PATH" in r.stderr, r.stderr
+    _, local, port = _addr_port()
+    argv = ["--target", "127.0.0.1", "--local", local, "--port", str(port), "--agent", "127.0.0.1:1"]
+    r = subprocess.run(
+        [sys.executable, "-m", "uet.tools.conformance", *argv], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cannot reach the agent" in r.stderr, r.stderr

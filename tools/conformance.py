@@ -224,6 +224,13 @@ def _main(argv: Sequence[str] | None) -> int:
     except ValueError:
         parser.error(f"--target {target.address!r} is not an IP address")
     check_link_options(args)
+    if args.agent:
+        from uet.conformance.driver import parse_address
+
+        try:
+            parse_address(args.agent)
+        except ValueError as e:
+            parser.error(f"--agent: {e}")
     for opt in ("junit", "tap"):  # a report that cannot be written is a mistake to say before the run, not after
         path = getattr(args, opt, None)
         if path and path != "-":

@@ -71,18 +71,23 @@ def _compile(name: str, pieces: list[str], ns: dict[str, Any]) -> Formatter:
     return cast("Formatter", ns["fmt"])
 
 
-def _flag_text(names: Callable[..., list[str]]) -> Callable[..., str]:
-    """``" [A,B]"`` (or "" without flags) for ``names(*key)``, cached by key (bounded by the widths)."""
-    cache: dict[Any, str] = {}
+def _named(table: str, i: int, label: str) -> str:
+    """The expression: the enum name of ``v[i]`` from ``table``, else ``label=0x..``."""
+    return f'{table}[v[{i}]] or "{label}=" + format(v[{i}], "#x")'
 
-    def text(*key: int) -> str:
-        t = cache.get(key)
-        if t is None:
-            f = _flags(names(*key))
-            t = cache[key] = f" {f}" if f else ""
+
+class _FlagText(dict[Any, str]):
+    """``" [A,B]"`` (or "" without flags) for ``names(*key)`` (a tuple key) or ``names(key)``,
+    by key, each made once (bounded by the fields' widths): a hit is a dictionary lookup."""
+
+    def __init__(self, names: Callable[..., list[str]]) -> None:
+        super().__init__()
+        self.names = names
+
+    def __missing__(self, key: Any) -> str:
+        f = _flags(self.names(*key) if isinstance(key, tuple) else self.names(key))
+        t = self[key] = f" {f}" if f else ""
         return t
-
-    return text
 
 
 def _pds_formatter(lay: Layout) -> Formatter:
@@ -105,7 +110,7 @@ def _pds_formatter(lay: Layout) -> Formatter:
     if "nack_code" in ix:
         ns["nack_names"] = _Names(lay.fields["nack_code"].enum)  # type: ignore[union-attr]
         i = ix["nack_code"]
-        pieces.append(f'" " + (nack_names[v[{i}]] or "code=" + format(v[{i}], "#x"))')
+        pieces.append(f'" " + ({_named("nack_names", i, "code")})')
     if "psn" in ix:
         pieces.append(f'" psn=" + str(v[{ix["psn"]}])')
         if i_ctl is not None and i_opaque is not None:  # the control layouts (PROBE: its opaque)
@@ -138,8 +143,8 @@ def _pds_formatter(lay: Layout) -> Formatter:
         i = ix["payload"]
         pieces.append(f'" payload=" + format(v[{i}], "#x") if v[{i}] else ""')
     if "flags" in ix:
-        ns["flags"] = _flag_text(pds_flag_names)
-        pieces.append(f"flags(v[0], v[{ix['flags']}])")
+        ns["flags"] = _FlagText(pds_flag_names)
+        pieces.append(f"flags[v[0], v[{ix['flags']}]]")
     return _compile(lay.name, pieces, ns)
 
 
@@ -148,11 +153,11 @@ def _ses_formatter(lay: Layout) -> Formatter:
     ix = {n: i for i, n in enumerate(lay.field_names)}
     ns: dict[str, Any] = {"op_names": _Names(lay.fields["opcode"].enum)}  # type: ignore[union-attr]
     i = ix["opcode"]
-    pieces = [f'op_names[v[{i}]] or "opcode=" + format(v[{i}], "#x")']
+    pieces = [_named("op_names", i, "opcode")]
     if "return_code" in ix:
         ns["rc_names"] = _Names(lay.fields["return_code"].enum)  # type: ignore[union-attr]
         i = ix["return_code"]
-        pieces.append(f'" " + (rc_names[v[{i}]] or "rc=" + format(v[{i}], "#x"))')
+        pieces.append(f'" " + ({_named("rc_names", i, "rc")})')
     if "message_id" in ix:
         pieces.append(f'" msg=" + str(v[{ix["message_id"]}])')
     if "read_request_message_id" in ix:
@@ -177,8 +182,8 @@ def _ses_formatter(lay: Layout) -> Formatter:
     if "flags" in ix:
         fenum = lay.fields["flags"].enum  # type: ignore[union-attr]
         flag_enum = cast("type[IntFlag]", fenum) if fenum is not None and issubclass(fenum, IntFlag) else None
-        ns["flags"] = _flag_text(lambda f: flag_names(flag_enum, f))
-        pieces.append(f"flags(v[{ix['flags']}])")
+        ns["flags"] = _FlagText(lambda f: flag_names(flag_enum, f))
+        pieces.append(f"flags[v[{ix['flags']}]]")
     return _compile(lay.name, pieces, ns)
 
 
@@ -224,7 +229,7 @@ class FastSummary:
         self.port = port
         self.partial_checksum = False
         self._ip: dict[bytes, str] = {}
-        self._addr: dict[tuple[bytes, bytes, int, int, int], str] = {}
+        self._addr: dict[tuple[bytes, bytes, int, int, int], tuple[str, int]] = {}
 
     def _ip_str(self, raw: bytes) -> str:
         s = self._ip.get(raw)
@@ -242,10 +247,9 @@ class FastSummary:
             return None
         if body is None:
             return None
-        head = f"{number:5d}"
         if timestamp_ns is not None and t0 is not None:
-            head += f" {(timestamp_ns - t0) / 1e9:11.6f}"
-        return f"{head} {body}"
+            return f"{number:5d} {(timestamp_ns - t0) / 1e9:11.6f} {body}"
+        return f"{number:5d} {body}"
 
     def _body(self, linktype: int, data: bytes) -> str | None:
         n = len(data)
@@ -301,10 +305,29 @@ class FastSummary:
         if proto == 17 and end - off >= 8:
             sport, dport, ulen, csum = _UDP.unpack_from(data, off)
             akey = (src, dst, sport, dport, ecn)
-            addr = self._addr.get(akey)
-            if addr is None:
-                addr = self._udp_addr(akey)
-            return self._udp(data, ip_off, off, end, src, dst, sport, dport, ulen, csum, addr)
+            known = self._addr.get(akey)
+            addr, pseudo = known if known is not None else self._udp_addr(akey)
+            uend = off + ulen
+            if ulen < 8 or uend > end:
+                return None
+            if self.port != dport and self.port != sport:
+                return self._not_uet_udp(data, ip_off, off, uend, sport, dport, addr)
+            mv = memoryview(data)
+            if csum:
+                # The one's-complement sum of pseudo-header and datagram, checksum included, is 0
+                # modulo 0xFFFF exactly when the checksum is right (net.udp_checksum, inlined: the
+                # sum of 16-bit words is the big-endian integer modulo 0xFFFF; an odd byte is padded)
+                whole = int.from_bytes(mv[off:uend], "big")
+                if ulen & 1:
+                    whole <<= 8
+                if ulen > 64:  # the long division is cheap on a short datagram
+                    whole = mod_ffff(whole)
+                if (whole + pseudo + ulen) % 0xFFFF:
+                    if csum != partial_udp_checksum(src, dst, ulen):
+                        return None
+                    self.partial_checksum = True
+            uet = self._uet(mv[:uend], off + 8, uend)
+            return None if uet is None else f"{addr} {uet}"
         s, d = self._ip_str(src), self._ip_str(dst)
         head = f" ecn={_ECN[ecn]}" if ecn else ""
         if proto == net.UET_IP_PROTO:
@@ -319,55 +342,30 @@ class FastSummary:
             return f"{s} → {d}{head} not UET (IP protocol {proto})"
         return None  # a UDP header cut short
 
-    def _udp_addr(self, key: tuple[bytes, bytes, int, int, int]) -> str:
-        """``src:sport → dst:dport`` and the ECN mark, kept per key (a bounded table)."""
+    def _udp_addr(self, key: tuple[bytes, bytes, int, int, int]) -> tuple[str, int]:
+        """``src:sport → dst:dport`` and the ECN mark, and the pseudo-header's sum without the
+        length (the addresses as one integer, plus the protocol), kept per key (a bounded table)."""
         src, dst, sport, dport, ecn = key
         s, d = self._ip_str(src), self._ip_str(dst)
         if len(src) == 16:
             s, d = f"[{s}]", f"[{d}]"
         if len(self._addr) >= 4096:
             self._addr.clear()
-        addr = self._addr[key] = f"{s}:{sport} → {d}:{dport}" + (f" ecn={_ECN[ecn]}" if ecn else "")
-        return addr
+        addr = f"{s}:{sport} → {d}:{dport}" + (f" ecn={_ECN[ecn]}" if ecn else "")
+        known = self._addr[key] = (addr, int.from_bytes(src + dst, "big") + 17)
+        return known
 
-    def _udp(
-        self,
-        data: bytes,
-        ip_off: int,
-        off: int,
-        end: int,
-        src: bytes,
-        dst: bytes,
-        sport: int,
-        dport: int,
-        ulen: int,
-        csum: int,
-        addr: str,
+    def _not_uet_udp(
+        self, data: bytes, ip_off: int, off: int, uend: int, sport: int, dport: int, addr: str
     ) -> str | None:
-        uend = off + ulen
-        if ulen < 8 or uend > end:
-            return None
-        if self.port != dport and self.port != sport:
-            if dport == net.ROCE_UDP_PORT:
-                try:
-                    r = parse_roce(data, off + 8, uend, ip_start=ip_off)
-                except DecodeError:
-                    return None
-                return f"{addr} {_roce_summary(r)}" if r.icrc_ok else None
-            return f"{addr} not UET (UDP {sport} → {dport})"
-        if csum:
-            # The one's-complement sum of pseudo-header and datagram, checksum included, is 0
-            # modulo 0xFFFF exactly when the checksum is right (net.udp_checksum, inlined: the
-            # sum of 16-bit words is the big-endian integer modulo 0xFFFF; an odd byte is padded)
-            whole = int.from_bytes(memoryview(data)[off:uend], "big")
-            if ulen & 1:
-                whole <<= 8
-            if (mod_ffff(whole) + int.from_bytes(src + dst, "big") + 17 + ulen) % 0xFFFF:
-                if csum != partial_udp_checksum(src, dst, ulen):
-                    return None
-                self.partial_checksum = True
-        uet = self._uet(memoryview(data)[:uend], off + 8, uend)
-        return None if uet is None else f"{addr} {uet}"
+        """The line of a UDP datagram to another port: RoCEv2 (with a right ICRC) or not UET."""
+        if dport == net.ROCE_UDP_PORT:
+            try:
+                r = parse_roce(data, off + 8, uend, ip_start=ip_off)
+            except DecodeError:
+                return None
+            return f"{addr} {_roce_summary(r)}" if r.icrc_ok else None
+        return f"{addr} not UET (UDP {sport} → {dport})"
 
     def _uet(self, mv: memoryview, off: int, end: int) -> str | None:
         """The UET part of the line for ``mv[off:end]`` (``mv`` ends at ``end``), or None."""
@@ -379,43 +377,59 @@ class FastSummary:
             plan = _plan(mv, off, end, key)
         if plan is None:
             return None
-        texts = []
-        crc_hint = None
-        for size, rmask, unpack, fmt, hint in plan:
-            nxt = off + size
-            if nxt > end or rmask and int.from_bytes(mv[off:nxt], "big") & rmask:
-                return None  # truncated, or reserved bits set: the general path tells
-            v = unpack(mv, off)
-            texts.append(fmt(v))
-            if hint is not None:
-                crc_hint = hint(v)
-            off = nxt
-        plen = end - off
-        if plen == crc_hint:
-            return None  # the CRC-trailer hint (tools/decode.py _crc_hint) is a warning
-        if len(texts) > 1:
-            return f"{texts[0]} | {' '.join(x for x in texts[1:] if x)} | payload {plen}"
-        return f"{texts[0]} | payload {plen}"
+        return plan(mv, off, end)
 
 
-_Plan = tuple[tuple[int, int, Callable[..., tuple[Any, ...]], Formatter, Any], ...]
+_Plan = Callable[[memoryview, int, int], "str | None"]
 _UNSEEN: Any = object()
 _PLANS: dict[tuple[int | None, ...] | None, _Plan | None] = {}
+_COMPILED: dict[tuple[Layout, ...], _Plan] = {}  # bounded by the layouts' combinations
 
 
 def _plan(mv: memoryview, off: int, end: int, key: tuple[int | None, ...] | None) -> _Plan | None:
-    """The headers' :data:`_INFO` in wire order for a chain key (:func:`uet.wire.chain.pds_ses_key`:
-    equal keys, equal layouts), walked once per key; None where the chain is malformed."""
+    """The plan for a chain key (:func:`uet.wire.chain.pds_ses_key`: equal keys, equal layouts),
+    walked once per key; None where the chain is malformed."""
     plan: _Plan | None = None
     if key is not None:
         try:
-            plan = tuple(_INFO[lay] for lay in pds_ses_layouts(mv, off, end))
+            lays = tuple(pds_ses_layouts(mv, off, end))
+            plan = _COMPILED.get(lays)
+            if plan is None:  # one function per header combination (keys hold a payload byte)
+                plan = _COMPILED[lays] = _compile_plan(tuple(_INFO[lay] for lay in lays))
         except DecodeError:
             plan = None
     if len(_PLANS) >= 4096:  # bounded: keys hold a payload byte of some requests
         _PLANS.clear()
     _PLANS[key] = plan
     return plan
+
+
+def _compile_plan(infos: tuple[tuple[int, int, Callable[..., tuple[Any, ...]], Formatter, Any], ...]) -> _Plan:
+    """``plan(mv, off, end)``: the UET part of the line for headers of these layouts at ``mv[off]``
+    (None: truncated, reserved bits set, or the CRC-trailer hint, which the general path tells),
+    one generated function with no loop: each header's size and reserved-bit check, unpack and
+    formatter in wire order, the CRC hint's payload length, then the line's UET part."""
+    ns: dict[str, Any] = {"_int": int.from_bytes}
+    src = ["def plan(mv, off, end):", "    hint = None"]
+    for k, (size, rmask, unpack, fmt, hint) in enumerate(infos):
+        ns[f"u{k}"], ns[f"f{k}"], ns[f"h{k}"] = unpack, fmt, hint
+        src.append(f"    nxt = off + {size}")
+        test = f"nxt > end or _int(mv[off:nxt], 'big') & {rmask:#x}" if rmask else "nxt > end"
+        src += [f"    if {test}:", "        return None", f"    v = u{k}(mv, off)", f"    t{k} = f{k}(v)"]
+        if hint is not None:
+            src.append(f"    hint = h{k}(v)")
+        src.append("    off = nxt")
+    src += ["    plen = end - off", "    if plen == hint:", "        return None"]
+    rest = [f"t{k}" for k in range(1, len(infos))]
+    if not rest:
+        src.append("    return f'{t0} | payload {plen}'")
+    elif len(rest) == 1:
+        src.append("    return f'{t0} | {t1} | payload {plen}'")
+    else:
+        joined = f'" ".join(x for x in ({", ".join(rest)}) if x)'
+        src.append(f"    return f'{{t0}} | {{{joined}}} | payload {{plen}}'")
+    exec(compile("\n".join(src), "<summary plan>", "exec"), ns)  # noqa: S102 - our own statements
+    return cast("_Plan", ns["plan"])
 
 
 def _crc_hint(lay: Layout) -> Callable[[tuple[Any, ...]], int | None] | None:

@@ -219,6 +219,7 @@ def _read_pcapng(s: _Stream, first: bytes) -> Iterator[PcapRecord]:
     nblock = 0
     pending: bytes | None = first  # the block type, read to detect the format
     epb = _EPB_HEAD
+    new = tuple.__new__  # a record without the named tuple's __new__ frame (the hot loop)
     while True:
         # the hot loop: a whole packet block of a little-endian section, straight from the buffer
         buf, p = s.buf, s.bpos
@@ -236,8 +237,13 @@ def _read_pcapng(s: _Stream, first: bytes) -> Iterator[PcapRecord]:
                 s.pos += total
                 nblock += 1
                 ifc = ifaces[iface]
-                ts = ((hi << 32) | lo) * 1_000_000_000 // ifc.units + ifc.offset_s * 1_000_000_000
-                yield PcapRecord(ts, ifc.linktype, buf[p + 28 : p + 28 + caplen])
+                units = ifc.units
+                ts = (hi << 32) | lo
+                if units != 1_000_000_000:
+                    ts = ts * 1_000_000_000 // units
+                if ifc.offset_s:
+                    ts += ifc.offset_s * 1_000_000_000
+                yield new(PcapRecord, (ts, ifc.linktype, buf[p + 28 : p + 28 + caplen]))
                 continue
         # any other block, or one not whole in the buffer: its type and length in one read
         if pending is not None:

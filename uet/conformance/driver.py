@@ -24,7 +24,8 @@ byte strings lowercase hex.
 ``op``       arguments                                                          answer (besides rc)
 ============ ================================================================= ======================
 ``open``     ``address`` (the tester's Fabric Address), ``job``, ``pid``,      ``handle`` (int),
-             ``ri``, ``mode`` (``"rud"`` or ``"rod"``)                          ``address`` (its own)
+             ``ri``, ``mode`` (``"rud"``, ``"rod"``,                            ``address`` (its own)
+             ``"rudi"`` or ``"uud"``)
 ``send``     ``handle``, ``data``, optional ``tag`` (a tagged send)             —
 ``write``    ``handle``, ``key``, ``offset``, ``data``                          —
 ``read``     ``handle``, ``key``, ``offset``, ``length``                        ``data``

@@ -63,6 +63,8 @@ class Iut:
         self.h = ans["handle"]
         #: the implementation's PDCIDs seen in this case → the tester's PDCID for each
         self.ours: dict[int, int] = {}
+        #: RUDI / UUD requests (no PDC) count as the implementation's: only a case that opened one
+        self.datagram_modes = mode in ("rudi", "uud")
         # start from no PDC toward the tester: the implementation may hold one from an earlier
         # case (a target initiates one for DEFERRABLE_RTR or return data)
         self.finish()
@@ -81,6 +83,11 @@ class Iut:
 
     def send(self, data: bytes, **args: Any) -> int:
         return self.start("send", data=data.hex(), **args)
+
+    def sent(self, data: bytes) -> tuple[int, Reply]:
+        """Start a SEND of ``data`` and read its (first) request: (command id, request)."""
+        cid = self.send(data)
+        return cid, self.request("the SEND's request")
 
     def completion(self, cid: int, what: str, timeout: float | None = None) -> dict[str, Any]:
         """The agent's answer to command ``cid`` (fails the case when none comes in time)."""
@@ -116,6 +123,8 @@ class Iut:
         a DEFERRABLE_RTR, which a target-role PDC of an earlier case may still send)."""
         if r.pds is None:
             return False
+        if r.ptype in (P.PdsType.RUDI_REQ, P.PdsType.UUD_REQ):
+            return self.datagram_modes
         if r.ptype == P.PdsType.CONTROL:
             return r.pds.spdcid in self.ours or bool(r.flags & P.ReqFlag.SYN)
         if r.ptype not in REQUEST_TYPES:
@@ -131,7 +140,8 @@ class Iut:
     def packet(self, what: str, pred: Callable[[Reply], object] | None = None, timeout: float | None = None) -> Reply:
         """The next packet from the implementation matching ``pred``."""
         r = self.s.expect(lambda r: self.from_iut(r) and (pred is None or pred(r)), what, timeout)
-        self.me(r)
+        if hasattr(r.pds, "spdcid"):  # a PDC's packet (RUDI and UUD have none)
+            self.me(r)
         return r
 
     def request(self, what: str = "a request from the implementation", pred: Callable[[Reply], object] | None = None,
@@ -207,6 +217,13 @@ class Iut:
         else:
             lay = P.ACK_CC[(False, "nscc")]
             self.s.send(lay.encode(lay.make(**f, **cc)) + body)
+
+    def rudi_response(self, r: Reply, *, pkt_id: int | None = None) -> None:
+        """A RUDI response to RUDI request ``r`` echoing its packet id (or ``pkt_id``), success (§2.14)."""
+        nh, body = self.response(r)
+        pid = r.pds.pkt_id if pkt_id is None else pkt_id & M32
+        hdr = P.RUDI.make(type=P.PdsType.RUDI_RESP, next_hdr=nh, flags=0, pkt_id=pid)
+        self.s.send(P.RUDI.encode(hdr) + body)
 
     def nack(self, r: Reply, code: int, *, psn: int | None = None, payload: int = 0, flags: int = 0) -> None:
         """NACK ``code`` naming ``psn`` (default: ``r``'s) on ``r``'s PDC."""

@@ -60,8 +60,7 @@ def _clear_psn(r: Reply) -> int:
 
 def _established(iut: Iut) -> Reply:
     """One acknowledged SEND: the implementation's PDC toward the tester is ESTABLISHED."""
-    cid = iut.send(b"establish")
-    r = iut.request("the SEND's request")
+    cid, r = iut.sent(b"establish")
     iut.ack(r)
     iut.expect_ok(cid, "the SEND")
     return r
@@ -203,8 +202,7 @@ def ini_no_interleave(s: Session) -> None:
       "behaviour.md §2.9", rules=("b2.9-1",))  # fmt: skip
 def ini_rto_retx(s: Session) -> None:
     iut = Iut(s)
-    cid = iut.send(b"INI-007 withheld")
-    r = iut.request("the SEND's request")
+    cid, r = iut.sent(b"INI-007 withheld")
     r2 = iut.request("its retransmission after the RTO", _same(r))
     check(bool(r2.flags & RF.RETX) and bool(r2.flags & RF.AR), "RETX and AR set on the retransmission", r2)
     check(r2.data == r.data and r2.ses.message_id == r.ses.message_id, "the same SES header and payload", r2)
@@ -231,8 +229,7 @@ def ini_retx_established(s: Session) -> None:
       "behaviour.md §2.9", rules=("b2.9-3", "b2.2-4", "b2.12-4"))  # fmt: skip
 def ini_retry_exhaustion(s: Session) -> None:
     iut = Iut(s)
-    cid = iut.send(b"INI-010 never acknowledged")
-    r = iut.request("the SEND's request")
+    cid, r = iut.sent(b"INI-010 never acknowledged")
     copies = [0]
 
     def count(x: Reply) -> None:
@@ -281,8 +278,7 @@ def ini_sacked_ack_req(s: Session) -> None:
       "behaviour.md §2.8", rules=("b2.8-1",))  # fmt: skip
 def ini_bogus_cack(s: Session) -> None:
     iut = Iut(s)
-    cid = iut.send(b"INI-012")
-    r = iut.request("the SEND's request")
+    cid, r = iut.sent(b"INI-012")
     far = (r.pds.psn + 1000) & M32
     iut.ack(r, psn=far, cack=far)
     r2 = iut.request("the retransmission (the bogus ACK acknowledged nothing)", _same(r))
@@ -309,19 +305,19 @@ def ini_wrong_spdcid(s: Session) -> None:
       "behaviour.md §2.4", rules=("b2.4-1",))  # fmt: skip
 def ini_mpr(s: Session) -> None:
     iut = Iut(s)
+    # the MPR is advertised before the WRITE starts: a sender may use a larger window until it
+    # hears one (Default_MPR), so only the packets sent after it are judged
+    c0, r0 = iut.sent(b"INI-014 MPR")
+    iut.ack(r0, cc={"mpr": 1, "sack_psn_offset": 0, "sack_bitmap": 0})
+    iut.expect_ok(c0, "the SEND whose ACK_CC advertised MPR 1")
     size = 1 << 20
     cid = iut.start("write", key=KEY, offset=0, data=bytes(size).hex())
-    r0 = iut.request("the WRITE's first packet")
-    iut.ack(r0, ses=False, cc={"mpr": 1, "sack_psn_offset": 0, "sack_bitmap": 0})
     limit = (r0.pds.psn + 128) & M32
-    newest = r0
     while True:  # everything the window allows, until the RTO resends the oldest (nothing more may come)
         x = iut.request("the WRITE's packets up to its window, then a retransmission")
         if x.flags & RF.RETX:
             break
         check(not P.psn_after(x.pds.psn, limit), f"no PSN after CACK + MPR × 128 = {limit:#x}", x)
-        if P.psn_after(x.pds.psn, newest.pds.psn):
-            newest = x
     ans = iut.serve(cid, max(s.timeout, 10.0),
                     lambda x: iut.ack(x, ses=False, cc={"mpr": 1, "sack_psn_offset": 0, "sack_bitmap": 0})
                     if x.ptype != P.PdsType.CONTROL else None)  # fmt: skip
@@ -351,8 +347,7 @@ def ini_clear_offset(s: Session) -> None:
       "behaviour.md §2.7", rules=("b2.7-1", "b2.7-2"))  # fmt: skip
 def ini_req_clear(s: Session) -> None:
     iut = Iut(s)
-    cid = iut.send(b"INI-016")
-    r = iut.request("the SEND's request")
+    cid, r = iut.sent(b"INI-016")
     iut.ack(r, flags=P.AckFlag.REQ_CLEAR)
     iut.expect_ok(cid, "the SEND")
     c = iut.control(CT.CLEAR, "a CLEAR control packet")
@@ -443,8 +438,7 @@ for _i, _code in enumerate(CLOSE):
       "behaviour.md §2.10", rules=("b2.10-4",))  # fmt: skip
 def ini_rcvd_ses_procg(s: Session) -> None:
     iut = Iut(s)
-    cid = iut.send(b"INI-018")
-    r = iut.request("the SEND's request")
+    cid, r = iut.sent(b"INI-018")
     for _ in range(40):  # more than any Max_NACK_Retx_Cnt (0-31): acting on them would fail the packet
         iut.nack(r, NC.RCVD_SES_PROCG)
     iut.ack(r)
@@ -455,8 +449,7 @@ def ini_rcvd_ses_procg(s: Session) -> None:
       "behaviour.md §2.2", rules=("b2.2-3",))  # fmt: skip
 def ini_new_start_psn(s: Session) -> None:
     iut = Iut(s)
-    cid = iut.send(b"INI-019")
-    r = iut.request("the SEND's request")
+    cid, r = iut.sent(b"INI-019")
     new = (_start_psn(r) + 0x10000) & M32
     iut.nack(r, NC.NEW_START_PSN, payload=new)
     want = (new + r.pds.psn_offset) & M32
@@ -473,8 +466,7 @@ def ini_new_start_psn(s: Session) -> None:
       rules=("b2.10-1",))  # fmt: skip
 def ini_nack_out_of_range(s: Session) -> None:
     iut = Iut(s)
-    cid = iut.send(b"INI-020")
-    r = iut.request("the SEND's request")
+    cid, r = iut.sent(b"INI-020")
     iut.nack(r, NC.INV_DPDCID, psn=(r.pds.psn + 1000) & M32)  # a PDC-fatal code, were it taken
     iut.ack(r)
     iut.expect_ok(cid, "the SEND (the stray NACK changed nothing)")
@@ -484,8 +476,7 @@ def ini_nack_out_of_range(s: Session) -> None:
       "behaviour.md §2.10", rules=("b2.10-5",))  # fmt: skip
 def ini_nack_limit(s: Session) -> None:
     iut = Iut(s)
-    cid = iut.send(b"INI-021")
-    r = iut.request("the SEND's request")
+    cid, r = iut.sent(b"INI-021")
     nacks = [0]
 
     def trim(x: Reply) -> None:
@@ -607,8 +598,7 @@ def ini_close(s: Session) -> None:
       rules=("b2.2-5",))  # fmt: skip
 def ini_close_waits(s: Session) -> None:
     iut = Iut(s)
-    cid = iut.send(b"INI-029")
-    r = iut.request("the SEND's request")
+    cid, r = iut.sent(b"INI-029")
     ccl = iut.start("close")
     x = iut.packet("the request's retransmission (or a premature CLOSE)",
                    lambda x: x.ptype == P.PdsType.CONTROL and x.pds.ctl_type == CT.CLOSE or _same(r)(x))  # fmt: skip
@@ -649,8 +639,7 @@ def ini_close_req(s: Session) -> None:
       rules=("b2.8-5",))  # fmt: skip
 def ini_req_close(s: Session) -> None:
     iut = Iut(s)
-    cid = iut.send(b"INI-032")
-    r = iut.request("the SEND's request")
+    cid, r = iut.sent(b"INI-032")
     iut.ack(r, flags=P.AckFlag.REQ_CLOSE)
     iut.expect_ok(cid, "the SEND")
     c = iut.control(CT.CLOSE, "a CLOSE after REQ_CLOSE")
@@ -669,3 +658,52 @@ def ini_start_psn_random(s: Session) -> None:
     check(_start_psn(r2) != _start_psn(r1), f"a Start PSN other than {_start_psn(r1):#x}", r2)
     iut.ack(r2)
     iut.expect_ok(cid, "the SEND")
+
+
+# -- RUDI and UUD -------------------------------------------------------------------------------
+
+
+def _rudi(r: Reply) -> bool:
+    return r.ptype == P.PdsType.RUDI_REQ
+
+
+@case("INI-034", A, "RUDI: an unanswered request is resent with RETX and the same packet id; a response completes it",
+      "behaviour.md §2.14", rules=("b2.14-2",))  # fmt: skip
+def ini_rudi_retx(s: Session) -> None:
+    iut = Iut(s, mode="rudi")
+    cid = iut.start("write", key=0x4000, offset=0, data=b"RUDI".hex())
+    r = iut.packet("the RUDI WRITE request", _rudi)
+    r2 = iut.packet("its retransmission after the RTO", lambda x: _rudi(x) and x.pds.pkt_id == r.pds.pkt_id)
+    check(bool(r2.flags & P.RudiFlag.RETX), "RETX set on the resent RUDI request", r2)
+    iut.rudi_response(r2)
+    iut.expect_ok(cid, "the RUDI WRITE")
+
+
+@case("INI-035", A, "RUDI: concurrent requests have distinct packet ids; a response to no outstanding id is dropped",
+      "behaviour.md §2.14", rules=("b2.14-1", "b2.14-3"))  # fmt: skip
+def ini_rudi_ids(s: Session) -> None:
+    iut = Iut(s, mode="rudi")
+    cids = [iut.start("write", key=0x4000, offset=8 * n, data=bytes([n]).hex() * 8) for n in (1, 2)]
+    a = iut.packet("the first RUDI request", _rudi)
+    b = iut.packet("the second RUDI request", lambda x: _rudi(x) and x.pds.pkt_id != a.pds.pkt_id)
+    stray = (max(a.pds.pkt_id, b.pds.pkt_id) + 0x1000) & M32
+    iut.rudi_response(a, pkt_id=stray)  # answers nothing outstanding
+    iut.packet(
+        "a retransmission (the stray response completed nothing)", lambda x: _rudi(x) and x.flags & P.RudiFlag.RETX
+    )
+    for c in cids:
+        iut.not_completed(c, "no completion from a response naming no outstanding packet id")
+    iut.rudi_response(a)
+    iut.rudi_response(b)
+    for c in cids:
+        iut.expect_ok(c, "each RUDI WRITE")
+
+
+@case("INI-036", A, "UUD: a send is one packet with SOM and EOM and completes with no answer at all",
+      "behaviour.md §2.15", rules=("b2.15-1",))  # fmt: skip
+def ini_uud(s: Session) -> None:
+    iut = Iut(s, mode="uud")
+    cid = iut.send(b"UUD datagram")
+    r = iut.packet("the UUD request", lambda x: x.ptype == P.PdsType.UUD_REQ)
+    check(r.ses is not None and r.ses.flags & (F.SOM | F.EOM) == F.SOM | F.EOM, "SOM and EOM on the one packet", r)
+    iut.expect_ok(cid, "the UUD send, with no response from the tester")
