@@ -30,7 +30,15 @@ def test_the_library_is_complete_and_in_the_readme() -> None:
 
 
 #: a smaller model for the training step (its graph, not the message size, says what moves)
-SMALLER = {"training_step": [x for kv in ("hidden=128", "seq_len=64", "layers=2") for x in ("--workload-set", kv)]}
+_SMALL_MODEL = ("hidden=128", "seq_len=64", "layers=2")
+SMALLER = {
+    name: [x for kv in (*_SMALL_MODEL, *layout) for x in ("--workload-set", kv)]
+    for name, layout in {
+        "training_step": (),
+        "training_gpt_dense": ("tp=2", "pp=2"),  # 8 ranks: DP 2 × TP 2 × PP 2
+        "training_moe": ("tp=2", "pp=2", "ep=2"),
+    }.items()
+}
 
 
 @pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
