@@ -71,8 +71,11 @@ def _compile(name: str, pieces: list[str], ns: dict[str, Any]) -> Formatter:
     return cast("Formatter", ns["fmt"])
 
 
-def _named(table: str, i: int, label: str) -> str:
-    """The expression: the enum name of ``v[i]`` from ``table``, else ``label=0x..``."""
+def _named(ns: dict[str, Any], lay: Layout, field: str, label: str) -> str:
+    """The expression: the enum name of the layout's ``field`` (its table put in ``ns``), else
+    ``label=0x..``."""
+    i, table = lay.field_names.index(field), f"{field}_names"
+    ns[table] = _Names(lay.fields[field].enum)  # type: ignore[union-attr]
     return f'{table}[v[{i}]] or "{label}=" + format(v[{i}], "#x")'
 
 
@@ -108,9 +111,7 @@ def _pds_formatter(lay: Layout) -> Formatter:
         head = f'"CONTROL " + str(ctl_names[v[{i_ctl}]]) if v[0] == CONTROL else ({head})'
     pieces = [head]
     if "nack_code" in ix:
-        ns["nack_names"] = _Names(lay.fields["nack_code"].enum)  # type: ignore[union-attr]
-        i = ix["nack_code"]
-        pieces.append(f'" " + ({_named("nack_names", i, "code")})')
+        pieces.append(f'" " + ({_named(ns, lay, "nack_code", "code")})')
     if "psn" in ix:
         pieces.append(f'" psn=" + str(v[{ix["psn"]}])')
         if i_ctl is not None and i_opaque is not None:  # the control layouts (PROBE: its opaque)
@@ -151,13 +152,10 @@ def _pds_formatter(lay: Layout) -> Formatter:
 def _ses_formatter(lay: Layout) -> Formatter:
     """``_ses_summary`` of tools/decode.py (without the extensions) for one SES layout."""
     ix = {n: i for i, n in enumerate(lay.field_names)}
-    ns: dict[str, Any] = {"op_names": _Names(lay.fields["opcode"].enum)}  # type: ignore[union-attr]
-    i = ix["opcode"]
-    pieces = [_named("op_names", i, "opcode")]
+    ns: dict[str, Any] = {}
+    pieces = [_named(ns, lay, "opcode", "opcode")]
     if "return_code" in ix:
-        ns["rc_names"] = _Names(lay.fields["return_code"].enum)  # type: ignore[union-attr]
-        i = ix["return_code"]
-        pieces.append(f'" " + ({_named("rc_names", i, "rc")})')
+        pieces.append(f'" " + ({_named(ns, lay, "return_code", "rc")})')
     if "message_id" in ix:
         pieces.append(f'" msg=" + str(v[{ix["message_id"]}])')
     if "read_request_message_id" in ix:

@@ -168,17 +168,19 @@ class _Stream:
 
 
 def _read_stream(f: IO[bytes]) -> Iterator[PcapRecord]:
+    """The records of ``f``: reads the file header now (:func:`read_capture` calls it when first
+    asked for a record) and returns the format's reader, a generator (not one itself: one
+    ``yield from`` level fewer per record)."""
     s = _Stream(f)
     head = s.read(4, "file header", eof_ok=True)
     if head is None:
         raise PcapError("empty file: not a pcap or pcapng capture")
     fmt = detect_format(head)
     if fmt == "pcap":
-        yield from _read_pcap(s, head)
-    elif fmt == "pcapng":
-        yield from _read_pcapng(s, head)
-    else:
-        raise PcapError(f"not a pcap or pcapng file (magic {head.hex()})")
+        return _read_pcap(s, head)
+    if fmt == "pcapng":
+        return _read_pcapng(s, head)
+    raise PcapError(f"not a pcap or pcapng file (magic {head.hex()})")
 
 
 def _read_pcap(s: _Stream, magic: bytes) -> Iterator[PcapRecord]:
