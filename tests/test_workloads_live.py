@@ -119,3 +119,23 @@ async def test_an_unfinished_flow_reports_its_retransmissions() -> None:
 
 def report_with(report: RankReport, flow: FlowReport) -> RankReport:
     return RankReport(flows=[*report.flows, flow], rx=list(report.rx))
+
+
+def test_message_pools_beyond_one_randbytes_call_are_drawn_in_pieces(monkeypatch) -> None:
+    """A 256 MiB message's pool is more than one ``randbytes`` call can draw (8 × n bits must fit
+    a C int): it is drawn in pieces of ``_RANDBYTES_MAX`` from the same generator; anything up to
+    that is the one call every run used before."""
+    import random
+
+    import uet.workloads.base as base
+
+    monkeypatch.setattr(base, "_RANDBYTES_MAX", 1000)
+    small = base._random_bytes(random.Random("x"), 1000)
+    assert small == random.Random("x").randbytes(1000)
+    big = base._random_bytes(random.Random("x"), 2500)
+    r = random.Random("x")
+    assert big == r.randbytes(1000) + r.randbytes(1000) + r.randbytes(500) and big[:1000] == small
+    monkeypatch.setattr(base, "_views", {})
+    monkeypatch.setattr(base, "VIEW_BYTES", 64)
+    view = base.message_data(1, 0, 0, 1500)  # a 2 KiB size class: a pool of 1 MiB + 2 KiB, in pieces
+    assert len(view) == 1500 and bytes(view) == bytes(base.message_data(1, 0, 0, 1500))

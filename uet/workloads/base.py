@@ -43,6 +43,18 @@ _pools: dict[int, bytes] = {}
 #: Messages at least this long are views of a shared buffer (see :func:`message_data`).
 VIEW_BYTES = 1 << 16
 _views: dict[tuple[int, int], bytes] = {}
+#: the most bytes one ``Random.randbytes`` call may draw: it draws 8 × n bits at once, and CPython
+#: refuses a bit count above a C int (2^31 − 1), so a 256 MiB message's pool failed with
+#: OverflowError
+_RANDBYTES_MAX = (1 << 28) - 8
+
+
+def _random_bytes(rng: random.Random, n: int) -> bytes:
+    """``n`` random bytes of ``rng``: one ``randbytes`` call up to :data:`_RANDBYTES_MAX` (the
+    bytes every existing run used), consecutive calls of that size beyond it."""
+    if n <= _RANDBYTES_MAX:
+        return rng.randbytes(n)
+    return b"".join(rng.randbytes(min(_RANDBYTES_MAX, n - at)) for at in range(0, n, _RANDBYTES_MAX))
 
 
 def message_data(seed: int, flow: int, index: int, nbytes: int) -> bytes | memoryview:
@@ -64,7 +76,8 @@ def message_data(seed: int, flow: int, index: int, nbytes: int) -> bytes | memor
         size = 1 << max(nbytes - 1, 1).bit_length()  # the size class: the next power of two
         buf = _views.get((seed, size))
         if buf is None:
-            buf = _views[(seed, size)] = random.Random(f"uet-workload/{seed}/{size}").randbytes(_POOL_BYTES + size)
+            rng = random.Random(f"uet-workload/{seed}/{size}")
+            buf = _views[(seed, size)] = _random_bytes(rng, _POOL_BYTES + size)
         start = (((flow << 10) + index) * 0x9E3779B1) & (_POOL_BYTES - 1)
         return memoryview(buf)[start : start + nbytes]
     pool = _pools.get(seed)
