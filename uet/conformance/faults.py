@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from uet.link.base import Link, ReceiveCallback
+from uet.link.base import Link, ReceiveCallback, WrappedLink
 from uet.wire import pds as P
 from uet.wire import ses as S
 
@@ -117,31 +117,16 @@ FAULTS: dict[str, tuple[Callable[[bytearray], bool] | None, str]] = {
 }
 
 
-class FaultLink(Link):
+class FaultLink(WrappedLink):
     """A link that rewrites what the endpoint sends (module docstring); counts rewrites."""
 
     def __init__(self, inner: Link, faults: list[str]) -> None:
         unknown = [f for f in faults if f not in FAULTS]
         if unknown:
             raise ValueError(f"unknown fault(s) {unknown}; known: {sorted(FAULTS)}")
-        self.inner = inner
-        self.address = inner.address
+        super().__init__(inner)
         self._rewriters = [rw for f in faults if (rw := FAULTS[f][0]) is not None]
         self.rewritten = 0
-
-    # Only these pass through: the wrapper has no batch transmit method (``send_many``,
-    # ``send_transmits``...), so the endpoint hands every datagram to :meth:`send`.
-    @property
-    def port(self) -> int | None:
-        return getattr(self.inner, "port", None)
-
-    @property
-    def peer_port(self) -> int | None:
-        return getattr(self.inner, "peer_port", None)
-
-    @property
-    def impairment(self) -> object:
-        return getattr(self.inner, "impairment", None)
 
     @property
     def counters(self) -> dict[str, int]:  # type: ignore[override]
@@ -160,6 +145,3 @@ class FaultLink(Link):
 
     def set_receiver(self, callback: ReceiveCallback) -> None:
         self.inner.set_receiver(callback)
-
-    def close(self) -> None:
-        self.inner.close()

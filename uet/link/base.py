@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from uet.fep.marking import DSCP_CONTROL, DSCP_DATA
 
-__all__ = ["DSCP_CONTROL", "DSCP_DATA", "Link", "ReceiveCallback", "tos"]
+__all__ = ["DSCP_CONTROL", "DSCP_DATA", "Link", "ReceiveCallback", "WrappedLink", "tos"]
 
 # DSCP of requests (CS0) and of ACK/NACK/control packets (EF), wire-format.md §1.3: the FEP
 # core marks each datagram (uet.fep.marking); links only put the values in the IP header.
@@ -52,3 +52,33 @@ class Link(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Stop receiving and release the socket(s); pending delayed datagrams are discarded."""
+
+
+class WrappedLink(Link):
+    """A link in front of another (``inner``): the tap, the conformance fault injector. What the
+    endpoint reads of its link — address, ports, impairment — passes through; a wrapper has no
+    batch transmit method (``send_many``, ``send_transmits``...), so the endpoint hands every
+    datagram to :meth:`send`, which the subclass defines."""
+
+    def __init__(self, inner: Link) -> None:
+        self.inner = inner
+        self.address = inner.address
+
+    @property
+    def port(self) -> int | None:
+        return getattr(self.inner, "port", None)
+
+    @property
+    def peer_port(self) -> int | None:
+        return getattr(self.inner, "peer_port", None)
+
+    @property
+    def impairment(self) -> object:
+        return getattr(self.inner, "impairment", None)
+
+    @property
+    def counters(self) -> dict[str, int]:  # type: ignore[override]
+        return self.inner.counters
+
+    def close(self) -> None:
+        self.inner.close()

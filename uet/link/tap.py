@@ -23,32 +23,23 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from uet.link.base import Link, ReceiveCallback
+from uet.link.base import Link, ReceiveCallback, WrappedLink
 from uet.wire.build import build_frame
 from uet.wire.net import UET_UDP_PORT
 
 __all__ = ["TapLink"]
 
 
-class TapLink(Link):
+class TapLink(WrappedLink):
     """``inner`` with every datagram it sends and receives written to ``taps`` (module docstring)."""
 
     def __init__(self, inner: Link, taps: Any, *, clock: Any = time.time_ns) -> None:
-        self.inner = inner
-        self.address = inner.address
+        super().__init__(inner)
         self.taps = taps
         self.clock = clock
         self._name = inner.address.replace(":", "_")
 
     # -- what the endpoint reads of its link -----------------------------------------------------
-
-    @property
-    def port(self) -> int | None:
-        return getattr(self.inner, "port", None)
-
-    @property
-    def peer_port(self) -> int | None:
-        return getattr(self.inner, "peer_port", None)
 
     @property
     def over_ip(self) -> bool:
@@ -61,14 +52,6 @@ class TapLink(Link):
     @records.setter
     def records(self, value: bool) -> None:
         self.inner.records = value  # type: ignore[attr-defined]
-
-    @property
-    def impairment(self) -> object:
-        return getattr(self.inner, "impairment", None)
-
-    @property
-    def counters(self) -> dict[str, int]:  # type: ignore[override]
-        return self.inner.counters
 
     # -- the tap -----------------------------------------------------------------------------------
 
@@ -93,6 +76,3 @@ class TapLink(Link):
             callback(batch)
 
         self.inner.set_receiver(tapped)
-
-    def close(self) -> None:
-        self.inner.close()
