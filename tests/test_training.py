@@ -154,3 +154,39 @@ def test_iteration_on_the_fabric(transport: str) -> None:
     assert 0 < tr["exposed_comm_s"] < tr["iteration_s"]
     assert len(tr["timeline"]) == 8  # per rank: (what, start, end), for the Gantt chart
     assert set(tr["comm_s_by_kind"]) == {"dp", "pp", "tp"}
+
+
+def test_covered_is_the_measure_of_a_union() -> None:
+    from uet.workloads.training import covered
+
+    assert covered([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0), (5.5, 5.75)]) == 4.0  # overlaps count once
+    assert covered([(0.0, 4.0), (6.0, 9.0)], [(1.0, 2.0), (3.0, 7.0), (8.5, 20.0)]) == 3.5
+    assert covered([]) == 0.0 and covered([(1.0, 1.0)]) == 0.0
+
+
+def test_per_kind_communication_is_a_union_and_never_exceeds_the_iteration() -> None:
+    """An all-to-all posts its receives at once, so its waits overlap: summed they exceeded the
+    iteration; as a union of intervals each kind's figure, and the exposed communication, is at
+    most the iteration, and the exposed communication is the critical rank's time less its
+    compute (a rank always has an op in progress)."""
+    wl = make("training", 8, params={"experts": 8, "ep": 8, "microbatches": 2, "gpu_tflops": 1.0})
+    net = InstantNetwork(wl.n)
+    loop = VirtualTimeLoop(Engine(Fabric(Topology.builtin("default"))))
+
+    async def main() -> None:
+        for i in range(wl.n):  # each rank starts 5 µs after the previous: receives wait for late senders
+            asyncio.get_running_loop().call_later(5e-6 * i, lambda i=i: asyncio.ensure_future(
+                wl.run(i, net.endpoint(i), net.addresses)))  # fmt: skip
+        await asyncio.sleep(1.0)
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    tr = wl.result_extra([])["training"]
+    summed = sum(z - a for t in wl.timeline.values() for x, a, z in t if x == "ep") / wl.n
+    assert summed > tr["iteration_s"]  # what the sum of concurrent waits gave
+    assert 0 < tr["comm_s_by_kind"]["ep"] <= tr["iteration_s"]
+    critical = max(wl._times, key=lambda r: wl._times[r][0])
+    took, compute_s = wl._times[critical]
+    assert tr["exposed_comm_s"] == pytest.approx(took - compute_s, abs=1e-9)

@@ -29,17 +29,24 @@ Ranks: logical rank (stage, replica, tp) = stage·DP·TP + replica·TP + tp, pla
 on the engine's placement (:meth:`Workload.place`), so a TP group shares a server.
 
 Report: the iteration time (the slowest rank), each rank's compute time, the exposed
-communication (iteration time minus the critical rank's compute) and, per kind of communication,
-the time its receives were outstanding (posted to complete, summed, averaged over the ranks), as
-``result["training"]`` (the simulator also keeps each rank's op timeline for
-``--plot``: ``training_gantt.png``).
+communication and, per kind of communication, the time it was in flight, as ``result["training"]``
+(the simulator also keeps each rank's op timeline for ``--plot``: ``training_gantt.png``). Both
+communication figures are measures of a *union of intervals* (:func:`covered`), never sums, so
+concurrent messages count once and neither can exceed the iteration:
+
+* ``comm_s_by_kind``: per kind (TP, PP, DP, EP), the time during which at least one message of
+  that kind was in flight on a rank — a send from its start to its completion, a receive from
+  posted to applied —, averaged over the ranks;
+* ``exposed_comm_s``: on the critical rank (the slowest), the time during which some message was
+  in flight and the rank was not computing. Since a rank always has an op in progress until its
+  last completes, this is that rank's time minus its compute.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +56,39 @@ from uet.workloads.base import Flow, FlowReport, RankReport, Workload, _retransm
 from uet.workloads.executor import CollectiveFailed, execute
 from uet.workloads.schedule import Builder, OpKind, Schedule, compute, split
 
-__all__ = ["Training"]
+__all__ = ["Training", "covered"]
+
+
+Interval = tuple[float, float]
+
+
+def covered(intervals: Sequence[Interval], minus: Sequence[Interval] = ()) -> float:
+    """The measure of the union of ``intervals`` (start, end), less what the union of ``minus``
+    covers of it."""
+    got = _merged(intervals)
+    total = sum(z - a for a, z in got)
+    if not minus:
+        return total
+    cut, j = _merged(minus), 0
+    for a, z in got:  # both lists sorted and disjoint: one pass
+        while j < len(cut) and cut[j][1] <= a:
+            j += 1
+        k = j
+        while k < len(cut) and cut[k][0] < z:
+            total -= min(z, cut[k][1]) - max(a, cut[k][0])
+            k += 1
+    return total
+
+
+def _merged(intervals: Sequence[Interval]) -> list[Interval]:
+    """The union of ``intervals`` as sorted, disjoint intervals."""
+    out: list[Interval] = []
+    for a, z in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], z))
+        elif z > a:
+            out.append((a, z))
+    return out
 
 
 class Training(Workload):
@@ -99,6 +138,7 @@ class Training(Workload):
         self.order = list(range(n))  # logical rank -> rank (server by server: place())
         self.timeline: dict[int, list[tuple[str, float, float]]] = {}  # rank -> (what, start, end)
         self._times: dict[int, tuple[float, float]] = {}  # rank -> (its time, its compute)
+        self._sends: dict[int, list[tuple[str, float, float]]] = {}  # rank -> its sends (what, start, end)
         self._build()
 
     def place(self, servers: list[list[int]]) -> None:
@@ -302,6 +342,7 @@ class Training(Workload):
         hashes: dict[int, list[str]] = {q: [] for q in peers}
         rtx0 = {q: _retransmits(ep, addresses[q]) for q in peers}
         trace: list[tuple[str, float, float]] = []
+        sends: list[tuple[str, float, float]] = []
         zeros = bytes(max((op.length for op in ops), default=0))
 
         def on_send(op: Any, payload: bytes | memoryview) -> int:
@@ -315,8 +356,7 @@ class Training(Workload):
 
         def traced(i: int, start: float, end: float) -> None:
             op = ops[i]
-            if op.kind is OpKind.COMPUTE or op.kind is OpKind.RECV:
-                trace.append((op.label or "comm", start - t0, end - t0))
+            (sends if op.kind is OpKind.SEND else trace).append((op.label or "comm", start - t0, end - t0))
 
         t0 = clock()
         err = None
@@ -329,6 +369,7 @@ class Training(Workload):
             err = error_name(e)
         took = clock() - t0
         self.timeline[rank] = trace
+        self._sends[rank] = sends
         for q in peers:
             f = self._flows[self._flow_of[(rank, q)]]
             rtx = _retransmits(ep, addresses[q]) - rtx0[q]
@@ -348,10 +389,14 @@ class Training(Workload):
         computes = {r: c for r, (_, c) in times.items()}
         critical = max(times, key=lambda r: times[r][0]) if times else None
         comm: dict[str, float] = {}
-        for trace in self.timeline.values():
-            for label, a, z in trace:
-                if label not in ("forward", "backward"):
-                    comm[label] = comm.get(label, 0.0) + (z - a)
+        exposed = None
+        for r, trace in self.timeline.items():
+            busy = trace + self._sends.get(r, [])
+            for label in {x for x, _, _ in busy} - {"forward", "backward"}:
+                comm[label] = comm.get(label, 0.0) + covered([(a, z) for x, a, z in busy if x == label])
+            if r == critical:
+                work = [(a, z) for x, a, z in trace if x in ("forward", "backward")]
+                exposed = covered([(a, z) for x, a, z in busy if x not in ("forward", "backward")], work)
         p = self.params
         out: dict[str, Any] = {
             "layout": {
@@ -364,7 +409,7 @@ class Training(Workload):
             },
             "iteration_s": round(iteration, 9),
             "compute_s": round(max(computes.values()), 9) if computes else None,
-            "exposed_comm_s": round(iteration - computes[critical], 9) if critical is not None else None,
+            "exposed_comm_s": round(exposed, 9) if exposed is not None else None,
             "comm_s_by_kind": {k: round(v / max(1, len(self.timeline)), 9) for k, v in sorted(comm.items())},
         }
         if self.timeline:
