@@ -70,7 +70,7 @@ from uet.fabric.telemetry_io import switch_thresholds
 from uet.fep import FepCore
 from uet.roce.cm import StaticCm
 from uet.roce.core import PROVIDER_HEADER, RoceCore
-from uet.scenario.derive import DATA_OVERHEAD, MIN_WIRE, ROCE_DATA_OVERHEAD, derive
+from uet.scenario.derive import DATA_OVERHEAD, MIN_WIRE, ROCE_DATA_OVERHEAD, derive, scale_up_qps
 from uet.scenario.model import Scenario, run_defaults
 from uet.sim.endpoint import SimEndpoint
 from uet.sim.engine import Engine, SimulationError
@@ -249,11 +249,19 @@ def simulate(
         raise SimulationError("tss: secure endpoints are UET endpoints (transport uet)")
     placed = scn.hosts(topo, n)  # rank i runs on host placed[i]
     wl.place(topo.rank_servers(placed))
+    peer_qp = scale_up_qps(topo, placed, [fabric.hosts[h].ip for h in placed], roce_cfg) if roce_cfg else {}
     for i, h in enumerate(placed):
         core: Any
         ip = fabric.hosts[h].ip
         if roce_cfg is not None:
-            core = RoceCore(ip, config=roce_cfg, seed=(seed << 20) + i, cm=cm, log=_host_log(event_log, None, h, ip))
+            core = RoceCore(
+                ip,
+                config=roce_cfg,
+                seed=(seed << 20) + i,
+                cm=cm,
+                log=_host_log(event_log, None, h, ip),
+                peer_config=peer_qp.get(ip),
+            )
         else:
             sec = None if domain is None else SecurityConfig(SecureDomainTable([domain.provision()]))
             log = _cc_logger(cc_records, h) if timeline and cfg.pds.cc != "none" else None
