@@ -64,6 +64,7 @@ from typing import Any, NamedTuple
 from uet.fabric.model import Fabric, Telemetry
 from uet.fabric.model.faults import FaultConfig
 from uet.fabric.model.flowmeter import FlowMeter
+from uet.fabric.model.port import Port
 from uet.fabric.switch import fabric_counters
 from uet.fabric.telemetry_io import switch_thresholds
 from uet.fep import FepCore
@@ -120,7 +121,7 @@ def _frames(flow: Flow, payload: int, roce: bool) -> list[int]:
     return frames
 
 
-def _first_port(fabric: Fabric, src: int, dst: int) -> tuple[Any, int]:
+def _first_port(fabric: Fabric, src: int, dst: int) -> tuple[Port, int]:
     """(the port a flow from host ``src`` to host ``dst`` leaves by, the links of its path):
     between two GPUs of one server with a scale-up domain, its scale-up port and two links."""
     nic = fabric.nics[src]
