@@ -139,7 +139,7 @@ class Peer:
         self.stats = dict.fromkeys(
             ("messages", "bytes", "echoed", "echo_failed", "receives_posted", "receive_failed"), 0
         )
-        self.tasks: list[asyncio.Task] = []
+        self.tasks: list[asyncio.Task[None]] = []
         self.taps: Any = None
         self.log: Any = None
 
@@ -298,7 +298,7 @@ class Peer:
 def reachable_from_elsewhere(args: argparse.Namespace) -> bool:
     """Whether hosts other than this one can reach the peer's regions: its address is not loopback
     (through a ``uet-fabric`` switch: the switch is not on loopback)."""
-    host = args.fabric[0] if args.fabric is not None else args.address
+    host: str = args.fabric[0] if args.fabric is not None else args.address
     try:
         return not ipaddress.ip_address(host).is_loopback
     except ValueError:  # a host name: assume the worst
@@ -382,7 +382,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except ProfileError as e:
         raise UsageError(str(e)) from None
     if args.keys:  # a missing or unsafe key file: one line, exit 2, before the peer opens
-        from uet.tss.keyfile import KeyFileError, load_key_file
+        from uet.tss.errors import KeyFileError
+        from uet.tss.keyfile import load_key_file
 
         try:
             load_key_file(args.keys, wall_ns=0)

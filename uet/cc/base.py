@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from uet.cc.config import CcConfig
 
 #: an event-log sink (``{"ev": "cc", ...}`` records, uet.eventlog)
-Log = Callable[[dict], None]
+Log = Callable[[dict[str, Any]], None]
 
 
 class ResendPolicy(enum.Enum):

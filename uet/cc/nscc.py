@@ -60,7 +60,7 @@ class Nscc(CcAlgorithm):
     name = "nscc"
     base_rtt_probe = True
 
-    def __init__(self, cfg: CcConfig, now: int = 0, log: Callable[[dict], None] | None = None) -> None:
+    def __init__(self, cfg: CcConfig, now: int = 0, log: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.cfg = cfg
         self.mtu = cfg.mtu
         self.config_base_rtt = cfg.base_rtt_ns
@@ -103,7 +103,7 @@ class Nscc(CcAlgorithm):
         self.last_tx: int | None = None
         self.stats = {"fair": 0, "prop": 0, "fast": 0, "md": 0, "qa": 0, "hold": 0, "penalty": 0}
         self._log = log
-        self._logged: tuple = ()
+        self._logged: tuple[int, ...] = ()
 
     def _qa_default(self) -> float:
         """§4.3.1 ``qa_threshold``: ``4 × target_qdelay`` without trimming; with trimming the

@@ -50,7 +50,7 @@ class CreditSender(CcAlgorithm):
     name = "rccc"
     credit_based = True
 
-    def __init__(self, cfg: CcConfig, now: int = 0, log: Callable[[dict], None] | None = None) -> None:
+    def __init__(self, cfg: CcConfig, now: int = 0, log: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.cfg = cfg
         self.max_wnd = cfg.max_wnd
         self.mtu = cfg.mtu
@@ -226,7 +226,7 @@ class CreditScheduler:
     no closer than ``pacing interval / its share``: while it waits for its share the pacer serves
     the others, and with no one else to serve it waits for that sender's time."""
 
-    def __init__(self, cfg: CcConfig, ports: int = 1, log: Callable[[dict], None] | None = None) -> None:
+    def __init__(self, cfg: CcConfig, ports: int = 1, log: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.cfg = cfg
         self.grant_bytes = cfg.grant_mtus * cfg.mtu
         self.rate_Bpns = cfg.link_bps * ports * cfg.pull_rate / 8e9

@@ -124,7 +124,7 @@ def build(
         clog = None
         if log is not None:
 
-            def clog(rec: dict, _peer: str = peer, _tc: int = tc) -> None:
+            def clog(rec: dict[str, Any], _peer: str = peer, _tc: int = tc) -> None:
                 log({**rec, "peer": _peer, "tc": _tc})
 
         algos: list[CcAlgorithm] = [f(cfg, 0, clog) for f in factories]

@@ -47,10 +47,11 @@ class Iut:
     """The implementation under test's sending side, seen from the tester playing its target."""
 
     def __init__(self, s: Session, *, mode: str = "rud") -> None:
-        if s.driver is None:
+        d = s.driver
+        if d is None:
             raise Skipped(NO_AGENT)
         self.s = s
-        self.d = s.driver
+        self.d = d
         self.d.log.clear()
         t = s.target
         try:

@@ -51,11 +51,11 @@ def _same(r: Reply) -> Callable[[Reply], bool]:
 
 def _start_psn(r: Reply) -> int:
     """The Start PSN a SYN request implies (PSN − psn_offset, behaviour.md §2.3.3)."""
-    return (r.pds.psn - r.pds.psn_offset) & M32
+    return int(r.pds.psn - r.pds.psn_offset) & M32
 
 
 def _clear_psn(r: Reply) -> int:
-    return (r.pds.psn + r.pds.clear_psn_offset) & M32
+    return int(r.pds.psn + r.pds.clear_psn_offset) & M32
 
 
 def _established(iut: Iut) -> Reply:
@@ -381,7 +381,7 @@ CLOSE = [NC.INV_DPDCID, NC.PDC_HDR_MISMATCH, NC.CLOSING, NC.CLOSING_IN_ERR, NC.G
 _TRIMS = (NC.TRIMMED, NC.TRIMMED_LASTHOP)
 
 
-def _nack_retransmit(code: int):  # noqa: ANN202 - a case body
+def _nack_retransmit(code: int) -> Callable[[Session], None]:
     def fn(s: Session) -> None:
         iut = Iut(s)
         cid = iut.send(b"NACKed " + bytes([code]))
@@ -401,7 +401,7 @@ for _i, _code in enumerate(RETRANSMIT):
          "behaviour.md §2.10", rules=_rules)(_nack_retransmit(_code))  # fmt: skip
 
 
-def _nack_close(code: int):  # noqa: ANN202 - a case body
+def _nack_close(code: int) -> Callable[[Session], None]:
     def fn(s: Session) -> None:
         iut = Iut(s)
         cid = iut.send(b"NACKed " + bytes([code]))
