@@ -45,7 +45,7 @@ class Ccc:
         window: int = 1024,
         now: int = 0,
         ccc_id: int = 0,
-        log: Callable[[dict], None] | None = None,
+        log: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.cfg = cfg
         self.nscc = Nscc(cfg, now, log) if nscc else None

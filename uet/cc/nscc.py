@@ -37,6 +37,7 @@ Choices where the notes leave room (inference):
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from uet.cc.config import REF_BDP, REF_RTT_NS, CcConfig
 
@@ -55,7 +56,7 @@ class Nscc:
     ``log(record)`` (optional) receives a ``{"ev": "cc", ...}`` record whenever cwnd, base RTT or
     the average delay change (uet.eventlog, qlog ``metrics_updated`` in spirit)."""
 
-    def __init__(self, cfg: CcConfig, now: int = 0, log: Callable[[dict], None] | None = None) -> None:
+    def __init__(self, cfg: CcConfig, now: int = 0, log: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.cfg = cfg
         self.mtu = cfg.mtu
         self.config_base_rtt = cfg.base_rtt_ns
@@ -98,7 +99,7 @@ class Nscc:
         self.last_tx: int | None = None
         self.stats = {"fair": 0, "prop": 0, "fast": 0, "md": 0, "qa": 0, "hold": 0, "penalty": 0}
         self._log = log
-        self._logged: tuple = ()
+        self._logged: tuple[int, ...] = ()
 
     def _qa_default(self) -> float:
         """§4.3.1 ``qa_threshold``: ``4 × target_qdelay`` without trimming; with trimming the

@@ -28,6 +28,7 @@ of ``credit_target`` in the CC request and of ``credit`` in the credit ACK state
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from typing import Any
 
 from uet.cc.config import CcConfig
 from uet.cc.pullrate import PullRate
@@ -45,7 +46,7 @@ def diff24(a: int, b: int) -> int:
 class CreditSender:
     """Source half of RCCC for one CCC (§4.5 "Source")."""
 
-    def __init__(self, cfg: CcConfig, now: int = 0, log: Callable[[dict], None] | None = None) -> None:
+    def __init__(self, cfg: CcConfig, now: int = 0, log: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.cfg = cfg
         self.max_wnd = cfg.max_wnd
         self.mtu = cfg.mtu
@@ -187,7 +188,7 @@ class CreditScheduler:
     no closer than ``pacing interval / its share``: while it waits for its share the pacer serves
     the others, and with no one else to serve it waits for that sender's time."""
 
-    def __init__(self, cfg: CcConfig, ports: int = 1, log: Callable[[dict], None] | None = None) -> None:
+    def __init__(self, cfg: CcConfig, ports: int = 1, log: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.cfg = cfg
         self.grant_bytes = cfg.grant_mtus * cfg.mtu
         self.rate_Bpns = cfg.link_bps * ports * cfg.pull_rate / 8e9

@@ -70,7 +70,7 @@ def install(core: Any, cc: str | None = None, lb: str | None = None, params: CcC
         clog = None
         if log is not None:
 
-            def clog(rec: dict, _peer: str = peer, _tc: int = tc) -> None:
+            def clog(rec: dict[str, Any], _peer: str = peer, _tc: int = tc) -> None:
                 log({**rec, "peer": _peer, "tc": _tc})
 
         return Ccc(cfg, nscc=nscc, rccc=rccc, lb=lb, rng=core.rng, window=pc.cc_window, ccc_id=tc, log=clog)

@@ -110,7 +110,7 @@ class PdsCore(
         config: PdsConfig | None = None,
         *,
         rng: random.Random | None = None,
-        log: Callable[[dict], None] | None = None,
+        log: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.local = local
         self.config = config or PdsConfig()
@@ -210,7 +210,7 @@ class PdsCore(
         if self._log is not None:
             self._log({"t": now, "ev": "drop", "peer": src, "reason": reason})
 
-    def _emit(self, rec: dict) -> None:
+    def _emit(self, rec: dict[str, Any]) -> None:
         if self._log is not None:
             self._log(rec)
 

@@ -287,7 +287,7 @@ class InitiatorMixin(PdsState):
                 pdc.active = mk
                 pdc.active_som = lst[0]
 
-    def _new_ipdc(self, key: tuple, now: int) -> InitiatorPdc:
+    def _new_ipdc(self, key: tuple[Any, ...], now: int) -> InitiatorPdc:
         """CLOSED → SYN_SENT: PDCID, Start_PSN, CCC attach. Start_PSN: ``config.start_psn`` if
         set; for a secure PDC (``sdi`` in the key) the ``initiator_start_psn`` hook's choice
         (``ini_start_psn`` of the SDI, else random, §2.3.2); else random in [2^16, 2^31) (§2.3.1)."""

@@ -183,7 +183,9 @@ class InitiatorPdc:
 
     role: Literal["initiator"] = "initiator"
 
-    def __init__(self, key: tuple, peer: str, mode: Mode, lpdcid: int, start_psn: int, entropy: Any, gate: Any) -> None:
+    def __init__(
+        self, key: tuple[Any, ...], peer: str, mode: Mode, lpdcid: int, start_psn: int, entropy: Any, gate: Any
+    ) -> None:
         self.key = key
         self.peer = peer
         self.mode = mode
@@ -386,7 +388,7 @@ class TargetPdc:
         self.clear_req_last = 0
         self.entropy = 0
         #: ROD buffering option: out-of-order requests by PSN, (data, flags, ecn, entropy)
-        self.rod_buf: dict[int, tuple] = {}
+        self.rod_buf: dict[int, tuple[bytes, int, int, int]] = {}
         #: PDS type of its requests (2 RUD, 3 ROD): the receive fast path compares it
         self.ptype = 3 if mode == Mode.ROD else 2
         #: secure domain the PDC was established in (None when TSS is off, §2.3.2)

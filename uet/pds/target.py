@@ -538,9 +538,8 @@ class TargetMixin(PdsState):
         if pol is None:
             return None
         chk = getattr(pol, "check_start_psn", None)
-        if chk is not None:
-            return chk(0 if sdi is None else sdi, start, None)
-        return pol(src, start)
+        demanded: int | None = chk(0 if sdi is None else sdi, start, None) if chk is not None else pol(src, start)
+        return demanded
 
     def _tpdc_reset(self, tp: TargetPdc, start: int) -> None:
         tp.start_psn = start
