@@ -81,12 +81,18 @@ def _code_name(code: int) -> str:
 
 def _late(pdc: InitiatorPdc, pkt: TxPkt, now: int, original: bool) -> None:
     """A packet an ACK had reported missing turns out received. When its first copy is the one
-    that arrived (``original``: the ACK names it without RETX, or it was sent once), it was
+    that arrived (``original``: the ACK names it without RETX, or it was sent once, or the
+    acknowledgement came sooner after its resend than ``min_rtt``), it was
     reordered, not lost, and arrived this long after the report: the PDC's reordering window
     grows to that lateness, so SACK fast retransmit waits it out before resending a hole
     (issue 29 item 6: 5 % reordering and no loss resent ~0.9 packets per reordered packet).
     Inference: RACK's time-based reordering window (RFC 8985 §6.2), learnt from late arrivals
     instead of DSACK, with a quarter SRTT of headroom; capped at the RTO where it is used."""
+    if not original and now - pkt.tx_time < pdc.min_rtt:
+        # acknowledged sooner after its resend than any round trip took: the earlier copy
+        # arrived (RFC 8985 §6.2 step 2), so the resend was spurious and the hole was a
+        # reordering; without this a PDC whose first reordering drew a resend never learnt one
+        original = True
     late = now - pkt.hole_at + (pdc.srtt >> 2)  # (with RACK's srtt/4 of headroom)
     if original and late > pdc.reo_wnd:
         pdc.reo_wnd = late
@@ -301,6 +307,8 @@ class FeedbackMixin(PdsState):
         pdc.tx_base = b
         adaptive = self.config.rto_adaptive
         if rtt is not None:
+            if rtt < pdc.min_rtt or not pdc.min_rtt:
+                pdc.min_rtt = rtt
             if adaptive:
                 rtt_sample(pdc, rtt, self.config)  # SRTT, RTTVAR, RTO; ends a back-off (uet.pds.backoff)
             else:
@@ -438,7 +446,8 @@ class FeedbackMixin(PdsState):
         stop = (pdc.high_sack - thr + 1) & _M32
         head = (pdc.max_cack + 1) & _M32  # CACK says it is not received (or not yet cleared)
         # reported missing at or before ``since``: lost, not reordered (``_late``)
-        wnd = min(pdc.reo_wnd, self.config.rto_ns)  # 0 until a reordering was seen: at once
+        # before any reordering was seen: a quarter of the smallest RTT (RFC 8985 §6.2 step 4)
+        wnd = min(pdc.reo_wnd or (pdc.min_rtt >> 2), self.config.rto_ns)
         since = now - wnd
         pdc.fast_at = None
         while p != stop:
