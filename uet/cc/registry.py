@@ -136,3 +136,4 @@ def build(
 
 register("nscc", Nscc)
 register("rccc", CreditSender, receiver=lambda cfg, log: CreditScheduler(cfg, log=log))
+register("dctcp", "uet.cc.dctcp:Dctcp")
