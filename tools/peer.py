@@ -55,15 +55,19 @@ from uet.tools.link_options import add_link_options, check_link_options, link_co
 from uet.tools.run_settings import max_payload
 
 from uet.conformance.faults import FAULTS, FaultLink
-from uet.conformance.profile import PEER_DEFAULT_JOB, Profile, ProfileError, default_profile, load_profile
+from uet.conformance.profile import (
+    PEER_DEFAULT_JOB,
+    Profile,
+    ProfileError,
+    default_profile,
+    load_profile,
+    register_regions,
+)
 from uet.endpoint import Endpoint, EndpointClosed, EndpointConfig
 from uet.errors import UetError
 from uet.link.base import Link
-from uet.ses.memory import Access
 
 __all__ = ["main"]
-
-_RIGHTS = {"r": Access.REMOTE_READ, "w": Access.REMOTE_WRITE, "a": Access.REMOTE_ATOMIC, "i": Access.IDEMPOTENT_SAFE}
 
 
 def _int(text: str) -> int:
@@ -196,15 +200,7 @@ class Peer:
             security=security,
             event_log=self.log,
         )
-        for r in self.profile.regions:
-            buf = bytearray(r.size)
-            for i in range(0, r.size, 8):  # a recognisable pattern: each word holds its own offset
-                buf[i : i + 8] = i.to_bytes(8, "big")[: r.size - i]
-            access = Access(0)
-            for c in r.access:
-                access |= _RIGHTS[c]
-            self.ep.register(buf, access, key=r.key, job=r.job)
-            self.buffers.append(buf)
+        self.buffers = register_regions(self.ep, self.profile)
         for rcv in self.profile.receives:
             self.tasks.append(asyncio.ensure_future(self._posted(rcv.size, rcv.tag, rcv.truncate)))
         # several waiting receives: a deferred send whose initiator never restarts (§6.7) holds one
