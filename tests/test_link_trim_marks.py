@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import socket
 
-from tests.test_link_direct import Sink
+from test_link_direct import Sink
+
 from uet.fep.core import ECN_LASTHOP, ECN_TRIMMED
 from uet.fep.events import Datagram
 from uet.fep.marking import RX_ECN
