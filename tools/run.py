@@ -578,7 +578,8 @@ class Launcher:
             while True:
                 ev = await w.next(30)
                 if ev.get("event") == "closed":
-                    return ev.get("counters", {})
+                    counters: dict[str, Any] = ev.get("counters", {})
+                    return counters
         except RunError:
             return {}
 

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from uet.conformance.driver import Driver
 from uet.conformance.wirekit import M32, Reply, SesFields, control, decode_reply, request, ses_standard
 from uet.wire import crc
 from uet.wire import pds as P
@@ -172,7 +173,7 @@ class Session:
         #: the secure target mints Start PSNs itself (RANDOM_1RTT_START, §2.3.2)
         self.one_rtt = False
         #: the implementation's agent (uet.conformance.driver.Driver) for the initiator-side cases
-        self.driver: Any = None
+        self.driver: Driver | None = None
         #: what a case asks to run after it (uet.conformance.driver_target), before the PDCs close
         self.cleanups: list[Callable[[], None]] = []
         self._mid = self.rng.randrange(1, 0xFFFF)
@@ -560,7 +561,7 @@ class Pdc:
             if not self.mine(r):
                 return False
             if r.is_nack:
-                return r.pds.nack_code == P.NackCode.NEW_START_PSN
+                return bool(r.pds.nack_code == P.NackCode.NEW_START_PSN)
             covers = r.is_ack and (r.ack_psn == psn or not P.psn_after(psn, r.pds.cack_psn))
             return covers and not r.flags & P.AckFlag.P
 

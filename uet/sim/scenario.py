@@ -71,12 +71,13 @@ from typing import Any, NamedTuple
 from uet.fabric.model import Fabric, Telemetry
 from uet.fabric.model.faults import FaultConfig
 from uet.fabric.model.flowmeter import FlowMeter
+from uet.fabric.model.port import Port
 from uet.fabric.switch import fabric_counters
 from uet.fabric.telemetry_io import switch_thresholds
 from uet.fep import FepCore
 from uet.roce.cm import StaticCm
 from uet.roce.core import PROVIDER_HEADER, RoceCore
-from uet.scenario.derive import DATA_OVERHEAD, MIN_WIRE, ROCE_DATA_OVERHEAD, derive
+from uet.scenario.derive import DATA_OVERHEAD, MIN_WIRE, ROCE_DATA_OVERHEAD, derive, scale_up_qps
 from uet.scenario.model import Scenario, run_defaults
 from uet.sim.endpoint import SimEndpoint
 from uet.sim.engine import Engine, SimulationError
@@ -127,7 +128,7 @@ def _frames(flow: Flow, payload: int, roce: bool) -> list[int]:
     return frames
 
 
-def _first_port(fabric: Fabric, src: int, dst: int) -> tuple[Any, int]:
+def _first_port(fabric: Fabric, src: int, dst: int) -> tuple[Port, int]:
     """(the port a flow from host ``src`` to host ``dst`` leaves by, the links of its path):
     between two GPUs of one server with a scale-up domain, its scale-up port and two links."""
     nic = fabric.nics[src]
@@ -256,12 +257,18 @@ def simulate(
         raise SimulationError("tss: secure endpoints are UET endpoints (transport uet)")
     placed = scn.hosts(topo, n)  # rank i runs on host placed[i]
     wl.place(topo.rank_servers(placed))
+    peer_qp = scale_up_qps(topo, placed, [fabric.hosts[h].ip for h in placed], roce_cfg) if roce_cfg else {}
     for i, h in enumerate(placed):
         core: Any
         ip = fabric.hosts[h].ip
         if roce_cfg is not None:
             core = RoceCore(
-                ip, config=roce_cfg, seed=(core_seed << 20) + i, cm=cm, log=_host_log(event_log, None, h, ip)
+                ip,
+                config=roce_cfg,
+                seed=(core_seed << 20) + i,
+                cm=cm,
+                log=_host_log(event_log, None, h, ip),
+                peer_config=peer_qp.get(ip),
             )
         else:
             sec = None if domain is None else SecurityConfig(SecureDomainTable([domain.provision()]))
