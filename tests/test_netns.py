@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from netns import NetnsLab, unavailable
+from ops_suite import OPERATIONS, every_operation
 
-from tests.netns import NetnsLab, unavailable
-from tests.ops_suite import OPERATIONS, every_operation
 from uet.endpoint import Endpoint
 from uet.link.ip import IpLink
 

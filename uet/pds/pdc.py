@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, Literal, Protocol
 
+from uet.cc.base import SenderCc
 from uet.pds.config import Mode
 from uet.pds.states import InitiatorState, TargetState
 
@@ -184,7 +185,7 @@ class InitiatorPdc:
     role: Literal["initiator"] = "initiator"
 
     def __init__(
-        self, key: tuple[Any, ...], peer: str, mode: Mode, lpdcid: int, start_psn: int, entropy: Any, gate: Any
+        self, key: tuple[Any, ...], peer: str, mode: Mode, lpdcid: int, start_psn: int, entropy: Any, gate: SenderCc
     ) -> None:
         self.key = key
         self.peer = peer
@@ -207,7 +208,7 @@ class InitiatorPdc:
         self.clear_needed = False
         self.last_activity = 0
         self.entropy = entropy
-        self.gate = gate
+        self.gate: SenderCc = gate
         self.tx_seq = 0
         self.gbn_from: int | None = None
         self.high_sack = self.max_cack
