@@ -104,7 +104,7 @@ class FepCore(Operations, Completions):
     at Fabric Address ``address`` hosting process ``pid`` of job ``job`` with resource index
     ``ri``. ``seed`` (default ``config.seed``) seeds the one :class:`random.Random` every random
     choice comes from, mixed with the address (None: random). ``security``: a
-    :class:`~uet.tss.link.SecurityConfig` or a secure-domain table, or a ready
+    :class:`~uet.tss.stage.SecurityConfig` or a secure-domain table, or a ready
     :class:`~uet.tss.stage.TssStage` (TSS seals and opens every datagram, :mod:`uet.tss.stage`).
 
     Attributes: ``pds`` (the :class:`~uet.pds.PdsCore`), ``ses`` (the
