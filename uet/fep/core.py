@@ -75,9 +75,9 @@ from uet.fep.events import (
 from uet.fep.integrity import CrcStage
 from uet.fep.lanes import Lane, OutMessage, refill
 from uet.fep.marking import classes
-from uet.fep.operations import Operations, _Posted
+from uet.fep.operations import Operations
 from uet.fep.peer import PeerBook
-from uet.fep.receives import Waiters
+from uet.fep.receives import Waiters, _Posted
 from uet.fep.scheduler import interleave
 from uet.pds import Mode, PdsCore
 from uet.ses.fep import SesFep
