@@ -39,7 +39,7 @@ def violations(source: str) -> list[str]:
             name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
             if name in BANNED_CALLS:
                 bad.append(f"line {node.lineno}: calls {name}()")
-        elif isinstance(node, ast.Call | ast.Attribute) and getattr(node, "attr", None) in BANNED_CALLS:
+        elif isinstance(node, ast.Attribute) and node.attr in BANNED_CALLS:
             bad.append(f"line {node.lineno}: uses {node.attr}")
     return bad
 
