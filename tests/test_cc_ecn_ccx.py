@@ -5,7 +5,8 @@ takes them by difference, and an ACK_CCX of a type the notes do not define is no
 
 from __future__ import annotations
 
-from tests.pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, request, ses_small
+from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, request, ses_small
+
 from uet.cc import Ccc, CreditSender, Nscc
 from uet.pds import Mode, PdsConfig, PdsCore
 from uet.wire import pds as w

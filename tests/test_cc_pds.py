@@ -7,8 +7,8 @@ ACK covers feeds the path selector."""
 from __future__ import annotations
 
 import pytest
+from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, request, ses_small
 
-from tests.pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, request, ses_small
 from uet.cc import Ccc, CcConfig, CreditSender, Nscc
 from uet.pds import Mode, PdsConfig, PdsCore
 from uet.wire import pds as w
