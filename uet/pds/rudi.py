@@ -35,6 +35,9 @@ from uet.pds._aliases import (
     _NC_NO_SES_MSG_AVAIL,
     _NC_TRIMMED,
     _NC_TRIMMED_LASTHOP,
+    _P_RUDI_REQ,
+    _P_RUDI_RESP,
+    _P_UUD_REQ,
 )
 from uet.pds.backoff import next_shift, retries_spent, rto_for
 from uet.pds.config import Mode, PdsError, PdsLimitError, SesNack
@@ -85,7 +88,7 @@ class RudiMixin(PdsState):
         if not (som and eom):
             raise PdsError(f"{mode.name} packets are single-packet messages (SOM and EOM)")
         if mode == _MODE_UUD:
-            self._uud_q.append((UUD.encode((6, nh, 0)) + ses + payload, peer, token))
+            self._uud_q.append((UUD.encode((_P_UUD_REQ, nh, 0)) + ses + payload, peer, token))
             return
         out = self._rudi_out
         if len(out) + len(self._rudi_wait) >= 0xFFFFFFFF:
@@ -149,7 +152,7 @@ class RudiMixin(PdsState):
             pkt.parked = 0
             del self._rudi_out[pkt.pid]
             self._rudi_out[pkt.pid] = pkt
-        self._out.append((RUDI.encode((4, pkt.next_hdr, flags, pkt.pid)) + pkt.body, pkt.peer, pkt.entropy))
+        self._out.append((RUDI.encode((_P_RUDI_REQ, pkt.next_hdr, flags, pkt.pid)) + pkt.body, pkt.peer, pkt.entropy))
         self._count("rudi_retransmits" if retx else "rudi_tx")
         if self._log is not None:
             self._log(
@@ -265,7 +268,7 @@ class RudiMixin(PdsState):
             rnh, resp, _g = normalize_response(r)
         rfl = (int(RudiFlag.M) if ecn == 3 else 0) | (int(RudiFlag.RETX) if retx else 0)
         ent = self.config.control_entropy if entropy is None else entropy
-        self._out.append((RUDI.encode((5, rnh, rfl, pid)) + resp, src, ent))
+        self._out.append((RUDI.encode((_P_RUDI_RESP, rnh, rfl, pid)) + resp, src, ent))
         self._count("rudi_delivered")
 
     def _rx_rudi_response(self, data: bytes, src: str, now: int, nh: int) -> None:
