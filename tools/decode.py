@@ -40,7 +40,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from uet.tools.cli import int_arg, port_number
 
@@ -227,7 +227,7 @@ def records(args: argparse.Namespace, stdin: IO[bytes]) -> Iterator[Record]:
         name = "stdin"
         head = _read_all(stdin, 4)
         if args.format in ("auto", "pcap") and detect_format(head):
-            return read_capture(_Prefixed(head, stdin))  # streamed: works behind tcpdump -U -w -
+            return read_capture(cast("IO[bytes]", _Prefixed(head, stdin)))  # streamed: works behind tcpdump -U -w -
         data = head + _read_all(stdin)
     else:
         try:
