@@ -150,3 +150,35 @@ def test_static_paths_follow_the_scale_up_domain() -> None:
         "srv0-nic1>leaf1",
         "leaf1:1>srv1-nic1",
     ]
+
+
+def test_roce_qps_inside_a_server_are_paced_at_the_scale_up_rate() -> None:
+    """A RoCEv2 QP towards a GPU of the same server sends on the scale-up link, so its DCQCN rate
+    limiter runs at that link's rate, not the NIC's: a ring all-reduce inside one server then
+    takes as long on RoCEv2 as on UET (both at the scale-up rate). Paced at the NIC's 400 Gb/s it
+    took 1.5 times as long."""
+    from uet.sim.scenario import simulate
+
+    topo = {"kind": "rail", "rails": 4, "groups": 1, "hosts_per_leaf": 2, "spines": 2}
+    run = {"workload": "collective", "endpoints": 4, "rate_bps": 400_000_000_000, "placement": "server"}
+    run["message_bytes"] = 128 * 1024
+    run["workload_params"] = {"check": False}
+    took = {}
+    for transport in ("uet", "roce"):
+        res = simulate({**run, "transport": transport}, topo)
+        assert res["ok"], res["errors"]
+        took[transport] = res["collective"]["rows"][0]["time_us"]
+    assert took["roce"] == pytest.approx(took["uet"], rel=0.02), took
+
+
+def test_scale_up_qps_only_towards_the_same_server() -> None:
+    from uet.roce.core import config_for_link
+    from uet.scenario.derive import scale_up_qps
+
+    topo = Topology(kind="rail", rails=4, groups=1, hosts_per_leaf=2, spines=2)
+    qp = config_for_link(400e9, 9000)
+    got = scale_up_qps(topo, [0, 1, 4], ["a", "b", "c"], qp)
+    fast = got["a"]("b")
+    assert fast is not None and fast.dcqcn is not None and fast.dcqcn.line_rate == topo.scale_up.rate_bps
+    assert fast.pmtu == qp.pmtu and got["a"]("c") is None and got["c"]("a") is None
+    assert scale_up_qps(Topology(), [0, 1], ["a", "b"], qp) == {}

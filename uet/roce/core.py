@@ -42,6 +42,7 @@ import random
 import struct
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from uet.fep.errors import DeliveryError, EndpointClosed
@@ -118,9 +119,14 @@ class RoceCore:
         max_unexpected: int = 1024,
         max_qps: int = 4096,
         log: Callable[[dict[str, Any]], None] | None = None,
+        peer_config: Callable[[str], QpConfig | None] | None = None,
     ) -> None:
         self.address = address
         self.config = config or QpConfig()
+        #: the queue pair configuration towards a given peer, where it differs from ``config``
+        #: (None: ``config``): an engine whose host reaches some peers over a link of another rate
+        #: (a server's scale-up domain) gives those QPs a rate limiter at that link's rate
+        self.peer_config = peer_config
         self.rng = random.Random(seed)
         self.memory = MemoryTable(rng=self.rng)
         self.directory = directory
@@ -162,22 +168,25 @@ class RoceCore:
         qp = self.qps.get(peer.address)
         if qp is not None:
             return qp
-        a = self._new_qp()
-        b = peer._new_qp()
+        a = self._new_qp(peer.address)
+        b = peer._new_qp(self.address)
         a.connect(peer.address, b.qpn, b.start_psn, link_ports=self._link_ports())
         b.connect(self.address, a.qpn, a.start_psn, link_ports=peer._link_ports())
         self._attach(peer.address, a)
         peer._attach(self.address, b)
         return a
 
-    def _new_qp(self) -> QueuePair:
+    def _config_for(self, peer: str) -> QpConfig:
+        """The configuration of this end's QP towards ``peer`` (:attr:`peer_config`)."""
+        return (self.peer_config(peer) if self.peer_config is not None else None) or self.config
+
+    def _new_qp(self, peer: str) -> QueuePair:
         while True:
             qpn = self.rng.randrange(0x100, 1 << 24)
             if qpn not in self._by_qpn:
                 break
-        return QueuePair(
-            self.address, qpn, config=self.config, memory=self.memory, seed=self.rng.getrandbits(32), log=self.log
-        )
+        cfg = self._config_for(peer)
+        return QueuePair(self.address, qpn, config=cfg, memory=self.memory, seed=self.rng.getrandbits(32), log=self.log)
 
     def _attach(self, peer: str, qp: QueuePair) -> None:
         self.qps[peer] = qp
@@ -200,7 +209,7 @@ class RoceCore:
         qp = QueuePair(
             self.address,
             qpn,
-            config=self.config,
+            config=self._config_for(peer),
             memory=self.memory,
             seed=self.rng.getrandbits(32),
             start_psn=psn,
@@ -668,3 +677,16 @@ def config_for_link(
     elif dcqcn is not None:
         raise ValueError(f"DCQCN profile must be 'paper', 'nvidia' or None, not {dcqcn!r}")
     return QpConfig(pmtu=max(fits), dcqcn=cc, timeout=timeout_for_rtt(rtt_ns))
+
+
+def config_at_rate(config: QpConfig, rate_bps: float) -> QpConfig:
+    """``config`` for a QP whose frames leave on a link of ``rate_bps``: its DCQCN profile scaled
+    to that rate as :func:`config_for_link` scales it (the rate limiter starts at, and recovers
+    to, the line rate of the port the QP sends on), everything else unchanged."""
+    from uet.roce.dcqcn import DcqcnConfig
+
+    cc = config.dcqcn
+    if cc is None or cc.line_rate == rate_bps:
+        return config
+    scaled = DcqcnConfig.nvidia(rate_bps) if cc.profile == "nvidia" else DcqcnConfig.paper(rate_bps)
+    return replace(config, dcqcn=scaled)

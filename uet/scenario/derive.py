@@ -43,6 +43,7 @@ NICs that keep up with their links.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -50,7 +51,7 @@ from uet.fabric.profiles import REALTIME_RTT_NS, merge
 from uet.fabric.topology import Topology
 from uet.fep import FepConfig
 from uet.roce.config import QpConfig
-from uet.roce.core import config_for_link
+from uet.roce.core import config_at_rate, config_for_link
 from uet.scenario.model import Scenario, deep_update
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "derive",
     "fairness_note",
     "rto_floor_ns",
+    "scale_up_qps",
 ]
 
 #: Bytes each UET data packet adds to its payload on the wire: SES standard header 44 + PDS
@@ -280,6 +282,28 @@ def derive(scn: Scenario, topo: Topology | None = None) -> Settings:
     qp = config_for_link(phys.rate_bps, phys.host_mtu, rtt_ns=roce_rtt)
     defaults = {**table, "payload_size": default_payload(phys.mtu)}
     return Settings(phys, round(rtt), round(roce_rtt), deep_update(table, given), defaults, qp, hosts)
+
+
+def scale_up_qps(
+    topo: Topology, hosts: Sequence[int], ips: Sequence[str], qp: QpConfig
+) -> dict[str, Callable[[str], QpConfig | None]]:
+    """Per address of ``hosts`` (their ``ips``), the RoCEv2 queue pair configuration towards each
+    peer (a :class:`~uet.roce.core.RoceCore`'s ``peer_config``): towards a GPU of the same server,
+    when the servers have a scale-up domain, ``qp`` with DCQCN at the scale-up link's rate
+    (:func:`~uet.roce.core.config_at_rate`), since those frames leave on the scale-up link and
+    never cross the NIC's Ethernet port; None (``qp``) towards every other peer. Without it a QP
+    to a server neighbour was paced at the NIC's rate over a link nine times faster (**decision**:
+    the scale-up domain never marks, so DCQCN there only sets the line rate; NCCL sends such
+    traffic over NVLink, outside the NIC's queue pairs)."""
+    if not topo.has_scale_up:
+        return {}
+    fast = config_at_rate(qp, float(topo.scale_up.rate_bps))
+    server = {ip: topo.server_of(h) for h, ip in zip(hosts, ips, strict=True)}
+
+    def towards(me: str) -> Callable[[str], QpConfig | None]:
+        return lambda peer: fast if server.get(peer) == server[me] else None
+
+    return {ip: towards(ip) for ip in ips}
 
 
 def fairness_note(tuned: list[str]) -> str | None:

@@ -1,6 +1,7 @@
 """``--plot DIR`` of a training iteration (:mod:`uet.workloads.training`): ``training_gantt.png``,
 one row per rank (the first 16), its forward and backward passes as bars and, on a thinner bar
-below them, the receives of each kind of communication (TP, PP, DP, EP) from posted to complete. Needs matplotlib."""
+below them, the receives of each kind of communication (TP, PP, DP, EP, ZeRO-3 parameter gathers)
+from posted to complete. Needs matplotlib."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ __all__ = ["gantt"]
 
 _ROWS = 16
 _COLOURS = {"forward": "tab:blue", "backward": "tab:green", "tp": "tab:orange", "pp": "tab:red",
-            "dp": "tab:purple", "ep": "tab:brown"}  # fmt: skip
+            "dp": "tab:purple", "ep": "tab:brown", "zero": "tab:pink"}  # fmt: skip
 
 
 def gantt(res: dict[str, Any], folder: str) -> str | None:

@@ -22,24 +22,38 @@ library's executor, on any transport and engine:
 * **DP**: the stage's gradients (12 h² per dense layer / TP; a MoE layer 4 h² / TP + its local
   experts' 8 h² each) in buckets of ``bucket_bytes`` from the last layer back, each bucket's ring
   all-reduce over the DP group starting once the last micro-batch's backward passed its layers
-  (overlapped with the rest of the backward, as PyTorch DDP does); ZeRO stage 1 or 2: a
-  reduce-scatter per bucket then an all-gather of the updated parameters.
+  (overlapped with the rest of the backward, as PyTorch DDP does). ZeRO (Rajbhandari et al.
+  2020; ``zero``) over the DP group: stages 1 and 2 (optimizer states, and gradients, sharded) a
+  reduce-scatter per bucket then an all-gather of the updated parameter shards — the same bytes
+  as the all-reduce, in two collectives; stage 3 (parameters sharded too) a reduce-scatter per
+  bucket and no all-gather after it, but before every layer's forward and backward pass of every
+  micro-batch an all-gather of that layer's parameters (label ``zero``), prefetched one layer
+  ahead (it starts when the previous layer's pass does), as DeepSpeed does. **Decision**: no
+  parameter is kept gathered between micro-batches (DeepSpeed's ``stage3_max_reuse_distance``
+  0); every DP-group collective is listed in :attr:`Training.collectives`.
 
 Ranks: logical rank (stage, replica, tp) = stage·DP·TP + replica·TP + tp, placed server by server
 on the engine's placement (:meth:`Workload.place`), so a TP group shares a server.
 
 Report: the iteration time (the slowest rank), each rank's compute time, the exposed
-communication (iteration time minus the critical rank's compute) and, per kind of communication,
-the time its receives were outstanding (posted to complete, summed, averaged over the ranks), as
-``result["training"]`` (the simulator also keeps each rank's op timeline for
-``--plot``: ``training_gantt.png``).
+communication and, per kind of communication, the time it was in flight, as ``result["training"]``
+(the simulator also keeps each rank's op timeline for ``--plot``: ``training_gantt.png``). Both
+communication figures are measures of a *union of intervals* (:func:`covered`), never sums, so
+concurrent messages count once and neither can exceed the iteration:
+
+* ``comm_s_by_kind``: per kind (TP, PP, DP, EP), the time during which at least one message of
+  that kind was in flight on a rank — a send from its start to its completion, a receive from
+  posted to applied —, averaged over the ranks;
+* ``exposed_comm_s``: on the critical rank (the slowest), the time during which some message was
+  in flight and the rank was not computing. Since a rank always has an op in progress until its
+  last completes, this is that rank's time minus its compute.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +63,39 @@ from uet.workloads.base import Flow, FlowReport, RankReport, Workload, _retransm
 from uet.workloads.executor import CollectiveFailed, execute
 from uet.workloads.schedule import Builder, OpKind, Schedule, compute, split
 
-__all__ = ["Training"]
+__all__ = ["Training", "covered"]
+
+
+Interval = tuple[float, float]
+
+
+def covered(intervals: Sequence[Interval], minus: Sequence[Interval] = ()) -> float:
+    """The measure of the union of ``intervals`` (start, end), less what the union of ``minus``
+    covers of it."""
+    got = _merged(intervals)
+    total = sum(z - a for a, z in got)
+    if not minus:
+        return total
+    cut, j = _merged(minus), 0
+    for a, z in got:  # both lists sorted and disjoint: one pass
+        while j < len(cut) and cut[j][1] <= a:
+            j += 1
+        k = j
+        while k < len(cut) and cut[k][0] < z:
+            total -= min(z, cut[k][1]) - max(a, cut[k][0])
+            k += 1
+    return total
+
+
+def _merged(intervals: Sequence[Interval]) -> list[Interval]:
+    """The union of ``intervals`` as sorted, disjoint intervals."""
+    out: list[Interval] = []
+    for a, z in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], z))
+        elif z > a:
+            out.append((a, z))
+    return out
 
 
 class Training(Workload):
@@ -81,6 +127,8 @@ class Training(Workload):
         channels: int = 1
         slice_bytes: int = 1 << 20
 
+    params: Params
+
     def pairs(self) -> list[tuple[int, int]]:
         return []
 
@@ -90,8 +138,8 @@ class Training(Workload):
         dp = p.dp or n // (p.tp * p.pp)
         if dp * p.tp * p.pp != n:
             raise ValueError(f"workload training: dp × tp × pp = {dp} × {p.tp} × {p.pp} is not the {n} ranks")
-        if p.layers % p.pp or dp % p.ep or (p.experts and p.experts % p.ep) or p.zero not in (0, 1, 2):
-            raise ValueError("workload training: pp divides layers, ep divides dp and experts, zero is 0, 1 or 2")
+        if p.layers % p.pp or dp % p.ep or (p.experts and p.experts % p.ep) or p.zero not in (0, 1, 2, 3):
+            raise ValueError("workload training: pp divides layers, ep divides dp and experts, zero is 0 to 3")
         if min(p.layers, p.hidden, p.seq_len, p.micro_batch, p.microbatches, p.tp, p.pp, p.ep) < 1 or p.gpu_tflops <= 0:
             raise ValueError("workload training: sizes, counts and gpu_tflops must be positive")
         self.dp = dp
@@ -99,6 +147,7 @@ class Training(Workload):
         self.order = list(range(n))  # logical rank -> rank (server by server: place())
         self.timeline: dict[int, list[tuple[str, float, float]]] = {}  # rank -> (what, start, end)
         self._times: dict[int, tuple[float, float]] = {}  # rank -> (its time, its compute)
+        self._sends: dict[int, list[tuple[str, float, float]]] = {}  # rank -> its sends (what, start, end)
         self._build()
 
     def place(self, servers: list[list[int]]) -> None:
@@ -139,12 +188,36 @@ class Training(Workload):
         per_stage = p.layers // pp
         act = p.micro_batch * p.seq_len * p.hidden * p.bytes_act
         last: dict[int, int | None] = dict.fromkeys(range(n))  # each rank's last compute op
+        before: dict[int, int | None] = dict.fromkeys(range(n))  # and the one before it
+        self.collectives: list[tuple[str, str, tuple[int, ...], int]] = []  # DP group: (label, op, ranks, bytes)
 
         def step(r: int, seconds: float, deps: list[int], label: str) -> int:
             prev = last[r]
             i = compute(b, r, seconds, deps + ([prev] if prev is not None else []), label)
-            last[r] = i
+            last[r], before[r] = i, prev
             return i
+
+        def dp_ring(stage: int, t: int, size: int, after: alg.Final, op: str, label: str) -> alg.Final:
+            """A ring all-reduce, reduce-scatter or all-gather (``op``) of ``size`` bytes over the DP
+            group of (``stage``, TP index ``t``), each rank's first sends after ``after``."""
+            members = [self.rank(stage, rep, t) for rep in range(dp)]
+            self.collectives.append((label, op, tuple(members), size))
+            rs, ag = op != "all_gather", op != "reduce_scatter"
+            return alg.ring(b, members, 0, size, self.pipe, after=after, reduce_scatter=rs, all_gather=ag, label=label)
+
+        def gather_params(stage: int, layer: int) -> dict[int, list[int]]:
+            """ZeRO-3: the layer's parameters all-gathered over each DP group of the stage before the
+            layer's pass, prefetched one layer ahead (each rank's sends after the compute before its
+            last, so the gather runs beside the previous layer's pass). {} below ZeRO-3."""
+            if p.zero < 3 or dp == 1:
+                return {}
+            size = max(dp, self.layer_params(layer) * p.bytes_param)
+            got: dict[int, list[int]] = {}
+            for t in range(tp):
+                members = [self.rank(stage, rep, t) for rep in range(dp)]
+                after = {r: [x] if (x := before[r]) is not None else [] for r in members}
+                got.update(dp_ring(stage, t, size, after, "all_gather", "zero"))
+            return got
 
         def tp_allreduce(stage: int, replica: int, after: dict[int, int]) -> dict[int, list[int]]:
             members = [self.rank(stage, replica, t) for t in range(tp)]
@@ -189,9 +262,10 @@ class Training(Workload):
                 if stage == pp - 1 and layer == layers[-1]:
                     flops += logits
                 secs = round(flops / rate * (1 if forward else 2) * 1e9) / 1e9  # whole ns (the simulator's grain)
+                params = gather_params(stage, layer)
                 if p.experts:
                     ready = a2a(stage, ready)  # dispatch the tokens to their experts
-                done = {r: step(r, secs, ready[r], label) for r in ready}
+                done = {r: step(r, secs, ready[r] + params.get(r, []), label) for r in ready}
                 if not forward and mb == p.microbatches - 1:
                     for r, i in done.items():
                         layer_done[(r, layer)] = i
@@ -258,10 +332,11 @@ class Training(Workload):
                         size = max(dp, sum(grads[x] for x in bucket))
                         after = {r: [layer_done[(r, x)] for x in bucket] for r in members}
                         if p.zero == 0:
-                            alg.ring(b, members, 0, size, self.pipe, after=after, label="dp")
+                            dp_ring(stage, t, size, after, "allreduce", "dp")
                         else:
-                            rs = alg.ring(b, members, 0, size, self.pipe, after=after, all_gather=False, label="dp")
-                            alg.ring(b, members, 0, size, self.pipe, after=rs, reduce_scatter=False, label="dp")
+                            rs = dp_ring(stage, t, size, after, "reduce_scatter", "dp")
+                            if p.zero < 3:  # the updated shards back to every rank (ZeRO-3: next forward's gathers)
+                                dp_ring(stage, t, size, rs, "all_gather", "dp")
         self.schedule: Schedule = b.schedule
         self._flows = []
         self._flow_of: dict[tuple[int, int], int] = {}
@@ -302,6 +377,7 @@ class Training(Workload):
         hashes: dict[int, list[str]] = {q: [] for q in peers}
         rtx0 = {q: _retransmits(ep, addresses[q]) for q in peers}
         trace: list[tuple[str, float, float]] = []
+        sends: list[tuple[str, float, float]] = []
         zeros = bytes(max((op.length for op in ops), default=0))
 
         def on_send(op: Any, payload: bytes | memoryview) -> int:
@@ -315,8 +391,7 @@ class Training(Workload):
 
         def traced(i: int, start: float, end: float) -> None:
             op = ops[i]
-            if op.kind is OpKind.COMPUTE or op.kind is OpKind.RECV:
-                trace.append((op.label or "comm", start - t0, end - t0))
+            (sends if op.kind is OpKind.SEND else trace).append((op.label or "comm", start - t0, end - t0))
 
         t0 = clock()
         err = None
@@ -329,6 +404,7 @@ class Training(Workload):
             err = error_name(e)
         took = clock() - t0
         self.timeline[rank] = trace
+        self._sends[rank] = sends
         for q in peers:
             f = self._flows[self._flow_of[(rank, q)]]
             rtx = _retransmits(ep, addresses[q]) - rtx0[q]
@@ -348,10 +424,14 @@ class Training(Workload):
         computes = {r: c for r, (_, c) in times.items()}
         critical = max(times, key=lambda r: times[r][0]) if times else None
         comm: dict[str, float] = {}
-        for trace in self.timeline.values():
-            for label, a, z in trace:
-                if label not in ("forward", "backward"):
-                    comm[label] = comm.get(label, 0.0) + (z - a)
+        exposed = None
+        for r, trace in self.timeline.items():
+            busy = trace + self._sends.get(r, [])
+            for label in {x for x, _, _ in busy} - {"forward", "backward"}:
+                comm[label] = comm.get(label, 0.0) + covered([(a, z) for x, a, z in busy if x == label])
+            if r == critical:
+                work = [(a, z) for x, a, z in trace if x in ("forward", "backward")]
+                exposed = covered([(a, z) for x, a, z in busy if x not in ("forward", "backward")], work)
         p = self.params
         out: dict[str, Any] = {
             "layout": {
@@ -364,7 +444,7 @@ class Training(Workload):
             },
             "iteration_s": round(iteration, 9),
             "compute_s": round(max(computes.values()), 9) if computes else None,
-            "exposed_comm_s": round(iteration - computes[critical], 9) if critical is not None else None,
+            "exposed_comm_s": round(exposed, 9) if exposed is not None else None,
             "comm_s_by_kind": {k: round(v / max(1, len(self.timeline)), 9) for k, v in sorted(comm.items())},
         }
         if self.timeline:
