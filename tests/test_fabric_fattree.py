@@ -33,7 +33,7 @@ def test_fat_tree_wiring_k4() -> None:
 def _path_hops(fab: Fabric, a: int, b: int) -> tuple[int, bytes]:
     frame = ipv4_frame(fab.host_ip(a), fab.host_ip(b), b"x" * 100, sport=77)
     fab.inject(a, frame, fab.now)
-    got = []
+    got: list[tuple[int, bytes]] = []
     while not got:
         t = fab.next_deadline()
         assert t is not None
