@@ -136,6 +136,8 @@ FAULT_CATCHERS: dict[str, tuple[set[str], list[str]]] = {
             "NAK-012",
             "NAK-013",
             "NAK-015",
+            "NAK-016",
+            "NAK-017",
             "WIN-009",
             "WIN-012",
         }
@@ -189,8 +191,8 @@ def test_each_fault_is_caught(tmp_path: Path, fault: str) -> None:
 
 
 def _key_file(tmp: Path) -> Path:
+    from uet.keyfile import write_key_file
     from uet.tss.domain import SdMode, SecureDomain
-    from uet.tss.keyfile import write_key_file
 
     path = tmp / "sd.toml"
     write_key_file(path, [SecureDomain.generate(0x51, SdMode.CLUSTER)])

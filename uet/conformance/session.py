@@ -280,20 +280,23 @@ class Session:
             return
         self.sock.sendto(wire, (self.target.address, self.target.port))
 
-    def send(self, plaintext: bytes, *, ecn: int = 0) -> bytes:
+    def send(self, plaintext: bytes, *, ecn: int = 0, dscp: int = 0, trailer: bool = True) -> bytes:
         """Seal (with keys) and send; returns the bytes that went on the wire. ``ecn`` sets the
-        IP ECN field of this datagram (3 = CE, as a congested switch would have marked it)."""
+        IP ECN field of this datagram (3 = CE, as a congested switch would have marked it),
+        ``dscp`` its DSCP (a trimming switch's mark, behaviour.md §3.2); ``trailer`` False sends
+        it without the CRC-32C trailer (a trimmed packet lost it)."""
         wire = self.seal(plaintext)
-        if ecn:
+        tos = (dscp & 0x3F) << 2 | ecn & 3
+        if tos:
             level, opt = (socket.IPPROTO_IPV6, socket.IPV6_TCLASS) if ":" in self.local else (
                 socket.IPPROTO_IP, socket.IP_TOS)  # fmt: skip
-            self.sock.setsockopt(level, opt, ecn & 3)
+            self.sock.setsockopt(level, opt, tos)
             try:
-                self.send_raw(wire, plaintext)
+                self.send_raw(wire, plaintext, trailer=trailer)
             finally:
                 self.sock.setsockopt(level, opt, 0)
         else:
-            self.send_raw(wire, plaintext)
+            self.send_raw(wire, plaintext, trailer=trailer)
         return wire
 
     def _read(self, deadline: float) -> bool:
@@ -339,7 +342,9 @@ class Session:
                     continue
                 data = pt
             self.log.append(("received", data))
-            self._queue.append(decode_reply(data))
+            reply = decode_reply(data)
+            reply.at = time.monotonic()
+            self._queue.append(reply)
             return True
 
     def drain(self) -> None:

@@ -196,6 +196,8 @@ class Reply:
     ses: Any = None
     data: bytes = b""
     error: str | None = None
+    #: when the tester read it (its monotonic clock, seconds): intervals between replies, never a deadline
+    at: float = 0.0
 
     @property
     def flags(self) -> int:

@@ -21,12 +21,13 @@ Choices where the spec notes leave room (each case's docstring says which it rel
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 
 from uet.conformance.case import SHOULD, case
 from uet.conformance.cases._util import check
 from uet.conformance.driver_target import RETRY_BUDGET_S, Iut
-from uet.conformance.session import Session, Skipped
+from uet.conformance.session import CheckFailed, Session, Skipped
 from uet.conformance.wirekit import M32, Reply
 from uet.wire import pds as P
 from uet.wire import ses as S
@@ -276,6 +277,41 @@ def ini_sacked_ack_req(s: Session) -> None:
             resent_first |= x.pds.psn == p0.pds.psn
     iut.ack(pkts[-1])
     iut.expect_ok(cid, "the WRITE")
+
+
+@case("INI-037", A, "back-off: the RTO retransmissions of a withheld request come at growing intervals",
+      "behaviour.md §2.9", SHOULD, rules=("b2.9-4",))  # fmt: skip
+def ini_backoff(s: Session) -> None:
+    """The notes give ``RTO_Init_Time`` and ``Max_RTO_Retx_Cnt`` but no back-off (§2.9); TCP
+    (RFC 6298 §5.5) and the reference double the RTO per timeout, and a sender that does not hammers
+    a silent peer at its shortest RTO. Judged on a ratio of the intervals the tester measures
+    between the copies of one withheld request, never on their length: the median of the
+    intervals from the third on is at least 1.5 × the shorter of the first two (a doubling RTO
+    gives 2 or more even when capped at twice its start, as ``uet-peer``'s 50 → 100 ms; a fixed RTO
+    about 1; the median and the minimum keep one late copy on a loaded machine from deciding).
+    SHOULD: the notes are silent. At least four retransmissions are needed (else skipped: a
+    ``Max_RTO_Retx_Cnt`` below 4 leaves too few intervals), at most six are waited for."""
+    iut = Iut(s)
+    cid, r = iut.sent(b"INI-037 withheld")
+    times = [r.at]
+    last = r
+    while len(times) < 7:
+        gap = times[-1] - times[-2] if len(times) > 1 else 0.0
+        try:  # the next copy comes after a longer interval than the last: wait for several of those
+            last = iut.request(f"retransmission {len(times)} of the withheld request", _same(r),
+                               timeout=max(s.timeout, 4 * gap))  # fmt: skip
+        except CheckFailed:
+            break
+        times.append(last.at)
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    if len(gaps) < 4:
+        raise Skipped(f"{len(gaps)} retransmissions before the implementation stopped: too few to judge a back-off")
+    early, late = min(gaps[:2]), statistics.median(gaps[2:])
+    ms = ", ".join(f"{1000 * g:.1f}" for g in gaps)
+    check(late >= 1.5 * early, "later retransmission intervals at least 1.5 × the first ones (back-off)",
+          f"intervals {ms} ms: median {1000 * early:.1f} ms, then {1000 * late:.1f} ms")  # fmt: skip
+    iut.ack(last)
+    iut.expect_ok(cid, "the SEND")
 
 
 # -- ACK processing -----------------------------------------------------------------------------
