@@ -27,7 +27,15 @@ import tomllib
 from dataclasses import replace
 from typing import Any
 
-from uet.fabric.model.config import EcnConfig, FabricError, SwitchConfig, WatchdogConfig, headroom_bytes, scaled
+from uet.fabric.model.config import (
+    DataclassT,
+    EcnConfig,
+    FabricError,
+    SwitchConfig,
+    WatchdogConfig,
+    headroom_bytes,
+    scaled,
+)
 from uet.fabric.topology import LinkSpec, Topology
 
 #: Link rate of the real-time profile (bit/s).
@@ -145,7 +153,7 @@ def overrides_to_dict(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def merge(obj: Any, d: dict[str, Any], path: str = "") -> Any:
+def merge(obj: DataclassT, d: dict[str, Any], path: str = "") -> DataclassT:
     """Apply a TOML-shaped dict onto a copy of the config dataclass ``obj`` (a :class:`Topology`,
     :class:`SwitchConfig` or one of its parts), keeping every field ``d`` does not name. The
     special keys are those of :meth:`SwitchConfig.from_dict`: ``tcs`` (a table keyed by TC
@@ -179,7 +187,7 @@ def merge(obj: Any, d: dict[str, Any], path: str = "") -> Any:
             changes[key] = tuple(table)
         elif key == "per_tc" and isinstance(value, dict):
             changes[key] = {**cur, **{int(k): v for k, v in value.items()}}
-        elif dataclasses.is_dataclass(cur) and isinstance(value, dict):
+        elif dataclasses.is_dataclass(cur) and not isinstance(cur, type) and isinstance(value, dict):
             changes[key] = merge(cur, value, where)
         else:
             if isinstance(cur, int) and not isinstance(cur, bool) and isinstance(value, float) and value.is_integer():

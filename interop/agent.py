@@ -8,10 +8,15 @@ docstring; this file is all there is to it::
     python -m uet.interop.agent 127.0.0.5 --control 127.0.0.1:7000
     uet-conformance --target 127.0.0.5 --agent 127.0.0.1:7000 -k ini
 
-It prints one JSON line (its address, port, job, pid, ri and ``agent``, the control address, as
-``uet-peer``'s identity line has them) once it serves, and runs until
-SIGINT/SIGTERM. ``uet-peer --agent ADDR`` serves the same channel on its endpoint with this module's
-:class:`Agent`.
+The endpoint also serves the target-side cases: it registers the memory regions of a peer profile
+(``--config FILE``, else ``uet-peer``'s built-in one, :mod:`uet.conformance.profile`), keeps its
+receives posted and takes every untagged message. ``--link ip`` runs it over IP protocol 253
+(root), ``--data-protect crc`` adds the CRC-32C trailer, ``--keys FILE`` runs TSS with a key file.
+
+It prints one JSON line (its address, port, job, pid, ri, ``agent`` (the control address), link,
+data protection and profile, as ``uet-peer``'s identity line has them) once it serves, and runs
+until SIGINT/SIGTERM. ``uet-peer --agent ADDR`` serves the same channel on its endpoint with this
+module's :class:`Agent`.
 """
 
 from __future__ import annotations
@@ -21,11 +26,16 @@ import asyncio
 import json
 import signal
 import sys
+import time
 from typing import Any
 
-from uet.tools.cli import ArgumentParser, RunFailed, run_main
+from uet.tools.cli import ArgumentParser, RunFailed, UsageError, run_main
+from uet.tools.link_options import add_link_options, check_link_options, link_config
 
-from uet import AmoOp, AmoType, Endpoint, EndpointConfig, Mode, Peer, SesError
+from uet import AmoOp, AmoType, Endpoint, EndpointClosed, EndpointConfig, Mode, Peer, SesError, UetError
+from uet.conformance.profile import Profile, ProfileError, default_profile, load_profile, register_regions
+from uet.conformance.session import Receive
+from uet.link.select import open_link
 
 __all__ = ["Agent", "serve_control"]
 
@@ -114,26 +124,55 @@ async def serve_control(agent: Agent, where: str) -> tuple[asyncio.AbstractServe
     return server, f"{host}:{bound[1]}"
 
 
-async def _main(a: argparse.Namespace) -> int:
-    cfg = EndpointConfig(data_protect=a.data_protect)
+async def keep_posted(ep: Endpoint, r: Receive | None) -> None:
+    """Keep receive ``r`` posted (None: take untagged messages): once it completes, or fails (the
+    initiator was told: TOO_LONG...), post it again, until the endpoint closes."""
+    while True:
+        try:
+            await (ep.recv() if r is None else ep.post_recv(bytearray(r.size), tag=r.tag, truncate=r.truncate))
+        except EndpointClosed:
+            return
+        except UetError:
+            pass
+
+
+def serve_profile(ep: Endpoint, profile: Profile) -> list[asyncio.Task[None]]:
+    """What the target-side cases need: the profile's regions registered, its receives posted, and
+    untagged receives waiting (several: a deferred send whose initiator never restarts holds one)."""
+    register_regions(ep, profile)
+    return [asyncio.ensure_future(keep_posted(ep, r)) for r in [*profile.receives, None, None, None, None]]
+
+
+async def _main(a: argparse.Namespace, profile: Profile) -> int:
+    keys = None
+    if a.keys:
+        from uet.tss.keyfile import load_key_file
+
+        keys = load_key_file(a.keys, wall_ns=time.time_ns())  # the TSC seeded from the clock (§5.6)
+    cfg = link_config(a, EndpointConfig(ecn_feedback=True))
     try:
-        ep = await Endpoint.open(a.address, a.job, a.pid, port=a.port, resource_index=a.ri, config=cfg)
-    except (OSError, ValueError) as e:
+        link = open_link(a.link, a.address, config=cfg, port=a.port, proto=a.ip_proto)
+        ep = await Endpoint.open(a.address, a.job, a.pid, resource_index=a.ri, config=cfg, link=link, security=keys)
+    except (OSError, ValueError, UetError) as e:
         raise RunFailed(f"cannot open an endpoint on {a.address} port {a.port}: {e}") from None
+    receives = serve_profile(ep, profile)
     agent = Agent(ep)
     try:
         server, where = await serve_control(agent, a.control)
     except (OSError, ValueError) as e:
         await ep.close()
         raise RunFailed(f"cannot listen on --control {a.control}: {e}") from None
-    # the same keys as uet-peer's identity line, so that uet-conformance --identity reads either
-    print(json.dumps({"address": ep.address, "port": a.port, "job": a.job, "pid": a.pid, "ri": a.ri, "agent": where}),
-          flush=True)  # fmt: skip
+    # the keys of uet-peer's identity line, so that uet-conformance --identity reads either
+    ident = {"address": ep.address, "port": a.port, "job": a.job, "pid": a.pid, "ri": a.ri, "agent": where,
+             "link": a.link, "data_protect": "tss" if keys else cfg.data_protect, **profile.as_json()}  # fmt: skip
+    print(json.dumps(ident), flush=True)
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     await stop.wait()
     server.close()
+    for t in receives:
+        t.cancel()
     await agent.aclose()
     await ep.close()
     return 0
@@ -148,8 +187,16 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--pid", type=int, default=0, help="PIDonFEP (default 0)")
         p.add_argument("--ri", type=int, default=0, help="resource index (default 0)")
         p.add_argument("--control", default="127.0.0.1:0", help="HOST:PORT or unix:PATH (default 127.0.0.1:0)")
-        p.add_argument("--data-protect", choices=("none", "crc"), default="none", help="CRC-32C trailer or none")
-        return asyncio.run(_main(p.parse_args(args)))
+        p.add_argument("--config", metavar="FILE", help="peer profile (regions, receives); default uet-peer's")
+        p.add_argument("--keys", metavar="FILE", help="TSS key file (the secure domain's keys)")
+        add_link_options(p)
+        a = p.parse_args(args)
+        check_link_options(a, keys=a.keys)
+        try:
+            profile = load_profile(a.config, a.job) if a.config else default_profile(a.job)
+        except ProfileError as e:
+            raise UsageError(str(e)) from None
+        return asyncio.run(_main(a, profile))
 
     return run_main("uet-agent", run, argv)
 

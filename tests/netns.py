@@ -19,6 +19,11 @@ Two ways to put a program in a namespace:
   duration of a ``with`` block: sockets created there stay in that namespace after the block, so
   one asyncio test can open an endpoint in each namespace and drive them from one event loop;
 * :meth:`NetnsLab.popen` / :meth:`NetnsLab.run` start a process in it (``ip netns exec``).
+
+A process the lab starts never outlives it: :meth:`NetnsLab.close` stops every one still running
+(SIGTERM, then SIGKILL after a grace period), and each is started with ``PR_SET_PDEATHSIG`` so
+that it also gets SIGTERM when the test process dies without cleaning up (killed by a timeout,
+``os._exit``): a ``uet-peer`` left serving in a deleted namespace once outlived its test.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import ctypes
 import itertools
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -35,7 +41,10 @@ from typing import Any
 __all__ = ["NetnsLab", "unavailable"]
 
 _CLONE_NEWNET = 0x40000000
+_PR_SET_PDEATHSIG = 1
 _serial = itertools.count()
+#: how long a process the lab started gets to exit after SIGTERM before SIGKILL
+STOP_GRACE_S = 10.0
 
 
 def _ip(*args: str) -> None:
@@ -70,17 +79,38 @@ def _setns(path: str) -> None:
         os.close(fd)
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the process that started it dies (``ip netns
+    exec`` execs the program in place, so the setting reaches it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def stop(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM ``proc`` if it still runs, SIGKILL it after ``grace_s``, and reap it."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class NetnsLab:
     """``n`` namespaced hosts on one bridge (module docstring); a context manager."""
 
-    def __init__(self, n: int, *, mtu: int = 9000) -> None:
+    def __init__(self, n: int, *, mtu: int = 9000, stop_grace_s: float = STOP_GRACE_S) -> None:
         self.n = n
         self.mtu = mtu
+        self.stop_grace_s = stop_grace_s
         self.tag = f"u{os.getpid() % 100000}{next(_serial)}"
         self.bridge_ns = f"{self.tag}br"
         self.names = [f"{self.tag}h{i}" for i in range(n)]
         self.addresses = [f"198.18.0.{i + 1}" for i in range(n)]
         self._made: list[str] = []
+        self._procs: list[subprocess.Popen] = []
 
     def __enter__(self) -> NetnsLab:
         try:
@@ -110,7 +140,10 @@ class NetnsLab:
             _ip("-n", br, "link", "set", f"p{i}", "mtu", str(self.mtu), "master", "br0", "up")
 
     def close(self) -> None:
-        """Delete every namespace made (their veth ends go with them)."""
+        """Stop every process started here that still runs (:func:`stop`), then delete every
+        namespace made (their veth ends go with them)."""
+        while self._procs:
+            stop(self._procs.pop(), self.stop_grace_s)
         while self._made:
             name = self._made.pop()
             with contextlib.suppress(Exception):
@@ -136,9 +169,12 @@ class NetnsLab:
         return ["ip", "netns", "exec", self.names[i], *argv]
 
     def popen(self, i: int, argv: Sequence[str], **kw: Any) -> subprocess.Popen:
-        """Start ``argv`` in host ``i``'s namespace."""
-        return subprocess.Popen(self.command(i, argv), **kw)
+        """Start ``argv`` in host ``i``'s namespace; it is stopped when the lab closes or this
+        process dies (module docstring)."""
+        p = subprocess.Popen(self.command(i, argv), preexec_fn=_die_with_parent, **kw)
+        self._procs.append(p)
+        return p
 
     def run(self, i: int, argv: Sequence[str], **kw: Any) -> subprocess.CompletedProcess:
-        """Run ``argv`` to completion in host ``i``'s namespace."""
-        return subprocess.run(self.command(i, argv), **kw)
+        """Run ``argv`` to completion in host ``i``'s namespace (SIGTERM if this process dies)."""
+        return subprocess.run(self.command(i, argv), preexec_fn=_die_with_parent, **kw)

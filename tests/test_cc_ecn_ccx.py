@@ -5,10 +5,24 @@ takes them by difference, and an ACK_CCX of a type the notes do not define is no
 
 from __future__ import annotations
 
-from tests.pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, request, ses_small
-from uet.cc import Ccc
+from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, request, ses_small
+
+from uet.cc import Ccc, CreditSender, Nscc
 from uet.pds import Mode, PdsConfig, PdsCore
 from uet.wire import pds as w
+
+
+def nscc_of(g: Ccc) -> Nscc:
+    n = g.get(Nscc)
+    assert n is not None
+    return n
+
+
+def credit_of(g: Ccc) -> CreditSender:
+    c = g.get(CreditSender)
+    assert c is not None
+    return c
+
 
 CCX = w.ACK_CCX[(False, "nscc")]
 M = int(w.AckFlag.M)
@@ -84,11 +98,10 @@ def test_ack_ccx_of_an_undefined_type_is_not_a_credit_grant() -> None:
     """Regression (issue 16 found it): an ACK_CCX whose CCX type is 1 was read as the credit
     ACK_CC state and its bits taken as a cumulative grant."""
     core, g, lp, size = _initiator("rccc")
-    assert g.credit is not None
-    pull, credit = g.credit.pull, g.credit.credit
+    pull, credit = credit_of(g).pull, credit_of(g).credit
     # bytes 24-26 hold 0x000100 where the credit ACK_CC state keeps its grant (256 quanta)
     pkt = _ccx(500, lp, 4, 0, cc_type=1)[:24] + (0x100 << 40).to_bytes(8, "big") + bytes(8)
     core.receive_datagram(pkt, B_ADDR, 20_000)
-    assert g.credit.pull == pull and core.counters["ack_ccx_opaque"] == 1
+    assert credit_of(g).pull == pull and core.counters["ack_ccx_opaque"] == 1
     assert g.counters["acks"] == 1  # still an ACK: PSN 500 acknowledged
-    assert g.credit.credit <= credit
+    assert credit_of(g).credit <= credit

@@ -10,8 +10,8 @@ the older tests let through (``python -m uet.tools.mutate uet.cc.nscc``).
 from __future__ import annotations
 
 import pytest
+from test_cc_nscc import CFG, fresh
 
-from tests.test_cc_nscc import CFG, fresh
 from uet.cc import CcConfig, Nscc
 
 #: alpha · (target 9000 − delay 3000): the proportional increase per byte at rtt 15 µs

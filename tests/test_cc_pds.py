@@ -7,11 +7,24 @@ ACK covers feeds the path selector."""
 from __future__ import annotations
 
 import pytest
+from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, request, ses_small
 
-from tests.pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, request, ses_small
-from uet.cc import Ccc, CcConfig
+from uet.cc import Ccc, CcConfig, CreditSender, Nscc
 from uet.pds import Mode, PdsConfig, PdsCore
 from uet.wire import pds as w
+
+
+def nscc_of(g: Ccc) -> Nscc:
+    n = g.get(Nscc)
+    assert n is not None
+    return n
+
+
+def credit_of(g: Ccc) -> CreditSender:
+    c = g.get(CreditSender)
+    assert c is not None
+    return c
+
 
 NSCC_ACK = w.ACK_CC[(False, "nscc")]
 
@@ -73,12 +86,12 @@ def test_initiator_uses_rcvd_bytes_and_removes_the_service_time() -> None:
     (pkt,) = core.datagrams_to_send(0)
     g = gate_of(core)
     nominal = len(pkt[0]) + 48
-    assert g.nscc.inflight == nominal
+    assert nscc_of(g).inflight == nominal
     lp = (pkt[0][8] << 8) | pkt[0][9]
     # ACK_CC 30 µs later naming PSN 500: 10 µs of service time, 1024 bytes received so far
     ack = NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 10, 0, 0, 4, 0))
     core.receive_datagram(ack, B_ADDR, 30_000)
-    n = g.nscc
+    n = nscc_of(g)
     assert n.inflight == nominal - 1024
     # RTT 30 µs − 10 µs service = 20 µs; delay 20 − 12 = 8 µs < target 9 µs enters the filter
     # as is: avg = 0.0125 × 8000 (without the subtraction it would be replaced by 0.25 × 12 µs)
@@ -95,11 +108,11 @@ def test_ecn_marked_bytes_and_trim_nack_signals() -> None:
     ack = NSCC_ACK.encode((8, 0, int(w.AckFlag.M), 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 5, 0))
     core.receive_datagram(ack, B_ADDR, 20_000)
     assert g.counters["ecn_acks"] == 1 and g.counters["ecn_bytes"] == len(pkts[0][0]) + 48
-    cw = g.nscc.cwnd
+    cw = nscc_of(g).cwnd
     nack = w.NACK.encode((10, 0, 0, int(w.NackCode.TRIMMED), 0, 501, 77, lp, 0))
     core.receive_datagram(nack, B_ADDR, 21_000)
     assert g.counters["trims"] == 1
-    assert g.nscc.cwnd == pytest.approx(cw - (len(pkts[1][0]) + 48))  # shrunk by the packet
+    assert nscc_of(g).cwnd == pytest.approx(cw - (len(pkts[1][0]) + 48))  # shrunk by the packet
     assert core.datagrams_to_send(21_000)[0][0][4:8] == (501).to_bytes(4, "big")  # resent
 
 
@@ -121,7 +134,7 @@ def test_sub_packet_window_deadline_goes_into_get_timer() -> None:
     core = PdsCore(A_ADDR, PdsConfig(cc="nscc", cc_params=cc, start_psn=500))
     submit(core, 1, 1000, 0)
     assert len(core.datagrams_to_send(0)) == 1
-    n = gate_of(core).nscc
+    n = nscc_of(gate_of(core))
     assert n is not None
     n.cwnd = 1_024.0
     n.inflight = 0  # as if its ACK had come
@@ -150,7 +163,7 @@ def test_fast_retransmit_is_a_loss_not_a_timeout() -> None:
     g = gate_of(p.a.core)
     assert dropped and g.counters["losses"] == 1 and g.counters["timeouts"] == 0
     assert p.a.core.counters.get("rto", 0) == 0
-    assert abs(g.nscc.inflight) < 256 and g.inflight_pkts == 0
+    assert abs(nscc_of(g).inflight) < 256 and g.inflight_pkts == 0
 
 
 def test_entropy_feedback_for_every_packet_an_ack_covers() -> None:
@@ -172,8 +185,8 @@ def test_nscc_pair_delivers_and_balances_inflight() -> None:
     assert p.run_until(lambda: len(p.a.acked()) == 200)
     g = gate_of(p.a.core)
     assert len(p.b.deliveries) >= 200
-    assert abs(g.nscc.inflight) < 256 * 4 and g.inflight_pkts == 0
-    assert g.nscc.base_rtt == 12_000  # the config value: the 20 µs link RTT is never smaller
+    assert abs(nscc_of(g).inflight) < 256 * 4 and g.inflight_pkts == 0
+    assert nscc_of(g).base_rtt == 12_000  # the config value: the 20 µs link RTT is never smaller
 
 
 def test_rccc_credit_packets_and_paced_grants() -> None:
@@ -194,7 +207,7 @@ def test_rccc_credit_packets_and_paced_grants() -> None:
     assert all(b - a >= interval for a, b in zip(times, times[1:], strict=False))
     assert not any(k.startswith("nack_tx") for k in p.b.core.counters)
     g = gate_of(p.a.core)
-    assert not g.credit.speculating and g.credit.granted_bytes > 0
+    assert not credit_of(g).speculating and credit_of(g).granted_bytes > 0
     # the pacer counts every data byte it received from the sender as service (nominal sizes)
     assert p.b.core.credit_scheduler.peers[(A_ADDR, 0)].rx == sum(len(d) + 48 for d in reqs)
 
@@ -221,12 +234,12 @@ def test_nacked_retransmission_waits_for_the_ccc() -> None:
     g = gate_of(core)
     pkts = core.datagrams_to_send(0)
     size = len(pkts[0][0]) + 48
-    g.nscc.cwnd = 2 * size  # exactly the two packets in flight
+    nscc_of(g).cwnd = 2 * size  # exactly the two packets in flight
     lp = (pkts[0][0][8] << 8) | pkts[0][0][9]
     core.receive_datagram(w.NACK.encode((10, 0, 0, int(w.NackCode.TRIMMED), 0, 500, 77, lp, 0)), B_ADDR, 20_000)
     # trim: inflight − size, cwnd − size (floor: one MTU, 4096) with one packet still in flight:
     # the resend would exceed the window, so it waits
-    assert g.nscc.inflight == size and g.nscc.cwnd == 4096
+    assert nscc_of(g).inflight == size and nscc_of(g).cwnd == 4096
     assert core.datagrams_to_send(20_000) == []
     # the ACK for PSN 501 (rcvd_bytes covers it, not 500) empties the flight: the resend goes,
     # and a SACK gap behind the NACKed packet is not a second loss
@@ -248,7 +261,7 @@ def test_credit_overtaking_the_first_ack_is_used_not_refused() -> None:
     core.receive_datagram(control(int(w.ControlType.CREDIT), 0, 77, lp, payload=64), B_ADDR, 5_000)
     assert core.datagrams_to_send(5_000) == []  # no NACK
     g = gate_of(core)
-    assert g.credit.pull == 64 and not g.credit.speculating
+    assert credit_of(g).pull == 64 and not credit_of(g).speculating
     assert core.counters["ctl_rx_CREDIT_before_ack"] == 1
 
 
@@ -281,7 +294,7 @@ def test_blocked_credit_never_sets_a_timer_in_the_past() -> None:
     g = gate_of(core)
     ack = NSCC_ACK.encode((8, 0, 0, 1, 499, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 12, 0))
     core.receive_datagram(ack, B_ADDR, 10_000)  # speculation ends: credit ≤ 0
-    assert g.credit.credit <= 0
+    assert credit_of(g).credit <= 0
     core.receive_datagram(w.NACK.encode((10, 0, 0, int(w.NackCode.TRIMMED), 0, 501, 77, lp, 0)), B_ADDR, 11_000)
     assert core.datagrams_to_send(11_000) == []  # the resend waits for credit
     now = 11_000
@@ -307,7 +320,7 @@ def test_rto_of_a_nacked_packet_waiting_for_the_gate_is_no_new_loss() -> None:
     (p501,) = core.datagrams_to_send(50_000)
     lp = (p500[0][8] << 8) | p500[0][9]
     g = gate_of(core)
-    n = g.nscc
+    n = nscc_of(g)
     size = len(p500[0]) + 48
     nack = w.NACK.encode((10, 0, 0, int(w.NackCode.TRIMMED), 0, 500, 77, lp, 0))
     core.receive_datagram(nack, B_ADDR, 60_000)
@@ -334,11 +347,11 @@ def test_rto_resend_waits_for_the_ccc_gate() -> None:
     pkts = core.datagrams_to_send(0)
     g = gate_of(core)
     size = len(pkts[0][0]) + 48
-    g.nscc.cwnd = float(size)
-    g.nscc.inflight = 3 * size  # pretend more is out: the shrunken window stays shut
+    nscc_of(g).cwnd = float(size)
+    nscc_of(g).inflight = 3 * size  # pretend more is out: the shrunken window stays shut
     core.handle_timer(100_000)
     assert core.datagrams_to_send(100_000) == []
-    assert g.counters["timeouts"] == 2 and g.nscc.inflight == size
+    assert g.counters["timeouts"] == 2 and nscc_of(g).inflight == size
     (pdc,) = core.pdcs.values()
     assert [q.psn for q in pdc.cc_rtx] == [500, 501]  # marked, in order, waiting for the gate
 
@@ -353,13 +366,13 @@ def test_ack_of_a_packet_marked_lost_and_not_yet_resent_is_no_rtt_sample() -> No
     lp = (pkts[0][0][8] << 8) | pkts[0][0][9]
     g = gate_of(core)
     size = len(pkts[0][0]) + 48
-    g.nscc.cwnd = float(size)
-    g.nscc.inflight = 3 * size
+    nscc_of(g).cwnd = float(size)
+    nscc_of(g).inflight = 3 * size
     core.handle_timer(100_000)  # both time out and wait for the gate
     assert core.datagrams_to_send(100_000) == []
     ack = NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, (size + 255) >> 8, 0))
     core.receive_datagram(ack, B_ADDR, 100_200)
-    assert g.counters["acks"] == 1 and g.nscc.base_rtt == CcConfig().base_rtt_ns
+    assert g.counters["acks"] == 1 and nscc_of(g).base_rtt == CcConfig().base_rtt_ns
 
 
 def test_base_rtt_probe_after_the_first_ack() -> None:
@@ -380,7 +393,7 @@ def test_base_rtt_probe_after_the_first_ack() -> None:
         (8, 0, int(w.AckFlag.P), h.probe_opaque, 501, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 10, 0)
     )
     core.receive_datagram(pa, B_ADDR, 29_000)
-    assert g.nscc.base_rtt == 9_000
+    assert nscc_of(g).base_rtt == 9_000
     off, lp, _ = _sent(PdsConfig(cc="nscc", cc_params=CcConfig(base_rtt_probe=False), start_psn=500), 1)
     off.receive_datagram(NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 5, 0)), B_ADDR, 20_000)
     assert off.datagrams_to_send(20_000) == [] and "cc_base_rtt_probes" not in off.counters
@@ -398,12 +411,13 @@ def test_base_rtt_probe_is_wanted_once_after_the_first_nack_too() -> None:
     """§4.3.6 "after its first ACK or NACK": the CCC asks once; RCCC alone never asks."""
     import random
 
-    g = Ccc(CcConfig(), nscc=True, rccc=False, lb="default", rng=random.Random(1))
+    cfg = CcConfig()
+    g = Ccc(cfg, [Nscc(cfg)], lb="default", rng=random.Random(1))
     assert not g.take_probe()
-    g.on_nack_cc(1000, False, None, True, False, 5_000)
+    g.on_nack_packet(1000, False, None, True, False, 5_000)
     assert g.take_probe() and not g.take_probe()
-    g.on_ack_cc(1, 1000, 0, 12_000, 0, False, 6_000)
+    g.on_ack(1, 1000, 1000, 0, 12_000, 0, False, 6_000)
     assert not g.take_probe()
-    r = Ccc(CcConfig(), nscc=False, rccc=True, lb="default", rng=random.Random(1))
-    r.on_ack_cc(1, 1000, 0, 12_000, 0, False, 6_000)
+    r = Ccc(cfg, [CreditSender(cfg)], lb="default", rng=random.Random(1))
+    r.on_ack(1, 1000, 1000, 0, 12_000, 0, False, 6_000)
     assert not r.take_probe()

@@ -9,7 +9,8 @@ older tests let through (``python -m uet.tools.mutate uet.cc.rccc``).
 
 from __future__ import annotations
 
-from tests.test_cc_rccc import _drain
+from test_cc_rccc import _drain
+
 from uet.cc import CcConfig, CreditScheduler, CreditSender
 from uet.cc.rccc import diff24
 

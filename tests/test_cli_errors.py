@@ -12,8 +12,7 @@ import subprocess
 import sys
 
 import pytest
-
-from tests.live_options import FAST
+from live_options import FAST
 
 #: the live launcher, undilated (tests/live_options.py)
 RUN_LIVE = [sys.executable, "-m", "uet.tools.run", *FAST]

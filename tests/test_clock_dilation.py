@@ -238,3 +238,26 @@ def test_the_bar_holds_within_ten_percent_and_the_same_winner():
     # a tie in one engine (p99s 3 % apart) contradicts no winner of the other
     tied = judge({"uet": _run(True, 0.1, 0.1), "roce": _run(True, 0.1, 0.097)}, sim)
     assert tied["winner"]["live"] == "tie" and tied["winner"]["ok"]
+
+
+def test_the_bar_judges_against_the_simulators_range_over_endpoint_seeds():
+    """UET's incast p50 under the fixed window hangs on the endpoints' own draws (tools/differential.py):
+    a live p50 13 % from the run seed's simulated one is within 10 % of the range the simulator gives
+    over endpoint seeds; 10 % beyond the range's end is not."""
+    sim = {"uet": _run(True, 0.172, 0.195), "roce": _run(True, 0.137, 0.182)}
+    spread = [
+        {"uet": _run(True, 0.122, 0.194), "roce": _run(True, 0.137, 0.182)},
+        {"uet": _run(True, 0.157, 0.196), "roce": _run(True, 0.137, 0.182)},
+    ]
+    live = {"uet": _run(True, 0.150, 0.196), "roce": _run(True, 0.144, 0.183)}
+    assert not judge(live, sim)["transports"]["uet"]["ok"]  # one sample: 12.8 % off
+    bar = judge(live, sim, spread)
+    row = bar["transports"]["uet"]["p50"]
+    assert bar["ok"] and row["range"] == [0.122, 0.172] and row["outside"] == 0.0
+    assert row["delta"] == pytest.approx(-0.1279, abs=1e-4)  # still reported against the run seed's
+    low = judge({**live, "uet": _run(True, 0.108, 0.196)}, sim, spread)["transports"]["uet"]
+    assert not low["ok"] and low["p50"]["outside"] == pytest.approx(-0.1148, abs=1e-4)
+    assert judge({**live, "uet": _run(True, 0.112, 0.196)}, sim, spread)["ok"]
+    # RoCEv2's range is a point: the plain 10 % of the run seed's figure
+    assert bar["transports"]["roce"]["p50"]["range"] == [0.137, 0.137]
+    assert not judge({**live, "roce": _run(True, 0.152, 0.183)}, sim, spread)["transports"]["roce"]["ok"]

@@ -136,6 +136,8 @@ FAULT_CATCHERS: dict[str, tuple[set[str], list[str]]] = {
             "NAK-012",
             "NAK-013",
             "NAK-015",
+            "NAK-016",
+            "NAK-017",
             "WIN-009",
             "WIN-012",
         }

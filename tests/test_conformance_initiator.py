@@ -2,7 +2,8 @@
 
 * Against ``uet-peer --agent`` the initiator cases run in the whole-suite test
   (``test_conformance.py``); here they run against the reference agent (``uet.interop.agent``) on
-  UDP, and a few against ``uet-peer`` over IP protocol 253, with the CRC trailer and with TSS.
+  UDP with a case of every target-side area, and a few against both over IP protocol 253, with
+  the CRC trailer and with TSS.
 * A TEST-ONLY fault on the sending side (retransmissions without RETX) fails exactly the cases
   that judge retransmissions.
 * The agent answers what it cannot parse with ``BAD_COMMAND``; answers come in completion order.
@@ -36,17 +37,17 @@ SLOW = ["not INI-010", "not INI-014"]
 
 
 @contextlib.contextmanager
-def reference_agent(tmp: Path) -> Iterator[tuple[str, str, int, Path]]:
-    """``python -m uet.interop.agent`` on a random loopback address; yields (address, the tester's
-    address, port, its identity line as a file)."""
+def reference_agent(tmp: Path, *args: str) -> Iterator[tuple[str, str, int, Path]]:
+    """``python -m uet.interop.agent`` on a random loopback address (with ``args``); yields
+    (address, the tester's address, port, its identity line as a file)."""
     addr, local, port = _addr_port()
-    proc = subprocess.Popen([sys.executable, "-m", "uet.interop.agent", addr, "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "uet.interop.agent", addr, "--port", str(port), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         r, _, _ = select.select([proc.stdout], [], [], PEER_TIMEOUT)
         line = proc.stdout.readline() if r else ""  # type: ignore[union-attr]
         assert line, proc.stderr.read() if proc.poll() is not None else "no identity line"  # type: ignore[union-attr]
-        ident = tmp / "agent.json"
+        ident = tmp / f"agent-{port}.json"
         ident.write_text(line)
         yield addr, local, port, ident
     finally:
@@ -55,19 +56,34 @@ def reference_agent(tmp: Path) -> Iterator[tuple[str, str, int, Path]]:
         assert proc.returncode == 0 and "Traceback" not in err, err
 
 
-def test_initiator_cases_against_the_reference_agent(tmp_path: Path) -> None:
+def _run(addr: str, local: str, port: int, ident: Path, *args: str) -> tuple[int, dict]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        argv = ["--target", addr, "--port", str(port), "--local", local, "--identity", str(ident), "--json"]
+        rc = conformance.main([*argv, "--timeout", CASE_TIMEOUT, *args])
+    return rc, json.loads(out.getvalue())
+
+
+#: the first case of every target-side area (EST-001, ACK-001, RMA-001...): the reference agent
+#: exposes what they need (its identity line names the profile's regions and receives)
+TARGET_SAMPLE = ["-k", "-001", "-k", "not INI-", "-k", "not TSS-", "-k", "not CRC-"]
+
+
+def test_the_reference_agent_serves_both_sides(tmp_path: Path) -> None:
+    """The initiator-side cases (the slow two excepted) and a case of every target-side area pass
+    against the reference agent; it answers what it cannot parse with BAD_COMMAND."""
     with reference_agent(tmp_path) as (addr, local, port, ident):
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            argv = ["--target", addr, "--port", str(port), "--local", local, "--identity", str(ident), "--json"]
-            rc = conformance.main([*argv, "--timeout", CASE_TIMEOUT, "-k", "INI-", *[f"-k{x}" for x in SLOW]])
-        report = json.loads(out.getvalue())
+        rc, report = _run(addr, local, port, ident, "-k", "INI-", *[f"-k{x}" for x in SLOW])
+        rc2, report2 = _run(addr, local, port, ident, *TARGET_SAMPLE)
         with Driver(json.loads(ident.read_text())["agent"]) as d:
             bad = d.call("frobnicate")
             assert bad["rc"] == "BAD_COMMAND" and bad["id"] == 1, bad
             assert d.call("send", handle=99, data="00")["rc"] == "BAD_COMMAND"  # no such handle
     assert report["summary"]["total"] >= 50 and failed(report) == set(), report["summary"]
     assert rc == 0 and report["summary"]["skipped"] == 0
+    areas = {c["area"] for c in report2["cases"]}
+    assert len(areas) >= 8 and failed(report2) == set() and report2["summary"]["skipped"] == 0, report2["cases"]
+    assert rc2 == 0
 
 
 def _raw_socket_reason() -> str | None:
@@ -81,24 +97,31 @@ def _raw_socket_reason() -> str | None:
 SAMPLE = ["-k", "INI-001", "-k", "INI-007", "-k", "INI-019", "-k", "INI-130", "-k", "INI-028", "-k", "INI-023"]
 
 
+@pytest.mark.parametrize("impl", ["uet-peer", "agent"])
 @pytest.mark.parametrize("option", ["ip", "crc", "tss"])
-def test_initiator_cases_over_each_link_option(tmp_path: Path, option: str) -> None:
-    peer_args: list[str] = ["--agent", "127.0.0.1:0"]
+def test_initiator_cases_over_each_link_option(tmp_path: Path, option: str, impl: str) -> None:
+    """A few initiator-side cases over IP protocol 253, with the CRC trailer and with TSS, against
+    uet-peer (its agent) and the reference agent alike (the full runs: ``uet-conformance`` by hand)."""
+    args: list[str] = []
     tester_args: list[str] = []
     if option == "ip":
         reason = _raw_socket_reason()
         if reason:
             pytest.skip(reason)
-        peer_args += ["--link", "ip"]
+        args += ["--link", "ip"]
         tester_args += ["--link", "ip"]
     elif option == "crc":
-        peer_args += ["--data-protect", "crc"]  # the tester learns it from the identity line
+        args += ["--data-protect", "crc"]  # the tester learns it from the identity line
     else:
         keys = str(_key_file(tmp_path))
-        peer_args += ["--keys", keys]
+        args += ["--keys", keys]
         tester_args += ["--keys", keys]
-    with peer(tmp_path, *peer_args) as p:
-        rc, report = run_suite(p, "--timeout", CASE_TIMEOUT, *tester_args, *SAMPLE)
+    if impl == "agent":
+        with reference_agent(tmp_path, *args) as (addr, local, port, ident):
+            rc, report = _run(addr, local, port, ident, *tester_args, *SAMPLE)
+    else:
+        with peer(tmp_path, "--agent", "127.0.0.1:0", *args) as p:
+            rc, report = run_suite(p, "--timeout", CASE_TIMEOUT, *tester_args, *SAMPLE)
     assert report["summary"]["total"] == 6 and failed(report) == set(), report["cases"]
     assert rc == 0
 

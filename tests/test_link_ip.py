@@ -10,8 +10,8 @@ import socket
 import struct
 
 import pytest
+from ops_suite import OPERATIONS, every_operation
 
-from tests.ops_suite import OPERATIONS, every_operation
 from uet import EndpointConfig
 from uet.endpoint import Endpoint
 from uet.fep.events import Datagram
@@ -167,7 +167,7 @@ async def test_tss_over_ip_protocol_253_binds_each_datagrams_entropy() -> None:
     (the entropy header is on the wire, as the reference provider secures it, uet.tss.nonce) and
     the receiver opens with the entropy header's value; a packet whose entropy header was changed
     fails authentication and is dropped."""
-    from tests.tss_e2e_support import config, domain, security
+    from tss_e2e_support import config, domain, security
 
     sd = domain()
     a, b = loopback_addresses(2)

@@ -5,18 +5,21 @@ across them (issue 16). Skipped with the reason where namespaces cannot be made 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import select
+import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from netns import NetnsLab, unavailable
+from ops_suite import OPERATIONS, every_operation
 
-from tests.netns import NetnsLab, unavailable
-from tests.ops_suite import OPERATIONS, every_operation
 from uet.endpoint import Endpoint
 from uet.link.ip import IpLink
 
@@ -135,3 +138,59 @@ def test_readme_hosts_block_runs_as_written(tmp_path: Path) -> None:
     assert "all messages intact" in r.stdout and "Traceback" not in r.stderr, why
     rank1 = json.loads((tmp_path / "rank1.json").read_text())
     assert rank1["rank"] == 1 and rank1["address"] == "198.18.0.2", why
+
+
+#: a process that says when its SIGTERM disposition is set, then idles
+_IDLE = (
+    "import signal, time\nif {ignore}: signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print(flush=True)\ntime.sleep(600)"
+)
+
+
+def test_a_process_the_lab_started_never_outlives_it() -> None:
+    """A ``uet-peer`` (198.18.0.2, ``--link ip``) once kept serving after its test: a process
+    started in a namespace outlived the lab. The lab now stops what it started when it closes,
+    SIGTERM first and SIGKILL for one that ignores it."""
+    with NetnsLab(1, stop_grace_s=0.5) as lab:
+        procs = [
+            lab.popen(0, [sys.executable, "-c", _IDLE.format(ignore=ignore)], stdout=subprocess.PIPE, text=True)
+            for ignore in (False, True)
+        ]
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline() == "\n"  # (its SIGTERM disposition is set)
+    assert [p.returncode for p in procs] == [-signal.SIGTERM, -signal.SIGKILL]
+    for p in procs:
+        p.stdout.close()  # type: ignore[union-attr]
+
+
+def test_a_process_the_lab_started_dies_with_the_test_process() -> None:
+    """...and when the test process itself dies without cleaning up (a runner killed by its
+    timeout), what it started in a namespace gets SIGTERM too (``PR_SET_PDEATHSIG``)."""
+    runner = (
+        "import json, os, sys\n"
+        "from tests.netns import NetnsLab\n"
+        "lab = NetnsLab(1).__enter__()\n"
+        f"p = lab.popen(0, [sys.executable, '-c', {_IDLE.format(ignore=False)!r}], stdout=-1, stderr=-3)\n"
+        "p.stdout.readline()\n"
+        "print(json.dumps([p.pid, lab._made]), flush=True)\n"
+        "os._exit(0)\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-c", runner], cwd=root, capture_output=True, text=True, timeout=60)
+    pid, made = json.loads(r.stdout)
+    try:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return  # gone already
+        try:
+            # readable when the process has exited (a generous bound: the signal goes at once)
+            gone = bool(select.select([fd], [], [], 30)[0])
+        finally:
+            os.close(fd)
+        assert gone, "the namespaced process outlived the process that started it"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        for name in made:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)

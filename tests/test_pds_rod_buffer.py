@@ -19,6 +19,7 @@ from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, ses_small
 from uet.tools.impair_matrix import run_cell
 
 from uet.pds import Mode, PdsConfig, SesNack
+from uet.wire import pds as pds_wire
 from uet.wire.pds import NackCode
 
 START = 0x2000
@@ -131,3 +132,67 @@ def test_the_reorder_buffer_is_bounded_per_fep_and_released_on_close() -> None:
     assert set(tp.rod_buf) == {START + 2}
     pair.b.core._free_tpdc(tp, pair.now)
     assert pair.b.core._rod_buffered == 0 and not tp.rod_buf
+
+
+def test_the_sack_of_a_buffered_packet_far_behind_a_lost_head_reports_it() -> None:
+    """Issue 29 item 6: an ACK for a buffered request named CACK and based its SACK bitmap at
+    CACK + 1, so a request more than 64 PSNs beyond a lost head was never reported received;
+    when the head's resend was lost too, the RTO resent every such request (ROD at 1 % loss:
+    119 retransmissions for 24 lost packets, seed 6). The bitmap now ends at the buffered PSN."""
+    pair = Pair(CFG)
+    out = _flight(pair, 100)
+    pair.inject(pair.b, out[0], A_ADDR)
+    for d, _x, _y in pair.take(pair.b):
+        pair.inject(pair.a, d, B_ADDR)
+    for d in out[2:]:  # 1 is lost: 98 requests buffered behind it
+        pair.inject(pair.b, d, A_ADDR)
+    acks = pair.take(pair.b)
+    last = hdr(acks[-1][0])
+    assert len(acks) == 98 and last.cack_psn == START
+    assert START + last.sack_psn_offset == START + 99 - 63 and last.sack_bitmap == (1 << 64) - 1
+    for d, _x, _y in acks:
+        pair.inject(pair.a, d, B_ADDR)
+    (ip,) = pair.a.core.pdcs.values()
+    assert not ip.outstanding[START + 1].dst_received
+    assert all(ip.outstanding[START + i].dst_received for i in range(2, 100))
+    # the head's resend is lost as well: its RTO round resends the head alone
+    pair.take(pair.a)  # (the SACK fast retransmit of the head)
+    pair.now = pair.a.core.get_timer()
+    pair.a.core.handle_timer(pair.now)
+    assert [hdr(d).psn for d, _x, _y in pair.take(pair.a) if hdr(d).type == 3] == [START + 1]
+
+
+def test_a_resend_acknowledged_sooner_than_a_round_trip_teaches_the_reordering_window() -> None:
+    """Issue 29 item 6: the reordering window grew only when a late packet's *first* copy was
+    known to be the one that arrived, and a packet SACK fast retransmit had already resent
+    (``sends == 2``) never counted, so a PDC whose first reordering drew a resend kept a zero
+    window and resent every later reordered packet too (ROD at 1 % loss, seed 3: 98 resends
+    for 17 lost packets). An acknowledgement that comes sooner after the resend than the
+    smallest RTT seen was caused by the first copy (RFC 8985 §6.2): the window is learnt.
+    Before any reordering is seen a hole waits a quarter of that RTT (RFC 8985's start)."""
+    pair = Pair(CFG)
+    _flight(pair, 10)  # START .. START + 9 at t = 0
+    (ip,) = pair.a.core.pdcs.values()
+
+    def sent() -> list:
+        return [(h.psn - START, bool(h.flags & 0x10)) for h in (hdr(d) for d, _x, _y in pair.take(pair.a))]
+
+    def ack(t: int, cack: int, off: int) -> list:
+        pair.now = t
+        pair.inject(pair.a, pds_wire.ACK.encode((7, 0, 0, off, START + cack, 0x77, ip.lpdcid)), B_ADDR)
+        return sent()
+
+    def timer() -> list:
+        pair.now = pair.a.core.get_timer()
+        pair.a.core.handle_timer(pair.now)
+        return sent()
+
+    # 20 µs: 0 and 4 acknowledged (a 20 µs RTT), 1-3 missing: 1 waits min RTT / 4, then goes
+    assert ack(20_000, 0, 4) == []
+    assert timer() == [(1, True)] and pair.now == 20_000 + 2 * 5_000
+    # 1 µs after that resend CACK covers 1-3: the first copy of 1 arrived 11 µs late
+    assert ack(31_000, 4, 0) == []
+    assert ip.min_rtt == 20_000 and ip.reo_wnd == 11_000 + 20_000 // 4
+    # 5-7 missing, 8 acknowledged: 5 waits out the learnt window, then goes
+    assert ack(32_000, 4, 4) == []
+    assert timer() == [(5, True)] and pair.now == 32_000 + 2 * 16_000

@@ -11,8 +11,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-
-from tests.live_options import FAST
+from live_options import FAST
 
 pytest.importorskip("matplotlib")
 

@@ -12,8 +12,8 @@ Pacer figures as in test_cc_rccc.py: a full grant is 64 quanta (16 384 B), 1323 
 from __future__ import annotations
 
 import pytest
+from pds_harness import A_ADDR, SES_NH, hdr, ses_small
 
-from tests.pds_harness import A_ADDR, SES_NH, hdr, ses_small
 from uet.cc import CcConfig, CreditScheduler
 from uet.cc.pullrate import PullRate
 from uet.pds import PdsConfig, PdsCore

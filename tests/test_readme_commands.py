@@ -24,8 +24,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from live_options import FAST
 
-from tests.live_options import FAST
 from uet.link import loopback_addresses
 
 ROOT = Path(__file__).resolve().parent.parent

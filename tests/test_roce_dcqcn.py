@@ -124,12 +124,27 @@ def test_rate_limiter_paces_by_frame_bytes() -> None:
     rp = ReactionPoint(DcqcnConfig.paper(40 * G))
     rp.on_cnp(0)  # 20 Gb/s
     assert rp.next_send_time() == 0
-    rp.on_sent(1000, 100)  # 8000 bits at 20 Gb/s = 400 ns
-    assert rp.next_send_time() == 500
-    rp.on_sent(1000, 200)  # sent early (a burst the caller allowed): queued behind the previous
-    assert rp.next_send_time() == 900
+    rp.on_sent(1000, 1000)  # 8000 bits at 20 Gb/s = 400 ns
+    assert rp.next_send_time() == 1400
+    rp.on_sent(1000, 1100)  # sent early (a burst the caller allowed): queued behind the previous
+    assert rp.next_send_time() == 1800
     rp.on_sent(1000, 5000)  # idle gathers no credit
     assert rp.next_send_time() == 5400
+
+
+def test_rate_limiter_keeps_its_rate_when_departures_are_late() -> None:
+    """Departures each 50 ns late (a live endpoint's timer firing late) keep the rate: each is
+    charged from when it was due; one later than a whole gap restarts the schedule."""
+    rp = ReactionPoint(DcqcnConfig.paper(40 * G))
+    rp.on_cnp(0)  # 20 Gb/s: 400 ns per 1000-byte frame
+    rp.on_sent(1000, 10_000)
+    for k in range(1, 11):
+        due = rp.next_send_time()
+        assert due == 10_000 + 400 * k
+        rp.on_sent(1000, due + 50)
+    assert rp.next_send_time() == 10_000 + 400 * 11  # 10 departures in 4 µs, not in 4.5 µs
+    rp.on_sent(1000, rp.next_send_time() + 400)  # a gap late: idle, no credit
+    assert rp.next_send_time() == 10_000 + 400 * 11 + 800
 
 
 def test_nvidia_profile_alpha_periods_and_delayed_cut() -> None:

@@ -9,8 +9,8 @@ import asyncio
 import json
 
 import pytest
+from live_options import FAST
 
-from tests.live_options import FAST
 from uet.link.direct import loopback_addresses
 from uet.roce.cm import ConnectionCollision, StaticCm
 from uet.roce.config import QpConfig

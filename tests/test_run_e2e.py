@@ -10,8 +10,7 @@ import sys
 import time
 
 import pytest
-
-from tests.live_options import FAST
+from live_options import FAST
 
 RUN = [sys.executable, "-m", "uet.tools.run", *FAST]
 TIMEOUT = 240

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.live_options import FAST
+from live_options import FAST
 
 
 def test_the_same_schedule_runs_live_and_every_message_arrives_intact(tmp_path: Path) -> None:

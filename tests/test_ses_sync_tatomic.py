@@ -9,8 +9,7 @@ import asyncio
 import struct
 
 import pytest
-
-from tests.test_ses_target import (
+from test_ses_target import (
     EOM,
     HD,
     INIT,
@@ -29,7 +28,8 @@ from tests.test_ses_target import (
     resp,
     som_hdr,
 )
-from tests.test_ses_target import fep as fep  # noqa: F401 - the fixture
+from test_ses_target import fep as fep  # noqa: F401 - the fixture
+
 from uet.ses import Access, RecvCompleted, SesFep, WriteCompleted
 from uet.ses.initiator import SesAddress
 from uet.ses.packets import parse_request

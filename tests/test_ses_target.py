@@ -810,3 +810,21 @@ def test_later_packet_changing_the_opcode_is_refused(fep: SesFep, region) -> Non
     r = handle(fep, mid_hdr(SesOpcode.READ, REL | EOM, 3, 8, 8, 16, mb=KEY, bo=8), b"b" * 8)
     assert r is not None and r.data == resp(RC.OP_VIOLATION, 3) and r.guaranteed
     assert bytes(region.view[8:24]) == b"a" * 8 + bytes(8)  # the second half was not written
+
+
+def test_a_rudi_write_reusing_a_finished_rud_writes_id_is_a_new_message(fep: SesFep) -> None:
+    """A RUDI packet is a copy only of a RUDI message whose packet ids it falls among
+    (uet.ses.replay): a finished RUD WRITE with the same message id (no packet ids) is another
+    message. Before the fix the RUDI WRITE got the RUD one's response back and was never placed
+    (conformance RUDI-010 against a long-lived uet-peer: message ids repeat across runs)."""
+    buf = bytearray(64)
+    fep.memory.register(buf, Access.ALL | Access.IDEMPOTENT_SAFE, key=KEY)
+    r = handle(fep, som_hdr(SesOpcode.WRITE, REL | EOM, 5, 8, mb=KEY), b"A" * 8)
+    assert r is not None and r.data == ok(5, 8)
+    ses = som_hdr(SesOpcode.WRITE, REL | EOM, 5, 16, bo=16, mb=KEY)
+    r = fep.target.handle(PEER, NextHeader.STANDARD, ses, b"B" * 16, mode=RUDI, pkt_id=77)
+    assert r is not None and r.data == ok(5, 16) and bytes(buf[16:32]) == b"B" * 16
+    # its own retransmission (same packet id) is a copy: answered again, placed once
+    buf[16:32] = bytes(16)
+    assert fep.target.handle(PEER, NextHeader.STANDARD, ses, b"B" * 16, mode=RUDI, pkt_id=77, retx=True) == r
+    assert buf[16:32] == bytes(16)

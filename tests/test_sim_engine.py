@@ -130,6 +130,25 @@ def test_one_seed_gives_identical_results_and_another_seed_differs() -> None:
     assert json.dumps(c, sort_keys=True) != json.dumps(a, sort_keys=True)
 
 
+def test_an_endpoint_seed_changes_only_what_the_endpoints_draw() -> None:
+    """``endpoint_seed`` (uet.sim.scenario): the run seed's own by default; another one changes the
+    endpoints' Start_PSNs but not the workload (the flows, their sources and destinations)."""
+    s = {"workload": "incast", "endpoints": 3, "message_bytes": 8192, "messages": 1, "seed": 5}
+
+    def run(**more: int) -> tuple[dict[str, object], list[int]]:
+        log: list[dict[str, object]] = []
+        res = simulate({**s, **more}, event_log=log.append)
+        res.pop("timing")
+        return res, sorted(int(str(e["start_psn"])) for e in log if e["ev"] == "pdc_open")
+
+    a, psns = run()
+    same, same_psns = run(endpoint_seed=5)
+    assert json.dumps(same, sort_keys=True) == json.dumps(a, sort_keys=True) and same_psns == psns
+    other, other_psns = run(endpoint_seed=6)
+    assert other["ok"] and [(f["src"], f["dst"]) for f in other["flows"]] == [(f["src"], f["dst"]) for f in a["flows"]]
+    assert other_psns and set(other_psns).isdisjoint(psns)
+
+
 def test_the_virtual_time_loop_overrides_no_private_member_of_asyncio() -> None:
     """The loop is a SelectorEventLoop with a selector of ours and a ``time()`` override, both
     public extension points: a new Python minor version that renames asyncio internals cannot

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 import sys
 
+from test_cli_errors import interrupt_on_line
 from uet.tools.sim_progress import EXTRAPOLATE_FROM, LINE_EVERY_S, SimProgress, estimate_ns, format_duration
 
-from tests.test_cli_errors import interrupt_on_line
 from uet.sim.scenario import Progress, simulate
 
 MS = 1_000_000  # ns

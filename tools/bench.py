@@ -135,7 +135,8 @@ def build_parser() -> ArgumentParser:
 def _main(argv: Sequence[str] | None) -> int:
     ns = build_parser().parse_args(argv)
     try:
-        return ns.run(ns)
+        rc: int = ns.run(ns)
+        return rc
     except BrokenPipeError:
         raise
     except (UetError, OSError, TimeoutError) as e:

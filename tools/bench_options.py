@@ -230,7 +230,7 @@ def _bind(address: str, port: int) -> socket.socket:
 def _free_port(a: str, b: str) -> int:
     for _ in range(50):
         s = _bind(a, 0)
-        port = s.getsockname()[1]
+        port: int = s.getsockname()[1]
         s.close()
         try:
             _bind(b, port).close()

@@ -67,7 +67,7 @@ from uet.tools.bench_options import (
     transfer_options,
 )
 from uet.tools.bench_procs import expect, spawn
-from uet.tools.bench_raw import BLAST_CANDIDATES, blast_receive, blast_send, raw_socket
+from uet.tools.bench_raw import BLAST_CANDIDATES, blast_receive, blast_send, loop_runner, raw_socket
 from uet.tools.bench_report import aggregate, print_table
 from uet.tools.bench_tss import tss_fields
 from uet.tools.bench_uet import uet_figures, uet_receiver, uet_sender
@@ -86,10 +86,7 @@ PAIR_DESCRIPTION = "``uet-bench``: benchmarks, each figure reported against the 
 def pair_child(conn: Connection, opts: PairOptions) -> None:
     """The receiver process: per round every raw-UDP candidate, then the UET receiver; then the
     secure transfer's receiver with ``--tss``."""
-    from uet.endpoint import run
-
-    def on_loop(coro: Any) -> Any:
-        return run(coro, use_uvloop=opts.uvloop)
+    on_loop = loop_runner(opts.uvloop)
 
     for _round in range(max(1, opts.rounds)):
         if opts.raw:

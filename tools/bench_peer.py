@@ -43,7 +43,7 @@ PEER_JOB, PEER_PID = 1, 0
 
 
 def _local(ns: argparse.Namespace) -> str:
-    first = ns.addresses.split(",")[0].strip()
+    first: str = ns.addresses.split(",")[0].strip()
     if ns.addresses != "127.0.0.2,127.0.0.3" or not ipaddress.ip_address(ns.peer).is_loopback:
         return first
     n = int(ipaddress.ip_address(ns.peer))

@@ -41,20 +41,41 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol, TypeVar
 
 __all__ = [
     "BLAST_CANDIDATES",
     "RAW_BUF",
     "RTT_CANDIDATES",
+    "CoroRunner",
     "blast_receive",
     "blast_send",
+    "loop_runner",
     "ping_pong",
     "pong",
     "raw_socket",
     "raw_window",
 ]
+
+_T = TypeVar("_T")
+
+
+class CoroRunner(Protocol):
+    """Runs a coroutine to completion on the run's event loop and returns its result."""
+
+    def __call__(self, coro: Coroutine[Any, Any, _T], /) -> _T: ...
+
+
+def loop_runner(use_uvloop: bool) -> CoroRunner:
+    """The :class:`CoroRunner` of a benchmark process (:func:`uet.runner.run`, on uvloop or not)."""
+    from uet.runner import run
+
+    def on_loop(coro: Coroutine[Any, Any, _T]) -> _T:
+        return run(coro, use_uvloop=use_uvloop)
+
+    return on_loop
+
 
 #: receive and send buffer of the raw sockets (the direct link's default, uet/link/direct.py)
 RAW_BUF = 4 << 20
@@ -122,7 +143,7 @@ def blast_send(sock: socket.socket, dst: tuple[str, int], data: memoryview, payl
     return {"t0_ns": t0, "packets": n, "stalls": stalls, "cpu_s": time.process_time() - cpu0}
 
 
-def blast_receive(sock: socket.socket, payload: int, kind: str, run: Callable[[Any], Any]) -> dict[str, Any]:
+def blast_receive(sock: socket.socket, payload: int, kind: str, run: CoroRunner) -> dict[str, Any]:
     """Receive one blast with the candidate ``kind`` (module docstring); ``run`` runs a coroutine
     on the run's event loop (the ``asyncio`` candidate). Every datagram goes into one reused
     buffer; none is kept."""
@@ -234,7 +255,7 @@ async def _blast_receive_async(sock: socket.socket, every: int) -> dict[str, Any
 # -- ping-pong ------------------------------------------------------------------------------------
 
 
-def pong(sock: socket.socket, kind: str, run: Callable[[Any], Any]) -> None:
+def pong(sock: socket.socket, kind: str, run: CoroRunner) -> None:
     """Echo datagrams back to their sender until an empty one (or ``FIRST_WAIT`` of silence)."""
     if kind == "asyncio":
         run(_pong_async(sock))
@@ -305,7 +326,7 @@ async def _pong_async(sock: socket.socket) -> None:
 
 
 def ping_pong(
-    sock: socket.socket, dst: tuple[str, int], size: int, count: int, kind: str, run: Callable[[Any], Any]
+    sock: socket.socket, dst: tuple[str, int], size: int, count: int, kind: str, run: CoroRunner
 ) -> list[float]:
     """``count`` round trips of ``size`` bytes (after ``count // 10`` for warm-up) to a
     :func:`pong` of the same ``kind``, in µs; a trip lost for ``IDLE_WAIT`` is left out. Sends

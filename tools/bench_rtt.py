@@ -27,7 +27,7 @@ from typing import Any
 
 from uet.tools.bench_options import PairOptions, add_peer_options, add_transfer_options, size_list, transfer_options
 from uet.tools.bench_procs import expect, pipe_recv, spawn
-from uet.tools.bench_raw import RTT_CANDIDATES, ping_pong, pong, raw_socket
+from uet.tools.bench_raw import RTT_CANDIDATES, loop_runner, ping_pong, pong, raw_socket
 from uet.tools.bench_report import latency, print_rtt_sweep, print_table
 from uet.tools.bench_uet import pds_mode, transfer_config
 from uet.tools.cli import UsageError, int_arg, quiet_interrupt, size_arg
@@ -39,10 +39,9 @@ __all__ = ["SWEEP_SIZES", "add_parser", "rtt_child", "rtt_command", "run_rtt"]
 def rtt_child(conn: Connection, opts: PairOptions) -> None:
     """The echoing process: per round every raw candidate's pong, then a UET endpoint that sends
     every message back to its source."""
-    from uet.endpoint import Endpoint, run
+    from uet.endpoint import Endpoint
 
-    def on_loop(coro: Any) -> Any:
-        return run(coro, use_uvloop=opts.uvloop)
+    on_loop = loop_runner(opts.uvloop)
 
     async def echo() -> None:
         ep = await Endpoint.open(opts.addresses[1], port=opts.port, config=transfer_config(opts))
@@ -77,10 +76,9 @@ def rtt_child(conn: Connection, opts: PairOptions) -> None:
 def run_rtt(opts: PairOptions, count: int = 1000, size: int = 64) -> dict[str, Any]:
     """Ping-pong round trips, raw UDP (every candidate) then UET, round after round, between the
     same two processes (module docstring)."""
-    from uet.endpoint import Endpoint, run
+    from uet.endpoint import Endpoint
 
-    def on_loop(coro: Any) -> Any:
-        return run(coro, use_uvloop=opts.uvloop)
+    on_loop = loop_runner(opts.uvloop)
 
     proc, conn = spawn(rtt_child, opts)
     msg = bytes(size)

@@ -18,11 +18,14 @@ import sys
 import time
 from dataclasses import replace
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uet.tools.bench_options import PairOptions, data_protect
 from uet.tools.bench_procs import gather_within, pipe_recv
 from uet.tools.bench_tss import rotate_half_way, security_config, tss_report
+
+if TYPE_CHECKING:
+    from uet.ses.message import Message
 
 __all__ = ["impairment", "message_size", "pds_mode", "transfer_config", "uet_figures", "uet_receiver", "uet_sender"]
 
@@ -149,7 +152,7 @@ async def uet_receiver(conn: Connection, opts: PairOptions) -> None:
         region = registered_buffer(opts.size)
         handles = [ep.post_recv(region[i * msize : (i + 1) * msize], tag=i) for i in range(expected)]
 
-        def completed(fut: asyncio.Future) -> None:
+        def completed(fut: asyncio.Future[Message]) -> None:
             nonlocal last_ns, cpu_last
             if fut.cancelled():
                 return
@@ -157,7 +160,7 @@ async def uet_receiver(conn: Connection, opts: PairOptions) -> None:
                 failed.append(str(fut.exception()))
             else:
                 m = fut.result()
-                got[m.tag] = m.data
+                got[m.tag if m.tag is not None else -1] = m.data  # every receive here is tagged
             last_ns = time.monotonic_ns()
             cpu_last = time.process_time()
             if len(got) + len(failed) >= expected:

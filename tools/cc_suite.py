@@ -117,7 +117,7 @@ def retx_causes(c: dict[str, Any]) -> dict[str, int]:
 
 def row_result(path: Path, res: dict[str, Any], ref: dict[str, Any], scaled: str | None) -> dict[str, Any]:
     """One table row from a ``simulate`` result and the scenario's ``[reference]`` table."""
-    from uet.sim.scenario import DATA_OVERHEAD
+    from uet.scenario.derive import DATA_OVERHEAD
 
     payload = min(int(res.get("payload_size", 4096)), 16383)
     ideal, bare = _tail_ideal(res, DATA_OVERHEAD, payload)

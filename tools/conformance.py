@@ -34,12 +34,13 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from uet.tools.cli import ArgumentParser, RunFailed, UsageError, output_file, run_main
 from uet.tools.link_options import add_link_options, check_link_options
 
 from uet.conformance import all_cases
-from uet.conformance.case import Result, run_case
+from uet.conformance.case import Case, Result, run_case
 from uet.conformance.profile import (
     PEER_DEFAULT_JOB,
     ProfileError,
@@ -118,12 +119,12 @@ def _seconds(text: str) -> float:
     return v
 
 
-def select(cases: list, exprs: list[str]) -> list:
+def select(cases: list[Case], exprs: list[str]) -> list[Case]:
     inc = [e.lower() for e in exprs if not e.lower().startswith("not ")]
     exc = [e[4:].strip().lower() for e in exprs if e.lower().startswith("not ")]
 
-    def text(c: object) -> str:
-        return f"{c.id} {c.area} {c.title}".lower()  # type: ignore[attr-defined]
+    def text(c: Case) -> str:
+        return f"{c.id} {c.area} {c.title}".lower()
 
     out = [c for c in cases if not inc or any(e in text(c) for e in inc)]
     return [c for c in out if not any(e in text(c) for e in exc)]
@@ -140,13 +141,14 @@ def default_local(target: str) -> str:
     s = socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, socket.SOCK_DGRAM)
     try:
         s.connect((target, 9))
-        return s.getsockname()[0]
+        local: str = s.getsockname()[0]
+        return local
     finally:
         s.close()
 
 
 def build_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Target:
-    ident: dict = {}
+    ident: dict[str, Any] = {}
     if args.identity:
         try:
             text = sys.stdin.readline() if args.identity == "-" else Path(args.identity).read_text().splitlines()[0]

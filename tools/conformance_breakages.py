@@ -4,7 +4,10 @@ Each :class:`Breakage` is one small textual change to one core file (``old`` mus
 once; ``--check`` proves it still does), written by hand to break one rule a black-box tester can
 observe on the wire: the way a vendor's stack could be wrong. Areas follow the spec notes: PDS
 establishment, windows, ACK/SACK/CACK, clearing, NACK codes, control packets, ROD, RUDI, closing,
-SES addressing, matching, RMA bounds and rights, atomics, responses, TSS.
+SES addressing, matching, RMA bounds and rights, atomics, responses, TSS; and the sending side
+(areas ``initiator-*``: retransmission and back-off, NACK reactions, PDC reuse and SYN, CLEAR, CLOSE,
+MPR and ACK_CC, trims, SES completions), which the initiator-side cases catch through the peer's
+agent (``uet-peer --agent``).
 
 ``equivalent`` names a breakage no black-box test can see, with the reason (it is left out of
 the detection rate, as ``tests/mutation_equivalents.toml`` does for unit-test mutants).
@@ -39,6 +42,10 @@ _M = "uet/ses/memory.py"
 _A = "uet/ses/atomics.py"
 _MT = "uet/ses/matching.py"
 _AD = "uet/ses/addressing.py"
+_I = "uet/pds/initiator.py"
+_FB = "uet/pds/feedback.py"
+_CL = "uet/pds/closing.py"
+_BO = "uet/pds/backoff.py"
 
 BREAKAGES: list[Breakage] = [
     # -- establishment (behaviour.md §2.2, §2.3) -------------------------------------------------
@@ -273,6 +280,88 @@ BREAKAGES: list[Breakage] = [
     Breakage("tss-ses-job", "ses-rc", _AD, "            if pjob != job_id:\n                raise BadJobId",
              "            if False:\n                raise BadJobId", "a PID of another job is reachable with this job's ID",
              equivalent="unreachable through uet-peer: it serves one PIDonFEP, so no PID belongs to another job"),
+    # -- the sending side (initiator cases through the agent) -------------------------------------
+    Breakage("ini-no-retx", "initiator-retx", _I, "            flags |= _RETX | _AR\n        if flags:",
+             "            flags |= _AR\n        if flags:", "retransmissions without the RETX flag"),
+    Breakage("ini-syn-forever", "initiator-pdc", _I, "        syn = pdc.state is _S_SYN_SENT\n        if pkt.ctl is None:",
+             "        syn = True\n        if pkt.ctl is None:", "SYN never cleared on a retransmission once established"),
+    Breakage("ini-psn-offset", "initiator-pdc", _I,
+             "hdr = REQUEST_SYN.encode((t, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid, 0, psn - pdc.start_psn))",
+             "hdr = REQUEST_SYN.encode((t, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid, 0, 0))",
+             "psn_offset 0 on every SYN packet"),
+    Breakage("ini-clear-offset", "initiator-pdc", _I, "cpo = (pdc.tx_base - 1 - psn) & _M32", "cpo = (pdc.tx_base - psn) & _M32",
+             "clear_psn_offset names tx_base, one PSN too far"),
+    Breakage("ini-no-reuse", "initiator-pdc", _I, "            pdc = self.usable.get(key)\n            if pdc is None or (pdc.sdi",
+             "            pdc = None\n            if pdc is None or (pdc.sdi", "every message opens a new PDC"),
+    Breakage("ini-no-ack-req", "initiator-retx", _I,
+             "        if pkt.dst_received and pkt.ctl is None:\n            self._send_ctl(pdc, _CT_ACK_REQ",
+             "        if False:\n            self._send_ctl(pdc, _CT_ACK_REQ",
+             "a packet the target SACKed is retransmitted on RTO instead of probed with ACK_REQ"),
+    Breakage("ini-retry-forever", "initiator-retx", _BO,
+             "    return retries >= cfg.max_rto_retx and now - first_tx >= cfg.retry_time_ns", "    return False",
+             "retries are never spent: an unacknowledged request is resent for ever"),
+    Breakage("ini-no-backoff", "initiator-retx", _BO, "    r = b << shift", "    r = b", "no RTO back-off",
+             equivalent="not a MUST: the notes give no back-off (behaviour.md §2.9); INI-037 (SHOULD) notices it"),
+    Breakage("ini-mpr-units", "initiator-ack", _FB, "            pdc.peer_mp = mpr * 128", "            pdc.peer_mp = mpr * 256",
+             "MPR taken in units of 256 PSNs"),
+    Breakage("ini-bogus-cack", "initiator-ack", _FB,
+             "        if not probe and self._ack_claims_unsent(pdc, cack, off, sack_off, bitmap):", "        if False:",
+             "an ACK whose CACK is beyond every PSN sent is taken"),
+    Breakage("ini-wrong-spdcid", "initiator-ack", _FB,
+             "        elif spdcid != pdc.rpdcid:\n            self._drop(\"ack_spdcid\", now, src)",
+             "        elif False:\n            self._drop(\"ack_spdcid\", now, src)",
+             "an ACK from another SPDCID is taken on an established PDC"),
+    Breakage("ini-sack-ignored", "initiator-ack", _FB, "                    pkt.dst_received = True\n                    if _diff(p, hi) > 0:",
+             "                    pass\n                    if _diff(p, hi) > 0:",
+             "ACK_CC SACK bits are not taken as received (RTO retransmits instead of ACK_REQ)"),
+    Breakage("ini-req-clear", "initiator-clear", _FB, "        if flags & _A_CLR:\n            pdc.clear_needed = True",
+             "        if False:\n            pdc.clear_needed = True", "an ACK's REQ_CLEAR draws no CLEAR"),
+    Breakage("ini-clear-req", "initiator-clear", _I, "        if ctl == _CT_REQ_CLEAR:\n            self._send_clear(pdc, now)",
+             "        if ctl == _CT_REQ_CLEAR:\n            pass", "a CLEAR_REQ from the target is not answered"),
+    Breakage("ini-req-close", "initiator-close", _FB, "            self._start_close(pdc, \"target REQ_CLOSE\", now)",
+             "            pass", "an ACK's REQ_CLOSE is ignored"),
+    Breakage("ini-close-req", "initiator-close", _I, "            self._start_close(pdc, \"target CLOSE_REQ\", now)",
+             "            pass", "a CLOSE_REQ is acknowledged but the initiator never closes"),
+    Breakage("ini-close-early", "initiator-close", _CL, "        if st is _S_ACK_WAIT and not pdc.outstanding:",
+             "        if st is _S_ACK_WAIT:", "CLOSE sent while requests are unacknowledged"),
+    Breakage("ini-close-untracked", "initiator-close", _CL,
+             "            pdc.outstanding[pkt.psn] = pkt\n            pdc.close_pkt = pkt",
+             "            pdc.close_pkt = pkt", "a CLOSE is never retransmitted"),
+    Breakage("ini-fatal-retransmit", "initiator-nack", "uet/wire/pds.py", "    NackCode.INVALID_SYN: NackAction.CLOSE,",
+             "    NackCode.INVALID_SYN: NackAction.RETRANSMIT,", "NACK INVALID_SYN resends on the PDC instead of closing it"),
+    Breakage("ini-fatal-ignored", "initiator-nack", _FB,
+             "        if action == _NA_CLOSE:\n            self._close_error(pdc, f\"nack {name}\", code, now, npsn)",
+             "        if action == _NA_CLOSE:\n            return", "every PDC-fatal NACK is ignored"),
+    Breakage("ini-trim-fatal", "initiator-trim", "uet/wire/pds.py", "    NackCode.INV_DPDCID: NackAction.CLOSE,",
+             "    NackCode.TRIMMED: NackAction.CLOSE,\n    NackCode.INV_DPDCID: NackAction.CLOSE,",
+             "NACK TRIMMED closes the PDC in error instead of resending"),
+    Breakage("ini-procg-retransmit", "initiator-nack", "uet/wire/pds.py", "    NackCode.RCVD_SES_PROCG: NackAction.IGNORE,",
+             "    NackCode.RCVD_SES_PROCG: NackAction.RETRANSMIT,", "RCVD_SES_PROCG resends and spends the NACK retries"),
+    Breakage("ini-nack-no-limit", "initiator-nack", _FB, "        pkt.nack_retries += 1\n", "        pkt.nack_retries = 0\n",
+             "NACK-driven resends never run out"),
+    Breakage("ini-new-start-ignored", "initiator-pdc", _FB,
+             "        if code == _NC_NEW_START_PSN:\n            self._new_start_psn(pdc, payload, now)\n            return",
+             "        if code == _NC_NEW_START_PSN:\n            return", "NACK NEW_START_PSN is ignored"),
+    Breakage("ini-nack-no-resend", "initiator-nack", _FB, "        self._cc_retransmit(pdc, pkt, now)\n\n    def _gbn_stale",
+             "        pass\n\n    def _gbn_stale", "a retransmit-class NACK does not resend at once (only the RTO does)",
+             equivalent="the cases accept a resend at the RTO (NACK_Retx_Time may equal the RTO, behaviour.md §2.9): "
+                        "judging the delay would need a bound on both"),
+    Breakage("ini-rod-no-go-back", "initiator-rod", _FB, "            self._go_back(pdc, e, now)\n            return",
+             "            return", "ROD_OOO does not make the sender go back (only the RTO does)",
+             equivalent="as ini-nack-no-resend: the RTO resends from the oldest unacknowledged PSN too, and the case "
+                        "does not judge the delay"),
+    Breakage("ini-error-rc", "initiator-ses", "uet/ses/initiator.py",
+             "        if rc not in (ReturnCode.NULL, ReturnCode.OK):\n            self._msg_error(",
+             "        if False:\n            self._msg_error(", "an error response completes the operation OK"),
+    Breakage("ini-read-short", "initiator-ses", "uet/ses/initiator.py",
+             "        if r.modified_length and r.modified_length != msg.length:\n            return False",
+             "        if False:\n            return False", "read data whose modified length is not the READ's is taken"),
+    Breakage("ini-rudi-no-retx", "initiator-rudi", "uet/pds/rudi.py", "        flags = int(RudiFlag.RETX) if retx else 0",
+             "        flags = 0", "RUDI retransmissions without RETX"),
+    # -- trims on a plain link (behaviour.md §3.3) --------------------------------------------------
+    Breakage("trim-mark-ignored", "trim", "uet/fep/marking.py",
+             "    trim = 0x100 if dscp in (DSCP_TRIM_FABRIC, DSCP_TRIM_LASTHOP) else 0", "    trim = 0",
+             "a packet a switch trimmed (DSCP 7 / 5) is taken for a whole one"),
     Breakage("tss-dup-clear", "clear", _T, "                del gtd[base]", "                pass",
              "a cleared guaranteed response is kept (the next duplicate replays it)",
              equivalent="a duplicate below CACK is answered by the window check before the stored response is read"),

@@ -2,7 +2,8 @@
 
 For each breakage of the catalogue (:mod:`uet.tools.conformance_breakages`) it copies the installed
 ``uet`` packages to a scratch directory, applies that one change there (the checkout is never
-touched), starts ``uet-peer`` from the copy on a fresh loopback address, runs the whole
+touched), starts ``uet-peer`` from the copy on a fresh loopback address with its agent (``--agent``:
+the initiator-side cases drive its sending side), runs the whole
 ``uet-conformance`` suite (unbroken) against it and records the verdict:
 
 * ``must``: a MUST case failed — caught;
@@ -111,7 +112,8 @@ def run_one(
             keys = ["--keys", str(kf)]
         env = {**os.environ, "PYTHONPATH": str(root)}
         peer = subprocess.Popen(  # noqa: S603 - our own argv
-            [sys.executable, "-m", "uet.tools.peer", addr, "--port", str(port), *keys, *b.peer],
+            [sys.executable, "-m", "uet.tools.peer", addr, "--port", str(port), "--agent", "127.0.0.1:0", *keys,
+             *b.peer],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=tmp,
         )  # fmt: skip
         assert peer.stdout is not None

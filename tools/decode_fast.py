@@ -370,16 +370,16 @@ class FastSummary:
         if off >= end or mv[off] >> 3 == tss.TSS_TYPE:
             return None
         key = pds_ses_key(mv, off, end)
-        plan = _PLANS.get(key, _UNSEEN)
-        if plan is _UNSEEN:
+        try:
+            plan = _PLANS[key]
+        except KeyError:
             plan = _plan(mv, off, end, key)
         if plan is None:
             return None
         return plan(mv, off, end)
 
 
-_Plan = Callable[[memoryview, int, int], "str | None"]
-_UNSEEN: Any = object()
+_Plan = Callable[[memoryview, int, int], str | None]
 _PLANS: dict[tuple[int | None, ...] | None, _Plan | None] = {}
 _COMPILED: dict[tuple[Layout, ...], _Plan] = {}  # bounded by the layouts' combinations
 

@@ -7,11 +7,29 @@ time) must tell the same story of the same scenario. With time dilation (:mod:`u
 figures can be held to the simulator's. The **bar** (:func:`judge`), for each transport:
 
 * every message intact on both engines;
-* FCT p50 and p99 within :data:`TOLERANCE` (10 %) of the simulator's;
+* FCT p50 and p99 within :data:`TOLERANCE` (10 %) of the simulator's **spread**: the range of the
+  figure over :data:`SPREAD` simulator runs of the run's seed — its own run and runs whose
+  endpoints draw from other seeds (:func:`spread_runs`) — widened by :data:`TOLERANCE` at each end;
+
 
 and across transports: the same **winner**, the transport with the lower FCT p99. Two p99s within
 :data:`TIE` of each other are a tie, and a tie contradicts nothing: the engines disagree only when
 each names a clear winner (a margin of more than :data:`TIE`) and they name different ones.
+
+**Why a spread, not one simulated run** (measured): the endpoint cores draw their own random
+values — each PDC's Start_PSN, UET's entropy rotation over the sprayed paths, a queue pair's
+PSNs — and a live run's processes draw theirs, not the simulator's. Where the outcome hangs on
+those draws, one simulated run is one sample. UET's incast 8:1 under the fixed window is such a
+case: eight senders of 16 packets into one port of a trimming switch take turns (a sender whose
+packets were trimmed resends one per packet the receiver reports, uet.pds.trimwait, while the
+others refill their windows), and which sender leads when depends on the draws. Its FCT p50 — the
+4th of 8 flows, between the senders under the receiver's leaf and those behind the spines — went
+from 120 to 172 ms over twelve endpoint seeds of one run seed, while the p99 (the link drained:
+194–196 ms) and every RoCEv2 figure (the paths follow the run seed) stayed within 1 %. With
+``pds.cc = "nscc"`` the same p50 stays within 0.3 % (157.6–158.0 ms): the spread is the fixed
+window's, not the model's. A live figure within 10 % of one sample of such a distribution is luck;
+within 10 % of its range is the claim the simulator supports. Where the draws do not matter the
+range is a point and the bar is the plain 10 %.
 
 ``uet-bench differential`` runs the bar on :data:`CASES` (incast 8:1, permutation 16, ring
 all-reduce 8), each on UET and RoCEv2, with ``uet-run``'s scenario settings (the same tables go to
@@ -31,12 +49,15 @@ from typing import Any
 
 from uet.tools.cli import UsageError, int_arg, size_arg
 
-__all__ = ["CASES", "TIE", "TOLERANCE", "add_parser", "judge", "render_verdict", "run_case"]
+__all__ = ["CASES", "SPREAD", "TIE", "TOLERANCE", "add_parser", "judge", "render_verdict", "run_case", "spread_runs"]
 
 #: (workload, endpoints) of the bar
 CASES: tuple[tuple[str, int], ...] = (("incast", 9), ("permutation", 16), ("allreduce", 8))
 #: how far a live FCT percentile may be from the simulator's (relative)
 TOLERANCE = 0.10
+#: simulator runs of a case's seed the live figures are judged against (the run's own and
+#: ``SPREAD - 1`` more, each with other endpoint seeds; module docstring)
+SPREAD = 6
 #: two transports whose FCT p99 differ by less than this (relative) are a tie
 TIE = 0.05
 _LABEL = {"uet": "UET", "roce": "RoCEv2"}
@@ -46,6 +67,17 @@ def _rel(live: float | None, sim: float | None) -> float | None:
     if live is None or sim is None or sim <= 0:
         return None
     return (live - sim) / sim
+
+
+def _outside(live: float | None, lo: float | None, hi: float | None) -> float | None:
+    """How far ``live`` lies outside [``lo``, ``hi``], relative to the nearer end (0 inside)."""
+    if live is None or lo is None or hi is None or lo <= 0:
+        return None
+    if live < lo:
+        return (live - lo) / lo
+    if live > hi:
+        return (live - hi) / hi
+    return 0.0
 
 
 def _winner(runs: dict[str, dict[str, Any]]) -> tuple[str | None, float | None]:
@@ -63,10 +95,18 @@ def _winner(runs: dict[str, dict[str, Any]]) -> tuple[str | None, float | None]:
     return ("tie" if margin < TIE else a), round(margin, 4)
 
 
-def judge(live: dict[str, dict[str, Any]], sim: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The bar (module docstring) for live and simulated runs keyed by transport: ``{"ok",
-    "transports": {t: {"intact", "p50": {"live", "sim", "delta"}, "p99": {...}, "ok"}},
-    "winner": {"live", "sim", "live_margin", "sim_margin", "ok"}}``."""
+def judge(
+    live: dict[str, dict[str, Any]],
+    sim: dict[str, dict[str, Any]],
+    spread: Sequence[dict[str, dict[str, Any]]] = (),
+) -> dict[str, Any]:
+    """The bar (module docstring) for live and simulated runs keyed by transport, ``spread`` the
+    simulator's further runs of the same seed (:func:`spread_runs`; none: the bar is the plain
+    10 % of ``sim``): ``{"ok", "transports": {t: {"intact", "p50": {"live", "sim", "delta",
+    "range", "outside"}, "p99": {...}, "ok"}}, "winner": {"live", "sim", "live_margin",
+    "sim_margin", "ok"}}``. ``delta`` is the live figure's distance from the run seed's simulated
+    one, ``range`` the simulator's [lowest, highest] over the spread, ``outside`` how far the live
+    figure lies outside it (0 within) — the figure the bar holds to :data:`TOLERANCE`."""
     out: dict[str, Any] = {"transports": {}}
     ok = True
     for t in live:
@@ -77,9 +117,18 @@ def judge(live: dict[str, dict[str, Any]], sim: dict[str, dict[str, Any]]) -> di
         for q in ("p50", "p99"):
             lv = (live[t].get("fct") or {}).get(f"{q}_s")
             sv = (sim[t].get("fct") or {}).get(f"{q}_s")
+            vals = [v for v in [sv, *((r.get(t, {}).get("fct") or {}).get(f"{q}_s") for r in spread)] if v is not None]
+            lo, hi = (min(vals), max(vals)) if sv is not None else (None, None)
             d = _rel(lv, sv)
-            row[q] = {"live": lv, "sim": sv, "delta": None if d is None else round(d, 4)}
-            good = good and d is not None and abs(d) <= TOLERANCE
+            o = _outside(lv, lo, hi)
+            row[q] = {
+                "live": lv,
+                "sim": sv,
+                "delta": None if d is None else round(d, 4),
+                "range": None if lo is None else [lo, hi],
+                "outside": None if o is None else round(o, 4),
+            }
+            good = good and o is not None and abs(o) <= TOLERANCE
         row["ok"] = good
         ok = ok and good
         out["transports"][t] = row
@@ -100,10 +149,16 @@ def verdict_lines(bar: dict[str, Any]) -> list[str]:
         def pct(d: float | None) -> str:
             return "–" if d is None else f"{d * 100:+.1f} %"
 
+        spread = [
+            f"{q} {_ms(row[q]['range'][0])}–{_ms(row[q]['range'][1])} ms"
+            for q in ("p50", "p99")
+            if row[q].get("range") and row[q]["range"][0] != row[q]["range"][1]
+        ]
+        over = f" (over {'; '.join(spread)} across endpoint seeds)" if spread else ""
         lines.append(
             f"{_LABEL.get(t, t)}: live FCT p50 {pct(p50['delta'])}, p99 {pct(p99['delta'])} from the simulator's"
             f"{'' if row['intact'] else ', NOT intact on both'}: {'within' if row['ok'] else 'OUTSIDE'} "
-            f"±{TOLERANCE * 100:.0f} %"
+            f"±{TOLERANCE * 100:.0f} % of its range{over}"
         )
     w = bar["winner"]
     if w["live"] is not None:
@@ -113,6 +168,10 @@ def verdict_lines(bar: dict[str, Any]) -> list[str]:
             f"simulator: {'the engines agree' if w['ok'] else 'the engines DISAGREE'}"
         )
     return lines
+
+
+def _ms(v: float) -> str:
+    return f"{v * 1e3:,.3g}"
 
 
 def render_verdict(bar: dict[str, Any]) -> None:
@@ -134,6 +193,18 @@ def beside(live: dict[str, dict[str, Any]], sim: dict[str, dict[str, Any]]) -> d
     return out
 
 
+def spread_runs(
+    s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], *, faults: Any = None
+) -> list[dict[str, dict[str, Any]]]:
+    """The simulator's further runs of ``s``'s seed for the bar's spread (module docstring):
+    :data:`SPREAD` − 1 runs whose endpoint cores draw from other seeds (``endpoint_seed``,
+    uet.sim.scenario), the workload, fabric and RoCEv2 paths the run seed's."""
+    from uet.tools.run import simulate_runs
+
+    seed = int(s["seed"])
+    return [simulate_runs({**s, "endpoint_seed": (seed << 16) + k}, topo, ep, faults=faults) for k in range(1, SPREAD)]
+
+
 def run_case(
     workload: str, endpoints: int, *, dilation: float | str = "auto", extra: Sequence[str] = ()
 ) -> dict[str, Any]:
@@ -146,7 +217,8 @@ def run_case(
     s, topo, ep = settings_from(build_parser().parse_args(argv))
     live = asyncio.run(live_runs(s, topo, ep, dilation_for(dilation, s, topo, ep)))
     sim = simulate_runs(s, topo, ep)
-    return {"workload": workload, "endpoints": endpoints, "live": live, "sim": sim, "bar": judge(live, sim)}
+    spread = spread_runs(s, topo, ep)
+    return {"workload": workload, "endpoints": endpoints, "live": live, "sim": sim, "bar": judge(live, sim, spread)}
 
 
 def _figures(case: dict[str, Any]) -> list[list[str]]:
@@ -165,6 +237,10 @@ def _figures(case: dict[str, Any]) -> list[list[str]]:
                     for q in ("p50", "p99")
                 ),
                 *("–" if row[q]["delta"] is None else f"{row[q]['delta'] * 100:+.1f} %" for q in ("p50", "p99")),
+                " / ".join(
+                    "–" if not row[q].get("range") else "–".join(_ms(v) for v in row[q]["range"])
+                    for q in ("p50", "p99")
+                ),
                 "yes" if row["intact"] else "no",
                 f"×{dil.get('factor', 1):g}" + ("" if kept in (True, None) else " (CPU short)"),
                 "yes" if row["ok"] else "no",
@@ -203,9 +279,12 @@ def _run(ns: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"live (time-dilated) against the simulator: FCT within ±{TOLERANCE * 100:.0f} %, same winner")
-    for col in ("case", "transport", "FCT p50 ms live / sim", "FCT p99 ms live / sim", "Δ p50", "Δ p99", "intact",
-                "dilation", "within"):  # fmt: skip
+    t = Table(
+        title=f"live (time-dilated) against the simulator: FCT within ±{TOLERANCE * 100:.0f} % of its range over "
+        f"{SPREAD} endpoint seeds, same winner"
+    )
+    for col in ("case", "transport", "FCT p50 ms live / sim", "FCT p99 ms live / sim", "Δ p50", "Δ p99",
+                "sim range p50 / p99 ms", "intact", "dilation", "within"):  # fmt: skip
         t.add_column(col, justify="left" if col in ("case", "transport") else "right")
     for c in done:
         for row in _figures(c):

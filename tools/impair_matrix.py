@@ -26,6 +26,7 @@ from typing import Any
 
 from uet.pds import Acked, Delivery, Failed, Mode, PdsConfig, PdsCore
 from uet.wire import ses as ses_wire
+from uet.wire.pds import NextHeader
 
 _A = "10.0.0.1"
 _B = "10.0.0.2"
@@ -94,7 +95,7 @@ def run_cell(
         som = mode in (Mode.RUDI, Mode.UUD) or i % msg_packets == 0
         eom = mode in (Mode.RUDI, Mode.UUD) or i % msg_packets == msg_packets - 1 or i == packets - 1
         body = i.to_bytes(4, "big") + bytes(payload - 4)
-        a.submit(_B, mode, int(ses_wire.NextHeader.SMALL), _SES, body, token=i, som=som, eom=eom, now=0)
+        a.submit(_B, mode, int(NextHeader.SMALL), _SES, body, token=i, som=som, eom=eom, now=0)
     now = 0
     flight: list[tuple[int, int, str, bytes, str, int]] = []
     seq = 0
@@ -201,6 +202,6 @@ def run_matrix(
     return [run_cell(m, loss, s, **kw) for m in modes for loss in losses for s in seeds]
 
 
-def as_dicts(results: list[CellResult]) -> list[dict]:
+def as_dicts(results: list[CellResult]) -> list[dict[str, Any]]:
     """JSON-ready records."""
     return [asdict(r) for r in results]

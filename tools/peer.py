@@ -55,15 +55,19 @@ from uet.tools.link_options import add_link_options, check_link_options, link_co
 from uet.tools.run_settings import max_payload
 
 from uet.conformance.faults import FAULTS, FaultLink
-from uet.conformance.profile import PEER_DEFAULT_JOB, Profile, ProfileError, default_profile, load_profile
+from uet.conformance.profile import (
+    PEER_DEFAULT_JOB,
+    Profile,
+    ProfileError,
+    default_profile,
+    load_profile,
+    register_regions,
+)
 from uet.endpoint import Endpoint, EndpointClosed, EndpointConfig
 from uet.errors import UetError
 from uet.link.base import Link
-from uet.ses.memory import Access
 
 __all__ = ["main"]
-
-_RIGHTS = {"r": Access.REMOTE_READ, "w": Access.REMOTE_WRITE, "a": Access.REMOTE_ATOMIC, "i": Access.IDEMPOTENT_SAFE}
 
 
 def _int(text: str) -> int:
@@ -139,7 +143,7 @@ class Peer:
         self.stats = dict.fromkeys(
             ("messages", "bytes", "echoed", "echo_failed", "receives_posted", "receive_failed"), 0
         )
-        self.tasks: list[asyncio.Task] = []
+        self.tasks: list[asyncio.Task[None]] = []
         self.taps: Any = None
         self.log: Any = None
 
@@ -196,15 +200,7 @@ class Peer:
             security=security,
             event_log=self.log,
         )
-        for r in self.profile.regions:
-            buf = bytearray(r.size)
-            for i in range(0, r.size, 8):  # a recognisable pattern: each word holds its own offset
-                buf[i : i + 8] = i.to_bytes(8, "big")[: r.size - i]
-            access = Access(0)
-            for c in r.access:
-                access |= _RIGHTS[c]
-            self.ep.register(buf, access, key=r.key, job=r.job)
-            self.buffers.append(buf)
+        self.buffers = register_regions(self.ep, self.profile)
         for rcv in self.profile.receives:
             self.tasks.append(asyncio.ensure_future(self._posted(rcv.size, rcv.tag, rcv.truncate)))
         # several waiting receives: a deferred send whose initiator never restarts (§6.7) holds one
@@ -298,7 +294,7 @@ class Peer:
 def reachable_from_elsewhere(args: argparse.Namespace) -> bool:
     """Whether hosts other than this one can reach the peer's regions: its address is not loopback
     (through a ``uet-fabric`` switch: the switch is not on loopback)."""
-    host = args.fabric[0] if args.fabric is not None else args.address
+    host: str = args.fabric[0] if args.fabric is not None else args.address
     try:
         return not ipaddress.ip_address(host).is_loopback
     except ValueError:  # a host name: assume the worst
@@ -382,7 +378,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except ProfileError as e:
         raise UsageError(str(e)) from None
     if args.keys:  # a missing or unsafe key file: one line, exit 2, before the peer opens
-        from uet.tss.keyfile import KeyFileError, load_key_file
+        from uet.tss.errors import KeyFileError
+        from uet.tss.keyfile import load_key_file
 
         try:
             load_key_file(args.keys, wall_ns=0)

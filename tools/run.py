@@ -36,7 +36,8 @@ process and every endpoint; each maps real time to virtual time (virtual = start
 the run starts; ``--dilation 1`` is real time. The result's ``dilation`` says the factor, its
 basis and whether the CPU kept up; the tables say so above them and mark a run that did not.
 With ``--transport both`` the simulator's figures of the same scenario are printed beside the
-live ones, with the live/sim bar's verdict (tools/differential.py). ``--timeout`` (``timeout_s``)
+live ones, with the live/sim bar's verdict (tools/differential.py: the live figures against the
+simulator's range over a few endpoint seeds). ``--timeout`` (``timeout_s``)
 is virtual time on both engines, as every other time of the run: a dilated live run waits TDF
 times longer in real time before it gives up (before, a run dilated ×1,500 gave up after 80 ms of
 virtual time and reported the slower flows of a 16-host permutation as failed).
@@ -577,7 +578,8 @@ class Launcher:
             while True:
                 ev = await w.next(30)
                 if ev.get("event") == "closed":
-                    return ev.get("counters", {})
+                    counters: dict[str, Any] = ev.get("counters", {})
+                    return counters
         except RunError:
             return {}
 
@@ -1073,6 +1075,7 @@ async def _main(
     settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
     dilation: Dilation,
     sim: dict[str, dict[str, Any]] | None = None,
+    spread: Sequence[dict[str, dict[str, Any]]] = (),
 ) -> int:
     """The live engine: one run per transport (``both``: UET, then RoCEv2, each with its own fabric
     process; pcaps and plots then in ``DIR/uet`` and ``DIR/roce``), then the output. After Ctrl-C
@@ -1100,7 +1103,7 @@ async def _main(
             if code == 130:
                 return _emit_interrupted(args, s, ep, runs)
     if len(runs) > 1:
-        return _emit_both(args, s, ep, runs, sim=sim)
+        return _emit_both(args, s, ep, runs, sim=sim, spread=spread)
     result = _emit_one(args, next(iter(runs.values())), render)
     if result["diagnosis"]:
         sys.stderr.write(f"uet-run: note: {result['diagnosis']}\n")
@@ -1325,9 +1328,18 @@ def _body(argv: Sequence[str] | None) -> int:
     s = settings[0]
     faults = faults_from(args, _fault_table(s), int(s["seed"]))
     sim = simulate_runs(*settings, faults=faults) if len(_transports(s)) > 1 else None
-    if sim and any(r.get("interrupted") for r in sim.values()):
-        raise KeyboardInterrupt  # Ctrl-C during the simulation: nothing ran live yet
-    return asyncio.run(_main(args, settings, dilation, sim))
+    spread: list[dict[str, dict[str, Any]]] = []
+    if sim:
+        from uet.tools.differential import spread_runs
+
+        def cut(parts: Iterable[dict[str, dict[str, Any]]]) -> bool:
+            return any(r.get("interrupted") for part in parts for r in part.values())
+
+        if not cut([sim]):
+            spread = spread_runs(*settings, faults=faults)  # the simulator's range (tools/differential.py)
+        if cut([sim, *spread]):
+            raise KeyboardInterrupt  # Ctrl-C during the simulation: nothing ran live yet
+    return asyncio.run(_main(args, settings, dilation, sim, spread))
 
 
 def _on_hosts(args: argparse.Namespace, argv: list[str]) -> int:
@@ -1460,6 +1472,7 @@ def _emit_both(
     runs: dict[str, dict[str, Any]],
     not_run: Sequence[str] = (),
     sim: dict[str, dict[str, Any]] | None = None,
+    spread: Sequence[dict[str, dict[str, Any]]] = (),
 ) -> int:
     """``--transport both``: one object ``{"ok", "transport": "both", "comparison", "runs"}``
     (``--json``), or the side-by-side table (tools/compare.py) then each run's one-line verdict.
@@ -1490,7 +1503,7 @@ def _emit_both(
     if sim:
         from uet.tools.differential import beside, judge
 
-        bar = judge(runs, sim)
+        bar = judge(runs, sim, spread)
         out.update(sim=sim, differential=bar)
     done = 130 if interrupted else 0 if out["ok"] else 1
     note = fairness_note(first.get("derived", {}).get("tuned", []))

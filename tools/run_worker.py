@@ -208,7 +208,10 @@ def lag_summary(lags: list[int]) -> dict[str, Any]:
     s = sorted(lags)
     if not s:
         return {"samples": 0, "p50_us": 0.0, "p99_us": 0.0, "max_us": 0.0}
-    at = lambda q: round(s[min(len(s) - 1, int(q * len(s)))] / 1e3, 1)  # noqa: E731
+
+    def at(q: float) -> float:
+        return round(s[min(len(s) - 1, int(q * len(s)))] / 1e3, 1)
+
     return {"samples": len(s), "p50_us": at(0.5), "p99_us": at(0.99), "max_us": round(s[-1] / 1e3, 1)}
 
 

@@ -245,10 +245,12 @@ class CoreOperations:
 
     async def recv(self, tag: int | None = None, ignore: int = 0, *, source: str | None = None) -> Message:
         core = self._start()
-        m = core.recv_nowait(tag, ignore, source=source)
+        # the core's completions are typed by the operation, not by the handle: say them here
+        m: Message | None = core.recv_nowait(tag, ignore, source=source)
         if m is not None:
             return m
-        return await self._wait(core.post_recv(None, tag=tag, ignore=ignore, source=source))
+        got: Message = await self._wait(core.post_recv(None, tag=tag, ignore=ignore, source=source))
+        return got
 
     async def recv_into(
         self,
@@ -260,12 +262,14 @@ class CoreOperations:
         truncate: bool = False,
     ) -> Message:
         h = self._start().post_recv(buffer, tag=tag, ignore=ignore, source=source, truncate=truncate)
-        return await self._wait(h)
+        got: Message = await self._wait(h)
+        return got
 
     def register(
         self, buffer: Any, access: Access | int = Access.ALL, *, key: int | None = None, **options: Any
     ) -> MemoryRegion:
-        return self.core.register(buffer, access, key=key, **options)
+        region: MemoryRegion = self.core.register(buffer, access, key=key, **options)
+        return region
 
     def deregister(self, region: MemoryRegion | int) -> None:
         self.core.deregister(region)
@@ -283,7 +287,8 @@ class CoreOperations:
         await self._wait(self._start().write(peer, key, offset, data, header_data=header_data, **options))
 
     async def read(self, peer: str, key: int, offset: int, length: int, **options: Any) -> bytes | memoryview:
-        return await self._wait(self._start().read(peer, key, offset, length, **options))
+        data: bytes | memoryview = await self._wait(self._start().read(peer, key, offset, length, **options))
+        return data
 
     async def atomic(
         self,

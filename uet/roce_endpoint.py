@@ -59,6 +59,8 @@ class RoceEndpoint(CoreOperations, CoreDriver):
     (64-bit fetch-add and compare-swap, :class:`~uet.roce.core.UnsupportedAtomic` otherwise).
     """
 
+    core: RoceCore
+
     def __init__(
         self,
         link: Link,

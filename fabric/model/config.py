@@ -19,9 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from uet.errors import UetError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+#: any config dataclass (for the helpers that copy one with changes and return its own type)
+DataclassT = TypeVar("DataclassT", bound="DataclassInstance")
 
 KB = 1024
 
@@ -331,7 +337,7 @@ def check_thresholds(cfg: SwitchConfig, links: list[tuple[int, int]]) -> list[st
     return warnings
 
 
-def _replace(obj: Any, over: dict[str, Any]) -> Any:
+def _replace(obj: DataclassT, over: dict[str, Any]) -> DataclassT:
     names = {f.name for f in dataclasses.fields(obj)}
     bad = set(over) - names
     if bad:

@@ -178,7 +178,7 @@ class Telemetry:
         return [r for r in self.records if r.kind == k]
 
 
-class Counters(Counter):
+class Counters(Counter[tuple[Any, ...]]):
     """Event counts keyed by tuples: ``("drop", node, reason)``, ``("drop_port", node, port, tc,
     reason)``, ``("mark", node, port, tc)``, ``("trim", node, port)``, ``("pfc_tx", node, port, prio,
     "xoff"|"xon")``, ``("pfc_rx", ...)``, ``("watchdog", node, port, tc)``. :meth:`total` sums every

@@ -5,21 +5,25 @@
 - :mod:`uet.cc.rccc`: RCCC, the source credit gate and the receiver's credit pacer (§4.5);
 - :mod:`uet.cc.entropy`: path selection — REPS, bitmap, oblivious spraying, single path (§4.6);
 - :mod:`uet.cc.ccc`: one CCC, the gate the PDS asks before each transmission (§4.1);
-- :mod:`uet.cc.registry`: the algorithms by name (``none``, ``nscc``, ``rccc``, ``nscc+rccc``;
-  ``single``, ``oblivious``, ``reps``, ``bitmap``), installed into a PDS core from its config.
+- :mod:`uet.cc.base`: the seam — :class:`SenderCc` (what the PDS talks to) and
+  :class:`CcAlgorithm` (the base class of one algorithm);
+- :mod:`uet.cc.registry`: the algorithms by name (``none``, or registered names joined with ``+``:
+  ``nscc+rccc``; ``single``, ``oblivious``, ``reps``, ``bitmap``), built for a PDS core from its
+  config.
 """
 
+from uet.cc.base import CcAlgorithm, ResendPolicy, SenderCc
 from uet.cc.ccc import Ccc
 from uet.cc.config import CcConfig
 from uet.cc.entropy import Bitmap, Oblivious, Reps, Single
 from uet.cc.nscc import Nscc
 from uet.cc.rccc import CreditScheduler, CreditSender
-from uet.cc.registry import CC_ALGORITHMS, LOAD_BALANCERS, install
+from uet.cc.registry import LOAD_BALANCERS, algorithm_names, build, register
 
 __all__ = [
-    "CC_ALGORITHMS",
     "LOAD_BALANCERS",
     "Bitmap",
+    "CcAlgorithm",
     "Ccc",
     "CcConfig",
     "CreditScheduler",
@@ -27,6 +31,10 @@ __all__ = [
     "Nscc",
     "Oblivious",
     "Reps",
+    "ResendPolicy",
+    "SenderCc",
     "Single",
-    "install",
+    "algorithm_names",
+    "build",
+    "register",
 ]

@@ -37,7 +37,9 @@ Choices where the notes leave room (inference):
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+from uet.cc.base import CcAlgorithm
 from uet.cc.config import REF_BDP, REF_RTT_NS, CcConfig
 
 #: htsim's EWMA weight of one delay sample (§4.3.5)
@@ -49,13 +51,16 @@ MAX_MD_JUMP = 0.5
 QA_GATE = 3
 
 
-class Nscc:
+class Nscc(CcAlgorithm):
     """Per-CCC NSCC state and reactions (§4.3.2 state, §4.3.3–§4.3.5 rules).
 
     ``log(record)`` (optional) receives a ``{"ev": "cc", ...}`` record whenever cwnd, base RTT or
     the average delay change (uet.eventlog, qlog ``metrics_updated`` in spirit)."""
 
-    def __init__(self, cfg: CcConfig, now: int = 0, log: Callable[[dict], None] | None = None) -> None:
+    name = "nscc"
+    base_rtt_probe = True
+
+    def __init__(self, cfg: CcConfig, now: int = 0, log: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.cfg = cfg
         self.mtu = cfg.mtu
         self.config_base_rtt = cfg.base_rtt_ns
@@ -98,7 +103,7 @@ class Nscc:
         self.last_tx: int | None = None
         self.stats = {"fair": 0, "prop": 0, "fast": 0, "md": 0, "qa": 0, "hold": 0, "penalty": 0}
         self._log = log
-        self._logged: tuple = ()
+        self._logged: tuple[int, ...] = ()
 
     def _qa_default(self) -> float:
         """§4.3.1 ``qa_threshold``: ``4 × target_qdelay`` without trimming; with trimming the
@@ -137,6 +142,12 @@ class Nscc:
             if t > now and (d is None or t > d):
                 d = t
         return d
+
+    def deadline(self, now: int) -> int | None:
+        return self.pacing_deadline(now)
+
+    def window(self) -> float | None:
+        return self.cwnd
 
     def on_send(self, size: int, now: int) -> None:
         self.inflight += size
@@ -307,8 +318,9 @@ class Nscc:
 
     # -- NACK and loss (§4.3.5) --------------------------------------------------------------------
 
-    def on_nack(self, size: int, rtt: int | None, trimmed: bool, lasthop: bool, rccc: bool, now: int) -> None:
-        """A NACK for a packet of ``size`` nominal bytes; ``trimmed``/``lasthop`` say which trim."""
+    def on_nack(self, size: int, rtt: int | None, trimmed: bool, lasthop: bool, credit: bool, now: int) -> None:
+        """A NACK for a packet of ``size`` nominal bytes; ``trimmed``/``lasthop`` say which trim;
+        with ``credit`` (RCCC runs too) a last-hop trim leaves the window alone (§4.5)."""
         adjust = False
         self.inflight -= size
         if rtt is not None:
@@ -316,7 +328,7 @@ class Nscc:
         if trimmed:
             self.update_delay(self.config_base_rtt, True)
             self.bytes_ignored += size
-            if not lasthop or not rccc:
+            if not lasthop or not credit:
                 adjust = True
                 self.trigger_qa = True
                 if self.quick_adapt(True, True, 0, now):
@@ -335,6 +347,15 @@ class Nscc:
     def on_abandon(self, size: int) -> None:
         """A packet left flight without any signal (its PDC failed): forget it."""
         self.inflight -= size
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "cwnd": self.cwnd,
+            "inflight": self.inflight,
+            "base_rtt": self.base_rtt,
+            "avg_delay": self.avg_delay,
+            **self.stats,
+        }
 
     # -- helpers -----------------------------------------------------------------------------------
 

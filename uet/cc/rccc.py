@@ -28,7 +28,9 @@ of ``credit_target`` in the CC request and of ``credit`` in the credit ACK state
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from typing import Any
 
+from uet.cc.base import CcAlgorithm
 from uet.cc.config import CcConfig
 from uet.cc.pullrate import PullRate
 
@@ -42,10 +44,13 @@ def diff24(a: int, b: int) -> int:
     return d - 0x1000000 if d & 0x800000 else d
 
 
-class CreditSender:
+class CreditSender(CcAlgorithm):
     """Source half of RCCC for one CCC (§4.5 "Source")."""
 
-    def __init__(self, cfg: CcConfig, now: int = 0, log: Callable[[dict], None] | None = None) -> None:
+    name = "rccc"
+    credit_based = True
+
+    def __init__(self, cfg: CcConfig, now: int = 0, log: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.cfg = cfg
         self.max_wnd = cfg.max_wnd
         self.mtu = cfg.mtu
@@ -69,8 +74,42 @@ class CreditSender:
         self.granted_bytes = 0
         self._log = log
 
-    def can_send(self) -> bool:
+    def can_send(self, size: int = 0, now: int = 0) -> bool:
         return self.credit > 0
+
+    def ack_request(self, size: int = 0) -> bool:
+        """AR on the packet that spends the last of the credit."""
+        return self.credit - size <= 0
+
+    def deadline(self, now: int) -> int | None:
+        r = self.request_deadline()
+        return None if r is None else max(r, now)
+
+    def on_ack(
+        self, newly_rcvd: int, ecn: bool, rtt: int | None, now: int, pend: int = 0, restore: bool = False
+    ) -> None:
+        self.end_speculation()
+
+    def on_nack(self, size: int, rtt: int | None, trimmed: bool, lasthop: bool, credit: bool, now: int) -> None:
+        self.end_speculation()
+
+    def set_backlog(self, nbytes: int) -> None:
+        self.backlog = nbytes
+
+    def credit_target(self, cwnd: float | None) -> int:
+        return self.target(cwnd)
+
+    def credit_request_due(self, now: int) -> bool:
+        rd = self.request_deadline()
+        return rd is not None and rd <= now
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "credit": self.credit,
+            "pull": self.pull,
+            "granted": self.granted_bytes,
+            "speculating": self.speculating,
+        }
 
     def on_send(self, size: int, now: int | None = None) -> None:
         """A packet of nominal ``size`` went; at ``now`` (when given) it carried our target."""
@@ -187,7 +226,7 @@ class CreditScheduler:
     no closer than ``pacing interval / its share``: while it waits for its share the pacer serves
     the others, and with no one else to serve it waits for that sender's time."""
 
-    def __init__(self, cfg: CcConfig, ports: int = 1, log: Callable[[dict], None] | None = None) -> None:
+    def __init__(self, cfg: CcConfig, ports: int = 1, log: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.cfg = cfg
         self.grant_bytes = cfg.grant_mtus * cfg.mtu
         self.rate_Bpns = cfg.link_bps * ports * cfg.pull_rate / 8e9

@@ -47,10 +47,11 @@ class Iut:
     """The implementation under test's sending side, seen from the tester playing its target."""
 
     def __init__(self, s: Session, *, mode: str = "rud") -> None:
-        if s.driver is None:
+        d = s.driver
+        if d is None:
             raise Skipped(NO_AGENT)
         self.s = s
-        self.d = s.driver
+        self.d = d
         self.d.log.clear()
         t = s.target
         try:
@@ -65,6 +66,10 @@ class Iut:
         self.ours: dict[int, int] = {}
         #: RUDI / UUD requests (no PDC) count as the implementation's: only a case that opened one
         self.datagram_modes = mode in ("rudi", "uud")
+        #: TSS on: the implementation's PDCs are secure (:meth:`message`)
+        self.secure = s.target.keys is not None
+        #: :meth:`message` acknowledged the first packet of a secure SYN flight
+        self.held_first = False
         # start from no PDC toward the tester: the implementation may hold one from an earlier
         # case (a target initiates one for DEFERRABLE_RTR or return data)
         self.finish()
@@ -149,8 +154,15 @@ class Iut:
         return self.packet(what, lambda r: r.ptype in REQUEST_TYPES and (pred is None or pred(r)), timeout)
 
     def message(self, what: str) -> list[Reply]:
-        """Every packet of the next message, its first (SOM) to its last (EOM), new PSNs only."""
+        """Every packet of the next message, its first (SOM) to its last (EOM), new PSNs only.
+        A secure initiator may send one packet of a new PDC's first flight and wait for the
+        target's answer (a RANDOM_1RTT_START target refuses the flight, §2.3.2 is silent on its
+        size): with keys the first packet of a SYN flight is acknowledged at once (no SES
+        response), so the rest follows; :attr:`held_first` then says so."""
         first = self.request(f"the first packet of {what}", lambda r: r.ses is not None and r.ses.flags & S.SesFlag.SOM)
+        self.held_first = self.secure and bool(first.flags & P.ReqFlag.SYN) and not first.ses.flags & S.SesFlag.EOM
+        if self.held_first:
+            self.ack(first, ses=False)
         pkts = [first]
         while not pkts[-1].ses.flags & S.SesFlag.EOM:
             last = pkts[-1].pds.psn

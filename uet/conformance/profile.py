@@ -28,7 +28,7 @@ from typing import Any
 from uet.config_file import ConfigFileError, read_toml
 from uet.conformance.session import Receive, Region
 
-__all__ = ["Profile", "default_profile", "load_profile", "parse_region"]
+__all__ = ["Profile", "default_profile", "load_profile", "parse_region", "register_regions"]
 
 _ACCESS = set("rwai")
 
@@ -68,6 +68,28 @@ def default_profile(job: int) -> Profile:
         ],
         receives=[Receive(16, 0x7E570001, False), Receive(16, 0x7E570002, True)],
     )
+
+
+_RIGHTS = {"r": "REMOTE_READ", "w": "REMOTE_WRITE", "a": "REMOTE_ATOMIC", "i": "IDEMPOTENT_SAFE"}
+
+
+def register_regions(ep: Any, profile: Profile) -> list[bytearray]:
+    """Register ``profile``'s regions on ``ep`` (a :class:`uet.Endpoint`), each filled with a
+    recognisable pattern (every 8-byte word holds its own offset, big-endian); returns the buffers
+    (the caller keeps them alive). ``uet-peer`` and the reference agent expose their regions so."""
+    from uet.ses.memory import Access
+
+    buffers = []
+    for r in profile.regions:
+        buf = bytearray(r.size)
+        for i in range(0, r.size, 8):
+            buf[i : i + 8] = i.to_bytes(8, "big")[: r.size - i]
+        access = Access(0)
+        for c in r.access:
+            access |= Access[_RIGHTS[c]]
+        ep.register(buf, access, key=r.key, job=r.job)
+        buffers.append(buf)
+    return buffers
 
 
 def _access(v: Any, where: str) -> str:

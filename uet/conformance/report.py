@@ -11,7 +11,7 @@ import json
 import xml.etree.ElementTree as ET  # noqa: S405 - used to *write* XML, never to parse input
 from collections import Counter
 from collections.abc import Iterable
-from typing import TextIO
+from typing import Any, TextIO
 
 from uet.conformance.case import Case, Result
 
@@ -55,7 +55,7 @@ def table(results: list[Result], out: TextIO, *, verbose: bool = False) -> None:
     )
 
 
-def to_json(results: list[Result], target: dict) -> str:
+def to_json(results: list[Result], target: dict[str, Any]) -> str:
     return json.dumps({"target": target, "summary": summary(results), "cases": [r.as_dict() for r in results]})
 
 

@@ -123,6 +123,7 @@ b2.8-13 T MUST ACKs for an unknown PDC or an unsent PSN are ignored
 b2.9-1 I MUST on RTO an unacknowledged packet is retransmitted: same PSN and payload, RETX and AR
 b2.9-2 I MUST on RTO a packet known received gets an ACK_REQ for its PSN instead of a retransmission
 b2.9-3 I MUST when the retries are spent the PDC closes in error and the operation fails
+b2.9-4 I SHOULD successive RTO retransmissions of one packet back off: the interval between them grows
 b2.10-1 I MUST a NACK naming a PSN outside [tx_base, next_psn − 1] is ignored
 b2.10-2 I MUST a retransmit-class NACK (0x01–0x0B, 0x12, 0x14, 0x1A, 0xFD, 0xFE) resends the packet
 b2.10-3 I MUST a PDC-fatal NACK (0x0E–0x11, 0x13, 0x15, 0x16, 0x19, 0xFF) ends resends on that PDC
@@ -173,6 +174,7 @@ b2.15-4 T MUST UUD: no PDC is opened
 b2.16-1 T MUST with the CRC trailer a packet whose CRC is wrong or missing is dropped silently
 b2.16-2 T MUST with the CRC trailer every packet sent carries a valid one
 b3.3-1 T MUST a trimmed request draws NACK TRIMMED (or TRIMMED_LASTHOP) and is not delivered
+b3.3-2 T MUST the trim NACK names the packet's PSN, echoes its retx and carries its ECN-CE mark in m
 b3.4-1 I MUST a trimmed packet (NACK TRIMMED / TRIMMED_LASTHOP) is resent
 b4.2-1 T MUST ACK_CC rcvd_bytes counts the nominal bytes of new data packets in 256-byte units
 b4.2-2 T SHOULD ACK_CC reports the out-of-order count
@@ -328,6 +330,8 @@ NAK-012 b2.11-3
 NAK-013 b2.11-11
 NAK-014 b2.11-12
 NAK-015 b2.2-14
+NAK-016 b3.3-1 b3.3-2
+NAK-017 b3.3-1 b3.3-2
 CTL-001 b2.11-2
 CTL-002 b2.11-3
 CTL-003 b2.11-4

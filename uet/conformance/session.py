@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from uet.conformance.driver import Driver
 from uet.conformance.wirekit import M32, Reply, SesFields, control, decode_reply, request, ses_standard
 from uet.wire import crc
 from uet.wire import pds as P
@@ -172,7 +173,7 @@ class Session:
         #: the secure target mints Start PSNs itself (RANDOM_1RTT_START, §2.3.2)
         self.one_rtt = False
         #: the implementation's agent (uet.conformance.driver.Driver) for the initiator-side cases
-        self.driver: Any = None
+        self.driver: Driver | None = None
         #: what a case asks to run after it (uet.conformance.driver_target), before the PDCs close
         self.cleanups: list[Callable[[], None]] = []
         self._mid = self.rng.randrange(1, 0xFFFF)
@@ -279,20 +280,23 @@ class Session:
             return
         self.sock.sendto(wire, (self.target.address, self.target.port))
 
-    def send(self, plaintext: bytes, *, ecn: int = 0) -> bytes:
+    def send(self, plaintext: bytes, *, ecn: int = 0, dscp: int = 0, trailer: bool = True) -> bytes:
         """Seal (with keys) and send; returns the bytes that went on the wire. ``ecn`` sets the
-        IP ECN field of this datagram (3 = CE, as a congested switch would have marked it)."""
+        IP ECN field of this datagram (3 = CE, as a congested switch would have marked it),
+        ``dscp`` its DSCP (a trimming switch's mark, behaviour.md §3.2); ``trailer`` False sends
+        it without the CRC-32C trailer (a trimmed packet lost it)."""
         wire = self.seal(plaintext)
-        if ecn:
+        tos = (dscp & 0x3F) << 2 | ecn & 3
+        if tos:
             level, opt = (socket.IPPROTO_IPV6, socket.IPV6_TCLASS) if ":" in self.local else (
                 socket.IPPROTO_IP, socket.IP_TOS)  # fmt: skip
-            self.sock.setsockopt(level, opt, ecn & 3)
+            self.sock.setsockopt(level, opt, tos)
             try:
-                self.send_raw(wire, plaintext)
+                self.send_raw(wire, plaintext, trailer=trailer)
             finally:
                 self.sock.setsockopt(level, opt, 0)
         else:
-            self.send_raw(wire, plaintext)
+            self.send_raw(wire, plaintext, trailer=trailer)
         return wire
 
     def _read(self, deadline: float) -> bool:
@@ -338,7 +342,9 @@ class Session:
                     continue
                 data = pt
             self.log.append(("received", data))
-            self._queue.append(decode_reply(data))
+            reply = decode_reply(data)
+            reply.at = time.monotonic()
+            self._queue.append(reply)
             return True
 
     def drain(self) -> None:
@@ -560,7 +566,7 @@ class Pdc:
             if not self.mine(r):
                 return False
             if r.is_nack:
-                return r.pds.nack_code == P.NackCode.NEW_START_PSN
+                return bool(r.pds.nack_code == P.NackCode.NEW_START_PSN)
             covers = r.is_ack and (r.ack_psn == psn or not P.psn_after(psn, r.pds.cack_psn))
             return covers and not r.flags & P.AckFlag.P
 

@@ -196,6 +196,8 @@ class Reply:
     ses: Any = None
     data: bytes = b""
     error: str | None = None
+    #: when the tester read it (its monotonic clock, seconds): intervals between replies, never a deadline
+    at: float = 0.0
 
     @property
     def flags(self) -> int:
@@ -227,7 +229,7 @@ class Reply:
         """ACK PSN (CACK + offset, §5.3) of a non-probe ACK."""
         if not self.is_ack or self.flags & P.AckFlag.P:
             return None
-        return (self.pds.cack_psn + self.pds.ack_psn_offset) & M32
+        return int(self.pds.cack_psn + self.pds.ack_psn_offset) & M32
 
     def sacked(self) -> list[int]:
         """PSNs set in the SACK bitmap (§5.4), empty without one."""

@@ -48,6 +48,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from uet.errors import UetError
+from uet.fep.marking import RX_ECN
 from uet.link.base import DSCP_CONTROL, DSCP_DATA, Link, ReceiveCallback, tos
 from uet.link.impair import Impairment
 from uet.link.sockio import close_socket, drain_backlog, link_counters, size_buffers
@@ -285,6 +286,7 @@ class DirectLink(Link):
         calls again: other callbacks get their turn). One wakeup thus serves a whole burst, and
         the endpoint runs the PDS core (and sends its coalesced ACKs) once per batch."""
         read_ecn = self.read_ecn
+        rx_ecn = RX_ECN
         recvmsg = self.sock.recvmsg
         recvfrom = None if read_ecn else self.sock.recvfrom
         v6 = self.v6
@@ -310,9 +312,9 @@ class DirectLink(Link):
                     c["rx_errors"] += 1
                     more = False
                     break
-                if anc:
+                if anc:  # the TOS byte: ECN and a switch's trim mark (uet.fep.marking.RX_ECN)
                     raw = anc[0][2]
-                    append((data, src[0], (int.from_bytes(raw, sys.byteorder) if v6 else raw[0]) & 3))
+                    append((data, src[0], rx_ecn[(int.from_bytes(raw, sys.byteorder) if v6 else raw[0]) & 0xFF]))
                 else:
                     append((data, src[0], 0))
                 nbytes += len(data)

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from uet.fep.events import Datagram
+from uet.fep.marking import RX_ECN
 from uet.link.base import DSCP_DATA, Link, ReceiveCallback, tos
 from uet.link.direct import LinkError
 from uet.link.impair import Impairment
@@ -214,7 +215,8 @@ class IpLink(Link):
         if reserved:
             self.counters["rx_errors"] += 1
             return None
-        return Datagram(packet[ENTROPY_HEADER_LEN:], src, tclass & 3, False, False, entropy)
+        marks = RX_ECN[tclass & 0xFF]  # ECN and a switch's trim mark (uet.fep.marking)
+        return Datagram(packet[ENTROPY_HEADER_LEN:], src, marks & 3, marks > 3, marks >= 0x200, entropy)
 
     def _on_readable(self) -> None:
         """Drain the socket in batches of at most ``max_batch`` until EAGAIN or ``max_rounds``

@@ -4,6 +4,7 @@ a module global a few ns), and the 32-bit PSN mask."""
 
 from __future__ import annotations
 
+from uet.cc.base import ResendPolicy
 from uet.pds.config import Mode
 from uet.pds.states import InitiatorState, TargetState
 from uet.wire.pds import AckFlag, ControlType, NackAction, NackCode, NackFlag, ReqFlag
@@ -15,6 +16,7 @@ _A_M = int(AckFlag.M)
 _A_P = int(AckFlag.P)
 _A_RETX = int(AckFlag.RETX)
 _CT_ACK_REQ = ControlType.ACK_REQ
+_GATED = ResendPolicy.GATED
 _CT_CLEAR = ControlType.CLEAR
 _CT_CLOSE = ControlType.CLOSE
 _CT_CREDIT = ControlType.CREDIT

@@ -25,6 +25,8 @@ started move to a new PDC in every case (§1.4). Each packet may be moved ``max_
 
 from __future__ import annotations
 
+from typing import Any
+
 from uet.pds._aliases import _CT_CLOSE, _M32, _S_CLOSE_ACK_WAIT, _S_CLOSED, _S_ESTABLISHED, _S_SYN_SENT
 from uet.pds.config import PdsLimitError
 from uet.pds.events import Failed, PdcClosed
@@ -178,7 +180,7 @@ class CloseMixin(PdsState):
         if salvaged:
             self._retry_elsewhere(pdc, salvaged, reason, code, now)
 
-    def _salvage(self, pdc: InitiatorPdc, npsn: int) -> list[tuple]:
+    def _salvage(self, pdc: InitiatorPdc, npsn: int) -> list[tuple[Any, list[TxPkt]]]:
         """Take off ``pdc`` every message none of whose packets was acknowledged and that
         the target cannot have assembled (module docstring): the
         outstanding packets in PSN order, then the rest of the message in progress, grouped
@@ -213,7 +215,7 @@ class CloseMixin(PdsState):
                     cur.append(q)
         act = pdc.active
         act_som = pdc.active_som
-        taken: list[tuple] = []
+        taken: list[tuple[Any, list[TxPkt]]] = []
         limit = self.config.max_nack_retx
         for g in groups:
             is_active = act is not None and g[0] is act_som
@@ -244,7 +246,9 @@ class CloseMixin(PdsState):
             self._count("messages_retried_new_pdc", len(taken))
         return taken
 
-    def _retry_elsewhere(self, old: InitiatorPdc, groups: list[tuple], reason: str, code: int | None, now: int) -> None:
+    def _retry_elsewhere(
+        self, old: InitiatorPdc, groups: list[tuple[Any, list[TxPkt]]], reason: str, code: int | None, now: int
+    ) -> None:
         """Queue the salvaged messages of ``old`` on the key's usable PDC or a new one, ahead of
         the messages :meth:`_migrate_unstarted` moved there (they are older)."""
         try:

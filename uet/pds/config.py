@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
 
+from uet.cc.config import CcConfig
 from uet.errors import UetError
 
 
@@ -153,7 +153,8 @@ class PdsConfig:
         lb: path selection (§4.6): ``default`` (rotating spraying for RUD, one entropy per ROD
             PDC), ``single``, ``oblivious``, ``reps`` or ``bitmap``.
         cc_params: a ``uet.cc.CcConfig`` (link speed, config_base_rtt, MTU, ...); None = its
-            defaults (100 Gb/s, 12 µs).
+            defaults (100 Gb/s, 12 µs). A table (dict) of its fields is accepted and converted
+            here (ValueError for an unknown field).
         start_psn: force every new PDC's Start_PSN (tests, conformance); None = random in
             [2^16, 2^31) (§2.3.1).
         control_entropy: entropy value for control packets and for ACK/NACKs when the request's
@@ -238,7 +239,7 @@ class PdsConfig:
     cc_window: int = 1024
     cc: str = "none"
     lb: str = "default"
-    cc_params: Any = None
+    cc_params: CcConfig | None = None
     start_psn: int | None = None
     control_entropy: int = 0xC000
     psn_range_limit: int = (1 << 31) - (1 << 16)
@@ -274,3 +275,8 @@ class PdsConfig:
             from uet.cc.registry import check_names
 
             check_names(self.cc, self.lb)
+        if self.cc_params is not None and not isinstance(self.cc_params, CcConfig):
+            from uet.cc.registry import as_config
+
+            # a scenario file's ``[endpoint.pds.cc_params]`` table: typed once, here
+            object.__setattr__(self, "cc_params", as_config(self.cc_params))

@@ -133,8 +133,7 @@ class ControlMixin(PdsState):
         holds its ACKs until we prove we receive (uet.pds.validation) asks with it, and the CLEAR
         names the target's PDCID (``spdcid``, not adopted: only an ACK establishes the PDC)."""
         self._count("ctl_rx_" + (ControlType(ctl).name if ctl <= 9 else str(ctl)) + "_before_ack")
-        if ctl == _CT_CREDIT and pdc.gate.cc_signals and pdc.gate.credit is not None:
-            pdc.gate.on_grant(payload, now)
+        if ctl == _CT_CREDIT and pdc.gate.on_grant(payload, now):
             self._dirty[pdc] = None
         elif ctl == _CT_REQ_CLEAR and spdcid:
             fl = _ISROD if pdc.mode == _MODE_ROD else 0

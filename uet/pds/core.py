@@ -61,6 +61,7 @@ from collections.abc import Callable, Iterable, Sequence
 from heapq import heapify, heappop, heappush, heapreplace
 from typing import Any
 
+from uet.cc.registry import build as build_cc
 from uet.errors import DecodeError
 from uet.pds import closing, control, feedback, initiator, ret, rudi, target, trimwait
 from uet.pds._aliases import (
@@ -110,7 +111,7 @@ class PdsCore(
         config: PdsConfig | None = None,
         *,
         rng: random.Random | None = None,
-        log: Callable[[dict], None] | None = None,
+        log: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.local = local
         self.config = config or PdsConfig()
@@ -188,14 +189,16 @@ class PdsCore(
         self.guard = SourceGuard(self.config, self._count) if self.config.amp_factor else None
         #: opaque value of the last window probe (uet.pds.initiator._window_probe)
         self._probe_seq = 0
-        #: RCCC receiver pacer and the CC parameters, set by ``uet.cc.registry.install`` when
+        #: RCCC receiver pacer and the CC parameters, from ``uet.cc.registry.build`` when
         #: ``config.cc``/``config.lb`` name algorithms (spec/behaviour.md §4)
         self.credit_scheduler = None
         self.cc_params = None
-        if self.config.cc != "none" or self.config.lb != "default":
-            from uet.cc.registry import install
-
-            install(self)
+        cfg = self.config
+        if cfg.cc != "none" or cfg.lb != "default":
+            cc = build_cc(cfg.cc, cfg.lb, cfg.cc_params, cfg.cc_window, self.rng, self._log)
+            self.gate_factory = cc.gate_factory
+            self.cc_params = cc.params
+            self.credit_scheduler = cc.receiver
 
     # -- helpers shared by the halves -----------------------------------------------------------
 
@@ -210,7 +213,7 @@ class PdsCore(
         if self._log is not None:
             self._log({"t": now, "ev": "drop", "peer": src, "reason": reason})
 
-    def _emit(self, rec: dict) -> None:
+    def _emit(self, rec: dict[str, Any]) -> None:
         if self._log is not None:
             self._log(rec)
 

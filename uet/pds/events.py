@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections import namedtuple
 from dataclasses import dataclass
+from typing import Any
 
 from uet.pds.config import Mode
 
 
-class _Record(tuple):
+class _Record(tuple[Any, ...]):
     """Base of the per-packet events: an immutable tuple with named, C-level field accessors
     (``collections.namedtuple``'s), built in C by ``tuple.__new__(cls, values)``.
 

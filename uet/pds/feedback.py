@@ -39,6 +39,7 @@ from uet.pds._aliases import (
     _A_M,
     _A_P,
     _A_RETX,
+    _GATED,
     _M32,
     _N_M,
     _N_RETX,
@@ -80,12 +81,18 @@ def _code_name(code: int) -> str:
 
 def _late(pdc: InitiatorPdc, pkt: TxPkt, now: int, original: bool) -> None:
     """A packet an ACK had reported missing turns out received. When its first copy is the one
-    that arrived (``original``: the ACK names it without RETX, or it was sent once), it was
+    that arrived (``original``: the ACK names it without RETX, or it was sent once, or the
+    acknowledgement came sooner after its resend than ``min_rtt``), it was
     reordered, not lost, and arrived this long after the report: the PDC's reordering window
     grows to that lateness, so SACK fast retransmit waits it out before resending a hole
     (issue 29 item 6: 5 % reordering and no loss resent ~0.9 packets per reordered packet).
     Inference: RACK's time-based reordering window (RFC 8985 §6.2), learnt from late arrivals
     instead of DSACK, with a quarter SRTT of headroom; capped at the RTO where it is used."""
+    if not original and now - pkt.tx_time < pdc.min_rtt:
+        # acknowledged sooner after its resend than any round trip took: the earlier copy
+        # arrived (RFC 8985 §6.2 step 2), so the resend was spurious and the hole was a
+        # reordering; without this a PDC whose first reordering drew a resend never learnt one
+        original = True
     late = now - pkt.hole_at + (pdc.srtt >> 2)  # (with RACK's srtt/4 of headroom)
     if original and late > pdc.reo_wnd:
         pdc.reo_wnd = late
@@ -184,10 +191,9 @@ class FeedbackMixin(PdsState):
         rtt = None
         ent = None
         gate = pdc.gate
-        ccs = gate.cc_signals
-        #: entropies of every packet this ACK covers for the first time (CCC gates only, §4.6)
-        #: (also counted for a fixed-window PDC with trimmed packets waiting: uet.pds.trimwait)
-        ents: list[int] | None = [] if ccs or pdc.cc_rtx else None
+        #: entropies of every packet this ACK covers for the first time (§4.6 path feedback;
+        #: also counted for a fixed-window PDC with trimmed packets waiting: uet.pds.trimwait)
+        ents: list[int] = []
         fresh = 0  # the named packet, if this ACK is the first news of its arrival
         ecn_bytes = 0
         if probe:
@@ -244,8 +250,7 @@ class FeedbackMixin(PdsState):
                     npk += 1
                     nby += pkt.nbytes
                     if not pkt.dst_received:
-                        if ents is not None:
-                            ents.append(pkt.entropy)
+                        ents.append(pkt.entropy)
                         if pkt.hole_at:
                             _late(pdc, pkt, now, pkt.sends == 1)
                     if pkt.ctl is None:
@@ -287,8 +292,7 @@ class FeedbackMixin(PdsState):
                 pkt = out.get(p)
                 if pkt is not None:
                     if not pkt.dst_received:
-                        if ents is not None:
-                            ents.append(pkt.entropy)
+                        ents.append(pkt.entropy)
                         if pkt.hole_at:
                             _late(pdc, pkt, now, pkt.sends == 1)
                     pkt.dst_received = True
@@ -303,23 +307,21 @@ class FeedbackMixin(PdsState):
         pdc.tx_base = b
         adaptive = self.config.rto_adaptive
         if rtt is not None:
+            if rtt < pdc.min_rtt or not pdc.min_rtt:
+                pdc.min_rtt = rtt
             if adaptive:
                 rtt_sample(pdc, rtt, self.config)  # SRTT, RTTVAR, RTO; ends a back-off (uet.pds.backoff)
             else:
                 pdc.srtt = rtt if not pdc.srtt else pdc.srtt + ((rtt - pdc.srtt) >> 3)
-        if ccs:
-            if ccx >= 0:  # the marked bytes by difference (256-byte units, 24-bit wrap)
-                e = (ccx >> 40) & 0xFFFFFF
-                d = (e - pdc.cc_ecn) & 0xFFFFFF
-                if d < 0x800000:
-                    pdc.cc_ecn = e
-                    ecn_bytes = d << 8
-            self._cc_ack(pdc, npk, nby, ecn_bytes, rtt, ccw, ents, now)
-        else:
-            if npk:
-                gate.on_ack(npk, nby, bool(flags & _A_M), rtt, now)
-            if ents is not None:  # trimmed packets wait: one resend per packet newly received
-                pdc.rtx_credit += fresh + len(ents)
+        if ccx >= 0:  # the marked bytes by difference (256-byte units, 24-bit wrap)
+            e = (ccx >> 40) & 0xFFFFFF
+            d = (e - pdc.cc_ecn) & 0xFFFFFF
+            if d < 0x800000:
+                pdc.cc_ecn = e
+                ecn_bytes = d << 8
+        self._cc_ack(pdc, npk, nby, ecn_bytes, rtt, ccw, ents, now)
+        if pdc.cc_rtx and gate.resend is not _GATED:  # trimmed packets wait: one resend per
+            pdc.rtx_credit += fresh + len(ents)  # packet newly received (uet.pds.trimwait)
         if npk:
             c["acked"] = c.get("acked", 0) + npk
             if not adaptive:
@@ -376,7 +378,7 @@ class FeedbackMixin(PdsState):
         ecn_bytes: int,
         rtt: int | None,
         ccw: int,
-        ents: list[int] | None,
+        ents: list[int],
         now: int,
     ) -> None:
         """Feed a CCC gate one ACK (§2.8 step 6, §4.1 ``on_ack``): newly received bytes from the
@@ -387,11 +389,11 @@ class FeedbackMixin(PdsState):
         gate = pdc.gate
         pend = 0
         restore = False
+        newly: int | None = None  # a plain ACK: what it acknowledged
         if ccw < 0:
-            newly = nby + npk * gate.overhead
+            pass
         elif ccw >> 64:  # credit state: the cumulative grant in the upper 24 bits
             gate.on_grant(ccw >> 40 & 0xFFFFFF, now)
-            newly = nby + npk * gate.overhead
         else:
             r = (ccw >> 16) & 0xFFFFFF
             d = (r - pdc.cc_rcvd) & 0xFFFFFF
@@ -406,7 +408,7 @@ class FeedbackMixin(PdsState):
                     rtt = 0
             pend = (ccw >> 40) & 0x7F
             restore = bool(ccw >> 47 & 1)
-        gate.on_ack_cc(npk, newly, ecn_bytes, rtt, pend, restore, now)
+        gate.on_ack(npk, nby, newly, ecn_bytes, rtt, pend, restore, now)
         self._cc_probe(pdc, now)
         if ents:
             fb = pdc.entropy.feedback
@@ -444,7 +446,8 @@ class FeedbackMixin(PdsState):
         stop = (pdc.high_sack - thr + 1) & _M32
         head = (pdc.max_cack + 1) & _M32  # CACK says it is not received (or not yet cleared)
         # reported missing at or before ``since``: lost, not reordered (``_late``)
-        wnd = min(pdc.reo_wnd, self.config.rto_ns)  # 0 until a reordering was seen: at once
+        # before any reordering was seen: a quarter of the smallest RTT (RFC 8985 §6.2 step 4)
+        wnd = min(pdc.reo_wnd or (pdc.min_rtt >> 2), self.config.rto_ns)
         since = now - wnd
         pdc.fast_at = None
         while p != stop:
@@ -549,29 +552,30 @@ class FeedbackMixin(PdsState):
             self._count("nack_while_parked")  # it answers a copy sent before the wait began
             return
         gate = pdc.gate
-        if pkt.rtx_wait and not gate.cc_signals:
+        gated = gate.resend is _GATED
+        if pkt.rtx_wait and not gated:
             self._count("nack_while_waiting")  # a trim of a copy sent before it began waiting
             return
         pkt.nack_retries += 1
         if pkt.nack_retries > self.config.max_nack_retx:
             self._close_error(pdc, "nack retry exhausted", code, now)
             return
-        if gate.cc_signals:
-            # §4.1 on_nack: the packet leaves flight and will be resent; trims (last hop or
-            # not) are their own congestion signal; the RTT sample follows the §2.9 rule
-            retx = flags & _N_RETX
-            ok = (pkt.sends == 1 and not retx) or (pkt.sends == 2 and retx)
-            rtt = now - pkt.tx_time if ok and not (pkt.rtx_wait or pkt.rearmed) else None
-            lasthop = code == _NC_TRIMMED_LASTHOP
-            gate.on_nack_cc(pkt.nbytes, bool(flags & _N_M), rtt, lasthop or code == _NC_TRIMMED, lasthop, now)
-            self._cc_probe(pdc, now)
+        # §4.1 on_nack: the packet leaves flight and will be resent; trims (last hop or not) are
+        # their own congestion signal; the RTT sample follows the §2.9 rule
+        retx = flags & _N_RETX
+        ok = (pkt.sends == 1 and not retx) or (pkt.sends == 2 and retx)
+        rtt = now - pkt.tx_time if ok and not (pkt.rtx_wait or pkt.rearmed) else None
+        lasthop = code == _NC_TRIMMED_LASTHOP
+        gate.on_nack_packet(pkt.nbytes, bool(flags & _N_M), rtt, lasthop or code == _NC_TRIMMED, lasthop, now)
+        self._cc_probe(pdc, now)
+        if gated:
             pkt.fast_done = True  # recovered by this NACK: a SACK gap behind it is no new loss
         if shortage:
             self._park(pdc, pkt, now)
             return
         if code == _NC_PKT_NOT_RCVD:
             pkt.dst_received = False
-        elif (code == _NC_TRIMMED or code == _NC_TRIMMED_LASTHOP) and not gate.cc_signals:
+        elif (code == _NC_TRIMMED or code == _NC_TRIMMED_LASTHOP) and not gated:
             if self.config.clocked_trim_resend:  # the fixed window: on the ACK clock (uet.pds.trimwait)
                 self._trim_wait(pdc, pkt, now)
                 return

@@ -44,6 +44,7 @@ from uet.pds._aliases import (
     _CT_PROBE,
     _CT_REQ_CLEAR,
     _CT_REQ_CLOSE,
+    _GATED,
     _ISROD,
     _M32,
     _MODE_ROD,
@@ -287,7 +288,7 @@ class InitiatorMixin(PdsState):
                 pdc.active = mk
                 pdc.active_som = lst[0]
 
-    def _new_ipdc(self, key: tuple, now: int) -> InitiatorPdc:
+    def _new_ipdc(self, key: tuple[Any, ...], now: int) -> InitiatorPdc:
         """CLOSED → SYN_SENT: PDCID, Start_PSN, CCC attach. Start_PSN: ``config.start_psn`` if
         set; for a secure PDC (``sdi`` in the key) the ``initiator_start_psn`` hook's choice
         (``ini_start_psn`` of the SDI, else random, §2.3.2); else random in [2^16, 2^31) (§2.3.1)."""
@@ -308,7 +309,7 @@ class InitiatorMixin(PdsState):
         g[1] += 1
         # a CCC with its own path selector shares it among its RUD PDCs (§4.6: feedback per CCC);
         # ROD keeps one entropy per PDC (single path, §2.13)
-        ent = getattr(g[0], "entropy", None) if mode == Mode.RUD else None
+        ent = g[0].entropy if mode == Mode.RUD else None
         if ent is None:
             ent = self.entropy_factory(mode, self.rng, cfg.entropy_paths)
         pdc = InitiatorPdc(key, peer, mode, self._alloc_pdcid(), start & _M32, ent, g[0])
@@ -356,7 +357,9 @@ class InitiatorMixin(PdsState):
         st = pdc.state
         if st is _S_CLOSED:
             return
-        if pdc.cc_rtx and not (self._cc_resend(pdc, now) if pdc.gate.cc_signals else self._clocked_resend(pdc, now)):
+        if pdc.cc_rtx and not (
+            self._cc_resend(pdc, now) if pdc.gate.resend is _GATED else self._clocked_resend(pdc, now)
+        ):
             return  # retransmissions first; the gate (or the fixed window's ACK clock) says wait
         if pdc.gbn_next is not None:
             self._gbn_resend(pdc, now)
@@ -369,8 +372,7 @@ class InitiatorMixin(PdsState):
             gate = pdc.gate
             per_pkt = cfg.ack_per_pkt
             lim = (pdc.max_cack + pdc.peer_mp) & _M32  # the peer's MPR window (§2.4)
-            quota_fn = getattr(gate, "quota", None)
-            quota = quota_fn(now) if quota_fn is not None else -1
+            quota = gate.quota(now)
             out = pdc.outstanding
             psn = pdc.next_psn
             base = pdc.tx_base
@@ -443,10 +445,9 @@ class InitiatorMixin(PdsState):
                     pkt = pending[0]
                     if quota < 0:
                         if not gate.can_send(pkt.nbytes, now) and not (
-                            psn == pdc.start_psn and gate.cc_signals and gate.may_open(pkt.nbytes, now)
+                            psn == pdc.start_psn and gate.may_open(pkt.nbytes, now)
                         ):
-                            if gate.cc_signals:  # pacing / credit: when to try without an ACK
-                                self._cc_blocked(pdc, now)
+                            self._cc_blocked(pdc, now)  # pacing / credit: when to try without an ACK
                             break
                     elif quota == 0:
                         break
@@ -462,7 +463,7 @@ class InitiatorMixin(PdsState):
                     ar = pkt.eom or per_pkt
                     if not ar and (not pending or used + 1 >= win):
                         ar = ((pdc.ar_psn - base) & _M32) >= used  # no AR'd packet in flight
-                    if not ar and gate.cc_signals:
+                    if not ar:
                         ar = gate.ack_request(pkt.nbytes)  # §4.3.3
                     self._transmit(pdc, pkt, now, False, ar, quota >= 0)
                     seq = pdc.tx_seq
@@ -503,7 +504,7 @@ class InitiatorMixin(PdsState):
                 cpo = -0x8000
             t = 2 if pdc.mode == 0 else 3
             gate = pdc.gate
-            if gate.cc_signals and gate.cc_request:
+            if gate.cc_request:
                 # RCCC: a CC request carrying the CCC ID and the credit target (wire §5.2, §4.5)
                 self._cc_backlog(pdc)
                 cst = (gate.ccc_id, gate.credit_target())
@@ -700,8 +701,7 @@ class InitiatorMixin(PdsState):
             # ROD go-back-N: a packet behind the oldest unacknowledged one was discarded with the
             # gap (§2.13); it is resent without spending its own retries (the head's count)
             self._count("rto_behind_gap")
-            if pdc.gate.cc_signals:
-                pdc.gate.on_discarded(pkt.nbytes)
+            pdc.gate.on_discarded(pkt.nbytes)
             self._transmit(pdc, pkt, now, True, True)
             return True
         if self._held_behind_gap(pdc, pkt, now):
@@ -724,8 +724,6 @@ class InitiatorMixin(PdsState):
         pkt.retries += 1
         self._count("rto")
         if gbn and not pkt.dst_received:
-            if not pdc.gate.cc_signals:  # a CCC hears about the whole go-back in _go_back
-                pdc.gate.on_loss(pkt.nbytes, True, now)
             pdc.entropy.feedback(pkt.entropy, "timeout", now)
             self._go_back(pdc, pkt.psn, now)
             return True
@@ -746,7 +744,7 @@ class InitiatorMixin(PdsState):
             self._count("rto_window_wait")
             del out[pkt.psn]
             out[pkt.psn] = pkt
-        elif pdc.gate.cc_signals and pkt.ctl is None:
+        elif pkt.ctl is None:
             # §4.1 on_inferred_loss: marked for retransmission, resent when the CCC allows
             pkt.tx_time = now
             del out[pkt.psn]
@@ -857,18 +855,16 @@ class InitiatorMixin(PdsState):
         nxt = pdc.gbn_end
         win = pdc.rod_win or self.config.max_outstanding
         gate = pdc.gate
-        cc = gate.cc_signals
         while p != nxt and psn_diff(nxt, p) > 0:
             if psn_diff(p, base) >= win and not restart:
                 pdc.gbn_next = p
                 return
             q = out.get(p)
             if q is not None:
-                if cc:  # the head was lost (one loss signal); the target discarded the rest
-                    if restart:
-                        gate.on_loss(q.nbytes, False, now)
-                    else:
-                        gate.on_discarded(q.nbytes)
+                if restart:  # the head was lost (one loss signal); the target discarded the rest
+                    gate.on_loss(q.nbytes, False, now)
+                else:
+                    gate.on_discarded(q.nbytes)
                 self._transmit(pdc, q, now, True, True)
                 restart = False
             p = (p + 1) & _M32
@@ -878,7 +874,7 @@ class InitiatorMixin(PdsState):
         """Resend ``pkt`` now (the ``none`` gate), or queue it behind the CCC's gate: a CCC
         retransmits only when every algorithm allows sending (§4.1 ``mark_for_retransmit`` then
         ``update_state``), so resends spend window and credit like new data."""
-        if not pdc.gate.cc_signals:
+        if pdc.gate.resend is not _GATED:
             self._transmit(pdc, pkt, now, True, True)
         elif not pkt.rtx_wait:
             pkt.rtx_wait = True
@@ -909,33 +905,26 @@ class InitiatorMixin(PdsState):
         (§4.5 "Timeout with no credit")."""
         pdc.cc_wake = None
         gate = pdc.gate
-        cr = gate.credit
-        if cr is not None:
-            self._cc_backlog(pdc)
-            rd = cr.request_deadline()
-            if rd is not None and rd <= now:
-                if pdc.state is _S_ESTABLISHED:
-                    self._send_ctl(pdc, _CT_CREDIT_REQ, 0, gate.credit_target(), now)
-                cr.on_request_sent(now)  # (also when it could not go: never a timer in the past)
+        self._cc_backlog(pdc)
+        if gate.credit_request_due(now):
+            if pdc.state is _S_ESTABLISHED:
+                self._send_ctl(pdc, _CT_CREDIT_REQ, 0, gate.credit_target(), now)
+            gate.on_credit_request(now)  # (also when it could not go: never a timer in the past)
         self._dirty[pdc] = None
 
     def _cc_blocked(self, pdc: InitiatorPdc, now: int) -> None:
         """The CCC refused to send: note when it may allow it without an ACK (its pacing or
         CREDIT_REQ deadline, with the backlog brought up to date first)."""
-        if pdc.gate.credit is not None:
-            self._cc_backlog(pdc)
+        self._cc_backlog(pdc)
         pdc.cc_wake = pdc.gate.deadline(now)
 
     def _cc_backlog(self, pdc: InitiatorPdc) -> None:
-        """Tell an RCCC gate the PDC's backlog: queued packets and waiting retransmissions, each
-        counted at the nominal size of the next one (an estimate that costs O(1), §4.5)."""
-        gate = pdc.gate
+        """Tell the gate the PDC's backlog (RCCC's credit target): queued packets and waiting
+        retransmissions, each counted at the size of the next one (an estimate that costs O(1),
+        §4.5)."""
         n = len(pdc.pending) + len(pdc.cc_rtx)
-        if not n:
-            gate.set_backlog(pdc.lpdcid, 0)
-            return
-        q = pdc.cc_rtx[0] if pdc.cc_rtx else pdc.pending[0]
-        gate.set_backlog(pdc.lpdcid, n * (q.nbytes + gate.overhead))
+        q = pdc.cc_rtx[0] if pdc.cc_rtx else pdc.pending[0] if n else None
+        pdc.gate.set_backlog(pdc.lpdcid, n, q.nbytes if q is not None else 0)
 
     def _window_stalled(self, pdc: InitiatorPdc) -> bool:
         """Packets wait, none is outstanding, and the next PSN lies beyond the peer's window
@@ -971,8 +960,7 @@ class InitiatorMixin(PdsState):
             self._start_close(pdc, "target CLOSE_REQ", now)
         elif ctl == _CT_NOOP:
             pass
-        elif ctl == _CT_CREDIT and pdc.gate.cc_signals and pdc.gate.credit is not None:
-            pdc.gate.on_grant(payload, now)  # RCCC grant (§4.5): payload = cumulative credit
-            self._dirty[pdc] = None
+        elif ctl == _CT_CREDIT and pdc.gate.on_grant(payload, now):
+            self._dirty[pdc] = None  # RCCC grant (§4.5): payload = cumulative credit
         else:
             self._send_nack(pdc.peer, _NC_UNEXP_EVENT, psn, pdc.lpdcid, pdc.rpdcid, 0, now)

@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, Literal, Protocol
 
+from uet.cc.base import SenderCc
 from uet.pds.config import Mode
 from uet.pds.states import InitiatorState, TargetState
 
@@ -156,6 +157,7 @@ class InitiatorPdc:
         "rrx",
         "locks",
         "srtt",
+        "min_rtt",
         "rttvar",
         "rto",
         "gbn_time",
@@ -182,7 +184,9 @@ class InitiatorPdc:
 
     role: Literal["initiator"] = "initiator"
 
-    def __init__(self, key: tuple, peer: str, mode: Mode, lpdcid: int, start_psn: int, entropy: Any, gate: Any) -> None:
+    def __init__(
+        self, key: tuple[Any, ...], peer: str, mode: Mode, lpdcid: int, start_psn: int, entropy: Any, gate: SenderCc
+    ) -> None:
         self.key = key
         self.peer = peer
         self.mode = mode
@@ -204,7 +208,7 @@ class InitiatorPdc:
         self.clear_needed = False
         self.last_activity = 0
         self.entropy = entropy
-        self.gate = gate
+        self.gate: SenderCc = gate
         self.tx_seq = 0
         self.gbn_from: int | None = None
         self.high_sack = self.max_cack
@@ -230,6 +234,10 @@ class InitiatorPdc:
         self.locks = 0
         #: smoothed RTT (ns, EWMA 1/8 of valid samples, §2.9); 0 until the first sample
         self.srtt = 0
+        #: smallest valid RTT sample (ns; 0 until the first): an acknowledgement that comes
+        #: sooner than this after a packet's resend was caused by its earlier copy (RFC 8985
+        #: §6.2 step 2; uet.pds.feedback ``_late``)
+        self.min_rtt = 0
         #: RTT variation and the adaptive RTO before back-off (ns; ``PdsConfig.rto_adaptive``,
         #: uet.pds.backoff); ``rto`` 0 = no sample yet or fixed mode: ``rto_ns`` applies
         self.rttvar = 0
@@ -265,7 +273,7 @@ class InitiatorPdc:
         self.rod_win = 0
         #: SACK fast retransmit's reordering window (ns): how long a hole must have been reported
         #: before it counts as lost; the longest a reported hole was seen to arrive late
-        #: (uet.pds.feedback ``_fast_retransmit``)
+        #: (uet.pds.feedback ``_fast_retransmit``); 0 until one was seen: ``min_rtt`` / 4 applies
         self.reo_wnd = 0
         #: when the earliest hole waiting out ``reo_wnd`` may be fast-retransmitted (a deadline)
         self.fast_at: int | None = None
@@ -381,7 +389,7 @@ class TargetPdc:
         self.clear_req_last = 0
         self.entropy = 0
         #: ROD buffering option: out-of-order requests by PSN, (data, flags, ecn, entropy)
-        self.rod_buf: dict[int, tuple] = {}
+        self.rod_buf: dict[int, tuple[bytes, int, int, int]] = {}
         #: PDS type of its requests (2 RUD, 3 ROD): the receive fast path compares it
         self.ptype = 3 if mode == Mode.ROD else 2
         #: secure domain the PDC was established in (None when TSS is off, §2.3.2)

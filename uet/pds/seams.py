@@ -7,20 +7,17 @@ spec/behaviour.md §4.6 "a randomly initialised modular counter is acceptable") 
 PDC (ROD single path, §2.13). :mod:`uet.cc` replaces them from ``PdsConfig.cc`` / ``lb`` (or an
 owner sets ``PdsCore.gate_factory`` / ``PdsCore.entropy_factory``).
 
-A gate whose ``cc_signals`` is true (:class:`uet.cc.ccc.Ccc`) gets the full signals of §4.1 in
-addition: ``on_ack_cc`` (newly received bytes from the ACK_CC state, ECN-marked bytes, an RTT
-sample less the target's service time, the receiver window penalty), ``on_nack_cc`` (per NACKed
-packet, trims last hop or not), ``deadline(now)`` (pacing / credit request time, into
-``get_timer()``), ``ack_request(nbytes)``, ``cc_request`` with ``credit_target()`` (send CC
-requests) and ``on_grant`` (CREDIT control packets), and its path selector hears about every
-packet an ACK covers.
+Every gate is a :class:`uet.cc.base.SenderCc` and gets the full signals of §4.1 through it
+(the PDS makes no other assumption about it); its path selector hears about every packet an
+ACK covers.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Protocol
+from typing import Any, Protocol
 
+from uet.cc.base import PathSelector, ResendPolicy, SenderCc
 from uet.pds.config import Mode
 
 
@@ -78,78 +75,94 @@ def default_entropy(mode: Mode, rng: random.Random, paths: int) -> EntropyStrate
     return RotatingEntropy(rng, paths) if mode == Mode.RUD else SingleEntropy(rng)
 
 
-class CongestionGate(Protocol):
-    """Per-CCC gate asked before every transmission of new data and told about its fate.
-
-    A gate may also offer ``quota(now) -> int`` (first transmissions allowed now) together with
-    ``on_send_many(npkts, nbytes, now)``; the PDS then asks once per burst instead of calling
-    ``can_send``/``on_send`` per packet (see :class:`FixedWindowGate`)."""
-
-    def can_send(self, nbytes: int, now: int) -> bool: ...
-
-    def on_send(self, nbytes: int, retx: bool, now: int) -> None: ...
-
-    def on_ack(self, npkts: int, nbytes: int, ecn: bool, rtt_ns: int | None, now: int) -> None: ...
-
-    def on_nack(self, code: int, ecn: bool, now: int) -> None: ...
-
-    def on_loss(self, nbytes: int, timeout: bool, now: int) -> None:
-        """A packet of ``nbytes`` inferred lost and resent: by its RTO (``timeout``) or by the
-        SACK (fast retransmit, ``timeout`` false)."""
-        ...
-
-    def on_done(self, npkts: int, nbytes: int = 0) -> None:
-        """``npkts`` packets (``nbytes`` in all) left flight without an ACK (failed)."""
-        ...
+#: the per-CCC gate the PDS asks and tells (declared in :mod:`uet.cc.base`)
+CongestionGate = SenderCc
 
 
 class FixedWindowGate:
-    """The ``none`` algorithm: at most ``window`` first transmissions in flight per CCC."""
+    """The ``none`` algorithm: at most ``window`` first transmissions in flight per CCC, asked
+    once per burst (:meth:`quota`); resends go at once, trimmed ones on the ACK clock
+    (:attr:`ResendPolicy.ACK_CLOCKED`, uet.pds.trimwait). The other signals are ignored."""
 
-    __slots__ = ("window", "inflight", "acked_bytes", "nacks", "timeouts", "losses", "ecn_marks")
+    __slots__ = ("window", "inflight")
 
-    cc_signals = False
+    resend = ResendPolicy.ACK_CLOCKED
+    cc_request = False
+    ccc_id = 0
+    entropy: PathSelector | None = None
 
     def __init__(self, window: int) -> None:
         self.window = window
         self.inflight = 0
-        self.acked_bytes = 0
-        self.nacks = 0
-        self.timeouts = 0
-        self.losses = 0
-        self.ecn_marks = 0
+
+    def quota(self, now: int) -> int:
+        q = self.window - self.inflight
+        return q if q > 0 else 0
 
     def can_send(self, nbytes: int, now: int) -> bool:
         return self.inflight < self.window
 
-    def quota(self, now: int) -> int:
-        """Optional fast seam: how many first transmissions may go now without asking
-        :meth:`can_send` per packet; the PDS reports them with :meth:`on_send_many`."""
-        q = self.window - self.inflight
-        return q if q > 0 else 0
+    def may_open(self, nbytes: int, now: int) -> bool:
+        return False
 
     def on_send(self, nbytes: int, retx: bool, now: int) -> None:
         if not retx:
             self.inflight += 1
 
     def on_send_many(self, npkts: int, nbytes: int, now: int) -> None:
-        """``npkts`` first transmissions of ``nbytes`` in total (pairs with :meth:`quota`)."""
         self.inflight += npkts
 
-    def on_ack(self, npkts: int, nbytes: int, ecn: bool, rtt_ns: int | None, now: int) -> None:
+    def ack_request(self, nbytes: int) -> bool:
+        return False
+
+    def deadline(self, now: int) -> int | None:
+        return None
+
+    def take_probe(self) -> bool:
+        return False
+
+    def set_backlog(self, pdcid: int, npkts: int, nbytes: int) -> None:
+        pass
+
+    def credit_target(self) -> int:
+        return 0
+
+    def credit_request_due(self, now: int) -> bool:
+        return False
+
+    def on_credit_request(self, now: int) -> None:
+        pass
+
+    def on_grant(self, grant: int, now: int) -> bool:
+        return False
+
+    def on_ack(
+        self,
+        npkts: int,
+        nbytes: int,
+        newly_rcvd: int | None,
+        ecn_bytes: int,
+        rtt: int | None,
+        pend: int,
+        restore: bool,
+        now: int,
+    ) -> None:
         self.inflight -= npkts
-        self.acked_bytes += nbytes
-        if ecn:
-            self.ecn_marks += 1
 
     def on_nack(self, code: int, ecn: bool, now: int) -> None:
-        self.nacks += 1
+        pass
+
+    def on_nack_packet(self, nbytes: int, ecn: bool, rtt: int | None, trimmed: bool, lasthop: bool, now: int) -> None:
+        pass
 
     def on_loss(self, nbytes: int, timeout: bool, now: int) -> None:
-        if timeout:
-            self.timeouts += 1
-        else:
-            self.losses += 1
+        pass
+
+    def on_discarded(self, nbytes: int) -> None:
+        pass
 
     def on_done(self, npkts: int, nbytes: int = 0) -> None:
         self.inflight -= npkts
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"inflight_pkts": self.inflight}

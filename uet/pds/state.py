@@ -23,6 +23,7 @@ from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.seams import RotatingEntropy
 
 if TYPE_CHECKING:
+    from uet.cc.base import SenderCc
     from uet.cc.config import CcConfig
     from uet.cc.rccc import CreditScheduler
     from uet.pds.pdc import TxPkt
@@ -80,9 +81,8 @@ class PdsState:
     start_psn_policy: Any
     #: Secure initiator seam (§2.3.2): ``uet.tss.establish.InitiatorStartPsn`` or None
     initiator_start_psn: Any
-    #: CCC seams (uet.pds.seams): the gate is a ``CongestionGate`` or a ``uet.cc.ccc.Ccc``, whose
-    #: optional signals are probed with ``getattr``, so its type cannot be said more precisely
-    gate_factory: Callable[[str, int], Any]
+    #: CCC seams (uet.pds.seams): one ``uet.cc.base.SenderCc`` per (peer, traffic class)
+    gate_factory: Callable[[str, int], SenderCc]
     entropy_factory: Callable[[Mode, random.Random, int], Any]
     payload_views: bool
     on_data: Callable[[str, int, bytes, int, int], Any] | None
@@ -90,7 +90,7 @@ class PdsState:
     _misc_entropy: RotatingEntropy
     #: opaque value of the last window probe (uet.pds.initiator._window_probe)
     _probe_seq: int
-    #: RCCC receiver pacer and the CC parameters (uet.cc.registry.install), or None
+    #: RCCC receiver pacer and the CC parameters (uet.cc.registry.build), or None
     credit_scheduler: CreditScheduler | None
     cc_params: CcConfig | None
     #: address validation and anti-amplification (uet.pds.validation), None when off

@@ -366,12 +366,14 @@ class TargetMixin(PdsState):
                 self._send_nack(src, _NC_ROD_OOO, psn, tp.lpdcid, spdcid, nfl, now, e, entropy)
                 return
             # buffering option (reference behaviour, §2.13): keep it, report it in the SACK, and
-            # deliver it once the gap before it fills; the ACK names only delivered PSNs
+            # deliver it once the gap before it fills; the ACK names only delivered PSNs, and its
+            # SACK bitmap ends at this one (a bitmap based at CACK + 1 would leave a packet more
+            # than 64 beyond a lost head unreported, and its RTO would resend it)
             tp.rod_buf[psn] = (data, flags, ecn, ent)
             self._rod_buffered += len(data)
             tp.rcvd.add(psn)
             self._count("rod_buffered")
-            self._send_ack(tp, (tp.rx_base - 1) & _M32, 0, 0, b"", now, ent)
+            self._send_ack(tp, (tp.rx_base - 1) & _M32, 0, 0, b"", now, ent, sack_to=psn)
             return
         if not self._accept(tp, src, mode, psn, spdcid, nh, flags, data, hl, ecn, now, ent):
             return
@@ -536,9 +538,8 @@ class TargetMixin(PdsState):
         if pol is None:
             return None
         chk = getattr(pol, "check_start_psn", None)
-        if chk is not None:
-            return chk(0 if sdi is None else sdi, start, None)
-        return pol(src, start)
+        demanded: int | None = chk(0 if sdi is None else sdi, start, None) if chk is not None else pol(src, start)
+        return demanded
 
     def _tpdc_reset(self, tp: TargetPdc, start: int) -> None:
         tp.start_psn = start
@@ -618,6 +619,7 @@ class TargetMixin(PdsState):
         ent: int,
         opaque: int | None = None,
         epsn: int | None = None,
+        sack_to: int | None = None,
     ) -> None:
         """Build ACK or ACK_CC (``ack_format``) naming ``trig``, with CACK, SACK, MPR, NSCC state
         and the SES response (§2.8). An ACK naming the pending coalesced trigger without a
@@ -625,7 +627,8 @@ class TargetMixin(PdsState):
         whichever ACK names a request first brings its response. Every ACK cancels the pending
         coalesced one (its CACK/SACK say everything that one would). ``epsn``: a closing ACK of
         a secure 0-RTT PDC, a plain ACK with flag ``EPSN`` and the 4-byte Expected_PSN
-        (``pds.ACK_EPSN``, §2.3.2, wire §5.3)."""
+        (``pds.ACK_EPSN``, §2.3.2, wire §5.3). ``sack_to``: the SACK bitmap describes the 64
+        PSNs up to this one (default ``trig``) when it lies more than 64 beyond CACK."""
         cack = (tp.rx_base - 1) & _M32
         if tp.ecn_bytes != tp.ecn_acked:
             # this ACK covers ECN-CE marked bytes: ``m`` set, whichever request it names, so a
@@ -665,7 +668,8 @@ class TargetMixin(PdsState):
             bm = 0
             soff = 1
             if rcvd:
-                base = (trig - 63) & _M32 if psn_diff(trig, cack) > 64 else (cack + 1) & _M32
+                hi = trig if sack_to is None else sack_to
+                base = (hi - 63) & _M32 if psn_diff(hi, cack) > 64 else (cack + 1) & _M32
                 for p in rcvd:
                     i = (p - base) & _M32
                     if i < 64:

@@ -264,13 +264,20 @@ class QueuePair:
     # -- output --------------------------------------------------------------------------------
 
     def build(
-        self, op: int, psn: int, exts: tuple = (), payload: bytes = b"", *, ack_req: bool = False, se: bool = False
+        self,
+        op: int,
+        psn: int,
+        exts: tuple[Any, ...] = (),
+        payload: bytes = b"",
+        *,
+        ack_req: bool = False,
+        se: bool = False,
     ) -> bytes:
         """A sealed datagram to the peer QP (BTH, extension headers, payload, pad, ICRC)."""
         bth = BTH.make(opcode=op, se=int(se), dest_qp=self.remote_qpn, ack_req=int(ack_req), psn=psn)
         return self._tx_icrc.seal(encode_roce(bth, exts, payload))
 
-    def send_ctrl(self, op: int, psn: int, exts: tuple) -> None:
+    def send_ctrl(self, op: int, psn: int, exts: tuple[Any, ...]) -> None:
         """Queue an ACK/NAK/atomic acknowledgement: it leaves at the next poll, unpaced, unless
         READ responses are still queued, which it must not overtake (it then follows them)."""
         data = self.build(op, psn, exts)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from uet.roce import errors as E
 from uet.roce import events as ev
@@ -365,7 +365,7 @@ class Requester:
                     self.rto_deadline = now + self.qp.config.rto_ns
 
 
-def _opcode(w: Wqe, first: bool, last: bool) -> tuple[OpCode, tuple]:
+def _opcode(w: Wqe, first: bool, last: bool) -> tuple[OpCode, tuple[Any, ...]]:
     """Opcode and extension headers of one SEND/WRITE packet (§2.2, §2.3)."""
     imm = (IMMDT.make(imm=w.imm),) if w.imm is not None and last else ()
     if w.kind == SEND:

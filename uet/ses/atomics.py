@@ -157,7 +157,7 @@ def _bf16_from_float(x: float) -> bytes:
 
 
 def _bf16_to_float(b: bytes) -> float:
-    return struct.unpack("<f", b"\x00\x00" + bytes(b))[0]
+    return float(struct.unpack("<f", b"\x00\x00" + bytes(b))[0])
 
 
 _FLOAT_CODEC: dict[int, tuple[Callable[[bytes], float], Callable[[float], bytes]]] = {

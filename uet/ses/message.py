@@ -19,10 +19,11 @@ Choices where the spec notes are silent (behaviour.md §6.1):
 
 from __future__ import annotations
 
+import enum
 import ipaddress
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from uet.errors import UetError
 from uet.pds.config import Mode
@@ -33,6 +34,7 @@ from uet.wire.ses import STANDARD, ReturnCode, SesFlag, SesOpcode
 __all__ = [
     "DATA_HEADER_BYTES",
     "DECLINED",
+    "Declined",
     "EXPECTED",
     "MAX_UDP_PAYLOAD",
     "MAX_WIRE_PAYLOAD",
@@ -89,8 +91,18 @@ _OVERFLOW = 1
 #: it matched a receive posted before it arrived, so the response says ``list`` = expected.
 EXPECTED: Any = type("Expected", (), {"__repr__": lambda self: "EXPECTED", "__slots__": ()})()
 
+
 #: :meth:`Reassembler.deliver` in ``decline`` mode: "not mine, give it to the full SES target".
-DECLINED: Any = type("Declined", (), {"__repr__": lambda self: "DECLINED", "__slots__": ()})()
+class Declined(enum.Enum):
+    """The type of :data:`DECLINED` (a one-member enum, so a type checker narrows ``r is DECLINED``)."""
+
+    DECLINED = "DECLINED"
+
+    def __repr__(self) -> str:
+        return "DECLINED"
+
+
+DECLINED: Final = Declined.DECLINED
 
 
 class MessageError(UetError):

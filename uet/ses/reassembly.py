@@ -82,6 +82,7 @@ from uet.ses.message import (
     DECLINED,
     EXPECTED,
     MAX_WIRE_PAYLOAD,
+    Declined,
     Message,
     MessageConfig,
 )
@@ -231,7 +232,7 @@ class Reassembler:
         payload: bytes | memoryview,
         retx: bool = False,
         pkt_id: int | None = None,
-    ) -> tuple[int, bytes] | None:
+    ) -> tuple[int, bytes] | Declined | None:
         """Place one packet; return the SES response for the PDS core (None = default), or
         :data:`DECLINED` in ``decline`` mode for a packet the full SES target must handle. Every
         check of the header is made, in the target's order (the bulk of a message usually
@@ -299,7 +300,7 @@ class Reassembler:
         payload: bytes | memoryview,
         retx: bool = False,
         pkt_id: int | None = None,
-    ) -> tuple[int, bytes] | None:
+    ) -> tuple[int, bytes] | Declined | None:
         """The general path of :meth:`deliver`: every check of the header, in the target's order."""
         if next_hdr != _NH_STANDARD or len(ses) < _SES_SIZE:
             if self.decline:

@@ -45,7 +45,11 @@ def widen(ids: IdRange, pkt_id: int | None) -> IdRange:
 
 def is_copy(ids: IdRange, pkt_id: int | None) -> bool:
     """Whether a packet with ``pkt_id`` is a copy of the finished message that used ``ids``.
-    Without ids on either side (a caller that passes none) it is taken for a copy, as before."""
-    if ids is None or pkt_id is None:
+    A packet without an id (UUD, or a caller that passes none) is taken for a copy, as before; a
+    RUDI packet never copies a message that carried no ids (a RUD/ROD message with the same id,
+    finished: the RUDI packet starts a new message reusing the id)."""
+    if pkt_id is None:
         return True
+    if ids is None:
+        return False
     return psn_diff(pkt_id, ids[0]) >= 0 and psn_diff(ids[1], pkt_id) >= 0

@@ -48,6 +48,13 @@ same instant on any machine (a CPU-time limit would not). The result says ``time
 with ``timeout_s`` and ``ok`` false, names the limit under ``errors``, and marks the flows
 without a completion time ``unfinished`` as Ctrl-C does. Without the key the run has no limit.
 
+**Endpoint seed** (``endpoint_seed`` in the settings; default the run seed): what each endpoint
+core draws for itself — its PDCs' Start_PSNs, its entropy rotation, a queue pair's PSNs — comes
+from this seed, while the workload, the fabric and RoCEv2's connection parameters keep the run
+seed. A live run's endpoint processes draw those values on their own, so the simulator's runs of
+one run seed over several endpoint seeds are the spread a live run of that seed may land in
+(``uet-bench differential``, tools/differential.py).
+
 **Stalls**: when every rank waits and nothing is left to happen (a message failed and its
 receiver waits for ever), the run stops, the ranks' partial reports are summarised (the flows
 concerned are not intact) and ``stalled`` says when.
@@ -64,6 +71,7 @@ from typing import Any, NamedTuple
 from uet.fabric.model import Fabric, Telemetry
 from uet.fabric.model.faults import FaultConfig
 from uet.fabric.model.flowmeter import FlowMeter
+from uet.fabric.model.port import Port
 from uet.fabric.switch import fabric_counters
 from uet.fabric.telemetry_io import switch_thresholds
 from uet.fep import FepCore
@@ -120,7 +128,7 @@ def _frames(flow: Flow, payload: int, roce: bool) -> list[int]:
     return frames
 
 
-def _first_port(fabric: Fabric, src: int, dst: int) -> tuple[Any, int]:
+def _first_port(fabric: Fabric, src: int, dst: int) -> tuple[Port, int]:
     """(the port a flow from host ``src`` to host ``dst`` leaves by, the links of its path):
     between two GPUs of one server with a scale-up domain, its scale-up port and two links."""
     nic = fabric.nics[src]
@@ -207,6 +215,7 @@ def simulate(
     topo = scn.fabric_topology()
     derived = derive(scn, topo)
     seed = int(s["seed"])
+    core_seed = int(s.get("endpoint_seed", seed))
     wl = workload or make(
         s["workload"],
         int(s["endpoints"]),
@@ -256,7 +265,7 @@ def simulate(
             core = RoceCore(
                 ip,
                 config=roce_cfg,
-                seed=(seed << 20) + i,
+                seed=(core_seed << 20) + i,
                 cm=cm,
                 log=_host_log(event_log, None, h, ip),
                 peer_config=peer_qp.get(ip),
@@ -265,7 +274,7 @@ def simulate(
             sec = None if domain is None else SecurityConfig(SecureDomainTable([domain.provision()]))
             log = _cc_logger(cc_records, h) if timeline and cfg.pds.cc != "none" else None
             log = _host_log(event_log, log, h, ip)
-            core = FepCore(ip, job=0, pid=0, config=cfg, security=sec, seed=(seed << 20) + i, event_log=log)
+            core = FepCore(ip, job=0, pid=0, config=cfg, security=sec, seed=(core_seed << 20) + i, event_log=log)
         eps.append(SimEndpoint(engine, engine.attach(h, core)))
     addresses = [ep.address for ep in eps]
     got = [0, 0]  # messages and payload bytes received whole so far (the progress display)

@@ -71,7 +71,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from uet.tss.channel import RxChannel, TxChannel, aad_prefix
-from uet.tss.domain import KeySlot, SdMode, SecureDomain, SecureDomainTable, SlotState
+from uet.tss.domain import DerivedKey, DerivedKeyInputs, KeySlot, SdMode, SecureDomain, SecureDomainTable, SlotState
 from uet.tss.errors import CounterExhaustedError, DomainStateError, TssError, UnknownDomainError, UnknownPeerError
 from uet.tss.kdf import KEY_LEN, kdf, kdf_context
 from uet.tss.nonce import aad as build_aad
@@ -166,9 +166,10 @@ def as_address(addr: bytes | bytearray | str) -> bytes:
     return bytes(addr)
 
 
-_Derived = tuple[AESGCM, bytes | None]
-#: Derived-key cache key: (epoch, rekey, SSI, address when no SSI) — the KDF context's inputs.
-_CacheKey = tuple[int, int, int | None, bytes | None]
+_Derived = DerivedKey
+_CacheKey = DerivedKeyInputs
+#: :meth:`TssContext.open_fast` channel key: (security header word(s), source, entropy, expected SDI).
+_ChannelKey = tuple[bytes, bytes, int, int | None]
 
 
 class TssContext:
@@ -192,7 +193,7 @@ class TssContext:
         #: The reason of the most recent drop (for the caller's event log).
         self.last_drop: DropReason | None = None
         #: :meth:`open_fast` channels by (header word(s), source, entropy, expected SDI).
-        self._rx: dict[tuple, RxChannel] = {}
+        self._rx: dict[_ChannelKey, RxChannel] = {}
         #: The channel that opened the last packet :meth:`open_fast` accepted (None: none did).
         self.last_channel: RxChannel | None = None
         #: the latest time (ns) the owner gave (:meth:`handle_timer`, ``open(now_ns=)``, the

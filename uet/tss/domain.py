@@ -81,6 +81,11 @@ SERVER_TSC_BASE = 1 << 47
 #: Origin of :func:`tsc_floor_from_wall_clock`: 2026-01-01T00:00:00Z in Unix nanoseconds.
 TSC_EPOCH_NS = 1_767_225_600_000_000_000
 
+#: A derived AEAD key and its IV mask.
+DerivedKey = tuple[AESGCM, bytes | None]
+#: Derived-key cache key: (epoch, rekey, SSI, address when no SSI) — the KDF context's inputs.
+DerivedKeyInputs = tuple[int, int, int | None, bytes | None]
+
 
 def tsc_floor_from_wall_clock(wall_ns: int) -> int:
     """The TSC floor for a sender started at Unix time ``wall_ns``: microseconds since
@@ -119,7 +124,7 @@ class KeySlot:
     windows: dict[tuple[int | None, bytes], ReplayWindow] = field(default_factory=dict)
     #: Derived (AESGCM, IV mask) per KDF-context inputs ``(epoch, rekey, SSI, address or None)``;
     #: on receive filled only after a tag verified.
-    derived: dict[tuple, tuple[AESGCM, bytes | None]] = field(default_factory=dict)
+    derived: dict[DerivedKeyInputs, DerivedKey] = field(default_factory=dict)
     _aead: AESGCM | None = None
 
     def __repr__(self) -> str:

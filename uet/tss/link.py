@@ -47,7 +47,7 @@ class SecureLink(Link):
         inner: Link,
         config: SecurityConfig | SecureDomainTable,
         *,
-        event_log: Callable[[dict], None] | None = None,
+        event_log: Callable[[dict[str, Any]], None] | None = None,
         clock: Callable[[], int] | None = None,
     ) -> None:
         port = getattr(inner, "port", None)
@@ -58,6 +58,8 @@ class SecureLink(Link):
                 "(uet.tss.stage module docstring)"
             )
         self.inner = inner
+        self._port: int = port
+        self._peer_port: int = peer_port
         self.address = inner.address
         self.stage = TssStage(inner.address, config, tx_port=port, rx_port=peer_port, event_log=event_log)
         self.config = self.stage.config
@@ -78,11 +80,11 @@ class SecureLink(Link):
 
     @property
     def port(self) -> int:
-        return self.inner.port  # type: ignore[attr-defined]
+        return self._port
 
     @property
     def peer_port(self) -> int:
-        return self.inner.peer_port  # type: ignore[attr-defined]
+        return self._peer_port
 
     @property
     def impairment(self) -> Any:
@@ -109,11 +111,11 @@ class SecureLink(Link):
         return self.stage.arrivals
 
     @property
-    def event_log(self) -> Callable[[dict], None] | None:
+    def event_log(self) -> Callable[[dict[str, Any]], None] | None:
         return self.stage.event_log
 
     @event_log.setter
-    def event_log(self, log: Callable[[dict], None] | None) -> None:
+    def event_log(self, log: Callable[[dict[str, Any]], None] | None) -> None:
         self.stage.event_log = log
 
     @property
@@ -216,7 +218,7 @@ def rotate_keys(links: Sequence[Any], key: bytes | None = None, *, now_ns: int |
     if not links:
         raise ValueError("no links to rotate")
     new_key = os.urandom(32) if key is None else key
-    an = links[0].tx_an ^ 1
+    an: int = links[0].tx_an ^ 1
     for link in links:
         if link.tx_an ^ 1 != an:
             raise TssError("the members do not use the same AN: rotate them separately")

@@ -152,7 +152,7 @@ class TssStage:
         tx_port: int | None = None,
         rx_port: int | None = None,
         rng: random.Random | None = None,
-        event_log: Callable[[dict], None] | None = None,
+        event_log: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         if isinstance(config, SecureDomainTable):
             config = SecurityConfig(config)
@@ -401,7 +401,7 @@ class TssStage:
         """The AN this FEP's sender uses now."""
         return self.ctx.table[self.sdi].tx_an
 
-    def _log(self, rec: dict) -> None:
+    def _log(self, rec: dict[str, Any]) -> None:
         log = self.event_log
         if log is not None:
             log({**rec, "fep": self.address})

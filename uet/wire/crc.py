@@ -30,6 +30,7 @@ reference the golden tests hold the fast one to.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import google_crc32c
 
@@ -69,7 +70,8 @@ def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     return _extend(crc, bytes(data) if type(data) is not bytes else data)
 
 
-_extend = google_crc32c.extend
+# google_crc32c declares extend(crc, chunk) without types; this is its documented signature.
+_extend: Callable[[int, bytes], int] = google_crc32c.extend
 
 
 def crc32c_reference(data: bytes | bytearray | memoryview, crc: int = 0) -> int:

@@ -83,7 +83,8 @@ class RocePacket:
 
     @property
     def opcode(self) -> int:
-        return self.bth.opcode
+        op: int = self.bth.opcode
+        return op
 
     @property
     def opcode_name(self) -> str:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from uet.workloads.schedule import Apply, Builder, Schedule, split
@@ -185,11 +185,13 @@ def btree(n: int, r: int) -> tuple[int, list[int]]:
 def dtree(n: int) -> list[list[tuple[int, list[int]]]]:
     """The two trees of the double binary tree: for each, (parent, children) of every rank."""
     first = [btree(n, r) for r in range(n)]
+    to: Callable[[int], int]
+    back: Callable[[int], int]
     if n % 2:  # shifted by one
         to, back = (lambda x: (x - 1) % n), (lambda x: (x + 1) % n)
     else:  # mirrored
         to, back = (lambda x: n - 1 - x), (lambda x: n - 1 - x)
-    second = []
+    second: list[tuple[int, list[int]]] = []
     for r in range(n):
         p, kids = first[to(r)]
         second.append((-1 if p < 0 else back(p), [back(k) for k in kids]))

@@ -126,6 +126,8 @@ class Collective(Workload):
         warmup: int = 0
         check: bool = True
 
+    params: Params
+
     def pairs(self) -> list[tuple[int, int]]:
         return []  # the flows come from the schedules (__init__)
 

@@ -127,6 +127,8 @@ class Training(Workload):
         channels: int = 1
         slice_bytes: int = 1 << 20
 
+    params: Params
+
     def pairs(self) -> list[tuple[int, int]]:
         return []
 

@@ -18,8 +18,8 @@ from uet.conformance.cases._util import (
     peer_pdcid,
     read_back,
 )
-from uet.conformance.session import Pdc, Session, Skipped
-from uet.conformance.wirekit import control, ses_standard
+from uet.conformance.session import CheckFailed, Pdc, Session, Skipped
+from uet.conformance.wirekit import Reply, control, ses_standard
 from uet.wire import pds as P
 
 A = "ack"
@@ -30,8 +30,10 @@ def _f(s: Session) -> bytes:
     return ses_standard(s.ses(opcode=OP.NO_OP))
 
 
-def _probe(s: Session, p, opaque: int = 0x5A5A):
+def _probe(s: Session, p: Pdc, opaque: int = 0x5A5A) -> Reply:
     """The target's current CACK/SACK view of PDC ``p``, from a PROBE (§2.11)."""
+    if p.dpdcid is None:
+        raise CheckFailed("an established PDC to PROBE", "the target's PDCID is not known yet")
     s.send(control(CT.PROBE, spdcid=p.spdcid, dpdcid=p.dpdcid, probe_opaque=opaque, payload=p.start))
     return s.expect(lambda r: p.mine(r) and r.is_ack and r.flags & P.AckFlag.P, "the PROBE's ACK (P = 1)")
 
@@ -128,7 +130,7 @@ def _no_ar(s: Session) -> None:
     check(not P.psn_after(psn, r.pds.cack_psn), f"CACK covers {psn:#x}", r)
 
 
-def _write_burst(s: Session, p, n: int, multi: bool) -> int:
+def _write_burst(s: Session, p: Pdc, n: int, multi: bool) -> int:
     """``n`` WRITE packets of 64 bytes, AR only on the last; one message (``multi``) or ``n``."""
     reg = need_region(s, "rwa", min_size=64 * n)
     mid = s.ses().message_id

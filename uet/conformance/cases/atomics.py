@@ -51,7 +51,7 @@ def _enc(dt: int, v: float | int) -> bytes:
 
 def _dec(dt: int, b: bytes) -> float | int:
     if dt in _FLT:
-        return struct.unpack(_FLT[dt], b)[0]
+        return float(struct.unpack(_FLT[dt], b)[0])
     bits, signed = _INT[dt]
     return int.from_bytes(b[: bits // 8], "little", signed=signed)
 

@@ -38,7 +38,7 @@ def _dropped(s: Session, how: str) -> None:
         if not p.mine(r):
             return False
         if r.is_nack:
-            return r.pds.nack_psn == psn
+            return bool(r.pds.nack_psn == psn)
         return r.is_ack and (r.ack_psn == psn or not P.psn_after(psn, r.pds.cack_psn))
 
     s.assert_silent(names_it, f"no ACK or NACK for a request whose CRC trailer is {how}")

@@ -14,14 +14,15 @@ from uet.conformance.case import SHOULD, case
 from uet.conformance.cases._util import CT, NC, OP, RC, ack_psn, check, expect_rc, need_region, opened
 from uet.conformance.session import CheckFailed, Session, Skipped
 from uet.conformance.wirekit import control, ses_standard
+from uet.wire import pds as P
+from uet.wire.frame import DSCP_TRIM_FABRIC, DSCP_TRIM_LASTHOP
 
 N = "nack"
 
 #: every NACK code → the cases judging it (ids), or the reason no case can drive a target to send it
 NACK_CASES: dict[NC, tuple[str, ...] | str] = {
-    NC.TRIMMED: "only a trimming switch marks a packet trimmed (DSCP 5, behaviour.md §4.3.5); a target on plain "
-    "UDP or IP does not read DSCP, and a tester cannot tell a trim it forged from a target that ignores it",
-    NC.TRIMMED_LASTHOP: "as TRIMMED (DSCP 7, the last-hop mark)",
+    NC.TRIMMED: ("NAK-016",),
+    NC.TRIMMED_LASTHOP: ("NAK-017",),
     NC.TRIMMED_ACK: "sent by an initiator whose ACK with read data was trimmed: an initiator-side code",
     NC.NO_PDC_AVAIL: "needs the target's PDC table full (the reference's is 4096 PDCs): the size is the "
     "implementation's, and filling it disturbs every later case",
@@ -114,3 +115,47 @@ def _closing_in_err(s: Session) -> None:
     r = s.expect(lambda r: p.mine(r) and r.is_nack, "NACK CLOSING_IN_ERR once the CLOSE_REQ's retries run out", wait)
     check(r.is_nack and r.pds.nack_code == NC.CLOSING_IN_ERR,
           f"NACK CLOSING_IN_ERR (after {time.monotonic() - t0:.2f} s)", r)  # fmt: skip
+
+
+def _trimmed(s: Session, dscp: int, code: NC, ecn: int, retx: bool) -> None:
+    """The tester plays the trimming switch (behaviour.md §3.2): it sends a WRITE cut after its
+    headers and the first 8 bytes of payload, its DSCP rewritten to the trim mark (no CRC-32C
+    trailer: the cut took it). §3.3: the target NACKs it at once with ``code`` naming its PSN (``m``
+    = its CE mark, ``retx`` echoed) and delivers nothing — a READ still finds the bytes written
+    before; the whole WRITE resent on the same PSN is acknowledged and lands. With TSS the cut
+    packet cannot be authenticated (§3.5, a gap in the notes): skipped."""
+    if s.target.keys is not None:
+        raise Skipped("a trimmed sealed packet cannot be authenticated (behaviour.md §3.5): no NACK is owed")
+    reg = need_region(s, "rw")
+    p = opened(s)
+    off = 512 + 64 * (dscp & 1)
+    old, new = b"BEFORE-T" * 8, bytes(range(64))
+    expect_rc(p.exchange(ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, buffer_offset=off), old)), RC.OK,
+              " for the first WRITE")  # fmt: skip
+    whole = ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, buffer_offset=off), new)
+    psn = p.next_psn
+    s.send(p.header(psn, retx=retx) + whole[: len(whole) - len(new) + 8], ecn=ecn, dscp=dscp, trailer=False)
+    p.next_psn = (psn + 1) & 0xFFFFFFFF
+    r = p.nack(psn)
+    check(r.pds.nack_code == code, f"NACK {code.name} for a packet marked DSCP {dscp}", r)
+    check(bool(r.flags & P.NackFlag.M) == (ecn == 3), f"m = the trimmed packet's CE mark ({ecn == 3})", r)
+    check(bool(r.flags & P.NackFlag.RETX) == retx, f"retx echoed ({retx})", r)
+    read = ses_standard(s.ses(opcode=OP.READ, match_bits=reg.key, buffer_offset=off, request_length=64))
+    got = expect_rc(p.exchange(read), RC.OK, " for the READ after the trimmed WRITE")
+    check(got.data[:64] == old, "the trimmed WRITE delivered nothing: the bytes written before", got)
+    s.send(p.header(psn, retx=True) + whole)
+    p.ack_for(psn)
+    got = expect_rc(p.exchange(read), RC.OK, " for the READ after the whole WRITE")
+    check(got.data[:64] == new, "the whole WRITE, resent, landed", got)
+
+
+@case("NAK-016", N, "a request trimmed in the fabric (DSCP 7, cut): NACK TRIMMED naming its PSN with m = its CE "
+      "mark, nothing delivered; resent whole, it lands", "behaviour.md §3.3")  # fmt: skip
+def _trimmed_fabric(s: Session) -> None:
+    _trimmed(s, DSCP_TRIM_FABRIC, NC.TRIMMED, ecn=3, retx=False)
+
+
+@case("NAK-017", N, "a request trimmed at the last hop (DSCP 5, cut): NACK TRIMMED_LASTHOP, retx echoed, nothing "
+      "delivered; resent whole, it lands", "behaviour.md §3.3")  # fmt: skip
+def _trimmed_lasthop(s: Session) -> None:
+    _trimmed(s, DSCP_TRIM_LASTHOP, NC.TRIMMED_LASTHOP, ecn=0, retx=True)

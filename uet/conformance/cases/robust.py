@@ -5,6 +5,8 @@ prescribes an answer (or silence) the case checks that too."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from uet.conformance.case import case
 from uet.conformance.cases._util import CT, OP, check, opened, peer_pdcid
 from uet.conformance.session import Session
@@ -15,7 +17,7 @@ A = "robust"
 _n = iter(range(1, 1000))
 
 
-def _garbage(title: str, make, section: str = "wire-format.md §12.4") -> None:
+def _garbage(title: str, make: Callable[[Session], bytes], section: str = "wire-format.md §12.4") -> None:
     @case(f"ROB-{next(_n):03d}", A, title, section, hostile=True)
     def _t(s: Session) -> None:
         s.send(make(s))
@@ -23,8 +25,8 @@ def _garbage(title: str, make, section: str = "wire-format.md §12.4") -> None:
     return None
 
 
-def _syn(s: Session, ses: bytes = b"", **kw) -> bytes:
-    return request(psn=s.new_start_psn(), spdcid=s.new_pdcid(), syn=True, **kw) + ses
+def _syn(s: Session, ses: bytes = b"", *, next_hdr: int = P.NextHeader.STANDARD, ar: bool = True) -> bytes:
+    return request(psn=s.new_start_psn(), spdcid=s.new_pdcid(), syn=True, next_hdr=next_hdr, ar=ar) + ses
 
 
 _garbage("an empty datagram", lambda s: b"")

@@ -3,6 +3,9 @@ deferrable send and RTR (behaviour.md §1.2, §6.3–§6.9; wire-format.md §8, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from uet.conformance.case import SHOULD, case
 from uet.conformance.cases._util import (
     OP,
@@ -182,7 +185,7 @@ def _mid_reuse(s: Session) -> None:
 # -- return codes ------------------------------------------------------------------------------------
 
 
-def _rc_case(cid: str, title: str, section: str, rc: int, **kw) -> None:
+def _rc_case(cid: str, title: str, section: str, rc: int, **kw: Any) -> None:
     @case(cid, E, title, section)
     def _t(s: Session) -> None:
         args = dict(kw)
@@ -294,7 +297,7 @@ def _medium_multi(s: Session) -> None:
 
 
 def _two_packets(
-    s: Session, key: int, *, offset: int = 0, second: dict | None = None, data: bytes = b"a" * 8 + b"b" * 8
+    s: Session, key: int, *, offset: int = 0, second: dict[str, Any] | None = None, data: bytes = b"a" * 8 + b"b" * 8
 ) -> tuple[bytes, bytes]:
     """The two packets (SOM, then EOM at message offset 8) of a 16-byte WRITE to ``key`` at
     ``offset``; ``second`` overrides SES fields of the second packet (another opcode, key...)."""
@@ -383,7 +386,9 @@ def _overflow_gtd(s: Session) -> None:
 # -- RMA bounds --------------------------------------------------------------------------------------
 
 
-def _bounds(cid: str, title: str, rights: str, opcode: int, where, length: int, ok: tuple[int, ...]) -> None:
+def _bounds(
+    cid: str, title: str, rights: str, opcode: int, where: Callable[[int], int], length: int, ok: tuple[int, ...]
+) -> None:
     @case(cid, B, title, "behaviour.md §6.5")
     def _t(s: Session) -> None:
         reg = need_region(s, rights)

@@ -4,6 +4,8 @@ wire-format.md §3)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from uet.conformance.case import SHOULD, case
 from uet.conformance.cases._util import NC, OP, RC, check, need_region, opened, read_back
 from uet.conformance.session import CheckFailed, Pdc, Session, Skipped
@@ -37,7 +39,7 @@ def _good(s: Session) -> None:
     check(r.is_ack and r.pds.dpdcid == p.spdcid, "an ACK (opened with the SD key) to our PDC", r)
 
 
-def _tamper(where: str):
+def _tamper(where: str) -> Callable[[Session], None]:
     def t(s: Session) -> None:
         _need(s)
         p = Pdc(s)
