@@ -37,6 +37,7 @@ from __future__ import annotations
 from uet.pds._aliases import (
     _A_RETX,
     _AR,
+    _CONTROL_LEN,
     _CT_ACK_REQ,
     _CT_CLEAR,
     _CT_CLOSE,
@@ -55,6 +56,7 @@ from uet.pds._aliases import (
     _NC_PKT_NOT_RCVD,
     _NC_PSN_OOR_WINDOW,
     _NC_UNEXP_EVENT,
+    _P_CONTROL,
     _RETX,
     _SYN,
     _T_CLOSE_WAIT,
@@ -81,7 +83,7 @@ class ControlMixin(PdsState):
 
     def _rx_control(self, data: bytes, src: str, now: int, ctl: int, flags: int, entropy: int | None) -> None:
         """Control packet dispatch: PDC lookup (SYN: by peer and SPDCID), then by role (§2.11)."""
-        if len(data) < 16:
+        if len(data) < _CONTROL_LEN:
             self._drop("short_control", now, src)
             return
         pdc: InitiatorPdc | TargetPdc | None
@@ -137,7 +139,7 @@ class ControlMixin(PdsState):
             self._dirty[pdc] = None
         elif ctl == _CT_REQ_CLEAR and spdcid:
             fl = _ISROD if pdc.mode == _MODE_ROD else 0
-            hdr = CONTROL.encode((11, _CT_CLEAR, fl, 0, 0, pdc.lpdcid, spdcid, (pdc.tx_base - 1) & _M32))
+            hdr = CONTROL.encode((_P_CONTROL, _CT_CLEAR, fl, 0, 0, pdc.lpdcid, spdcid, (pdc.tx_base - 1) & _M32))
             self._out.append((hdr, pdc.peer, self.config.control_entropy))
             self._count("ctl_tx_CLEAR")
 
@@ -280,7 +282,7 @@ class ControlMixin(PdsState):
         flags = _AR | retx | (_ISROD if tp.mode == _MODE_ROD else 0)
         cr = tp.close_req
         assert cr is not None  # set by _target_close_req before any CLOSE_REQ is sent
-        hdr = CONTROL.encode((11, _CT_REQ_CLOSE, flags, 0, cr[0], tp.lpdcid, tp.rpdcid, 0))
+        hdr = CONTROL.encode((_P_CONTROL, _CT_REQ_CLOSE, flags, 0, cr[0], tp.lpdcid, tp.rpdcid, 0))
         self._out.append((hdr, tp.peer, self.config.control_entropy))
         self._count("ctl_tx_REQ_CLOSE")
 
@@ -388,7 +390,7 @@ class ControlMixin(PdsState):
                 tp.clear_reqs = 0  # the initiator spoke since the last CLEAR_REQ: a fresh budget
             if tp.gtd and tp.clear_reqs < cfg.max_clear_req and self._is_proven(tp):
                 hi = max(tp.gtd, key=lambda p: psn_diff(p, tp.rx_base))
-                hdr = CONTROL.encode((11, _CT_REQ_CLEAR, 0, 0, 0, tp.lpdcid, tp.rpdcid, hi))
+                hdr = CONTROL.encode((_P_CONTROL, _CT_REQ_CLEAR, 0, 0, 0, tp.lpdcid, tp.rpdcid, hi))
                 self._out.append((hdr, tp.peer, cfg.control_entropy))
                 self._count("ctl_tx_REQ_CLEAR")
                 tp.clear_reqs += 1

@@ -68,6 +68,20 @@ from uet.pds._aliases import (
     _AR,
     _M32,
     _MODE_ROD,
+    _P_ACK,
+    _P_ACK_CC,
+    _P_ACK_CCX,
+    _P_CONTROL,
+    _P_NACK,
+    _P_NACK_CCX,
+    _P_ROD_CC_REQ,
+    _P_ROD_REQ,
+    _P_RUD_CC_REQ,
+    _P_RUD_REQ,
+    _P_RUDI_REQ,
+    _P_RUDI_RESP,
+    _P_TSS,
+    _P_UUD_REQ,
     _RETX,
     _S_CLOSED,
     _S_ESTABLISHED,
@@ -239,7 +253,7 @@ class PdsCore(
         entropy: int | None = None,
     ) -> None:
         """Queue a NACK (wire-format.md §5.6) on the control class."""
-        hdr = NACK.encode((10, 0, flags, int(code), 0, psn & _M32, spdcid, dpdcid, payload & _M32))
+        hdr = NACK.encode((_P_NACK, 0, flags, int(code), 0, psn & _M32, spdcid, dpdcid, payload & _M32))
         self._out.append((hdr, dst, self.config.control_entropy if entropy is None else entropy))
         self._count("nack_tx_" + code.name)
         if self._log is not None:
@@ -290,7 +304,7 @@ class PdsCore(
         # ESTABLISHED; in order ⇒ current window, not a duplicate, ROD in sequence), so it goes
         # straight to ``TargetMixin._accept`` (delivery and the ACK rule, written once there).
         # Anything else takes the general path below.
-        if (t == 2 or t == 3) and not flags & _SYN and not trimmed and n >= 14:
+        if (t == _P_RUD_REQ or t == _P_ROD_REQ) and not flags & _SYN and not trimmed and n >= 14:
             cpo, psn, spdcid, dpdcid = _REQ_TAIL(data, 2)
             tp = self.pdcs.get(dpdcid)
             if (
@@ -317,7 +331,7 @@ class PdsCore(
         if g is not None and src not in g.verified:
             if (
                 flags & _SYN
-                and (t == 2 or t == 3 or t == 13 or t == 14)
+                and (t == _P_RUD_REQ or t == _P_ROD_REQ or t == _P_RUD_CC_REQ or t == _P_ROD_CC_REQ)
                 and n >= 12
                 and g.at_cap(src)
                 and (src, (data[8] << 8) | data[9]) not in self.target_by_peer
@@ -330,21 +344,21 @@ class PdsCore(
                 if held is not None:
                     self._out.extend(held)
         try:
-            if t == 2 or t == 3 or t == 13 or t == 14:
+            if t == _P_RUD_REQ or t == _P_ROD_REQ or t == _P_RUD_CC_REQ or t == _P_ROD_CC_REQ:
                 self._rx_request(data, src, now, t, nh, flags, ecn, trimmed, lasthop, entropy)
-            elif t == 7 or t == 8 or t == 9:
+            elif t == _P_ACK or t == _P_ACK_CC or t == _P_ACK_CCX:
                 self._rx_ack(data, src, now, t, nh, flags)
-            elif t == 10 or t == 12:
+            elif t == _P_NACK or t == _P_NACK_CCX:
                 self._rx_nack(data, src, now, flags)
-            elif t == 11:
+            elif t == _P_CONTROL:
                 self._rx_control(data, src, now, nh, flags, entropy)
-            elif t == 4:
+            elif t == _P_RUDI_REQ:
                 self._rx_rudi_request(data, src, now, nh, flags, ecn, trimmed, lasthop, entropy)
-            elif t == 5:
+            elif t == _P_RUDI_RESP:
                 self._rx_rudi_response(data, src, now, nh)
-            elif t == 6:
+            elif t == _P_UUD_REQ:
                 self._rx_uud(data, src, now, nh, ecn, trimmed)
-            elif t == 1:
+            elif t == _P_TSS:
                 self._drop("tss_not_unwrapped", now, src)
             else:
                 self._drop("type", now, src)
@@ -464,9 +478,9 @@ class PdsCore(
                 ecn < 3
                 and type(data) is bytes
                 and len(data) >= 14
-                and (data[0] >> 3 == 2 or data[0] >> 3 == 3)
+                and (data[0] >> 3 == _P_RUD_REQ or data[0] >> 3 == _P_ROD_REQ)
                 and len(nd) >= 14
-                and (nd[0] >> 3 == 2 or nd[0] >> 3 == 3)
+                and (nd[0] >> 3 == _P_RUD_REQ or nd[0] >> 3 == _P_ROD_REQ)
             ):
                 w, cpo, psn, sp, dp = _REQ_WORDS(data, 0)
                 t = pdcs.get(dp)
@@ -579,7 +593,7 @@ class PdsCore(
         if len(datagram) < 10:
             return None
         t = datagram[0] >> 3
-        if t == 4 or t == 5 or t == 6 or t == 1:
+        if t == _P_RUDI_REQ or t == _P_RUDI_RESP or t == _P_UUD_REQ or t == _P_TSS:
             return None
         pdc = self.pdcs.get((datagram[8] << 8) | datagram[9])
         return None if pdc is None else pdc.sdi
@@ -617,7 +631,7 @@ class PdsCore(
             if self._gate_waiting or len(self.gates) < len(self.pdcs):
                 self._pump_gate_siblings(dirty, now)
             out = self._out
-            if queued and len(out) > queued and all(7 <= d[0][0] >> 3 <= 9 for d in out[:queued]):
+            if queued and len(out) > queued and all(_P_ACK <= d[0][0] >> 3 <= _P_ACK_CCX for d in out[:queued]):
                 # the first packet the pump sent leaves before the ACKs queued ahead of it (and
                 # only ACKs: a retransmission or a NACK keeps its place): in a request/response
                 # exchange it is the answer the peer waits for, while an ACK only completes a

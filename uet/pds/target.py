@@ -66,6 +66,7 @@ from uet.pds._aliases import (
     _A_P,
     _A_RETX,
     _AR,
+    _CC_REQUEST_LEN,
     _CT_CREDIT,
     _ISROD,
     _M32,
@@ -83,6 +84,14 @@ from uet.pds._aliases import (
     _NC_ROD_OOO,
     _NC_TRIMMED,
     _NC_TRIMMED_LASTHOP,
+    _P_ACK,
+    _P_ACK_CC,
+    _P_ACK_CCX,
+    _P_CONTROL,
+    _P_ROD_CC_REQ,
+    _P_ROD_REQ,
+    _P_RUD_CC_REQ,
+    _REQUEST_LEN,
     _RETX,
     _S_SYN_SENT,
     _SYN,
@@ -222,8 +231,8 @@ class TargetMixin(PdsState):
     ) -> None:
         """Receive a RUD/ROD (CC) request in the order of checks of §2.6 (the general path;
         in-order data takes the fast path in :meth:`uet.pds.core.PdsCore.receive_datagram`)."""
-        cc = t >= 13
-        hl = 16 if cc else 12
+        cc = t == _P_RUD_CC_REQ or t == _P_ROD_CC_REQ
+        hl = _CC_REQUEST_LEN if cc else _REQUEST_LEN
         if len(data) < hl:
             self._drop("short_request", now, src)
             return
@@ -235,7 +244,7 @@ class TargetMixin(PdsState):
             v = (CC_REQUEST if cc else REQUEST).unpack(data)
             cpo, psn, spdcid, dpdcid = v[3], v[4], v[5], v[6]
         ccs = v[-2:] if cc else None  # (CCC ID, credit target), wire-format.md §5.2
-        mode = _ROD if t == 3 or t == 14 else _RUD
+        mode = _ROD if t == _P_ROD_REQ or t == _P_ROD_CC_REQ else _RUD
         retx = flags & _RETX
         nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
         cfg = self.config
@@ -638,7 +647,16 @@ class TargetMixin(PdsState):
         if epsn is not None:
             off = psn_diff(trig, cack)
             hdr = ACK_EPSN.encode(
-                (7, 0, flags | _A_EPSN, off if -0x8000 <= off <= 0x7FFF else 0, cack, tp.lpdcid, tp.rpdcid, epsn & _M32)
+                (
+                    _P_ACK,
+                    0,
+                    flags | _A_EPSN,
+                    off if -0x8000 <= off <= 0x7FFF else 0,
+                    cack,
+                    tp.lpdcid,
+                    tp.rpdcid,
+                    epsn & _M32,
+                )
             )
             self._out.append((hdr, tp.peer, ent))
             tp.ack_deadline = None
@@ -662,7 +680,7 @@ class TargetMixin(PdsState):
             off = opaque
         cfg = self.config
         if cfg.ack_format == "ack":
-            hdr = (ACK if opaque is None else ACK_PROBE).encode((7, rnh, flags, off, cack, tp.lpdcid, tp.rpdcid))
+            hdr = (ACK if opaque is None else ACK_PROBE).encode((_P_ACK, rnh, flags, off, cack, tp.lpdcid, tp.rpdcid))
         else:
             rcvd = tp.rcvd
             bm = 0
@@ -683,7 +701,7 @@ class TargetMixin(PdsState):
                 (_NSCC if opaque is None else _NSCC_P) if not ccx else (_NSCCX if opaque is None else _NSCCX_P)
             ).encode(
                 (
-                    9 if ccx else 8,
+                    _P_ACK_CCX if ccx else _P_ACK_CC,
                     rnh,
                     flags,
                     off,
@@ -749,6 +767,6 @@ class TargetMixin(PdsState):
     def _send_credit(self, tp: TargetPdc, grant: int) -> None:
         """One CREDIT CP (wire-format.md §5.8): payload = the cumulative 24-bit grant."""
         flags = _ISROD if tp.mode is _ROD else 0
-        hdr = CONTROL.encode((11, _CT_CREDIT, flags, 0, 0, tp.lpdcid, tp.rpdcid, grant))
+        hdr = CONTROL.encode((_P_CONTROL, _CT_CREDIT, flags, 0, 0, tp.lpdcid, tp.rpdcid, grant))
         self._out.append((hdr, tp.peer, self.config.control_entropy))
         self._count("ctl_tx_CREDIT")
