@@ -146,7 +146,7 @@ def serve_profile(ep: Endpoint, profile: Profile) -> list[asyncio.Task[None]]:
 async def _main(a: argparse.Namespace, profile: Profile) -> int:
     keys = None
     if a.keys:
-        from uet.tss.keyfile import load_key_file
+        from uet.keyfile import load_key_file
 
         keys = load_key_file(a.keys, wall_ns=time.time_ns())  # the TSC seeded from the clock (§5.6)
     cfg = link_config(a, EndpointConfig(ecn_feedback=True))

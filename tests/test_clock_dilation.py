@@ -120,7 +120,7 @@ async def test_switch_model_time_and_timer_expiry_are_dilated():
     armed: list[int] = []
     try:
         assert fp.now() == 100_000  # 2 ms of real time = 100 µs of model time
-        fp.timer.arm = armed.append  # type: ignore[method-assign]
+        fp.timer.arm = armed.append
         fp._armed_for = None
         fp.fabric.inject(0, _frame_to_host(fp, 1), fp.now())
         fp._pump(fp.now())

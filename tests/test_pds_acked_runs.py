@@ -15,8 +15,8 @@ from uet.pds import Acked, AckedRun, Failed, Mode, PdsConfig, PdsCore
 A, B = "10.0.0.1", "10.0.0.2"
 
 
-def expand(events: list) -> list:
-    out = []
+def expand(events: list[object]) -> list[object]:
+    out: list[object] = []
     for ev in events:
         if type(ev) is AckedRun:
             assert ev.count >= 1

@@ -324,8 +324,8 @@ def _key_decryptor(path: str) -> Decryptor:
     file (``uet.tss.keyfile``). Packets need their IP addresses and entropy for the AAD, so bare
     UET input stays encrypted. Imported here so that decoding without ``--keys`` never loads the TSS
     sublayer."""
+    from uet.keyfile import load_key_file
     from uet.tss.decoder import decrypt_for_decoder
-    from uet.tss.keyfile import load_key_file
 
     table = load_key_file(path, wall_ns=0)  # opens packets only, never seals
 

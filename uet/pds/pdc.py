@@ -413,3 +413,35 @@ class TargetPdc:
         self.tdl: int | None = None
         self.tent = 0
         self.tentd = 0
+
+
+class RudiPkt:
+    """An outstanding RUDI request."""
+
+    __slots__ = (
+        "pid",
+        "token",
+        "peer",
+        "next_hdr",
+        "body",
+        "tx_time",
+        "first_tx",
+        "retries",
+        "nack_retries",
+        "entropy",
+        "parked",
+    )
+
+    def __init__(self, pid: int, token: Any, peer: str, next_hdr: int, body: bytes) -> None:
+        self.pid = pid
+        self.token = token
+        self.peer = peer
+        self.next_hdr = next_hdr
+        self.body = body
+        self.tx_time = 0
+        self.first_tx = 0
+        self.retries = 0
+        self.nack_retries = 0
+        self.entropy = 0
+        #: resend time (ns) while waiting out a resource-shortage NACK, 0 otherwise
+        self.parked = 0

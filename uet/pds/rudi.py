@@ -42,7 +42,7 @@ from uet.pds._aliases import (
 from uet.pds.backoff import next_shift, retries_spent, rto_for
 from uet.pds.config import Mode, PdsError, PdsLimitError, SesNack
 from uet.pds.events import Failed, NackReceived, new_acked, new_delivery
-from uet.pds.pdc import earliest_deadline
+from uet.pds.pdc import RudiPkt, earliest_deadline
 from uet.pds.state import PdsState
 from uet.pds.target import normalize_response, ses_end, ses_extension_missing
 from uet.wire.pds import NACK_ACTION, RUDI, UUD, NackAction, NackCode, NackFlag, NextHeader, RudiFlag
@@ -64,38 +64,6 @@ def default_response(ses: bytes | memoryview, nh: int, payload_len: int) -> byte
     mid = int.from_bytes(ses[2:4], "big") if nh == _NH_STANDARD else 0
     job = int.from_bytes(ses[5:8], "big")
     return RESPONSE.encode((0, _DEFAULT_RESP, 0, _RC_NULL, mid, ses[4], job, payload_len & _M32))
-
-
-class RudiPkt:
-    """An outstanding RUDI request."""
-
-    __slots__ = (
-        "pid",
-        "token",
-        "peer",
-        "next_hdr",
-        "body",
-        "tx_time",
-        "first_tx",
-        "retries",
-        "nack_retries",
-        "entropy",
-        "parked",
-    )
-
-    def __init__(self, pid: int, token: Any, peer: str, next_hdr: int, body: bytes) -> None:
-        self.pid = pid
-        self.token = token
-        self.peer = peer
-        self.next_hdr = next_hdr
-        self.body = body
-        self.tx_time = 0
-        self.first_tx = 0
-        self.retries = 0
-        self.nack_retries = 0
-        self.entropy = 0
-        #: resend time (ns) while waiting out a resource-shortage NACK, 0 otherwise
-        self.parked = 0
 
 
 class RudiMixin(PdsState):

@@ -27,8 +27,7 @@ if TYPE_CHECKING:
     from uet.cc.config import CcConfig
     from uet.cc.rccc import CreditScheduler
     from uet.pds.ackbuilder import AckBuilder
-    from uet.pds.pdc import TxPkt
-    from uet.pds.rudi import RudiPkt
+    from uet.pds.pdc import RudiPkt, TxPkt
     from uet.pds.validation import SourceGuard
     from uet.wire.pds import NackCode
 
