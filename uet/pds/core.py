@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import random
 import struct
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from heapq import heapify, heappop, heappush, heapreplace
 from typing import Any
@@ -140,6 +140,7 @@ class PdsCore(
         self.pdcs = {}
         #: target PDCs by (peer FA, peer's PDCID), for SYN lookup (§1.4)
         self.target_by_peer = {}
+        self._tombs = OrderedDict()
         #: initiator PDC accepting new messages, by (mode, job_id, peer, tc) (§1.4)
         self.usable = {}
         #: PDC of the message currently open (SOM submitted, EOM not yet) per key

@@ -391,7 +391,7 @@ class FeedbackMixin(PdsState):
         if action == _NA_IGNORE:
             return
         if action == _NA_CLOSE:
-            self._close_error(pdc, f"nack {name}", code, now, npsn)
+            self._close_error(pdc, f"nack {name}", code, now, npsn, payload)
             return
         if code != _NC_ROD_OOO:
             # §4.1 on_nack: a trim before the last hop penalises the path; otherwise the NACK's

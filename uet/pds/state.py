@@ -13,7 +13,7 @@ checks each body against its declaration, so the two cannot drift apart).
 from __future__ import annotations
 
 import random
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,9 @@ class PdsState:
     pdcs: dict[int, InitiatorPdc | TargetPdc]
     #: target PDCs by (peer FA, peer's PDCID), for SYN lookup (§1.4)
     target_by_peer: dict[tuple[str, int], TargetPdc]
+    #: target PDCs closed in error, by their former PDCID, with when they are forgotten: what
+    #: they delivered answers their initiator's late packets (uet.pds.control ``_tomb_answer``)
+    _tombs: OrderedDict[int, tuple[TargetPdc, int]]
     #: initiator PDC accepting new messages, by (mode, job_id, peer, tc) (§1.4)
     usable: dict[tuple[Any, ...], InitiatorPdc]
     #: PDC of the message currently open (SOM submitted, EOM not yet) per key
@@ -156,7 +159,9 @@ class PdsState:
         # uet.pds.closing
         def _start_close(self, pdc: InitiatorPdc, reason: str, now: int) -> None: ...
         def _check_close_progress(self, pdc: InitiatorPdc, now: int) -> None: ...
-        def _close_error(self, pdc: InitiatorPdc, reason: str, code: int | None, now: int, npsn: int = -1) -> None: ...
+        def _close_error(
+            self, pdc: InitiatorPdc, reason: str, code: int | None, now: int, npsn: int = -1, payload: int = 0
+        ) -> None: ...
         def _free_ipdc(self, pdc: InitiatorPdc, error: str | None, now: int) -> None: ...
 
         # uet.pds.target
@@ -187,6 +192,9 @@ class PdsState:
         def _target_close_req(self, tp: TargetPdc, now: int) -> None: ...
         def _target_close_error(self, tp: TargetPdc, reason: str, now: int, send_nack: bool = True) -> None: ...
         def _free_tpdc(self, tp: TargetPdc, now: int) -> None: ...
+        def _tomb_answer(
+            self, src: str, dpdcid: int, spdcid: int, psn: int, retx: int, nfl: int, now: int, ent: int
+        ) -> bool: ...
         def _tpdc_deadline(self, tp: TargetPdc) -> int | None: ...
 
         # uet.pds.rudi

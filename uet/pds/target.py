@@ -298,7 +298,9 @@ class TargetMixin(PdsState):
         else:
             tp = self.pdcs.get(dpdcid)
             if tp is None:
-                self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, nfl, now, entropy=entropy)
+                ent = cfg.control_entropy if entropy is None else entropy
+                if not self._tomb_answer(src, dpdcid, spdcid, psn, retx, nfl, now, ent):
+                    self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, nfl, now, entropy=entropy)
                 return
             if tp.role != "target":  # return direction: read data for an initiator PDC (uet.pds.ret)
                 if tp.peer != src or spdcid != tp.rpdcid or nh != _NH_RESPONSE_DATA or tp.state is _S_SYN_SENT:
