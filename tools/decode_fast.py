@@ -417,6 +417,8 @@ class FastSummary:
 
 
 _Plan = Callable[[memoryview, int, int], "str | None"]
+
+
 class _Unseen(Enum):
     """The type of :data:`_UNSEEN` (a one-member enum: ``plan is _UNSEEN`` narrows the plan's type)."""
 
