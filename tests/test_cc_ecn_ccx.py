@@ -6,23 +6,11 @@ takes them by difference, and an ACK_CCX of a type the notes do not define is no
 from __future__ import annotations
 
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, request, ses_small
+from test_cc_pds import credit_of
 
-from uet.cc import Ccc, CreditSender, Nscc
+from uet.cc import Ccc
 from uet.pds import Mode, PdsConfig, PdsCore
 from uet.wire import pds as w
-
-
-def nscc_of(g: Ccc) -> Nscc:
-    n = g.get(Nscc)
-    assert n is not None
-    return n
-
-
-def credit_of(g: Ccc) -> CreditSender:
-    c = g.get(CreditSender)
-    assert c is not None
-    return c
-
 
 CCX = w.ACK_CCX[(False, "nscc")]
 M = int(w.AckFlag.M)

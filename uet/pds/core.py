@@ -91,6 +91,7 @@ from uet.pds._aliases import (
     _T_ESTABLISHED,
     _T_PENDING,
 )
+from uet.pds.ackbuilder import AckBuilder
 from uet.pds.config import PdsConfig, SesNack
 from uet.pds.events import Delivery, Event
 from uet.pds.pdc import InitiatorPdc, TargetPdc
@@ -202,6 +203,8 @@ class PdsCore(
         self._misc_entropy = RotatingEntropy(self.rng, self.config.entropy_paths)
         #: address validation and anti-amplification (uet.pds.validation); None: off
         self.guard = SourceGuard(self.config, self._count) if self.config.amp_factor else None
+        #: the target's ACK encoder, in the configured format (uet.pds.ackbuilder)
+        self._acks = AckBuilder(self.config)
         #: opaque value of the last window probe (uet.pds.initiator._window_probe)
         self._probe_seq = 0
         #: RCCC receiver pacer and the CC parameters, from ``uet.cc.registry.build`` when
