@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from uet.cc.base import SenderCc
     from uet.cc.config import CcConfig
     from uet.cc.rccc import CreditScheduler
+    from uet.pds.ackbuilder import AckBuilder
     from uet.pds.pdc import RudiPkt, TxPkt
     from uet.pds.validation import SourceGuard
     from uet.wire.pds import NackCode
@@ -97,6 +98,8 @@ class PdsState:
     cc_params: CcConfig | None
     #: address validation and anti-amplification (uet.pds.validation), None when off
     guard: SourceGuard | None
+    #: the target's ACK encoder (uet.pds.ackbuilder)
+    _acks: AckBuilder
     # RUDI/UUD (uet.pds.rudi, assigned by RudiMixin._rudi_init)
     _rudi_next: int
     #: outstanding RUDI requests by packet id, in order of latest transmission
