@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable
-from enum import IntFlag
-from typing import Any, NamedTuple, cast
+from enum import Enum, IntFlag
+from typing import Any, Final, NamedTuple, cast
 
 from uet.tools.decode import _flags, _roce_summary
 
@@ -417,7 +417,16 @@ class FastSummary:
 
 
 _Plan = Callable[[memoryview, int, int], "str | None"]
-_UNSEEN: Any = object()
+
+
+class _Unseen(Enum):
+    """The type of :data:`_UNSEEN` (a one-member enum: ``plan is _UNSEEN`` narrows the plan's type)."""
+
+    UNSEEN = 0
+
+
+#: no plan cached yet for a key (None is a cached "not UET")
+_UNSEEN: Final = _Unseen.UNSEEN
 _PLANS: dict[tuple[int | None, ...] | None, _Plan | None] = {}
 _COMPILED: dict[tuple[Layout, ...], _Plan] = {}  # bounded by the layouts' combinations
 
