@@ -23,9 +23,8 @@ from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.seams import RotatingEntropy
 
 if TYPE_CHECKING:
-    from uet.cc.base import SenderCc
+    from uet.cc.base import ReceiverCc, SenderCc
     from uet.cc.config import CcConfig
-    from uet.cc.rccc import CreditScheduler
     from uet.pds.ackbuilder import AckBuilder
     from uet.pds.pdc import RudiPkt, TxPkt
     from uet.pds.validation import SourceGuard
@@ -94,7 +93,7 @@ class PdsState:
     #: opaque value of the last window probe (uet.pds.initiator._window_probe)
     _probe_seq: int
     #: RCCC receiver pacer and the CC parameters (uet.cc.registry.build), or None
-    credit_scheduler: CreditScheduler | None
+    credit_scheduler: ReceiverCc | None
     cc_params: CcConfig | None
     #: address validation and anti-amplification (uet.pds.validation), None when off
     guard: SourceGuard | None
