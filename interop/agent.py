@@ -11,9 +11,8 @@ docstring; this file is all there is to it::
 The endpoint also serves the target-side cases: it registers a peer profile's regions (``--config
 FILE``, else ``uet-peer``'s, :mod:`uet.conformance.profile`) and keeps its receives posted.
 ``--link ip`` runs it over IP protocol 253 (root), ``--data-protect crc`` adds the CRC-32C
-trailer, ``--keys FILE`` runs TSS. It prints one JSON line (the keys of ``uet-peer``'s identity
-line, ``agent`` the control address) once it serves, and runs until SIGINT/SIGTERM. ``uet-peer
---agent ADDR`` serves the same channel on its endpoint with this module's :class:`Agent`.
+trailer, ``--keys FILE`` runs TSS. It prints ``uet-peer``'s identity line (``agent``: the control
+address) once it serves, until SIGINT/SIGTERM; ``uet-peer --agent ADDR`` uses :class:`Agent` too.
 """
 
 from __future__ import annotations
@@ -32,8 +31,9 @@ from uet.tools.link_options import add_link_options, check_link_options, link_co
 from uet import AmoOp, AmoType, Endpoint, EndpointClosed, EndpointConfig, Mode, Peer, SesError, UetError
 from uet.conformance.profile import Profile, ProfileError, default_profile, load_profile, register_regions
 from uet.conformance.session import Receive
+from uet.keyfile import load_key_file
 from uet.link.select import open_link
-from uet.tss.keyfile import KeyFileError, load_key_file
+from uet.tss.errors import KeyFileError
 
 __all__ = ["Agent", "serve_control"]
 

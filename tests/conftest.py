@@ -12,7 +12,6 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
-settings.register_profile("default", **_COMMON)
-settings.register_profile("derandomized", derandomize=True, **_COMMON)
+settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("derandomized", settings.get_profile("default"), derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))

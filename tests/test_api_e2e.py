@@ -40,6 +40,7 @@ def _target(conn: Connection, address: str) -> None:
             m = await ep.recv(tag=0, ignore=(1 << 64) - 1)
             if m.data == b"quit":
                 break
+            assert m.tag is not None
             await ep.send(m.source, m.data[::-1], tag=m.tag + 1)
         conn.send(bytes(mem))
         await ep.close()

@@ -191,8 +191,8 @@ def test_each_fault_is_caught(tmp_path: Path, fault: str) -> None:
 
 
 def _key_file(tmp: Path) -> Path:
+    from uet.keyfile import write_key_file
     from uet.tss.domain import SdMode, SecureDomain
-    from uet.tss.keyfile import write_key_file
 
     path = tmp / "sd.toml"
     write_key_file(path, [SecureDomain.generate(0x51, SdMode.CLUSTER)])

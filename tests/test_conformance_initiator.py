@@ -44,8 +44,9 @@ def reference_agent(tmp: Path, *args: str) -> Iterator[tuple[str, str, int, Path
     proc = subprocess.Popen([sys.executable, "-m", "uet.interop.agent", addr, "--port", str(port), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
+        assert proc.stdout is not None
         r, _, _ = select.select([proc.stdout], [], [], PEER_TIMEOUT)
-        line = proc.stdout.readline() if r else ""  # type: ignore[union-attr]
+        line = proc.stdout.readline() if r else ""
         assert line, proc.stderr.read() if proc.poll() is not None else "no identity line"  # type: ignore[union-attr]
         ident = tmp / f"agent-{port}.json"
         ident.write_text(line)

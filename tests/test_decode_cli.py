@@ -281,5 +281,7 @@ def test_presentation_never_crashes(frame, edits, cut, bare):
         assert error_line(d).startswith("frame 1: malformed: ")
     else:
         assert summary(d, 0)
-        json.dumps(d.frame.to_dict() if d.frame else d.uet.to_dict())
+        decoded = d.frame or d.uet
+        assert decoded is not None
+        json.dumps(decoded.to_dict())
     assert tree(d)

@@ -9,6 +9,8 @@ from uet.fabric.model.frames import ipv4_frame
 from uet.fabric.profiles import DATACENTER_FRAME, load_topology
 from uet.fabric.topology import Topology, fat_tree_k
 
+from uet.wire.net import ip_bytes
+
 
 @pytest.mark.parametrize(("hosts", "k"), [(1, 2), (2, 2), (3, 4), (16, 4), (17, 6), (128, 8), (1024, 16)])
 def test_k_is_the_smallest_tree_that_holds_the_hosts(hosts: int, k: int) -> None:
@@ -33,7 +35,7 @@ def test_fat_tree_wiring_k4() -> None:
 def _path_hops(fab: Fabric, a: int, b: int) -> tuple[int, bytes]:
     frame = ipv4_frame(fab.host_ip(a), fab.host_ip(b), b"x" * 100, sport=77)
     fab.inject(a, frame, fab.now)
-    got = []
+    got: list[tuple[int, bytes]] = []
     while not got:
         t = fab.next_deadline()
         assert t is not None
@@ -69,3 +71,21 @@ def test_datacenter_profile_sizes_buffers_from_the_bdp() -> None:
     assert 35 <= tc0.ecn.kmax / DATACENTER_FRAME <= 40 and tc0.ecn.pmax == 1.0
     assert topo.switch.trim.enabled and not tc0.dynamic and topo.switch.nic_queue_bytes is None
     Fabric(topo)  # the buffer carve-up is consistent
+
+
+def _container_sizes(obj: object) -> dict[str, int]:
+    return {k: len(v) for k, v in vars(obj).items() if isinstance(v, (dict, list, set))}
+
+
+def test_switches_remember_nothing_per_destination() -> None:
+    """Issue 28 item 4: a switch's memory must not grow with the destinations it forwards to
+    (a per-destination route cache held switches × hosts entries, 10 million at 8,192 hosts)."""
+    fab = Fabric(Topology(kind="fat_tree", hosts=128))
+    ips = [fab.host_ip(h) for h in range(128)]
+    for h in range(0, 128, 7):  # every packet gets to its host, through every tier
+        assert _path_hops(fab, h, (h * 37 + 11) % 128)[0] in (1, 3, 5)
+    for sw in fab.switches.values():
+        before = _container_sizes(sw)
+        groups = [sw.lookup(ip_bytes(ip)) for ip in ips]
+        assert all(g for g in groups)  # a fat tree switch routes every host
+        assert _container_sizes(sw) == before, sw.name

@@ -22,7 +22,7 @@ def _tap(fab: Fabric) -> list[tuple[str, int, bytes, int]]:
             seen.append((n.name, p, bytes(frame), start))
             _orig(n, p, frame, start, end)
 
-        sw.on_transmit = tapped  # type: ignore[assignment]
+        sw.on_transmit = tapped
     return seen
 
 

@@ -119,8 +119,8 @@ def _titles(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, tuple[float
 
     seen: list[tuple[str, str, tuple[float, float], tuple[float, float]]] = []
 
-    def spy(save):  # type: ignore[no-untyped-def]
-        def wrapped(fig, folder, name):  # type: ignore[no-untyped-def]
+    def spy(save):
+        def wrapped(fig, folder, name):
             ax = fig.axes[0]
             seen.append((name, ax.get_title(), ax.get_xlim(), ax.get_ylim()))
             return save(fig, folder, name)

@@ -33,7 +33,7 @@ def _target(respond_every: bool = True, gtd_at: int | None = None) -> tuple[Pair
     ``gtd_at``); the PDC is established by a SYN at START. Returns (pair, B's PDCID)."""
     pair = Pair(CFG)
 
-    def respond(d):  # type: ignore[no-untyped-def]
+    def respond(d):
         if d.psn == gtd_at:
             return 4, build_response(int(ReturnCode.NO_MATCH), message_id=d.psn & 0xFFFF)
         return (4, _ok(d.psn)) if respond_every else None

@@ -105,3 +105,48 @@ def test_no_retry_on_a_new_pdc_of_a_message_the_target_may_have_delivered() -> N
     assert got == [b"first", b"second"]
     assert pair.b.core.pds.counters.get("pdc_close_target_error", 0) == 1
     assert isinstance(pair.a.done[h], OpFailed)
+
+
+def test_a_target_that_closed_in_error_answers_for_what_it_delivered() -> None:
+    """The stress test's failure (tests/test_api_stress.py, 1 run in 25 on a loaded machine):
+    the four FEPs' process stalled past the target's idle close and ``Close_REQ_Time``, so the
+    target closed a PDC in error whose initiator was only slow; the initiator's late
+    retransmissions met ``INV_DPDCID`` and both a message the target had delivered (its ACK
+    lost) and one it never saw failed, since the initiator cannot tell them apart. The target
+    now remembers what the closed PDC delivered: it ACKs the delivered one, and its
+    ``INV_DPDCID`` for the other names the first PSN it never delivered, so that message moves
+    to a new PDC. Both complete, each delivered once."""
+    a_cfg = with_config(FepConfig(), close_idle_ns=None)
+    b_cfg = with_config(FepConfig(), target_idle_ns=5_000_000, close_req_ns=10_000_000)
+    pair = FepPair(a_cfg, b_cfg, seed=4, delay_ns=1_000_000)
+    assert pair.complete(pair.a, pair.a.core.send(B_ADDR, b"first")) == [None]
+    phase = {"n": 1}
+
+    def lose(t: Transmit, src: str) -> list[bytes]:
+        p = decode(t).sections[0][1]
+        if phase["n"] == 1 and src == B_ADDR and p.type in (PdsType.ACK, PdsType.ACK_CC):
+            return []  # the second message arrives, its ACK does not
+        if phase["n"] == 2:
+            return []  # silence both ways: the target closes the PDC in error
+        return [t.data]
+
+    pair.filter = lose
+    got = []
+
+    def take() -> list[bytes]:
+        while (m := pair.b.core.recv_nowait()) is not None:
+            got.append(bytes(m.data))
+        return got
+
+    h1 = pair.a.core.send(B_ADDR, b"second")
+    pair.run_until(lambda: b"second" in take(), max_ns=20_000_000)
+    phase["n"] = 2
+    h2 = pair.a.core.send(B_ADDR, b"third")
+    pair.run_until(lambda: pair.b.core.pds.counters.get("pdc_close_target_error", 0) == 1, max_ns=40_000_000)
+    phase["n"] = 3
+    pair.run_until(lambda: h1 in pair.a.done and h2 in pair.a.done, max_ns=3_000_000_000)
+    pair.run_until(lambda: False, max_ns=200_000_000)
+    take()
+    assert pair.b.core.pds.counters.get("pdc_close_target_error", 0) == 1
+    assert [pair.a.done[h] for h in (h1, h2) if isinstance(pair.a.done[h], OpFailed)] == []
+    assert got == [b"first", b"second", b"third"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, ses_small
 
 from uet.pds import Mode, PdsConfig
+from uet.pds.pdc import InitiatorPdc
 from uet.pds.states import InitiatorState
 from uet.wire.chain import parse_uet
 from uet.wire.pds import REQUEST_SYN, PdsType
@@ -34,7 +35,7 @@ def test_refused_pdc_is_pumped_when_a_sibling_ack_frees_the_shared_gate() -> Non
     assert len(first) == 4
     a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"y", token=("j2", 0), som=True, eom=True, now=0, job_id=2)
     assert p.take(a) == []  # the gate (4 in flight) refuses PDC 2's first packet
-    pdc2 = next(pdc for pdc in a.core.pdcs.values() if pdc.key[1] == 2)
+    pdc2 = next(pdc for pdc in a.core.pdcs.values() if isinstance(pdc, InitiatorPdc) and pdc.key[1] == 2)
     assert pdc2.state is InitiatorState.SYN_SENT and len(pdc2.pending) == 1
     # B receives PDC 1's four requests and ACKs them
     for d, _dst, _e in first:

@@ -192,7 +192,7 @@ def test_a_resend_acknowledged_sooner_than_a_round_trip_teaches_the_reordering_w
     assert timer() == [(1, True)] and pair.now == 20_000 + 2 * 5_000
     # 1 µs after that resend CACK covers 1-3: the first copy of 1 arrived 11 µs late
     assert ack(31_000, 4, 0) == []
-    assert ip.min_rtt == 20_000 and ip.reo_wnd == 11_000 + 20_000 // 4
+    assert ip.min_rtt == 20_000 and ip.board.reo_wnd == 11_000 + 20_000 // 4
     # 5-7 missing, 8 acknowledged: 5 waits out the learnt window, then goes
     assert ack(32_000, 4, 4) == []
     assert timer() == [(5, True)] and pair.now == 32_000 + 2 * 16_000

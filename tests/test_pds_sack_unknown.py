@@ -32,7 +32,7 @@ def _held_cack_flight(drop: int | None = None) -> tuple[Pair, int, list]:
     return pair, p0, [hdr(d) for d, _x, _y in acks]
 
 
-def _sack_window(h) -> range:  # type: ignore[no-untyped-def]
+def _sack_window(h) -> range:
     base = psn_add(h.cack_psn, h.sack_psn_offset)
     return range(base, base + 64)
 

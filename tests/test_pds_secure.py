@@ -227,7 +227,7 @@ def test_default_establishment_refuses_replay_after_restart() -> None:
     captured SYN packets again and re-delivers the message; the default is now RANDOM_1RTT_START,
     which answers the replay with NEW_START_PSN and delivers nothing."""
     from uet.tss.establish import StartPsnMethod
-    from uet.tss.link import SecurityConfig
+    from uet.tss.stage import SecurityConfig
 
     assert _replay_after_restart(StartPsnMethod.EXPECTED_0RTT_START) == (2, 2)  # the hole
     default = SecurityConfig.__dataclass_fields__["method"].default

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, ses_small
 
 from uet.pds import Mode, PdsConfig
+from uet.pds.pdc import InitiatorPdc
 from uet.wire.pds import NackCode, PdsType, ReqFlag
 
 START = 0x40000000
@@ -58,7 +59,7 @@ def test_trimmed_packets_wait_for_the_ack_clock_and_go_before_new_data() -> None
     nack0 = to_target(pair, p[0], trimmed=True)
     assert [hdr(d).nack_code for d in nack0] == [NackCode.TRIMMED]
     assert to_initiator(pair, nack0) == []
-    nack1 = to_target(pair, p[1], trimmed=True, lasthop=True)
+    nack1 = to_target(pair, p[1], trimmed=True, last_hop=True)
     assert [hdr(d).nack_code for d in nack1] == [NackCode.TRIMMED_LASTHOP]
     assert to_initiator(pair, nack1) == []
     assert pair.a.core.counters["trim_rtx_wait"] == 2
@@ -101,7 +102,7 @@ def test_a_trim_nack_of_a_waiting_packet_answers_an_older_copy_and_is_ignored() 
     nack0 = to_target(pair, p[0], trimmed=True)
     assert to_initiator(pair, nack0) == []
     (ip,) = pair.a.core.pdcs.values()
-    assert ip.outstanding[START].nack_retries == 1
+    assert isinstance(ip, InitiatorPdc) and ip.outstanding[START].nack_retries == 1
     assert to_initiator(pair, nack0) == []  # the same NACK again (a copy of an older copy's)
     assert ip.outstanding[START].nack_retries == 1
     assert pair.a.core.counters["nack_while_waiting"] == 1

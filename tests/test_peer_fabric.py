@@ -38,11 +38,13 @@ async def test_peer_echoes_through_the_fabric() -> None:
     fabric = _start(["uet.tools.fabric"])
     peer = None
     try:
+        assert fabric.stdout is not None
         ready = json.loads(fabric.stdout.readline())
         assert ready["event"] == "ready"
         here, there = ready["hosts"][0], ready["hosts"][1]
         sw = f"{there['udp'][0]}:{there['udp'][1]}"
         peer = _start(["uet.tools.peer", there["ip"], "--fabric", sw, "--mode", "echo", "--job", "7"])
+        assert peer.stdout is not None
         identity = json.loads(peer.stdout.readline())
         assert identity["address"] == there["ip"] and identity["fabric"] == sw
         link = FabricLink(here["ip"], tuple(here["udp"]), deliver_trimmed=True)

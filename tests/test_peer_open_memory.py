@@ -51,8 +51,8 @@ def test_insecure_starts_but_still_warns() -> None:
 
 
 def test_loopback_without_keys_warns_and_with_keys_does_not(tmp_path: Path) -> None:
+    from uet.keyfile import write_key_file
     from uet.tss.domain import SdMode, SecureDomain
-    from uet.tss.keyfile import write_key_file
 
     ident, err = _serve_briefly(["127.0.0.61", "--port", "24793"])
     assert ident["address"] == "127.0.0.61"

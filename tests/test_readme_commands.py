@@ -121,6 +121,7 @@ def test_readme_command_runs(index: int, scratch: Path) -> None:
     if "until Ctrl-C" in comment:
         p = subprocess.Popen(argv, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
+            assert p.stdout is not None
             first = p.stdout.readline()  # the ready line: the command is up
             p.send_signal(signal.SIGINT)
             rest, err = p.communicate(timeout=60)

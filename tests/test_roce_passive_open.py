@@ -73,8 +73,8 @@ def test_parameters_are_not_computable_from_the_addresses() -> None:
     a = "10.0.0.1"
     for secret in (0, 1, b"k"):
         cm = StaticCm(secret)
-        old_qpn = 0x100 + zlib.crc32(f"qpn|{secret}|{a}|{B}".encode()) % ((1 << 24) - 0x100)
-        old_psn = zlib.crc32(f"psn|{secret}|{a}|{B}".encode()) & 0xFFFFFF
+        old_qpn = 0x100 + zlib.crc32(f"qpn|{secret!r}|{a}|{B}".encode()) % ((1 << 24) - 0x100)
+        old_psn = zlib.crc32(f"psn|{secret!r}|{a}|{B}".encode()) & 0xFFFFFF
         assert (cm.qpn(a, B), cm.start_psn(a, B)) != (old_qpn, old_psn)
     assert StaticCm(b"x").params(a, B) != StaticCm(b"y").params(a, B)
 

@@ -13,7 +13,9 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 def test_readme_roce_example_runs() -> None:
     text = README.read_text()
     section = text[text.index("## RoCEv2 comparison mode") :]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    m = re.search(r"```python\n(.*?)```", section, re.S)
+    assert m is not None
+    code = m.group(1)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, "README.md", "exec"), {})  # noqa: S102

@@ -158,6 +158,7 @@ def test_no_orphans_when_the_launcher_is_interrupted(sig):
         rc = p.wait(timeout=60)
         if sig == signal.SIGINT:
             assert rc == 130
+            assert p.stderr is not None
             err = p.stderr.read()
             assert "interrupted" in err and "Traceback" not in err and "CancelledError" not in err, err
         assert _wait(lambda: not any(_alive(k) for k in kids), 30), [k for k in kids if _alive(k)]

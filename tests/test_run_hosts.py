@@ -36,8 +36,8 @@ def test_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixtu
 
 
 def _key_file(tmp_path: Path, domains: int = 1) -> str:
+    from uet.keyfile import write_key_file
     from uet.tss.domain import SdMode, SecureDomain
-    from uet.tss.keyfile import write_key_file
 
     path = str(tmp_path / "sd.keys")
     write_key_file(path, [SecureDomain.generate(0x51 + i, SdMode.CLUSTER) for i in range(domains)])

@@ -57,6 +57,7 @@ def test_fast_layer_rudi_copy_is_answered_new_message_with_the_same_id_is_delive
     second = _pkts(b"second", 11)
     (resp,) = [r.deliver(PEER, RUDI, NextHeader.STANDARD, s, p, False, 13) for s, p in second]
     assert [m.data for m in r.completed] == [b"a" * 250, b"second"]
+    assert isinstance(resp, tuple)
     rsp = parse_response(NextHeader.RESPONSE, resp[1])
     assert (rsp.return_code, rsp.message_id, rsp.modified_length) == (ReturnCode.OK, 11, 6)
     # and its own copy is again a copy

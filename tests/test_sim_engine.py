@@ -190,3 +190,35 @@ def test_the_engine_selector_keeps_registrations_and_never_reports_one_ready() -
         a.close()
         b.close()
         sel.close()
+
+
+def test_udp_checksums_only_where_frames_are_captured(tmp_path: object) -> None:
+    """Issue 28: without a capture the engine leaves the UDP checksum 0 (nothing verifies it);
+    every figure of the run is the same as with a capture, whose frames carry real checksums."""
+    from uet.fabric.telemetry_io import PcapTaps
+
+    topo = load_topology({"kind": "fat_tree", "hosts": 2}, profile="datacenter", rate_bps=100_000_000_000)
+    sums: dict[bool, set[int]] = {}
+    for on in (True, False):
+        e = Engine(Fabric(topo, seed=1), udp_checksums=on)
+        conf = FepConfig(payload_size=4096)
+        a, b = (SimEndpoint(e, e.attach(i, FepCore(e.fabric.hosts[i].ip, job=0, pid=0, config=conf))) for i in (0, 1))
+        sent: list[bytes] = []
+        nic = e.fabric.nics[0]
+        send = nic.send
+        nic.send = lambda f, now, _s=send, _o=sent: (_o.append(bytes(f)), _s(f, now))[1]  # type: ignore[method-assign]
+
+        async def main(a: SimEndpoint = a, b: SimEndpoint = b) -> object:
+            got, _ = await asyncio.gather(b.recv(), a.send(b.address, b"z" * 9000))
+            return got
+
+        assert _run(e, main()).data == b"z" * 9000  # type: ignore[attr-defined]
+        sums[on] = {parse_frame(f).layer("udp").checksum for f in sent}
+    assert 0 not in sums[True] and sums[False] == {0}
+    run = {"workload": "pairs", "endpoints": 2, "message_bytes": 50_000, "messages": 2, "seed": 3}
+    plain = simulate(run, {"kind": "fat_tree", "hosts": 2})
+    taps = PcapTaps(str(tmp_path), 0, per="host")
+    captured = simulate(run, {"kind": "fat_tree", "hosts": 2}, taps=taps)
+    taps.close()
+    for key in ("flows", "fct", "virtual_s", "sim", "counters"):
+        assert plain.get(key) == captured.get(key), key

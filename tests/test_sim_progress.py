@@ -29,7 +29,7 @@ class FakeClock:
 def test_progress_line_shows_virtual_time_estimate_rate_and_eta() -> None:
     """Virtual time, the estimate (the bound, while little has arrived), the measured speed and
     the ETA at that speed; one line per LINE_EVERY_S of wall time, the first at once."""
-    clock, out = FakeClock(), []
+    clock, out = FakeClock(), list[str]()
     bar = SimProgress("uet-sim", tty=False, write=out.append, clock=clock)
     bound = 10 * MS
     bar(Progress(1 * MS, 0, 1000, 0, 10**9, bound))
@@ -55,7 +55,7 @@ def test_estimate_extrapolates_from_the_payload_received() -> None:
     assert estimate_ns(by_messages) == 30 * MS  # no bytes known: messages completed / total
     past = Progress(12 * MS, 0, 1000, 0, 10**9, 10 * MS)
     assert estimate_ns(past) is None
-    clock, out = FakeClock(), []
+    clock, out = FakeClock(), list[str]()
     bar = SimProgress("uet-run", tty=True, write=out.append, clock=clock)
     bar(Progress(11 * MS, 0, 1000, 0, 10**9, 10 * MS))
     clock.t += 2

@@ -14,8 +14,8 @@ import json
 from tss_e2e_support import Tap, domain, inner, pair, payload, security, slink, transfer
 from uet.tools.decode import main
 
+from uet.keyfile import write_key_file
 from uet.pcap import PcapWriter
-from uet.tss import write_key_file
 from uet.wire.build import build_frame
 
 

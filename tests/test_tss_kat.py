@@ -190,7 +190,9 @@ def test_server_mode_client_key_by_hand() -> None:
     srv = SecureDomain.with_key(9, SdMode.SERVER, master)
     client = SecureDomain.client_of(srv, address=H("0a000002"))
     fixed = H("5532000000", "00000000", "0a000002", "00000160")
-    assert client.slots[0].key.reveal() == kdf_by_hand(master, fixed)
+    slot = client.slots[0]
+    assert slot is not None and slot.key is not None
+    assert slot.key.reveal() == kdf_by_hand(master, fixed)
     c = TssContext(SecureDomainTable([client]), "10.0.0.2")
     s = TssContext(SecureDomainTable([srv]), "10.0.0.1")
     pkt = c.seal(b"\x02\x00abc", sdi=9, entropy=1, dst="10.0.0.1")

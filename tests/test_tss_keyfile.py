@@ -1,4 +1,4 @@
-"""Key files: format, permission check and redaction (uet.tss.keyfile, behaviour.md §5.1)."""
+"""Key files: format, permission check and redaction (uet.tss.keyfile and uet.keyfile, behaviour.md §5.1)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from tss_support import A_IP, B_IP
 
+from uet.keyfile import load_key_file, write_key_file
 from uet.tss import (
     KeyFileError,
     SdMode,
@@ -17,8 +18,6 @@ from uet.tss import (
     SecureDomain,
     SecureDomainTable,
     TssContext,
-    load_key_file,
-    write_key_file,
 )
 from uet.tss.keyfile import dump_key_file, parse_key_file
 from uet.wire.net import ip_bytes

@@ -1,4 +1,4 @@
-"""End-to-end TSS on real endpoints: the secure link (uet/tss/link.py, behaviour.md §5.5–§5.8).
+"""End-to-end TSS on real endpoints: the secure link (uet/link/secure.py, behaviour.md §5.5–§5.8).
 
 Two FEPs on loopback run inside one secure domain; an *attacker* is a plain UDP socket bound to a
 FEP's address and port that sends hand-sealed, tampered, replayed or foreign-domain datagrams to a
@@ -22,8 +22,9 @@ from tss_support import plaintexts
 
 from uet.endpoint import Endpoint
 from uet.link import loopback_addresses
+from uet.link.secure import SecureLink, rotate_keys
 from uet.tss import DropReason, SdMode, SecureDomain, SecureDomainTable, TssConfig, TssContext, TssError
-from uet.tss.link import SecureLink, SecurityConfig, Tamper, rotate_keys, tampered_arrivals
+from uet.tss.stage import SecurityConfig, Tamper, tampered_arrivals
 from uet.wire import pds, ses
 from uet.wire.pds import NackCode, PdsType
 

@@ -1,4 +1,4 @@
-"""Secure PDC establishment between real endpoints (behaviour.md §2.3.2; uet/tss/link.py).
+"""Secure PDC establishment between real endpoints (behaviour.md §2.3.2; uet/link/secure.py).
 
 The method is the *target's* choice, per FEP: EXPECTED_0RTT_START accepts a Start_PSN at or after
 the SDI's Expected_PSN at once, RANDOM_1RTT_START mints one and returns it in a NACK

@@ -23,8 +23,13 @@ def test_tune_allocator_is_idempotent_and_never_raises() -> None:
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_endpoint_applies_it_only_when_configured(monkeypatch, enabled: bool) -> None:
-    calls = []
-    monkeypatch.setattr(endpoint_mod, "tune_allocator", lambda: calls.append(1) or True)
+    calls: list[int] = []
+
+    def tune() -> bool:
+        calls.append(1)
+        return True
+
+    monkeypatch.setattr(endpoint_mod, "tune_allocator", tune)
 
     async def main() -> None:
         (a,) = loopback_addresses(1)

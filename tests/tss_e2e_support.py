@@ -16,10 +16,11 @@ from typing import Any
 from uet.endpoint import Endpoint, EndpointConfig
 from uet.link import loopback_addresses
 from uet.link.base import Link
+from uet.link.secure import SecureLink
 from uet.pds import PdsConfig
 from uet.tss import SdMode, SecureDomain, SecureDomainTable
 from uet.tss.establish import StartPsnMethod
-from uet.tss.link import SecureLink, SecurityConfig
+from uet.tss.stage import SecurityConfig
 
 SDI = 0x51
 

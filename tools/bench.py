@@ -13,8 +13,8 @@ Subcommands, each in a module of its own:
   fastest raw-UDP ping-pong between the same two processes (:mod:`uet.tools.bench_rtt`).
 * ``uet-bench decode --against-tshark`` — ``uet-decode`` against tshark on one capture
   (:mod:`uet.tools.bench_decode`).
-* ``uet-bench matrix`` / ``soak`` / ``sim`` — :mod:`uet.tools.bench_matrix`,
-  :mod:`uet.tools.bench_soak`, :mod:`uet.tools.bench_sim`.
+* ``uet-bench matrix`` / ``soak`` / ``flood`` / ``sim`` — :mod:`uet.tools.bench_matrix`,
+  :mod:`uet.tools.bench_soak`, :mod:`uet.tools.bench_flood`, :mod:`uet.tools.bench_sim`.
 * ``uet-bench differential`` — the live engine, time-dilated, against the simulator on the same
   scenarios: FCT within 10 %, the same winner (:mod:`uet.tools.differential`).
 
@@ -109,6 +109,12 @@ def _soak_parser(sub: Any) -> None:
     add_parser(sub)
 
 
+def _flood_parser(sub: Any) -> None:
+    from uet.tools.bench_flood import add_parser
+
+    add_parser(sub)
+
+
 #: (name, function adding the subparser), in --help order
 _SUBCOMMANDS: list[tuple[str, Any]] = [
     ("codec", _codec_parser),
@@ -117,6 +123,7 @@ _SUBCOMMANDS: list[tuple[str, Any]] = [
     ("rtt", _rtt_parser),
     ("matrix", _matrix_parser),
     ("soak", _soak_parser),
+    ("flood", _flood_parser),
     ("sim", _sim_parser),
     ("differential", _differential_parser),
     ("decode", _decode_parser),

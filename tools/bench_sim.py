@@ -8,6 +8,10 @@ over a 128-host k = 8 fat tree at 100 Gb/s (a few seconds); ``--hosts 1024 --siz
 acceptance run of issue 10. The best of ``--repeat`` runs is reported (least disturbed by other
 load on a shared machine), with the process's peak resident memory so far (``peak_rss_mb``, from
 ``getrusage``: the largest of the runs). This is a benchmark, not a test.
+
+``--against-htsim PATH`` runs the CC-suite rows beside uet-htsim built from source instead
+(:mod:`uet.tools.bench_htsim`: CPU s, peak RSS and their ratio per row; ``--rows`` chooses rows,
+``--rounds`` alternates the two that many times).
 """
 
 from __future__ import annotations
@@ -70,10 +74,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--lb", default="spray_rr", help="switch load balancing (ecmp, spray_rr, ...; default spray_rr)")
     p.add_argument("--repeat", type=int_arg(1), default=1, help="runs; the fastest is reported")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    h = p.add_argument_group("beside uet-htsim")
+    h.add_argument("--against-htsim", metavar="PATH", help="uet-htsim checkout built from source: CC rows side by side")
+    h.add_argument("--rows", help="with --against-htsim: rows to run, globs, e.g. 'incast15_*,one_flow_*' (all)")
+    h.add_argument("--rounds", type=int_arg(1), default=1, help="with --against-htsim: alternating rounds (1)")
     p.set_defaults(run=run)
 
 
 def run(ns: argparse.Namespace) -> int:
+    if ns.against_htsim is not None:
+        return _run_htsim(ns)
     rec = bench(ns.workload, ns.hosts, ns.size, ns.repeat, ns.lb)
     if ns.json:
         sys.stdout.write(json.dumps(rec) + "\n")
@@ -99,3 +109,14 @@ def run(ns: argparse.Namespace) -> int:
     if rec.get("interrupted"):
         raise KeyboardInterrupt  # after the partial figures: "uet-bench: interrupted", exit 130
     return 0 if rec["ok"] else 1
+
+
+def _run_htsim(ns: argparse.Namespace) -> int:
+    from uet.tools.bench_htsim import render, run_rows, select_rows
+
+    rows = run_rows(ns.against_htsim, select_rows(ns.rows), ns.rounds)
+    if ns.json:
+        sys.stdout.write(json.dumps({"rows": rows}) + "\n")
+    else:
+        render(rows)
+    return 0 if all(r["htsim_ok"] and r["ours_ok"] for r in rows) else 1

@@ -27,7 +27,7 @@ PHASE_KEYS = (
 
 
 def security_config(opts: PairOptions, seed: int) -> Any:
-    """The FEP's :class:`uet.tss.link.SecurityConfig` for a secure transfer, else None.
+    """The FEP's :class:`uet.tss.stage.SecurityConfig` for a secure transfer, else None.
 
     One cluster-mode secure domain (SDI 1) with the run's key; with ``--rotate`` the next key is
     pre-installed in slot 1 (accepted on receive from the start, make-before-break, behaviour.md
@@ -40,7 +40,7 @@ def security_config(opts: PairOptions, seed: int) -> Any:
     if not opts.secure:
         return None
     from uet.tss import SdMode, SecureDomain, SecureDomainTable, TssConfig
-    from uet.tss.link import SecurityConfig, Tamper
+    from uet.tss.stage import SecurityConfig, Tamper
 
     sd = SecureDomain.with_key(1, SdMode.CLUSTER, bytes.fromhex(opts.tss_keys[0]))
     if opts.rotate:

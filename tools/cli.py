@@ -36,6 +36,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from uet.transport import transport_label
+
 __all__ = [
     "ArgumentParser",
     "RunFailed",
@@ -294,14 +296,6 @@ probability = float_arg(0.0, 1.0)
 probability.__name__ = "probability"
 port_number = int_arg(0, 65535)
 port_number.__name__ = "port"
-
-
-_TRANSPORT_LABELS = {"uet": "UET", "roce": "RoCEv2"}
-
-
-def transport_label(name: str) -> str:
-    """How tables and plot titles name a transport: ``uet`` → ``UET``, ``roce`` → ``RoCEv2``."""
-    return _TRANSPORT_LABELS.get(name, name)
 
 
 def yes_no(flag: bool) -> str:

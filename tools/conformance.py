@@ -178,8 +178,8 @@ def build_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> T
     except ProfileError as e:
         parser.error(str(e))
     if args.keys:
+        from uet.keyfile import load_key_file
         from uet.tss.errors import KeyFileError
-        from uet.tss.keyfile import load_key_file
 
         try:
             t.keys = load_key_file(args.keys, wall_ns=time.time_ns())

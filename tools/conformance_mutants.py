@@ -104,8 +104,8 @@ def run_one(
         root = apply(b, Path(tmp) / "pkg")
         keys: list[str] = []
         if b.area == "tss":
+            from uet.keyfile import write_key_file
             from uet.tss.domain import SdMode, SecureDomain
-            from uet.tss.keyfile import write_key_file
 
             kf = Path(tmp) / "sd.toml"
             write_key_file(kf, [SecureDomain.generate(0x51, SdMode.CLUSTER)])

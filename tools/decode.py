@@ -40,7 +40,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from uet.tools.cli import int_arg, port_number
 
@@ -173,14 +173,12 @@ def _guess_linktype(data: bytes, args: argparse.Namespace) -> int | None:
     return None
 
 
-def _bytes_items(packets: list[bytes], args: argparse.Namespace) -> Iterator[Item]:
-    for i, p in enumerate(packets, 1):
-        yield Item(i, None, _guess_linktype(p, args), p)
+#: One packet as :func:`records` yields it: capture time, link type (None = bare UET), bytes
+Record = tuple[int | None, int | None, bytes]
 
 
-def _capture_items(source: Any) -> Iterator[Item]:
-    for i, (ts, linktype, frame) in enumerate(read_capture(source), 1):
-        yield Item(i, ts, linktype, frame)
+def _bytes_records(packets: list[bytes], args: argparse.Namespace) -> Iterator[Record]:
+    return ((None, _guess_linktype(p, args), p) for p in packets)
 
 
 def _read_all(f: IO[bytes], n: int = -1) -> bytes:
@@ -216,22 +214,20 @@ class _Prefixed:
         return self.rest.read(n)
 
 
-def items(args: argparse.Namespace, stdin: IO[bytes]) -> Iterator[Item]:
-    """The packets named by the command line, in order."""
+def records(args: argparse.Namespace, stdin: IO[bytes]) -> Iterator[Record]:
+    """The packets named by the command line, in order (numbered from 1 by the caller): capture
+    records straight from the reader, no object per packet of our own (the summary loop's cost)."""
     if args.sample:
         from uet.interop.samples import load_sample
 
-        yield from _capture_items(load_sample())
-        return
+        return read_capture(load_sample())
     if args.hex is not None:
-        yield from _bytes_items(parse_hex(args.hex), args)
-        return
+        return _bytes_records(parse_hex(args.hex), args)
     if args.file in (None, "-"):
         name = "stdin"
         head = _read_all(stdin, 4)
         if args.format in ("auto", "pcap") and detect_format(head):
-            yield from _capture_items(_Prefixed(head, stdin))  # streamed: works behind tcpdump -U -w -
-            return
+            return read_capture(cast("IO[bytes]", _Prefixed(head, stdin)))  # streamed: works behind tcpdump -U -w -
         data = head + _read_all(stdin)
     else:
         try:
@@ -242,8 +238,7 @@ def items(args: argparse.Namespace, stdin: IO[bytes]) -> Iterator[Item]:
         except OSError as e:
             raise UsageError(f"{args.file}: {e.strerror or e}") from None
         if is_capture:
-            yield from _capture_items(args.file)
-            return
+            return read_capture(args.file)
         name = args.file
     fmt = args.format
     if fmt == "auto":
@@ -251,17 +246,16 @@ def items(args: argparse.Namespace, stdin: IO[bytes]) -> Iterator[Item]:
     if fmt == "pcap":
         if not detect_format(data[:4]):
             raise UsageError(f"{name}: not a pcap or pcapng file")
-        yield from _capture_items(data)
-    elif fmt == "hex":
+        return read_capture(data)
+    if fmt == "hex":
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise UsageError(f"{name}: not hex text (not UTF-8)") from None
-        yield from _bytes_items(parse_hex(text), args)
-    else:
-        if not data:
-            raise UsageError(f"{name}: empty input")
-        yield from _bytes_items([data], args)
+        return _bytes_records(parse_hex(text), args)
+    if not data:
+        raise UsageError(f"{name}: empty input")
+    return _bytes_records([data], args)
 
 
 # -- decoding ------------------------------------------------------------------------------------
@@ -324,8 +318,8 @@ def _key_decryptor(path: str) -> Decryptor:
     file (``uet.tss.keyfile``). Packets need their IP addresses and entropy for the AAD, so bare
     UET input stays encrypted. Imported here so that decoding without ``--keys`` never loads the TSS
     sublayer."""
+    from uet.keyfile import load_key_file
     from uet.tss.decoder import decrypt_for_decoder
-    from uet.tss.keyfile import load_key_file
 
     table = load_key_file(path, wall_ns=0)  # opens packets only, never seals
 
@@ -837,14 +831,13 @@ def run(args: argparse.Namespace, stdout: IO[str], stdin: IO[bytes]) -> int:
     fast_line = fast.line if fast is not None else None
     write = stdout.write
     try:
-        for item in items(args, stdin):
+        for number, (ts, linktype, data) in enumerate(records(args, stdin), 1):
             if count is not None and shown >= count:
                 break
-            ts, linktype = item.timestamp_ns, item.linktype
             if t0 is None and ts is not None:
                 t0 = ts
             if fast_line is not None and linktype is not None:
-                line = fast_line(item.number, ts, t0, linktype, item.data)
+                line = fast_line(number, ts, t0, linktype, data)
                 if line is not None:  # the summary fast path (tools/decode_fast.py): the same line
                     shown += 1
                     if not partial_said and fast.partial_checksum:  # type: ignore[union-attr]
@@ -852,7 +845,7 @@ def run(args: argparse.Namespace, stdout: IO[str], stdin: IO[bytes]) -> int:
                         print(f"{PROG}: note: {_PARTIAL_NOTE}", file=sys.stderr)
                     write(line + "\n")
                     continue
-            d = decode_item(item, args.port, decrypt, args.crc)
+            d = decode_item(Item(number, ts, linktype, data), args.port, decrypt, args.crc)
             _count(stats, d)
             if d.error is not None or d.integrity_failed:
                 malformed += 1

@@ -18,20 +18,30 @@ line, by a property test over every layout.
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable
-from enum import IntFlag
-from typing import Any, cast
+from enum import Enum, IntFlag
+from typing import Any, Final, NamedTuple, cast
 
 from uet.tools.decode import _flags, _roce_summary
 
 from uet.errors import DecodeError
 from uet.wire import net, pds, ses, tss
 from uet.wire.capture import partial_udp_checksum
-from uet.wire.chain import enum_name, flag_names, pds_flag_names, pds_ses_key, pds_ses_layouts
-from uet.wire.layout import Layout
+from uet.wire.chain import (
+    ACK_CC_TYPES,
+    enum_name,
+    flag_names,
+    key_ext_offset,
+    key_pds_layout,
+    pds_flag_names,
+    pds_ses_key,
+    pds_ses_layouts,
+)
+from uet.wire.layout import Layout, _sign_extend
 from uet.wire.net import mod_ffff
-from uet.wire.pds import ControlType, PdsType
+from uet.wire.pds import ControlType, NextHeader, PdsType
 from uet.wire.rocepkt import parse_roce
 
 __all__ = ["FastSummary"]
@@ -60,15 +70,13 @@ class _Names(dict[int, str | None]):
         return name
 
 
-def _compile(name: str, pieces: list[str], ns: dict[str, Any]) -> Formatter:
-    """One function ``fmt(v)`` returning the concatenation of ``pieces`` (expressions over the
-    values tuple ``v``, each a string that is empty or starts with a space after the first): a
-    single f-string per layout, made once, instead of a list of parts filtered and joined per
-    packet."""
-    body = "".join("{" + x + "}" for x in pieces)
-    src = f"def fmt(v):\n    return f'{body}'"
-    exec(compile(src, f"<summary {name}>", "exec"), ns)  # noqa: S102 - our own expressions, from field positions
-    return cast("Formatter", ns["fmt"])
+class _Text(NamedTuple):
+    """A header's part of the line as the body of an f-string over its values tuple ``v`` (text,
+    and expressions in braces that are strings, empty or starting with a space after the first),
+    with the tables and helpers those expressions name (names that no other header's text uses)."""
+
+    body: str
+    ns: dict[str, Any]
 
 
 def _named(ns: dict[str, Any], lay: Layout, field: str, label: str) -> str:
@@ -93,7 +101,7 @@ class _FlagText(dict[Any, str]):
         return t
 
 
-def _pds_formatter(lay: Layout) -> Formatter:
+def _pds_text(lay: Layout) -> _Text:
     """``_pds_summary`` of tools/decode.py for one PDS layout, from its values tuple."""
     ix = {n: i for i, n in enumerate(lay.field_names)}
     i_ctl, i_opaque = ix.get("ctl_type"), ix.get("probe_opaque")
@@ -109,80 +117,77 @@ def _pds_formatter(lay: Layout) -> Formatter:
     head = 'type_names[v[0]] or "type=" + str(v[0])'
     if i_ctl is not None:
         head = f'"CONTROL " + str(ctl_names[v[{i_ctl}]]) if v[0] == CONTROL else ({head})'
-    pieces = [head]
+    body = [f"{{{head}}}"]
     if "nack_code" in ix:
-        pieces.append(f'" " + ({_named(ns, lay, "nack_code", "code")})')
+        body.append(f" {{{_named(ns, lay, 'nack_code', 'code')}}}")
     if "psn" in ix:
-        pieces.append(f'" psn=" + str(v[{ix["psn"]}])')
+        body.append(f" psn={{v[{ix['psn']}]}}")
         if i_ctl is not None and i_opaque is not None:  # the control layouts (PROBE: its opaque)
             probe = f"v[0] == CONTROL and v[{i_ctl}] == PROBE"
-            pieces.append(f'" opaque=" + format(v[{i_opaque}], "#06x") if {probe} else ""')
+            body.append(f'{{" opaque=" + format(v[{i_opaque}], "#06x") if {probe} else ""}}')
     if "cack_psn" in ix:
         i = ix["cack_psn"]
-        pieces.append(f'" cack=" + str(v[{i}])')
+        body.append(f" cack={{v[{i}]}}")
         if "ack_psn_offset" in ix:
-            pieces.append(f'" ack_psn=" + str(ack_psn(v[{i}], v[{ix["ack_psn_offset"]}]))')
+            body.append(f" ack_psn={{ack_psn(v[{i}], v[{ix['ack_psn_offset']}])}}")
         if i_opaque is not None:
-            pieces.append(f'" opaque=" + format(v[{i_opaque}], "#06x")')
+            body.append(f" opaque={{v[{i_opaque}]:#06x}}")
     if "nack_code" in ix:
-        pieces.append(f'" nack_psn=" + str(v[{ix["nack_psn"]}])')
-    pieces += [f'" {name}=" + str(v[{ix[name]}])' for name in ("pkt_id", "spdcid", "dpdcid") if name in ix]
+        body.append(f" nack_psn={{v[{ix['nack_psn']}]}}")
+    body += [f" {name}={{v[{ix[name]}]}}" for name in ("pkt_id", "spdcid", "dpdcid") if name in ix]
     if "psn_offset" in ix:
-        pieces.append(f'" start_psn=" + str(start_psn(v[{ix["psn"]}], v[{ix["psn_offset"]}]))')
+        body.append(f" start_psn={{start_psn(v[{ix['psn']}], v[{ix['psn_offset']}])}}")
     if "ccc_id" in ix:
-        pieces.append(f'" ccc=" + str(v[{ix["ccc_id"]}]) + " credit_target=" + str(v[{ix["credit_target"]}])')
+        body.append(f" ccc={{v[{ix['ccc_id']}]}} credit_target={{v[{ix['credit_target']}]}}")
     if "sack_bitmap" in ix:
         ns["cc_names"] = _Names(lay.fields["cc_type"].enum)  # type: ignore[union-attr]
         ct, base = ix["cc_type"], f"sack_base(v[{ix['cack_psn']}], v[{ix['sack_psn_offset']}])"
-        pieces.append(
-            f'" " + str(cc_names[v[{ct}]] or v[{ct}]) + " sack_base=" + str({base})'
-            f' + " sack=" + format(v[{ix["sack_bitmap"]}], "#x")'
-        )
+        body.append(f" {{cc_names[v[{ct}]] or v[{ct}]}} sack_base={{{base}}} sack={{v[{ix['sack_bitmap']}]:#x}}")
     if "expected_psn" in ix:
-        pieces.append(f'" expected_psn=" + str(v[{ix["expected_psn"]}])')
+        body.append(f" expected_psn={{v[{ix['expected_psn']}]}}")
     if "payload" in ix:
         i = ix["payload"]
-        pieces.append(f'" payload=" + format(v[{i}], "#x") if v[{i}] else ""')
+        body.append(f'{{" payload=" + format(v[{i}], "#x") if v[{i}] else ""}}')
     if "flags" in ix:
-        ns["flags"] = _FlagText(pds_flag_names)
-        pieces.append(f"flags[v[0], v[{ix['flags']}]]")
-    return _compile(lay.name, pieces, ns)
+        ns["pds_flags"] = _FlagText(pds_flag_names)
+        body.append(f"{{pds_flags[v[0], v[{ix['flags']}]]}}")
+    return _Text("".join(body), ns)
 
 
-def _ses_formatter(lay: Layout) -> Formatter:
+def _ses_text(lay: Layout) -> _Text:
     """``_ses_summary`` of tools/decode.py (without the extensions) for one SES layout."""
     ix = {n: i for i, n in enumerate(lay.field_names)}
     ns: dict[str, Any] = {}
-    pieces = [_named(ns, lay, "opcode", "opcode")]
+    body = [f"{{{_named(ns, lay, 'opcode', 'opcode')}}}"]
     if "return_code" in ix:
-        pieces.append(f'" " + ({_named(ns, lay, "return_code", "rc")})')
+        body.append(f" {{{_named(ns, lay, 'return_code', 'rc')}}}")
     if "message_id" in ix:
-        pieces.append(f'" msg=" + str(v[{ix["message_id"]}])')
+        body.append(f" msg={{v[{ix['message_id']}]}}")
     if "read_request_message_id" in ix:
-        pieces.append(f'" read_msg=" + str(v[{ix["read_request_message_id"]}])')
-    pieces.append(f'" job=" + format(v[{ix["job_id"]}], "#x")')
+        body.append(f" read_msg={{v[{ix['read_request_message_id']}]}}")
+    body.append(f" job={{v[{ix['job_id']}]:#x}}")
     if "pid_on_fep" in ix:
-        pieces.append(f'" pid=" + str(v[{ix["pid_on_fep"]}]) + " ri=" + str(v[{ix["resource_index"]}])')
+        body.append(f" pid={{v[{ix['pid_on_fep']}]}} ri={{v[{ix['resource_index']}]}}")
     offs = [f"v[{ix[n]}]" for n in ("buffer_offset", "message_offset") if n in ix]
     if offs:
         off = " + ".join(offs)
-        pieces.append(f'" offset=" + format({off}, "#x") if {off} else " offset=0"')
+        body.append(f' offset={{format({off}, "#x") if {off} else 0}}')
     names = (
         ("len", "request_length"),
         ("mod_len", "modified_length"),
         ("pkt_len", "payload_length"),
         ("req_psn", "original_request_psn"),
     )
-    pieces += [f'" {label}=" + str(v[{ix[name]}])' for label, name in names if name in ix]
+    body += [f" {label}={{v[{ix[name]}]}}" for label, name in names if name in ix]
     if "match_bits" in ix:
         i = ix["match_bits"]
-        pieces.append(f'" match=" + format(v[{i}], "#x") if v[{i}] else ""')
+        body.append(f'{{" match=" + format(v[{i}], "#x") if v[{i}] else ""}}')
     if "flags" in ix:
         fenum = lay.fields["flags"].enum  # type: ignore[union-attr]
         flag_enum = cast("type[IntFlag]", fenum) if fenum is not None and issubclass(fenum, IntFlag) else None
-        ns["flags"] = _FlagText(lambda f: flag_names(flag_enum, f))
-        pieces.append(f"flags[v[{ix['flags']}]]")
-    return _compile(lay.name, pieces, ns)
+        ns["ses_flags"] = _FlagText(lambda f: flag_names(flag_enum, f))
+        body.append(f"{{ses_flags[v[{ix['flags']}]]}}")
+    return _Text("".join(body), ns)
 
 
 def _ext_formatter(lay: Layout) -> Formatter:
@@ -367,21 +372,96 @@ class FastSummary:
 
     def _uet(self, mv: memoryview, off: int, end: int) -> str | None:
         """The UET part of the line for ``mv[off:end]`` (``mv`` ends at ``end``), or None."""
-        if off >= end or mv[off] >> 3 == tss.TSS_TYPE:
+        if end - off < 2:
             return None
-        key = pds_ses_key(mv, off, end)
-        try:
-            plan = _PLANS[key]
-        except KeyError:
-            plan = _plan(mv, off, end, key)
+        b = mv[off]
+        if b >> 3 == tss.TSS_TYPE:
+            return None
+        # the plan by the bytes pds_ses_key reads, as integers in tables by how far it reads
+        # (the prologue determines that), without building the key: _kind says where to look
+        k = b << 8 | mv[off + 1]
+        kind = _KIND.get(k)
+        if kind is None:
+            kind = _kind(k)
+        if kind == _PROLOGUE_ONLY:
+            table, key = _BY_PROLOGUE, k
+        elif kind == _CC_BYTE:
+            c = off + 12
+            table, key = _BY_CC, k << 9 | (mv[c] if c < end else 256)
+        elif kind > 0 and off + kind + 1 < end:  # the PDS header's size: the SES header's 2 bytes
+            s = off + kind
+            k2 = k << 16 | mv[s] << 8 | mv[s + 1]
+            ext = _EXT.get(k2)
+            if ext is None:
+                ext = _ext(k2)
+            if ext < 0:
+                table, key = _BY_SES, k2
+            else:
+                e = s + ext
+                table, key = _BY_EXT, k2 << 9 | (mv[e] if e < end else 256)
+        else:
+            table, key = _BY_CHAIN_KEY, 0
+        plan = table.get(key, _UNSEEN) if table is not _BY_CHAIN_KEY else _UNSEEN
+        if plan is _UNSEEN:
+            chain_key = pds_ses_key(mv, off, end)
+            plan = _PLANS.get(chain_key, _UNSEEN)
+            if plan is _UNSEEN:
+                plan = _plan(mv, off, end, chain_key)
+            if table is not _BY_CHAIN_KEY:
+                if len(table) >= 4096:  # bounded: keys hold a payload byte of some requests
+                    table.clear()
+                table[key] = plan
         if plan is None:
             return None
         return plan(mv, off, end)
 
 
-_Plan = Callable[[memoryview, int, int], str | None]
+_Plan = Callable[[memoryview, int, int], "str | None"]
+
+
+class _Unseen(Enum):
+    """The type of :data:`_UNSEEN` (a one-member enum: ``plan is _UNSEEN`` narrows the plan's type)."""
+
+    UNSEEN = 0
+
+
+#: no plan cached yet for a key (None is a cached "not UET")
+_UNSEEN: Final = _Unseen.UNSEEN
 _PLANS: dict[tuple[int | None, ...] | None, _Plan | None] = {}
 _COMPILED: dict[tuple[Layout, ...], _Plan] = {}  # bounded by the layouts' combinations
+
+# FastSummary._uet's tables: the plan by the bytes pds_ses_key reads, as one integer; the prologue
+# (16 bits) says which: itself only, the cc_type byte too, or the SES header's first two bytes
+# after a PDS header of a size (and, by _EXT, maybe the byte after the SES header); 256: absent
+_PROLOGUE_ONLY, _CC_BYTE, _ANY = 0, 1, -1
+_KIND: dict[int, int] = {}  # prologue -> _PROLOGUE_ONLY, _CC_BYTE, _ANY (pds_ses_key) or the PDS size
+_EXT: dict[int, int] = {}  # prologue and SES bytes -> where the byte after the SES header is, or -1
+_BY_PROLOGUE: dict[int, _Plan | None] = {}
+_BY_CC: dict[int, _Plan | None] = {}
+_BY_SES: dict[int, _Plan | None] = {}
+_BY_EXT: dict[int, _Plan | None] = {}
+_BY_CHAIN_KEY: dict[int, _Plan | None] = {}  # a marker: pds_ses_key itself
+
+
+def _kind(k: int) -> int:
+    """_KIND's entry for a prologue (bounded: 16 bits)."""
+    ptype, nh, flags = k >> 11, (k >> 7) & 0xF, k & 0x7F
+    if ptype in ACK_CC_TYPES:
+        kind = _CC_BYTE if nh == NextHeader.NONE else _ANY
+    else:
+        lay = key_pds_layout(ptype, nh, flags, None)
+        kind = _PROLOGUE_ONLY if lay is None else lay.size
+    _KIND[k] = kind
+    return kind
+
+
+def _ext(k2: int) -> int:
+    """_EXT's entry for a prologue and the SES header's first two bytes (a bounded table)."""
+    ext = key_ext_offset((k2 >> 23) & 0xF, (k2 >> 8) & 0xFF, k2 & 0xFF)
+    if len(_EXT) >= 4096:
+        _EXT.clear()
+    _EXT[k2] = -1 if ext is None else ext
+    return _EXT[k2]
 
 
 def _plan(mv: memoryview, off: int, end: int, key: tuple[int | None, ...] | None) -> _Plan | None:
@@ -393,7 +473,7 @@ def _plan(mv: memoryview, off: int, end: int, key: tuple[int | None, ...] | None
             lays = tuple(pds_ses_layouts(mv, off, end))
             plan = _COMPILED.get(lays)
             if plan is None:  # one function per header combination (keys hold a payload byte)
-                plan = _COMPILED[lays] = _compile_plan(tuple(_INFO[lay] for lay in lays))
+                plan = _COMPILED[lays] = _compile_plan(lays)
         except DecodeError:
             plan = None
     if len(_PLANS) >= 4096:  # bounded: keys hold a payload byte of some requests
@@ -402,23 +482,45 @@ def _plan(mv: memoryview, off: int, end: int, key: tuple[int | None, ...] | None
     return plan
 
 
-def _compile_plan(infos: tuple[tuple[int, int, Callable[..., tuple[Any, ...]], Formatter, Any], ...]) -> _Plan:
+def _compile_plan(lays: tuple[Layout, ...]) -> _Plan:
     """``plan(mv, off, end)``: the UET part of the line for headers of these layouts at ``mv[off]``
     (None: truncated, reserved bits set, or the CRC-trailer hint, which the general path tells),
-    one generated function with no loop: each header's size and reserved-bit check, unpack and
-    formatter in wire order, the CRC hint's payload length, then the line's UET part."""
-    ns: dict[str, Any] = {"_int": int.from_bytes}
-    src = ["def plan(mv, off, end):", "    hint = None"]
-    for k, (size, rmask, unpack, fmt, hint) in enumerate(infos):
-        ns[f"u{k}"], ns[f"f{k}"], ns[f"h{k}"] = unpack, fmt, hint
-        src.append(f"    nxt = off + {size}")
-        test = f"nxt > end or _int(mv[off:nxt], 'big') & {rmask:#x}" if rmask else "nxt > end"
-        src += [f"    if {test}:", "        return None", f"    v = u{k}(mv, off)", f"    t{k} = f{k}(v)"]
-        if hint is not None:
-            src.append(f"    hint = h{k}(v)")
-        src.append("    off = nxt")
-    src += ["    plen = end - off", "    if plen == hint:", "        return None"]
-    rest = [f"t{k}" for k in range(1, len(infos))]
+    one generated function with no loop or call of ours: the headers' size and reserved bits
+    checked at once (one integer, the layouts' masks side by side), then per header in wire order
+    its struct unpacked (and its bit fields cut, as :attr:`Layout.unpack` does) into ``v`` and its
+    text formatted, then the CRC hint's payload length, then the line's UET part."""
+    ns: dict[str, Any] = {"_int": int.from_bytes, "_sx": _sign_extend}
+    total = sum(lay.size for lay in lays)
+    mask, at = 0, 0
+    for lay in lays:
+        at += lay.size
+        mask |= lay.reserved_mask << 8 * (total - at)
+    test = f"nxt > end or _int(mv[off:nxt], 'big') & {mask:#x}" if mask else "nxt > end"
+    src = ["def plan(mv, off, end):", f"    nxt = off + {total}", f"    if {test}:", "        return None"]
+    hint = "None"
+    at = 0
+    for k, lay in enumerate(lays):
+        ns[f"s{k}"] = lay._struct.unpack_from
+        where = f"off + {at}" if at else "off"
+        names, pre, values = lay.unpack_steps
+        src += [f"    {', '.join(names)}, = s{k}(mv, {where})", *(f"    {p}" for p in pre)]
+        info = _INFO[lay]
+        if isinstance(info, _Text):
+            ns.update(info.ns)
+            text = f"    t{k} = f'{info.body}'"
+        else:  # an extension's formatter: the values tuple
+            ns[f"e{k}"] = info
+            src.append(f"    v = ({', '.join(values)},)")
+            text = f"    t{k} = e{k}(v)"
+        if "request_length" in lay.fields and lay not in _EXTENSIONS:
+            # tools/decode.py's _crc_hint: a single-packet message 4 bytes longer than its request
+            i_rl, i_flags = lay.field_names.index("request_length"), lay.field_names.index("flags")
+            text += f"\n    hint = v[{i_rl}] + 4 if v[{i_flags}] & 3 == 3 else None"
+            hint = "hint"
+        src.append(_fields_by_name(text, values, src))
+        at += lay.size
+    src += ["    plen = end - nxt", f"    if plen == {hint}:", "        return None"]
+    rest = [f"t{k}" for k in range(1, len(lays))]
     if not rest:
         src.append("    return f'{t0} | payload {plen}'")
     elif len(rest) == 1:
@@ -430,27 +532,40 @@ def _compile_plan(infos: tuple[tuple[int, int, Callable[..., tuple[Any, ...]], F
     return cast("_Plan", ns["plan"])
 
 
-def _crc_hint(lay: Layout) -> Callable[[tuple[Any, ...]], int | None] | None:
-    """For an SES layout with ``request_length``: the payload length for which tools/decode.py's
-    ``_crc_hint`` warns (a single-packet message 4 bytes longer than its request), else None."""
-    if "request_length" not in lay.fields:
-        return None
-    i_rl, i_flags = lay.field_names.index("request_length"), lay.field_names.index("flags")
-    return lambda v: v[i_rl] + 4 if v[i_flags] & 3 == 3 else None
+def _fields_by_name(text: str, values: list[str], src: list[str]) -> str:
+    """``text`` with each ``v[i]`` replaced by the field's value: its struct value's name, or a
+    name bound (in ``src``) to its expression once, for the fields ``text`` uses."""
+    bound: set[int] = set()
+
+    def name(m: re.Match[str]) -> str:
+        i = int(m.group(1))
+        expr = values[i]
+        if expr.isidentifier():
+            return expr
+        if i not in bound:
+            bound.add(i)
+            src.append(f"    f{i} = {expr}")
+        return f"f{i}"
+
+    return _FIELD.sub(name, text)
 
 
-class _Info(dict[Layout, tuple[int, int, Callable[..., tuple[Any, ...]], Formatter, Any]]):
+_FIELD = re.compile(r"\bv\[(\d+)\]")
+
+
+class _Info(dict[Layout, "_Text | Formatter"]):
     """Per layout, made on its first packet (so that only the headers a capture holds have their
-    codec compiled): size, reserved-bit mask, tuple decoder, formatter, CRC-hint length."""
+    text made): the text of a PDS or SES header, the formatter function of an extension."""
 
-    def __missing__(self, lay: Layout) -> tuple[int, int, Callable[..., tuple[Any, ...]], Formatter, Any]:
+    def __missing__(self, lay: Layout) -> _Text | Formatter:
+        info: _Text | Formatter
         if lay in _PDS:
-            fmt, hint = _pds_formatter(lay), None
+            info = _pds_text(lay)
         elif lay in _EXTENSIONS:
-            fmt, hint = _ext_formatter(lay), None
+            info = _ext_formatter(lay)
         else:
-            fmt, hint = _ses_formatter(lay), _crc_hint(lay)
-        info = self[lay] = (lay.size, lay.reserved_mask, lay.unpack, fmt, hint)
+            info = _ses_text(lay)
+        self[lay] = info
         return info
 
 

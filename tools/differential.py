@@ -154,11 +154,11 @@ def verdict_lines(bar: dict[str, Any]) -> list[str]:
             for q in ("p50", "p99")
             if row[q].get("range") and row[q]["range"][0] != row[q]["range"][1]
         ]
-        over = f" (over {'; '.join(spread)} across endpoint seeds)" if spread else ""
+        over = f" of its range ({'; '.join(spread)} across endpoint seeds)" if spread else ""
         lines.append(
             f"{_LABEL.get(t, t)}: live FCT p50 {pct(p50['delta'])}, p99 {pct(p99['delta'])} from the simulator's"
             f"{'' if row['intact'] else ', NOT intact on both'}: {'within' if row['ok'] else 'OUTSIDE'} "
-            f"±{TOLERANCE * 100:.0f} % of its range{over}"
+            f"±{TOLERANCE * 100:.0f} %{over}"
         )
     w = bar["winner"]
     if w["live"] is not None:

@@ -151,9 +151,9 @@ class Peer:
         a = self.args
         security = None
         if a.keys:
+            from uet.keyfile import load_key_file
             from uet.tss.context import TssConfig
-            from uet.tss.keyfile import load_key_file
-            from uet.tss.link import SecurityConfig
+            from uet.tss.stage import SecurityConfig
 
             tss = TssConfig(replay_window=0) if "answer-replay" in a.fault else TssConfig()
             # seeded from the clock: a restarted peer must not repeat the IVs of its last run (§5.6)
@@ -378,8 +378,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except ProfileError as e:
         raise UsageError(str(e)) from None
     if args.keys:  # a missing or unsafe key file: one line, exit 2, before the peer opens
+        from uet.keyfile import load_key_file
         from uet.tss.errors import KeyFileError
-        from uet.tss.keyfile import load_key_file
 
         try:
             load_key_file(args.keys, wall_ns=0)

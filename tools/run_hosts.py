@@ -121,12 +121,12 @@ async def run_rank(
 
 
 def host_security(path: str, *, wall_ns: int) -> Any:
-    """``--keys FILE``: the :class:`uet.tss.link.SecurityConfig` every rank's endpoint runs TSS
+    """``--keys FILE``: the :class:`uet.tss.stage.SecurityConfig` every rank's endpoint runs TSS
     with (the key file must hold exactly one secure domain: all ranks are in it). A file that
     cannot be read or used is a :class:`UsageError`."""
+    from uet.keyfile import load_key_file
     from uet.tss.errors import KeyFileError, TssError
-    from uet.tss.keyfile import load_key_file
-    from uet.tss.link import SecurityConfig
+    from uet.tss.stage import SecurityConfig
 
     try:
         security = SecurityConfig(load_key_file(path, wall_ns=wall_ns))

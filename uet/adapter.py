@@ -10,8 +10,8 @@ differs), completes futures from its events and re-arms the one timer from ``get
 simulator's :class:`~uet.sim.endpoint.SimEndpoint` completes futures the same way, its engine
 being the driver. None of them decides anything about packets or protocol timers.
 
-* :class:`Completions`: the futures by operation handle, target-side ``WriteCompleted`` for
-  :meth:`~Completions.next_write`, and ``Closed``; the events are the FEP core's
+* :class:`CompletionFutures`: the futures by operation handle, target-side ``WriteCompleted`` for
+  :meth:`~CompletionFutures.next_write`, and ``Closed``; the events are the FEP core's
   (:mod:`uet.fep.events`), which :class:`~uet.roce.core.RoceCore` emits too.
 * :class:`CoreDriver`: the asyncio pump and timer around a core's ``get_timer()`` /
   ``handle_timer(now)`` / ``next_event()``.
@@ -34,10 +34,10 @@ from uet.ses.message import Message
 if TYPE_CHECKING:
     from uet.link.base import Link
 
-__all__ = ["Completions", "CoreDriver", "CoreOperations"]
+__all__ = ["CompletionFutures", "CoreDriver", "CoreOperations"]
 
 
-class Completions:
+class CompletionFutures:
     """Futures of a core's operations, completed from its events (module docstring).
 
     A subclass calls :meth:`_init_completions`, says in :meth:`_posted` how the core gets to run
@@ -111,7 +111,7 @@ class Completions:
         return await fut
 
 
-class CoreDriver(Completions):
+class CoreDriver(CompletionFutures):
     """The asyncio pump and timer of an adapter (module docstring).
 
     A subclass sets ``loop``, ``clock`` and ``link``, calls :meth:`_init_driver` with its core and
@@ -224,7 +224,7 @@ class CoreDriver(Completions):
 class CoreOperations:
     """The transport contract's operations (:class:`uet.transport.Transport`) as "post to the
     core, await the handle": a subclass gives ``_start()`` (the core, told the time, or an error
-    when closed), ``_wait(handle)`` (:class:`Completions`) and ``core``. ``options`` go to the
+    when closed), ``_wait(handle)`` (:class:`CompletionFutures`) and ``core``. ``options`` go to the
     core's operation as they are (the FEP core's mode, protocol...; the RoCE core has none)."""
 
     core: Any

@@ -31,7 +31,7 @@ datagram readable at once, the adapter feeds them to the core, then drains
 ``datagrams_to_send`` once, completes futures from the core's events and re-arms the timer (the
 pump, the timer and the futures are :class:`uet.adapter.CoreDriver`'s, shared with the RoCE
 endpoint; the transmit and receive paths are this adapter's own).
-With ``security`` the link is wrapped in a :class:`~uet.tss.link.SecureLink` facade over the
+With ``security`` the link is wrapped in a :class:`~uet.link.secure.SecureLink` facade over the
 core's TSS stage (``ep.link`` then shows the plaintext side, ``ep.link.inner`` the wire).
 
 ``install_uvloop``/``run`` (:mod:`uet.runner`) and ``with_config`` (:mod:`uet.fep.config`) are
@@ -157,8 +157,8 @@ class Endpoint(CoreDriver):
                 records = True
                 core_security = security
                 self._core_seals = True
-            else:  # the direct link: the facade keeps ep.link's plaintext side (uet.tss.link)
-                from uet.tss.link import SecureLink
+            else:  # the direct link: the facade keeps ep.link's plaintext side (uet.link.secure)
+                from uet.link.secure import SecureLink
 
                 link = SecureLink(link, security, event_log=event_log, clock=clock)
                 core_security = link.stage
@@ -213,7 +213,7 @@ class Endpoint(CoreDriver):
         :class:`Impairment` or its config) impairs everything this FEP transmits. Pass ``link``
         to run over another :class:`Link` (the fabric link), or a link mode by name (``"direct"``,
         the default, or ``"ip"``: UET over IP protocol 253, :mod:`uet.link.select`). ``security`` (a
-        :class:`uet.tss.link.SecurityConfig` or a secure-domain table) runs TSS on every datagram.
+        :class:`uet.tss.stage.SecurityConfig` or a secure-domain table) runs TSS on every datagram.
         """
         cfg = config or EndpointConfig()
         if isinstance(impairment, ImpairmentConfig):

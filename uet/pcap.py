@@ -11,7 +11,9 @@ format, told apart by the magic number:
   the obsolete packet block; other blocks are skipped.
 
 Input is read as a stream (a path, bytes, or any binary file object such as stdin), so large
-captures are never held in memory. Anything wrong with the file raises :class:`PcapError`, a
+captures are never held in memory; a path to a regular file is memory-mapped (the operating
+system pages it in: no read and buffer copy per chunk), and bytes appended after the mapping are
+read as a stream. Anything wrong with the file raises :class:`PcapError`, a
 :class:`~uet.errors.UetError`, after the records before the problem have been yielded.
 
 :class:`PcapWriter` writes classic pcap with the nanosecond magic, little-endian, link type
@@ -24,7 +26,9 @@ bounded (``max_bytes``): a frame that would take the file past it is not written
 
 from __future__ import annotations
 
+import contextlib
 import io
+import mmap
 import os
 import struct
 import time
@@ -99,9 +103,28 @@ def read_capture(source: str | os.PathLike[str] | bytes | bytearray | IO[bytes])
         except OSError as e:
             raise PcapError(f"{os.fspath(source)}: {e.strerror or e}") from None
         with f:
-            yield from _read_stream(f)
+            m = _map(f)
+            try:
+                yield from _read_stream(f, m)
+            finally:
+                if m is not None:
+                    m.close()
         return
     yield from _read_stream(source)
+
+
+def _map(f: IO[bytes]) -> mmap.mmap | None:
+    """A read-only mapping of the whole of ``f`` with ``f`` positioned after it, or None where
+    ``f`` cannot be mapped (empty, a pipe or a terminal)."""
+    try:
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    with contextlib.suppress(OSError):
+        f.seek(len(m))
+        return m
+    m.close()
+    return None
 
 
 _CHUNK = 1 << 18  # bytes read at a time into the block buffer
@@ -113,10 +136,10 @@ class _Stream:
     take whole packet blocks out of it without a read call per block. A refill asks only for the
     bytes at hand (``read1``: a live pipe is decoded as it comes)."""
 
-    def __init__(self, f: IO[bytes]) -> None:
+    def __init__(self, f: IO[bytes], buf: bytes | mmap.mmap = b"") -> None:
         self.f = f
         self.pos = 0
-        self.buf = b""
+        self.buf: bytes | mmap.mmap = buf  # the first bytes; ``f`` is positioned after them
         self.bpos = 0
         self._read1 = getattr(f, "read1", None)
 
@@ -167,11 +190,12 @@ class _Stream:
         return b"".join(chunks)
 
 
-def _read_stream(f: IO[bytes]) -> Iterator[PcapRecord]:
-    """The records of ``f``: reads the file header now (:func:`read_capture` calls it when first
-    asked for a record) and returns the format's reader, a generator (not one itself: one
-    ``yield from`` level fewer per record)."""
-    s = _Stream(f)
+def _read_stream(f: IO[bytes], mapped: mmap.mmap | None = None) -> Iterator[PcapRecord]:
+    """The records of ``f`` (``mapped``: its first bytes, mapped, ``f`` positioned after them):
+    reads the file header now (:func:`read_capture` calls it when first asked for a record) and
+    returns the format's reader, a generator (not one itself: one ``yield from`` level fewer per
+    record)."""
+    s = _Stream(f, b"" if mapped is None else mapped)
     head = s.read(4, "file header", eof_ok=True)
     if head is None:
         raise PcapError("empty file: not a pcap or pcapng capture")
@@ -220,33 +244,38 @@ def _read_pcapng(s: _Stream, first: bytes) -> Iterator[PcapRecord]:
     ifaces: list[_Iface] = []
     nblock = 0
     pending: bytes | None = first  # the block type, read to detect the format
-    epb = _EPB_HEAD
+    epb, u32 = _EPB_HEAD.unpack_from, _U32.unpack_from
     new = tuple.__new__  # a record without the named tuple's __new__ frame (the hot loop)
     while True:
-        # the hot loop: a whole packet block of a little-endian section, straight from the buffer
+        # the hot loop: the whole packet blocks of a little-endian section, straight from the
+        # buffer, its position kept in a local and stored back when a block is not one of them
         buf, p = s.buf, s.bpos
-        if order == "<" and pending is None and len(buf) - p >= 32:
-            btype, total, iface, hi, lo, caplen = epb.unpack_from(buf, p)
-            if (
-                btype == _BT_EPB
-                and 32 <= total <= len(buf) - p
-                and not total & 3
-                and iface < len(ifaces)
-                and 20 + caplen <= total - 12
-                and buf[p + total - 4 : p + total] == buf[p + 4 : p + 8]
-            ):
-                s.bpos = p + total
-                s.pos += total
+        if order == "<" and pending is None:
+            n, nif, p0 = len(buf), len(ifaces), p
+            while n - p >= 32:
+                btype, total, iface, hi, lo, caplen = epb(buf, p)
+                if (
+                    btype != _BT_EPB
+                    or total < 32
+                    or total > n - p
+                    or total & 3
+                    or iface >= nif
+                    or 20 + caplen > total - 12
+                    or u32(buf, p + total - 4)[0] != total
+                ):
+                    break
+                q = p + 28
+                p += total
                 nblock += 1
-                ifc = ifaces[iface]
-                units = ifc.units
+                linktype, _snaplen, units, offset_s = ifaces[iface]
                 ts = (hi << 32) | lo
                 if units != 1_000_000_000:
                     ts = ts * 1_000_000_000 // units
-                if ifc.offset_s:
-                    ts += ifc.offset_s * 1_000_000_000
-                yield new(PcapRecord, (ts, ifc.linktype, buf[p + 28 : p + 28 + caplen]))
-                continue
+                if offset_s:
+                    ts += offset_s * 1_000_000_000
+                yield new(PcapRecord, (ts, linktype, buf[q : q + caplen]))
+            s.bpos = p
+            s.pos += p - p0
         # any other block, or one not whole in the buffer: its type and length in one read
         if pending is not None:
             rest4 = s.read(4, "block header")
@@ -301,6 +330,7 @@ def _read_pcapng(s: _Stream, first: bytes) -> Iterator[PcapRecord]:
 
 _EPB = {o: struct.Struct(o + "IIIII") for o in "<>"}
 _EPB_HEAD = struct.Struct("<IIIIII")  # block type and length, then the packet block's fixed fields
+_U32 = struct.Struct("<I")  # the trailing block length
 
 
 def _check_len(total: int, start: int, minimum: int) -> None:

@@ -26,7 +26,14 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["OpResult", "Received", "Transport", "error_name", "outcome"]
+__all__ = ["OpResult", "Received", "Transport", "error_name", "outcome", "transport_label"]
+
+_TRANSPORT_LABELS = {"uet": "UET", "roce": "RoCEv2"}
+
+
+def transport_label(name: str) -> str:
+    """How tables and plot titles name a transport: ``uet`` → ``UET``, ``roce`` → ``RoCEv2``."""
+    return _TRANSPORT_LABELS.get(name, name)
 
 
 @runtime_checkable

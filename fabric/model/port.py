@@ -46,7 +46,7 @@ class Packet:
 
     __slots__ = ("frame", "size", "in_port", "tc", "ip", "pool", "t_enq", "dst", "fcrc", "path")
 
-    def __init__(self, frame: bytearray, in_port: int, tc: int, ip: int, t_enq: int, dst: bytes = b"") -> None:
+    def __init__(self, frame: bytearray, in_port: int, tc: int, ip: int, t_enq: int, dst: int = -1) -> None:
         self.frame = frame
         self.size = len(frame)
         self.in_port = in_port
@@ -55,8 +55,8 @@ class Packet:
         #: buffer pool charged: "shared", "reserve", "headroom", or "" (NIC queues: not charged)
         self.pool = ""
         self.t_enq = t_enq
-        #: the 4-byte IPv4 destination (the route lookup key), read once at the first switch;
-        #: the packet travels from switch to switch with it (Switch._arrive)
+        #: the IPv4 destination as an integer (the route lookup key; -1: not read), read once at
+        #: the first switch; the packet travels from switch to switch with it (Switch._arrive)
         self.dst = dst
         #: CRC-32 of the packet's ECMP flow tuple, computed at the first switch that hashes it
         #: (-1: not yet); each switch continues it with its own seed (LoadBalancer.choose_pkt)

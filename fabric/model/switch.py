@@ -177,7 +177,9 @@ class Switch:
         self._routes: list[tuple[int, int, int, tuple[int, ...]]] = []
         self._static: list[tuple[int, int, int, tuple[int, ...]]] = []
         self._overrides: dict[tuple[int, int], tuple[int, ...]] = {}
-        self._route_cache: dict[bytes, tuple[int, ...] | None] = {}
+        #: the routing table as one exact-match dict per prefix length, longest first:
+        #: ``(mask, {network: ports})`` (``()``: a withdrawn prefix); see :meth:`route`
+        self._lpm: list[tuple[int, dict[int, tuple[int, ...]]]] = []
         self._pfc_gen = [[0] * 8 for _ in self.ports]
         self._wd_armed = False
         self._wd_prev = 0
@@ -230,7 +232,10 @@ class Switch:
         merged = [(r, 0) for r in over] + [(r, 1) for r in self._static]
         merged.sort(key=lambda x: (-x[0][0], x[1]))
         self._routes = [r for r, _ in merged]
-        self._route_cache.clear()
+        by_len: dict[int, dict[int, tuple[int, ...]]] = {}
+        for _plen, net, mask, ports in self._routes:
+            by_len.setdefault(mask, {}).setdefault(net, ports)  # the first of a prefix wins
+        self._lpm = list(by_len.items())  # insertion order: longest prefix first
 
     def static_routes(self) -> list[tuple[int, int, int, tuple[int, ...]]]:
         """The configured routes as ``(prefix length, network, mask, ports)``, longest first."""
@@ -239,14 +244,18 @@ class Switch:
     def lookup(self, dst: bytes) -> tuple[int, ...] | None:
         """Equal-cost egress ports for the 4-byte destination, or None (longest prefix wins; a
         withdrawn prefix has no ports)."""
-        try:
-            return self._route_cache[dst]
-        except KeyError:
-            pass
-        a = int.from_bytes(dst, "big")
-        group = next((r[3] for r in self._routes if a & r[2] == r[1]), None) or None
-        self._route_cache[dst] = group
-        return group
+        return self.route(int.from_bytes(dst, "big"))
+
+    def route(self, addr: int) -> tuple[int, ...] | None:
+        """:meth:`lookup` for the destination as an integer: one exact-match probe per prefix
+        length the table holds (a fat tree's switches hold one or two), longest first. Nothing is
+        remembered per destination, so a switch's memory does not grow with the hosts it sees
+        (a per-destination cache held switches × hosts entries: 10 million at 8,192 hosts)."""
+        for mask, nets in self._lpm:
+            group = nets.get(addr & mask)
+            if group is not None:
+                return group or None
+        return None
 
     # -- public sans-I/O surface ---------------------------------------------------------------
 
@@ -327,8 +336,8 @@ class Switch:
         if frame[ip + IP_TTL] <= 1:
             self._drop(in_port, tc, "ttl_expired", len(frame), now)
             return
-        dst = bytes(frame[ip + IP_DST : ip + IP_DST + 4])
-        group = self.lookup(dst)
+        dst = int.from_bytes(frame[ip + IP_DST : ip + IP_DST + 4], "big")
+        group = self.route(dst)
         if group is None:
             self._drop(in_port, tc, "no_route", len(frame), now)
             return
@@ -361,12 +370,15 @@ class Switch:
         if frame[ip + IP_TTL] <= 1:
             self._drop(in_port, tc, "ttl_expired", size, now)
             return
-        group = self._route_cache.get(pkt.dst)
-        if group is None:
-            group = self.lookup(pkt.dst)
-            if group is None:
-                self._drop(in_port, tc, "no_route", size, now)
-                return
+        addr = pkt.dst
+        group = None
+        for mask, nets in self._lpm:  # Switch.route, inlined
+            group = nets.get(addr & mask)
+            if group is not None:
+                break
+        if not group:  # no route, or a withdrawn prefix
+            self._drop(in_port, tc, "no_route", size, now)
+            return
         if len(group) == 1:
             out = group[0]
         else:
@@ -463,11 +475,16 @@ class Switch:
         frame on it. The end of a frame is an event only when something waits for the link
         (``Port.free_at``): a busy port given work schedules it then.
         """
-        schedule = self.events.schedule
         while True:
-            tc = port.ready(now, schedule, self._on_port_free, self._on_wake)  # the egress rule NICs share
-            if tc is None:
-                return
+            if port.busy_until <= now and port.backlog and not port.ctrl:
+                tc = port.pick(now)  # Port.ready's idle case, inlined
+                if tc is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
+                    port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
+                    return
+            else:
+                tc = port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)  # the rule NICs share
+                if tc is None:
+                    return
             pkt = None
             if tc == CTRL:
                 frame = bytearray(port.ctrl.popleft())

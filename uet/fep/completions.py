@@ -15,8 +15,7 @@ from typing import Any
 from uet.fep.errors import DeliveryError
 from uet.fep.events import MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
 from uet.fep.lanes import OutMessage, apply_response, failed, unconfirmed
-from uet.fep.operations import _Posted
-from uet.fep.receives import Waiter
+from uet.fep.receives import Waiter, _Posted
 from uet.fep.state import FepState
 from uet.pds import Acked, AckedRun, Failed, Mode, NackReceived, PdcClosed, PdcOpened
 from uet.ses import events as ses_events

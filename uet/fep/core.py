@@ -75,9 +75,9 @@ from uet.fep.events import (
 from uet.fep.integrity import CrcStage
 from uet.fep.lanes import Lane, OutMessage, refill
 from uet.fep.marking import classes
-from uet.fep.operations import Operations, _Posted
+from uet.fep.operations import Operations
 from uet.fep.peer import PeerBook
-from uet.fep.receives import Waiters
+from uet.fep.receives import Waiters, _Posted
 from uet.fep.scheduler import interleave
 from uet.pds import Mode, PdsCore
 from uet.ses.fep import SesFep
@@ -104,7 +104,7 @@ class FepCore(Operations, Completions):
     at Fabric Address ``address`` hosting process ``pid`` of job ``job`` with resource index
     ``ri``. ``seed`` (default ``config.seed``) seeds the one :class:`random.Random` every random
     choice comes from, mixed with the address (None: random). ``security``: a
-    :class:`~uet.tss.link.SecurityConfig` or a secure-domain table, or a ready
+    :class:`~uet.tss.stage.SecurityConfig` or a secure-domain table, or a ready
     :class:`~uet.tss.stage.TssStage` (TSS seals and opens every datagram, :mod:`uet.tss.stage`).
 
     Attributes: ``pds`` (the :class:`~uet.pds.PdsCore`), ``ses`` (the

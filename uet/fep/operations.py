@@ -16,11 +16,10 @@ from uet.fep.errors import DeliveryError, EndpointClosed
 from uet.fep.events import OpFailed
 from uet.fep.lanes import Lane, OutMessage
 from uet.fep.peer import Peer
-from uet.fep.receives import Waiter, matches
+from uet.fep.receives import Waiter, _Posted, matches
 from uet.fep.state import FepState
 from uet.pds import Mode
 from uet.ses.errors import error_for
-from uet.ses.matching import PostedReceive
 from uet.ses.memory import Access, MemoryRegion, byte_view
 from uet.ses.message import Message, initiator_id
 from uet.wire.ses import CSWAP_OPS, AmoOp, AmoType, ReturnCode
@@ -28,17 +27,6 @@ from uet.wire.ses import CSWAP_OPS, AmoOp, AmoType, ReturnCode
 __all__ = ["Operations"]
 
 _OWN: Any = object()
-
-
-class _Posted:
-    """A receive posted with a buffer: its handle, the buffer and the SES entry."""
-
-    __slots__ = ("handle", "buffer", "posted")
-
-    def __init__(self, handle: int, buffer: memoryview) -> None:
-        self.handle = handle
-        self.buffer = buffer
-        self.posted: PostedReceive | None = None
 
 
 class Operations(FepState):

@@ -29,6 +29,17 @@ from uet.ses.message import Message
 __all__ = ["Waiter", "Waiters", "matches"]
 
 
+class _Posted:
+    """A receive posted with a buffer: its handle, the buffer and the SES entry."""
+
+    __slots__ = ("handle", "buffer", "posted")
+
+    def __init__(self, handle: int, buffer: memoryview) -> None:
+        self.handle = handle
+        self.buffer = buffer
+        self.posted: PostedReceive | None = None
+
+
 class Waiter:
     """A receive without a buffer: its handle and filter; ``posted`` once a sized receive was
     posted for a target-engine entry; ``cancelled`` when withdrawn after that."""

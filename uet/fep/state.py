@@ -18,14 +18,11 @@ from uet.fep.config import FepConfig
 from uet.fep.events import Event
 from uet.fep.lanes import Lane, OutMessage
 from uet.fep.peer import PeerBook
-from uet.fep.receives import Waiters
+from uet.fep.receives import Waiters, _Posted
 from uet.pds import Mode, PdsCore
 from uet.ses.fep import SesFep
 from uet.ses.message import Message
 from uet.ses.segmenter import Segmenter
-
-if TYPE_CHECKING:
-    from uet.fep.operations import _Posted
 
 
 class FepState:

@@ -7,7 +7,19 @@ from __future__ import annotations
 from uet.cc.base import ResendPolicy
 from uet.pds.config import Mode
 from uet.pds.states import InitiatorState, TargetState
-from uet.wire.pds import AckFlag, ControlType, NackAction, NackCode, NackFlag, ReqFlag
+from uet.wire.pds import (
+    CC_REQUEST,
+    CONTROL,
+    NACK,
+    REQUEST,
+    AckFlag,
+    ControlType,
+    NackAction,
+    NackCode,
+    NackFlag,
+    PdsType,
+    ReqFlag,
+)
 
 _AR = int(ReqFlag.AR)
 _A_CLR = int(AckFlag.REQ_CLEAR)
@@ -27,6 +39,28 @@ _CT_REQ_CLEAR = ControlType.REQ_CLEAR
 _CT_REQ_CLOSE = ControlType.REQ_CLOSE
 _ISROD = int(ReqFlag.ISROD)
 _M32 = 0xFFFFFFFF
+# PDS types (wire-format.md §5) as plain ints: the header's 5-bit type field
+_P_TSS = int(PdsType.TSS)
+_P_RUD_REQ = int(PdsType.RUD_REQ)
+_P_ROD_REQ = int(PdsType.ROD_REQ)
+_P_RUDI_REQ = int(PdsType.RUDI_REQ)
+_P_RUDI_RESP = int(PdsType.RUDI_RESP)
+_P_UUD_REQ = int(PdsType.UUD_REQ)
+_P_ACK = int(PdsType.ACK)
+_P_ACK_CC = int(PdsType.ACK_CC)
+_P_ACK_CCX = int(PdsType.ACK_CCX)
+_P_NACK = int(PdsType.NACK)
+_P_CONTROL = int(PdsType.CONTROL)
+_P_NACK_CCX = int(PdsType.NACK_CCX)
+_P_RUD_CC_REQ = int(PdsType.RUD_CC_REQ)
+_P_ROD_CC_REQ = int(PdsType.ROD_CC_REQ)
+#: header lengths (the layouts' own sizes, wire-format.md §5)
+_REQUEST_LEN = REQUEST.size
+_CC_REQUEST_LEN = CC_REQUEST.size
+_NACK_LEN = NACK.size
+_CONTROL_LEN = CONTROL.size
+#: a CC request's type is its plain request's type plus this (RUD 2 → 13, ROD 3 → 14)
+_P_CC_REQ_DELTA = _P_RUD_CC_REQ - _P_RUD_REQ
 _MODE_ROD = Mode.ROD
 _MODE_RUD = Mode.RUD
 _MODE_RUDI = Mode.RUDI

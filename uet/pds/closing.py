@@ -20,7 +20,11 @@ side of exactly once. (A network copy of the named packet that overtook it and r
 before it went away escapes this rule; a target closes a PDC in error only after its initiator's
 silence, uet.pds.control.) A message with an acknowledged packet fails as before; messages not yet
 started move to a new PDC in every case (§1.4). Each packet may be moved ``max_nack_retx`` times
-(issue 15 item 9, inference on the exact scope).
+(issue 15 item 9, inference on the exact scope). A target that closed its PDC in error remembers
+for a while what it delivered (uet.pds.control): it ACKs late copies of what it delivered, and its
+``INV_DPDCID`` for the rest names the first PSN from which it delivered nothing, so a message with
+a packet at or beyond that PSN cannot have been assembled and moves too
+(``_never_delivered_from``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from uet.pds.events import Failed, PdcClosed
 from uet.pds.pdc import InitiatorPdc, TxPkt
 from uet.pds.state import PdsState
 from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
-from uet.wire.pds import NackCode
+from uet.wire.pds import NackCode, psn_diff
 
 _S_ACK_WAIT = InitiatorState.ACK_WAIT
 _S_QUIESCE = InitiatorState.QUIESCE
@@ -148,18 +152,22 @@ class CloseMixin(PdsState):
             self._count("ctl_tx_CLOSE")
             self._transmit(pdc, pkt, now, False, True)
 
-    def _close_error(self, pdc: InitiatorPdc, reason: str, code: int | None, now: int, npsn: int = -1) -> None:
+    def _close_error(
+        self, pdc: InitiatorPdc, reason: str, code: int | None, now: int, npsn: int = -1, payload: int = 0
+    ) -> None:
         """Close in error (§2.12): fail outstanding packets and the rest of the active message;
         later queued messages move to a new PDC; free the PDC. For a return-direction half
         (uet.pds.ret) its packets fail and its target PDC closes in error. ``npsn``: the PSN a
-        fatal NACK named (-1: none)."""
+        fatal NACK named (-1: none); ``payload``: that NACK's payload."""
         if pdc.owner is not None:
             owner = pdc.owner
             self._ret_fail(owner, reason, code)
             self._target_close_error(owner, reason, now)
             return
         ev = self._events
-        salvaged = self._salvage(pdc, npsn) if code in RETRY_ON_NEW_PDC else []
+        salvaged = (
+            self._salvage(pdc, npsn, self._never_delivered_from(pdc, code, payload)) if code in RETRY_ON_NEW_PDC else []
+        )
         n = nb = 0
         for q in pdc.outstanding.values():
             n += 1
@@ -180,7 +188,19 @@ class CloseMixin(PdsState):
         if salvaged:
             self._retry_elsewhere(pdc, salvaged, reason, code, now)
 
-    def _salvage(self, pdc: InitiatorPdc, npsn: int) -> list[tuple[Any, list[TxPkt]]]:
+    def _never_delivered_from(self, pdc: InitiatorPdc, code: int | None, payload: int) -> int | None:
+        """The PSN from which a closed-in-error target PDC delivered nothing, when an
+        ``INV_DPDCID`` from it says so (its payload, uet.pds.control): None for other NACKs, a
+        payload of 0 (the NACK of a target that remembers nothing) or one outside what this PDC
+        sent (never before ``tx_base - mp_range``, never beyond ``next_psn``)."""
+        if code != NackCode.INV_DPDCID or not payload:
+            return None
+        back = psn_diff(pdc.tx_base, payload)
+        if back > self.config.mp_range or psn_diff(payload, pdc.next_psn) > 0:
+            return None
+        return payload & _M32
+
+    def _salvage(self, pdc: InitiatorPdc, npsn: int, floor: int | None = None) -> list[tuple[Any, list[TxPkt]]]:
         """Take off ``pdc`` every message none of whose packets was acknowledged and that
         the target cannot have assembled (module docstring): the
         outstanding packets in PSN order, then the rest of the message in progress, grouped
@@ -221,7 +241,10 @@ class CloseMixin(PdsState):
             is_active = act is not None and g[0] is act_som
             if not (g[-1].eom or is_active) or g[0].nack_retries >= limit:
                 continue
-            if not any(q.psn == -1 or (q.psn == npsn and q.sends == 1) for q in g):
+            if not any(
+                q.psn == -1 or (q.psn == npsn and q.sends == 1) or (floor is not None and psn_diff(q.psn, floor) >= 0)
+                for q in g
+            ):
                 continue  # every packet may have arrived: the target may have delivered it
             n_out = b_out = 0
             for q in g:

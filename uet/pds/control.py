@@ -26,6 +26,14 @@ Choices where the notes are silent (inference):
   endpoint's 50 ms RTO) a round trip longer than that — a loaded machine's socket queues — closed
   the PDC in error under an initiator that was answering, and its next packets failed with
   ``CLOSING_IN_ERR`` / ``INV_DPDCID`` (issue 29, the live soak).
+- A target PDC closed in error is remembered (at most ``TOMBS`` of them, each for
+  ``retry_time_ns``, the initiator's retry horizon) with what it delivered: a late request or
+  ACK_REQ of its initiator for a PSN it delivered is ACKed from its last state, one it did not
+  deliver draws ``INV_DPDCID`` whose payload is the first PSN beyond every PSN it delivered (the
+  notes give this NACK no payload; the provider sends 0). Without it, a PDC closed in error while
+  its initiator was only slow (a stalled process) failed messages it had delivered and messages
+  it never saw alike: the initiator cannot tell them apart, and resending a delivered one on a
+  new PDC would deliver it twice (issue 29, tests/test_api_stress.py).
 - CLEAR_REQ is sent after ``clear_ns``, then spaced by the backed-off RTO (uet.pds.backoff), at
   most ``max_clear_req`` times per arrival from the initiator (a forged request cannot draw an
   unbounded stream of replies); it is sent while a guaranteed response waits for its clear with
@@ -37,6 +45,7 @@ from __future__ import annotations
 from uet.pds._aliases import (
     _A_RETX,
     _AR,
+    _CONTROL_LEN,
     _CT_ACK_REQ,
     _CT_CLEAR,
     _CT_CLOSE,
@@ -55,6 +64,7 @@ from uet.pds._aliases import (
     _NC_PKT_NOT_RCVD,
     _NC_PSN_OOR_WINDOW,
     _NC_UNEXP_EVENT,
+    _P_CONTROL,
     _RETX,
     _SYN,
     _T_CLOSE_WAIT,
@@ -74,6 +84,10 @@ _NC_CLOSING_IN_ERR = NackCode.CLOSING_IN_ERR
 _NC_RCVD_SES_PROCG = NackCode.RCVD_SES_PROCG
 
 
+#: target PDCs closed in error remembered at once (module docstring)
+TOMBS = 256
+
+
 class ControlMixin(PdsState):
     """Control packets and target close/timers, part of :class:`uet.pds.core.PdsCore`."""
 
@@ -81,7 +95,7 @@ class ControlMixin(PdsState):
 
     def _rx_control(self, data: bytes, src: str, now: int, ctl: int, flags: int, entropy: int | None) -> None:
         """Control packet dispatch: PDC lookup (SYN: by peer and SPDCID), then by role (§2.11)."""
-        if len(data) < 16:
+        if len(data) < _CONTROL_LEN:
             self._drop("short_control", now, src)
             return
         pdc: InitiatorPdc | TargetPdc | None
@@ -96,7 +110,9 @@ class ControlMixin(PdsState):
             _t, _c, _f, opq, psn, spdcid, dpdcid, payload = CONTROL.unpack(data)
             pdc = self.pdcs.get(dpdcid)
             if pdc is None:
-                self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, 0, now, entropy=entropy)
+                ent = self.config.control_entropy if entropy is None else entropy
+                if ctl != _CT_ACK_REQ or not self._tomb_answer(src, dpdcid, spdcid, psn, 0, 0, now, ent):
+                    self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, 0, now, entropy=entropy)
                 return
             if pdc.peer != src or spdcid != pdc.rpdcid:
                 if pdc.peer == src and pdc.role == "initiator" and not pdc.rpdcid:
@@ -137,7 +153,7 @@ class ControlMixin(PdsState):
             self._dirty[pdc] = None
         elif ctl == _CT_REQ_CLEAR and spdcid:
             fl = _ISROD if pdc.mode == _MODE_ROD else 0
-            hdr = CONTROL.encode((11, _CT_CLEAR, fl, 0, 0, pdc.lpdcid, spdcid, (pdc.tx_base - 1) & _M32))
+            hdr = CONTROL.encode((_P_CONTROL, _CT_CLEAR, fl, 0, 0, pdc.lpdcid, spdcid, (pdc.tx_base - 1) & _M32))
             self._out.append((hdr, pdc.peer, self.config.control_entropy))
             self._count("ctl_tx_CLEAR")
 
@@ -280,7 +296,7 @@ class ControlMixin(PdsState):
         flags = _AR | retx | (_ISROD if tp.mode == _MODE_ROD else 0)
         cr = tp.close_req
         assert cr is not None  # set by _target_close_req before any CLOSE_REQ is sent
-        hdr = CONTROL.encode((11, _CT_REQ_CLOSE, flags, 0, cr[0], tp.lpdcid, tp.rpdcid, 0))
+        hdr = CONTROL.encode((_P_CONTROL, _CT_REQ_CLOSE, flags, 0, cr[0], tp.lpdcid, tp.rpdcid, 0))
         self._out.append((hdr, tp.peer, self.config.control_entropy))
         self._count("ctl_tx_REQ_CLOSE")
 
@@ -291,13 +307,50 @@ class ControlMixin(PdsState):
             self._send_nack(tp.peer, _NC_CLOSING_IN_ERR, psn, tp.lpdcid, tp.rpdcid, 0, now)
         was_open = tp.state is not _T_CLOSING and tp.state is not _T_PENDING
         self._ret_fail(tp, reason, None)
+        # what it delivered outlives it (``_tomb_answer``): RUD delivers every PSN it holds,
+        # ROD only those below CACK (its reorder buffer goes with it)
+        rcvd = set(tp.rcvd) if tp.mode != _MODE_ROD else set()
+        gtd = dict(tp.gtd)
         self._free_tpdc(tp, now)
         if was_open:
+            tp.rcvd = rcvd
+            tp.gtd = gtd
+            tombs = self._tombs
+            tombs[tp.lpdcid] = (tp, now + self.config.retry_time_ns)
+            while len(tombs) > TOMBS:
+                tombs.popitem(last=False)
             self._count("pdc_close_target_error")
             self._events.append(PdcClosed(tp.peer, tp.lpdcid, tp.mode, "target", reason))
             self._emit(
                 {"t": now, "ev": "pdc_close", "peer": tp.peer, "pdc": tp.lpdcid, "role": "target", "reason": reason}
             )
+
+    def _tomb_answer(
+        self, src: str, dpdcid: int, spdcid: int, psn: int, retx: int, nfl: int, now: int, ent: int
+    ) -> bool:
+        """A request (or ACK_REQ) from ``src`` names ``dpdcid``, a target PDC this FEP closed in
+        error (module docstring): if that PDC delivered ``psn``, ACK it from the PDC's last state
+        (with its guaranteed response, as for a duplicate); else NACK ``INV_DPDCID`` with the
+        payload "first PSN beyond every PSN it delivered", which tells the initiator that the
+        messages with a packet at or beyond it were never assembled (uet.pds.closing). False when
+        there is no such PDC (a plain ``INV_DPDCID`` answers)."""
+        e = self._tombs.get(dpdcid)
+        if e is None:
+            return False
+        tp, until = e
+        if now >= until:
+            del self._tombs[dpdcid]
+            return False
+        if tp.peer != src or tp.rpdcid != spdcid or tp.sdi != self._rx_sdi:
+            return False
+        if psn_diff(psn, tp.rx_base) < 0 or psn in tp.rcvd:
+            r = tp.gtd.get(psn)
+            self._send_ack(tp, psn, retx, r[0] if r else 0, r[1] if r else b"", now, ent)
+            self._count("closed_pdc_acks")
+        else:
+            self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, nfl, now, (tp.high_rcvd + 1) & _M32, ent)
+            self._count("closed_pdc_nacks")
+        return True
 
     def _free_tpdc(self, tp: TargetPdc, now: int) -> None:
         if not tp.proven and self.guard is not None:
@@ -388,7 +441,7 @@ class ControlMixin(PdsState):
                 tp.clear_reqs = 0  # the initiator spoke since the last CLEAR_REQ: a fresh budget
             if tp.gtd and tp.clear_reqs < cfg.max_clear_req and self._is_proven(tp):
                 hi = max(tp.gtd, key=lambda p: psn_diff(p, tp.rx_base))
-                hdr = CONTROL.encode((11, _CT_REQ_CLEAR, 0, 0, 0, tp.lpdcid, tp.rpdcid, hi))
+                hdr = CONTROL.encode((_P_CONTROL, _CT_REQ_CLEAR, 0, 0, 0, tp.lpdcid, tp.rpdcid, hi))
                 self._out.append((hdr, tp.peer, cfg.control_entropy))
                 self._count("ctl_tx_REQ_CLEAR")
                 tp.clear_reqs += 1

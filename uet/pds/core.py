@@ -25,7 +25,7 @@ due while a batch of datagrams is fed in leave as one ACK per PDC from the next
 
 Additions to the PDS core contract (all optional, defaults keep the contract's behaviour):
 ``submit(..., msg_id=, sdi=, lock=) -> PDCID``, ``unlock_pdc``, ``submit_return`` (uet.pds.ret),
-``receive_datagram(..., trimmed=, lasthop=, entropy=, sdi=)``, ``datagrams_to_send(now,
+``receive_datagram(..., trimmed=, last_hop=, entropy=, sdi=)``, ``datagrams_to_send(now,
 with_sdi=True)`` and ``sdi_of`` (the SDI to seal a datagram with), ``start_psn_policy`` and
 ``initiator_start_psn`` (secure establishment, §2.3.2), ``send_probe``, ``request_close``,
 ``submit_run`` (the rest of an open message in one call), ``take_events`` (all pending events at
@@ -47,7 +47,7 @@ Choices where the notes are silent (inference, documented here and in the module
 - A response is *guaranteed delivery* (kept until cleared, ACK sets ``REQ_CLEAR``) unless it is a
   plain SES RESPONSE header (next_hdr 4) with list 0 and return code RC_NULL/RC_OK (§6.9);
   ``on_deliver`` may return a 3-tuple ``(next_hdr, bytes, guaranteed)`` to say so explicitly.
-- ``receive_datagram`` takes ``trimmed``/``lasthop`` (the DSCP is invisible to the core; the
+- ``receive_datagram`` takes ``trimmed``/``last_hop`` (the DSCP is invisible to the core; the
   link reads it, spec/rocev2-and-fabric.md §8.4) and ``entropy`` (the request's UDP source port,
   echoed in ACK/NACKs, §4.6).
 """
@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import random
 import struct
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from heapq import heapify, heappop, heappush, heapreplace
 from typing import Any
@@ -68,6 +68,20 @@ from uet.pds._aliases import (
     _AR,
     _M32,
     _MODE_ROD,
+    _P_ACK,
+    _P_ACK_CC,
+    _P_ACK_CCX,
+    _P_CONTROL,
+    _P_NACK,
+    _P_NACK_CCX,
+    _P_ROD_CC_REQ,
+    _P_ROD_REQ,
+    _P_RUD_CC_REQ,
+    _P_RUD_REQ,
+    _P_RUDI_REQ,
+    _P_RUDI_RESP,
+    _P_TSS,
+    _P_UUD_REQ,
     _RETX,
     _S_CLOSED,
     _S_ESTABLISHED,
@@ -77,6 +91,7 @@ from uet.pds._aliases import (
     _T_ESTABLISHED,
     _T_PENDING,
 )
+from uet.pds.ackbuilder import AckBuilder
 from uet.pds.config import PdsConfig, SesNack
 from uet.pds.events import Delivery, Event
 from uet.pds.pdc import InitiatorPdc, TargetPdc
@@ -126,6 +141,7 @@ class PdsCore(
         self.pdcs = {}
         #: target PDCs by (peer FA, peer's PDCID), for SYN lookup (§1.4)
         self.target_by_peer = {}
+        self._tombs = OrderedDict()
         #: initiator PDC accepting new messages, by (mode, job_id, peer, tc) (§1.4)
         self.usable = {}
         #: PDC of the message currently open (SOM submitted, EOM not yet) per key
@@ -187,6 +203,8 @@ class PdsCore(
         self._misc_entropy = RotatingEntropy(self.rng, self.config.entropy_paths)
         #: address validation and anti-amplification (uet.pds.validation); None: off
         self.guard = SourceGuard(self.config, self._count) if self.config.amp_factor else None
+        #: the target's ACK encoder, in the configured format (uet.pds.ackbuilder)
+        self._acks = AckBuilder(self.config)
         #: opaque value of the last window probe (uet.pds.initiator._window_probe)
         self._probe_seq = 0
         #: RCCC receiver pacer and the CC parameters, from ``uet.cc.registry.build`` when
@@ -239,7 +257,7 @@ class PdsCore(
         entropy: int | None = None,
     ) -> None:
         """Queue a NACK (wire-format.md §5.6) on the control class."""
-        hdr = NACK.encode((10, 0, flags, int(code), 0, psn & _M32, spdcid, dpdcid, payload & _M32))
+        hdr = NACK.encode((_P_NACK, 0, flags, int(code), 0, psn & _M32, spdcid, dpdcid, payload & _M32))
         self._out.append((hdr, dst, self.config.control_entropy if entropy is None else entropy))
         self._count("nack_tx_" + code.name)
         if self._log is not None:
@@ -250,23 +268,25 @@ class PdsCore(
     def receive_datagram(
         self,
         data: bytes | memoryview,
-        src: str,
         now: int,
         *,
+        source: str,
         ecn: int = 0,
         trimmed: bool = False,
-        lasthop: bool = False,
+        last_hop: bool = False,
         entropy: int | None = None,
         sdi: int | None = None,
     ) -> None:
-        """Process one UET datagram starting at the PDS header, from Fabric Address ``src``.
+        """Process one UET datagram starting at the PDS header, from Fabric Address ``source``
+        (the FEP and RoCE cores' convention: ``(data, now, *, source, ...)``).
 
         ``ecn`` is the IP ECN field (3 = CE); ``trimmed`` marks a packet a switch cut (its DSCP
-        said TRIMMED; ``lasthop`` for TRIMMED_LASTHOP); ``entropy`` is the packet's UDP source
+        said TRIMMED; ``last_hop`` for TRIMMED_LASTHOP); ``entropy`` is the packet's UDP source
         port, echoed by ACKs/NACKs. ``sdi`` is the secure domain the TSS layer opened the packet
         with (None without TSS): a SYN records it in the new PDC, and a packet for a PDC of
         another SDI is dropped (``drop_sdi_mismatch``, §1.4 "all packets on a PDC share one
         SDI"). Never raises on bad input (spec/behaviour.md §2.6)."""
+        src, lasthop = source, last_hop
         if type(data) is not bytes:
             data = bytes(data)
         self._rx_sdi = sdi
@@ -290,7 +310,7 @@ class PdsCore(
         # ESTABLISHED; in order ⇒ current window, not a duplicate, ROD in sequence), so it goes
         # straight to ``TargetMixin._accept`` (delivery and the ACK rule, written once there).
         # Anything else takes the general path below.
-        if (t == 2 or t == 3) and not flags & _SYN and not trimmed and n >= 14:
+        if (t == _P_RUD_REQ or t == _P_ROD_REQ) and not flags & _SYN and not trimmed and n >= 14:
             cpo, psn, spdcid, dpdcid = _REQ_TAIL(data, 2)
             tp = self.pdcs.get(dpdcid)
             if (
@@ -317,7 +337,7 @@ class PdsCore(
         if g is not None and src not in g.verified:
             if (
                 flags & _SYN
-                and (t == 2 or t == 3 or t == 13 or t == 14)
+                and (t == _P_RUD_REQ or t == _P_ROD_REQ or t == _P_RUD_CC_REQ or t == _P_ROD_CC_REQ)
                 and n >= 12
                 and g.at_cap(src)
                 and (src, (data[8] << 8) | data[9]) not in self.target_by_peer
@@ -330,21 +350,21 @@ class PdsCore(
                 if held is not None:
                     self._out.extend(held)
         try:
-            if t == 2 or t == 3 or t == 13 or t == 14:
+            if t == _P_RUD_REQ or t == _P_ROD_REQ or t == _P_RUD_CC_REQ or t == _P_ROD_CC_REQ:
                 self._rx_request(data, src, now, t, nh, flags, ecn, trimmed, lasthop, entropy)
-            elif t == 7 or t == 8 or t == 9:
+            elif t == _P_ACK or t == _P_ACK_CC or t == _P_ACK_CCX:
                 self._rx_ack(data, src, now, t, nh, flags)
-            elif t == 10 or t == 12:
+            elif t == _P_NACK or t == _P_NACK_CCX:
                 self._rx_nack(data, src, now, flags)
-            elif t == 11:
+            elif t == _P_CONTROL:
                 self._rx_control(data, src, now, nh, flags, entropy)
-            elif t == 4:
+            elif t == _P_RUDI_REQ:
                 self._rx_rudi_request(data, src, now, nh, flags, ecn, trimmed, lasthop, entropy)
-            elif t == 5:
+            elif t == _P_RUDI_RESP:
                 self._rx_rudi_response(data, src, now, nh)
-            elif t == 6:
+            elif t == _P_UUD_REQ:
                 self._rx_uud(data, src, now, nh, ecn, trimmed)
-            elif t == 1:
+            elif t == _P_TSS:
                 self._drop("tss_not_unwrapped", now, src)
             else:
                 self._drop("type", now, src)
@@ -385,10 +405,10 @@ class PdsCore(
         if hook is None or self._log is not None or cfg.ack_per_pkt:
             for data, src, ecn in batch:
                 if ecn > 3:
-                    rx(data, src, now, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
-                       lasthop=bool(ecn & _ECN_LASTHOP), sdi=sdi)  # fmt: skip
+                    rx(data, now, source=src, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
+                       last_hop=bool(ecn & _ECN_LASTHOP), sdi=sdi)  # fmt: skip
                 else:
-                    rx(data, src, now, ecn=ecn, sdi=sdi)
+                    rx(data, now, source=src, ecn=ecn, sdi=sdi)
             return
         pdcs = self.pdcs
         trig = cfg.ack_gen_trigger
@@ -448,10 +468,10 @@ class PdsCore(
                     self._end_run(tp, nxt, k, nbytes, gen, mc, due, nondue, now, hp if held else None, arp)
                 tp = None
             if ecn > 3:
-                rx(data, src, now, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
-                   lasthop=bool(ecn & _ECN_LASTHOP), sdi=sdi)  # fmt: skip
+                rx(data, now, source=src, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
+                   last_hop=bool(ecn & _ECN_LASTHOP), sdi=sdi)  # fmt: skip
                 continue
-            rx(data, src, now, ecn=ecn, sdi=sdi)
+            rx(data, now, source=src, ecn=ecn, sdi=sdi)
             if i == last:
                 continue  # nothing follows to predict
             # start a run after a request accepted as the newest PSN of its PDC: either in order
@@ -464,9 +484,9 @@ class PdsCore(
                 ecn < 3
                 and type(data) is bytes
                 and len(data) >= 14
-                and (data[0] >> 3 == 2 or data[0] >> 3 == 3)
+                and (data[0] >> 3 == _P_RUD_REQ or data[0] >> 3 == _P_ROD_REQ)
                 and len(nd) >= 14
-                and (nd[0] >> 3 == 2 or nd[0] >> 3 == 3)
+                and (nd[0] >> 3 == _P_RUD_REQ or nd[0] >> 3 == _P_ROD_REQ)
             ):
                 w, cpo, psn, sp, dp = _REQ_WORDS(data, 0)
                 t = pdcs.get(dp)
@@ -579,7 +599,7 @@ class PdsCore(
         if len(datagram) < 10:
             return None
         t = datagram[0] >> 3
-        if t == 4 or t == 5 or t == 6 or t == 1:
+        if t == _P_RUDI_REQ or t == _P_RUDI_RESP or t == _P_UUD_REQ or t == _P_TSS:
             return None
         pdc = self.pdcs.get((datagram[8] << 8) | datagram[9])
         return None if pdc is None else pdc.sdi
@@ -617,7 +637,7 @@ class PdsCore(
             if self._gate_waiting or len(self.gates) < len(self.pdcs):
                 self._pump_gate_siblings(dirty, now)
             out = self._out
-            if queued and len(out) > queued and all(7 <= d[0][0] >> 3 <= 9 for d in out[:queued]):
+            if queued and len(out) > queued and all(_P_ACK <= d[0][0] >> 3 <= _P_ACK_CCX for d in out[:queued]):
                 # the first packet the pump sent leaves before the ACKs queued ahead of it (and
                 # only ACKs: a retransmission or a NACK keeps its place): in a request/response
                 # exchange it is the answer the peer waits for, while an ACK only completes a

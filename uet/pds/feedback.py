@@ -31,19 +31,17 @@ Choices where the notes are silent (inference):
 
 from __future__ import annotations
 
-from typing import Any
-
 from uet.pds._aliases import (
     _A_CLR,
     _A_EPSN,
     _A_M,
     _A_P,
-    _A_RETX,
     _GATED,
     _M32,
     _N_M,
     _N_RETX,
     _NA_IGNORE,
+    _NACK_LEN,
     _NC_NEW_START_PSN,
     _NC_NO_PDC_AVAIL,
     _NC_NO_RESOURCE,
@@ -51,16 +49,19 @@ from uet.pds._aliases import (
     _NC_ROD_OOO,
     _NC_TRIMMED,
     _NC_TRIMMED_LASTHOP,
+    _P_ACK,
+    _P_ACK_CCX,
     _S_CLOSED,
     _S_ESTABLISHED,
     _S_SYN_SENT,
 )
 from uet.pds.backoff import rtt_sample
-from uet.pds.events import Acked, AckedRun, NackReceived, ProbeAnswered
-from uet.pds.pdc import InitiatorPdc, TxPkt
+from uet.pds.events import NackReceived, ProbeAnswered
+from uet.pds.pdc import InitiatorPdc
+from uet.pds.scoreboard import AckInfo, AckTally, parse_ack
 from uet.pds.state import PdsState
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
-from uet.wire.pds import ACK, ACK_CC, ACK_EPSN, NACK, NACK_ACTION, AckFlag, NackAction, NackCode, NackFlag
+from uet.wire.pds import ACK_CC, ACK_EPSN, NACK, NACK_ACTION, AckFlag, NackAction, NackCode, NackFlag
 from uet.wire.pds import psn_diff as _diff  # the one serial-number difference (wire-format.md §15)
 
 _NA_CLOSE = NackAction.CLOSE
@@ -79,252 +80,109 @@ def _code_name(code: int) -> str:
         return f"0x{code:02X}"
 
 
-def _late(pdc: InitiatorPdc, pkt: TxPkt, now: int, original: bool) -> None:
-    """A packet an ACK had reported missing turns out received. When its first copy is the one
-    that arrived (``original``: the ACK names it without RETX, or it was sent once, or the
-    acknowledgement came sooner after its resend than ``min_rtt``), it was
-    reordered, not lost, and arrived this long after the report: the PDC's reordering window
-    grows to that lateness, so SACK fast retransmit waits it out before resending a hole
-    (issue 29 item 6: 5 % reordering and no loss resent ~0.9 packets per reordered packet).
-    Inference: RACK's time-based reordering window (RFC 8985 §6.2), learnt from late arrivals
-    instead of DSACK, with a quarter SRTT of headroom; capped at the RTO where it is used."""
-    if not original and now - pkt.tx_time < pdc.min_rtt:
-        # acknowledged sooner after its resend than any round trip took: the earlier copy
-        # arrived (RFC 8985 §6.2 step 2), so the resend was spurious and the hole was a
-        # reordering; without this a PDC whose first reordering drew a resend never learnt one
-        original = True
-    late = now - pkt.hole_at + (pdc.srtt >> 2)  # (with RACK's srtt/4 of headroom)
-    if original and late > pdc.reo_wnd:
-        pdc.reo_wnd = late
-    pkt.hole_at = 0
-
-
 class FeedbackMixin(PdsState):
     """ACK/NACK processing of initiator PDCs, part of :class:`uet.pds.core.PdsCore`."""
 
     # -- ACK processing ----------------------------------------------------------------------------
 
-    def _ack_claims_unsent(self, pdc: InitiatorPdc, cack: int, off: int, sack_off: int, bitmap: int) -> bool:
-        """Does an ACK acknowledge a PSN this PDC never sent, or a CACK behind its window? A target
-        acknowledges only what it received, so such an ACK is forged (or corrupt) and is dropped
-        whole: none of it is applied (issue 29 item 5). In plaintext this is all a sender can
-        check — an ACK from the peer's address, with the PDC's IDs, for PSNs in flight is
-        indistinguishable from the target's; only TSS authenticates it (README "What protects
-        what")."""
-        last = (pdc.next_psn - 1) & _M32
-        if _diff(cack, last) > 0 or _diff((cack + off) & _M32, last) > 0:
-            return True
-        if _diff(cack, pdc.tx_base) < -self.config.mp_range - 1:
-            return True
-        return bool(bitmap) and _diff((cack + sack_off + bitmap.bit_length() - 1) & _M32, last) > 0
-
     def _rx_ack(self, data: bytes, src: str, now: int, t: int, nh: int, flags: int) -> None:
-        """Sender processing of ACK / ACK_CC / ACK_CCX (§2.8 "Sender processing of an ACK")."""
-        probe = flags & _A_P
-        bitmap = 0
-        mpr = 0
-        sack_off = 0
-        ccw = -1  # ACK_CC state word (-1: a plain ACK), cc_type 0 NSCC / 1 credit (wire §5.4)
-        ccx = -1  # ACK_CCX type 0: the extended state word (uet.pds.target: ECN-marked bytes)
-        if t == 7:
-            hl = 16 if flags & _A_EPSN else 12
-            if len(data) < hl:
-                self._drop("short_ack", now, src)
-                return
-            _t, _nh, _f, off, cack, spdcid, dpdcid = ACK.unpack(data)
-        else:
-            hl = 32 if t == 8 else 40
-            if len(data) < hl:
-                self._drop("short_ack", now, src)
-                return
-            v = (_RAW_CC_P if probe else _RAW_CC).unpack(data)
-            off, cack, spdcid, dpdcid, mpr, sack_off, bitmap = v[3], v[4], v[5], v[6], v[9], v[10], v[11]
-            if t == 8:
-                ccw = v[12] | (v[7] << 64)
-            elif v[7] == 0:  # ACK_CCX of CCX type 0: NSCC state, then the ECN-marked bytes
-                ccw = v[12]
-                ccx = int.from_bytes(data[32:40], "big")
-            else:  # a CCX type the notes do not define: its state is opaque (wire §5.5, Δ11)
-                self._count("ack_ccx_opaque")
-        pdc = self.pdcs.get(dpdcid)
+        """Sender processing of ACK / ACK_CC / ACK_CCX (§2.8 "Sender processing of an ACK"):
+        parse, find and check the PDC, apply it to the PDC's scoreboard (uet.pds.scoreboard),
+        then the RTT, the congestion gate, and what the ACK asks of the PDC."""
+        a = parse_ack(data, t, flags)
+        if a is None:
+            self._drop("short_ack", now, src)
+            return
+        if t == _P_ACK_CCX and a.ccw < 0:  # a CCX type the notes do not define (wire §5.5, Δ11)
+            self._count("ack_ccx_opaque")
+        pdc = self._ack_pdc(a, data, src, now)
         if pdc is None:
-            self._drop("ack_unknown_pdc", now, src)
-            return
-        if pdc.peer != src:
-            self._drop("ack_peer", now, src)
-            return
-        if pdc.sdi != self._rx_sdi:
-            self._drop("sdi_mismatch", now, src)
-            return
-        if pdc.role != "initiator":
-            cr = pdc.close_req
-            tgt = pdc
-            pdc = pdc.ret
-            if pdc is None or (cr is not None and (cack + off) & _M32 == cr[0]):
-                self._rx_ack_target(tgt, data, now, off, cack, spdcid, probe)
-                return
-        st = pdc.state
-        if st is _S_CLOSED:
-            self._drop("ack_closed_pdc", now, src)
-            return
-        if st is _S_SYN_SENT:
-            if spdcid == 0:
-                self._drop("ack_spdcid", now, src)
-                return
-        elif spdcid != pdc.rpdcid:
-            self._drop("ack_spdcid", now, src)
-            return
-        if not probe and self._ack_claims_unsent(pdc, cack, off, sack_off, bitmap):
-            self._drop("ack_cack_ahead", now, src)
             return
         c = self.counters
         c["acks_rx"] = c.get("acks_rx", 0) + 1
-        if st is _S_SYN_SENT:
-            pdc.rpdcid = spdcid
-            pdc.state = transition(INITIATOR_TRANSITIONS, st, _S_ESTABLISHED)
+        if pdc.state is _S_SYN_SENT:
+            pdc.rpdcid = a.spdcid
+            pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S_ESTABLISHED)
             if pdc.close_requested:
                 self._start_close(pdc, pdc.close_reason, now)
-        out = pdc.outstanding
-        events = self._events
-        npk = 0
-        nby = 0
-        rtt = None
-        ent = None
-        gate = pdc.gate
-        #: entropies of every packet this ACK covers for the first time (§4.6 path feedback;
-        #: also counted for a fixed-window PDC with trimmed packets waiting: uet.pds.trimwait)
-        ents: list[int] = []
-        fresh = 0  # the named packet, if this ACK is the first news of its arrival
-        ecn_bytes = 0
-        if probe:
-            sent = pdc.probes.pop(off, None)
+        tally = AckTally()
+        board = pdc.board
+        if flags & _A_P:
+            sent = pdc.probes.pop(a.off, None)
             if sent is not None:
-                events.append(ProbeAnswered(src, pdc.lpdcid, off, cack, now - sent))
-                rtt = now - sent
+                self._events.append(ProbeAnswered(src, pdc.lpdcid, a.off, a.cack, now - sent))
+                tally.rtt = now - sent
+        elif not board.named(pdc, a, data, nh, self._events, tally, now):
+            c["acks_dup"] = c.get("acks_dup", 0) + 1
+        board.window(pdc, a, self._events, self.acked_runs, tally, now)
+        if tally.rtt is not None:
+            self._rtt_sample(pdc, tally.rtt)
+        self._ack_feedback(pdc, a, tally, now)
+        if self._log is not None:
+            self._log_ack(pdc, a, src, now)
+        self._ack_after(pdc, a, data, now)
+
+    def _ack_pdc(self, a: AckInfo, data: bytes, src: str, now: int) -> InitiatorPdc | None:
+        """The initiator PDC an ACK is for, checked (peer, SDI, state, SPDCID, PSNs it claims);
+        None when it was dropped, or when it is for a target PDC's own CLOSE_REQ or a target
+        without a return half (handled here: ``_rx_ack_target``)."""
+        pdc = self.pdcs.get(a.dpdcid)
+        if pdc is None:
+            self._drop("ack_unknown_pdc", now, src)
+            return None
+        if pdc.peer != src:
+            self._drop("ack_peer", now, src)
+            return None
+        if pdc.sdi != self._rx_sdi:
+            self._drop("sdi_mismatch", now, src)
+            return None
+        if pdc.role != "initiator":
+            cr = pdc.close_req
+            tgt = pdc
+            ipdc = pdc.ret
+            if ipdc is None or (cr is not None and (a.cack + a.off) & _M32 == cr[0]):
+                self._rx_ack_target(tgt, data, now, a.off, a.cack, a.spdcid, a.flags & _A_P)
+                return None
+            pdc = ipdc
+        st = pdc.state
+        if st is _S_CLOSED:
+            self._drop("ack_closed_pdc", now, src)
+            return None
+        if (a.spdcid == 0) if st is _S_SYN_SENT else (a.spdcid != pdc.rpdcid):
+            self._drop("ack_spdcid", now, src)
+            return None
+        if not a.flags & _A_P and pdc.board.claims_unsent(pdc, a, self.config.mp_range):
+            self._drop("ack_cack_ahead", now, src)
+            return None
+        return pdc
+
+    def _rtt_sample(self, pdc: InitiatorPdc, rtt: int) -> None:
+        """A valid RTT sample: the PDC's smallest, and SRTT (with the adaptive RTO, uet.pds.backoff)."""
+        if rtt < pdc.min_rtt or not pdc.min_rtt:
+            pdc.min_rtt = rtt
+        if self.config.rto_adaptive:
+            rtt_sample(pdc, rtt, self.config)  # SRTT, RTTVAR, RTO; ends a back-off (uet.pds.backoff)
         else:
-            apsn = (cack + off) & _M32
-            pkt = out.pop(apsn, None)
-            if pkt is not None:
-                npk += 1
-                nby += pkt.nbytes
-                ent = pkt.entropy
-                if not pkt.dst_received:
-                    fresh = 1
-                    if pkt.hole_at:
-                        _late(pdc, pkt, now, not flags & _A_RETX)
-                if flags & _A_M:
-                    ecn_bytes = pkt.nbytes
-                # §2.9 validity; a packet marked lost and not yet resent has no valid sample
-                # (its RTO re-armed ``tx_time`` while it waited for the gate), nor one whose RTO
-                # re-armed it without sending (``rearmed``)
-                if (pkt.sends == 1 or (pkt.sends == 2 and flags & _A_RETX)) and not (pkt.rtx_wait or pkt.rearmed):
-                    rtt = now - pkt.tx_time
-                if pkt.ctl is None:
-                    events.append(_tnew(Acked, (pkt.token, nh, data[hl:] if nh else b"")))
-                if _diff(apsn, pdc.high_sack) > 0:
-                    pdc.high_sack = apsn
-            else:
-                c["acks_dup"] = c.get("acks_dup", 0) + 1
-        # MPR: only from an ACK whose CACK is newer than the last applied (§2.4)
-        if mpr and _diff(cack, pdc.mpr_cack) > 0:
-            pdc.peer_mp = mpr * 128
-            pdc.mpr_cack = cack
-        # CACK: everything up to it is acknowledged, implicitly successful (§2.7)
-        if _diff(cack, pdc.max_cack) > 0:
-            pdc.max_cack = cack
-            p = pdc.tx_base
-            end = (cack + 1) & _M32
-            nxt = pdc.next_psn
-            append = events.append
-            pop = out.pop
-            # tx_base may already be past CACK (packets acked one by one): never walk beyond CACK.
-            # Checked once: walking forward from a tx_base at or before CACK meets ``end`` first.
-            if _diff(cack, p) < 0:
-                p = end
-            runs = self.acked_runs  # owner opt-in: one AckedRun per run of the same token
-            tok: Any = None
-            run = 0
-            while p != end and p != nxt:
-                pkt = pop(p, None)
-                if pkt is not None:
-                    npk += 1
-                    nby += pkt.nbytes
-                    if not pkt.dst_received:
-                        ents.append(pkt.entropy)
-                        if pkt.hole_at:
-                            _late(pdc, pkt, now, pkt.sends == 1)
-                    if pkt.ctl is None:
-                        if not runs:
-                            append(_tnew(Acked, (pkt.token, 0, b"")))
-                        elif pkt.token is tok:
-                            run += 1
-                        else:
-                            if run:
-                                append(_tnew(AckedRun, (tok, run)))
-                            tok = pkt.token
-                            run = 1
-                p = (p + 1) & _M32
-            if run:
-                append(_tnew(AckedRun, (tok, run)))
-            if _diff(cack, pdc.high_sack) > 0:
-                pdc.high_sack = cack
-        if bitmap:
-            base = (cack + sack_off) & _M32
-            hi = pdc.high_sack
-            # PSNs this bitmap reports "not received" (above CACK, below its newest set bit): the
-            # only ones SACK fast retransmit may resend (§2.8 SACK; uet.pds.feedback docstring)
-            holes = ~bitmap & ((1 << bitmap.bit_length()) - 1)
-            d = _diff(cack, base)
-            if d >= 0:
-                holes = holes >> (d + 1) << (d + 1) if d < 63 else 0
-            while holes:
-                low = holes & -holes
-                holes ^= low
-                pkt = out.get((base + low.bit_length() - 1) & _M32)
-                if pkt is not None and not pkt.dst_received:
-                    pkt.sack_hole = True
-                    if not pkt.hole_at:
-                        pkt.hole_at = now
-            while bitmap:
-                low = bitmap & -bitmap
-                p = (base + low.bit_length() - 1) & _M32
-                bitmap ^= low
-                pkt = out.get(p)
-                if pkt is not None:
-                    if not pkt.dst_received:
-                        ents.append(pkt.entropy)
-                        if pkt.hole_at:
-                            _late(pdc, pkt, now, pkt.sends == 1)
-                    pkt.dst_received = True
-                    if _diff(p, hi) > 0:
-                        hi = p
-            pdc.high_sack = hi
-        # slide tx_base over the leading acknowledged run
-        b = pdc.tx_base
-        nxt = pdc.next_psn
-        while b != nxt and b not in out:
-            b = (b + 1) & _M32
-        pdc.tx_base = b
-        adaptive = self.config.rto_adaptive
-        if rtt is not None:
-            if rtt < pdc.min_rtt or not pdc.min_rtt:
-                pdc.min_rtt = rtt
-            if adaptive:
-                rtt_sample(pdc, rtt, self.config)  # SRTT, RTTVAR, RTO; ends a back-off (uet.pds.backoff)
-            else:
-                pdc.srtt = rtt if not pdc.srtt else pdc.srtt + ((rtt - pdc.srtt) >> 3)
-        if ccx >= 0:  # the marked bytes by difference (256-byte units, 24-bit wrap)
-            e = (ccx >> 40) & 0xFFFFFF
+            pdc.srtt = rtt if not pdc.srtt else pdc.srtt + ((rtt - pdc.srtt) >> 3)
+
+    def _ack_feedback(self, pdc: InitiatorPdc, a: AckInfo, t: AckTally, now: int) -> None:
+        """What the ACK acknowledged goes to the congestion gate and the path selector; progress
+        resets the RTO back-off and grows a ROD go-back-N window (§2.9, §2.13)."""
+        ecn_bytes = t.ecn_bytes
+        if a.ccx >= 0:  # the marked bytes by difference (256-byte units, 24-bit wrap)
+            e = (a.ccx >> 40) & 0xFFFFFF
             d = (e - pdc.cc_ecn) & 0xFFFFFF
             if d < 0x800000:
                 pdc.cc_ecn = e
                 ecn_bytes = d << 8
-        self._cc_ack(pdc, npk, nby, ecn_bytes, rtt, ccw, ents, now)
-        if pdc.cc_rtx and gate.resend is not _GATED:  # trimmed packets wait: one resend per
-            pdc.rtx_credit += fresh + len(ents)  # packet newly received (uet.pds.trimwait)
+        self._cc_ack(pdc, t.npk, t.nby, ecn_bytes, t.rtt, a.ccw, t.ents, now)
+        if pdc.cc_rtx and pdc.gate.resend is not _GATED:  # trimmed packets wait: one resend per
+            pdc.rtx_credit += t.fresh + len(t.ents)  # packet newly received (uet.pds.trimwait)
+        npk = t.npk
         if npk:
+            c = self.counters
             c["acked"] = c.get("acked", 0) + npk
-            if not adaptive:
+            if not self.config.rto_adaptive:
                 pdc.rto_shift = 0  # progress: the backed-off RTO returns to its initial value (§2.9)
             w = pdc.rod_win
             if w:  # ROD go-back-N window grows by one packet per window acknowledged (§2.13)
@@ -332,24 +190,32 @@ class FeedbackMixin(PdsState):
                 if pdc.rod_acc >= w:
                     pdc.rod_acc -= w
                     pdc.rod_win = w + 1 if w + 1 < self.config.max_outstanding else 0
-        if ent is not None:
-            pdc.entropy.feedback(ent, "ecn" if flags & _A_M else "ack", now)
-        if self._log is not None:
-            self._log(
-                {
-                    "t": now,
-                    "ev": "ack",
-                    "peer": src,
-                    "pdc": pdc.lpdcid,
-                    "cack": cack,
-                    "psn": None if probe else (cack + off) & _M32,
-                    "sack": bool(bitmap),
-                }
-            )
+        if t.ent is not None:
+            pdc.entropy.feedback(t.ent, "ecn" if a.flags & _A_M else "ack", now)
+
+    def _log_ack(self, pdc: InitiatorPdc, a: AckInfo, src: str, now: int) -> None:
+        assert self._log is not None
+        self._log(
+            {
+                "t": now,
+                "ev": "ack",
+                "peer": src,
+                "pdc": pdc.lpdcid,
+                "cack": a.cack,
+                "psn": None if a.flags & _A_P else (a.cack + a.off) & _M32,
+                "sack": bool(a.bitmap),
+            }
+        )
+
+    def _ack_after(self, pdc: InitiatorPdc, a: AckInfo, data: bytes, now: int) -> None:
+        """What follows an applied ACK: SACK fast retransmit, an EPSN closing ACK, the end of a
+        close, the target's CLEAR and CLOSE requests (§2.8, §2.11, §2.12)."""
+        out = pdc.outstanding
+        flags = a.flags
         thr = self.config.fast_retx_threshold
-        if thr and out and _diff(pdc.high_sack, b) >= thr:
+        if thr and out and _diff(pdc.board.high_sack, pdc.tx_base) >= thr:
             self._fast_retransmit(pdc, now, thr)
-        if flags & _A_EPSN and t == 7:
+        if flags & _A_EPSN and a.t == _P_ACK:
             self._rx_epsn(pdc, data, now)
         cp = pdc.close_pkt
         if cp is not None and cp.psn not in out:
@@ -443,11 +309,11 @@ class FeedbackMixin(PdsState):
         its SACK base past a held CACK, §2.8) is unknown, not lost: the RTO or the CLEAR settles it."""
         out = pdc.outstanding
         p = pdc.tx_base
-        stop = (pdc.high_sack - thr + 1) & _M32
+        stop = (pdc.board.high_sack - thr + 1) & _M32
         head = (pdc.max_cack + 1) & _M32  # CACK says it is not received (or not yet cleared)
-        # reported missing at or before ``since``: lost, not reordered (``_late``)
+        # reported missing at or before ``since``: lost, not reordered (``SackScoreboard.late``)
         # before any reordering was seen: a quarter of the smallest RTT (RFC 8985 §6.2 step 4)
-        wnd = min(pdc.reo_wnd or (pdc.min_rtt >> 2), self.config.rto_ns)
+        wnd = min(pdc.board.reo_wnd or (pdc.min_rtt >> 2), self.config.rto_ns)
         since = now - wnd
         pdc.fast_at = None
         while p != stop:
@@ -481,7 +347,7 @@ class FeedbackMixin(PdsState):
 
     def _rx_nack(self, data: bytes, src: str, now: int, flags: int) -> None:
         """NACK / NACK_CCX reaction per NACK_ACTION (§2.10, wire-format.md §7.1)."""
-        if len(data) < 16:
+        if len(data) < _NACK_LEN:
             self._drop("short_nack", now, src)
             return
         _t, _nh, _f, code, _vc, npsn, spdcid, dpdcid, payload = NACK.unpack(data)
@@ -525,7 +391,7 @@ class FeedbackMixin(PdsState):
         if action == _NA_IGNORE:
             return
         if action == _NA_CLOSE:
-            self._close_error(pdc, f"nack {name}", code, now, npsn)
+            self._close_error(pdc, f"nack {name}", code, now, npsn, payload)
             return
         if code != _NC_ROD_OOO:
             # §4.1 on_nack: a trim before the last hop penalises the path; otherwise the NACK's
@@ -619,8 +485,7 @@ class FeedbackMixin(PdsState):
         pdc.next_psn = (pdc.next_psn + delta) & _M32
         pdc.tx_base = (pdc.tx_base + delta) & _M32
         pdc.max_cack = (pdc.max_cack + delta) & _M32
-        pdc.mpr_cack = (pdc.mpr_cack + delta) & _M32
-        pdc.high_sack = (pdc.high_sack + delta) & _M32
+        pdc.board.shift(delta)
         old = sorted(pdc.outstanding.values(), key=lambda q: q.tx_seq)
         pdc.outstanding = {}
         for q in old:

@@ -48,7 +48,13 @@ from uet.pds._aliases import (
     _ISROD,
     _M32,
     _MODE_ROD,
+    _MODE_RUD,
     _NC_UNEXP_EVENT,
+    _P_ACK,
+    _P_CC_REQ_DELTA,
+    _P_CONTROL,
+    _P_ROD_REQ,
+    _P_RUD_REQ,
     _RETX,
     _S_CLOSE_ACK_WAIT,
     _S_CLOSED,
@@ -376,7 +382,7 @@ class InitiatorMixin(PdsState):
             out = pdc.outstanding
             psn = pdc.next_psn
             base = pdc.tx_base
-            word = (2 if pdc.mode == 0 else 3) << 11
+            word = (_P_RUD_REQ if pdc.mode == _MODE_RUD else _P_ROD_REQ) << 11
             lp = pdc.lpdcid
             rp = pdc.rpdcid
             peer = pdc.peer
@@ -502,7 +508,7 @@ class InitiatorMixin(PdsState):
             cpo = cpo - 0x100000000 if cpo & 0x80000000 else cpo
             if cpo < -0x8000:
                 cpo = -0x8000
-            t = 2 if pdc.mode == 0 else 3
+            t = _P_RUD_REQ if pdc.mode == _MODE_RUD else _P_ROD_REQ
             gate = pdc.gate
             if gate.cc_request:
                 # RCCC: a CC request carrying the CCC ID and the credit target (wire §5.2, §4.5)
@@ -512,7 +518,9 @@ class InitiatorMixin(PdsState):
                     v = (t + 11, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid, 0, psn - pdc.start_psn, *cst)
                     hdr = CC_REQUEST_SYN.encode(v)
                 else:
-                    hdr = CC_REQUEST.encode((t + 11, pkt.next_hdr, flags, cpo, psn, pdc.lpdcid, pdc.rpdcid, *cst))
+                    hdr = CC_REQUEST.encode(
+                        (t + _P_CC_REQ_DELTA, pkt.next_hdr, flags, cpo, psn, pdc.lpdcid, pdc.rpdcid, *cst)
+                    )
             elif syn:
                 hdr = REQUEST_SYN.encode((t, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid, 0, psn - pdc.start_psn))
             else:
@@ -521,7 +529,7 @@ class InitiatorMixin(PdsState):
         else:
             if pdc.mode == 1:
                 flags |= _ISROD
-            data = CONTROL.encode((11, pkt.ctl, flags, 0, psn, pdc.lpdcid, pdc.rpdcid, 0))
+            data = CONTROL.encode((_P_CONTROL, pkt.ctl, flags, 0, psn, pdc.lpdcid, pdc.rpdcid, 0))
         ent = pdc.entropy.next_entropy()
         pkt.entropy = ent
         pkt.tx_time = now
@@ -571,10 +579,20 @@ class InitiatorMixin(PdsState):
             flags |= _ISROD
         if pdc.state is _S_SYN_SENT:
             hdr = CONTROL_SYN.encode(
-                (11, ctl, flags | _SYN, 0, psn & _M32, pdc.lpdcid, 0, (psn - pdc.start_psn) & 0xFFF, payload & _M32)
+                (
+                    _P_CONTROL,
+                    ctl,
+                    flags | _SYN,
+                    0,
+                    psn & _M32,
+                    pdc.lpdcid,
+                    0,
+                    (psn - pdc.start_psn) & 0xFFF,
+                    payload & _M32,
+                )
             )
         else:
-            hdr = CONTROL.encode((11, ctl, flags, 0, psn & _M32, pdc.lpdcid, pdc.rpdcid, payload & _M32))
+            hdr = CONTROL.encode((_P_CONTROL, ctl, flags, 0, psn & _M32, pdc.lpdcid, pdc.rpdcid, payload & _M32))
         self._out.append((hdr, pdc.peer, self.config.control_entropy))
         self._count("ctl_tx_" + ControlType(ctl).name)
 
@@ -598,7 +616,7 @@ class InitiatorMixin(PdsState):
         if pdc.state is _S_SYN_SENT:
             hdr = CONTROL_SYN.encode(
                 (
-                    11,
+                    _P_CONTROL,
                     _CT_PROBE,
                     flags | _SYN,
                     opaque,
@@ -611,7 +629,7 @@ class InitiatorMixin(PdsState):
             )
         else:
             hdr = CONTROL.encode(
-                (11, _CT_PROBE, flags, opaque, pdc.tx_base, pdc.lpdcid, pdc.rpdcid, (pdc.max_cack + 1) & _M32)
+                (_P_CONTROL, _CT_PROBE, flags, opaque, pdc.tx_base, pdc.lpdcid, pdc.rpdcid, (pdc.max_cack + 1) & _M32)
             )
         self._out.append((hdr, pdc.peer, self.config.control_entropy))
         self._count("ctl_tx_PROBE")
@@ -766,7 +784,7 @@ class InitiatorMixin(PdsState):
         if f is not None and f <= now:
             pdc.fast_at = None
             thr = self.config.fast_retx_threshold
-            if thr and pdc.outstanding and psn_diff(pdc.high_sack, pdc.tx_base) >= thr:
+            if thr and pdc.outstanding and psn_diff(pdc.board.high_sack, pdc.tx_base) >= thr:
                 self._fast_retransmit(pdc, now, thr)
         rto = rto_for(self.config, pdc.rto_shift, pdc.rto)
         rto0 = self.counters.get("rto", 0)
@@ -954,7 +972,7 @@ class InitiatorMixin(PdsState):
             self._send_clear(pdc, now)
         elif ctl == _CT_REQ_CLOSE:
             # ACK the CLOSE_REQ's return-direction PSN, then begin our own close (§2.12)
-            hdr = ACK.encode((7, 0, 0, 0, psn & _M32, pdc.lpdcid, pdc.rpdcid))
+            hdr = ACK.encode((_P_ACK, 0, 0, 0, psn & _M32, pdc.lpdcid, pdc.rpdcid))
             self._out.append((hdr, pdc.peer, self.config.control_entropy))
             self._count("acks_tx")
             self._start_close(pdc, "target CLOSE_REQ", now)

@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol
 
 from uet.cc.base import SenderCc
 from uet.pds.config import Mode
+from uet.pds.scoreboard import SackScoreboard
 from uet.pds.states import InitiatorState, TargetState
 
 
@@ -132,7 +133,6 @@ class InitiatorPdc:
         "tx_base",
         "max_cack",
         "peer_mp",
-        "mpr_cack",
         "pending",
         "outstanding",
         "close_requested",
@@ -144,7 +144,7 @@ class InitiatorPdc:
         "gate",
         "tx_seq",
         "gbn_from",
-        "high_sack",
+        "board",
         "restarts",
         "probes",
         "closed_error",
@@ -171,7 +171,6 @@ class InitiatorPdc:
         "rto_shift",
         "rod_win",
         "rod_acc",
-        "reo_wnd",
         "fast_at",
         "cc_rcvd",
         "cc_ecn",
@@ -198,7 +197,6 @@ class InitiatorPdc:
         self.tx_base = start_psn
         self.max_cack = (start_psn - 1) & 0xFFFFFFFF
         self.peer_mp = 128
-        self.mpr_cack = self.max_cack
         self.pending: deque[TxPkt] = deque()
         #: unacknowledged packets by PSN, in order of their latest transmission (= RTO deadline)
         self.outstanding: dict[int, TxPkt] = {}
@@ -211,7 +209,8 @@ class InitiatorPdc:
         self.gate: SenderCc = gate
         self.tx_seq = 0
         self.gbn_from: int | None = None
-        self.high_sack = self.max_cack
+        #: what the target is known to have received (uet.pds.scoreboard)
+        self.board = SackScoreboard(self.max_cack)
         self.restarts = 0
         #: packets parked after a resource-shortage NACK (an upper bound; recounted by the timer)
         self.parked = 0
@@ -271,11 +270,7 @@ class InitiatorPdc:
         self.rto_shift = 0
         #: ROD go-back-N send window (packets) and its additive-increase counter (§2.13)
         self.rod_win = 0
-        #: SACK fast retransmit's reordering window (ns): how long a hole must have been reported
-        #: before it counts as lost; the longest a reported hole was seen to arrive late
-        #: (uet.pds.feedback ``_fast_retransmit``); 0 until one was seen: ``min_rtt`` / 4 applies
-        self.reo_wnd = 0
-        #: when the earliest hole waiting out ``reo_wnd`` may be fast-retransmitted (a deadline)
+        #: when the earliest hole waiting out ``board.reo_wnd`` may be fast-retransmitted (a deadline)
         self.fast_at: int | None = None
         self.rod_acc = 0
         #: PSN of the packet most recently sent with AR (§2.5 step 3); while it is not yet
@@ -418,3 +413,35 @@ class TargetPdc:
         self.tdl: int | None = None
         self.tent = 0
         self.tentd = 0
+
+
+class RudiPkt:
+    """An outstanding RUDI request."""
+
+    __slots__ = (
+        "pid",
+        "token",
+        "peer",
+        "next_hdr",
+        "body",
+        "tx_time",
+        "first_tx",
+        "retries",
+        "nack_retries",
+        "entropy",
+        "parked",
+    )
+
+    def __init__(self, pid: int, token: Any, peer: str, next_hdr: int, body: bytes) -> None:
+        self.pid = pid
+        self.token = token
+        self.peer = peer
+        self.next_hdr = next_hdr
+        self.body = body
+        self.tx_time = 0
+        self.first_tx = 0
+        self.retries = 0
+        self.nack_retries = 0
+        self.entropy = 0
+        #: resend time (ns) while waiting out a resource-shortage NACK, 0 otherwise
+        self.parked = 0

@@ -35,11 +35,14 @@ from uet.pds._aliases import (
     _NC_NO_SES_MSG_AVAIL,
     _NC_TRIMMED,
     _NC_TRIMMED_LASTHOP,
+    _P_RUDI_REQ,
+    _P_RUDI_RESP,
+    _P_UUD_REQ,
 )
 from uet.pds.backoff import next_shift, retries_spent, rto_for
 from uet.pds.config import Mode, PdsError, PdsLimitError, SesNack
 from uet.pds.events import Failed, NackReceived, new_acked, new_delivery
-from uet.pds.pdc import earliest_deadline
+from uet.pds.pdc import RudiPkt, earliest_deadline
 from uet.pds.state import PdsState
 from uet.pds.target import normalize_response, ses_end, ses_extension_missing
 from uet.wire.pds import NACK_ACTION, RUDI, UUD, NackAction, NackCode, NackFlag, NextHeader, RudiFlag
@@ -61,38 +64,6 @@ def default_response(ses: bytes | memoryview, nh: int, payload_len: int) -> byte
     mid = int.from_bytes(ses[2:4], "big") if nh == _NH_STANDARD else 0
     job = int.from_bytes(ses[5:8], "big")
     return RESPONSE.encode((0, _DEFAULT_RESP, 0, _RC_NULL, mid, ses[4], job, payload_len & _M32))
-
-
-class RudiPkt:
-    """An outstanding RUDI request."""
-
-    __slots__ = (
-        "pid",
-        "token",
-        "peer",
-        "next_hdr",
-        "body",
-        "tx_time",
-        "first_tx",
-        "retries",
-        "nack_retries",
-        "entropy",
-        "parked",
-    )
-
-    def __init__(self, pid: int, token: Any, peer: str, next_hdr: int, body: bytes) -> None:
-        self.pid = pid
-        self.token = token
-        self.peer = peer
-        self.next_hdr = next_hdr
-        self.body = body
-        self.tx_time = 0
-        self.first_tx = 0
-        self.retries = 0
-        self.nack_retries = 0
-        self.entropy = 0
-        #: resend time (ns) while waiting out a resource-shortage NACK, 0 otherwise
-        self.parked = 0
 
 
 class RudiMixin(PdsState):
@@ -117,7 +88,7 @@ class RudiMixin(PdsState):
         if not (som and eom):
             raise PdsError(f"{mode.name} packets are single-packet messages (SOM and EOM)")
         if mode == _MODE_UUD:
-            self._uud_q.append((UUD.encode((6, nh, 0)) + ses + payload, peer, token))
+            self._uud_q.append((UUD.encode((_P_UUD_REQ, nh, 0)) + ses + payload, peer, token))
             return
         out = self._rudi_out
         if len(out) + len(self._rudi_wait) >= 0xFFFFFFFF:
@@ -181,7 +152,7 @@ class RudiMixin(PdsState):
             pkt.parked = 0
             del self._rudi_out[pkt.pid]
             self._rudi_out[pkt.pid] = pkt
-        self._out.append((RUDI.encode((4, pkt.next_hdr, flags, pkt.pid)) + pkt.body, pkt.peer, pkt.entropy))
+        self._out.append((RUDI.encode((_P_RUDI_REQ, pkt.next_hdr, flags, pkt.pid)) + pkt.body, pkt.peer, pkt.entropy))
         self._count("rudi_retransmits" if retx else "rudi_tx")
         if self._log is not None:
             self._log(
@@ -297,7 +268,7 @@ class RudiMixin(PdsState):
             rnh, resp, _g = normalize_response(r)
         rfl = (int(RudiFlag.M) if ecn == 3 else 0) | (int(RudiFlag.RETX) if retx else 0)
         ent = self.config.control_entropy if entropy is None else entropy
-        self._out.append((RUDI.encode((5, rnh, rfl, pid)) + resp, src, ent))
+        self._out.append((RUDI.encode((_P_RUDI_RESP, rnh, rfl, pid)) + resp, src, ent))
         self._count("rudi_delivered")
 
     def _rx_rudi_response(self, data: bytes, src: str, now: int, nh: int) -> None:

@@ -13,7 +13,7 @@ checks each body against its declaration, so the two cannot drift apart).
 from __future__ import annotations
 
 import random
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from uet.cc.base import SenderCc
     from uet.cc.config import CcConfig
     from uet.cc.rccc import CreditScheduler
-    from uet.pds.pdc import TxPkt
-    from uet.pds.rudi import RudiPkt
+    from uet.pds.ackbuilder import AckBuilder
+    from uet.pds.pdc import RudiPkt, TxPkt
     from uet.pds.validation import SourceGuard
     from uet.wire.pds import NackCode
 
@@ -51,6 +51,9 @@ class PdsState:
     pdcs: dict[int, InitiatorPdc | TargetPdc]
     #: target PDCs by (peer FA, peer's PDCID), for SYN lookup (§1.4)
     target_by_peer: dict[tuple[str, int], TargetPdc]
+    #: target PDCs closed in error, by their former PDCID, with when they are forgotten: what
+    #: they delivered answers their initiator's late packets (uet.pds.control ``_tomb_answer``)
+    _tombs: OrderedDict[int, tuple[TargetPdc, int]]
     #: initiator PDC accepting new messages, by (mode, job_id, peer, tc) (§1.4)
     usable: dict[tuple[Any, ...], InitiatorPdc]
     #: PDC of the message currently open (SOM submitted, EOM not yet) per key
@@ -95,6 +98,8 @@ class PdsState:
     cc_params: CcConfig | None
     #: address validation and anti-amplification (uet.pds.validation), None when off
     guard: SourceGuard | None
+    #: the target's ACK encoder (uet.pds.ackbuilder)
+    _acks: AckBuilder
     # RUDI/UUD (uet.pds.rudi, assigned by RudiMixin._rudi_init)
     _rudi_next: int
     #: outstanding RUDI requests by packet id, in order of latest transmission
@@ -157,7 +162,9 @@ class PdsState:
         # uet.pds.closing
         def _start_close(self, pdc: InitiatorPdc, reason: str, now: int) -> None: ...
         def _check_close_progress(self, pdc: InitiatorPdc, now: int) -> None: ...
-        def _close_error(self, pdc: InitiatorPdc, reason: str, code: int | None, now: int, npsn: int = -1) -> None: ...
+        def _close_error(
+            self, pdc: InitiatorPdc, reason: str, code: int | None, now: int, npsn: int = -1, payload: int = 0
+        ) -> None: ...
         def _free_ipdc(self, pdc: InitiatorPdc, error: str | None, now: int) -> None: ...
 
         # uet.pds.target
@@ -188,6 +195,9 @@ class PdsState:
         def _target_close_req(self, tp: TargetPdc, now: int) -> None: ...
         def _target_close_error(self, tp: TargetPdc, reason: str, now: int, send_nack: bool = True) -> None: ...
         def _free_tpdc(self, tp: TargetPdc, now: int) -> None: ...
+        def _tomb_answer(
+            self, src: str, dpdcid: int, spdcid: int, psn: int, retx: int, nfl: int, now: int, ent: int
+        ) -> bool: ...
         def _tpdc_deadline(self, tp: TargetPdc) -> int | None: ...
 
         # uet.pds.rudi

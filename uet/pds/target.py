@@ -66,6 +66,7 @@ from uet.pds._aliases import (
     _A_P,
     _A_RETX,
     _AR,
+    _CC_REQUEST_LEN,
     _CT_CREDIT,
     _ISROD,
     _M32,
@@ -83,6 +84,12 @@ from uet.pds._aliases import (
     _NC_ROD_OOO,
     _NC_TRIMMED,
     _NC_TRIMMED_LASTHOP,
+    _P_ACK,
+    _P_CONTROL,
+    _P_ROD_CC_REQ,
+    _P_ROD_REQ,
+    _P_RUD_CC_REQ,
+    _REQUEST_LEN,
     _RETX,
     _S_SYN_SENT,
     _SYN,
@@ -96,11 +103,7 @@ from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.state import PdsState
 from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import (
-    ACK,
-    ACK_CC,
-    ACK_CCX,
     ACK_EPSN,
-    ACK_PROBE,
     CC_REQUEST,
     CC_REQUEST_SYN,
     CONTROL,
@@ -113,10 +116,6 @@ from uet.wire.ses import extension_layout, ses_layout
 
 _NC_INVALID_SYN = NackCode.INVALID_SYN
 _NC_PDC_MODE_MISMATCH = NackCode.PDC_MODE_MISMATCH
-_NSCC = ACK_CC[(False, "nscc")]
-_NSCC_P = ACK_CC[(True, "nscc")]
-_NSCCX = ACK_CCX[(False, "nscc")]
-_NSCCX_P = ACK_CCX[(True, "nscc")]
 _REQ_NH = (1, 2, 3)
 _NH_RESPONSE_DATA = 5
 _ROD = _MODE_ROD
@@ -222,8 +221,8 @@ class TargetMixin(PdsState):
     ) -> None:
         """Receive a RUD/ROD (CC) request in the order of checks of §2.6 (the general path;
         in-order data takes the fast path in :meth:`uet.pds.core.PdsCore.receive_datagram`)."""
-        cc = t >= 13
-        hl = 16 if cc else 12
+        cc = t == _P_RUD_CC_REQ or t == _P_ROD_CC_REQ
+        hl = _CC_REQUEST_LEN if cc else _REQUEST_LEN
         if len(data) < hl:
             self._drop("short_request", now, src)
             return
@@ -235,7 +234,7 @@ class TargetMixin(PdsState):
             v = (CC_REQUEST if cc else REQUEST).unpack(data)
             cpo, psn, spdcid, dpdcid = v[3], v[4], v[5], v[6]
         ccs = v[-2:] if cc else None  # (CCC ID, credit target), wire-format.md §5.2
-        mode = _ROD if t == 3 or t == 14 else _RUD
+        mode = _ROD if t == _P_ROD_REQ or t == _P_ROD_CC_REQ else _RUD
         retx = flags & _RETX
         nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
         cfg = self.config
@@ -289,7 +288,9 @@ class TargetMixin(PdsState):
         else:
             tp = self.pdcs.get(dpdcid)
             if tp is None:
-                self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, nfl, now, entropy=entropy)
+                ent = cfg.control_entropy if entropy is None else entropy
+                if not self._tomb_answer(src, dpdcid, spdcid, psn, retx, nfl, now, ent):
+                    self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, nfl, now, entropy=entropy)
                 return
             if tp.role != "target":  # return direction: read data for an initiator PDC (uet.pds.ret)
                 if tp.peer != src or spdcid != tp.rpdcid or nh != _NH_RESPONSE_DATA or tp.state is _S_SYN_SENT:
@@ -638,7 +639,16 @@ class TargetMixin(PdsState):
         if epsn is not None:
             off = psn_diff(trig, cack)
             hdr = ACK_EPSN.encode(
-                (7, 0, flags | _A_EPSN, off if -0x8000 <= off <= 0x7FFF else 0, cack, tp.lpdcid, tp.rpdcid, epsn & _M32)
+                (
+                    _P_ACK,
+                    0,
+                    flags | _A_EPSN,
+                    off if -0x8000 <= off <= 0x7FFF else 0,
+                    cack,
+                    tp.lpdcid,
+                    tp.rpdcid,
+                    epsn & _M32,
+                )
             )
             self._out.append((hdr, tp.peer, ent))
             tp.ack_deadline = None
@@ -660,49 +670,11 @@ class TargetMixin(PdsState):
         else:
             flags |= _A_P
             off = opaque
-        cfg = self.config
-        if cfg.ack_format == "ack":
-            hdr = (ACK if opaque is None else ACK_PROBE).encode((7, rnh, flags, off, cack, tp.lpdcid, tp.rpdcid))
-        else:
-            rcvd = tp.rcvd
-            bm = 0
-            soff = 1
-            if rcvd:
-                hi = trig if sack_to is None else sack_to
-                base = (hi - 63) & _M32 if psn_diff(hi, cack) > 64 else (cack + 1) & _M32
-                for p in rcvd:
-                    i = (p - base) & _M32
-                    if i < 64:
-                        bm |= 1 << i
-                soff = psn_diff(base, cack)
-            # service time of the request the ACK names (§4.2): how long since it arrived (the
-            # newest arrival on the PDC is the trigger), in µs rounded to nearest (units: a spec gap)
-            st = (now - tp.last_rx + 500) // 1000 if trig == tp.ack_trigger and opaque is None else 0
-            ccx = not cfg.ack_on_ecn
-            hdr = (
-                (_NSCC if opaque is None else _NSCC_P) if not ccx else (_NSCCX if opaque is None else _NSCCX_P)
-            ).encode(
-                (
-                    9 if ccx else 8,
-                    rnh,
-                    flags,
-                    off,
-                    cack,
-                    tp.lpdcid,
-                    tp.rpdcid,
-                    0,
-                    0,
-                    min(255, max(1, cfg.mp_range // 128)),
-                    soff,
-                    bm,
-                    min(st, 0xFFFF),
-                    0,
-                    0,
-                    ((tp.rcvd_bytes + 255) >> 8) & 0xFFFFFF,
-                    min(len(rcvd), 0xFFFF),
-                    *((((tp.ecn_bytes + 255) >> 8) & 0xFFFFFF) << 40,)[:ccx],
-                )
-            )
+        # service time of the request the ACK names (§4.2): how long since it arrived (the newest
+        # arrival on the PDC is the trigger), in µs rounded to nearest (units: a spec gap)
+        st = (now - tp.last_rx + 500) // 1000 if trig == tp.ack_trigger and opaque is None else 0
+        hi = trig if sack_to is None else sack_to
+        hdr = self._acks.build(tp, flags, rnh, off, cack, opaque is not None, hi, st)
         self._out.append((hdr + resp if resp else hdr, tp.peer, ent))
         tp.ack_deadline = None
         tp.ack_due = False
@@ -749,6 +721,6 @@ class TargetMixin(PdsState):
     def _send_credit(self, tp: TargetPdc, grant: int) -> None:
         """One CREDIT CP (wire-format.md §5.8): payload = the cumulative 24-bit grant."""
         flags = _ISROD if tp.mode is _ROD else 0
-        hdr = CONTROL.encode((11, _CT_CREDIT, flags, 0, 0, tp.lpdcid, tp.rpdcid, grant))
+        hdr = CONTROL.encode((_P_CONTROL, _CT_CREDIT, flags, 0, 0, tp.lpdcid, tp.rpdcid, grant))
         self._out.append((hdr, tp.peer, self.config.control_entropy))
         self._count("ctl_tx_CREDIT")

@@ -63,24 +63,25 @@ from typing import Any
 
 from uet.pds._aliases import _A_CLR, _CT_CREDIT, _CT_REQ_CLEAR, _M32, _SYN
 from uet.pds.config import PdsConfig
-from uet.wire.pds import CONTROL
+from uet.wire.pds import CONTROL, AckFlag, PdsType
 
 __all__ = ["SourceBudget", "SourceGuard"]
 
 #: PDS types whose datagram names a PDC in bytes 8–11 (SPDCID, DPDCID): RUD/ROD requests (with
 #: and without CC), ACK / ACK_CC / ACK_CCX, NACK / NACK_CCX, control
-_PDC_TYPES = frozenset((2, 3, 13, 14, 7, 8, 9, 10, 12, 11))
-_ACK_TYPES = frozenset((7, 8, 9))
+_REQ_TYPES = (PdsType.RUD_REQ, PdsType.ROD_REQ, PdsType.RUD_CC_REQ, PdsType.ROD_CC_REQ)
+_ACK_TYPES = frozenset((PdsType.ACK, PdsType.ACK_CC, PdsType.ACK_CCX))
+_PDC_TYPES = frozenset((*_REQ_TYPES, *_ACK_TYPES, PdsType.NACK, PdsType.NACK_CCX, PdsType.CONTROL))
 #: what waits for the proof when over the budget: ACKs and requests (return data)
-_HELD_TYPES = frozenset((7, 8, 9, 2, 3, 13, 14))
+_HELD_TYPES = frozenset((*_ACK_TYPES, *_REQ_TYPES))
 #: the PDS types whose flags may carry SYN (requests and control packets)
-_SYN_TYPES = frozenset((2, 3, 13, 14, 11))
-_RUDI_RESPONSE = 5
+_SYN_TYPES = frozenset((*_REQ_TYPES, PdsType.CONTROL))
+_RUDI_RESPONSE = int(PdsType.RUDI_RESP)
 #: the ``req`` bits of an ACK's flags (REQ_CLEAR, REQ_CLOSE)
-_ACK_REQ_BITS = 0x06
-_CONTROL = 11
+_ACK_REQ_BITS = int(AckFlag.REQ_CLEAR | AckFlag.REQ_CLOSE)
+_CONTROL = int(PdsType.CONTROL)
 #: the PDS types whose SYN opens a target PDC (RUD/ROD requests, with and without CC)
-_NEW_PDC_TYPES = frozenset((2, 3, 13, 14))
+_NEW_PDC_TYPES = frozenset(_REQ_TYPES)
 
 
 class SourceBudget:
@@ -277,7 +278,7 @@ class SourceGuard:
         extra = b.tx_pkts >= b.rx_pkts  # the count is spent: one of the few asks beyond it
         if extra and b.asks >= self.cfg.max_clear_req:
             return
-        hdr = CONTROL.encode((11, _CT_REQ_CLEAR, 0, 0, 0, tp.lpdcid, tp.rpdcid, (tp.rx_base - 1) & _M32))
+        hdr = CONTROL.encode((_CONTROL, _CT_REQ_CLEAR, 0, 0, 0, tp.lpdcid, tp.rpdcid, (tp.rx_base - 1) & _M32))
         if self._take(b, len(hdr), False, now, extra):
             b.asks += extra
             keep.append((hdr, dst, self.cfg.control_entropy))

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from uet.roce import errors as E
 from uet.roce import events as ev
+from uet.roce.view import QueuePairView
 from uet.wire.roce import (
     ATOMIC_ETH,
     IMMDT,
@@ -40,9 +41,6 @@ from uet.wire.roce import (
     psn_diff,
     rnr_timer_ns,
 )
-
-if TYPE_CHECKING:
-    from uet.roce.qp import QueuePair
 
 SEND, WRITE, READ, FETCH_ADD, COMPARE_SWAP = "send", "write", "read", "fetch_add", "compare_swap"
 _RESPONDED = (READ, FETCH_ADD, COMPARE_SWAP)
@@ -82,7 +80,7 @@ class Wqe:
 class Requester:
     """Send queue state of one QP (§6.2)."""
 
-    def __init__(self, qp: QueuePair, start_psn: int) -> None:
+    def __init__(self, qp: QueuePairView, start_psn: int) -> None:
         self.qp = qp
         self.sq_psn = start_psn  # next PSN to assign
         self.una = start_psn  # oldest unacknowledged

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from uet.roce import errors as E
 from uet.roce import events as ev
+from uet.roce.view import QueuePairView
 from uet.ses.errors import SesError
 from uet.ses.memory import Access, MemoryRegion
 from uet.wire.roce import (
@@ -40,9 +40,6 @@ from uet.wire.roce import (
     psn_diff,
 )
 from uet.wire.rocepkt import RocePacket
-
-if TYPE_CHECKING:
-    from uet.roce.qp import QueuePair
 
 _O = OpCode
 _SEND_OPS = frozenset(range(_O.SEND_FIRST, _O.SEND_ONLY_WITH_IMMEDIATE + 1)) | {
@@ -94,7 +91,7 @@ class _ReadJob:
 class Responder:
     """Receive side of one QP (§6.3)."""
 
-    def __init__(self, qp: QueuePair, epsn: int) -> None:
+    def __init__(self, qp: QueuePairView, epsn: int) -> None:
         self.qp = qp
         self.epsn = epsn
         self.msn = 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from uet.adapter import Completions, CoreOperations
+from uet.adapter import CompletionFutures, CoreOperations
 from uet.fep import Closed, FepCore
 from uet.sim.engine import Engine, Host
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["SimEndpoint"]
 
 
-class SimEndpoint(CoreOperations, Completions):
+class SimEndpoint(CoreOperations, CompletionFutures):
     """One FEP core on one engine host (see the module docstring). Futures and operations are
     :mod:`uet.adapter`'s, as the live adapters' are; the engine is the driver."""
 

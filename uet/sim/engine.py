@@ -15,6 +15,13 @@ earliest deadline of any core (:meth:`FepCore.get_timer`) or of the fabric
    host's NIC; then the core's events go to the host's ``on_event`` callback and its timer is
    re-armed.
 
+**UDP checksums** (``udp_checksums``): nothing in the simulator verifies one (step 1 parses with
+``verify=False``; switches never read the UDP header's checksum), so an engine built with
+``udp_checksums=False`` leaves the field 0 — "no checksum", valid for UDP over IPv4 — and saves a
+one's-complement sum over every datagram (issue 28: 4.7 % of a run's CPU). Every figure of a run
+is the same either way (frame lengths and every other byte are unchanged); the simulator turns
+checksums on when frames are captured (a pcap tap), where the bytes must be the real ones.
+
 Per-core deadlines sit in one heap of ``(deadline, host)`` with lazy invalidation (a host's entry
 counts only while it equals the host's armed deadline), so an instant costs O(log n) per core
 touched, not O(n). Nothing reads a clock and nothing random happens here: a run is a function of
@@ -84,8 +91,10 @@ class Host:
 class Engine:
     """Cores on the hosts of ``fabric`` (see the module docstring)."""
 
-    def __init__(self, fabric: Fabric) -> None:
+    def __init__(self, fabric: Fabric, *, udp_checksums: bool = True) -> None:
         self.fabric = fabric
+        #: compute the UDP checksum of every frame built (module docstring)
+        self.udp_checksums = udp_checksums
         self.now = 0
         self.hosts: list[Host | None] = [None] * len(fabric.hosts)
         self._heap: list[tuple[int, int]] = []
@@ -110,6 +119,7 @@ class Engine:
         if self.hosts[host] is not None:
             raise SimulationError(f"host {hp.name} already has a core")
         h = Host(host, core, ip_bytes(hp.ip), hp.mac, self.fabric.gateway_mac(host))
+        h.udp_checksum = h.udp_checksum and self.udp_checksums
         self.hosts[host] = h
         core.tick(self.now)
         return h

@@ -21,7 +21,7 @@ from collections import defaultdict
 from typing import Any
 
 from uet.fabric.telemetry_io import UNITS, plot, throughput
-from uet.tools.cli import transport_label
+from uet.transport import transport_label
 
 __all__ = ["fct_cdf", "write_plots"]
 

@@ -239,7 +239,7 @@ def simulate(
         from uet.fabric.telemetry_io import install_taps
 
         install_taps(fabric, taps)
-    engine = Engine(fabric)
+    engine = Engine(fabric, udp_checksums=taps is not None)  # only a capture sees them
     cfg = derived.fep_config()
     n = wl.n
     eps = []

@@ -2,13 +2,14 @@
 key rotation (behaviour.md §5, §2.3.2; wire-format.md §3).
 
 Sans-I/O like every core: :class:`TssContext` seals and opens packets given addresses and time;
-:class:`SecureDomainTable` is a FEP's secure-domain key database, loaded from a key file
-(:func:`load_key_file`) or built per job (:meth:`SecureDomain.generate`). The PDS core uses the
-Start_PSN policies of :mod:`uet.tss.establish`; the decoder uses :func:`decrypt_for_decoder`.
+:class:`SecureDomainTable` is a FEP's secure-domain key database, parsed from key-file text
+(:func:`parse_key_file`; :func:`uet.keyfile.load_key_file` reads the file) or built per job
+(:meth:`SecureDomain.generate`). The PDS core uses the Start_PSN policies of
+:mod:`uet.tss.establish`; the decoder uses :func:`decrypt_for_decoder`.
 :mod:`uet.tss.stage` is TSS as a stage of the FEP core (``Endpoint.open(...,
 security=SecurityConfig(table))``, ``FepCore(..., security=...)``): every datagram sealed and
 opened, drops counted and logged, the secure establishment hooks given to the PDS core, key
-rotation; :mod:`uet.tss.link` is the asyncio adapter's link facade over it.
+rotation; :mod:`uet.link.secure` is the asyncio adapter's link facade over it.
 """
 
 from uet.tss.context import DropReason, Opened, TssConfig, TssContext
@@ -30,7 +31,7 @@ from uet.tss.establish import (
     StartPsnMethod,
     start_psn_policy,
 )
-from uet.tss.keyfile import load_key_file, write_key_file
+from uet.tss.keyfile import dump_key_file, parse_key_file
 from uet.tss.secret import SecretBytes
 
 __all__ = [
@@ -56,7 +57,7 @@ __all__ = [
     "UnknownDomainError",
     "UnknownPeerError",
     "decrypt_for_decoder",
-    "load_key_file",
+    "dump_key_file",
+    "parse_key_file",
     "start_psn_policy",
-    "write_key_file",
 ]

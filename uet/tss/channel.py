@@ -33,21 +33,19 @@ whole security header is one integer, ``first word(s) << 64 | word``, turned int
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from uet.tss.domain import KeySlot, SdMode, SecureDomain, SlotState
+from uet.tss.domain import DerivedKey, DerivedKeyInputs, KeySlot, SdMode, SecureDomain, SlotState
 from uet.tss.errors import TssError
 from uet.tss.replay import ReplayWindow
 from uet.wire.tss import ICV_LEN, TSS, TSS_SSI, TSS_TYPE
 
-if TYPE_CHECKING:
-    from uet.tss.context import TssContext
-
-__all__ = ["RxChannel", "TxChannel", "aad_prefix"]
+__all__ = ["RxChannel", "SealingContext", "TxChannel", "aad_prefix"]
 
 _ENT = struct.Struct(">HH")
 _unpack_q = struct.Struct(">Q").unpack_from
@@ -56,6 +54,34 @@ _ACTIVE = SlotState.ACTIVE
 _TRIMMED = 0x100
 #: Datagrams in the links' packed form: ``(data, address, entropy or ecn)``.
 _Packed = Sequence[tuple[bytes, str, int]]
+
+
+class SealingContext(Protocol):
+    """What a :class:`TxChannel` uses of the :class:`~uet.tss.context.TssContext` that made it
+    (declared here: the context module imports this one, not the other way round)."""
+
+    stats: Counter[str]
+
+    def seal(
+        self,
+        plaintext: bytes,
+        *,
+        sdi: int,
+        entropy: int,
+        dst: bytes | str,
+        src: bytes | str | None = None,
+        client_ssi: int | None = None,
+    ) -> bytes: ...
+
+    def _tx_target(
+        self, sdi: int, src: bytes, dst: bytes, client_ssi: int | None
+    ) -> tuple[SecureDomain, KeySlot, int | None]: ...
+
+    def _packet_key(
+        self, sd: SecureDomain, slot: KeySlot, ssi: int | None, peer: bytes, epoch: int, tsc: int
+    ) -> tuple[AESGCM, bytes | None, DerivedKeyInputs | None]: ...
+
+    def _remember(self, slot: KeySlot, ctx: DerivedKeyInputs, value: DerivedKey) -> None: ...
 
 
 def aad_prefix(src: bytes, dst: bytes, entropy: int) -> bytes:
@@ -95,7 +121,7 @@ class TxChannel:
     )
 
     def __init__(
-        self, ctx: TssContext, sdi: int, dst: bytes, entropy: int, src: bytes, client_ssi: int | None = None
+        self, ctx: SealingContext, sdi: int, dst: bytes, entropy: int, src: bytes, client_ssi: int | None = None
     ) -> None:
         self._ctx = ctx
         self.sdi = sdi

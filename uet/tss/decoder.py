@@ -3,7 +3,7 @@
 The decoder shows captured traffic; it must not advance replay windows, latch domains, learn
 clients or care about grace periods. :func:`decrypt_for_decoder` runs the receive processing of
 behaviour.md §5.8 in that read-only form against a table loaded with
-:func:`uet.tss.keyfile.load_key_file`, and returns the plaintext (PDS header onward) or None when
+:func:`uet.keyfile.load_key_file`, and returns the plaintext (PDS header onward) or None when
 the packet does not authenticate under any key of the table.
 """
 

@@ -428,7 +428,7 @@ class SecureDomain:
 class SecureDomainTable:
     """A FEP's secure-domain key database: SDI → :class:`SecureDomain` (behaviour.md §5.1).
 
-    Load it from a key file with :func:`uet.tss.keyfile.load_key_file` or build it in code.
+    Load it from a key file with :func:`uet.keyfile.load_key_file` or build it in code.
     Its ``repr`` never shows key bytes.
     """
 

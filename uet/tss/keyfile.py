@@ -26,10 +26,9 @@ typo in security configuration never passes silently::
       address = "10.0.0.2"
       ssi = 34
 
-**Permissions.** The file must not be accessible to group or others (mode ``0600`` or stricter),
-like an SSH private key: :func:`load_key_file` refuses it otherwise with a :class:`KeyFileError`
-naming the path and the mode. It checks the opened file descriptor (no check-then-open race).
-:func:`write_key_file` creates files with mode ``0600``.
+Parsing (:func:`parse_key_file`) and writing the text (:func:`dump_key_file`) are here, sans-I/O;
+reading and writing the files themselves, with their permission rules, is :mod:`uet.keyfile`
+(:func:`~uet.keyfile.load_key_file`, :func:`~uet.keyfile.write_key_file`).
 
 **Nonce safety.** A sender's TSC restarts at 0 each time a key file is loaded. Loading the same key
 and epoch again after sending under them would repeat GCM IVs. Whoever provisions key files must
@@ -41,10 +40,7 @@ No error message, ``repr`` or log line contains key bytes.
 
 from __future__ import annotations
 
-import os
-import stat
 import tomllib
-from pathlib import Path
 from typing import Any
 
 from uet.tss.domain import KeySlot, SdMode, SecureDomain, SecureDomainTable, SlotState
@@ -53,7 +49,7 @@ from uet.tss.kdf import LABEL_CLUSTER, LABEL_SERVER
 from uet.tss.secret import SecretBytes
 from uet.wire.net import ip_bytes, ip_str
 
-__all__ = ["FORMAT_VERSION", "dump_key_file", "load_key_file", "parse_key_file", "write_key_file"]
+__all__ = ["FORMAT_VERSION", "dump_key_file", "parse_key_file"]
 
 FORMAT_VERSION = 1
 
@@ -75,38 +71,8 @@ _SLOT_KEYS = {"an", "epoch", "key"}
 _CLIENT_KEYS = {"address", "ssi"}
 
 
-def load_key_file(path: str | os.PathLike[str], *, wall_ns: int) -> SecureDomainTable:
-    """Read a key file into a :class:`SecureDomainTable`, refusing unsafe permissions.
-
-    ``wall_ns`` (required: the caller's wall clock, Unix ns; this library never reads a clock)
-    seeds every SD's transmit counter so that a restarted process never repeats a TSC, hence an
-    AES-GCM IV, under the file's keys (behaviour.md §5.6;
-    :meth:`uet.tss.domain.SecureDomain.seed_tsc`). A table that only opens packets may pass 0."""
-    p = Path(path)
-    try:
-        fd = os.open(p, os.O_RDONLY)
-    except OSError as exc:
-        raise KeyFileError(f"{p}: cannot open key file: {exc.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise KeyFileError(f"{p}: a key file must be a regular file")
-        if os.name == "posix" and st.st_mode & 0o077:
-            raise KeyFileError(
-                f"{p}: key file is accessible by group/others (mode {stat.S_IMODE(st.st_mode):04o}); "
-                f"run 'chmod 600 {p}'"
-            )
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    raw = b"".join(chunks)
-    return parse_key_file(raw, source=str(p), wall_ns=wall_ns)
-
-
 def parse_key_file(data: bytes | str, *, source: str = "<key file>", wall_ns: int | None = None) -> SecureDomainTable:
-    """Parse key-file text (no permission check; :func:`load_key_file` is the normal entry).
+    """Parse key-file text (no permission check; :func:`uet.keyfile.load_key_file` reads a file).
     With ``wall_ns`` (Unix ns) the transmit counters are seeded from it (§5.6); without, they
     start at 0 — only for a table that will never send under keys used before."""
     text = data.decode("utf-8") if isinstance(data, bytes) else data
@@ -240,18 +206,3 @@ def dump_key_file(domains: SecureDomainTable | list[SecureDomain]) -> str:
             lines += ["", "  [[domain.client]]", f'  address = "{ip_str(addr)}"', f"  ssi = {ssi}"]
         lines.append("")
     return "\n".join(lines)
-
-
-def write_key_file(
-    path: str | os.PathLike[str], domains: SecureDomainTable | list[SecureDomain], *, overwrite: bool = False
-) -> None:
-    """Write ``domains`` as a key file with mode 0600 (refuses to replace a file unless ``overwrite``)."""
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
-    try:
-        fd = os.open(path, flags, 0o600)
-    except OSError as exc:
-        raise KeyFileError(f"{path}: cannot create key file: {exc.strerror}") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        if os.name == "posix":
-            os.fchmod(f.fileno(), 0o600)
-        f.write(dump_key_file(domains))

@@ -101,7 +101,7 @@ class SecurityConfig:
     :class:`uet.fep.FepCore`.
 
     Attributes:
-        table: the FEP's secure-domain table (:func:`uet.tss.keyfile.load_key_file`, or
+        table: the FEP's secure-domain table (:func:`uet.keyfile.load_key_file`, or
             :meth:`~uet.tss.domain.SecureDomain.generate` + ``provision`` per member).
         sdi: the secure domain this FEP's PDCs use (None: the table must hold exactly one SD).
         method: the target's secure establishment method (behaviour.md §2.3.2), per FEP. Default

@@ -42,6 +42,7 @@ from uet.wire.pds import AckFlag, ControlType, NackFlag, NextHeader, PdsType, Re
 from uet.wire.ses import SesOpcode
 
 __all__ = [
+    "ACK_CC_TYPES",
     "ALLOWED_NEXT_HDR",
     "Decryptor",
     "Sealed",
@@ -49,6 +50,8 @@ __all__ = [
     "enum_name",
     "fields_dict",
     "flag_names",
+    "key_ext_offset",
+    "key_pds_layout",
     "parse_uet",
     "pds_flag_names",
     "pds_ses_key",
@@ -506,7 +509,8 @@ def pds_ses_layouts(mv: bytes | bytearray | memoryview, off: int, end: int) -> I
             yield elay
 
 
-_ACK_CC_TYPES = frozenset({PdsType.ACK_CC, PdsType.ACK_CCX})
+#: The PDS types whose layout depends on the ``cc_type`` byte
+ACK_CC_TYPES = frozenset({PdsType.ACK_CC, PdsType.ACK_CCX})
 
 
 def pds_ses_key(mv: bytes | bytearray | memoryview, off: int, end: int) -> tuple[int | None, ...] | None:
@@ -514,19 +518,39 @@ def pds_ses_key(mv: bytes | bytearray | memoryview, off: int, end: int) -> tuple
     layouts (None: a byte that is not there), so that two headers with equal keys have the same
     layouts, or the same error: the PDS prologue, the ``cc_type`` byte of an ACK_CC/ACK_CCX, the
     SES header's first two bytes, and the byte after the SES header (and the sync extension) of a
-    request. The decoder's summary fast path keeps its plans by this key. None: under 2 bytes."""
+    request. The decoder's summary fast path keeps its plans by this key (and by the same bytes,
+    read where :func:`key_pds_layout` and :func:`key_ext_offset` say). None: under 2 bytes."""
     if end - off < 2:
         return None
     ptype, nh, flags = pds.PROLOGUE.unpack(mv, off)
-    cc = mv[off + 12] if ptype in _ACK_CC_TYPES and off + 12 < end else None
-    lay = pds.pds_layout(ptype, flags, cc)
-    if lay is None or ptype == PdsType.CONTROL or nh == NextHeader.NONE:
+    cc = mv[off + 12] if ptype in ACK_CC_TYPES and off + 12 < end else None
+    lay = key_pds_layout(ptype, nh, flags, cc)
+    if lay is None:
         return (ptype, nh, flags, cc)
     s = off + lay.size
     b0 = mv[s] if s < end else None
     b1 = mv[s + 1] if s + 1 < end else None
-    slay = ses.ses_layout(nh, b0 or 0, b1 or 0)
-    if slay is None or nh not in _REQUEST_NH:
+    e = key_ext_offset(nh, b0 or 0, b1 or 0)
+    if e is None:
         return (ptype, nh, flags, cc, b0, b1)
-    e = s + slay.size + (ses.SYNC_EXT.size if (b0 or 0) & 0x3F == SesOpcode.SYNC_ATOMIC else 0)
+    e += s
     return (ptype, nh, flags, cc, b0, b1, mv[e] if e < end else None)
+
+
+def key_pds_layout(ptype: int, nh: int, flags: int, cc: int | None) -> Layout | None:
+    """For :func:`pds_ses_key`: the PDS layout after which the key goes on with the SES header's
+    first two bytes, or None where the key ends with the prologue and the ``cc_type`` byte."""
+    lay = pds.pds_layout(ptype, flags, cc)
+    if lay is None or ptype == PdsType.CONTROL or nh == NextHeader.NONE:
+        return None
+    return lay
+
+
+def key_ext_offset(nh: int, b0: int, b1: int) -> int | None:
+    """For :func:`pds_ses_key`: where, from the start of the SES header with these first two
+    bytes, the byte after it (and the sync extension) is that the key ends with; None where the
+    key ends with those two bytes."""
+    slay = ses.ses_layout(nh, b0, b1)
+    if slay is None or nh not in _REQUEST_NH:
+        return None
+    return slay.size + (ses.SYNC_EXT.size if b0 & 0x3F == SesOpcode.SYNC_ATOMIC else 0)

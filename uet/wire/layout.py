@@ -351,6 +351,15 @@ class Layout:
         self.pack_into: Callable[..., None] = ns["pack_into"]
         """``pack_into(buf, offset, values)``: encode into ``buf`` without allocating."""
         self.source = "\n".join(src)
+        self.unpack_steps: tuple[list[str], list[str], list[str]] = (
+            dec_args,
+            [p.strip() for p in dec_pre],
+            [dec_vals[f] for f in self.field_names],
+        )
+        """How :attr:`unpack` makes its tuple from ``self._struct.unpack_from``'s values, for
+        callers that generate their own decoder (tools/decode_fast.py): the names the struct's
+        values are bound to, the statements combining words, and each field's expression (which
+        may call ``_sx``, :func:`_sign_extend`)."""
 
     def _enc_error(self, values: Any, exc: Exception) -> EncodeError:
         try:

@@ -25,17 +25,9 @@ from typing import Any
 from uet.link.base import Link, ReceiveCallback
 from uet.tss.domain import SecureDomainTable
 from uet.tss.errors import TssError
-from uet.tss.stage import FINGERPRINT_LEN, SecurityConfig, Tamper, TssStage, tampered_arrivals
+from uet.tss.stage import SecurityConfig, Tamper, TssStage
 
-__all__ = [
-    "FINGERPRINT_LEN",
-    "SecureLink",
-    "SecurityConfig",
-    "Tamper",
-    "TssStage",
-    "rotate_keys",
-    "tampered_arrivals",
-]
+__all__ = ["SecureLink", "rotate_keys"]
 
 
 class SecureLink(Link):

@@ -1,0 +1,54 @@
+"""``uet-bench sim --against-htsim``: rows, htsim's command lines, the checkout lookup, measuring."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from uet.tools.bench import main
+from uet.tools.bench_htsim import HTSIM_ROWS, find_htsim, htsim_command, measure, select_rows
+from uet.tools.cc_suite import SUITES
+from uet.tools.cli import UsageError
+
+
+def test_every_cc_row_with_an_htsim_counterpart_has_its_command() -> None:
+    stems = {p.stem for p in SUITES["cc"].glob("*.toml")}
+    assert set(HTSIM_ROWS) <= stems
+    assert stems - set(HTSIM_ROWS) == {"incast127_nscc_subpacket"}  # beyond htsim's configuration
+    cmd = htsim_command(Path("/x/htsim_uec"), "perm1024_1path_rccc")
+    assert cmd == ["/x/htsim_uec", "-tm", "connection_matrices/perm_1024n_1024c_0u_2000000b.cm"] + [
+        "-receiver_cc_only",
+        "-paths",
+        "1",
+        "-end",
+        "3000",
+    ]
+
+
+def test_rows_are_chosen_by_glob() -> None:
+    assert select_rows("incast15_*") == ["incast15_nscc", "incast15_rccc", "incast15_nscc_rccc"]
+    assert select_rows(None) == list(HTSIM_ROWS)
+    with pytest.raises(UsageError, match="no row matches"):
+        select_rows("nothing*")
+
+
+def test_a_checkout_without_the_binary_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sim = tmp_path / "htsim" / "sim"
+    (sim / "datacenter" / "connection_matrices").mkdir(parents=True)
+    with pytest.raises(UsageError, match="no htsim_uec"):
+        find_htsim(str(tmp_path))
+    binary = sim / "build" / "datacenter" / "htsim_uec"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    assert find_htsim(str(tmp_path)) == (binary, sim / "datacenter")
+    assert find_htsim(str(binary)) == (binary, sim / "datacenter")
+    assert main(["sim", "--against-htsim", str(tmp_path / "none")]) == 2
+    assert capsys.readouterr().err.startswith("uet-bench: error: --against-htsim:")
+
+
+def test_measure_takes_cpu_and_rss_of_the_child() -> None:
+    m = measure([sys.executable, "-c", "b = bytearray(64 << 20); print(sum(range(10**6)))"])
+    assert m.rc == 0 and m.out.strip() == str(sum(range(10**6))).encode()
+    assert m.rss_mb >= 64 and m.cpu_s > 0
