@@ -23,9 +23,9 @@ from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.seams import RotatingEntropy
 
 if TYPE_CHECKING:
-    from uet.cc.base import SenderCc
+    from uet.cc.base import ReceiverCc, SenderCc
     from uet.cc.config import CcConfig
-    from uet.cc.rccc import CreditScheduler
+    from uet.pds.ackbuilder import AckBuilder
     from uet.pds.pdc import RudiPkt, TxPkt
     from uet.pds.validation import SourceGuard
     from uet.wire.pds import NackCode
@@ -93,10 +93,12 @@ class PdsState:
     #: opaque value of the last window probe (uet.pds.initiator._window_probe)
     _probe_seq: int
     #: RCCC receiver pacer and the CC parameters (uet.cc.registry.build), or None
-    credit_scheduler: CreditScheduler | None
+    credit_scheduler: ReceiverCc | None
     cc_params: CcConfig | None
     #: address validation and anti-amplification (uet.pds.validation), None when off
     guard: SourceGuard | None
+    #: the target's ACK encoder (uet.pds.ackbuilder)
+    _acks: AckBuilder
     # RUDI/UUD (uet.pds.rudi, assigned by RudiMixin._rudi_init)
     _rudi_next: int
     #: outstanding RUDI requests by packet id, in order of latest transmission
