@@ -137,7 +137,7 @@ class Pair:
 
     def inject(self, dst_side: Side, data: bytes, src: str, **kw: Any) -> None:
         """Deliver ``data`` to a core at once (exact-packet tests)."""
-        dst_side.core.receive_datagram(data, src, self.now, **kw)
+        dst_side.core.receive_datagram(data, self.now, source=src, **kw)
         dst_side.drain_events()
 
     def take(self, side: Side) -> list[tuple[bytes, str, int]]:
@@ -166,7 +166,7 @@ class Pair:
         self.now = max(self.now, min(cands))
         while self._flight and self._flight[0][0] <= self.now:
             _t, _s, dst, data, src, ent, sdi = heapq.heappop(self._flight)
-            self.side(dst).core.receive_datagram(data, src, self.now, entropy=ent, sdi=sdi)
+            self.side(dst).core.receive_datagram(data, self.now, source=src, entropy=ent, sdi=sdi)
         for s in (self.a, self.b):
             t = s.core.get_timer()
             if t is not None and t <= self.now:

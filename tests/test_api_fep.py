@@ -157,10 +157,10 @@ def test_request_without_its_extension_is_refused_not_dropped(op: SesOpcode, mod
     ses = STANDARD[(1, "none")].encode((op, 0, flags, 9, 0, JOB, PID, 0, 0, 7, 0x55, 0, 8))
     a.submit(ME, mode, NextHeader.STANDARD, ses, b"", token="t", som=True, eom=True, now=0)
     for d, _dst, _ent in a.datagrams_to_send(0):
-        b.receive_datagram(d, PEER, 1)
+        b.receive_datagram(d, 1, source=PEER)
     replies = b.datagrams_to_send(1)
     assert len(replies) == 1 and b.counters.get("drop_ses_header", 0) == 0
-    a.receive_datagram(replies[0][0], ME, 2)
+    a.receive_datagram(replies[0][0], 2, source=ME)
     acked = [e for e in iter(a.next_event, None) if isinstance(e, Acked)]
     assert len(acked) == 1 and acked[0].token == "t"
     assert response_fields(acked[0].response)[1] == ReturnCode.OP_VIOLATION

@@ -34,9 +34,9 @@ def test_cack_behind_tx_base_acknowledges_nothing_new() -> None:
     start, mine = first.psn, first.spdcid
     # packets 0..3 acknowledged individually; the target's CACK stays before packet 0
     for i in range(4):
-        core.receive_datagram(_ack(start + i, start - 1, mine), B, 10 + i)
+        core.receive_datagram(_ack(start + i, start - 1, mine), 10 + i, source=B)
     # a reordered ACK for packet 1 carrying CACK = packet 1 (newer than any CACK seen so far)
-    core.receive_datagram(_ack(start + 1, start + 1, mine), B, 20)
+    core.receive_datagram(_ack(start + 1, start + 1, mine), 20, source=B)
     acked = []
     while (ev := core.next_event()) is not None:
         if isinstance(ev, Acked):

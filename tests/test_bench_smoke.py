@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -60,8 +61,13 @@ def test_rtt_json_keys(capsys) -> None:
 def test_codec_is_dispatched(monkeypatch) -> None:
     import uet.tools.bench_codec as bc
 
-    seen = []
-    monkeypatch.setattr(bc, "run", lambda ns: seen.append((ns.number, ns.repeat)) or 7)
+    seen: list[tuple[int, int]] = []
+
+    def run(ns: argparse.Namespace) -> int:
+        seen.append((ns.number, ns.repeat))
+        return 7
+
+    monkeypatch.setattr(bc, "run", run)
     assert bench.main(["codec", "--number", "3", "--repeat", "2"]) == 7
     assert seen == [(3, 2)]
 

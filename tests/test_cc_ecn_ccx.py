@@ -6,23 +6,11 @@ takes them by difference, and an ACK_CCX of a type the notes do not define is no
 from __future__ import annotations
 
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, request, ses_small
+from test_cc_pds import credit_of
 
-from uet.cc import Ccc, CreditSender, Nscc
+from uet.cc import Ccc
 from uet.pds import Mode, PdsConfig, PdsCore
 from uet.wire import pds as w
-
-
-def nscc_of(g: Ccc) -> Nscc:
-    n = g.get(Nscc)
-    assert n is not None
-    return n
-
-
-def credit_of(g: Ccc) -> CreditSender:
-    c = g.get(CreditSender)
-    assert c is not None
-    return c
-
 
 CCX = w.ACK_CCX[(False, "nscc")]
 M = int(w.AckFlag.M)
@@ -87,10 +75,10 @@ def _ccx(cack: int, lp: int, rcvd: int, ecn_units: int, cc_type: int = 0, flags:
 
 def test_initiator_takes_marked_bytes_from_ack_ccx_by_difference() -> None:
     core, g, lp, size = _initiator("nscc")
-    core.receive_datagram(_ccx(500, lp, 4, 4, flags=M), B_ADDR, 20_000)
+    core.receive_datagram(_ccx(500, lp, 4, 4, flags=M), 20_000, source=B_ADDR)
     assert g.counters["ecn_acks"] == 1 and g.counters["ecn_bytes"] == 4 * 256 + g.overhead
     # 2 more packets acknowledged, 3 more 256-byte units marked (the count is cumulative)
-    core.receive_datagram(_ccx(502, lp, 12, 7, flags=M), B_ADDR, 21_000)
+    core.receive_datagram(_ccx(502, lp, 12, 7, flags=M), 21_000, source=B_ADDR)
     assert g.counters["ecn_acks"] == 2 and g.counters["ecn_bytes"] == 4 * 256 + 3 * 256 + 2 * g.overhead
 
 
@@ -101,7 +89,7 @@ def test_ack_ccx_of_an_undefined_type_is_not_a_credit_grant() -> None:
     pull, credit = credit_of(g).pull, credit_of(g).credit
     # bytes 24-26 hold 0x000100 where the credit ACK_CC state keeps its grant (256 quanta)
     pkt = _ccx(500, lp, 4, 0, cc_type=1)[:24] + (0x100 << 40).to_bytes(8, "big") + bytes(8)
-    core.receive_datagram(pkt, B_ADDR, 20_000)
+    core.receive_datagram(pkt, 20_000, source=B_ADDR)
     assert credit_of(g).pull == pull and core.counters["ack_ccx_opaque"] == 1
     assert g.counters["acks"] == 1  # still an ACK: PSN 500 acknowledged
     assert credit_of(g).credit <= credit

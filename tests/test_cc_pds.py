@@ -90,7 +90,7 @@ def test_initiator_uses_rcvd_bytes_and_removes_the_service_time() -> None:
     lp = (pkt[0][8] << 8) | pkt[0][9]
     # ACK_CC 30 µs later naming PSN 500: 10 µs of service time, 1024 bytes received so far
     ack = NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 10, 0, 0, 4, 0))
-    core.receive_datagram(ack, B_ADDR, 30_000)
+    core.receive_datagram(ack, 30_000, source=B_ADDR)
     n = nscc_of(g)
     assert n.inflight == nominal - 1024
     # RTT 30 µs − 10 µs service = 20 µs; delay 20 − 12 = 8 µs < target 9 µs enters the filter
@@ -106,11 +106,11 @@ def test_ecn_marked_bytes_and_trim_nack_signals() -> None:
     lp = (pkts[0][0][8] << 8) | pkts[0][0][9]
     g = gate_of(core)
     ack = NSCC_ACK.encode((8, 0, int(w.AckFlag.M), 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 5, 0))
-    core.receive_datagram(ack, B_ADDR, 20_000)
+    core.receive_datagram(ack, 20_000, source=B_ADDR)
     assert g.counters["ecn_acks"] == 1 and g.counters["ecn_bytes"] == len(pkts[0][0]) + 48
     cw = nscc_of(g).cwnd
     nack = w.NACK.encode((10, 0, 0, int(w.NackCode.TRIMMED), 0, 501, 77, lp, 0))
-    core.receive_datagram(nack, B_ADDR, 21_000)
+    core.receive_datagram(nack, 21_000, source=B_ADDR)
     assert g.counters["trims"] == 1
     assert nscc_of(g).cwnd == pytest.approx(cw - (len(pkts[1][0]) + 48))  # shrunk by the packet
     assert core.datagrams_to_send(21_000)[0][0][4:8] == (501).to_bytes(4, "big")  # resent
@@ -175,7 +175,7 @@ def test_entropy_feedback_for_every_packet_an_ack_covers() -> None:
     assert sum(reps.valid) == 0
     # one coalesced ACK: CACK 503 naming 503 covers all four packets
     ack = NSCC_ACK.encode((8, 0, 0, 0, 503, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 4, 0))
-    core.receive_datagram(ack, B_ADDR, 20_000)
+    core.receive_datagram(ack, 20_000, source=B_ADDR)
     assert sorted(v for v, ok in zip(reps.values, reps.valid, strict=True) if ok) == sorted(e for _d, _a, e in pkts)
 
 
@@ -236,7 +236,7 @@ def test_nacked_retransmission_waits_for_the_ccc() -> None:
     size = len(pkts[0][0]) + 48
     nscc_of(g).cwnd = 2 * size  # exactly the two packets in flight
     lp = (pkts[0][0][8] << 8) | pkts[0][0][9]
-    core.receive_datagram(w.NACK.encode((10, 0, 0, int(w.NackCode.TRIMMED), 0, 500, 77, lp, 0)), B_ADDR, 20_000)
+    core.receive_datagram(w.NACK.encode((10, 0, 0, int(w.NackCode.TRIMMED), 0, 500, 77, lp, 0)), 20_000, source=B_ADDR)
     # trim: inflight − size, cwnd − size (floor: one MTU, 4096) with one packet still in flight:
     # the resend would exceed the window, so it waits
     assert nscc_of(g).inflight == size and nscc_of(g).cwnd == 4096
@@ -244,7 +244,7 @@ def test_nacked_retransmission_waits_for_the_ccc() -> None:
     # the ACK for PSN 501 (rcvd_bytes covers it, not 500) empties the flight: the resend goes,
     # and a SACK gap behind the NACKed packet is not a second loss
     ack = NSCC_ACK.encode((8, 0, 0, 2, 499, 77, lp, 0, 0, 1, 2, 1, 0, 0, 0, (size + 255) >> 8, 1))
-    core.receive_datagram(ack, B_ADDR, 21_000)
+    core.receive_datagram(ack, 21_000, source=B_ADDR)
     (rtx,) = core.datagrams_to_send(21_000)
     assert rtx[0][4:8] == (500).to_bytes(4, "big") and rtx[0][1] & 0x10  # RETX
     assert g.counters["losses"] == 0
@@ -258,7 +258,7 @@ def test_credit_overtaking_the_first_ack_is_used_not_refused() -> None:
     (pkt,) = core.datagrams_to_send(0)
     assert pkt[0][0] >> 3 == 13  # RUD CC request (SYN)
     lp = (pkt[0][8] << 8) | pkt[0][9]
-    core.receive_datagram(control(int(w.ControlType.CREDIT), 0, 77, lp, payload=64), B_ADDR, 5_000)
+    core.receive_datagram(control(int(w.ControlType.CREDIT), 0, 77, lp, payload=64), 5_000, source=B_ADDR)
     assert core.datagrams_to_send(5_000) == []  # no NACK
     g = gate_of(core)
     assert credit_of(g).pull == 64 and not credit_of(g).speculating
@@ -293,9 +293,9 @@ def test_blocked_credit_never_sets_a_timer_in_the_past() -> None:
     lp = (pkts[0][0][8] << 8) | pkts[0][0][9]
     g = gate_of(core)
     ack = NSCC_ACK.encode((8, 0, 0, 1, 499, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 12, 0))
-    core.receive_datagram(ack, B_ADDR, 10_000)  # speculation ends: credit ≤ 0
+    core.receive_datagram(ack, 10_000, source=B_ADDR)  # speculation ends: credit ≤ 0
     assert credit_of(g).credit <= 0
-    core.receive_datagram(w.NACK.encode((10, 0, 0, int(w.NackCode.TRIMMED), 0, 501, 77, lp, 0)), B_ADDR, 11_000)
+    core.receive_datagram(w.NACK.encode((10, 0, 0, int(w.NackCode.TRIMMED), 0, 501, 77, lp, 0)), 11_000, source=B_ADDR)
     assert core.datagrams_to_send(11_000) == []  # the resend waits for credit
     now = 11_000
     sent = []
@@ -323,7 +323,7 @@ def test_rto_of_a_nacked_packet_waiting_for_the_gate_is_no_new_loss() -> None:
     n = nscc_of(g)
     size = len(p500[0]) + 48
     nack = w.NACK.encode((10, 0, 0, int(w.NackCode.TRIMMED), 0, 500, 77, lp, 0))
-    core.receive_datagram(nack, B_ADDR, 60_000)
+    core.receive_datagram(nack, 60_000, source=B_ADDR)
     n.cwnd = float(size)  # a window of one packet: PSN 501 in flight keeps it shut
     assert n.inflight == size
     assert core.datagrams_to_send(60_000) == []  # 500 waits for the gate
@@ -371,7 +371,7 @@ def test_ack_of_a_packet_marked_lost_and_not_yet_resent_is_no_rtt_sample() -> No
     core.handle_timer(100_000)  # both time out and wait for the gate
     assert core.datagrams_to_send(100_000) == []
     ack = NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, (size + 255) >> 8, 0))
-    core.receive_datagram(ack, B_ADDR, 100_200)
+    core.receive_datagram(ack, 100_200, source=B_ADDR)
     assert g.counters["acks"] == 1 and nscc_of(g).base_rtt == CcConfig().base_rtt_ns
 
 
@@ -380,22 +380,24 @@ def test_base_rtt_probe_after_the_first_ack() -> None:
     (P set, opaque echoed, no service time) is a base-RTT sample."""
     core, lp, g = _sent(PdsConfig(cc="nscc", start_psn=500), 3)
     ack = NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 5, 0))
-    core.receive_datagram(ack, B_ADDR, 20_000)
+    core.receive_datagram(ack, 20_000, source=B_ADDR)
     (probe,) = [d for d in core.datagrams_to_send(20_000) if d[0][0] >> 3 == w.PdsType.CONTROL]
     h = w.CONTROL.decode(probe[0])
     assert h.ctl_type == w.ControlType.PROBE and h.dpdcid == 77 and core.counters["cc_base_rtt_probes"] == 1
     # a second ACK: no second probe
     ack = NSCC_ACK.encode((8, 0, 0, 0, 501, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 10, 0))
-    core.receive_datagram(ack, B_ADDR, 21_000)
+    core.receive_datagram(ack, 21_000, source=B_ADDR)
     assert [d for d in core.datagrams_to_send(21_000) if d[0][0] >> 3 == w.PdsType.CONTROL] == []
     # the probe's answer 9 µs after it left: base RTT 9 µs (config 12 µs)
     pa = w.ACK_CC[(True, "nscc")].encode(
         (8, 0, int(w.AckFlag.P), h.probe_opaque, 501, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 10, 0)
     )
-    core.receive_datagram(pa, B_ADDR, 29_000)
+    core.receive_datagram(pa, 29_000, source=B_ADDR)
     assert nscc_of(g).base_rtt == 9_000
     off, lp, _ = _sent(PdsConfig(cc="nscc", cc_params=CcConfig(base_rtt_probe=False), start_psn=500), 1)
-    off.receive_datagram(NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 5, 0)), B_ADDR, 20_000)
+    off.receive_datagram(
+        NSCC_ACK.encode((8, 0, 0, 0, 500, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 5, 0)), 20_000, source=B_ADDR
+    )
     assert off.datagrams_to_send(20_000) == [] and "cc_base_rtt_probes" not in off.counters
 
 

@@ -148,11 +148,25 @@ def test_the_automatic_factor_follows_the_packet_rate_and_the_cores(monkeypatch)
     assert r == pytest.approx(100e6 / ((1024 + 122) * 8))
     # for the CPU: R × (LIVE_PER_SIM × 100 µs) ÷ (2 cores × 50 %); for the timers: 1 ms of real
     # time at most 15 % of a 91.7 µs frame time of virtual time; the larger, rounded up to a tenth
-    d = choose(1, 100_000_000, 1024, per_packet_s=100e-6)
+    d = choose(1, 100_000_000, 1024, per_packet_s=100e-6, load=0.5)
     assert d.basis["for_cpu"] == pytest.approx(5.5) and d.basis["for_timers"] == pytest.approx(72.7)
     assert d.how == "auto" and d.factor == pytest.approx(72.8) and d.basis["cores"] == 2
-    assert choose(16, 100_000_000, 1024, per_packet_s=100e-6).factor == pytest.approx(87.3)
-    assert choose(1, 1_000_000, 1024, per_packet_s=100e-6).factor == 1.0  # never below real time
+    assert choose(16, 100_000_000, 1024, per_packet_s=100e-6, load=0).factor == pytest.approx(87.3)
+    assert choose(1, 1_000_000, 1024, per_packet_s=100e-6, load=0).factor == 1.0  # never below real time
+
+
+def test_the_automatic_factor_grows_with_the_machines_load(monkeypatch):
+    """On a busy machine a woken endpoint waits for a CPU about load ÷ cores scheduler slices
+    (tools/dilation.py, ``G``): at load 15 on 2 cores 9.75 ms, which the factor keeps within 15 %
+    of a 91.7 µs frame time of virtual time; below about 1.5 the timers' 1 ms grain is the larger."""
+    import uet.tools.dilation as dil
+
+    monkeypatch.setattr(dil, "cores", lambda: 2)
+    d = choose(1, 100_000_000, 1024, per_packet_s=100e-6, load=15.0)
+    assert d.basis["timer_late_ms"] == 9.75 and d.factor == pytest.approx(709.0)
+    assert choose(1, 100_000_000, 1024, per_packet_s=100e-6, load=1.5).factor == pytest.approx(72.8)
+    monkeypatch.setattr(dil, "load_average", lambda: 8.0)
+    assert choose(1, 100_000_000, 1024, per_packet_s=100e-6).basis["timer_late_ms"] == 5.2
 
 
 def test_the_verdict_names_what_the_cpu_could_not_keep_up_with():
@@ -261,3 +275,14 @@ def test_the_bar_judges_against_the_simulators_range_over_endpoint_seeds():
     # RoCEv2's range is a point: the plain 10 % of the run seed's figure
     assert bar["transports"]["roce"]["p50"]["range"] == [0.137, 0.137]
     assert not judge({**live, "roce": _run(True, 0.152, 0.183)}, sim, spread)["transports"]["roce"]["ok"]
+
+
+def test_the_launcher_waits_the_runs_timeout_dilated():
+    """``timeout_s`` is virtual time: the launcher waits TDF times longer for the ranks' reports,
+    as the ranks wait for their workload (a run dilated ×800 failed after 150 real seconds)."""
+    from uet.tools.run import Launcher
+
+    launcher = Launcher({"timeout_s": 2.0}, {}, {})
+    assert launcher.collect_timeout_s() == pytest.approx(32.0)
+    launcher.clock = DilatedClock(100.0, start_ns=0, real=FakeReal())
+    assert launcher.collect_timeout_s() == pytest.approx(230.0)

@@ -380,13 +380,13 @@ async def test_transfers_survive_hostile_traffic(mode_name: str, secure: bool) -
         assert _diff(got, first + second + third) == ([], [])
         strangers = []
         for tagged in (False, True):
-            while (m := eb.recv_nowait(tag=0 if tagged else None, ignore=~0 if tagged else 0)) is not None:
-                strangers.append(m)
-        assert all(m.source == stranger for m in strangers)
+            while (rx := eb.recv_nowait(tag=0 if tagged else None, ignore=~0 if tagged else 0)) is not None:
+                strangers.append(rx)
+        assert all(s.source == stranger for s in strangers)
         for tagged in (False, True):  # A only sent: at most a stranger's forgery reached it
-            while (m := ea.recv_nowait(tag=0 if tagged else None, ignore=~0 if tagged else 0)) is not None:
-                strangers.append(m)
-        assert all(m.source == stranger for m in strangers)
+            while (rx := ea.recv_nowait(tag=0 if tagged else None, ignore=~0 if tagged else 0)) is not None:
+                strangers.append(rx)
+        assert all(s.source == stranger for s in strangers)
         if secure:
             assert strangers == []  # nothing unauthenticated reached either SES
 

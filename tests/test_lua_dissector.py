@@ -141,9 +141,9 @@ def test_tshark_with_the_dissector_equals_uet_decode_on_sim_captures(
     merged = tmp_path / "h0-all.pcapng"
     runs = [("none", "17", "64KiB"), ("nscc", "3", "8KiB"), ("rccc", "3", "8KiB")]
     with PcapngWriter(str(merged), name="h0") as w:
-        for cc, n, size in runs:
+        for cc, ranks, size in runs:
             where = tmp_path / cc
-            argv = ["-n", n, "--messages", "1", "--size", size, "--json", "--pcap", str(where)]
+            argv = ["-n", ranks, "--messages", "1", "--size", size, "--json", "--pcap", str(where)]
             assert sim_main([*argv, "--endpoint-set", f"pds.cc={cc}"]) == 0
             for r in read_capture(str(where / "h0.pcapng")):
                 w.write(r.frame, r.timestamp_ns)

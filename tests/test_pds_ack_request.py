@@ -71,7 +71,7 @@ class PacedLink:
         pair.now = max(pair.now, min(cands))
         if self.flight and self.flight[0][0] <= pair.now:
             _t, _s, src, data = heapq.heappop(self.flight)
-            pair.side(B_ADDR if src == A_ADDR else A_ADDR).core.receive_datagram(data, src, pair.now)
+            pair.side(B_ADDR if src == A_ADDR else A_ADDR).core.receive_datagram(data, pair.now, source=src)
         for s in (pair.a, pair.b):
             t = s.core.get_timer()
             if t is not None and t <= pair.now:

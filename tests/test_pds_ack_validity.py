@@ -53,15 +53,15 @@ def test_spoofed_ack_claiming_unsent_psns_is_dropped_whole(
     what: str, cack: int, off: int, sack_off: int, bitmap: int
 ) -> None:
     core, lp = _sent(4)
-    core.receive_datagram(_ack(lp, cack, off, sack_off, bitmap), B_ADDR, 1_000)
+    core.receive_datagram(_ack(lp, cack, off, sack_off, bitmap), 1_000, source=B_ADDR)
     assert _acked(core) == [], what
     assert core.counters["drop_ack_cack_ahead"] == 1
     # the real target's ACK for the same in-flight packets is applied
-    core.receive_datagram(_ack(lp, START + 3), B_ADDR, 2_000)
+    core.receive_datagram(_ack(lp, START + 3), 2_000, source=B_ADDR)
     assert sorted(_acked(core)) == [0, 1, 2, 3]
 
 
 def test_ack_from_another_address_is_dropped() -> None:
     core, lp = _sent(2)
-    core.receive_datagram(_ack(lp, START + 1), "10.0.0.66", 1_000)
+    core.receive_datagram(_ack(lp, START + 1), 1_000, source="10.0.0.66")
     assert _acked(core) == []

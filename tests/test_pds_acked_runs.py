@@ -59,13 +59,13 @@ def test_acked_runs_expand_to_the_plain_event_sequence(seed: int, loss: float, m
         assert a == b
         for d, _dst, _e in a:
             if rng.random() >= loss:
-                rcv.receive_datagram(d, A, now)
+                rcv.receive_datagram(d, now, source=A)
         acks = rcv.datagrams_to_send(now)
         rng.shuffle(acks)
         for d, _dst, _e in acks:
             if rng.random() >= loss:
                 for core in (runs, plain):
-                    core.receive_datagram(d, B, now)
+                    core.receive_datagram(d, now, source=B)
         for core in (runs, plain, rcv):
             if (t := core.get_timer()) is not None and t <= now:
                 core.handle_timer(now)

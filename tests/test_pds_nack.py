@@ -130,7 +130,7 @@ def test_trimmed_and_lasthop() -> None:
     pair.inject(pair.b, data[:20], A_ADDR, trimmed=True, ecn=3)
     h = one_nack(pair, NackCode.TRIMMED)
     assert h.flags & NackFlag.M and h.nack_psn == START + 1
-    pair.inject(pair.b, data[:20], A_ADDR, trimmed=True, lasthop=True)
+    pair.inject(pair.b, data[:20], A_ADDR, trimmed=True, last_hop=True)
     assert not one_nack(pair, NackCode.TRIMMED_LASTHOP).flags & NackFlag.M
     assert len(pair.b.deliveries) == 1  # never delivered, PSN not marked
     pair.inject(pair.b, data, A_ADDR)

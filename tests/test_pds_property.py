@@ -190,14 +190,14 @@ def test_fuzz_never_raises_and_pair_recovers(junk: list[bytes], mutations: list[
     before = dict(pair.b.core.counters)
     for side, src in ((pair.a, B_ADDR), (pair.b, A_ADDR)):
         for j in junk:
-            side.core.receive_datagram(j, src, pair.now, ecn=len(j) & 3, trimmed=len(j) % 5 == 0)
+            side.core.receive_datagram(j, pair.now, source=src, ecn=len(j) & 3, trimmed=len(j) % 5 == 0)
         for idx, pos, val, trunc in mutations:
             b = bytearray(VALID[idx])
             if b:
                 b[pos % len(b)] = val
             data = bytes(b[: pos % (len(b) + 1)]) if trunc else bytes(b)
-            side.core.receive_datagram(data, src, pair.now)
-            side.core.receive_datagram(data, src, pair.now, trimmed=True, lasthop=trunc)
+            side.core.receive_datagram(data, pair.now, source=src)
+            side.core.receive_datagram(data, pair.now, source=src, trimmed=True, last_hop=trunc)
     # Every datagram B was given left a trace: read (``rx``) or dropped as too short, and the junk
     # was answered by drops or NACKs (§2.6), not silently swallowed.
     delta = {k: v - before.get(k, 0) for k, v in pair.b.core.counters.items()}
@@ -211,7 +211,7 @@ def test_random_bytes_counted_as_drops() -> None:
     r = random.Random(5)
     for _ in range(500):
         n = r.randrange(0, 64)
-        pair.b.core.receive_datagram(bytes(r.randrange(256) for _ in range(n)), A_ADDR, 0)
+        pair.b.core.receive_datagram(bytes(r.randrange(256) for _ in range(n)), 0, source=A_ADDR)
     c = pair.b.core.counters
     drops = sum(v for k, v in c.items() if k.startswith("drop_"))
     nacks = sum(v for k, v in c.items() if k.startswith("nack_tx_"))

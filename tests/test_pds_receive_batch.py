@@ -96,14 +96,14 @@ def test_receive_batch_equals_one_receive_datagram_per_item(seed, mode, loss, du
             pos += k
             fast.receive_batch(batch, now)
             for d, src, ecn in batch:
-                slow.receive_datagram(d, src, now, ecn=ecn)
+                slow.receive_datagram(d, now, source=src, ecn=ecn)
             assert state(fast) == state(slow)
             f_out, s_out = fast.datagrams_to_send(now), slow.datagrams_to_send(now)
             assert f_out == s_out
             assert fast.counters == slow.counters
             for d, _dst, _e in f_out:
                 if rng.random() >= loss:
-                    snd.receive_datagram(d, B, now)
+                    snd.receive_datagram(d, now, source=B)
         for core in (snd, fast, slow):
             if (t := core.get_timer()) is not None and t <= now:
                 core.handle_timer(now)
@@ -140,7 +140,7 @@ def test_runs_take_the_hook_and_a_declined_packet_takes_the_general_path() -> No
     snd.submit(B, Mode.RUD, 3, first[0], bytes(first[1]), token=0, som=True, eom=True, now=0)
     fast.receive_batch([(d, A, 2) for d, _dst, _e in snd.datagrams_to_send(0)], 5)
     for d, _dst, _e in fast.datagrams_to_send(5):
-        snd.receive_datagram(d, B, 6)
+        snd.receive_datagram(d, 6, source=B)
     data = random.Random(4).randbytes(PAYLOAD * 20)
     for ses, pl, som, eom in seg.packets(data, 9):
         snd.submit(B, Mode.RUD, 3, ses, bytes(pl), token=1, som=som, eom=eom, now=7)

@@ -244,7 +244,7 @@ def test_ses_reads_return_data_on_the_read_pdc() -> None:
         if wire:
             for src, (data, dst, _e) in wire:
                 if rng.random() >= 0.05:
-                    nodes[dst].pds.receive_datagram(data, src, now)
+                    nodes[dst].pds.receive_datagram(data, now, source=src)
             now += 1000
             continue
         ts = [t for n in nodes.values() for t in (n.pds.get_timer(), n.ses.get_timer()) if t is not None]

@@ -10,10 +10,11 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from uet.pds.ackbuilder import sack_window
 from uet.pds.scoreboard import parse_ack, sack_walk
 from uet.wire import pds as w
 from uet.wire.layout import Layout
-from uet.wire.pds import ACK, ACK_CC, ACK_CCX, ACK_EPSN, AckFlag, PdsType, sack_to_psns
+from uet.wire.pds import ACK, ACK_CC, ACK_CCX, ACK_EPSN, AckFlag, PdsType, psns_to_sack, sack_to_psns
 
 PDS = Path(__file__).resolve().parent.parent / "uet" / "pds"
 PSN = st.integers(0, 0xFFFFFFFF)
@@ -27,6 +28,18 @@ def test_the_scoreboard_sack_walk_is_sack_to_psns(base: int, bitmap: int) -> Non
 @given(PSN, st.sampled_from([0, 1, 1 << 63, (1 << 64) - 1, 0x8000_0000_0000_0001]))
 def test_the_walk_at_the_bitmap_edges_and_psn_wrap(base: int, bitmap: int) -> None:
     assert sack_walk(base, bitmap) == sack_to_psns(base, bitmap)
+
+
+@given(PSN, st.sets(st.integers(1, 200), max_size=40), st.integers(0, 200))
+def test_the_ack_builders_sack_window_is_psns_to_sack(cack: int, ahead: set[int], hi_ahead: int) -> None:
+    """The target's bitmap (uet.pds.ackbuilder) against the wire module's, across the 2^32 wrap
+    and with the window slid to end at a PSN more than 64 beyond CACK."""
+    rcvd = {(cack + d) & 0xFFFFFFFF for d in ahead}
+    hi = (cack + hi_ahead) & 0xFFFFFFFF
+    soff, bm = sack_window(rcvd, cack, hi)
+    base = (cack + soff) & 0xFFFFFFFF
+    assert bm == psns_to_sack(base, rcvd)
+    assert soff == (hi_ahead - 63 if hi_ahead > 64 else 1) or not rcvd
 
 
 def test_parse_ack_reads_each_kind_and_refuses_short_ones() -> None:

@@ -59,7 +59,7 @@ def test_trimmed_packets_wait_for_the_ack_clock_and_go_before_new_data() -> None
     nack0 = to_target(pair, p[0], trimmed=True)
     assert [hdr(d).nack_code for d in nack0] == [NackCode.TRIMMED]
     assert to_initiator(pair, nack0) == []
-    nack1 = to_target(pair, p[1], trimmed=True, lasthop=True)
+    nack1 = to_target(pair, p[1], trimmed=True, last_hop=True)
     assert [hdr(d).nack_code for d in nack1] == [NackCode.TRIMMED_LASTHOP]
     assert to_initiator(pair, nack1) == []
     assert pair.a.core.counters["trim_rtx_wait"] == 2

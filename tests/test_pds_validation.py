@@ -227,7 +227,7 @@ def test_the_batch_screen_and_the_per_datagram_check_agree() -> None:
     items += [REQUEST.encode(REQUEST.make(psn=5, spdcid=3, dpdcid=77, flags=0)) + bytes(8)]
     cores[0].receive_batch([Datagram(d, SPOOFED) for d in items], 1000)
     for d in items:
-        cores[1].pds.receive_datagram(d, SPOOFED, 1000)
+        cores[1].pds.receive_datagram(d, 1000, source=SPOOFED)
     outs = [[(t.destination, t.data) for t in c.datagrams_to_send(1000)] for c in cores]
     assert outs[0] == outs[1]
     assert cores[0].counters() == cores[1].counters()

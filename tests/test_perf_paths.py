@@ -97,7 +97,7 @@ def _one_packet_pair(views: bool) -> list:
     for ses, payload, som, eom in seg.packets(b"x" * 2500, 1):
         a.submit("10.0.0.2", Mode.RUD, 3, ses, payload, token=None, som=som, eom=eom, now=0)
     for d, _dst, _e in a.datagrams_to_send(0):
-        b.receive_datagram(d, "10.0.0.1", 0)
+        b.receive_datagram(d, 0, source="10.0.0.1")
     return got
 
 

@@ -147,13 +147,15 @@ def test_core_trims_slow_the_target_credit_pacer_last_hop_trims_do_not(lasthop: 
     next packet closes it (3 of 4 trimmed: share 1 × (1 − 3/4 / 2) = 0.625) its CREDITs are
     int(1323 / 0.625) = 2116 ns apart. The same trims at the last hop leave them 1323 ns apart."""
     b = PdsCore("10.0.0.2", PdsConfig(cc="rccc", start_psn=1000))
-    b.receive_datagram(_cc_req(1000, None, 0xFFFFF), A_ADDR, 0)
+    b.receive_datagram(_cc_req(1000, None, 0xFFFFF), 0, source=A_ADDR)
     (ack,) = [d for d, _dst, _e in b.datagrams_to_send(0) if d[0] >> 3 != 11]
     lp = hdr(ack).spdcid
     for i in (1, 2, 3):
-        b.receive_datagram(_cc_req(1000 + i, lp, 0xFFFFF)[:24], A_ADDR, 1_000 * i, trimmed=True, lasthop=lasthop)
+        b.receive_datagram(
+            _cc_req(1000 + i, lp, 0xFFFFF)[:24], 1_000 * i, source=A_ADDR, trimmed=True, last_hop=lasthop
+        )
     _grant_times(b, 17_999)
-    b.receive_datagram(_cc_req(1004, lp, 0xFFFFF), A_ADDR, 18_000)  # closes the epoch
+    b.receive_datagram(_cc_req(1004, lp, 0xFFFFF), 18_000, source=A_ADDR)  # closes the epoch
     b.datagrams_to_send(18_000)
     times = _grant_times(b, 40_000)
     gaps = {y - x for x, y in zip(times, times[1:], strict=False)}

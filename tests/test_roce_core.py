@@ -58,7 +58,7 @@ def test_send_tagged_untagged_header_data_and_matching() -> None:
     assert ev.message.source == a.address
     # the others wait on the unexpected list
     m = b.recv_nowait()
-    assert m.data == b"untagged" and m.tag is None and m.header_data is None
+    assert m is not None and m.data == b"untagged" and m.tag is None and m.header_data is None
     buf = bytearray(100)
     r = b.post_recv(buf, tag=7, truncate=True)
     ev = b.next_event()

@@ -55,7 +55,7 @@ def run(nodes: dict[str, Node], rng: random.Random, now: int, loss: float) -> in
         if wire:
             for src, (data, dst, _entropy) in wire:
                 if rng.random() >= loss:
-                    nodes[dst].pds.receive_datagram(data, src, now)
+                    nodes[dst].pds.receive_datagram(data, now, source=src)
             now += 1000
             continue
         ts = [t for n in nodes.values() for t in (n.pds.get_timer(), n.ses.get_timer()) if t is not None]

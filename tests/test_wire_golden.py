@@ -1005,4 +1005,4 @@ def test_ack_ccx_other_than_nscc_keeps_its_state_opaque(cc_type: int, probe: boo
     d = v._asdict()
     assert d["ack_cc_state"] == 0x161718191A1B1C1D and d["ack_ccx_state"] == 0x2122232425262728
     pkt = parse_uet(raw)
-    assert pkt.pds.ack_cc_state == 0x161718191A1B1C1D
+    assert pkt.pds is not None and pkt.pds.ack_cc_state == 0x161718191A1B1C1D

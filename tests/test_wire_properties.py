@@ -68,7 +68,7 @@ def test_codecs_agree_and_round_trip(
     mask = reserved_mask(layout)
     if extreme is None:  # the input bytes come back with the reserved bits cleared
         assert wire == bytes(b & ~m & 0xFF for b, m in zip(blob, mask, strict=False))
-    assert layout.check(values) is None
+    layout.check(values)  # raises on a value that does not fit
 
     # pack_into at an offset writes exactly the same bytes and nothing else
     head, tail = noise[:pre], noise[pre : pre + 7]
@@ -191,8 +191,9 @@ def test_defaults_fit(layout: Layout) -> None:
     for name, v in layout.defaults.items():
         assert getattr(made, name) == v
     for name in layout.field_names:
-        if name not in layout.defaults and isinstance(layout.fields[name], Raw):
-            assert getattr(made, name) == bytes(layout.fields[name].nbytes)
+        f = layout.fields[name]
+        if name not in layout.defaults and isinstance(f, Raw):
+            assert getattr(made, name) == bytes(f.nbytes)
 
 
 # -- Layout.concat -------------------------------------------------------------------------------

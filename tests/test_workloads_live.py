@@ -69,7 +69,8 @@ def test_message_data_is_reproducible_and_distinct() -> None:
 def test_large_messages_share_one_buffer_at_distinct_offsets() -> None:
     """Senders of a big simulation hold views of one buffer, not a copy each (message_data)."""
     views = [message_data(1, f, 0, 2 << 20) for f in range(1024)]
-    assert all(isinstance(v, memoryview) and v.obj is views[0].obj for v in views)
+    first = views[0]
+    assert isinstance(first, memoryview) and all(isinstance(v, memoryview) and v.obj is first.obj for v in views)
     assert len({bytes(v[:64]) for v in views}) == 1024  # 1,024 flows, 1,024 different messages
 
 

@@ -6,9 +6,9 @@ protocol timers are virtual, so the processes have to keep up with the scenario'
 divided by TDF, not with the packet rate itself (module docstring of :mod:`uet.clock`).
 
 **The factor** (``--dilation auto``, the default) is chosen before the run from the scenario's
-packet rate and the machine's cores, and from the event loops' timer grain::
+packet rate and the machine's cores, and from how late the event loops wake::
 
-    TDF = max(1, R × C / (cores × U), G / (F × T))
+    TDF = max(1, R × C / (cores × U), G / (F × T)),   G = max(timer grain, L / cores × S)
 
 * ``R``: the data packets per virtual second the fabric can deliver: every receiving endpoint's
   host link at its rate, in frames of the run's payload (:func:`packet_rate`);
@@ -25,7 +25,14 @@ packet rate and the machine's cores, and from the event loops' timer grain::
   hands ``epoll_wait`` a timeout in whole milliseconds, uvloop's clock has millisecond resolution,
   and a busy machine schedules a woken process that late too — endpoint timers on a ``timerfd``, as
   the switch process has, left the spread below unchanged at ×20), which is G / TDF of virtual
-  time; ``T`` the frame time at the host link rate and ``F``
+  time — or, on a machine busy with other work, longer: a process woken from its sleep waits for
+  a CPU behind the others that are runnable, about ``L / cores`` scheduler slices ``S``
+  (:data:`SCHED_SLICE_NS`), ``L`` the 1-minute load average when the run starts
+  (``os.getloadavg``). Measured on 2 cores at load 14–17 (other work): the endpoints' wake-up
+  lateness at p99 was 10.6 ms of real time at ×72.8 and 9.0 ms at ×300 — the machine's, not the
+  run's, so the factor that keeps it within :data:`LAG_FRAMES` grows with the load: at ×300 it
+  was 0.33 frame times, and the README's first command printed the CPU note at ×72.8, where an
+  idle machine needs no more than the grain. ``T`` the frame time at the host link rate and ``F``
   (:data:`GRAIN_FRAMES`) the share of it a timer may be late by: pacing (DCQCN's rate limiter)
   and coalesced-ACK timers fire that late. Measured, a 3:1 incast of one 64 KiB message per flow
   at 100 Mb/s (frame time 92 µs): at ×40 (grain 25 µs, 0.27 frame times) RoCEv2's live FCTs
@@ -60,9 +67,11 @@ __all__ = [
     "LATE_FRAMES",
     "LIVE_PER_SIM",
     "QUEUE_FRAMES",
+    "SCHED_SLICE_NS",
     "UTILISATION",
     "calibrate",
     "choose",
+    "load_average",
     "packet_rate",
     "verdict",
 ]
@@ -89,6 +98,9 @@ LAG_FRAMES = 0.3
 QUEUE_FRAMES = 128
 #: how late an endpoint's timer may fire in real time (module docstring, ``G``)
 TIMER_GRAIN_NS = 1_000_000
+#: the real time a runnable process waits per other runnable process on its core, about (module
+#: docstring, ``S``): the measured p99 wake-up lateness ÷ (load ÷ cores), 9.0–10.6 ms ÷ 7.5
+SCHED_SLICE_NS = 1_300_000
 #: the share of a frame time that grain may amount to in virtual time (module docstring, ``F``)
 GRAIN_FRAMES = 0.15
 #: wire bytes a data frame adds to its payload (uet.sim.scenario.DATA_OVERHEAD)
@@ -150,17 +162,34 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def choose(receivers: int, rate_bps: int, payload: int, *, per_packet_s: float | None = None) -> Dilation:
+def load_average() -> float:
+    """The machine's 1-minute load average (0 where the system does not say)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover - not Unix
+        return 0.0
+
+
+def choose(
+    receivers: int,
+    rate_bps: int,
+    payload: int,
+    *,
+    per_packet_s: float | None = None,
+    load: float | None = None,
+) -> Dilation:
     """The automatic factor (module docstring) for ``receivers`` receiving host links of
-    ``rate_bps`` and ``payload``-byte packets; ``per_packet_s`` is :func:`calibrate`'s figure
-    (measured when not given)."""
+    ``rate_bps`` and ``payload``-byte packets; ``per_packet_s`` is :func:`calibrate`'s figure and
+    ``load`` the machine's load average (each measured when not given)."""
     r = packet_rate(receivers, rate_bps, payload)
     sim = calibrate() if per_packet_s is None else per_packet_s
+    busy = load_average() if load is None else load
     c = LIVE_PER_SIM * sim
     n = cores()
     frame_ns = (payload + _FRAME_OVERHEAD) * 8e9 / rate_bps
     cpu = r * c / (n * UTILISATION)
-    grain = TIMER_GRAIN_NS / (GRAIN_FRAMES * frame_ns)
+    late_ns = max(TIMER_GRAIN_NS, busy / n * SCHED_SLICE_NS)
+    grain = late_ns / (GRAIN_FRAMES * frame_ns)
     factor = float(math.ceil(max(1.0, cpu, grain) * 10) / 10)
     basis = {
         "packet_rate_pps": round(r),
@@ -168,6 +197,8 @@ def choose(receivers: int, rate_bps: int, payload: int, *, per_packet_s: float |
         "cores": n,
         "utilisation": UTILISATION,
         "for_cpu": round(cpu, 1),
+        "load": round(busy, 2),
+        "timer_late_ms": round(late_ns / 1e6, 2),
         "for_timers": round(grain, 1),
     }
     return Dilation(factor, "auto", basis)
@@ -228,7 +259,8 @@ def dilation_lines(runs: dict[str, dict[str, Any]]) -> list[str]:
     how = (
         f"auto: ×{b['for_cpu']:g} for the CPU ({b['packet_rate_pps']:,} data packets/s × "
         f"{b['cpu_per_packet_us']:,} µs of CPU each ÷ {b['cores']} cores at {b['utilisation'] * 100:.0f} %), "
-        f"×{b['for_timers']:g} for the timers' 1 ms grain"
+        f"×{b['for_timers']:g} for the timers' {b.get('timer_late_ms', 1):g} ms "
+        + ("grain" if b.get("timer_late_ms", 1) <= TIMER_GRAIN_NS / 1e6 else f"lateness at load {b['load']:g}")
         if b
         else "--dilation"
     )

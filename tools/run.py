@@ -397,7 +397,7 @@ class Launcher:
         total = wl.total_bytes()
         reporter = asyncio.ensure_future(self._report(t_go, total)) if self.interval else None
         try:
-            results = await self._collect_all(total, timeout + 30)
+            results = await self._collect_all(total, self.collect_timeout_s())
         finally:
             if reporter is not None:
                 reporter.cancel()
@@ -420,6 +420,14 @@ class Launcher:
                 summary = ev
         await self.fabric.proc.wait()
         return self._result(fa, results, closed, codes, summary, elapsed)
+
+    def collect_timeout_s(self) -> float:
+        """Real seconds the launcher waits for every rank's report: the run's ``timeout_s`` of
+        virtual time in real time (TDF times longer, as each rank waits), plus 30 s for the ranks
+        to report. Before, it waited ``timeout_s`` + 30 real seconds whatever the factor, and a
+        run dilated ×800 on a busy machine (tools/dilation.py) failed with ``TimeoutError`` after
+        150 s although the ranks were still within their limit."""
+        return self.clock.real_delay(float(self.s["timeout_s"]) * 1e9) + 30
 
     async def _collect_all(self, total: int, timeout: float) -> list[dict[str, Any]]:
         """Every worker's reports, or :class:`RunError` as soon as the fabric process exits

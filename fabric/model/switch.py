@@ -370,8 +370,13 @@ class Switch:
         if frame[ip + IP_TTL] <= 1:
             self._drop(in_port, tc, "ttl_expired", size, now)
             return
-        group = self.route(pkt.dst)
-        if group is None:
+        addr = pkt.dst
+        group = None
+        for mask, nets in self._lpm:  # Switch.route, inlined
+            group = nets.get(addr & mask)
+            if group is not None:
+                break
+        if not group:  # no route, or a withdrawn prefix
             self._drop(in_port, tc, "no_route", size, now)
             return
         if len(group) == 1:
@@ -470,11 +475,16 @@ class Switch:
         frame on it. The end of a frame is an event only when something waits for the link
         (``Port.free_at``): a busy port given work schedules it then.
         """
-        schedule = self.events.schedule
         while True:
-            tc = port.ready(now, schedule, self._on_port_free, self._on_wake)  # the egress rule NICs share
-            if tc is None:
-                return
+            if port.busy_until <= now and port.backlog and not port.ctrl:
+                tc = port.pick(now)  # Port.ready's idle case, inlined
+                if tc is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
+                    port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
+                    return
+            else:
+                tc = port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)  # the rule NICs share
+                if tc is None:
+                    return
             pkt = None
             if tc == CTRL:
                 frame = bytearray(port.ctrl.popleft())

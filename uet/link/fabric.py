@@ -25,7 +25,7 @@ control). Anything else is counted and dropped. A packet trimmed by a switch (DS
 the PDS core must not take a cut packet for a whole one, so by default the link drops it and counts
 ``rx_trimmed`` (the sender's SACK / RTO recovery resends it). With ``deliver_trimmed`` the link
 passes it up with :data:`ECN_TRIMMED` (and :data:`ECN_LASTHOP` for DSCP 5) or-ed into the ``ecn``
-value, for an endpoint that hands those to ``PdsCore.receive_datagram(trimmed=, lasthop=)``.
+value, for an endpoint that hands those to ``PdsCore.receive_datagram(trimmed=, last_hop=)``.
 
 **PFC** (IEEE 802.1Qbb, §8.5) is the NIC model's (:class:`uet.fabric.model.nic.PfcTransmit`,
 the rule the simulator's NICs follow): a pause frame from the leaf stops the paused priorities for

@@ -25,7 +25,7 @@ due while a batch of datagrams is fed in leave as one ACK per PDC from the next
 
 Additions to the PDS core contract (all optional, defaults keep the contract's behaviour):
 ``submit(..., msg_id=, sdi=, lock=) -> PDCID``, ``unlock_pdc``, ``submit_return`` (uet.pds.ret),
-``receive_datagram(..., trimmed=, lasthop=, entropy=, sdi=)``, ``datagrams_to_send(now,
+``receive_datagram(..., trimmed=, last_hop=, entropy=, sdi=)``, ``datagrams_to_send(now,
 with_sdi=True)`` and ``sdi_of`` (the SDI to seal a datagram with), ``start_psn_policy`` and
 ``initiator_start_psn`` (secure establishment, §2.3.2), ``send_probe``, ``request_close``,
 ``submit_run`` (the rest of an open message in one call), ``take_events`` (all pending events at
@@ -47,7 +47,7 @@ Choices where the notes are silent (inference, documented here and in the module
 - A response is *guaranteed delivery* (kept until cleared, ACK sets ``REQ_CLEAR``) unless it is a
   plain SES RESPONSE header (next_hdr 4) with list 0 and return code RC_NULL/RC_OK (§6.9);
   ``on_deliver`` may return a 3-tuple ``(next_hdr, bytes, guaranteed)`` to say so explicitly.
-- ``receive_datagram`` takes ``trimmed``/``lasthop`` (the DSCP is invisible to the core; the
+- ``receive_datagram`` takes ``trimmed``/``last_hop`` (the DSCP is invisible to the core; the
   link reads it, spec/rocev2-and-fabric.md §8.4) and ``entropy`` (the request's UDP source port,
   echoed in ACK/NACKs, §4.6).
 """
@@ -82,6 +82,7 @@ from uet.pds._aliases import (
     _P_RUDI_RESP,
     _P_TSS,
     _P_UUD_REQ,
+    _REQUEST_LEN,
     _RETX,
     _S_CLOSED,
     _S_ESTABLISHED,
@@ -91,6 +92,7 @@ from uet.pds._aliases import (
     _T_ESTABLISHED,
     _T_PENDING,
 )
+from uet.pds.ackbuilder import AckBuilder
 from uet.pds.config import PdsConfig, SesNack
 from uet.pds.events import Delivery, Event
 from uet.pds.pdc import InitiatorPdc, TargetPdc
@@ -202,6 +204,8 @@ class PdsCore(
         self._misc_entropy = RotatingEntropy(self.rng, self.config.entropy_paths)
         #: address validation and anti-amplification (uet.pds.validation); None: off
         self.guard = SourceGuard(self.config, self._count) if self.config.amp_factor else None
+        #: the target's ACK encoder, in the configured format (uet.pds.ackbuilder)
+        self._acks = AckBuilder(self.config)
         #: opaque value of the last window probe (uet.pds.initiator._window_probe)
         self._probe_seq = 0
         #: RCCC receiver pacer and the CC parameters, from ``uet.cc.registry.build`` when
@@ -265,23 +269,25 @@ class PdsCore(
     def receive_datagram(
         self,
         data: bytes | memoryview,
-        src: str,
         now: int,
         *,
+        source: str,
         ecn: int = 0,
         trimmed: bool = False,
-        lasthop: bool = False,
+        last_hop: bool = False,
         entropy: int | None = None,
         sdi: int | None = None,
     ) -> None:
-        """Process one UET datagram starting at the PDS header, from Fabric Address ``src``.
+        """Process one UET datagram starting at the PDS header, from Fabric Address ``source``
+        (the FEP and RoCE cores' convention: ``(data, now, *, source, ...)``).
 
         ``ecn`` is the IP ECN field (3 = CE); ``trimmed`` marks a packet a switch cut (its DSCP
-        said TRIMMED; ``lasthop`` for TRIMMED_LASTHOP); ``entropy`` is the packet's UDP source
+        said TRIMMED; ``last_hop`` for TRIMMED_LASTHOP); ``entropy`` is the packet's UDP source
         port, echoed by ACKs/NACKs. ``sdi`` is the secure domain the TSS layer opened the packet
         with (None without TSS): a SYN records it in the new PDC, and a packet for a PDC of
         another SDI is dropped (``drop_sdi_mismatch``, §1.4 "all packets on a PDC share one
         SDI"). Never raises on bad input (spec/behaviour.md §2.6)."""
+        src, lasthop = source, last_hop
         if type(data) is not bytes:
             data = bytes(data)
         self._rx_sdi = sdi
@@ -305,7 +311,7 @@ class PdsCore(
         # ESTABLISHED; in order ⇒ current window, not a duplicate, ROD in sequence), so it goes
         # straight to ``TargetMixin._accept`` (delivery and the ACK rule, written once there).
         # Anything else takes the general path below.
-        if (t == _P_RUD_REQ or t == _P_ROD_REQ) and not flags & _SYN and not trimmed and n >= 14:
+        if (t == _P_RUD_REQ or t == _P_ROD_REQ) and not flags & _SYN and not trimmed and n >= _REQUEST_LEN + 2:
             cpo, psn, spdcid, dpdcid = _REQ_TAIL(data, 2)
             tp = self.pdcs.get(dpdcid)
             if (
@@ -319,14 +325,16 @@ class PdsCore(
                 and tp.sdi == sdi
             ):
                 size = _SES_END.get((nh, data[12], data[13]))
-                if size is not None and size + 12 <= n:
+                if size is not None and size + _REQUEST_LEN <= n:
                     if not tp.proven:
                         self._proved(tp)
                     tp.last_rx = now
                     if cpo < 0:
                         self._note_clear(tp, (psn + cpo) & _M32)
                     ent = self.config.control_entropy if entropy is None else entropy
-                    self._accept(tp, src, tp.mode, psn, spdcid, nh, flags, data, 12, ecn, now, ent, size + 12)
+                    self._accept(
+                        tp, src, tp.mode, psn, spdcid, nh, flags, data, _REQUEST_LEN, ecn, now, ent, size + _REQUEST_LEN
+                    )
                     return
         g = self.guard
         if g is not None and src not in g.verified:
@@ -400,10 +408,10 @@ class PdsCore(
         if hook is None or self._log is not None or cfg.ack_per_pkt:
             for data, src, ecn in batch:
                 if ecn > 3:
-                    rx(data, src, now, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
-                       lasthop=bool(ecn & _ECN_LASTHOP), sdi=sdi)  # fmt: skip
+                    rx(data, now, source=src, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
+                       last_hop=bool(ecn & _ECN_LASTHOP), sdi=sdi)  # fmt: skip
                 else:
-                    rx(data, src, now, ecn=ecn, sdi=sdi)
+                    rx(data, now, source=src, ecn=ecn, sdi=sdi)
             return
         pdcs = self.pdcs
         trig = cfg.ack_gen_trigger
@@ -463,10 +471,10 @@ class PdsCore(
                     self._end_run(tp, nxt, k, nbytes, gen, mc, due, nondue, now, hp if held else None, arp)
                 tp = None
             if ecn > 3:
-                rx(data, src, now, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
-                   lasthop=bool(ecn & _ECN_LASTHOP), sdi=sdi)  # fmt: skip
+                rx(data, now, source=src, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
+                   last_hop=bool(ecn & _ECN_LASTHOP), sdi=sdi)  # fmt: skip
                 continue
-            rx(data, src, now, ecn=ecn, sdi=sdi)
+            rx(data, now, source=src, ecn=ecn, sdi=sdi)
             if i == last:
                 continue  # nothing follows to predict
             # start a run after a request accepted as the newest PSN of its PDC: either in order
@@ -478,9 +486,9 @@ class PdsCore(
             if (
                 ecn < 3
                 and type(data) is bytes
-                and len(data) >= 14
+                and len(data) >= _REQUEST_LEN + 2
                 and (data[0] >> 3 == _P_RUD_REQ or data[0] >> 3 == _P_ROD_REQ)
-                and len(nd) >= 14
+                and len(nd) >= _REQUEST_LEN + 2
                 and (nd[0] >> 3 == _P_RUD_REQ or nd[0] >> 3 == _P_ROD_REQ)
             ):
                 w, cpo, psn, sp, dp = _REQ_WORDS(data, 0)
@@ -514,7 +522,7 @@ class PdsCore(
                         lp, rp, peer = dp, sp, src
                         word = w & ~0x7F
                         s01 = data[12] << 8 | data[13]
-                        end = size + 12
+                        end = size + _REQUEST_LEN
                         k = nbytes = 0
                         gen = t.ack_gen_count
                         mc = t.max_clear

@@ -85,8 +85,6 @@ from uet.pds._aliases import (
     _NC_TRIMMED,
     _NC_TRIMMED_LASTHOP,
     _P_ACK,
-    _P_ACK_CC,
-    _P_ACK_CCX,
     _P_CONTROL,
     _P_ROD_CC_REQ,
     _P_ROD_REQ,
@@ -105,11 +103,7 @@ from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.state import PdsState
 from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import (
-    ACK,
-    ACK_CC,
-    ACK_CCX,
     ACK_EPSN,
-    ACK_PROBE,
     CC_REQUEST,
     CC_REQUEST_SYN,
     CONTROL,
@@ -122,10 +116,6 @@ from uet.wire.ses import extension_layout, ses_layout
 
 _NC_INVALID_SYN = NackCode.INVALID_SYN
 _NC_PDC_MODE_MISMATCH = NackCode.PDC_MODE_MISMATCH
-_NSCC = ACK_CC[(False, "nscc")]
-_NSCC_P = ACK_CC[(True, "nscc")]
-_NSCCX = ACK_CCX[(False, "nscc")]
-_NSCCX_P = ACK_CCX[(True, "nscc")]
 _REQ_NH = (1, 2, 3)
 _NH_RESPONSE_DATA = 5
 _ROD = _MODE_ROD
@@ -680,49 +670,11 @@ class TargetMixin(PdsState):
         else:
             flags |= _A_P
             off = opaque
-        cfg = self.config
-        if cfg.ack_format == "ack":
-            hdr = (ACK if opaque is None else ACK_PROBE).encode((_P_ACK, rnh, flags, off, cack, tp.lpdcid, tp.rpdcid))
-        else:
-            rcvd = tp.rcvd
-            bm = 0
-            soff = 1
-            if rcvd:
-                hi = trig if sack_to is None else sack_to
-                base = (hi - 63) & _M32 if psn_diff(hi, cack) > 64 else (cack + 1) & _M32
-                for p in rcvd:
-                    i = (p - base) & _M32
-                    if i < 64:
-                        bm |= 1 << i
-                soff = psn_diff(base, cack)
-            # service time of the request the ACK names (§4.2): how long since it arrived (the
-            # newest arrival on the PDC is the trigger), in µs rounded to nearest (units: a spec gap)
-            st = (now - tp.last_rx + 500) // 1000 if trig == tp.ack_trigger and opaque is None else 0
-            ccx = not cfg.ack_on_ecn
-            hdr = (
-                (_NSCC if opaque is None else _NSCC_P) if not ccx else (_NSCCX if opaque is None else _NSCCX_P)
-            ).encode(
-                (
-                    _P_ACK_CCX if ccx else _P_ACK_CC,
-                    rnh,
-                    flags,
-                    off,
-                    cack,
-                    tp.lpdcid,
-                    tp.rpdcid,
-                    0,
-                    0,
-                    min(255, max(1, cfg.mp_range // 128)),
-                    soff,
-                    bm,
-                    min(st, 0xFFFF),
-                    0,
-                    0,
-                    ((tp.rcvd_bytes + 255) >> 8) & 0xFFFFFF,
-                    min(len(rcvd), 0xFFFF),
-                    *((((tp.ecn_bytes + 255) >> 8) & 0xFFFFFF) << 40,)[:ccx],
-                )
-            )
+        # service time of the request the ACK names (§4.2): how long since it arrived (the newest
+        # arrival on the PDC is the trigger), in µs rounded to nearest (units: a spec gap)
+        st = (now - tp.last_rx + 500) // 1000 if trig == tp.ack_trigger and opaque is None else 0
+        hi = trig if sack_to is None else sack_to
+        hdr = self._acks.build(tp, flags, rnh, off, cack, opaque is not None, hi, st)
         self._out.append((hdr + resp if resp else hdr, tp.peer, ent))
         tp.ack_deadline = None
         tp.ack_due = False

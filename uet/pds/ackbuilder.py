@@ -1,0 +1,105 @@
+"""The target's ACK builder (spec/behaviour.md §2.8, wire-format.md §5.3–§5.5): the header of an
+ACK / ACK_CC / ACK_CCX from a target PDC's receive state.
+
+aioquic builds its ACK frames apart from the loss recovery that reads them; here the sender's
+side is :mod:`uet.pds.scoreboard` and this is the target's. An :class:`AckBuilder` (one per PDS
+core, ``PdsCore._acks``) holds what the configuration fixes once — the format (``ack_format``,
+``ack_on_ecn``: ACK_CCX carries the ECN-marked bytes), the advertised MPR, the layouts — and
+encodes one header per call; *when* an ACK is due and what response it carries stays with the
+target's ACK rule (uet.pds.target ``_send_ack``).
+
+:func:`sack_window` places the SACK bitmap: bit 0 at CACK + 1, or, when the ACK names a PSN more
+than 64 beyond CACK, the 64 PSNs ending at it (§2.8). It is a fast copy of
+``uet.wire.pds.psns_to_sack`` (one subtraction per PSN instead of a signed difference);
+``tests/test_pds_scoreboard.py`` proves the two equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+from uet.pds.config import PdsConfig
+from uet.wire.pds import ACK, ACK_CC, ACK_CCX, ACK_PROBE, PdsType, psn_diff
+
+if TYPE_CHECKING:
+    from uet.pds.pdc import TargetPdc
+
+_M32 = 0xFFFFFFFF
+_M24 = 0xFFFFFF
+
+
+def sack_window(rcvd: Collection[int], cack: int, hi: int) -> tuple[int, int]:
+    """``(sack_psn_offset, bitmap)`` for the PSNs ``rcvd`` beyond ``cack``: the bitmap's bit 0 is
+    CACK + 1 (offset 1), or ``hi − 63`` when ``hi`` (the PSN the ACK describes up to) lies more
+    than 64 beyond CACK; PSNs outside the 64 are left out."""
+    if not rcvd:
+        return 1, 0
+    base = (hi - 63) & _M32 if psn_diff(hi, cack) > 64 else (cack + 1) & _M32
+    bm = 0
+    for p in rcvd:
+        i = (p - base) & _M32
+        if i < 64:
+            bm |= 1 << i
+    return psn_diff(base, cack), bm
+
+
+class AckBuilder:
+    """Encodes a target PDC's ACKs in the configured format (module docstring)."""
+
+    __slots__ = ("plain", "ccx", "mpr", "_cc", "_cc_probe", "_type")
+
+    def __init__(self, cfg: PdsConfig) -> None:
+        #: plain ACKs (``ack_format = "ack"``): no SACK, no CC state
+        self.plain = cfg.ack_format == "ack"
+        #: ACK_CCX with the ECN-marked bytes instead of ACK_CC (``ack_on_ecn`` off: the sender
+        #: learns the marked bytes from the count, not from an ACK per mark)
+        self.ccx = not cfg.ack_on_ecn
+        #: the MPR advertised (§2.4, in units of 128 PSNs)
+        self.mpr = min(255, max(1, cfg.mp_range // 128))
+        table = ACK_CCX if self.ccx else ACK_CC
+        self._cc = table[(False, "nscc")]
+        self._cc_probe = table[(True, "nscc")]
+        self._type = int(PdsType.ACK_CCX if self.ccx else PdsType.ACK_CC)
+
+    def build(
+        self,
+        tp: TargetPdc,
+        flags: int,
+        rnh: int,
+        off: int,
+        cack: int,
+        probe: bool,
+        hi: int,
+        service_us: int,
+    ) -> bytes:
+        """The header of an ACK from ``tp``: ``off`` the ACK_PSN offset (or a PROBE's opaque
+        value with ``probe``), the SACK bitmap up to ``hi``, the named request's service time in
+        µs (§4.2), the NSCC receive state (received bytes and packets; ECN-marked bytes in
+        ACK_CCX), in 256-byte units with a 24-bit wrap."""
+        if self.plain:
+            return (ACK_PROBE if probe else ACK).encode((int(PdsType.ACK), rnh, flags, off, cack, tp.lpdcid, tp.rpdcid))
+        rcvd = tp.rcvd
+        soff, bm = sack_window(rcvd, cack, hi)
+        v: tuple[int, ...] = (
+            self._type,
+            rnh,
+            flags,
+            off,
+            cack,
+            tp.lpdcid,
+            tp.rpdcid,
+            0,
+            0,
+            self.mpr,
+            soff,
+            bm,
+            min(service_us, 0xFFFF),
+            0,
+            0,
+            ((tp.rcvd_bytes + 255) >> 8) & _M24,
+            min(len(rcvd), 0xFFFF),
+        )
+        if self.ccx:
+            v = (*v, (((tp.ecn_bytes + 255) >> 8) & _M24) << 40)
+        return (self._cc_probe if probe else self._cc).encode(v)
