@@ -12,7 +12,7 @@ import pytest
 
 from uet import Access, AmoOp, AmoType, Endpoint, Peer, ReturnCode, SesError, UetError
 from uet.endpoint import DeliveryError, EndpointConfig, Mode
-from uet.link import loopback_addresses
+from uet.link import DirectLink, loopback_addresses
 from uet.ses import errors as E
 
 T = 20.0
@@ -22,8 +22,12 @@ JOB = 42
 async def _pair(config: EndpointConfig | None = None, *, job_b: int = JOB, pid_b: int = 1):
     a, b = loopback_addresses(2)
     ea = await Endpoint.open(a, job=JOB, pid=1, port=0, config=config)
-    eb = await Endpoint.open(b, job=job_b, pid=pid_b, port=0, peer_port=ea.link.port, config=config)
-    ea.link.peer_port = eb.link.port
+    la = ea.link
+    assert isinstance(la, DirectLink)
+    eb = await Endpoint.open(b, job=job_b, pid=pid_b, port=0, peer_port=la.port, config=config)
+    lb = eb.link
+    assert isinstance(lb, DirectLink)
+    la.peer_port = lb.port
     return ea, eb
 
 

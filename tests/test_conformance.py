@@ -47,8 +47,9 @@ class _Peer:
         self.addr, self.local, self.port = _addr_port()
         cmd = [sys.executable, "-m", "uet.tools.peer", self.addr, "--port", str(self.port), *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
         r, _, _ = select.select([self.proc.stdout], [], [], PEER_TIMEOUT)
-        line = self.proc.stdout.readline() if r else ""  # type: ignore[union-attr]
+        line = self.proc.stdout.readline() if r else ""
         if not line:
             self.proc.kill()
             raise AssertionError(f"uet-peer did not start: {self.proc.stderr.read()}")  # type: ignore[union-attr]
@@ -109,7 +110,7 @@ def test_whole_suite_against_uet_peer(tmp_path: Path) -> None:
     assert root.tag == "testsuites"
     cases = root.findall("./testsuite/testcase")
     assert len(cases) == s["total"]
-    assert sum(int(ts.get("failures")) for ts in root.findall("testsuite")) == s["failed"]
+    assert sum(int(ts.get("failures", "")) for ts in root.findall("testsuite")) == s["failed"]
     assert len(root.findall("./testsuite/testcase/skipped")) == s["skipped"]
     # the peer shut down cleanly and reports what it did
     assert counters["stopped"] is True and counters["counters"]["rx"] > 0
@@ -472,4 +473,5 @@ def test_should_failures_are_warnings_in_every_report(tmp_path: Path) -> None:
     write_junit(rs, str(tmp_path / "j.xml"), "t")
     root = ET.parse(tmp_path / "j.xml").getroot()
     assert [tc.find("failure") is not None for tc in root.iter("testcase")] == [False, True]
-    assert "warning: SHOULD case failed" in (root.find(".//system-err").text or "")
+    err = root.find(".//system-err")
+    assert err is not None and "warning: SHOULD case failed" in (err.text or "")

@@ -14,7 +14,7 @@ from uet.tools.decode import main
 
 from uet.endpoint import Endpoint, EndpointConfig
 from uet.fep import FepConfig, FepCore, Transmit
-from uet.link import loopback_addresses
+from uet.link import DirectLink, loopback_addresses
 from uet.pcap import PcapWriter
 from uet.wire import crc
 from uet.wire.build import build_frame
@@ -210,8 +210,12 @@ async def test_endpoints_over_udp_with_crc() -> None:
     a, b = loopback_addresses(2)
     cfg = EndpointConfig(data_protect="crc")
     ea = await Endpoint.open(a, job=5, pid=1, port=0, config=cfg)
-    eb = await Endpoint.open(b, job=5, pid=1, port=0, peer_port=ea.link.port, config=cfg)
-    ea.link.peer_port = eb.link.port
+    la = ea.link
+    assert isinstance(la, DirectLink)
+    eb = await Endpoint.open(b, job=5, pid=1, port=0, peer_port=la.port, config=cfg)
+    lb = eb.link
+    assert isinstance(lb, DirectLink)
+    la.peer_port = lb.port
     async with ea, eb:
         data = bytes(range(256)) * 100
         buf = bytearray(len(data))

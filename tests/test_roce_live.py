@@ -11,7 +11,7 @@ import json
 import pytest
 from live_options import FAST
 
-from uet.link.direct import loopback_addresses
+from uet.link.direct import DirectLink, loopback_addresses
 from uet.roce.cm import ConnectionCollision, StaticCm
 from uet.roce.config import QpConfig
 from uet.roce.core import RoceCore
@@ -30,7 +30,7 @@ async def test_send_write_read_atomic_over_udp_4791() -> None:
     a = await RoceEndpoint.open(a_ip, cm=StaticCm(7), seed=1)
     b = await RoceEndpoint.open(b_ip, cm=StaticCm(7), seed=2)
     try:
-        assert isinstance(a, Transport) and a.link.port == ROCE_UDP_PORT
+        assert isinstance(a, Transport) and isinstance(a.link, DirectLink) and a.link.port == ROCE_UDP_PORT
         data = bytes(range(256)) * 40  # 10 packets at PMTU 1024
         got = asyncio.ensure_future(b.recv(tag=9))
         await asyncio.wait_for(a.send(b.address, data, tag=9, header_data=5), TIMEOUT)

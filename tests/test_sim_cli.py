@@ -64,11 +64,11 @@ def test_sim_plots_draw_thresholds_busiest_ports_and_host_nics(monkeypatch, tmp_
     drawn: list[tuple] = []
     plot, throughput = tio.plot, tio.throughput
 
-    def spy_plot(records, outdir, **kw):  # type: ignore[no-untyped-def]
+    def spy_plot(records, outdir, **kw):
         drawn.append(("plot", kw["unit"], sorted(kw["thresholds"] or {})))
         return plot(records, outdir, **kw)
 
-    def spy_tp(ports, outdir, name, title, **kw):  # type: ignore[no-untyped-def]
+    def spy_tp(ports, outdir, name, title, **kw):
         drawn.append((name, kw["unit"], len(ports)))
         return throughput(ports, outdir, name, title, **kw)
 
@@ -132,7 +132,7 @@ def test_ctrl_c_prints_the_flows_finished_so_far_and_exits_130(monkeypatch, caps
     step = Engine.step
     stop_at = 160_000  # ns of virtual time: about 12 of the 56 flows done (all finish by 171 µs)
 
-    fired = []
+    fired: list[int] = []
 
     def step_until_ctrl_c(self: Engine, limit: int | None) -> bool:
         if self.now > stop_at and not fired:

@@ -222,3 +222,19 @@ def test_udp_checksums_only_where_frames_are_captured(tmp_path: object) -> None:
     taps.close()
     for key in ("flows", "fct", "virtual_s", "sim", "counters"):
         assert plain.get(key) == captured.get(key), key
+
+
+def test_the_engine_keeps_no_per_peer_table_per_host() -> None:
+    """Issue 28 item 4: what the engine remembers about destinations is one entry per address,
+    shared by all hosts, not one table per host that grows with its peers (hosts² in an
+    all-to-all)."""
+    eng, eps = _net(8)
+
+    async def main() -> None:
+        sends = [a.send(b.address, b"m" * 100) for a in eps for b in eps if a is not b]
+        recvs = [b.recv() for b in eps for _ in range(7)]
+        await asyncio.gather(*sends, *recvs)
+
+    _run(eng, main())
+    assert sorted(eng._ips) == sorted(ep.address for ep in eps)
+    assert all(not any(isinstance(getattr(h, k, None), dict) for k in h.__slots__) for h in eng.hosts if h)

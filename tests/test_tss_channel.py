@@ -288,8 +288,8 @@ def test_stage_loops_decide_and_count_like_the_full_path(loop: str) -> None:
             assert [(pt, src) for pt, src, _ in got] == want, step
         else:
             recs = [Datagram(p, s, 0, t, False, PORT) for p, s, t in batch]
-            got = stage.open_batch(recs, now)
-            assert [(d.data, d.source) for d in got] == want, step
+            opened = stage.open_batch(recs, now)
+            assert [(d.data, d.source) for d in opened] == want, step
         assert stage.ctx.drops == full.drops and stage.ctx.stats == full.stats, step
     assert full.drops[DropReason.REPLAY] and full.drops[DropReason.BAD_TAG] and full.drops[DropReason.TRIMMED]
     assert full.drops[DropReason.RETIRED_KEY]

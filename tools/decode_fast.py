@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable
-from enum import Enum, IntFlag
-from typing import Any, Final, NamedTuple, cast
+from enum import IntFlag
+from typing import Any, NamedTuple, cast
 
 from uet.tools.decode import _flags, _roce_summary
 
@@ -50,12 +50,20 @@ _ETH = struct.Struct(">6s6sH")
 _IPV4 = struct.Struct(">BBHHHBBH4s4s")
 _IPV6 = struct.Struct(">IHBB16s16s")
 _UDP = struct.Struct(">HHHH")
+_IPV4_UDP = struct.Struct(">BBHHHBBHIIHHHH")  # a 20-byte IPv4 header (addresses as integers) and UDP
 _H = struct.Struct(">H")
 _PFC = struct.Struct(">HH8H")
 _RAW_LINKS = frozenset({101, 12, 14, 228, 229})  # capture.LinkType.RAW and its kin
 _ECN = {int(e): e.name for e in net.Ecn}
 
 Formatter = Callable[[tuple[Any, ...]], str]
+
+
+def _addresses(data: bytes, ip_off: int) -> tuple[bytes, bytes]:
+    """The source and destination address of the IPv4 or IPv6 header at ``data[ip_off]``."""
+    if data[ip_off] >> 4 == 4:
+        return data[ip_off + 12 : ip_off + 16], data[ip_off + 16 : ip_off + 20]
+    return data[ip_off + 8 : ip_off + 24], data[ip_off + 24 : ip_off + 40]
 
 
 class _Names(dict[int, str | None]):
@@ -233,6 +241,7 @@ class FastSummary:
         self.partial_checksum = False
         self._ip: dict[bytes, str] = {}
         self._addr: dict[tuple[bytes, bytes, int, int, int], tuple[str, int]] = {}
+        self._addr4: dict[int, tuple[str, int]] = {}  # _addr's entries of IPv4, by one integer
 
     def _ip_str(self, raw: bytes) -> str:
         s = self._ip.get(raw)
@@ -245,13 +254,16 @@ class FastSummary:
     def line(self, number: int, timestamp_ns: int | None, t0: int | None, linktype: int, data: bytes) -> str | None:
         """The summary line of one record (``t0``: the first record's timestamp), or None."""
         try:
-            body = self._body(linktype, data)
+            if linktype == 1 and data[12:14] == b"\x08\x00":  # Ethernet and IPv4: the MACs are not shown
+                body = self._ipv4(data, 14, len(data))
+            else:
+                body = self._body(linktype, data)
         except (struct.error, IndexError):
             return None
         if body is None:
             return None
         if timestamp_ns is not None and t0 is not None:
-            return f"{number:5d} {(timestamp_ns - t0) / 1e9:11.6f} {body}"
+            return "%5d %11.6f %s" % (number, (timestamp_ns - t0) / 1e9, body)  # noqa: UP031 - faster here
         return f"{number:5d} {body}"
 
     def _body(self, linktype: int, data: bytes) -> str | None:
@@ -285,14 +297,35 @@ class FastSummary:
         return None
 
     def _ipv4(self, data: bytes, off: int, n: int) -> str | None:
-        vihl, tos, total, _id, frag, _ttl, proto, _csum, src, dst = _IPV4.unpack_from(data, off)
+        if n - off >= 28:  # the common case in one unpack: a 20-byte header and UDP
+            vihl, tos, total, _id, frag, _ttl, proto, _csum, src, dst, sport, dport, ulen, csum = _IPV4_UDP.unpack_from(
+                data, off
+            )
+            if vihl == 0x45 and proto == 17:
+                end, udp = off + total, off + 20
+                if total < 28 or end > n or frag & 0x3FFF:
+                    return None
+                if int.from_bytes(data[off:udp], "big") % 0xFFFF:
+                    return None  # a wrong header checksum: the general path warns (net.inet_checksum, inlined)
+                uend = udp + ulen
+                if ulen < 8 or uend > end:
+                    return None
+                akey = (src << 32 | dst) << 34 | sport << 18 | dport << 2 | tos & 3
+                known = self._addr4.get(akey)
+                if known is None:
+                    b = (src << 32 | dst).to_bytes(8, "big")
+                    known = self._addr4[akey] = self._udp_addr((b[:4], b[4:], sport, dport, tos & 3))
+                    if len(self._addr4) >= 4096:  # bounded, as _addr is
+                        self._addr4.clear()
+                return self._udp(data, off, udp, uend, sport, dport, csum, known)
+        vihl, tos, total, _id, frag, _ttl, proto, _csum, bsrc, bdst = _IPV4.unpack_from(data, off)
         hlen = (vihl & 15) * 4
         end = off + total
         if vihl >> 4 != 4 or hlen < 20 or off + hlen > n or total < hlen or end > n or frag & 0x3FFF:
             return None
         if int.from_bytes(data[off : off + hlen], "big") % 0xFFFF:
             return None  # a wrong header checksum: the general path warns (net.inet_checksum, inlined)
-        return self._transport(data, off, off + hlen, end, proto, src, dst, tos & 3)
+        return self._transport(data, off, off + hlen, end, proto, bsrc, bdst, tos & 3)
 
     def _ipv6(self, data: bytes, off: int, n: int) -> str | None:
         word, plen, nh, _hops, src, dst = _IPV6.unpack_from(data, off)
@@ -309,28 +342,12 @@ class FastSummary:
             sport, dport, ulen, csum = _UDP.unpack_from(data, off)
             akey = (src, dst, sport, dport, ecn)
             known = self._addr.get(akey)
-            addr, pseudo = known if known is not None else self._udp_addr(akey)
+            if known is None:
+                known = self._udp_addr(akey)
             uend = off + ulen
             if ulen < 8 or uend > end:
                 return None
-            if self.port != dport and self.port != sport:
-                return self._not_uet_udp(data, ip_off, off, uend, sport, dport, addr)
-            mv = memoryview(data)
-            if csum:
-                # The one's-complement sum of pseudo-header and datagram, checksum included, is 0
-                # modulo 0xFFFF exactly when the checksum is right (net.udp_checksum, inlined: the
-                # sum of 16-bit words is the big-endian integer modulo 0xFFFF; an odd byte is padded)
-                whole = int.from_bytes(mv[off:uend], "big")
-                if ulen & 1:
-                    whole <<= 8
-                if ulen > 64:  # the long division is cheap on a short datagram
-                    whole = mod_ffff(whole)
-                if (whole + pseudo + ulen) % 0xFFFF:
-                    if csum != partial_udp_checksum(src, dst, ulen):
-                        return None
-                    self.partial_checksum = True
-            uet = self._uet(mv[:uend], off + 8, uend)
-            return None if uet is None else f"{addr} {uet}"
+            return self._udp(data, ip_off, off, uend, sport, dport, csum, known)
         s, d = self._ip_str(src), self._ip_str(dst)
         head = f" ecn={_ECN[ecn]}" if ecn else ""
         if proto == net.UET_IP_PROTO:
@@ -344,6 +361,31 @@ class FastSummary:
         if proto != 17:
             return f"{s} → {d}{head} not UET (IP protocol {proto})"
         return None  # a UDP header cut short
+
+    def _udp(
+        self, data: bytes, ip_off: int, off: int, uend: int, sport: int, dport: int, csum: int, known: tuple[str, int]
+    ) -> str | None:
+        """The line's part from the UDP datagram ``data[off:uend]`` on (``known``: _udp_addr's)."""
+        addr, pseudo = known
+        if self.port != dport and self.port != sport:
+            return self._not_uet_udp(data, ip_off, off, uend, sport, dport, addr)
+        mv = memoryview(data)
+        if csum:
+            # The one's-complement sum of pseudo-header and datagram, checksum included, is 0
+            # modulo 0xFFFF exactly when the checksum is right (net.udp_checksum, inlined: the
+            # sum of 16-bit words is the big-endian integer modulo 0xFFFF; an odd byte is padded)
+            ulen = uend - off
+            whole = int.from_bytes(mv[off:uend], "big")
+            if ulen & 1:
+                whole <<= 8
+            if ulen > 64:  # the long division is cheap on a short datagram
+                whole = mod_ffff(whole)
+            if (whole + pseudo + ulen) % 0xFFFF:
+                if csum != partial_udp_checksum(*_addresses(data, ip_off), ulen):
+                    return None
+                self.partial_checksum = True
+        uet = self._uet(mv[:uend], off + 8, uend)
+        return None if uet is None else f"{addr} {uet}"
 
     def _udp_addr(self, key: tuple[bytes, bytes, int, int, int]) -> tuple[str, int]:
         """``src:sport → dst:dport`` and the ECN mark, and the pseudo-header's sum without the
@@ -401,11 +443,13 @@ class FastSummary:
                 table, key = _BY_EXT, k2 << 9 | (mv[e] if e < end else 256)
         else:
             table, key = _BY_CHAIN_KEY, 0
-        plan = table.get(key, _UNSEEN) if table is not _BY_CHAIN_KEY else _UNSEEN
-        if plan is _UNSEEN:
+        try:
+            plan = table[key]
+        except KeyError:
             chain_key = pds_ses_key(mv, off, end)
-            plan = _PLANS.get(chain_key, _UNSEEN)
-            if plan is _UNSEEN:
+            try:
+                plan = _PLANS[chain_key]
+            except KeyError:
                 plan = _plan(mv, off, end, chain_key)
             if table is not _BY_CHAIN_KEY:
                 if len(table) >= 4096:  # bounded: keys hold a payload byte of some requests
@@ -416,17 +460,7 @@ class FastSummary:
         return plan(mv, off, end)
 
 
-_Plan = Callable[[memoryview, int, int], "str | None"]
-
-
-class _Unseen(Enum):
-    """The type of :data:`_UNSEEN` (a one-member enum: ``plan is _UNSEEN`` narrows the plan's type)."""
-
-    UNSEEN = 0
-
-
-#: no plan cached yet for a key (None is a cached "not UET")
-_UNSEEN: Final = _Unseen.UNSEEN
+_Plan = Callable[[memoryview, int, int], str | None]
 _PLANS: dict[tuple[int | None, ...] | None, _Plan | None] = {}
 _COMPILED: dict[tuple[Layout, ...], _Plan] = {}  # bounded by the layouts' combinations
 
@@ -440,7 +474,7 @@ _BY_PROLOGUE: dict[int, _Plan | None] = {}
 _BY_CC: dict[int, _Plan | None] = {}
 _BY_SES: dict[int, _Plan | None] = {}
 _BY_EXT: dict[int, _Plan | None] = {}
-_BY_CHAIN_KEY: dict[int, _Plan | None] = {}  # a marker: pds_ses_key itself
+_BY_CHAIN_KEY: dict[int, _Plan | None] = {}  # a marker, always empty: pds_ses_key itself
 
 
 def _kind(k: int) -> int:

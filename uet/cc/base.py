@@ -11,6 +11,7 @@ Two levels, as aioquic's ``congestion/base.py``:
   flight without an answer (a failed PDC), RCCC grants — and asked for its pacing/credit
   deadline, its AR wish, and its credit target. :class:`uet.cc.ccc.Ccc` implements it by
   composing algorithms; :class:`uet.pds.seams.FixedWindowGate` (the ``none`` default) too.
+- :class:`ReceiverCc` is the receiver side of a credit algorithm (RCCC's pacer), one per FEP;
 - :class:`CcAlgorithm` is one algorithm inside a CCC (NSCC, the RCCC source, DCTCP, ...): a
   base class whose every reaction defaults to "nothing to do", so an algorithm overrides only
   what it uses. Sizes it sees are *nominal* bytes (§4.2: the PDS header + SES + payload + 48).
@@ -25,7 +26,7 @@ clocks trimmed packets out on ACKs (uet.pds.trimwait).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 from uet.cc.config import CcConfig
@@ -153,6 +154,31 @@ class SenderCc(Protocol):
 
     def snapshot(self) -> dict[str, Any]:
         """Current figures (tools, tests, the event log)."""
+        ...
+
+
+class ReceiverCc(Protocol):
+    """The receiver side of a credit algorithm (RCCC's credit pacer, §4.5), one per FEP: told
+    each CC request's credit target and arrival, it paces cumulative grants to the senders'
+    CCCs (``key`` = (peer, CCC ID)); ``route`` is where a sender's grants go (its PDC)."""
+
+    def note_target(self, key: Hashable, target: int, now: int, route: object = None, rx: int = 0) -> int | None:
+        """A credit target arrived; an int: the whole target was granted already (a grant was
+        lost), repeat this cumulative grant."""
+        ...
+
+    def note_arrival(self, key: Hashable, core_trim: bool, now: int, ce: bool = False) -> None: ...
+
+    def add_demand(self, key: Hashable, nbytes: int, now: int) -> None: ...
+
+    def forget(self, key: Hashable) -> None: ...
+
+    def deadline(self) -> int | None:
+        """When the next grant is due, or None."""
+        ...
+
+    def poll(self, now: int) -> list[tuple[Hashable, object, int]]:
+        """The grants due at ``now``: ``(key, route, cumulative grant)``."""
         ...
 
 

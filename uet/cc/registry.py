@@ -18,7 +18,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from uet.cc.base import AlgorithmFactory, CcAlgorithm, Log
+from uet.cc.base import AlgorithmFactory, CcAlgorithm, Log, ReceiverCc
 from uet.cc.ccc import Ccc
 from uet.cc.config import CcConfig
 from uet.cc.nscc import Nscc
@@ -29,14 +29,14 @@ LOAD_BALANCERS = ("default", "single", "oblivious", "reps", "bitmap")
 #: algorithm name → its class (or ``"module:Class"``, imported when first used)
 _ALGORITHMS: dict[str, AlgorithmFactory | str] = {}
 #: algorithm name → its receiver side (RCCC's credit pacer), for those that have one
-_RECEIVERS: dict[str, Callable[[CcConfig, Log | None], CreditScheduler]] = {}
+_RECEIVERS: dict[str, Callable[[CcConfig, Log | None], ReceiverCc]] = {}
 
 
 def register(
     name: str,
     factory: AlgorithmFactory | str,
     *,
-    receiver: Callable[[CcConfig, Log | None], CreditScheduler] | None = None,
+    receiver: Callable[[CcConfig, Log | None], ReceiverCc] | None = None,
 ) -> None:
     """Make algorithm ``name`` available to ``PdsConfig.cc``: ``factory(cfg, now, log)`` builds
     one instance per CCC (a :class:`CcAlgorithm` subclass, or ``"module:Class"`` naming one);
@@ -107,7 +107,7 @@ class CcSetup:
     gate_factory: Callable[[str, int], Ccc]
     params: CcConfig
     #: the receiver side of a credit algorithm (one per FEP), or None
-    receiver: CreditScheduler | None
+    receiver: ReceiverCc | None
 
 
 def build(

@@ -23,9 +23,8 @@ from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.seams import RotatingEntropy
 
 if TYPE_CHECKING:
-    from uet.cc.base import SenderCc
+    from uet.cc.base import ReceiverCc, SenderCc
     from uet.cc.config import CcConfig
-    from uet.cc.rccc import CreditScheduler
     from uet.pds.ackbuilder import AckBuilder
     from uet.pds.pdc import RudiPkt, TxPkt
     from uet.pds.validation import SourceGuard
@@ -51,9 +50,9 @@ class PdsState:
     pdcs: dict[int, InitiatorPdc | TargetPdc]
     #: target PDCs by (peer FA, peer's PDCID), for SYN lookup (§1.4)
     target_by_peer: dict[tuple[str, int], TargetPdc]
-    #: target PDCs closed in error, by their former PDCID, with when they are forgotten: what
-    #: they delivered answers their initiator's late packets (uet.pds.control ``_tomb_answer``)
-    _tombs: OrderedDict[int, tuple[TargetPdc, int]]
+    #: target PDCs closed in error, by their former PDCID: when they are forgotten, and whether
+    #: they told what they delivered (uet.pds.control ``_tomb_answer``)
+    _tombs: OrderedDict[int, tuple[TargetPdc, int, bool]]
     #: initiator PDC accepting new messages, by (mode, job_id, peer, tc) (§1.4)
     usable: dict[tuple[Any, ...], InitiatorPdc]
     #: PDC of the message currently open (SOM submitted, EOM not yet) per key
@@ -94,7 +93,7 @@ class PdsState:
     #: opaque value of the last window probe (uet.pds.initiator._window_probe)
     _probe_seq: int
     #: RCCC receiver pacer and the CC parameters (uet.cc.registry.build), or None
-    credit_scheduler: CreditScheduler | None
+    credit_scheduler: ReceiverCc | None
     cc_params: CcConfig | None
     #: address validation and anti-amplification (uet.pds.validation), None when off
     guard: SourceGuard | None

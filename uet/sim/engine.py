@@ -65,7 +65,6 @@ class Host:
         "on_event",
         "armed",
         "dirty",
-        "_ips",
         "tx_frames",
         "port",
         "udp_checksum",
@@ -81,7 +80,6 @@ class Host:
         #: the deadline this host has in the engine's heap (None: none)
         self.armed: int | None = None
         self.dirty = False
-        self._ips: dict[str, bytes] = {}
         self.tx_frames = 0
         #: the UDP port of the core's transport (4793 UET; a RoCE core says 4791 in ``udp_port``)
         self.port: int = getattr(core, "udp_port", UET_UDP_PORT)
@@ -98,6 +96,9 @@ class Engine:
         self.now = 0
         self.hosts: list[Host | None] = [None] * len(fabric.hosts)
         self._heap: list[tuple[int, int]] = []
+        #: destination address → its 4 bytes, one table for every host (a table per host grew
+        #: with the peers each talks to: hosts² entries in an all-to-all)
+        self._ips: dict[str, bytes] = {}
         self._dirty: list[Host] = []
         self._events_out = False
         self._same = 0
@@ -250,7 +251,7 @@ class Engine:
                 core = h.core
                 out = core.datagrams_to_send(now)
                 if out:
-                    ips = h._ips
+                    ips = self._ips
                     nic = fabric.nics[h.index]
                     for t in out:
                         dst = ips.get(t[1])

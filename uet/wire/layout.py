@@ -164,6 +164,9 @@ class Layout:
         if name in _LAZY and "_words" in self.__dict__:
             self._compile()
             return self.__dict__[name]
+        if name in _LAZY_STEPS and "_words" in self.__dict__:
+            self._compile_steps()
+            return self.__dict__[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @classmethod
@@ -214,6 +217,14 @@ class Layout:
             ],
         )
         self.T.__doc__ = self.doc or f"Values of the {self.name} header."
+        if "_steps" not in self.__dict__:
+            self._compile_steps()
+        dec_args, dec_pre, dec_vals, enc_vals = self._steps
+        self._compile_codec(dec_args, dec_pre, dec_vals, enc_vals)
+
+    def _compile_steps(self) -> None:
+        """The struct and the expressions of the codec (without compiling it): what
+        :attr:`unpack_steps` tells, for a caller that generates its own decoder."""
         fmt = ">"
         dec_args: list[str] = []  # names bound by unpack
         dec_pre: list[str] = []  # combined words
@@ -281,6 +292,20 @@ class Layout:
                     enc_vals.append(f"(({tmp} >> {rest}) & {m:#x})" if rest else f"({tmp} & {m:#x})")
         self._struct = struct.Struct(fmt)
         assert self._struct.size == self.size, (self.name, fmt)
+        self.unpack_steps: tuple[list[str], list[str], list[str]] = (
+            dec_args,
+            [p.strip() for p in dec_pre],
+            [dec_vals[f] for f in self.field_names],
+        )
+        """How :attr:`unpack` makes its tuple from ``self._struct.unpack_from``'s values, for
+        callers that generate their own decoder (tools/decode_fast.py): the names the struct's
+        values are bound to, the statements combining words, and each field's expression (which
+        may call ``_sx``, :func:`_sign_extend`). Made without the codec (no named tuple)."""
+        self._steps = (dec_args, dec_pre, dec_vals, enc_vals)
+
+    def _compile_codec(
+        self, dec_args: list[str], dec_pre: list[str], dec_vals: dict[str, str], enc_vals: list[Any]
+    ) -> None:
         fields = ", ".join(self.field_names)
         pre = [f"    {e[1]} = {e[2]}" for e in enc_vals if isinstance(e, tuple)]
         packed = ", ".join(e for e in enc_vals if not isinstance(e, tuple))
@@ -351,15 +376,6 @@ class Layout:
         self.pack_into: Callable[..., None] = ns["pack_into"]
         """``pack_into(buf, offset, values)``: encode into ``buf`` without allocating."""
         self.source = "\n".join(src)
-        self.unpack_steps: tuple[list[str], list[str], list[str]] = (
-            dec_args,
-            [p.strip() for p in dec_pre],
-            [dec_vals[f] for f in self.field_names],
-        )
-        """How :attr:`unpack` makes its tuple from ``self._struct.unpack_from``'s values, for
-        callers that generate their own decoder (tools/decode_fast.py): the names the struct's
-        values are bound to, the statements combining words, and each field's expression (which
-        may call ``_sx``, :func:`_sign_extend`)."""
 
     def _enc_error(self, values: Any, exc: Exception) -> EncodeError:
         try:
@@ -561,7 +577,8 @@ def _merge(groups: list[list[F | R] | Raw]) -> list[list[F | R] | Raw]:
 
 
 #: attributes :meth:`Layout._compile` makes
-_LAZY = frozenset({"T", "_struct", "decode", "unpack", "encode", "pack_into", "source"})
+_LAZY = frozenset({"T", "decode", "unpack", "encode", "pack_into", "source"})
+_LAZY_STEPS = frozenset({"_struct", "unpack_steps", "_steps"})  # without the codec: Layout._compile_steps
 
 
 def _sign_extend(v: int, bits: int) -> int:
