@@ -286,9 +286,10 @@ def ini_backoff(s: Session) -> None:
     (RFC 6298 §5.5) and the reference double the RTO per timeout, and a sender that does not hammers
     a silent peer at its shortest RTO. Judged on a ratio of the intervals the tester measures
     between the copies of one withheld request, never on their length: the median of the
-    intervals from the third on is at least 1.5 × the shorter of the first two (a doubling RTO
+    intervals from the third on is at least 1.3 × the shorter of the first two (a doubling RTO
     gives 2 or more even when capped at twice its start, as ``uet-peer``'s 50 → 100 ms; a fixed RTO
-    about 1; the median and the minimum keep one late copy on a loaded machine from deciding).
+    about 1; the median and the minimum keep one late copy on a loaded machine from deciding, and
+    the margin below 2 absorbs a first interval stretched by load).
     SHOULD: the notes are silent. At least four retransmissions are needed (else skipped: a
     ``Max_RTO_Retx_Cnt`` below 4 leaves too few intervals), at most six are waited for."""
     iut = Iut(s)
@@ -308,7 +309,7 @@ def ini_backoff(s: Session) -> None:
         raise Skipped(f"{len(gaps)} retransmissions before the implementation stopped: too few to judge a back-off")
     early, late = min(gaps[:2]), statistics.median(gaps[2:])
     ms = ", ".join(f"{1000 * g:.1f}" for g in gaps)
-    check(late >= 1.5 * early, "later retransmission intervals at least 1.5 × the first ones (back-off)",
+    check(late >= 1.3 * early, "later retransmission intervals at least 1.3 × the first ones (back-off)",
           f"intervals {ms} ms: median {1000 * early:.1f} ms, then {1000 * late:.1f} ms")  # fmt: skip
     iut.ack(last)
     iut.expect_ok(cid, "the SEND")
