@@ -13,6 +13,7 @@ from uet.pds import Mode
 from uet.pds.events import Delivery
 from uet.ses import RecvCompleted, SesFep
 from uet.ses.initiator import InitiatorConfig, SesAddress
+from uet.ses.matching import PostedReceive
 from uet.ses.message import Message, MessageConfig
 from uet.ses.segmenter import Segmenter
 from uet.ses.target import TargetConfig
@@ -115,6 +116,7 @@ def test_requests_the_fast_path_declines_get_the_engine_answer() -> None:
     deliver(f, p.ses, bytes(p.payload), nh=2)
     assert f.has_unexpected() and f.take_unexpected(tagged=False) is None
     recv = f.take_unexpected(tagged=True, tag=3)
+    assert isinstance(recv, PostedReceive)
     (ev,) = events(f)
     assert ev.recv_id == recv.id and bytes(recv.buffer) == b"medium"
 

@@ -14,6 +14,7 @@ import pytest
 from uet.sim.scenario import simulate
 from uet.workloads import make
 from uet.workloads.alphabeta import Path, model_time
+from uet.workloads.collective import Collective
 
 TOPOLOGY = {"kind": "leaf_spine", "leaves": 4, "spines": 2, "hosts_per_leaf": 1}
 SWEEP = {"min_bytes": 1024, "max_bytes": 1 << 20, "factor": 4}
@@ -33,6 +34,7 @@ def _sweep(params: dict[str, Any], n: int, sweep: dict[str, int]) -> list[tuple[
     res = simulate({"workload": "collective", "endpoints": n, "message_bytes": 1 << 20, "workload_params": p}, TOPOLOGY)
     assert res["ok"], res["errors"]
     wl = make("collective", n, message_bytes=1 << 20, params=p)
+    assert isinstance(wl, Collective)
     path = Path.of_run(res, links=4)  # every pair of ranks: host, leaf, spine, leaf, host
     return [
         (r["size"], r["time_us"] / 1e6, model_time(wl.op, wl.algorithm, n, r["size"], path, wl.pipe, gpus=wl.gpus))
@@ -71,6 +73,7 @@ def test_hierarchical_on_64_gpus_matches_its_model() -> None:
     res = simulate({**run, "workload_params": p}, topo)
     assert res["ok"], res["errors"]
     wl = make("collective", 64, message_bytes=1 << 22, params=p)
+    assert isinstance(wl, Collective)
     path = Path.of_run(res, links=2)  # along a rail: GPU, rail leaf, GPU
     scale_up = Path(3.6e12, 250, 2, path.payload, path.overhead)  # GPU, the server's scale-up switch, GPU
     rows = res["collective"]["rows"]

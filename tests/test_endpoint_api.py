@@ -11,7 +11,7 @@ import pytest
 
 from uet.endpoint import DeliveryError, Endpoint, EndpointClosed, EndpointConfig, Mode, install_uvloop, run
 from uet.eventlog import EventLog, read_events
-from uet.link import ImpairmentConfig, loopback_addresses
+from uet.link import DirectLink, ImpairmentConfig, loopback_addresses
 from uet.ses.errors import SesError
 from uet.wire.ses import ReturnCode
 
@@ -21,8 +21,12 @@ T = 30.0
 async def _pair(config: EndpointConfig | None = None, imp: ImpairmentConfig | None = None, **kw):
     a, b = loopback_addresses(2)
     ea = await Endpoint.open(a, port=0, config=config, impairment=imp, **kw)
-    eb = await Endpoint.open(b, port=0, peer_port=ea.link.port, config=config, impairment=imp)
-    ea.link.peer_port = eb.link.port
+    la = ea.link
+    assert isinstance(la, DirectLink)
+    eb = await Endpoint.open(b, port=0, peer_port=la.port, config=config, impairment=imp)
+    lb = eb.link
+    assert isinstance(lb, DirectLink)
+    la.peer_port = lb.port
     return ea, eb
 
 
@@ -129,8 +133,12 @@ async def test_event_log_records_core_and_endpoint_events(tmp_path) -> None:
     stream = io.StringIO()
     a, b = loopback_addresses(2)
     ea = await Endpoint.open(a, port=0, event_log=log)
-    eb = await Endpoint.open(b, port=0, peer_port=ea.link.port, event_log=EventLog(stream))
-    ea.link.peer_port = eb.link.port
+    la = ea.link
+    assert isinstance(la, DirectLink)
+    eb = await Endpoint.open(b, port=0, peer_port=la.port, event_log=EventLog(stream))
+    lb = eb.link
+    assert isinstance(lb, DirectLink)
+    la.peer_port = lb.port
     async with ea, eb:
         await ea.send(eb.address, b"y" * 10_000)
         await eb.recv()

@@ -153,8 +153,6 @@ KNOWN_CYCLES = (
         "uet.fabric.model.switch",
     },
     {"uet.fabric.model", "uet.fabric.model.fabric", "uet.fabric.model.failover", "uet.fabric.topology"},
-    # the SACK scoreboard (new) names the PDC it updates, which owns it: to be declared in a protocol
-    {"uet.pds.pdc", "uet.pds.scoreboard"},
 )
 
 

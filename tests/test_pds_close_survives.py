@@ -150,3 +150,90 @@ def test_a_target_that_closed_in_error_answers_for_what_it_delivered() -> None:
     assert pair.b.core.pds.counters.get("pdc_close_target_error", 0) == 1
     assert [pair.a.done[h] for h in (h1, h2) if isinstance(pair.a.done[h], OpFailed)] == []
     assert got == [b"first", b"second", b"third"]
+
+
+def test_a_closed_pdc_acknowledges_what_it_delivered_before_its_nack_closes_the_initiator() -> None:
+    """The same, with the late copy of the delivered message lost: the copy of the other one
+    draws the ``INV_DPDCID`` that closes the initiator's PDC first. The closed PDC's answer
+    starts with its last cumulative ACK, so the delivered message is acknowledged before the
+    NACK arrives, and the other moves to a new PDC."""
+    a_cfg = with_config(FepConfig(), close_idle_ns=None)
+    b_cfg = with_config(FepConfig(), target_idle_ns=5_000_000, close_req_ns=10_000_000)
+    pair = FepPair(a_cfg, b_cfg, seed=5, delay_ns=1_000_000)
+    assert pair.complete(pair.a, pair.a.core.send(B_ADDR, b"first")) == [None]
+    phase = {"n": 1}
+    second_psn: list[int] = []
+
+    def lose(t: Transmit, src: str) -> list[bytes]:
+        p = decode(t).sections[0][1]
+        if phase["n"] == 1 and src == B_ADDR and p.type in (PdsType.ACK, PdsType.ACK_CC):
+            return []
+        if phase["n"] == 1 and src == A_ADDR and p.type == PdsType.RUD_REQ:
+            second_psn.append(p.psn)
+        if phase["n"] == 2 or (phase["n"] == 3 and src == A_ADDR and p.type == PdsType.RUD_REQ and p.psn in second_psn):
+            return []  # silence; then every late copy of the delivered message is lost too
+        return [t.data]
+
+    pair.filter = lose
+    got = []
+
+    def take() -> list[bytes]:
+        while (m := pair.b.core.recv_nowait()) is not None:
+            got.append(bytes(m.data))
+        return got
+
+    h1 = pair.a.core.send(B_ADDR, b"second")
+    pair.run_until(lambda: b"second" in take(), max_ns=20_000_000)
+    phase["n"] = 2
+    h2 = pair.a.core.send(B_ADDR, b"third")
+    pair.run_until(lambda: pair.b.core.pds.counters.get("pdc_close_target_error", 0) == 1, max_ns=40_000_000)
+    phase["n"] = 3
+    pair.run_until(lambda: h1 in pair.a.done and h2 in pair.a.done, max_ns=3_000_000_000)
+    pair.run_until(lambda: False, max_ns=200_000_000)
+    take()
+    assert pair.b.core.pds.counters.get("closed_pdc_nacks", 0) >= 1
+    assert [pair.a.done[h] for h in (h1, h2) if isinstance(pair.a.done[h], OpFailed)] == []
+    assert got == [b"first", b"second", b"third"]
+
+
+def test_a_message_with_a_hole_the_closed_pdc_never_filled_moves_to_a_new_pdc() -> None:
+    """...and a message whose packet the closed PDC never received, though it delivered later
+    PSNs (a RUD hole), moves too: the ``INV_DPDCID`` naming that packet says it was not
+    delivered, whatever its PSN and however often it was sent."""
+    a_cfg = with_config(FepConfig(), close_idle_ns=None)
+    b_cfg = with_config(FepConfig(), target_idle_ns=5_000_000, close_req_ns=10_000_000)
+    pair = FepPair(a_cfg, b_cfg, seed=6, delay_ns=1_000_000)
+    assert pair.complete(pair.a, pair.a.core.send(B_ADDR, b"first")) == [None]
+    phase = {"n": 1}
+    dropped: list[int] = []
+
+    def lose(t: Transmit, src: str) -> list[bytes]:
+        p = decode(t).sections[0][1]
+        if phase["n"] == 1 and src == B_ADDR and p.type in (PdsType.ACK, PdsType.ACK_CC):
+            return []
+        if phase["n"] == 1 and src == A_ADDR and p.type == PdsType.RUD_REQ and not dropped:
+            dropped.append(p.psn)  # the first copy of "second" is lost: a hole below "third"
+            return []
+        if phase["n"] == 2:
+            return []
+        return [t.data]
+
+    pair.filter = lose
+    got = []
+
+    def take() -> list[bytes]:
+        while (m := pair.b.core.recv_nowait()) is not None:
+            got.append(bytes(m.data))
+        return got
+
+    h1 = pair.a.core.send(B_ADDR, b"second")
+    h2 = pair.a.core.send(B_ADDR, b"third")
+    pair.run_until(lambda: b"third" in take(), max_ns=20_000_000)
+    phase["n"] = 2
+    pair.run_until(lambda: pair.b.core.pds.counters.get("pdc_close_target_error", 0) == 1, max_ns=40_000_000)
+    phase["n"] = 3
+    pair.run_until(lambda: h1 in pair.a.done and h2 in pair.a.done, max_ns=3_000_000_000)
+    pair.run_until(lambda: False, max_ns=200_000_000)
+    take()
+    assert [pair.a.done[h] for h in (h1, h2) if isinstance(pair.a.done[h], OpFailed)] == []
+    assert got == [b"first", b"third", b"second"]

@@ -61,6 +61,7 @@ def test_two_flows_converge_to_the_fair_share_and_cnps_respect_the_holdoff() -> 
     for r in rate.values():
         assert abs(r - total / 2) <= 0.1 * total / 2, (rate, total)
     # both flows were cut and recovered; their DCQCN rates also end near the fair share
+    assert a.rp is not None and b.rp is not None and ra.np is not None
     assert a.rp.cnps > 3 and b.rp.cnps > 3
     # the notification point (the receivers) never sent two CNPs for one QP within the hold-off
     assert set(rf.cnp_times) == {ra.qpn, rb.qpn}

@@ -23,8 +23,8 @@ started move to a new PDC in every case (§1.4). Each packet may be moved ``max_
 (issue 15 item 9, inference on the exact scope). A target that closed its PDC in error remembers
 for a while what it delivered (uet.pds.control): it ACKs late copies of what it delivered, and its
 ``INV_DPDCID`` for the rest names the first PSN from which it delivered nothing, so a message with
-a packet at or beyond that PSN cannot have been assembled and moves too
-(``_never_delivered_from``).
+a packet at or beyond that PSN, or with the packet such a NACK names (that PDC did not deliver
+it), cannot have been assembled and moves too (``_never_delivered_from``).
 """
 
 from __future__ import annotations
@@ -242,7 +242,9 @@ class CloseMixin(PdsState):
             if not (g[-1].eom or is_active) or g[0].nack_retries >= limit:
                 continue
             if not any(
-                q.psn == -1 or (q.psn == npsn and q.sends == 1) or (floor is not None and psn_diff(q.psn, floor) >= 0)
+                q.psn == -1
+                or (q.psn == npsn and (q.sends == 1 or floor is not None))
+                or (floor is not None and psn_diff(q.psn, floor) >= 0)
                 for q in g
             ):
                 continue  # every packet may have arrived: the target may have delivered it

@@ -316,7 +316,7 @@ class ControlMixin(PdsState):
             tp.rcvd = rcvd
             tp.gtd = gtd
             tombs = self._tombs
-            tombs[tp.lpdcid] = (tp, now + self.config.retry_time_ns)
+            tombs[tp.lpdcid] = (tp, now + self.config.retry_time_ns, False)
             while len(tombs) > TOMBS:
                 tombs.popitem(last=False)
             self._count("pdc_close_target_error")
@@ -330,14 +330,15 @@ class ControlMixin(PdsState):
     ) -> bool:
         """A request (or ACK_REQ) from ``src`` names ``dpdcid``, a target PDC this FEP closed in
         error (module docstring): if that PDC delivered ``psn``, ACK it from the PDC's last state
-        (with its guaranteed response, as for a duplicate); else NACK ``INV_DPDCID`` with the
-        payload "first PSN beyond every PSN it delivered", which tells the initiator that the
-        messages with a packet at or beyond it were never assembled (uet.pds.closing). False when
-        there is no such PDC (a plain ``INV_DPDCID`` answers)."""
+        (with its guaranteed response, as for a duplicate); else ACK what it delivered (below),
+        then NACK ``INV_DPDCID`` with the payload "first PSN beyond every PSN it delivered",
+        which tells the initiator that the messages with a packet at or beyond it were never
+        assembled (uet.pds.closing). False when there is no such PDC (a plain ``INV_DPDCID``
+        answers)."""
         e = self._tombs.get(dpdcid)
         if e is None:
             return False
-        tp, until = e
+        tp, until, told = e
         if now >= until:
             del self._tombs[dpdcid]
             return False
@@ -348,6 +349,17 @@ class ControlMixin(PdsState):
             self._send_ack(tp, psn, retx, r[0] if r else 0, r[1] if r else b"", now, ent)
             self._count("closed_pdc_acks")
         else:
+            # what it delivered is acknowledged before the NACK closes the initiator's PDC,
+            # whatever order the late copies come in: the first time, an ACK naming each PSN it
+            # delivered beyond CACK (with its guaranteed response; at most ``mp_range``), else
+            # one cumulative ACK
+            held = sorted(tp.rcvd, key=lambda q: psn_diff(q, tp.rx_base)) if not told else []
+            for q in held:
+                r = tp.gtd.get(q)
+                self._send_ack(tp, q, 0, r[0] if r else 0, r[1] if r else b"", now, ent)
+            if not held:
+                self._send_ack(tp, (tp.rx_base - 1) & _M32, 0, 0, b"", now, ent)
+            self._tombs[dpdcid] = (tp, until, True)
             self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, nfl, now, (tp.high_rcvd + 1) & _M32, ent)
             self._count("closed_pdc_nacks")
         return True

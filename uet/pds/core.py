@@ -82,6 +82,7 @@ from uet.pds._aliases import (
     _P_RUDI_RESP,
     _P_TSS,
     _P_UUD_REQ,
+    _REQUEST_LEN,
     _RETX,
     _S_CLOSED,
     _S_ESTABLISHED,
@@ -310,7 +311,7 @@ class PdsCore(
         # ESTABLISHED; in order ⇒ current window, not a duplicate, ROD in sequence), so it goes
         # straight to ``TargetMixin._accept`` (delivery and the ACK rule, written once there).
         # Anything else takes the general path below.
-        if (t == _P_RUD_REQ or t == _P_ROD_REQ) and not flags & _SYN and not trimmed and n >= 14:
+        if (t == _P_RUD_REQ or t == _P_ROD_REQ) and not flags & _SYN and not trimmed and n >= _REQUEST_LEN + 2:
             cpo, psn, spdcid, dpdcid = _REQ_TAIL(data, 2)
             tp = self.pdcs.get(dpdcid)
             if (
@@ -324,14 +325,16 @@ class PdsCore(
                 and tp.sdi == sdi
             ):
                 size = _SES_END.get((nh, data[12], data[13]))
-                if size is not None and size + 12 <= n:
+                if size is not None and size + _REQUEST_LEN <= n:
                     if not tp.proven:
                         self._proved(tp)
                     tp.last_rx = now
                     if cpo < 0:
                         self._note_clear(tp, (psn + cpo) & _M32)
                     ent = self.config.control_entropy if entropy is None else entropy
-                    self._accept(tp, src, tp.mode, psn, spdcid, nh, flags, data, 12, ecn, now, ent, size + 12)
+                    self._accept(
+                        tp, src, tp.mode, psn, spdcid, nh, flags, data, _REQUEST_LEN, ecn, now, ent, size + _REQUEST_LEN
+                    )
                     return
         g = self.guard
         if g is not None and src not in g.verified:
@@ -483,9 +486,9 @@ class PdsCore(
             if (
                 ecn < 3
                 and type(data) is bytes
-                and len(data) >= 14
+                and len(data) >= _REQUEST_LEN + 2
                 and (data[0] >> 3 == _P_RUD_REQ or data[0] >> 3 == _P_ROD_REQ)
-                and len(nd) >= 14
+                and len(nd) >= _REQUEST_LEN + 2
                 and (nd[0] >> 3 == _P_RUD_REQ or nd[0] >> 3 == _P_ROD_REQ)
             ):
                 w, cpo, psn, sp, dp = _REQ_WORDS(data, 0)
@@ -519,7 +522,7 @@ class PdsCore(
                         lp, rp, peer = dp, sp, src
                         word = w & ~0x7F
                         s01 = data[12] << 8 | data[13]
-                        end = size + 12
+                        end = size + _REQUEST_LEN
                         k = nbytes = 0
                         gen = t.ack_gen_count
                         mc = t.max_clear

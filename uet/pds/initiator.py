@@ -55,6 +55,7 @@ from uet.pds._aliases import (
     _P_CONTROL,
     _P_ROD_REQ,
     _P_RUD_REQ,
+    _REQUEST_LEN,
     _RETX,
     _S_CLOSE_ACK_WAIT,
     _S_CLOSED,
@@ -429,7 +430,7 @@ class InitiatorMixin(PdsState):
                     pkt.tx_seq = seq
                     nbytes += pkt.nbytes
                     if log is not None:
-                        self._log_tx(pdc, pkt, now, False, 12 + pkt.nbytes, False)
+                        self._log_tx(pdc, pkt, now, False, _REQUEST_LEN + pkt.nbytes, False)
                     psn = (psn + 1) & _M32
                 if n > 0:
                     sent = n

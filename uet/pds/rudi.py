@@ -48,6 +48,9 @@ from uet.pds.target import normalize_response, ses_end, ses_extension_missing
 from uet.wire.pds import NACK_ACTION, RUDI, UUD, NackAction, NackCode, NackFlag, NextHeader, RudiFlag
 from uet.wire.ses import RESPONSE, ResponseOpcode, ReturnCode
 
+#: RUDI request / response header length (wire-format.md §5.9)
+_RUDI_LEN = RUDI.size
+
 _NA_RETRANSMIT = NackAction.RETRANSMIT
 _NH_STANDARD = int(NextHeader.STANDARD)
 _DEFAULT_RESP = int(ResponseOpcode.DEFAULT_RESPONSE)
@@ -241,7 +244,7 @@ class RudiMixin(PdsState):
         lasthop: bool,
         entropy: int | None,
     ) -> None:
-        if len(data) < 8:
+        if len(data) < _RUDI_LEN:
             self._drop("short_rudi", now, src)
             return
         pid = RUDI.unpack(data)[3]
@@ -272,7 +275,7 @@ class RudiMixin(PdsState):
         self._count("rudi_delivered")
 
     def _rx_rudi_response(self, data: bytes, src: str, now: int, nh: int) -> None:
-        if len(data) < 8:
+        if len(data) < _RUDI_LEN:
             self._drop("short_rudi", now, src)
             return
         pid = RUDI.unpack(data)[3]

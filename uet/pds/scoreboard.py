@@ -18,14 +18,11 @@ that ``tests/test_pds_scoreboard.py`` proves equal to it.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from uet.pds.events import Acked, AckedRun, Event
 from uet.wire.pds import ACK, ACK_CC, ACK_CCX, ACK_EPSN, AckFlag, PdsType
 from uet.wire.pds import psn_diff as _diff
-
-if TYPE_CHECKING:
-    from uet.pds.pdc import InitiatorPdc, TxPkt
 
 _M32 = 0xFFFFFFFF
 _A_EPSN = int(AckFlag.EPSN)
@@ -42,6 +39,40 @@ _ACK_EPSN_LEN = ACK_EPSN.size
 _ACK_CC_LEN = _RAW_CC.size
 _ACK_CCX_LEN = ACK_CCX[(False, "raw")].size
 _tnew = tuple.__new__
+
+
+class ScoredPkt(Protocol):
+    """What the scoreboard reads and marks on a packet in flight (``uet.pds.pdc.TxPkt``)."""
+
+    token: Any
+    nbytes: int
+    entropy: int
+    ctl: int | None
+    sends: int
+    tx_time: int
+    rtx_wait: bool
+    rearmed: bool
+    #: known received (a SACK bit), reported missing (a SACK hole) and when
+    dst_received: bool
+    sack_hole: bool
+    hole_at: int
+
+
+P = TypeVar("P", bound=ScoredPkt)
+
+
+class ScoredPdc(Protocol[P]):
+    """What the scoreboard reads and moves on its PDC (``uet.pds.pdc.InitiatorPdc``, which owns
+    it: declared here so the two modules do not name each other)."""
+
+    #: packets in flight by PSN
+    outstanding: dict[int, P]
+    next_psn: int
+    tx_base: int
+    max_cack: int
+    peer_mp: int
+    srtt: int
+    min_rtt: int
 
 
 class AckInfo:
@@ -134,7 +165,7 @@ class SackScoreboard:
         self.high_sack = (self.high_sack + delta) & _M32
         self.mpr_cack = (self.mpr_cack + delta) & _M32
 
-    def late(self, pdc: InitiatorPdc, pkt: TxPkt, now: int, original: bool) -> None:
+    def late(self, pdc: ScoredPdc[P], pkt: P, now: int, original: bool) -> None:
         """A packet an ACK had reported missing turns out received. When its first copy is the
         one that arrived (``original``: the ACK names it without RETX, or it was sent once, or
         the acknowledgement came sooner after its resend than ``min_rtt``), it was reordered,
@@ -153,7 +184,7 @@ class SackScoreboard:
             self.reo_wnd = late
         pkt.hole_at = 0
 
-    def claims_unsent(self, pdc: InitiatorPdc, a: AckInfo, mp_range: int) -> bool:
+    def claims_unsent(self, pdc: ScoredPdc[P], a: AckInfo, mp_range: int) -> bool:
         """Does the ACK acknowledge a PSN this PDC never sent, or a CACK behind its window? A
         target acknowledges only what it received, so such an ACK is forged (or corrupt) and is
         dropped whole: none of it is applied (issue 29 item 5). In plaintext this is all a
@@ -169,7 +200,7 @@ class SackScoreboard:
         bm = a.bitmap
         return bool(bm) and _diff((cack + a.sack_off + bm.bit_length() - 1) & _M32, last) > 0
 
-    def window(self, pdc: InitiatorPdc, a: AckInfo, events: deque[Event], runs: bool, t: AckTally, now: int) -> None:
+    def window(self, pdc: ScoredPdc[P], a: AckInfo, events: deque[Event], runs: bool, t: AckTally, now: int) -> None:
         """Apply the rest of an ACK after its named packet (:meth:`named`, or a PROBE's answer):
         MPR, CACK, the SACK bitmap, then slide ``tx_base``; ``Acked`` events (``AckedRun``
         with ``runs``) go to ``events``."""
@@ -183,7 +214,7 @@ class SackScoreboard:
         self.slide(pdc)
 
     def named(
-        self, pdc: InitiatorPdc, a: AckInfo, data: bytes, nh: int, events: deque[Event], t: AckTally, now: int
+        self, pdc: ScoredPdc[P], a: AckInfo, data: bytes, nh: int, events: deque[Event], t: AckTally, now: int
     ) -> bool:
         """The packet the ACK names (ACK_PSN = CACK + offset); False when it is not outstanding."""
         apsn = (a.cack + a.off) & _M32
@@ -211,7 +242,7 @@ class SackScoreboard:
             self.high_sack = apsn
         return True
 
-    def _cack(self, pdc: InitiatorPdc, cack: int, events: deque[Event], runs: bool, t: AckTally, now: int) -> None:
+    def _cack(self, pdc: ScoredPdc[P], cack: int, events: deque[Event], runs: bool, t: AckTally, now: int) -> None:
         """CACK: everything up to it is acknowledged, implicitly successful (§2.7)."""
         pdc.max_cack = cack
         p = pdc.tx_base
@@ -254,7 +285,7 @@ class SackScoreboard:
         if _diff(cack, self.high_sack) > 0:
             self.high_sack = cack
 
-    def _sack(self, pdc: InitiatorPdc, a: AckInfo, t: AckTally, now: int) -> None:
+    def _sack(self, pdc: ScoredPdc[P], a: AckInfo, t: AckTally, now: int) -> None:
         """The SACK bitmap: its 0 bits above CACK and below its newest set bit are holes (the
         only PSNs SACK fast retransmit may resend, §2.8; uet.pds.feedback docstring), its set
         bits packets known received."""
@@ -287,7 +318,7 @@ class SackScoreboard:
         self.high_sack = hi
 
     @staticmethod
-    def slide(pdc: InitiatorPdc) -> None:
+    def slide(pdc: ScoredPdc[P]) -> None:
         """Slide ``tx_base`` over the leading acknowledged run."""
         b = pdc.tx_base
         nxt = pdc.next_psn

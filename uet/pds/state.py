@@ -50,9 +50,9 @@ class PdsState:
     pdcs: dict[int, InitiatorPdc | TargetPdc]
     #: target PDCs by (peer FA, peer's PDCID), for SYN lookup (§1.4)
     target_by_peer: dict[tuple[str, int], TargetPdc]
-    #: target PDCs closed in error, by their former PDCID, with when they are forgotten: what
-    #: they delivered answers their initiator's late packets (uet.pds.control ``_tomb_answer``)
-    _tombs: OrderedDict[int, tuple[TargetPdc, int]]
+    #: target PDCs closed in error, by their former PDCID: when they are forgotten, and whether
+    #: they told what they delivered (uet.pds.control ``_tomb_answer``)
+    _tombs: OrderedDict[int, tuple[TargetPdc, int, bool]]
     #: initiator PDC accepting new messages, by (mode, job_id, peer, tc) (§1.4)
     usable: dict[tuple[Any, ...], InitiatorPdc]
     #: PDC of the message currently open (SOM submitted, EOM not yet) per key
