@@ -6,7 +6,8 @@ is a scenario file whose configuration is htsim's (100 Gb/s, 1 µs links, a 3-ti
 packets, 2 MB flows); htsim runs the connection matrix and flags its own validation runs use for
 that row (:data:`HTSIM_ROWS`, taken from htsim's ``validate_uec_*.txt``). Both run as child
 processes and are measured the same way, from the kernel's accounting of the child
-(``os.wait4``): CPU seconds (user + system) and peak resident memory. Rounds alternate which of
+(``wait4``, under GNU ``time`` where installed: :func:`measure`): CPU seconds (user + system) and
+peak resident memory. Rounds alternate which of
 the two goes first (round 1 htsim first, round 2 ours first, ...) and the least CPU of the rounds
 is kept for each, so a burst of other load on a shared machine disturbs neither side more.
 
@@ -24,8 +25,10 @@ import fnmatch
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,12 +83,24 @@ class Measured:
 
 
 def measure(cmd: list[str], cwd: str | None = None) -> Measured:
-    """Run ``cmd`` and take its CPU time and peak RSS from the kernel (``wait4``), stdout kept."""
-    with subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:  # noqa: S603
-        assert proc.stdout is not None
-        out = proc.stdout.read()
-        _, status, ru = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+    """Run ``cmd`` and take its CPU time and peak RSS from the kernel, stdout kept.
+
+    A child forked or vforked by this process starts with this process's memory, which the
+    kernel's peak RSS of the child then counts (tens of MB: more than htsim uses). So the child
+    runs under GNU ``time`` where it is installed, a small process whose own child's figures
+    (``wait4``) it reports; without it the child's own ``wait4`` figures are taken, whose RSS is
+    then at least this process's."""
+    gnu_time = shutil.which("time")
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as rec:
+        run = [gnu_time, "-q", "-f", "%e %U %S %M", "-o", rec.name, *cmd] if gnu_time else cmd
+        with subprocess.Popen(run, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:  # noqa: S603
+            assert proc.stdout is not None
+            out = proc.stdout.read()
+            _, status, ru = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+        fields = rec.read().split() if gnu_time else []
+    if len(fields) >= 4:  # the last line: elapsed, user, system, max RSS in KiB
+        return Measured(float(fields[-3]) + float(fields[-2]), int(fields[-1]) / 1024, proc.returncode, out)
     return Measured(ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, proc.returncode, out)
 
 
