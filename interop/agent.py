@@ -8,15 +8,11 @@ docstring; this file is all there is to it::
     python -m uet.interop.agent 127.0.0.5 --control 127.0.0.1:7000
     uet-conformance --target 127.0.0.5 --agent 127.0.0.1:7000 -k ini
 
-The endpoint also serves the target-side cases: it registers the memory regions of a peer profile
-(``--config FILE``, else ``uet-peer``'s built-in one, :mod:`uet.conformance.profile`), keeps its
-receives posted and takes every untagged message. ``--link ip`` runs it over IP protocol 253
-(root), ``--data-protect crc`` adds the CRC-32C trailer, ``--keys FILE`` runs TSS with a key file.
-
-It prints one JSON line (its address, port, job, pid, ri, ``agent`` (the control address), link,
-data protection and profile, as ``uet-peer``'s identity line has them) once it serves, and runs
-until SIGINT/SIGTERM. ``uet-peer --agent ADDR`` serves the same channel on its endpoint with this
-module's :class:`Agent`.
+The endpoint also serves the target-side cases: it registers a peer profile's regions (``--config
+FILE``, else ``uet-peer``'s, :mod:`uet.conformance.profile`) and keeps its receives posted.
+``--link ip`` runs it over IP protocol 253 (root), ``--data-protect crc`` adds the CRC-32C
+trailer, ``--keys FILE`` runs TSS. It prints ``uet-peer``'s identity line (``agent``: the control
+address) once it serves, until SIGINT/SIGTERM; ``uet-peer --agent ADDR`` uses :class:`Agent` too.
 """
 
 from __future__ import annotations
@@ -35,7 +31,9 @@ from uet.tools.link_options import add_link_options, check_link_options, link_co
 from uet import AmoOp, AmoType, Endpoint, EndpointClosed, EndpointConfig, Mode, Peer, SesError, UetError
 from uet.conformance.profile import Profile, ProfileError, default_profile, load_profile, register_regions
 from uet.conformance.session import Receive
+from uet.keyfile import load_key_file
 from uet.link.select import open_link
+from uet.tss.errors import KeyFileError
 
 __all__ = ["Agent", "serve_control"]
 
@@ -143,12 +141,7 @@ def serve_profile(ep: Endpoint, profile: Profile) -> list[asyncio.Task[None]]:
     return [asyncio.ensure_future(keep_posted(ep, r)) for r in [*profile.receives, None, None, None, None]]
 
 
-async def _main(a: argparse.Namespace, profile: Profile) -> int:
-    keys = None
-    if a.keys:
-        from uet.keyfile import load_key_file
-
-        keys = load_key_file(a.keys, wall_ns=time.time_ns())  # the TSC seeded from the clock (§5.6)
+async def _main(a: argparse.Namespace, profile: Profile, keys: Any) -> int:
     cfg = link_config(a, EndpointConfig(ecn_feedback=True))
     try:
         link = open_link(a.link, a.address, config=cfg, port=a.port, proto=a.ip_proto)
@@ -194,9 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         check_link_options(a, keys=a.keys)
         try:
             profile = load_profile(a.config, a.job) if a.config else default_profile(a.job)
-        except ProfileError as e:
+            keys = load_key_file(a.keys, wall_ns=time.time_ns()) if a.keys else None  # TSC from the clock (§5.6)
+        except (ProfileError, KeyFileError) as e:
             raise UsageError(str(e)) from None
-        return asyncio.run(_main(a, profile))
+        return asyncio.run(_main(a, profile, keys))
 
     return run_main("uet-agent", run, argv)
 

@@ -46,6 +46,8 @@ _I = "uet/pds/initiator.py"
 _FB = "uet/pds/feedback.py"
 _CL = "uet/pds/closing.py"
 _BO = "uet/pds/backoff.py"
+_AB = "uet/pds/ackbuilder.py"
+_SB = "uet/pds/scoreboard.py"
 
 BREAKAGES: list[Breakage] = [
     # -- establishment (behaviour.md §2.2, §2.3) -------------------------------------------------
@@ -84,13 +86,13 @@ BREAKAGES: list[Breakage] = [
     Breakage("ack-cack-hole", "ack", _T, "        while base in rcvd:\n            if buf and base in buf:",
              "        while base in rcvd or (base + 1) & _M32 in rcvd:\n            if buf and base in buf:",
              "CACK steps over a single-PSN hole"),
-    Breakage("ack-mpr", "ack", _T, "min(255, max(1, cfg.mp_range // 128))", "0",
+    Breakage("ack-mpr", "ack", _AB, "min(255, max(1, cfg.mp_range // 128))", "0",
              "ACK_CC advertises MPR 0"),
-    Breakage("ack-sack-base", "ack", _T, "i = (p - base) & _M32\n                    if i < 64:",
-             "i = (p - base + 1) & _M32\n                    if i < 64:", "SACK bits shifted by one PSN"),
+    Breakage("ack-sack-base", "ack", _AB, "i = (p - base) & _M32\n        if i < 64:",
+             "i = (p - base + 1) & _M32\n        if i < 64:", "SACK bits shifted by one PSN"),
     Breakage("ack-rcvd-bytes", "ack", _T, "tp.rcvd_bytes += n + 48  # nominal size", "tp.rcvd_bytes += n  # nominal size",
              "rcvd_bytes counts payload bytes, not the nominal size"),
-    Breakage("ack-ooo-count", "ack", _T, "min(len(rcvd), 0xFFFF),", "0,", "ooo_count always 0",
+    Breakage("ack-ooo-count", "ack", _AB, "min(len(rcvd), 0xFFFF),", "0,", "ooo_count always 0",
              equivalent="not a MUST: the notes name the ACK_CC field only (wire-format.md §5.4), not what it "
                         "counts; ACK-024 (SHOULD) notices it"),
     Breakage("ack-dup-resp", "ack", _T,
@@ -136,8 +138,8 @@ BREAKAGES: list[Breakage] = [
              "        else:\n            pass\n\n    def _rx_close",
              "an unexpected control type is ignored instead of NACKed UNEXP_EVENT"),
     Breakage("ctl-unknown-pdc", "control", _C,
-             "            if pdc is None:\n                self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, 0, now, entropy=entropy)",
-             "            if pdc is None:\n                self._send_nack(src, _NC_PKT_NOT_RCVD, psn, 0, spdcid, 0, now, entropy=entropy)",
+             "                    self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, 0, now, entropy=entropy)\n                return",
+             "                    self._send_nack(src, _NC_PKT_NOT_RCVD, psn, 0, spdcid, 0, now, entropy=entropy)\n                return",
              "a control packet for an unknown PDC draws PKT_NOT_RCVD instead of INV_DPDCID"),
     Breakage("ctl-hdr-mismatch", "control", _C, "            if pdc.peer != src or spdcid != pdc.rpdcid:",
              "            if pdc.peer != src:", "a control packet with the wrong SPDCID is accepted"),
@@ -302,17 +304,17 @@ BREAKAGES: list[Breakage] = [
              "retries are never spent: an unacknowledged request is resent for ever"),
     Breakage("ini-no-backoff", "initiator-retx", _BO, "    r = b << shift", "    r = b", "no RTO back-off",
              equivalent="not a MUST: the notes give no back-off (behaviour.md §2.9); INI-037 (SHOULD) notices it"),
-    Breakage("ini-mpr-units", "initiator-ack", _FB, "            pdc.peer_mp = mpr * 128", "            pdc.peer_mp = mpr * 256",
+    Breakage("ini-mpr-units", "initiator-ack", _SB, "            pdc.peer_mp = a.mpr * 128", "            pdc.peer_mp = a.mpr * 256",
              "MPR taken in units of 256 PSNs"),
     Breakage("ini-bogus-cack", "initiator-ack", _FB,
-             "        if not probe and self._ack_claims_unsent(pdc, cack, off, sack_off, bitmap):", "        if False:",
+             "        if not a.flags & _A_P and pdc.board.claims_unsent(pdc, a, self.config.mp_range):", "        if False:",
              "an ACK whose CACK is beyond every PSN sent is taken"),
     Breakage("ini-wrong-spdcid", "initiator-ack", _FB,
-             "        elif spdcid != pdc.rpdcid:\n            self._drop(\"ack_spdcid\", now, src)",
-             "        elif False:\n            self._drop(\"ack_spdcid\", now, src)",
+             "        if (a.spdcid == 0) if st is _S_SYN_SENT else (a.spdcid != pdc.rpdcid):",
+             "        if (a.spdcid == 0) if st is _S_SYN_SENT else False:",
              "an ACK from another SPDCID is taken on an established PDC"),
-    Breakage("ini-sack-ignored", "initiator-ack", _FB, "                    pkt.dst_received = True\n                    if _diff(p, hi) > 0:",
-             "                    pass\n                    if _diff(p, hi) > 0:",
+    Breakage("ini-sack-ignored", "initiator-ack", _SB, "                pkt.dst_received = True\n                if _diff(p, hi) > 0:",
+             "                pass\n                if _diff(p, hi) > 0:",
              "ACK_CC SACK bits are not taken as received (RTO retransmits instead of ACK_REQ)"),
     Breakage("ini-req-clear", "initiator-clear", _FB, "        if flags & _A_CLR:\n            pdc.clear_needed = True",
              "        if False:\n            pdc.clear_needed = True", "an ACK's REQ_CLEAR draws no CLEAR"),
@@ -330,7 +332,7 @@ BREAKAGES: list[Breakage] = [
     Breakage("ini-fatal-retransmit", "initiator-nack", "uet/wire/pds.py", "    NackCode.INVALID_SYN: NackAction.CLOSE,",
              "    NackCode.INVALID_SYN: NackAction.RETRANSMIT,", "NACK INVALID_SYN resends on the PDC instead of closing it"),
     Breakage("ini-fatal-ignored", "initiator-nack", _FB,
-             "        if action == _NA_CLOSE:\n            self._close_error(pdc, f\"nack {name}\", code, now, npsn)",
+             "        if action == _NA_CLOSE:\n            self._close_error(pdc, f\"nack {name}\", code, now, npsn, payload)",
              "        if action == _NA_CLOSE:\n            return", "every PDC-fatal NACK is ignored"),
     Breakage("ini-trim-fatal", "initiator-trim", "uet/wire/pds.py", "    NackCode.INV_DPDCID: NackAction.CLOSE,",
              "    NackCode.TRIMMED: NackAction.CLOSE,\n    NackCode.INV_DPDCID: NackAction.CLOSE,",

@@ -21,7 +21,7 @@ from typing import Any
 
 from uet.conformance.driver import DriverError
 from uet.conformance.session import CheckFailed, Session, Skipped
-from uet.conformance.wirekit import M32, Reply
+from uet.conformance.wirekit import M32, Reply, decode_reply
 from uet.wire import pds as P
 from uet.wire import ses as S
 
@@ -168,6 +168,20 @@ class Iut:
             last = pkts[-1].pds.psn
             pkts.append(self.request(f"packet {len(pkts) + 1} of {what}", _at_psn((last + 1) & M32)))
         return pkts
+
+    def same_pdc(self, first: Reply, r: Reply) -> None:
+        """Skip the case when request ``r`` opened a new PDC because the implementation closed
+        ``first``'s PDC as idle in between (its CLOSE came first): its idle timer ran out while the
+        tester paused between two commands (a loaded machine), so nothing about reusing the PDC
+        can be judged. A new PDC with no CLOSE before it is the case's to judge."""
+        if r.pds.spdcid == first.pds.spdcid:
+            return
+        for d, b in self.s.log:
+            x = decode_reply(b) if d == "received" else None
+            if x is not None and x.ptype == P.PdsType.CONTROL and x.pds is not None and x.error is None:
+                if x.pds.ctl_type == P.ControlType.CLOSE and x.pds.spdcid == first.pds.spdcid:
+                    raise Skipped("the implementation closed the idle PDC before the next message (its idle timer "
+                                  "ran out while the tester paused): rerun on a less loaded machine")  # fmt: skip
 
     def control(
         self, ctype: int, what: str, timeout: float | None = None, pred: Callable[[Reply], object] | None = None

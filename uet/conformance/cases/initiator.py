@@ -119,6 +119,7 @@ def ini_pdc_reuse(s: Session) -> None:
     r1 = _established(iut)
     cid = iut.send(b"INI-003 second")
     r2 = iut.request("the second SEND's request", lambda r: r.pds.psn != r1.pds.psn)
+    iut.same_pdc(r1, r2)
     check(r2.pds.spdcid == r1.pds.spdcid, f"the same PDC (spdcid {r1.pds.spdcid})", r2)
     check(r2.pds.psn == (r1.pds.psn + 1) & M32, f"the next PSN {(r1.pds.psn + 1) & M32:#x}", r2)
     check(not r2.flags & RF.SYN, "SYN clear once an ACK named the target's PDCID", r2)
@@ -224,6 +225,7 @@ def ini_retx_established(s: Session) -> None:
     r1 = _established(iut)
     cid = iut.send(b"INI-008 withheld")
     r = iut.request("the second SEND's request", lambda r: r.pds.psn != r1.pds.psn)
+    iut.same_pdc(r1, r)
     r2 = iut.request("its retransmission after the RTO", _same(r))
     check(not r2.flags & RF.SYN and r2.pds.dpdcid == iut.me(r1), "SYN clear and dpdcid set on the retransmission", r2)
     check(bool(r2.flags & RF.RETX), "RETX set on the retransmission", r2)
@@ -286,9 +288,10 @@ def ini_backoff(s: Session) -> None:
     (RFC 6298 §5.5) and the reference double the RTO per timeout, and a sender that does not hammers
     a silent peer at its shortest RTO. Judged on a ratio of the intervals the tester measures
     between the copies of one withheld request, never on their length: the median of the
-    intervals from the third on is at least 1.5 × the shorter of the first two (a doubling RTO
+    intervals from the third on is at least 1.3 × the shorter of the first two (a doubling RTO
     gives 2 or more even when capped at twice its start, as ``uet-peer``'s 50 → 100 ms; a fixed RTO
-    about 1; the median and the minimum keep one late copy on a loaded machine from deciding).
+    about 1; the median and the minimum keep one late copy on a loaded machine from deciding, and
+    the margin below 2 absorbs a first interval stretched by load).
     SHOULD: the notes are silent. At least four retransmissions are needed (else skipped: a
     ``Max_RTO_Retx_Cnt`` below 4 leaves too few intervals), at most six are waited for."""
     iut = Iut(s)
@@ -308,7 +311,7 @@ def ini_backoff(s: Session) -> None:
         raise Skipped(f"{len(gaps)} retransmissions before the implementation stopped: too few to judge a back-off")
     early, late = min(gaps[:2]), statistics.median(gaps[2:])
     ms = ", ".join(f"{1000 * g:.1f}" for g in gaps)
-    check(late >= 1.5 * early, "later retransmission intervals at least 1.5 × the first ones (back-off)",
+    check(late >= 1.3 * early, "later retransmission intervals at least 1.3 × the first ones (back-off)",
           f"intervals {ms} ms: median {1000 * early:.1f} ms, then {1000 * late:.1f} ms")  # fmt: skip
     iut.ack(last)
     iut.expect_ok(cid, "the SEND")
@@ -337,6 +340,7 @@ def ini_wrong_spdcid(s: Session) -> None:
     r1 = _established(iut)
     cid = iut.send(b"INI-013")
     r = iut.request("the second SEND's request", lambda r: r.pds.psn != r1.pds.psn)
+    iut.same_pdc(r1, r)
     iut.ack(r, spdcid=(iut.me(r1) ^ 0x5A5A) or 1)
     r2 = iut.request("the retransmission (the ACK from a wrong PDCID acknowledged nothing)", _same(r))
     iut.not_completed(cid, "no completion from an ACK whose SPDCID is not the target's")
@@ -387,6 +391,7 @@ def ini_clear_offset(s: Session) -> None:
     iut.expect_ok(cid, "the first SEND")
     cid = iut.send(b"INI-015 b")
     r2 = iut.request("the second SEND's request", lambda r: r.pds.psn != r1.pds.psn)
+    iut.same_pdc(r1, r2)
     check(_clear_psn(r2) == r1.pds.psn, f"CLEAR_PSN {r1.pds.psn:#x} (the first request acknowledged)", r2)
     iut.ack(r2)
     iut.expect_ok(cid, "the second SEND")
@@ -403,6 +408,7 @@ def ini_req_clear(s: Session) -> None:
     check(c.pds.payload == r.pds.psn, f"CLEAR payload = CLEAR PSN {r.pds.psn:#x}", c)
     cid = iut.send(b"INI-016 next")
     r2 = iut.request("the next SEND's request", lambda x: x.pds.psn != r.pds.psn)
+    iut.same_pdc(r, r2)
     check(r2.pds.psn == (r.pds.psn + 1) & M32, "the CLEAR consumed no PSN", r2)
     iut.ack(r2)
     iut.expect_ok(cid, "the next SEND")
