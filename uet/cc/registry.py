@@ -5,7 +5,7 @@ names joined by ``+`` — ``nscc``, ``rccc``, ``nscc+rccc``, ``dctcp`` — and `
 path selector: ``default`` (the PDS's own: rotating spraying for RUD, one EV for ROD),
 ``single``, ``oblivious``, ``reps``, ``bitmap`` (spec/behaviour.md §4, §4.6). A new algorithm is
 a :class:`uet.cc.base.CcAlgorithm` subclass in a module of its own plus one :func:`register`
-line below (docs/architecture.md "A new CC algorithm"). :func:`build` gives a PDS core its
+line below (docs/architecture.md "Walkthrough: a new congestion control algorithm"). :func:`build` gives a PDS core its
 per-CCC gate factory (one :class:`uet.cc.ccc.Ccc` per peer and traffic class) and, when an
 algorithm has a receiver side (RCCC), the receiver's :class:`uet.cc.rccc.CreditScheduler`.
 """
