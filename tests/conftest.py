@@ -15,3 +15,77 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("derandomized", settings.get_profile("default"), derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+# --- Parallel runs (pytest-xdist: ``-n 2`` in pyproject.toml's addopts) ---------------------------------
+#
+# Tests that touch the machine's network or start processes (sockets on fixed loopback addresses and
+# the UET port 4793, network namespaces, uet-run/uet-peer/uet-sim children, tshark, a Dask cluster)
+# must not overlap: they share addresses and files, and the live engine's verdicts assume it has the
+# CPU it measured. All of them form one unit of work, "serial", which one worker runs in file order.
+# Every other test module is pure computation on in-memory cores and virtual time; each such module is
+# a unit of its own (its tests stay together, in order) and runs on whichever worker is free.
+#
+# A module is "serial" when its source, or the source of a tests/ helper it imports, matches
+# SERIAL_SOURCE; a module the pattern misses can say so itself with ``pytestmark =
+# pytest.mark.serial``. Erring towards serial only costs time; erring the other way costs flakiness.
+# ``-m "not serial"`` selects the in-memory tests alone (CI's second Python runs those).
+#
+# The units are made by a scheduler of our own (pytest_xdist_make_scheduler below) rather than
+# xdist's ``--dist loadgroup``, which renames node ids in a way pytest 9 no longer honours.
+
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+
+SERIAL_SOURCE = re.compile(
+    r"subprocess|socket|Popen|create_datagram_endpoint|asyncio\.run|127\.0\.|198\.18\.|netns|tshark"
+    r"|uet\.endpoint|Endpoint\(|open_endpoint|uet\.link|UdpLink|live_options|run_cli|uet\.runner"
+    r"|fabric\.switch|multiprocessing|distributed|dask|tools\.(run|peer|fabric|demo|sweep|differential)\b"
+)
+_HELPER_IMPORT = re.compile(r"^\s*(?:from|import)\s+(?:tests\.)?([a-z_][a-z0-9_]*)", re.MULTILINE)
+_TESTS = Path(__file__).parent
+_serial_cache: dict[Path, bool] = {}
+
+
+def _is_serial(path: Path, seen: frozenset[Path] = frozenset()) -> bool:
+    """Whether the test module at ``path`` (or a tests/ helper it imports) may touch the network."""
+    if path in _serial_cache:
+        return _serial_cache[path]
+    if not path.is_file():  # not a module of ours (a doctest id, a plugin's item): keep it apart
+        return True
+    source = path.read_text(encoding="utf-8")
+    serial = bool(SERIAL_SOURCE.search(source)) or "pytest.mark.serial" in source
+    if not serial:
+        for name in _HELPER_IMPORT.findall(source):
+            helper = _TESTS / f"{name}.py"
+            if helper != path and helper not in seen and helper.is_file() and name != "conftest":
+                if _is_serial(helper, seen | {path}):
+                    serial = True
+                    break
+    _serial_cache[path] = serial
+    return serial
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "serial: runs in the one unit of work that never overlaps itself")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_serial(Path(str(item.fspath))):
+            item.add_marker(pytest.mark.serial)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Units of work: every serial test together, each other module on its own (largest first)."""
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # xdist ships no types
+
+    class SerialUnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "serial" if _is_serial(config.rootpath / module) else module
+
+    return SerialUnitScheduling(config, log)
