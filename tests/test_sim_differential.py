@@ -97,3 +97,23 @@ def test_same_messages_and_same_results_live_and_simulated() -> None:
     assert not live_ops[5].ok and live_ops[5].error == "BAD_MKEY"
     assert not live_ops[6].ok
     assert live_ops[8] == OpResult(True, b"tagged")
+
+
+def test_a_case_whose_cpu_did_not_keep_up_says_so_above_the_table(monkeypatch, capsys) -> None:
+    """uet-bench differential: a live run that was short of CPU is named above the figures, not only
+    marked in the table's dilation column."""
+    import argparse
+
+    from uet.tools import differential
+
+    fct = {"p50_s": 0.01, "p99_s": 0.012}
+    short = {"kept_up": False, "why": ["endpoint processes woke 60 µs late (p99, virtual; more than 0.3 frame times)"]}
+    live = {"uet": {"ok": True, "fct": fct, "dilation": {"factor": 194.6, "verdict": short}}}
+    sim = {"uet": {"ok": True, "fct": fct}}
+    case = {"workload": "allreduce", "endpoints": 8, "live": live, "sim": sim, "bar": differential.judge(live, sim)}
+    monkeypatch.setattr(differential, "run_case", lambda *a, **k: case)
+    ns = argparse.Namespace(only="allreduce", messages=None, size=None, dilation="auto", json=False)
+    differential._run(ns)
+    out = capsys.readouterr().out
+    note = out.index("allreduce 8: UET: the CPU did NOT keep up: endpoint processes woke 60 µs late")
+    assert note < out.index("FCT p50 ms live") and "(CPU" in out  # the column keeps its mark (may wrap)

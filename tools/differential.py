@@ -290,6 +290,12 @@ def _run(ns: argparse.Namespace) -> int:
         for row in _figures(c):
             t.add_row(*row)
     con = Console(width=None if sys.stdout.isatty() else 140)
+    from uet.tools.dilation import dilation_lines
+
+    for c in done:  # a run whose CPU did not keep up says so above the figures (marked "CPU short")
+        for line in dilation_lines(c["live"]):
+            if "did NOT keep up" in line:
+                con.print(f"{c['workload']} {c['endpoints']}: {line}", markup=False, highlight=False)
     con.print(t)
     for c in done:
         w = c["bar"]["winner"]
