@@ -1,6 +1,6 @@
-"""``uet-bench flood``: an honest peer's goodput before, during and after a SYN flood (issue 29
-item 10: "keeps >= 50 % of its clean throughput during a 10,000-packet/s flood and all of it
-within 1 s after").
+"""``uet-bench flood``: an honest peer's goodput before, during and after a SYN flood (the
+project's bar: it keeps at least half of its clean goodput during a 10,000-packet/s flood and all
+of it within 1 s after).
 
 Three processes on loopback addresses: the honest receiver B (``uet-peer --mode sink``), the
 flooder (a paced UDP sender of SYNs aimed at B from ``--sources`` loopback addresses of its own:
