@@ -7,6 +7,8 @@ These tests feed exact packets through the in-memory pair (tests/fep_harness.py)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fep_harness import A_ADDR, B_ADDR, FepPair, decode
 
 from uet.fep import FepConfig, OpFailed, Transmit
@@ -17,6 +19,47 @@ from uet.wire.pds import ControlType, NackCode, PdsType
 def _ctl(t: Transmit) -> int | None:
     p = decode(t).sections[0][1]
     return int(p.ctl_type) if p.type == PdsType.CONTROL else None
+
+
+def _pair_with_a_first_message(seed: int) -> FepPair:
+    """A FEP pair whose target closes an idle PDC in error soon (5 ms idle, 10 ms CLOSE_REQ), after
+    one message ("first") went through."""
+    a_cfg = with_config(FepConfig(), close_idle_ns=None)
+    b_cfg = with_config(FepConfig(), target_idle_ns=5_000_000, close_req_ns=10_000_000)
+    pair = FepPair(a_cfg, b_cfg, seed=seed, delay_ns=1_000_000)
+    assert pair.complete(pair.a, pair.a.core.send(B_ADDR, b"first")) == [None]
+    return pair
+
+
+def _through_a_close_in_error(
+    pair: FepPair, phase: dict[str, int], lose: Callable[[Transmit, str], list[bytes]], *, together: bool = False
+) -> list[bytes]:
+    """Send "second" and "third" through ``lose`` (phase 1: until the target delivered "second", or
+    "third" when ``together``, both sent at once; phase 2: silence until the target closed the PDC
+    in error; phase 3: until both complete); asserts neither failed and returns what the target
+    delivered, in order."""
+    pair.filter = lose
+    got: list[bytes] = []
+
+    def take() -> list[bytes]:
+        while (m := pair.b.core.recv_nowait()) is not None:
+            got.append(bytes(m.data))
+        return got
+
+    h1 = pair.a.core.send(B_ADDR, b"second")
+    if together:
+        h2 = pair.a.core.send(B_ADDR, b"third")
+    pair.run_until(lambda: (b"third" if together else b"second") in take(), max_ns=20_000_000)
+    phase["n"] = 2
+    if not together:
+        h2 = pair.a.core.send(B_ADDR, b"third")
+    pair.run_until(lambda: pair.b.core.pds.counters.get("pdc_close_target_error", 0) == 1, max_ns=40_000_000)
+    phase["n"] = 3
+    pair.run_until(lambda: h1 in pair.a.done and h2 in pair.a.done, max_ns=3_000_000_000)
+    pair.run_until(lambda: False, max_ns=200_000_000)
+    take()
+    assert [pair.a.done[h] for h in (h1, h2) if isinstance(pair.a.done[h], OpFailed)] == []
+    return got
 
 
 def test_close_req_outlives_a_round_trip_longer_than_its_retransmissions() -> None:
@@ -116,10 +159,7 @@ def test_a_target_that_closed_in_error_answers_for_what_it_delivered() -> None:
     now remembers what the closed PDC delivered: it ACKs the delivered one, and its
     ``INV_DPDCID`` for the other names the first PSN it never delivered, so that message moves
     to a new PDC. Both complete, each delivered once."""
-    a_cfg = with_config(FepConfig(), close_idle_ns=None)
-    b_cfg = with_config(FepConfig(), target_idle_ns=5_000_000, close_req_ns=10_000_000)
-    pair = FepPair(a_cfg, b_cfg, seed=4, delay_ns=1_000_000)
-    assert pair.complete(pair.a, pair.a.core.send(B_ADDR, b"first")) == [None]
+    pair = _pair_with_a_first_message(seed=4)
     phase = {"n": 1}
 
     def lose(t: Transmit, src: str) -> list[bytes]:
@@ -130,25 +170,8 @@ def test_a_target_that_closed_in_error_answers_for_what_it_delivered() -> None:
             return []  # silence both ways: the target closes the PDC in error
         return [t.data]
 
-    pair.filter = lose
-    got = []
-
-    def take() -> list[bytes]:
-        while (m := pair.b.core.recv_nowait()) is not None:
-            got.append(bytes(m.data))
-        return got
-
-    h1 = pair.a.core.send(B_ADDR, b"second")
-    pair.run_until(lambda: b"second" in take(), max_ns=20_000_000)
-    phase["n"] = 2
-    h2 = pair.a.core.send(B_ADDR, b"third")
-    pair.run_until(lambda: pair.b.core.pds.counters.get("pdc_close_target_error", 0) == 1, max_ns=40_000_000)
-    phase["n"] = 3
-    pair.run_until(lambda: h1 in pair.a.done and h2 in pair.a.done, max_ns=3_000_000_000)
-    pair.run_until(lambda: False, max_ns=200_000_000)
-    take()
+    got = _through_a_close_in_error(pair, phase, lose)
     assert pair.b.core.pds.counters.get("pdc_close_target_error", 0) == 1
-    assert [pair.a.done[h] for h in (h1, h2) if isinstance(pair.a.done[h], OpFailed)] == []
     assert got == [b"first", b"second", b"third"]
 
 
@@ -157,10 +180,7 @@ def test_a_closed_pdc_acknowledges_what_it_delivered_before_its_nack_closes_the_
     draws the ``INV_DPDCID`` that closes the initiator's PDC first. The closed PDC's answer
     starts with its last cumulative ACK, so the delivered message is acknowledged before the
     NACK arrives, and the other moves to a new PDC."""
-    a_cfg = with_config(FepConfig(), close_idle_ns=None)
-    b_cfg = with_config(FepConfig(), target_idle_ns=5_000_000, close_req_ns=10_000_000)
-    pair = FepPair(a_cfg, b_cfg, seed=5, delay_ns=1_000_000)
-    assert pair.complete(pair.a, pair.a.core.send(B_ADDR, b"first")) == [None]
+    pair = _pair_with_a_first_message(seed=5)
     phase = {"n": 1}
     second_psn: list[int] = []
 
@@ -174,25 +194,8 @@ def test_a_closed_pdc_acknowledges_what_it_delivered_before_its_nack_closes_the_
             return []  # silence; then every late copy of the delivered message is lost too
         return [t.data]
 
-    pair.filter = lose
-    got = []
-
-    def take() -> list[bytes]:
-        while (m := pair.b.core.recv_nowait()) is not None:
-            got.append(bytes(m.data))
-        return got
-
-    h1 = pair.a.core.send(B_ADDR, b"second")
-    pair.run_until(lambda: b"second" in take(), max_ns=20_000_000)
-    phase["n"] = 2
-    h2 = pair.a.core.send(B_ADDR, b"third")
-    pair.run_until(lambda: pair.b.core.pds.counters.get("pdc_close_target_error", 0) == 1, max_ns=40_000_000)
-    phase["n"] = 3
-    pair.run_until(lambda: h1 in pair.a.done and h2 in pair.a.done, max_ns=3_000_000_000)
-    pair.run_until(lambda: False, max_ns=200_000_000)
-    take()
+    got = _through_a_close_in_error(pair, phase, lose)
     assert pair.b.core.pds.counters.get("closed_pdc_nacks", 0) >= 1
-    assert [pair.a.done[h] for h in (h1, h2) if isinstance(pair.a.done[h], OpFailed)] == []
     assert got == [b"first", b"second", b"third"]
 
 
@@ -200,10 +203,7 @@ def test_a_message_with_a_hole_the_closed_pdc_never_filled_moves_to_a_new_pdc() 
     """...and a message whose packet the closed PDC never received, though it delivered later
     PSNs (a RUD hole), moves too: the ``INV_DPDCID`` naming that packet says it was not
     delivered, whatever its PSN and however often it was sent."""
-    a_cfg = with_config(FepConfig(), close_idle_ns=None)
-    b_cfg = with_config(FepConfig(), target_idle_ns=5_000_000, close_req_ns=10_000_000)
-    pair = FepPair(a_cfg, b_cfg, seed=6, delay_ns=1_000_000)
-    assert pair.complete(pair.a, pair.a.core.send(B_ADDR, b"first")) == [None]
+    pair = _pair_with_a_first_message(seed=6)
     phase = {"n": 1}
     dropped: list[int] = []
 
@@ -218,22 +218,5 @@ def test_a_message_with_a_hole_the_closed_pdc_never_filled_moves_to_a_new_pdc() 
             return []
         return [t.data]
 
-    pair.filter = lose
-    got = []
-
-    def take() -> list[bytes]:
-        while (m := pair.b.core.recv_nowait()) is not None:
-            got.append(bytes(m.data))
-        return got
-
-    h1 = pair.a.core.send(B_ADDR, b"second")
-    h2 = pair.a.core.send(B_ADDR, b"third")
-    pair.run_until(lambda: b"third" in take(), max_ns=20_000_000)
-    phase["n"] = 2
-    pair.run_until(lambda: pair.b.core.pds.counters.get("pdc_close_target_error", 0) == 1, max_ns=40_000_000)
-    phase["n"] = 3
-    pair.run_until(lambda: h1 in pair.a.done and h2 in pair.a.done, max_ns=3_000_000_000)
-    pair.run_until(lambda: False, max_ns=200_000_000)
-    take()
-    assert [pair.a.done[h] for h in (h1, h2) if isinstance(pair.a.done[h], OpFailed)] == []
+    got = _through_a_close_in_error(pair, phase, lose, together=True)
     assert got == [b"first", b"third", b"second"]
