@@ -85,6 +85,7 @@ def test_expected_0rtt_rejects_stale_start_then_establishes() -> None:
     resent = pair.take(pair.a)
     assert {hdr(d).psn for d, _, _ in resent} == {0x4000_0000 + i for i in range(4)}
     pair.inject(pair.b, resent[0][0], A_ADDR, sdi=SDI)
+    [tp] = pair.b.core.pdcs.values()  # still the one PDC, now established
     assert tp.state is TargetState.ESTABLISHED and len(pair.b.deliveries) == 1
     for d, _, _ in resent[1:]:
         pair.inject(pair.b, d, A_ADDR, sdi=SDI)
@@ -162,7 +163,7 @@ def test_limit_psn_range_closes_secure_pdc_and_reestablishes() -> None:
     for m in range(4):  # 4 messages of 3 packets: the 4th message starts past 8 PSNs → new PDC
         toks += _send(pair, 3, f"m{m}")
         want = len(toks)
-        assert pair.run_until(lambda want=want: len(pair.a.acked()) == want)
+        assert pair.run_until(lambda: len(pair.a.acked()) == want)  # noqa: B023 - called in this iteration
     assert pair.run_until(lambda: pair.a.core.counters.get("pdc_close_initiator", 0) == 1)
     pair.run_idle(max_ns=50_000_000)
     assert pair.a.core.counters["pdc_open_initiator"] == 2

@@ -50,6 +50,10 @@ Choices where the notes are silent (inference, documented here and in the module
 - ``receive_datagram`` takes ``trimmed``/``last_hop`` (the DSCP is invisible to the core; the
   link reads it, spec/rocev2-and-fabric.md §8.4) and ``entropy`` (the request's UDP source port,
   echoed in ACK/NACKs, §4.6).
+- ``path_window`` (addition; the notes give one ``config_base_rtt`` and link speed per FEP,
+  §4.3.1): a ``peer → PathWindow | None`` function; a CCC towards a peer whose path it names (a
+  GPU of the same server, over the scale-up links) gets that path's CC parameters, so NSCC's
+  ``MaxWnd`` is that path's BDP and not the NIC path's (uet.pds.config.PathWindow).
 """
 
 from __future__ import annotations
@@ -93,10 +97,10 @@ from uet.pds._aliases import (
     _T_PENDING,
 )
 from uet.pds.ackbuilder import AckBuilder
-from uet.pds.config import PdsConfig, SesNack
+from uet.pds.config import PathWindow, PdsConfig, SesNack
 from uet.pds.events import Delivery, Event
 from uet.pds.pdc import InitiatorPdc, TargetPdc
-from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy
+from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy, per_path_gates
 from uet.pds.target import _REQ_TAIL, _SES_END
 from uet.pds.validation import SourceGuard
 from uet.wire.pds import NACK, REQUEST, NackCode, psn_diff
@@ -128,6 +132,7 @@ class PdsCore(
         *,
         rng: random.Random | None = None,
         log: Callable[[dict[str, Any]], None] | None = None,
+        path_window: Callable[[str], PathWindow | None] | None = None,
     ) -> None:
         self.local = local
         self.config = config or PdsConfig()
@@ -218,6 +223,12 @@ class PdsCore(
             self.gate_factory = cc.gate_factory
             self.cc_params = cc.params
             self.credit_scheduler = cc.receiver
+            if path_window is not None:  # a CCC towards a peer on another path: that path's CC
+                self.gate_factory = per_path_gates(
+                    cc.gate_factory,
+                    path_window,
+                    lambda p: build_cc(cfg.cc, cfg.lb, p, cfg.cc_window, self.rng, self._log).gate_factory,
+                )
 
     # -- helpers shared by the halves -----------------------------------------------------------
 
