@@ -36,7 +36,7 @@ def _modes(text: str) -> tuple[Mode, ...]:
 
 
 def add_parser(sub: Any) -> None:
-    """The ``uet-bench matrix`` subcommand (tools/bench.py)."""
+    """The ``uet-bench matrix`` subcommand (tools/bench/__init__.py)."""
     p = sub.add_parser(
         "matrix",
         help="RUD/ROD/RUDI under loss, reordering and duplication (virtual time)",
