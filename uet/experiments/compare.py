@@ -2,9 +2,9 @@
 §9.1), from two result dicts of the same scenario.
 
 :func:`metrics` reduces one run's result (live or simulated, either transport) to the §9.1
-figures; :func:`comparison` puts two of them together; :func:`render_comparison` prints the table
-(one row per metric, one column per transport). Definitions (**decisions** where §9.1 leaves a
-choice):
+figures; :func:`comparison` puts two of them together; ``uet-run`` prints the table
+(:func:`uet.tools.compare.render_comparison`: one row per metric, one column per transport).
+Definitions (**decisions** where §9.1 leaves a choice):
 
 * FCT p50 / p99 / max and slowdown (FCT ÷ the flow's ideal on an idle fabric) over the flows, as
   the per-run summary has them (:func:`uet.workloads.report.summarize`, nearest-rank);
@@ -28,9 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from uet.tools.cli import format_cell, format_seconds, transport_label
-
-__all__ = ["ROWS", "comparison", "fmt", "metrics", "render_comparison"]
+__all__ = ["ROWS", "comparison", "metrics"]
 
 #: (key, label) of the table rows, in order; a metric a run does not have is shown as "–", a time
 #: (key ``*_s``) in the unit that fits.
@@ -142,34 +140,3 @@ def comparison(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "metrics": {t: metrics(r) for t, r in results.items()},
         "interrupted": [t for t, r in results.items() if r.get("interrupted")],
     }
-
-
-def fmt(v: Any, key: str = "") -> str:
-    """One cell: a time (``key`` ending in ``_s``) in the unit that fits, else :func:`format_cell`."""
-    if key.endswith("_s") and isinstance(v, int | float) and not isinstance(v, bool):
-        return format_seconds(v)
-    return format_cell(v)
-
-
-def render_comparison(cmp: dict[str, Any], title: str) -> None:
-    """The side-by-side table on stdout: one row per metric a run has, one column per transport."""
-    import sys
-
-    from rich.console import Console
-    from rich.table import Table
-
-    con = Console(width=None if sys.stdout.isatty() else 120)
-    t = Table(title=title)
-    t.add_column("metric")
-    names = list(cmp["metrics"])
-    for name in names:
-        label = transport_label(name)
-        if name in cmp.get("interrupted", ()):
-            label += " (interrupted)"
-        t.add_column(label, justify="right")
-    for key, label in ROWS:
-        vals = [cmp["metrics"][n].get(key) for n in names]
-        if all(v is None for v in vals):
-            continue
-        t.add_row(label, *(fmt(v, key) for v in vals))
-    con.print(t)
