@@ -11,6 +11,7 @@ from dataclasses import replace
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, request, ses_small, state
 
 from uet.pds import Mode, PdsConfig
+from uet.pds.startpsn import PeerStartPsn
 from uet.pds.states import TargetState
 from uet.tss.establish import Expected0RttStart, InitiatorStartPsn, Random1RttStart
 from uet.wire import pds as pds_wire
@@ -147,7 +148,7 @@ def test_a_re_driven_syn_50_ms_late_still_establishes_by_default() -> None:
 
 def test_plain_callable_policy_still_supported() -> None:
     pair = Pair(CFG, seed=4)
-    pair.b.core.start_psn_policy = lambda peer, start: 0x1234_5678 if peer == A_ADDR else None
+    pair.b.core.start_psn_policy = PeerStartPsn(lambda peer, start: 0x1234_5678 if peer == A_ADDR else None)
     toks = _send(pair, 2, "c", sdi=None)
     assert pair.run_until(lambda: len(pair.a.acked()) == 2)
     assert [e.token for e in pair.a.acked()] == toks

@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from uet.tools.cli import int_arg, probability
-from uet.tools.impair_matrix import as_dicts, run_matrix
 
+from uet.experiments.impair_matrix import as_dicts, run_matrix
 from uet.pds import Mode, PdsConfig
 
 
