@@ -101,6 +101,7 @@ from uet.pds.config import PathWindow, PdsConfig, SesNack
 from uet.pds.events import Delivery, Event
 from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy, per_path_gates
+from uet.pds.startpsn import AcceptEveryStartPsn
 from uet.pds.target import _REQ_TAIL, _SES_END
 from uet.pds.validation import SourceGuard
 from uet.wire.pds import NACK, REQUEST, NackCode, psn_diff
@@ -171,19 +172,18 @@ class PdsCore(
         self._closing = False
         #: ``on_deliver(Delivery) -> None | (next_hdr, bytes) | (next_hdr, bytes, guaranteed)``
         self.on_deliver = _no_ses
-        #: Secure 1-RTT seam (§2.3.2): ``policy(peer, offered_start_psn) -> None`` accepts, an int
-        #: demands that Start_PSN (PDC → PENDING, NACK NEW_START_PSN). None accepts everything.
-        #: Secure establishment seam (§2.3.2), consulted on every SYN that would create a target
-        #: PDC: a ``uet.tss.establish`` policy object (``check_start_psn(sdi, start, minted)`` and
-        #: ``on_close(sdi, start) -> Expected_PSN | None`` for the EPSN closing ACK), or a plain
-        #: callable ``(peer, offered_start_psn) -> None | int``. None accepts the offer: an int
-        #: puts the PDC in PENDING with that Start_PSN and NACKs NEW_START_PSN; the initiator's
-        #: SYN carrying it establishes the PDC; a PENDING PDC not re-driven within
-        #: ``new_pdc_ns`` (New_PDC_Time) is freed silently. None (default): every offer accepted.
-        self.start_psn_policy = None
-        #: Secure initiator seam (§2.3.2): an object with ``start_psn(sdi) -> int`` and
-        #: ``on_close_ack(sdi, expected_psn)`` (``uet.tss.establish.InitiatorStartPsn``); used for
-        #: PDCs with an SDI. None: random Start_PSNs, EPSN in closing ACKs is ignored.
+        #: Secure establishment seam (§2.3.2, uet.pds.startpsn), asked on every SYN that would
+        #: create a target PDC (``offer(peer, sdi, start)``) and told when one closes
+        #: (``on_close(sdi, start) -> Expected_PSN | None`` for the EPSN closing ACK). An offer
+        #: answered None is accepted; an int puts the PDC in PENDING with that Start_PSN and
+        #: NACKs NEW_START_PSN; the initiator's SYN carrying it establishes the PDC; a PENDING PDC
+        #: not re-driven within ``new_pdc_ns`` (New_PDC_Time) is freed silently. The default
+        #: accepts every offer; ``uet.tss.establish`` has the §2.3.2 policies and
+        #: ``uet.pds.startpsn.PeerStartPsn`` wraps a plain ``(peer, offered_start_psn)`` function.
+        self.start_psn_policy = AcceptEveryStartPsn()
+        #: Secure initiator seam (§2.3.2, uet.pds.startpsn.InitiatorStartPsnHook:
+        #: ``uet.tss.establish.InitiatorStartPsn``); used for PDCs with an SDI. None: random
+        #: Start_PSNs, EPSN in closing ACKs is ignored.
         self.initiator_start_psn = None
         #: CCC seams (architecture.md "Congestion control seam"): replace to plug NSCC/RCCC and REPS in.
         self.gate_factory = lambda peer, tc: FixedWindowGate(self.config.cc_window)
