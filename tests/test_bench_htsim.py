@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from uet.tools.bench import main
-from uet.tools.bench_htsim import HTSIM_ROWS, find_htsim, htsim_command, measure, select_rows
+from uet.tools.bench.htsim import HTSIM_ROWS, find_htsim, htsim_command, measure, select_rows
 from uet.tools.cc_suite import SUITES
 from uet.tools.cli import UsageError
 

@@ -43,8 +43,9 @@ def test_uet_sprays_the_permutation_near_full_bisection() -> None:
     With the PDS default (16 consecutive entropies) the switches' mixing ECMP hash loaded the
     busiest uplink at 2.0 × the mean and reached 0.60 of bisection; the scenario now runs UET as
     a UET NIC would here (REPS over 256 entropies, NSCC with the fabric's base RTT): 0.84."""
-    from uet.tools.compare import metrics
     from uet.tools.run import build_parser, settings_from, simulate_runs
+
+    from uet.experiments.compare import metrics
 
     path = str(Path(default_dir()) / EXPERIMENTS["permutation"])
     s, topo, ep = settings_from(build_parser().parse_args([path, "--engine", "sim", "--transport", "uet"]))

@@ -6,7 +6,7 @@ committed scenario file in ``scenarios/roce/`` (100 Gb/s, the datacenter profile
 8-spine leaf/spine with 32 hosts; UET as a UET NIC would run there — NSCC with the fabric's base
 RTT, REPS over 256 entropies —, RoCE with DCQCN on the lossless class), run by ``uet-run
 --engine sim`` (:func:`uet.tools.run.simulate_runs`), reduced to the §9.1 metrics
-(:mod:`uet.tools.compare`) and checked against what §9.2/§9.3 lead one to expect. A check that
+(:mod:`uet.experiments.compare`) and checked against what §9.2/§9.3 lead one to expect. A check that
 does not hold is reported as a **surprise**, not an error: the table is a measurement, and every
 surprise is explained in the issue note. Exit status 0 when every message of every run arrived
 intact, 1 otherwise, 2 on a usage error.
@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from uet.tools.cli import ArgumentParser, UsageError, int_arg, run_main, size_arg
-from uet.tools.compare import comparison
+
+from uet.experiments.compare import comparison
 
 __all__ = ["CHECKS", "EXPERIMENTS", "main", "run_experiments"]
 

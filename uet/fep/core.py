@@ -79,7 +79,7 @@ from uet.fep.operations import Operations
 from uet.fep.peer import PeerBook
 from uet.fep.receives import Waiters, _Posted
 from uet.fep.scheduler import interleave
-from uet.pds import Mode, PdsCore
+from uet.pds import Mode, PathWindow, PdsCore
 from uet.ses.fep import SesFep
 from uet.ses.initiator import InitiatorConfig
 from uet.ses.message import MAX_WIRE_PAYLOAD, initiator_id
@@ -125,8 +125,12 @@ class FepCore(Operations, Completions):
         security: Any = None,
         seed: int | None = None,
         event_log: Callable[[dict[str, Any]], None] | None = None,
+        path_window: Callable[[str], PathWindow | None] | None = None,
     ) -> None:
         self.config = cfg = config or FepConfig()
+        #: the window of the path towards a peer where it differs from ``config``'s (None: the
+        #: same everywhere): a lane's limit and the CCC's parameters (uet.pds.config.PathWindow)
+        self.path_window = path_window
         self.address = address
         self.job = job
         self.pid = pid
@@ -137,7 +141,9 @@ class FepCore(Operations, Completions):
         # Seeded runs stay reproducible, yet two FEPs given the same seed draw different PDCIDs,
         # Start_PSNs and message ids.
         rng = random.Random(None if seed is None else f"{seed}/{address}")
-        self.pds = PdsCore(address, cfg.pds, rng=random.Random(rng.getrandbits(64)), log=event_log)
+        self.pds = PdsCore(
+            address, cfg.pds, rng=random.Random(rng.getrandbits(64)), log=event_log, path_window=path_window
+        )
         self.initiator_id = initiator_id(address)
         ses_payload = min(cfg.payload_size, MAX_WIRE_PAYLOAD)
         self.ses = SesFep(
@@ -515,9 +521,8 @@ class FepCore(Operations, Completions):
         if self._dirty:
             dirty = self._dirty
             self._dirty = {}
-            limit = self.config.max_inflight
             for lane in dirty:
-                for msg in refill(lane, self.pds, self.segmenter, limit, now, self._sdi):
+                for msg in refill(lane, self.pds, self.segmenter, lane.limit, now, self._sdi):
                     self._maybe_finish(msg)
         self._submit_engine(now)
 

@@ -10,7 +10,7 @@ load on a shared machine), with the process's peak resident memory so far (``pea
 ``getrusage``: the largest of the runs). This is a benchmark, not a test.
 
 ``--against-htsim PATH`` runs the CC-suite rows beside uet-htsim built from source instead
-(:mod:`uet.tools.bench_htsim`: CPU s, peak RSS and their ratio per row; ``--rows`` chooses rows,
+(:mod:`uet.tools.bench.htsim`: CPU s, peak RSS and their ratio per row; ``--rows`` chooses rows,
 ``--rounds`` alternates the two that many times).
 """
 
@@ -64,7 +64,7 @@ def bench(workload: str, hosts: int, size: int, repeat: int, lb: str) -> dict[st
 
 
 def add_parser(sub: Any) -> None:
-    """The ``uet-bench sim`` subcommand (tools/bench.py)."""
+    """The ``uet-bench sim`` subcommand (tools/bench/__init__.py)."""
     from uet.workloads import WORKLOADS
 
     p = sub.add_parser("sim", help="simulator speed: packet-hops per CPU second", description=__doc__.split("\n\n")[0])
@@ -112,7 +112,7 @@ def run(ns: argparse.Namespace) -> int:
 
 
 def _run_htsim(ns: argparse.Namespace) -> int:
-    from uet.tools.bench_htsim import render, run_rows, select_rows
+    from uet.tools.bench.htsim import render, run_rows, select_rows
 
     rows = run_rows(ns.against_htsim, select_rows(ns.rows), ns.rounds)
     if ns.json:
