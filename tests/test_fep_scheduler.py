@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from uet.tools.roce_experiments import default_dir
 
 from uet.fep import Datagram, FepConfig, FepCore, SendCompleted, Transmit
+from uet.fep.events import Closed, WriteCompleted
 from uet.fep.scheduler import interleave
 from uet.pds import PdsConfig
 from uet.sim.scenario import simulate
@@ -50,6 +51,7 @@ class Net:
                 if t.destination not in self.silent:
                     self._flight.append((self.now + DELAY, t.destination, Datagram(t.data, addr, t.ecn)))
             while (ev := core.next_event()) is not None:
+                assert not isinstance(ev, (WriteCompleted, Closed))  # no WRITEs, no close here
                 self.events[addr][ev.handle] = ev
 
     def step(self) -> None:
@@ -79,12 +81,19 @@ class Net:
         ]
 
 
+def _headers(t: Transmit) -> tuple[Any, Any]:
+    """The PDS and SES headers of a request."""
+    p = decode(t)
+    assert p.pds is not None and p.ses is not None
+    return p.pds, p.ses
+
+
 def _retx(t: Transmit) -> bool:
-    return bool(decode(t).pds.flags & ReqFlag.RETX)
+    return bool(_headers(t)[0].flags & ReqFlag.RETX)
 
 
 def _psns(ts: list[Transmit]) -> list[int]:
-    return [decode(t).pds.psn for t in ts]
+    return [_headers(t)[0].psn for t in ts]
 
 
 def test_two_destinations_messages_interleave_packet_by_packet_on_the_wire() -> None:
@@ -101,7 +110,7 @@ def test_two_destinations_messages_interleave_packet_by_packet_on_the_wire() -> 
         mine = [t for t in out if t.destination == d]
         psn = _psns(mine)
         assert psn == [psn[0] + i for i in range(4)]  # each PDC's order untouched
-        flags = [decode(t).ses.flags & (SesFlag.SOM | SesFlag.EOM) for t in mine]
+        flags = [_headers(t)[1].flags & (SesFlag.SOM | SesFlag.EOM) for t in mine]
         assert flags == [SesFlag.SOM, 0, 0, SesFlag.EOM]
         assert b"".join(decode(t).payload for t in mine) == data[d]
     net.sent.extend((0, t) for t in out)

@@ -19,7 +19,7 @@ import time
 
 import pytest
 from tss_e2e_support import Tap, config, domain, inner, security
-from uet.tools.bench_soak import rss_bytes
+from uet.tools.bench.soak import rss_bytes
 
 from uet.endpoint import Endpoint, Mode
 from uet.link import loopback_addresses

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, nack, request, ses_small
 
 from uet.pds import Failed, InitiatorState, Mode, NackReceived, PdsConfig, SesNack, TargetState
+from uet.pds.startpsn import PeerStartPsn
 from uet.wire.pds import ControlType, NackCode, NackFlag, NextHeader, PdsType, ReqFlag
 
 START = 0x40000000
@@ -143,7 +144,7 @@ def test_trimmed_and_lasthop() -> None:
 def test_new_start_psn_via_policy_hook() -> None:
     pair = Pair(CFG)
     demanded = 0x7000_0000
-    pair.b.core.start_psn_policy = lambda peer, start: demanded
+    pair.b.core.start_psn_policy = PeerStartPsn(lambda peer, start: demanded)
     for i in range(2):
         pair.a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), bytes([i]), token=i, som=i == 0, eom=i == 1, now=0)
     out = pair.take(pair.a)
@@ -171,7 +172,7 @@ def test_new_start_psn_via_policy_hook() -> None:
 
 def test_pending_pdc_freed_after_new_pdc_time() -> None:
     pair = Pair(CFG)
-    pair.b.core.start_psn_policy = lambda peer, start: 5
+    pair.b.core.start_psn_policy = PeerStartPsn(lambda peer, start: 5)
     pair.inject(pair.b, request(100, 321, syn_offset=0), A_ADDR)
     one_nack(pair, NackCode.NEW_START_PSN)
     assert pair.b.core.get_timer() == CFG.new_pdc_ns

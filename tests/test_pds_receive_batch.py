@@ -126,6 +126,7 @@ def test_runs_take_the_hook_and_a_declined_packet_takes_the_general_path() -> No
     fast, ra = receiver(True)
     calls = []
     hook = fast.on_data
+    assert hook is not None
 
     def counting(*a):
         r = hook(*a)

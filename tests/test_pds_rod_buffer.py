@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, ses_small
-from uet.tools.impair_matrix import run_cell
 
+from uet.experiments.impair_matrix import run_cell
 from uet.pds import Mode, PdsConfig, SesNack
 from uet.wire import pds as pds_wire
 from uet.wire.pds import NackCode

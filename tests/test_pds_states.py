@@ -23,6 +23,7 @@ from uet.pds import (
     TargetState,
     transition,
 )
+from uet.pds.startpsn import PeerStartPsn
 from uet.wire.pds import CONTROL, ControlType, NackCode
 
 CFG = PdsConfig(start_psn=1000, close_idle_ns=None, target_idle_ns=None)
@@ -89,11 +90,11 @@ def _scenarios() -> None:
     _send(p, "a")
     p.run_idle()
     p = Pair(CFG)
-    p.b.core.start_psn_policy = lambda peer, start: 5000 if start != 5000 else None
+    p.b.core.start_psn_policy = PeerStartPsn(lambda peer, start: 5000 if start != 5000 else None)
     _send(p, "a")
     p.run_until(lambda: len(p.a.acked()) == 1)
     p = Pair(CFG)
-    p.b.core.start_psn_policy = lambda peer, start: 5000
+    p.b.core.start_psn_policy = PeerStartPsn(lambda peer, start: 5000)
     p.inject(p.b, request(1, 9, syn_offset=0), A_ADDR)
     p.run_idle()
     # fatal NACK while ESTABLISHED
@@ -141,7 +142,7 @@ def test_every_transition_is_exercised(seen: set) -> None:
 
 def test_target_cp_on_pending_pdc_is_unexpected() -> None:
     p = Pair(CFG)
-    p.b.core.start_psn_policy = lambda peer, start: 5000
+    p.b.core.start_psn_policy = PeerStartPsn(lambda peer, start: 5000)
     p.inject(p.b, request(1, 9, syn_offset=0), A_ADDR)
     p.take(p.b)
     (tp,) = p.b.core.pdcs.values()

@@ -520,8 +520,9 @@ def test_read_errors(fep: SesFep, access: Access, bo: int, rlen: int, flags: int
 # -- atomics ---------------------------------------------------------------------------------------
 
 
-def amo_hdr(op: int, flags: int, rlen: int, *, bo: int = 0, key: int = KEY, fetch: bool = False) -> bytes:
-    return som_hdr(SesOpcode.FETCHING_ATOMIC if fetch else SesOpcode.ATOMIC, flags, 1, rlen, bo=bo, mb=key) + op
+def amo_hdr(ext: bytes, flags: int, rlen: int, *, bo: int = 0, key: int = KEY, fetch: bool = False) -> bytes:
+    """An atomic request's header followed by its extension header ``ext``."""
+    return som_hdr(SesOpcode.FETCHING_ATOMIC if fetch else SesOpcode.ATOMIC, flags, 1, rlen, bo=bo, mb=key) + ext
 
 
 def test_fetching_sum_returns_prior_value(fep: SesFep, region) -> None:  # noqa: ANN001

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uet.link.base import Link, ReceiveCallback
 from uet.tss.domain import SecureDomainTable
 from uet.tss.errors import TssError
 from uet.tss.stage import SecurityConfig, Tamper, TssStage
+
+if TYPE_CHECKING:
+    from uet.pds.core import PdsCore
 
 __all__ = ["SecureLink", "rotate_keys"]
 
@@ -117,7 +120,7 @@ class SecureLink(Link):
         out.update(self.stage.counters)
         return out
 
-    def attach(self, core: Any) -> None:
+    def attach(self, core: PdsCore) -> None:
         """Give a PDS core the stage's secure establishment hooks (:meth:`TssStage.attach`)."""
         self.stage.attach(core)
 

@@ -323,8 +323,7 @@ class InitiatorMixin(PdsState):
         pdc.sdi = sdi
         if sdi is not None and cfg.secure_syn_window and cfg.start_psn is None:
             # a secure first flight a 1-RTT target will refuse: send little of it (config doc)
-            known = getattr(hook, "ini_start_psn", None)
-            if known is None or not known(sdi):
+            if hook is None or not hook.ini_start_psn(sdi):
                 pdc.syn_cap = cfg.secure_syn_window
         pdc.peer_mp = min(128, cfg.mp_range)
         pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S_SYN_SENT)

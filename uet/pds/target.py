@@ -321,9 +321,8 @@ class TargetMixin(PdsState):
         ent = cfg.control_entropy if entropy is None else entropy
         tp.last_rx = now
         if ccs is not None and self.credit_scheduler is not None:
-            self._note_credit_target(
-                tp, ccs[0], ccs[1], 0 if trimmed else len(data) + 48, now, trimmed and not lasthop, ecn == 3
-            )
+            nominal = 0 if trimmed else len(data) + 48 + self.wire_overhead
+            self._note_credit_target(tp, ccs[0], ccs[1], nominal, now, trimmed and not lasthop, ecn == 3)
         if cpo < 0:
             self._note_clear(tp, (psn + cpo) & _M32)
         d = (psn - tp.rx_base) & _M32
@@ -456,9 +455,10 @@ class TargetMixin(PdsState):
         if hd and hd < 0x80000000:
             tp.high_rcvd = psn
         n = len(data)
-        tp.rcvd_bytes += n + 48  # nominal size: UDP length + 40 (§4.2)
+        nominal = n + 48 + self.wire_overhead  # UDP length + 40 (§4.2)
+        tp.rcvd_bytes += nominal
         if ecn == 3:
-            tp.ecn_bytes += n + 48
+            tp.ecn_bytes += nominal
         c = self.counters
         c["delivered"] = c.get("delivered", 0) + 1
         if self._log is not None:
@@ -530,17 +530,10 @@ class TargetMixin(PdsState):
         self._send_ack(tp, tp.ack_trigger, tp.ack_flags, tp.ack_rnh, tp.ack_resp, now, tp.entropy)
 
     def _policy_start(self, src: str, sdi: int | None, start: int) -> int | None:
-        """Ask the secure establishment policy about an offered Start_PSN (§2.3.2): None
-        accepts (0-RTT), an int is the Start_PSN the PDC must use (PENDING + NACK
-        ``NEW_START_PSN``). ``start_psn_policy`` is either a ``uet.tss.establish`` policy object
-        (``check_start_psn(sdi, start_psn, minted)``: EXPECTED_0RTT_START or RANDOM_1RTT_START;
-        SDI None counts as 0) or a plain callable ``(peer, start_psn) -> int | None``."""
-        pol = self.start_psn_policy
-        if pol is None:
-            return None
-        chk = getattr(pol, "check_start_psn", None)
-        demanded: int | None = chk(0 if sdi is None else sdi, start, None) if chk is not None else pol(src, start)
-        return demanded
+        """Ask the secure establishment policy (uet.pds.startpsn) about an offered Start_PSN
+        (§2.3.2): None accepts (0-RTT), an int is the Start_PSN the PDC must use (PENDING + NACK
+        ``NEW_START_PSN``). SDI None counts as 0."""
+        return self.start_psn_policy.offer(src, 0 if sdi is None else sdi, start)
 
     def _tpdc_reset(self, tp: TargetPdc, start: int) -> None:
         tp.start_psn = start
