@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from uet.tools.cc_suite import _tail_ideal, row_result, scenario_files
+from uet.tools.cc_suite import scenario_files
 from uet.tools.sim import build_parser, settings_from
 
 from uet.cc.config import CcConfig
 from uet.cc.registry import as_config
+from uet.experiments.cc_suite import _tail_ideal, row_result
 
 SIM = [sys.executable, "-m", "uet.tools.sim"]
 

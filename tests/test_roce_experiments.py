@@ -1,5 +1,5 @@
 """The §9.2 experiments' scenario files and their point-by-point checks
-(tools/roce_experiments.py; rocev2-and-fabric.md §9.2; issue 12), on shrunken messages."""
+(tools/roce_experiments.py, uet/experiments/roce.py; rocev2-and-fabric.md §9.2; issue 12), on shrunken messages."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from uet.tools.roce_experiments import CHECKS, EXPERIMENTS, default_dir, main, run_experiments
+from uet.tools.roce_experiments import default_dir, main, run_experiments
+
+from uet.experiments.roce import CHECKS, EXPERIMENTS
 
 
 def test_every_experiment_is_a_32_host_100g_leaf_spine_scenario() -> None:

@@ -1511,7 +1511,9 @@ def _emit_both(
         out.update(interrupted=True, not_run=list(not_run))
     bar: dict[str, Any] | None = None
     if sim:
-        from uet.tools.differential import beside, judge
+        from uet.tools.differential import beside
+
+        from uet.experiments.differential import judge
 
         bar = judge(runs, sim, spread)
         out.update(sim=sim, differential=bar)

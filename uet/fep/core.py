@@ -85,8 +85,11 @@ from uet.ses.initiator import InitiatorConfig
 from uet.ses.message import MAX_WIRE_PAYLOAD, initiator_id
 from uet.ses.segmenter import Segmenter
 from uet.ses.target import TargetConfig
+from uet.wire.crc import TRAILER_LEN
+from uet.wire.tss import ICV_LEN, TSS, TSS_SSI
 
 if TYPE_CHECKING:
+    from uet.cc.base import SenderCc
     from uet.tss.stage import TssStage
 
 __all__ = ["FepCore"]
@@ -214,6 +217,8 @@ class FepCore(Operations, Completions):
             self._attach_tss(stage)
         #: the CRC stage (``config.data_protect == "crc"``, uet.fep.integrity) or None
         self.crc: CrcStage | None = CrcStage(address) if cfg.data_protect == "crc" else None
+        if self.crc is not None:
+            self._wire_overhead(TRAILER_LEN)
         if cfg.data_protect == "crc" and security is not None:
             raise ValueError("data_protect 'crc' and TSS exclude each other (behaviour.md §2.16)")
         if cfg.data_protect == "tss" and security is None:
@@ -246,6 +251,24 @@ class FepCore(Operations, Completions):
         self._sdi = stage.sdi
         # with accept_any_sdi several domains open and a packet's SDI is not passed up
         self._rx_sdi = None if stage.config.accept_any_sdi else stage.sdi
+        sd = stage.config.table.get(stage.sdi)
+        self._wire_overhead((TSS_SSI if sd is not None and sd.use_ssi else TSS).size + ICV_LEN)
+
+    def _wire_overhead(self, extra: int) -> None:
+        """Every datagram carries ``extra`` bytes of the integrity layer (TSS security header and
+        ICV, or the CRC-32C trailer): part of its nominal size (UDP length + 40, behaviour.md
+        §4.2), so the target's ACK_CC ``rcvd_bytes`` counts them (``PdsCore.wire_overhead``) and
+        every CCC of this FEP adds them to its per-packet overhead, the two ends agreeing."""
+        pds = self.pds
+        pds.wire_overhead = extra
+        make = pds.gate_factory
+
+        def gate(peer: str, tc: int) -> SenderCc:
+            g = make(peer, tc)
+            g.overhead += extra
+            return g
+
+        pds.gate_factory = gate
 
     def _handle(self) -> int:
         h = self._next_handle

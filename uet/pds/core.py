@@ -205,6 +205,11 @@ class PdsCore(
         #: ``AckedRun(token, count)`` per run of consecutive packets with the same token instead
         #: of one ``Acked(token, 0, b"")`` each (uet.pds.events.AckedRun).
         self.acked_runs = False
+        #: Owner setting: bytes the owner's integrity layer adds to every datagram on the wire
+        #: (TSS security header + ICV, or the CRC-32C trailer; 0 in clear). The nominal size of
+        #: §4.2 is the UDP length + 40, so the target counts them in ``rcvd_bytes`` and each CCC
+        #: in its ``overhead`` alike (the owner adds them there: uet.fep.core).
+        self.wire_overhead = 0
         self._rudi_init()
         self._misc_entropy = RotatingEntropy(self.rng, self.config.entropy_paths)
         #: address validation and anti-amplification (uet.pds.validation); None: off
@@ -428,6 +433,7 @@ class PdsCore(
         trig = cfg.ack_gen_trigger
         min_add = cfg.ack_gen_min_pkt_add
         mp = cfg.mp_range
+        nominal = 48 + self.wire_overhead  # a packet's nominal size beyond its PDS bytes (§4.2)
         tp: Any = None
         # the run: its PDC, the predicted PSN / IDs / header bytes, and what it has added up;
         # ``held``: the PDC holds received PSNs above CACK (a hole or an uncleared guaranteed
@@ -464,7 +470,7 @@ class PdsCore(
                                     mc = cl
                             k += 1
                             n = len(data)
-                            nbytes += n + 48
+                            nbytes += n + nominal
                             n -= end
                             gen += n if n > min_add else min_add
                             if w & _AR:

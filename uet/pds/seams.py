@@ -89,7 +89,7 @@ class FixedWindowGate:
     once per burst (:meth:`quota`); resends go at once, trimmed ones on the ACK clock
     (:attr:`ResendPolicy.ACK_CLOCKED`, uet.pds.trimwait). The other signals are ignored."""
 
-    __slots__ = ("window", "inflight")
+    __slots__ = ("window", "inflight", "overhead")
 
     resend = ResendPolicy.ACK_CLOCKED
     cc_request = False
@@ -99,6 +99,7 @@ class FixedWindowGate:
     def __init__(self, window: int) -> None:
         self.window = window
         self.inflight = 0
+        self.overhead = 0  # counts packets, not bytes
 
     def quota(self, now: int) -> int:
         q = self.window - self.inflight

@@ -89,6 +89,7 @@ class PdsState:
     payload_views: bool
     on_data: Callable[[str, int, bytes, int, int], Any] | None
     acked_runs: bool
+    wire_overhead: int
     _misc_entropy: RotatingEntropy
     #: opaque value of the last window probe (uet.pds.initiator._window_probe)
     _probe_seq: int

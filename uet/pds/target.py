@@ -321,9 +321,8 @@ class TargetMixin(PdsState):
         ent = cfg.control_entropy if entropy is None else entropy
         tp.last_rx = now
         if ccs is not None and self.credit_scheduler is not None:
-            self._note_credit_target(
-                tp, ccs[0], ccs[1], 0 if trimmed else len(data) + 48, now, trimmed and not lasthop, ecn == 3
-            )
+            nominal = 0 if trimmed else len(data) + 48 + self.wire_overhead
+            self._note_credit_target(tp, ccs[0], ccs[1], nominal, now, trimmed and not lasthop, ecn == 3)
         if cpo < 0:
             self._note_clear(tp, (psn + cpo) & _M32)
         d = (psn - tp.rx_base) & _M32
@@ -456,9 +455,10 @@ class TargetMixin(PdsState):
         if hd and hd < 0x80000000:
             tp.high_rcvd = psn
         n = len(data)
-        tp.rcvd_bytes += n + 48  # nominal size: UDP length + 40 (§4.2)
+        nominal = n + 48 + self.wire_overhead  # UDP length + 40 (§4.2)
+        tp.rcvd_bytes += nominal
         if ecn == 3:
-            tp.ecn_bytes += n + 48
+            tp.ecn_bytes += nominal
         c = self.counters
         c["delivered"] = c.get("delivered", 0) + 1
         if self._log is not None:

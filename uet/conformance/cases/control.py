@@ -119,10 +119,14 @@ def _close(s: Session) -> None:
 
 @case("CTL-012", C, "a retransmitted CLOSE is acknowledged again", "behaviour.md §2.12")
 def _close_dup(s: Session) -> None:
+    """The CLOSE's ACK was lost, so the initiator resends it (§2.12: CLOSE is retransmitted on
+    RTO). The copy follows the CLOSE at once: a target keeps a closed PDC only a short while to
+    re-ACK it (the notes' MSL is the endpoint's; ``uet-peer`` lingers 10 ms), which a loaded
+    tester's round trip before a second CLOSE could outlast."""
     p = opened(s)
-    psn = p.next_psn
-    p.close()
+    psn = p.send_close()
     _ctl(s, p, CT.CLOSE, psn=psn, flags=P.ReqFlag.AR | P.ReqFlag.RETX)
+    s.expect(lambda r: p.mine(r) and r.is_ack and r.ack_psn == psn, f"the ACK of the CLOSE (PSN {psn:#x})")
     r = s.expect(lambda r: p.mine(r) and (r.is_ack or r.is_nack), "an answer to the retransmitted CLOSE")
     check(r.is_ack and r.ack_psn == psn, f"an ACK naming {psn:#x}", r)
 
