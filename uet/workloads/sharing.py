@@ -25,14 +25,25 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from uet.workloads.schedule import OpKind, Schedule
 
-if TYPE_CHECKING:  # (alphabeta's tree model runs its schedule through this module)
-    from uet.workloads.alphabeta import Path
+__all__ = ["Path", "shared_time"]
 
-__all__ = ["shared_time"]
+
+class Path(Protocol):
+    """What the model needs of the path (:class:`uet.workloads.alphabeta.Path` is one)."""
+
+    @property
+    def rate_bps(self) -> float: ...
+
+    def wire_s(self, nbytes: float) -> float: ...
+
+    def alpha_s(self, nbytes: float) -> float: ...
+
+    def ack_s(self) -> float: ...
+
 
 #: bytes below which a flow counts as finished (floating-point residue of the rate arithmetic)
 _EPS = 1e-6
