@@ -95,6 +95,8 @@ def soak(
                 if peer.poll() is not None:
                     raise RunFailed(f"uet-peer exited (status {peer.returncode}) after {i} runs")
                 rec = _one_run(addr, local, port, ident, timeout, [*key_args, *sel])
+                if rec["rc"] == 130:  # Ctrl-C reached the run (uet-conformance reports it so): stop here
+                    raise KeyboardInterrupt
                 rec["run"] = i + 1
                 records.append(rec)
                 if progress is not None:
