@@ -74,10 +74,12 @@ def test_roce_frames_on_the_fabric_are_real_rocev2() -> None:
 
 def test_dcqcn_two_flows_converge_on_a_100g_link_in_the_simulator(tmp_path) -> None:
     """Hosts 0 and 1 write to host 2 under one leaf; host 1 starts 0.5 ms later
-    (:func:`uet.tools.dcqcn_plot.converge`, the committed plot's run). Over 3-6 ms the two goodputs
+    (:func:`uet.experiments.dcqcn.converge`, the committed plot's run). Over 3-6 ms the two goodputs
     are within 10 % of half their sum, the sum is at least 85 % of the link, and no receiver QP
     sent two CNPs within the 50 us hold-off."""
-    from uet.tools.dcqcn_plot import converge, plot
+    from uet.tools.dcqcn_plot import plot
+
+    from uet.experiments.dcqcn import converge
 
     res = converge("paper")
     rate = res["goodput_3_6ms_gbps"]

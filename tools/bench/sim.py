@@ -78,6 +78,11 @@ def add_parser(sub: Any) -> None:
     h.add_argument("--against-htsim", metavar="PATH", help="uet-htsim checkout built from source: CC rows side by side")
     h.add_argument("--rows", help="with --against-htsim: rows to run, globs, e.g. 'incast15_*,one_flow_*' (all)")
     h.add_argument("--rounds", type=int_arg(1), default=1, help="with --against-htsim: alternating rounds (1)")
+    h.add_argument(
+        "--compiled",
+        action="store_true",
+        help="with --against-htsim: also run ours with the compiled switch model (.ci/build-compiled, UET_COMPILED=1)",
+    )
     p.set_defaults(run=run)
 
 
@@ -114,9 +119,9 @@ def run(ns: argparse.Namespace) -> int:
 def _run_htsim(ns: argparse.Namespace) -> int:
     from uet.tools.bench.htsim import render, run_rows, select_rows
 
-    rows = run_rows(ns.against_htsim, select_rows(ns.rows), ns.rounds)
+    rows = run_rows(ns.against_htsim, select_rows(ns.rows), ns.rounds, compiled=ns.compiled)
     if ns.json:
         sys.stdout.write(json.dumps({"rows": rows}) + "\n")
     else:
         render(rows)
-    return 0 if all(r["htsim_ok"] and r["ours_ok"] for r in rows) else 1
+    return 0 if all(r["htsim_ok"] and r["ours_ok"] and r.get("compiled_ok", True) for r in rows) else 1
