@@ -196,6 +196,20 @@ class Pair:
                 return
 
 
+def only_initiator(core: PdsCore) -> InitiatorPdc:
+    """The core's one PDC, an initiator."""
+    (pdc,) = core.pdcs.values()
+    assert isinstance(pdc, InitiatorPdc)
+    return pdc
+
+
+def only_target(core: PdsCore) -> TargetPdc:
+    """The core's one PDC, a target."""
+    (pdc,) = core.pdcs.values()
+    assert isinstance(pdc, TargetPdc)
+    return pdc
+
+
 def state(pdc: InitiatorPdc | TargetPdc) -> InitiatorState | TargetState:
     """``pdc.state`` read afresh: a type checker keeps an asserted ``pdc.state`` narrowed across
     the calls that move it, and would call the next state check impossible."""

@@ -369,3 +369,20 @@ def test_get_and_snapshot() -> None:
     g.on_send(100, False, 0)
     snap = g.snapshot()
     assert snap["inflight_pkts"] == 1 and snap["acks"] == 0 and snap["recorded"] == 1 and "cwnd" in snap
+
+
+def test_defaults_the_config_and_a_one_byte_mark() -> None:
+    cfg = CcConfig(base_rtt_probe=False)
+    g = Ccc(cfg, [], lb="default", rng=random.Random(1))
+    assert g.cfg is cfg and g.ccc_id == 0 and g.window == 1024
+    for _ in range(1023):
+        g.on_send(10, False, 0)
+    assert g.can_send(10, 0)
+    g.on_send(10, False, 0)
+    assert not g.can_send(10, 0)
+    assert g.take_probe() is False
+    r = Recorder()
+    h = ccc(r)
+    h.on_ack(1, 100, None, 1, None, 0, False, 3)  # one ECN-marked byte is a marked ACK
+    assert r.take()[0] == ("on_ack", (100 + OVERHEAD_REQ, True, None, 3, 0, False))
+    assert h.counters["ecn_acks"] == 1 and h.counters["ecn_bytes"] == 1 + OVERHEAD_REQ

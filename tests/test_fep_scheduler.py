@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fep_harness import decode
+from fep_harness import decode, pds_of, ses_of
 from hypothesis import given
 from hypothesis import strategies as st
 from uet.tools.roce_experiments import default_dir
@@ -81,19 +81,12 @@ class Net:
         ]
 
 
-def _headers(t: Transmit) -> tuple[Any, Any]:
-    """The PDS and SES headers of a request."""
-    p = decode(t)
-    assert p.pds is not None and p.ses is not None
-    return p.pds, p.ses
-
-
 def _retx(t: Transmit) -> bool:
-    return bool(_headers(t)[0].flags & ReqFlag.RETX)
+    return bool(pds_of(t).flags & ReqFlag.RETX)
 
 
 def _psns(ts: list[Transmit]) -> list[int]:
-    return [_headers(t)[0].psn for t in ts]
+    return [pds_of(t).psn for t in ts]
 
 
 def test_two_destinations_messages_interleave_packet_by_packet_on_the_wire() -> None:
@@ -110,7 +103,7 @@ def test_two_destinations_messages_interleave_packet_by_packet_on_the_wire() -> 
         mine = [t for t in out if t.destination == d]
         psn = _psns(mine)
         assert psn == [psn[0] + i for i in range(4)]  # each PDC's order untouched
-        flags = [_headers(t)[1].flags & (SesFlag.SOM | SesFlag.EOM) for t in mine]
+        flags = [ses_of(t).flags & (SesFlag.SOM | SesFlag.EOM) for t in mine]
         assert flags == [SesFlag.SOM, 0, 0, SesFlag.EOM]
         assert b"".join(decode(t).payload for t in mine) == data[d]
     net.sent.extend((0, t) for t in out)
