@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any, Literal, Protocol
 
 from uet.cc.base import SenderCc
+from uet.pds._aliases import _P_ROD_REQ, _P_RUD_REQ
 from uet.pds.ackbuilder import AckPending
 from uet.pds.config import Mode
 from uet.pds.scoreboard import SackScoreboard
@@ -372,7 +373,7 @@ class TargetPdc:
         #: ROD buffering option: out-of-order requests by PSN, (data, flags, ecn, entropy)
         self.rod_buf: dict[int, tuple[bytes, int, int, int]] = {}
         #: PDS type of its requests (2 RUD, 3 ROD): the receive fast path compares it
-        self.ptype = 3 if mode == Mode.ROD else 2
+        self.ptype = _P_ROD_REQ if mode == Mode.ROD else _P_RUD_REQ
         #: secure domain the PDC was established in (None when TSS is off, §2.3.2)
         self.sdi: int | None = None
         #: return-direction send half (read data as requests, §1.4), made on first use
