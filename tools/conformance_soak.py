@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", dest="select", action="append", default=[], metavar="EXPR",
                    help="pass -k EXPR to every run (default: the whole suite)")  # fmt: skip
     p.add_argument("--fail-fast", action="store_true", help="stop after the first run that exits non-zero")
+    p.add_argument("--peer-arg", action="append", default=[], metavar="ARG",
+                   help="an extra uet-peer argument (repeatable), e.g. --peer-arg=--eventlog=events.jsonl")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the lines")
     return p
 
@@ -66,16 +68,18 @@ def _addresses(address: str | None, port: int | None) -> tuple[str, str, int]:
 
 def soak(
     runs: int, *, timeout: float = 5.0, address: str | None = None, port: int | None = None, keys: str | None = None,
-    select_: Sequence[str] = (), fail_fast: bool = False, progress: Any = None,
+    select_: Sequence[str] = (), fail_fast: bool = False, progress: Any = None, peer_args: Sequence[str] = (),
 ) -> dict[str, Any]:  # fmt: skip
     """Start one ``uet-peer``, run the suite ``runs`` times against it, stop it; the record
     (``runs``: one dict per run, ``clean``: how many exited 0, ``peer``: its counters)."""
     addr, local, port = _addresses(address, port)
     key_args = ["--keys", keys] if keys else []
-    with tempfile.TemporaryDirectory(prefix="uet-soak-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="uet-soak-") as tmp, open(Path(tmp) / "peer.err", "w+") as err:
+        # stderr to a file: a pipe nobody reads while the runs go on could fill and stall the peer
         peer = subprocess.Popen(  # noqa: S603 - our own argv
-            [sys.executable, "-m", "uet.tools.peer", addr, "--port", str(port), "--agent", "127.0.0.1:0", *key_args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "uet.tools.peer", addr, "--port", str(port), "--agent", "127.0.0.1:0", *key_args,
+             *peer_args],
+            stdout=subprocess.PIPE, stderr=err, text=True,
         )  # fmt: skip
         assert peer.stdout is not None
         records: list[dict[str, Any]] = []
@@ -91,6 +95,8 @@ def soak(
                 if peer.poll() is not None:
                     raise RunFailed(f"uet-peer exited (status {peer.returncode}) after {i} runs")
                 rec = _one_run(addr, local, port, ident, timeout, [*key_args, *sel])
+                if rec["rc"] == 130:  # Ctrl-C reached the run (uet-conformance reports it so): stop here
+                    raise KeyboardInterrupt
                 rec["run"] = i + 1
                 records.append(rec)
                 if progress is not None:
@@ -99,8 +105,15 @@ def soak(
                     break
         finally:
             counters = _stop(peer)
+            err.seek(0)
+            errors = [x for x in err.read().splitlines() if not x.startswith("uet-peer: warning:")]
     return {
-        "peer": {"address": addr, "port": port, "counters": {k: counters.get(k, 0) for k in PEER_COUNTERS}},
+        "peer": {
+            "address": addr,
+            "port": port,
+            "counters": {k: counters.get(k, 0) for k in PEER_COUNTERS},
+            "stderr": errors[-20:],
+        },
         "runs": records,
         "clean": sum(r["rc"] == 0 for r in records),
     }
@@ -158,7 +171,7 @@ def _main(argv: Sequence[str] | None) -> int:
         raise UsageError(f"--keys {args.keys}: no such file")
     progress = None if args.json else (lambda rec: print(_line(rec), flush=True))
     res = soak(args.runs, timeout=args.timeout, address=args.address, port=args.port, keys=args.keys,
-               select_=args.select, fail_fast=args.fail_fast, progress=progress)  # fmt: skip
+               select_=args.select, fail_fast=args.fail_fast, progress=progress, peer_args=args.peer_arg)  # fmt: skip
     if args.json:
         print(json.dumps(res, indent=1))
     else:
@@ -167,6 +180,8 @@ def _main(argv: Sequence[str] | None) -> int:
               f"({res['peer']['address']} port {res['peer']['port']}); its PDCs closed by CLOSE "
               f"{c['pdc_close_target']}, in error {c['pdc_close_target_error']}, "
               f"by its idle timer {c['target_idle_close']}")  # fmt: skip
+        for line in res["peer"]["stderr"]:
+            print(f"uet-peer: {line}")
     return 0 if res["clean"] == len(res["runs"]) == args.runs else 1
 
 

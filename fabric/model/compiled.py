@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 import warnings
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 __all__ = ["COMPILED_DIR", "DIGEST_FILE", "ENV", "MODULES", "enable", "sources", "sources_digest"]
@@ -64,6 +65,10 @@ def enable(path: list[str]) -> bool:
         return False
     if digest.read_text().strip() != sources_digest():
         warnings.warn(f"{ENV}: the compiled build of uet.fabric.model is stale (rebuild it): pure Python", stacklevel=2)
+        return False
+    suffix = EXTENSION_SUFFIXES[0]  # this interpreter's (a build is for the Python that made it)
+    if not all((COMPILED_DIR / f"{m}{suffix}").is_file() for m in MODULES):
+        warnings.warn(f"{ENV}: the compiled build of uet.fabric.model is for another Python: pure Python", stacklevel=2)
         return False
     path.insert(0, str(COMPILED_DIR))
     return True
