@@ -14,6 +14,8 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
@@ -48,8 +50,19 @@ def _fake_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, digest: str | N
 
 def test_a_current_build_goes_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _fake_build(tmp_path, monkeypatch, compiled.sources_digest())
+    for m in compiled.MODULES:
+        (tmp_path / f"{m}{EXTENSION_SUFFIXES[0]}").write_bytes(b"")
     assert compiled.enable(path) is True
     assert path == [str(tmp_path), "pkg"]
+
+
+def test_a_build_for_another_python_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _fake_build(tmp_path, monkeypatch, compiled.sources_digest())
+    for m in compiled.MODULES:
+        (tmp_path / f"{m}.cpython-399-x86_64-linux-gnu.so").write_bytes(b"")
+    with pytest.warns(UserWarning, match="another Python"):
+        assert compiled.enable(path) is False
+    assert path == ["pkg"]
 
 
 def test_a_stale_build_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,8 +87,12 @@ def test_the_digest_follows_every_compiled_source() -> None:
 
 
 def _current() -> bool:
-    f = compiled.COMPILED_DIR / compiled.DIGEST_FILE
-    return f.is_file() and f.read_text().strip() == compiled.sources_digest()
+    """A build from the current sources for this interpreter is there."""
+    path: list[str] = []
+    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
+        mp.setenv(compiled.ENV, "1")
+        warnings.simplefilter("ignore")
+        return compiled.enable(path)
 
 
 def _run(flag: str) -> dict[str, object]:
@@ -98,7 +115,8 @@ def test_compiled_build_gives_the_same_run() -> None:
             pytest.skip("no current compiled build (.ci/build-compiled; UET_HEAVY_TESTS=1 builds it)")
         if shutil.which("cc") is None:
             pytest.skip("no C compiler")
-        subprocess.run([str(ROOT / ".ci" / "build-compiled")], check=True, timeout=1800)
+        env = {**os.environ, "PYTHON": sys.executable}  # built for the Python running the tests
+        subprocess.run([str(ROOT / ".ci" / "build-compiled")], env=env, check=True, timeout=1800)
     pure, native = _run("0"), _run("1")
     assert pure["compiled"] is False and str(pure["switch"]).endswith(".py")
     assert native["compiled"] is True and str(native["switch"]).endswith(".so")

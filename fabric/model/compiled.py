@@ -11,6 +11,10 @@ or when the build is stale (a source changed since: the digest differs, and the 
 would no longer be what the source says), the pure-Python modules are used and a stale or
 missing build is reported with a warning.
 
+What a compiled class does not allow, which no code of the project does: an attribute its
+``__init__`` does not set, a method replaced on an instance, ``vars()`` of an instance (a few tests
+do these to look inside, so the suite as a whole runs on the pure-Python modules).
+
 Why only this package: it is about half of a simulator run's CPU and compiles to ≈ 1.5× (issue
 28); compiled attributes read from interpreted code cost more than they save, so the endpoint
 cores, which other code reads attribute by attribute, stay interpreted.
@@ -21,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import warnings
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 __all__ = ["COMPILED_DIR", "DIGEST_FILE", "ENV", "MODULES", "enable", "sources", "sources_digest"]
@@ -64,6 +69,10 @@ def enable(path: list[str]) -> bool:
         return False
     if digest.read_text().strip() != sources_digest():
         warnings.warn(f"{ENV}: the compiled build of uet.fabric.model is stale (rebuild it): pure Python", stacklevel=2)
+        return False
+    suffix = EXTENSION_SUFFIXES[0]  # this interpreter's (a build is for the Python that made it)
+    if not all((COMPILED_DIR / f"{m}{suffix}").is_file() for m in MODULES):
+        warnings.warn(f"{ENV}: the compiled build of uet.fabric.model is for another Python: pure Python", stacklevel=2)
         return False
     path.insert(0, str(COMPILED_DIR))
     return True
