@@ -13,7 +13,9 @@ from test_fabric_pfc import switch as lossless_switch
 from test_fabric_trim import switch as trim_switch
 from test_fabric_trim import uet_frame
 from uet.fabric.model import EcnConfig, PortSpec, Switch, SwitchConfig, Telemetry
+from uet.fabric.model.buffer import Mmu
 from uet.fabric.model.frames import ipv4_frame
+from uet.fabric.model.port import Packet
 from uet.fabric.model.telemetry import EcnMarked, PfcSent, QueueDepth
 
 from uet.wire.net import IPV4, Ecn
@@ -159,3 +161,56 @@ def test_the_switch_draws_only_where_marking_is_uncertain() -> None:
     ce = [IPV4.decode(x.frame, 14).ecn == Ecn.CE for x in tx]
     assert ce[1:4] == [True, True, True]  # above kmax: always
     assert not any(ce[i] for i, q in enumerate(seen) if q <= 2)
+
+
+# -- lossy admission (uet.fabric.model.buffer.Mmu) --------------------------------------------------------
+
+
+def pkt(size: int, in_port: int = 0, tc: int = 0) -> Packet:
+    return Packet(bytearray(size), in_port, tc, 14, 0)
+
+
+def mmu(limit: int | None = None, dynamic: bool = False, size: int = 512 * 1024) -> Mmu:
+    cfg = SwitchConfig()
+    cfg.tcs[0].limit, cfg.tcs[0].dynamic = limit, dynamic
+    cfg.buffer.size = size
+    return Mmu(cfg, 2)
+
+
+def test_the_static_queue_limit_admits_up_to_it_exactly() -> None:
+    m = mmu(limit=3000)
+    assert m.lossy_limit(0) == (3000, None)
+    assert m.admit_lossy(pkt(1000), 2000) == ""  # 2000 + 1000 = the limit: in
+    assert m.admit_lossy(pkt(1001), 2000) == "queue_limit"
+    assert (m.used, m.shared_used, m.ingress[0][0]) == (1000, 1000, 1000)
+
+
+def test_the_dynamic_threshold_is_alpha_times_the_free_shared_buffer() -> None:
+    m = mmu(dynamic=True)
+    free = m.shared_size
+    want = int(m.cfg.buffer.alpha * free)
+    assert m.lossy_limit(0) == (None, want)
+    assert m.admit_lossy(pkt(1000), want - 1000) == ""  # exactly at the threshold: in
+    assert m.lossy_limit(0) == (None, int(m.cfg.buffer.alpha * (free - 1000)))
+    assert m.admit_lossy(pkt(1000), int(m.cfg.buffer.alpha * (free - 1000)) - 999) == "dynamic_threshold"
+    assert m.used == 1000
+
+
+def test_the_shared_buffer_fills_exactly_then_refuses_and_tracks_its_peak() -> None:
+    m = mmu(size=64 * 1024)
+    shared = m.shared_size
+    p = pkt(shared - 100, in_port=1)
+    assert m.admit_lossy(p, 0) == "" and p.pool == "shared"
+    assert (m.used, m.peak_used, m.shared_used, m.ingress[1][0]) == (
+        shared - 100,
+        shared - 100,
+        shared - 100,
+        shared - 100,
+    )
+    assert m.admit_lossy(pkt(101), 0) == "buffer_full"
+    q = pkt(100)
+    assert m.admit_lossy(q, 0) == "" and m.shared_used == shared == m.used == m.peak_used
+    m.release(q)
+    m.release(p)
+    assert (m.used, m.shared_used, m.peak_used) == (0, 0, shared)
+    assert m.admit_lossy(pkt(10), 0) == "" and m.peak_used == shared  # the peak stays
