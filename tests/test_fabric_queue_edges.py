@@ -214,3 +214,9 @@ def test_the_shared_buffer_fills_exactly_then_refuses_and_tracks_its_peak() -> N
     m.release(p)
     assert (m.used, m.shared_used, m.peak_used) == (0, 0, shared)
     assert m.admit_lossy(pkt(10), 0) == "" and m.peak_used == shared  # the peak stays
+
+
+def test_the_marking_probability_is_zero_up_to_kmin() -> None:
+    ecn = EcnConfig(kmin=1000, kmax=3000, pmax=0.5)
+    assert ecn.probability(0) == ecn.probability(1000) == 0.0
+    assert ecn.probability(2000) == 0.25 and ecn.probability(3000) == 0.5 and ecn.probability(3001) == 1.0
