@@ -115,7 +115,8 @@ def test_compiled_build_gives_the_same_run() -> None:
             pytest.skip("no current compiled build (.ci/build-compiled; UET_HEAVY_TESTS=1 builds it)")
         if shutil.which("cc") is None:
             pytest.skip("no C compiler")
-        subprocess.run([str(ROOT / ".ci" / "build-compiled")], check=True, timeout=1800)
+        env = {**os.environ, "PYTHON": sys.executable}  # built for the Python running the tests
+        subprocess.run([str(ROOT / ".ci" / "build-compiled")], env=env, check=True, timeout=1800)
     pure, native = _run("0"), _run("1")
     assert pure["compiled"] is False and str(pure["switch"]).endswith(".py")
     assert native["compiled"] is True and str(native["switch"]).endswith(".so")

@@ -379,3 +379,21 @@ def test_the_ack_builder_mpr_is_clamped_and_plain_acks_carry_no_sack() -> None:
     assert len(data) == w.ACK_PROBE.size and data[0] >> 3 == PdsType.ACK
     a = parse_ack(data, int(PdsType.ACK), int(AckFlag.P))
     assert a is not None and (a.off, a.cack) == (44, 4)
+
+
+@pytest.mark.parametrize("ccx", [False, True])
+def test_the_ack_builder_zero_fields_rounding_and_probe_layout(ccx: bool) -> None:
+    """cc_type NSCC (0), no CC flags, rc and the window penalty 0; byte counts in 256-byte units
+    rounded up (a multiple of 256 is exact); a PROBE's answer carries the unsigned opaque value,
+    an ACK a signed offset."""
+    b = AckBuilder(PdsConfig(ack_on_ecn=not ccx))
+    tp = _Tp({1001}, 4096, 512)
+    h = hdr(b.build(target(tp), 0, 0, -3, 1000, False, 1001, 7))
+    assert (h.cc_type, h.cc_flags, h.rc, h.rcv_cwnd_pend) == (0, 0, 0, 0)
+    assert h.ack_psn_offset == -3 and h.rcvd_bytes == 16 and h.service_time == 7
+    if ccx:
+        a = parse_ack(b.build(target(tp), 0, 0, 0, 1000, False, 1001, 0), int(PdsType.ACK_CCX), 0)
+        assert a is not None and a.ccx >> 40 == 2
+    probe = b.build(target(tp), int(AckFlag.P), 0, 0xBEEF, 1000, True, 1001, 0)
+    hp = hdr(probe)
+    assert hp.probe_opaque == 0xBEEF and hp.rcvd_bytes == 16

@@ -277,3 +277,23 @@ def test_a_known_0rtt_start_sends_the_whole_first_flight() -> None:
         pair.a.core.initiator_start_psn = hook
         _send(pair, 20, "z")
         assert len(pair.take(pair.a)) == n_first
+
+
+def test_the_pds_calls_its_seams_without_probing_them() -> None:
+    """The secure establishment seams are declared (uet.pds.startpsn) and always present: nothing
+    in uet/pds asks an object whether it has an attribute (``getattr``/``hasattr``)."""
+    import ast
+    from pathlib import Path
+
+    import uet.pds
+
+    probes = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted(Path(uet.pds.__file__).parent.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+    ]
+    assert probes == []
+    pair = Pair(CFG, seed=3)
+    assert pair.b.core.start_psn_policy.offer(A_ADDR, 0, 0x5000) is None  # the default accepts every offer
+    assert pair.b.core.start_psn_policy.on_close(0, 0x5000) is None

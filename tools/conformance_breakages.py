@@ -99,7 +99,7 @@ BREAKAGES: list[Breakage] = [
              "            r = tp.gtd.get(psn)\n            if r is not None:\n                self._send_ack(tp, psn, retx, r[0], r[1], now, ent)",
              "            r = tp.gtd.get(psn)\n            if False:\n                self._send_ack(tp, psn, retx, r[0], r[1], now, ent)",
              "a duplicate of an uncleared PSN gets no stored guaranteed response"),
-    Breakage("ack-ecn-echo", "ack", _T, "        if tp.ecn_bytes != tp.ecn_acked:", "        if False:",
+    Breakage("ack-ecn-echo", "ack", _T, "        if tp.ecn_bytes != ack.ecn_acked:", "        if False:",
              "a CE-marked request is acknowledged with M = 0",
              equivalent="with ACK_On_ECN (the default) a CE-marked request is acknowledged at once with its own M; "
                         "this carry-over path only runs when a CE-marked request and a later one reach the target in "

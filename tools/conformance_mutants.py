@@ -46,7 +46,7 @@ from typing import Any
 from uet.tools.cli import ArgumentParser, UsageError, run_main
 from uet.tools.conformance_breakages import BREAKAGES, Breakage
 
-__all__ = ["Verdict", "apply", "main", "package_roots", "run_one"]
+__all__ = ["Verdict", "apply", "loopback_pair", "main", "package_roots", "run_one"]
 
 #: installed package -> where its files live (``package-dir`` in pyproject: uet.tools is tools/...)
 _SUBPACKAGES = ("uet.tools", "uet.fabric", "uet.interop")
@@ -93,7 +93,8 @@ class Verdict:
         return {k: v for k, v in self.__dict__.items() if v or k == "failed"}
 
 
-def _free_address(rng: random.Random) -> tuple[str, str, int]:
+def loopback_pair(rng: random.Random) -> tuple[str, str, int]:
+    """A random loopback address for the endpoint, the tester's next to it, and a random port."""
     a, b, c = rng.randrange(1, 255), rng.randrange(0, 256), rng.randrange(2, 250, 2)
     return f"127.{a}.{b}.{c}", f"127.{a}.{b}.{c + 1}", rng.randrange(20000, 40000)
 
@@ -114,7 +115,7 @@ def run_one(
     """Break, serve, test (module docstring); ``cases``: ``-k`` selections (default: the whole suite);
     ``impl``: what serves the broken cores (:data:`IMPLS`)."""
     rng = random.Random(seed)
-    addr, local, port = _free_address(rng)
+    addr, local, port = loopback_pair(rng)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="uet-breakage-") as tmp:
         root = apply(b, Path(tmp) / "pkg")

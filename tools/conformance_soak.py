@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from uet.tools.cli import ArgumentParser, RunFailed, UsageError, int_arg, run_main
+from uet.tools.conformance_mutants import loopback_pair
 
 __all__ = ["main", "soak"]
 
@@ -39,7 +40,7 @@ PEER_COUNTERS = ("pdc_close_target", "pdc_close_target_error", "target_idle_clos
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="python -m uet.tools.conformance_soak", description=__doc__.splitlines()[0].split(": ")[1])
+    p = ArgumentParser(prog="uet-conformance-soak", description=__doc__.splitlines()[0].split(": ")[1])
     p.add_argument("--runs", type=int_arg(1, 10_000), default=50, help="full runs against the one peer (default 50)")
     p.add_argument("--timeout", type=float, default=5.0, help="each run's --timeout (default 5 s: a busy machine)")
     p.add_argument("--address", default=None, help="the peer's loopback address (default: a random 127.x.y.z)")
@@ -57,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _addresses(address: str | None, port: int | None) -> tuple[str, str, int]:
     rng = random.SystemRandom()
     if address is None:
-        a, b, c = rng.randrange(1, 255), rng.randrange(0, 256), rng.randrange(2, 250, 2)
-        address = f"127.{a}.{b}.{c}"
+        address, local, any_port = loopback_pair(rng)
+        return address, local, port if port is not None else any_port
     parts = address.split(".")
     if len(parts) != 4 or parts[0] != "127" or not all(x.isdigit() and 0 <= int(x) < 255 for x in parts[1:]):
         raise UsageError(f"--address {address}: give an IPv4 loopback address 127.a.b.c (c below 254)")
@@ -187,7 +188,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """0 when every run exited 0, 1 otherwise, 2 for usage errors."""
-    return run_main("conformance_soak", _main, argv)
+    return run_main("uet-conformance-soak", _main, argv)
 
 
 if __name__ == "__main__":

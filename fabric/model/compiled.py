@@ -11,6 +11,10 @@ or when the build is stale (a source changed since: the digest differs, and the 
 would no longer be what the source says), the pure-Python modules are used and a stale or
 missing build is reported with a warning.
 
+What a compiled class does not allow, which no code of the project does: an attribute its
+``__init__`` does not set, a method replaced on an instance, ``vars()`` of an instance (a few tests
+do these to look inside, so the suite as a whole runs on the pure-Python modules).
+
 Why only this package: it is about half of a simulator run's CPU and compiles to ≈ 1.5× (issue
 28); compiled attributes read from interpreted code cost more than they save, so the endpoint
 cores, which other code reads attribute by attribute, stay interpreted.

@@ -384,7 +384,7 @@ class ControlMixin(PdsState):
             return tp.linger_until
         if st is _T_PENDING:
             return tp.pending_until
-        best = tp.ack_deadline
+        best = tp.ack.deadline
         ret = tp.ret
         if ret is not None and ret.outstanding:
             if ret.parked:
@@ -431,7 +431,8 @@ class ControlMixin(PdsState):
             self._ipdc_timer(ret, now)
             if tp.state is _T_CLOSED:
                 return
-        if tp.ack_deadline is not None and now >= tp.ack_deadline:
+        dl = tp.ack.deadline
+        if dl is not None and now >= dl:
             self._count("acks_timer")
             self._flush_ack(tp, now)
         cr = tp.close_req

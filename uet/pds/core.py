@@ -541,7 +541,7 @@ class PdsCore(
                         s01 = data[12] << 8 | data[13]
                         end = size + _REQUEST_LEN
                         k = nbytes = 0
-                        gen = t.ack_gen_count
+                        gen = t.ack.gen_count
                         mc = t.max_clear
                         due = nondue = False
                         arp = -1
@@ -641,8 +641,9 @@ class PdsCore(
             self._ack_dirty = []
             td = self._tdirty
             for tp in due:
-                if tp.ack_due:
-                    tp.ack_due = False
+                a = tp.ack
+                if a.due:
+                    a.due = False
                     td.add(tp.lpdcid)  # a return-receive half shares its initiator's PDCID
                     if tp.state is not _T_CLOSED:
                         self._flush_ack(tp, now)

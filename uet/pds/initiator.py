@@ -640,8 +640,10 @@ class InitiatorMixin(PdsState):
     def _ipdc_deadline(self, pdc: InitiatorPdc) -> int | None:
         d = self._ipdc_deadline_tx(pdc)
         rr = pdc.rrx
-        if rr is not None and rr.ack_deadline is not None and (d is None or rr.ack_deadline < d):
-            d = rr.ack_deadline
+        if rr is not None:
+            ad = rr.ack.deadline
+            if ad is not None and (d is None or ad < d):
+                d = ad
         w = pdc.cc_wake  # the gate's pacing / credit-request time (seams: deadline)
         if w is not None and (d is None or w < d):
             d = w
