@@ -90,7 +90,7 @@ async def test_a_live_endpoint_tapped_at_its_link(tmp_path: Path, capsys: pytest
     la = TapLink(DirectLink(a, 0), taps)
     eb = await Endpoint.open(b, port=0, peer_port=la.port)
     assert isinstance(eb.link, DirectLink)
-    la.inner.peer_port = eb.link.port  # type: ignore[attr-defined]
+    la.inner.peer_port = eb.link.port
     ea = Endpoint(la)
     async with ea, eb:
         got = asyncio.ensure_future(eb.recv())

@@ -220,3 +220,37 @@ def test_the_marking_probability_is_zero_up_to_kmin() -> None:
     ecn = EcnConfig(kmin=1000, kmax=3000, pmax=0.5)
     assert ecn.probability(0) == ecn.probability(1000) == 0.0
     assert ecn.probability(2000) == 0.25 and ecn.probability(3000) == 0.5 and ecn.probability(3001) == 1.0
+
+
+class FixedRandom(random.Random):
+    """A random source whose every draw is ``value``."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__(0)
+        self.value = value
+
+    def random(self) -> float:
+        return self.value
+
+
+def test_a_draw_equal_to_the_probability_does_not_mark() -> None:
+    """Marking with probability p takes the draws in [0, p): a draw of exactly p leaves the packet
+    alone, one just below marks it."""
+    for draw, marked in ((0.25, False), (0.2499, True)):
+        sw = marking(EcnConfig(kmin=0, kmax=4 * FRAME, pmax=1.0))
+        sw.rng = FixedRandom(draw)
+        for k in range(3):  # departures see 0, then one frame (p = 0.25), then 0
+            sw.receive(0, frame(k), 0)
+        ce = [IPV4.decode(x.frame, 14).ecn == Ecn.CE for x in run(sw)]
+        assert ce == [False, marked, False], draw
+
+
+def test_a_queue_is_sampled_again_exactly_one_interval_later() -> None:
+    tel = Telemetry(kinds={"queue_depth"})
+    sw = marking(EcnConfig(kmin=10**9, kmax=2 * 10**9), telemetry=tel, sample_ns=20_000)
+    for k in range(4):
+        sw.receive(0, frame(k), 0)
+    sw.receive(0, frame(9), 20_000)  # the queue still holds frames: due again at exactly 20 µs
+    run(sw)
+    got = [(r.t, r.bytes) for r in tel.of(QueueDepth) if r.port == 1 and r.tc == 0]
+    assert got[:3] == [(0, FRAME), (0, 0), (20_000, 2 * FRAME)], got  # (the first left at once)

@@ -231,8 +231,9 @@ def _main(argv: Sequence[str] | None) -> int:
     for b in chosen:
         v = run_one(b, timeout=args.timeout, seed=rng.randrange(1 << 30), impl=args.impl)
         verdicts.append(v)
-        if not args.json:
-            print(f"{v.outcome:10} {v.id:20} {v.seconds:6.1f}s  {','.join(v.failed[:4])}", flush=True)
+        # with --json the lines go to stderr: a run of many minutes still shows its progress
+        print(f"{v.outcome:10} {v.id:20} {v.seconds:6.1f}s  {','.join(v.failed[:4])}", flush=True,
+              file=sys.stderr if args.json else sys.stdout)  # fmt: skip
     s = summary(verdicts)
     if args.json:
         print(json.dumps({"summary": s, "breakages": [v.as_dict() for v in verdicts]}, indent=1))

@@ -72,7 +72,7 @@ from uet.fep.events import (
     OpFailed,
     Transmit,
 )
-from uet.fep.integrity import CrcStage
+from uet.fep.integrity import CrcStage, FixedPorts
 from uet.fep.lanes import Lane, OutMessage, refill
 from uet.fep.marking import classes
 from uet.fep.operations import Operations
@@ -253,6 +253,16 @@ class FepCore(Operations, Completions):
         self._rx_sdi = None if stage.config.accept_any_sdi else stage.sdi
         sd = stage.config.table.get(stage.sdi)
         self._wire_overhead((TSS_SSI if sd is not None and sd.use_ssi else TSS).size + ICV_LEN)
+
+    def set_link_ports(self, ports: FixedPorts | None = None, *, over_ip: bool = False) -> None:
+        """Say what the link around this core puts on the wire that the integrity layer covers
+        (the CRC stage, :mod:`uet.fep.integrity`; nothing without it): ``ports``, the fixed UDP
+        ports of a bound link (its ``port`` and ``peer_port``, read at each datagram), else each
+        datagram's entropy is its source port; ``over_ip``, UET directly over IP, the trailer
+        covering the 4-byte entropy header instead of a UDP header."""
+        if self.crc is not None:
+            self.crc.fixed_ports = ports
+            self.crc.over_ip = over_ip
 
     def _wire_overhead(self, extra: int) -> None:
         """Every datagram carries ``extra`` bytes of the integrity layer (TSS security header and

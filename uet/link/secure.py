@@ -28,6 +28,7 @@ from uet.tss.errors import TssError
 from uet.tss.stage import SecurityConfig, Tamper, TssStage
 
 if TYPE_CHECKING:
+    from uet.link.impair import Impairment
     from uet.pds.core import PdsCore
 
 __all__ = ["SecureLink", "rotate_keys"]
@@ -45,9 +46,9 @@ class SecureLink(Link):
         event_log: Callable[[dict[str, Any]], None] | None = None,
         clock: Callable[[], int] | None = None,
     ) -> None:
-        port = getattr(inner, "port", None)
-        peer_port = getattr(inner, "peer_port", None)
-        if not isinstance(port, int) or not isinstance(peer_port, int):
+        port = inner.port
+        peer_port = inner.peer_port
+        if port is None or peer_port is None:
             raise TssError(
                 f"{inner!r} does not report the UDP ports its datagrams carry; TSS needs them for the AAD "
                 "(uet.tss.stage module docstring)"
@@ -74,16 +75,16 @@ class SecureLink(Link):
     # -- pass-through attributes the endpoint, tools and tests read -------------------------------
 
     @property
-    def port(self) -> int:
+    def port(self) -> int:  # type: ignore[override]
         return self._port
 
     @property
-    def peer_port(self) -> int:
+    def peer_port(self) -> int:  # type: ignore[override]
         return self._peer_port
 
     @property
-    def impairment(self) -> Any:
-        return getattr(self.inner, "impairment", None)
+    def impairment(self) -> Impairment | None:  # type: ignore[override]
+        return self.inner.impairment
 
     @property
     def ctx(self) -> Any:
