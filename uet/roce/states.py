@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 
 from uet.errors import UetError
+from uet.states import check_move
 
 
 class QpStateError(UetError):
@@ -45,6 +46,4 @@ QP_TRANSITIONS: dict[QpState, dict[QpState, str]] = {
 
 def transition(old: QpState, new: QpState) -> QpState:
     """Check ``old → new`` against :data:`QP_TRANSITIONS`; return ``new`` or raise."""
-    if new not in QP_TRANSITIONS.get(old, ()):
-        raise QpStateError(f"illegal QP transition {old.name} -> {new.name}")
-    return new
+    return check_move(QP_TRANSITIONS, old, new, QpStateError, "QP")
