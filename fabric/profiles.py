@@ -36,7 +36,8 @@ from uet.fabric.model.config import (
     headroom_bytes,
     scaled,
 )
-from uet.fabric.topology import LinkSpec, Topology
+from uet.fabric.model.plan import LinkSpec
+from uet.fabric.topology import Topology
 
 #: Link rate of the real-time profile (bit/s).
 REALTIME_RATE_BPS = 100_000_000

@@ -202,3 +202,15 @@ class FepPair:
 def decode(t: Transmit | bytes) -> UetPacket:
     """The decoded headers of a plaintext datagram."""
     return parse_uet(t.data if isinstance(t, Transmit) else t)
+
+
+def pds_of(t: Transmit | bytes) -> Any:
+    """The PDS header of a plaintext datagram (which must have one)."""
+    h = decode(t).pds
+    assert h is not None
+    return h
+
+
+def ses_of(t: Transmit | bytes) -> Any:
+    """The SES header of a plaintext datagram, or None (an ACK without a response, a CP)."""
+    return decode(t).ses

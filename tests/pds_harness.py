@@ -17,6 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from uet.pds import Acked, Delivery, Failed, PdcClosed, PdcOpened, PdsConfig, PdsCore
+from uet.pds.pdc import InitiatorPdc, TargetPdc
+from uet.pds.states import InitiatorState, TargetState
 from uet.wire import pds as pds_wire
 from uet.wire import ses as ses_wire
 
@@ -192,6 +194,26 @@ class Pair:
         for _ in range(max_steps):
             if self.now > end or not self.step():
                 return
+
+
+def only_initiator(core: PdsCore) -> InitiatorPdc:
+    """The core's one PDC, an initiator."""
+    (pdc,) = core.pdcs.values()
+    assert isinstance(pdc, InitiatorPdc)
+    return pdc
+
+
+def only_target(core: PdsCore) -> TargetPdc:
+    """The core's one PDC, a target."""
+    (pdc,) = core.pdcs.values()
+    assert isinstance(pdc, TargetPdc)
+    return pdc
+
+
+def state(pdc: InitiatorPdc | TargetPdc) -> InitiatorState | TargetState:
+    """``pdc.state`` read afresh: a type checker keeps an asserted ``pdc.state`` narrowed across
+    the calls that move it, and would call the next state check impossible."""
+    return pdc.state
 
 
 def scan_timer_check(core: PdsCore) -> None:

@@ -292,9 +292,11 @@ async def test_a_waiting_directed_recv_ignores_a_message_that_only_claims_its_so
         directed = asyncio.ensure_future(eb.recv(source=ea.address))
         await asyncio.sleep(0)
         ec.segmenter.initiator = ea.initiator_id  # the forger claims A's initiator ID
-        await w(ec.send(eb.address, b"forged"))
-        await asyncio.sleep(0.05)
-        assert not directed.done()
+        await w(ec.send(eb.address, b"forged"))  # acknowledged: it is at B
+        # it arrived and waits on the unexpected list, matching no directed receive: not A's
+        # (another address), nor C's (A's initiator ID): both must agree
+        assert eb.counters["ses_fast_messages"] == 1 and not directed.done()
+        assert eb.recv_nowait(source=ea.address) is None and eb.recv_nowait(source=ec.address) is None
         await w(ea.send(eb.address, b"real"))
         m = await w(directed)
         assert (m.data, m.source) == (b"real", ea.address)

@@ -17,6 +17,7 @@ import asyncio
 import random
 import struct
 from collections import Counter
+from typing import Any
 
 from uet import Access, AmoOp, AmoType, Endpoint
 from uet.endpoint import EndpointConfig, with_config
@@ -81,18 +82,18 @@ async def test_thousand_mixed_operations_with_loss_and_reorder() -> None:
             else:
                 plan.append((src, kind, 0 if src != 0 else dst, rng.randint(1, 1 << 20)))
 
-    async def one(src: int, kind: str, dst: int, detail: object) -> object:
+    async def one(src: int, kind: str, dst: int, detail: Any) -> object:
         ep, peer, key = eps[src], eps[dst].address, regions[dst].key
         if kind == "send":
-            await ep.send(peer, detail)  # type: ignore[arg-type]
+            await ep.send(peer, detail)
         elif kind == "tsend":
-            tag, data = detail  # type: ignore[misc]
+            tag, data = detail
             await ep.send(peer, data, tag=tag)
         elif kind == "write":
-            off, data = detail  # type: ignore[misc]
+            off, data = detail
             await ep.write(peer, key, off, data)
         elif kind == "read":
-            off, n = detail  # type: ignore[misc]
+            off, n = detail
             got = await ep.read(peer, key, off, n)
             assert got == bytes(mems[dst][off : off + n]), "read returned wrong bytes"
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from uet.tools import bench_core
+from uet.tools.bench import core as bench_core
 
 
 def test_core_json_keys(capsys) -> None:

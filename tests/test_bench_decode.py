@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from uet.interop.samples import load_sample
 from uet.tools.bench import main
-from uet.tools.bench_decode import LARGE, add_parser, made_capture_size, mixed_capture
+from uet.tools.bench.decode import LARGE, add_parser, made_capture_size, mixed_capture
 
 from uet.pcap import read_capture
 

@@ -1,4 +1,4 @@
-"""``uet-bench flood`` (tools/bench_flood.py; issue 29 item 10): the honest goodput before,
+"""``uet-bench flood`` (tools/bench/flood.py; issue 29 item 10): the honest goodput before,
 during and after a SYN flood, as ratios measured in one run. The figures themselves depend on
 the machine's load, so the test checks that the measurement is made: the flood reached the
 honest receiver and was screened there, the honest sender kept completing messages, and every
@@ -10,7 +10,7 @@ import json
 
 import pytest
 from uet.tools.bench import main as bench_main
-from uet.tools.bench_flood import flood_packet
+from uet.tools.bench.flood import flood_packet
 
 from uet.wire.pds import REQUEST_SYN, ReqFlag
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from uet.tools.bench import main
-from uet.tools.bench_htsim import HTSIM_ROWS, find_htsim, htsim_command, measure, select_rows
+from uet.tools.bench.htsim import HTSIM_ROWS, find_htsim, htsim_command, measure, select_rows
 from uet.tools.cc_suite import SUITES
 from uet.tools.cli import UsageError
 
@@ -52,3 +52,32 @@ def test_measure_takes_cpu_and_rss_of_the_child() -> None:
     m = measure([sys.executable, "-c", "b = bytearray(64 << 20); print(sum(range(10**6)))"])
     assert m.rc == 0 and m.out.strip() == str(sum(range(10**6))).encode()
     assert m.rss_mb >= 64 and m.cpu_s > 0
+
+
+def test_the_table_shows_the_compiled_column_only_when_measured() -> None:
+    import io
+
+    from uet.tools.bench.htsim import _figures, render
+
+    row = {
+        "row": "incast15_nscc",
+        "htsim_cpu_s": 0.05,
+        "ours_cpu_s": 3.5,
+        "ratio": 70.0,
+        "target": 15.0,
+        "htsim_rss_mb": 5.0,
+        "ours_rss_mb": 80.0,
+        "htsim_tail_us": 2478.5,
+        "ours_tail_us": 2490.1,
+        "htsim_ok": True,
+        "ours_ok": True,
+    }
+    plain, both = io.StringIO(), io.StringIO()
+    render([row], file=plain, width=200)
+    render([{**row, "compiled_cpu_s": 2.5, "compiled_ratio": 50.0, "compiled_ok": False}], file=both, width=200)
+    assert "compiled" not in plain.getvalue() and "70.0×" in plain.getvalue()
+    assert "50.0×" in both.getvalue() and "(failed)" in both.getvalue()
+    # the compiled run must give the same figures: only what was measured may differ
+    assert _figures(b'{"fct": 1, "elapsed_s": 3, "timing": {}}') == _figures(b'{"fct": 1, "elapsed_s": 4}')
+    assert _figures(b'{"fct": 1}') != _figures(b'{"fct": 2}')
+    assert _figures(b"not json") is None

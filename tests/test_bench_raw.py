@@ -1,4 +1,4 @@
-"""The raw-UDP references of ``uet-bench`` (tools/bench_raw.py): every candidate moves every byte,
+"""The raw-UDP references of ``uet-bench`` (tools/bench/raw.py): every candidate moves every byte,
 ends on the end marker or on silence, and none pays a Python socket timeout per call."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import threading
 from typing import Any
 
 import pytest
-from uet.tools import bench_raw
-from uet.tools.bench_raw import BLAST_CANDIDATES, RTT_CANDIDATES, blast_receive, blast_send, ping_pong, pong, raw_socket
+from uet.tools.bench import raw as bench_raw
+from uet.tools.bench.raw import BLAST_CANDIDATES, RTT_CANDIDATES, blast_receive, blast_send, ping_pong, pong, raw_socket
 
 from uet.link import loopback_addresses
 

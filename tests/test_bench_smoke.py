@@ -59,7 +59,7 @@ def test_rtt_json_keys(capsys) -> None:
 
 
 def test_codec_is_dispatched(monkeypatch) -> None:
-    import uet.tools.bench_codec as bc
+    import uet.tools.bench.codec as bc
 
     seen: list[tuple[int, int]] = []
 

@@ -1,4 +1,4 @@
-"""``uet-bench soak`` (tools/bench_soak.py): a short run between two live endpoints on loopback at
+"""``uet-bench soak`` (tools/bench/soak.py): a short run between two live endpoints on loopback at
 5 % loss with reordering and duplication; every message intact, samples with RSS."""
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from uet.tools.bench_options import PairOptions, data_protect, pair_notes
-from uet.tools.bench_tss import PHASE_KEYS, tss_fields
+from uet.tools.bench.options import PairOptions, data_protect, pair_notes
+from uet.tools.bench.tss import PHASE_KEYS, tss_fields
 
 
 def test_the_plaintext_companion_of_a_corrupted_tss_run_carries_the_crc_trailer() -> None:

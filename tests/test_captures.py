@@ -43,7 +43,8 @@ def test_sim_pcap_per_host_and_eventlog(tmp_path: Path, capsys: pytest.CaptureFi
     assert res["pcap_dropped"] == res["eventlog_dropped"] == 0
     assert (tmp_path / "p" / "h0.pcapng").read_bytes()[:4] == bytes.fromhex("0a0d0d0a")  # pcapng
     recs = list(read_capture(str(tmp_path / "p" / "h0.pcapng")))
-    times = [r.timestamp_ns for r in recs]
+    times = [t for r in recs if (t := r.timestamp_ns) is not None]
+    assert len(times) == len(recs)
     assert times == sorted(times) and 0 < times[0] < times[-1] < res["virtual_s"] * 1e9 + 1  # virtual ns
     frames = _decoded(capsys, tmp_path / "p" / "h0.pcapng")
     assert {f["kind"] for f in frames} == {"uet"} and len(frames) == len(recs)
@@ -88,7 +89,8 @@ async def test_a_live_endpoint_tapped_at_its_link(tmp_path: Path, capsys: pytest
     taps = PcapTaps(tmp_path, 0, per="host", fmt="pcapng")
     la = TapLink(DirectLink(a, 0), taps)
     eb = await Endpoint.open(b, port=0, peer_port=la.port)
-    la.inner.peer_port = eb.link.port  # type: ignore[attr-defined]
+    assert isinstance(eb.link, DirectLink)
+    la.inner.peer_port = eb.link.port
     ea = Endpoint(la)
     async with ea, eb:
         got = asyncio.ensure_future(eb.recv())

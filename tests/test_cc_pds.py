@@ -9,8 +9,10 @@ from __future__ import annotations
 import pytest
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, request, ses_small
 
-from uet.cc import Ccc, CcConfig, CreditSender, Nscc
+from uet.cc import Ccc, CcConfig, CreditScheduler, CreditSender, Nscc
+from uet.cc.entropy import Reps
 from uet.pds import Mode, PdsConfig, PdsCore
+from uet.pds.pdc import InitiatorPdc
 from uet.wire import pds as w
 
 
@@ -148,16 +150,17 @@ def test_sub_packet_window_deadline_goes_into_get_timer() -> None:
 
 def test_fast_retransmit_is_a_loss_not_a_timeout() -> None:
     p = Pair(PdsConfig(cc="nscc", ack_per_pkt=True))
-    dropped = []
+    dropped: list[bytes] = []
+    first: list[int] = []  # the PDC's start PSN, once it has one
 
     def drop_second(data: bytes, src: str, dst: str) -> list[bytes]:
-        if src == A_ADDR and data[0] >> 3 == 2 and not dropped and data[4:8] == (p.first + 1).to_bytes(4, "big"):
+        if src == A_ADDR and data[0] >> 3 == 2 and not dropped and data[4:8] == (first[0] + 1).to_bytes(4, "big"):
             dropped.append(data)
             return []
         return [data]
 
     submit(p.a.core, 8, 1000, 0)
-    p.first = next(iter(p.a.core.pdcs.values())).start_psn
+    first.append(next(iter(p.a.core.pdcs.values())).start_psn)
     p.filter = drop_second
     assert p.run_until(lambda: len(p.a.acked()) == 8)
     g = gate_of(p.a.core)
@@ -172,7 +175,7 @@ def test_entropy_feedback_for_every_packet_an_ack_covers() -> None:
     pkts = core.datagrams_to_send(0)
     lp = (pkts[0][0][8] << 8) | pkts[0][0][9]
     reps = gate_of(core).entropy
-    assert sum(reps.valid) == 0
+    assert isinstance(reps, Reps) and sum(reps.valid) == 0
     # one coalesced ACK: CACK 503 naming 503 covers all four packets
     ack = NSCC_ACK.encode((8, 0, 0, 0, 503, 77, lp, 0, 0, 1, 1, 0, 0, 0, 0, 4, 0))
     core.receive_datagram(ack, 20_000, source=B_ADDR)
@@ -209,7 +212,8 @@ def test_rccc_credit_packets_and_paced_grants() -> None:
     g = gate_of(p.a.core)
     assert not credit_of(g).speculating and credit_of(g).granted_bytes > 0
     # the pacer counts every data byte it received from the sender as service (nominal sizes)
-    assert p.b.core.credit_scheduler.peers[(A_ADDR, 0)].rx == sum(len(d) + 48 for d in reqs)
+    cs = p.b.core.credit_scheduler
+    assert isinstance(cs, CreditScheduler) and cs.peers[(A_ADDR, 0)].rx == sum(len(d) + 48 for d in reqs)
 
 
 def test_credit_req_answered_only_when_rccc_runs() -> None:
@@ -222,7 +226,8 @@ def test_credit_req_answered_only_when_rccc_runs() -> None:
         out = p.take(p.b)
         assert bool(out) == unexpected
         if not unexpected:
-            assert p.b.core.credit_scheduler.peers[(A_ADDR, 0)].target == 40
+            cs = p.b.core.credit_scheduler
+            assert isinstance(cs, CreditScheduler) and cs.peers[(A_ADDR, 0)].target == 40
             assert p.b.core.get_timer() == p.now
 
 
@@ -272,6 +277,7 @@ def test_credit_req_for_granted_credit_repeats_the_grant() -> None:
     p.inject(p.b, request(1000, 5, syn_offset=0, flags=0x08), A_ADDR)
     lp = hdr(p.take(p.b)[0][0]).spdcid
     cs = p.b.core.credit_scheduler
+    assert cs is not None
     p.inject(p.b, control(int(w.ControlType.CREDIT_REQ), 0, 5, lp, payload=40), A_ADDR)
     p.b.core.handle_timer(p.now)
     (grant,) = p.take(p.b)
@@ -353,6 +359,7 @@ def test_rto_resend_waits_for_the_ccc_gate() -> None:
     assert core.datagrams_to_send(100_000) == []
     assert g.counters["timeouts"] == 2 and nscc_of(g).inflight == size
     (pdc,) = core.pdcs.values()
+    assert isinstance(pdc, InitiatorPdc)
     assert [q.psn for q in pdc.cc_rtx] == [500, 501]  # marked, in order, waiting for the gate
 
 

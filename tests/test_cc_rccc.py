@@ -6,6 +6,8 @@ so full grants are int(16384 / 12.375) = 1323 ns apart.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import pytest
 
 from uet.cc import CcConfig, CreditScheduler, CreditSender
@@ -21,9 +23,7 @@ def test_grants_are_paced_round_robin_in_virtual_time() -> None:
     s.note_target("B", 100, 0, route="pb")
     assert s.deadline() == 0
     seen = []
-    t = 0
-    while s.deadline() is not None:
-        t = s.deadline()
+    while (t := s.deadline()) is not None:
         seen.append((t, s.poll(t)))
     assert seen == [
         (0, [("A", "pa", 64)]),
@@ -91,11 +91,11 @@ def test_sender_credit_request_deadline_and_wrap() -> None:
     assert diff24(0x000010, 0xFFFFF0) == 32
 
 
-def _drain(s: CreditScheduler, until: int) -> list[str]:
+def _drain(s: CreditScheduler, until: int) -> list[Hashable]:
     """Keys granted, in order, polling at each deadline up to ``until``."""
-    order = []
-    while s.deadline() is not None and s.deadline() <= until:
-        order += [k for k, _r, _g in s.poll(s.deadline())]
+    order: list[Hashable] = []
+    while (t := s.deadline()) is not None and t <= until:
+        order += [k for k, _r, _g in s.poll(t)]
     return order
 
 

@@ -8,13 +8,15 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from uet.tools.cc_suite import _tail_ideal, row_result, scenario_files
+from uet.tools.cc_suite import scenario_files
 from uet.tools.sim import build_parser, settings_from
 
 from uet.cc.config import CcConfig
 from uet.cc.registry import as_config
+from uet.experiments.cc_suite import _tail_ideal, row_result
 
 SIM = [sys.executable, "-m", "uet.tools.sim"]
 
@@ -54,7 +56,7 @@ def test_cc_params_table_becomes_a_ccconfig_and_unknown_keys_are_refused() -> No
 
 def test_incast_ideal_adds_the_other_senders_frames_to_the_slowest_lone_flow() -> None:
     # two flows of 8,192 bytes (2 packets each) into one host, 100 Gb/s, overhead 122 bytes
-    res = {
+    res: dict[str, Any] = {
         "link_rate_bps": 100e9,
         "flows": [
             {"dst": "a", "bytes": 8192, "ideal_s": 1e-6},

@@ -179,7 +179,7 @@ def test_closed_stdout_is_not_a_traceback() -> None:
 
 
 def test_taken_default_port_is_said_and_a_free_one_used() -> None:
-    from uet.tools.bench_options import DEFAULT_PORT, _check_ports
+    from uet.tools.bench.options import DEFAULT_PORT, _check_ports
 
     from uet.link import loopback_addresses
 
@@ -300,7 +300,7 @@ def interrupt_when_running(
 # transfer is large enough that a lost Ctrl-C shows as a completed run (exit 0, the normal table).
 # The ``ignored`` cases are the cause of the failures once seen only in whole-suite CI runs: a
 # suite launched as a background job inherits an ignored SIGINT, and these tools then dropped a
-# Ctrl-C unless it landed while ``bench_procs.spawn`` had its own handler installed.
+# Ctrl-C unless it landed while ``bench.procs.spawn`` had its own handler installed.
 @pytest.mark.parametrize("inherit", ["default", "ignored"])
 @pytest.mark.parametrize(
     "name,argv",
@@ -637,7 +637,7 @@ def test_a_cancelled_gather_within_leaves_no_unretrieved_exception() -> None:
     import asyncio
     import gc
 
-    from uet.tools.bench_procs import gather_within
+    from uet.tools.bench.procs import gather_within
 
     reported: list[str] = []
 
@@ -661,7 +661,7 @@ def test_a_cancelled_gather_within_leaves_no_unretrieved_exception() -> None:
 async def test_gather_within_results_and_timeout() -> None:
     import asyncio
 
-    from uet.tools.bench_procs import gather_within
+    from uet.tools.bench.procs import gather_within
 
     async def fail() -> None:
         raise ValueError("x")

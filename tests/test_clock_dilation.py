@@ -9,10 +9,10 @@ import asyncio
 from typing import Any
 
 import pytest
-from uet.tools.differential import judge
 from uet.tools.dilation import choose, packet_rate, verdict
 
 from uet.clock import DilatedClock
+from uet.experiments.differential import judge
 
 
 class FakeReal:

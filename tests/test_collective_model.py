@@ -50,10 +50,11 @@ def test_sweep_matches_its_model_within_10_percent(params: dict[str, Any], n: in
         assert sim == pytest.approx(model, rel=0.10), (size, sim, model)
 
 
-def test_double_tree_matches_its_model_while_latency_bound() -> None:
-    """Up to 64 KiB; above, two children and the parent's broadcast converge on a node's downlink
-    and the fabric trims (docs/collectives.md says by how much the tree falls behind its model)."""
-    for size, sim, model in _sweep({"op": "allreduce", "algorithm": "tree"}, 4, {**SWEEP, "max_bytes": 1 << 16}):
+def test_double_tree_matches_its_model_up_to_256_kib() -> None:
+    """Up to 256 KiB, against the model with shared links (uet.workloads.sharing: 1.001 at
+    256 KiB, where the closed form charging one slice time per level said 0.898). At 1 MiB the
+    transport falls 12-17 % behind the model's perfectly shared links (docs/collectives.md)."""
+    for size, sim, model in _sweep({"op": "allreduce", "algorithm": "tree"}, 4, {**SWEEP, "max_bytes": 1 << 18}):
         assert sim == pytest.approx(model, rel=0.10), (size, sim, model)
 
 

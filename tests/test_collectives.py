@@ -6,6 +6,7 @@ the MoE skew is what its docstring says, and the nccl-tests table's figures foll
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from uet.tools.sim import main as sim_main
@@ -13,10 +14,10 @@ from uet.tools.sim import main as sim_main
 from uet.sim.scenario import simulate
 from uet.workloads import make
 from uet.workloads.algorithms import Pipeline, dtree, moe_bytes
-from uet.workloads.collective import busbw_factor
+from uet.workloads.collective import Collective, busbw_factor
 from uet.workloads.schedule import OpKind
 
-CASES = [
+CASES: list[tuple[dict[str, Any], int]] = [
     ({"op": "allreduce"}, 4),
     ({"op": "allreduce", "algorithm": "tree"}, 5),
     ({"op": "allreduce", "algorithm": "tree"}, 4),
@@ -30,7 +31,7 @@ CASES = [
 ]
 
 
-def _run(params: dict[str, object], n: int, transport: str = "uet", **run: object) -> dict[str, object]:
+def _run(params: dict[str, Any], n: int, transport: str = "uet", **run: object) -> dict[str, Any]:
     s = {"workload": "collective", "endpoints": n, "message_bytes": 20_000, "transport": transport}
     return simulate({**s, **run, "workload_params": {"slice_bytes": 4096, **params}})
 
@@ -56,6 +57,7 @@ def test_the_ring_is_pipelined_not_step_synchronous() -> None:
     the round ``depth`` back): never for a whole step. Rounds in flight overlap: 16 rounds of 4 KiB
     slices with 4 in flight take less than a third of the time they take one round at a time."""
     wl = make("collective", 4, message_bytes=1 << 16, params={"slice_bytes": 4096, "channels": 1, "depth": 2})
+    assert isinstance(wl, Collective)
     ops = wl.schedule(0).ops[0]
     sends = [op for op in ops if op.kind is OpKind.SEND]
     assert len(sends) == 6 * 4  # 2(n - 1) steps × 4 rounds of 4 KiB slices
@@ -120,6 +122,7 @@ def test_sweep_table_json_and_definitions(capsys: pytest.CaptureFixture[str]) ->
     assert [r["size"] for r in rows] == [4096, 16384, 65536]
     assert [r["count"] for r in rows] == [1024, 4096, 16384]
     wl = make("allreduce", 4, message_bytes=65536, params={"min_bytes": 4096, "factor": 4})
+    assert isinstance(wl, Collective)
     for k, r in enumerate(rows):
         t = max(f["completion_s"] for f in res["flows"] if wl.size_of[f["flow"]] == k)
         assert r["time_us"] == pytest.approx(t * 1e6, abs=1e-3)
@@ -151,10 +154,12 @@ def test_hierarchical_groups_ranks_by_the_placements_servers() -> None:
 
     topo = load_topology("rail")
     wl = make("collective", 8, message_bytes=1 << 14, params={"algorithm": "hierarchical"})
+    assert isinstance(wl, Collective)
     servers = topo.rank_servers(topo.placement(8, "rail"))
     assert servers != [[0, 1], [2, 3], [4, 5], [6, 7]]
     wl.place(servers)
-    assert wl.servers == servers and from_spec(wl.spec()).servers == servers
+    again = from_spec(wl.spec())
+    assert isinstance(again, Collective) and wl.servers == servers and again.servers == servers
     res = simulate({"workload": "collective", "endpoints": 8, "topology": "rail", "message_bytes": 1 << 14,
                     "workload_params": {"algorithm": "hierarchical"}})  # fmt: skip
     assert res["ok"] and res["collective"]["gpus_per_server"] == len(servers[0])

@@ -475,3 +475,46 @@ def test_should_failures_are_warnings_in_every_report(tmp_path: Path) -> None:
     assert [tc.find("failure") is not None for tc in root.iter("testcase")] == [False, True]
     err = root.find(".//system-err")
     assert err is not None and "warning: SHOULD case failed" in (err.text or "")
+
+
+def test_run_after_run_against_one_long_lived_peer() -> None:
+    """One ``uet-peer`` serves consecutive runs (``uet.tools.conformance_soak``): a case closes
+    every PDC it opened, raw SYN floods included, so no run leaves its PDCs to the next one."""
+    from uet.tools.conformance_soak import soak
+
+    res = soak(2, timeout=float(CASE_TIMEOUT), select_=["ROB-030", "UUD-00", "EST-006"])
+    assert res["clean"] == 2, res["runs"]
+    assert all(r["summary"]["passed"] == 6 for r in res["runs"]), res["runs"]
+    # ROB-030's 100 SYNs per run opened 100 PDCs, each closed by the tester's CLOSE, none idle
+    c = res["peer"]["counters"]
+    assert c["pdc_close_target"] >= 200 and c["target_idle_close"] == 0, c
+
+
+def test_a_close_req_for_a_pdc_no_case_holds_is_answered_inv_dpdcid() -> None:
+    """A CLOSE_REQ for a PDC the tester no longer holds (an earlier run's, an earlier case's) is
+    answered NACK INV_DPDCID at once, between cases too, so the target frees it instead of
+    retransmitting into later cases; a PDCID the target named is never chosen again."""
+    import socket
+
+    from uet.conformance.session import Session, Target
+    from uet.conformance.wirekit import control, decode_reply
+    from uet.wire import pds as P
+
+    addr, local, port = _addr_port()
+    tgt = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tgt.bind((addr, port))
+    tgt.settimeout(PEER_TIMEOUT)
+    s = Session(Target(addr, port=port), local, seed=1)
+    try:
+        stale = 0x4242
+        tgt.sendto(control(P.ControlType.REQ_CLOSE, psn=77, spdcid=0x99, dpdcid=stale, flags=P.ReqFlag.AR),
+                   (local, port))  # fmt: skip
+        s.drain()
+        nack = decode_reply(tgt.recvfrom(2048)[0])
+        assert nack.is_nack and nack.pds.nack_code == P.NackCode.INV_DPDCID, nack.describe()
+        assert (nack.pds.nack_psn, nack.pds.dpdcid, nack.pds.spdcid) == (77, 0x99, 0)
+        s.rng.seed(0)
+        assert stale not in {s.new_pdcid() for _ in range(5000)}
+    finally:
+        s.close()
+        tgt.close()

@@ -6,6 +6,7 @@ still reports truncation and reads short reads from a pipe."""
 from __future__ import annotations
 
 import io
+from typing import IO, cast
 
 import pytest
 from uet.interop.samples import load_sample
@@ -54,6 +55,6 @@ class _Trickle(io.RawIOBase):
 def test_pcap_reader_short_reads_and_truncation() -> None:
     data = load_sample()
     want = [r.frame for r in read_capture(io.BytesIO(data))]
-    assert [r.frame for r in read_capture(_Trickle(data))] == want
+    assert [r.frame for r in read_capture(cast(IO[bytes], _Trickle(data)))] == want  # a raw file object
     with pytest.raises(PcapError, match="truncated"):
         list(read_capture(io.BytesIO(data[:-5])))

@@ -236,7 +236,7 @@ def test_inverted_thresholds_are_refused_naming_the_rule(over: dict, rule: str) 
 
 
 def test_headroom_must_cover_a_long_cable() -> None:
-    from uet.fabric.topology import LinkSpec
+    from uet.fabric.model.plan import LinkSpec
 
     long = LinkSpec(rate_bps=100_000_000_000, delay_ns=1_000)  # 2 µs round trip at 100 Gb/s: 25,000 B
     with pytest.raises(FabricError, match=r"below the cable's round trip at 100 Gb/s over 1000 ns \(25000 B\)"):

@@ -155,7 +155,9 @@ async def test_pfc_pause_holds_class_until_xon(port_and_link):
 
 async def test_pfc_pause_expires(port_and_link):
     port, link, _ = port_and_link
-    quanta = 10  # 10 × 512 bit times at 1 Mb/s = 5.12 ms
+    # 200 × 512 bit times at 1 Mb/s = 102.4 ms: long enough that a loaded machine still sends "late"
+    # while the pause holds (with 10 quanta, 5.12 ms, it sometimes ran out before the send)
+    quanta = 200
     port.send(build_pfc_frame({0: quanta}, src_mac=GW_MAC))
     for _ in range(1000):
         if link.counters["pfc_rx_xoff"]:

@@ -3,6 +3,8 @@ virtual time, and the route bound against a simulated permutation."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from uet.fabric.model import Fabric
 from uet.fabric.model.config import FabricError
@@ -109,7 +111,7 @@ def test_no_accounting_where_switches_re_parse_frames() -> None:
         fabric(**{"switch.latency_ns": 100})
 
 
-SIM_EP = {
+SIM_EP: dict[str, Any] = {
     "payload_size": 4096,
     "ecn_capable": True,
     "max_inflight": 1024,

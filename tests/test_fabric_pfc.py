@@ -96,9 +96,9 @@ def test_headroom_is_given_back_first_so_the_next_pause_has_all_of_it() -> None:
     t = feed(sw, 38)  # 38 frames: XOFF after about 31, the last 7 in the headroom
     assert sw.mmu.pg_headroom[0][3] > 0
     while not any(r.quanta == 0 for r in tel.of(PfcSent)):
-        t = sw.next_deadline()
-        assert t is not None
-        sw.advance(t)
+        deadline = sw.next_deadline()
+        assert deadline is not None
+        sw.advance(t := deadline)
     assert sw.mmu.pg_headroom[0][3] == 0  # XON: the queue holds shared bytes only
     # a second burst: about 4 frames to the XOFF point again, then 6 late ones into the headroom
     feed(sw, 10, t0=t)
@@ -170,8 +170,8 @@ def test_pfc_frames_can_be_handed_to_hosts() -> None:
         for _ in range(60):
             fab.inject(s, f, 0)
     pauses = [(h, parse_pause(f)) for h, f in fab.poll(10**10) if f[12:14] == b"\x88\x08"]
-    assert pauses and all(4 <= h < 12 for h, _ in pauses)
-    assert {q for _, p in pauses for q in p.values()} == {0, 0xFFFF}
+    assert pauses and all(4 <= h < 12 and p is not None for h, p in pauses)
+    assert {q for _, p in pauses if p is not None for q in p.values()} == {0, 0xFFFF}
 
 
 def test_watchdog_fires_on_a_stuck_pause_and_restores() -> None:

@@ -6,8 +6,9 @@ import pytest
 from uet.fabric.model import Fabric
 from uet.fabric.model.config import FabricError
 from uet.fabric.model.frames import ipv4_frame
+from uet.fabric.model.plan import plan_links
 from uet.fabric.model.scaleup import GpuNic
-from uet.fabric.topology import Topology, plan_links
+from uet.fabric.topology import Topology
 
 
 def _frames_through(fab: Fabric, prefix: str) -> int:

@@ -52,7 +52,8 @@ def test_topology_from_toml() -> None:
     assert topo.host_link.rate_bps == 1_000_000_000
     cfg = topo.switch
     assert cfg.lb.mode == "spray_rr" and (cfg.pfc.xoff, cfg.pfc.xon) == (40000, 36000)
-    assert cfg.tcs[0].limit == 65536 and cfg.tcs[0].ecn.kmax == 32768 and cfg.tcs[0].ecn.pmax == 0.1
+    ecn = cfg.tcs[0].ecn
+    assert cfg.tcs[0].limit == 65536 and ecn is not None and ecn.kmax == 32768 and ecn.pmax == 0.1
     assert cfg.tcs[6].ecn is None and cfg.dscp_map[10] == 3 and cfg.dscp_map[26] == 3
     fab = Fabric(topo)
     spine = fab.switches["spine0"]
@@ -133,7 +134,8 @@ def test_scaled_profile_keeps_the_ordering_rules() -> None:
     frame = 1086
     for bdp in (3_000, 6 * 1024, 60_000, 600_000):
         cfg = scaled(frame, bdp)
-        e = cfg.tcs[0].ecn
+        e, limit = cfg.tcs[0].ecn, cfg.tcs[0].limit
+        assert e is not None and limit is not None
         assert e.kmin >= 2 * frame and e.kmax >= e.kmin + 4 * frame
         assert cfg.pfc.xoff > e.kmax and cfg.pfc.xon < cfg.pfc.xoff
-        assert cfg.tcs[0].limit > e.kmax
+        assert limit > e.kmax

@@ -4,7 +4,7 @@ the exact packets it puts on the wire, under a fake clock and seeded impairments
 from __future__ import annotations
 
 import pytest
-from fep_harness import A_ADDR, B_ADDR, FepPair, decode
+from fep_harness import A_ADDR, B_ADDR, FepPair, decode, pds_of, ses_of
 
 from uet.fep import (
     Closed,
@@ -63,7 +63,7 @@ def test_send_exact_packets_dscp_and_completion() -> None:
     acks = [t for t in p.sent_by(p.b)]
     assert acks and all(t.dscp == DSCP_CONTROL and t.ecn == 0 for t in acks)
     # the receive waited: the completing response says "expected list" (list 0, §6.4)
-    resp = [decode(t).ses for t in acks if decode(t).ses is not None]
+    resp = [ses_of(t) for t in acks if ses_of(t) is not None]
     assert resp and resp[-1].list == 0 and resp[-1].modified_length == len(data)
     assert isinstance(p.a.done[h], SendCompleted)
     c = p.a.core.counters()
@@ -74,7 +74,7 @@ def test_unexpected_message_is_reported_on_the_overflow_list() -> None:
     p = FepPair(seed=2)
     h = p.a.core.send(B_ADDR, b"early")
     p.complete(p.a, h)
-    resp = [decode(t).ses for t in p.sent_by(p.b) if decode(t).ses is not None]
+    resp = [ses_of(t) for t in p.sent_by(p.b) if ses_of(t) is not None]
     assert resp[-1].list == 1  # no receive waited: overflow (unexpected) list
     assert p.b.core.pending_messages == 1
     m = p.b.core.recv_nowait()
@@ -224,7 +224,7 @@ def test_reassembly_expiry_is_a_core_timer() -> None:
     p = FepPair(cfg, seed=11)
     r = p.b.core.post_recv(None)
     # drop the last packet of the message for good: its partial reassembly must expire
-    p.filter = lambda t, src: [] if src == A_ADDR and decode(t).ses and decode(t).ses.flags & 0x2 else [t.data]
+    p.filter = lambda t, src: [] if src == A_ADDR and ses_of(t) and ses_of(t).flags & 0x2 else [t.data]
     h = p.a.core.send(B_ADDR, b"z" * 10000, mode=Mode.UUD)
     p.run_until(lambda: p.b.core.counters().get("ses_fast_expired", 0) == 1, max_ns=1_000_000_000)
     assert p.b.core.counters()["ses_fast_expired"] == 1
@@ -244,7 +244,7 @@ def test_close_sequence_emits_closed_and_fails_what_is_pending() -> None:
     assert isinstance(p.a.done[h], SendCompleted)  # queued work finished first
     assert isinstance(p.a.done[r], OpFailed) and isinstance(p.a.done[r].error, EndpointClosed)
     assert p.a.closed == Closed(graceful=True)
-    ctl = [decode(t).pds for t in p.sent_by(p.a) if t.data[0] >> 3 == PdsType.CONTROL]
+    ctl = [pds_of(t) for t in p.sent_by(p.a) if t.data[0] >> 3 == PdsType.CONTROL]
     assert any(c.ctl_type == ControlType.CLOSE for c in ctl)
     assert p.a.core.get_timer() is None and p.a.core.datagrams_to_send(p.now) == []
     with pytest.raises(EndpointClosed):
@@ -373,7 +373,7 @@ def test_get_timer_is_now_while_submitted_work_waits_for_a_pump() -> None:
     core.send(B_ADDR, b"x")
     assert core.get_timer() == 500  # the lane is dirty: pump at once
     assert [t.destination for t in core.datagrams_to_send(500)] == [B_ADDR]
-    assert core.get_timer() is not None and core.get_timer() > 500  # now the PDS retransmit timer
+    assert (timer := core.get_timer()) is not None and timer > 500  # now the PDS retransmit timer
 
 
 def test_every_rudi_response_carries_its_ses_response() -> None:
@@ -390,8 +390,8 @@ def test_every_rudi_response_carries_its_ses_response() -> None:
     assert bytes(m.data) == data and isinstance(p.a.result(h), SendCompleted)
     resps = [t for t in p.sent_by(p.b) if t.data[0] >> 3 == PdsType.RUDI_RESP]
     assert len(resps) == 3
-    assert all(decode(t).pds.next_hdr == 4 for t in resps)  # next_hdr RESPONSE, never NONE
-    ses = [decode(t).ses for t in resps]
+    assert all(pds_of(t).next_hdr == 4 for t in resps)  # next_hdr RESPONSE, never NONE
+    ses = [ses_of(t) for t in resps]
     ids = {k.ses.message_id for _t, k in _requests(p, p.a)}
     assert [(s.opcode, s.return_code) for s in ses].count((0, 0)) == 2  # DEFAULT_RESPONSE, RC_NULL
     assert ses[-1].return_code == 1 and ses[-1].modified_length == len(data)
@@ -408,7 +408,7 @@ def test_dc_send_before_the_receive_is_posted_completes() -> None:
     assert isinstance(p.a.result(h), SendCompleted)
     (t, k), = _requests(p, p.a)  # fmt: skip
     assert k.ses.flags & SesFlag.DC  # DC set on the wire (wire-format.md §8.1)
-    resp = [decode(t).ses for t in p.sent_by(p.b) if decode(t).ses is not None]
+    resp = [ses_of(t) for t in p.sent_by(p.b) if ses_of(t) is not None]
     assert [(s.list, s.return_code, s.modified_length) for s in resp] == [(1, 1, 9)]
     r = p.b.core.post_recv(None, tag=4)
     (m,) = p.complete(p.b, r)
@@ -426,4 +426,4 @@ def test_two_lanes_sharing_one_congestion_gate_both_complete() -> None:
     p.run_until(lambda: h1 in p.a.done and h2 in p.a.done, max_ns=1_000_000_000)
     assert isinstance(p.a.done[h1], SendCompleted) and h2 in p.a.done
     assert bytes(p.b.value(r1).data) == b"1" * 30000
-    assert len({decode(t).pds.spdcid for t, _k in _requests(p, p.a)}) == 2
+    assert len({pds_of(t).spdcid for t, _k in _requests(p, p.a)}) == 2

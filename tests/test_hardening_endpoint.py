@@ -67,6 +67,8 @@ class _TapLink(Link):
     later patch would not see. This wrapper has no batch method, so every datagram passes here.
     """
 
+    port: int
+
     def __init__(self, inner: DirectLink) -> None:
         self.inner = inner
         self.address = inner.address

@@ -35,6 +35,7 @@ from uet.fabric.profiles import load_topology
 from uet.fabric.switch import FabricProcess, ProcessConfig
 
 from uet.endpoint import Endpoint, EndpointConfig
+from uet.fep.events import Datagram
 from uet.link.fabric import FabricLink
 from uet.pds import PdsConfig
 from uet.wire.build import build_frame, build_pfc_frame
@@ -210,6 +211,7 @@ def test_fabric_link_parse_never_raises(payload: bytes, dscp: int, ecn: int, edi
             data = bytes(frame[: max(0, len(frame) - cut)])
             got = link.parse(data)
             if got is not None:
+                assert not isinstance(got, Datagram)  # no owner asked for records
                 dg, src, e = got
                 assert dg in data and src.count(".") == 3 and 0 <= e & 3 <= 3
             good = link.build(b"hello", "10.0.0.2", 1, 0, 0)

@@ -16,10 +16,11 @@ import asyncio
 import random
 import socket
 import time
+from collections.abc import Callable
 
 import pytest
 from tss_e2e_support import Tap, config, domain, inner, security
-from uet.tools.bench_soak import rss_bytes
+from uet.tools.bench.soak import rss_bytes
 
 from uet.endpoint import Endpoint, Mode
 from uet.link import loopback_addresses
@@ -83,10 +84,21 @@ async def _honest(ea: Endpoint, eb: Endpoint, n: int = 20_000, tag: int = 77) ->
     assert bytes(got.data) == data
 
 
-async def _settle(cond, seconds: float = 5.0) -> None:  # noqa: ANN001
+async def _settle(cond: Callable[[], bool], seconds: float = 5.0) -> None:
+    """Wait until ``cond()`` holds, or ``seconds`` passed (then the caller's assertions decide)."""
     end = time.monotonic() + seconds
     while not cond() and time.monotonic() < end:
         await asyncio.sleep(0.005)
+
+
+async def _until(cond: Callable[[], bool], what: str) -> None:
+    """Wait until ``cond()`` holds (an event the endpoints report), failing after ``TIMEOUT``."""
+    await _settle(cond, TIMEOUT)
+    assert cond(), f"not within {TIMEOUT} s: {what}"
+
+
+def _pdcs_with(ep: Endpoint, peer: str) -> list[object]:
+    return [p for p in ep.fep.pds.pdcs.values() if p.peer == peer]
 
 
 def _first_packet(eb: Endpoint, mid: int, length: int, *, spdcid: int, opcode: int = SesOpcode.SEND, gen: int = 0,
@@ -136,10 +148,13 @@ async def test_clear_req_is_not_an_amplifier() -> None:
     every 1 ms (≈ 974 replies), then the ACK plus ``max_clear_req`` CLEAR_REQs and the
     CLOSE_REQs (13); from a source that never proved it receives, now the ACK alone (issue 29
     item 9, uet.pds.validation)."""
-    ea, eb, atk = await _setup(33)
+    ea, eb, atk = await _setup(33, target_idle_ns=200_000_000)
     try:
         await atk.fire([_first_packet(eb, 1, 8, spdcid=9, gen=5, payload=bytes(8))], eb.address)
-        await asyncio.sleep(1.5)  # the attacker listens; far longer than the whole CLEAR_REQ budget
+        # the attacker listens until its PDC is freed (idle, unverified: silently), after which
+        # nothing can be sent to it; the CLEAR_REQ budget (5 × 1 ms) fell well inside that
+        await _until(lambda: eb.fep.pds.counters.get("unverified_pdc_idle", 0) == 1, "the forged PDC freed")
+        assert not _pdcs_with(eb, atk.addr)
         atk.drain()
         ctl = [CONTROL.decode(d) for d in atk.datagrams if d[0] >> 3 == PdsType.CONTROL and len(d) >= 16]
         clear_reqs = [c for c in ctl if c.ctl_type == ControlType.REQ_CLEAR]
@@ -185,7 +200,8 @@ async def test_replay_of_a_captured_transfer(secure: bool) -> None:
     tap = Tap(inner(ea) if secure else ea.link)
     try:
         await _honest(ea, eb, tag=5)
-        await asyncio.sleep(0.3)  # the PDC closes (idle) on both sides
+        await _until(lambda: not ea.fep.pds.pdcs and not eb.fep.pds.pdcs, "the PDC closed (idle) on both sides")
+        rx = eb.counters["link_rx_packets"]
         replay = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         replay.bind((ea.address, 0))  # from A's address (the direct link keys peers by IP)
         try:
@@ -193,7 +209,8 @@ async def test_replay_of_a_captured_transfer(secure: bool) -> None:
                 replay.sendto(data, (dst, atk.port))
         finally:
             replay.close()
-        await asyncio.sleep(0.3)
+        await _until(lambda: eb.counters["link_rx_packets"] >= rx + len(tap.sent), "the replay received")
+        await asyncio.sleep(0)  # (the batch the last of them came in is handled in the same step)
         again = eb.recv_nowait(tag=5)
         if secure:
             assert again is None
@@ -218,9 +235,13 @@ async def test_forged_rendezvous_draws_a_bounded_number_of_reads() -> None:
         await atk.fire([forged], eb.address)
         with pytest.raises(Exception):  # noqa: B017 - the forged message fails (its reads do)
             await asyncio.wait_for(waiting, TIMEOUT)
-        await asyncio.sleep(0.5)
+        # one window of reads went, then only resends on the backed-off timer: wait for some, then
+        # count (the target side adds its ACK and a bounded number of control packets)
+        key = f"retransmits_to:{atk.addr}"
+        await _until(lambda: eb.fep.pds.counters.get(key, 0) >= 20, "reads resent on their timer")
         got = atk.drain()
-        assert got < 400, f"{got} datagrams toward the forger"
+        window, resent = eb.fep.pds.config.max_outstanding, eb.fep.pds.counters[key]
+        assert got <= window + resent + 32, f"{got} datagrams toward the forger ({resent} resends)"
         await _honest(ea, eb)
     finally:
         atk.close()

@@ -49,7 +49,9 @@ def test_run_table_has_no_python_literals_and_shows_us_scale_times(capsys: pytes
 
 
 def test_comparison_table_shows_times_in_their_unit(capsys: pytest.CaptureFixture[str]) -> None:
-    from uet.tools.compare import comparison, render_comparison
+    from uet.tools.compare import render_comparison
+
+    from uet.experiments.compare import comparison
 
     render_comparison(comparison({"uet": _result(), "roce": {**_result(), "ok": True}}), "t")
     out = capsys.readouterr().out

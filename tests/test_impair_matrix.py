@@ -1,4 +1,4 @@
-"""The impairment matrix at CI sizes (tools/impair_matrix.py; issue 15): RUD, ROD and RUDI at
+"""The impairment matrix at CI sizes (uet/experiments/impair_matrix.py; issue 15): RUD, ROD and RUDI at
 1/5/10/20 % loss with reordering and duplication, two seeds each, default PDS configuration.
 Targets: every cell intact, no duplicate delivery on RUD/ROD, ROD (target buffering, the
 default) at most 20 retransmissions per lost packet at every loss rate. The full sizes run with
@@ -10,8 +10,8 @@ import json
 
 import pytest
 from uet.tools.bench import main as bench_main
-from uet.tools.impair_matrix import run_cell
 
+from uet.experiments.impair_matrix import run_cell
 from uet.pds import Mode
 
 

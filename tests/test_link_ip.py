@@ -176,11 +176,11 @@ async def test_tss_over_ip_protocol_253_binds_each_datagrams_entropy() -> None:
     held: list[bytes] = []
     real = ea.link.send
 
-    def tap(data: bytes, dst: str, entropy: int, dscp: int, ecn: int = 0) -> None:
+    def tap(datagram: bytes, dst: str, entropy: int, dscp: int, ecn: int = 0) -> None:
         if hold and not held:  # keep the first sealed packet off the wire (PDS resends it)
-            held.append(struct.pack(">HH", entropy, 0) + data)
+            held.append(struct.pack(">HH", entropy, 0) + datagram)
             return
-        real(data, dst, entropy, dscp, ecn)
+        real(datagram, dst, entropy, dscp, ecn)
 
     hold = False
     ea.link.send = tap  # type: ignore[method-assign]

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 
-from uet.tools.differential import judge
 from uet.tools.dilation import Dilation
 from uet.tools.run import build_parser, live_runs, settings_from, simulate_runs
+
+from uet.experiments.differential import judge
 
 
 def test_a_dilated_live_uet_incast_agrees_with_the_simulator():

@@ -1,4 +1,4 @@
-"""``uet-mutate`` itself (uet/tools/mutate.py, uet/tools/mutants.py) on a tiny module.
+"""``uet-mutate`` itself (uet/tools/mutate.py, uet/experiments/mutants.py) on a tiny module.
 
 The real mutation runs take minutes per module and stay out of the CI suite; these check that the
 tool generates the mutants it documents, kills what the tests notice, reports what they do not,
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from uet.tools import mutate
-from uet.tools.mutants import list_mutants
-from uet.tools.mutants import mutate as apply_mutant
+
+from uet.experiments.mutants import list_mutants
+from uet.experiments.mutants import mutate as apply_mutant
 
 SAMPLE = textwrap.dedent(
     '''

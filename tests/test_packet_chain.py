@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+from typing import TypeVar
 
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -18,6 +19,15 @@ from uet.wire.capture import LinkType, parse_frame
 from uet.wire.chain import Sealed, parse_uet
 from uet.wire.pds import AckFlag, ControlType, NackCode, NextHeader, PdsType, ReqFlag
 from uet.wire.ses import AmoOp, ResponseOpcode, SesFlag, SesOpcode
+
+T = TypeVar("T")
+
+
+def _some(x: T | None) -> T:
+    """``x``, which the packet must have (a header, a layer, a field)."""
+    assert x is not None
+    return x
+
 
 # wire-format.md §13.1 and §13.2, the dumps copied verbatim from the spec.
 _DUMP_13_1 = """
@@ -67,11 +77,11 @@ def test_section13_request_fields():
     fr = parse_frame(REQ_13, LinkType.RAW)
     assert fr.kind == "uet" and fr.encap == "udp" and not fr.warnings
     assert (fr.src, fr.dst, fr.sport, fr.dport) == ("10.0.0.1", "10.0.0.2", 0x4242, 4793)
-    u = fr.uet
+    u = _some(fr.uet)
     assert u.pds_layout is pds.REQUEST_SYN
     assert u.pds == pds.REQUEST_SYN.T(2, 3, 0x0C, -1, 4096, 1, 0, 0)
     assert u.ses_layout is ses.STANDARD[(1, "none")]
-    s = u.ses
+    s = _some(u.ses)
     assert (s.opcode, s.flags, s.message_id, s.job_id, s.pid_on_fep, s.request_length) == (5, 3, 1, 0x42, 3, 5)
     assert u.payload == b"hello" and u.offsets == [28, 40]
     d = u.to_dict()
@@ -83,8 +93,9 @@ def test_section13_request_fields():
 def test_section13_ack_and_bare_ack():
     fr = parse_frame(ACK_13, LinkType.IPV4)
     assert fr.dscp == 46 and not fr.warnings
-    u = fr.uet
-    assert u.pds_type == PdsType.ACK and u.pds.cack_psn == 4096 and (u.pds.spdcid, u.pds.dpdcid) == (2, 1)
+    u = _some(fr.uet)
+    h = _some(u.pds)
+    assert u.pds_type == PdsType.ACK and h.cack_psn == 4096 and (h.spdcid, h.dpdcid) == (2, 1)
     assert u.ses == ses.RESPONSE.T(0, 1, 0, 1, 1, 0, 0x42, 5)
     bare = parse_uet(BARE_ACK)
     assert bare.pds == pds.ACK.T(7, 0, 0, 0, 4096, 2, 1) and bare.ses is None and bare.payload == b""
@@ -115,7 +126,7 @@ def test_fast_and_slow_agree_on_sample(ts, desc, frame):
     b = parse_frame(frame, fast=False)
     assert a.to_dict() == b.to_dict()
     if a.uet is not None:
-        assert a.uet.sections == b.uet.sections
+        assert _some(b.uet).sections == a.uet.sections
         json.dumps(a.to_dict())  # JSON-safe
 
 
@@ -161,16 +172,16 @@ def test_extensions_sync_atomic_cswap_rendezvous():
     sync = h(ses.SYNC_EXT, group=3, count=4)
     u = parse_uet(req() + std(opcode=SesOpcode.SYNC_ATOMIC) + sync + atomic + b"\0" * 8)
     assert [lay for lay, _ in u.extensions] == [ses.SYNC_EXT, ses.ATOMIC_EXT]
-    assert u.ext.atomic_opcode == AmoOp.SUM and len(u.payload) == 8
+    assert _some(u.ext).atomic_opcode == AmoOp.SUM and len(u.payload) == 8
     u = parse_uet(req() + std(opcode=SesOpcode.SYNC_ATOMIC) + sync + cswap)
-    assert u.ext.compare_value == 1 and u.payload == b""
+    assert _some(u.ext).compare_value == 1 and u.payload == b""
     u = parse_uet(req() + std(opcode=SesOpcode.TSEND_ATOMIC) + cswap)
-    assert u.ext.swap_value == 2
+    assert _some(u.ext).swap_value == 2
     u = parse_uet(req() + std(opcode=SesOpcode.SYNC_WRITE) + sync + b"x")
-    assert u.ext.group == 3 and u.payload == b"x"
+    assert _some(u.ext).group == 3 and u.payload == b"x"
     rv = h(ses.RENDEZVOUS_EXT, eager_length=4)
     u = parse_uet(req() + std(opcode=SesOpcode.RENDEZVOUS_TSEND) + rv + b"abcd")
-    assert u.ext.eager_length == 4
+    assert _some(u.ext).eager_length == 4
     # atomic in a medium header: the extension still follows
     med = h(ses.MEDIUM, opcode=SesOpcode.ATOMIC)
     u = parse_uet(req(NextHeader.MEDIUM) + med + atomic)
@@ -179,9 +190,9 @@ def test_extensions_sync_atomic_cswap_rendezvous():
 
 def test_ses_variants_selected():
     tok = h(ses.STANDARD[(1, "buffer")], opcode=SesOpcode.DEFERRABLE_SEND, src_restart_token=5)
-    assert parse_uet(req() + tok).ses.src_restart_token == 5
+    assert _some(parse_uet(req() + tok).ses).src_restart_token == 5
     rtr = h(ses.STANDARD[(0, "match")], opcode=SesOpcode.DEFERRABLE_RTR, dst_restart_token=6)
-    assert parse_uet(req() + rtr).ses.dst_restart_token == 6
+    assert _some(parse_uet(req() + rtr).ses).dst_restart_token == 6
     mhd = h(ses.MEDIUM_HD, header_data=9)
     assert parse_uet(req(NextHeader.MEDIUM) + mhd).ses_layout is ses.MEDIUM_HD
     rd = h(ses.RESPONSE_DATA, payload_length=3)
@@ -239,33 +250,34 @@ def test_truncation_offsets_every_cut():
 def test_tss_ciphertext_and_decrypt_seam():
     ts, desc, frame = next(s for s in SAMPLE if s[1].startswith("TSS"))
     fr = parse_frame(frame)
-    u = fr.uet
-    assert fr.encap == "ip" and u.entropy.entropy == 0x1234
-    assert u.tss.sdi == 1 and u.tss.tsc == 7 and u.encrypted and u.pds is None
-    assert len(u.icv) == 16 and len(u.ciphertext) == len(frame) - 14 - 20 - 4 - 12 - 16
+    u = _some(fr.uet)
+    assert fr.encap == "ip" and _some(u.entropy).entropy == 0x1234
+    assert _some(u.tss).sdi == 1 and _some(u.tss).tsc == 7 and u.encrypted and u.pds is None
+    assert len(_some(u.icv)) == 16 and len(_some(u.ciphertext)) == len(frame) - 14 - 20 - 4 - 12 - 16
     seen: list[Sealed] = []
 
     def decrypt(s: Sealed) -> bytes:
         seen.append(s)
-        iv = s.src_ip + s.tss_header[4:12]  # direct mode, SP = 0: IPv4 source ‖ epoch/TSC (§5.5)
-        aad = s.src_ip + s.dst_ip + tss.ENTROPY.encode((s.entropy,)) + s.tss_header
+        src, dst = _some(s.src_ip), _some(s.dst_ip)
+        iv = src + s.tss_header[4:12]  # direct mode, SP = 0: IPv4 source ‖ epoch/TSC (§5.5)
+        aad = src + dst + tss.ENTROPY.encode((s.entropy,)) + s.tss_header
         return AESGCM(SAMPLE_TSS_KEY).decrypt(iv, s.ciphertext + s.icv, aad)
 
     for fast in (True, False):
         fr2 = parse_frame(frame, decrypt=decrypt, fast=fast)
-        u2 = fr2.uet
+        u2 = _some(fr2.uet)
         assert u2.decrypted and not u2.encrypted
         assert u2.pds_type == PdsType.RUD_REQ and u2.ses_opcode_name == "SEND" and u2.payload == b"secret"
         assert u2.offsets[2] == 14 + 20 + 4 + 12
     assert seen[0].udp_header is None and seen[0].entropy == 0x1234 and len(seen[0].tss_header) == 12
     assert seen[0].datagram == frame[14 + 20 + 4 :]
     # a decryptor that has no key for the packet: it stays encrypted, no error
-    u3 = parse_frame(frame, decrypt=lambda s: None).uet
+    u3 = _some(parse_frame(frame, decrypt=lambda s: None).uet)
     assert u3.encrypted and u3.decrypt_failed and u3.to_dict()["decrypt_failed"] is True
     # over UDP the entropy comes from the source port
     udp = build_frame(frame[14 + 20 + 4 :], "10.0.0.1", "10.0.0.2", entropy=0x777)
     parse_frame(udp, decrypt=lambda s: seen.append(s))
-    assert seen[-1].entropy == 0x777 and seen[-1].udp_header[:2] == b"\x07\x77"
+    assert seen[-1].entropy == 0x777 and _some(seen[-1].udp_header)[:2] == b"\x07\x77"
 
     def bad(_s: Sealed) -> bytes:
         raise ValueError("tag mismatch")
@@ -302,9 +314,9 @@ def test_frame_link_types():
         (vlan, LinkType.ETHERNET),
     ]:
         fr = parse_frame(data, lt)
-        assert fr.kind == "uet" and fr.uet.payload == b"abc" and fr.sport == 7, lt
+        assert fr.kind == "uet" and _some(fr.uet).payload == b"abc" and fr.sport == 7, lt
         assert not fr.warnings
-    assert parse_frame(vlan).layer("vlan").vid == 100
+    assert _some(parse_frame(vlan).layer("vlan")).vid == 100
     fr6 = parse_frame(v6, LinkType.RAW)
     assert fr6.src == "fd00::1" and fr6.ecn == net.Ecn.CE
 
@@ -312,7 +324,7 @@ def test_frame_link_types():
 def test_frame_padding_options_and_checksums():
     frame = build_frame(BARE_ACK, "10.0.0.2", "10.0.0.1", entropy=1)
     assert len(frame) == 60  # padded; the padding is not UET payload
-    assert parse_frame(frame).uet.payload == b""
+    assert _some(parse_frame(frame).uet).payload == b""
     ip = bytearray(build_ip_packet(UET, "10.0.0.1", "10.0.0.2", entropy=7))
     # add a 4-byte option (IHL 6) and fix lengths/checksum
     opt = bytearray(ip[:20]) + b"\x01\x01\x01\x00" + ip[20:]
@@ -321,7 +333,7 @@ def test_frame_padding_options_and_checksums():
     opt[10:12] = b"\0\0"
     opt[10:12] = net.inet_checksum(opt[:24]).to_bytes(2, "big")
     fr = parse_frame(bytes(opt), LinkType.RAW)
-    assert fr.uet.payload == b"abc" and not fr.warnings
+    assert _some(fr.uet).payload == b"abc" and not fr.warnings
     bad = bytearray(ip)
     bad[10] ^= 0xFF
     bad[-1] ^= 0x01  # payload byte: UDP checksum now wrong too
@@ -342,7 +354,7 @@ def test_frame_not_uet_and_pfc():
     assert parse_frame(rev, LinkType.RAW).kind == "uet"
     assert parse_frame(rev, LinkType.RAW, port=5000).kind == "uet"
     pfc = parse_frame(build_pfc_frame({0: 10, 7: 0xFFFF}))
-    assert pfc.kind == "pfc" and pfc.pfc.class_enable == 0x81 and pfc.pfc.quanta7 == 0xFFFF
+    assert pfc.kind == "pfc" and _some(pfc.pfc).class_enable == 0x81 and _some(pfc.pfc).quanta7 == 0xFFFF
     pause = build_ethernet(b"\x00\x01\xff\xff", dst_mac=net.PFC_DST_MAC, ethertype=0x8808)
     assert "not PFC" in parse_frame(pause).note
     assert parse_frame(b"\0" * 20, 147).note == "unsupported link type 147"
@@ -373,9 +385,9 @@ def test_over_ip_builder_and_parse():
     pkt = build_ip_packet(UET, "10.0.0.1", "10.0.0.2", entropy=0xBEEF, encap="ip")
     assert pkt[9] == 253
     fr = parse_frame(pkt, LinkType.RAW)
-    assert fr.encap == "ip" and fr.uet.entropy.entropy == 0xBEEF and fr.uet.payload == b"abc"
+    assert fr.encap == "ip" and _some(_some(fr.uet).entropy).entropy == 0xBEEF and _some(fr.uet).payload == b"abc"
     u = parse_uet(pkt, offset=20, over_ip=True)
-    assert u.pds == fr.uet.pds
+    assert u.pds == _some(fr.uet).pds
 
 
 # -- fuzzing: DecodeError and nothing else ------------------------------------------------------
@@ -388,7 +400,7 @@ for _, _d, _f in SAMPLE[:-1]:
 
 
 def _check_uet(data: bytes, over_ip: bool) -> None:
-    results = []
+    results: list[object] = []
     for fast in (True, False):
         try:
             u = parse_uet(data, fast=fast, over_ip=over_ip)
@@ -487,6 +499,7 @@ def test_checksums_and_layers_agree_with_scapy():
         assert fr.src == ip.src and fr.dst == ip.dst and not fr.warnings
         if pkt.getlayer(UDP) is not None:
             assert (fr.sport, fr.dport) == (pkt[UDP].sport, pkt[UDP].dport)
-            assert bytes(pkt[UDP].payload)[: fr.uet.end - fr.uet.start] == frame[fr.uet.start : fr.uet.end]
+            u = _some(fr.uet)
+            assert bytes(pkt[UDP].payload)[: u.end - u.start] == frame[u.start : u.end]
         checked += 1
     assert checked >= 25

@@ -33,10 +33,11 @@ def _ack(lp: int, cack: int, off: int = 0, sack_off: int = 0, bitmap: int = 0) -
     )  # fmt: skip
 
 
-def _acked(core: PdsCore) -> list[object]:
+def _acked(core: PdsCore) -> list[int]:
     out = []
     while (ev := core.next_event()) is not None:
         if isinstance(ev, Acked):
+            assert isinstance(ev.token, int)
             out.append(ev.token)
     return out
 

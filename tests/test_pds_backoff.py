@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, request, ses_small
 
-from tools.impair_matrix import run_cell
+from uet.experiments.impair_matrix import run_cell
 from uet.pds import Mode, PdsConfig
 from uet.pds.backoff import retries_spent, rto_for
 from uet.wire.pds import ControlType, PdsType, ReqFlag

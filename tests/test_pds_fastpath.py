@@ -11,6 +11,7 @@ from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, scan_timer_check, ses
 
 from uet.pds import Acked, Delivery, Failed, Mode, PdsConfig
 from uet.pds import core as pds_core
+from uet.pds.pdc import TargetPdc
 from uet.wire import pds as pds_wire
 
 # exact packet sequences without the anti-amplification proof exchange (uet.pds.validation,
@@ -79,6 +80,7 @@ def test_fast_and_general_paths_agree_around_a_gap() -> None:
         pair.inject(pair.b, reqs[i], A_ADDR)
     assert [d.payload[0] for d in pair.b.deliveries] == order
     [tp] = pair.b.core.pdcs.values()
+    assert isinstance(tp, TargetPdc)
     assert not tp.rcvd and tp.rx_base == (hdr(reqs[-1]).psn + 1) & 0xFFFFFFFF
     for d, _x, _y in pair.take(pair.b):
         pair.inject(pair.a, d, B_ADDR)
@@ -90,7 +92,7 @@ def test_timer_heap_with_many_pdcs() -> None:
     heap agrees with a full scan at every step and stays compact."""
     pair = Pair(CFG, seed=4)
     pair.check_timers = True
-    lost = []
+    lost: list[bytes] = []
 
     def filt(data: bytes, src: str, dst: str) -> list[bytes]:
         if src == A_ADDR and data[0] >> 3 == pds_wire.PdsType.RUD_REQ and data[-1] == 137 and not lost:
@@ -121,7 +123,7 @@ def test_record_events_behave_like_frozen_dataclasses() -> None:
     )  # fmt: skip
     a = Acked(token="t", response_next_hdr=4, response=b"r")
     assert a == Acked("t", 4, b"r") and a != ("t", 4, b"r") and hash(a) == hash(Acked("t", 4, b"r"))
-    assert a != Failed("t", 4, b"r")  # type-aware equality (Failed is a dataclass)
+    assert a != Failed(*a)  # type-aware equality, the same values (Failed is a dataclass)
     with pytest.raises(AttributeError):
         a.token = "x"  # type: ignore[misc]
     assert "token='t'" in repr(a)
@@ -142,7 +144,12 @@ def test_a_deadline_moving_later_is_recorded_not_pushed_and_fires_on_time(monkey
     (first,) = pair.take(pair.a)
     assert core.get_timer() == t1 + rto
     pushes: list[tuple[int, int, object]] = []
-    monkeypatch.setattr(pds_core, "heappush", lambda heap, e: (pushes.append(e), heapq.heappush(heap, e)))
+
+    def heappush(heap: list[tuple[int, int, object]], e: tuple[int, int, object]) -> None:
+        pushes.append(e)
+        heapq.heappush(heap, e)
+
+    monkeypatch.setattr(pds_core, "heappush", heappush)
     pair.now = t2 = t1 + 50_000
     core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"two", token="two", som=True, eom=True, now=t2)
     (second,) = pair.take(pair.a)

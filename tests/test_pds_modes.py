@@ -177,7 +177,7 @@ def test_rod_buffering_under_loss_and_reordering() -> None:
         for i in range(80):
             pair.a.core.submit(B_ADDR, Mode.ROD, SES_NH, ses_small(), i.to_bytes(2, "big"), token=i, som=True,
                                eom=True, now=0)  # fmt: skip
-        assert pair.run_until(lambda pair=pair: len(pair.a.acked()) == 80)
+        assert pair.run_until(lambda: len(pair.a.acked()) == 80)  # noqa: B023 - called in this iteration
         assert [int.from_bytes(d.payload, "big") for d in pair.b.deliveries] == list(range(80))
         assert not pair.a.failed()
 

@@ -4,10 +4,25 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
-from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, nack, request, ses_small
+from pds_harness import (
+    A_ADDR,
+    B_ADDR,
+    SES_NH,
+    Pair,
+    control,
+    hdr,
+    nack,
+    only_initiator,
+    only_target,
+    request,
+    ses_small,
+    state,
+)
 
 from uet.pds import Failed, InitiatorState, Mode, NackReceived, PdsConfig, SesNack, TargetState
+from uet.pds.startpsn import PeerStartPsn
 from uet.wire.pds import ControlType, NackCode, NackFlag, NextHeader, PdsType, ReqFlag
 
 START = 0x40000000
@@ -18,12 +33,12 @@ def setup(mode: Mode = Mode.RUD, cfg: PdsConfig = CFG) -> tuple:
     pair = Pair(cfg)
     pair.a.core.submit(B_ADDR, mode, SES_NH, ses_small(), b"first", token="first", som=True, eom=True, now=0)
     assert pair.run_until(lambda: len(pair.a.acked()) == 1)
-    (ip,) = pair.a.core.pdcs.values()
-    (tp,) = pair.b.core.pdcs.values()
+    ip = only_initiator(pair.a.core)
+    tp = only_target(pair.b.core)
     return pair, ip, tp
 
 
-def one_nack(pair: Pair, code: NackCode) -> object:
+def one_nack(pair: Pair, code: NackCode) -> Any:
     out = pair.take(pair.b)
     assert len(out) == 1, out
     data, dst, _e = out[0]
@@ -143,18 +158,18 @@ def test_trimmed_and_lasthop() -> None:
 def test_new_start_psn_via_policy_hook() -> None:
     pair = Pair(CFG)
     demanded = 0x7000_0000
-    pair.b.core.start_psn_policy = lambda peer, start: demanded
+    pair.b.core.start_psn_policy = PeerStartPsn(lambda peer, start: demanded)
     for i in range(2):
         pair.a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), bytes([i]), token=i, som=i == 0, eom=i == 1, now=0)
     out = pair.take(pair.a)
     pair.inject(pair.b, out[0][0], A_ADDR)
     h = one_nack(pair, NackCode.NEW_START_PSN)
-    (tp,) = pair.b.core.pdcs.values()
+    tp = only_target(pair.b.core)
     assert h.payload == demanded and tp.state is TargetState.PENDING and not pair.b.deliveries
     pair.inject(pair.b, out[1][0], A_ADDR)  # the second SYN still offers the old start: re-NACK
     assert one_nack(pair, NackCode.NEW_START_PSN).payload == demanded
     # initiator reaction: shift PSNs by the same delta, re-stamp and resend all, stay SYN_SENT
-    (ip,) = pair.a.core.pdcs.values()
+    ip = only_initiator(pair.a.core)
     pair.inject(pair.a, nack(NackCode.NEW_START_PSN, START, tp.lpdcid, ip.lpdcid, payload=demanded), B_ADDR)
     assert ip.state is InitiatorState.SYN_SENT and ip.start_psn == demanded
     re = pair.take(pair.a)
@@ -163,15 +178,15 @@ def test_new_start_psn_via_policy_hook() -> None:
     assert all(x.flags & ReqFlag.SYN and x.flags & ReqFlag.RETX for x in hs)
     for d, _x, _y in re:
         pair.inject(pair.b, d, A_ADDR)
-    assert tp.state is TargetState.ESTABLISHED and [d.psn for d in pair.b.deliveries] == [demanded, demanded + 1]
+    assert state(tp) is TargetState.ESTABLISHED and [d.psn for d in pair.b.deliveries] == [demanded, demanded + 1]
     for d, _x, _y in pair.take(pair.b):
         pair.inject(pair.a, d, B_ADDR)
-    assert ip.state is InitiatorState.ESTABLISHED and len(pair.a.acked()) == 2
+    assert state(ip) is InitiatorState.ESTABLISHED and len(pair.a.acked()) == 2
 
 
 def test_pending_pdc_freed_after_new_pdc_time() -> None:
     pair = Pair(CFG)
-    pair.b.core.start_psn_policy = lambda peer, start: 5
+    pair.b.core.start_psn_policy = PeerStartPsn(lambda peer, start: 5)
     pair.inject(pair.b, request(100, 321, syn_offset=0), A_ADDR)
     one_nack(pair, NackCode.NEW_START_PSN)
     assert pair.b.core.get_timer() == CFG.new_pdc_ns
@@ -280,7 +295,7 @@ def _no_pdc_retry(code: NackCode) -> None:
     pair = Pair(CFG)
     pair.a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"x", token="x", som=True, eom=True, now=0)
     pair.take(pair.a)
-    (ip,) = pair.a.core.pdcs.values()
+    ip = only_initiator(pair.a.core)
     pair.now = 1000
     pair.inject(pair.a, nack(code, START, 0, ip.lpdcid), B_ADDR)
     assert pair.take(pair.a) == []
@@ -427,7 +442,7 @@ def test_reassembly_shortage_is_waited_out_end_to_end() -> None:
         return r.deliver(d.peer, d.mode, d.next_hdr, d.ses, d.payload)
 
     pair.b.respond = respond
-    dropped = []
+    dropped: list[int] = []
 
     def drop_one(data: bytes, src: str, dst: str) -> list[bytes]:
         h = hdr(data)
@@ -443,7 +458,7 @@ def test_reassembly_shortage_is_waited_out_end_to_end() -> None:
         pkts = list(seg.packets(m, mid, pid_on_fep=3))
         for i, (ses, pl, som, eom) in enumerate(pkts):
             pair.a.core.submit(B_ADDR, Mode.RUD, NextHeader.STANDARD, ses, pl, token=(mid, i), som=som, eom=eom, now=0)
-    assert pair.run_until(lambda: len(pair.a.acked()) == 8 or pair.a.failed())
+    assert pair.run_until(lambda: len(pair.a.acked()) == 8 or bool(pair.a.failed()))
     assert dropped and not pair.a.failed()
     assert sorted(bytes(m.data) for m in r.completed) == msgs
     c = pair.a.core.counters

@@ -238,4 +238,4 @@ def test_corruption_every_token_completes_exactly_once(
     assert pair.run_until(lambda: len(pair.a.acked()) + len(pair.a.failed()) >= len(tokens), max_ns=5_000_000_000)
     pair.run_until(lambda: False, max_ns=20_000_000)
     done = [e.token for e in pair.a.events if isinstance(e, (Acked, Failed))]
-    assert sorted(done) == sorted(tokens)
+    assert sorted(done, key=repr) == sorted(tokens, key=repr)

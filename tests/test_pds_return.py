@@ -28,9 +28,9 @@ def resp_hdr(off: int, n: int) -> bytes:
     )
 
 
-def _serve_reads(pair: Pair, chunks: int, size: int = 64) -> list[tuple[int, int]]:
+def _serve_reads(pair: Pair, chunks: int, size: int = 64) -> list[tuple[str, int, int]]:
     """B answers every delivered request with ``chunks`` return packets (tokens ('r', psn, i))."""
-    tokens: list[tuple[int, int]] = []
+    tokens: list[tuple[str, int, int]] = []
 
     def respond(d):
         if d.next_hdr == NH_RD:
@@ -105,7 +105,7 @@ def test_close_waits_for_return_data() -> None:
     answered once the return direction drains, and every return packet is Acked."""
     pair = Pair(CFG, seed=2)
     tokens = _serve_reads(pair, 4)
-    dropped = []
+    dropped: list[bytes] = []
 
     def filt(data: bytes, src: str, dst: str) -> list[bytes]:
         h = hdr(data)
@@ -286,7 +286,7 @@ def test_target_close_req_waits_for_return_data() -> None:
     assert pair.run_until(lambda: len(pair.b.deliveries) == 1)
     pair.step()  # the return packets go out (the first is lost)
     [tp] = pair.b.core.pdcs.values()
-    assert tp.ret is not None and tp.ret.outstanding
+    assert isinstance(tp, TargetPdc) and tp.ret is not None and tp.ret.outstanding
     pair.b.core.request_close(tp.lpdcid, pair.now)
     assert tp.state is TargetState.ESTABLISHED and tp.close_req_wanted  # not yet: data in flight
     assert pair.run_until(lambda: not pair.a.core.pdcs and not pair.b.core.pdcs)

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, ses_small
-from uet.tools.impair_matrix import run_cell
+from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, hdr, only_initiator, only_target, ses_small
 
-from uet.pds import Mode, PdsConfig, SesNack
+from uet.experiments.impair_matrix import run_cell
+from uet.pds import Delivery, Mode, PdsConfig, SesNack
 from uet.wire import pds as pds_wire
 from uet.wire.pds import NackCode
 
@@ -42,7 +42,7 @@ def test_cack_never_covers_a_buffered_psn_that_ses_refuses() -> None:
     pair.inject(pair.b, out[3], A_ADDR)  # buffered
     pair.take(pair.b)
 
-    def refuse_2(d):  # type: ignore[no-untyped-def]
+    def refuse_2(d: Delivery) -> None:
         if d.payload == b"\x02":
             raise SesNack("no room")
         return None
@@ -53,7 +53,7 @@ def test_cack_never_covers_a_buffered_psn_that_ses_refuses() -> None:
     acks = [hdr(d) for d, _x, _y in pair.take(pair.b)]
     assert all(not (a.type == 10 and a.nack_code != NackCode.NO_SES_MSG_AVAIL) for a in acks)
     assert any(a.type == 10 and a.nack_psn == START + 2 for a in acks)
-    (tp,) = pair.b.core.pdcs.values()
+    tp = only_target(pair.b.core)
     # CACK stops before the refused PSN; nothing at or below it is still tracked in ``rcvd``
     assert tp.rx_base == START + 2
     assert all(a.cack_psn == START + 1 for a in acks if a.type != 10)
@@ -70,7 +70,7 @@ def test_delivered_psns_leave_rcvd_when_the_buffer_drains() -> None:
     out = _flight(pair, 6)
     for i in (0, 2, 3, 4, 5, 1):
         pair.inject(pair.b, out[i], A_ADDR)
-    (tp,) = pair.b.core.pdcs.values()
+    tp = only_target(pair.b.core)
     assert [d.payload[0] for d in pair.b.deliveries] == list(range(6))
     assert tp.rx_base == START + 6 and not tp.rcvd and not tp.rod_buf
 
@@ -85,14 +85,16 @@ def test_sacked_packets_behind_the_gap_do_not_spend_retries_or_starve_the_head()
         pair.inject(pair.b, d, A_ADDR)
     for d, _x, _y in pair.take(pair.b):
         pair.inject(pair.a, d, B_ADDR)
-    (ip,) = pair.a.core.pdcs.values()
+    ip = only_initiator(pair.a.core)
     assert all(ip.outstanding[START + i].dst_received for i in range(1, 12))
     assert [hdr(d).psn for d, _x, _y in pair.take(pair.a)] == [START]  # SACK fast retransmit: lost
     heads = rounds = 0
     while heads < 8:  # RTO rounds in which every copy of the head is lost
         rounds += 1
         assert rounds < 40
-        pair.now = pair.a.core.get_timer()
+        t = pair.a.core.get_timer()
+        assert t is not None
+        pair.now = t
         pair.a.core.handle_timer(pair.now)
         sent = [hdr(d) for d, _x, _y in pair.take(pair.a)]
         assert all(h.type == 3 and h.psn == START for h in sent), sent  # the head; no ACK_REQ
@@ -128,7 +130,7 @@ def test_the_reorder_buffer_is_bounded_per_fep_and_released_on_close() -> None:
     replies = [hdr(d) for d, _x, _y in pair.take(pair.b)]
     assert [h.nack_code for h in replies if h.type == 10] == [NackCode.ROD_OOO]
     assert pair.b.core._rod_buffered == size
-    (tp,) = pair.b.core.pdcs.values()
+    tp = only_target(pair.b.core)
     assert set(tp.rod_buf) == {START + 2}
     pair.b.core._free_tpdc(tp, pair.now)
     assert pair.b.core._rod_buffered == 0 and not tp.rod_buf
@@ -152,12 +154,14 @@ def test_the_sack_of_a_buffered_packet_far_behind_a_lost_head_reports_it() -> No
     assert START + last.sack_psn_offset == START + 99 - 63 and last.sack_bitmap == (1 << 64) - 1
     for d, _x, _y in acks:
         pair.inject(pair.a, d, B_ADDR)
-    (ip,) = pair.a.core.pdcs.values()
+    ip = only_initiator(pair.a.core)
     assert not ip.outstanding[START + 1].dst_received
     assert all(ip.outstanding[START + i].dst_received for i in range(2, 100))
     # the head's resend is lost as well: its RTO round resends the head alone
     pair.take(pair.a)  # (the SACK fast retransmit of the head)
-    pair.now = pair.a.core.get_timer()
+    t = pair.a.core.get_timer()
+    assert t is not None
+    pair.now = t
     pair.a.core.handle_timer(pair.now)
     assert [hdr(d).psn for d, _x, _y in pair.take(pair.a) if hdr(d).type == 3] == [START + 1]
 
@@ -172,7 +176,7 @@ def test_a_resend_acknowledged_sooner_than_a_round_trip_teaches_the_reordering_w
     Before any reordering is seen a hole waits a quarter of that RTT (RFC 8985's start)."""
     pair = Pair(CFG)
     _flight(pair, 10)  # START .. START + 9 at t = 0
-    (ip,) = pair.a.core.pdcs.values()
+    ip = only_initiator(pair.a.core)
 
     def sent() -> list:
         return [(h.psn - START, bool(h.flags & 0x10)) for h in (hdr(d) for d, _x, _y in pair.take(pair.a))]
@@ -183,7 +187,9 @@ def test_a_resend_acknowledged_sooner_than_a_round_trip_teaches_the_reordering_w
         return sent()
 
     def timer() -> list:
-        pair.now = pair.a.core.get_timer()
+        t = pair.a.core.get_timer()
+        assert t is not None
+        pair.now = t
         pair.a.core.handle_timer(pair.now)
         return sent()
 

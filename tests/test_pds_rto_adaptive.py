@@ -78,7 +78,7 @@ def _one_by_one(cfg: PdsConfig, n: int) -> tuple[Pair, list[int]]:
     t0 = pair.now
     for i in range(n):
         send()
-        assert pair.run_until(lambda i=i: len(pair.a.acked()) == i + 2)
+        assert pair.run_until(lambda: len(pair.a.acked()) == i + 2)  # noqa: B023 - called in this iteration
     pair.run_idle()
     assert not pair.a.failed()
     return pair, [t for t in _retx(pair) if t > t0]
@@ -111,9 +111,16 @@ def test_adaptive_rto_still_recovers_a_lost_packet_at_the_floor() -> None:
     pair = Pair(ADAPTIVE)
     for i in range(3):
         pair.a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"x" * 64, token=i, som=True, eom=True, now=pair.now)
-        assert pair.run_until(lambda i=i: len(pair.a.acked()) == i + 1)
+        assert pair.run_until(lambda: len(pair.a.acked()) == i + 1)  # noqa: B023 - called in this iteration
     lost: list[bytes] = []  # the next request from A is lost, nothing else
-    pair.filter = lambda d, src, _dst: [d] if src != A_ADDR or lost or lost.append(d) else []
+
+    def lose_first(d: bytes, src: str, _dst: str) -> list[bytes]:
+        if src != A_ADDR or lost:
+            return [d]
+        lost.append(d)
+        return []
+
+    pair.filter = lose_first
     t0 = pair.now
     pair.a.core.submit(B_ADDR, Mode.RUD, SES_NH, ses_small(), b"x" * 64, token=9, som=True, eom=True, now=pair.now)
     assert pair.run_until(lambda: len(pair.a.acked()) == 4)
@@ -184,6 +191,7 @@ def test_a_packet_held_by_the_peer_window_gives_no_rtt_sample() -> None:
     shrink = hdr(acks[0])
     assert shrink.mpr == 2
     lay = pds_wire.pds_layout(acks[0][0] >> 3, acks[0][1] & 0x7F, acks[0][12])
+    assert lay is not None
     pair.inject(pair.a, lay.encode(shrink._replace(mpr=1)), B_ADDR)
     (pdc,) = [p for p in pair.a.core.pdcs.values() if p.role == "initiator"]
     assert pdc.peer_mp == 128

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, request, ses_small
+from pds_harness import A_ADDR, B_ADDR, SES_NH, Pair, control, hdr, request, ses_small, state
 
 from uet.pds import (
     Acked,
@@ -86,7 +86,7 @@ def test_syn_0rtt_exact_packets() -> None:
         assert h.spdcid == tp.lpdcid and h.dpdcid == ipdc.lpdcid
     for data, _d, _e in acks:
         pair.inject(pair.a, data, B_ADDR)
-    assert ipdc.state is InitiatorState.ESTABLISHED and ipdc.rpdcid == tp.lpdcid
+    assert state(ipdc) is InitiatorState.ESTABLISHED and ipdc.rpdcid == tp.lpdcid
     assert [e.token for e in pair.a.acked()] == [("m", 0), ("m", 1), ("m", 2)]
     # later packets carry DPDCID and no SYN
     submit(pair, 1, tag="late")
@@ -258,7 +258,7 @@ def test_close_handshake_from_initiator_reclaims_everything() -> None:
     (ack, _d, _e), = pair.take(pair.b)  # fmt: skip
     assert hdr(ack).cack_psn == START + 2
     pair.inject(pair.a, ack, B_ADDR)
-    assert ipdc.state is InitiatorState.CLOSED and pair.a.core.idle()
+    assert state(ipdc) is InitiatorState.CLOSED and pair.a.core.idle()
     assert not pair.a.core.pdcs and not pair.a.core.usable and not pair.a.core.gates
     assert [c.error for c in pair.a.closed()] == [None] and [c.error for c in pair.b.closed()] == [None]
     # a retransmitted CLOSE is re-ACKed while the target lingers; newer PSNs get NACK CLOSING
@@ -284,7 +284,7 @@ def test_close_request_from_target() -> None:
     assert hdr(out[0][0]).cack_psn == START
     for d, _x, _y in out:
         pair.inject(pair.b, d, A_ADDR)
-    assert tp.close_req is None and tp.state is TargetState.CLOSING
+    assert tp.close_req is None and state(tp) is TargetState.CLOSING
     for d, _x, _y in pair.take(pair.b):
         pair.inject(pair.a, d, B_ADDR)
     assert not pair.a.core.pdcs
@@ -502,7 +502,7 @@ def test_messages_do_not_interleave_and_quiesce_moves_queued_messages() -> None:
     assert pair.run_until(lambda: len(pair.a.acked()) == 8)
     sub("x1", False, True, "x")
     assert pair.run_until(lambda: len(pair.a.acked()) == 9 and ipdc.lpdcid not in core.pdcs)
-    by_pdc = {}
+    by_pdc: dict[int, list[bytes]] = {}
     for d in pair.b.deliveries:
         by_pdc.setdefault(d.pdc, []).append(d.payload)
     assert sorted(by_pdc.values()) == [[b"a0", b"a1", b"b0", b"c0", b"c1", b"c2", b"x0", b"x1"], [b"y0"]]

@@ -83,7 +83,8 @@ def _int_const(node: ast.AST) -> bool:
 
 def test_no_bare_pds_type_numbers_in_uet_pds() -> None:
     """Types are compared and encoded by name (PdsType, or its ``_P_*`` aliases): a comparison of
-    a type against a number, a PDS header encoded with a literal type, a set of literal types."""
+    a type against a number, a PDS header encoded with a literal type, a set of literal types, a
+    PDC's request type (``ptype``) set from a number."""
     layouts = _layouts()
     hits = []
     for path in sorted(PDS.glob("*.py")):
@@ -104,7 +105,9 @@ def test_no_bare_pds_type_numbers_in_uet_pds() -> None:
                     if _int_const(node.args[0].elts[0]):
                         hits.append(where + " " + ast.unparse(node.args[0].elts[0]))
             elif isinstance(node, ast.Assign) and any(
-                isinstance(tg, ast.Name) and tg.id.endswith("_TYPES") for tg in node.targets
+                (isinstance(tg, ast.Name) and tg.id.endswith("_TYPES"))
+                or (isinstance(tg, ast.Attribute) and tg.attr == "ptype")
+                for tg in node.targets
             ):
                 if _int_const(node.value):
                     hits.append(where + " " + ast.unparse(node))

@@ -9,6 +9,7 @@ honest first contacts (small and large reads, sends) still complete, through the
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from fep_harness import A_ADDR, B_ADDR, FepPair, decode
 
@@ -37,7 +38,7 @@ def _syn(core: FepCore, spdcid: int, psn: int, op: int = SesOpcode.SEND, length:
     return pds + _ses(core, op, spdcid, length or len(payload), key) + payload
 
 
-def _target(**pds: int) -> tuple[FepCore, int]:
+def _target(**pds: Any) -> tuple[FepCore, int]:
     cfg = FepConfig()
     if pds:
         cfg = replace(cfg, pds=replace(cfg.pds, **pds))
@@ -198,7 +199,14 @@ def test_a_flood_is_screened_from_a_batch_and_the_established_traffic_in_it_goes
     cap = b.config.pds.unverified_pdcs_per_source
     b.receive_batch([Datagram(_syn(b, 1 + k, 9000 + k, payload=bytes(64)), SPOOFED) for k in range(cap)], pair.now)
     honest: list[bytes] = []
-    pair.filter = lambda t, src: (honest.append(t.data) or []) if src == A_ADDR else [t.data]
+
+    def hold_honest(t: Transmit, src: str) -> list[bytes]:
+        if src != A_ADDR:
+            return [t.data]
+        honest.append(t.data)
+        return []
+
+    pair.filter = hold_honest
     data = bytes(range(256)) * 80  # five 4 KiB packets
     h = a.core.send(B_ADDR, data)
     pair.run_until(lambda: len(honest) >= 5, max_ns=1_000_000)

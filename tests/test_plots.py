@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from live_options import FAST
@@ -63,7 +64,7 @@ def test_queue_depth_sampled_on_the_grid_until_it_drains() -> None:
     port.qbytes[0], port.queues[0] = 1500, [object()]
     for t, depth in ((10, 1500), (20, 0), (30, 0)):
         port.qbytes[0] = depth
-        FabricProcess._sample_queues(fp, "leaf0", port, t)
+        FabricProcess._sample_queues(cast(FabricProcess, fp), "leaf0", port, t)  # the fields it reads
     recs = [r.as_dict() for r in fp.telemetry.drain()]
     assert [(r["t"], r["bytes"]) for r in recs if r["event"] == "queue_depth"] == [(10, 1500), (20, 0)]
 

@@ -11,6 +11,8 @@ Pacer figures as in test_cc_rccc.py: a full grant is 64 quanta (16 384 B), 1323 
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import pytest
 from pds_harness import A_ADDR, SES_NH, hdr, ses_small
 
@@ -72,10 +74,9 @@ def _cut(s: CreditScheduler, key: str, trims: int, of: int, t: int) -> None:
     s.note_arrival(key, False, t + 18_000)
 
 
-def _drain(s: CreditScheduler, until: int) -> list[tuple[int, str]]:
-    out = []
-    while s.deadline() is not None and s.deadline() <= until:
-        t = s.deadline()
+def _drain(s: CreditScheduler, until: int) -> list[tuple[int, Hashable]]:
+    out: list[tuple[int, Hashable]] = []
+    while (t := s.deadline()) is not None and t <= until:
         out += [(t, k) for k, _r, _g in s.poll(t)]
     return out
 
@@ -130,7 +131,7 @@ def _cc_req(psn: int, dpdcid: int | None, target: int) -> bytes:
 
 def _grant_times(core: PdsCore, until: int) -> list[int]:
     """Times of the CREDIT CPs the target sends, driving its timer up to ``until``."""
-    times = []
+    times: list[int] = []
     while True:
         t = core.get_timer()
         if t is None or t > until:

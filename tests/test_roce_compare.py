@@ -1,5 +1,5 @@
 """``uet-run --transport uet|roce|both`` on the simulator and the §9.1 comparison metrics
-(tools/compare.py; rocev2-and-fabric.md §8.5, §8.9, §9.1; issue 12)."""
+(uet/experiments/compare.py; rocev2-and-fabric.md §8.5, §8.9, §9.1; issue 12)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import re
 
 import pytest
-from uet.tools.compare import metrics
 from uet.tools.run import main as run_main
 
+from uet.experiments.compare import metrics
 from uet.roce.core import timeout_for_rtt
 from uet.sim.scenario import simulate
 

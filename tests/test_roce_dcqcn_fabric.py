@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from roce_fabric import RoceFabric
 from uet.fabric.model.config import KB, BufferConfig, EcnConfig, PfcConfig, SwitchConfig
-from uet.fabric.topology import LinkSpec, Topology
+from uet.fabric.model.plan import LinkSpec
+from uet.fabric.topology import Topology
 
 from uet.roce import DcqcnConfig, QpConfig, WriteCompleted
 

@@ -1,5 +1,5 @@
 """The §9.2 experiments' scenario files and their point-by-point checks
-(tools/roce_experiments.py; rocev2-and-fabric.md §9.2; issue 12), on shrunken messages."""
+(tools/roce_experiments.py, uet/experiments/roce.py; rocev2-and-fabric.md §9.2; issue 12), on shrunken messages."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from uet.tools.roce_experiments import CHECKS, EXPERIMENTS, default_dir, main, run_experiments
+from uet.tools.roce_experiments import default_dir, main, run_experiments
+
+from uet.experiments.roce import CHECKS, EXPERIMENTS
 
 
 def test_every_experiment_is_a_32_host_100g_leaf_spine_scenario() -> None:
@@ -43,8 +45,9 @@ def test_uet_sprays_the_permutation_near_full_bisection() -> None:
     With the PDS default (16 consecutive entropies) the switches' mixing ECMP hash loaded the
     busiest uplink at 2.0 × the mean and reached 0.60 of bisection; the scenario now runs UET as
     a UET NIC would here (REPS over 256 entropies, NSCC with the fabric's base RTT): 0.84."""
-    from uet.tools.compare import metrics
     from uet.tools.run import build_parser, settings_from, simulate_runs
+
+    from uet.experiments.compare import metrics
 
     path = str(Path(default_dir()) / EXPERIMENTS["permutation"])
     s, topo, ep = settings_from(build_parser().parse_args([path, "--engine", "sim", "--transport", "uet"]))

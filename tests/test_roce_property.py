@@ -43,6 +43,7 @@ def resent_payload(pair: Pair) -> int:
             total += len(r.payload)
         span = 1
         if r.opcode == OpCode.RDMA_READ_REQUEST:
+            assert r.reth is not None
             span = max(1, -(-r.reth.dma_len // 256))
         end = (p + span) & 0xFFFFFF
         if high is None or psn_diff(end, high) > 0:
@@ -94,7 +95,9 @@ def test_exactly_once_in_order(ops, loss, dup, reorder, seed, ce) -> None:  # no
     for i in range(len(mem)):
         mem[i] = (i * 7 + seed) & 0xFF
     expect_mem = bytearray(mem)
-    expect_msgs, expect_done, expect_reads = [], [], {}
+    expect_msgs: list[tuple[bytes, int | None]] = []
+    expect_done: list[SendCompleted | WriteCompleted | int] = []  # an int: a READ's handle
+    expect_reads: dict[int, tuple[int, int]] = {}
     for i, (kind, n) in enumerate(ops):
         data = bytes(((i + 1) * 31 + j) & 0xFF for j in range(n))
         va = i * 1200
@@ -152,7 +155,7 @@ def test_exactly_once_in_order(ops, loss, dup, reorder, seed, ce) -> None:  # no
 def test_go_back_n_resends_everything_after_a_loss() -> None:
     """One lost packet in a 20-packet SEND: the NAK rewinds to it, so the packets after it that
     were already sent go again (go-back-N's waste, §9.2)."""
-    lost = []
+    lost: list[int] = []
 
     def drop_once(side, tx, r):  # noqa: ANN001
         if (

@@ -7,6 +7,8 @@ peer would compute) and checks the datagrams the QP answers with, field by field
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from uet.roce import (
@@ -48,8 +50,8 @@ PEER_PSN = 0xFFFFFE  # the peer's start PSN: wraps after two packets
 ENT = entropy_port(MY_QPN, PEER_QPN)
 
 
-def cfg(**kw) -> QpConfig:
-    base = dict(pmtu=256, dcqcn=None, timeout=4, retry_cnt=2, rnr_retry=2, ack_req_every=3)
+def cfg(**kw: Any) -> QpConfig:
+    base: dict[str, Any] = dict(pmtu=256, dcqcn=None, timeout=4, retry_cnt=2, rnr_retry=2, ack_req_every=3)
     base.update(kw)
     return QpConfig(**base)
 
@@ -565,7 +567,7 @@ def test_ce_mark_sends_one_cnp_per_holdoff() -> None:
         ((r, tx),) = got
         assert r.opcode == Op.CNP and r.bth.becn == 1 and r.bth.dest_qp == PEER_QPN and r.bth.psn == 0
         assert tx.dscp == 48 and tx.ecn == 0
-    assert qp.counters()["cnps_sent"] == 2 and qp.np.marked == 3
+    assert qp.np is not None and qp.counters()["cnps_sent"] == 2 and qp.np.marked == 3
 
 
 def test_cnp_received_cuts_the_rate() -> None:
@@ -574,7 +576,7 @@ def test_cnp_received_cuts_the_rate() -> None:
     qp = make_qp(dcqcn=DcqcnConfig.paper(100e9))
     cnp = seal(encode_roce(BTH.make(opcode=Op.CNP, becn=1, dest_qp=MY_QPN)), net.ip_bytes(PEER), net.ip_bytes(ME), ENT)
     qp.receive_datagram(cnp, 10, source=PEER)
-    assert qp.rp.rate == 50e9 and qp.counters()["cnps_received"] == 1
+    assert qp.rp is not None and qp.rp.rate == 50e9 and qp.counters()["cnps_received"] == 1
 
 
 def test_state_table() -> None:
@@ -697,7 +699,8 @@ def test_responder_acks_never_overtake_queued_read_responses() -> None:
             pkt(Op.RDMA_READ_REQUEST, P(0), (RETH.make(va=0, rkey=mr.key, dma_len=300),)), 0, source=PEER
         )
         qp.receive_datagram(pkt(Op.SEND_ONLY, P(2), (), b"x", ack_req=1), 0, source=PEER)
-        got, t = [], 0
+        got: list[tuple[str, int]] = []
+        t = 0
         while len(got) < 3 and t < 100_000:
             got += [(r.opcode_name, r.bth.psn) for r, _ in out(qp, t)]
             t = qp.get_timer() or t + 1000

@@ -45,7 +45,12 @@ def test_roce_frames_on_the_fabric_are_real_rocev2() -> None:
     assert all(isinstance(ep, Transport) for ep in eps)
     frames: list[bytes] = []
     send = fab.nics[0].send
-    fab.nics[0].send = lambda frame, now: (frames.append(bytes(frame)), send(frame, now))[1]  # type: ignore[method-assign]
+
+    def tap(frame: bytes | bytearray, now: int) -> None:
+        frames.append(bytes(frame))
+        send(frame, now)
+
+    fab.nics[0].send = tap  # type: ignore[method-assign]  # a tap on the NIC's egress
 
     async def main() -> bytes:
         t = asyncio.ensure_future(eps[3].recv(tag=5))
@@ -61,17 +66,20 @@ def test_roce_frames_on_the_fabric_are_real_rocev2() -> None:
     assert frames
     for f in frames:
         fr = parse_frame(f)
-        assert fr.kind == "roce" and fr.dport == 4791 and fr.roce.icrc_ok and fr.dscp == 26, fr.to_dict()
-        assert fr.layer("udp").checksum == 0
-    assert {parse_frame(f).roce.opcode_name for f in frames} >= {"SEND_FIRST", "SEND_LAST"}
+        assert fr.roce is not None and fr.dport == 4791 and fr.roce.icrc_ok and fr.dscp == 26, fr.to_dict()
+        udp = fr.layer("udp")
+        assert fr.kind == "roce" and udp is not None and udp.checksum == 0
+    assert {r.opcode_name for f in frames if (r := parse_frame(f).roce)} >= {"SEND_FIRST", "SEND_LAST"}
 
 
 def test_dcqcn_two_flows_converge_on_a_100g_link_in_the_simulator(tmp_path) -> None:
     """Hosts 0 and 1 write to host 2 under one leaf; host 1 starts 0.5 ms later
-    (:func:`uet.tools.dcqcn_plot.converge`, the committed plot's run). Over 3-6 ms the two goodputs
+    (:func:`uet.experiments.dcqcn.converge`, the committed plot's run). Over 3-6 ms the two goodputs
     are within 10 % of half their sum, the sum is at least 85 % of the link, and no receiver QP
     sent two CNPs within the 50 us hold-off."""
-    from uet.tools.dcqcn_plot import converge, plot
+    from uet.tools.dcqcn_plot import plot
+
+    from uet.experiments.dcqcn import converge
 
     res = converge("paper")
     rate = res["goodput_3_6ms_gbps"]

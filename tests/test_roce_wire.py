@@ -109,7 +109,7 @@ def test_cnp_and_ack_decode() -> None:
     ack = parse_roce(ACK_PKT, 28)
     assert ack.aeth == AETH.make(syndrome=0x1F, msn=1) and ack.icrc_ok is None
     nak = parse_roce(NAK_PKT, 28)
-    assert nak.aeth.syndrome == 0x60 and nak.bth.psn == 5
+    assert nak.aeth is not None and nak.aeth.syndrome == 0x60 and nak.bth.psn == 5
 
 
 def test_seal_is_the_canonical_frame_icrc() -> None:
@@ -121,7 +121,8 @@ def test_seal_is_the_canonical_frame_icrc() -> None:
     ip = build_ip_packet(dgram, "192.168.1.1", "192.168.1.2", entropy=0xC123, dport=4791, dscp=26, ecn=3)
     assert check_icrc(ip)  # a computed UDP checksum is masked too
     fr = parse_frame(build_ethernet(ip))
-    assert fr.kind == "roce" and fr.roce.icrc_ok and fr.roce.payload == b"hello" and not fr.warnings
+    assert fr.kind == "roce" and fr.roce is not None
+    assert fr.roce.icrc_ok and fr.roce.payload == b"hello" and not fr.warnings
 
 
 def test_entropy_port_fold() -> None:
@@ -199,6 +200,7 @@ def test_malformed(data: bytes, header: str | None, reason: str | None) -> None:
         return
     with pytest.raises(DecodeError) as e:
         parse_roce(data)
+    assert reason is not None and e.value.reason is not None
     assert e.value.header == header and reason in e.value.reason
 
 
@@ -239,6 +241,7 @@ def test_scapy_computes_the_same_icrc(op, bth, qp, psn, ack, rest, ip, sport, v6
     b = scapy_roce.BTH(
         opcode=op, solicited=se, padcount=0, version=tver, pkey=pkey, fecn=fb, becn=1 - fb, dqpn=qp, ackreq=ack, psn=psn
     )
+    outer: IP | IPv6
     if v6:
         outer = IPv6(src="fe80::1", dst="2001:db8::2", tc=tos, hlim=ttl, fl=ident)
     else:

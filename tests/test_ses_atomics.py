@@ -6,6 +6,7 @@ import math
 import random
 import struct
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from uet.ses import atomics
 from uet.ses.errors import AmoUnaligned, AmoUnsupportedDt, AmoUnsupportedOp, AmoUnsupportedSize
 from uet.wire.ses import CSWAP_OPS, AmoOp, AmoType, ReturnCode
 
-INT_TYPES = {
+INT_TYPES: dict[AmoType, type[np.signedinteger[Any] | np.unsignedinteger[Any]]] = {
     AmoType.INT8: np.int8,
     AmoType.UINT8: np.uint8,
     AmoType.INT16: np.int16,
@@ -52,7 +53,7 @@ def _rand_ints(rng: random.Random, bits: int, signed: bool, n: int) -> list[int]
     return vals
 
 
-def _np_int_model(op: int, t: np.ndarray, v: np.ndarray) -> np.ndarray:
+def _np_int_model(op: AmoOp, t: np.ndarray, v: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         return {
             AmoOp.MIN: lambda: np.minimum(t, v),
@@ -91,7 +92,7 @@ def test_integer_ops_match_numpy(op: AmoOp, dtype: AmoType) -> None:
         assert mem[:off] == bytearray(off) and mem[off + N * size :] == bytearray(8)  # no spill
 
 
-def _wide_model(op: int, t: int, v: int, signed: bool) -> int:
+def _wide_model(op: AmoOp, t: int, v: int, signed: bool) -> int:
     mask = (1 << 128) - 1
 
     def s(x: int) -> int:
@@ -138,7 +139,7 @@ def test_wraparound_examples() -> None:
     assert mem == b"\x01"
     mem = bytearray(b"\x7f")
     atomics.apply(memoryview(mem), 0, AmoOp.SUM, AmoType.INT8, b"\x01")
-    assert atomics.decode_values(AmoType.INT8, mem) == [-128]
+    assert atomics.decode_values(AmoType.INT8, bytes(mem)) == [-128]
     mem = bytearray(b"\x80")  # -128 vs 1: signed MIN keeps -128, unsigned MIN picks 1
     atomics.apply(memoryview(mem), 0, AmoOp.MIN, AmoType.INT8, b"\x01")
     assert mem == b"\x80"
@@ -146,14 +147,14 @@ def test_wraparound_examples() -> None:
     assert mem == b"\x01"
 
 
-def _cswap_model(op: int, c: object, t: object) -> bool:
+def _cswap_model(op: AmoOp, c: Any, t: Any) -> bool:
     return {
         AmoOp.CSWAP: c == t,
         AmoOp.CSWAP_NE: c != t,
-        AmoOp.CSWAP_LE: c <= t,  # type: ignore[operator]
-        AmoOp.CSWAP_LT: c < t,  # type: ignore[operator]
-        AmoOp.CSWAP_GE: c >= t,  # type: ignore[operator]
-        AmoOp.CSWAP_GT: c > t,  # type: ignore[operator]
+        AmoOp.CSWAP_LE: c <= t,
+        AmoOp.CSWAP_LT: c < t,
+        AmoOp.CSWAP_GE: c >= t,
+        AmoOp.CSWAP_GT: c > t,
     }[op]
 
 
@@ -276,15 +277,15 @@ def test_bfloat16_against_exact_rounding(op: AmoOp) -> None:
 def test_float_overflow_to_infinity_and_nan() -> None:
     mem = bytearray(atomics.encode_values(AmoType.FLOAT, [3e38]))
     atomics.apply(memoryview(mem), 0, AmoOp.SUM, AmoType.FLOAT, atomics.encode_values(AmoType.FLOAT, [3e38]))
-    assert atomics.decode_values(AmoType.FLOAT, mem) == [math.inf]
+    assert atomics.decode_values(AmoType.FLOAT, bytes(mem)) == [math.inf]
     atomics.apply(memoryview(mem), 0, AmoOp.DIFF, AmoType.FLOAT, atomics.encode_values(AmoType.FLOAT, [math.inf]))
-    assert math.isnan(atomics.decode_values(AmoType.FLOAT, mem)[0])
+    assert math.isnan(atomics.decode_values(AmoType.FLOAT, bytes(mem))[0])
     mem = bytearray(atomics.encode_values(AmoType.FP16, [60000.0]))
     atomics.apply(memoryview(mem), 0, AmoOp.PROD, AmoType.FP16, atomics.encode_values(AmoType.FP16, [2.0]))
-    assert atomics.decode_values(AmoType.FP16, mem) == [math.inf]
+    assert atomics.decode_values(AmoType.FP16, bytes(mem)) == [math.inf]
     mem = bytearray(atomics.encode_values(AmoType.BFLOAT16, [3e38]))
     atomics.apply(memoryview(mem), 0, AmoOp.PROD, AmoType.BFLOAT16, atomics.encode_values(AmoType.BFLOAT16, [4.0]))
-    assert atomics.decode_values(AmoType.BFLOAT16, mem) == [math.inf]
+    assert atomics.decode_values(AmoType.BFLOAT16, bytes(mem)) == [math.inf]
 
 
 @pytest.mark.parametrize("dtype", [*FLOAT_TYPES, AmoType.BFLOAT16])

@@ -127,7 +127,7 @@ def test_cswap_uses_only_the_low_bits_of_wide_extension_values(dtype: AmoType) -
     high = 0xA5 << (8 * size)  # junk just above the element: must be ignored both ways
     t, swap = (5.0, 9.0) if dtype == AmoType.FLOAT else (5, 9)
     guard = b"\xcc" * 8
-    for op in sorted(CSWAP_OPS):
+    for op in map(AmoOp, sorted(CSWAP_OPS)):
         for compare in (t, 6.0 if dtype == AmoType.FLOAT else 6):
             mem = bytearray(guard + atomics.encode_values(dtype, [t]) + guard)
             old = atomics.apply(

@@ -12,7 +12,7 @@ from uet.pds import Mode
 from uet.pds.events import Delivery
 from uet.pds.target import normalize_response
 from uet.ses import RecvCompleted, SesFep
-from uet.ses.message import MessageConfig
+from uet.ses.message import Message, MessageConfig
 from uet.ses.segmenter import Segmenter
 from uet.ses.target import TargetConfig
 from uet.wire.ses import RESPONSE, ReturnCode
@@ -148,6 +148,7 @@ def test_receives_the_fast_path_leaves_to_the_target_engine() -> None:
     assert response_fields(r[1])[1] == ReturnCode.TOO_LONG
     (ev,) = events(f)
     assert (ev.recv_id, ev.return_code) == (small.id, ReturnCode.TOO_LONG)
+    assert f.default is not None
     other_job = f.target.post_recv(f.default, bytearray(100), job=JOB + 1)  # restricted to another job
     (p,) = packets(b"w" * 10, 61)
     r = deliver(f, *p)
@@ -225,6 +226,6 @@ def test_unexpected_list_is_bounded_by_bytes_and_nacks_when_full() -> None:
         deliver(f, ses3, pl3)
     assert f.counters["fast_unexpected_full"] == 1 and len(f.unexpected_messages) == 2
     m = f.take_unexpected(tagged=False)
-    assert m is not None and bytes(m.data) == b"\x01" * 1000
+    assert isinstance(m, Message) and bytes(m.data) == b"\x01" * 1000  # the fast path's own message
     assert response_fields(deliver(f, ses3, pl3)[1])[1] == ReturnCode.OK  # the resend gets in
     assert [bytes(x.data)[:1] for x in f.unexpected_messages] == [b"\x02", b"\x03"]

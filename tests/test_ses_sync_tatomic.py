@@ -92,10 +92,10 @@ def test_a_terminator_after_its_members_takes_effect_at_once_and_the_group_resta
     mem: bytearray,
 ) -> None:
     handle(fep, sync_write(1, 9, 2, 0, b"x" * 4), b"x" * 4)
-    assert handle(fep, sync_atomic(2, 9, 2, 40), u64(3)).data == ok(2, 8)  # type: ignore[union-attr]
+    assert handle(fep, sync_atomic(2, 9, 2, 40), u64(3)).data == ok(2, 8)
     assert struct.unpack_from("<Q", mem, 40)[0] == 3
     # the same group number starts a new round
-    assert handle(fep, sync_atomic(3, 9, 2, 40), u64(4)).data == ok(3, 8)  # type: ignore[union-attr]
+    assert handle(fep, sync_atomic(3, 9, 2, 40), u64(4)).data == ok(3, 8)
     assert struct.unpack_from("<Q", mem, 40)[0] == 3
     handle(fep, sync_write(4, 9, 2, 0, b"y" * 4), b"y" * 4)
     assert struct.unpack_from("<Q", mem, 40)[0] == 7
@@ -252,10 +252,13 @@ def test_initiator_builds_each_opcode_with_its_extensions() -> None:
 async def test_the_four_opcodes_through_the_endpoint_api() -> None:
     from uet import Endpoint
     from uet.link import loopback_addresses
+    from uet.link.direct import DirectLink
 
     a, b = loopback_addresses(2)
     ea = await Endpoint.open(a, job=JOB, pid=1, port=0)
+    assert isinstance(ea.link, DirectLink)
     eb = await Endpoint.open(b, job=JOB, pid=1, port=0, peer_port=ea.link.port)
+    assert isinstance(eb.link, DirectLink)
     ea.link.peer_port = eb.link.port
 
     def w(c):  # noqa: ANN001, ANN202

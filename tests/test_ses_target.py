@@ -520,8 +520,9 @@ def test_read_errors(fep: SesFep, access: Access, bo: int, rlen: int, flags: int
 # -- atomics ---------------------------------------------------------------------------------------
 
 
-def amo_hdr(op: int, flags: int, rlen: int, *, bo: int = 0, key: int = KEY, fetch: bool = False) -> bytes:
-    return som_hdr(SesOpcode.FETCHING_ATOMIC if fetch else SesOpcode.ATOMIC, flags, 1, rlen, bo=bo, mb=key) + op
+def amo_hdr(ext: bytes, flags: int, rlen: int, *, bo: int = 0, key: int = KEY, fetch: bool = False) -> bytes:
+    """An atomic request's header followed by its extension header ``ext``."""
+    return som_hdr(SesOpcode.FETCHING_ATOMIC if fetch else SesOpcode.ATOMIC, flags, 1, rlen, bo=bo, mb=key) + ext
 
 
 def test_fetching_sum_returns_prior_value(fep: SesFep, region) -> None:  # noqa: ANN001
@@ -828,3 +829,26 @@ def test_a_rudi_write_reusing_a_finished_rud_writes_id_is_a_new_message(fep: Ses
     buf[16:32] = bytes(16)
     assert fep.target.handle(PEER, NextHeader.STANDARD, ses, b"B" * 16, mode=RUDI, pkt_id=77, retx=True) == r
     assert buf[16:32] == bytes(16)
+
+
+@pytest.mark.parametrize("nh", [NextHeader.SMALL, NextHeader.STANDARD])
+def test_a_refused_single_packet_send_leaves_no_unexpected_entry(fep: SesFep, nh: int) -> None:
+    """A one-packet SEND (SOM and EOM) whose payload is not its request_length is refused
+    OP_VIOLATION; nothing of it may stay on the unexpected list. Before the fix its entry stayed
+    there (with a small header no record kept it, so nothing ever expired it): a receive posted
+    later took it and was bound for good to a message that would never come (a long-lived
+    uet-peer ran out of receives and refused deferrable and rendezvous sends)."""
+    if nh == NextHeader.SMALL:
+        ses = SMALL.encode((SesOpcode.SEND, 0, SOM | EOM | REL, 9000, 0, JOB, PID, RI, 0))
+    else:
+        ses = som_hdr(SesOpcode.SEND, REL | EOM, 6, 9000)
+    r = handle(fep, ses, b"short", nh=nh)
+    assert r is not None and r.data == resp(RC.OP_VIOLATION, 6 if nh == NextHeader.STANDARD else 0)
+    assert not res(fep).matcher.unexpected
+    buf = bytearray(16)
+    fep.target.post_recv(res(fep), buf)
+    assert events(fep) == []  # the receive waits for a real message
+    r = handle(fep, som_hdr(SesOpcode.SEND, REL | EOM, 7, 5), b"hello")
+    assert r is not None and r.data == ok(7, 5)
+    [e] = events(fep)
+    assert e.length == 5 and buf[:5] == b"hello"

@@ -106,11 +106,13 @@ def test_a_case_whose_cpu_did_not_keep_up_says_so_above_the_table(monkeypatch, c
 
     from uet.tools import differential
 
+    from uet.experiments.differential import judge
+
     fct = {"p50_s": 0.01, "p99_s": 0.012}
     short = {"kept_up": False, "why": ["endpoint processes woke 60 µs late (p99, virtual; more than 0.3 frame times)"]}
     live = {"uet": {"ok": True, "fct": fct, "dilation": {"factor": 194.6, "verdict": short}}}
     sim = {"uet": {"ok": True, "fct": fct}}
-    case = {"workload": "allreduce", "endpoints": 8, "live": live, "sim": sim, "bar": differential.judge(live, sim)}
+    case = {"workload": "allreduce", "endpoints": 8, "live": live, "sim": sim, "bar": judge(live, sim)}
     monkeypatch.setattr(differential, "run_case", lambda *a, **k: case)
     ns = argparse.Namespace(only="allreduce", messages=None, size=None, dilation="auto", json=False)
     differential._run(ns)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import pytest
 from uet.fabric.model import Fabric
@@ -12,9 +14,11 @@ from uet.fabric.profiles import load_topology
 from uet.fep import FepConfig, FepCore
 from uet.sim import Engine, SimEndpoint, SimulationError, VirtualTimeLoop
 from uet.sim.scenario import ideal_seconds, simulate
-from uet.transport import Transport
+from uet.transport import Received, Transport
 from uet.wire.capture import parse_frame
 from uet.workloads import WORKLOADS, Flow
+
+T = TypeVar("T")
 
 
 def _net(hosts: int = 4, seed: int = 1, **cfg: object) -> tuple[Engine, list[SimEndpoint]]:
@@ -29,10 +33,10 @@ def _net(hosts: int = 4, seed: int = 1, **cfg: object) -> tuple[Engine, list[Sim
     return eng, eps
 
 
-def _run(eng: Engine, coro: object) -> object:
+def _run(eng: Engine, coro: Coroutine[Any, Any, T]) -> T:
     loop = VirtualTimeLoop(eng)
     try:
-        return loop.run_until_complete(coro)  # type: ignore[arg-type]
+        return loop.run_until_complete(coro)
     finally:
         loop.close()
 
@@ -48,7 +52,7 @@ def test_asyncio_time_is_the_engines_virtual_clock() -> None:
             await asyncio.wait_for(asyncio.get_running_loop().create_future(), 0.5)
         return t0, loop.time()
 
-    t0, t1 = _run(eng, main())  # type: ignore[misc]
+    t0, t1 = _run(eng, main())
     assert t0 == 0.0 and eng.now == 501_000_000 and t1 == pytest.approx(0.501)
 
 
@@ -59,23 +63,25 @@ def test_one_message_crosses_the_fabric_as_real_frames() -> None:
     nic = eng.fabric.nics[0]
     send = nic.send
 
-    def tap(frame: bytes, now: int) -> None:
+    def tap(frame: bytes | bytearray, now: int) -> None:
         frames.append(bytes(frame))
         send(frame, now)
 
-    nic.send = tap  # type: ignore[method-assign]
+    nic.send = tap  # type: ignore[method-assign]  # a tap on the NIC's egress
     data = bytes(range(256)) * 64
 
-    async def main() -> object:
+    async def main() -> Received:
         a, b = eps[0], eps[15]
         got, _ = await asyncio.gather(b.recv(tag=7), a.send(b.address, data, tag=7))
         return got
 
     m = _run(eng, main())
-    assert m.data == data and m.source == eps[0].address and m.tag == 7  # type: ignore[attr-defined]
+    assert m.data == data and m.source == eps[0].address and m.tag == 7
     fr = parse_frame(frames[0])
-    assert fr.layer("ipv4").src == bytes([10, 0, 0, 1]) and fr.layer("udp").dst_port == 4793
-    assert fr.layer("ipv4").ecn == 2  # ECT(0): ECN-capable data (the core's marking)
+    ip, udp = fr.layer("ipv4"), fr.layer("udp")
+    assert ip is not None and udp is not None
+    assert ip.src == bytes([10, 0, 0, 1]) and udp.dst_port == 4793
+    assert ip.ecn == 2  # ECT(0): ECN-capable data (the core's marking)
     # across pods: five switches on the way, each one frame per packet (store and forward)
     core = sum(p.tx_frames for name in ("ss0", "ss1", "ss2", "ss3") for p in eng.fabric.switches[name].ports)
     assert core >= 4
@@ -135,7 +141,7 @@ def test_an_endpoint_seed_changes_only_what_the_endpoints_draw() -> None:
     endpoints' Start_PSNs but not the workload (the flows, their sources and destinations)."""
     s = {"workload": "incast", "endpoints": 3, "message_bytes": 8192, "messages": 1, "seed": 5}
 
-    def run(**more: int) -> tuple[dict[str, object], list[int]]:
+    def run(**more: int) -> tuple[dict[str, Any], list[int]]:
         log: list[dict[str, object]] = []
         res = simulate({**s, **more}, event_log=log.append)
         res.pop("timing")
@@ -206,14 +212,25 @@ def test_udp_checksums_only_where_frames_are_captured(tmp_path: object) -> None:
         sent: list[bytes] = []
         nic = e.fabric.nics[0]
         send = nic.send
-        nic.send = lambda f, now, _s=send, _o=sent: (_o.append(bytes(f)), _s(f, now))[1]  # type: ignore[method-assign]
 
-        async def main(a: SimEndpoint = a, b: SimEndpoint = b) -> object:
+        def tap(
+            frame: bytes | bytearray,
+            now: int,
+            _s: Callable[[bytes | bytearray, int], None] = send,
+            _o: list[bytes] = sent,
+        ) -> None:
+            _o.append(bytes(frame))
+            _s(frame, now)
+
+        nic.send = tap  # type: ignore[method-assign]  # a tap on the NIC's egress
+
+        async def main(a: SimEndpoint = a, b: SimEndpoint = b) -> Received:
             got, _ = await asyncio.gather(b.recv(), a.send(b.address, b"z" * 9000))
             return got
 
-        assert _run(e, main()).data == b"z" * 9000  # type: ignore[attr-defined]
-        sums[on] = {parse_frame(f).layer("udp").checksum for f in sent}
+        assert _run(e, main()).data == b"z" * 9000
+        sums[on] = {udp.checksum for f in sent if (udp := parse_frame(f).layer("udp")) is not None}
+        assert len(sent) == sum(parse_frame(f).layer("udp") is not None for f in sent)
     assert 0 not in sums[True] and sums[False] == {0}
     run = {"workload": "pairs", "endpoints": 2, "message_bytes": 50_000, "messages": 2, "seed": 3}
     plain = simulate(run, {"kind": "fat_tree", "hosts": 2})

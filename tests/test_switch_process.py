@@ -11,6 +11,8 @@ import socket
 import struct
 import subprocess
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from uet.fabric.profiles import load_topology, overrides_to_dict
@@ -55,7 +57,7 @@ def arp_announce(ip: str, mac: bytes = b"\x02\x00\x00\x00\x00\x00") -> bytes:
     return b"\xff" * 6 + mac + b"\x08\x06" + arp + bytes(18)
 
 
-async def start(overrides: list[str] = (), **cfg) -> FabricProcess:
+async def start(overrides: Sequence[str] = (), **cfg: Any) -> FabricProcess:
     topo = load_topology("default", overrides=overrides_to_dict(list(overrides)))
     fp = FabricProcess(topo, ProcessConfig(**cfg))
     await fp.start()
@@ -142,7 +144,7 @@ async def test_pfc_pause_frames_reach_senders_and_nothing_is_lost():
                 h.send(build_frame(b"\x10\x00" + bytes(1000), fp.fabric.host_ip(idx), dst, entropy=i, dscp=26))
         frames = [await rx.recv() for _ in range(2 * n)]
         assert len(frames) == 2 * n  # lossless: every frame arrives
-        pauses = []
+        pauses: list[int] = []
         while True:
             try:
                 f = await a.recv(timeout=0.5 if pauses else TIMEOUT)
@@ -183,7 +185,8 @@ async def test_pcap_taps_read_back_and_tshark(tmp_path):
     assert len(recs) == 5 and all(r.linktype == LINKTYPE_ETHERNET for r in recs)
     assert all(r.frame[36:38] == (4793).to_bytes(2, "big") for r in recs)
     assert {r.frame[34:36] for r in recs} == {(40 + i).to_bytes(2, "big") for i in range(5)}
-    ts = sorted(r.timestamp_ns for r in recs)
+    ts = sorted(t for r in recs if (t := r.timestamp_ns) is not None)
+    assert len(ts) == len(recs)
     assert ts[0] >= fp.epoch_ns and ts[-1] > ts[0]  # nanosecond stamps, one per frame
     assert len(list(read_capture(str(tmp_path / "leaf1-p1.pcap")))) == 5  # the host port at the far end
     tshark = shutil.which("tshark")
@@ -208,6 +211,7 @@ def test_cli_clean_shutdown_flushes_everything(tmp_path, sig):
     args += ["--plot", str(tmp_path / "plots"), "-o", "switch.lb.mode=spray_rr", "--sample-ms", "5"]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
+        assert p.stdout is not None
         ready = json.loads(p.stdout.readline())
         assert ready["event"] == "ready" and len(ready["hosts"]) == 8
         h = ready["hosts"]

@@ -18,6 +18,13 @@ from uet.sim.loop import VirtualTimeLoop
 from uet.sim.scenario import simulate
 from uet.workloads import make
 from uet.workloads.schedule import OpKind
+from uet.workloads.training import Training
+
+
+def _training(n: int, **kw: Any) -> Training:
+    wl = make("training", n, **kw)
+    assert isinstance(wl, Training)
+    return wl
 
 
 @dataclass
@@ -121,7 +128,7 @@ LAYOUTS = [
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=["pp4", "pp2-tp2", "pp2-moe-zero1", "pp2-tp2-zero3"])
 def test_compute_only_iteration_is_the_critical_path_exactly(layout: dict[str, Any]) -> None:
-    wl = make("training", 8 if layout.get("pp") == 2 else 4, params={"gpu_tflops": 1.0, **layout})
+    wl = _training(8 if layout.get("pp") == 2 else 4, params={"gpu_tflops": 1.0, **layout})
     reports = _run_instant(wl)
     assert not any(r.error for r in reports)
     took = max(t for t, _ in wl._times.values())
@@ -134,7 +141,7 @@ def test_pure_pipeline_matches_the_1f1b_formula() -> None:
     forwards and backwards back to back, then the last gradient up pp − 1 stages:
     (pp − 1)(t_f + t_b) + m (t_f' + t_b'), each pass in whole nanoseconds as the workload counts it."""
     pp, m = 4, 5
-    wl = make("training", 4, params={"pp": pp, "layers": pp, "microbatches": m, "gpu_tflops": 1.0})
+    wl = _training(4, params={"pp": pp, "layers": pp, "microbatches": m, "gpu_tflops": 1.0})
     _run_instant(wl)
     dense, _, logits = wl.flops()
 
@@ -170,14 +177,16 @@ def test_per_kind_communication_is_a_union_and_never_exceeds_the_iteration() -> 
     iteration; as a union of intervals each kind's figure, and the exposed communication, is at
     most the iteration, and the exposed communication is the critical rank's time less its
     compute (a rank always has an op in progress)."""
-    wl = make("training", 8, params={"experts": 8, "ep": 8, "microbatches": 2, "gpu_tflops": 1.0})
+    wl = _training(8, params={"experts": 8, "ep": 8, "microbatches": 2, "gpu_tflops": 1.0})
     net = InstantNetwork(wl.n)
     loop = VirtualTimeLoop(Engine(Fabric(Topology.builtin("default"))))
 
+    def start(i: int) -> None:
+        asyncio.ensure_future(wl.run(i, net.endpoint(i), net.addresses))
+
     async def main() -> None:
         for i in range(wl.n):  # each rank starts 5 µs after the previous: receives wait for late senders
-            asyncio.get_running_loop().call_later(5e-6 * i, lambda i=i: asyncio.ensure_future(
-                wl.run(i, net.endpoint(i), net.addresses)))  # fmt: skip
+            asyncio.get_running_loop().call_later(5e-6 * i, start, i)
         await asyncio.sleep(1.0)
 
     try:
@@ -202,7 +211,7 @@ def test_zero_stages_generate_their_dp_collectives_exactly(zero: int) -> None:
     ring collective of S bytes on 4 ranks makes each rank send 3/4 S (reduce-scatter, all-gather)
     or 3/2 S (all-reduce)."""
     layer = 12 * 64 * 64 * 2
-    wl = make("training", 8, params={"pp": 2, "layers": 4, "hidden": 64, "microbatches": 3, "zero": zero,
+    wl = _training(8, params={"pp": 2, "layers": 4, "hidden": 64, "microbatches": 3, "zero": zero,
                                      "bucket_bytes": layer})  # fmt: skip
     groups = [(0, 1, 2, 3), (4, 5, 6, 7)]
     grads = {0: [("allreduce", layer)], 1: [("reduce_scatter", layer), ("all_gather", layer)]}

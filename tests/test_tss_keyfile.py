@@ -8,7 +8,7 @@ import traceback
 from pathlib import Path
 
 import pytest
-from tss_support import A_IP, B_IP
+from tss_support import A_IP, B_IP, slot
 
 from uet.keyfile import load_key_file, write_key_file
 from uet.tss import (
@@ -73,8 +73,8 @@ def test_load_sample(tmp_path: Path) -> None:
     sd = table[0x102]
     assert sd.mode is SdMode.CLUSTER and sd.tx_an == 1 and sd.ssi == 7 and sd.use_ssi
     assert (sd.rekey_mask, sd.rekey_shift) == (0xFF00, 8)
-    assert sd.slots[1].key == SecretBytes(KEY1) and sd.slots[1].epoch == 4
-    assert sd.slots[1].state.value == "active" and sd.slots[0].state.value == "standby"
+    assert slot(sd, 1).key == SecretBytes(KEY1) and slot(sd, 1).epoch == 4
+    assert slot(sd, 1).state.value == "active" and slot(sd, 0).state.value == "standby"
     assert table[9].clients == {ip_bytes("10.0.0.2"): 34}
 
 
@@ -114,11 +114,12 @@ def test_write_then_load_round_trip_and_interoperate(tmp_path: Path) -> None:
     with pytest.raises(KeyFileError):
         write_key_file(path, [srv])  # refuses to replace without overwrite
     table = load_key_file(path, wall_ns=0)
-    assert table[3].slots[1].key == cl.slots[1].key and table[3].slots[1].epoch == 2
+    assert slot(table[3], 1).key == slot(cl, 1).key and slot(table[3], 1).epoch == 2
     assert table[9].clients == {ip_bytes(A_IP): 77}
     write_key_file(tmp_path / "client.toml", [client])
     ctable = load_key_file(tmp_path / "client.toml", wall_ns=0)
-    assert ctable[9].mode is SdMode.CLIENT and len(ctable[9].slots[0].key) == 44
+    key = slot(ctable[9], 0).key
+    assert ctable[9].mode is SdMode.CLIENT and key is not None and len(key) == 44
     # the reloaded server and client still talk
     s = TssContext(table, B_IP)
     c = TssContext(ctable, A_IP)
@@ -166,7 +167,7 @@ def test_bad_key_material_is_never_echoed(bad: str) -> None:
 
 def test_nothing_prints_key_bytes(caplog: pytest.LogCaptureFixture) -> None:
     table = parse_key_file(SAMPLE)
-    views = [repr(table), str(table), repr(table[0x102]), repr(table[0x102].slots[1]), f"{table[9].slots[0].key}"]
+    views = [repr(table), str(table), repr(table[0x102]), repr(table[0x102].slots[1]), f"{slot(table[9], 0).key}"]
     views.append(repr(SecretBytes(KEY0)))
     with caplog.at_level(logging.DEBUG):
         logging.getLogger("test").debug("table %s %r", table, table[9])
@@ -185,7 +186,7 @@ def test_dump_is_reloadable() -> None:
     table = parse_key_file(SAMPLE)
     again = parse_key_file(dump_key_file(table))
     assert [d.sdi for d in again] == [d.sdi for d in table]
-    assert again[0x102].slots[0].key == table[0x102].slots[0].key
+    assert slot(again[0x102], 0).key == slot(table[0x102], 0).key
     assert isinstance(again, SecureDomainTable)
 
 

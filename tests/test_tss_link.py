@@ -21,7 +21,7 @@ from tss_e2e_support import SDI, Tap, domain, inner, pair, payload, security, sl
 from tss_support import plaintexts
 
 from uet.endpoint import Endpoint
-from uet.link import loopback_addresses
+from uet.link import Link, loopback_addresses
 from uet.link.secure import SecureLink, rotate_keys
 from uet.tss import DropReason, SdMode, SecureDomain, SecureDomainTable, TssConfig, TssContext, TssError
 from uet.tss.stage import SecurityConfig, Tamper, tampered_arrivals
@@ -132,15 +132,21 @@ def test_tx_channel_matches_seal_across_rotation(mode: SdMode) -> None:
 
 
 def test_secure_link_refuses_a_link_without_udp_ports() -> None:
-    class Bare:
+    class Bare(Link):  # a link without port / peer_port (the base class's None)
         address = "10.0.0.1"
         counters: dict = {}
+
+        def send(self, datagram, dst, entropy, dscp, ecn=0) -> None:  # pragma: no cover - never reached
+            pass
 
         def set_receiver(self, cb) -> None:  # pragma: no cover - never reached
             pass
 
+        def close(self) -> None:  # pragma: no cover - never reached
+            pass
+
     with pytest.raises(TssError, match="UDP ports"):
-        SecureLink(Bare(), SecureDomainTable([domain()]))  # type: ignore[arg-type]
+        SecureLink(Bare(), SecureDomainTable([domain()]))
 
 
 # -- failures are silent ----------------------------------------------------------------------

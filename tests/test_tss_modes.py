@@ -127,9 +127,11 @@ def test_implicit_rekey_changes_the_derived_key_every_256_packets() -> None:
 
 def test_generate_and_provision() -> None:
     sd1, sd2 = SecureDomain.generate(1), SecureDomain.generate(1)
-    assert sd1.slots[0].key != sd2.slots[0].key and len(sd1.slots[0].key) == 32
-    member = sd1.provision(ssi=None)
-    assert member.slots[0].key == sd1.slots[0].key and member.slots[0] is not sd1.slots[0]
+    (s1, s2), member = (sd1.slots[0], sd2.slots[0]), sd1.provision(ssi=None)
+    assert s1 is not None and s1.key is not None and s2 is not None
+    assert s1.key != s2.key and len(s1.key) == 32
+    mine = member.slots[0]
+    assert mine is not None and mine.key == s1.key and mine is not s1
     with pytest.raises(ValueError):
         SecureDomain.generate(1, SdMode.CLIENT)
     with pytest.raises(ValueError):
@@ -157,7 +159,8 @@ def test_decoder_seam_reads_without_changing_state() -> None:
     table = SecureDomainTable([sd.provision(ssi=99)])
     for _ in range(2):  # a replay is still decodable: the decoder keeps no window
         assert decrypt_for_decoder(table, pkt, A_IP, B_IP, 9) == plaintexts()["rud_req"]
-    assert not table[0x42].slots[0].windows and not table[0x42].slots[0].derived
+    slot = table[0x42].slots[0]
+    assert slot is not None and not slot.windows and not slot.derived
     assert decrypt_for_decoder(table, pkt, A_IP, B_IP, 8) is None  # wrong entropy
     assert decrypt_for_decoder(SecureDomainTable([SecureDomain.generate(0x42)]), pkt, A_IP, B_IP, 9) is None
     assert open_for_decoder(SecureDomainTable(), pkt, A_IP, B_IP, 9) is DropReason.UNKNOWN_SDI

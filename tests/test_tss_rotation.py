@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import random
+from typing import Any
 
 import pytest
-from tss_support import A_IP, B_IP, pair
+from tss_support import A_IP, B_IP, pair, slot
 
 from uet.tss import (
     CounterExhaustedError,
@@ -25,7 +26,7 @@ MS = 1_000_000
 GRACE = 2_000 * MS
 
 
-def _cluster(**kw: object) -> SecureDomain:
+def _cluster(**kw: Any) -> SecureDomain:
     return SecureDomain.with_key(3, SdMode.CLUSTER, os.urandom(32), **kw)
 
 
@@ -67,7 +68,7 @@ def test_rotation_mid_stream_loses_nothing_and_rejects_late_old_key_packets() ->
     for i, pkt in held[1:]:
         assert b.open(pkt, src=A_IP, entropy=i, now_ns=1_600 * US + GRACE) is None
     assert b.drops == {DropReason.RETIRED_KEY: 2}
-    assert b.table[3].slots[0].state is SlotState.RETIRED and b.table[3].slots[0].key is None
+    assert slot(b.table[3], 0).state is SlotState.RETIRED and slot(b.table[3], 0).key is None
     assert b.get_timer() is None
 
 
@@ -91,7 +92,7 @@ def test_handle_timer_retires_without_traffic() -> None:
     b.rotate(3, os.urandom(32), now_ns=10 * MS)
     assert b.get_timer() == 15 * MS
     b.handle_timer(15 * MS - 1)
-    assert b.table[3].slots[0].state is SlotState.RETIRING
+    assert slot(b.table[3], 0).state is SlotState.RETIRING
     b.handle_timer(15 * MS)
     assert b.get_timer() is None
     assert b.open(old, src=A_IP, entropy=1) is None
@@ -108,10 +109,10 @@ def test_slot_rules() -> None:
         sd.install(1, os.urandom(16))  # wrong size
     sd.install(1, os.urandom(32))
     sd.activate(1, 0, GRACE)
-    assert sd.tx_an == 1 and sd.slots[0].state is SlotState.RETIRING
+    assert sd.tx_an == 1 and slot(sd, 0).state is SlotState.RETIRING
     # A new key over a retiring slot ends its grace early (documented in SecureDomain.install).
     sd.install(0, os.urandom(32))
-    assert sd.slots[0].state is SlotState.STANDBY and sd.next_deadline() is None
+    assert slot(sd, 0).state is SlotState.STANDBY and sd.next_deadline() is None
 
 
 def test_epoch_lifetime() -> None:
@@ -134,7 +135,7 @@ def test_tsc_strictly_increases_and_stops_at_the_invoke_fatal_threshold() -> Non
     a, b = pair(SecureDomain.with_key(4, SdMode.DIRECT, os.urandom(32)))
     tscs = [TSS.decode(a.seal(b"\x10\x00", sdi=4, entropy=1, dst=B_IP)).tsc for _ in range(50)]
     assert tscs == list(range(50))
-    a.table[4].slots[0].next_tsc = TSC_INVOKE_FATAL - 1
+    slot(a.table[4], 0).next_tsc = TSC_INVOKE_FATAL - 1
     last = a.seal(b"\x10\x00", sdi=4, entropy=1, dst=B_IP)
     assert TSS.decode(last).tsc == TSC_INVOKE_FATAL - 1
     assert b.open(last, src=A_IP, entropy=1) == b"\x10\x00"
@@ -148,7 +149,7 @@ def test_tsc_strictly_increases_and_stops_at_the_invoke_fatal_threshold() -> Non
 def test_server_and_client_use_disjoint_tsc_halves() -> None:
     srv = SecureDomain.with_key(6, SdMode.SERVER, os.urandom(32), use_ssi=True)
     client = SecureDomain.client_of(srv, address=bytes([10, 0, 0, 1]), ssi=9)
-    assert srv.slots[0].next_tsc == SERVER_TSC_BASE and client.slots[0].next_tsc == 0
+    assert slot(srv, 0).next_tsc == SERVER_TSC_BASE and slot(client, 0).next_tsc == 0
     assert client.tsc_limit == SERVER_TSC_BASE and srv.tsc_limit == TSC_INVOKE_FATAL
     with pytest.raises(KeyRotationError):
         client.advance_epoch()  # a client key is bound to its epoch

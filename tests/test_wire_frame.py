@@ -13,7 +13,7 @@ from uet.wire.frame import RxFrame, build_udp_frame, parse_udp_frame
 from uet.wire.net import ip_bytes
 
 SRC, DST = "10.0.0.1", "10.1.2.3"
-MACS = {"src_mac": b"\x02\x00\x0a\x00\x00\x01", "dst_mac": b"\x02\x5a\x00\x00\x00\x00"}
+SRC_MAC, DST_MAC = b"\x02\x00\x0a\x00\x00\x01", b"\x02\x5a\x00\x00\x00\x00"
 
 
 @given(
@@ -23,8 +23,10 @@ MACS = {"src_mac": b"\x02\x00\x0a\x00\x00\x01", "dst_mac": b"\x02\x5a\x00\x00\x0
     ecn=st.integers(0, 3),
 )
 def test_build_matches_the_construct_builder(payload: bytes, sport: int, dscp: int, ecn: int) -> None:
-    fast = build_udp_frame(payload, ip_bytes(SRC), ip_bytes(DST), sport=sport, dscp=dscp, ecn=ecn, **MACS)
-    slow = build_frame(payload, SRC, DST, entropy=sport, dscp=dscp, ecn=ecn, **MACS)
+    fast = build_udp_frame(
+        payload, ip_bytes(SRC), ip_bytes(DST), sport=sport, dscp=dscp, ecn=ecn, src_mac=SRC_MAC, dst_mac=DST_MAC
+    )
+    slow = build_frame(payload, SRC, DST, entropy=sport, dscp=dscp, ecn=ecn, src_mac=SRC_MAC, dst_mac=DST_MAC)
     assert fast == slow
     rx = parse_udp_frame(fast)
     assert rx == RxFrame(payload, SRC, sport, dscp, ecn, dscp in (5, 7), dscp == 5)

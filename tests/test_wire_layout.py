@@ -17,7 +17,7 @@ from wire_strategies import layout_values, reserved_mask, values_from_bytes, val
 
 from uet.errors import DecodeError, EncodeError, UetError
 from uet.wire import pds, ses
-from uet.wire.layout import F, Layout, R, Raw
+from uet.wire.layout import F, Item, Layout, R, Raw
 
 
 class Color(IntEnum):
@@ -100,7 +100,7 @@ def test_odd_runs_merged_with_neighbours() -> None:
 def test_every_width_round_trips(width: int) -> None:
     """A field of every width 1..130, padded to a byte boundary, at both ends of its range."""
     pad = (-width) % 8
-    items = [F("v", width), R(pad)] if pad else [F("v", width)]
+    items: list[Item] = [F("v", width), R(pad)] if pad else [F("v", width)]
     lay = Layout(f"w{width}", items)
     assert lay.size == (width + pad) // 8
     for v in (0, 1, (1 << width) - 1, (1 << (width - 1))):

@@ -7,12 +7,20 @@ and replay tests seal the very bytes the PDS core will hand to the TSS.
 from __future__ import annotations
 
 from uet.tss import SecureDomain, SecureDomainTable, TssConfig, TssContext
+from uet.tss.domain import KeySlot
 from uet.wire import pds, ses
 from uet.wire.pds import AckFlag, ControlType, NackCode, NextHeader, PdsType, ReqFlag
 
 A_IP = "10.0.0.1"
 B_IP = "10.0.0.2"
 PAYLOAD = bytes(range(16))
+
+
+def slot(sd: SecureDomain, an: int) -> KeySlot:
+    """Key slot ``an`` of ``sd``, which must hold one."""
+    ks = sd.slots[an]
+    assert ks is not None, f"no key in slot {an}"
+    return ks
 
 
 def _std() -> bytes:

@@ -387,7 +387,7 @@ def honour_ctrl_c() -> None:
     script's test suite included), and Python then leaves it ignored; it also inherits the
     parent's signal mask, in which SIGINT may be blocked. Either way the tool's Ctrl-C rule
     (module docstring) silently lapsed: a SIGINT sent to the tool was dropped, or honoured only
-    when it happened to land while some part of the tool (``bench_procs.spawn``) had a handler
+    when it happened to land while some part of the tool (``bench.procs.spawn``) had a handler
     of its own installed, and the run went on to exit 0. The live launcher, the fabric and the
     peer always handled it (``loop.add_signal_handler`` overrides an inherited ignore), so every
     tool now does the same. A Ctrl-C that came while the tool was starting (noted by

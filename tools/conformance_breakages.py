@@ -90,7 +90,7 @@ BREAKAGES: list[Breakage] = [
              "ACK_CC advertises MPR 0"),
     Breakage("ack-sack-base", "ack", _AB, "i = (p - base) & _M32\n        if i < 64:",
              "i = (p - base + 1) & _M32\n        if i < 64:", "SACK bits shifted by one PSN"),
-    Breakage("ack-rcvd-bytes", "ack", _T, "tp.rcvd_bytes += n + 48  # nominal size", "tp.rcvd_bytes += n  # nominal size",
+    Breakage("ack-rcvd-bytes", "ack", _T, "nominal = n + 48 + self.wire_overhead", "nominal = n",
              "rcvd_bytes counts payload bytes, not the nominal size"),
     Breakage("ack-ooo-count", "ack", _AB, "min(len(rcvd), 0xFFFF),", "0,", "ooo_count always 0",
              equivalent="not a MUST: the notes name the ACK_CC field only (wire-format.md §5.4), not what it "
@@ -99,7 +99,7 @@ BREAKAGES: list[Breakage] = [
              "            r = tp.gtd.get(psn)\n            if r is not None:\n                self._send_ack(tp, psn, retx, r[0], r[1], now, ent)",
              "            r = tp.gtd.get(psn)\n            if False:\n                self._send_ack(tp, psn, retx, r[0], r[1], now, ent)",
              "a duplicate of an uncleared PSN gets no stored guaranteed response"),
-    Breakage("ack-ecn-echo", "ack", _T, "        if tp.ecn_bytes != tp.ecn_acked:", "        if False:",
+    Breakage("ack-ecn-echo", "ack", _T, "        if tp.ecn_bytes != ack.ecn_acked:", "        if False:",
              "a CE-marked request is acknowledged with M = 0",
              equivalent="with ACK_On_ECN (the default) a CE-marked request is acknowledged at once with its own M; "
                         "this carry-over path only runs when a CE-marked request and a later one reach the target in "
@@ -348,8 +348,8 @@ BREAKAGES: list[Breakage] = [
              "        pass\n\n    def _gbn_stale", "a retransmit-class NACK does not resend at once (only the RTO does)",
              equivalent="the cases accept a resend at the RTO (NACK_Retx_Time may equal the RTO, behaviour.md §2.9): "
                         "judging the delay would need a bound on both"),
-    Breakage("ini-rod-no-go-back", "initiator-rod", _FB, "            self._go_back(pdc, e, now)\n            return",
-             "            return", "ROD_OOO does not make the sender go back (only the RTO does)",
+    Breakage("ini-rod-no-go-back", "initiator-rod", _FB, "            return\n        self._go_back(pdc, e, now)\n",
+             "            return\n", "ROD_OOO does not make the sender go back (only the RTO does)",
              equivalent="as ini-nack-no-resend: the RTO resends from the oldest unacknowledged PSN too, and the case "
                         "does not judge the delay"),
     Breakage("ini-error-rc", "initiator-ses", "uet/ses/initiator.py",

@@ -15,6 +15,11 @@ Breakages of the TSS area run with a fresh key file on both sides. Breakages mar
 ``equivalent`` (nothing on the wire can show them, the reason is given) are run but left out of
 the rate, which is ``caught at MUST level / (breakages - equivalent)``.
 
+``--impl agent`` serves the broken cores by the reference agent (:mod:`uet.interop.agent`, the
+public ``uet.Endpoint`` API) instead of ``uet-peer``: the same breakages seen through the stack a
+vendor copies (a breakage that needs a ``uet-peer``-only option is reported ``n/a``);
+``--target-side`` keeps the breakages outside the ``initiator-*`` areas.
+
 It is CPU-heavy (one peer and one suite run per breakage, about 5-10 s each): run it by hand,
 ``nice``'d, not in the test suite; ``tests/test_conformance_mutants.py`` checks the catalogue
 still applies and runs one breakage end to end.
@@ -41,7 +46,7 @@ from typing import Any
 from uet.tools.cli import ArgumentParser, UsageError, run_main
 from uet.tools.conformance_breakages import BREAKAGES, Breakage
 
-__all__ = ["Verdict", "apply", "main", "package_roots", "run_one"]
+__all__ = ["Verdict", "apply", "loopback_pair", "main", "package_roots", "run_one"]
 
 #: installed package -> where its files live (``package-dir`` in pyproject: uet.tools is tools/...)
 _SUBPACKAGES = ("uet.tools", "uet.fabric", "uet.interop")
@@ -79,7 +84,7 @@ class Verdict:
     id: str
     area: str
     what: str
-    outcome: str  # must | should | survived | peer-died
+    outcome: str  # must | should | survived | peer-died | n/a (the implementation cannot take its options)
     failed: list[str]
     seconds: float
     equivalent: str = ""
@@ -88,17 +93,29 @@ class Verdict:
         return {k: v for k, v in self.__dict__.items() if v or k == "failed"}
 
 
-def _free_address(rng: random.Random) -> tuple[str, str, int]:
+def loopback_pair(rng: random.Random) -> tuple[str, str, int]:
+    """A random loopback address for the endpoint, the tester's next to it, and a random port."""
     a, b, c = rng.randrange(1, 255), rng.randrange(0, 256), rng.randrange(2, 250, 2)
     return f"127.{a}.{b}.{c}", f"127.{a}.{b}.{c + 1}", rng.randrange(20000, 40000)
 
 
+#: what serves the broken cores: ``uet-peer`` with its agent, or the reference agent (uet.interop.agent)
+IMPLS = {
+    "peer": ["-m", "uet.tools.peer", "--agent", "127.0.0.1:0"],
+    "agent": ["-m", "uet.interop.agent", "--control", "127.0.0.1:0"],
+}
+#: uet-peer options the reference agent does not take: a breakage that needs one is not run there
+_PEER_ONLY = ("--secure-start",)
+
+
 def run_one(
-    b: Breakage, *, timeout: float = 0.5, max_time: float = 90.0, seed: int | None = None, cases: Sequence[str] = ()
-) -> Verdict:
-    """Break, serve, test (module docstring); ``cases``: ``-k`` selections (default: the whole suite)."""
+    b: Breakage, *, timeout: float = 0.5, max_time: float = 90.0, seed: int | None = None, cases: Sequence[str] = (),
+    impl: str = "peer",
+) -> Verdict:  # fmt: skip
+    """Break, serve, test (module docstring); ``cases``: ``-k`` selections (default: the whole suite);
+    ``impl``: what serves the broken cores (:data:`IMPLS`)."""
     rng = random.Random(seed)
-    addr, local, port = _free_address(rng)
+    addr, local, port = loopback_pair(rng)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="uet-breakage-") as tmp:
         root = apply(b, Path(tmp) / "pkg")
@@ -111,9 +128,10 @@ def run_one(
             write_key_file(kf, [SecureDomain.generate(0x51, SdMode.CLUSTER)])
             keys = ["--keys", str(kf)]
         env = {**os.environ, "PYTHONPATH": str(root)}
+        if impl != "peer" and any(o in b.peer for o in _PEER_ONLY):
+            return Verdict(b.id, b.area, b.what, "n/a", [], 0.0, f"needs uet-peer {' '.join(b.peer)}")
         peer = subprocess.Popen(  # noqa: S603 - our own argv
-            [sys.executable, "-m", "uet.tools.peer", addr, "--port", str(port), "--agent", "127.0.0.1:0", *keys,
-             *b.peer],
+            [sys.executable, *IMPLS[impl][:2], addr, "--port", str(port), *IMPLS[impl][2:], *keys, *b.peer],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=tmp,
         )  # fmt: skip
         assert peer.stdout is not None
@@ -153,6 +171,7 @@ def run_one(
 
 
 def summary(verdicts: list[Verdict]) -> dict[str, Any]:
+    verdicts = [v for v in verdicts if v.outcome != "n/a"]
     counted = [v for v in verdicts if not v.equivalent]
     caught = [v for v in counted if v.outcome in ("must", "peer-died")]
     return {
@@ -174,12 +193,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=0.5, help="the suite's --timeout per expected reply (default 0.5)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--seed", type=int, default=None, help="seed for the loopback addresses and ports")
+    p.add_argument(
+        "--impl",
+        choices=sorted(IMPLS),
+        default="peer",
+        help="serve the broken cores by uet-peer (default) or by the reference agent (uet.interop.agent)",
+    )
+    p.add_argument("--target-side", action="store_true",
+                   help="only the breakages of the target side (not the initiator-* areas)")  # fmt: skip
     return p
 
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     chosen = [b for b in BREAKAGES if not args.select or any(t in b.id or t == b.area for t in args.select)]
+    if args.target_side:
+        chosen = [b for b in chosen if not b.area.startswith("initiator")]
     if not chosen:
         raise UsageError(f"-k {' '.join(args.select)} selects no breakage (see --list)")
     if args.list:
@@ -200,10 +229,11 @@ def _main(argv: Sequence[str] | None) -> int:
     rng = random.Random(args.seed)
     verdicts = []
     for b in chosen:
-        v = run_one(b, timeout=args.timeout, seed=rng.randrange(1 << 30))
+        v = run_one(b, timeout=args.timeout, seed=rng.randrange(1 << 30), impl=args.impl)
         verdicts.append(v)
-        if not args.json:
-            print(f"{v.outcome:10} {v.id:20} {v.seconds:6.1f}s  {','.join(v.failed[:4])}", flush=True)
+        # with --json the lines go to stderr: a run of many minutes still shows its progress
+        print(f"{v.outcome:10} {v.id:20} {v.seconds:6.1f}s  {','.join(v.failed[:4])}", flush=True,
+              file=sys.stderr if args.json else sys.stdout)  # fmt: skip
     s = summary(verdicts)
     if args.json:
         print(json.dumps({"summary": s, "breakages": [v.as_dict() for v in verdicts]}, indent=1))

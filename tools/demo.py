@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from uet.tools.bench_options import (
+from uet.tools.bench.options import (
     CRC_NOTE,
     PairOptions,
     add_impairment,
@@ -32,7 +32,7 @@ from uet.tools.bench_options import (
     check_transfer,
     pair_notes,
 )
-from uet.tools.bench_pair import run_pair
+from uet.tools.bench.pair import run_pair
 from uet.tools.capture_options import add_capture_options
 from uet.tools.cli import (
     ArgumentParser,

@@ -6,7 +6,7 @@ Usage::
     python -m uet.tools.mutate uet.ses.matching --tests tests/test_ses_matching.py
     python -m uet.tools.mutate uet.pds.states --list                # the mutants, not run
 
-For each mutant (:mod:`uet.tools.mutants`) a child process installs an import hook that loads the
+For each mutant (:mod:`uet.experiments.mutants`) a child process installs an import hook that loads the
 mutated module in place of the file — the file on disk is never touched, so nothing needs restoring
 after a crash or Ctrl-C and no stale bytecode can hide a mutant — and runs pytest on the selected
 tests with ``-x``. A test failure, a collection error or a time-out (five times the unmutated run,
@@ -38,7 +38,8 @@ from pathlib import Path
 from types import CodeType, ModuleType
 
 from uet.tools.cli import ArgumentParser, RunFailed, UsageError, int_arg, run_main
-from uet.tools.mutants import Mutant, list_mutants, mutate
+
+from uet.experiments.mutants import Mutant, list_mutants, mutate
 
 __all__ = ["Outcome", "child", "main", "run_module"]
 

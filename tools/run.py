@@ -1490,7 +1490,9 @@ def _emit_both(
     After Ctrl-C (a run marked ``interrupted``, or transports in ``not_run``): the same, the
     interrupted run's column and verdict saying so, ``"interrupted": true`` and ``not_run`` in the
     object, exit status 130."""
-    from uet.tools.compare import comparison, render_comparison
+    from uet.tools.compare import render_comparison
+
+    from uet.experiments.compare import comparison
 
     cmp = comparison(runs)
     interrupted = bool(cmp["interrupted"] or not_run)
@@ -1509,7 +1511,9 @@ def _emit_both(
         out.update(interrupted=True, not_run=list(not_run))
     bar: dict[str, Any] | None = None
     if sim:
-        from uet.tools.differential import beside, judge
+        from uet.tools.differential import beside
+
+        from uet.experiments.differential import judge
 
         bar = judge(runs, sim, spread)
         out.update(sim=sim, differential=bar)

@@ -13,6 +13,8 @@ from typing import Any
 
 from uet.tools.cli import UsageError
 
+from uet.experiments.lb_compare import compare_lbs
+
 __all__ = ["parse_seeds", "render_compare", "run_compare"]
 
 
@@ -27,23 +29,11 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def _row(res: dict[str, Any]) -> dict[str, Any]:
-    fct = res.get("fct") or {}
-    f = res.get("faults") or {}
-    return {
-        "ok": res["ok"],
-        "tail_us": round(fct.get("max_s", 0.0) * 1e6, 3),
-        "p99_us": round(fct.get("p99_s", 0.0) * 1e6, 3),
-        "p50_us": round(fct.get("p50_s", 0.0) * 1e6, 3),
-        "lost_packets": sum((f.get("lost_packets") or {}).values()),
-        "resent_packets": sum(int(fl.get("retransmits") or 0) for fl in res["flows"]),
-    }
-
-
 def run_compare(
     args: argparse.Namespace, s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], table: Any
 ) -> dict[str, Any]:
-    """Every (load balancer, seed) run; rows plus the mean tail per load balancer."""
+    """Every (load balancer, seed) run (:func:`uet.experiments.lb_compare.compare_lbs`): rows
+    plus the mean tail per load balancer."""
     from uet.tools.fault_options import faults_from
     from uet.tools.sim import run_sim
 
@@ -57,20 +47,14 @@ def run_compare(
     if s.get("transport", "uet") != "uet":
         raise UsageError("--compare-lb compares UET load balancers: use --transport uet")
     seeds = args.seeds or [int(s["seed"])]
-    rows = []
-    for lb in lbs:
+
+    def run(lb: str, seed: int, faulted: bool) -> dict[str, Any]:
         e = deep_update(ep, {"pds": {"lb": lb}})
-        for seed in seeds:
-            st = {**s, "seed": seed}
-            faults = faults_from(args, table, seed)
-            row = {"lb": lb, "seed": seed, **_row(run_sim(st, topo, e, faults=faults))}
-            if args.baseline:
-                base = _row(run_sim(st, topo, e))
-                row["baseline_tail_us"] = base["tail_us"]
-                row["ok"] = row["ok"] and base["ok"]
-            rows.append(row)
-    mean = {lb: round(sum(r["tail_us"] for r in rows if r["lb"] == lb) / len(seeds), 3) for lb in lbs}
-    return {"workload": s["workload"], "endpoints": s["endpoints"], "seeds": seeds, "rows": rows, "mean_tail_us": mean}
+        st = {**s, "seed": seed}
+        return run_sim(st, topo, e, faults=faults_from(args, table, seed)) if faulted else run_sim(st, topo, e)
+
+    out = compare_lbs(lbs, seeds, run, baseline=bool(args.baseline))
+    return {"workload": s["workload"], "endpoints": s["endpoints"], **out}
 
 
 def render_compare(out: dict[str, Any]) -> None:

@@ -151,9 +151,9 @@ class Endpoint(CoreDriver):
         #: a SecureLink facade seals, through the core's stage
         self._core_seals = False
         #: the link hands up Datagram records (the ip link always: each carries its entropy)
-        records = getattr(link, "records", False) is True
+        records = link.records
         if security is not None:
-            if not isinstance(getattr(link, "peer_port", None), int) and hasattr(link, "records"):
+            if link.peer_port is None and link.gives_records:
                 # a link whose UDP source port is each datagram's entropy (the fabric link): the
                 # core seals and opens, with the entropy / source port of every datagram
                 link.records = True
@@ -178,10 +178,8 @@ class Endpoint(CoreDriver):
         self.fep = FepCore(
             self.address, job=job, pid=pid, ri=resource_index, config=cfg, security=core_security, event_log=event_log
         )
-        if self.fep.crc is not None and isinstance(getattr(link, "peer_port", None), int):
-            self.fep.crc.fixed_ports = link  # from its bound port to the peers' (uet.fep.integrity)
-        if self.fep.crc is not None and getattr(link, "over_ip", False):
-            self.fep.crc.over_ip = True  # the trailer covers the entropy header (uet.link.ip)
+        # the CRC trailer covers the ports of a bound link, or the entropy header over IP
+        self.fep.set_link_ports(link if link.peer_port is not None else None, over_ip=link.over_ip)
         self._receive: Callable[[Any, int], None] = (
             self.fep.receive_batch if records else partial(self.fep.receive_marked, opened=True)
         )
@@ -189,7 +187,7 @@ class Endpoint(CoreDriver):
         link.set_receiver(self._on_batch)
         if event_log is not None:
             event_log({"t": clock(), "ev": "open", "fep": self.address, "job": job, "pid": pid,
-                       "port": getattr(link, "port", None)})  # fmt: skip
+                       "port": link.port})  # fmt: skip
 
     # -- construction --------------------------------------------------------------------------
 
@@ -520,7 +518,7 @@ class Endpoint(CoreDriver):
         out = dict(fep.pds.counters)
         out.update({"link_" + k: v for k, v in self.link.counters.items()})
         out.update({"ses_" + k: v for k, v in fep.ses.counters.items()})
-        imp = getattr(self.link, "impairment", None)
+        imp = self.link.impairment
         if imp is not None:
             out.update({"impair_" + k: v for k, v in imp.counters.items()})
         if fep.tss is not None and self._core_seals:  # TSS in the core (else in link_tss_*)

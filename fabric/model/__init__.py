@@ -3,7 +3,17 @@ load balancing, whole fabrics in virtual time.
 
 Frames (bytes) and integer-nanosecond times go in; frames with departure/arrival times, the next
 deadline and telemetry records come out. Nothing here reads a clock or touches a socket.
+
+``UET_COMPILED=1`` imports the modules from their optional compiled build instead, when one made
+from the current sources exists (:mod:`uet.fabric.model.compiled`; the pure-Python modules are the
+reference).
 """
+
+# ruff: noqa: E402 -- the modules below are imported after the choice between the two builds
+from uet.fabric.model.compiled import enable as _enable_compiled
+
+#: True when this package's modules are the compiled build (uet.fabric.model.compiled)
+COMPILED = _enable_compiled(__path__)
 
 from uet.fabric.model.config import (
     BufferConfig,

@@ -17,7 +17,7 @@ t + serialisation + propagation, and the far end processes it then (store-and-fo
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from uet.fabric.model.config import FabricError, check_thresholds
 from uet.fabric.model.events import EventQueue
@@ -26,15 +26,13 @@ from uet.fabric.model.faults import FaultConfig
 from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.model.linkload import LinkLoad
 from uet.fabric.model.nic import HostNic
+from uet.fabric.model.plan import HostPlan, TopologyLike
 from uet.fabric.model.port import Port
 from uet.fabric.model.scaleup import GpuNic, scale_up_config
 from uet.fabric.model.switch import Switch
 from uet.fabric.model.telemetry import Counters, Telemetry
 
 from uet.wire.net import ip_bytes
-
-if TYPE_CHECKING:
-    from uet.fabric.topology import HostPlan, Topology  # at run time imported where used (a cycle)
 
 
 class Fabric:
@@ -52,7 +50,7 @@ class Fabric:
 
     def __init__(
         self,
-        topology: Topology | dict[str, Any] | str | None = None,
+        topology: TopologyLike | dict[str, Any] | str | None = None,
         *,
         seed: int = 0,
         telemetry: Telemetry | None = None,
@@ -68,7 +66,7 @@ class Fabric:
             topology = Topology.builtin(topology)
         elif isinstance(topology, dict):
             topology = Topology.from_dict(topology)
-        self.topology = topology
+        self.topology: TopologyLike = topology
         self.plan = plan = topology.plan()
         links = {(int(sp.rate_bps), int(sp.delay_ns)) for s in plan.switches if s.tier != "scaleup" for sp in s.ports}
         #: what the configuration rules let pass with a warning (config.check_thresholds)

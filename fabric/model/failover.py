@@ -26,19 +26,46 @@ Each event is logged (:attr:`Failover.log`: time, link, what happened) and count
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from uet.fabric.model.config import FabricError
+from uet.fabric.model.events import EventQueue
 from uet.fabric.model.faults import FaultConfig, FaultEvent
 from uet.fabric.model.nic import HostNic
+from uet.fabric.model.plan import HostPlan, LinkPlan, Plan, plan_links
 from uet.fabric.model.scaleup import GpuNic
 
 from uet.wire.net import ip_bytes
 
 if TYPE_CHECKING:
-    from uet.fabric.model.fabric import Fabric
     from uet.fabric.model.switch import Switch
-    from uet.fabric.topology import LinkPlan, Plan
+    from uet.fabric.model.telemetry import Counters
+
+
+class Wired(Protocol):
+    """What a :class:`Failover` reads of the fabric it acts on and schedules with
+    (:class:`uet.fabric.model.fabric.Fabric` is one; declared here so the two modules do not
+    import each other)."""
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def switches(self) -> dict[str, Switch]: ...
+
+    @property
+    def nics(self) -> list[HostNic]: ...
+
+    @property
+    def hosts(self) -> list[HostPlan]: ...
+
+    @property
+    def events(self) -> EventQueue: ...
+
+    @property
+    def counters(self) -> Counters: ...
+
+    def host_index(self, host: int | str) -> int: ...
 
 
 def resolve(cfg: FaultConfig, plan: Plan) -> list[list[LinkPlan]]:
@@ -53,8 +80,6 @@ class _Names:
         self.links: dict[str, LinkPlan] = {}
         self._bundles: dict[str, list[LinkPlan]] = {}
         self._of_switch: dict[str, list[LinkPlan]] = {}
-        from uet.fabric.topology import plan_links  # here: topology imports the model package
-
         for lk in plan_links(plan):
             self.links[lk.name] = lk
             self._bundles.setdefault(lk.name.partition("#")[0], []).append(lk)
@@ -101,7 +126,7 @@ class _Names:
 class Failover:
     """The schedule ``cfg`` applied to ``fabric`` (module docstring). Built by the fabric."""
 
-    def __init__(self, fabric: Fabric, cfg: FaultConfig) -> None:
+    def __init__(self, fabric: Wired, cfg: FaultConfig) -> None:
         self.fabric = fabric
         self.cfg = cfg
         #: (time ns, link or switch, what happened), in time order

@@ -22,14 +22,10 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from uet.fabric.model.config import EcnConfig, FabricError
-
-if TYPE_CHECKING:
-    from uet.fabric.model.nic import HostNic
-    from uet.fabric.model.switch import Switch
 
 #: Bytes a frame costs on the wire beyond its bytes without FCS: FCS 4, preamble/SFD 8, IFG 12.
 WIRE_OVERHEAD = 24
@@ -66,6 +62,19 @@ class Packet:
         self.path = 0
 
 
+class Node(Protocol):
+    """The switch or host NIC at a port's far end (:attr:`Port.peer`), as the port's users see
+    it: named, with its ports, taking frames in (``Switch`` and ``HostNic`` both are one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def ports(self) -> Sequence[Port]: ...
+
+    def ingress(self, port: int, frame: bytearray, now: int) -> None: ...
+
+
 class Port:
     """Egress queues, scheduler and link timing of one port; see the module docstring."""
 
@@ -93,7 +102,7 @@ class Port:
         self.mac = bytes(mac)
         self.wire_overhead = wire_overhead
         #: (node, port index) at the far end of the link, set when the topology is wired
-        self.peer: tuple[Switch | HostNic, int] | None = None
+        self.peer: tuple[Node, int] | None = None
         #: the far end is a host NIC (last hop: trimmed DSCP 5, §8.4)
         self.faces_host = False
         #: ECN marking per TC on this port (None: no marking), set by the switch

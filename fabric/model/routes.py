@@ -49,6 +49,7 @@ def ecmp_path(fabric: Fabric, src: int, dst: int, sport: int, dport: int = UET_U
                 return path
             node = _leave(peer, dip, path)  # a GPU's NIC forwarding for its server (PXN)
             continue
+        assert isinstance(peer, Switch)  # a port faces a switch or a host NIC
         node = peer
     raise KeyError(f"no path from host {src} to host {dst} within 64 hops")
 

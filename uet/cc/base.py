@@ -64,6 +64,9 @@ class SenderCc(Protocol):
     ccc_id: int
     #: the path selector the CCC's RUD PDCs share, or None (each PDC gets the PDS default)
     entropy: PathSelector | None
+    #: nominal size − ``nbytes`` of one packet (§4.2); its owner adds what its integrity layer
+    #: puts on every datagram (``PdsCore.wire_overhead``), as the target counts it
+    overhead: int
 
     def quota(self, now: int) -> int:
         """First transmissions allowed now, asked once per burst and answered with

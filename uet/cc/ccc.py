@@ -32,8 +32,6 @@ A = TypeVar("A", bound=CcAlgorithm)
 class Ccc:
     """Per-CCC gate over a list of algorithms (see the module docstring)."""
 
-    resend = ResendPolicy.GATED
-
     def __init__(
         self,
         cfg: CcConfig,
@@ -46,6 +44,11 @@ class Ccc:
     ) -> None:
         self.cfg = cfg
         self.algorithms = algorithms
+        #: resends wait for every algorithm (§4.1); without one the CCC is the ``none`` packet
+        #: window, which counts first transmissions only: its resends go at once, as the fixed
+        #: window's (uet.pds.seams.FixedWindowGate) — gated, a window of lost packets could never
+        #: be resent, its count never falling
+        self.resend = ResendPolicy.GATED if algorithms else ResendPolicy.ACK_CLOCKED
         #: RUD path selector shared by the CCC's PDCs (None: each PDC gets the PDS default)
         self.entropy: PathSelector | None = SELECTORS[lb](rng, cfg) if lb in SELECTORS else None
         self.window = window

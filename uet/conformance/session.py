@@ -46,6 +46,11 @@ from uet.wire import pds as P
 
 __all__ = ["CheckFailed", "Overran", "Pdc", "Session", "Skipped", "Target"]
 
+#: control packets a target sends on its own timers about a PDC (behaviour.md §2.7, §2.12), never
+#: as the answer to a request (:meth:`Session.earlier_traffic`)
+_TIMER_CONTROLS = (P.ControlType.REQ_CLEAR, P.ControlType.REQ_CLOSE, P.ControlType.CLOSE)
+_REQUEST_TYPES = (P.PdsType.RUD_REQ, P.PdsType.ROD_REQ, P.PdsType.RUD_CC_REQ, P.PdsType.ROD_CC_REQ)
+
 
 def start_tsc_from_clock(table: Any) -> None:
     """Seed every SD's TSC from the wall clock (:meth:`uet.tss.domain.SecureDomainTable.seed_tsc`,
@@ -166,6 +171,8 @@ class Session:
         self.log: list[tuple[str, bytes]] = []  # ("sent"|"received", plaintext)
         self._queue: list[Reply] = []
         self._used: set[int] = set()
+        #: PDCIDs the target named that this session never chose (:meth:`_stray`): never chosen either
+        self._foreign: set[int] = set()
         self.pdcs: list[Pdc] = []
         self.start_floor: int | None = None
         #: monotonic time at which the running case is cut short (:class:`Overran`), or None
@@ -191,21 +198,70 @@ class Session:
         self.sock.close()
 
     def cleanup(self) -> None:
-        """Close the PDCs a case opened (CLOSE CP each, §2.12), so the target frees them now
-        rather than after its idle timer; failures here are not the case's verdict."""
+        """Close every PDC the case opened (CLOSE CP each, §2.12), so the target frees them now
+        rather than after its idle timer (whose CLOSE_REQs would otherwise run into later cases,
+        and into later runs against a long-lived target); failures here are not the case's
+        verdict. That is each :class:`Pdc` and each PDC a raw SYN of the case opened (its ACK
+        named the target's PDCID): all CLOSEs go at once, then their ACKs are awaited together.
+        A PDC whose CLOSE the target cannot accept (a hostile case left a gap) it later asks to
+        close, and :meth:`_stray` answers."""
         cleanups, self.cleanups = self.cleanups, []
         for fn in cleanups:
             fn()
         pdcs, self.pdcs = self.pdcs, []
+        closing: dict[int, tuple[int, Pdc | None]] = {}  # our PDCID -> (CLOSE PSN, its Pdc)
         for p in pdcs:
             if p.dpdcid is None:  # a case that read its ACKs itself: learn the target's PDCID from them
-                for d, b in self.log:
-                    r = decode_reply(b) if d == "received" else None
-                    if r is not None and r.error is None and p.mine(r) and (r.is_ack or r.is_nack) and r.pds.spdcid:
-                        p.dpdcid = r.pds.spdcid
-                        break
+                p.dpdcid = self._opened_by_log({p.spdcid: p.next_psn}).get(p.spdcid, (None, 0))[0]
             if p.dpdcid is not None and not p.closed:
-                p.close(timeout=0.2)
+                closing[p.spdcid] = (p.send_close(), p)
+        held = {p.spdcid for p in pdcs}
+        for mine, (theirs, psn) in self._opened_by_log(self._raw_syns(held)).items():
+            self.send(control(P.ControlType.CLOSE, psn=psn, spdcid=mine, dpdcid=theirs, flags=P.ReqFlag.AR))
+            closing[mine] = (psn, None)
+        deadline = time.monotonic() + 0.3
+
+        def answer(r: Reply) -> bool:
+            e = closing.get(getattr(r.pds, "dpdcid", -1))
+            return e is not None and (r.is_nack or r.is_ack and r.ack_psn == e[0])
+
+        while closing:
+            try:
+                r = self.expect(answer, "the ACKs of the CLOSEs", max(0.0, deadline - time.monotonic()))
+            except CheckFailed:
+                return
+            held_by = closing.pop(r.pds.dpdcid)[1]
+            if held_by is not None:
+                held_by.closing_ack(r)
+
+    def _raw_syns(self, held: set[int]) -> dict[int, int]:
+        """Our PDCIDs that opened a PDC by a request sent as bytes (no :class:`Pdc` in ``held``),
+        each with the PSN after the newest one it sent (what a CLOSE on it takes)."""
+        out: dict[int, int] = {}
+        for d, b in self.log:
+            if d != "sent":
+                continue
+            r = decode_reply(b)
+            if r.pds is None or r.ptype not in _REQUEST_TYPES or r.pds.spdcid in held:  # a bad SES header too
+                continue
+            sp, nxt = r.pds.spdcid, (r.pds.psn + 1) & M32
+            if r.flags & P.ReqFlag.SYN or sp in out:
+                if sp not in out or P.psn_after(nxt, out[sp]):
+                    out[sp] = nxt
+        return out
+
+    def _opened_by_log(self, ours: dict[int, int]) -> dict[int, tuple[int, int]]:
+        """Of our PDCIDs ``ours`` (→ a CLOSE PSN), those an ACK of the target named in this case's
+        log: our PDCID → (the target's PDCID, the CLOSE PSN)."""
+        out: dict[int, tuple[int, int]] = {}
+        for d, b in self.log:
+            r = decode_reply(b) if d == "received" else None
+            if r is None or r.error is not None or not r.is_ack or not r.pds.spdcid:
+                continue
+            mine = getattr(r.pds, "dpdcid", None)
+            if mine in ours and mine not in out:
+                out[mine] = (r.pds.spdcid, ours[mine])
+        return out
 
     # -- identities ------------------------------------------------------------------------------
 
@@ -213,7 +269,7 @@ class Session:
         """A fresh PDCID for a tester PDC (never 0, never reused in this session)."""
         while True:
             v = self.rng.randrange(0x100, 0xFFFF)
-            if v not in self._used:
+            if v not in self._used and v not in self._foreign:
                 self._used.add(v)
                 return v
 
@@ -299,6 +355,13 @@ class Session:
             self.send_raw(wire, plaintext, trailer=trailer)
         return wire
 
+    def send_burst(self, plaintexts: list[bytes]) -> None:
+        """Send datagrams back to back, all sealed first: they leave as close together as the
+        socket allows, as one burst of a sender would (a target coalesces ACKs over what arrives
+        together, behaviour.md §2.8; a tester sealing between sends spreads them on a loaded host)."""
+        for wire, pt in [(self.seal(pt), pt) for pt in plaintexts]:
+            self.send_raw(wire, pt)
+
     def _read(self, deadline: float) -> bool:
         """Read one datagram from the target into the queue; False on timeout. Raises
         :class:`Overran` once the case's own deadline (:attr:`case_deadline`) has passed."""
@@ -317,44 +380,79 @@ class Session:
                 data, src = self.sock.recvfrom(65536)
             except BlockingIOError:
                 continue
-            if src[0] != self.target.address:
-                continue
-            entropy, ehdr = self.target.port, b""
-            if self.over_ip is not None:  # past the IPv4 header (IPv6 raw sockets strip theirs)
-                if ":" not in self.local:
-                    data = data[(data[0] & 0x0F) * 4 :]
-                if len(data) < 4:
-                    continue
-                ehdr, data = data[:4], data[4:]
-                entropy = int.from_bytes(ehdr[:2], "big")
-            if self.target.crc:
-                n = len(data) - crc.TRAILER_LEN
-                pre = self.trailer_prefix(outgoing=False, uet_len=n, sport=src[1], ehdr=ehdr)
-                body = crc.check_trailer(data, pre)
-                if body is None:
-                    self.log.append(("received (bad CRC trailer)", data))
-                    continue
-                data = body
-            if self._tss is not None:
-                pt = self._tss.open(data, entropy=entropy, src=self.target.address)
-                if pt is None:
-                    self.log.append(("received (failed to open)", data))
-                    continue
-                data = pt
-            self.log.append(("received", data))
-            reply = decode_reply(data)
-            reply.at = time.monotonic()
-            self._queue.append(reply)
-            return True
+            if self._take(data, src):
+                return True
+
+    def _take(self, data: bytes, src: Any) -> bool:
+        """One datagram read from the socket: past the IP / entropy header and the CRC trailer,
+        opened with keys, logged, decoded and queued (True); False when it is not the target's
+        or does not open."""
+        if src[0] != self.target.address:
+            return False
+        entropy, ehdr = self.target.port, b""
+        if self.over_ip is not None:  # past the IPv4 header (IPv6 raw sockets strip theirs)
+            if ":" not in self.local:
+                data = data[(data[0] & 0x0F) * 4 :]
+            if len(data) < 4:
+                return False
+            ehdr, data = data[:4], data[4:]
+            entropy = int.from_bytes(ehdr[:2], "big")
+        if self.target.crc:
+            n = len(data) - crc.TRAILER_LEN
+            pre = self.trailer_prefix(outgoing=False, uet_len=n, sport=src[1], ehdr=ehdr)
+            body = crc.check_trailer(data, pre)
+            if body is None:
+                self.log.append(("received (bad CRC trailer)", data))
+                return False
+            data = body
+        if self._tss is not None:
+            pt = self._tss.open(data, entropy=entropy, src=self.target.address)
+            if pt is None:
+                self.log.append(("received (failed to open)", data))
+                return False
+            data = pt
+        self.log.append(("received", data))
+        reply = decode_reply(data)
+        reply.at = time.monotonic()
+        self._stray(reply)
+        self._queue.append(reply)
+        return True
 
     def drain(self) -> None:
-        """Forget every datagram already received or waiting in the socket."""
-        self._queue.clear()
+        """Forget every datagram already received or waiting in the socket (each still goes
+        through :meth:`_stray`: a CLOSE_REQ of a PDC no case holds is answered, not lost)."""
         while True:
             try:
-                self.sock.recvfrom(65536)
+                data, src = self.sock.recvfrom(65536)
             except BlockingIOError:
-                return
+                break
+            self._take(data, src)
+        self._queue.clear()
+
+    def _stray(self, r: Reply) -> None:
+        """Deal with what the target says about PDCs the tester no longer holds, whatever case runs.
+
+        * A PDCID it names that this session never chose (a PDC of an earlier run of the tester
+          against the same long-lived target, or one whose SYN a hostile case garbled) is never
+          chosen for a new PDC: its SYN would land on the target's stale PDC (behaviour.md §1.4,
+          a SYN is looked up by the sender's PDCID).
+        * A CLOSE_REQ (§2.12) for a PDC that no :class:`Pdc` of the running case holds is answered
+          as any endpoint answers a control packet for a PDC it does not know: NACK ``INV_DPDCID``
+          (§2.11, SPDCID 0, §1.4), a PDC-fatal code (§2.10), so the target frees its half at once
+          instead of retransmitting the CLOSE_REQ into later cases (and later runs) until its
+          retry budget is spent. A case that judges the target's own close (NAK-015) holds its
+          PDC, so its CLOSE_REQ reaches it unanswered."""
+        if r.error is not None or r.pds is None:
+            return
+        dp = getattr(r.pds, "dpdcid", None)
+        if not dp:
+            return
+        if dp not in self._used:
+            self._foreign.add(dp)
+        if not (r.is_control and r.pds.ctl_type == P.ControlType.REQ_CLOSE) or any(p.spdcid == dp for p in self.pdcs):
+            return
+        nack = P.NACK.make(nack_code=P.NackCode.INV_DPDCID, nack_psn=r.pds.psn, spdcid=0, dpdcid=r.pds.spdcid)
+        self.send(P.NACK.encode(nack))
 
     def expect(self, pred: Callable[[Reply], object], what: str, timeout: float | None = None) -> Reply:
         """The first reply matching ``pred`` (consumed), or :class:`CheckFailed` saying ``what``."""
@@ -450,12 +548,20 @@ class Session:
 
     def earlier_traffic(self, r: Reply) -> bool:
         """``r`` belongs to another exchange, not to what the current case just sent: it is
-        addressed to a PDC (or liveness probe) of the tester's (a CLOSE_REQ from a PDC an earlier
-        case left, a late ACK, a retransmitted NACK), or it is a request of a PDC the target itself
-        initiated. A case that judges "no reply at all" (UUD, behaviour.md §2.15) ignores these."""
+        addressed to a PDC (or liveness probe) of the tester's (a late ACK, a retransmitted NACK),
+        it is a request of a PDC the target itself initiated, or it is what a target sends on its
+        own timers about a PDC it holds, whoever's: a CLEAR_REQ, a CLOSE_REQ, a CLOSE, or the NACK
+        ``CLOSING_IN_ERR`` that ends an unanswered CLOSE_REQ (§2.7, §2.12; never the answer to a
+        request, so also not when its PDC was left by an earlier run of the tester against a
+        long-lived target). A case that judges "no reply at all" (UUD, behaviour.md §2.15)
+        ignores these."""
         if r.pds is None:
             return False
         if r.ptype in (P.PdsType.RUD_REQ, P.PdsType.ROD_REQ, P.PdsType.RUD_CC_REQ, P.PdsType.ROD_CC_REQ):
+            return True
+        if r.is_control and r.pds.ctl_type in _TIMER_CONTROLS:
+            return True
+        if r.is_nack and r.pds.nack_code == P.NackCode.CLOSING_IN_ERR:
             return True
         return getattr(r.pds, "dpdcid", None) in self._used
 
@@ -524,11 +630,17 @@ class Pdc:
     def send(self, ses: bytes, psn: int | None = None, *, ecn: int = 0, **kw: Any) -> int:
         """Send one request (PDS header built here, ``ses`` = SES header ‖ ext ‖ payload);
         returns its PSN. A new PSN advances ``next_psn``."""
+        p, data = self.build(ses, psn, **kw)
+        self.s.send(data, ecn=ecn)
+        return p
+
+    def build(self, ses: bytes, psn: int | None = None, **kw: Any) -> tuple[int, bytes]:
+        """What :meth:`send` sends, not sent yet (for :meth:`Session.send_burst`): (PSN, request)."""
         p = self.next_psn if psn is None else psn & M32
-        self.s.send(self.header(p, **kw) + ses, ecn=ecn)
+        data = self.header(p, **kw) + ses
         if p == self.next_psn:
             self.next_psn = (p + 1) & M32
-        return p
+        return p, data
 
     def ack_for(self, psn: int, timeout: float | None = None) -> Reply:
         """Wait for the ACK naming ``psn`` (ACK PSN = psn, or a CACK covering it)."""
@@ -611,21 +723,32 @@ class Pdc:
         assert self.dpdcid is not None
         self.s.send(control(P.ControlType.CLEAR, psn=0, spdcid=self.spdcid, dpdcid=self.dpdcid, payload=psn))
 
-    def close(self, timeout: float = 0.5) -> Reply | None:
-        """Close politely (CLOSE CP with a new PSN, AR, §2.12); returns its ACK or None."""
-        if self.dpdcid is None:
-            return None
+    def send_close(self) -> int:
+        """Send CLOSE (a new PSN, AR, §2.12); returns its PSN."""
+        assert self.dpdcid is not None
         psn = self.next_psn
         self.next_psn = (psn + 1) & M32
         self.closed = True
         self.s.send(control(P.ControlType.CLOSE, psn=psn, spdcid=self.spdcid, dpdcid=self.dpdcid, flags=P.ReqFlag.AR))
+        return psn
+
+    def closing_ack(self, r: Reply) -> None:
+        """Take the answer to our CLOSE: a secure 0-RTT target's closing ACK names the next
+        Expected_PSN (``EPSN``, §2.3.2), the floor of later Start PSNs."""
+        if r.is_ack and r.flags & P.AckFlag.EPSN and self.s.start_floor is not None:
+            if P.psn_after(r.pds.expected_psn, self.s.start_floor):
+                self.s.start_floor = r.pds.expected_psn
+
+    def close(self, timeout: float = 0.5) -> Reply | None:
+        """Close politely (CLOSE CP with a new PSN, AR, §2.12); returns its ACK or None."""
+        if self.dpdcid is None:
+            return None
+        psn = self.send_close()
         try:
             r = self.s.expect(
                 lambda r: self.mine(r) and (r.is_ack and r.ack_psn == psn or r.is_nack), "the ACK of CLOSE", timeout
             )
         except CheckFailed:
             return None
-        if r.is_ack and r.flags & P.AckFlag.EPSN and self.s.start_floor is not None:  # §2.3.2 closing ACK
-            if P.psn_after(r.pds.expected_psn, self.s.start_floor):
-                self.s.start_floor = r.pds.expected_psn
+        self.closing_ack(r)
         return r

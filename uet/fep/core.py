@@ -72,21 +72,24 @@ from uet.fep.events import (
     OpFailed,
     Transmit,
 )
-from uet.fep.integrity import CrcStage
+from uet.fep.integrity import CrcStage, FixedPorts
 from uet.fep.lanes import Lane, OutMessage, refill
 from uet.fep.marking import classes
 from uet.fep.operations import Operations
 from uet.fep.peer import PeerBook
 from uet.fep.receives import Waiters, _Posted
 from uet.fep.scheduler import interleave
-from uet.pds import Mode, PdsCore
+from uet.pds import Mode, PathWindow, PdsCore
 from uet.ses.fep import SesFep
 from uet.ses.initiator import InitiatorConfig
 from uet.ses.message import MAX_WIRE_PAYLOAD, initiator_id
 from uet.ses.segmenter import Segmenter
 from uet.ses.target import TargetConfig
+from uet.wire.crc import TRAILER_LEN
+from uet.wire.tss import ICV_LEN, TSS, TSS_SSI
 
 if TYPE_CHECKING:
+    from uet.cc.base import SenderCc
     from uet.tss.stage import TssStage
 
 __all__ = ["FepCore"]
@@ -122,8 +125,12 @@ class FepCore(Operations, Completions):
         security: Any = None,
         seed: int | None = None,
         event_log: Callable[[dict[str, Any]], None] | None = None,
+        path_window: Callable[[str], PathWindow | None] | None = None,
     ) -> None:
         self.config = cfg = config or FepConfig()
+        #: the window of the path towards a peer where it differs from ``config``'s (None: the
+        #: same everywhere): a lane's limit and the CCC's parameters (uet.pds.config.PathWindow)
+        self.path_window = path_window
         self.address = address
         self.job = job
         self.pid = pid
@@ -134,7 +141,9 @@ class FepCore(Operations, Completions):
         # Seeded runs stay reproducible, yet two FEPs given the same seed draw different PDCIDs,
         # Start_PSNs and message ids.
         rng = random.Random(None if seed is None else f"{seed}/{address}")
-        self.pds = PdsCore(address, cfg.pds, rng=random.Random(rng.getrandbits(64)), log=event_log)
+        self.pds = PdsCore(
+            address, cfg.pds, rng=random.Random(rng.getrandbits(64)), log=event_log, path_window=path_window
+        )
         self.initiator_id = initiator_id(address)
         ses_payload = min(cfg.payload_size, MAX_WIRE_PAYLOAD)
         self.ses = SesFep(
@@ -208,6 +217,8 @@ class FepCore(Operations, Completions):
             self._attach_tss(stage)
         #: the CRC stage (``config.data_protect == "crc"``, uet.fep.integrity) or None
         self.crc: CrcStage | None = CrcStage(address) if cfg.data_protect == "crc" else None
+        if self.crc is not None:
+            self._wire_overhead(TRAILER_LEN)
         if cfg.data_protect == "crc" and security is not None:
             raise ValueError("data_protect 'crc' and TSS exclude each other (behaviour.md §2.16)")
         if cfg.data_protect == "tss" and security is None:
@@ -240,6 +251,34 @@ class FepCore(Operations, Completions):
         self._sdi = stage.sdi
         # with accept_any_sdi several domains open and a packet's SDI is not passed up
         self._rx_sdi = None if stage.config.accept_any_sdi else stage.sdi
+        sd = stage.config.table.get(stage.sdi)
+        self._wire_overhead((TSS_SSI if sd is not None and sd.use_ssi else TSS).size + ICV_LEN)
+
+    def set_link_ports(self, ports: FixedPorts | None = None, *, over_ip: bool = False) -> None:
+        """Say what the link around this core puts on the wire that the integrity layer covers
+        (the CRC stage, :mod:`uet.fep.integrity`; nothing without it): ``ports``, the fixed UDP
+        ports of a bound link (its ``port`` and ``peer_port``, read at each datagram), else each
+        datagram's entropy is its source port; ``over_ip``, UET directly over IP, the trailer
+        covering the 4-byte entropy header instead of a UDP header."""
+        if self.crc is not None:
+            self.crc.fixed_ports = ports
+            self.crc.over_ip = over_ip
+
+    def _wire_overhead(self, extra: int) -> None:
+        """Every datagram carries ``extra`` bytes of the integrity layer (TSS security header and
+        ICV, or the CRC-32C trailer): part of its nominal size (UDP length + 40, behaviour.md
+        §4.2), so the target's ACK_CC ``rcvd_bytes`` counts them (``PdsCore.wire_overhead``) and
+        every CCC of this FEP adds them to its per-packet overhead, the two ends agreeing."""
+        pds = self.pds
+        pds.wire_overhead = extra
+        make = pds.gate_factory
+
+        def gate(peer: str, tc: int) -> SenderCc:
+            g = make(peer, tc)
+            g.overhead += extra
+            return g
+
+        pds.gate_factory = gate
 
     def _handle(self) -> int:
         h = self._next_handle
@@ -492,9 +531,8 @@ class FepCore(Operations, Completions):
         if self._dirty:
             dirty = self._dirty
             self._dirty = {}
-            limit = self.config.max_inflight
             for lane in dirty:
-                for msg in refill(lane, self.pds, self.segmenter, limit, now, self._sdi):
+                for msg in refill(lane, self.pds, self.segmenter, lane.limit, now, self._sdi):
                     self._maybe_finish(msg)
         self._submit_engine(now)
 

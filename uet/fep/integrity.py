@@ -16,9 +16,9 @@ from its configuration (decision):
   entropy on transmit and the :class:`~uet.fep.events.Datagram` ``source_port`` on receive —
   the fabric link's and the simulator's case, where the entropy value is the UDP source port.
   The default is ``(None, 4793)`` both ways. The asyncio adapter's direct link, whose every
-  datagram leaves from the link's bound port, sets :attr:`CrcStage.fixed_ports` instead: any
-  object with ``port`` (this FEP's) and ``peer_port`` (every peer's) attributes, read at each
-  datagram (a test may re-point ``peer_port`` after opening).
+  datagram leaves from the link's bound port, is given instead as :class:`FixedPorts` (through
+  :meth:`uet.fep.core.FepCore.set_link_ports`): ``port`` (this FEP's) and ``peer_port`` (every
+  peer's), read at each datagram (a test may re-point ``peer_port`` after opening).
 * UET directly over IP (:class:`~uet.link.ip.IpLink`, ``over_ip`` true): the trailer covers the
   4-byte entropy header instead of a UDP header (wire-format.md §1.2, §1.4); the entropy is each
   datagram's own, the Transmit entropy on transmit and the Datagram ``source_port`` (the entropy
@@ -30,13 +30,13 @@ from its configuration (decision):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from uet.tss.context import as_address
 from uet.tss.nonce import entropy_header
 from uet.wire.crc import append_trailer, check_trailer, entropy_prefix, udp_prefix
 
-__all__ = ["CrcStage", "UET_PORT", "DATA_PROTECT"]
+__all__ = ["CrcStage", "DATA_PROTECT", "FixedPorts", "UET_PORT"]
 
 #: the IANA UDP port of UET (wire-format.md §1.1)
 UET_PORT = 4793
@@ -45,6 +45,18 @@ DATA_PROTECT = ("none", "crc", "tss")
 
 _tnew = tuple.__new__
 _ECN_TRIMMED = 0x100  # uet.fep.core.ECN_TRIMMED
+
+
+class FixedPorts(Protocol):
+    """The UDP ports every datagram of a FEP carries, read at each datagram (a link whose socket
+    is bound: :class:`uet.link.direct.DirectLink`); a ``port`` of None is each datagram's entropy,
+    a ``peer_port`` of None the UET port."""
+
+    @property
+    def port(self) -> int | None: ...
+
+    @property
+    def peer_port(self) -> int | None: ...
 
 
 class CrcStage:
@@ -61,8 +73,8 @@ class CrcStage:
         self._me = as_address(address)
         self.tx_ports = tx_ports
         self.rx_ports = rx_ports
-        #: an object with ``port`` / ``peer_port`` (the direct link) overriding both port pairs
-        self.fixed_ports: Any = None
+        #: the ports of a bound link (the direct link) overriding both port pairs
+        self.fixed_ports: FixedPorts | None = None
         #: UET directly over IP: cover the entropy header, not a UDP header (module docstring)
         self.over_ip = False
         self._addr: dict[str, bytes] = {}
@@ -91,7 +103,7 @@ class CrcStage:
         """``data`` with its trailer, for ``dst`` (``entropy``: the UDP source port when the
         configured one is None)."""
         fp = self.fixed_ports
-        sport, dport = self.tx_ports if fp is None else (fp.port, fp.peer_port)
+        sport, dport = self.tx_ports if fp is None else (fp.port, fp.peer_port or UET_PORT)
         ip = self._ip(dst)
         if ip is None:
             raise ValueError(f"CRC trailer needs an IP destination, not {dst!r}")
@@ -117,7 +129,7 @@ class CrcStage:
             c["crc_drop_short"] += 1
             return None
         fp = self.fixed_ports
-        port, dport = self.rx_ports if fp is None else (fp.peer_port, fp.port)
+        port, dport = self.rx_ports if fp is None else (fp.peer_port, fp.port or UET_PORT)
         ip = self._ip(src)
         body = None
         if ip is not None and self.over_ip:

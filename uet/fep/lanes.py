@@ -6,9 +6,9 @@ segmented here, with the SES standard header, into exactly the packets
 bulk data and costs a fraction of the general engine's CPU per packet. Messages toward one
 ``(peer, mode, traffic class, job)`` form a *lane*; a lane submits the packets of one message at
 a time (PDS requires all packets of a message on one PDC and no interleaving on a PDC,
-behaviour.md §1.4) and keeps at most ``FepConfig.max_inflight`` packets submitted but not yet
-Acked/Failed, so memory stays bounded for 64 MiB messages. Payloads are zero-copy slices of the
-caller's buffer.
+behaviour.md §1.4) and keeps at most ``FepConfig.max_inflight`` packets (or its peer's path window,
+:class:`~uet.pds.config.PathWindow`) submitted but not yet Acked/Failed, so memory stays bounded
+for 64 MiB messages. Payloads are zero-copy slices of the caller's buffer.
 
 **Completion rule** (behaviour.md §6.9 "initiator rules"): the message is delivered when every
 packet is Acked and no SES response reported an error (an ACK carrying the target's
@@ -102,10 +102,13 @@ class OutMessage:
 class Lane:
     """Eager messages toward one (peer, mode, tc, job), submitted one message at a time."""
 
-    __slots__ = ("key", "queue", "active", "inflight", "job_id", "tc")
+    __slots__ = ("key", "queue", "active", "inflight", "job_id", "tc", "limit")
 
-    def __init__(self, key: tuple[str, Mode, int, int], job_id: int, tc: int) -> None:
+    def __init__(self, key: tuple[str, Mode, int, int], job_id: int, tc: int, limit: int) -> None:
         self.key = key
+        #: packets submitted and not yet Acked/Failed at most: ``FepConfig.max_inflight``, or the
+        #: window of the peer's path (``FepCore(path_window=...)``, uet.pds.config.PathWindow)
+        self.limit = limit
         self.queue: deque[OutMessage] = deque()
         self.active: OutMessage | None = None
         self.inflight = 0

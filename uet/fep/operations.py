@@ -100,7 +100,9 @@ class Operations(FepState):
         key = (dest.fa, mode, tc, dest.job_id)
         lane = self.lanes.get(key)
         if lane is None:
-            lane = self.lanes[key] = Lane(key, dest.job_id, tc)
+            pw = self.path_window(dest.fa) if self.path_window is not None else None
+            limit = self.config.max_inflight if pw is None else pw.max_inflight
+            lane = self.lanes[key] = Lane(key, dest.job_id, tc, limit)
         msg.lane = lane
         self._unfinished[h] = msg
         lane.queue.append(msg)

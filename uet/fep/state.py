@@ -19,7 +19,7 @@ from uet.fep.events import Event
 from uet.fep.lanes import Lane, OutMessage
 from uet.fep.peer import PeerBook
 from uet.fep.receives import Waiters, _Posted
-from uet.pds import Mode, PdsCore
+from uet.pds import Mode, PathWindow, PdsCore
 from uet.ses.fep import SesFep
 from uet.ses.message import Message
 from uet.ses.segmenter import Segmenter
@@ -33,6 +33,8 @@ class FepState:
     job: int
     pid: int
     event_log: Callable[[dict[str, Any]], None] | None
+    #: the window of the path towards a peer, where it differs from ``config``'s (uet.fep.core)
+    path_window: Callable[[str], PathWindow | None] | None
     pds: PdsCore
     ses: SesFep
     segmenter: Segmenter

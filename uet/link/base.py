@@ -18,6 +18,7 @@ import abc
 from collections.abc import Callable, Sequence
 
 from uet.fep.marking import DSCP_CONTROL, DSCP_DATA
+from uet.link.impair import Impairment
 
 __all__ = ["DSCP_CONTROL", "DSCP_DATA", "Link", "ReceiveCallback", "WrappedLink", "tos"]
 
@@ -34,12 +35,31 @@ def tos(dscp: int, ecn: int = 0) -> int:
 
 
 class Link(abc.ABC):
-    """A way for one FEP to send and receive UET datagrams."""
+    """A way for one FEP to send and receive UET datagrams.
+
+    Besides the three methods, every link has the attributes below, which its owner (the
+    endpoint, the secure facade, the tap) reads instead of probing for them; a link that has no
+    such thing keeps the class default."""
 
     #: The FEP's Fabric Address (IPv4 or IPv6 text).
     address: str
     #: Counters: packets/bytes sent and received, send-buffer stalls, errors.
     counters: dict[str, int]
+    #: The local UDP port of the link's socket (None without one).
+    port: int | None = None
+    #: The UDP port every datagram is sent to and every peer's datagram comes from, when the
+    #: ports are fixed (the direct link: the kernel builds UDP from the bound port); None when
+    #: each datagram's entropy is its UDP source port (the fabric link) or there is no UDP.
+    peer_port: int | None = None
+    #: Whether the link can hand up :class:`~uet.fep.events.Datagram` records (with each
+    #: datagram's UDP source port / entropy) instead of ``(datagram, source FA, ecn)`` triples.
+    gives_records: bool = False
+    #: Whether it hands them up now: the owner sets it on a link that :attr:`gives_records`.
+    records: bool = False
+    #: UET directly over IP: datagrams carry the 4-byte entropy header, not a UDP header.
+    over_ip: bool = False
+    #: The impairment applied to what the link sends (:mod:`uet.link.impair`), if any.
+    impairment: Impairment | None = None
 
     @abc.abstractmethod
     def send(self, datagram: bytes, dst: str, entropy: int, dscp: int, ecn: int = 0) -> None:
@@ -65,16 +85,16 @@ class WrappedLink(Link):
         self.address = inner.address
 
     @property
-    def port(self) -> int | None:
-        return getattr(self.inner, "port", None)
+    def port(self) -> int | None:  # type: ignore[override]
+        return self.inner.port
 
     @property
-    def peer_port(self) -> int | None:
-        return getattr(self.inner, "peer_port", None)
+    def peer_port(self) -> int | None:  # type: ignore[override]
+        return self.inner.peer_port
 
     @property
-    def impairment(self) -> object:
-        return getattr(self.inner, "impairment", None)
+    def impairment(self) -> Impairment | None:  # type: ignore[override]
+        return self.inner.impairment
 
     @property
     def counters(self) -> dict[str, int]:  # type: ignore[override]

@@ -85,6 +85,9 @@ class LinkError(UetError):
 class DirectLink(Link):
     """One UDP socket bound to ``(address, port)`` on the running event loop."""
 
+    port: int
+    peer_port: int
+
     def __init__(
         self,
         address: str,

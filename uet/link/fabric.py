@@ -89,6 +89,8 @@ class FabricLinkError(UetError):
 class FabricLink(Link):
     """A NIC port on switch port ``switch`` (``(host, udp port)`` of the ``uet-fabric`` socket)."""
 
+    gives_records = True
+
     def __init__(
         self,
         address: str,

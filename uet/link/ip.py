@@ -72,6 +72,7 @@ class IpLink(Link):
 
     #: the CRC stage covers the entropy header, not a UDP header (uet.fep.integrity)
     over_ip = True
+    gives_records = True
 
     def __init__(
         self,

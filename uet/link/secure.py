@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uet.link.base import Link, ReceiveCallback
 from uet.tss.domain import SecureDomainTable
 from uet.tss.errors import TssError
 from uet.tss.stage import SecurityConfig, Tamper, TssStage
+
+if TYPE_CHECKING:
+    from uet.link.impair import Impairment
+    from uet.pds.core import PdsCore
 
 __all__ = ["SecureLink", "rotate_keys"]
 
@@ -42,9 +46,9 @@ class SecureLink(Link):
         event_log: Callable[[dict[str, Any]], None] | None = None,
         clock: Callable[[], int] | None = None,
     ) -> None:
-        port = getattr(inner, "port", None)
-        peer_port = getattr(inner, "peer_port", None)
-        if not isinstance(port, int) or not isinstance(peer_port, int):
+        port = inner.port
+        peer_port = inner.peer_port
+        if port is None or peer_port is None:
             raise TssError(
                 f"{inner!r} does not report the UDP ports its datagrams carry; TSS needs them for the AAD "
                 "(uet.tss.stage module docstring)"
@@ -71,16 +75,16 @@ class SecureLink(Link):
     # -- pass-through attributes the endpoint, tools and tests read -------------------------------
 
     @property
-    def port(self) -> int:
+    def port(self) -> int:  # type: ignore[override]
         return self._port
 
     @property
-    def peer_port(self) -> int:
+    def peer_port(self) -> int:  # type: ignore[override]
         return self._peer_port
 
     @property
-    def impairment(self) -> Any:
-        return getattr(self.inner, "impairment", None)
+    def impairment(self) -> Impairment | None:  # type: ignore[override]
+        return self.inner.impairment
 
     @property
     def ctx(self) -> Any:
@@ -117,7 +121,7 @@ class SecureLink(Link):
         out.update(self.stage.counters)
         return out
 
-    def attach(self, core: Any) -> None:
+    def attach(self, core: PdsCore) -> None:
         """Give a PDS core the stage's secure establishment hooks (:meth:`TssStage.attach`)."""
         self.stage.attach(core)
 

@@ -42,16 +42,20 @@ class TapLink(WrappedLink):
     # -- what the endpoint reads of its link -----------------------------------------------------
 
     @property
-    def over_ip(self) -> bool:
-        return bool(getattr(self.inner, "over_ip", False))
+    def over_ip(self) -> bool:  # type: ignore[override]
+        return self.inner.over_ip
+
+    @property
+    def gives_records(self) -> bool:  # type: ignore[override]
+        return self.inner.gives_records
 
     @property
     def records(self) -> bool:
-        return getattr(self.inner, "records", False) is True
+        return self.inner.records
 
     @records.setter
     def records(self, value: bool) -> None:
-        self.inner.records = value  # type: ignore[attr-defined]
+        self.inner.records = value
 
     # -- the tap -----------------------------------------------------------------------------------
 

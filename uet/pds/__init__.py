@@ -3,7 +3,7 @@
 See :mod:`uet.pds.core` and spec/behaviour.md §2.
 """
 
-from uet.pds.config import Mode, PdcStateError, PdsClosedError, PdsConfig, PdsError, PdsLimitError, SesNack
+from uet.pds.config import Mode, PathWindow, PdcStateError, PdsClosedError, PdsConfig, PdsError, PdsLimitError, SesNack
 from uet.pds.core import PdsCore
 from uet.pds.events import Acked, AckedRun, Delivery, Event, Failed, NackReceived, PdcClosed, PdcOpened, ProbeAnswered
 from uet.pds.seams import CongestionGate, EntropyStrategy, FixedWindowGate, RotatingEntropy, SingleEntropy
@@ -29,6 +29,7 @@ __all__ = [
     "InitiatorState",
     "Mode",
     "NackReceived",
+    "PathWindow",
     "PdcClosed",
     "PdcOpened",
     "PdcStateError",

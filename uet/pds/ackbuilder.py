@@ -17,13 +17,10 @@ than 64 beyond CACK, the 64 PSNs ending at it (§2.8). It is a fast copy of
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from uet.pds.config import PdsConfig
 from uet.wire.pds import ACK, ACK_CC, ACK_CCX, ACK_PROBE, PdsType, psn_diff
-
-if TYPE_CHECKING:
-    from uet.pds.pdc import TargetPdc
 
 _M32 = 0xFFFFFFFF
 _M24 = 0xFFFFFF
@@ -42,6 +39,59 @@ def sack_window(rcvd: Collection[int], cack: int, hi: int) -> tuple[int, int]:
         if i < 64:
             bm |= 1 << i
     return psn_diff(base, cack), bm
+
+
+class AckedPdc(Protocol):
+    """What an ACK header reads of the target PDC it comes from (``uet.pds.pdc.TargetPdc``)."""
+
+    @property
+    def lpdcid(self) -> int: ...
+
+    @property
+    def rpdcid(self) -> int: ...
+
+    @property
+    def rcvd(self) -> Collection[int]: ...
+
+    @property
+    def rcvd_bytes(self) -> int: ...
+
+    @property
+    def ecn_bytes(self) -> int: ...
+
+
+class AckPending:
+    """A target PDC's coalesced ACK (``TargetPdc.ack``, §2.8): what the next ACK names and
+    carries, when it falls due, and the ECN-marked byte count the last ACK covered. The target's
+    ACK rule (uet.pds.target ``_coalesce``) writes it; every ACK sent clears it (:meth:`sent`)."""
+
+    __slots__ = ("deadline", "gen_count", "trigger", "flags", "rnh", "resp", "due", "ecn_acked")
+
+    def __init__(self) -> None:
+        #: when the ``ack_timer_ns`` flush falls due; None: no timer armed
+        self.deadline: int | None = None
+        #: packets counted towards ``ack_gen_trigger`` since the last ACK
+        self.gen_count = 0
+        #: the PSN the coalesced ACK names and its ACK flags
+        self.trigger = 0
+        self.flags = 0
+        #: the SES response of ``trigger`` (next_hdr, bytes; 0 and empty for none), carried by the
+        #: coalesced ACK that names it
+        self.rnh = 0
+        self.resp = b""
+        #: queued in ``PdsCore._ack_dirty`` (built by datagrams_to_send)
+        self.due = False
+        #: the PDC's ECN-CE marked bytes (``TargetPdc.ecn_bytes``) when the last ACK left: an ACK
+        #: carries ``m`` when it covers any marked bytes (uet.pds.target ``_send_ack``)
+        self.ecn_acked = 0
+
+    def sent(self) -> None:
+        """An ACK left: it says everything the pending one would have said."""
+        self.deadline = None
+        self.due = False
+        self.gen_count = 0
+        self.rnh = 0
+        self.resp = b""
 
 
 class AckBuilder:
@@ -64,7 +114,7 @@ class AckBuilder:
 
     def build(
         self,
-        tp: TargetPdc,
+        tp: AckedPdc,
         flags: int,
         rnh: int,
         off: int,

@@ -140,7 +140,7 @@ class CloseMixin(PdsState):
             st = pdc.state = transition(INITIATOR_TRANSITIONS, st, _S_ACK_WAIT)
         if st is _S_ACK_WAIT and not pdc.outstanding:
             rr = pdc.rrx
-            if rr is not None and rr.ack_deadline is not None:  # flush the return-direction ACK
+            if rr is not None and rr.ack.deadline is not None:  # flush the return-direction ACK
                 self._flush_ack(rr, now)
             pdc.state = transition(INITIATOR_TRANSITIONS, st, _S_CLOSE_ACK_WAIT)
             pkt = TxPkt(None, 0, b"", b"", False, False)

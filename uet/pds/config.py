@@ -47,6 +47,31 @@ class SesNack(UetError):  # noqa: N818 - it is a NACK request, not a failure of 
 
 
 @dataclass(frozen=True)
+class PathWindow:
+    """The window of the PDCs towards one class of peers whose path differs from the one the
+    endpoint's configuration was derived for: a GPU of the same server, reached over the server's
+    scale-up links rather than through the NIC and the Ethernet fabric (issue 26). An owner hands
+    the cores a ``peer → PathWindow | None`` function (``PdsCore(path_window=...)``,
+    ``FepCore(path_window=...)``); None keeps the endpoint's own settings for that peer.
+
+    Attributes:
+        max_inflight: packets per lane towards such a peer submitted to the PDS and not yet
+            Acked/Failed (``FepConfig.max_inflight`` for the other peers).
+        cc_params: the CC parameters of a CCC towards such a peer (``PdsConfig.cc_params`` for
+            the others): the link rate and base RTT of *that* path, from which NSCC takes its
+            ``MaxWnd`` (behaviour.md §4.3.1) — and which it re-derives from the smallest RTT it
+            measures, at the configured rate. None: ``PdsConfig.cc_params``.
+    """
+
+    max_inflight: int
+    cc_params: CcConfig | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_inflight < 1:
+            raise ValueError("max_inflight must be >= 1")
+
+
+@dataclass(frozen=True)
 class PdsConfig:
     """Configuration of one FEP's PDS (aioquic ``QuicConfiguration`` style).
 

@@ -248,9 +248,8 @@ class ControlMixin(PdsState):
         tp.clear_req_at = None
         tp.state = transition(TARGET_TRANSITIONS, st, _T_CLOSING)
         tp.linger_until = now + self.config.close_linger_ns
-        on_close = getattr(self.start_psn_policy, "on_close", None)
-        if on_close is not None:  # secure 0-RTT: raise the SDI's Expected_PSN, return it (§2.3.2)
-            tp.epsn = on_close(0 if tp.sdi is None else tp.sdi, tp.start_psn)
+        # secure 0-RTT: the policy raises the SDI's Expected_PSN and returns it (§2.3.2)
+        tp.epsn = self.start_psn_policy.on_close(0 if tp.sdi is None else tp.sdi, tp.start_psn)
         self._send_ack(tp, psn, retx, 0, b"", now, ent, epsn=tp.epsn)
         self._count("pdc_close_target")
         self._events.append(PdcClosed(tp.peer, tp.lpdcid, tp.mode, "target", None))
@@ -385,7 +384,7 @@ class ControlMixin(PdsState):
             return tp.linger_until
         if st is _T_PENDING:
             return tp.pending_until
-        best = tp.ack_deadline
+        best = tp.ack.deadline
         ret = tp.ret
         if ret is not None and ret.outstanding:
             if ret.parked:
@@ -432,7 +431,8 @@ class ControlMixin(PdsState):
             self._ipdc_timer(ret, now)
             if tp.state is _T_CLOSED:
                 return
-        if tp.ack_deadline is not None and now >= tp.ack_deadline:
+        dl = tp.ack.deadline
+        if dl is not None and now >= dl:
             self._count("acks_timer")
             self._flush_ack(tp, now)
         cr = tp.close_req

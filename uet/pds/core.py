@@ -50,6 +50,10 @@ Choices where the notes are silent (inference, documented here and in the module
 - ``receive_datagram`` takes ``trimmed``/``last_hop`` (the DSCP is invisible to the core; the
   link reads it, spec/rocev2-and-fabric.md §8.4) and ``entropy`` (the request's UDP source port,
   echoed in ACK/NACKs, §4.6).
+- ``path_window`` (addition; the notes give one ``config_base_rtt`` and link speed per FEP,
+  §4.3.1): a ``peer → PathWindow | None`` function; a CCC towards a peer whose path it names (a
+  GPU of the same server, over the scale-up links) gets that path's CC parameters, so NSCC's
+  ``MaxWnd`` is that path's BDP and not the NIC path's (uet.pds.config.PathWindow).
 """
 
 from __future__ import annotations
@@ -93,10 +97,11 @@ from uet.pds._aliases import (
     _T_PENDING,
 )
 from uet.pds.ackbuilder import AckBuilder
-from uet.pds.config import PdsConfig, SesNack
+from uet.pds.config import PathWindow, PdsConfig, SesNack
 from uet.pds.events import Delivery, Event
 from uet.pds.pdc import InitiatorPdc, TargetPdc
-from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy
+from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy, per_path_gates
+from uet.pds.startpsn import AcceptEveryStartPsn
 from uet.pds.target import _REQ_TAIL, _SES_END
 from uet.pds.validation import SourceGuard
 from uet.wire.pds import NACK, REQUEST, NackCode, psn_diff
@@ -128,6 +133,7 @@ class PdsCore(
         *,
         rng: random.Random | None = None,
         log: Callable[[dict[str, Any]], None] | None = None,
+        path_window: Callable[[str], PathWindow | None] | None = None,
     ) -> None:
         self.local = local
         self.config = config or PdsConfig()
@@ -166,19 +172,18 @@ class PdsCore(
         self._closing = False
         #: ``on_deliver(Delivery) -> None | (next_hdr, bytes) | (next_hdr, bytes, guaranteed)``
         self.on_deliver = _no_ses
-        #: Secure 1-RTT seam (§2.3.2): ``policy(peer, offered_start_psn) -> None`` accepts, an int
-        #: demands that Start_PSN (PDC → PENDING, NACK NEW_START_PSN). None accepts everything.
-        #: Secure establishment seam (§2.3.2), consulted on every SYN that would create a target
-        #: PDC: a ``uet.tss.establish`` policy object (``check_start_psn(sdi, start, minted)`` and
-        #: ``on_close(sdi, start) -> Expected_PSN | None`` for the EPSN closing ACK), or a plain
-        #: callable ``(peer, offered_start_psn) -> None | int``. None accepts the offer: an int
-        #: puts the PDC in PENDING with that Start_PSN and NACKs NEW_START_PSN; the initiator's
-        #: SYN carrying it establishes the PDC; a PENDING PDC not re-driven within
-        #: ``new_pdc_ns`` (New_PDC_Time) is freed silently. None (default): every offer accepted.
-        self.start_psn_policy = None
-        #: Secure initiator seam (§2.3.2): an object with ``start_psn(sdi) -> int`` and
-        #: ``on_close_ack(sdi, expected_psn)`` (``uet.tss.establish.InitiatorStartPsn``); used for
-        #: PDCs with an SDI. None: random Start_PSNs, EPSN in closing ACKs is ignored.
+        #: Secure establishment seam (§2.3.2, uet.pds.startpsn), asked on every SYN that would
+        #: create a target PDC (``offer(peer, sdi, start)``) and told when one closes
+        #: (``on_close(sdi, start) -> Expected_PSN | None`` for the EPSN closing ACK). An offer
+        #: answered None is accepted; an int puts the PDC in PENDING with that Start_PSN and
+        #: NACKs NEW_START_PSN; the initiator's SYN carrying it establishes the PDC; a PENDING PDC
+        #: not re-driven within ``new_pdc_ns`` (New_PDC_Time) is freed silently. The default
+        #: accepts every offer; ``uet.tss.establish`` has the §2.3.2 policies and
+        #: ``uet.pds.startpsn.PeerStartPsn`` wraps a plain ``(peer, offered_start_psn)`` function.
+        self.start_psn_policy = AcceptEveryStartPsn()
+        #: Secure initiator seam (§2.3.2, uet.pds.startpsn.InitiatorStartPsnHook:
+        #: ``uet.tss.establish.InitiatorStartPsn``); used for PDCs with an SDI. None: random
+        #: Start_PSNs, EPSN in closing ACKs is ignored.
         self.initiator_start_psn = None
         #: CCC seams (architecture.md "Congestion control seam"): replace to plug NSCC/RCCC and REPS in.
         self.gate_factory = lambda peer, tc: FixedWindowGate(self.config.cc_window)
@@ -200,6 +205,11 @@ class PdsCore(
         #: ``AckedRun(token, count)`` per run of consecutive packets with the same token instead
         #: of one ``Acked(token, 0, b"")`` each (uet.pds.events.AckedRun).
         self.acked_runs = False
+        #: Owner setting: bytes the owner's integrity layer adds to every datagram on the wire
+        #: (TSS security header + ICV, or the CRC-32C trailer; 0 in clear). The nominal size of
+        #: §4.2 is the UDP length + 40, so the target counts them in ``rcvd_bytes`` and each CCC
+        #: in its ``overhead`` alike (the owner adds them there: uet.fep.core).
+        self.wire_overhead = 0
         self._rudi_init()
         self._misc_entropy = RotatingEntropy(self.rng, self.config.entropy_paths)
         #: address validation and anti-amplification (uet.pds.validation); None: off
@@ -218,6 +228,12 @@ class PdsCore(
             self.gate_factory = cc.gate_factory
             self.cc_params = cc.params
             self.credit_scheduler = cc.receiver
+            if path_window is not None:  # a CCC towards a peer on another path: that path's CC
+                self.gate_factory = per_path_gates(
+                    cc.gate_factory,
+                    path_window,
+                    lambda p: build_cc(cfg.cc, cfg.lb, p, cfg.cc_window, self.rng, self._log).gate_factory,
+                )
 
     # -- helpers shared by the halves -----------------------------------------------------------
 
@@ -417,6 +433,7 @@ class PdsCore(
         trig = cfg.ack_gen_trigger
         min_add = cfg.ack_gen_min_pkt_add
         mp = cfg.mp_range
+        nominal = 48 + self.wire_overhead  # a packet's nominal size beyond its PDS bytes (§4.2)
         tp: Any = None
         # the run: its PDC, the predicted PSN / IDs / header bytes, and what it has added up;
         # ``held``: the PDC holds received PSNs above CACK (a hole or an uncleared guaranteed
@@ -453,7 +470,7 @@ class PdsCore(
                                     mc = cl
                             k += 1
                             n = len(data)
-                            nbytes += n + 48
+                            nbytes += n + nominal
                             n -= end
                             gen += n if n > min_add else min_add
                             if w & _AR:
@@ -524,7 +541,7 @@ class PdsCore(
                         s01 = data[12] << 8 | data[13]
                         end = size + _REQUEST_LEN
                         k = nbytes = 0
-                        gen = t.ack_gen_count
+                        gen = t.ack.gen_count
                         mc = t.max_clear
                         due = nondue = False
                         arp = -1
@@ -624,8 +641,9 @@ class PdsCore(
             self._ack_dirty = []
             td = self._tdirty
             for tp in due:
-                if tp.ack_due:
-                    tp.ack_due = False
+                a = tp.ack
+                if a.due:
+                    a.due = False
                     td.add(tp.lpdcid)  # a return-receive half shares its initiator's PDCID
                     if tp.state is not _T_CLOSED:
                         self._flush_ack(tp, now)

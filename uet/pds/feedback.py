@@ -57,7 +57,7 @@ from uet.pds._aliases import (
 )
 from uet.pds.backoff import rtt_sample
 from uet.pds.events import NackReceived, ProbeAnswered
-from uet.pds.pdc import InitiatorPdc
+from uet.pds.pdc import InitiatorPdc, TxPkt
 from uet.pds.scoreboard import AckInfo, AckTally, parse_ack
 from uet.pds.state import PdsState
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
@@ -358,23 +358,8 @@ class FeedbackMixin(PdsState):
         if flags & _N_NT:
             self._rudi_nack(src, code, npsn, now)
             return
-        pdc = self.pdcs.get(dpdcid)
-        if pdc is None or pdc.peer != src:
-            self._drop("nack_unknown_pdc", now, src)
-            return
-        if pdc.sdi != self._rx_sdi:
-            self._drop("sdi_mismatch", now, src)
-            return
-        action = NACK_ACTION.get(code, _NA_IGNORE)
-        if pdc.role != "initiator":
-            if pdc.ret is not None and code != _NC_NEW_START_PSN and npsn in pdc.ret.outstanding:
-                pdc = pdc.ret  # a NACK of return data (uet.pds.ret)
-            else:
-                if action == _NA_CLOSE:
-                    self._target_close_error(pdc, f"nack {name}", now, send_nack=False)
-                return
-        if spdcid and pdc.rpdcid and spdcid != pdc.rpdcid:
-            self._drop("nack_spdcid", now, src)
+        pdc = self._nack_pdc(src, code, npsn, spdcid, dpdcid, now)
+        if pdc is None:
             return
         self._events.append(NackReceived(src, pdc.lpdcid, code, npsn))
         if pdc.state is _S_CLOSED:
@@ -383,36 +368,74 @@ class FeedbackMixin(PdsState):
         if code == _NC_NEW_START_PSN:
             self._new_start_psn(pdc, payload, now)
             return
-        out = pdc.outstanding
-        pkt = out.get(npsn)
+        pkt = pdc.outstanding.get(npsn)
         if pkt is None:
             self._count("nack_stale")
             return
+        action = NACK_ACTION.get(code, _NA_IGNORE)
         if action == _NA_IGNORE:
             return
         if action == _NA_CLOSE:
             self._close_error(pdc, f"nack {name}", code, now, npsn, payload)
             return
-        if code != _NC_ROD_OOO:
-            # §4.1 on_nack: a trim before the last hop penalises the path; otherwise the NACK's
-            # ``m`` tells whether the path marked it (a last-hop trim is no path penalty, §3.4)
-            ev = "trim" if code == _NC_TRIMMED else ("ecn" if flags & _N_M else "ack")
-            pdc.entropy.feedback(pkt.entropy, ev, now)
         if code == _NC_ROD_OOO:
-            # payload = the target's next expected PSN (our extension; 0/out of range -> tx_base)
-            e = payload if 0 <= _diff(payload, pdc.tx_base) < _diff(pdc.next_psn, pdc.tx_base) else pdc.tx_base
-            cfg = self.config
-            hold = pdc.srtt * cfg.rod_gbn_holdoff if pdc.srtt else cfg.rto_ns // 4
-            if e not in out or self._gbn_stale(pdc, e, npsn, flags & _N_RETX, now, hold):
-                self._count("nack_gbn_stale")
-                return
-            head = out[e]
-            head.nack_retries += 1
-            if head.nack_retries > self.config.max_nack_retx:
-                self._close_error(pdc, "nack retry exhausted", code, now)
-                return
-            self._go_back(pdc, e, now)
+            self._nack_go_back(pdc, code, npsn, flags, payload, now)
             return
+        # §4.1 on_nack: a trim before the last hop penalises the path; otherwise the NACK's ``m``
+        # tells whether the path marked it (a last-hop trim is no path penalty, §3.4)
+        ev = "trim" if code == _NC_TRIMMED else ("ecn" if flags & _N_M else "ack")
+        pdc.entropy.feedback(pkt.entropy, ev, now)
+        self._nack_resend(pdc, pkt, code, flags, now)
+
+    def _nack_pdc(self, src: str, code: int, npsn: int, spdcid: int, dpdcid: int, now: int) -> InitiatorPdc | None:
+        """The initiator PDC (or return-data half, uet.pds.ret) a NACK from ``src`` is for, or
+        None: an unknown PDC, a wrong SDI or source PDCID is dropped; a NACK to a target PDC
+        closes it when NACK_ACTION says so (§2.10) and goes no further."""
+        pdc = self.pdcs.get(dpdcid)
+        if pdc is None or pdc.peer != src:
+            self._drop("nack_unknown_pdc", now, src)
+            return None
+        if pdc.sdi != self._rx_sdi:
+            self._drop("sdi_mismatch", now, src)
+            return None
+        if pdc.role != "initiator":
+            if pdc.ret is not None and code != _NC_NEW_START_PSN and npsn in pdc.ret.outstanding:
+                pdc = pdc.ret  # a NACK of return data (uet.pds.ret)
+            else:
+                if NACK_ACTION.get(code, _NA_IGNORE) == _NA_CLOSE:
+                    self._target_close_error(pdc, f"nack {_code_name(code)}", now, send_nack=False)
+                return None
+        if spdcid and pdc.rpdcid and spdcid != pdc.rpdcid:
+            self._drop("nack_spdcid", now, src)
+            return None
+        return pdc
+
+    def _nack_retries_exhausted(self, pdc: InitiatorPdc, pkt: TxPkt, code: int, now: int) -> bool:
+        """One more NACK-driven resend of ``pkt``; past ``max_nack_retx`` the PDC closes in error."""
+        pkt.nack_retries += 1
+        if pkt.nack_retries > self.config.max_nack_retx:
+            self._close_error(pdc, "nack retry exhausted", code, now)
+            return True
+        return False
+
+    def _nack_go_back(self, pdc: InitiatorPdc, code: int, npsn: int, flags: int, payload: int, now: int) -> None:
+        """ROD_OOO: go back to the target's next expected PSN (the payload, our extension; 0 or
+        out of range means ``tx_base``) unless the NACK answers copies sent before the last
+        restart (:meth:`_gbn_stale`)."""
+        out = pdc.outstanding
+        e = payload if 0 <= _diff(payload, pdc.tx_base) < _diff(pdc.next_psn, pdc.tx_base) else pdc.tx_base
+        cfg = self.config
+        hold = pdc.srtt * cfg.rod_gbn_holdoff if pdc.srtt else cfg.rto_ns // 4
+        if e not in out or self._gbn_stale(pdc, e, npsn, flags & _N_RETX, now, hold):
+            self._count("nack_gbn_stale")
+            return
+        if self._nack_retries_exhausted(pdc, out[e], code, now):
+            return
+        self._go_back(pdc, e, now)
+
+    def _nack_resend(self, pdc: InitiatorPdc, pkt: TxPkt, code: int, flags: int, now: int) -> None:
+        """A NACK that asks for ``pkt`` again (trimmed, not received, or a resource shortage that
+        parks it, §2.10): the CCC hears of it, then it is resent, parked or left to the ACK clock."""
         shortage = _NC_NO_PDC_AVAIL <= code <= _NC_NO_RESOURCE
         if shortage and pkt.parked:
             self._count("nack_while_parked")  # it answers a copy sent before the wait began
@@ -422,9 +445,7 @@ class FeedbackMixin(PdsState):
         if pkt.rtx_wait and not gated:
             self._count("nack_while_waiting")  # a trim of a copy sent before it began waiting
             return
-        pkt.nack_retries += 1
-        if pkt.nack_retries > self.config.max_nack_retx:
-            self._close_error(pdc, "nack retry exhausted", code, now)
+        if self._nack_retries_exhausted(pdc, pkt, code, now):
             return
         # §4.1 on_nack: the packet leaves flight and will be resent; trims (last hop or not) are
         # their own congestion signal; the RTT sample follows the §2.9 rule

@@ -323,8 +323,7 @@ class InitiatorMixin(PdsState):
         pdc.sdi = sdi
         if sdi is not None and cfg.secure_syn_window and cfg.start_psn is None:
             # a secure first flight a 1-RTT target will refuse: send little of it (config doc)
-            known = getattr(hook, "ini_start_psn", None)
-            if known is None or not known(sdi):
+            if hook is None or not hook.ini_start_psn(sdi):
                 pdc.syn_cap = cfg.secure_syn_window
         pdc.peer_mp = min(128, cfg.mp_range)
         pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S_SYN_SENT)
@@ -641,8 +640,10 @@ class InitiatorMixin(PdsState):
     def _ipdc_deadline(self, pdc: InitiatorPdc) -> int | None:
         d = self._ipdc_deadline_tx(pdc)
         rr = pdc.rrx
-        if rr is not None and rr.ack_deadline is not None and (d is None or rr.ack_deadline < d):
-            d = rr.ack_deadline
+        if rr is not None:
+            ad = rr.ack.deadline
+            if ad is not None and (d is None or ad < d):
+                d = ad
         w = pdc.cc_wake  # the gate's pacing / credit-request time (seams: deadline)
         if w is not None and (d is None or w < d):
             d = w

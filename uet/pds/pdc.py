@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from typing import Any, Literal, Protocol
 
 from uet.cc.base import SenderCc
+from uet.pds._aliases import _P_ROD_REQ, _P_RUD_REQ
+from uet.pds.ackbuilder import AckPending
 from uet.pds.config import Mode
 from uet.pds.scoreboard import SackScoreboard
 from uet.pds.states import InitiatorState, TargetState
@@ -298,12 +300,7 @@ class TargetPdc:
         "rod_next",
         "high_rcvd",
         "ar_held",
-        "ack_deadline",
-        "ack_gen_count",
-        "ack_trigger",
-        "ack_flags",
-        "ack_rnh",
-        "ack_resp",
+        "ack",
         "rcvd_bytes",
         "last_rx",
         "first_rx",
@@ -322,7 +319,6 @@ class TargetPdc:
         "sdi",
         "ret",
         "close_deferred",
-        "ack_due",
         "epsn",
         "rod_nack",
         "tkey",
@@ -332,7 +328,6 @@ class TargetPdc:
         "close_req_wanted",
         "ccc",
         "ecn_bytes",
-        "ecn_acked",
         "proven",
     )
 
@@ -355,19 +350,11 @@ class TargetPdc:
         self.high_rcvd = (start_psn - 1) & 0xFFFFFFFF
         #: newest AR'd PSN received above CACK (behind a hole): ACK once CACK passes it
         self.ar_held: int | None = None
-        self.ack_deadline: int | None = None
-        self.ack_gen_count = 0
-        self.ack_trigger = 0
-        self.ack_flags = 0
-        #: the SES response of ``ack_trigger`` (next_hdr, bytes; 0 and empty for none), carried
-        #: by the coalesced ACK that names it (§2.8); cleared by every ACK sent
-        self.ack_rnh = 0
-        self.ack_resp = b""
+        #: the coalesced ACK not yet sent (uet.pds.ackbuilder)
+        self.ack = AckPending()
         self.rcvd_bytes = 0
-        #: nominal bytes received ECN-CE marked, and that count when the last ACK left: an ACK
-        #: carries ``m`` when it covers any marked bytes (uet.pds.target ``_send_ack``)
+        #: nominal bytes received ECN-CE marked (``ack.ecn_acked``: when the last ACK left)
         self.ecn_bytes = 0
-        self.ecn_acked = 0
         self.last_rx = now
         self.first_rx = now
         self.close_psn: int | None = None
@@ -386,15 +373,13 @@ class TargetPdc:
         #: ROD buffering option: out-of-order requests by PSN, (data, flags, ecn, entropy)
         self.rod_buf: dict[int, tuple[bytes, int, int, int]] = {}
         #: PDS type of its requests (2 RUD, 3 ROD): the receive fast path compares it
-        self.ptype = 3 if mode == Mode.ROD else 2
+        self.ptype = _P_ROD_REQ if mode == Mode.ROD else _P_RUD_REQ
         #: secure domain the PDC was established in (None when TSS is off, §2.3.2)
         self.sdi: int | None = None
         #: return-direction send half (read data as requests, §1.4), made on first use
         self.ret: InitiatorPdc | None = None
         #: a CLOSE that arrived while return data was still unacknowledged: (psn, retx flag)
         self.close_deferred: tuple[int, int] | None = None
-        #: a plain ACK is due and queued in ``PdsCore._ack_dirty`` (built by datagrams_to_send)
-        self.ack_due = False
         #: Expected_PSN returned in the closing ACK (``EPSN``, secure 0-RTT), None for none
         self.epsn: int | None = None
         #: last ROD_OOO sent: (expected PSN, time) — one NACK per gap and hold-off

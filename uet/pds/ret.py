@@ -153,10 +153,10 @@ class ReturnMixin(PdsState):
 
     def _rrx_deadline(self, pdc: InitiatorPdc) -> int | None:
         rr = pdc.rrx
-        return None if rr is None else rr.ack_deadline
+        return None if rr is None else rr.ack.deadline
 
     def _rrx_timer(self, pdc: InitiatorPdc, now: int) -> None:
         rr = pdc.rrx
-        if rr is not None and rr.ack_deadline is not None and now >= rr.ack_deadline:
+        if rr is not None and rr.ack.deadline is not None and now >= rr.ack.deadline:
             self._count("acks_timer")
             self._flush_ack(rr, now)

@@ -15,10 +15,15 @@ ACK covers.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from uet.cc.base import PathSelector, ResendPolicy, SenderCc
-from uet.pds.config import Mode
+from uet.cc.config import CcConfig
+from uet.pds.config import Mode, PathWindow
+
+#: a gate factory: ``(peer, traffic class) → a new CCC`` (``PdsCore.gate_factory``)
+GateFactory = Callable[[str, int], SenderCc]
 
 
 class EntropyStrategy(Protocol):
@@ -84,7 +89,7 @@ class FixedWindowGate:
     once per burst (:meth:`quota`); resends go at once, trimmed ones on the ACK clock
     (:attr:`ResendPolicy.ACK_CLOCKED`, uet.pds.trimwait). The other signals are ignored."""
 
-    __slots__ = ("window", "inflight")
+    __slots__ = ("window", "inflight", "overhead")
 
     resend = ResendPolicy.ACK_CLOCKED
     cc_request = False
@@ -94,6 +99,7 @@ class FixedWindowGate:
     def __init__(self, window: int) -> None:
         self.window = window
         self.inflight = 0
+        self.overhead = 0  # counts packets, not bytes
 
     def quota(self, now: int) -> int:
         q = self.window - self.inflight
@@ -166,3 +172,26 @@ class FixedWindowGate:
 
     def snapshot(self) -> dict[str, Any]:
         return {"inflight_pkts": self.inflight}
+
+
+def per_path_gates(
+    default: GateFactory,
+    path_window: Callable[[str], PathWindow | None],
+    build: Callable[[CcConfig], GateFactory],
+) -> GateFactory:
+    """A gate factory giving a CCC towards ``peer`` the CC parameters of its path: ``default``'s
+    CCC when ``path_window(peer)`` is None or names no ``cc_params``, else one from
+    ``build(cc_params)`` (built once per distinct parameter set). A CCC is per (peer, traffic
+    class), so every PDC to that peer shares it (behaviour.md §4: CC state per destination)."""
+    by_params: dict[CcConfig, GateFactory] = {}
+
+    def gate(peer: str, tc: int) -> SenderCc:
+        pw = path_window(peer)
+        if pw is None or pw.cc_params is None:
+            return default(peer, tc)
+        f = by_params.get(pw.cc_params)
+        if f is None:
+            f = by_params[pw.cc_params] = build(pw.cc_params)
+        return f(peer, tc)
+
+    return gate

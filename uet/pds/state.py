@@ -21,6 +21,7 @@ from uet.pds.config import Mode, PdsConfig
 from uet.pds.events import Delivery, Event
 from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.seams import RotatingEntropy
+from uet.pds.startpsn import InitiatorStartPsnHook, StartPsnPolicy
 
 if TYPE_CHECKING:
     from uet.cc.base import ReceiverCc, SenderCc
@@ -78,17 +79,17 @@ class PdsState:
     _closing: bool
     #: ``on_deliver(Delivery) -> None | (next_hdr, bytes) | (next_hdr, bytes, guaranteed)``
     on_deliver: Callable[[Delivery], Any]
-    #: Secure establishment seam (§2.3.2): a ``uet.tss.establish`` policy object or a plain
-    #: callable ``(peer, offered_start_psn) -> None | int`` (see PdsCore.__init__); None accepts.
-    start_psn_policy: Any
+    #: Secure establishment seam (§2.3.2, uet.pds.startpsn; see PdsCore.__init__)
+    start_psn_policy: StartPsnPolicy
     #: Secure initiator seam (§2.3.2): ``uet.tss.establish.InitiatorStartPsn`` or None
-    initiator_start_psn: Any
+    initiator_start_psn: InitiatorStartPsnHook | None
     #: CCC seams (uet.pds.seams): one ``uet.cc.base.SenderCc`` per (peer, traffic class)
     gate_factory: Callable[[str, int], SenderCc]
     entropy_factory: Callable[[Mode, random.Random, int], Any]
     payload_views: bool
     on_data: Callable[[str, int, bytes, int, int], Any] | None
     acked_runs: bool
+    wire_overhead: int
     _misc_entropy: RotatingEntropy
     #: opaque value of the last window probe (uet.pds.initiator._window_probe)
     _probe_seq: int

@@ -321,9 +321,8 @@ class TargetMixin(PdsState):
         ent = cfg.control_entropy if entropy is None else entropy
         tp.last_rx = now
         if ccs is not None and self.credit_scheduler is not None:
-            self._note_credit_target(
-                tp, ccs[0], ccs[1], 0 if trimmed else len(data) + 48, now, trimmed and not lasthop, ecn == 3
-            )
+            nominal = 0 if trimmed else len(data) + 48 + self.wire_overhead
+            self._note_credit_target(tp, ccs[0], ccs[1], nominal, now, trimmed and not lasthop, ecn == 3)
         if cpo < 0:
             self._note_clear(tp, (psn + cpo) & _M32)
         d = (psn - tp.rx_base) & _M32
@@ -456,9 +455,10 @@ class TargetMixin(PdsState):
         if hd and hd < 0x80000000:
             tp.high_rcvd = psn
         n = len(data)
-        tp.rcvd_bytes += n + 48  # nominal size: UDP length + 40 (§4.2)
+        nominal = n + 48 + self.wire_overhead  # UDP length + 40 (§4.2)
+        tp.rcvd_bytes += nominal
         if ecn == 3:
-            tp.ecn_bytes += n + 48
+            tp.ecn_bytes += nominal
         c = self.counters
         c["delivered"] = c.get("delivered", 0) + 1
         if self._log is not None:
@@ -487,7 +487,7 @@ class TargetMixin(PdsState):
             self._send_ack(tp, psn, aflags, rnh, resp, now, ent)
             return True
         n -= end
-        gen = tp.ack_gen_count + (n if n > cfg.ack_gen_min_pkt_add else cfg.ack_gen_min_pkt_add)
+        gen = tp.ack.gen_count + (n if n > cfg.ack_gen_min_pkt_add else cfg.ack_gen_min_pkt_add)
         due = flags & _AR != 0 or gen >= cfg.ack_gen_trigger or filled
         self._coalesce(tp, psn, aflags, rnh, resp, ent, gen, due, not due, now)
         return True
@@ -511,36 +511,31 @@ class TargetMixin(PdsState):
         (``_accept`` per packet, ``PdsCore._end_run`` once per predicted run). A newer trigger
         replaces an older one: the older request is then acknowledged by CACK, which counts as
         success (§6.9) — so only non-guaranteed responses are ever coalesced."""
-        tp.ack_gen_count = gen
-        tp.ack_trigger = psn
-        tp.ack_flags = aflags
-        tp.ack_rnh = rnh
-        tp.ack_resp = resp
+        a = tp.ack
+        a.gen_count = gen
+        a.trigger = psn
+        a.flags = aflags
+        a.rnh = rnh
+        a.resp = resp
         tp.entropy = ent
-        if due and not tp.ack_due:
-            tp.ack_due = True
+        if due and not a.due:
+            a.due = True
             self._ack_dirty.append(tp)
-        if timer and tp.ack_deadline is None:
-            tp.ack_deadline = now + self.config.ack_timer_ns
+        if timer and a.deadline is None:
+            a.deadline = now + self.config.ack_timer_ns
             tp.first_rx = now
 
     def _flush_ack(self, tp: TargetPdc, now: int) -> None:
         """Send the PDC's pending coalesced ACK (due, timer or a close flushing it): it names the
         trigger and carries the trigger's SES response (§2.8 "ACK meaning")."""
-        self._send_ack(tp, tp.ack_trigger, tp.ack_flags, tp.ack_rnh, tp.ack_resp, now, tp.entropy)
+        a = tp.ack
+        self._send_ack(tp, a.trigger, a.flags, a.rnh, a.resp, now, tp.entropy)
 
     def _policy_start(self, src: str, sdi: int | None, start: int) -> int | None:
-        """Ask the secure establishment policy about an offered Start_PSN (§2.3.2): None
-        accepts (0-RTT), an int is the Start_PSN the PDC must use (PENDING + NACK
-        ``NEW_START_PSN``). ``start_psn_policy`` is either a ``uet.tss.establish`` policy object
-        (``check_start_psn(sdi, start_psn, minted)``: EXPECTED_0RTT_START or RANDOM_1RTT_START;
-        SDI None counts as 0) or a plain callable ``(peer, start_psn) -> int | None``."""
-        pol = self.start_psn_policy
-        if pol is None:
-            return None
-        chk = getattr(pol, "check_start_psn", None)
-        demanded: int | None = chk(0 if sdi is None else sdi, start, None) if chk is not None else pol(src, start)
-        return demanded
+        """Ask the secure establishment policy (uet.pds.startpsn) about an offered Start_PSN
+        (§2.3.2): None accepts (0-RTT), an int is the Start_PSN the PDC must use (PENDING + NACK
+        ``NEW_START_PSN``). SDI None counts as 0."""
+        return self.start_psn_policy.offer(src, 0 if sdi is None else sdi, start)
 
     def _tpdc_reset(self, tp: TargetPdc, start: int) -> None:
         tp.start_psn = start
@@ -631,11 +626,12 @@ class TargetMixin(PdsState):
         (``pds.ACK_EPSN``, §2.3.2, wire §5.3). ``sack_to``: the SACK bitmap describes the 64
         PSNs up to this one (default ``trig``) when it lies more than 64 beyond CACK."""
         cack = (tp.rx_base - 1) & _M32
-        if tp.ecn_bytes != tp.ecn_acked:
+        ack = tp.ack
+        if tp.ecn_bytes != ack.ecn_acked:
             # this ACK covers ECN-CE marked bytes: ``m`` set, whichever request it names, so a
             # coalesced ACK never loses a mark (§2.8, §4.7); ACK_CCX says how many bytes
             flags |= _A_M
-            tp.ecn_acked = tp.ecn_bytes
+            ack.ecn_acked = tp.ecn_bytes
         if epsn is not None:
             off = psn_diff(trig, cack)
             hdr = ACK_EPSN.encode(
@@ -651,18 +647,14 @@ class TargetMixin(PdsState):
                 )
             )
             self._out.append((hdr, tp.peer, ent))
-            tp.ack_deadline = None
-            tp.ack_due = False
-            tp.ack_gen_count = 0
-            tp.ack_rnh = 0
-            tp.ack_resp = b""
+            ack.sent()
             self._count("acks_tx")
             return
         if tp.gtd or not (tp.proven or self._is_proven(tp)):
             flags |= _A_CLR  # (an unproven peer: its CLEAR proves it receives, uet.pds.validation)
-        if not rnh and tp.ack_rnh and trig == tp.ack_trigger and opaque is None:
-            rnh = tp.ack_rnh
-            resp = tp.ack_resp
+        if not rnh and ack.rnh and trig == ack.trigger and opaque is None:
+            rnh = ack.rnh
+            resp = ack.resp
         if opaque is None:
             off = psn_diff(trig, cack)
             if not -0x8000 <= off <= 0x7FFF:
@@ -672,15 +664,11 @@ class TargetMixin(PdsState):
             off = opaque
         # service time of the request the ACK names (§4.2): how long since it arrived (the newest
         # arrival on the PDC is the trigger), in µs rounded to nearest (units: a spec gap)
-        st = (now - tp.last_rx + 500) // 1000 if trig == tp.ack_trigger and opaque is None else 0
+        st = (now - tp.last_rx + 500) // 1000 if trig == ack.trigger and opaque is None else 0
         hi = trig if sack_to is None else sack_to
         hdr = self._acks.build(tp, flags, rnh, off, cack, opaque is not None, hi, st)
         self._out.append((hdr + resp if resp else hdr, tp.peer, ent))
-        tp.ack_deadline = None
-        tp.ack_due = False
-        tp.ack_gen_count = 0
-        tp.ack_rnh = 0
-        tp.ack_resp = b""
+        ack.sent()
         c = self.counters
         c["acks_tx"] = c.get("acks_tx", 0) + 1
 

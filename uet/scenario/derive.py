@@ -27,6 +27,15 @@ host link (rate, delay, MTU), the longest path and the profile:
 * **congestion control** (``pds.cc_params``, when ``pds.cc`` names an algorithm): ``link_bps`` the
   host link rate, ``base_rtt_ns`` the base RTT above, ``mtu`` the payload size (so a run with
   ``payload_size = 8192`` runs NSCC with an 8 KiB MTU, not :class:`uet.cc.CcConfig`'s 4 KiB);
+* **the scale-up path** (a rail fabric whose servers have a scale-up domain; **decision**, the
+  spec's CC has one link speed and base RTT per FEP, behaviour.md §4.3.1): a GPU reaches the GPUs
+  of its own server over two scale-up links (GPU → scale-up switch → GPU), far faster and shorter
+  than the NIC path the rest follows from, so UET's PDCs towards them get a window of their own
+  (:class:`~uet.pds.config.PathWindow`, :func:`scale_up_windows`): ``max_inflight`` the
+  :func:`bdp_window` of that path, and the CC parameters of that path's rate and base RTT (NSCC's
+  ``MaxWnd`` is 1.5 × *that* BDP). Keys the user gave in ``[endpoint]`` win there too. Without it
+  NSCC, seeing the scale-up path's 1 µs RTT, re-derived its ``MaxWnd`` at the NIC's 100 Gb/s: about
+  4 packets, and a 4-GPU 1 MiB all-reduce inside a server took 89 µs instead of about 6;
 * **RoCEv2 queue pairs**: :func:`uet.roce.core.config_for_link` — the largest PMTU that fits the
   host MTU, DCQCN scaled to the link rate — with the local ACK timeout scaled to the base RTT of a
   PMTU-sized RoCEv2 frame (rocev2-and-fabric.md §8.9);
@@ -45,14 +54,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from uet.cc.config import CcConfig
+from uet.cc.registry import as_config
 from uet.fabric.profiles import REALTIME_RTT_NS, merge
 from uet.fabric.topology import Topology
 from uet.fep import FepConfig
+from uet.pds.config import PathWindow
 from uet.roce.config import QpConfig
 from uet.roce.core import config_at_rate, config_for_link
 from uet.scenario.model import Scenario, deep_update
+
+T = TypeVar("T")
 
 __all__ = [
     "DATA_OVERHEAD",
@@ -69,6 +83,7 @@ __all__ = [
     "fairness_note",
     "rto_floor_ns",
     "scale_up_qps",
+    "scale_up_windows",
 ]
 
 #: Bytes each UET data packet adds to its payload on the wire: SES standard header 44 + PDS
@@ -154,6 +169,16 @@ class Physics:
         links = topo.max_path_links
         return cls(topo.kind, int(h.rate_bps), int(h.delay_ns), min(h.mtu, topo.fabric_link.mtu), int(h.mtu), links)
 
+    @classmethod
+    def scale_up(cls, topo: Topology) -> Physics | None:
+        """The path between two GPUs of one server: two scale-up links (GPU → the server's
+        scale-up switch → GPU) carrying the NIC's frames; None when the servers have no
+        scale-up domain."""
+        if not topo.has_scale_up:
+            return None
+        su, mtu = topo.scale_up, int(topo.host_link.mtu)
+        return cls(topo.kind, int(su.rate_bps), int(su.delay_ns), mtu, mtu, 2)
+
     def path_rtt_ns(self, frame: int) -> float:
         """The longest path's base RTT: a ``frame``-byte data frame (on the wire) out and a
         minimum frame back over every link, with propagation."""
@@ -200,6 +225,9 @@ class Settings:
             RTO, CC MTU) for the payload the endpoint uses.
         qp: the RoCEv2 queue pairs' configuration.
         hosts: the host model the timing came from (:func:`host_model`).
+        scale_up: the window of UET's PDCs towards a GPU of the same server (module docstring),
+            None when the servers have no scale-up domain or the hosts set the timing.
+        scale_up_rtt_ns: the scale-up path's base RTT that window follows (0 without one).
     """
 
     physics: Physics
@@ -209,6 +237,8 @@ class Settings:
     defaults: dict[str, Any]
     qp: QpConfig
     hosts: HostModel = IDEAL_HOSTS
+    scale_up: PathWindow | None = None
+    scale_up_rtt_ns: int = 0
 
     @property
     def tuned(self) -> list[str]:
@@ -220,8 +250,9 @@ class Settings:
         return merge(FepConfig(), self.endpoint)
 
     def record(self) -> dict[str, Any]:
-        """The derivation as a JSON-able dict (a result's ``derived``)."""
-        return {
+        """The derivation as a JSON-able dict (a result's ``derived``); ``scale_up`` only when
+        the servers have a scale-up path of their own."""
+        out = {
             "link_rate_bps": self.physics.rate_bps,
             "link_delay_ns": self.physics.delay_ns,
             "mtu": self.physics.mtu,
@@ -234,6 +265,19 @@ class Settings:
             "hosts": "python processes (realtime profile)" if self.hosts is REALTIME_HOSTS else "ideal NICs",
             "roce": {"pmtu": self.qp.pmtu, "timeout": self.qp.timeout, "dcqcn": _dcqcn(self.qp)},
         }
+        su = self.scale_up
+        if su is not None:
+            out["scale_up"] = {
+                "base_rtt_ns": self.scale_up_rtt_ns,
+                "max_inflight": su.max_inflight,
+                "cc_params": None if su.cc_params is None else _cc_record(su.cc_params),
+            }
+        return out
+
+
+def _cc_record(cc: CcConfig) -> dict[str, Any]:
+    """The fields of ``cc`` the derivation sets (those of ``pds.cc_params``)."""
+    return {"base_rtt_ns": cc.base_rtt_ns, "link_bps": int(cc.link_bps), "mtu": cc.mtu}
 
 
 def _dcqcn(qp: QpConfig) -> dict[str, Any] | None:
@@ -281,7 +325,56 @@ def derive(scn: Scenario, topo: Topology | None = None) -> Settings:
     roce_rtt = float(hosts.rtt_ns) if hosts.rtt_ns is not None else phys.path_rtt_ns(qp.pmtu + ROCE_DATA_OVERHEAD)
     qp = config_for_link(phys.rate_bps, phys.host_mtu, rtt_ns=roce_rtt)
     defaults = {**table, "payload_size": default_payload(phys.mtu)}
-    return Settings(phys, round(rtt), round(roce_rtt), deep_update(table, given), defaults, qp, hosts)
+    endpoint = deep_update(table, given)
+    su = Physics.scale_up(topo) if hosts is IDEAL_HOSTS else None
+    tuned = tuned_keys(given, defaults)  # a table derived once already holds the defaults: not the user's
+    window, su_rtt = (None, 0.0) if su is None else _path_window(su, seg, payload, pds, endpoint, tuned)
+    return Settings(phys, round(rtt), round(roce_rtt), endpoint, defaults, qp, hosts, window, round(su_rtt))
+
+
+def _path_window(
+    path: Physics, seg: int, payload: int, pds: Any, endpoint: dict[str, Any], tuned: list[str]
+) -> tuple[PathWindow, float]:
+    """The window of UET's PDCs over ``path`` (module docstring, "the scale-up path") and its base
+    RTT: derived as the endpoint's is from the NIC path; the keys of ``endpoint`` the user
+    ``tuned`` (:func:`tuned_keys`) laid over."""
+    rtt = path.path_rtt_ns(seg + DATA_OVERHEAD)
+    window = bdp_window(path, seg, rtt, 0 if pds.ack_per_pkt else pds.ack_gen_trigger)
+    if "max_inflight" in tuned:
+        window = int(endpoint["max_inflight"])
+    cc = None
+    if pds.cc != "none":
+        params: dict[str, Any] = {"link_bps": path.rate_bps, "base_rtt_ns": round(rtt), "mtu": payload}
+        given = endpoint["pds"].get("cc_params") or {}
+        if isinstance(given, dict):
+            params.update({k: v for k, v in given.items() if f"pds.cc_params.{k}" in tuned})
+        cc = as_config(params)
+    return PathWindow(window, cc), rtt
+
+
+def _towards_server(
+    topo: Topology, hosts: Sequence[int], ips: Sequence[str], value: T
+) -> dict[str, Callable[[str], T | None]]:
+    """Per address of ``hosts`` (their ``ips``), a function of a peer's address giving ``value``
+    for a peer of the same server and None for every other."""
+    server = {ip: topo.server_of(h) for h, ip in zip(hosts, ips, strict=True)}
+
+    def towards(me: str) -> Callable[[str], T | None]:
+        return lambda peer: value if server.get(peer) == server[me] else None
+
+    return {ip: towards(ip) for ip in ips}
+
+
+def scale_up_windows(
+    topo: Topology, hosts: Sequence[int], ips: Sequence[str], settings: Settings
+) -> dict[str, Callable[[str], PathWindow | None]]:
+    """Per address of ``hosts`` (their ``ips``), the window of its UET PDCs towards each peer (a
+    :class:`~uet.fep.core.FepCore`'s ``path_window``): :attr:`Settings.scale_up` towards a GPU of
+    the same server, None (the endpoint's own) towards every other; empty without a scale-up
+    path."""
+    if settings.scale_up is None or not topo.has_scale_up:
+        return {}
+    return _towards_server(topo, hosts, ips, settings.scale_up)
 
 
 def scale_up_qps(
@@ -297,13 +390,7 @@ def scale_up_qps(
     traffic over NVLink, outside the NIC's queue pairs)."""
     if not topo.has_scale_up:
         return {}
-    fast = config_at_rate(qp, float(topo.scale_up.rate_bps))
-    server = {ip: topo.server_of(h) for h, ip in zip(hosts, ips, strict=True)}
-
-    def towards(me: str) -> Callable[[str], QpConfig | None]:
-        return lambda peer: fast if server.get(peer) == server[me] else None
-
-    return {ip: towards(ip) for ip in ips}
+    return _towards_server(topo, hosts, ips, config_at_rate(qp, float(topo.scale_up.rate_bps)))
 
 
 def fairness_note(tuned: list[str]) -> str | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from uet.fabric.model.plan import LinkSpec
 from uet.fabric.profiles import (
     DATACENTER_RATE_BPS,
     REALTIME_RATE_BPS,
@@ -32,7 +33,7 @@ from uet.fabric.profiles import (
     merge,
     overrides_to_dict,
 )
-from uet.fabric.topology import LinkSpec, Topology
+from uet.fabric.topology import Topology
 
 __all__ = ["ENGINES", "RUN_DEFAULTS", "Scenario", "deep_update", "profile_rate", "run_defaults", "sizing_overrides"]
 

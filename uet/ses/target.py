@@ -465,6 +465,11 @@ class SesTarget:
             if bad:
                 if not rec.error:
                     rec.error = ReturnCode.OP_VIOLATION
+                if req.som and req.eom:
+                    # the whole message, refused: it ends here (its unexpected entry goes with it;
+                    # without a record, as a small header has, nothing would ever expire it, and a
+                    # receive posted later would take it and wait for good)
+                    self._finish(rec, req)
                 return self._respond_error(rec, req)
             have = rec.extents.get(off)
             if have is not None:

@@ -7,10 +7,14 @@ earliest deadline of any core (:meth:`FepCore.get_timer`) or of the fabric
 1. delivers the frames the fabric hands to hosts: each frame is parsed once by the one frame
    codec (:func:`uet.wire.frame.parse_udp_frame`) into a :class:`~uet.fep.Datagram` with its named
    fields (ECN bits, trimmed, last hop, source port) and the datagrams of one host and instant go
-   to its core as one batch (``receive_batch``);
+   to its core as one batch (``receive_batch``; a FEP core without TSS, whose links may hand it
+   tuples, takes them as its packed ``(data, source, ecn | trim marks)`` through ``receive_marked``:
+   no record per packet);
 2. fires the timers of every core whose deadline has come (``handle_timer``);
 3. *flushes* every core that got input or an operation: ``datagrams_to_send(now)`` → each
-   :class:`~uet.fep.Transmit` becomes one Ethernet/IPv4/UDP frame (entropy in the UDP source
+   :class:`~uet.fep.Transmit` (for a FEP core without TSS its packed form,
+   ``datagrams_to_send_packed`` with the TOS byte of the PDS type, ``FepCore.tos``) becomes one
+   Ethernet/IPv4/UDP frame (entropy in the UDP source
    port, DSCP and ECN in the TOS byte; :func:`uet.wire.frame.build_udp_frame`) injected at the
    host's NIC; then the core's events go to the host's ``on_event`` callback and its timer is
    re-armed.
@@ -34,12 +38,12 @@ them) or ``limit`` is reached; the virtual-time event loop (:mod:`uet.sim.loop`)
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from uet.errors import UetError
 from uet.fabric.model import Fabric
-from uet.fep import Datagram, FepCore
+from uet.fep import ECN_LASTHOP, ECN_TRIMMED, Datagram, FepCore
 from uet.wire.frame import build_udp_frame, parse_udp_frame
 from uet.wire.net import UET_UDP_PORT, ip_bytes
 
@@ -68,6 +72,7 @@ class Host:
         "tx_frames",
         "port",
         "udp_checksum",
+        "packed",
     )
 
     def __init__(self, index: int, core: FepCore | RoceCore, ip: bytes, mac: bytes, gateway: bytes) -> None:
@@ -84,6 +89,8 @@ class Host:
         #: the UDP port of the core's transport (4793 UET; a RoCE core says 4791 in ``udp_port``)
         self.port: int = getattr(core, "udp_port", UET_UDP_PORT)
         self.udp_checksum: bool = getattr(core, "udp_checksum", True)
+        #: the core takes and gives the packed tuples (module docstring): a FEP core without TSS
+        self.packed = isinstance(core, FepCore) and core.tss is None
 
 
 class Engine:
@@ -214,7 +221,7 @@ class Engine:
 
     def _deliver(self, arrivals: list[tuple[int, int, bytes]], now: int) -> None:
         hosts = self.hosts
-        batch: dict[int, list[Datagram]] = {}
+        batch: dict[int, list[Any]] = {}
         for _t, hi, frame in arrivals:
             h = hosts[hi]
             if h is None:
@@ -226,7 +233,13 @@ class Engine:
             if rx is None:
                 continue
             self.frames_out += 1
-            d = Datagram(rx.data, rx.source, rx.ecn, rx.trimmed, rx.last_hop, rx.source_port)
+            d: Datagram | tuple[bytes, str, int]
+            if not h.packed:
+                d = Datagram(rx.data, rx.source, rx.ecn, rx.trimmed, rx.last_hop, rx.source_port)
+            elif rx.trimmed:
+                d = (rx.data, rx.source, rx.ecn | ECN_TRIMMED | (ECN_LASTHOP if rx.last_hop else 0))
+            else:
+                d = (rx.data, rx.source, rx.ecn)
             b = batch.get(hi)
             if b is None:
                 batch[hi] = [d]
@@ -235,7 +248,10 @@ class Engine:
         for hi, items in batch.items():
             h = hosts[hi]
             assert h is not None
-            h.core.receive_batch(items, now)
+            if h.packed:
+                h.core.receive_marked(items, now)  # type: ignore[union-attr]
+            else:
+                h.core.receive_batch(items, now)
             if not h.dirty:
                 h.dirty = True
                 self._dirty.append(h)
@@ -249,7 +265,15 @@ class Engine:
             for h in dirty:
                 h.dirty = False
                 core = h.core
-                out = core.datagrams_to_send(now)
+                out: Sequence[tuple[bytes, str, int, int, int]]
+                if h.packed:  # (data, destination, entropy), the TOS byte by the PDS type
+                    tos = core.tos  # type: ignore[union-attr]
+                    out = [
+                        (d, dst, e, (b := tos[d[0] >> 3]) >> 2, b & 3)
+                        for d, dst, e in core.datagrams_to_send_packed(now)  # type: ignore[union-attr]
+                    ]
+                else:
+                    out = core.datagrams_to_send(now)
                 if out:
                     ips = self._ips
                     nic = fabric.nics[h.index]

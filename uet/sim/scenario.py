@@ -77,7 +77,7 @@ from uet.fabric.telemetry_io import switch_thresholds
 from uet.fep import FepCore
 from uet.roce.cm import StaticCm
 from uet.roce.core import PROVIDER_HEADER, RoceCore
-from uet.scenario.derive import DATA_OVERHEAD, MIN_WIRE, ROCE_DATA_OVERHEAD, derive, scale_up_qps
+from uet.scenario.derive import DATA_OVERHEAD, MIN_WIRE, ROCE_DATA_OVERHEAD, derive, scale_up_qps, scale_up_windows
 from uet.scenario.model import Scenario, run_defaults
 from uet.sim.endpoint import SimEndpoint
 from uet.sim.engine import Engine, SimulationError
@@ -257,7 +257,10 @@ def simulate(
         raise SimulationError("tss: secure endpoints are UET endpoints (transport uet)")
     placed = scn.hosts(topo, n)  # rank i runs on host placed[i]
     wl.place(topo.rank_servers(placed))
-    peer_qp = scale_up_qps(topo, placed, [fabric.hosts[h].ip for h in placed], roce_cfg) if roce_cfg else {}
+    ips = [fabric.hosts[h].ip for h in placed]
+    # towards a GPU of the same server: the scale-up path's QP rate or PDC window (uet.scenario.derive)
+    peer_qp = scale_up_qps(topo, placed, ips, roce_cfg) if roce_cfg else {}
+    path_window = scale_up_windows(topo, placed, ips, derived) if roce_cfg is None else {}
     for i, h in enumerate(placed):
         core: Any
         ip = fabric.hosts[h].ip
@@ -274,7 +277,16 @@ def simulate(
             sec = None if domain is None else SecurityConfig(SecureDomainTable([domain.provision()]))
             log = _cc_logger(cc_records, h) if timeline and cfg.pds.cc != "none" else None
             log = _host_log(event_log, log, h, ip)
-            core = FepCore(ip, job=0, pid=0, config=cfg, security=sec, seed=(core_seed << 20) + i, event_log=log)
+            core = FepCore(
+                ip,
+                job=0,
+                pid=0,
+                config=cfg,
+                security=sec,
+                seed=(core_seed << 20) + i,
+                event_log=log,
+                path_window=path_window.get(ip),
+            )
         eps.append(SimEndpoint(engine, engine.attach(h, core)))
     addresses = [ep.address for ep in eps]
     got = [0, 0]  # messages and payload bytes received whole so far (the progress display)

@@ -84,8 +84,23 @@ class StartPsnPolicy(Protocol):
         """The Expected_PSN to return in the closing ACK (``EPSN``), or None for none."""
         ...
 
+    def offer(self, peer: str, sdi: int, start_psn: int) -> int | None:
+        """:meth:`check_start_psn` as the PDS core asks it (:class:`uet.pds.startpsn.StartPsnPolicy`)."""
+        ...
 
-class Expected0RttStart:
+
+class _TargetPolicy:
+    """What both target policies share: the PDS core's form of :meth:`check_start_psn`."""
+
+    def check_start_psn(self, sdi: int, start_psn: int, minted: int | None = None) -> int | None:
+        raise NotImplementedError
+
+    def offer(self, peer: str, sdi: int, start_psn: int) -> int | None:
+        """The PDS core's question (uet.pds.startpsn): the peer is not consulted."""
+        return self.check_start_psn(sdi, start_psn)
+
+
+class Expected0RttStart(_TargetPolicy):
     """EXPECTED_0RTT_START target policy: per-SDI ``Expected_PSN`` (module docstring)."""
 
     method = StartPsnMethod.EXPECTED_0RTT_START
@@ -121,7 +136,7 @@ class Expected0RttStart:
         return self._expected.get(sdi, 0)
 
 
-class Random1RttStart:
+class Random1RttStart(_TargetPolicy):
     """RANDOM_1RTT_START target policy: the target mints every Start_PSN (module docstring)."""
 
     method = StartPsnMethod.RANDOM_1RTT_START

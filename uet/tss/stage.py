@@ -41,13 +41,16 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uet.tss.channel import RxChannel, TxChannel
 from uet.tss.context import TssConfig, TssContext, as_address
 from uet.tss.domain import SecureDomainTable
 from uet.tss.errors import TssError
 from uet.tss.establish import InitiatorStartPsn, StartPsnMethod, StartPsnPolicy, start_psn_policy
+
+if TYPE_CHECKING:
+    from uet.pds.core import PdsCore
 
 __all__ = ["FINGERPRINT_LEN", "SecurityConfig", "Tamper", "TssStage", "tampered_arrivals"]
 
@@ -195,21 +198,20 @@ class TssStage:
 
     # -- PDS hooks ---------------------------------------------------------------------------------
 
-    def attach(self, core: Any) -> None:
+    def attach(self, core: PdsCore) -> None:
         """Give the PDS core this FEP's secure establishment hooks (behaviour.md §2.3.2).
 
-        ``core.start_psn_policy`` (target side) gets a :class:`_CorePolicy`: called as
-        ``policy(peer, offered_start)`` when a SYN would create a target PDC, it returns None to
-        accept (0-RTT) or the Start_PSN the target demands (PENDING + NACK ``NEW_START_PSN``).
-        Where the core has the initiator seam ``initiator_start_psn``, it gets an
+        ``core.start_psn_policy`` (target side, uet.pds.startpsn) gets a :class:`_CorePolicy`:
+        asked ``offer(peer, sdi, offered_start)`` when a SYN would create a target PDC, it returns
+        None to accept (0-RTT) or the Start_PSN the target demands (PENDING + NACK
+        ``NEW_START_PSN``). The initiator seam ``core.initiator_start_psn`` gets an
         :class:`~uet.tss.establish.InitiatorStartPsn`, used for PDCs submitted with an SDI.
         """
         policy = start_psn_policy(self.config.method, self._rng)
         self.policy = policy
         core.start_psn_policy = _CorePolicy(policy, self.sdi, not self.config.accept_any_sdi)
-        if hasattr(core, "initiator_start_psn"):
-            self.initiator_start = InitiatorStartPsn(self._rng)
-            core.initiator_start_psn = self.initiator_start
+        self.initiator_start = InitiatorStartPsn(self._rng)
+        core.initiator_start_psn = self.initiator_start
 
     # -- transmit ----------------------------------------------------------------------------------
 
@@ -408,7 +410,8 @@ class TssStage:
 
 
 class _CorePolicy:
-    """A FEP's target Start_PSN policy bound to its SDI, in the forms the PDS core may call.
+    """A FEP's target Start_PSN policy bound to its SDI: the PDS core's
+    :class:`uet.pds.startpsn.StartPsnPolicy`.
 
     The core passes the SDI the TSS layer opened the SYN under, or 0 when its owner did not tell
     it. A FEP that accepts only its own SD (the default) always answers for that SD; with
@@ -426,8 +429,8 @@ class _CorePolicy:
     def _sdi(self, sdi: int | None) -> int:
         return self.sdi if self.fixed or not sdi else sdi
 
-    def __call__(self, peer: str, offered_start: int) -> int | None:
-        return self.policy.check_start_psn(self.sdi, offered_start)
+    def offer(self, peer: str, sdi: int, start_psn: int) -> int | None:
+        return self.check_start_psn(sdi, start_psn)
 
     def check_start_psn(self, sdi: int | None, start_psn: int, minted: int | None = None) -> int | None:
         return self.policy.check_start_psn(self._sdi(sdi), start_psn, minted)

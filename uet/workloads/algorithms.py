@@ -14,7 +14,8 @@ Every builder takes the rank count (or the ranks' grouping into servers), the bu
   broadcast down it, the other half on a second tree in which (for an even rank count, the mirror
   image, rank r ↔ n − 1 − r; for an odd one, shifted by one) the leaves of the first are
   interior nodes; slice by slice, each node forwarding a slice up once its children's copies of
-  that slice arrived, and down once its parent's arrived.
+  that slice arrived, and down once its parent's arrived; the slices shrink as NCCL shrinks a
+  tree's chunks (:func:`tree_pipe`).
 * :func:`hierarchical` — per server a ring reduce-scatter (each local GPU i left with block i of
   its server's sum), then for each i a ring all-reduce of block i among the servers' GPU i (the
   rail of GPU i under rail-optimised placement), then per server a ring all-gather. A phase's
@@ -37,7 +38,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from uet.workloads.schedule import Apply, Builder, Schedule, split
 
@@ -48,10 +49,12 @@ __all__ = [
     "chain",
     "double_tree",
     "dtree",
+    "height",
     "hierarchical",
     "moe_bytes",
     "ring",
     "send_recv",
+    "tree_pipe",
 ]
 
 
@@ -198,10 +201,38 @@ def dtree(n: int) -> list[list[tuple[int, list[int]]]]:
     return [first, second]
 
 
+def height(tree: Sequence[tuple[int, Sequence[int]]]) -> int:
+    """Edges from the deepest rank of ``tree`` ((parent, children) per rank) to its root."""
+    best = 0
+    for x in range(len(tree)):
+        h = 0
+        while tree[x][0] >= 0:
+            x, h = tree[x][0], h + 1
+        best = max(best, h)
+    return best
+
+
+def tree_pipe(pipe: Pipeline, length: int, depth: int) -> Pipeline:
+    """``pipe`` with its slices shrunk as NCCL shrinks a tree's chunks (``enqueue.cc``, the tree
+    up/down pattern): halved while a channel gets fewer than 8 × ``depth`` of them and they are
+    over 128 KiB, fewer than 4 × ``depth`` and over 64 KiB, fewer than ``depth`` and over 32 KiB —
+    so that a deep tree's pipeline has enough slices to fill, and a slice that two children send
+    their parent at once (sharing its downlink) holds up the next level for less. ``length``: the
+    bytes of one tree."""
+    c = max(1, min(pipe.channels, length))
+    s = pipe.slice_bytes
+    for floor, per in ((128 << 10, 8), (64 << 10, 4), (32 << 10, 1)):
+        while length / (c * s) < per * depth and s > floor:
+            s //= 2
+    return replace(pipe, slice_bytes=s)
+
+
 def double_tree(b: Builder, n: int, length: int, pipe: Pipeline) -> None:
     """All-reduce on the double binary tree (module docstring)."""
     halves = split(length, 2) if length >= 2 else [(0, length)]
-    for t, (tree, (hoff, hlen)) in enumerate(zip(dtree(n), halves, strict=False)):
+    trees = dtree(n)
+    pipe = tree_pipe(pipe, halves[0][1], max(height(t) for t in trees))
+    for t, (tree, (hoff, hlen)) in enumerate(zip(trees, halves, strict=False)):
         root = next(r for r in range(n) if tree[r][0] < 0)
         post: list[int] = []  # post-order: children before parents
 

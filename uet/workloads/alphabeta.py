@@ -21,9 +21,10 @@ of x payload bytes):
 * ring reduce-scatter / all-gather: the same with n − 1 steps;
 * broadcast / reduce (a chain of n ranks, P = C R slices of S / P): T = (n − 1) (α + w(S/P)) +
   (P − 1) w(S/P) + ack: the first slice crosses every hop, the others follow it one slice apart;
-* double binary tree: each tree carries half the buffer in P slices over ⌈log2 n⌉ levels up and
-  as many down; T = 2 h (α + w(s)) + (P − 1) · 2 w(s) + ack with s = S / (2P): a node's link carries
-  each slice twice (to its parent in one tree, from it in the other);
+* double binary tree: no closed form — a node's two children send it their copies of a slice at
+  once and the other tree's traffic crosses the same links, so the steps of its critical path share
+  their links; its schedule is run with the links shared max-min between the messages that meet
+  on them, with the same α and w and nothing else (:mod:`uet.workloads.sharing`);
 * hierarchical: the intra-server reduce-scatter and all-gather (rings of G ranks over the scale-up
   links) plus the inter-server ring all-reduce of S / G bytes, in sequence;
 * all-to-all: every rank sends the bytes of its blocks to others and receives its share:
@@ -38,7 +39,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from uet.scenario.derive import DATA_OVERHEAD, MIN_WIRE, ROCE_DATA_OVERHEAD
-from uet.workloads.algorithms import Pipeline, dtree
+from uet.workloads.algorithms import Pipeline, double_tree
+from uet.workloads.schedule import Builder
+from uet.workloads.sharing import shared_time
 
 __all__ = ["Path", "model_time"]
 
@@ -120,7 +123,7 @@ def model_time(
         s = nbytes / (c * r)
         return (n - 1) * (path.alpha_s(s) + path.wire_s(s)) + (c * r - 1) * path.wire_s(s) + path.ack_s()
     if op == "allreduce" and algorithm == "tree":
-        return _tree(path, n, nbytes, pipe) + path.ack_s()
+        return _tree(path, n, nbytes, pipe)
     if op == "allreduce" and algorithm == "hierarchical":
         inner = scale_up or path
         servers = n // gpus
@@ -140,28 +143,8 @@ def model_time(
 
 
 def _tree(path: Path, n: int, nbytes: int, pipe: Pipeline) -> float:
-    """Double binary tree: the latency of a slice up and down the deeper tree with the other
-    slices one busiest-link slot apart, or the busiest link's bytes, whichever is longer."""
-    half = nbytes / 2
-    c, r = pipe.cut(max(1, int(half)))
-    s = half / (c * r)
-    trees = dtree(n)
-    load = max(
-        max(sum(int(t[x][0] >= 0) + len(t[x][1]) for t in trees), sum(len(t[x][1]) + int(t[x][0] >= 0) for t in trees))
-        for x in range(n)
-    )
-    depth = max(_height(t) for t in trees)
-    latency_bound = 2 * depth * (path.alpha_s(s) + path.wire_s(s)) + (c * r - 1) * load * path.wire_s(s)
-    bandwidth_bound = c * r * load * path.wire_s(s) + path.alpha_s(s)
-    return max(latency_bound, bandwidth_bound)
-
-
-def _height(tree: list[tuple[int, list[int]]]) -> int:
-    """Edges from the deepest rank to the root."""
-    best = 0
-    for x in range(len(tree)):
-        h = 0
-        while tree[x][0] >= 0:
-            x, h = tree[x][0], h + 1
-        best = max(best, h)
-    return best
+    """Double binary tree: its schedule run with the links shared between the messages that meet
+    on them (:mod:`uet.workloads.sharing`; module docstring)."""
+    b = Builder(n, nbytes)
+    double_tree(b, n, nbytes, pipe)
+    return shared_time(b.schedule, path)

@@ -20,6 +20,7 @@ from uet.conformance.cases._util import (
 )
 from uet.conformance.session import CheckFailed, Pdc, Session, Skipped
 from uet.conformance.wirekit import Reply, control, ses_standard
+from uet.wire import crc
 from uet.wire import pds as P
 
 A = "ack"
@@ -135,6 +136,7 @@ def _write_burst(s: Session, p: Pdc, n: int, multi: bool) -> int:
     reg = need_region(s, "rwa", min_size=64 * n)
     mid = s.ses().message_id
     last = 0
+    burst = []
     for i in range(n):
         if multi:
             fl = (F.SOM if i == 0 else 0) | (F.EOM if i == n - 1 else 0) | F.REL
@@ -143,7 +145,9 @@ def _write_burst(s: Session, p: Pdc, n: int, multi: bool) -> int:
                 kw.update(payload_length=64, message_offset=64 * i)
         else:
             kw = dict(buffer_offset=64 * i)
-        last = p.send(ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, **kw), bytes(64)), ar=i == n - 1)
+        last, pkt = p.build(ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, **kw), bytes(64)), ar=i == n - 1)
+        burst.append(pkt)
+    s.send_burst(burst)
     return last
 
 
@@ -347,8 +351,9 @@ def _ecn_clear(s: Session) -> None:
 
 
 def _nominal(s: Session, plaintext: bytes) -> int:
-    """The nominal size of a datagram the tester sent (§4.2): UDP length + 40."""
-    return len(s.seal(plaintext)) + 8 + 40
+    """The nominal size of a datagram the tester sent (§4.2): UDP length + 40, the UDP payload
+    as it went on the wire (sealed with TSS, with the CRC-32C trailer of a CRC target)."""
+    return len(s.seal(plaintext)) + (crc.TRAILER_LEN if s.target.crc else 0) + 8 + 40
 
 
 @case("ACK-023", A, "ACK_CC rcvd_bytes counts the nominal bytes received (256-byte units, rounded up), "

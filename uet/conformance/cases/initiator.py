@@ -67,6 +67,21 @@ def _established(iut: Iut) -> Reply:
     return r
 
 
+def _one_outstanding(iut: Iut, tag: bytes) -> tuple[Reply, int, Reply]:
+    """Two SENDs back to back on one PDC; the first is acknowledged (the PDC is ESTABLISHED), the
+    second left unacknowledged, so the PDC is never idle (no idle close can start meanwhile):
+    (the first request, the second's command id, the second request)."""
+    a, b = tag + b" first", tag + b" outstanding"
+    cid_a = iut.send(a)
+    cid_b = iut.send(b)
+    r_a = iut.request("the first SEND's request", lambda x: x.data == a)
+    iut.ack(r_a)  # before the second is read: a secure PDC's first flight may be one packet (§2.3.2)
+    r_b = iut.request("the second SEND's request", lambda x: x.data == b)
+    check(r_b.pds.spdcid == r_a.pds.spdcid, "two messages to one destination on one PDC (§1.4)", r_b)
+    iut.expect_ok(cid_a, "the first SEND")
+    return r_a, cid_b, r_b
+
+
 def _closed_pdc(iut: Iut, cid_close: int) -> None:
     """Answer the CLOSE of the PDC and wait for the close command's completion."""
     c = iut.control(CT.CLOSE, "a CLOSE control packet")
@@ -530,19 +545,25 @@ def ini_nack_out_of_range(s: Session) -> None:
 @case("INI-021", A, "NACK-driven resends have a limit: a request NACKed TRIMMED each time fails",
       "behaviour.md §2.10", rules=("b2.10-5",))  # fmt: skip
 def ini_nack_limit(s: Session) -> None:
+    """Every copy of the request is NACKed at once, so no RTO ever expires: only a limit on
+    NACK-driven resends can end it. ``Max_NACK_Retx_Cnt`` is at most 30 when finite (0–31, 31 =
+    infinite, behaviour.md §2.9); the tester NACKs up to 64 copies, then lets the RTO run, and the
+    operation must have failed by then (a sender without the limit fails only by its RTO retries)."""
     iut = Iut(s)
     cid, r = iut.sent(b"INI-021")
-    nacks = [0]
+    nacks = [1]
 
     def trim(x: Reply) -> None:
-        if x.ptype != P.PdsType.CONTROL and x.pds.psn == r.pds.psn and x.pds.spdcid == r.pds.spdcid and nacks[0] < 40:
+        if x.ptype != P.PdsType.CONTROL and x.pds.psn == r.pds.psn and x.pds.spdcid == r.pds.spdcid and nacks[0] < 64:
             iut.nack(x, NC.TRIMMED, flags=P.NackFlag.RETX if x.flags & RF.RETX else 0)
             nacks[0] += 1
 
     iut.nack(r, NC.TRIMMED)
     ans = iut.serve(cid, RETRY_BUDGET_S, trim)
     check(ans is not None and ans.get("rc") != "OK", "the operation fails once the NACK retries are spent",
-          f"{nacks[0] + 1} NACKs; completion {ans}")  # fmt: skip
+          f"{nacks[0]} NACKs; completion {ans}")  # fmt: skip
+    check(nacks[0] <= 32, "it fails within 31 NACK-driven resends (a finite Max_NACK_Retx_Cnt)",
+          f"{nacks[0]} NACKs before the failure")  # fmt: skip
 
 
 @case("INI-022", A, "ROD: NACK ROD_OOO makes the sender go back to the oldest unacknowledged PSN",
@@ -652,8 +673,11 @@ def ini_close(s: Session) -> None:
 @case("INI-029", A, "close waits for every ACK: no CLOSE while a request is unacknowledged", "behaviour.md §2.12",
       rules=("b2.2-5",))  # fmt: skip
 def ini_close_waits(s: Session) -> None:
+    """On an ESTABLISHED PDC (one still SYN_SENT may defer the close until its first ACK, which
+    would hide an early CLOSE) a SEND is left unacknowledged, then the close is asked for: the
+    request's retransmission must come before any CLOSE (§2.12 "MUST wait for all PDS ACKs")."""
     iut = Iut(s)
-    cid, r = iut.sent(b"INI-029")
+    _, cid, r = _one_outstanding(iut, b"INI-029")
     ccl = iut.start("close")
     x = iut.packet("the request's retransmission (or a premature CLOSE)",
                    lambda x: x.ptype == P.PdsType.CONTROL and x.pds.ctl_type == CT.CLOSE or _same(r)(x))  # fmt: skip
@@ -678,27 +702,51 @@ def ini_close_retx(s: Session) -> None:
 @case("INI-031", A, "a CLOSE_REQ from the target is acknowledged and the initiator closes", "behaviour.md §2.12",
       rules=("b2.12-3",))  # fmt: skip
 def ini_close_req(s: Session) -> None:
+    """The CLOSE_REQ comes while a SEND is unacknowledged, so the PDC is not idle: a close the
+    initiator's own idle timer starts cannot stand in for the one the CLOSE_REQ asks for. Once it
+    is acknowledged the PDC takes no new message (§2.2 QUIESCE, §1.4): the next SEND opens a new
+    PDC; the old one closes once its request is acknowledged."""
     iut = Iut(s)
-    r = _established(iut)
+    r, cid1, r1 = _one_outstanding(iut, b"INI-031")
     psn = _start_psn(r)  # the return direction's first PSN (both directions start at Start PSN, §2.3.1)
     iut.send_control(r, CT.REQ_CLOSE, psn=psn, flags=RF.AR)
     me = iut.me(r)
     a = s.expect(lambda x: x.is_ack and x.pds.dpdcid == me and x.ack_psn == psn,
                  f"an ACK naming the CLOSE_REQ's PSN {psn:#x}")  # fmt: skip
     check(a.pds.spdcid == r.pds.spdcid, "from the initiator's PDC", a)
-    c = iut.control(CT.CLOSE, "the initiator's CLOSE")
+    _closing_pdc_takes_no_message(iut, r1, cid1, b"INI-031 after CLOSE_REQ")
+
+
+def _closing_pdc_takes_no_message(iut: Iut, r1: Reply, cid1: int, data: bytes) -> None:
+    """The PDC of ``r1`` (its request still unacknowledged) was asked to close: a new SEND goes
+    on a new PDC (SYN), and once ``r1`` is acknowledged its PDC sends CLOSE."""
+    cid = iut.send(data)
+    r2 = iut.request("the next SEND's request", lambda x: x.data == data)
+    check(r2.pds.spdcid != r1.pds.spdcid and bool(r2.flags & RF.SYN),
+          "the next message on a new PDC (SYN): a PDC asked to close takes no new message (§1.4)", r2)  # fmt: skip
+    iut.ack(r2)
+    iut.ack(r1)
+    iut.expect_ok(cid1, "the outstanding SEND")
+    iut.expect_ok(cid, "the SEND on the new PDC")
+    c = iut.control(CT.CLOSE, "the CLOSE of the PDC asked to close", pred=lambda x: x.pds.spdcid == r1.pds.spdcid)
     iut.ack(c, ses=False)
 
 
 @case("INI-032", A, "an ACK with REQ_CLOSE makes the initiator close the PDC", "behaviour.md §2.8",
       rules=("b2.8-5",))  # fmt: skip
 def ini_req_close(s: Session) -> None:
+    """As INI-031: the ACK with REQ_CLOSE leaves a second SEND unacknowledged (the PDC is not
+    idle), and the next message must open a new PDC."""
     iut = Iut(s)
-    cid, r = iut.sent(b"INI-032")
+    a, b = b"INI-032 first", b"INI-032 outstanding"
+    cid, cid1 = iut.send(a), iut.send(b)
+    r = iut.request("the first SEND's request", lambda x: x.data == a)
+    if iut.secure:  # a secure PDC's first flight may be one packet (§2.3.2): establish it first
+        iut.ack(r, ses=False)
+    r1 = iut.request("the second SEND's request", lambda x: x.data == b)
     iut.ack(r, flags=P.AckFlag.REQ_CLOSE)
     iut.expect_ok(cid, "the SEND")
-    c = iut.control(CT.CLOSE, "a CLOSE after REQ_CLOSE")
-    iut.ack(c, ses=False)
+    _closing_pdc_takes_no_message(iut, r1, cid1, b"INI-032 after REQ_CLOSE")
 
 
 @case("INI-033", A, "successive PDCs do not reuse the Start PSN", "behaviour.md §2.3.1", SHOULD,

@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from uet.tools.cli import int_arg, probability
-from uet.tools.impair_matrix import as_dicts, run_matrix
 
+from uet.experiments.impair_matrix import as_dicts, run_matrix
 from uet.pds import Mode, PdsConfig
 
 
@@ -36,7 +36,7 @@ def _modes(text: str) -> tuple[Mode, ...]:
 
 
 def add_parser(sub: Any) -> None:
-    """The ``uet-bench matrix`` subcommand (tools/bench.py)."""
+    """The ``uet-bench matrix`` subcommand (tools/bench/__init__.py)."""
     p = sub.add_parser(
         "matrix",
         help="RUD/ROD/RUDI under loss, reordering and duplication (virtual time)",

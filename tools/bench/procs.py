@@ -15,7 +15,7 @@ from dataclasses import asdict
 from multiprocessing.connection import Connection
 from typing import Any
 
-from uet.tools.bench_options import PairOptions
+from uet.tools.bench.options import PairOptions
 from uet.tools.cli import RunFailed
 
 from uet.errors import UetError

@@ -2,17 +2,17 @@
 same run.
 
 This process sends, a spawned one receives, on two loopback Fabric Addresses. Each round measures
-(a) the raw-UDP reference (:mod:`uet.tools.bench_raw`: every candidate way of receiving a blast
+(a) the raw-UDP reference (:mod:`uet.tools.bench.raw`: every candidate way of receiving a blast
 of the same bytes in datagrams of the same payload size; the best is the round's
 ``raw_udp_gbps``, ``raw_candidate`` names it, ``raw_candidates_gbps`` has them all), then (b) a
 UET transfer of ``--size`` random bytes through two :class:`uet.endpoint.Endpoint` objects
-(:mod:`uet.tools.bench_uet`), optionally impaired (``--loss --reorder --dup --corrupt``,
+(:mod:`uet.tools.bench.uet_side`), optionally impaired (``--loss --reorder --dup --corrupt``,
 applied on transmit by both FEPs). It reports goodput, packets/s, the UET/raw ratio,
 retransmissions, CPU time per packet on both sides and ``cpu_ratio`` (raw CPU per packet over
 UET's, :func:`cpu_ratio`), ``intact`` (SHA-256 of what arrived == what
 was sent) and ``duplicates`` (messages delivered more than once). With ``--tss`` every round
 also runs a second UET transfer, right after the plaintext one, inside a secure domain made for
-the run (:mod:`uet.tools.bench_tss`); ``ratio_vs_plaintext`` is the median over the rounds of
+the run (:mod:`uet.tools.bench.tss`); ``ratio_vs_plaintext`` is the median over the rounds of
 each round's secure goodput over its plaintext goodput.
 
 Both processes read ``time.monotonic_ns()`` (one system-wide clock), so "first send" in the sender
@@ -54,7 +54,7 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
-from uet.tools.bench_options import (
+from uet.tools.bench.options import (
     CRC_NOTE,
     MAX_PAIR_SIZE,
     PairOptions,
@@ -66,11 +66,11 @@ from uet.tools.bench_options import (
     size_list,
     transfer_options,
 )
-from uet.tools.bench_procs import expect, spawn
-from uet.tools.bench_raw import BLAST_CANDIDATES, blast_receive, blast_send, loop_runner, raw_socket
-from uet.tools.bench_report import aggregate, print_table
-from uet.tools.bench_tss import tss_fields
-from uet.tools.bench_uet import uet_figures, uet_receiver, uet_sender
+from uet.tools.bench.procs import expect, spawn
+from uet.tools.bench.raw import BLAST_CANDIDATES, blast_receive, blast_send, loop_runner, raw_socket
+from uet.tools.bench.report import aggregate, print_table
+from uet.tools.bench.tss import tss_fields
+from uet.tools.bench.uet_side import uet_figures, uet_receiver, uet_sender
 from uet.tools.cli import UsageError, float_arg, int_arg, probability, quiet_interrupt, size_arg
 from uet.tools.link_options import local_link_options
 
@@ -301,7 +301,7 @@ def add_parser(sub: Any) -> None:
 def pair_command(ns: argparse.Namespace) -> int:
     """``uet-bench pair``: run, print the table or JSON; exit 1 when the transfer failed."""
     if ns.peer:
-        from uet.tools.bench_peer import pair_peer
+        from uet.tools.bench.peer import pair_peer
 
         if ns.sizes or ns.all or ns.count is not None:
             raise UsageError("--sizes, -a and --count sweep message sizes between two local processes; "
@@ -310,7 +310,7 @@ def pair_command(ns: argparse.Namespace) -> int:
         return pair_peer(ns)
     local_link_options(ns)
     if ns.sizes or ns.all:
-        from uet.tools.bench_sweep import pair_sweep
+        from uet.tools.bench.sweep import pair_sweep
 
         if ns.count is None:
             ns.count = SWEEP_COUNT

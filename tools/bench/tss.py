@@ -7,7 +7,7 @@ import asyncio
 import statistics
 from typing import Any
 
-from uet.tools.bench_options import PairOptions
+from uet.tools.bench.options import PairOptions
 
 __all__ = ["PHASE_KEYS", "rotate_half_way", "security_config", "tss_fields", "tss_report"]
 

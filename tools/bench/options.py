@@ -151,7 +151,7 @@ def add_transfer_options(p: argparse.ArgumentParser, *, addresses: str = "127.0.
 
 
 def add_peer_options(p: argparse.ArgumentParser) -> None:
-    """``--peer ADDR`` (the client side against a running ``uet-peer``, :mod:`uet.tools.bench_peer`)
+    """``--peer ADDR`` (the client side against a running ``uet-peer``, :mod:`uet.tools.bench.peer`)
     and the link options, which must match the peer's; shared by ``pair`` and ``rtt``."""
     from uet.tools.cli import ip_address_arg
     from uet.tools.link_options import add_link_options

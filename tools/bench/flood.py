@@ -145,7 +145,7 @@ async def _measure(ns: argparse.Namespace) -> dict[str, Any]:
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     flooder = subprocess.Popen(  # noqa: S603 - our own argv
-        [py, "-c", "import sys; from uet.tools.bench_flood import _flooder; "
+        [py, "-c", "import sys; from uet.tools.bench.flood import _flooder; "
          f"_flooder({b_addr!r}, {port}, {srcs!r}, {ns.rate})"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -298,7 +298,7 @@ def _flood_cost(rounds: list[Any]) -> float | None:
 
 
 def add_parser(sub: Any) -> None:
-    """The ``uet-bench flood`` subcommand (tools/bench.py)."""
+    """The ``uet-bench flood`` subcommand (tools/bench/__init__.py)."""
     p = sub.add_parser(
         "flood", help="honest goodput before, during and after a SYN flood", description=__doc__.split("\n\n")[0]
     )

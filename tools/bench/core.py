@@ -158,7 +158,7 @@ def bench(payloads: Sequence[int], packets: int, repeat: int, message: int, wind
 
 
 def add_parser(sub: Any) -> None:
-    """The ``uet-bench core`` subcommand (tools/bench.py)."""
+    """The ``uet-bench core`` subcommand (tools/bench/__init__.py)."""
     p = sub.add_parser("core", help="PDS core cost per packet, in memory", description=__doc__.split("\n\n")[0])
     p.add_argument(
         "--payload",
@@ -182,7 +182,7 @@ def add_parser(sub: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``uet-bench core ...`` (kept for ``python -m uet.tools.bench_core`` and the tests)."""
+    """``uet-bench core ...`` (kept for ``python -m uet.tools.bench.core`` and the tests)."""
     from uet.tools.bench import main as bench_main
 
     return bench_main(["core", *(sys.argv[1:] if argv is None else argv)])
@@ -207,8 +207,8 @@ def run(ns: argparse.Namespace) -> int:
 
 
 def run_rtt(ns: argparse.Namespace) -> int:
-    """``--rtt``: :func:`uet.tools.bench_core_rtt.run_core_rtt`, a table or one JSON object."""
-    from uet.tools.bench_core_rtt import run_core_rtt
+    """``--rtt``: :func:`uet.tools.bench.core_rtt.run_core_rtt`, a table or one JSON object."""
+    from uet.tools.bench.core_rtt import run_core_rtt
 
     r = run_core_rtt(ns.size, ns.trips, ns.repeat)
     if ns.json:

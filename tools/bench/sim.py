@@ -10,7 +10,7 @@ load on a shared machine), with the process's peak resident memory so far (``pea
 ``getrusage``: the largest of the runs). This is a benchmark, not a test.
 
 ``--against-htsim PATH`` runs the CC-suite rows beside uet-htsim built from source instead
-(:mod:`uet.tools.bench_htsim`: CPU s, peak RSS and their ratio per row; ``--rows`` chooses rows,
+(:mod:`uet.tools.bench.htsim`: CPU s, peak RSS and their ratio per row; ``--rows`` chooses rows,
 ``--rounds`` alternates the two that many times).
 """
 
@@ -64,7 +64,7 @@ def bench(workload: str, hosts: int, size: int, repeat: int, lb: str) -> dict[st
 
 
 def add_parser(sub: Any) -> None:
-    """The ``uet-bench sim`` subcommand (tools/bench.py)."""
+    """The ``uet-bench sim`` subcommand (tools/bench/__init__.py)."""
     from uet.workloads import WORKLOADS
 
     p = sub.add_parser("sim", help="simulator speed: packet-hops per CPU second", description=__doc__.split("\n\n")[0])
@@ -78,6 +78,11 @@ def add_parser(sub: Any) -> None:
     h.add_argument("--against-htsim", metavar="PATH", help="uet-htsim checkout built from source: CC rows side by side")
     h.add_argument("--rows", help="with --against-htsim: rows to run, globs, e.g. 'incast15_*,one_flow_*' (all)")
     h.add_argument("--rounds", type=int_arg(1), default=1, help="with --against-htsim: alternating rounds (1)")
+    h.add_argument(
+        "--compiled",
+        action="store_true",
+        help="with --against-htsim: also run ours with the compiled switch model (.ci/build-compiled, UET_COMPILED=1)",
+    )
     p.set_defaults(run=run)
 
 
@@ -112,11 +117,11 @@ def run(ns: argparse.Namespace) -> int:
 
 
 def _run_htsim(ns: argparse.Namespace) -> int:
-    from uet.tools.bench_htsim import render, run_rows, select_rows
+    from uet.tools.bench.htsim import render, run_rows, select_rows
 
-    rows = run_rows(ns.against_htsim, select_rows(ns.rows), ns.rounds)
+    rows = run_rows(ns.against_htsim, select_rows(ns.rows), ns.rounds, compiled=ns.compiled)
     if ns.json:
         sys.stdout.write(json.dumps({"rows": rows}) + "\n")
     else:
         render(rows)
-    return 0 if all(r["htsim_ok"] and r["ours_ok"] for r in rows) else 1
+    return 0 if all(r["htsim_ok"] and r["ours_ok"] and r.get("compiled_ok", True) for r in rows) else 1

@@ -43,7 +43,7 @@ MODES = {
 
 
 def add_parser(sub: Any) -> None:
-    """The ``uet-bench decode`` subcommand (tools/bench.py)."""
+    """The ``uet-bench decode`` subcommand (tools/bench/__init__.py)."""
     p = sub.add_parser(
         "decode", help="uet-decode against tshark on the same capture", description=__doc__.split("\n\n")[0]
     )

@@ -2,19 +2,19 @@
 
 Subcommands, each in a module of its own:
 
-* ``uet-bench codec ...`` — header codec speed (:mod:`uet.tools.bench_codec`).
+* ``uet-bench codec ...`` — header codec speed (:mod:`uet.tools.bench.codec`).
 * ``uet-bench core ...`` — two PDS cores in one process, no sockets: CPU per packet per side
-  (:mod:`uet.tools.bench_core`).
+  (:mod:`uet.tools.bench.core`).
 * ``uet-bench pair`` — a UET transfer between two processes against the raw-UDP limit of the same
-  run (:mod:`uet.tools.bench_pair`; the raw references in :mod:`uet.tools.bench_raw`, the UET
-  endpoints in :mod:`uet.tools.bench_uet`, TSS in :mod:`uet.tools.bench_tss`, rounds and tables
-  in :mod:`uet.tools.bench_report`).
+  run (:mod:`uet.tools.bench.pair`; the raw references in :mod:`uet.tools.bench.raw`, the UET
+  endpoints in :mod:`uet.tools.bench.uet_side`, TSS in :mod:`uet.tools.bench.tss`, rounds and tables
+  in :mod:`uet.tools.bench.report`).
 * ``uet-bench rtt`` — p50/p99 round trip of a 64-byte message (UET send + reply) against the
-  fastest raw-UDP ping-pong between the same two processes (:mod:`uet.tools.bench_rtt`).
+  fastest raw-UDP ping-pong between the same two processes (:mod:`uet.tools.bench.rtt`).
 * ``uet-bench decode --against-tshark`` — ``uet-decode`` against tshark on one capture
-  (:mod:`uet.tools.bench_decode`).
-* ``uet-bench matrix`` / ``soak`` / ``flood`` / ``sim`` — :mod:`uet.tools.bench_matrix`,
-  :mod:`uet.tools.bench_soak`, :mod:`uet.tools.bench_flood`, :mod:`uet.tools.bench_sim`.
+  (:mod:`uet.tools.bench.decode`).
+* ``uet-bench matrix`` / ``soak`` / ``flood`` / ``sim`` — :mod:`uet.tools.bench.matrix`,
+  :mod:`uet.tools.bench.soak`, :mod:`uet.tools.bench.flood`, :mod:`uet.tools.bench.sim`.
 * ``uet-bench differential`` — the live engine, time-dilated, against the simulator on the same
   scenarios: FCT within 10 %, the same winner (:mod:`uet.tools.differential`).
 
@@ -24,13 +24,12 @@ re-exported here.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from typing import Any
 
-from uet.tools.bench_options import CRC_NOTE, MAX_PAIR_SIZE, PairOptions, data_protect, pair_notes
-from uet.tools.bench_pair import random_data, run_pair
-from uet.tools.bench_rtt import SWEEP_SIZES, run_rtt
+from uet.tools.bench.options import CRC_NOTE, MAX_PAIR_SIZE, PairOptions, data_protect, pair_notes
+from uet.tools.bench.pair import random_data, run_pair
+from uet.tools.bench.rtt import SWEEP_SIZES, run_rtt
 from uet.tools.cli import ArgumentParser, RunFailed, parse_size, run_main
 
 from uet.errors import UetError
@@ -56,37 +55,37 @@ __all__ = [
 
 
 def _pair_parser(sub: Any) -> None:
-    from uet.tools.bench_pair import add_parser
+    from uet.tools.bench.pair import add_parser
 
     add_parser(sub)
 
 
 def _rtt_parser(sub: Any) -> None:
-    from uet.tools.bench_rtt import add_parser
+    from uet.tools.bench.rtt import add_parser
 
     add_parser(sub)
 
 
 def _codec_parser(sub: Any) -> None:
-    from uet.tools.bench_codec import add_parser
+    from uet.tools.bench.codec import add_parser
 
     add_parser(sub)
 
 
 def _core_parser(sub: Any) -> None:
-    from uet.tools.bench_core import add_parser
+    from uet.tools.bench.core import add_parser
 
     add_parser(sub)
 
 
 def _matrix_parser(sub: Any) -> None:
-    from uet.tools.bench_matrix import add_parser
+    from uet.tools.bench.matrix import add_parser
 
     add_parser(sub)
 
 
 def _sim_parser(sub: Any) -> None:
-    from uet.tools.bench_sim import add_parser
+    from uet.tools.bench.sim import add_parser
 
     add_parser(sub)
 
@@ -98,19 +97,19 @@ def _differential_parser(sub: Any) -> None:
 
 
 def _decode_parser(sub: Any) -> None:
-    from uet.tools.bench_decode import add_parser
+    from uet.tools.bench.decode import add_parser
 
     add_parser(sub)
 
 
 def _soak_parser(sub: Any) -> None:
-    from uet.tools.bench_soak import add_parser
+    from uet.tools.bench.soak import add_parser
 
     add_parser(sub)
 
 
 def _flood_parser(sub: Any) -> None:
-    from uet.tools.bench_flood import add_parser
+    from uet.tools.bench.flood import add_parser
 
     add_parser(sub)
 
@@ -153,7 +152,3 @@ def _main(argv: Sequence[str] | None) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``uet-bench``: exit 0, 1 for a failed run, 2 for a usage error, 130 on Ctrl-C."""
     return run_main("uet-bench", _main, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

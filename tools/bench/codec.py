@@ -113,7 +113,7 @@ def _time_group(g: Group, number: int, repeat: int) -> dict[str, float]:
 
 
 def add_parser(sub: Any) -> None:
-    """The ``uet-bench codec`` subcommand (tools/bench.py)."""
+    """The ``uet-bench codec`` subcommand (tools/bench/__init__.py)."""
     p = sub.add_parser(
         "codec",
         help="header codec speed: fast struct codecs vs construct",
@@ -127,7 +127,7 @@ def add_parser(sub: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``uet-bench codec ...`` (kept for ``python -m uet.tools.bench_codec``)."""
+    """``uet-bench codec ...`` (kept for ``python -m uet.tools.bench.codec``)."""
     from uet.tools.bench import main as bench_main
 
     return bench_main(["codec", *(sys.argv[1:] if argv is None else argv)])

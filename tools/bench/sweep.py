@@ -14,9 +14,9 @@ import json
 import sys
 from typing import Any
 
-from uet.tools.bench_options import MAX_PAIR_SIZE, PairOptions, pair_notes
-from uet.tools.bench_pair import run_pair
-from uet.tools.bench_rtt import SWEEP_SIZES
+from uet.tools.bench.options import MAX_PAIR_SIZE, PairOptions, pair_notes
+from uet.tools.bench.pair import run_pair
+from uet.tools.bench.rtt import SWEEP_SIZES
 from uet.tools.cli import quiet_interrupt, yes_no
 
 __all__ = ["SWEEP_COLUMNS", "pair_sweep"]

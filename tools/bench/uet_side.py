@@ -20,9 +20,9 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-from uet.tools.bench_options import PairOptions, data_protect
-from uet.tools.bench_procs import gather_within, pipe_recv
-from uet.tools.bench_tss import rotate_half_way, security_config, tss_report
+from uet.tools.bench.options import PairOptions, data_protect
+from uet.tools.bench.procs import gather_within, pipe_recv
+from uet.tools.bench.tss import rotate_half_way, security_config, tss_report
 
 if TYPE_CHECKING:
     from uet.ses.message import Message

@@ -10,6 +10,13 @@ processes and are measured the same way, from the kernel's accounting of the chi
 peak resident memory. Rounds alternate which of
 the two goes first (round 1 htsim first, round 2 ours first, ...) and the least CPU of the rounds
 is kept for each, so a burst of other load on a shared machine disturbs neither side more.
+Ours runs as installed software runs, from byte-compiled modules: the package is byte-compiled
+once before the rounds (:func:`byte_compile`; where ``PYTHONDONTWRITEBYTECODE`` is set nothing
+else writes them, and every run would compile about 140 modules again, ≈ 0.3 CPU s, as htsim's
+own build is not counted either). With ``compiled`` (``--compiled``) ours also runs with the
+optional compiled build of the switch model (``UET_COMPILED=1``, :mod:`uet.fabric.model.compiled`)
+in the same rounds, a column of its own; the pure-Python run is always the one with
+``UET_COMPILED=0``.
 
 ``PATH`` is an uet-htsim checkout (or its ``htsim/sim`` folder) built as its README says
 (``cmake -S . -B build && cmake --build build`` in ``htsim/sim``): the ``htsim_uec`` binary is
@@ -82,7 +89,7 @@ class Measured:
     out: bytes
 
 
-def measure(cmd: list[str], cwd: str | None = None) -> Measured:
+def measure(cmd: list[str], cwd: str | None = None, env: dict[str, str] | None = None) -> Measured:
     """Run ``cmd`` and take its CPU time and peak RSS from the kernel, stdout kept.
 
     A child forked or vforked by this process starts with this process's memory, which the
@@ -93,7 +100,7 @@ def measure(cmd: list[str], cwd: str | None = None) -> Measured:
     gnu_time = shutil.which("time")
     with tempfile.NamedTemporaryFile("r", suffix=".time") as rec:
         run = [gnu_time, "-q", "-f", "%e %U %S %M", "-o", rec.name, *cmd] if gnu_time else cmd
-        with subprocess.Popen(run, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:  # noqa: S603
+        with subprocess.Popen(run, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:  # noqa: S603
             assert proc.stdout is not None
             out = proc.stdout.read()
             _, status, ru = os.wait4(proc.pid, 0)
@@ -150,26 +157,59 @@ def _ours_tail_us(out: bytes) -> float | None:
     return None if mx is None else round(mx * 1e6, 1)
 
 
-def run_rows(path: str, rows: list[str], rounds: int, on_row: Any = None) -> list[dict[str, Any]]:
-    """Each row: htsim and ours in alternating rounds (module docstring); one record per row."""
+def byte_compile() -> None:
+    """Byte-compile the modules of the ``uet`` package (module docstring): what an install does."""
+    import compileall
+
+    import uet.fabric
+    import uet.tools
+
+    import uet
+
+    for pkg in (uet, uet.fabric, uet.tools):
+        for d in pkg.__path__:
+            compileall.compile_dir(d, quiet=2)
+
+
+def _figures(out: bytes) -> Any:
+    """A run's ``--json`` result without what is measured rather than simulated (its CPU time):
+    the compiled build must give the same (uet.fabric.model.compiled)."""
+    try:
+        res = json.loads(out)
+    except ValueError:
+        return None
+    res.pop("elapsed_s", None)
+    res.pop("timing", None)
+    return res
+
+
+def run_rows(
+    path: str, rows: list[str], rounds: int, on_row: Any = None, *, compiled: bool = False
+) -> list[dict[str, Any]]:
+    """Each row: htsim and ours (and ours compiled, with ``compiled``) in alternating rounds
+    (module docstring); one record per row."""
     binary, dc = find_htsim(path)
+    from uet.fabric.model.compiled import ENV
     from uet.tools.cc_suite import SUITES
 
+    byte_compile()
     folder = SUITES["cc"]
+    envs = {"ours": {**os.environ, ENV: "0"}, "compiled": {**os.environ, ENV: "1"}}
+    names = ("htsim", "ours", "compiled") if compiled else ("htsim", "ours")
     out = []
     for row in rows:
         ours_cmd = [sys.executable, "-m", "uet.tools.sim", str(folder / f"{row}.toml"), "--json"]
-        h_best: Measured | None = None
-        o_best: Measured | None = None
+        best: dict[str, Measured] = {}
         for r in range(rounds):
-            order = ("htsim", "ours") if r % 2 == 0 else ("ours", "htsim")
-            for who in order:
+            k = r % len(names)  # round r starts with the r-th of them
+            for who in names[k:] + names[:k]:
                 if who == "htsim":
                     m = measure(htsim_command(binary, row), cwd=str(dc))
-                    h_best = m if h_best is None or m.cpu_s < h_best.cpu_s else h_best
                 else:
-                    m = measure(ours_cmd)
-                    o_best = m if o_best is None or m.cpu_s < o_best.cpu_s else o_best
+                    m = measure(ours_cmd, env=envs[who])
+                if who not in best or m.cpu_s < best[who].cpu_s:
+                    best[who] = m
+        h_best, o_best = best["htsim"], best["ours"]
         assert h_best is not None and o_best is not None
         target = TARGET_PERM if row.startswith("perm") else TARGET_CC
         ratio = o_best.cpu_s / h_best.cpu_s if h_best.cpu_s > 0 else None
@@ -188,6 +228,12 @@ def run_rows(path: str, rows: list[str], rounds: int, on_row: Any = None) -> lis
             "ours_ok": o_best.rc == 0,
             "rounds": rounds,
         }
+        c_best = best.get("compiled")
+        if c_best is not None:
+            c_ratio = c_best.cpu_s / h_best.cpu_s if h_best.cpu_s > 0 else None
+            rec["compiled_cpu_s"] = round(c_best.cpu_s, 3)
+            rec["compiled_ratio"] = None if c_ratio is None else round(c_ratio, 2)
+            rec["compiled_ok"] = c_best.rc == 0 and _figures(c_best.out) == _figures(o_best.out)
         out.append(rec)
         if on_row is not None:
             on_row(rec)
@@ -205,26 +251,28 @@ def select_rows(patterns: str | None) -> list[str]:
     return rows
 
 
-def render(rows: list[dict[str, Any]], file: Any = None) -> None:
-    """The side-by-side table."""
+def render(rows: list[dict[str, Any]], file: Any = None, width: int | None = None) -> None:
+    """The side-by-side table (``width``: columns, default the terminal's)."""
     from rich.console import Console
     from rich.table import Table
 
+    def times(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1f}×"
+
+    compiled = any("compiled_cpu_s" in r for r in rows)
     t = Table(title="uet-sim beside uet-htsim (built from source), same machine: CPU s and peak RSS per run")
-    for col in ("row", "htsim CPU s", "ours CPU s", "ours/htsim", "target", "htsim RSS MB", "ours RSS MB"):
+    cols = ["row", "htsim CPU s", "ours CPU s", "ours/htsim"]
+    cols += ["compiled CPU s", "compiled/htsim"] if compiled else []
+    for col in (*cols, "target", "htsim RSS MB", "ours RSS MB"):
         t.add_column(col, justify="left" if col == "row" else "right")
     t.add_column("tail FCT µs htsim / ours", justify="right")
     for r in rows:
-        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.1f}×"
         tails = f"{r['htsim_tail_us'] or '-'} / {r['ours_tail_us'] or '-'}"
-        t.add_row(
-            r["row"] + ("" if r["htsim_ok"] and r["ours_ok"] else " (failed)"),
-            f"{r['htsim_cpu_s']:.2f}",
-            f"{r['ours_cpu_s']:.2f}",
-            ratio,
-            f"≤ {r['target']:.0f}×",
-            f"{r['htsim_rss_mb']:.0f}",
-            f"{r['ours_rss_mb']:.0f}",
-            tails,
-        )
-    Console(file=file).print(t)
+        ok = r["htsim_ok"] and r["ours_ok"] and r.get("compiled_ok", True)
+        cells = [r["row"] + ("" if ok else " (failed)"), f"{r['htsim_cpu_s']:.2f}", f"{r['ours_cpu_s']:.2f}"]
+        cells.append(times(r["ratio"]))
+        if compiled:
+            cells += [f"{r['compiled_cpu_s']:.2f}", times(r["compiled_ratio"])]
+        cells += [f"≤ {r['target']:.0f}×", f"{r['htsim_rss_mb']:.0f}", f"{r['ours_rss_mb']:.0f}", tails]
+        t.add_row(*cells)
+    Console(file=file, width=width).print(t)

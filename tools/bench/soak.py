@@ -196,7 +196,7 @@ async def soak(
 
 
 def add_parser(sub: Any) -> None:
-    """The ``uet-bench soak`` subcommand (tools/bench.py)."""
+    """The ``uet-bench soak`` subcommand (tools/bench/__init__.py)."""
     p = sub.add_parser("soak", help="long impaired run between two endpoints", description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float_arg(0.0, open_lo=True), default=10.0, help="how long (default 10)")
     p.add_argument("--loss", type=probability, default=0.05)

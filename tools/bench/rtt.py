@@ -1,5 +1,5 @@
 """``uet-bench rtt``: the round trip of a small message (UET send + reply) against the raw-UDP
-ping-pong between the same two processes (:mod:`uet.tools.bench_raw`).
+ping-pong between the same two processes (:mod:`uet.tools.bench.raw`).
 
 Each round (``--rounds``, default 1) runs every raw candidate (``blocking``, ``spin``, ``asyncio``), then
 the UET ping-pong; the raw candidate with the lower p50 is the round's reference. The ``uet_*``
@@ -25,11 +25,11 @@ from collections import Counter
 from multiprocessing.connection import Connection
 from typing import Any
 
-from uet.tools.bench_options import PairOptions, add_peer_options, add_transfer_options, size_list, transfer_options
-from uet.tools.bench_procs import expect, pipe_recv, spawn
-from uet.tools.bench_raw import RTT_CANDIDATES, loop_runner, ping_pong, pong, raw_socket
-from uet.tools.bench_report import latency, print_rtt_sweep, print_table
-from uet.tools.bench_uet import pds_mode, transfer_config
+from uet.tools.bench.options import PairOptions, add_peer_options, add_transfer_options, size_list, transfer_options
+from uet.tools.bench.procs import expect, pipe_recv, spawn
+from uet.tools.bench.raw import RTT_CANDIDATES, loop_runner, ping_pong, pong, raw_socket
+from uet.tools.bench.report import latency, print_rtt_sweep, print_table
+from uet.tools.bench.uet_side import pds_mode, transfer_config
 from uet.tools.cli import UsageError, int_arg, quiet_interrupt, size_arg
 from uet.tools.link_options import local_link_options
 
@@ -183,7 +183,7 @@ def add_parser(sub: Any) -> None:
 def rtt_command(ns: argparse.Namespace) -> int:
     """``uet-bench rtt``: one size, or a sweep (``--sizes`` / ``--all``) printed as one table."""
     if ns.peer:
-        from uet.tools.bench_peer import rtt_peer
+        from uet.tools.bench.peer import rtt_peer
 
         return rtt_peer(ns)
     local_link_options(ns)

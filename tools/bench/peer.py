@@ -29,7 +29,7 @@ import sys
 import time
 from typing import Any
 
-from uet.tools.bench_procs import gather_within
+from uet.tools.bench.procs import gather_within
 from uet.tools.link_options import check_link_options, link_config
 
 from uet.endpoint import Endpoint, EndpointConfig, Mode

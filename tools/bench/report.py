@@ -10,7 +10,7 @@ import sys
 from collections import Counter
 from typing import Any
 
-from uet.tools.bench_options import PairOptions
+from uet.tools.bench.options import PairOptions
 
 from uet.stats import percentile
 
@@ -36,7 +36,7 @@ ROUND_KEYS = ("raw_udp_gbps", "raw_candidate", "goodput_gbps", "ratio", "cpu_rat
 
 
 def aggregate(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """One record from alternating rounds (:mod:`uet.tools.bench_pair`, "Rounds"): medians, sums,
+    """One record from alternating rounds (:mod:`uet.tools.bench.pair`, "Rounds"): medians, sums,
     the raw candidate that won most rounds and each candidate's median goodput."""
     last = rounds[-1]
     out = dict(last)
