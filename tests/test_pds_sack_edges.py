@@ -397,3 +397,45 @@ def test_the_ack_builder_zero_fields_rounding_and_probe_layout(ccx: bool) -> Non
     probe = b.build(target(tp), int(AckFlag.P), 0, 0xBEEF, 1000, True, 1001, 0)
     hp = hdr(probe)
     assert hp.probe_opaque == 0xBEEF and hp.rcvd_bytes == 16
+
+
+def test_cack_behind_a_slid_tx_base_walks_nothing_and_acks_are_plain() -> None:
+    pdc = sent(100, 6)
+    board = SackScoreboard(99)
+    for p in (100, 101, 102):
+        del pdc.outstanding[p]
+    pdc.tx_base = 103  # acknowledged one by one up to 102
+    t, ev = apply(board, pdc, ack(101))
+    assert ev == [] and t.npk == 0 and sorted(pdc.outstanding) == [103, 104, 105]
+    _, ev = apply(board, pdc, ack(103))
+    assert ev == [Acked(3, 0, b"")]
+
+
+def test_high_sack_moves_by_one_through_cack_and_sack_bits() -> None:
+    pdc = sent(100, 6)
+    board = SackScoreboard(99)
+    apply(board, pdc, ack(100))
+    assert board.high_sack == 100
+    apply(board, pdc, ack(100, sack_off=1, bitmap=0b1))  # a SACK bit for 101
+    assert board.high_sack == 101
+
+
+def test_a_hole_over_a_packet_already_acknowledged_is_skipped() -> None:
+    pdc = sent(100, 5)
+    board = SackScoreboard(99)
+    assert board.named(pdc, ack(99, off=2), b"", 0, deque(), AckTally(), 10)  # 101 acknowledged alone
+    apply(board, pdc, ack(99, sack_off=1, bitmap=0b1000), now=20)  # 100..102 holes, 103 received
+    assert holes(pdc) == [100, 102] and received(pdc) == [103]
+
+
+def test_a_late_hole_reported_received_by_a_sack_bit_grows_the_window() -> None:
+    pdc = sent(100, 4, at=0)
+    pdc.srtt, pdc.min_rtt = 0, 10
+    board = SackScoreboard(99)
+    apply(board, pdc, ack(99, sack_off=1, bitmap=0b100), now=1000)  # 100, 101 holes
+    apply(board, pdc, ack(99, sack_off=1, bitmap=0b110), now=4000)  # 101 arrived, sent once
+    assert board.reo_wnd == 3000
+    pkt = pdc.outstanding[100]
+    pkt.sends, pkt.tx_time = 2, 4500  # resent; this copy's ACK comes long after min_rtt
+    apply(board, pdc, ack(99, sack_off=1, bitmap=0b111), now=9000)
+    assert board.reo_wnd == 3000  # a resent packet's arrival says nothing of reordering

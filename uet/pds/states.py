@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from uet.pds.config import PdcStateError
+from uet.states import check_move
 
 
 class InitiatorState(enum.Enum):
@@ -99,6 +100,4 @@ _State = TypeVar("_State", bound=enum.Enum)
 
 def transition(table: Mapping[_State, Mapping[_State, str]], old: _State, new: _State) -> _State:
     """Check ``old → new`` against ``table``; return ``new`` or raise :class:`PdcStateError`."""
-    if new not in table.get(old, ()):
-        raise PdcStateError(f"illegal PDC transition {old.name} -> {new.name}")
-    return new
+    return check_move(table, old, new, PdcStateError, "PDC")

@@ -72,6 +72,7 @@ from uet.ses import atomics
 from uet.ses.errors import Dropped, OpViolation, SesError, Undeliverable, error_for
 from uet.ses.events import OpCompleted, OpFailed, OutPacket
 from uet.ses.memory import Access, MemoryTable, byte_view
+from uet.ses.opstate import OpState, op_transition
 from uet.ses.packets import MAX_WIRE_PAYLOAD, Response, SesRequest, build_request, parse_response
 from uet.wire.pds import NextHeader
 from uet.wire.ses import (
@@ -167,7 +168,7 @@ class _Op:
     retries: int = 0
     msgs: dict[int, _Msg] = field(default_factory=dict)
     timer: int | None = None
-    state: str = "active"  # active | backoff | wait_rtr | done
+    state: OpState = OpState.ACTIVE  # uet.ses.opstate: moved only through op_transition
     my_token: int = 0
     target_token: int = 0
     rtr_tokens: tuple[int, int] = (0, 0)
@@ -478,12 +479,12 @@ class SesInitiator:
         """A DEFERRABLE_RTR arrived (§6.7); returns the return code to answer it with."""
         self.counters["rtr_received"] += 1
         op = self._tokens.get(req.dst_token)
-        if op is None or op.dest.fa != peer or op.state == "done":
+        if op is None or op.dest.fa != peer or op.state is OpState.DONE:
             return ReturnCode.OP_VIOLATION
         op.target_token = req.src_token
-        if op.state == "wait_rtr":
+        if op.state is OpState.WAIT_RTR:
             op.timer = None
-            op.state = "active"
+            op.state = op_transition(op.state, OpState.ACTIVE)
             self._new_message(op)
         return ReturnCode.OK
 
@@ -501,10 +502,10 @@ class SesInitiator:
             if op.timer is None or op.timer > now:
                 continue
             op.timer = None
-            if op.state == "backoff":
-                op.state = "active"
+            if op.state is OpState.BACKOFF:
+                op.state = op_transition(op.state, OpState.ACTIVE)
                 self._new_message(op)
-            elif op.state == "wait_rtr":
+            elif op.state is OpState.WAIT_RTR:
                 self._finish(op, Dropped("no RTR within the deferral idle limit"))
 
     def idle(self) -> bool:
@@ -755,7 +756,7 @@ class SesInitiator:
         del self._msgs[msg.msg_id]
         op = msg.op
         op.msgs.pop(msg.msg_id, None)
-        if op.state == "done":
+        if op.state is OpState.DONE:
             return
         err = msg.error
         if err is not None:
@@ -775,7 +776,7 @@ class SesInitiator:
                     op.retries += 1
                     self.counters["retries"] += 1
                     lo, hi = self.config.retry_backoff_ns
-                    op.state = "backoff"
+                    op.state = op_transition(op.state, OpState.BACKOFF)
                     op.timer = now + (self._rng.randint(lo, hi) << (op.retries - 1))
                     return
             self._finish(op, err)
@@ -784,7 +785,7 @@ class SesInitiator:
             if op.target_token:
                 self._new_message(op)  # the RTR already arrived
             else:
-                op.state = "wait_rtr"
+                op.state = op_transition(op.state, OpState.WAIT_RTR)
                 op.timer = now + self.config.rtr_timeout_ns
             return
         if op.kind == "read":
@@ -804,13 +805,13 @@ class SesInitiator:
         self._rndv_check(op)
 
     def _rndv_check(self, op: _Op) -> None:
-        if op.state != "done" and op.eager_done and op.remote_read >= op.length - op.eager:
+        if op.state is not OpState.DONE and op.eager_done and op.remote_read >= op.length - op.eager:
             self._finish(op, None)
 
     def _finish(self, op: _Op, err: SesError | None) -> None:
-        if op.state == "done":
+        if op.state is OpState.DONE:
             return
-        op.state = "done"
+        op.state = op_transition(op.state, OpState.DONE)
         op.timer = None
         self._ops.pop(op.id, None)
         for m in list(op.msgs.values()):

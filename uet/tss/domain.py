@@ -55,6 +55,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from uet.states import check_move
 from uet.tss.errors import DomainStateError, KeyRotationError
 from uet.tss.kdf import DERIVED_LEN, KEY_LEN, LABEL_CLUSTER, LABEL_SERVER, kdf, kdf_context
 from uet.tss.replay import ReplayWindow
@@ -68,7 +69,9 @@ __all__ = [
     "SdMode",
     "SecureDomain",
     "SecureDomainTable",
+    "SLOT_TRANSITIONS",
     "SlotState",
+    "slot_transition",
     "tsc_floor_from_wall_clock",
 ]
 
@@ -109,6 +112,21 @@ class SlotState(Enum):
     ACTIVE = "active"  # the sender's current association
     RETIRING = "retiring"  # previous association: still accepted on receive until retire_at_ns
     RETIRED = "retired"  # grace over: key forgotten, packets under this AN dropped
+
+
+#: A key slot's allowed moves, with the event that causes each (behaviour.md §5.7); a new key is a
+#: new slot (STANDBY, :meth:`SecureDomain.install`), not a move. Checked by :func:`slot_transition`.
+SLOT_TRANSITIONS: dict[SlotState, dict[SlotState, str]] = {
+    SlotState.STANDBY: {SlotState.ACTIVE: "the sender switches to it (activate, or the SD's tx_an at set-up)"},
+    SlotState.ACTIVE: {SlotState.RETIRING: "the sender switched to the other slot: grace for late packets"},
+    SlotState.RETIRING: {SlotState.RETIRED: "the grace deadline passed (expire): key forgotten"},
+    SlotState.RETIRED: {},
+}
+
+
+def slot_transition(old: SlotState, new: SlotState) -> SlotState:
+    """``new`` when ``old → new`` is in :data:`SLOT_TRANSITIONS`, else raise :class:`KeyRotationError`."""
+    return check_move(SLOT_TRANSITIONS, old, new, KeyRotationError, "key slot")
 
 
 @dataclass(repr=False, eq=False)
@@ -216,7 +234,7 @@ class SecureDomain:
                 raise ValueError(f"SD {self.sdi} AN {an}: {self.mode.value} mode needs {_key_len(self.mode)}-byte keys")
         active = self.slots[self.tx_an]
         if active is not None and active.state is SlotState.STANDBY:
-            active.state = SlotState.ACTIVE
+            active.state = slot_transition(active.state, SlotState.ACTIVE)
             active.next_tsc = self.tsc_start
 
     def __repr__(self) -> str:
@@ -370,9 +388,10 @@ class SecureDomain:
             return
         old = self.slots[self.tx_an]
         if old is not None and old.state is SlotState.ACTIVE:
-            old.state = SlotState.RETIRING
+            old.state = slot_transition(old.state, SlotState.RETIRING)
             old.retire_at_ns = now_ns + grace_ns
-        slot.state = SlotState.ACTIVE
+        if slot.state is not SlotState.ACTIVE:  # an ACTIVE slot other than tx_an stays so
+            slot.state = slot_transition(slot.state, SlotState.ACTIVE)
         slot.next_tsc = self.tsc_start
         self.tx_an = an
 
@@ -393,7 +412,7 @@ class SecureDomain:
         for slot in self.slots:
             if slot is not None and slot.state is SlotState.RETIRING and slot.retire_at_ns is not None:
                 if slot.retire_at_ns <= now_ns:
-                    slot.state = SlotState.RETIRED
+                    slot.state = slot_transition(slot.state, SlotState.RETIRED)
                     slot.retire_at_ns = None
                     slot.forget()
         if self.latched_until is not None and self.latched_until <= now_ns:
