@@ -118,6 +118,7 @@ def test_requests_the_fast_path_declines_get_the_engine_answer() -> None:
     recv = f.take_unexpected(tagged=True, tag=3)
     assert isinstance(recv, PostedReceive)
     (ev,) = events(f)
+    assert isinstance(recv.buffer, memoryview)
     assert ev.recv_id == recv.id and bytes(recv.buffer) == b"medium"
 
 

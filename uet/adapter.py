@@ -33,6 +33,7 @@ from uet.ses.message import Message
 
 if TYPE_CHECKING:
     from uet.link.base import Link
+    from uet.ses.sink import ReceiveSink
 
 __all__ = ["CompletionFutures", "CoreDriver", "CoreOperations"]
 
@@ -254,7 +255,7 @@ class CoreOperations:
 
     async def recv_into(
         self,
-        buffer: bytearray | memoryview,
+        buffer: bytearray | memoryview | ReceiveSink,
         *,
         tag: int | None = None,
         ignore: int = 0,

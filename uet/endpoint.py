@@ -59,9 +59,10 @@ from uet.link.select import open_link
 from uet.pds import Mode, PdsCore
 from uet.runner import install_uvloop, run
 from uet.ses.fep import SesFep
-from uet.ses.memory import Access, MemoryRegion, byte_view
+from uet.ses.memory import Access, MemoryRegion
 from uet.ses.message import Message
 from uet.ses.segmenter import Segmenter
+from uet.ses.sink import ReceiveSink, receive_view
 from uet.tuning import tune_allocator
 from uet.wire.net import UET_UDP_PORT
 from uet.wire.ses import AmoOp, AmoType
@@ -97,7 +98,9 @@ class Receive:
 
     __slots__ = ("_ep", "handle", "future", "buffer")
 
-    def __init__(self, ep: Endpoint, handle: int, future: asyncio.Future[Message], buffer: memoryview) -> None:
+    def __init__(
+        self, ep: Endpoint, handle: int, future: asyncio.Future[Message], buffer: memoryview | ReceiveSink
+    ) -> None:
         self._ep = ep
         self.handle = handle
         self.future = future
@@ -452,7 +455,7 @@ class Endpoint(CoreDriver):
 
     def post_recv(
         self,
-        buffer: bytearray | memoryview | None,
+        buffer: bytearray | memoryview | ReceiveSink | None,
         *,
         tag: int | None = None,
         ignore: int = 0,
@@ -470,13 +473,13 @@ class Endpoint(CoreDriver):
             fut = self._future(h)
             self._dispatch()
             return Receive(self, h, fut, memoryview(b""))
-        view = byte_view(buffer)
+        view = receive_view(buffer)
         h = self.fep.post_recv(view, tag=tag, ignore=ignore, source=source, truncate=truncate)
         return Receive(self, h, self._future(h), view)
 
     async def recv_into(
         self,
-        buffer: bytearray | memoryview,
+        buffer: bytearray | memoryview | ReceiveSink,
         *,
         tag: int | None = None,
         ignore: int = 0,

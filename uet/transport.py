@@ -24,7 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from uet.ses.sink import ReceiveSink
 
 __all__ = ["OpResult", "Received", "Transport", "error_name", "outcome", "transport_label"]
 
@@ -76,7 +79,7 @@ class Transport(Protocol):
 
     async def recv_into(
         self,
-        buffer: bytearray | memoryview,
+        buffer: bytearray | memoryview | ReceiveSink,
         *,
         tag: int | None = None,
         ignore: int = 0,

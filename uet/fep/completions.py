@@ -205,7 +205,7 @@ class Completions(FepState):
         elif type(ctx) is Waiter:
             w = ctx
             posted = w.posted
-            assert posted is not None
+            assert posted is not None and isinstance(posted.buffer, memoryview)  # (sized by Waiters.serve)
             m = Message(
                 bytes(posted.buffer[: ev.length]), ev.source, 0, 0, 0, ev.initiator, ev.header_data,
                 tag=ev.tag if w.tagged else None, message_length=ev.message_length,

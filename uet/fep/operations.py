@@ -22,6 +22,7 @@ from uet.pds import Mode
 from uet.ses.errors import error_for
 from uet.ses.memory import Access, MemoryRegion, byte_view
 from uet.ses.message import Message, initiator_id
+from uet.ses.sink import ReceiveSink, receive_view
 from uet.wire.ses import CSWAP_OPS, AmoOp, AmoType, ReturnCode
 
 __all__ = ["Operations"]
@@ -230,7 +231,7 @@ class Operations(FepState):
 
     def post_recv(
         self,
-        buffer: bytearray | memoryview | None,
+        buffer: bytearray | memoryview | ReceiveSink | None,
         *,
         tag: int | None = None,
         ignore: int = 0,
@@ -254,7 +255,7 @@ class Operations(FepState):
             if self.ses.has_unexpected():
                 self.waiters.serve()
             return h
-        view = byte_view(buffer)
+        view = receive_view(buffer)
         rec = self._recvs[h] = _Posted(h, view)
         rec.posted = self.ses.post_recv(
             view, tagged=tag is not None, tag=tag or 0, ignore=ignore, initiator=init, truncate=truncate, context=rec

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from uet.ses.fep import SesFep
 from uet.ses.matching import PostedReceive, tag_matches
 from uet.ses.message import Message
+from uet.ses.sink import ReceiveSink
 
 __all__ = ["Waiter", "Waiters", "matches"]
 
@@ -34,7 +35,7 @@ class _Posted:
 
     __slots__ = ("handle", "buffer", "posted")
 
-    def __init__(self, handle: int, buffer: memoryview) -> None:
+    def __init__(self, handle: int, buffer: memoryview | ReceiveSink) -> None:
         self.handle = handle
         self.buffer = buffer
         self.posted: PostedReceive | None = None

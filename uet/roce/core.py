@@ -57,6 +57,7 @@ from uet.ses.events import WriteCompleted
 from uet.ses.matching import tag_matches
 from uet.ses.memory import Access, MemoryRegion, MemoryTable
 from uet.ses.message import Message
+from uet.ses.sink import ReceiveSink, receive_view
 from uet.wire import net
 from uet.wire.roce import PMTUS, ROCE_UDP_PORT, entropy_port, psn_diff
 from uet.wire.ses import AmoOp, AmoType, ReturnCode
@@ -404,7 +405,7 @@ class RoceCore:
 
     def post_recv(
         self,
-        buffer: bytearray | memoryview | None,
+        buffer: bytearray | memoryview | ReceiveSink | None,
         *,
         tag: int | None = None,
         ignore: int = 0,
@@ -446,7 +447,7 @@ class RoceCore:
 
     def _deliver(self, w: _Waiter, m: Message) -> None:
         if w.buffer is not None:
-            view = memoryview(w.buffer).cast("B")
+            view = receive_view(w.buffer)
             n = m.nbytes
             if n > len(view) and not w.truncate:
                 from uet.ses.errors import TooLong

@@ -55,6 +55,7 @@ from uet.ses.matching import MatchLimits, PostedReceive, tag_matches
 from uet.ses.memory import MemoryTable
 from uet.ses.message import DECLINED, EXPECTED, Message, MessageConfig
 from uet.ses.reassembly import Reassembler
+from uet.ses.sink import ReceiveSink, receive_view
 from uet.ses.target import SesTarget, TargetConfig
 from uet.wire.ses import ReturnCode
 
@@ -202,7 +203,7 @@ class SesFep:
 
     def post_recv(
         self,
-        buffer: bytearray | memoryview,
+        buffer: bytearray | memoryview | ReceiveSink,
         *,
         tagged: bool = False,
         tag: int = 0,
@@ -222,9 +223,7 @@ class SesFep:
             for m in self.unexpected_messages:
                 if _accepts(tagged, tag, ignore, initiator, m):
                     self.unexpected_messages.remove(m)
-                    view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
-                    recv = PostedReceive(view.cast("B") if view.format != "B" else view, tagged, tag, ignore,
-                                         initiator, None, truncate, context)  # fmt: skip
+                    recv = PostedReceive(receive_view(buffer), tagged, tag, ignore, initiator, None, truncate, context)
                     self._fill(m, recv)
                     return recv
         return self.target.post_recv(

@@ -27,9 +27,12 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uet.ses.errors import BadJobId
+
+if TYPE_CHECKING:
+    from uet.ses.sink import ReceiveSink
 
 __all__ = ["MatchLimits", "Matcher", "PostedReceive", "Unexpected"]
 
@@ -75,7 +78,7 @@ class PostedReceive:
         id: unique handle (used by :meth:`Matcher.cancel`).
     """
 
-    buffer: memoryview
+    buffer: memoryview | ReceiveSink
     tagged: bool = False
     tag: int = 0
     ignore: int = 0

@@ -23,13 +23,16 @@ import enum
 import ipaddress
 import struct
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from uet.errors import UetError
 from uet.pds.config import Mode
 from uet.ses.packets import MAX_WIRE_PAYLOAD
 from uet.wire.pds import NextHeader
 from uet.wire.ses import STANDARD, ReturnCode, SesFlag, SesOpcode
+
+if TYPE_CHECKING:
+    from uet.ses.sink import ReceiveSink
 
 __all__ = [
     "DATA_HEADER_BYTES",
@@ -194,7 +197,7 @@ class Message:
 
     def __init__(
         self,
-        data: bytes | memoryview | None,
+        data: bytes | memoryview | ReceiveSink | None,
         source: str,
         mode: int,
         message_id: int,

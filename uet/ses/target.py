@@ -91,6 +91,7 @@ from uet.ses.packets import (
     parse_request,
 )
 from uet.ses.replay import IdRange, is_copy, widen
+from uet.ses.sink import ReceiveSink, receive_view
 from uet.ses.sync import SyncGroups
 from uet.wire.pds import NextHeader
 from uet.wire.ses import CSWAP_OPS, AmoOp, ResponseOpcode, ReturnCode, SesOpcode
@@ -310,7 +311,7 @@ class SesTarget:
     def post_recv(
         self,
         resource: Resource,
-        buffer: bytearray | memoryview,
+        buffer: bytearray | memoryview | ReceiveSink,
         *,
         tagged: bool = False,
         tag: int = 0,
@@ -322,12 +323,7 @@ class SesTarget:
     ) -> PostedReceive:
         """Post a receive buffer on ``resource`` (§6.4). A matching unexpected message completes it
         at once (a :class:`RecvCompleted` event); a matching deferred send gets its RTR."""
-        view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
-        if view.readonly:
-            raise ValueError("receive buffer must be writable")
-        recv = PostedReceive(
-            view.cast("B") if view.format != "B" else view, tagged, tag, ignore, initiator, job, truncate, context
-        )
+        recv = PostedReceive(receive_view(buffer), tagged, tag, ignore, initiator, job, truncate, context)
         resource.gen_enabled = True  # a ROD initiator's in-order retry may now match (§6.4)
         u = resource.matcher.post(recv)
         if u is not None:
@@ -981,11 +977,15 @@ class SesTarget:
         if recv is None:
             raise NoMatch("no posted tagged receive for the atomic")
         end = req.buffer_offset + n * size
-        if end > len(recv.buffer):
+        buf = recv.buffer
+        if isinstance(buf, ReceiveSink):  # write-only memory (uet.ses.sink) holds no operand to combine
             res.matcher.repost_front(recv)
-            raise TooLong(f"atomic of {n * size} bytes at {req.buffer_offset}, receive of {len(recv.buffer)}")
+            raise UnsupportedOp("a tagged atomic into a receive sink")
+        if end > len(buf):
+            res.matcher.repost_front(recv)
+            raise TooLong(f"atomic of {n * size} bytes at {req.buffer_offset}, receive of {len(buf)}")
         old = atomics.apply(
-            recv.buffer,
+            buf,
             req.buffer_offset,
             amo,
             dtype,

@@ -1,0 +1,94 @@
+"""Receive memory that consumes a message as it is placed (uet.ses.sink): the digest of the bytes
+in message order, whatever order the packets come in, holding only the pieces ahead of a gap."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+import pytest
+
+from uet.ses.sink import DigestSink, ReceiveSink, receive_view
+
+
+def _pieces(data: bytes, size: int) -> list[tuple[int, bytes]]:
+    return [(at, data[at : at + size]) for at in range(0, len(data), size)]
+
+
+def test_out_of_order_pieces_give_the_digest_of_the_message_in_order() -> None:
+    data = random.Random(1).randbytes(100_000)
+    pieces = _pieces(data, 4096)
+    random.Random(2).shuffle(pieces)
+    sink = DigestSink(len(data))
+    most = 0
+    for at, piece in pieces:
+        sink[at : at + len(piece)] = memoryview(piece)
+        most = max(most, sink.held)
+    assert sink.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert sink.received == len(data) and sink.held == 0
+    assert 0 < most < len(data)  # only what arrived ahead of a gap was ever kept
+
+
+def test_pieces_in_order_are_never_held() -> None:
+    data = bytes(range(256)) * 64
+    sink = DigestSink(len(data))
+    for at, piece in _pieces(data, 1000):
+        sink[at : at + len(piece)] = piece
+        assert sink.held == 0
+    assert sink.hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+def test_a_gap_or_a_byte_written_twice_withholds_the_digest() -> None:
+    data = bytes(8192)
+    gap = DigestSink(len(data))
+    gap[0:4096] = data[:4096]
+    assert gap.hexdigest() is None and gap.received == 4096
+
+    twice = DigestSink(len(data))
+    twice[0:8192] = data
+    twice[0:4096] = b"\xff" * 4096  # the memory no longer holds what was hashed
+    assert twice.hexdigest() is None
+
+    overlap = DigestSink(len(data))
+    overlap[4096:8192] = data[4096:]
+    overlap[4096:6000] = data[4096:6000]  # a second piece at an offset already held
+    overlap[0:4096] = data[:4096]
+    assert overlap.hexdigest() is None
+
+
+def test_a_prefix_is_the_same_memory_and_the_digest_of_a_shorter_message() -> None:
+    sink = DigestSink(10_000)
+    head = sink[:300]
+    assert isinstance(head, DigestSink) and len(head) == 300 and sink[:] is sink and sink[0:10_000] is sink
+    head[0:300] = b"a" * 300
+    assert head.hexdigest() == hashlib.sha256(b"a" * 300).hexdigest()
+    assert sink.received == 300 and sink.hexdigest() is None  # the whole sink was not written
+
+
+def test_writes_must_fit_their_slice_and_slices_start_at_zero() -> None:
+    sink = DigestSink(16)
+    with pytest.raises(ValueError):
+        sink[0:8] = b"abc"
+    with pytest.raises(ValueError):
+        sink[4:8]
+    with pytest.raises(ValueError):
+        sink[0:16:2]
+    with pytest.raises(ValueError):
+        DigestSink(-1)
+    sink[16:16] = b""  # an empty write is nothing
+    assert sink.received == 0
+
+
+def test_receive_view_keeps_a_sink_and_flattens_a_buffer() -> None:
+    sink = DigestSink(4)
+    assert receive_view(sink) is sink
+    view = receive_view(bytearray(8))
+    assert isinstance(view, memoryview) and view.format == "B" and len(view) == 8
+    import array
+
+    wide = receive_view(array.array("I", [0, 0]))
+    assert isinstance(wide, memoryview) and wide.format == "B" and len(wide) == 8
+    with pytest.raises(ValueError):
+        receive_view(b"read-only")
+    with pytest.raises(NotImplementedError):
+        ReceiveSink(4)[0:4] = b"abcd"
