@@ -13,7 +13,8 @@ from typing import Any
 
 from fep_harness import A_ADDR, B_ADDR, FepPair, decode
 
-from uet.fep import Datagram, FepConfig, FepCore, Transmit
+from uet.fep import Datagram, FepConfig, FepCore, SendCompleted, Transmit
+from uet.pds.config import PdsConfig
 from uet.ses import Access
 from uet.wire.pds import CONTROL, REQUEST, REQUEST_SYN, ControlType, PdsType, ReqFlag
 from uet.wire.ses import STANDARD, SesFlag, SesOpcode
@@ -33,9 +34,12 @@ def _ses(core: FepCore, op: int, mid: int, length: int, key: int = 0) -> bytes:
 
 
 def _syn(core: FepCore, spdcid: int, psn: int, op: int = SesOpcode.SEND, length: int = 0, key: int = 0,
-         payload: bytes = b"") -> bytes:  # fmt: skip
-    pds = REQUEST_SYN.encode(REQUEST_SYN.make(psn=psn, spdcid=spdcid, psn_offset=0, flags=ReqFlag.SYN | ReqFlag.AR))
-    return pds + _ses(core, op, spdcid, length or len(payload), key) + payload
+         payload: bytes = b"", offset: int = 0) -> bytes:  # fmt: skip
+    """A SYN request opening PDC ``spdcid`` (``offset``: its place in the first flight, whose
+    Start_PSN is ``psn - offset``; each packet a one-packet message of its own)."""
+    flags = ReqFlag.SYN | ReqFlag.AR
+    pds = REQUEST_SYN.encode(REQUEST_SYN.make(psn=psn, spdcid=spdcid, psn_offset=offset, flags=flags))
+    return pds + _ses(core, op, spdcid + offset, length or len(payload), key) + payload
 
 
 def _target(**pds: Any) -> tuple[FepCore, int]:
@@ -248,11 +252,77 @@ def test_new_pdcs_of_unverified_sources_are_rate_limited_in_all() -> None:
     (burst ``unverified_pdc_burst``), while a verified peer opens PDCs as before."""
     b, _ = _target()
     cfg = b.config.pds
-    items = [(k * 10_000, _syn(b, 1 + k, 5000 + k), f"10.1.{k >> 8}.{k & 0xFF}") for k in range(1000)]
-    items.append((10_000_000, _syn(b, 7, 77, payload=b"honest"), A_ADDR))
+    n = cfg.unverified_pdc_burst + 1000  # the default burst admits an honest incast of the cap: flood beyond it
+    items = [(k * 5_000, _syn(b, 1 + k, 5000 + k), f"10.1.{k >> 8}.{k & 0xFF}") for k in range(n)]
+    items.append((n * 5_000, _syn(b, 7, 77, payload=b"honest"), A_ADDR))
     b.pds.guard.trust(A_ADDR)  # type: ignore[union-attr]  # (A proved itself earlier)
-    _drive(b, items, horizon=10_000_000)
+    _drive(b, items, horizon=n * 5_000)
     opened = b.counters()["pdc_open_target"]
-    assert opened <= cfg.unverified_pdc_burst + cfg.unverified_pdc_rate * 10 // 1000 + 1 + 1
-    assert b.counters()["drop_unverified_pdc_rate"] >= 1000 - opened
+    assert opened <= cfg.unverified_pdc_burst + cfg.unverified_pdc_rate * n * 5_000 // 10**9 + 1 + 1
+    assert b.counters()["drop_unverified_pdc_rate"] >= n - opened > 900  # the flood beyond the burst: dropped
     assert any(p.peer == A_ADDR for p in b.pds.pdcs.values())
+
+
+def _honest_incast(n: int, size: int, cfg: FepConfig | None = None, delay_ns: int = 1_000) -> FepCore:
+    """``n`` honest senders, none ever heard of before by the receiver B, each send one message
+    of ``size`` bytes to B at time 0 (an incast's simultaneous first contact), over a link of
+    ``delay_ns`` each way; runs in virtual time until every send completed. Returns B."""
+    b = FepCore(B_ADDR, job=7, pid=1, config=cfg, seed=4)
+    senders = [FepCore(f"10.2.{k >> 8}.{k & 0xFF}", job=7, pid=1, config=cfg, seed=10 + k) for k in range(n)]
+    by_addr = {c.address: c for c in (b, *senders)}
+    handles = {c.address: c.send(B_ADDR, bytes([k & 0xFF]) * size) for k, c in enumerate(senders)}
+    done: set[str] = set()
+    flight: list[tuple[int, str, Datagram]] = []
+    now = 0
+    while len(done) < n:
+        for c in by_addr.values():
+            flight += [(now + delay_ns, t.destination, Datagram(t.data, c.address)) for t in c.datagrams_to_send(now)]
+            while (ev := c.next_event()) is not None:
+                if isinstance(ev, SendCompleted) and ev.handle == handles.get(c.address):
+                    assert c.address not in done
+                    done.add(c.address)
+        timers = [t for c in by_addr.values() if (t := c.get_timer()) is not None]
+        nxt = min([at for at, _d, _g in flight] + timers, default=None)
+        assert nxt is not None and nxt < 1_000_000_000, f"{n - len(done)} sends stalled"
+        now = max(now, nxt)
+        batches: dict[str, list[Datagram]] = {}
+        for item in [x for x in flight if x[0] <= now]:
+            batches.setdefault(item[1], []).append(item[2])
+        flight = [x for x in flight if x[0] > now]
+        for dst, batch in batches.items():
+            by_addr[dst].receive_batch(batch, now)
+        for c in by_addr.values():
+            if (t := c.get_timer()) is not None and t <= now:
+                c.handle_timer(now)
+    return b
+
+
+def test_an_honest_incast_up_to_the_unproven_cap_is_admitted_at_once() -> None:
+    """An incast is every sender's first contact at once: the defaults admit as many as the
+    unproven-PDC cap (``unverified_pdcs``, 1,024) with no SYN dropped by the new-PDC rate limit
+    and no reply lost to the total reply budget — with a burst of 64, 127 senders took 64 PDCs
+    and the other 63 spent the run in RTO loops. Every message arrives exactly once."""
+    n = PdsConfig().unverified_pdcs
+    b = _honest_incast(n, 64)
+    c = b.counters()
+    assert c["pdc_open_target"] == n and c["verified"] == n
+    assert not c.get("drop_unverified_pdc_rate") and not c.get("amp_dropped") and not c.get("drop_unverified_syn")
+    got: list[bytes] = []
+    while (m := b.recv_nowait()) is not None:
+        got.append(bytes(m.data))
+    assert sorted(got) == sorted(bytes([k & 0xFF]) * 64 for k in range(n))
+
+
+def test_the_first_flights_of_an_incast_up_to_the_cap_draw_their_replies_at_once() -> None:
+    """Until its first ACK comes back, an honest initiator's whole first flight carries SYN and
+    proves nothing: an incast of ``unverified_pdcs`` first contacts, 8 packets each and an ACK
+    per packet, is 8,192 replies to unverified sources at once. The total reply budget's burst
+    (``unverified_total_burst``, 4,096 before) held and dropped them; now none waits."""
+    b, _ = _target(ack_per_pkt=True)
+    n, flight = b.config.pds.unverified_pdcs, 8
+    items = [(k, _syn(b, 1, 5000 + 100 * k + j, payload=b"x", offset=j), f"10.2.{k >> 8}.{k & 0xFF}")
+             for k in range(n) for j in range(flight)]  # fmt: skip
+    out = _drive(b, items, horizon=n)
+    c = b.counters()
+    assert not c.get("amp_held") and not c.get("amp_dropped") and not c.get("drop_unverified_pdc_rate")
+    assert len(out) == n * flight and c["delivered"] == n * flight  # an ACK per packet, each message once

@@ -221,13 +221,22 @@ class PdsConfig:
         unverified_reply_rate: replies per second to one unverified source (token bucket
             with ``unverified_reply_burst``), on top of the per-datagram budget.
         unverified_total_rate: replies per second to all unverified sources together (token
-            bucket with ``unverified_total_burst``).
+            bucket with ``unverified_total_burst``). The burst is 64 replies for each of the
+            ``unverified_pdcs`` (1,024) first contacts: until its first ACK comes back, an honest
+            initiator's whole first flight carries SYN and proves nothing, and in a 127→1 RCCC
+            incast each drew up to 64 ACKs, NACKs and CREDITs before its proof (4,096 in all
+            starved a fifth of the senders for milliseconds). The 1-per-datagram and 3× byte
+            bounds still hold for every reply, so a flood buys no more amplification.
         proof_strikes: non-SYN packets naming a wrong PDC after which an unverified source can
             no longer prove itself while its budget entry lives (a PDCID has 16 bits).
         unverified_pdc_rate: new target PDCs per second for all unverified sources together
             (token bucket with ``unverified_pdc_burst``); a SYN beyond it is dropped without
             reply, so a flood from many (spoofed) sources cannot buy a PDC and an SES message
-            per packet (issue 29 item 10; verified peers are not limited).
+            per packet (issue 29 item 10; verified peers are not limited). The burst equals
+            ``unverified_pdcs``: an incast is every sender's first contact at once, and an honest
+            one as large as the unproven-PDC cap opens all its PDCs together (with a burst of 64,
+            127 senders got 64 PDCs and the rest spent the run in RTO loops); a flood gets that
+            once, then the rate. The spec notes are silent on rates; these are the project's.
     """
 
     mp_range: int = 128
@@ -280,9 +289,9 @@ class PdsConfig:
     unverified_reply_rate: int = 10_000
     unverified_reply_burst: int = 256
     unverified_total_rate: int = 100_000
-    unverified_total_burst: int = 4096
+    unverified_total_burst: int = 65_536
     unverified_pdc_rate: int = 2_000
-    unverified_pdc_burst: int = 64
+    unverified_pdc_burst: int = 1024
     proof_strikes: int = 16
 
     def __post_init__(self) -> None:

@@ -49,7 +49,11 @@ control packet 8–13 replies (item 9). The rule here follows QUIC (RFC 9000 §8
   established PDC's traffic — go on as if it were not there. New PDCs of all unverified sources
   together are also rate-limited (``unverified_pdc_rate`` / ``unverified_pdc_burst``): a flood from
   many spoofed sources, each under its cap, buys at most that many PDCs and SES messages a
-  second; verified peers are never limited.
+  second; verified peers are never limited. The spec notes are silent on rates: the bursts
+  (``unverified_pdc_burst`` = ``unverified_pdcs``, ``unverified_total_burst`` = 64 replies for
+  each) are sized so an honest incast of as many first contacts as the unproven-PDC cap is
+  admitted at once — an incast is every sender's first contact together — and a flood gets the
+  burst once, then the rates (``PdsConfig``).
 
 Counters: ``amp_held``, ``amp_dropped``, ``amp_released``, ``amp_proof_req``, ``verified``,
 ``proof_strikes``, ``drop_unverified_syn``, ``drop_unverified_pdc_rate``, ``unverified_pdc_evicted``,
