@@ -168,7 +168,7 @@ class Pair:
         self.now = max(self.now, min(cands))
         while self._flight and self._flight[0][0] <= self.now:
             _t, _s, dst, data, src, ent, sdi = heapq.heappop(self._flight)
-            self.side(dst).core.receive_datagram(data, self.now, source=src, entropy=ent, sdi=sdi)
+            self.side(dst).core.receive_datagram(data, self.now, source=src, source_port=ent, sdi=sdi)
         for s in (self.a, self.b):
             t = s.core.get_timer()
             if t is not None and t <= self.now:

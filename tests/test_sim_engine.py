@@ -255,3 +255,26 @@ def test_the_engine_keeps_no_per_peer_table_per_host() -> None:
     _run(eng, main())
     assert sorted(eng._ips) == sorted(ep.address for ep in eps)
     assert all(not any(isinstance(getattr(h, k, None), dict) for k in h.__slots__) for h in eng.hosts if h)
+
+
+@pytest.mark.parametrize("into", [False, True])
+def test_a_cancelled_receive_is_withdrawn_and_the_next_receive_gets_the_message(into: bool) -> None:
+    """A task awaiting ``recv()`` (or ``recv_into``) on a simulated endpoint is cancelled before any
+    message arrives: its receive must leave the core with it. Before, it stayed posted, took the next
+    message for nobody, and the next ``recv()`` waited for ever (the simulator called it a stall)."""
+    eng, eps = _net(2)
+    a, b = eps
+
+    async def main() -> bytes:
+        if into:
+            waiter = asyncio.ensure_future(b.recv_into(bytearray(64), tag=3))
+        else:
+            waiter = asyncio.ensure_future(b.recv(tag=3))
+        await asyncio.sleep(0.0001)  # it is posted and waiting
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        got, _ = await asyncio.gather(b.recv(tag=3), a.send(b.address, b"after the cancel", tag=3))
+        return bytes(got.data)
+
+    assert _run(eng, main()) == b"after the cancel"

@@ -231,6 +231,23 @@ class CoreOperations:
     core: Any
     _start: Callable[[], Any]
     _wait: Callable[[int], asyncio.Future[Any]]
+    _futures: dict[int, asyncio.Future[Any]]
+    _posted: Callable[[], None]
+
+    async def _received(self, core: Any, handle: int) -> Message:
+        """Await receive ``handle``; cancelling the awaiting task withdraws the receive from the core
+        (``core.cancel``), so it cannot take a message for nobody: a sized receive's message goes
+        back to the unexpected list, and the next receive gets it. A message that completed the
+        receive before the cancellation was seen is lost with the task, as with any awaited result."""
+        fut = self._wait(handle)
+        try:
+            got: Message = await fut
+        except asyncio.CancelledError:
+            self._futures.pop(handle, None)
+            if core.cancel(handle):
+                self._posted()  # the core has an event (the receive's CANCELLED) to hand out
+            raise
+        return got
 
     async def send(
         self,
@@ -250,8 +267,7 @@ class CoreOperations:
         m: Message | None = core.recv_nowait(tag, ignore, source=source)
         if m is not None:
             return m
-        got: Message = await self._wait(core.post_recv(None, tag=tag, ignore=ignore, source=source))
-        return got
+        return await self._received(core, core.post_recv(None, tag=tag, ignore=ignore, source=source))
 
     async def recv_into(
         self,
@@ -262,9 +278,10 @@ class CoreOperations:
         source: str | None = None,
         truncate: bool = False,
     ) -> Message:
-        h = self._start().post_recv(buffer, tag=tag, ignore=ignore, source=source, truncate=truncate)
-        got: Message = await self._wait(h)
-        return got
+        core = self._start()
+        return await self._received(
+            core, core.post_recv(buffer, tag=tag, ignore=ignore, source=source, truncate=truncate)
+        )
 
     def register(
         self, buffer: Any, access: Access | int = Access.ALL, *, key: int | None = None, **options: Any

@@ -111,7 +111,7 @@ def run_core(
         reqs = a_send(now)
         t1 = clock()
         for data, _dst, ent in reqs:
-            b_rx(data, now, source=A_FA, entropy=ent)
+            b_rx(data, now, source=A_FA, source_port=ent)
         acks = b_send(now)
         t2 = clock()
         if not acks:  # nothing due: let the coalescing timer fire (virtual time)
@@ -122,7 +122,7 @@ def run_core(
                 acks = b_send(now)
         t3 = clock()
         for data, _dst, ent in acks:
-            a_rx(data, now, source=B_FA, entropy=ent)
+            a_rx(data, now, source=B_FA, source_port=ent)
         ev = a_ev()
         while ev is not None:
             if type(ev) is Acked:

@@ -157,10 +157,10 @@ def run_cell(
                 else:
                     lost += _is_request(data)
                 continue
-            (a if dst == _A else b).receive_datagram(data, now, source=src, entropy=ent)
+            (a if dst == _A else b).receive_datagram(data, now, source=src, source_port=ent)
         while rxq and b_free <= now:
             data, src, ent = rxq.pop(0)
-            b.receive_datagram(data, now, source=src, entropy=ent)
+            b.receive_datagram(data, now, source=src, source_port=ent)
             b_free = max(b_free, now) + rx_ns
         for core in (a, b):
             t = core.get_timer()

@@ -25,7 +25,7 @@ due while a batch of datagrams is fed in leave as one ACK per PDC from the next
 
 Additions to the PDS core contract (all optional, defaults keep the contract's behaviour):
 ``submit(..., msg_id=, sdi=, lock=) -> PDCID``, ``unlock_pdc``, ``submit_return`` (uet.pds.ret),
-``receive_datagram(..., trimmed=, last_hop=, entropy=, sdi=)``, ``datagrams_to_send(now,
+``receive_datagram(..., trimmed=, last_hop=, source_port=, sdi=)``, ``datagrams_to_send(now,
 with_sdi=True)`` and ``sdi_of`` (the SDI to seal a datagram with), ``start_psn_policy`` and
 ``initiator_start_psn`` (secure establishment, §2.3.2), ``send_probe``, ``request_close``,
 ``submit_run`` (the rest of an open message in one call), ``take_events`` (all pending events at
@@ -48,8 +48,8 @@ Choices where the notes are silent (inference, documented here and in the module
   plain SES RESPONSE header (next_hdr 4) with list 0 and return code RC_NULL/RC_OK (§6.9);
   ``on_deliver`` may return a 3-tuple ``(next_hdr, bytes, guaranteed)`` to say so explicitly.
 - ``receive_datagram`` takes ``trimmed``/``last_hop`` (the DSCP is invisible to the core; the
-  link reads it, spec/rocev2-and-fabric.md §8.4) and ``entropy`` (the request's UDP source port,
-  echoed in ACK/NACKs, §4.6).
+  link reads it, spec/rocev2-and-fabric.md §8.4) and ``source_port`` (the request's UDP source
+  port, its entropy, echoed in ACK/NACKs, §4.6; ``entropy=`` is its deprecated old name).
 - ``path_window`` (addition; the notes give one ``config_base_rtt`` and link speed per FEP,
   §4.3.1): a ``peer → PathWindow | None`` function; a CCC towards a peer whose path it names (a
   GPU of the same server, over the scale-up links) gets that path's CC parameters, so NSCC's
@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import random
 import struct
+import warnings
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from heapq import heapify, heappop, heappush, heapreplace
@@ -291,19 +292,28 @@ class PdsCore(
         ecn: int = 0,
         trimmed: bool = False,
         last_hop: bool = False,
-        entropy: int | None = None,
+        source_port: int | None = None,
         sdi: int | None = None,
+        entropy: int | None = None,
     ) -> None:
         """Process one UET datagram starting at the PDS header, from Fabric Address ``source``
-        (the FEP and RoCE cores' convention: ``(data, now, *, source, ...)``).
+        (the FEP and RoCE cores' convention: ``(data, now, *, source, ecn, trimmed, last_hop,
+        source_port)``, the fields of :class:`uet.fep.events.Datagram`).
 
         ``ecn`` is the IP ECN field (3 = CE); ``trimmed`` marks a packet a switch cut (its DSCP
-        said TRIMMED; ``last_hop`` for TRIMMED_LASTHOP); ``entropy`` is the packet's UDP source
-        port, echoed by ACKs/NACKs. ``sdi`` is the secure domain the TSS layer opened the packet
-        with (None without TSS): a SYN records it in the new PDC, and a packet for a PDC of
-        another SDI is dropped (``drop_sdi_mismatch``, §1.4 "all packets on a PDC share one
-        SDI"). Never raises on bad input (spec/behaviour.md §2.6)."""
+        said TRIMMED; ``last_hop`` for TRIMMED_LASTHOP); ``source_port`` is the packet's UDP
+        source port (its entropy), echoed by ACKs/NACKs (None: unknown, the configured control
+        entropy is used); ``entropy`` is its deprecated old name. ``sdi`` is the secure domain
+        the TSS layer opened the packet with (None without TSS): a SYN records it in the new PDC,
+        and a packet for a PDC of another SDI is dropped (``drop_sdi_mismatch``, §1.4 "all
+        packets on a PDC share one SDI"). Never raises on bad input (spec/behaviour.md §2.6)."""
         src, lasthop = source, last_hop
+        if entropy is not None:
+            warnings.warn(
+                "PdsCore.receive_datagram(entropy=) is deprecated: use source_port=", DeprecationWarning, stacklevel=2
+            )
+            source_port = entropy
+        entropy = source_port
         if type(data) is not bytes:
             data = bytes(data)
         self._rx_sdi = sdi
