@@ -52,7 +52,8 @@ async def test_post_recv_none_takes_the_next_message_on_the_expected_list() -> N
         await asyncio.wait_for(ea.send(eb.address, b"late receive"), T)
         assert (await asyncio.wait_for(eb.recv(), T)).data == b"late receive"
         await _until(lambda: ea.counters.get("ctl_tx_CLEAR", 0) > base)  # it leaves right after the ACK asking for it
-        assert ea.counters["ctl_tx_CLEAR"] == base + 1
+        # at least one: on a loaded machine the CLEAR's own timer may send it again before its ACK
+        assert ea.counters["ctl_tx_CLEAR"] >= base + 1
 
 
 async def _until(cond: Callable[[], bool]) -> None:
