@@ -1077,10 +1077,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(run settings, inline topology table, endpoint table) from a scenario file and options,
-    checked, with every endpoint default derived from the scenario's physics
-    (:func:`uet.tools.run_settings.read_settings`, the same as ``uet-sim``'s for ``--engine sim``):
-    a mistake is a :class:`UsageError` (one line, exit 2)."""
+    """(run settings, inline topology table, endpoint table) from a scenario file and options: the
+    scenario model reads, checks and derives them (:func:`uet.scenario.read.resolve`, the same as
+    ``uet-sim``'s for ``--engine sim``); this adapter hands it the options
+    (:func:`uet.tools.run_settings.read_settings`). A mistake is a :class:`UsageError` (one line,
+    exit 2)."""
     return read_settings(args, getattr(args, "engine", "live"), (*RUN_OPTIONS, "pcap", "plot", "telemetry"))
 
 
