@@ -70,7 +70,9 @@ def render_verdict(bar: dict[str, Any]) -> None:
 def beside(live: dict[str, dict[str, Any]], sim: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Runs keyed ``"UET live"``, ``"UET sim"``, ``"RoCEv2 live"``... for the side-by-side table
     (:func:`uet.tools.compare.render_comparison`)."""
-    from uet.tools.dilation import SHORT_MARK, short_of_cpu
+    from uet.tools.run import SHORT_MARK
+
+    from uet.live.dilation import short_of_cpu
 
     out: dict[str, dict[str, Any]] = {}
     for t, res in live.items():
@@ -187,7 +189,7 @@ def _run(ns: argparse.Namespace) -> int:
         for row in _figures(c):
             t.add_row(*row)
     con = Console(width=None if sys.stdout.isatty() else 140)
-    from uet.tools.dilation import dilation_lines
+    from uet.tools.run import dilation_lines
 
     for c in done:  # a run whose CPU did not keep up says so above the figures (marked "CPU short")
         for line in dilation_lines(c["live"]):
