@@ -273,9 +273,8 @@ async def _live(fp: FabricProcess, stop: asyncio.Event) -> None:
 def _body(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     check_args(args)
-    from uet.tools.run_worker import die_with_parent
-
     from uet.endpoint import run
+    from uet.live.worker import die_with_parent
 
     die_with_parent()
     try:
