@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from uet.tools.cli import UsageError, int_arg, size_arg
+from uet.tools.cli import RunFailed, UsageError, int_arg, size_arg
 
 from uet.experiments.differential import CASES, SPREAD, TOLERANCE, judge
 
@@ -101,11 +101,17 @@ def run_case(
     """One case of the bar: ``uet-run -w WORKLOAD -n ENDPOINTS --transport both`` (plus ``extra``
     options) live, time-dilated (``dilation``), and in virtual time; returns ``{"workload",
     "endpoints", "live", "sim", "bar"}``."""
-    from uet.tools.run import build_parser, dilation_for, live_runs, settings_from, simulate_runs
+    from uet.tools.run import build_parser, settings_from, simulate_runs
+
+    from uet.live.process import RunError
+    from uet.live.runs import dilation_for, live_runs
 
     argv = ["-w", workload, "-n", str(endpoints), "--transport", "both", *extra]
     s, topo, ep = settings_from(build_parser().parse_args(argv))
-    live = asyncio.run(live_runs(s, topo, ep, dilation_for(dilation, s, topo, ep)))
+    try:
+        live = asyncio.run(live_runs(s, topo, ep, dilation_for(dilation, s, topo, ep)))
+    except RunError as e:
+        raise RunFailed(str(e)) from None
     sim = simulate_runs(s, topo, ep)
     spread = spread_runs(s, topo, ep)
     return {"workload": workload, "endpoints": endpoints, "live": live, "sim": sim, "bar": judge(live, sim, spread)}
