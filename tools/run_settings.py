@@ -20,6 +20,7 @@ from uet.scenario.read import Given, Resolved, max_payload, read_file, resolve
 __all__ = [
     "add_placement_options",
     "add_workload_option",
+    "given_from",
     "load_scenario",
     "max_payload",
     "read_settings",
