@@ -580,7 +580,7 @@ def test_which_processes_are_tools() -> None:
     assert started_as_tool("/x/uet/tools/sim.py", ["python", "-X", "dev", "-m", "uet.tools.sim", "-n", "4"])
     assert not started_as_tool("/venv/bin/pytest", ["python", "/venv/bin/pytest", "-m", "uet.tools.run"][:2])
     assert not started_as_tool("/venv/bin/uet-nope", ["python", "/venv/bin/uet-nope"])
-    assert not started_as_tool("-m", ["python", "-m", "uet.tools.run_worker", "{}"])
+    assert not started_as_tool("-m", ["python", "-m", "uet.live.worker", "{}"])
     assert not started_as_tool("-c", ["python", "-c", "import uet.tools"])
 
 

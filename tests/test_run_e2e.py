@@ -175,7 +175,7 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-@pytest.mark.parametrize("victim", ["uet.tools.fabric", "uet.tools.run_worker"])
+@pytest.mark.parametrize("victim", ["uet.tools.fabric", "uet.live.worker"])
 def test_a_dead_child_is_reported_at_once_with_a_json_error(victim):
     """Issue 15 item 17: when the fabric process died the launcher waited the whole --timeout and
     blamed "timeout"; when a worker died, --json printed nothing. Now the launcher reports the

@@ -1,7 +1,7 @@
 """``uet-run``: run a workload over UET through the software fabric, one process per endpoint.
 
 Starts one ``uet-fabric`` process (every switch of the topology) and N endpoint processes
-(tools/run_worker.py), endpoint *i* on host *i* of the topology: its Fabric Address is that host's
+(uet/live/worker.py), endpoint *i* on host *i* of the topology: its Fabric Address is that host's
 IPv4 address (10.0.l.(h+1), §8.8) and its NIC is a :class:`~uet.link.fabric.FabricLink` on the
 host's switch-port socket, both told to it by the launcher. When the topology has fewer hosts
 than endpoints, ``hosts_per_leaf`` grows until they fit (**decision**: ``--endpoints 9`` on the
@@ -27,7 +27,7 @@ Ctrl-C prints what ran: the finished flows with their figures and the others ``u
 ``both`` the completed UET run beside the interrupted RoCEv2 one (its column marked, or RoCEv2
 named as not run), ``"interrupted": true`` in the JSON; exit status 130.
 
-**Time dilation** (``--dilation``, :mod:`uet.clock`, :mod:`uet.tools.dilation`): the launcher
+**Time dilation** (``--dilation``, :mod:`uet.clock`, :mod:`uet.live.dilation`): the launcher
 takes one start instant and one time-dilation factor TDF per run and hands both to the switch
 process and every endpoint; each maps real time to virtual time (virtual = start + (real − start)
 / TDF), so link rates, delays, protocol timers and the reported times (completion times,
@@ -122,13 +122,13 @@ from uet.tools.cli import (
     warn_low_rate,
     yes_no,
 )
-from uet.tools.dilation import SHORT_MARK, Dilation, choose, dilation_lines, short_of_cpu
-from uet.tools.dilation import verdict as dilation_verdict
 from uet.tools.fault_options import add_fault_options, check_fault_names, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
 from uet.tools.run_settings import add_placement_options, add_workload_option, load_scenario, read_settings
 
 from uet.clock import DilatedClock
+from uet.live.dilation import TIMER_GRAIN_NS, Dilation, choose, short_of_cpu
+from uet.live.dilation import verdict as dilation_verdict
 from uet.scenario import Scenario, Settings, derive
 from uet.scenario.derive import fairness_note
 from uet.scenario.model import sizing_overrides
@@ -269,7 +269,7 @@ class Launcher:
         self.rx_messages = 0
         #: per rank, payload bytes received so far, counted per packet (the workers' "bytes" events)
         self.moved: dict[int, int] = {}
-        #: per rank, its event loop's wake-up lateness over the run (tools/run_worker.py's ``lag``)
+        #: per rank, its event loop's wake-up lateness over the run (uet/live/worker.py's ``lag``)
         self.lags: dict[int, dict[str, Any]] = {}
         self.flows_reported: dict[int, str | None] = {}  # flow id -> its sender's error
         self.finished: set[int] = set()  # ranks that reported done or error
@@ -284,7 +284,7 @@ class Launcher:
         #: per rank, what it reported so far (the flows it finished, the messages it received):
         #: what :meth:`partial_result` shows after Ctrl-C
         self.reports: list[dict[str, Any]] = []
-        #: the time-dilation factor of the run (``--dilation``; tools/dilation.py) and the clock
+        #: the time-dilation factor of the run (``--dilation``; uet/live/dilation.py) and the clock
         #: every process of the run shares (its start instant is taken when the run starts)
         self.dilation = Dilation(1.0, "given")
         self.clock = DilatedClock()
@@ -384,7 +384,7 @@ class Launcher:
             # the bytes received, counted per packet, every period: for --interval, the progress bar
             # and the per-flow bytes of a run interrupted by Ctrl-C (partial_result)
             spec["progress_s"] = min(0.25, self.interval / 5) if self.interval else 0.25
-            w = await _spawn(f"endpoint {i} ({fa[i]})", "-m", "uet.tools.run_worker", json.dumps(spec))
+            w = await _spawn(f"endpoint {i} ({fa[i]})", "-m", "uet.live.worker", json.dumps(spec))
             self.workers.append(w)
             self.children.append(w)
         for w in self.workers:
@@ -425,7 +425,7 @@ class Launcher:
         """Real seconds the launcher waits for every rank's report: the run's ``timeout_s`` of
         virtual time in real time (TDF times longer, as each rank waits), plus 30 s for the ranks
         to report. Before, it waited ``timeout_s`` + 30 real seconds whatever the factor, and a
-        run dilated ×800 on a busy machine (tools/dilation.py) failed with ``TimeoutError`` after
+        run dilated ×800 on a busy machine (uet/live/dilation.py) failed with ``TimeoutError`` after
         150 s although the ranks were still within their limit."""
         return self.clock.real_delay(float(self.s["timeout_s"]) * 1e9) + 30
 
@@ -862,6 +862,47 @@ def summary_table(result: dict[str, Any]) -> Any:
     return t
 
 
+#: how a figure of a run whose CPU did not keep up is marked (tables of uet-run)
+SHORT_MARK = "*"
+
+
+def dilation_lines(runs: dict[str, dict[str, Any]]) -> list[str]:
+    """What ``uet-run`` prints above a live run's table: the time-dilation factor (and its basis)
+    and, per run, whether the CPU kept up; a run that did not is named, with what to do, and its
+    figures are marked :data:`SHORT_MARK`. Empty for runs without dilation (the simulator's)."""
+    dils = [(t, r["dilation"]) for t, r in runs.items() if r.get("dilation")]
+    if not dils:
+        return []
+    first = dils[0][1]
+    b = first.get("basis") or {}
+    how = (
+        f"auto: ×{b['for_cpu']:g} for the CPU ({b['packet_rate_pps']:,} data packets/s × "
+        f"{b['cpu_per_packet_us']:,} µs of CPU each ÷ {b['cores']} cores at {b['utilisation'] * 100:.0f} %), "
+        f"×{b['for_timers']:g} for the timers' {b.get('timer_late_ms', 1):g} ms "
+        + ("grain" if b.get("timer_late_ms", 1) <= TIMER_GRAIN_NS / 1e6 else f"lateness at load {b['load']:g}")
+        if b
+        else "--dilation"
+    )
+    lines = [
+        f"time dilation ×{first['factor']:g} ({how}): virtual time runs {first['factor']:g}× slower than real time"
+    ]
+    for t, d in dils:
+        v = d.get("verdict") or {}
+        name = transport_label(t)
+        if v.get("kept_up"):
+            lines.append(
+                f"{name}: the CPU kept up (in virtual time, switch timer p99 {v['timer_p99_us']:,.0f} µs late, "
+                f"endpoints p99 {v.get('endpoint_lag_p99_us', 0.0):,.0f} µs late; socket queues at most "
+                f"{v['socket_queue_max_bytes'] // 1024:,} KiB, no drops)"
+            )
+        elif v:
+            lines.append(
+                f"{name}: the CPU did NOT keep up: {'; '.join(v['why'])}. Its figures ({SHORT_MARK}) measure the "
+                f"CPU as well as the network: run again with a larger --dilation (e.g. {d['factor'] * 2:g})."
+            )
+    return lines
+
+
 def render(result: dict[str, Any], *, summary: bool = False) -> None:
     """The results table (stdout). ``summary``: the aggregates and the :data:`WORST_FLOWS` worst
     flows instead of a row per flow (``--summary``, for runs of hundreds of flows)."""
@@ -1036,10 +1077,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(run settings, inline topology table, endpoint table) from a scenario file and options,
-    checked, with every endpoint default derived from the scenario's physics
-    (:func:`uet.tools.run_settings.read_settings`, the same as ``uet-sim``'s for ``--engine sim``):
-    a mistake is a :class:`UsageError` (one line, exit 2)."""
+    """(run settings, inline topology table, endpoint table) from a scenario file and options: the
+    scenario model reads, checks and derives them (:func:`uet.scenario.read.resolve`, the same as
+    ``uet-sim``'s for ``--engine sim``); this adapter hands it the options
+    (:func:`uet.tools.run_settings.read_settings`). A mistake is a :class:`UsageError` (one line,
+    exit 2)."""
     return read_settings(args, getattr(args, "engine", "live"), (*RUN_OPTIONS, "pcap", "plot", "telemetry"))
 
 
@@ -1225,7 +1267,7 @@ def sim_cm_secret(s: dict[str, Any]) -> str:
 
 def finish_live(result: dict[str, Any], launcher: Launcher) -> None:
     """What a live run's result adds once its processes ended: its transport and settings, the
-    time-dilation verdict (did the CPU keep up, tools/dilation.py) and the CPU-starvation note."""
+    time-dilation verdict (did the CPU keep up, uet/live/dilation.py) and the CPU-starvation note."""
     s, ep = launcher.s, launcher.endpoint
     result["transport"] = s.get("transport", "uet")
     result["settings"] = settings_record(s, ep)
@@ -1241,7 +1283,7 @@ async def live_runs(
     """The scenario on the live engine on each transport ``s["transport"]`` names, without output
     (tools/differential.py), with time dilation ``dil`` (:func:`dilation_for`): transport →
     result; a failed run raises :class:`RunFailed`. With the automatic factor, a run whose CPU did
-    not keep up (tools/dilation.py) runs once more at twice the factor (its result's ``dilation``
+    not keep up (uet/live/dilation.py) runs once more at twice the factor (its result's ``dilation``
     says ``retried_from``): the caller judges figures, which such a run does not give."""
     runs: dict[str, dict[str, Any]] = {}
     for tr in _transports(s):
@@ -1278,7 +1320,7 @@ def _dilation_arg(text: str) -> float | str:
 
 def dilation_for(given: float | str, s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any]) -> Dilation:
     """The run's time-dilation factor: ``given`` (``--dilation N``), or for ``auto`` the one
-    tools/dilation.py chooses from the scenario's packet rate (its receivers' host links, the
+    uet/live/dilation.py chooses from the scenario's packet rate (its receivers' host links, the
     payload size) and the machine's cores."""
     if given != "auto":
         return Dilation(float(given), "given")
@@ -1293,7 +1335,7 @@ def dilation_for(given: float | str, s: dict[str, Any], topo: dict[str, Any], ep
 
 
 def endpoint_lag(lags: Iterable[dict[str, Any]], factor: float) -> dict[str, Any]:
-    """The endpoints' event-loop wake-up lateness over a run (tools/run_worker.py's ``lag``
+    """The endpoints' event-loop wake-up lateness over a run (uet/live/worker.py's ``lag``
     events): the worst rank's p99 and max, in real µs and in the run's virtual µs (÷ ``factor``)."""
     got = [g for g in lags if g.get("samples")]
     p99 = max((float(g["p99_us"]) for g in got), default=0.0)

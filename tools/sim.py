@@ -111,8 +111,8 @@ SIM_OPTIONS = ("workload", "endpoints", "message_bytes", "messages", "seed", "pr
 def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(run settings, topology table, endpoint table): the simulator's defaults, then the
     scenario file, then the options, checked, every endpoint default derived from the scenario's
-    physics — exactly what ``uet-run --engine sim`` reads (:func:`uet.tools.run_settings.read_settings`).
-    Raises :class:`UsageError`."""
+    physics by the scenario model (:func:`uet.scenario.read.resolve`) — exactly what ``uet-run
+    --engine sim`` reads. Raises :class:`UsageError`."""
     return read_settings(args, "sim", SIM_OPTIONS)
 
 
