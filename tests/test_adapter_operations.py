@@ -6,9 +6,8 @@ the FEP core and the RoCE core."""
 from __future__ import annotations
 
 import re
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 from uet.fabric.model import Fabric
@@ -23,11 +22,11 @@ from uet.roce.core import RoceCore, UnsupportedAtomic, config_for_link
 from uet.roce_endpoint import RoceEndpoint
 from uet.ses.errors import Cancelled
 from uet.ses.memory import Access
-from uet.sim import Engine, SimEndpoint, VirtualTimeLoop
+from uet.sim import Engine, SimEndpoint
+from uet.sim.loop import run
 from uet.wire.ses import AmoOp, AmoType
 
 ROOT = Path(__file__).resolve().parents[1]
-T = TypeVar("T")
 
 #: every operation of the transport contract and the UET extras the adapters share
 OPERATIONS = (
@@ -109,14 +108,6 @@ def test_the_default_batch_transmit_sends_each_datagram_with_its_marking() -> No
     ]
 
 
-def _run(eng: Engine, coro: Coroutine[Any, Any, T]) -> T:
-    loop = VirtualTimeLoop(eng)
-    try:
-        return loop.run_until_complete(coro)
-    finally:
-        loop.close()
-
-
 def _sim_pair(roce: bool = False) -> tuple[Engine, SimEndpoint, SimEndpoint]:
     """Two simulated endpoints on a 2-host fat tree, with FEP cores or RoCE cores."""
     topo = load_topology({"kind": "fat_tree", "hosts": 2}, profile="datacenter", rate_bps=100_000_000_000)
@@ -159,7 +150,7 @@ def test_a_simulated_fep_takes_the_uet_options_and_posted_receives() -> None:
         with pytest.raises(Cancelled):
             await withdrawn
 
-    _run(eng, main())
+    run(eng, main())
 
 
 def test_the_roce_core_refuses_a_compare_swap_it_does_not_have() -> None:
@@ -177,4 +168,4 @@ def test_the_roce_core_refuses_a_compare_swap_it_does_not_have() -> None:
         assert await a.compare_swap(b.address, mr.key, 0, AmoType.UINT64, 3, 9) == 3
         assert mem[0:8] == (9).to_bytes(8, "little")
 
-    _run(eng, main())
+    run(eng, main())
