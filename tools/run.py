@@ -95,6 +95,7 @@ from typing import Any
 from uet.fabric.profiles import (
     PROFILES,
     REALTIME_RATE_BPS,
+    merge,
 )
 from uet.tools.capture_options import add_capture_options, open_captures
 from uet.tools.cli import (
@@ -700,9 +701,7 @@ def _body(argv: Sequence[str] | None) -> int:
 
 
 def _on_hosts(args: argparse.Namespace, argv: list[str]) -> int:
-    """``--hosts``: the scenario's endpoints on real addresses (:mod:`uet.tools.run_hosts`)."""
-    from uet.tools.run_hosts import check_hosts, host_security, run_hosts
-
+    """``--hosts``: the scenario's endpoints on real addresses (:mod:`uet.live.hosts`)."""
     if args.engine != "live":
         raise UsageError("--hosts runs live endpoints; drop --engine sim")
     for opt in ("pcap", "plot", "telemetry", "interval", "csv"):
@@ -713,13 +712,99 @@ def _on_hosts(args: argparse.Namespace, argv: list[str]) -> int:
     if not given:
         args.endpoints = max(2, len(names))
     settings = settings_from(args)
-    args.hosts_list = check_hosts(args.hosts, given, settings[0])
+    hosts = _check_hosts(args.hosts, given, settings[0])
     check_link_options(args, keys=args.keys)
     if args.keys:
         if args.data_protect != "tss":
             raise UsageError("--keys goes with --data-protect tss")
-        host_security(args.keys, wall_ns=0)  # a missing or bad key file stops the run before any rank starts
-    return run_hosts(args, settings, argv)
+        _host_security(args.keys, wall_ns=0)  # a missing or bad key file stops the run before any rank starts
+    return _run_hosts(args, settings, hosts, argv)
+
+
+def _check_hosts(text: str, endpoints_given: bool, settings: dict[str, Any]) -> list[str]:
+    """The ``--hosts`` list (one address per endpoint; ``endpoints`` follows it)."""
+    import ipaddress
+
+    hosts = [h.strip() for h in text.split(",") if h.strip()]
+    if len(hosts) < 2:
+        raise UsageError("--hosts needs at least two addresses (one per endpoint)")
+    for h in hosts:
+        try:
+            ipaddress.ip_address(h)
+        except ValueError:
+            raise UsageError(f"--hosts: {h!r} is not an IP address") from None
+    if len(set(hosts)) != len(hosts):
+        raise UsageError("--hosts: every endpoint needs its own address")
+    if endpoints_given and int(settings["endpoints"]) != len(hosts):
+        raise UsageError(f"--endpoints {settings['endpoints']} but --hosts names {len(hosts)} addresses")
+    return hosts
+
+
+def _check_local(hosts: list[str]) -> None:
+    """Without ``--rank`` every rank runs on this machine: each address must be one of its own
+    (a rank that cannot bind its address used to leave rank 0 waiting out its timeout)."""
+    import socket
+
+    for h in hosts:
+        with socket.socket(socket.AF_INET6 if ":" in h else socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind((h, 0))
+            except OSError:
+                raise UsageError(
+                    f"--hosts: {h} is not an address of this machine; without --rank every rank runs here "
+                    "(on several machines, run the same command on each with its own --rank)"
+                ) from None
+
+
+def _host_security(path: str, *, wall_ns: int) -> Any:
+    """``--keys FILE`` read (:func:`uet.live.hosts.host_security`); a file that cannot be read or
+    used is a :class:`UsageError`."""
+    from uet.live.hosts import host_security
+    from uet.tss.errors import KeyFileError, TssError
+
+    try:
+        return host_security(path, wall_ns=wall_ns)
+    except (KeyFileError, TssError) as e:
+        raise UsageError(f"--keys: {e}") from None
+
+
+def _run_hosts(
+    args: argparse.Namespace,
+    settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
+    hosts: list[str],
+    argv: list[str],
+) -> int:
+    """``uet-run --hosts``: one rank (``--rank``) or all of them here (each a child running this
+    very command line with its ``--rank``)."""
+    from uet.tools.link_options import link_config
+
+    from uet.endpoint import EndpointConfig
+    from uet.errors import UetError
+    from uet.live.hosts import launch_local, run_rank
+    from uet.tss.errors import KeyFileError, TssError
+
+    s, _topo, ep = settings
+    if args.rank is None:
+        _check_local(hosts)
+        try:
+            return launch_local([sys.executable, "-m", "uet.tools.run", *argv], hosts, float(s["timeout_s"]))
+        except RunError as e:
+            raise RunFailed(str(e)) from None
+    if not 0 <= args.rank < len(hosts):
+        raise UsageError(f"--rank {args.rank}: ranks are 0..{len(hosts) - 1}")
+    cfg = link_config(args, merge(EndpointConfig(), ep))
+    rank = run_rank(args.rank, hosts, s, cfg, link_mode=args.link, ip_proto=args.ip_proto, keys=args.keys)
+    try:
+        out = asyncio.run(rank)
+    except (KeyFileError, TssError) as e:
+        raise UsageError(f"--keys: {e}") from None
+    except (RunError, UetError, OSError, TimeoutError) as e:
+        raise RunFailed(str(e) or type(e).__name__) from None
+    if args.json or args.rank != 0:
+        sys.stdout.write(json.dumps(out) + "\n")
+    else:
+        render(out)
+    return 0 if out.get("ok", not out.get("error")) else 1
 
 
 def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> int:
