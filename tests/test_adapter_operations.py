@@ -143,7 +143,8 @@ def test_a_tap_shows_the_source_port_a_received_record_carried() -> None:
     tap.set_receiver(got.extend)
     assert inner.callback is not None
     pkt = bytes([2 << 3]) + bytes(40)
-    inner.callback([Datagram(pkt, "10.0.0.2", 0, source_port=0xBEEF), (pkt, "10.0.0.3", 0)])
+    batch: list[Any] = [Datagram(pkt, "10.0.0.2", 0, source_port=0xBEEF), (pkt, "10.0.0.3", 0)]  # records or triples
+    inner.callback(batch)
     assert len(got) == 2
     # Ethernet (14 bytes), IPv4 (20), then the UDP source port
     assert [int.from_bytes(f[34:36], "big") for f in taps.frames] == [0xBEEF, UET_UDP_PORT]
