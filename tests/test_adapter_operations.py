@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from uet.fabric.model import Fabric
@@ -16,7 +17,9 @@ from uet.fabric.profiles import load_topology
 from uet.adapter import CoreOperations, Receive
 from uet.endpoint import Endpoint
 from uet.fep import FepConfig, FepCore
+from uet.fep.events import Datagram
 from uet.link.base import Link, ReceiveCallback
+from uet.link.tap import TapLink
 from uet.pds import Mode
 from uet.roce.core import RoceCore, UnsupportedAtomic, config_for_link
 from uet.roce_endpoint import RoceEndpoint
@@ -24,6 +27,7 @@ from uet.ses.errors import Cancelled
 from uet.ses.memory import Access
 from uet.sim import Engine, SimEndpoint
 from uet.sim.loop import run
+from uet.wire.net import UET_UDP_PORT
 from uet.wire.ses import AmoOp, AmoType
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,19 +59,28 @@ def test_each_operation_is_declared_once_in_core_operations(adapter: type) -> No
     assert [op for op in OPERATIONS if op in adapter.__dict__] == []
 
 
-def test_no_adapter_probes_its_link() -> None:
-    """The adapters and links read what :class:`Link` declares (``send_marked``, ``counters``,
-    ``peer_port``...) instead of probing a link with getattr/hasattr."""
-    probe = re.compile(r"\b(getattr|hasattr)\(\s*(self\.)?_?(link|inner)\b")
-    files = [ROOT / "uet" / f for f in ("adapter.py", "endpoint.py", "roce_endpoint.py", "sim/endpoint.py")]
-    files += sorted((ROOT / "uet" / "link").glob("*.py"))
-    hits = [
+#: the adapters: no getattr/hasattr at all (what they read of a link, a core or a clock is declared)
+ADAPTERS = ("adapter.py", "endpoint.py", "roce_endpoint.py", "sim/endpoint.py")
+
+
+def _probes(pattern: str, files: list[Path]) -> list[str]:
+    probe = re.compile(pattern)
+    return [
         f"{p.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}"
         for p in files
         for text in [p.read_text()]
         for m in probe.finditer(text)  # over the whole text: a call may break its line after "("
     ]
-    assert hits == []
+
+
+def test_no_adapter_probes_its_link_its_core_or_its_clock() -> None:
+    """The adapters read what :class:`Link` declares (``send_marked``, ``counters``,
+    ``peer_port``...), what their core's protocol declares and what the clock's type has, instead
+    of probing with getattr/hasattr; the links (and their wrappers) do not probe a link or a
+    received item either (the platform's socket constants aside)."""
+    assert _probes(r"\b(getattr|hasattr)\(", [ROOT / "uet" / f for f in ADAPTERS]) == []
+    links = sorted((ROOT / "uet" / "link").glob("*.py"))
+    assert _probes(r"\b(getattr|hasattr)\(\s*(self\.)?_?(link|inner|item)\b", links) == []
 
 
 class _Recorder(Link):
@@ -77,12 +90,13 @@ class _Recorder(Link):
         self.address = "10.0.0.1"
         self.counters = {}
         self.sent: list[tuple[bytes, str, int, int, int]] = []
+        self.callback: ReceiveCallback | None = None
 
     def send(self, datagram: bytes, dst: str, entropy: int, dscp: int, ecn: int = 0) -> None:
         self.sent.append((datagram, dst, entropy, dscp, ecn))
 
     def set_receiver(self, callback: ReceiveCallback) -> None:
-        pass
+        self.callback = callback
 
     def close(self) -> None:
         pass
@@ -106,6 +120,34 @@ def test_the_default_batch_transmit_sends_each_datagram_with_its_marking() -> No
         (bytes([8 << 3, 2]), "10.0.0.3", 0x2222, 46, 0),
         (bytes([2 << 3, 3]), "10.0.0.2", 0x3333, 26, 2),
     ]
+
+
+class _Taps:
+    """What :class:`TapLink` writes to: the frames, in order."""
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+
+    def write(self, name: str, port: object, frame: bytes, t: int) -> None:
+        self.frames.append(bytes(frame))
+
+
+def test_a_tap_shows_the_source_port_a_received_record_carried() -> None:
+    """A link handing up :class:`~uet.fep.events.Datagram` records (the fabric link) gives each
+    one's UDP source port, which the tap's frame shows; a ``(datagram, source, ecn)`` triple has
+    none, and the frame shows 4793."""
+    inner = _Recorder()
+    taps = _Taps()
+    tap = TapLink(inner, taps, clock=lambda: 0)
+    got: list[Any] = []
+    tap.set_receiver(got.extend)
+    assert inner.callback is not None
+    pkt = bytes([2 << 3]) + bytes(40)
+    batch: list[Any] = [Datagram(pkt, "10.0.0.2", 0, source_port=0xBEEF), (pkt, "10.0.0.3", 0)]  # records or triples
+    inner.callback(batch)
+    assert len(got) == 2
+    # Ethernet (14 bytes), IPv4 (20), then the UDP source port
+    assert [int.from_bytes(f[34:36], "big") for f in taps.frames] == [0xBEEF, UET_UDP_PORT]
 
 
 def _sim_pair(roce: bool = False) -> tuple[Engine, SimEndpoint, SimEndpoint]:

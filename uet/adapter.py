@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from uet.clock import ns_to_seconds
+from uet.clock import DilatedClock, ns_to_seconds
 from uet.fep.errors import EndpointClosed
 from uet.fep.events import Closed, MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
 from uet.pds import Mode
@@ -148,7 +148,10 @@ class CoreDriver(CompletionFutures):
         #: the sans-I/O core: ``get_timer``, ``handle_timer``, ``next_event``
         self._driven = core
         #: real seconds a virtual delay (ns) lasts: the clock's mapping (uet.clock)
-        self._real_delay: Callable[[float], float] = getattr(self.clock, "real_delay", ns_to_seconds)
+        clock = self.clock
+        self._real_delay: Callable[[float], float] = (
+            clock.real_delay if isinstance(clock, DilatedClock) else ns_to_seconds
+        )
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._pump_scheduled = False
