@@ -1,8 +1,14 @@
 """The simulated size sweeps of the collective library against their alpha-beta models
 (uet.workloads.alphabeta, docs/collectives.md): within 10 % at every size, 1 KiB to 1 MiB, on a
-small fabric — four leaves of one host each under two spines, 100 Gb/s, 1 µs links — in virtual
-time. The model's parameters come from the run's derived settings (rate, delay, payload), not
-from the run's times."""
+small fabric — four (or eight) leaves of one host each under two spines, 100 Gb/s, 1 µs links —
+in virtual time. The model's parameters come from the run's derived settings (rate, delay,
+payload), not from the run's times.
+
+The models share every link without loss (max-min fairly). That holds on the trimming fabric for
+every algorithm whose senders never converge on one host; the double binary tree converges three
+senders on each interior node by design, and the fixed-window transport loses there at 1 MiB
+(docs/collectives.md, "Why the tree fell behind its model at 1 MiB"): its cases run on the same
+fabric with the data class lossless (PFC), where the link sharing the model assumes holds."""
 
 from __future__ import annotations
 
@@ -18,21 +24,32 @@ from uet.workloads.collective import Collective
 
 TOPOLOGY = {"kind": "leaf_spine", "leaves": 4, "spines": 2, "hosts_per_leaf": 1}
 SWEEP = {"min_bytes": 1024, "max_bytes": 1 << 20, "factor": 4}
-CASES: list[tuple[dict[str, Any], int]] = [
-    ({"op": "allreduce"}, 4),
-    ({"op": "allreduce", "algorithm": "hierarchical", "gpus_per_server": 2}, 4),
-    ({"op": "reduce_scatter"}, 4),
-    ({"op": "broadcast"}, 4),
-    ({"op": "all_to_all"}, 4),
-    ({"op": "send_recv"}, 4),
+#: the switches' data class (TC0) lossless: PFC pauses the senders instead of trimming
+LOSSLESS: dict[str, Any] = {"switch": {"tcs": {"0": {"lossless": True, "limit": None}}}}
+TREE = {"op": "allreduce", "algorithm": "tree"}
+CASES: list[tuple[dict[str, Any], int, dict[str, Any]]] = [
+    ({"op": "allreduce"}, 4, {}),
+    ({"op": "allreduce", "algorithm": "hierarchical", "gpus_per_server": 2}, 4, {}),
+    (TREE, 4, LOSSLESS),
+    (TREE, 8, LOSSLESS),
+    ({"op": "reduce_scatter"}, 4, {}),
+    ({"op": "broadcast"}, 4, {}),
+    ({"op": "all_to_all"}, 4, {}),
+    ({"op": "send_recv"}, 4, {}),
 ]
 
 
-def _sweep(params: dict[str, Any], n: int, sweep: dict[str, int]) -> list[tuple[int, float, float]]:
-    """(size, simulated s, modelled s) per size."""
+def _sweep(
+    params: dict[str, Any], n: int, sweep: dict[str, int], fabric: dict[str, Any] | None = None
+) -> list[tuple[int, float, float]]:
+    """(size, simulated s, modelled s) per size, on n leaves of one host each (``fabric``: more
+    keys of the topology table)."""
     p = {**params, **sweep}
-    res = simulate({"workload": "collective", "endpoints": n, "message_bytes": 1 << 20, "workload_params": p}, TOPOLOGY)
+    topo = {**TOPOLOGY, "leaves": n, **(fabric or {})}
+    res = simulate({"workload": "collective", "endpoints": n, "message_bytes": 1 << 20, "workload_params": p}, topo)
     assert res["ok"], res["errors"]
+    if fabric:
+        assert res["fabric"]["trims"] == 0
     wl = make("collective", n, message_bytes=1 << 20, params=p)
     assert isinstance(wl, Collective)
     path = Path.of_run(res, links=4)  # every pair of ranks: host, leaf, spine, leaf, host
@@ -42,19 +59,25 @@ def _sweep(params: dict[str, Any], n: int, sweep: dict[str, int]) -> list[tuple[
     ]
 
 
-@pytest.mark.parametrize(("params", "n"), CASES, ids=[f"{p['op']}-{p.get('algorithm', '')}" for p, _ in CASES])
-def test_sweep_matches_its_model_within_10_percent(params: dict[str, Any], n: int) -> None:
-    rows = _sweep(params, n, SWEEP)
+@pytest.mark.parametrize(
+    ("params", "n", "fabric"),
+    CASES,
+    ids=[f"{p['op']}-{p.get('algorithm', '')}-{n}{'-lossless' if f else ''}" for p, n, f in CASES],
+)
+def test_sweep_matches_its_model_within_10_percent(params: dict[str, Any], n: int, fabric: dict[str, Any]) -> None:
+    rows = _sweep(params, n, SWEEP, fabric)
     assert len(rows) == 6
     for size, sim, model in rows:
         assert sim == pytest.approx(model, rel=0.10), (size, sim, model)
 
 
-def test_double_tree_matches_its_model_up_to_256_kib() -> None:
-    """Up to 256 KiB, against the model with shared links (uet.workloads.sharing: 1.001 at
-    256 KiB, where the closed form charging one slice time per level said 0.898). At 1 MiB the
-    transport falls 12-17 % behind the model's perfectly shared links (docs/collectives.md)."""
-    for size, sim, model in _sweep({"op": "allreduce", "algorithm": "tree"}, 4, {**SWEEP, "max_bytes": 1 << 18}):
+def test_double_tree_matches_its_model_up_to_256_kib_on_the_trimming_fabric() -> None:
+    """On the trimming fabric too, up to 256 KiB (1.001 to 1.012). At 1 MiB every slice of the
+    tree is in flight at once and three senders' fixed windows meet on an interior node's
+    downlink, more than its queue holds: the transport trims and falls 17-20 % behind the
+    lossless sharing the model assumes (docs/collectives.md); lossless, it follows the model at
+    every size (the tree's CASES)."""
+    for size, sim, model in _sweep(TREE, 4, {**SWEEP, "max_bytes": 1 << 18}):
         assert sim == pytest.approx(model, rel=0.10), (size, sim, model)
 
 

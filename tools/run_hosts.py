@@ -69,7 +69,7 @@ async def run_rank(
     rank: int, hosts: list[str], settings: dict[str, Any], endpoint: dict[str, Any], link_args: Any
 ) -> dict[str, Any]:
     """Run rank ``rank`` (module docstring); rank 0 returns the whole result, others their report."""
-    from uet.tools.run import build_workload
+    from uet.live.launcher import build_workload
 
     wl = build_workload(settings)
     timeout = float(settings["timeout_s"])

@@ -53,7 +53,8 @@ Choices where the notes are silent (inference, documented here and in the module
 - ``path_window`` (addition; the notes give one ``config_base_rtt`` and link speed per FEP,
   §4.3.1): a ``peer → PathWindow | None`` function; a CCC towards a peer whose path it names (a
   GPU of the same server, over the scale-up links) gets that path's CC parameters, so NSCC's
-  ``MaxWnd`` is that path's BDP and not the NIC path's (uet.pds.config.PathWindow).
+  ``MaxWnd`` is that path's BDP and not the NIC path's (uet.pds.config.PathWindow), and the RCCC
+  receiver paces a sender on that path's credit at its rate (uet.cc.rccc_paths).
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ from uet.pds.ackbuilder import AckBuilder
 from uet.pds.config import PathWindow, PdsConfig, SesNack
 from uet.pds.events import Delivery, Event
 from uet.pds.pdc import InitiatorPdc, TargetPdc
-from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy, per_path_gates
+from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy, per_path_credit, per_path_gates
 from uet.pds.startpsn import AcceptEveryStartPsn
 from uet.pds.target import _REQ_TAIL, _SES_END
 from uet.pds.validation import SourceGuard
@@ -236,6 +237,12 @@ class PdsCore(
                     path_window,
                     lambda p: build_cc(cfg.cc, cfg.lb, p, cfg.cc_window, self.rng, self._log).gate_factory,
                 )
+                if cc.receiver is not None:  # and credit for a sender on it paced at its rate
+                    self.credit_scheduler = per_path_credit(
+                        cc.receiver,
+                        path_window,
+                        lambda p: build_cc(cfg.cc, cfg.lb, p, cfg.cc_window, self.rng, self._log).receiver,
+                    )
 
     # -- helpers shared by the halves -----------------------------------------------------------
 

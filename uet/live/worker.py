@@ -1,4 +1,4 @@
-"""One endpoint process of ``uet-run`` (tools/run.py starts it; not a user command).
+"""One endpoint process of the live engine (:class:`uet.live.launcher.Launcher` starts it; not a user command).
 
 The launcher passes a JSON spec as the only argument: the FEP's Fabric Address and the switch
 port of its NIC (``uet-fabric``'s UDP socket for this host), the host link rate (for PFC quanta),
@@ -41,10 +41,9 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from uet.fabric.profiles import merge
-
 from uet.clock import DilatedClock
 from uet.endpoint import Endpoint, EndpointConfig, run
+from uet.fabric.profiles import merge
 from uet.link.fabric import FabricLink
 from uet.workloads import RankReport, from_spec
 from uet.workloads.base import FlowReport
@@ -195,7 +194,7 @@ async def _loop_lag(out: list[int]) -> None:
     later than asked it returned (real ns) appended to ``out`` (at most :data:`LAG_SAMPLES`). A
     process short of CPU (waiting in the kernel's run queue) wakes late for its timers and for its
     sockets alike; the launcher's verdict on whether the CPU kept up reads it
-    (:func:`uet.tools.dilation.verdict`)."""
+    (:func:`uet.live.dilation.verdict`)."""
     period_ns = round(LAG_PERIOD_S * 1e9)
     while len(out) < LAG_SAMPLES:
         t = time.monotonic_ns()
