@@ -28,7 +28,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uet.adapter import CoreDriver, CoreOperations
 from uet.clock import DilatedClock
@@ -38,6 +38,9 @@ from uet.roce.cm import StaticCm
 from uet.roce.config import QpConfig
 from uet.roce.core import RoceCore, timeout_for_rtt
 from uet.wire.roce import ROCE_UDP_PORT
+
+if TYPE_CHECKING:
+    from uet.transport import Transport
 
 __all__ = ["RoceEndpoint", "LIVE_RTT_NS"]
 
@@ -49,14 +52,16 @@ __all__ = ["RoceEndpoint", "LIVE_RTT_NS"]
 LIVE_RTT_NS = 1_000_000
 
 
-class RoceEndpoint(CoreOperations, CoreDriver):
+class RoceEndpoint(CoreOperations[str], CoreDriver):
     """One RoCE host (every RC connection of one address) on one link; see the module docstring.
     The operations are :class:`~uet.adapter.CoreOperations`' and the pump, the timer and the
     futures :class:`~uet.adapter.CoreDriver`'s, as the simulator's endpoint's and
     :class:`uet.Endpoint`'s are.
 
-    Operations are those of :class:`uet.transport.Transport`; ``atomic`` supports what RoCE has
-    (64-bit fetch-add and compare-swap, :class:`~uet.roce.core.UnsupportedAtomic` otherwise).
+    Operations are those of :class:`uet.transport.Transport` (typed and documented in
+    :class:`~uet.adapter.CoreOperations`; the UET-only options are ignored); ``atomic`` supports
+    what RoCE has (64-bit fetch-add and compare-swap, :class:`~uet.roce.core.UnsupportedAtomic`
+    otherwise).
     """
 
     core: RoceCore
@@ -79,6 +84,7 @@ class RoceEndpoint(CoreOperations, CoreDriver):
         # without a shared cm, a secret of this endpoint's own: only peers given the same cm connect
         cm = cm or StaticCm(secrets.token_bytes(16))
         self.core = RoceCore(self.address, config=config, seed=seed, cm=cm, log=log)
+        self._opcore = self.core
         self._init_driver(self.core)
         link.set_receiver(self._on_batch)
 
@@ -135,7 +141,7 @@ class RoceEndpoint(CoreOperations, CoreDriver):
     def counters(self) -> dict[str, int]:
         """The core's counters and the link's (``link_`` prefix)."""
         out = dict(self.core.counters())
-        for k, v in getattr(self.link, "counters", {}).items():
+        for k, v in self.link.counters.items():
             out["link_" + k] = v
         return out
 
@@ -158,3 +164,7 @@ class RoceEndpoint(CoreOperations, CoreDriver):
         self._dispatch()
         if not self._closed:
             self._arm(self.core.get_timer(), now)
+
+
+if TYPE_CHECKING:  # mypy checks the adapter against the transport contract (uet.transport)
+    _CONTRACT: type[Transport] = RoceEndpoint

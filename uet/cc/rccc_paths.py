@@ -20,6 +20,12 @@ without a path function the PDS keeps a single pacer and nothing changes.
 (A single pacer giving each sender an interval at its own path's rate was the alternative; it was
 rejected because one pacer's deadline is shared, so the two links' grants would still queue behind
 each other.)
+
+Paced at the scale-up rate, that all-reduce took 11.7 µs: each 128 KiB slice of the ring, only
+0.3 µs on the link, waited one round trip for its credit target to reach the receiver and the
+grants to come back. The scale-up path's parameters therefore turn on ``CcConfig.idle_credit``
+(uet.scenario.derive): its pacer grants a sender whose demand is met credit ahead, up to one
+``MaxWnd`` (uet.cc.rccc.CreditScheduler, "Idle senders"), and the all-reduce takes 5.98 µs.
 """
 
 from __future__ import annotations

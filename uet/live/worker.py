@@ -1,4 +1,4 @@
-"""One endpoint process of ``uet-run`` (tools/run.py starts it; not a user command).
+"""One endpoint process of the live engine (:class:`uet.live.launcher.Launcher` starts it; not a user command).
 
 The launcher passes a JSON spec as the only argument: the FEP's Fabric Address and the switch
 port of its NIC (``uet-fabric``'s UDP socket for this host), the host link rate (for PFC quanta),

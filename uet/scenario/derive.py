@@ -33,7 +33,8 @@ host link (rate, delay, MTU), the longest path and the profile:
   than the NIC path the rest follows from, so UET's PDCs towards them get a window of their own
   (:class:`~uet.pds.config.PathWindow`, :func:`scale_up_windows`): ``max_inflight`` the
   :func:`bdp_window` of that path, and the CC parameters of that path's rate and base RTT (NSCC's
-  ``MaxWnd`` is 1.5 × *that* BDP). Keys the user gave in ``[endpoint]`` win there too. Without it
+  ``MaxWnd`` is 1.5 × *that* BDP; an RCCC receiver paces credit at that rate and grants idle senders
+  credit ahead, ``CcConfig.idle_credit``). Keys the user gave in ``[endpoint]`` win there too. Without it
   NSCC, seeing the scale-up path's 1 µs RTT, re-derived its ``MaxWnd`` at the NIC's 100 Gb/s: about
   4 packets, and a 4-GPU 1 MiB all-reduce inside a server took 89 µs instead of about 6;
 * **RoCEv2 queue pairs**: :func:`uet.roce.core.config_for_link` — the largest PMTU that fits the
@@ -277,7 +278,7 @@ class Settings:
 
 def _cc_record(cc: CcConfig) -> dict[str, Any]:
     """The fields of ``cc`` the derivation sets (those of ``pds.cc_params``)."""
-    return {"base_rtt_ns": cc.base_rtt_ns, "link_bps": int(cc.link_bps), "mtu": cc.mtu}
+    return {"base_rtt_ns": cc.base_rtt_ns, "link_bps": int(cc.link_bps), "mtu": cc.mtu, "idle_credit": cc.idle_credit}
 
 
 def _dcqcn(qp: QpConfig) -> dict[str, Any] | None:
@@ -345,6 +346,7 @@ def _path_window(
     cc = None
     if pds.cc != "none":
         params: dict[str, Any] = {"link_bps": path.rate_bps, "base_rtt_ns": round(rtt), "mtu": payload}
+        params["idle_credit"] = True  # RCCC: idle senders bank credit (few share a scale-up link; uet.cc.rccc)
         given = endpoint["pds"].get("cc_params") or {}
         if isinstance(given, dict):
             params.update({k: v for k, v in given.items() if f"pds.cc_params.{k}" in tuned})
