@@ -121,7 +121,7 @@ from uet.tools.link_options import add_link_options, check_link_options
 from uet.tools.run_settings import add_placement_options, add_workload_option, load_scenario, read_settings
 
 from uet.live.dilation import TIMER_GRAIN_NS, Dilation, short_of_cpu
-from uet.live.launcher import Captures, Launcher, build_workload
+from uet.live.launcher import CaptureSpec, Launcher, build_workload
 from uet.live.process import FaultsError, RunError
 from uet.live.result import settings_record
 from uet.live.runs import dilation_for, finish_live, sim_cm_secret, transports
@@ -584,7 +584,7 @@ async def _live_one(
         launcher.cm_secret = sim_cm_secret(s)
     launcher.interval = args.interval
     launcher.on_interval = _print_interval
-    launcher.capture = Captures(
+    launcher.capture = CaptureSpec(
         getattr(args, "pcap_per", None), args.capture_max, args.eventlog, getattr(args, "transport_both", False)
     )
     launcher.fault_argv = fault_argv(args) + (["--faults", s["scenario"]] if _fault_table(s) else [])

@@ -43,11 +43,11 @@ from uet.transport import transport_label
 from uet.workloads import Workload, make
 from uet.workloads.report import credit_moved_bytes, summarize
 
-__all__ = ["Captures", "Launcher", "build_flows", "build_workload", "empty_report", "interval_record"]
+__all__ = ["CaptureSpec", "Launcher", "build_flows", "build_workload", "empty_report", "interval_record"]
 
 
 @dataclass(frozen=True)
-class Captures:
+class CaptureSpec:
     """What a run captures beside its result (``uet-run``'s ``--pcap-per``, ``--capture-max`` and
     ``--eventlog``): the switch process's captures one per ``pcap_per`` (``port`` when None), each
     file at most ``capture_max`` bytes; with ``eventlog`` every endpoint process writes its own
@@ -100,7 +100,7 @@ class Launcher:
         #: as the period ends, then once more after the run with the record of the whole run
         #: (``True``), as iperf3 ends its interval report
         self.on_interval: Callable[[dict[str, Any], int, bool], None] | None = None
-        #: fault options handed to the uet-fabric process (uet.tools.fault_options), and the
+        #: fault options handed to the uet-fabric process (as its command-line words), and the
         #: schedule they make (checked against the topology before the fabric starts)
         self.fault_argv: list[str] = []
         self.faults: Any = None
@@ -135,7 +135,7 @@ class Launcher:
         #: each rank's host (Topology.placement of the run's ``placement``)
         self.placed: list[int] | None = None
         #: the switch process's capture files and the endpoints' event logs
-        self.capture: Captures | None = None
+        self.capture: CaptureSpec | None = None
         #: the fabric process's summary after Ctrl-C (:meth:`stop_fabric`)
         self.fabric_summary: dict[str, Any] = {}
 
