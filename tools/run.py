@@ -126,14 +126,12 @@ from uet.live.process import FaultsError, RunError
 from uet.live.result import settings_record
 from uet.live.runs import dilation_for, finish_live, sim_cm_secret, transports
 from uet.scenario.derive import fairness_note
+from uet.scenario.read import TRANSPORTS  # --transport: uet, roce or both, side by side (tools/compare.py)
 from uet.workloads import WORKLOADS as _WORKLOADS
 
 __all__ = ["build_parser", "main"]
 
 WORKLOADS = tuple(_WORKLOADS)
-#: ``--transport``: UET, RoCEv2 (RC queue pairs with DCQCN, rocev2-and-fabric.md §6–§7), or both
-#: one after the other on the same scenario, with the side-by-side table (tools/compare.py)
-TRANSPORTS = ("uet", "roce", "both")
 #: most endpoint processes a live run starts (**decision**): each is a Python process of ≈ 40 MB
 #: whose start alone costs about a CPU second; past this a 2-core machine spends the run's timeout
 #: starting them (``-n 200 --topology fat_tree`` never got going). README "Scale limits".

@@ -61,6 +61,7 @@ from uet.link.base import Link
 from uet.link.impair import Impairment, ImpairmentConfig
 from uet.link.select import open_link
 from uet.pds import Mode, PdsCore
+from uet.pds.config import PathWindow
 from uet.runner import install_uvloop, run
 from uet.ses.fep import SesFep
 from uet.ses.message import Message
@@ -117,6 +118,7 @@ class Endpoint(CoreOperations[Peer | str], CoreDriver):
         loop: asyncio.AbstractEventLoop | None = None,
         security: Any = None,
         clock: Callable[[], int] = monotonic_clock,
+        path_window: Callable[[str], PathWindow | None] | None = None,
     ) -> None:
         self.config = cfg = config or EndpointConfig()
         self.loop = loop or asyncio.get_running_loop()
@@ -151,7 +153,14 @@ class Endpoint(CoreOperations[Peer | str], CoreDriver):
         self.resource_index = resource_index
         self.event_log = event_log
         self.fep = FepCore(
-            self.address, job=job, pid=pid, ri=resource_index, config=cfg, security=core_security, event_log=event_log
+            self.address,
+            job=job,
+            pid=pid,
+            ri=resource_index,
+            config=cfg,
+            security=core_security,
+            event_log=event_log,
+            path_window=path_window,  # towards a GPU of the same server (uet.scenario.derive.scale_up_paths)
         )
         self._opcore = self.fep
         # the CRC trailer covers the ports of a bound link, or the entropy header over IP

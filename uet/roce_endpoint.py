@@ -75,6 +75,7 @@ class RoceEndpoint(CoreOperations[str], CoreDriver):
         seed: int | None = None,
         log: Callable[[dict[str, Any]], None] | None = None,
         clock: Callable[[], int] = time.monotonic_ns,
+        peer_config: Callable[[str], QpConfig | None] | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.link = link
@@ -83,7 +84,8 @@ class RoceEndpoint(CoreOperations[str], CoreDriver):
         config = config or QpConfig(timeout=timeout_for_rtt(LIVE_RTT_NS))
         # without a shared cm, a secret of this endpoint's own: only peers given the same cm connect
         cm = cm or StaticCm(secrets.token_bytes(16))
-        self.core = RoceCore(self.address, config=config, seed=seed, cm=cm, log=log)
+        # peer_config: towards a GPU of the same server (uet.scenario.derive.scale_up_paths)
+        self.core = RoceCore(self.address, config=config, seed=seed, cm=cm, log=log, peer_config=peer_config)
         self._opcore = self.core
         self._init_driver(self.core)
         link.set_receiver(self._on_batch)

@@ -143,16 +143,15 @@ def launch_local(command: list[str], hosts: list[str], timeout: float) -> int:
     print its own). While they are being started a Ctrl-C is only noted, then raised once every
     started rank is known: one interrupted inside ``Popen`` would be left running."""
     children: list[subprocess.Popen[bytes]] = []
-    base = command  # the same command line, once per rank
     noted: list[int] = []
     main_thread = threading.current_thread() is threading.main_thread()
     prev = signal.signal(signal.SIGINT, lambda *_: noted.append(1)) if main_thread else None
     try:
         try:
             for r in range(1, len(hosts)):
-                rank = [*base, "--rank", str(r), "--json"]
+                rank = [*command, "--rank", str(r), "--json"]
                 children.append(subprocess.Popen(rank, stdout=subprocess.DEVNULL, start_new_session=True))  # noqa: S603
-            zero = subprocess.Popen([*base, "--rank", "0"], start_new_session=True)  # noqa: S603 - our own argv
+            zero = subprocess.Popen([*command, "--rank", "0"], start_new_session=True)  # noqa: S603 - our own argv
             children.append(zero)
         finally:
             if main_thread:

@@ -37,6 +37,7 @@ from uet.live.dilation import Dilation
 from uet.live.process import Child, FaultsError, RunError, spawn
 from uet.live.result import endpoint_lag, written
 from uet.scenario import Scenario, Settings, derive
+from uet.scenario.derive import scale_up_paths
 from uet.scenario.model import sizing_overrides
 from uet.transport import transport_label
 from uet.workloads import Workload, make
@@ -186,6 +187,13 @@ class Launcher:
             args += ["--pcap-per", self.capture.pcap_per or "port", "--capture-max", str(self.capture.capture_max)]
         return args + self.fault_argv
 
+    def worker_paths(self, placed: list[int], ips: list[str]) -> dict[str, dict[str, Any]]:
+        """Per address (``ips``: the ranks' hosts ``placed``), the settings of its path towards the
+        GPUs of its own server that its worker is handed (``paths``): the same the simulator's
+        endpoints get (:func:`uet.scenario.derive.scale_up_paths`); empty without a scale-up domain."""
+        assert self.derived is not None  # fabric_args derived the run's settings
+        return scale_up_paths(self.model_topology, placed, ips, self.derived, str(self.s.get("transport", "uet")))
+
     async def run(self) -> dict[str, Any]:
         s = self.s
         n = int(s["endpoints"])
@@ -206,6 +214,7 @@ class Launcher:
         fa = self.addresses = [h["ip"] for h in hosts]
         wl.place(self.model_topology.rank_servers(self.placed))
         wspec = wl.spec()
+        paths = self.worker_paths(self.placed, fa)
         for i in range(n):
             spec = {
                 "fa": fa[i],
@@ -223,6 +232,7 @@ class Launcher:
                 "clock": self.clock.spec(),
                 "qp": self.qp,
                 "cm_secret": self.cm_secret,
+                "paths": paths.get(fa[i]),
                 **self._eventlog_spec(i),
             }
             # the bytes received, counted per packet, every period: for --interval, the progress bar
