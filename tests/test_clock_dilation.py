@@ -197,8 +197,7 @@ def test_endpoints_that_wake_late_did_not_keep_up():
 
 
 def test_loop_lag_is_summarised_per_rank_and_for_the_run_in_virtual_time():
-    from uet.tools.run import endpoint_lag
-
+    from uet.live.result import endpoint_lag
     from uet.live.worker import lag_summary
 
     one = lag_summary([i * 1000 for i in range(100)])  # 0 … 99 µs
@@ -212,8 +211,7 @@ def test_loop_lag_is_summarised_per_rank_and_for_the_run_in_virtual_time():
 def test_a_live_run_short_of_cpu_is_run_again_at_twice_the_automatic_factor(monkeypatch):
     """uet-bench differential judges figures of the network: an automatic-factor run whose CPU did
     not keep up runs once more at twice the factor; a factor the user gave is kept."""
-    import uet.tools.run as run
-
+    import uet.live.runs as run
     from uet.live.dilation import Dilation
 
     factors: list[float] = []
@@ -282,7 +280,7 @@ def test_the_bar_judges_against_the_simulators_range_over_endpoint_seeds():
 def test_the_launcher_waits_the_runs_timeout_dilated():
     """``timeout_s`` is virtual time: the launcher waits TDF times longer for the ranks' reports,
     as the ranks wait for their workload (a run dilated ×800 failed after 150 real seconds)."""
-    from uet.tools.run import Launcher
+    from uet.live.launcher import Launcher
 
     launcher = Launcher({"timeout_s": 2.0}, {}, {})
     assert launcher.collect_timeout_s() == pytest.approx(32.0)

@@ -209,8 +209,10 @@ def test_the_fabric_gets_rate_only_for_the_realtime_profile(profile):
     """uet-fabric refuses --rate for any profile but realtime; uet-run must not pass it there."""
     from uet.tools import fabric, run
 
+    from uet.live.launcher import Launcher
+
     s, topo, ep = run.settings_from(run.build_parser().parse_args(["--profile", profile, "-n", "4"]))
-    args = run.Launcher(s, topo, ep).fabric_args(4)
+    args = Launcher(s, topo, ep).fabric_args(4)
     assert "--rate" not in args
     fabric.rate_for(profile, None)  # what uet-fabric does with what it is given: no error
 
@@ -218,8 +220,10 @@ def test_the_fabric_gets_rate_only_for_the_realtime_profile(profile):
 def test_the_fabric_gets_the_realtime_rate():
     from uet.tools import run
 
+    from uet.live.launcher import Launcher
+
     s, topo, ep = run.settings_from(run.build_parser().parse_args(["--rate", "200M", "-n", "4"]))
-    args = run.Launcher(s, topo, ep).fabric_args(4)
+    args = Launcher(s, topo, ep).fabric_args(4)
     assert args[args.index("--rate") + 1] == str(200_000_000)
 
 

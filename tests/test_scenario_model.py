@@ -104,6 +104,7 @@ def test_every_tool_derives_the_same_settings_from_one_scenario(tmp_path: Path) 
     derivation of the same scenario."""
     from uet.tools import run, sim
 
+    from uet.live.launcher import Launcher
     from uet.scenario.read import resolve
     from uet.sim.scenario import simulate
     from uet.workloads import WORKLOADS
@@ -115,7 +116,7 @@ def test_every_tool_derives_the_same_settings_from_one_scenario(tmp_path: Path) 
         records[f"resolve {engine}"] = resolve(engine, path, workloads=WORKLOADS).settings.record()
     s, topo, ep = run.settings_from(run.build_parser().parse_args([path]))
     assert (s, topo, ep) == resolve("live", path, workloads=WORKLOADS).tables()
-    launcher = run.Launcher(s, topo, ep)
+    launcher = Launcher(s, topo, ep)
     launcher.fabric_args(4)
     assert launcher.derived is not None
     records["uet-run live"] = launcher.derived.record()

@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Any
 
-from uet.tools.cli import UsageError, int_arg, size_arg
+from uet.tools.cli import RunFailed, UsageError, int_arg, size_arg
 
 from uet.experiments.differential import CASES, SPREAD, TOLERANCE, judge
 
@@ -106,9 +106,11 @@ def run_case(
     and ``message_bytes``: ``--messages`` and ``--size``) live, time-dilated (``dilation``), and
     in virtual time, the settings from the scenario model (:func:`uet.scenario.read.resolve`);
     returns ``{"workload", "endpoints", "live", "sim", "bar"}``."""
-    from uet.tools.run import dilation_for, live_runs, simulate_runs
+    from uet.tools.run import simulate_runs
     from uet.tools.run_settings import usage_errors
 
+    from uet.live.process import RunError
+    from uet.live.runs import dilation_for, live_runs
     from uet.scenario.read import Given, resolve
     from uet.workloads import WORKLOADS
 
@@ -117,7 +119,10 @@ def run_case(
         s, topo, ep = resolve(
             "live", None, Given(run={**run, "message_bytes": message_bytes}), workloads=WORKLOADS
         ).tables()
-    live = asyncio.run(live_runs(s, topo, ep, dilation_for(dilation, s, topo, ep)))
+    try:
+        live = asyncio.run(live_runs(s, topo, ep, dilation_for(dilation, s, topo, ep)))
+    except RunError as e:
+        raise RunFailed(str(e)) from None
     sim = simulate_runs(s, topo, ep)
     spread = spread_runs(s, topo, ep)
     return {"workload": workload, "endpoints": endpoints, "live": live, "sim": sim, "bar": judge(live, sim, spread)}

@@ -199,9 +199,11 @@ def _body(argv: Sequence[str] | None) -> int:
 
         require_matplotlib()
         check_outputs(args)
-    from uet.tools.run import _emit_both, _transports, simulate_runs
+    from uet.tools.run import _emit_both, simulate_runs
 
-    if args.baseline and len(_transports(s)) > 1:
+    from uet.live.runs import transports
+
+    if args.baseline and len(transports(s)) > 1:
         raise UsageError("--baseline compares one transport's run: drop --transport both")
     base = run_sim(s, topo, ep) if args.baseline else None
     runs = simulate_runs(
@@ -218,8 +220,8 @@ def _body(argv: Sequence[str] | None) -> int:
     if args.json and not args.timing:  # CPU figures: the one thing that differs between two runs
         for r in runs.values():
             r.pop("timing", None)
-    if len(_transports(s)) > 1:
-        code = _emit_both(args, s, ep, runs, not_run=[t for t in _transports(s) if t not in runs])
+    if len(transports(s)) > 1:
+        code = _emit_both(args, s, ep, runs, not_run=[t for t in transports(s) if t not in runs])
         if interrupted:
             sys.stdout.flush()
             raise KeyboardInterrupt

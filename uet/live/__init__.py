@@ -6,4 +6,13 @@
 :class:`uet.clock.DilatedClock`). It is the asyncio driver of processes: it starts them, hands
 them their settings, collects their JSON-line reports and builds the result; every protocol
 decision stays in the cores the processes run.
+
+* :mod:`uet.live.launcher`: one run (:class:`~uet.live.launcher.Launcher`);
+* :mod:`uet.live.process`: the child processes, each in its own process group;
+* :mod:`uet.live.result`: what a result says beyond its flows (settings, CPU starvation);
+* :mod:`uet.live.runs`: whole runs per transport, without output (``uet-bench differential``);
+* :mod:`uet.live.hosts`: ``uet-run --hosts``, the ranks on real addresses, no software switch.
+
+Nothing is imported here: an endpoint process (``python -m uet.live.worker``) starts without the
+launcher's imports.
 """

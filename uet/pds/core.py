@@ -207,10 +207,11 @@ class PdsCore(
         #: ``AckedRun(token, count)`` per run of consecutive packets with the same token instead
         #: of one ``Acked(token, 0, b"")`` each (uet.pds.events.AckedRun).
         self.acked_runs = False
-        #: Owner setting: bytes the owner's integrity layer adds to every datagram on the wire
-        #: (TSS security header + ICV, or the CRC-32C trailer; 0 in clear). The nominal size of
-        #: §4.2 is the UDP length + 40, so the target counts them in ``rcvd_bytes`` and each CCC
-        #: in its ``overhead`` alike (the owner adds them there: uet.fep.core).
+        #: Owner setting: bytes every datagram has on the wire beyond a clear one over UDP: what
+        #: the owner's integrity layer adds (TSS security header + ICV, or the CRC-32C trailer),
+        #: less 4 directly over IP (a 4-byte entropy header instead of the 8-byte UDP header). The
+        #: nominal size of §4.2 is the transport size + 40 (PDS bytes + 48 + this), so the target
+        #: counts it in ``rcvd_bytes`` and each CCC in its ``overhead`` alike (uet.fep.core).
         self.wire_overhead = 0
         self._rudi_init()
         self._misc_entropy = RotatingEntropy(self.rng, self.config.entropy_paths)

@@ -82,7 +82,10 @@ __all__ = [
     "default_payload",
     "derive",
     "fairness_note",
+    "path_window_of",
+    "peer_config_of",
     "rto_floor_ns",
+    "scale_up_paths",
     "scale_up_qps",
     "scale_up_windows",
 ]
@@ -393,6 +396,58 @@ def scale_up_qps(
     if not topo.has_scale_up:
         return {}
     return _towards_server(topo, hosts, ips, config_at_rate(qp, float(topo.scale_up.rate_bps)))
+
+
+def scale_up_paths(
+    topo: Topology, hosts: Sequence[int], ips: Sequence[str], settings: Settings, transport: str
+) -> dict[str, dict[str, Any]]:
+    """Per address of ``hosts`` (their ``ips``), the settings of its path towards the GPUs of its
+    own server as data an engine can hand an endpoint process (JSON-able; the live engine's
+    worker spec): ``server``, the addresses among ``ips`` on its server (its own too), and ``window`` (UET:
+    :func:`scale_up_windows`' :class:`~uet.pds.config.PathWindow`, every CC field) or ``qp``
+    (RoCEv2: :func:`scale_up_qps`' queue pair configuration). Empty where those give nothing (no
+    scale-up domain; for UET also the ``realtime`` hosts, whose timing is their own). Rebuilt by
+    :func:`path_window_of` and :func:`peer_config_of`, they give each peer exactly what the
+    simulator's endpoints get."""
+    towards: dict[str, Callable[[str], Any]]
+    if transport == "roce":
+        key, towards = "qp", dict(scale_up_qps(topo, hosts, ips, settings.qp))
+    else:
+        key, towards = "window", dict(scale_up_windows(topo, hosts, ips, settings))
+    out: dict[str, dict[str, Any]] = {}
+    for ip, path in towards.items():
+        server = [p for p in ips if path(p) is not None]
+        if server:
+            out[ip] = {"server": server, key: _path_record(path(server[0]))}
+    return out
+
+
+def _path_record(value: PathWindow | QpConfig) -> dict[str, Any]:
+    if isinstance(value, QpConfig):
+        return asdict(value)
+    cc = None if value.cc_params is None else asdict(value.cc_params)
+    return {"max_inflight": value.max_inflight, "cc_params": cc}
+
+
+def path_window_of(paths: dict[str, Any] | None) -> Callable[[str], PathWindow | None] | None:
+    """The ``path_window`` of a UET endpoint (``FepCore(path_window=...)``) from its entry of
+    :func:`scale_up_paths`; None without a scale-up window."""
+    if not paths or paths.get("window") is None:
+        return None
+    w = paths["window"]
+    window = PathWindow(int(w["max_inflight"]), None if w["cc_params"] is None else as_config(w["cc_params"]))
+    server = frozenset(paths["server"])
+    return lambda peer: window if peer in server else None
+
+
+def peer_config_of(paths: dict[str, Any] | None) -> Callable[[str], QpConfig | None] | None:
+    """The ``peer_config`` of a RoCEv2 endpoint (``RoceCore(peer_config=...)``) from its entry of
+    :func:`scale_up_paths`; None without a scale-up queue pair configuration."""
+    if not paths or paths.get("qp") is None:
+        return None
+    qp = merge(QpConfig(), paths["qp"])
+    server = frozenset(paths["server"])
+    return lambda peer: qp if peer in server else None
 
 
 def fairness_note(tuned: list[str]) -> str | None:
