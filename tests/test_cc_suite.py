@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from uet.tools.cc_suite import scenario_files
-from uet.tools.sim import build_parser, settings_from
+from uet.tools.cc_suite import SUITES, scenario_files
+from uet.tools.sim import build_parser
 
 from uet.cc.config import CcConfig
 from uet.cc.registry import as_config
-from uet.experiments.cc_suite import _tail_ideal, row_result
+from uet.experiments.cc_suite import _tail_ideal, row_result, select, suite_files
+from uet.scenario.read import resolve
 
 SIM = [sys.executable, "-m", "uet.tools.sim"]
 
@@ -26,7 +27,8 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_every_scenario_file_is_a_valid_uet_sim_scenario_with_htsim_figures() -> None:
-    files = scenario_files("cc")
+    files = suite_files(SUITES["cc"])
+    assert scenario_files("cc") == files
     names = [p.stem for p in files]
     # table order: by host count, then workload, then algorithm (nscc, rccc, nscc+rccc)
     assert names[:3] == ["one_flow_nscc", "one_flow_rccc", "one_flow_nscc_rccc"]
@@ -35,7 +37,7 @@ def test_every_scenario_file_is_a_valid_uet_sim_scenario_with_htsim_figures() ->
     assert names[6:10] == [f"incast127_{a}" for a in ("nscc", "nscc_subpacket", "rccc", "nscc_rccc")]
     assert {n for n in names[10:]} == {f"perm1024_{p}_{a}" for p in ("128paths", "1path") for a in ("nscc", "rccc")}
     for p in files:
-        s, topo, ep = settings_from(build_parser().parse_args([str(p)]))
+        s, topo, ep = resolve("sim", str(p)).tables()
         assert s["rate_bps"] == 100_000_000_000 and s["message_bytes"] == 2_000_000 and s["profile"] == "datacenter"
         assert topo["kind"] == "fat_tree" and topo["hosts"] == s["endpoints"]
         assert ep["payload_size"] == 4096 and ep["pds"]["rto_ns"] == 100_000
@@ -45,6 +47,13 @@ def test_every_scenario_file_is_a_valid_uet_sim_scenario_with_htsim_figures() ->
 
         ref = tomllib.loads(p.read_text())["reference"]
         assert ref["tail_us"] > 0
+
+
+def test_only_keeps_whole_names_or_else_parts() -> None:
+    files = suite_files(SUITES["cc"])
+    assert [p.stem for p in select(files, "incast15_nscc")] == ["incast15_nscc"]  # not incast15_nscc_rccc
+    assert [p.stem for p in select(files, "incast15")] == [f"incast15_{a}" for a in ("nscc", "rccc", "nscc_rccc")]
+    assert select(files, "zzz,") == []
 
 
 def test_cc_params_table_becomes_a_ccconfig_and_unknown_keys_are_refused() -> None:

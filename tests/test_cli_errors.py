@@ -385,7 +385,7 @@ def test_plot_without_matplotlib_is_refused_before_the_run(monkeypatch) -> None:
 def test_cpu_starvation_is_detected_and_explained() -> None:
     """Retransmissions with nothing lost in the fabric, or a late switch timer, are CPU
     starvation on the live engine (issue 14); a lossy fabric's retransmissions are not."""
-    from uet.tools.run import LATE_TIMER_US, cpu_starvation
+    from uet.live.result import LATE_TIMER_US, cpu_starvation
 
     flows = [{"retransmits": 3}, {"retransmits": 0}]
     quiet = {"flows": flows, "fabric": {"drops": 0, "trims": 0}, "pacing": {"p99_us": 50.0}}
@@ -403,8 +403,7 @@ def test_run_partial_result_marks_unfinished_flows() -> None:
     figures, every other flow is ``unfinished``; the run is not ok and says it was interrupted."""
     import hashlib
 
-    from uet.tools.run import Launcher, build_workload
-
+    from uet.live.launcher import Launcher, build_workload
     from uet.scenario import run_defaults
 
     s = dict(run_defaults("live"), workload="incast", endpoints=3, messages=1, message_bytes=64)
@@ -580,7 +579,7 @@ def test_which_processes_are_tools() -> None:
     assert started_as_tool("/x/uet/tools/sim.py", ["python", "-X", "dev", "-m", "uet.tools.sim", "-n", "4"])
     assert not started_as_tool("/venv/bin/pytest", ["python", "/venv/bin/pytest", "-m", "uet.tools.run"][:2])
     assert not started_as_tool("/venv/bin/uet-nope", ["python", "/venv/bin/uet-nope"])
-    assert not started_as_tool("-m", ["python", "-m", "uet.tools.run_worker", "{}"])
+    assert not started_as_tool("-m", ["python", "-m", "uet.live.worker", "{}"])
     assert not started_as_tool("-c", ["python", "-c", "import uet.tools"])
 
 

@@ -1,4 +1,4 @@
-"""Time dilation of the live engine (uet/clock.py, tools/dilation.py): the one real → virtual
+"""Time dilation of the live engine (uet/clock.py, uet/live/dilation.py): the one real → virtual
 mapping, how each adapter uses it (endpoint timer, fabric link PFC pause, switch process timer and
 model time), the factor's choice and the kept-up verdict, and the live/sim bar's judgement.
 Every test runs on a fake real clock: exact instants, no wall-clock bound."""
@@ -9,10 +9,10 @@ import asyncio
 from typing import Any
 
 import pytest
-from uet.tools.dilation import choose, packet_rate, verdict
 
 from uet.clock import DilatedClock
 from uet.experiments.differential import judge
+from uet.live.dilation import choose, packet_rate, verdict
 
 
 class FakeReal:
@@ -141,7 +141,7 @@ def _frame_to_host(fp: Any, dst: int) -> bytes:
 
 
 def test_the_automatic_factor_follows_the_packet_rate_and_the_cores(monkeypatch):
-    import uet.tools.dilation as dil
+    import uet.live.dilation as dil
 
     monkeypatch.setattr(dil, "cores", lambda: 2)
     r = packet_rate(1, 100_000_000, 1024)
@@ -157,9 +157,9 @@ def test_the_automatic_factor_follows_the_packet_rate_and_the_cores(monkeypatch)
 
 def test_the_automatic_factor_grows_with_the_machines_load(monkeypatch):
     """On a busy machine a woken endpoint waits for a CPU about load ÷ cores scheduler slices
-    (tools/dilation.py, ``G``): at load 15 on 2 cores 9.75 ms, which the factor keeps within 15 %
+    (uet/live/dilation.py, ``G``): at load 15 on 2 cores 9.75 ms, which the factor keeps within 15 %
     of a 91.7 µs frame time of virtual time; below about 1.5 the timers' 1 ms grain is the larger."""
-    import uet.tools.dilation as dil
+    import uet.live.dilation as dil
 
     monkeypatch.setattr(dil, "cores", lambda: 2)
     d = choose(1, 100_000_000, 1024, per_packet_s=100e-6, load=15.0)
@@ -182,7 +182,7 @@ def test_the_verdict_names_what_the_cpu_could_not_keep_up_with():
 def test_endpoints_that_wake_late_did_not_keep_up():
     """An endpoint process waiting for a CPU is late for its sockets and timers alike; past
     LAG_FRAMES frame times (p99, virtual) the run did not keep up."""
-    from uet.tools.dilation import LAG_FRAMES
+    from uet.live.dilation import LAG_FRAMES
 
     frame_us = (1024 + 122) * 8e6 / 100e6  # 91.7 µs
     below = {"endpoint_lag": {"p99_us": 0.9 * LAG_FRAMES * frame_us}}
@@ -197,8 +197,8 @@ def test_endpoints_that_wake_late_did_not_keep_up():
 
 
 def test_loop_lag_is_summarised_per_rank_and_for_the_run_in_virtual_time():
-    from uet.tools.run import endpoint_lag
-    from uet.tools.run_worker import lag_summary
+    from uet.live.result import endpoint_lag
+    from uet.live.worker import lag_summary
 
     one = lag_summary([i * 1000 for i in range(100)])  # 0 … 99 µs
     assert one == {"samples": 100, "p50_us": 50.0, "p99_us": 99.0, "max_us": 99.0}
@@ -211,8 +211,8 @@ def test_loop_lag_is_summarised_per_rank_and_for_the_run_in_virtual_time():
 def test_a_live_run_short_of_cpu_is_run_again_at_twice_the_automatic_factor(monkeypatch):
     """uet-bench differential judges figures of the network: an automatic-factor run whose CPU did
     not keep up runs once more at twice the factor; a factor the user gave is kept."""
-    import uet.tools.run as run
-    from uet.tools.dilation import Dilation
+    import uet.live.runs as run
+    from uet.live.dilation import Dilation
 
     factors: list[float] = []
 
@@ -280,7 +280,7 @@ def test_the_bar_judges_against_the_simulators_range_over_endpoint_seeds():
 def test_the_launcher_waits_the_runs_timeout_dilated():
     """``timeout_s`` is virtual time: the launcher waits TDF times longer for the ranks' reports,
     as the ranks wait for their workload (a run dilated ×800 failed after 150 real seconds)."""
-    from uet.tools.run import Launcher
+    from uet.live.launcher import Launcher
 
     launcher = Launcher({"timeout_s": 2.0}, {}, {})
     assert launcher.collect_timeout_s() == pytest.approx(32.0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from uet.workloads import algorithms as alg
-from uet.workloads.alphabeta import Path, model_time
+from uet.workloads.alphabeta import Path, model_time, rail_paths
 from uet.workloads.schedule import Builder
 from uet.workloads.sharing import shared_time
 
@@ -71,3 +71,30 @@ def test_the_tree_slices_shrink_as_nccls_do() -> None:
     assert alg.tree_pipe(pipe, 2 * MIB, 3).slice_bytes == 64 << 10  # 16 per channel: 16 ≥ 4 × 3
     assert alg.tree_pipe(pipe, 16 * MIB, 2).slice_bytes == 256 << 10  # enough chunks already
     assert alg.tree_pipe(pipe, 1024, 3).slice_bytes == 32 << 10
+
+
+def test_paths_of_different_rates_are_different_links() -> None:
+    """Ranks 1 and 2 send rank 0 1 MiB at once, 1 over a scale-up link nine times faster, 2 over
+    the NIC: they share no link, so each takes its own path's time (one shared path: two wire
+    times for both)."""
+    fast = Path(900e9, 250, 2)
+    b = Builder(3, MIB)
+    b.message(1, 0, 0, MIB)
+    b.message(2, 0, 0, MIB)
+    nic_t = PATH.wire_s(MIB) + PATH.alpha_s(MIB) + PATH.ack_s()
+    fast_t = fast.wire_s(MIB) + fast.alpha_s(MIB) + fast.ack_s()
+    assert shared_time(b.schedule, lambda src, dst: fast if src == 1 else PATH) == pytest.approx(max(nic_t, fast_t))
+    assert nic_t > fast_t
+    b.message(1, 0, 0, MIB, stream=1)  # a second message over the fast link: still under the NIC's time
+    assert shared_time(b.schedule, lambda src, dst: fast if src == 1 else PATH) == pytest.approx(nic_t)
+
+
+def test_rail_paths_follow_servers_and_rails() -> None:
+    """Hosts numbered server by server (4 GPUs each): GPUs of one server over the scale-up link,
+    one rail (the same GPU index) over 2 links, rails apart over 4."""
+    su = Path(3.6e12, 250, 2)
+    hosts = [0, 1, 4, 6]  # server 0 GPUs 0 and 1, server 1 GPUs 0 and 2
+    paths = rail_paths(hosts, 4, PATH, su)
+    assert paths(0, 1) is su
+    assert paths(0, 2).links == 2 and paths(0, 2).rate_bps == PATH.rate_bps
+    assert paths(1, 3).links == 4

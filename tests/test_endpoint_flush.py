@@ -83,7 +83,7 @@ async def test_an_immediate_reply_leaves_in_the_same_flush_as_the_ack() -> None:
     callbacks), so the requester can take both in one batch."""
     ea, eb = await _pair()
     batches: list[list[int]] = []
-    inner = eb.link.send_marked  # type: ignore[attr-defined]
+    inner = eb.link.send_marked
 
     def record(datagrams: Any, tos: Any) -> None:
         batches.append([d[0] >> 3 for d, _dst, _ent in datagrams])
@@ -144,7 +144,7 @@ async def test_each_link_batch_is_answered_before_the_next_is_taken() -> None:
     ea, eb = await _pair()
     captured: list[tuple[bytes, str, int]] = []
     flushes: list[int] = []
-    inner = eb.link.send_marked  # type: ignore[attr-defined]
+    inner = eb.link.send_marked
 
     def record(datagrams: Any, tos: Any) -> None:
         flushes.append(len(datagrams))
@@ -160,7 +160,7 @@ async def test_each_link_batch_is_answered_before_the_next_is_taken() -> None:
                 break
             await asyncio.sleep(0)
         assert len(captured) == 128  # the first window, held back from the wire
-        ea._send_marked = ea.link.send_marked  # type: ignore[attr-defined]
+        ea._send_marked = ea.link.send_marked
         eb._send_marked = record
         eb._on_batch([(d, ea.address, 0) for d, _dst, _ent in captured[:64]])
         eb._on_batch([(d, ea.address, 0) for d, _dst, _ent in captured[64:]])

@@ -133,7 +133,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("scenario model", ("uet.scenario",)),
     ("workloads", ("uet.workloads",)),
-    ("engines and suites", ("uet.sim", "uet.experiments", "uet.conformance")),
+    ("engines and suites", ("uet.sim", "uet.live", "uet.experiments", "uet.conformance")),
     ("public API", ("uet",)),
     ("tools", ("uet.tools", "uet.interop")),
 )

@@ -64,7 +64,8 @@ class _TapLink(Link):
 
     A wrapper given to ``Endpoint.open(link=...)`` rather than a patch of ``link.send`` after
     the fact: the endpoint may bind a link's batch method at construction (``send_many``), which a
-    later patch would not see. This wrapper has no batch method, so every datagram passes here.
+    later patch would not see. This wrapper keeps the base class's batch method, which hands every
+    datagram to :meth:`send`, so every datagram passes here.
     """
 
     port: int

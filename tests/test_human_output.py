@@ -168,8 +168,8 @@ def test_uet_fabric_plot_label(monkeypatch, tmp_path) -> None:
     transport as ``--plot-label``, the beginning of every title."""
     pytest.importorskip("matplotlib")
     from uet.fabric.telemetry_io import plot
-    from uet.tools.run import Launcher
 
+    from uet.live.launcher import Launcher
     from uet.scenario import run_defaults
 
     seen = _titles(monkeypatch)

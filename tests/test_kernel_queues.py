@@ -102,16 +102,16 @@ async def test_switch_summary_reports_frames_the_kernel_dropped_before_the_model
 def test_kernel_drops_are_loss_and_a_deep_socket_queue_is_starvation() -> None:
     """uet-run's note: frames the kernel dropped count as loss (retransmissions were not spurious),
     and both they and a deep socket queue are reported as queueing outside the model."""
-    from uet.tools.run import _KERNEL_QUEUE_NOTE, cpu_starvation
+    from uet.live.result import KERNEL_QUEUE_NOTE, cpu_starvation
 
     flows = [{"retransmits": 4}]
     clean = {"drops": 0, "trims": 0}
     dropped = {"flows": flows, "fabric": clean, "pacing": {}, "switch_kernel": {"rx_drops": 9, "rx_queue_max_bytes": 0}}
     note = cpu_starvation(dropped)
     assert note and "9 were dropped there, outside the model" in note and "spurious" not in note
-    deep = {"rx_drops": 0, "rx_queue_max_bytes": _KERNEL_QUEUE_NOTE}
+    deep = {"rx_drops": 0, "rx_queue_max_bytes": KERNEL_QUEUE_NOTE}
     note = cpu_starvation({"flows": [{"retransmits": 0}], "fabric": clean, "pacing": {}, "switch_kernel": deep})
-    assert note and f"up to {_KERNEL_QUEUE_NOTE // 1024} KiB deep" in note
-    shallow = {"rx_drops": 0, "rx_queue_max_bytes": _KERNEL_QUEUE_NOTE - 1}
+    assert note and f"up to {KERNEL_QUEUE_NOTE // 1024} KiB deep" in note
+    shallow = {"rx_drops": 0, "rx_queue_max_bytes": KERNEL_QUEUE_NOTE - 1}
     calm = {"flows": [{"retransmits": 0}], "fabric": clean, "pacing": {}, "switch_kernel": shallow}
     assert cpu_starvation(calm) is None

@@ -2,7 +2,7 @@
 whole bar): a 3:1 incast of one 64 KiB message per flow, live through the switch process with time
 dilation and in the simulator, over UET — every message intact, FCT p50 and p99 within 10 % of the
 simulator's. A fixed, generous factor keeps the live figures those of the network on a loaded
-machine (the automatic choice is tools/dilation.py's, tested with exact numbers in
+machine (the automatic choice is uet/live/dilation.py's, tested with exact numbers in
 tests/test_clock_dilation.py, as is the bar's winner rule). RoCEv2 is left to ``uet-bench
 differential``: its DCQCN paces every packet on a timer, and flows of 64 packets are too short for
 that timer's real-time jitter (a loaded machine wakes a process milliseconds late) to average out
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 
-from uet.tools.dilation import Dilation
-from uet.tools.run import build_parser, live_runs, settings_from, simulate_runs
+from uet.tools.run import build_parser, settings_from, simulate_runs
 
 from uet.experiments.differential import judge
+from uet.live.dilation import Dilation
+from uet.live.runs import live_runs
 
 
 def test_a_dilated_live_uet_incast_agrees_with_the_simulator():

@@ -175,7 +175,7 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-@pytest.mark.parametrize("victim", ["uet.tools.fabric", "uet.tools.run_worker"])
+@pytest.mark.parametrize("victim", ["uet.tools.fabric", "uet.live.worker"])
 def test_a_dead_child_is_reported_at_once_with_a_json_error(victim):
     """Issue 15 item 17: when the fabric process died the launcher waited the whole --timeout and
     blamed "timeout"; when a worker died, --json printed nothing. Now the launcher reports the
@@ -209,8 +209,10 @@ def test_the_fabric_gets_rate_only_for_the_realtime_profile(profile):
     """uet-fabric refuses --rate for any profile but realtime; uet-run must not pass it there."""
     from uet.tools import fabric, run
 
+    from uet.live.launcher import Launcher
+
     s, topo, ep = run.settings_from(run.build_parser().parse_args(["--profile", profile, "-n", "4"]))
-    args = run.Launcher(s, topo, ep).fabric_args(4)
+    args = Launcher(s, topo, ep).fabric_args(4)
     assert "--rate" not in args
     fabric.rate_for(profile, None)  # what uet-fabric does with what it is given: no error
 
@@ -218,8 +220,10 @@ def test_the_fabric_gets_rate_only_for_the_realtime_profile(profile):
 def test_the_fabric_gets_the_realtime_rate():
     from uet.tools import run
 
+    from uet.live.launcher import Launcher
+
     s, topo, ep = run.settings_from(run.build_parser().parse_args(["--rate", "200M", "-n", "4"]))
-    args = run.Launcher(s, topo, ep).fabric_args(4)
+    args = Launcher(s, topo, ep).fabric_args(4)
     assert args[args.index("--rate") + 1] == str(200_000_000)
 
 

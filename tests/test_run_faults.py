@@ -37,3 +37,23 @@ def test_a_bad_link_name_is_a_one_line_error_before_anything_starts() -> None:
         [sys.executable, "-m", "uet.tools.run", "--fail", "nowhere@1ms"], capture_output=True, text=True, timeout=60
     )
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "no link 'nowhere'" in p.stderr, p.stderr
+
+
+def test_the_launcher_refuses_a_missing_link_before_it_starts_a_process() -> None:
+    """The live engine itself (uet.live.launcher): a fault on a link the run's topology lacks is
+    :class:`FaultsError`, which ``uet-run`` prints as the one-line usage error above, raised while
+    the switch process's arguments are built, so no process has started."""
+    import pytest
+    from uet.tools.fault_options import faults_from
+    from uet.tools.run import build_parser, settings_from
+
+    from uet.live.launcher import Launcher
+    from uet.live.process import FaultsError
+
+    args = build_parser().parse_args(["--fail", "nowhere@1ms", "-n", "4"])
+    s, topo, ep = settings_from(args)
+    launcher = Launcher(s, topo, ep)
+    launcher.faults = faults_from(args, None, int(s["seed"]))
+    with pytest.raises(FaultsError, match="no link 'nowhere'"):
+        launcher.fabric_args(4)
+    assert launcher.children == [] and launcher.fabric is None

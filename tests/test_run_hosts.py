@@ -1,6 +1,6 @@
-"""``uet-run --hosts``: usage errors are one line with exit status 2 (tools/run_hosts.py). The
-runs themselves are in tests/test_netns.py (ranks on namespaced hosts) and the README (all ranks
-on loopback addresses)."""
+"""``uet-run --hosts``: usage errors are one line with exit status 2 (tools/run.py; the ranks run
+in uet/live/hosts.py). The runs themselves are in tests/test_netns.py (ranks on namespaced hosts)
+and the README (all ranks on loopback addresses)."""
 
 from __future__ import annotations
 

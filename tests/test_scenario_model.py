@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from uet.scenario import Scenario, derive, run_defaults
+from uet.scenario import ENGINES, Scenario, derive, run_defaults
 from uet.scenario.derive import REALTIME_HOSTS, bdp_window, default_payload, fairness_note
 
 SCENARIO = """
@@ -97,25 +97,33 @@ def _file(tmp_path: Path) -> str:
 
 
 def test_every_tool_derives_the_same_settings_from_one_scenario(tmp_path: Path) -> None:
-    """Issue 30 "Done when" point 2: the live launcher, ``uet-run --engine sim``, ``uet-sim`` (and
+    """Issue 30 "Done when" point 2: the scenario model's reader (:func:`uet.scenario.read.resolve`,
+    which every tool calls), the live launcher, ``uet-run --engine sim``, ``uet-sim`` (and
     with it the CC suite, which reads its rows through ``uet-sim``'s settings), the simulator
     itself and ``uet-bench sim`` (which calls the simulator with tables of its own) all come to one
     derivation of the same scenario."""
     from uet.tools import run, sim
 
+    from uet.live.launcher import Launcher
+    from uet.scenario.read import resolve
     from uet.sim.scenario import simulate
+    from uet.workloads import WORKLOADS
 
     path = _file(tmp_path)
     records = {}
+    # the scenario model itself, given the file (each engine's defaults)
+    for engine in ENGINES:
+        records[f"resolve {engine}"] = resolve(engine, path, workloads=WORKLOADS).settings.record()
     s, topo, ep = run.settings_from(run.build_parser().parse_args([path]))
-    launcher = run.Launcher(s, topo, ep)
+    assert (s, topo, ep) == resolve("live", path, workloads=WORKLOADS).tables()
+    launcher = Launcher(s, topo, ep)
     launcher.fabric_args(4)
     assert launcher.derived is not None
     records["uet-run live"] = launcher.derived.record()
     s, topo, ep = run.settings_from(run.build_parser().parse_args([path, "--engine", "sim"]))
     records["uet-run --engine sim"] = derive(Scenario("sim", s, topo, ep)).record()
     ss, stopo, sep = sim.settings_from(sim.build_parser().parse_args([path]))
-    assert (ss, stopo, sep) == (s, topo, ep)
+    assert (ss, stopo, sep) == (s, topo, ep) == resolve("sim", path, workloads=WORKLOADS).tables()
     records["uet-sim"] = derive(Scenario("sim", ss, stopo, sep)).record()
     # the engine, given the user's tables only (as uet-bench sim and library users call it)
     user = {"pds": {"cc": "nscc"}}

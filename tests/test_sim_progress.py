@@ -120,15 +120,14 @@ def test_live_partial_result_credits_the_bytes_moved_and_shows_the_fabric() -> N
     its receiver's only unfinished one (pairs), and the fabric's counters (its summary, asked for
     on Ctrl-C) are in the partial result. An incast receiver's several flows cannot be told apart:
     they keep the bytes of whole messages, the run's total counts every packet."""
-    from uet.tools.run import Launcher, _empty_report, build_workload
-
+    from uet.live.launcher import Launcher, build_workload, empty_report
     from uet.scenario import run_defaults
 
     s = dict(run_defaults("live"), workload="pairs", endpoints=4, messages=1, message_bytes=1 << 20)
     la = Launcher(s, {}, {})
     la.workload = build_workload(s)
     la.addresses = [f"10.0.0.{i + 1}" for i in range(4)]
-    la.reports = [_empty_report() for _ in range(4)]
+    la.reports = [empty_report() for _ in range(4)]
     flows = la.workload.flows()
     la.moved = {flows[0].dst: 700_000, flows[1].dst: 3 << 20}  # a resend counted twice: capped at the flow
     la.fabric_summary = {"event": "summary", "fabric": {"ecn_marks": 7, "drops": 0}}
@@ -141,7 +140,7 @@ def test_live_partial_result_credits_the_bytes_moved_and_shows_the_fabric() -> N
     s = dict(s, workload="incast", endpoints=3)
     la = Launcher(s, {}, {})
     la.workload = build_workload(s)
-    la.reports = [_empty_report() for _ in range(3)]
+    la.reports = [empty_report() for _ in range(3)]
     la.moved = {0: 900_000}
     r = la.partial_result()
     assert r is not None and [f["bytes"] for f in r["flows"]] == [0, 0] and r["received_bytes"] == 900_000

@@ -42,6 +42,8 @@ def test_a_workload_travels_as_its_spec() -> None:
 def test_scenario_table_and_option_reach_both_engines(tmp_path: Path) -> None:
     from uet.tools import run, sim
 
+    from uet.live.launcher import build_workload
+
     f = tmp_path / "s.toml"
     f.write_text('[run]\nworkload = "incast"\nendpoints = 8\nmessage_bytes = 4096\nmessages = 1\n'
                  "[workload.params]\nsenders = 3\n")  # fmt: skip
@@ -49,7 +51,7 @@ def test_scenario_table_and_option_reach_both_engines(tmp_path: Path) -> None:
     assert s["workload_params"] == {"senders": 3}
     s2, _t, _e = run.settings_from(run.build_parser().parse_args([str(f), "--workload-set", "senders=2"]))
     assert s2["workload_params"] == {"senders": 2}
-    assert len(run.build_workload(s2).flows()) == 2
+    assert len(build_workload(s2).flows()) == 2
     from uet.sim.scenario import simulate
 
     res = simulate(s)

@@ -74,16 +74,14 @@ class Tap:
         self._send = link.send
         self._on_send = on_send
         link.send = self._tap  # type: ignore[method-assign]
-        self._send_marked = getattr(link, "send_marked", None)
-        if self._send_marked is not None:  # the secure link's batch transmit (SecureLink.send_marked)
-            link.send_marked = self._tap_marked  # type: ignore[attr-defined]
+        self._send_marked = link.send_marked  # the batch transmit (Link.send_marked)
+        link.send_marked = self._tap_marked  # type: ignore[method-assign]
 
     def _tap_marked(self, datagrams: Sequence[tuple[bytes, str, int]], tos: Sequence[int]) -> None:
         for datagram, dst, _entropy in datagrams:
             self.sent.append((dst, datagram))
             if self._on_send is not None:
                 self._on_send(datagram, dst)
-        assert self._send_marked is not None
         self._send_marked(datagrams, tos)
 
     def _tap(self, datagram: bytes, dst: str, entropy: int, dscp: int, ecn: int = 0) -> None:

@@ -39,125 +39,56 @@ htsim figures are for the full size, and only the ratio of slowdowns stays meani
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from uet.tools.cli import UsageError
-from uet.tools.run_settings import load_scenario
+from uet.tools.run_settings import given_from, usage_errors
 
-from uet.experiments.cc_suite import row_result
+from uet.errors import UetError
+from uet.experiments import cc_suite
 
 __all__ = ["SUITES", "render", "run_suite", "scenario_files"]
 
 #: built-in suites: name → folder of scenario files
 SUITES = {"cc": Path(__file__).resolve().parent / "scenarios" / "cc"}
-_ALGO_ORDER = ("none", "nscc", "rccc", "nscc+rccc")
 
 
 def scenario_files(suite: str) -> list[Path]:
-    """The scenario files of ``suite`` (a built-in name or a folder), in table order: by host
-    count, then workload, then algorithm."""
+    """The scenario files of ``suite`` (a built-in name or a folder), in table order
+    (:func:`uet.experiments.cc_suite.suite_files`)."""
     folder = SUITES.get(suite, Path(suite))
     if not folder.is_dir():
         raise UsageError(f"--suite {suite}: not a built-in suite ({', '.join(SUITES)}) nor a folder")
-    files = sorted(folder.glob("*.toml"))
+    with usage_errors():
+        files = cc_suite.suite_files(folder)
     if not files:
         raise UsageError(f"--suite {suite}: no scenario files in it")
-
-    def key(p: Path) -> tuple[int, str, int, str]:
-        doc = load_scenario(str(p))
-        run = doc.get("run", {})
-        cc = doc.get("endpoint", {}).get("pds", {}).get("cc", "none")
-        order = _ALGO_ORDER.index(cc) if cc in _ALGO_ORDER else len(_ALGO_ORDER)
-        return (int(run.get("endpoints", 0)), str(run.get("workload", "")), order, p.name)
-
-    return sorted(files, key=key)
+    return files
 
 
-def run_suite(args: argparse.Namespace, on_row: Any = None) -> dict[str, Any]:
-    """Run every scenario of ``args.suite``; the command-line options apply to each as they do to
-    one scenario (``--seed``, ``--size``, ``-o``, ``--endpoint-set``...), ``--max-hosts`` scales
-    rows down, ``--only`` keeps the scenarios named by one of its words (a whole file name, or else a part
-    of one: ``incast15`` is all three incast15 rows, ``incast15_nscc`` only that one). ``--jobs N``
-    runs up to N rows at once, each in its own process (a row is one single-threaded simulation,
-    so the table of a machine with N cores takes about 1/N of the time; each row's figures,
-    CPU time included, are those of its own process and do not depend on N). ``on_row`` is called
-    with each row as it finishes; the rows of the result keep the suite's order."""
+def run_suite(args: argparse.Namespace, on_row: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Run every scenario of ``args.suite`` (:func:`uet.experiments.cc_suite.run_suite`): the
+    ``uet-sim`` options apply to each as they do to one scenario (``--seed``, ``--size``, ``-o``,
+    ``--endpoint-set``...), ``--max-hosts`` scales rows down, ``--only`` keeps the scenarios named
+    by one of its words, ``--jobs N`` runs up to N rows at once. A setting the scenario model or
+    the simulator refuses is a :class:`UsageError`."""
+    from uet.tools.sim import SIM_OPTIONS
+
     files = scenario_files(args.suite)
     if args.only:
-        words = [w for w in args.only.split(",") if w]
-        stems = {p.stem for p in files}
-        files = [p for p in files if any(w == p.stem if w in stems else w in p.stem for w in words)]
+        files = cc_suite.select(files, args.only)
         if not files:
             raise UsageError(f"--only {args.only}: no scenario of the suite matches")
-    jobs = min(getattr(args, "jobs", None) or 1, len(files))
-    if jobs <= 1:
-        rows = []
-        for p in files:
-            rows.append(run_row(args, p))
-            if on_row is not None:
-                on_row(rows[-1])
-        return {"suite": args.suite, "ok": all(r["ok"] for r in rows), "rows": rows}
-    return _run_parallel(args, files, jobs, on_row)
-
-
-def run_row(args: argparse.Namespace, p: Path) -> dict[str, Any]:
-    """One row: scenario file ``p`` run with the command-line options ``args`` (see
-    :func:`run_suite`), scaled down to ``args.max_hosts`` if it is larger."""
-    from uet.tools.sim import run_sim, settings_from
-
-    ns = argparse.Namespace(**{**vars(args), "scenario": str(p)})
-    s, topo, ep = settings_from(ns)
-    scaled = None
-    cap = args.max_hosts
-    if cap and int(s["endpoints"]) > cap:
-        scaled = f"{s['endpoints']} → {cap} hosts"
-        s["endpoints"] = cap
-        if topo.get("hosts", 0) > cap:
-            topo = {**topo, "hosts": cap}
-    cpu0 = time.process_time()
-    res = run_sim(s, topo, ep)
-    res.setdefault("timing", {})["cpu_s"] = round(time.process_time() - cpu0, 3)
-    pds = ep.get("pds", {})
-    res.update(cc=pds.get("cc", "none"), lb=pds.get("lb", "default"), payload_size=ep.get("payload_size", 4096))
-    return row_result(p, res, load_scenario(str(p)).get("reference", {}), scaled)
-
-
-def _worker_init() -> None:
-    """A row's process leaves Ctrl-C to the suite's process, which stops the pool (no traceback
-    from every worker)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _row_job(job: tuple[argparse.Namespace, int, Path]) -> tuple[int, dict[str, Any]]:
-    args, i, p = job
-    return i, run_row(args, p)
-
-
-def _run_parallel(args: argparse.Namespace, files: list[Path], jobs: int, on_row: Any) -> dict[str, Any]:
-    """:func:`run_suite` with ``jobs`` worker processes. A row that raises stops the suite with
-    that error, as it would run alone; Ctrl-C (or any error) terminates the workers first."""
-    import multiprocessing
-
-    plain = argparse.Namespace(**{k: v for k, v in vars(args).items() if not callable(v)})
-    rows: dict[int, dict[str, Any]] = {}
-    pool = multiprocessing.Pool(jobs, initializer=_worker_init)
+    given = given_from(args, SIM_OPTIONS)
     try:
-        for i, row in pool.imap_unordered(_row_job, [(plain, i, p) for i, p in enumerate(files)]):
-            rows[i] = row
-            if on_row is not None:
-                on_row(row)
-    except BaseException:
-        pool.terminate()
-        pool.join()
-        raise
-    pool.close()
-    pool.join()
-    ordered = [rows[i] for i in range(len(files))]
-    return {"suite": args.suite, "ok": all(r["ok"] for r in ordered), "rows": ordered}
+        return cc_suite.run_suite(
+            args.suite, files, given, max_hosts=args.max_hosts, jobs=getattr(args, "jobs", None) or 1, on_row=on_row
+        )
+    except (UetError, ValueError, TypeError, OSError) as e:
+        raise UsageError(str(e)) from None
 
 
 def _f(v: Any, spec: str = ",.1f") -> str:

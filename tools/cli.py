@@ -36,6 +36,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from uet.config_file import parse_rate, parse_size
 from uet.transport import transport_label
 
 __all__ = [
@@ -77,46 +78,6 @@ class UsageError(Exception):
 
 class RunFailed(Exception):
     """The run could not be carried out (after a valid command line): one line, exit status 1."""
-
-
-_SIZE_UNITS = {
-    "": 1,
-    "k": 10**3,
-    "m": 10**6,
-    "g": 10**9,
-    "t": 10**12,
-    "ki": 1 << 10,
-    "mi": 1 << 20,
-    "gi": 1 << 30,
-    "ti": 1 << 40,
-}
-_RATE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_NUMBER = r"(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"
-
-
-def parse_size(text: str) -> int:
-    """``"64MiB"`` → 67108864, ``"1G"`` → 10**9, ``"512k"`` → 512000, ``"1000"`` → 1000.
-
-    Raises :class:`ValueError` with a one-line reason (a fraction of a byte, a negative number or
-    an unknown suffix)."""
-    m = re.fullmatch(_NUMBER + r"\s*([kKmMgGtT]i?)?[bB]?", text.strip())
-    if not m:
-        raise ValueError(f"not a size: {text!r} (bytes, e.g. 4096, 64KiB, 1MiB, 1G)")
-    unit = (m.group(2) or "").lower()
-    value = float(m.group(1)) * _SIZE_UNITS[unit]
-    if value != int(value):
-        raise ValueError(f"not a whole number of bytes: {text!r}")
-    return int(value)
-
-
-def parse_rate(text: str) -> int:
-    """``"100M"`` → 100_000_000 bit/s; also ``1G``, ``100G``, ``25Gbit``, ``25Gbit/s``,
-    ``10Gbps``, ``10e6``. Raises :class:`ValueError` with a one-line reason."""
-    m = re.fullmatch(_NUMBER + r"\s*([kKmMgGtT])?(?:bit/s|bit|bps|b/s)?", text.strip())
-    if not m:
-        raise ValueError(f"not a rate: {text!r} (bit/s, e.g. 100M, 1G, 25Gbit, 10e6)")
-    value = float(m.group(1)) * _RATE_UNITS[(m.group(2) or "").lower()]
-    return int(round(value))
 
 
 def format_rate(bps: float) -> str:

@@ -16,10 +16,9 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Sequence
 from typing import Any
 
-from uet.tools.cli import UsageError, int_arg, size_arg
+from uet.tools.cli import RunFailed, UsageError, int_arg, size_arg
 
 from uet.experiments.differential import CASES, SPREAD, TOLERANCE, judge
 
@@ -71,7 +70,9 @@ def render_verdict(bar: dict[str, Any]) -> None:
 def beside(live: dict[str, dict[str, Any]], sim: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Runs keyed ``"UET live"``, ``"UET sim"``, ``"RoCEv2 live"``... for the side-by-side table
     (:func:`uet.tools.compare.render_comparison`)."""
-    from uet.tools.dilation import SHORT_MARK, short_of_cpu
+    from uet.tools.run import SHORT_MARK
+
+    from uet.live.dilation import short_of_cpu
 
     out: dict[str, dict[str, Any]] = {}
     for t, res in live.items():
@@ -94,16 +95,34 @@ def spread_runs(
 
 
 def run_case(
-    workload: str, endpoints: int, *, dilation: float | str = "auto", extra: Sequence[str] = ()
+    workload: str,
+    endpoints: int,
+    *,
+    dilation: float | str = "auto",
+    messages: int | None = None,
+    message_bytes: int | None = None,
 ) -> dict[str, Any]:
-    """One case of the bar: ``uet-run -w WORKLOAD -n ENDPOINTS --transport both`` (plus ``extra``
-    options) live, time-dilated (``dilation``), and in virtual time; returns ``{"workload",
-    "endpoints", "live", "sim", "bar"}``."""
-    from uet.tools.run import build_parser, dilation_for, live_runs, settings_from, simulate_runs
+    """One case of the bar: ``uet-run -w WORKLOAD -n ENDPOINTS --transport both`` (``messages``
+    and ``message_bytes``: ``--messages`` and ``--size``) live, time-dilated (``dilation``), and
+    in virtual time, the settings from the scenario model (:func:`uet.scenario.read.resolve`);
+    returns ``{"workload", "endpoints", "live", "sim", "bar"}``."""
+    from uet.tools.run import simulate_runs
+    from uet.tools.run_settings import usage_errors
 
-    argv = ["-w", workload, "-n", str(endpoints), "--transport", "both", *extra]
-    s, topo, ep = settings_from(build_parser().parse_args(argv))
-    live = asyncio.run(live_runs(s, topo, ep, dilation_for(dilation, s, topo, ep)))
+    from uet.live.process import RunError
+    from uet.live.runs import dilation_for, live_runs
+    from uet.scenario.read import Given, resolve
+    from uet.workloads import WORKLOADS
+
+    run = {"workload": workload, "endpoints": endpoints, "transport": "both", "messages": messages}
+    with usage_errors():
+        s, topo, ep = resolve(
+            "live", None, Given(run={**run, "message_bytes": message_bytes}), workloads=WORKLOADS
+        ).tables()
+    try:
+        live = asyncio.run(live_runs(s, topo, ep, dilation_for(dilation, s, topo, ep)))
+    except RunError as e:
+        raise RunFailed(str(e)) from None
     sim = simulate_runs(s, topo, ep)
     spread = spread_runs(s, topo, ep)
     return {"workload": workload, "endpoints": endpoints, "live": live, "sim": sim, "bar": judge(live, sim, spread)}
@@ -143,12 +162,9 @@ def _run(ns: argparse.Namespace) -> int:
     if bad:
         raise UsageError(f"--only {bad[0]!r}: one of {', '.join(c[0] for c in CASES)}")
     cases = [c for c in CASES if c[0] in names]
-    extra = ["--messages", str(ns.messages)] if ns.messages else []
-    if ns.size:
-        extra += ["--size", str(ns.size)]
     done = []
     for wl, n in cases:
-        case = run_case(wl, n, dilation=ns.dilation, extra=extra)
+        case = run_case(wl, n, dilation=ns.dilation, messages=ns.messages, message_bytes=ns.size)
         done.append(case)
         if not ns.json:
             sys.stderr.write(f"uet-bench: {wl} {n}: {'holds' if case['bar']['ok'] else 'FAILS'}\n")
@@ -178,7 +194,7 @@ def _run(ns: argparse.Namespace) -> int:
         for row in _figures(c):
             t.add_row(*row)
     con = Console(width=None if sys.stdout.isatty() else 140)
-    from uet.tools.dilation import dilation_lines
+    from uet.tools.run import dilation_lines
 
     for c in done:  # a run whose CPU did not keep up says so above the figures (marked "CPU short")
         for line in dilation_lines(c["live"]):

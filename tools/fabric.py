@@ -100,13 +100,14 @@ def _host_addrs(items: list[str]) -> dict[int, tuple[str, int]]:
 
 
 def rate_for(profile: str, rate: int | None) -> int:
-    """The realtime profile's link rate; ``--rate`` with another profile is refused, never ignored."""
-    if rate is not None and profile != "realtime":
-        raise UsageError(
-            f"--rate sets the realtime profile's link rate; the {profile} profile has its own "
-            "(change it with -o host_link.rate_bps=... and -o fabric_link.rate_bps=...)"
-        )
-    return REALTIME_RATE_BPS if rate is None else rate
+    """The realtime profile's link rate; ``--rate`` with another profile is refused, never ignored
+    (:func:`uet.scenario.read.refuse_rate`)."""
+    from uet.tools.run_settings import usage_errors
+
+    from uet.scenario.read import refuse_rate
+
+    with usage_errors():
+        return refuse_rate(profile, rate)
 
 
 def require_matplotlib(option: str = "--plot") -> None:
@@ -272,9 +273,8 @@ async def _live(fp: FabricProcess, stop: asyncio.Event) -> None:
 def _body(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     check_args(args)
-    from uet.tools.run_worker import die_with_parent
-
     from uet.endpoint import run
+    from uet.live.worker import die_with_parent
 
     die_with_parent()
     try:

@@ -15,10 +15,9 @@ from typing import Any
 
 from uet.fabric.model.config import FabricError
 from uet.fabric.model.faults import OPTIONS, FaultConfig, parse_ns
-from uet.fabric.topology import Topology
 from uet.tools.cli import UsageError, int_arg
 
-__all__ = ["add_fault_options", "check_fault_names", "fault_argv", "faults_from", "render_faults"]
+__all__ = ["add_fault_options", "fault_argv", "faults_from", "render_faults"]
 
 _HELP = {
     "fail": "LINK@T[..T2]: the link fails at T (and comes back at T2), e.g. leaf3-spine1@200us",
@@ -56,16 +55,6 @@ def faults_from(args: argparse.Namespace, table: dict[str, Any] | None, seed: in
     except FabricError as e:
         raise UsageError(str(e)) from None
     return cfg if cfg.events else None
-
-
-def check_fault_names(cfg: FaultConfig, topology: Topology) -> None:
-    """:class:`UsageError` (one line) when an event names a link or switch ``topology`` lacks."""
-    from uet.fabric.model.failover import resolve
-
-    try:
-        resolve(cfg, topology.plan())
-    except FabricError as e:
-        raise UsageError(str(e)) from None
 
 
 def fault_argv(args: argparse.Namespace) -> list[str]:

@@ -25,8 +25,9 @@ from typing import Any
 
 from uet.tools.cli import ArgumentParser, UsageError, int_arg, run_main, size_arg
 
-from uet.experiments.compare import comparison
-from uet.experiments.roce import EXPERIMENTS, Metrics, check_outcomes
+from uet.experiments.roce import EXPERIMENTS
+from uet.experiments.roce import run_experiments as experiments
+from uet.scenario.read import Given
 
 __all__ = ["default_dir", "main", "run_experiments"]
 
@@ -36,32 +37,17 @@ def default_dir() -> str:
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios", "roce")
 
 
-def run_experiments(
-    names: Sequence[str], folder: str, *, overrides: Sequence[str] = (), progress: bool = False
-) -> dict[str, Any]:
-    """Run the named experiments; ``{"ok", "experiments": {name: comparison + runs' settings},
-    "checks": [{"experiment", "expected", "held"}]}``. ``overrides`` are extra ``uet-run``
-    options (``--size 16KiB``)."""
-    from uet.tools.run import build_parser, settings_from, simulate_runs
+def run_experiments(names: Sequence[str], folder: str, given: Given, *, progress: bool = False) -> dict[str, Any]:
+    """The named experiments (:func:`uet.experiments.roce.run_experiments`) on ``uet-run --engine
+    sim``'s runs (``progress``: its progress line on stderr). A mistake is a :class:`UsageError`."""
+    from uet.tools.run import simulate_runs
+    from uet.tools.run_settings import usage_errors
 
-    out: dict[str, Any] = {}
-    metrics: dict[str, Metrics] = {}
-    ok = True
-    for name in names:
-        path = os.path.join(folder, EXPERIMENTS[name])
-        if not os.path.exists(path):
-            raise UsageError(f"{path}: no such scenario file (--dir names the folder)")
-        s, topo, ep = settings_from(build_parser().parse_args([path, "--engine", "sim", *overrides]))
-        runs = simulate_runs(s, topo, ep, progress=progress)
-        if any(r.get("interrupted") for r in runs.values()):
-            raise KeyboardInterrupt  # Ctrl-C: the simulator stopped; stop here, not at the next experiment
-        cmp = comparison(runs)
-        cmp["scenario"] = os.path.join("scenarios", "roce", EXPERIMENTS[name])
-        cmp["endpoints"] = s["endpoints"]
-        out[name] = cmp
-        metrics[name] = cmp["metrics"]
-        ok = ok and cmp["ok"]
-    return {"ok": ok, "experiments": out, "checks": check_outcomes(metrics)}
+    def simulate(s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return simulate_runs(s, topo, ep, progress=progress)
+
+    with usage_errors():
+        return experiments(names, folder, given, simulate)
 
 
 #: the metrics the table shows per experiment
@@ -131,12 +117,8 @@ def _body(argv: Sequence[str] | None) -> int:
         bad = [n for n in names if n not in EXPERIMENTS]
         if bad:
             raise UsageError(f"--only: unknown experiment {bad[0]!r}; one of {', '.join(EXPERIMENTS)}")
-    overrides = []
-    if args.size:
-        overrides += ["--size", str(args.size)]
-    if args.messages:
-        overrides += ["--messages", str(args.messages)]
-    res = run_experiments(names, args.dir or default_dir(), overrides=overrides, progress=args.progress)
+    given = Given(run={"message_bytes": args.size, "messages": args.messages})
+    res = run_experiments(names, args.dir or default_dir(), given, progress=args.progress)
     if args.json:
         sys.stdout.write(json.dumps(res) + "\n")
     else:

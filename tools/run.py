@@ -1,7 +1,7 @@
 """``uet-run``: run a workload over UET through the software fabric, one process per endpoint.
 
 Starts one ``uet-fabric`` process (every switch of the topology) and N endpoint processes
-(tools/run_worker.py), endpoint *i* on host *i* of the topology: its Fabric Address is that host's
+(uet/live/worker.py), endpoint *i* on host *i* of the topology: its Fabric Address is that host's
 IPv4 address (10.0.l.(h+1), §8.8) and its NIC is a :class:`~uet.link.fabric.FabricLink` on the
 host's switch-port socket, both told to it by the launcher. When the topology has fewer hosts
 than endpoints, ``hosts_per_leaf`` grows until they fit (**decision**: ``--endpoints 9`` on the
@@ -27,7 +27,7 @@ Ctrl-C prints what ran: the finished flows with their figures and the others ``u
 ``both`` the completed UET run beside the interrupted RoCEv2 one (its column marked, or RoCEv2
 named as not run), ``"interrupted": true`` in the JSON; exit status 130.
 
-**Time dilation** (``--dilation``, :mod:`uet.clock`, :mod:`uet.tools.dilation`): the launcher
+**Time dilation** (``--dilation``, :mod:`uet.clock`, :mod:`uet.live.dilation`): the launcher
 takes one start instant and one time-dilation factor TDF per run and hands both to the switch
 process and every endpoint; each maps real time to virtual time (virtual = start + (real − start)
 / TDF), so link rates, delays, protocol timers and the reported times (completion times,
@@ -87,21 +87,15 @@ import asyncio
 import contextlib
 import json
 import os
-import secrets
 import signal
 import sys
-import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
 from typing import Any
 
 from uet.fabric.profiles import (
     PROFILES,
     REALTIME_RATE_BPS,
-    load_topology,
     merge,
-    override_args,
-    overrides_to_dict,
 )
 from uet.tools.capture_options import add_capture_options, open_captures
 from uet.tools.cli import (
@@ -122,26 +116,22 @@ from uet.tools.cli import (
     warn_low_rate,
     yes_no,
 )
-from uet.tools.dilation import SHORT_MARK, Dilation, choose, dilation_lines, short_of_cpu
-from uet.tools.dilation import verdict as dilation_verdict
-from uet.tools.fault_options import add_fault_options, check_fault_names, fault_argv, faults_from, render_faults
+from uet.tools.fault_options import add_fault_options, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
 from uet.tools.run_settings import add_placement_options, add_workload_option, load_scenario, read_settings
 
-from uet.clock import DilatedClock
-from uet.scenario import Scenario, Settings, derive
+from uet.live.dilation import TIMER_GRAIN_NS, Dilation, short_of_cpu
+from uet.live.launcher import CaptureSpec, Launcher, build_workload
+from uet.live.process import FaultsError, RunError
+from uet.live.result import settings_record
+from uet.live.runs import dilation_for, finish_live, sim_cm_secret, transports
 from uet.scenario.derive import fairness_note
-from uet.scenario.model import sizing_overrides
+from uet.scenario.read import TRANSPORTS  # --transport: uet, roce or both, side by side (tools/compare.py)
 from uet.workloads import WORKLOADS as _WORKLOADS
-from uet.workloads import Workload, make
-from uet.workloads.report import credit_moved_bytes, summarize
 
-__all__ = ["Launcher", "build_flows", "build_parser", "main"]
+__all__ = ["build_parser", "main"]
 
 WORKLOADS = tuple(_WORKLOADS)
-#: ``--transport``: UET, RoCEv2 (RC queue pairs with DCQCN, rocev2-and-fabric.md §6–§7), or both
-#: one after the other on the same scenario, with the side-by-side table (tools/compare.py)
-TRANSPORTS = ("uet", "roce", "both")
 #: most endpoint processes a live run starts (**decision**): each is a Python process of ≈ 40 MB
 #: whose start alone costs about a CPU second; past this a 2-core machine spends the run's timeout
 #: starting them (``-n 200 --topology fat_tree`` never got going). README "Scale limits".
@@ -161,563 +151,6 @@ RUN_OPTIONS = (
 )
 
 
-class RunError(Exception):
-    """The run could not be set up or a child misbehaved."""
-
-
-def build_workload(s: dict[str, Any]) -> Workload:
-    """The workload object of run settings ``s`` (RunError for a bad name, size or parameter)."""
-    try:
-        return make(
-            s["workload"],
-            int(s["endpoints"]),
-            message_bytes=int(s["message_bytes"]),
-            messages=int(s["messages"]),
-            seed=int(s["seed"]),
-            params=s.get("workload_params"),
-        )
-    except ValueError as e:
-        raise RunError(str(e)) from None
-
-
-def build_flows(workload: str, n: int, seed: int) -> list[tuple[int, int]]:
-    """``(source, destination)`` endpoint indices of ``workload`` over ``n`` endpoints."""
-    w = build_workload({"workload": workload, "endpoints": n, "message_bytes": 1 << 16, "messages": 1, "seed": seed})
-    return [(f.src, f.dst) for f in w.flows()]
-
-
-def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["UET_RUN_PARENT"] = str(os.getpid())
-    return env
-
-
-class Child:
-    """A child process in its own process group, with its stdout read as JSON lines."""
-
-    def __init__(self, name: str, proc: asyncio.subprocess.Process) -> None:
-        self.name = name
-        self.proc = proc
-        self.events: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        self.reader = asyncio.ensure_future(self._read())
-
-    async def _read(self) -> None:
-        assert self.proc.stdout is not None
-        while True:
-            line = await self.proc.stdout.readline()
-            if not line:
-                await self.events.put(None)
-                return
-            try:
-                await self.events.put(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-
-    async def next(self, timeout: float) -> dict[str, Any]:
-        try:
-            ev = await asyncio.wait_for(self.events.get(), timeout)
-        except TimeoutError:
-            raise RunError(f"{self.name}: no report within {timeout:.0f} s") from None
-        if ev is None:
-            rc = await self.proc.wait()
-            raise RunError(f"{self.name} exited (status {rc}) unexpectedly")
-        return ev
-
-    async def tell(self, line: str) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
-            self.proc.stdin.write(line.encode() + b"\n")
-            with contextlib.suppress(ConnectionError):
-                await self.proc.stdin.drain()
-
-    def signal_group(self, sig: int) -> None:
-        if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, sig)
-
-
-async def _spawn(name: str, *args: str, stdin: bool = True) -> Child:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *args,
-        stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        env=_child_env(),
-        start_new_session=True,
-    )
-    return Child(name, proc)
-
-
-class Launcher:
-    """One run: settings in, :meth:`run` → the result dict (see the module docstring)."""
-
-    def __init__(self, settings: dict[str, Any], topology: dict[str, Any], endpoint: dict[str, Any]) -> None:
-        self.s = settings
-        self.topology_table = topology
-        self.endpoint = endpoint
-        self.children: list[Child] = []
-        self.fabric: Child | None = None
-        self.workers: list[Child] = []
-        self.progress: Any = None
-        self.workload: Workload | None = None
-        self.interval: float | None = None  # --interval: report period (s)
-        #: fault options handed to the uet-fabric process (uet.tools.fault_options), and the
-        #: schedule they make (checked against the topology before the fabric starts)
-        self.fault_argv: list[str] = []
-        self.faults: Any = None
-        self.intervals: list[dict[str, Any]] = []
-        self.rx_bytes = 0  # bytes of the messages received whole
-        self.rx_messages = 0
-        #: per rank, payload bytes received so far, counted per packet (the workers' "bytes" events)
-        self.moved: dict[int, int] = {}
-        #: per rank, its event loop's wake-up lateness over the run (tools/run_worker.py's ``lag``)
-        self.lags: dict[int, dict[str, Any]] = {}
-        self.flows_reported: dict[int, str | None] = {}  # flow id -> its sender's error
-        self.finished: set[int] = set()  # ranks that reported done or error
-        self.host_rate = 0
-        self.host_mtu = 1500
-        #: the RoCE connection manager's secret, shared by the run's endpoints only (uet.roce.cm)
-        self.cm_secret = secrets.token_hex(16)
-        #: every default of the run, derived from its physics (set by :meth:`fabric_args`)
-        self.derived: Settings | None = None
-        self.addresses: list[str] = []
-        self.t_go: float | None = None
-        #: per rank, what it reported so far (the flows it finished, the messages it received):
-        #: what :meth:`partial_result` shows after Ctrl-C
-        self.reports: list[dict[str, Any]] = []
-        #: the time-dilation factor of the run (``--dilation``; tools/dilation.py) and the clock
-        #: every process of the run shares (its start instant is taken when the run starts)
-        self.dilation = Dilation(1.0, "given")
-        self.clock = DilatedClock()
-        #: RoCE: the queue pairs' settings every endpoint takes (the derived ones)
-        self.qp: dict[str, Any] | None = None
-        #: the topology the switch process models (sized for the endpoints): for the ideal FCTs
-        self.model_topology: Any = None
-        #: each rank's host (Topology.placement of the run's ``placement``)
-        self.placed: list[int] | None = None
-        #: --pcap-per, --eventlog, --capture-max (tools/capture_options.py)
-        self.capture: argparse.Namespace | None = None
-        #: the fabric process's summary after Ctrl-C (:meth:`stop_fabric`)
-        self.fabric_summary: dict[str, Any] = {}
-
-    def fabric_args(self, n: int) -> list[str]:
-        s = self.s
-        topo = load_topology(
-            self.topology_table or s["topology"],
-            profile=s["profile"],
-            rate_bps=int(s["rate_bps"]),
-            overrides=overrides_to_dict(s.get("overrides", [])),
-        )
-        grow = sizing_overrides(topo, n)
-        extra = override_args(grow)
-        sized = merge(topo, grow) if grow else topo
-        self.derived = derive(Scenario("live", s, self.topology_table, self.endpoint), sized)
-        self.host_rate = topo.host_link.rate_bps
-        self.host_mtu = topo.host_link.mtu
-        if s.get("transport") == "roce":  # the derived queue pairs, the simulator's too
-            self.qp = asdict(self.derived.qp)
-        self.model_topology = sized
-        if self.faults is not None:  # a bad link name: one line, before any process starts
-            check_fault_names(self.faults, sized)
-        args = ["-m", "uet.tools.fabric", "--profile", s["profile"]]
-        args += ["--dilation", repr(self.clock.factor), "--start-ns", str(self.clock.start_ns)]
-        if s["profile"] == "realtime":  # uet-fabric refuses --rate for the other profiles: their rate is their own
-            args += ["--rate", str(int(s["rate_bps"]))]
-        spec = s["topology"]
-        if self.topology_table:
-            path = s.get("scenario")
-            if not path:
-                raise RunError("an inline topology table needs a scenario file")
-            args += ["--topology", path]
-        else:
-            args += ["--topology", spec]
-        for o in s.get("overrides", []):
-            args += ["-o", o]
-        args += extra
-        for opt in ("pcap", "plot", "telemetry"):
-            if s.get(opt):
-                args += [f"--{opt}", str(s[opt])]
-        if s.get("plot"):  # the transport in every title: two runs' figures side by side are told apart
-            args += ["--plot-label", transport_label(str(s.get("transport", "uet")))]
-        if s.get("pcap") and self.capture is not None:
-            args += ["--pcap-per", self.capture.pcap_per or "port", "--capture-max", str(self.capture.capture_max)]
-        return args + self.fault_argv
-
-    async def run(self) -> dict[str, Any]:
-        s = self.s
-        n = int(s["endpoints"])
-        wl = self.workload = build_workload(s)
-        timeout = float(s["timeout_s"])
-        self.clock = DilatedClock(self.dilation.factor)  # the run's start instant, shared by every process
-        self.fabric = await _spawn("fabric", *self.fabric_args(n), stdin=False)
-        self.children.append(self.fabric)
-        ready = await self.fabric.next(30)
-        if ready.get("event") != "ready":
-            raise RunError(f"fabric: unexpected first report {ready}")
-        if len(ready["hosts"]) < n:
-            raise RunError(f"the topology has {len(ready['hosts'])} hosts for {n} endpoints")
-        scn = Scenario("live", s, self.topology_table, self.endpoint)
-        self.placed = scn.hosts(self.model_topology, n)  # rank i on host placed[i]
-        hosts = [ready["hosts"][h] for h in self.placed]
-        assert self.derived is not None  # fabric_args derived the run's settings
-        fa = self.addresses = [h["ip"] for h in hosts]
-        wl.place(self.model_topology.rank_servers(self.placed))
-        wspec = wl.spec()
-        for i in range(n):
-            spec = {
-                "fa": fa[i],
-                "switch": hosts[i]["udp"],
-                "rate_bps": self.host_rate,
-                "endpoint": self.endpoint,
-                "workload": wspec,
-                "rank": i,
-                "addresses": fa,
-                "timeout_s": timeout,
-                "transport": s.get("transport", "uet"),
-                "rtt_ns": self.derived.roce_rtt_ns,
-                "mtu": self.host_mtu,
-                "seed": int(s["seed"]),
-                "clock": self.clock.spec(),
-                "qp": self.qp,
-                "cm_secret": self.cm_secret,
-                **self._eventlog_spec(i),
-            }
-            # the bytes received, counted per packet, every period: for --interval, the progress bar
-            # and the per-flow bytes of a run interrupted by Ctrl-C (partial_result)
-            spec["progress_s"] = min(0.25, self.interval / 5) if self.interval else 0.25
-            w = await _spawn(f"endpoint {i} ({fa[i]})", "-m", "uet.tools.run_worker", json.dumps(spec))
-            self.workers.append(w)
-            self.children.append(w)
-        for w in self.workers:
-            ev = await w.next(30)
-            if ev.get("event") != "ready":
-                raise RunError(f"{w.name}: unexpected first report {ev}")
-        t_go = self.t_go = time.monotonic()
-        for w in self.workers:
-            await w.tell("go")
-        total = wl.total_bytes()
-        reporter = asyncio.ensure_future(self._report(t_go, total)) if self.interval else None
-        try:
-            results = await self._collect_all(total, self.collect_timeout_s())
-        finally:
-            if reporter is not None:
-                reporter.cancel()
-        real_s = time.monotonic() - t_go
-        if self.interval:
-            self._interval_end(real_s, total)
-        elapsed = self.clock.virtual_seconds(real_s)
-        for w in self.workers:
-            await w.tell("stop")
-        closed = await asyncio.gather(*(self._closed(w) for w in self.workers))
-        codes = [await w.proc.wait() for w in self.workers]
-        self.fabric.signal_group(signal.SIGTERM)
-        summary: dict[str, Any] = {}
-        while True:
-            try:
-                ev = await self.fabric.next(30)
-            except RunError:
-                break
-            if ev.get("event") == "summary":
-                summary = ev
-        await self.fabric.proc.wait()
-        return self._result(fa, results, closed, codes, summary, elapsed)
-
-    def collect_timeout_s(self) -> float:
-        """Real seconds the launcher waits for every rank's report: the run's ``timeout_s`` of
-        virtual time in real time (TDF times longer, as each rank waits), plus 30 s for the ranks
-        to report. Before, it waited ``timeout_s`` + 30 real seconds whatever the factor, and a
-        run dilated ×800 on a busy machine (tools/dilation.py) failed with ``TimeoutError`` after
-        150 s although the ranks were still within their limit."""
-        return self.clock.real_delay(float(self.s["timeout_s"]) * 1e9) + 30
-
-    async def _collect_all(self, total: int, timeout: float) -> list[dict[str, Any]]:
-        """Every worker's reports, or :class:`RunError` as soon as the fabric process exits
-        (a run without its switch can only time out; issue 15 item 17: the launcher used to wait
-        the whole ``--timeout`` and blame "timeout")."""
-        assert self.fabric is not None
-        self.reports = [_empty_report() for _ in self.workers]
-        inner = asyncio.gather(*(self._collect(w, rep) for w, rep in zip(self.workers, self.reports, strict=True)))
-        inner.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved when cancelled
-        gather = asyncio.ensure_future(asyncio.wait_for(inner, timeout))
-        fabric_exit = asyncio.ensure_future(self.fabric.proc.wait())
-        try:
-            await asyncio.wait({gather, fabric_exit}, return_when=asyncio.FIRST_COMPLETED)
-            if not gather.done():
-                raise RunError(f"the fabric process exited (status {fabric_exit.result()}) during the run")
-            return gather.result()
-        finally:
-            for f in (gather, fabric_exit):
-                if not f.done():
-                    f.cancel()
-            await asyncio.gather(gather, fabric_exit, return_exceptions=True)
-
-    async def _collect(self, w: Child, rep: dict[str, Any]) -> dict[str, Any]:
-        flows, rx = rep["flows"], rep["rx"]
-        rank = self.workers.index(w)
-        while True:
-            ev = await w.next(self.clock.real_delay(float(self.s["timeout_s"]) * 1e9) + 30)
-            kind = ev.get("event")
-            if kind == "flow":
-                flows.append(ev)
-                self.flows_reported[ev["flow"]] = ev.get("error")
-                await self._abort_if_hopeless()
-            elif kind == "rx":
-                rx.append(ev)
-                self.rx_bytes += ev["bytes"]
-                self.rx_messages += 1
-            elif kind == "bytes":
-                self.moved[rank] = int(ev["rx"])
-                if self.progress is not None:
-                    self.progress[0].update(self.progress[1], completed=self.moved_bytes)
-            elif kind == "lag":
-                self.lags[rank] = ev
-            elif kind == "error":
-                rep["error"] = ev.get("error")
-                break
-            elif kind == "done":
-                rep["check"] = ev.get("check")
-                break
-        self.finished.add(rank)
-        return rep
-
-    @property
-    def moved_bytes(self) -> int:
-        """Payload bytes received so far by every rank, counted per packet (never below the bytes
-        of the messages received whole; never above the workload's bytes: a packet placed twice
-        after a resend counts once)."""
-        moved = max(sum(self.moved.values()), self.rx_bytes)
-        return min(moved, self.workload.total_bytes()) if self.workload is not None else moved
-
-    async def _abort_if_hopeless(self) -> None:
-        """Once every flow's sender has reported and some flow failed, the ranks still running
-        wait for messages that cannot come (``--rate 100``: every flow UNDELIVERABLE, the
-        receiver waited out the whole ``--timeout``): tell them to stop (``abort``), so the run
-        ends with the per-flow failures at once."""
-        assert self.workload is not None
-        if len(self.flows_reported) < len(self.workload.flows()):
-            return
-        if all(e is None for e in self.flows_reported.values()):
-            return
-        flows = self.workload.flows()
-        starved = {f.dst for f in flows if self.flows_reported.get(f.id) is not None}
-        for i, w in enumerate(self.workers):
-            # waiting for a failed flow's messages, its own flows all reported: it waits in vain
-            if (
-                i in starved
-                and i not in self.finished
-                and all(f.id in self.flows_reported for f in flows if f.src == i)
-            ):
-                await w.tell("abort")
-
-    async def stop_fabric(self, grace: float = 5.0) -> None:
-        """After Ctrl-C, before the rest stops: ask the fabric process for its summary (SIGTERM,
-        as at the end of a run) so the partial results show the fabric's counters too."""
-        fab = self.fabric
-        if fab is None or fab.proc.returncode is not None:
-            return
-        fab.signal_group(signal.SIGTERM)
-        with contextlib.suppress(RunError):
-            while True:
-                ev = await fab.next(grace)
-                if ev.get("event") == "summary":
-                    self.fabric_summary = ev
-
-    def partial_result(self) -> dict[str, Any] | None:
-        """After Ctrl-C: the flows finished so far with their figures, every other flow marked
-        ``unfinished`` (no completion time; its bytes those its receiver got so far where they can
-        be told apart: :func:`uet.workloads.report.credit_moved_bytes`), the fabric's counters
-        (:meth:`stop_fabric`); ``ok`` is false and ``interrupted`` true. ``None`` before the
-        workload exists."""
-        if self.workload is None:
-            return None
-        n = self.workload.n
-        fa = self.addresses or [f"rank {i}" for i in range(n)]
-        reports = self.reports or [_empty_report() for _ in range(n)]
-        res = summarize(self.workload, fa, reports)
-        for f in res["flows"]:
-            if "completion_s" not in f:
-                f.update(error="unfinished", unfinished=True)
-        credit_moved_bytes(self.workload, res["flows"], self.moved)
-        done = sum(1 for f in res["flows"] if not f.get("unfinished"))
-        elapsed = self.clock.virtual_seconds(time.monotonic() - self.t_go) if self.t_go is not None else 0.0
-        return {
-            "ok": False,
-            "interrupted": True,
-            "engine": "live",
-            "workload": self.s["workload"],
-            "endpoints": n,
-            "elapsed_s": round(elapsed, 3),
-            "flows": res["flows"],
-            "flows_finished": done,
-            "fct": res["fct"],
-            "fabric": self.fabric_summary.get("fabric", {}),
-            "received_bytes": self.moved_bytes,
-            "received_messages": self.rx_messages,
-            "intervals": self.intervals,
-        }
-
-    async def _report(self, t_go: float, total: int) -> None:
-        """``--interval``: every period, the payload bytes received in it and so far, counted as
-        packets arrive (stderr, and the result's ``intervals``), as iperf3 ``-i`` does."""
-        assert self.interval
-        while True:
-            await asyncio.sleep(self.interval)
-            self._interval(time.monotonic() - t_go, total)
-
-    def _interval(self, t: float, total: int) -> None:
-        """One interval line, from the end of the last one to ``t`` (s since the start)."""
-        last = self.intervals[-1] if self.intervals else {"end_s": 0.0, "received_bytes": 0}
-        b = self.moved_bytes
-        rec = interval_record(float(last["end_s"]), t, b - int(last["received_bytes"]), b, self.rx_messages)
-        self.intervals.append(rec)
-        sys.stderr.write(interval_line(rec, total) + "\n")
-
-    def _interval_end(self, elapsed: float, total: int) -> None:
-        """After the run: the last, partial interval (when anything is left to say), then the sum
-        over the whole run, as iperf3 ends its interval report."""
-        last = self.intervals[-1] if self.intervals else None
-        if last is None or elapsed - float(last["end_s"]) > 1e-3 or self.moved_bytes != last["received_bytes"]:
-            self._interval(max(elapsed, float(last["end_s"]) if last else 0.0), total)
-        b = self.moved_bytes
-        rec = interval_record(0.0, elapsed, b, b, self.rx_messages)
-        sys.stderr.write("- " * 30 + "\n" + interval_line(rec, total) + "  sum\n")
-
-    async def _closed(self, w: Child) -> dict[str, Any]:
-        try:
-            while True:
-                ev = await w.next(30)
-                if ev.get("event") == "closed":
-                    counters: dict[str, Any] = ev.get("counters", {})
-                    return counters
-        except RunError:
-            return {}
-
-    def _result(
-        self,
-        fa: list[str],
-        results: list[dict[str, Any]],
-        closed: list[dict[str, Any]],
-        codes: list[int],
-        summary: dict[str, Any],
-        elapsed: float,
-    ) -> dict[str, Any]:
-        assert self.workload is not None
-        res = summarize(self.workload, fa, results, ideal_s=self._ideal())
-        errors = res["errors"]
-        ok = res["ok"] and all(c == 0 for c in codes)
-        fab = summary.get("fabric", {})
-        return {
-            "ok": ok,
-            "engine": "live",
-            "fct": res["fct"],
-            "workload": self.s["workload"],
-            "endpoints": len(fa),
-            "elapsed_s": round(elapsed, 6),
-            "dilation": self.dilation.record(),
-            "flows": res["flows"],
-            "fabric": fab,
-            "fabric_io": summary.get("io", {}),
-            "pacing": summary.get("pacing", {}),
-            "switch_kernel": summary.get("kernel", {}),
-            "endpoint_lag": endpoint_lag(self.lags.values(), self.dilation.factor),
-            "endpoint_status": codes,
-            "endpoint_errors": errors,
-            "endpoint_counters": [
-                {
-                    k: c.get(k, 0)
-                    for k in (
-                        "retransmits",
-                        "retransmitted_bytes",
-                        "cnps_sent",
-                        "naks_sent",
-                        "link_rx_ce",
-                        "link_rx_trimmed",
-                        "link_tx_held",
-                        "link_pfc_rx_xoff",
-                        "messages_sent",
-                        "messages_received",
-                    )
-                }
-                for c in closed
-            ],
-            "plots": summary.get("plots", []),
-            **({"faults": summary["faults"]} if "faults" in summary else {}),
-            **({"collective": res["collective"]} if "collective" in res else {}),
-            "pcaps": _written(self.s.get("pcap"), ".pcap"),
-            "eventlogs": [e["eventlog"] for e in map(self._eventlog_spec, range(len(self.workers))) if e],
-            "telemetry": self.s.get("telemetry"),
-            "intervals": self.intervals,
-        }
-
-    def _ideal(self) -> Any:
-        """A flow's ideal completion time as the simulator defines it (its frames with their
-        headers at the host link rate, the path's store-and-forward and propagation and the last
-        ACK's way back: :func:`uet.sim.scenario.ideal_seconds`), on this run's topology, so the two
-        engines' slowdowns divide by the same figure."""
-        if self.model_topology is None:
-            return None
-        from uet.fabric.model import Fabric
-
-        from uet.sim.scenario import ideal_seconds
-
-        fabric = Fabric(self.model_topology)
-        roce = self.qp is not None
-        payload = (
-            int(self.qp["pmtu"]) if self.qp is not None else min(int(self.endpoint.get("payload_size", 4096)), 16383)
-        )
-        return lambda f: ideal_seconds(fabric, f, payload, roce=roce, hosts=self.placed)
-
-    def _eventlog_spec(self, rank: int) -> dict[str, Any]:
-        """``--eventlog FILE``: each endpoint process writes its own file, FILE with ``-rank<N>``
-        (and the transport with ``--transport both``) before the suffix."""
-        c = self.capture
-        if c is None or not c.eventlog:
-            return {}
-        root, ext = os.path.splitext(c.eventlog)
-        tr = f"-{self.s['transport']}" if getattr(c, "transport_both", False) else ""
-        return {"eventlog": f"{root}{tr}-rank{rank}{ext}", "capture_max": c.capture_max}
-
-    def stop_all(self, sig: int = signal.SIGTERM) -> None:
-        for c in self.children:
-            c.signal_group(sig)
-
-    async def shutdown(self, grace: float = 5.0) -> None:
-        """Stop every child that is still running: SIGTERM its group, SIGKILL after ``grace``."""
-        live = [c for c in self.children if c.proc.returncode is None]
-        for c in live:
-            c.signal_group(signal.SIGTERM)
-        if live:
-            _done, pending = await asyncio.wait([asyncio.ensure_future(c.proc.wait()) for c in live], timeout=grace)
-            for c in live:
-                if c.proc.returncode is None:
-                    c.signal_group(signal.SIGKILL)
-            for c in live:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(c.proc.wait(), grace)
-        for c in self.children:
-            c.reader.cancel()
-
-
-#: switch timer lateness (p99, µs) above which the fabric process is taken to be short of CPU: ten
-#: frame times of a 1500-byte frame at the realtime profile's 100 Mb/s
-LATE_TIMER_US = 1200.0
-#: kernel receive queue of a switch host socket (bytes, largest on the sampling grid) from which
-#: the report points out the queueing the model did not see: about 170 1500-byte frames, 20 ms at
-#: the realtime profile's 100 Mb/s
-_KERNEL_QUEUE_NOTE = 256 * 1024
-
-
-def interval_record(start: float, end: float, nbytes: int, received: int, messages: int) -> dict[str, Any]:
-    """One ``--interval`` record: ``nbytes`` received between ``start`` and ``end`` (s)."""
-    return {
-        "start_s": round(start, 3),
-        "end_s": round(end, 3),
-        "bytes": nbytes,
-        "goodput_gbps": round(nbytes * 8 / max(end - start, 1e-9) / 1e9, 6),
-        "received_bytes": received,
-        "messages": messages,
-    }
-
-
 def interval_line(rec: dict[str, Any], total: int) -> str:
     """An interval record as iperf3 prints one: the period, the bytes in it, the rate, the sum."""
     return (
@@ -726,61 +159,12 @@ def interval_line(rec: dict[str, Any], total: int) -> str:
     )
 
 
-def _empty_report() -> dict[str, Any]:
-    return {"flows": [], "rx": [], "error": None, "check": None}
-
-
-def cpu_starvation(result: dict[str, Any]) -> str | None:
-    """On the live engine, say when the run was short of CPU rather than of network: the
-    endpoints retransmitted although the fabric lost nothing (no drop, no trim: the timeouts were
-    spurious, the receivers too slow to acknowledge in time), or the switch process's departure
-    timer ran late (its p99 lateness above :data:`LATE_TIMER_US`), or frames waited in (or were
-    dropped from) the kernel receive queues of the switch process's host sockets, the one buffer
-    the model does not see (fabric/kernel_queues.py; from :data:`_KERNEL_QUEUE_NOTE`). None when
-    none holds."""
-    fab = result.get("fabric") or {}
-    kq = result.get("switch_kernel") or {}
-    kdrops = int(kq.get("rx_drops", 0) or 0)
-    loss = int(fab.get("drops", 0) or 0) + int(fab.get("trims", 0) or 0) + kdrops
-    retx = sum(int(f.get("retransmits") or 0) for f in result.get("flows", []))
-    late = float((result.get("pacing") or {}).get("p99_us") or 0.0)
-    why = []
-    if retx and not loss:
-        why.append(f"{retx} retransmissions with no loss in the fabric (0 drops, 0 trims): spurious timeouts")
-    if late > LATE_TIMER_US:
-        why.append(f"the switch timer ran late (p99 {late:.0f} µs)")
-    kmax = int(kq.get("rx_queue_max_bytes", 0) or 0)
-    if kdrops or kmax >= _KERNEL_QUEUE_NOTE:
-        why.append(
-            f"frames waited up to {kmax // 1024} KiB deep in the switch process's socket queues "
-            f"and {kdrops} were dropped there, outside the model"
-        )
-    if not why:
-        return None
-    return (
-        "CPU starvation: "
-        + "; ".join(why)
-        + ". The processes were short of CPU, not the network short of capacity: a larger --dilation, fewer "
-        "endpoints, a lower --rate or --engine sim (virtual time) give figures of the protocol instead."
-    )
-
-
-def _written(folder: str | None, suffix: str) -> list[str]:
-    if not folder or not os.path.isdir(folder):
-        return []
-    return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(suffix))
-
-
-def settings_record(s: dict[str, Any], endpoint: dict[str, Any]) -> dict[str, Any]:
-    """The run's settings as the result echoes them (``settings``): what was run, reproducibly."""
-    keys = ("workload", "endpoints", "message_bytes", "messages", "seed", "timeout_s", "profile", "rate_bps")
-    out = {k: s[k] for k in (*keys, "transport") if k in s}
-    out["topology"] = s.get("scenario") or s.get("topology")
-    out["overrides"] = list(s.get("overrides", []))
-    if s.get("workload_params"):
-        out["workload_params"] = s["workload_params"]
-    out["endpoint"] = endpoint
-    return out
+def _print_interval(rec: dict[str, Any], total: int, whole_run: bool) -> None:
+    """``--interval``: each period's line on stderr as it ends; after the run a rule and the sum."""
+    if whole_run:
+        sys.stderr.write("- " * 30 + "\n" + interval_line(rec, total) + "  sum\n")
+    else:
+        sys.stderr.write(interval_line(rec, total) + "\n")
 
 
 #: per-flow CSV columns (``--csv``)
@@ -860,6 +244,47 @@ def summary_table(result: dict[str, Any]) -> Any:
     for row in rows:
         t.add_row(*row)
     return t
+
+
+#: how a figure of a run whose CPU did not keep up is marked (tables of uet-run)
+SHORT_MARK = "*"
+
+
+def dilation_lines(runs: dict[str, dict[str, Any]]) -> list[str]:
+    """What ``uet-run`` prints above a live run's table: the time-dilation factor (and its basis)
+    and, per run, whether the CPU kept up; a run that did not is named, with what to do, and its
+    figures are marked :data:`SHORT_MARK`. Empty for runs without dilation (the simulator's)."""
+    dils = [(t, r["dilation"]) for t, r in runs.items() if r.get("dilation")]
+    if not dils:
+        return []
+    first = dils[0][1]
+    b = first.get("basis") or {}
+    how = (
+        f"auto: ×{b['for_cpu']:g} for the CPU ({b['packet_rate_pps']:,} data packets/s × "
+        f"{b['cpu_per_packet_us']:,} µs of CPU each ÷ {b['cores']} cores at {b['utilisation'] * 100:.0f} %), "
+        f"×{b['for_timers']:g} for the timers' {b.get('timer_late_ms', 1):g} ms "
+        + ("grain" if b.get("timer_late_ms", 1) <= TIMER_GRAIN_NS / 1e6 else f"lateness at load {b['load']:g}")
+        if b
+        else "--dilation"
+    )
+    lines = [
+        f"time dilation ×{first['factor']:g} ({how}): virtual time runs {first['factor']:g}× slower than real time"
+    ]
+    for t, d in dils:
+        v = d.get("verdict") or {}
+        name = transport_label(t)
+        if v.get("kept_up"):
+            lines.append(
+                f"{name}: the CPU kept up (in virtual time, switch timer p99 {v['timer_p99_us']:,.0f} µs late, "
+                f"endpoints p99 {v.get('endpoint_lag_p99_us', 0.0):,.0f} µs late; socket queues at most "
+                f"{v['socket_queue_max_bytes'] // 1024:,} KiB, no drops)"
+            )
+        elif v:
+            lines.append(
+                f"{name}: the CPU did NOT keep up: {'; '.join(v['why'])}. Its figures ({SHORT_MARK}) measure the "
+                f"CPU as well as the network: run again with a larger --dilation (e.g. {d['factor'] * 2:g})."
+            )
+    return lines
 
 
 def render(result: dict[str, Any], *, summary: bool = False) -> None:
@@ -1036,10 +461,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(run settings, inline topology table, endpoint table) from a scenario file and options,
-    checked, with every endpoint default derived from the scenario's physics
-    (:func:`uet.tools.run_settings.read_settings`, the same as ``uet-sim``'s for ``--engine sim``):
-    a mistake is a :class:`UsageError` (one line, exit 2)."""
+    """(run settings, inline topology table, endpoint table) from a scenario file and options: the
+    scenario model reads, checks and derives them (:func:`uet.scenario.read.resolve`, the same as
+    ``uet-sim``'s for ``--engine sim``); this adapter hands it the options
+    (:func:`uet.tools.run_settings.read_settings`). A mistake is a :class:`UsageError` (one line,
+    exit 2)."""
     return read_settings(args, getattr(args, "engine", "live"), (*RUN_OPTIONS, "pcap", "plot", "telemetry"))
 
 
@@ -1093,7 +519,7 @@ async def _main(
     runs: dict[str, dict[str, Any]] = {}
     args.transport_both = s.get("transport") == "both"
     with _CtrlC() as ctrl_c:
-        for tr in _transports(s):
+        for tr in transports(s):
             st = {**s, "transport": tr}
             if s.get("transport") == "both":
                 for opt in ("pcap", "plot"):
@@ -1125,7 +551,7 @@ def _emit_interrupted(
     line; exit status 130. With ``both`` the side-by-side table (or object) shows them, and a
     transport whose run never started is named as not run."""
     if s.get("transport") == "both" and runs:
-        _emit_both(args, s, ep, runs, not_run=[t for t in _transports(s) if t not in runs])
+        _emit_both(args, s, ep, runs, not_run=[t for t in transports(s) if t not in runs])
     elif runs:
         partial = next(iter(runs.values()))
         if args.json:
@@ -1157,7 +583,10 @@ async def _live_one(
     if beside:
         launcher.cm_secret = sim_cm_secret(s)
     launcher.interval = args.interval
-    launcher.capture = args
+    launcher.on_interval = _print_interval
+    launcher.capture = CaptureSpec(
+        getattr(args, "pcap_per", None), args.capture_max, args.eventlog, getattr(args, "transport_both", False)
+    )
     launcher.fault_argv = fault_argv(args) + (["--faults", s["scenario"]] if _fault_table(s) else [])
     launcher.faults = faults_from(args, _fault_table(s), int(s["seed"]))
     progress_cm: Any = contextlib.nullcontext()
@@ -1174,7 +603,8 @@ async def _live_one(
             transient=True,
         )
         total = build_workload(s).total_bytes()
-        launcher.progress = (prog, prog.add_task(f"{s['workload']} received", total=total))
+        task = prog.add_task(f"{s['workload']} received", total=total)
+        launcher.on_progress = lambda moved: prog.update(task, completed=moved)
         progress_cm = prog
     try:
         with progress_cm:
@@ -1191,6 +621,9 @@ async def _live_one(
         if partial is not None:
             partial["transport"] = s.get("transport", "uet")
         return 130, partial
+    except FaultsError as e:  # a bad link name: one line, before any process started
+        await launcher.shutdown()
+        raise UsageError(str(e)) from None
     except (RunError, TimeoutError, OSError, ValueError) as e:
         await launcher.shutdown()
         msg = str(e) or type(e).__name__
@@ -1215,96 +648,11 @@ async def _live_one(
     return (130 if ctrl_c.interrupted else 0), result
 
 
-def sim_cm_secret(s: dict[str, Any]) -> str:
-    """The RoCE connection secret of a live run held to the simulator (``uet-run --transport
-    both``, ``uet-bench differential``): the simulator's, the run seed (uet.sim.scenario), not a
-    random one, so both engines derive the same QPNs and take the same UDP source ports and ECMP
-    paths."""
-    return str(int(s["seed"]))
-
-
-def finish_live(result: dict[str, Any], launcher: Launcher) -> None:
-    """What a live run's result adds once its processes ended: its transport and settings, the
-    time-dilation verdict (did the CPU keep up, tools/dilation.py) and the CPU-starvation note."""
-    s, ep = launcher.s, launcher.endpoint
-    result["transport"] = s.get("transport", "uet")
-    result["settings"] = settings_record(s, ep)
-    if launcher.derived is not None:
-        result["derived"] = launcher.derived.record()
-    result["dilation"]["verdict"] = dilation_verdict(result, launcher.host_rate, int(ep.get("payload_size", 1024)))
-    result["diagnosis"] = cpu_starvation(result)
-
-
-async def live_runs(
-    s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], dil: Dilation
-) -> dict[str, dict[str, Any]]:
-    """The scenario on the live engine on each transport ``s["transport"]`` names, without output
-    (tools/differential.py), with time dilation ``dil`` (:func:`dilation_for`): transport →
-    result; a failed run raises :class:`RunFailed`. With the automatic factor, a run whose CPU did
-    not keep up (tools/dilation.py) runs once more at twice the factor (its result's ``dilation``
-    says ``retried_from``): the caller judges figures, which such a run does not give."""
-    runs: dict[str, dict[str, Any]] = {}
-    for tr in _transports(s):
-        result = await _live_quiet({**s, "transport": tr}, topo, ep, dil)
-        if dil.how == "auto" and short_of_cpu(result):
-            again = Dilation(dil.factor * 2, "auto", dil.basis)
-            result = await _live_quiet({**s, "transport": tr}, topo, ep, again)
-            result["dilation"]["retried_from"] = dil.factor
-        runs[tr] = result
-    return runs
-
-
-async def _live_quiet(s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], dil: Dilation) -> dict[str, Any]:
-    """One transport's live run for :func:`live_runs`."""
-    launcher = Launcher(s, topo, ep)
-    launcher.dilation = dil
-    launcher.cm_secret = sim_cm_secret(s)
-    try:
-        result = await launcher.run()
-    except (RunError, TimeoutError, OSError, ValueError) as e:
-        raise RunFailed(f"{s['transport']}: {e or type(e).__name__}") from None
-    finally:
-        await launcher.shutdown()
-    finish_live(result, launcher)
-    return result
-
-
 def _dilation_arg(text: str) -> float | str:
     """``--dilation``: ``auto`` or a factor of at least 1."""
     if text == "auto":
         return text
     return float_arg(1.0)(text)
-
-
-def dilation_for(given: float | str, s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any]) -> Dilation:
-    """The run's time-dilation factor: ``given`` (``--dilation N``), or for ``auto`` the one
-    tools/dilation.py chooses from the scenario's packet rate (its receivers' host links, the
-    payload size) and the machine's cores."""
-    if given != "auto":
-        return Dilation(float(given), "given")
-    t = load_topology(
-        topo or s["topology"],
-        profile=s["profile"],
-        rate_bps=int(s["rate_bps"]),
-        overrides=overrides_to_dict(s.get("overrides", [])),
-    )
-    receivers = len({f.dst for f in build_workload(s).flows()})
-    return choose(receivers, t.host_link.rate_bps, int(ep.get("payload_size", 1024)))
-
-
-def endpoint_lag(lags: Iterable[dict[str, Any]], factor: float) -> dict[str, Any]:
-    """The endpoints' event-loop wake-up lateness over a run (tools/run_worker.py's ``lag``
-    events): the worst rank's p99 and max, in real µs and in the run's virtual µs (÷ ``factor``)."""
-    got = [g for g in lags if g.get("samples")]
-    p99 = max((float(g["p99_us"]) for g in got), default=0.0)
-    worst = max((float(g["max_us"]) for g in got), default=0.0)
-    return {
-        "ranks": len(got),
-        "p99_us_real": p99,
-        "max_us_real": worst,
-        "p99_us": round(p99 / factor, 2),
-        "max_us": round(worst / factor, 2),
-    }
 
 
 def _body(argv: Sequence[str] | None) -> int:
@@ -1335,7 +683,7 @@ def _body(argv: Sequence[str] | None) -> int:
     dilation = dilation_for(args.dilation, *settings)
     s = settings[0]
     faults = faults_from(args, _fault_table(s), int(s["seed"]))
-    sim = simulate_runs(*settings, faults=faults) if len(_transports(s)) > 1 else None
+    sim = simulate_runs(*settings, faults=faults) if len(transports(s)) > 1 else None
     spread: list[dict[str, dict[str, Any]]] = []
     if sim:
         from uet.tools.differential import spread_runs
@@ -1351,9 +699,7 @@ def _body(argv: Sequence[str] | None) -> int:
 
 
 def _on_hosts(args: argparse.Namespace, argv: list[str]) -> int:
-    """``--hosts``: the scenario's endpoints on real addresses (:mod:`uet.tools.run_hosts`)."""
-    from uet.tools.run_hosts import check_hosts, host_security, run_hosts
-
+    """``--hosts``: the scenario's endpoints on real addresses (:mod:`uet.live.hosts`)."""
     if args.engine != "live":
         raise UsageError("--hosts runs live endpoints; drop --engine sim")
     for opt in ("pcap", "plot", "telemetry", "interval", "csv"):
@@ -1364,13 +710,99 @@ def _on_hosts(args: argparse.Namespace, argv: list[str]) -> int:
     if not given:
         args.endpoints = max(2, len(names))
     settings = settings_from(args)
-    args.hosts_list = check_hosts(args.hosts, given, settings[0])
+    hosts = _check_hosts(args.hosts, given, settings[0])
     check_link_options(args, keys=args.keys)
     if args.keys:
         if args.data_protect != "tss":
             raise UsageError("--keys goes with --data-protect tss")
-        host_security(args.keys, wall_ns=0)  # a missing or bad key file stops the run before any rank starts
-    return run_hosts(args, settings, argv)
+        _host_security(args.keys, wall_ns=0)  # a missing or bad key file stops the run before any rank starts
+    return _run_hosts(args, settings, hosts, argv)
+
+
+def _check_hosts(text: str, endpoints_given: bool, settings: dict[str, Any]) -> list[str]:
+    """The ``--hosts`` list (one address per endpoint; ``endpoints`` follows it)."""
+    import ipaddress
+
+    hosts = [h.strip() for h in text.split(",") if h.strip()]
+    if len(hosts) < 2:
+        raise UsageError("--hosts needs at least two addresses (one per endpoint)")
+    for h in hosts:
+        try:
+            ipaddress.ip_address(h)
+        except ValueError:
+            raise UsageError(f"--hosts: {h!r} is not an IP address") from None
+    if len(set(hosts)) != len(hosts):
+        raise UsageError("--hosts: every endpoint needs its own address")
+    if endpoints_given and int(settings["endpoints"]) != len(hosts):
+        raise UsageError(f"--endpoints {settings['endpoints']} but --hosts names {len(hosts)} addresses")
+    return hosts
+
+
+def _check_local(hosts: list[str]) -> None:
+    """Without ``--rank`` every rank runs on this machine: each address must be one of its own
+    (a rank that cannot bind its address used to leave rank 0 waiting out its timeout)."""
+    import socket
+
+    for h in hosts:
+        with socket.socket(socket.AF_INET6 if ":" in h else socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind((h, 0))
+            except OSError:
+                raise UsageError(
+                    f"--hosts: {h} is not an address of this machine; without --rank every rank runs here "
+                    "(on several machines, run the same command on each with its own --rank)"
+                ) from None
+
+
+def _host_security(path: str, *, wall_ns: int) -> Any:
+    """``--keys FILE`` read (:func:`uet.live.hosts.host_security`); a file that cannot be read or
+    used is a :class:`UsageError`."""
+    from uet.live.hosts import host_security
+    from uet.tss.errors import KeyFileError, TssError
+
+    try:
+        return host_security(path, wall_ns=wall_ns)
+    except (KeyFileError, TssError) as e:
+        raise UsageError(f"--keys: {e}") from None
+
+
+def _run_hosts(
+    args: argparse.Namespace,
+    settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
+    hosts: list[str],
+    argv: list[str],
+) -> int:
+    """``uet-run --hosts``: one rank (``--rank``) or all of them here (each a child running this
+    very command line with its ``--rank``)."""
+    from uet.tools.link_options import link_config
+
+    from uet.endpoint import EndpointConfig
+    from uet.errors import UetError
+    from uet.live.hosts import launch_local, run_rank
+    from uet.tss.errors import KeyFileError, TssError
+
+    s, _topo, ep = settings
+    if args.rank is None:
+        _check_local(hosts)
+        try:
+            return launch_local([sys.executable, "-m", "uet.tools.run", *argv], hosts, float(s["timeout_s"]))
+        except RunError as e:
+            raise RunFailed(str(e)) from None
+    if not 0 <= args.rank < len(hosts):
+        raise UsageError(f"--rank {args.rank}: ranks are 0..{len(hosts) - 1}")
+    cfg = link_config(args, merge(EndpointConfig(), ep))
+    rank = run_rank(args.rank, hosts, s, cfg, link_mode=args.link, ip_proto=args.ip_proto, keys=args.keys)
+    try:
+        out = asyncio.run(rank)
+    except (KeyFileError, TssError) as e:
+        raise UsageError(f"--keys: {e}") from None
+    except (RunError, UetError, OSError, TimeoutError) as e:
+        raise RunFailed(str(e) or type(e).__name__) from None
+    if args.json or args.rank != 0:
+        sys.stdout.write(json.dumps(out) + "\n")
+    else:
+        render(out)
+    return 0 if out.get("ok", not out.get("error")) else 1
 
 
 def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> int:
@@ -1389,8 +821,8 @@ def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str
         s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty(), faults=faults, capture=args
     )
     interrupted = any(r.get("interrupted") for r in runs.values())
-    if len(_transports(s)) > 1:
-        _emit_both(args, s, ep, runs, not_run=[t for t in _transports(s) if t not in runs])
+    if len(transports(s)) > 1:
+        _emit_both(args, s, ep, runs, not_run=[t for t in transports(s) if t not in runs])
         ok = all(r["ok"] for r in runs.values())
     else:
         ok = _emit_one(args, runs[s["transport"]], sim_render)["ok"]
@@ -1429,7 +861,7 @@ def simulate_runs(
     from uet.tools.sim import run_sim
 
     runs: dict[str, dict[str, Any]] = {}
-    for tr in _transports(s):
+    for tr in transports(s):
         st = {**s, "transport": tr}
         where = os.path.join(plot, tr) if plot and s.get("transport") == "both" else plot
         cap = open_captures(capture, transport=tr if s.get("transport") == "both" else None) if capture else None
@@ -1467,10 +899,6 @@ def simulate_runs(
 def _fault_table(s: dict[str, Any]) -> dict[str, Any] | None:
     """The scenario file's ``[faults]`` table, if it has one."""
     return load_scenario(s["scenario"]).get("faults") if s.get("scenario") else None
-
-
-def _transports(s: dict[str, Any]) -> tuple[str, ...]:
-    return ("uet", "roce") if s.get("transport") == "both" else (str(s.get("transport", "uet")),)
 
 
 def _emit_both(

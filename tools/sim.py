@@ -111,8 +111,8 @@ SIM_OPTIONS = ("workload", "endpoints", "message_bytes", "messages", "seed", "pr
 def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(run settings, topology table, endpoint table): the simulator's defaults, then the
     scenario file, then the options, checked, every endpoint default derived from the scenario's
-    physics — exactly what ``uet-run --engine sim`` reads (:func:`uet.tools.run_settings.read_settings`).
-    Raises :class:`UsageError`."""
+    physics by the scenario model (:func:`uet.scenario.read.resolve`) — exactly what ``uet-run
+    --engine sim`` reads. Raises :class:`UsageError`."""
     return read_settings(args, "sim", SIM_OPTIONS)
 
 
@@ -199,9 +199,11 @@ def _body(argv: Sequence[str] | None) -> int:
 
         require_matplotlib()
         check_outputs(args)
-    from uet.tools.run import _emit_both, _transports, simulate_runs
+    from uet.tools.run import _emit_both, simulate_runs
 
-    if args.baseline and len(_transports(s)) > 1:
+    from uet.live.runs import transports
+
+    if args.baseline and len(transports(s)) > 1:
         raise UsageError("--baseline compares one transport's run: drop --transport both")
     base = run_sim(s, topo, ep) if args.baseline else None
     runs = simulate_runs(
@@ -218,8 +220,8 @@ def _body(argv: Sequence[str] | None) -> int:
     if args.json and not args.timing:  # CPU figures: the one thing that differs between two runs
         for r in runs.values():
             r.pop("timing", None)
-    if len(_transports(s)) > 1:
-        code = _emit_both(args, s, ep, runs, not_run=[t for t in _transports(s) if t not in runs])
+    if len(transports(s)) > 1:
+        code = _emit_both(args, s, ep, runs, not_run=[t for t in transports(s) if t not in runs])
         if interrupted:
             sys.stdout.flush()
             raise KeyboardInterrupt

@@ -24,13 +24,17 @@ Public API (every call raises a :class:`~uet.ses.errors.SesError` subclass carry
     old = await ep.compare_swap(peer, key, offset, AmoType.UINT64, compare, swap)
     await ep.close()
 
+The operations (typed and documented there, with ``send_nowait``, ``post_recv`` / :class:`Receive`,
+``recv_nowait`` and ``cancel``) are :class:`uet.adapter.CoreOperations`', shared with the RoCE
+endpoint and the simulator's: this adapter gives them its FEP core, told the time by its clock.
 Peer addressing, the send protocols and their completion rule, receives, reassembly expiry and
 the close sequence are the core's (:mod:`uet.fep.core`, :mod:`uet.fep.lanes`,
 :mod:`uet.fep.receives`, :mod:`uet.fep.peer`). Processing is batched: the link hands over every
 datagram readable at once, the adapter feeds them to the core, then drains
 ``datagrams_to_send`` once, completes futures from the core's events and re-arms the timer (the
 pump, the timer and the futures are :class:`uet.adapter.CoreDriver`'s, shared with the RoCE
-endpoint; the transmit and receive paths are this adapter's own).
+endpoint; the transmit and receive paths are this adapter's own: the link's batch transmit,
+:meth:`uet.link.base.Link.send_marked`, with the core's marking table).
 With ``security`` the link is wrapped in a :class:`~uet.link.secure.SecureLink` facade over the
 core's TSS stage (``ep.link`` then shows the plaintext side, ``ep.link.inner`` the wire).
 
@@ -44,9 +48,9 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from uet.adapter import CoreDriver
+from uet.adapter import CoreDriver, CoreOperations, Receive
 from uet.eventlog import EventLog
 from uet.fep.config import FepConfig, with_config
 from uet.fep.core import FepCore
@@ -57,15 +61,16 @@ from uet.link.base import Link
 from uet.link.impair import Impairment, ImpairmentConfig
 from uet.link.select import open_link
 from uet.pds import Mode, PdsCore
+from uet.pds.config import PathWindow
 from uet.runner import install_uvloop, run
 from uet.ses.fep import SesFep
-from uet.ses.memory import Access, MemoryRegion
 from uet.ses.message import Message
 from uet.ses.segmenter import Segmenter
-from uet.ses.sink import ReceiveSink, receive_view
 from uet.tuning import tune_allocator
 from uet.wire.net import UET_UDP_PORT
-from uet.wire.ses import AmoOp, AmoType
+
+if TYPE_CHECKING:
+    from uet.transport import Transport
 
 __all__ = [
     "DeliveryError",
@@ -84,7 +89,6 @@ __all__ = [
 
 #: The endpoint's configuration: the FEP core's (:class:`uet.fep.config.FepConfig`).
 EndpointConfig = FepConfig
-_OWN: Any = object()
 
 
 def monotonic_clock() -> int:
@@ -92,33 +96,7 @@ def monotonic_clock() -> int:
     return time.monotonic_ns()
 
 
-class Receive:
-    """A posted receive (:meth:`Endpoint.post_recv`): await it for the :class:`Message` (its
-    ``data`` a view of the buffer), or :meth:`cancel` it (the await then raises ``Cancelled``)."""
-
-    __slots__ = ("_ep", "handle", "future", "buffer")
-
-    def __init__(
-        self, ep: Endpoint, handle: int, future: asyncio.Future[Message], buffer: memoryview | ReceiveSink
-    ) -> None:
-        self._ep = ep
-        self.handle = handle
-        self.future = future
-        self.buffer = buffer
-
-    def cancel(self) -> bool:
-        """Withdraw the receive if no message took it yet; True when it was withdrawn."""
-        return self._ep.cancel(self)
-
-    def done(self) -> bool:
-        """Whether the receive has completed (or failed, or was cancelled)."""
-        return self.future.done()
-
-    def __await__(self) -> Any:
-        return self.future.__await__()
-
-
-class Endpoint(CoreDriver):
+class Endpoint(CoreOperations[Peer | str], CoreDriver):
     """A Fabric Endpoint: ``await Endpoint.open(address, job=..., pid=...)``, then operations
     (module docstring), then ``close``. An async context manager (closes on exit).
 
@@ -140,6 +118,7 @@ class Endpoint(CoreDriver):
         loop: asyncio.AbstractEventLoop | None = None,
         security: Any = None,
         clock: Callable[[], int] = monotonic_clock,
+        path_window: Callable[[str], PathWindow | None] | None = None,
     ) -> None:
         self.config = cfg = config or EndpointConfig()
         self.loop = loop or asyncio.get_running_loop()
@@ -166,18 +145,24 @@ class Endpoint(CoreDriver):
                 link = SecureLink(link, security, event_log=event_log, clock=clock)
                 core_security = link.stage
         self.link = link
-        #: the link's batch transmit with the core's marking table (DirectLink.send_marked)
-        self._send_marked: Callable[[list[tuple[bytes, str, int]], Sequence[int]], None] | None = getattr(
-            link, "send_marked", None
-        )
+        #: the link's batch transmit with the core's marking table (Link.send_marked), bound once
+        self._send_marked: Callable[[Sequence[tuple[bytes, str, int]], Sequence[int]], None] = link.send_marked
         self.address = link.address
         self.job = job
         self.pid = pid
         self.resource_index = resource_index
         self.event_log = event_log
         self.fep = FepCore(
-            self.address, job=job, pid=pid, ri=resource_index, config=cfg, security=core_security, event_log=event_log
+            self.address,
+            job=job,
+            pid=pid,
+            ri=resource_index,
+            config=cfg,
+            security=core_security,
+            event_log=event_log,
+            path_window=path_window,  # towards a GPU of the same server (uet.scenario.derive.scale_up_paths)
         )
+        self._opcore = self.fep
         # the CRC trailer covers the ports of a bound link, or the entropy header over IP
         self.fep.set_link_ports(link if link.peer_port is not None else None, over_ip=link.over_ip)
         self._receive: Callable[[Any, int], None] = (
@@ -260,251 +245,12 @@ class Endpoint(CoreDriver):
     def _lanes(self) -> dict[tuple[str, Mode, int, int], Lane]:
         return self.fep.lanes
 
-    # -- memory ----------------------------------------------------------------------------------
+    # -- operations (uet.adapter.CoreOperations) ---------------------------------------------------
 
-    def register(
-        self, buffer: Any, access: Access | int = Access.ALL, *, key: int | None = None, job: int | None = _OWN
-    ) -> MemoryRegion:
-        """Register ``buffer`` (bytearray, memoryview, mmap, array... any buffer; read-only ones
-        only for ``REMOTE_READ``) for remote access; returns the :class:`MemoryRegion` whose
-        ``key`` peers use. ``job`` restricts it to one JobID (default: this endpoint's job; None
-        = any job); requests from other jobs get ``BAD_MKEY`` (§6.5 "treated as unknown").
-        Raises :class:`~uet.ses.errors.RegistrationError`."""
-        if job is _OWN:
-            return self.fep.register(buffer, access, key=key)
-        return self.fep.register(buffer, access, key=key, job=job)
-
-    def deregister(self, region: MemoryRegion | int) -> None:
-        """Remove a registration (a region or its key); later requests get ``BAD_MKEY``."""
-        self.fep.deregister(region)
-
-    # -- operations --------------------------------------------------------------------------------
-
-    def _future(self, handle: int) -> asyncio.Future[Any]:
-        fut = self._futures[handle] = self.loop.create_future()
-        self._schedule_pump()
-        return fut
-
-    async def send(
-        self,
-        peer: Peer | str,
-        data: bytes | bytearray | memoryview,
-        *,
-        tag: int | None = None,
-        mode: Mode = Mode.RUD,
-        header_data: int | None = None,
-        dc: bool = False,
-        protocol: str | None = None,
-        pid: int | None = None,
-        resource_index: int | None = None,
-        tc: int = 0,
-    ) -> None:
-        """Send ``data`` as one message to ``peer`` (tagged with 64-bit ``tag`` when given).
-
-        Returns when the target has the whole message (:mod:`uet.fep.lanes`); raises a
-        :class:`~uet.ses.errors.SesError` subclass on failure (:class:`DeliveryError` when PDS
-        gave up) and :class:`EndpointClosed` if the endpoint closes first. ``data`` must not
-        change until the call returns (packets are zero-copy slices of it). ``mode`` is the PDS
-        delivery mode; ``header_data`` 64-bit immediate data; ``dc`` asks for delivery-complete
-        semantics (§6.8: the target answers after placing the data; it does not change matching,
-        so a DC send that comes before its receive is buffered there, §6.4); ``protocol`` forces
-        ``"eager"``, ``"rendezvous"`` or ``"deferrable"`` (default: by the configured thresholds).
-        """
-        await self.send_nowait(
-            peer, data, tag=tag, mode=mode, header_data=header_data, dc=dc, protocol=protocol,
-            pid=pid, resource_index=resource_index, tc=tc,
-        )  # fmt: skip
-
-    def send_nowait(
-        self,
-        peer: Peer | str,
-        data: bytes | bytearray | memoryview,
-        *,
-        tag: int | None = None,
-        mode: Mode = Mode.RUD,
-        header_data: int | None = None,
-        dc: bool = False,
-        protocol: str | None = None,
-        pid: int | None = None,
-        resource_index: int | None = None,
-        tc: int = 0,
-    ) -> asyncio.Future[None]:
-        """Queue a message and return the future that :meth:`send` awaits (for pipelining)."""
+    def _start(self) -> FepCore:
         fep = self.fep
         fep.tick(self.clock())
-        h = fep.send(
-            peer, data, tag=tag, mode=mode, header_data=header_data, dc=dc, protocol=protocol, pid=pid,
-            resource_index=resource_index, tc=tc,
-        )  # fmt: skip
-        return self._future(h)
-
-    async def write(
-        self,
-        peer: Peer | str,
-        key: int,
-        offset: int,
-        data: bytes | bytearray | memoryview,
-        *,
-        header_data: int | None = None,
-        dc: bool = False,
-        mode: Mode = Mode.RUD,
-        sync: tuple[int, int] | None = None,
-    ) -> None:
-        """RMA write of ``data`` at ``offset`` of the peer's region ``key`` (§6.5). With
-        ``header_data`` the target sees a remote-write completion (:meth:`next_write`). Errors:
-        ``BAD_MKEY``, ``PERM_VIOLATION``, ``UNSUPPORTED_SIZE`` / ``BAD_ADDR`` (bounds), ...
-        ``sync = (group, count)`` makes it a SYNC_WRITE of that sync group: the group's
-        terminating operation (a write with ``header_data``, or :meth:`atomic` with ``sync``)
-        takes effect at the target only after its ``count - 1`` other writes (uet.ses.sync)."""
-        h = self.fep.write(peer, key, offset, data, header_data=header_data, dc=dc, mode=mode, sync=sync)
-        await self._future(h)
-
-    async def read(
-        self,
-        peer: Peer | str,
-        key: int,
-        offset: int,
-        length: int,
-        *,
-        into: bytearray | memoryview | None = None,
-        mode: Mode = Mode.RUD,
-    ) -> bytes | memoryview:
-        """RMA read of ``length`` bytes at ``offset`` of the peer's region ``key`` (§6.5);
-        returns the bytes (or fills ``into`` and returns a view of it)."""
-        return await self._future(self.fep.read(peer, key, offset, length, into=into, mode=mode))  # type: ignore[no-any-return]
-
-    async def atomic(
-        self,
-        peer: Peer | str,
-        key: int,
-        offset: int,
-        op: AmoOp | int,
-        datatype: AmoType | int,
-        operand: Any = None,
-        *,
-        fetch: bool = False,
-        compare: int | float = 0,
-        swap: int | float = 0,
-        mode: Mode = Mode.RUD,
-        sync: tuple[int, int] | None = None,
-        tagged: bool = False,
-    ) -> Any:
-        """Atomic ``op`` on ``datatype`` at ``offset`` of the peer's region ``key`` (§6.5, §10).
-
-        ``operand`` is one value or a sequence (vector atomics; MSWAP takes ``[value, mask]``
-        pairs; READ needs no operand); raw bytes are sent as they are. The compare-and-swap
-        family takes ``compare``/``swap`` (see :meth:`compare_swap`). With ``fetch`` the result
-        is the prior value (a tuple for several elements), else None. Errors:
-        ``AMO_UNSUPPORTED_OP/DT/SIZE``, ``AMO_UNALIGNED``, ``BAD_MKEY``, ``PERM_VIOLATION``...
-
-        ``sync = (group, count)``: SYNC_ATOMIC, the terminating operation of a sync group (see
-        :meth:`write`; non-fetching). ``tagged``: TSEND_ATOMIC / TSEND_FETCH_ATOMIC — ``key`` is
-        then a *tag*: the atomic applies at ``offset`` of the buffer of the peer's posted receive
-        (:meth:`post_recv` with that tag), which completes (``NO_MATCH`` when none is posted).
-        """
-        h = self.fep.atomic(
-            peer, key, offset, op, datatype, operand, fetch=fetch, compare=compare, swap=swap, mode=mode,
-            sync=sync, tagged=tagged,
-        )  # fmt: skip
-        return await self._future(h)
-
-    async def compare_swap(
-        self,
-        peer: Peer | str,
-        key: int,
-        offset: int,
-        datatype: AmoType | int,
-        compare: int | float,
-        swap: int | float,
-        *,
-        op: AmoOp | int = AmoOp.CSWAP,
-        fetch: bool = True,
-        mode: Mode = Mode.RUD,
-    ) -> Any:
-        """Compare-and-swap (or another ``op`` of the family: CSWAP_NE, CSWAP_LE, ...) of one
-        element; returns the prior value when ``fetch`` (the default), so success is
-        ``result == compare`` for plain CSWAP."""
-        h = self.fep.compare_swap(peer, key, offset, datatype, compare, swap, op=op, fetch=fetch, mode=mode)
-        return await self._future(h)
-
-    # -- receives --------------------------------------------------------------------------------
-
-    async def recv(self, tag: int | None = None, ignore: int = 0, *, source: str | None = None) -> Message:
-        """The next message matching the filter (waits for one): untagged when ``tag`` is None,
-        else a tagged message whose match bits equal ``tag`` outside the ``ignore`` mask (so
-        ``tag=0, ignore=~0`` takes any tagged message); from ``source`` only, or any source. A
-        directed receive checks the Fabric Address the message arrived from as well as the
-        initiator ID its SES header claims: a copy of ``source``'s packet sent by anyone else does
-        not match.
-        Raises :class:`EndpointClosed` when the endpoint closes while waiting."""
-        h = self.fep.post_recv(None, tag=tag, ignore=ignore, source=source)
-        fut = self._future(h)
-        self._dispatch()
-        if fut.done():
-            return fut.result()  # type: ignore[no-any-return]
-        try:
-            return await fut  # type: ignore[no-any-return]
-        except asyncio.CancelledError:
-            self._futures.pop(h, None)
-            self.fep.cancel(h)
-            raise
-
-    def recv_nowait(self, tag: int | None = None, ignore: int = 0, *, source: str | None = None) -> Message | None:
-        """A matching message already on the unexpected list (fast path), or None."""
-        return self.fep.recv_nowait(tag, ignore, source=source)
-
-    def post_recv(
-        self,
-        buffer: bytearray | memoryview | ReceiveSink | None,
-        *,
-        tag: int | None = None,
-        ignore: int = 0,
-        source: str | None = None,
-        truncate: bool = False,
-    ) -> Receive:
-        """Post ``buffer`` on the expected list (§6.4) and return its :class:`Receive` handle.
-        Matching as in :meth:`recv`; a longer message is truncated with ``truncate``, else the
-        receive fails with ``TOO_LONG``. ``buffer=None`` posts :meth:`recv`'s buffer-less receive
-        now (the message lands in the endpoint's memory): a receive posted before the message
-        comes takes it on the expected list, so an early message is not buffered on the overflow
-        list, whose guaranteed response costs the initiator a CLEAR (``uet.ses.reassembly``)."""
-        if buffer is None:
-            h = self.fep.post_recv(None, tag=tag, ignore=ignore, source=source)
-            fut = self._future(h)
-            self._dispatch()
-            return Receive(self, h, fut, memoryview(b""))
-        view = receive_view(buffer)
-        h = self.fep.post_recv(view, tag=tag, ignore=ignore, source=source, truncate=truncate)
-        return Receive(self, h, self._future(h), view)
-
-    async def recv_into(
-        self,
-        buffer: bytearray | memoryview | ReceiveSink,
-        *,
-        tag: int | None = None,
-        ignore: int = 0,
-        source: str | None = None,
-        truncate: bool = False,
-    ) -> Message:
-        """Post ``buffer`` and wait for its message (``data`` is a view of ``buffer``); raises the
-        receive's error (``TOO_LONG``, ``CANCELLED``...). Cancelling the awaiting task withdraws
-        the receive."""
-        h = self.post_recv(buffer, tag=tag, ignore=ignore, source=source, truncate=truncate)
-        try:
-            return await asyncio.shield(h.future)
-        except asyncio.CancelledError:
-            if not h.future.done():
-                self.cancel(h)
-            raise
-
-    def cancel(self, receive: Receive) -> bool:
-        """Cancel a posted receive: True if it was still posted (it then fails with
-        ``Cancelled``), False when a message already took it."""
-        if receive.future.done():
-            return False
-        ok = self.fep.cancel(receive.handle)
-        self._schedule_pump()
-        return ok
+        return fep
 
     @property
     def pending_messages(self) -> int:
@@ -588,13 +334,12 @@ class Endpoint(CoreDriver):
     def _transmit(self, now: int) -> None:
         """Send what the core hands out, complete futures from its events, re-arm the timer."""
         fep = self.fep
-        send_marked = self._send_marked
-        if send_marked is not None and not self._core_seals:  # the data path: no record per datagram
+        if not self._core_seals:  # the data path: no record per datagram
             packed = fep.datagrams_to_send_packed(now)
             if packed:
-                send_marked(packed, fep.tos)
-        else:
-            out = fep.datagrams_to_send(now, sealed=self._core_seals)
+                self._send_marked(packed, fep.tos)
+        else:  # the core seals: each datagram's record carries its entropy (the fabric link)
+            out = fep.datagrams_to_send(now)
             if out:
                 send = self.link.send
                 for data, dst, entropy, dscp, ecn in out:
@@ -602,3 +347,7 @@ class Endpoint(CoreDriver):
         self._dispatch()
         if not self._closed:
             self._arm(fep.get_timer(), now)
+
+
+if TYPE_CHECKING:  # mypy checks the adapter against the transport contract (uet.transport)
+    _CONTRACT: type[Transport] = Endpoint

@@ -28,7 +28,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uet.adapter import CoreDriver, CoreOperations
 from uet.clock import DilatedClock
@@ -38,6 +38,9 @@ from uet.roce.cm import StaticCm
 from uet.roce.config import QpConfig
 from uet.roce.core import RoceCore, timeout_for_rtt
 from uet.wire.roce import ROCE_UDP_PORT
+
+if TYPE_CHECKING:
+    from uet.transport import Transport
 
 __all__ = ["RoceEndpoint", "LIVE_RTT_NS"]
 
@@ -49,14 +52,16 @@ __all__ = ["RoceEndpoint", "LIVE_RTT_NS"]
 LIVE_RTT_NS = 1_000_000
 
 
-class RoceEndpoint(CoreOperations, CoreDriver):
+class RoceEndpoint(CoreOperations[str], CoreDriver):
     """One RoCE host (every RC connection of one address) on one link; see the module docstring.
     The operations are :class:`~uet.adapter.CoreOperations`' and the pump, the timer and the
     futures :class:`~uet.adapter.CoreDriver`'s, as the simulator's endpoint's and
     :class:`uet.Endpoint`'s are.
 
-    Operations are those of :class:`uet.transport.Transport`; ``atomic`` supports what RoCE has
-    (64-bit fetch-add and compare-swap, :class:`~uet.roce.core.UnsupportedAtomic` otherwise).
+    Operations are those of :class:`uet.transport.Transport` (typed and documented in
+    :class:`~uet.adapter.CoreOperations`; the UET-only options are ignored); ``atomic`` supports
+    what RoCE has (64-bit fetch-add and compare-swap, :class:`~uet.roce.core.UnsupportedAtomic`
+    otherwise).
     """
 
     core: RoceCore
@@ -70,6 +75,7 @@ class RoceEndpoint(CoreOperations, CoreDriver):
         seed: int | None = None,
         log: Callable[[dict[str, Any]], None] | None = None,
         clock: Callable[[], int] = time.monotonic_ns,
+        peer_config: Callable[[str], QpConfig | None] | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.link = link
@@ -78,7 +84,9 @@ class RoceEndpoint(CoreOperations, CoreDriver):
         config = config or QpConfig(timeout=timeout_for_rtt(LIVE_RTT_NS))
         # without a shared cm, a secret of this endpoint's own: only peers given the same cm connect
         cm = cm or StaticCm(secrets.token_bytes(16))
-        self.core = RoceCore(self.address, config=config, seed=seed, cm=cm, log=log)
+        # peer_config: towards a GPU of the same server (uet.scenario.derive.scale_up_paths)
+        self.core = RoceCore(self.address, config=config, seed=seed, cm=cm, log=log, peer_config=peer_config)
+        self._opcore = self.core
         self._init_driver(self.core)
         link.set_receiver(self._on_batch)
 
@@ -135,7 +143,7 @@ class RoceEndpoint(CoreOperations, CoreDriver):
     def counters(self) -> dict[str, int]:
         """The core's counters and the link's (``link_`` prefix)."""
         out = dict(self.core.counters())
-        for k, v in getattr(self.link, "counters", {}).items():
+        for k, v in self.link.counters.items():
             out["link_" + k] = v
         return out
 
@@ -158,3 +166,7 @@ class RoceEndpoint(CoreOperations, CoreDriver):
         self._dispatch()
         if not self._closed:
             self._arm(self.core.get_timer(), now)
+
+
+if TYPE_CHECKING:  # mypy checks the adapter against the transport contract (uet.transport)
+    _CONTRACT: type[Transport] = RoceEndpoint

@@ -60,6 +60,10 @@ class CcConfig:
         core_pull_min: the smallest share of the pull rate a sender is cut to (0.01, htsim).
         core_pull_mi: the share's growth factor after an epoch with neither a core trim nor an
             ECN-CE mark (1.5; 1 = additive increase only).
+        idle_credit: RCCC receiver: a sender with no demand beyond its grants gets unsolicited
+            grants in the pacer's spare time until it holds about one ``MaxWnd`` of unused credit
+            (§4.5 "slow" grants to idle senders; :class:`uet.cc.rccc.CreditScheduler`). Off by
+            default; the scale-up path of a server turns it on (uet.scenario.derive).
     """
 
     link_bps: float = 100e9
@@ -82,6 +86,7 @@ class CcConfig:
     core_pull_ai: float = 0.03
     core_pull_min: float = 0.01
     core_pull_mi: float = 1.5
+    idle_credit: bool = False
 
     def __post_init__(self) -> None:
         if self.link_bps <= 0 or self.base_rtt_ns <= 0 or self.mtu <= 0:

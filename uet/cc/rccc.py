@@ -18,9 +18,10 @@ of ``credit_target`` in the CC request and of ``credit`` in the credit ACK state
 
 - A grant travels in a CREDIT control packet whose 32-bit payload carries the 24-bit cumulative
   grant; a CREDIT_REQ's payload carries the 24-bit cumulative target.
-- Idle senders get no "slow" unsolicited grants (optional in htsim): a sender with new demand
-  advertises it, and a blocked one restates it in a CREDIT_REQ when a grant is overdue
-  (:meth:`CreditSender.request_deadline`).
+- Idle senders get no "slow" unsolicited grants (optional in htsim) unless
+  ``CcConfig.idle_credit`` asks for them (the scale-up path of a server does: see
+  :class:`CreditScheduler`): a sender with new demand advertises it, and a blocked one restates
+  it in a CREDIT_REQ when a grant is overdue (:meth:`CreditSender.request_deadline`).
 - On a trim the receiver adds one MTU to the sender's target (it "puts the source back on the
   active list to fund the retransmission").
 """
@@ -178,7 +179,7 @@ class CreditSender(CcAlgorithm):
 
 
 class _Peer:
-    __slots__ = ("target", "granted", "active", "route", "served", "rx", "pace", "ready")
+    __slots__ = ("target", "granted", "active", "route", "served", "rx", "pace", "ready", "given", "idle")
 
     def __init__(self) -> None:
         self.target = 0
@@ -193,6 +194,10 @@ class _Peer:
         #: its share of the pull rate (uet.cc.pullrate) and when that share allows its next grant
         self.pace = PullRate()
         self.ready = 0
+        #: bytes granted in all (not wrapped), and whether it waits for unsolicited credit
+        #: (``CcConfig.idle_credit``)
+        self.given = 0
+        self.idle = False
 
 
 class CreditScheduler:
@@ -224,7 +229,19 @@ class CreditScheduler:
 
     **A sender trimmed in the core** (``note_arrival``, :mod:`uet.cc.pullrate`) gets its grants
     no closer than ``pacing interval / its share``: while it waits for its share the pacer serves
-    the others, and with no one else to serve it waits for that sender's time."""
+    the others, and with no one else to serve it waits for that sender's time.
+
+    **Idle senders** (``CcConfig.idle_credit``; §4.5: senders with no demand "may receive 'slow'
+    unsolicited grants up to one MaxWnd of speculative credit"): a sender whose target is met
+    joins an idle list and, in the time no active sender needs (the pacer serves them first),
+    gets unsolicited grants, at the pacer's rate and in turn, until the credit it has not used
+    — bytes granted less data received from it, by this receiver's count — reaches one
+    ``MaxWnd``; a sender whose data then arrives, spending it, rejoins the list. Its next burst
+    then goes at once instead of one round trip (its target reaching us, our grants reaching it)
+    later. Inference: the notes do not say how slow; a grant only in spare time keeps the
+    receiver's link within its rate, and a sender keeps at most ``MaxWnd`` of credit (as at its
+    speculative start), so ``k`` idle senders can burst at most ``k × MaxWnd``. A sender being
+    trimmed in the core (its pull-rate share below 1) gets none."""
 
     def __init__(self, cfg: CcConfig, ports: int = 1, log: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.cfg = cfg
@@ -238,6 +255,9 @@ class CreditScheduler:
         self.grants = 0
         #: the service account of the sender granted last (the floor when none is active)
         self.vtime = 0
+        #: idle senders waiting for unsolicited credit, in turn (``CcConfig.idle_credit``)
+        self.idle_credit = cfg.idle_credit
+        self.idle: list[Hashable] = []
         self._log = log
 
     def note_target(self, key: Hashable, target: int, now: int, route: object = None, rx: int = 0) -> int | None:
@@ -254,6 +274,8 @@ class CreditScheduler:
         if diff24(target, p.target) > 0:
             p.target = target
         self._activate(key, p, now)
+        if not p.active and self.idle_credit:
+            self._make_idle(key, p, now)
         if not p.active and p.granted and diff24(target, p.granted) <= 0:
             return p.granted
         return None
@@ -281,6 +303,8 @@ class CreditScheduler:
         p = self.peers.pop(key, None)
         if p is not None and p.active:
             self.active.remove(key)
+        if p is not None and p.idle:
+            self.idle.remove(key)
 
     def _activate(self, key: Hashable, p: _Peer, now: int) -> None:
         if not p.active and diff24(p.target, p.granted) > 0:
@@ -289,10 +313,48 @@ class CreditScheduler:
             floor -= self.allowance
             if p.served < floor:
                 p.served = floor
+            if p.idle:
+                p.idle = False
+                self.idle.remove(key)
             p.active = True
             self.active.append(key)
             if self.next_time is None:
                 self.next_time = now
+
+    def _make_idle(self, key: Hashable, p: _Peer, now: int) -> None:
+        """Put an inactive sender on the idle list when it holds less than a ``MaxWnd`` of
+        unused credit (class docstring, "Idle senders")."""
+        if p.idle or p.route is None or p.pace.rate < 1.0:
+            return
+        if p.given < p.rx:  # it sent more than we granted (its speculative start): none unused
+            p.given = p.rx
+        if p.given - p.rx + QUANTUM > self.allowance:
+            return
+        p.idle = True
+        self.idle.append(key)
+        if self.next_time is None:
+            self.next_time = now
+
+    def _grant_idle(self) -> tuple[Hashable, _Peer, int] | None:
+        """The next unsolicited grant to an idle sender: (key, peer, quanta), or None."""
+        idle = self.idle
+        peers = self.peers
+        while idle:
+            key = idle.pop(0)
+            p = peers[key]
+            room = self.allowance - (p.given - p.rx)
+            if room < QUANTUM or p.pace.rate < 1.0:
+                p.idle = False
+                continue
+            q = min(self.grant_bytes, room) // QUANTUM
+            p.granted = (p.granted + q) & M24
+            p.given += q * QUANTUM
+            if room - q * QUANTUM >= QUANTUM:
+                idle.append(key)
+            else:
+                p.idle = False
+            return key, p, q
+        return None
 
     def deadline(self) -> int | None:
         return self.next_time
@@ -318,8 +380,15 @@ class CreditScheduler:
         active = self.active
         while nt is not None and nt <= now:
             if not active:
-                nt = None
-                break
+                idle = self._grant_idle() if self.idle else None
+                if idle is None:
+                    nt = None
+                    break
+                key, p, q = idle
+                out.append((key, p.route, p.granted))
+                self.grants += 1
+                nt += max(1, int(q * QUANTUM / self.rate_Bpns))
+                continue
             i = self._pick(nt)
             if i < 0:  # every active sender waits for its share: so does the pacer
                 nt = min(self.peers[k].ready for k in active)
@@ -330,6 +399,7 @@ class CreditScheduler:
             g = min(self.grant_bytes, want)
             q = -(-g // QUANTUM)
             p.granted = (p.granted + q) & M24
+            p.given += q * QUANTUM
             # data it delivered beyond its grants (its speculative window) is service too
             p.served = (p.served if p.served > p.rx else p.rx) + q * QUANTUM
             self.vtime = p.served
@@ -339,12 +409,14 @@ class CreditScheduler:
                 active.append(key)
             else:
                 p.active = False
+                if self.idle_credit:
+                    self._make_idle(key, p, nt)
             step = max(1, int(q * QUANTUM / self.rate_Bpns))
             r = p.pace.rate
             if r < 1.0:
                 p.ready = nt + int(step / r)
             nt += step
-        if nt is not None and not active and nt <= now:
+        if nt is not None and not active and not self.idle and nt <= now:
             nt = None
         self.next_time = nt
         if out and self._log is not None:

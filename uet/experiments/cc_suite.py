@@ -1,17 +1,26 @@
-"""The figures of one row of ``uet-sim --suite cc`` (tools/cc_suite.py runs the suite and prints
-the table; its docstring says what is compared with uet-htsim and how our frames are allowed for):
-from a ``simulate`` result and the scenario's ``[reference]`` table of htsim's figures, our tail
-FCT against our ideal, the ratio of slowdowns against htsim's, what the retransmissions answered,
-and the per-link figures (the most flows on one link, the route bound, tail / bound).
+"""The CC suite (``uet-sim --suite cc``; tools/cc_suite.py prints the table, and its docstring says
+what is compared with uet-htsim and how our frames are allowed for): its scenario files in table
+order (:func:`suite_files`, :func:`select`), each row run in virtual time with the settings the
+scenario model gives (:func:`run_row`, :func:`run_suite`: the file, then the values the caller
+lays over every row, :class:`uet.scenario.read.Given`), and the figures of one row
+(:func:`row_result`): from a ``simulate`` result and the scenario's ``[reference]`` table of
+htsim's figures, our tail FCT against our ideal, the ratio of slowdowns against htsim's, what the
+retransmissions answered, and the per-link figures (the most flows on one link, the route bound,
+tail / bound).
 """
 
 from __future__ import annotations
 
 import math
+import signal
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HTSIM_FLOW_BYTES", "retx_causes", "row_result"]
+from uet.scenario.read import Given, read_file, resolve
+
+__all__ = ["HTSIM_FLOW_BYTES", "retx_causes", "row_result", "run_row", "run_suite", "select", "suite_files"]
 
 #: the flow size of every htsim validation run of issue 11's table
 HTSIM_FLOW_BYTES = 2_000_000
@@ -119,3 +128,120 @@ def _route_figures(
     if mf and h_tail and h_ideal and flow_bytes == HTSIM_FLOW_BYTES:
         h_bound = h_ideal + (mf - 1) * flow_bytes * 8e6 / res["link_rate_bps"]
         row["htsim"].update(route_bound_us=round(h_bound, 1), x_bound=round(h_tail / h_bound, 4))
+
+
+#: the algorithms of a suite in table order
+_ALGO_ORDER = ("none", "nscc", "rccc", "nscc+rccc")
+
+
+def suite_files(folder: Path) -> list[Path]:
+    """The scenario files of a suite's ``folder``, in table order: by host count, then workload,
+    then algorithm."""
+
+    def key(p: Path) -> tuple[int, str, int, str]:
+        doc = read_file(str(p))
+        run = doc.get("run", {})
+        cc = doc.get("endpoint", {}).get("pds", {}).get("cc", "none")
+        order = _ALGO_ORDER.index(cc) if cc in _ALGO_ORDER else len(_ALGO_ORDER)
+        return (int(run.get("endpoints", 0)), str(run.get("workload", "")), order, p.name)
+
+    return sorted(folder.glob("*.toml"), key=key)
+
+
+def select(files: Sequence[Path], only: str) -> list[Path]:
+    """The scenarios of ``files`` named by one of the comma-separated words of ``only``: a whole
+    file name, or else a part of one (``incast15`` is all three incast15 rows, ``incast15_nscc``
+    only that one)."""
+    words = [w for w in only.split(",") if w]
+    stems = {p.stem for p in files}
+    return [p for p in files if any(w == p.stem if w in stems else w in p.stem for w in words)]
+
+
+def run_row(path: Path, given: Given, max_hosts: int | None = None) -> dict[str, Any]:
+    """One row: scenario file ``path`` with ``given`` laid over it, on the simulator's defaults
+    (:func:`uet.scenario.read.resolve`), scaled down to ``max_hosts`` if it is larger (an incast
+    becomes (N−1)→1, a permutation N hosts; the endpoint settings stay those of the full size).
+    Raises what the scenario model and the simulator raise for settings they refuse."""
+    from uet.sim.scenario import simulate
+    from uet.workloads import WORKLOADS
+
+    s, topo, ep = resolve("sim", str(path), given, workloads=WORKLOADS).tables()
+    scaled = None
+    if max_hosts and int(s["endpoints"]) > max_hosts:
+        scaled = f"{s['endpoints']} → {max_hosts} hosts"
+        s["endpoints"] = max_hosts
+        if topo.get("hosts", 0) > max_hosts:
+            topo = {**topo, "hosts": max_hosts}
+    cpu0 = time.process_time()
+    res = simulate(s, topo or None, ep)
+    res.setdefault("timing", {})["cpu_s"] = round(time.process_time() - cpu0, 3)
+    pds = ep.get("pds", {})
+    res.update(cc=pds.get("cc", "none"), lb=pds.get("lb", "default"), payload_size=ep.get("payload_size", 4096))
+    return row_result(path, res, read_file(str(path)).get("reference", {}), scaled)
+
+
+def run_suite(
+    name: str,
+    files: Sequence[Path],
+    given: Given,
+    *,
+    max_hosts: int | None = None,
+    jobs: int = 1,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run every scenario of ``files`` (suite ``name``) with ``given`` laid over each, as over one
+    scenario (seed, size, ``-o``, endpoint overrides...), rows larger than ``max_hosts`` scaled
+    down (:func:`run_row`). ``jobs``: up to that many rows at once, each in its own process (a row
+    is one single-threaded simulation, so the table of a machine with N cores takes about 1/N of
+    the time; each row's figures, CPU time included, are those of its own process and do not
+    depend on ``jobs``). ``on_row`` is called with each row as it finishes; the rows of the result
+    keep the order of ``files``."""
+    jobs = min(jobs, len(files))
+    if jobs <= 1:
+        rows = []
+        for p in files:
+            rows.append(run_row(p, given, max_hosts))
+            if on_row is not None:
+                on_row(rows[-1])
+    else:
+        rows = _run_parallel(files, given, max_hosts, jobs, on_row)
+    return {"suite": name, "ok": all(r["ok"] for r in rows), "rows": rows}
+
+
+def _worker_init() -> None:
+    """A row's process leaves Ctrl-C to the suite's process, which stops the pool (no traceback
+    from every worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _row_job(job: tuple[int, Path, Given, int | None]) -> tuple[int, dict[str, Any]]:
+    i, p, given, max_hosts = job
+    return i, run_row(p, given, max_hosts)
+
+
+def _run_parallel(
+    files: Sequence[Path],
+    given: Given,
+    max_hosts: int | None,
+    jobs: int,
+    on_row: Callable[[dict[str, Any]], None] | None,
+) -> list[dict[str, Any]]:
+    """The rows of :func:`run_suite` with ``jobs`` worker processes. A row that raises stops the
+    suite with that error, as it would run alone; Ctrl-C (or any error) terminates the workers
+    first."""
+    import multiprocessing
+
+    rows: dict[int, dict[str, Any]] = {}
+    pool = multiprocessing.Pool(jobs, initializer=_worker_init)
+    try:
+        for i, row in pool.imap_unordered(_row_job, [(i, p, given, max_hosts) for i, p in enumerate(files)]):
+            rows[i] = row
+            if on_row is not None:
+                on_row(row)
+    except BaseException:
+        pool.terminate()
+        pool.join()
+        raise
+    pool.close()
+    pool.join()
+    return [rows[i] for i in range(len(files))]

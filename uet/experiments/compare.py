@@ -103,7 +103,7 @@ def metrics(res: dict[str, Any]) -> dict[str, Any]:
         "retransmitted_bytes": _counter(res, "retransmitted_bytes"),
         "uplink_imbalance": fab.get("uplink_imbalance"),
     }
-    if res.get("interrupted"):  # Ctrl-C: a partial run (tools/run.py ``Launcher.partial_result``)
+    if res.get("interrupted"):  # Ctrl-C: a partial run (uet/live/launcher.py ``Launcher.partial_result``)
         out["flows_finished"] = f"{res.get('flows_finished', 0)} of {len(flows)}"
     if res.get("transport") == "roce":
         out["naks"] = _counter(res, "naks_sent")

@@ -3,7 +3,7 @@
 The live engine (``uet-run``: a switch process and one process per endpoint, real sockets, real
 frames) and the simulator (``uet-sim``: the same cores and fabric model in one process, virtual
 time) must tell the same story of the same scenario. With time dilation (:mod:`uet.clock`,
-:mod:`uet.tools.dilation`) the live engine measures the network rather than the CPU, so its
+:mod:`uet.live.dilation`) the live engine measures the network rather than the CPU, so its
 figures can be held to the simulator's. The **bar** (:func:`judge`), for each transport:
 
 * every message intact on both engines;

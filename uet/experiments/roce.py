@@ -1,15 +1,26 @@
 """The four §9.2 experiments, UET against RoCEv2, and their expected outcomes
 (rocev2-and-fabric.md §9.2, §9.3; issue 12): which scenario file each experiment runs and the
-checks its §9.1 metrics (:mod:`uet.experiments.compare`) are held to.
+checks its §9.1 metrics (:mod:`uet.experiments.compare`) are held to, and the run of them
+(:func:`run_experiments`: each file's settings from the scenario model, run in virtual time).
 ``python -m uet.tools.roce_experiments`` runs them and prints the tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["CHECKS", "EXPERIMENTS", "Check", "Metrics", "check_outcomes"]
+from uet.experiments.compare import comparison
+from uet.scenario.check import ScenarioError
+from uet.scenario.read import Given, resolve
+
+__all__ = ["CHECKS", "EXPERIMENTS", "Check", "Metrics", "SimulateRuns", "check_outcomes", "run_experiments"]
+
+#: The engine an experiment runs on: a scenario's (run, topology, endpoint) tables in virtual time
+#: on each transport its run names → transport → result (``uet-run --engine sim``'s runs, with
+#: ``elapsed_s`` and the ``settings`` echoed).
+SimulateRuns = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], dict[str, dict[str, Any]]]
 
 #: name → scenario file (under ``scenarios/roce``), in the order of §9.2
 EXPERIMENTS: dict[str, str] = {
@@ -126,3 +137,31 @@ def check_outcomes(metrics: dict[str, Metrics]) -> list[dict[str, Any]]:
                 held = False
             checks.append({"experiment": exp, "expected": text, "held": held})
     return checks
+
+
+def run_experiments(names: Sequence[str], folder: str, given: Given, simulate: SimulateRuns) -> dict[str, Any]:
+    """Run the named experiments (their files under ``folder``, ``given`` laid over each: smaller
+    messages, say) with ``simulate``; ``{"ok", "experiments": {name: comparison}, "checks":
+    [{"experiment", "expected", "held"}]}``. A run that Ctrl-C cut short stops the experiments
+    (KeyboardInterrupt), instead of going on to the next one; a missing file or a setting the
+    scenario model refuses is a :class:`~uet.scenario.check.ScenarioError`."""
+    from uet.workloads import WORKLOADS
+
+    out: dict[str, Any] = {}
+    metrics: dict[str, Metrics] = {}
+    ok = True
+    for name in names:
+        path = os.path.join(folder, EXPERIMENTS[name])
+        if not os.path.exists(path):
+            raise ScenarioError(f"{path}: no such scenario file (--dir names the folder)")
+        s, topo, ep = resolve("sim", path, given, workloads=WORKLOADS).tables()
+        runs = simulate(s, topo, ep)
+        if any(r.get("interrupted") for r in runs.values()):
+            raise KeyboardInterrupt  # Ctrl-C: the simulator stopped; stop here, not at the next experiment
+        cmp = comparison(runs)
+        cmp["scenario"] = os.path.join("scenarios", "roce", EXPERIMENTS[name])
+        cmp["endpoints"] = s["endpoints"]
+        out[name] = cmp
+        metrics[name] = cmp["metrics"]
+        ok = ok and cmp["ok"]
+    return {"ok": ok, "experiments": out, "checks": check_outcomes(metrics)}

@@ -86,7 +86,8 @@ from uet.ses.message import MAX_WIRE_PAYLOAD, initiator_id
 from uet.ses.segmenter import Segmenter
 from uet.ses.target import TargetConfig
 from uet.wire.crc import TRAILER_LEN
-from uet.wire.tss import ICV_LEN, TSS, TSS_SSI
+from uet.wire.net import UDP
+from uet.wire.tss import ENTROPY, ICV_LEN, TSS, TSS_SSI
 
 if TYPE_CHECKING:
     from uet.cc.base import SenderCc
@@ -205,6 +206,11 @@ class FepCore(Operations, Completions):
         self._close_at: int | None = None
         #: TSS (uet.fep.secure): SDI of this FEP's PDCs, given to PDS with every packet it sends
         #: and receives so its PDCs are secure PDCs (Expected_PSN reuse, PSN-range limit, §2.3.2)
+        #: bytes per datagram beyond a UDP-encapsulated clear packet's (behaviour.md §4.2): the
+        #: integrity layer's (``_wire_overhead``) and the encapsulation's (``set_link_ports``)
+        self._integrity_bytes = 0
+        self._encap_bytes = 0
+        self._gate_wrapped = False
         self.tss: TssStage | None = None
         self._sdi: int | None = None
         self._rx_sdi: int | None = None
@@ -259,23 +265,39 @@ class FepCore(Operations, Completions):
         (the CRC stage, :mod:`uet.fep.integrity`; nothing without it): ``ports``, the fixed UDP
         ports of a bound link (its ``port`` and ``peer_port``, read at each datagram), else each
         datagram's entropy is its source port; ``over_ip``, UET directly over IP, the trailer
-        covering the 4-byte entropy header instead of a UDP header."""
+        covering the 4-byte entropy header instead of a UDP header.
+
+        ``over_ip`` also changes every datagram's nominal size (behaviour.md §4.2: the transport
+        size + 40, where the transport size is the UDP length over UDP but the bytes from the
+        4-byte entropy header to the end of the trailer directly over IP): 4 bytes less than over
+        UDP's 8-byte header, so a clear packet's nominal size is its PDS bytes + 44, not + 48."""
         if self.crc is not None:
             self.crc.fixed_ports = ports
             self.crc.over_ip = over_ip
+        self._encap_bytes = ENTROPY.size - UDP.size if over_ip else 0
+        self._apply_overhead()
 
     def _wire_overhead(self, extra: int) -> None:
         """Every datagram carries ``extra`` bytes of the integrity layer (TSS security header and
         ICV, or the CRC-32C trailer): part of its nominal size (UDP length + 40, behaviour.md
         §4.2), so the target's ACK_CC ``rcvd_bytes`` counts them (``PdsCore.wire_overhead``) and
         every CCC of this FEP adds them to its per-packet overhead, the two ends agreeing."""
+        self._integrity_bytes = extra
+        self._apply_overhead()
+
+    def _apply_overhead(self) -> None:
+        """Give the PDS (the target's count) and every congestion context made from now on (the
+        sender's sizes) this FEP's bytes per datagram beyond a clear packet over UDP."""
         pds = self.pds
-        pds.wire_overhead = extra
+        pds.wire_overhead = self._integrity_bytes + self._encap_bytes
+        if self._gate_wrapped or not pds.wire_overhead:
+            return
+        self._gate_wrapped = True
         make = pds.gate_factory
 
         def gate(peer: str, tc: int) -> SenderCc:
             g = make(peer, tc)
-            g.overhead += extra
+            g.overhead += pds.wire_overhead
             return g
 
         pds.gate_factory = gate

@@ -8,7 +8,8 @@ named by Fabric Address. Two implementations are planned:
 * a fabric link (the fabric issue) — the FEP builds Ethernet/IPv4/UDP itself and exchanges whole
   frames with one switch port, so the entropy value really becomes the UDP source port.
 
-Both have the same surface: :meth:`Link.send` per datagram, and a receive callback that gets the
+Both have the same surface: :meth:`Link.send` per datagram (and :meth:`Link.send_marked` per
+batch, which a link overrides where it has a cheaper way), and a receive callback that gets the
 datagrams read in one batch (so the endpoint runs its PDS core once per batch, not per packet).
 """
 
@@ -65,6 +66,17 @@ class Link(abc.ABC):
     def send(self, datagram: bytes, dst: str, entropy: int, dscp: int, ecn: int = 0) -> None:
         """Send one UET datagram to the FEP at ``dst`` (never blocks; queues if the OS is full)."""
 
+    def send_marked(self, datagrams: Sequence[tuple[bytes, str, int]], tos: Sequence[int]) -> None:
+        """Send a batch of ``(datagram, dst, entropy)`` in order, datagram ``d`` with the IP TOS
+        byte ``tos[d[0] >> 3]`` (the FEP core's marking by PDS type, :attr:`uet.fep.core.FepCore.tos`:
+        ``DSCP << 2 | ECN``). This default hands each one to :meth:`send`; the direct link
+        overrides it with one ``sendto`` per datagram and no per-datagram call, the secure link
+        to seal the batch at once."""
+        send = self.send
+        for data, dst, entropy in datagrams:
+            t = tos[data[0] >> 3]
+            send(data, dst, entropy, t >> 2, t & 3)
+
     @abc.abstractmethod
     def set_receiver(self, callback: ReceiveCallback) -> None:
         """Install the callback that receives batches of incoming datagrams."""
@@ -76,9 +88,9 @@ class Link(abc.ABC):
 
 class WrappedLink(Link):
     """A link in front of another (``inner``): the tap, the conformance fault injector. What the
-    endpoint reads of its link — address, ports, impairment — passes through; a wrapper has no
-    batch transmit method (``send_many``, ``send_transmits``...), so the endpoint hands every
-    datagram to :meth:`send`, which the subclass defines."""
+    endpoint reads of its link — address, ports, impairment — passes through; a wrapper keeps the
+    base class's :meth:`~Link.send_marked`, so every datagram of a batch goes through
+    :meth:`send`, which the subclass defines."""
 
     def __init__(self, inner: Link) -> None:
         self.inner = inner

@@ -35,7 +35,6 @@ import socket
 import struct
 import sys
 from collections import deque
-from collections.abc import Sequence
 from typing import Any
 
 from uet.fep.events import Datagram
@@ -148,14 +147,6 @@ class IpLink(Link):
                 self.loop.call_later(delay, self._tx, out, addr, t)
             else:
                 self._tx(out, addr, t)
-
-    def send_marked(self, datagrams: Sequence[tuple[bytes, str, int]], tos: Sequence[int]) -> None:
-        """Send a batch in order, datagram ``d`` with the TOS byte ``tos[d[0] >> 3]`` (the FEP
-        core's marking by PDS type), each behind its entropy header."""
-        send = self.send
-        for data, dst, entropy in datagrams:
-            t = tos[data[0] >> 3]
-            send(data, dst, entropy, t >> 2, t & 3)
 
     def _tx(self, data: bytes, addr: tuple[str, int], t: int) -> None:
         if self._closed:

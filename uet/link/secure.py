@@ -141,14 +141,7 @@ class SecureLink(Link):
         inner link is given a table that marks the whole run alike). The adapter's data path
         (:meth:`uet.endpoint.Endpoint._transmit`) thus needs no record or call per datagram."""
         sealed = self.stage.seal_packed(datagrams, self._now())
-        inner_send = getattr(self.inner, "send_marked", None)
-        if inner_send is None:
-            send = self.inner.send
-            for (data, _, _), rec in zip(datagrams, sealed, strict=True):
-                if rec is not None:
-                    t = tos[data[0] >> 3]
-                    send(rec[0], rec[1], rec[2], t >> 2, t & 3)
-            return
+        inner_send = self.inner.send_marked
         run: list[tuple[bytes, str, int]] = []
         run_tos = -1
         for (data, _, _), rec in zip(datagrams, sealed, strict=True):

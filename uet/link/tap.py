@@ -14,8 +14,9 @@ datagrams carry the source port they arrived with when the link hands up records
 (:class:`~uet.fep.events.Datagram`), else the peer port; their DSCP is not handed up by the
 links, so the frame shows the provider's default for the PDS type (wire-format.md §1.3).
 
-The tap has no batch transmit method, so an endpoint sends through :meth:`TapLink.send` one
-datagram at a time (slower: a capture is for looking, not for benchmarks).
+The tap keeps the base class's batch transmit (:meth:`uet.link.base.Link.send_marked`), which
+hands an endpoint's datagrams to :meth:`TapLink.send` one at a time (slower: a capture is for
+looking, not for benchmarks).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from uet.fep.events import Datagram
 from uet.link.base import Link, ReceiveCallback, WrappedLink
 from uet.wire.build import build_frame
 from uet.wire.net import UET_UDP_PORT
@@ -74,7 +76,7 @@ class TapLink(WrappedLink):
     def set_receiver(self, callback: ReceiveCallback) -> None:
         def tapped(batch: Any) -> None:
             for item in batch:
-                sport = getattr(item, "source_port", None) or self.peer_port or UET_UDP_PORT
+                sport = (item.source_port if isinstance(item, Datagram) else 0) or self.peer_port or UET_UDP_PORT
                 port = self.port or UET_UDP_PORT
                 self._write(bytes(item[0]), item[1], self.address, sport, port, None, item[2])
             callback(batch)

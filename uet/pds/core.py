@@ -53,7 +53,8 @@ Choices where the notes are silent (inference, documented here and in the module
 - ``path_window`` (addition; the notes give one ``config_base_rtt`` and link speed per FEP,
   §4.3.1): a ``peer → PathWindow | None`` function; a CCC towards a peer whose path it names (a
   GPU of the same server, over the scale-up links) gets that path's CC parameters, so NSCC's
-  ``MaxWnd`` is that path's BDP and not the NIC path's (uet.pds.config.PathWindow).
+  ``MaxWnd`` is that path's BDP and not the NIC path's (uet.pds.config.PathWindow), and the RCCC
+  receiver paces a sender on that path's credit at its rate (uet.cc.rccc_paths).
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ from uet.pds.ackbuilder import AckBuilder
 from uet.pds.config import PathWindow, PdsConfig, SesNack
 from uet.pds.events import Delivery, Event
 from uet.pds.pdc import InitiatorPdc, TargetPdc
-from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy, per_path_gates
+from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy, per_path_credit, per_path_gates
 from uet.pds.startpsn import AcceptEveryStartPsn
 from uet.pds.target import _REQ_TAIL, _SES_END
 from uet.pds.validation import SourceGuard
@@ -206,10 +207,11 @@ class PdsCore(
         #: ``AckedRun(token, count)`` per run of consecutive packets with the same token instead
         #: of one ``Acked(token, 0, b"")`` each (uet.pds.events.AckedRun).
         self.acked_runs = False
-        #: Owner setting: bytes the owner's integrity layer adds to every datagram on the wire
-        #: (TSS security header + ICV, or the CRC-32C trailer; 0 in clear). The nominal size of
-        #: §4.2 is the UDP length + 40, so the target counts them in ``rcvd_bytes`` and each CCC
-        #: in its ``overhead`` alike (the owner adds them there: uet.fep.core).
+        #: Owner setting: bytes every datagram has on the wire beyond a clear one over UDP: what
+        #: the owner's integrity layer adds (TSS security header + ICV, or the CRC-32C trailer),
+        #: less 4 directly over IP (a 4-byte entropy header instead of the 8-byte UDP header). The
+        #: nominal size of §4.2 is the transport size + 40 (PDS bytes + 48 + this), so the target
+        #: counts it in ``rcvd_bytes`` and each CCC in its ``overhead`` alike (uet.fep.core).
         self.wire_overhead = 0
         self._rudi_init()
         self._misc_entropy = RotatingEntropy(self.rng, self.config.entropy_paths)
@@ -235,6 +237,12 @@ class PdsCore(
                     path_window,
                     lambda p: build_cc(cfg.cc, cfg.lb, p, cfg.cc_window, self.rng, self._log).gate_factory,
                 )
+                if cc.receiver is not None:  # and credit for a sender on it paced at its rate
+                    self.credit_scheduler = per_path_credit(
+                        cc.receiver,
+                        path_window,
+                        lambda p: build_cc(cfg.cc, cfg.lb, p, cfg.cc_window, self.rng, self._log).receiver,
+                    )
 
     # -- helpers shared by the halves -----------------------------------------------------------
 

@@ -18,8 +18,9 @@ import random
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from uet.cc.base import PathSelector, ResendPolicy, SenderCc
+from uet.cc.base import PathSelector, ReceiverCc, ResendPolicy, SenderCc
 from uet.cc.config import CcConfig
+from uet.cc.rccc_paths import PathPacers
 from uet.pds.config import Mode, PathWindow
 
 #: a gate factory: ``(peer, traffic class) → a new CCC`` (``PdsCore.gate_factory``)
@@ -184,14 +185,36 @@ def per_path_gates(
     ``build(cc_params)`` (built once per distinct parameter set). A CCC is per (peer, traffic
     class), so every PDC to that peer shares it (behaviour.md §4: CC state per destination)."""
     by_params: dict[CcConfig, GateFactory] = {}
+    params_of = path_params(path_window)
 
     def gate(peer: str, tc: int) -> SenderCc:
-        pw = path_window(peer)
-        if pw is None or pw.cc_params is None:
+        params = params_of(peer)
+        if params is None:
             return default(peer, tc)
-        f = by_params.get(pw.cc_params)
+        f = by_params.get(params)
         if f is None:
-            f = by_params[pw.cc_params] = build(pw.cc_params)
+            f = by_params[params] = build(params)
         return f(peer, tc)
 
     return gate
+
+
+def per_path_credit(
+    default: ReceiverCc,
+    path_window: Callable[[str], PathWindow | None],
+    build: Callable[[CcConfig], ReceiverCc | None],
+) -> ReceiverCc:
+    """The RCCC receiver of a FEP whose peers arrive over different paths: one credit pacer per
+    path, each at that path's rate (uet.cc.rccc_paths), ``default`` for the peers whose
+    ``path_window`` names no ``cc_params``; ``build(cc_params)`` makes a path's pacer."""
+    return PathPacers(default, path_params(path_window), build)
+
+
+def path_params(path_window: Callable[[str], PathWindow | None]) -> Callable[[str], CcConfig | None]:
+    """``peer`` → the CC parameters of the path to it, None for the FEP's own (PathWindow)."""
+
+    def params(peer: str) -> CcConfig | None:
+        pw = path_window(peer)
+        return None if pw is None else pw.cc_params
+
+    return params

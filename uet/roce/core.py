@@ -278,8 +278,12 @@ class RoceCore:
 
     # -- memory ----------------------------------------------------------------------------------
 
-    def register(self, buffer: Any, access: Access | int = Access.ALL, *, key: int | None = None) -> MemoryRegion:
-        """Register ``buffer``; its ``key`` is a 32-bit R_Key (chosen at random unless given)."""
+    def register(
+        self, buffer: Any, access: Access | int = Access.ALL, *, key: int | None = None, **_ignored: Any
+    ) -> MemoryRegion:
+        """Register ``buffer``; its ``key`` is a 32-bit R_Key (chosen at random unless given). The
+        UET-only ``job`` restriction is ignored, as the operations' UET-only options are: a RoCE
+        region is guarded by its R_Key alone."""
         if key is None:
             while True:
                 key = self.rng.getrandbits(32)
@@ -366,12 +370,13 @@ class RoceCore:
         operand: Any = None,
         *,
         fetch: bool = False,
-        compare: int = 0,
-        swap: int = 0,
+        compare: int | float = 0,
+        swap: int | float = 0,
         **_ignored: Any,
     ) -> int:
-        """``SUM`` → fetch-and-add, ``CSWAP`` → compare-and-swap, on 64-bit integers; other
-        operations or types complete with ``OpFailed(UnsupportedAtomic)``."""
+        """``SUM`` → fetch-and-add, ``CSWAP`` → compare-and-swap, on 64-bit integers (``compare``
+        and ``swap`` taken as integers); other operations or types complete with
+        ``OpFailed(UnsupportedAtomic)``."""
         self._admit()
         signed = datatype == AmoType.INT64
         if datatype not in (AmoType.INT64, AmoType.UINT64) or op not in (AmoOp.SUM, AmoOp.CSWAP):
@@ -393,13 +398,16 @@ class RoceCore:
         key: int,
         offset: int,
         datatype: AmoType | int,
-        compare: int,
-        swap: int,
+        compare: int | float,
+        swap: int | float,
         *,
+        op: AmoOp | int = AmoOp.CSWAP,
         fetch: bool = True,
         **_ignored: Any,
     ) -> int:
-        return self.atomic(peer, key, offset, AmoOp.CSWAP, datatype, None, fetch=fetch, compare=compare, swap=swap)
+        """Compare-and-swap of one 64-bit element; another ``op`` of the family (CSWAP_NE...)
+        completes with ``OpFailed(UnsupportedAtomic)``, as :meth:`atomic` says."""
+        return self.atomic(peer, key, offset, op, datatype, None, fetch=fetch, compare=compare, swap=swap)
 
     # -- receives --------------------------------------------------------------------------------
 

@@ -33,7 +33,8 @@ host link (rate, delay, MTU), the longest path and the profile:
   than the NIC path the rest follows from, so UET's PDCs towards them get a window of their own
   (:class:`~uet.pds.config.PathWindow`, :func:`scale_up_windows`): ``max_inflight`` the
   :func:`bdp_window` of that path, and the CC parameters of that path's rate and base RTT (NSCC's
-  ``MaxWnd`` is 1.5 × *that* BDP). Keys the user gave in ``[endpoint]`` win there too. Without it
+  ``MaxWnd`` is 1.5 × *that* BDP; an RCCC receiver paces credit at that rate and grants idle senders
+  credit ahead, ``CcConfig.idle_credit``). Keys the user gave in ``[endpoint]`` win there too. Without it
   NSCC, seeing the scale-up path's 1 µs RTT, re-derived its ``MaxWnd`` at the NIC's 100 Gb/s: about
   4 packets, and a 4-GPU 1 MiB all-reduce inside a server took 89 µs instead of about 6;
 * **RoCEv2 queue pairs**: :func:`uet.roce.core.config_for_link` — the largest PMTU that fits the
@@ -81,7 +82,10 @@ __all__ = [
     "default_payload",
     "derive",
     "fairness_note",
+    "path_window_of",
+    "peer_config_of",
     "rto_floor_ns",
+    "scale_up_paths",
     "scale_up_qps",
     "scale_up_windows",
 ]
@@ -277,7 +281,7 @@ class Settings:
 
 def _cc_record(cc: CcConfig) -> dict[str, Any]:
     """The fields of ``cc`` the derivation sets (those of ``pds.cc_params``)."""
-    return {"base_rtt_ns": cc.base_rtt_ns, "link_bps": int(cc.link_bps), "mtu": cc.mtu}
+    return {"base_rtt_ns": cc.base_rtt_ns, "link_bps": int(cc.link_bps), "mtu": cc.mtu, "idle_credit": cc.idle_credit}
 
 
 def _dcqcn(qp: QpConfig) -> dict[str, Any] | None:
@@ -345,6 +349,7 @@ def _path_window(
     cc = None
     if pds.cc != "none":
         params: dict[str, Any] = {"link_bps": path.rate_bps, "base_rtt_ns": round(rtt), "mtu": payload}
+        params["idle_credit"] = True  # RCCC: idle senders bank credit (few share a scale-up link; uet.cc.rccc)
         given = endpoint["pds"].get("cc_params") or {}
         if isinstance(given, dict):
             params.update({k: v for k, v in given.items() if f"pds.cc_params.{k}" in tuned})
@@ -391,6 +396,58 @@ def scale_up_qps(
     if not topo.has_scale_up:
         return {}
     return _towards_server(topo, hosts, ips, config_at_rate(qp, float(topo.scale_up.rate_bps)))
+
+
+def scale_up_paths(
+    topo: Topology, hosts: Sequence[int], ips: Sequence[str], settings: Settings, transport: str
+) -> dict[str, dict[str, Any]]:
+    """Per address of ``hosts`` (their ``ips``), the settings of its path towards the GPUs of its
+    own server as data an engine can hand an endpoint process (JSON-able; the live engine's
+    worker spec): ``server``, the addresses among ``ips`` on its server (its own too), and ``window`` (UET:
+    :func:`scale_up_windows`' :class:`~uet.pds.config.PathWindow`, every CC field) or ``qp``
+    (RoCEv2: :func:`scale_up_qps`' queue pair configuration). Empty where those give nothing (no
+    scale-up domain; for UET also the ``realtime`` hosts, whose timing is their own). Rebuilt by
+    :func:`path_window_of` and :func:`peer_config_of`, they give each peer exactly what the
+    simulator's endpoints get."""
+    towards: dict[str, Callable[[str], Any]]
+    if transport == "roce":
+        key, towards = "qp", dict(scale_up_qps(topo, hosts, ips, settings.qp))
+    else:
+        key, towards = "window", dict(scale_up_windows(topo, hosts, ips, settings))
+    out: dict[str, dict[str, Any]] = {}
+    for ip, path in towards.items():
+        server = [p for p in ips if path(p) is not None]
+        if server:
+            out[ip] = {"server": server, key: _path_record(path(server[0]))}
+    return out
+
+
+def _path_record(value: PathWindow | QpConfig) -> dict[str, Any]:
+    if isinstance(value, QpConfig):
+        return asdict(value)
+    cc = None if value.cc_params is None else asdict(value.cc_params)
+    return {"max_inflight": value.max_inflight, "cc_params": cc}
+
+
+def path_window_of(paths: dict[str, Any] | None) -> Callable[[str], PathWindow | None] | None:
+    """The ``path_window`` of a UET endpoint (``FepCore(path_window=...)``) from its entry of
+    :func:`scale_up_paths`; None without a scale-up window."""
+    if not paths or paths.get("window") is None:
+        return None
+    w = paths["window"]
+    window = PathWindow(int(w["max_inflight"]), None if w["cc_params"] is None else as_config(w["cc_params"]))
+    server = frozenset(paths["server"])
+    return lambda peer: window if peer in server else None
+
+
+def peer_config_of(paths: dict[str, Any] | None) -> Callable[[str], QpConfig | None] | None:
+    """The ``peer_config`` of a RoCEv2 endpoint (``RoceCore(peer_config=...)``) from its entry of
+    :func:`scale_up_paths`; None without a scale-up queue pair configuration."""
+    if not paths or paths.get("qp") is None:
+        return None
+    qp = merge(QpConfig(), paths["qp"])
+    server = frozenset(paths["server"])
+    return lambda peer: qp if peer in server else None
 
 
 def fairness_note(tuned: list[str]) -> str | None:

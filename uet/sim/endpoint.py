@@ -12,17 +12,18 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from uet.adapter import CompletionFutures, CoreOperations
+from uet.adapter import CoreOperations
 from uet.fep import Closed, FepCore
 from uet.sim.engine import Engine, Host
 
 if TYPE_CHECKING:
     from uet.roce.core import RoceCore
+    from uet.transport import Transport
 
 __all__ = ["SimEndpoint"]
 
 
-class SimEndpoint(CoreOperations, CompletionFutures):
+class SimEndpoint(CoreOperations[str]):
     """One FEP core on one engine host (see the module docstring). Futures and operations are
     :mod:`uet.adapter`'s, as the live adapters' are; the engine is the driver."""
 
@@ -30,6 +31,7 @@ class SimEndpoint(CoreOperations, CompletionFutures):
         self.engine = engine
         self.host = host
         self.core: FepCore | RoceCore = host.core
+        self._opcore = self.core
         self.address = host.core.address
         self._init_completions()
         self._close_future: asyncio.Future[bool] | None = None
@@ -75,3 +77,7 @@ class SimEndpoint(CoreOperations, CompletionFutures):
     @property
     def counters(self) -> dict[str, int]:
         return self.core.counters()
+
+
+if TYPE_CHECKING:  # mypy checks the adapter against the transport contract (uet.transport)
+    _CONTRACT: type[Transport] = SimEndpoint

@@ -251,7 +251,7 @@ def simulate(
     cc_records: list[dict[str, Any]] = []  # ``timeline`` with CC on: cwnd / credit per sender
     # RoCE: connection parameters derived from the run seed (uet.roce.cm.StaticCm), as the live
     # engine's endpoints derive them from the secret uet-bench differential hands them (the seed;
-    # uet.tools.run.live_runs): the same QPNs, so the same UDP source ports and ECMP paths
+    # uet.live.runs.live_runs): the same QPNs, so the same UDP source ports and ECMP paths
     cm = StaticCm(seed)
     domain = secure_domain(seed) if s.get("tss") else None
     if domain is not None and roce_cfg is not None:

@@ -35,6 +35,7 @@ of x payload bytes):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,7 +44,7 @@ from uet.workloads.algorithms import Pipeline, double_tree
 from uet.workloads.schedule import Builder
 from uet.workloads.sharing import shared_time
 
-__all__ = ["Path", "model_time"]
+__all__ = ["Path", "model_time", "rail_paths"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,21 @@ class Path:
         return self.links * (self.delay_ns / 1e9 + MIN_WIRE * 8 / self.rate_bps)
 
 
+def rail_paths(hosts: Sequence[int], gpus: int, nic: Path, scale_up: Path) -> Callable[[int, int], Path]:
+    """The path from rank a to rank b on a rail fabric whose servers have a scale-up domain
+    (``hosts``: each rank's host, numbered server by server, GPU g of server s being host
+    s·``gpus`` + g): ``scale_up`` between GPUs of one server, ``nic`` over 2 links between GPUs of
+    one rail (under its rail leaf), over 4 between rails (through a spine)."""
+
+    def between(a: int, b: int) -> Path:
+        ha, hb = hosts[a], hosts[b]
+        if ha // gpus == hb // gpus:
+            return scale_up
+        return replace(nic, links=2 if ha % gpus == hb % gpus else 4)
+
+    return between
+
+
 def _ring(path: Path, n: int, nbytes: int, pipe: Pipeline, steps: int) -> float:
     channels, rounds = pipe.cut(max(1, nbytes // n))
     q = nbytes / (n * channels * rounds)
@@ -108,11 +124,13 @@ def model_time(
     scale_up: Path | None = None,
     gpus: int = 1,
     received: int | None = None,
+    paths: Callable[[int, int], Path] | None = None,
 ) -> float:
     """The modelled time in seconds of one collective (module docstring), the buffer cut as the
     algorithm cuts it with ``pipe`` (:meth:`uet.workloads.algorithms.Pipeline.cut`);
     ``scale_up``/``gpus``: the server's links and size for ``hierarchical``; ``received``: the
-    bytes the busiest rank receives in an all-to-all (default: its uniform share)."""
+    bytes the busiest rank receives in an all-to-all (default: its uniform share); ``paths``: the
+    path from each rank to each other where they differ (the tree; :func:`rail_paths`)."""
     pipe = pipe or Pipeline()
     if op == "allreduce" and algorithm == "ring":
         return _ring(path, n, nbytes, pipe, 2 * (n - 1)) + path.ack_s()
@@ -123,7 +141,7 @@ def model_time(
         s = nbytes / (c * r)
         return (n - 1) * (path.alpha_s(s) + path.wire_s(s)) + (c * r - 1) * path.wire_s(s) + path.ack_s()
     if op == "allreduce" and algorithm == "tree":
-        return _tree(path, n, nbytes, pipe)
+        return _tree(paths or path, n, nbytes, pipe)
     if op == "allreduce" and algorithm == "hierarchical":
         inner = scale_up or path
         servers = n // gpus
@@ -142,7 +160,7 @@ def model_time(
     raise ValueError(f"no model of {op} ({algorithm})")
 
 
-def _tree(path: Path, n: int, nbytes: int, pipe: Pipeline) -> float:
+def _tree(path: Path | Callable[[int, int], Path], n: int, nbytes: int, pipe: Pipeline) -> float:
     """Double binary tree: its schedule run with the links shared between the messages that meet
     on them (:mod:`uet.workloads.sharing`; module docstring)."""
     b = Builder(n, nbytes)

@@ -10,6 +10,9 @@ runs the schedule itself (:mod:`uet.workloads.schedule`) with the same α and β
 
 * every host has one uplink and one downlink of the path's rate (a non-blocking fabric: the
   switches never bind); a message puts :meth:`Path.wire_s` worth of bytes on both;
+* where ranks reach one another over paths of different rates (``paths``: a GPU reaches the
+  GPUs of its own server over its scale-up link, the others over its NIC), each host has an
+  uplink and a downlink per rate, and a message uses those of its own path;
 * the messages being sent at one time share those links **max-min fairly** (progressive filling:
   what a fair transport converges to; no queue, loss or window is modelled);
 * messages from one rank to another go one after the other, in the order they became ready (one
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable
 from typing import Protocol
 
 from uet.workloads.schedule import OpKind, Schedule
@@ -48,39 +52,50 @@ class Path(Protocol):
 #: bytes below which a flow counts as finished (floating-point residue of the rate arithmetic)
 _EPS = 1e-6
 
+#: a link: (direction "u"/"d", host, rate in bit/s)
+Link = tuple[str, int, float]
 
-def _fair_rates(flows: list[tuple[int, int]], cap: float) -> list[float]:
-    """Max-min fair rates of ``flows`` ((uplink, downlink) each; every link of capacity ``cap``)
-    by progressive filling: the most crowded link fixes its flows' share, and so on."""
+
+def _fair_rates(flows: list[tuple[Link, Link]], cap: Callable[[Link], float]) -> list[float]:
+    """Max-min fair rates of ``flows`` ((uplink, downlink) each; ``cap`` the bytes per second of
+    a link) by progressive filling: the most crowded link fixes its flows' share, and so on. A
+    link's share only grows as other links fix their flows below it, so a heap of shares that
+    may be stale (checked when popped) finds the most crowded link each time."""
     rate = [0.0] * len(flows)
-    left: dict[tuple[str, int], float] = {}
-    users: dict[tuple[str, int], list[int]] = {}
+    users: dict[Link, list[int]] = {}
     for i, (up, down) in enumerate(flows):
-        for link in (("u", up), ("d", down)):
-            left[link] = cap
-            users.setdefault(link, []).append(i)
-    open_ = set(range(len(flows)))
-    while open_:
-        best: tuple[float, tuple[str, int]] | None = None
-        for link, us in users.items():
-            k = sum(1 for i in us if i in open_)
-            if k and (best is None or left[link] / k < best[0]):
-                best = (left[link] / k, link)
-        assert best is not None
-        share, link = best
-        for i in [i for i in users[link] if i in open_]:
+        users.setdefault(up, []).append(i)
+        users.setdefault(down, []).append(i)
+    left = {link: cap(link) for link in users}
+    count = {link: len(us) for link, us in users.items()}
+    heap = [(left[link] / count[link], link) for link in users]
+    heapq.heapify(heap)
+    done = [False] * len(flows)
+    while heap:
+        share, link = heapq.heappop(heap)
+        k = count[link]
+        if k == 0:
+            continue
+        now = left[link] / k
+        if now != share:
+            heapq.heappush(heap, (now, link))
+            continue
+        for i in users[link]:
+            if done[i]:
+                continue
+            done[i] = True
             rate[i] = share
-            open_.discard(i)
-            up, down = flows[i]
-            left[("u", up)] -= share
-            left[("d", down)] -= share
+            for other in flows[i]:
+                left[other] -= share
+                count[other] -= 1
     return rate
 
 
-def shared_time(sched: Schedule, path: Path) -> float:
-    """The modelled seconds of ``sched`` on hosts joined by ``path`` (module docstring)."""
+def shared_time(sched: Schedule, path: Path | Callable[[int, int], Path]) -> float:
+    """The modelled seconds of ``sched`` on hosts joined by ``path``, or by ``path(src, dst)``
+    from rank src to rank dst (module docstring)."""
     ops = sched.ops
-    cap = path.rate_bps / 8  # bytes per second of every host link
+    path_of: Callable[[int, int], Path] = path if callable(path) else (lambda _s, _d: path)
     waiting = [[len(op.deps) for op in rank] for rank in ops]
     dependents: list[list[list[int]]] = [[[] for _ in rank] for rank in ops]
     for r, rank in enumerate(ops):
@@ -93,8 +108,13 @@ def shared_time(sched: Schedule, path: Path) -> float:
     arrived: dict[tuple[int, int], float] = {}  # (rank, receive) -> when its message arrived
     posted: dict[tuple[int, int], float] = {}  # (rank, receive) -> when its dependencies completed
     queues: dict[tuple[int, int], deque[list[float]]] = {}  # (src, dst) -> [bytes left, send index]
+    pair_path: dict[tuple[int, int], Path] = {}
     timed: list[tuple[float, int, int]] = []  # (time, rank, op): completions due later
     end = 0.0
+
+    def _links(pair: tuple[int, int]) -> tuple[Link, Link]:
+        rate = pair_path[pair].rate_bps
+        return ("u", pair[0], rate), ("d", pair[1], rate)
 
     def complete(r: int, i: int, t: float) -> None:
         heapq.heappush(timed, (t, r, i))
@@ -103,7 +123,8 @@ def shared_time(sched: Schedule, path: Path) -> float:
         """Op i of rank r has its dependencies: a send queues, a receive is posted."""
         op = ops[r][i]
         if op.kind is OpKind.SEND:
-            queues.setdefault((r, op.peer), deque()).append([path.wire_s(op.length) * cap, float(i)])
+            p = pair_path.get((r, op.peer)) or pair_path.setdefault((r, op.peer), path_of(r, op.peer))
+            queues.setdefault((r, op.peer), deque()).append([p.wire_s(op.length) * p.rate_bps / 8, float(i)])
         elif op.kind is OpKind.RECV:
             posted[(r, i)] = now
             if (r, i) in arrived:
@@ -128,7 +149,7 @@ def shared_time(sched: Schedule, path: Path) -> float:
         active = [(k, q[0]) for k, q in queues.items() if q]
         if not active and not timed:
             return end
-        rates = _fair_rates([k for k, _ in active], cap)
+        rates = _fair_rates([_links(k) for k, _ in active], lambda link: link[2] / 8)
         t_next = min((now + m[0] / x for (_, m), x in zip(active, rates, strict=True)), default=float("inf"))
         if timed and timed[0][0] <= t_next:
             t_next = timed[0][0]
@@ -140,8 +161,9 @@ def shared_time(sched: Schedule, path: Path) -> float:
                 queues[(src, dst)].popleft()
                 i = int(m[1])
                 op = ops[src][i]
-                at = now + path.alpha_s(op.length)
-                complete(src, i, at + path.ack_s())
+                p = pair_path[(src, dst)]
+                at = now + p.alpha_s(op.length)
+                complete(src, i, at + p.ack_s())
                 j = recv_of[(src, dst, op.tag)]
                 arrived[(dst, j)] = at
                 if (dst, j) in posted:

@@ -351,9 +351,11 @@ def _ecn_clear(s: Session) -> None:
 
 
 def _nominal(s: Session, plaintext: bytes) -> int:
-    """The nominal size of a datagram the tester sent (§4.2): UDP length + 40, the UDP payload
-    as it went on the wire (sealed with TSS, with the CRC-32C trailer of a CRC target)."""
-    return len(s.seal(plaintext)) + (crc.TRAILER_LEN if s.target.crc else 0) + 8 + 40
+    """The nominal size of a datagram the tester sent (§4.2): its transport size + 40, the UET
+    bytes as they went on the wire (sealed with TSS, with the CRC-32C trailer of a CRC target)
+    after the 8-byte UDP header, or directly over IP after the 4-byte entropy header."""
+    transport = 4 if s.over_ip is not None else 8
+    return len(s.seal(plaintext)) + (crc.TRAILER_LEN if s.target.crc else 0) + transport + 40
 
 
 @case("ACK-023", A, "ACK_CC rcvd_bytes counts the nominal bytes received (256-byte units, rounded up), "
@@ -367,7 +369,7 @@ def _rcvd_bytes(s: Session) -> None:
     sizes = [_nominal(s, next(b for d, b in reversed(s.log) if d == "sent"))]
     base = first.pds.rcvd_bytes
     total = 0
-    # many small packets: the 40 + 8 bytes of each one's nominal size add up to several units of 256
+    # many small packets: the 40 + 8 (or 4) bytes of each one's nominal size add up to several units of 256
     for k in range(16):
         w = ses_standard(s.ses(opcode=OP.WRITE, match_bits=reg.key, buffer_offset=12288 + 64 * k), bytes(32))
         r = p.exchange(w)

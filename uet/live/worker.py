@@ -1,4 +1,4 @@
-"""One endpoint process of ``uet-run`` (tools/run.py starts it; not a user command).
+"""One endpoint process of the live engine (:class:`uet.live.launcher.Launcher` starts it; not a user command).
 
 The launcher passes a JSON spec as the only argument: the FEP's Fabric Address and the switch
 port of its NIC (``uet-fabric``'s UDP socket for this host), the host link rate (for PFC quanta),
@@ -6,7 +6,10 @@ the :class:`~uet.endpoint.EndpointConfig` fields, the workload (name, endpoints,
 count, seed: :func:`uet.workloads.make`), this endpoint's rank and every rank's Fabric Address,
 and the run's clock (``clock``: the shared start instant and time-dilation factor,
 :class:`uet.clock.DilatedClock`): the link, the endpoint and the workload's completion times all
-run on it, so they are virtual times.
+run on it, so they are virtual times. ``paths`` (when the servers have a scale-up domain): the
+settings of this endpoint's path towards the GPUs of its own server, as the scenario model derives
+them for the simulator's endpoints too (:func:`uet.scenario.derive.scale_up_paths`): the UET
+PDCs' window and CC parameters, or the RoCEv2 queue pairs' configuration, towards those peers.
 
 Protocol: JSON lines on stdout, commands on stdin.
 
@@ -41,11 +44,11 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from uet.fabric.profiles import merge
-
 from uet.clock import DilatedClock
 from uet.endpoint import Endpoint, EndpointConfig, run
+from uet.fabric.profiles import merge
 from uet.link.fabric import FabricLink
+from uet.scenario.derive import path_window_of, peer_config_of
 from uet.workloads import RankReport, from_spec
 from uet.workloads.base import FlowReport
 from uet.workloads.report import payload_received
@@ -99,11 +102,8 @@ async def worker(spec: dict[str, Any]) -> int:
         ep = await _roce_endpoint(spec, switch, clock, log)
         link = ep.link
     else:
-        cfg = merge(EndpointConfig(), spec.get("endpoint", {}))
-        if cfg.seed is None:  # the simulator's seed for this rank's core (uet.sim.scenario)
-            cfg = replace(cfg, seed=core_seed(spec))
-        link = FabricLink(spec["fa"], switch, rate_bps=int(spec["rate_bps"]), deliver_trimmed=True, clock=clock)
-        ep = Endpoint(link, job=int(spec.get("job", 0)), config=cfg, event_log=log, clock=clock)
+        ep = _uet_endpoint(spec, switch, clock, log)
+        link = ep.link
     wl = from_spec(spec["workload"])
     stdin = await _lines(loop)
     _emit({"event": "ready", "fa": spec["fa"], "nic_port": link.port})
@@ -195,7 +195,7 @@ async def _loop_lag(out: list[int]) -> None:
     later than asked it returned (real ns) appended to ``out`` (at most :data:`LAG_SAMPLES`). A
     process short of CPU (waiting in the kernel's run queue) wakes late for its timers and for its
     sockets alike; the launcher's verdict on whether the CPU kept up reads it
-    (:func:`uet.tools.dilation.verdict`)."""
+    (:func:`uet.live.dilation.verdict`)."""
     period_ns = round(LAG_PERIOD_S * 1e9)
     while len(out) < LAG_SAMPLES:
         t = time.monotonic_ns()
@@ -225,6 +225,19 @@ def _event_log(spec: dict[str, Any]) -> Any:
     return EventLog(spec["eventlog"], max_bytes=spec.get("capture_max"), rank=int(spec["rank"]))
 
 
+def _uet_endpoint(spec: dict[str, Any], switch: tuple[str, int], clock: DilatedClock, log: Any = None) -> Endpoint:
+    """``transport = "uet"``: an :class:`~uet.endpoint.Endpoint` on the fabric link, its
+    configuration the launcher's (the scenario model's derivation), its core seeded as the
+    simulator seeds this rank's, and towards a GPU of the same server the scale-up path's window
+    (``paths``, :func:`uet.scenario.derive.path_window_of`)."""
+    cfg = merge(EndpointConfig(), spec.get("endpoint", {}))
+    if cfg.seed is None:  # the simulator's seed for this rank's core (uet.sim.scenario)
+        cfg = replace(cfg, seed=core_seed(spec))
+    link = FabricLink(spec["fa"], switch, rate_bps=int(spec["rate_bps"]), deliver_trimmed=True, clock=clock)
+    window = path_window_of(spec.get("paths"))
+    return Endpoint(link, job=int(spec.get("job", 0)), config=cfg, event_log=log, clock=clock, path_window=window)
+
+
 async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int], clock: DilatedClock, log: Any = None) -> Any:
     """``transport = "roce"``: a :class:`~uet.roce_endpoint.RoceEndpoint` on the fabric link, its
         cm=StaticCm(str(spec["cm_secret"]).encode()),
@@ -250,6 +263,7 @@ async def _roce_endpoint(spec: dict[str, Any], switch: tuple[str, int], clock: D
         seed=core_seed(spec),
         log=log,
         clock=clock,
+        peer_config=peer_config_of(spec.get("paths")),  # towards a GPU of the same server: its scale-up path
     )
 
 

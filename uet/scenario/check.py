@@ -1,5 +1,5 @@
-"""Validation of a tool's configuration tables against the configuration dataclasses, once, in
-the launching process (issue 14: a bad ``[endpoint]`` key used to crash every endpoint process
+"""Validation of a scenario's tables against the configuration dataclasses, once, in the
+launching process (issue 14: a bad ``[endpoint]`` key used to crash every endpoint process
 with a traceback; a typo in ``[run]`` was silently ignored).
 
 :func:`check_dataclass` follows the dataclass itself (``dataclasses.fields`` and the field's type
@@ -17,7 +17,7 @@ and checked without a change here:
 * then the dataclass is built, so its own ``__post_init__`` range checks run here too, and their
   message becomes the error.
 
-Every error is a :class:`uet.tools.cli.UsageError` (one line, exit status 2).
+Every error is a :class:`ScenarioError` (one line; a tool prints it and exits with status 2).
 """
 
 from __future__ import annotations
@@ -27,9 +27,14 @@ import types
 import typing
 from typing import Any
 
-from uet.tools.cli import UsageError
+from uet.errors import UetError
 
-__all__ = ["check_dataclass", "describe_keys"]
+__all__ = ["ScenarioError", "check_dataclass", "describe_keys"]
+
+
+class ScenarioError(UetError, ValueError):
+    """A mistake in a scenario (its file, tables or the options laid over them), in one line that
+    names the table and key."""
 
 
 def describe_keys(names: typing.Iterable[str]) -> str:
@@ -65,7 +70,7 @@ def _check_value(where: str, value: Any, hint: Any) -> Any:
     if value is None:
         if allow_none:
             return None
-        raise UsageError(f"{where}: a value is required")
+        raise ScenarioError(f"{where}: a value is required")
     if bool in kinds and isinstance(value, bool):
         return value
     if int in kinds and not isinstance(value, bool):
@@ -73,11 +78,11 @@ def _check_value(where: str, value: Any, hint: Any) -> Any:
             value = int(value)
         if isinstance(value, int):
             if value < 0:
-                raise UsageError(f"{where} = {value}: must not be negative")
+                raise ScenarioError(f"{where} = {value}: must not be negative")
             return value
     if float in kinds and isinstance(value, int | float) and not isinstance(value, bool):
         if value != value or value in (float("inf"), float("-inf")) or value < 0:
-            raise UsageError(f"{where} = {value}: must be a finite number, not negative")
+            raise ScenarioError(f"{where} = {value}: must be a finite number, not negative")
         return float(value)
     if str in kinds and isinstance(value, str):
         return value
@@ -85,14 +90,14 @@ def _check_value(where: str, value: Any, hint: Any) -> Any:
         {"bool": "true/false", "int": "a whole number", "float": "a number", "str": "text"}[k.__name__]
         for k in sorted(kinds, key=lambda k: k.__name__)
     )
-    raise UsageError(f"{where} = {value!r}: expected {names}")
+    raise ScenarioError(f"{where} = {value!r}: expected {names}")
 
 
 def check_dataclass(obj: Any, table: dict[str, Any], where: str) -> Any:
     """``obj`` (a dataclass instance: the defaults) with ``table`` applied, every key and value
     checked (module docstring); ``where`` names the table in messages (``[endpoint]``)."""
     if not isinstance(table, dict):
-        raise UsageError(f"{where} must be a table of keys, not {table!r}")
+        raise ScenarioError(f"{where} must be a table of keys, not {table!r}")
     fields = {f.name: f for f in dataclasses.fields(obj) if f.init}
     try:
         hints = typing.get_type_hints(type(obj))
@@ -101,7 +106,7 @@ def check_dataclass(obj: Any, table: dict[str, Any], where: str) -> Any:
     changes: dict[str, Any] = {}
     for key, value in table.items():
         if key not in fields:
-            raise UsageError(f"{where}: unknown key {key!r}; valid keys: {describe_keys(fields)}")
+            raise ScenarioError(f"{where}: unknown key {key!r}; valid keys: {describe_keys(fields)}")
         cur = getattr(obj, key)
         sub = f"{where[:-1]}.{key}]" if where.endswith("]") else f"{where}.{key}"
         if dataclasses.is_dataclass(cur) and not isinstance(cur, type):
@@ -111,10 +116,6 @@ def check_dataclass(obj: Any, table: dict[str, Any], where: str) -> Any:
     try:
         return dataclasses.replace(obj, **changes)
     except (ValueError, TypeError, OverflowError) as e:
-        raise UsageError(f"{where}: {e}") from None
-    except Exception as e:
-        from uet.errors import UetError
-
-        if isinstance(e, UetError):
-            raise UsageError(f"{where}: {e}") from None
-        raise
+        raise ScenarioError(f"{where}: {e}") from None
+    except UetError as e:
+        raise ScenarioError(f"{where}: {e}") from None

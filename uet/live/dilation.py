@@ -43,12 +43,12 @@ packet rate and the machine's cores, and from how late the event loops wake::
 fired within :data:`LATE_FRAMES` frame times of its deadlines at p99 (pacing, measured against
 the model's own deadlines), the endpoint processes' event loops woke within :data:`LAG_FRAMES`
 frame times of when they should at p99 (a process waiting for a CPU in the kernel's run queue is
-late for its sockets and timers alike: tools/run_worker.py measures it), and no kernel socket
+late for its sockets and timers alike: uet/live/worker.py measures it), and no kernel socket
 queue — the switch's host ports or the endpoints' NIC sockets, the buffers outside the model — held
 more than :data:`QUEUE_FRAMES` frames or dropped one. Otherwise the figures measure the CPU too:
 ``uet-run`` says so above its table and marks them, and ``uet-bench differential`` (which needs
 figures of the network to judge) runs that transport once more at twice the factor
-(:func:`uet.tools.run.live_runs`).
+(:func:`uet.live.live_runs`).
 """
 
 from __future__ import annotations
@@ -58,8 +58,6 @@ import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
-
-from uet.tools.cli import transport_label
 
 __all__ = [
     "Dilation",
@@ -73,6 +71,7 @@ __all__ = [
     "choose",
     "load_average",
     "packet_rate",
+    "short_of_cpu",
     "verdict",
 ]
 
@@ -88,7 +87,7 @@ UTILISATION = 0.5
 #: switch timer lateness (p99, virtual) within which the CPU kept up, in frame times at the host
 #: link rate
 LATE_FRAMES = 10.0
-#: endpoint event-loop wake-up lateness (p99, virtual; tools/run_worker.py) within which the CPU
+#: endpoint event-loop wake-up lateness (p99, virtual; uet/live/worker.py) within which the CPU
 #: kept up, in frame times at the host link rate: twice the timer grain the automatic factor plans
 #: for (:data:`GRAIN_FRAMES`). Measured, ring all-reduce 8 over RoCEv2 on a machine at load 10: p99
 #: lateness of 0.29 and 0.49 frame times moved FCT p50 by +3.8 % and +5.3 % from the simulator's,
@@ -237,48 +236,7 @@ def verdict(result: dict[str, Any], rate_bps: int, payload: int) -> dict[str, An
     }
 
 
-#: how a figure of a run whose CPU did not keep up is marked (tables of uet-run)
-SHORT_MARK = "*"
-
-
 def short_of_cpu(result: dict[str, Any]) -> bool:
     """Whether a dilated live run's CPU did not keep up (its figures are marked)."""
     v = (result.get("dilation") or {}).get("verdict") or {}
     return v.get("kept_up") is False
-
-
-def dilation_lines(runs: dict[str, dict[str, Any]]) -> list[str]:
-    """What ``uet-run`` prints above a live run's table: the time-dilation factor (and its basis)
-    and, per run, whether the CPU kept up; a run that did not is named, with what to do, and its
-    figures are marked :data:`SHORT_MARK`. Empty for runs without dilation (the simulator's)."""
-    dils = [(t, r["dilation"]) for t, r in runs.items() if r.get("dilation")]
-    if not dils:
-        return []
-    first = dils[0][1]
-    b = first.get("basis") or {}
-    how = (
-        f"auto: ×{b['for_cpu']:g} for the CPU ({b['packet_rate_pps']:,} data packets/s × "
-        f"{b['cpu_per_packet_us']:,} µs of CPU each ÷ {b['cores']} cores at {b['utilisation'] * 100:.0f} %), "
-        f"×{b['for_timers']:g} for the timers' {b.get('timer_late_ms', 1):g} ms "
-        + ("grain" if b.get("timer_late_ms", 1) <= TIMER_GRAIN_NS / 1e6 else f"lateness at load {b['load']:g}")
-        if b
-        else "--dilation"
-    )
-    lines = [
-        f"time dilation ×{first['factor']:g} ({how}): virtual time runs {first['factor']:g}× slower than real time"
-    ]
-    for t, d in dils:
-        v = d.get("verdict") or {}
-        name = transport_label(t)
-        if v.get("kept_up"):
-            lines.append(
-                f"{name}: the CPU kept up (in virtual time, switch timer p99 {v['timer_p99_us']:,.0f} µs late, "
-                f"endpoints p99 {v.get('endpoint_lag_p99_us', 0.0):,.0f} µs late; socket queues at most "
-                f"{v['socket_queue_max_bytes'] // 1024:,} KiB, no drops)"
-            )
-        elif v:
-            lines.append(
-                f"{name}: the CPU did NOT keep up: {'; '.join(v['why'])}. Its figures ({SHORT_MARK}) measure the "
-                f"CPU as well as the network: run again with a larger --dilation (e.g. {d['factor'] * 2:g})."
-            )
-    return lines

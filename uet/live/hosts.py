@@ -1,6 +1,6 @@
 """``uet-run --hosts A0,A1,...``: a scenario's endpoints on given addresses, no software switch.
 
-The fabric engine (:mod:`uet.tools.run`) puts every endpoint behind the ``uet-fabric`` switch
+The fabric engine (:mod:`uet.live.launcher`) puts every endpoint behind the ``uet-fabric`` switch
 process on this machine. With ``--hosts`` the endpoints use real addresses instead — the hosts'
 own, or network namespaces' — and reach each other through the real network on the link chosen
 with ``--link`` (``direct``: UDP 4793; ``ip``: IP protocol 253, :mod:`uet.link.select`);
@@ -29,21 +29,18 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
 from typing import Any
 
-from uet.fabric.profiles import merge
-from uet.tools.cli import RunFailed, UsageError
-from uet.tools.link_options import link_config
-
 from uet.endpoint import DeliveryError, Endpoint, EndpointConfig
-from uet.errors import UetError
 from uet.link.select import open_link
+from uet.live.launcher import build_workload
+from uet.live.process import RunError
+from uet.wire.net import UET_IP_PROTO
 from uet.workloads.report import summarize
 
-__all__ = ["TAG_HELLO", "TAG_GO", "TAG_REPORT", "TAG_BYE", "host_security", "run_hosts"]
+__all__ = ["TAG_BYE", "TAG_GO", "TAG_HELLO", "TAG_REPORT", "host_security", "launch_local", "run_rank"]
 
 #: tags of the coordination messages (top of the 64-bit tag space; workloads use small tags)
 TAG_HELLO = 0xFFFF_FFFF_FFFF_FF01
@@ -61,25 +58,30 @@ async def _send_until(ep: Endpoint, dst: str, data: bytes, tag: int, deadline: f
             return
         except (DeliveryError, TimeoutError) as e:
             if loop.time() >= deadline:
-                raise RunFailed(f"rank at {dst} did not answer before the timeout ({e or 'timeout'})") from None
+                raise RunError(f"rank at {dst} did not answer before the timeout ({e or 'timeout'})") from None
             await asyncio.sleep(0.2)
 
 
 async def run_rank(
-    rank: int, hosts: list[str], settings: dict[str, Any], endpoint: dict[str, Any], link_args: Any
+    rank: int,
+    hosts: list[str],
+    settings: dict[str, Any],
+    cfg: EndpointConfig,
+    *,
+    link_mode: str,
+    ip_proto: int = UET_IP_PROTO,
+    keys: str | None = None,
 ) -> dict[str, Any]:
-    """Run rank ``rank`` (module docstring); rank 0 returns the whole result, others their report."""
-    from uet.tools.run import build_workload
-
+    """Run rank ``rank`` (module docstring) with endpoint configuration ``cfg`` on a link of
+    ``link_mode`` (:func:`uet.link.select.open_link`), in the secure domain of the key file
+    ``keys`` if one is given; rank 0 returns the whole result, others their report."""
     wl = build_workload(settings)
     timeout = float(settings["timeout_s"])
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    cfg = link_config(link_args, merge(EndpointConfig(), endpoint))
-    keys = getattr(link_args, "keys", None)
     # seeded from the clock: a rank run again must not repeat the IVs of its last run (§5.6)
     security = host_security(keys, wall_ns=time.time_ns()) if keys else None
-    link = open_link(link_args.link, hosts[rank], config=cfg, proto=link_args.ip_proto)
+    link = open_link(link_mode, hosts[rank], config=cfg, proto=ip_proto)
     ep = Endpoint(link, job=int(settings.get("job", 0)), config=cfg, security=security)
     try:
         n = len(hosts)
@@ -109,7 +111,7 @@ async def run_rank(
         await asyncio.gather(*(_send_until(ep, h, b"bye", TAG_BYE, loop.time() + 30) for h in hosts[1:]))
         res = summarize(wl, hosts, reports)
         return {
-            "ok": res["ok"], "engine": "hosts", "link": link_args.link, "workload": settings["workload"],
+            "ok": res["ok"], "engine": "hosts", "link": link_mode, "workload": settings["workload"],
             "data_protect": "tss" if security else cfg.data_protect,
             "endpoints": n, "elapsed_s": round(elapsed, 3), "flows": res["flows"], "fct": res["fct"], "fabric": {},
             "endpoint_errors": res["errors"],
@@ -123,37 +125,33 @@ async def run_rank(
 def host_security(path: str, *, wall_ns: int) -> Any:
     """``--keys FILE``: the :class:`uet.tss.stage.SecurityConfig` every rank's endpoint runs TSS
     with (the key file must hold exactly one secure domain: all ranks are in it). A file that
-    cannot be read or used is a :class:`UsageError`."""
+    cannot be read or used raises :class:`~uet.tss.errors.KeyFileError` or
+    :class:`~uet.tss.errors.TssError`."""
     from uet.keyfile import load_key_file
-    from uet.tss.errors import KeyFileError, TssError
     from uet.tss.stage import SecurityConfig
 
-    try:
-        security = SecurityConfig(load_key_file(path, wall_ns=wall_ns))
-        security.domain()
-    except (KeyFileError, TssError) as e:
-        raise UsageError(f"--keys: {e}") from None
+    security = SecurityConfig(load_key_file(path, wall_ns=wall_ns))
+    security.domain()
     return security
 
 
-def launch_local(argv: list[str], hosts: list[str], timeout: float) -> int:
-    """Without ``--rank``: every rank as a child ``uet-run ... --rank R`` on this machine; rank
-    0's output is ours. The ranks run in sessions of their own, so a Ctrl-C in the terminal
+def launch_local(command: list[str], hosts: list[str], timeout: float) -> int:
+    """Without ``--rank``: every rank as a child ``COMMAND --rank R`` on this machine (``uet-run``
+    hands its own command line; every address must be one of this machine's); rank 0's output is
+    ours. The ranks run in sessions of their own, so a Ctrl-C in the terminal
     reaches this launcher alone, which stops them (one ``interrupted`` line; each rank used to
     print its own). While they are being started a Ctrl-C is only noted, then raised once every
     started rank is known: one interrupted inside ``Popen`` would be left running."""
-    _check_local(hosts)
     children: list[subprocess.Popen[bytes]] = []
-    base = [sys.executable, "-m", "uet.tools.run", *argv]  # this very command line, once per rank
     noted: list[int] = []
     main_thread = threading.current_thread() is threading.main_thread()
     prev = signal.signal(signal.SIGINT, lambda *_: noted.append(1)) if main_thread else None
     try:
         try:
             for r in range(1, len(hosts)):
-                rank = [*base, "--rank", str(r), "--json"]
+                rank = [*command, "--rank", str(r), "--json"]
                 children.append(subprocess.Popen(rank, stdout=subprocess.DEVNULL, start_new_session=True))  # noqa: S603
-            zero = subprocess.Popen([*base, "--rank", "0"], start_new_session=True)  # noqa: S603 - our own argv
+            zero = subprocess.Popen([*command, "--rank", "0"], start_new_session=True)  # noqa: S603 - our own argv
             children.append(zero)
         finally:
             if main_thread:
@@ -163,11 +161,11 @@ def launch_local(argv: list[str], hosts: list[str], timeout: float) -> int:
         failed = _wait_ranks(zero, children[:-1], timeout + 120)
         if failed is not None:
             r, code = failed
-            raise RunFailed(f"rank {r} ({hosts[r]}) failed (exit status {code}); every rank stopped")
+            raise RunError(f"rank {r} ({hosts[r]}) failed (exit status {code}); every rank stopped")
         try:
             codes = [c.wait(timeout=60) for c in children]
         except subprocess.TimeoutExpired as e:
-            raise RunFailed(f"a rank did not finish within {e.timeout:g} s") from None
+            raise RunError(f"a rank did not finish within {e.timeout:g} s") from None
     finally:
         live = [c for c in children if c.poll() is None]
         for c in live:
@@ -175,22 +173,6 @@ def launch_local(argv: list[str], hosts: list[str], timeout: float) -> int:
         for c in live:
             c.wait(10)
     return zero.returncode or next((c for c in codes if c), 0)
-
-
-def _check_local(hosts: list[str]) -> None:
-    """Without ``--rank`` every rank runs on this machine: each address must be one of its own
-    (a rank that cannot bind its address used to leave rank 0 waiting out its timeout)."""
-    import socket
-
-    for h in hosts:
-        with socket.socket(socket.AF_INET6 if ":" in h else socket.AF_INET, socket.SOCK_DGRAM) as s:
-            try:
-                s.bind((h, 0))
-            except OSError:
-                raise UsageError(
-                    f"--hosts: {h} is not an address of this machine; without --rank every rank runs here "
-                    "(on several machines, run the same command on each with its own --rank)"
-                ) from None
 
 
 def _wait_ranks(
@@ -206,46 +188,6 @@ def _wait_ranks(
             if code:
                 return r, code
         if time.monotonic() > deadline:
-            raise RunFailed(f"rank 0 did not finish within {timeout:g} s")
+            raise RunError(f"rank 0 did not finish within {timeout:g} s")
         time.sleep(0.05)
     return None
-
-
-def check_hosts(text: str, endpoints_given: bool, settings: dict[str, Any]) -> list[str]:
-    """The ``--hosts`` list (one address per endpoint; ``endpoints`` follows it)."""
-    import ipaddress
-
-    hosts = [h.strip() for h in text.split(",") if h.strip()]
-    if len(hosts) < 2:
-        raise UsageError("--hosts needs at least two addresses (one per endpoint)")
-    for h in hosts:
-        try:
-            ipaddress.ip_address(h)
-        except ValueError:
-            raise UsageError(f"--hosts: {h!r} is not an IP address") from None
-    if len(set(hosts)) != len(hosts):
-        raise UsageError("--hosts: every endpoint needs its own address")
-    if endpoints_given and int(settings["endpoints"]) != len(hosts):
-        raise UsageError(f"--endpoints {settings['endpoints']} but --hosts names {len(hosts)} addresses")
-    return hosts
-
-
-def run_hosts(args: Any, settings: tuple[dict[str, Any], dict[str, Any], dict[str, Any]], argv: list[str]) -> int:
-    """``uet-run --hosts``: one rank (``--rank``) or all of them here."""
-    s, _topo, ep = settings
-    hosts = args.hosts_list
-    if args.rank is None:
-        return launch_local(argv, hosts, float(s["timeout_s"]))
-    if not 0 <= args.rank < len(hosts):
-        raise UsageError(f"--rank {args.rank}: ranks are 0..{len(hosts) - 1}")
-    try:
-        out = asyncio.run(run_rank(args.rank, hosts, s, ep, args))
-    except (UetError, OSError, TimeoutError) as e:
-        raise RunFailed(str(e) or type(e).__name__) from None
-    if args.json or args.rank != 0:
-        sys.stdout.write(json.dumps(out) + "\n")
-    else:
-        from uet.tools.run import render
-
-        render(out)
-    return 0 if out.get("ok", not out.get("error")) else 1
