@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 
-from uet.tools.run import build_parser, settings_from, simulate_runs
+from uet.tools.run import build_parser, settings_from
 
 from uet.experiments.differential import judge
 from uet.live.dilation import Dilation
 from uet.live.runs import live_runs
+from uet.sim.runs import simulate_runs
 
 
 def test_a_dilated_live_uet_incast_agrees_with_the_simulator():

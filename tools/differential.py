@@ -88,10 +88,15 @@ def spread_runs(
     """The simulator's further runs of ``s``'s seed for the bar's spread (module docstring):
     :data:`SPREAD` − 1 runs whose endpoint cores draw from other seeds (``endpoint_seed``,
     uet.sim.scenario), the workload, fabric and RoCEv2 paths the run seed's."""
-    from uet.tools.run import simulate_runs
+    from uet.tools.run_settings import usage_errors
+
+    from uet.sim.runs import simulate_runs
 
     seed = int(s["seed"])
-    return [simulate_runs({**s, "endpoint_seed": (seed << 16) + k}, topo, ep, faults=faults) for k in range(1, SPREAD)]
+    with usage_errors():
+        return [
+            simulate_runs({**s, "endpoint_seed": (seed << 16) + k}, topo, ep, faults=faults) for k in range(1, SPREAD)
+        ]
 
 
 def run_case(
@@ -106,12 +111,12 @@ def run_case(
     and ``message_bytes``: ``--messages`` and ``--size``) live, time-dilated (``dilation``), and
     in virtual time, the settings from the scenario model (:func:`uet.scenario.read.resolve`);
     returns ``{"workload", "endpoints", "live", "sim", "bar"}``."""
-    from uet.tools.run import simulate_runs
     from uet.tools.run_settings import usage_errors
 
     from uet.live.process import RunError
     from uet.live.runs import dilation_for, live_runs
     from uet.scenario.read import Given, resolve
+    from uet.sim.runs import simulate_runs
     from uet.workloads import WORKLOADS
 
     run = {"workload": workload, "endpoints": endpoints, "transport": "both", "messages": messages}
@@ -123,7 +128,8 @@ def run_case(
         live = asyncio.run(live_runs(s, topo, ep, dilation_for(dilation, s, topo, ep)))
     except RunError as e:
         raise RunFailed(str(e)) from None
-    sim = simulate_runs(s, topo, ep)
+    with usage_errors():
+        sim = simulate_runs(s, topo, ep)
     spread = spread_runs(s, topo, ep)
     return {"workload": workload, "endpoints": endpoints, "live": live, "sim": sim, "bar": judge(live, sim, spread)}
 

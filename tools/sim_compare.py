@@ -35,10 +35,11 @@ def run_compare(
     """Every (load balancer, seed) run (:func:`uet.experiments.lb_compare.compare_lbs`): rows
     plus the mean tail per load balancer."""
     from uet.tools.fault_options import faults_from
-    from uet.tools.sim import run_sim
+    from uet.tools.run_settings import usage_errors
 
     from uet.cc.registry import LOAD_BALANCERS
     from uet.scenario import deep_update
+    from uet.sim.runs import run_one
 
     lbs = [x.strip() for x in args.compare_lb.split(",") if x.strip()]
     bad = [x for x in lbs if x not in LOAD_BALANCERS]
@@ -51,7 +52,9 @@ def run_compare(
     def run(lb: str, seed: int, faulted: bool) -> dict[str, Any]:
         e = deep_update(ep, {"pds": {"lb": lb}})
         st = {**s, "seed": seed}
-        return run_sim(st, topo, e, faults=faults_from(args, table, seed)) if faulted else run_sim(st, topo, e)
+        faults = faults_from(args, table, seed) if faulted else None
+        with usage_errors():
+            return run_one(st, topo, e, faults=faults)
 
     out = compare_lbs(lbs, seeds, run, baseline=bool(args.baseline))
     return {"workload": s["workload"], "endpoints": s["endpoints"], **out}

@@ -40,6 +40,7 @@ __all__ = [
     "SimProgress",
     "estimate_ns",
     "format_duration",
+    "progress_lines",
 ]
 
 #: the speed is measured over this much wall time (older samples are dropped)
@@ -149,3 +150,11 @@ class SimProgress:
         if self.tty and self.shown:
             self.write("\r\x1b[K")
         self.shown = False
+
+
+def progress_lines(prog: str, show: bool) -> Callable[[], SimProgress] | None:
+    """:func:`uet.sim.runs.simulate_runs`'s ``progress``: a fresh line on stderr for each run,
+    prefixed ``prog`` (None when not ``show``)."""
+    if not show:
+        return None
+    return lambda: SimProgress(prog, tty=sys.stderr.isatty())

@@ -45,7 +45,7 @@ from typing import Any
 
 from uet.fabric.model.buffer import Mmu
 from uet.fabric.model.config import FabricError, SwitchConfig
-from uet.fabric.model.events import EventQueue
+from uet.fabric.model.events import Event, EventQueue
 from uet.fabric.model.frames import (
     IP_DST,
     IP_LEN,
@@ -530,20 +530,32 @@ class Switch:
             port.busy_until = end
             port.tx_bytes += n
             port.tx_frames += 1
-            ev = self.events
+            ev = self.events  # EventQueue.schedule, inlined below (the contract is in its class)
             if port.backlog or port.ctrl:
                 port.free_at = end
-                heapq.heappush(ev._heap, (end, next(ev._seq), self._on_port_free, port, None))
+                bucket = ev._at.get(end)
+                if bucket is None:
+                    ev._at[end] = [(self._on_port_free, port, None)]
+                    heapq.heappush(ev._times, end)
+                else:
+                    bucket.append((self._on_port_free, port, None))
             tx = self.on_transmit
             if tx is self.link_tx:
                 # inside a Fabric, untapped: the frame reaches the far end after the propagation
                 # delay (Fabric._on_transmit, inlined); a switch peer gets the packet itself
                 at = end + port.delay_ns
+                event: Event
                 if pkt is not None and port.peer_arrive is not None:
-                    heapq.heappush(ev._heap, (at, next(ev._seq), port.peer_arrive, port.peer_port, pkt))
+                    event = (port.peer_arrive, port.peer_port, pkt)
                 else:
                     ingress: Any = port.peer_ingress  # set for every port of a Fabric
-                    heapq.heappush(ev._heap, (at, next(ev._seq), ingress, port.peer_port, frame))
+                    event = (ingress, port.peer_port, frame)
+                bucket = ev._at.get(at)
+                if bucket is None:
+                    ev._at[at] = [event]
+                    heapq.heappush(ev._times, at)
+                else:
+                    bucket.append(event)
             else:
                 tx(self, port.index, frame, now, end)
             if pkt is not None:
