@@ -20,9 +20,9 @@ from typing import Any
 
 from uet.tools.cli import RunFailed, UsageError, int_arg, size_arg
 
-from uet.experiments.differential import CASES, SPREAD, TOLERANCE, judge
+from uet.experiments.differential import CASES, SPREAD, TOLERANCE, judge, spread_runs
 
-__all__ = ["add_parser", "beside", "render_verdict", "run_case", "spread_runs", "verdict_lines"]
+__all__ = ["add_parser", "beside", "render_verdict", "run_case", "verdict_lines"]
 
 _LABEL = {"uet": "UET", "roce": "RoCEv2"}
 
@@ -82,23 +82,6 @@ def beside(live: dict[str, dict[str, Any]], sim: dict[str, dict[str, Any]]) -> d
     return out
 
 
-def spread_runs(
-    s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], *, faults: Any = None
-) -> list[dict[str, dict[str, Any]]]:
-    """The simulator's further runs of ``s``'s seed for the bar's spread (module docstring):
-    :data:`SPREAD` − 1 runs whose endpoint cores draw from other seeds (``endpoint_seed``,
-    uet.sim.scenario), the workload, fabric and RoCEv2 paths the run seed's."""
-    from uet.tools.run_settings import usage_errors
-
-    from uet.sim.runs import simulate_runs
-
-    seed = int(s["seed"])
-    with usage_errors():
-        return [
-            simulate_runs({**s, "endpoint_seed": (seed << 16) + k}, topo, ep, faults=faults) for k in range(1, SPREAD)
-        ]
-
-
 def run_case(
     workload: str,
     endpoints: int,
@@ -130,7 +113,7 @@ def run_case(
         raise RunFailed(str(e)) from None
     with usage_errors():
         sim = simulate_runs(s, topo, ep)
-    spread = spread_runs(s, topo, ep)
+        spread = spread_runs(s, topo, ep)
     return {"workload": workload, "endpoints": endpoints, "live": live, "sim": sim, "bar": judge(live, sim, spread)}
 
 

@@ -690,20 +690,18 @@ def _body(argv: Sequence[str] | None) -> int:
     s = settings[0]
     faults = faults_from(args, _fault_table(s), int(s["seed"]))
     sim = None
-    if len(transports(s)) > 1:
-        from uet.sim.runs import simulate_runs
-
-        with usage_errors():
-            sim = simulate_runs(*settings, faults=faults)
     spread: list[dict[str, dict[str, Any]]] = []
-    if sim:
-        from uet.tools.differential import spread_runs
+    if len(transports(s)) > 1:
+        from uet.experiments.differential import spread_runs
+        from uet.sim.runs import simulate_runs
 
         def cut(parts: Iterable[dict[str, dict[str, Any]]]) -> bool:
             return any(r.get("interrupted") for part in parts for r in part.values())
 
-        if not cut([sim]):
-            spread = spread_runs(*settings, faults=faults)  # the simulator's range (tools/differential.py)
+        with usage_errors():
+            sim = simulate_runs(*settings, faults=faults)
+            if not cut([sim]):
+                spread = spread_runs(*settings, faults=faults)  # the simulator's range (uet.experiments.differential)
         if cut([sim, *spread]):
             raise KeyboardInterrupt  # Ctrl-C during the simulation: nothing ran live yet
     return asyncio.run(_main(args, settings, dilation, sim, spread))

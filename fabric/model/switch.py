@@ -515,7 +515,6 @@ class Switch:
                                 self._release(pkt, now)
                                 continue
                 forward_rewrite(frame, ip, tos)
-                frame[0:12] = port.l2_rewrite
                 port.last_tx[tc] = now
                 port.tx_tc_bytes[tc] += size
                 if self._sample_ns and (now - port.last_sample[tc] >= self._sample_ns or not port.qbytes[tc]):
@@ -546,8 +545,12 @@ class Switch:
                 at = end + port.delay_ns
                 event: Event
                 if pkt is not None and port.peer_arrive is not None:
+                    # no MAC rewrite: no switch reads a forwarded packet's MACs, and the one that
+                    # sends it to a host or a tap (below) writes them
                     event = (port.peer_arrive, port.peer_port, pkt)
                 else:
+                    if pkt is not None:
+                        frame[0:12] = port.l2_rewrite
                     ingress: Any = port.peer_ingress  # set for every port of a Fabric
                     event = (ingress, port.peer_port, frame)
                 bucket = ev._at.get(at)
@@ -557,6 +560,8 @@ class Switch:
                 else:
                     bucket.append(event)
             else:
+                if pkt is not None:
+                    frame[0:12] = port.l2_rewrite
                 tx(self, port.index, frame, now, end)
             if pkt is not None:
                 path = pkt.path

@@ -9,7 +9,7 @@ figures can be held to the simulator's. The **bar** (:func:`judge`), for each tr
 * every message intact on both engines;
 * FCT p50 and p99 within :data:`TOLERANCE` (10 %) of the simulator's **spread**: the range of the
   figure over :data:`SPREAD` simulator runs of the run's seed — its own run and runs whose
-  endpoints draw from other seeds (``uet.tools.differential.spread_runs``) — widened by :data:`TOLERANCE` at each end;
+  endpoints draw from other seeds (:func:`spread_runs`) — widened by :data:`TOLERANCE` at each end;
 
 
 and across transports: the same **winner**, the transport with the lower FCT p99. Two p99s within
@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CASES", "SPREAD", "TIE", "TOLERANCE", "judge"]
+__all__ = ["CASES", "SPREAD", "TIE", "TOLERANCE", "judge", "spread_runs"]
 
 #: (workload, endpoints) of the bar
 CASES: tuple[tuple[str, int], ...] = (("incast", 9), ("permutation", 16), ("allreduce", 8))
@@ -50,6 +50,19 @@ TOLERANCE = 0.10
 SPREAD = 6
 #: two transports whose FCT p99 differ by less than this (relative) are a tie
 TIE = 0.05
+
+
+def spread_runs(
+    s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], *, faults: Any = None
+) -> list[dict[str, dict[str, Any]]]:
+    """The simulator's further runs of ``s``'s seed for the bar's spread (module docstring):
+    :data:`SPREAD` − 1 runs (:func:`uet.sim.runs.simulate_runs`) whose endpoint cores draw from
+    other seeds (``endpoint_seed``, uet.sim.scenario), the workload, fabric and RoCEv2 paths the
+    run seed's. Raises :class:`~uet.scenario.check.ScenarioError` for what the simulator refuses."""
+    from uet.sim.runs import simulate_runs
+
+    seed = int(s["seed"])
+    return [simulate_runs({**s, "endpoint_seed": (seed << 16) + k}, topo, ep, faults=faults) for k in range(1, SPREAD)]
 
 
 def _rel(live: float | None, sim: float | None) -> float | None:
@@ -90,7 +103,7 @@ def judge(
     spread: Sequence[dict[str, dict[str, Any]]] = (),
 ) -> dict[str, Any]:
     """The bar (module docstring) for live and simulated runs keyed by transport, ``spread`` the
-    simulator's further runs of the same seed (``uet.tools.differential.spread_runs``; none: the bar is the plain
+    simulator's further runs of the same seed (:func:`spread_runs`; none: the bar is the plain
     10 % of ``sim``): ``{"ok", "transports": {t: {"intact", "p50": {"live", "sim", "delta",
     "range", "outside"}, "p99": {...}, "ok"}}, "winner": {"live", "sim", "live_margin",
     "sim_margin", "ok"}}``. ``delta`` is the live figure's distance from the run seed's simulated
