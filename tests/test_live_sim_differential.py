@@ -1,4 +1,4 @@
-"""The live/sim differential in small (tools/differential.py; ``uet-bench differential`` runs the
+"""The live/sim differential in small (uet/experiments/differential.py; ``uet-bench differential`` runs the
 whole bar): a 3:1 incast of one 64 KiB message per flow, live through the switch process with time
 dilation and in the simulator, over UET — every message intact, FCT p50 and p99 within 10 % of the
 simulator's. A fixed, generous factor keeps the live figures those of the network on a loaded

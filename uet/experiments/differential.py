@@ -31,15 +31,19 @@ window's, not the model's. A live figure within 10 % of one sample of such a dis
 within 10 % of its range is the claim the simulator supports. Where the draws do not matter the
 range is a point and the bar is the plain 10 %.
 
-``uet-bench differential`` and ``uet-run --transport both`` run it (tools/differential.py).
+One case of the bar, live and simulated, is :func:`run_case`. ``uet-bench differential`` and
+``uet-run --transport both`` run it (tools/differential.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CASES", "SPREAD", "TIE", "TOLERANCE", "judge", "spread_runs"]
+from uet.errors import UetError
+
+__all__ = ["CASES", "SPREAD", "TIE", "TOLERANCE", "LiveRunError", "judge", "run_case", "spread_runs"]
 
 #: (workload, endpoints) of the bar
 CASES: tuple[tuple[str, int], ...] = (("incast", 9), ("permutation", 16), ("allreduce", 8))
@@ -50,6 +54,11 @@ TOLERANCE = 0.10
 SPREAD = 6
 #: two transports whose FCT p99 differ by less than this (relative) are a tie
 TIE = 0.05
+
+
+class LiveRunError(UetError):
+    """The live run of a case could not be carried out (a process died or did not report): the
+    message says why."""
 
 
 def spread_runs(
@@ -140,3 +149,36 @@ def judge(
     out["winner"] = {"live": lw, "sim": sw, "live_margin": lm, "sim_margin": sm, "ok": same}
     out["ok"] = ok and same
     return out
+
+
+def run_case(
+    workload: str,
+    endpoints: int,
+    *,
+    dilation: float | str = "auto",
+    messages: int | None = None,
+    message_bytes: int | None = None,
+) -> dict[str, Any]:
+    """One case of the bar: ``uet-run -w WORKLOAD -n ENDPOINTS --transport both`` (``messages``
+    and ``message_bytes``: ``--messages`` and ``--size``) live, time-dilated (``dilation``), and
+    in virtual time, the settings from the scenario model (:func:`uet.scenario.read.resolve`);
+    returns ``{"workload", "endpoints", "live", "sim", "bar"}``. Raises
+    :class:`~uet.scenario.check.ScenarioError` for settings the model refuses and
+    :class:`LiveRunError` when the live run cannot be carried out."""
+    from uet.live.process import RunError
+    from uet.live.runs import dilation_for, live_runs
+    from uet.scenario.read import Given, resolve
+    from uet.sim.runs import simulate_runs
+    from uet.workloads import WORKLOADS
+
+    run = {"workload": workload, "endpoints": endpoints, "transport": "both", "messages": messages}
+    s, topo, ep = resolve(
+        "live", None, Given(run={**run, "message_bytes": message_bytes}), workloads=WORKLOADS
+    ).tables()
+    try:
+        live = asyncio.run(live_runs(s, topo, ep, dilation_for(dilation, s, topo, ep)))
+    except RunError as e:
+        raise LiveRunError(str(e)) from None
+    sim = simulate_runs(s, topo, ep)
+    spread = spread_runs(s, topo, ep)
+    return {"workload": workload, "endpoints": endpoints, "live": live, "sim": sim, "bar": judge(live, sim, spread)}
