@@ -9,7 +9,8 @@ import io
 from pathlib import Path
 
 from uet.tools import conformance_mutants as cm
-from uet.tools.conformance_breakages import BREAKAGES
+
+from uet.conformance.breakages import BREAKAGES
 
 
 def test_the_catalogue_applies_and_covers_every_area() -> None:

@@ -1,6 +1,6 @@
 """``uet-conformance-mutants``: how many deliberate breakages of the cores the conformance suite catches.
 
-For each breakage of the catalogue (:mod:`uet.tools.conformance_breakages`) it copies the installed
+For each breakage of the catalogue (:mod:`uet.conformance.breakages`) it copies the installed
 ``uet`` packages to a scratch directory, applies that one change there (the checkout is never
 touched), starts ``uet-peer`` from the copy on a fresh loopback address with its agent (``--agent``:
 the initiator-side cases drive its sending side), runs the whole
@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from uet.tools.cli import ArgumentParser, UsageError, run_main
-from uet.tools.conformance_breakages import BREAKAGES, Breakage
+
+from uet.conformance.breakages import BREAKAGES, Breakage
 
 __all__ = ["Verdict", "apply", "loopback_pair", "main", "package_roots", "run_one"]
 
