@@ -14,6 +14,7 @@ clear (``REQ_CLEAR``). The initiator, with nothing left to send, clears it with 
 target, its CACK released, reports the new CACK at once (uet.pds.control) in an ACK naming a PSN
 the initiator had already seen acknowledged (one duplicate ACK). The receive posted meanwhile
 takes the message when it completes: each message is delivered once, intact.
+(tests/test_sized_receive_clear.py: one message whose receive is posted after it arrived.)
 """
 
 from __future__ import annotations
