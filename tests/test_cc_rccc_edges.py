@@ -95,6 +95,7 @@ def test_a_source_waiting_only_to_resend_asks_at_once() -> None:
     c.rtx_backlog = 4_096
     d = c.request_deadline()
     assert d is not None and d < 0  # never sent a target nor heard a grant: no wait
+    c.target()  # the CREDIT_REQ carried the target
     c.on_request_sent(5_000)
     assert c.request_deadline() == 17_000
     c.rtx_backlog, c.backlog = 0, 1  # one byte to send is something to send
