@@ -174,13 +174,15 @@ class CreditSender(CcAlgorithm):
         target we advertised (``pull`` reached ``advertised``), the receiver cannot know of it,
         so the backlog the owner just reported is announced in a CREDIT_REQ now (§4.1
         ``on_new_data`` → RCCC; §4.5: the target travels "in a CREDIT_REQ CP when no data is
-        going"). At most one per grant: the request raises ``advertised`` above ``pull``. Before,
+        going"). At most one per grant: the request raises ``advertised`` above ``pull``, and one
+        that could not go (the PDC not yet established) waits for the timeout unless a grant or a
+        data packet comes first (``last_req < last_heard``), never a retry at the same instant. Before,
         a message queued behind a spent grant waited for the timeout above, whose smoothed gap
         between grants includes the idle time between messages (~100 µs per message of the
         double binary tree on 4 ranks)."""
         if self.credit > 0 or self.speculating or self.backlog + self.rtx_backlog <= 0:
             return None
-        if diff24(self.advertised, self.pull) <= 0:
+        if diff24(self.advertised, self.pull) <= 0 and self.last_req < self.last_heard:
             return self.last_heard  # new demand the receiver has not heard of: due now
         heard = self.last_heard + int(2 * self.grant_gap)
         return max(self.last_req, heard) + self.req_interval
