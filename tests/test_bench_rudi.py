@@ -22,3 +22,15 @@ def test_rudi_transfer_is_idempotent_writes(capsys: pytest.CaptureFixture[str]) 
     snd = rec["sender_counters"]
     assert snd.get("messages_sent", 0) == 0 and snd["ops_completed"] == 3  # three writes, no send
     assert rec["receiver_counters"].get("messages_received", 0) == 0
+
+
+def test_demo_pass_rule_per_mode() -> None:
+    """``uet-demo``'s verdict (uet.tools.bench.report.passed): a duplicate fails every mode; UUD
+    passes with messages missing when there is no error, the reliable modes only when intact."""
+    from uet.tools.bench.report import passed
+
+    rec = {"intact": True, "duplicates": 0, "error": None}
+    assert passed({**rec, "mode": "rud"}) and not passed({**rec, "mode": "rud", "duplicates": 1})
+    assert not passed({**rec, "mode": "rod", "intact": False})
+    assert passed({**rec, "mode": "uud", "intact": False}) and not passed({**rec, "mode": "uud", "error": "x"})
+    assert not passed({**rec, "mode": "uud", "duplicates": 2})

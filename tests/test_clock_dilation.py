@@ -255,7 +255,7 @@ def test_the_bar_holds_within_ten_percent_and_the_same_winner():
 
 
 def test_the_bar_judges_against_the_simulators_range_over_endpoint_seeds():
-    """UET's incast p50 under the fixed window hangs on the endpoints' own draws (tools/differential.py):
+    """UET's incast p50 under the fixed window hangs on the endpoints' own draws (uet/experiments/differential.py):
     a live p50 13 % from the run seed's simulated one is within 10 % of the range the simulator gives
     over endpoint seeds; 10 % beyond the range's end is not."""
     sim = {"uet": _run(True, 0.172, 0.195), "roce": _run(True, 0.137, 0.182)}

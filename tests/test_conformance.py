@@ -478,16 +478,35 @@ def test_should_failures_are_warnings_in_every_report(tmp_path: Path) -> None:
 
 
 def test_run_after_run_against_one_long_lived_peer() -> None:
-    """One ``uet-peer`` serves consecutive runs (``uet.tools.conformance_soak``): a case closes
+    """One ``uet-peer`` serves consecutive runs (``uet.conformance.soak``): a case closes
     every PDC it opened, raw SYN floods included, so no run leaves its PDCs to the next one."""
-    from uet.tools.conformance_soak import soak
+    from uet.tools.conformance_soak import PEER
 
-    res = soak(2, timeout=float(CASE_TIMEOUT), select_=["ROB-030", "UUD-00", "EST-006"])
+    from uet.conformance.soak import soak
+
+    addr, local, port = _addr_port()
+    res = soak(2, run_suite=conformance.main, peer=PEER, address=addr, local=local, port=port,
+               timeout=float(CASE_TIMEOUT), select_=["ROB-030", "UUD-00", "EST-006"])  # fmt: skip
     assert res["clean"] == 2, res["runs"]
     assert all(r["summary"]["passed"] == 6 for r in res["runs"]), res["runs"]
     # ROB-030's 100 SYNs per run opened 100 PDCs, each closed by the tester's CLOSE, none idle
     c = res["peer"]["counters"]
     assert c["pdc_close_target"] >= 200 and c["target_idle_close"] == 0, c
+
+
+def test_a_peer_that_does_not_start_is_a_soak_error() -> None:
+    """A peer that exits before its identity line ends the soak with :class:`SoakError` (the
+    command's one-line "failed", exit 1), not a traceback, and no run is attempted."""
+    from uet.conformance.soak import SoakError, soak
+    from uet.errors import UetError
+
+    def never(argv: object) -> int:
+        raise AssertionError("no run without a peer")
+
+    addr, local, port = _addr_port()
+    with pytest.raises(SoakError, match="did not start") as e:
+        soak(1, run_suite=never, peer=[sys.executable, "-c", "pass", "--"], address=addr, local=local, port=port)
+    assert isinstance(e.value, UetError)
 
 
 def test_a_close_req_for_a_pdc_no_case_holds_is_answered_inv_dpdcid() -> None:

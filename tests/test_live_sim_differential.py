@@ -1,4 +1,4 @@
-"""The live/sim differential in small (tools/differential.py; ``uet-bench differential`` runs the
+"""The live/sim differential in small (uet/experiments/differential.py; ``uet-bench differential`` runs the
 whole bar): a 3:1 incast of one 64 KiB message per flow, live through the switch process with time
 dilation and in the simulator, over UET — every message intact, FCT p50 and p99 within 10 % of the
 simulator's. A fixed, generous factor keeps the live figures those of the network on a loaded
@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 
-from uet.tools.run import build_parser, settings_from, simulate_runs
+from uet.tools.run import build_parser, settings_from
 
 from uet.experiments.differential import judge
 from uet.live.dilation import Dilation
 from uet.live.runs import live_runs
+from uet.sim.runs import simulate_runs
 
 
 def test_a_dilated_live_uet_incast_agrees_with_the_simulator():

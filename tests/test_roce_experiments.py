@@ -24,9 +24,7 @@ def test_every_experiment_is_a_32_host_100g_leaf_spine_scenario() -> None:
 
 def test_incast_pauses_spread_for_roce_and_sprayed_roce_pays_with_go_back_n() -> None:
     names = ["incast_victim", "permutation", "permutation_roce_sprayed"]
-    from uet.tools.run import simulate_runs
-
-    res = run_experiments(names, default_dir(), Given(run={"message_bytes": 32 * 1024, "messages": 1}), simulate_runs)
+    res = run_experiments(names, default_dir(), Given(run={"message_bytes": 32 * 1024, "messages": 1}))
     assert res["ok"]
     held = {c["expected"]: c["held"] for c in res["checks"]}
     assert held["RoCE: PFC pauses (XOFF frames sent)"]
@@ -48,8 +46,6 @@ def test_uet_sprays_the_permutation_near_full_bisection() -> None:
     With the PDS default (16 consecutive entropies) the switches' mixing ECMP hash loaded the
     busiest uplink at 2.0 × the mean and reached 0.60 of bisection; the scenario now runs UET as
     a UET NIC would here (REPS over 256 entropies, NSCC with the fabric's base RTT): 0.84."""
-    from uet.tools.run import simulate_runs
-
-    res = run_experiments(["permutation"], default_dir(), Given(run={"transport": "uet"}), simulate_runs)
+    res = run_experiments(["permutation"], default_dir(), Given(run={"transport": "uet"}))
     m = res["experiments"]["permutation"]["metrics"]["uet"]
     assert m["ok"] and m["bisection_share"] >= 0.75 and m["uplink_imbalance"] < 1.7

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from host_link_tap import record_host_link
 from uet.fabric.model import Fabric
 from uet.fabric.profiles import load_topology
 
@@ -43,14 +44,7 @@ def test_roce_frames_on_the_fabric_are_real_rocev2() -> None:
         for i in range(4)
     ]
     assert all(isinstance(ep, Transport) for ep in eps)
-    frames: list[bytes] = []
-    send = fab.nics[0].send
-
-    def tap(frame: bytes | bytearray, now: int) -> None:
-        frames.append(bytes(frame))
-        send(frame, now)
-
-    fab.nics[0].send = tap  # type: ignore[method-assign]  # a tap on the NIC's egress
+    frames = record_host_link(fab, 0)  # what host 0 puts on its link
 
     async def main() -> bytes:
         t = asyncio.ensure_future(eps[3].recv(tag=5))

@@ -119,3 +119,30 @@ def test_a_case_whose_cpu_did_not_keep_up_says_so_above_the_table(monkeypatch, c
     out = capsys.readouterr().out
     note = out.index("allreduce 8: UET: the CPU did NOT keep up: endpoint processes woke 60 µs late")
     assert note < out.index("FCT p50 ms live") and "(CPU" in out  # the column keeps its mark (may wrap)
+
+
+def test_uet_bench_differential_refuses_settings_the_scenario_model_refuses(capsys) -> None:
+    """uet-bench differential: settings the scenario model refuses (uet.experiments.differential.run_case
+    raises ScenarioError before any process starts) are one usage line, exit 2."""
+    from uet.tools.bench import main
+
+    assert main(["differential", "--only", "incast", "--messages", "2000000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("uet-bench: error: ") and "messages" in err, err
+
+
+def test_uet_bench_differential_reports_a_failed_live_run_in_one_line(monkeypatch, capsys) -> None:
+    """uet-bench differential: a live run that cannot be carried out (the library's LiveRunError,
+    from the live engine's RunError) is one ``failed`` line, exit 1, no traceback."""
+    from uet.tools.bench import main
+
+    import uet.live.runs
+    from uet.live.process import RunError
+
+    async def live_runs(*a: Any, **k: Any) -> dict[str, dict[str, Any]]:
+        raise RunError("uet: the fabric process exited (status 1) during the run")
+
+    monkeypatch.setattr(uet.live.runs, "live_runs", live_runs)
+    assert main(["differential", "--only", "incast"]) == 1
+    err = capsys.readouterr().err
+    assert err == "uet-bench: failed: uet: the fabric process exited (status 1) during the run\n", err

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import pytest
+from host_link_tap import record_host_link
 from uet.fabric.model import Fabric
 from uet.fabric.profiles import load_topology
 
@@ -59,15 +60,7 @@ def test_asyncio_time_is_the_engines_virtual_clock() -> None:
 def test_one_message_crosses_the_fabric_as_real_frames() -> None:
     eng, eps = _net(16)
     assert all(isinstance(ep, Transport) for ep in eps)
-    frames: list[bytes] = []
-    nic = eng.fabric.nics[0]
-    send = nic.send
-
-    def tap(frame: bytes | bytearray, now: int) -> None:
-        frames.append(bytes(frame))
-        send(frame, now)
-
-    nic.send = tap  # type: ignore[method-assign]  # a tap on the NIC's egress
+    frames = record_host_link(eng.fabric, 0)  # what host 0 puts on its link
     data = bytes(range(256)) * 64
 
     async def main() -> Received:
@@ -209,20 +202,7 @@ def test_udp_checksums_only_where_frames_are_captured(tmp_path: object) -> None:
         e = Engine(Fabric(topo, seed=1), udp_checksums=on)
         conf = FepConfig(payload_size=4096)
         a, b = (SimEndpoint(e, e.attach(i, FepCore(e.fabric.hosts[i].ip, job=0, pid=0, config=conf))) for i in (0, 1))
-        sent: list[bytes] = []
-        nic = e.fabric.nics[0]
-        send = nic.send
-
-        def tap(
-            frame: bytes | bytearray,
-            now: int,
-            _s: Callable[[bytes | bytearray, int], None] = send,
-            _o: list[bytes] = sent,
-        ) -> None:
-            _o.append(bytes(frame))
-            _s(frame, now)
-
-        nic.send = tap  # type: ignore[method-assign]  # a tap on the NIC's egress
+        sent = record_host_link(e.fabric, 0)
 
         async def main(a: SimEndpoint = a, b: SimEndpoint = b) -> Received:
             got, _ = await asyncio.gather(b.recv(), a.send(b.address, b"z" * 9000))

@@ -56,6 +56,8 @@ def test_the_faults_table_of_a_scenario(tmp_path: Path, capsys: pytest.CaptureFi
         (["--degrade", "uplinks:2=0"], "rate kept must be in (0, 1]"),
         (["--fail-switch", "spine0"], "NAME@T[..T2]"),
         (["--detect", "5"], "--detect: '5' is not a time"),
+        (["--compare-lb", "bogus"], "--compare-lb: 'bogus': one of default, single"),
+        (["--compare-lb", "reps", "--transport", "roce"], "use --transport uet"),
     ],
 )
 def test_fault_mistakes_are_one_line_errors(argv: list[str], msg: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -71,6 +73,18 @@ def test_compare_lb_runs_each_load_balancer_and_seed(capsys: pytest.CaptureFixtu
     )  # fmt: skip
     assert [(r["lb"], r["seed"]) for r in out["rows"]] == [("single", 1), ("single", 2), ("reps", 1), ("reps", 2)]
     assert all(r["ok"] and r["tail_us"] > 0 for r in out["rows"]) and set(out["mean_tail_us"]) == {"single", "reps"}
+
+
+def test_compare_lb_runs_refuses_a_mistake_with_the_scenario_error() -> None:
+    """The library's check (uet.experiments.lb_compare), before any run."""
+    from uet.experiments.lb_compare import compare_lb_runs
+    from uet.scenario.check import ScenarioError
+
+    s = {"workload": "pairs", "endpoints": 4, "seed": 1}
+    with pytest.raises(ScenarioError, match="'none': one of"):
+        compare_lb_runs("none", None, s, {}, {}, lambda seed: None, baseline=False)
+    with pytest.raises(ScenarioError, match="use --transport uet"):
+        compare_lb_runs("reps", None, {**s, "transport": "roce"}, {}, {}, lambda seed: None, baseline=False)
 
 
 def test_baseline_runs_the_same_scenario_without_the_faults(capsys: pytest.CaptureFixture[str]) -> None:

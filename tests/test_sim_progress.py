@@ -1,4 +1,4 @@
-"""The simulator's progress line (tools/sim_progress.py) and Ctrl-C on a real ``uet-sim``.
+"""The simulator's progress line (tools/sim_progress.py, uet/sim/progress.py) and Ctrl-C on a real ``uet-sim``.
 
 Issue 28 item 2 and issue 23 item 4: the README's 1,024-host example showed ``0/? virtual 0 µs``
 for 20 minutes and printed nothing on SIGINT. The progress is driven here with virtual time and a
@@ -11,8 +11,9 @@ import re
 import sys
 
 from test_cli_errors import interrupt_on_line
-from uet.tools.sim_progress import EXTRAPOLATE_FROM, LINE_EVERY_S, SimProgress, estimate_ns, format_duration
+from uet.tools.sim_progress import LINE_EVERY_S, SimProgress, format_duration
 
+from uet.sim.progress import EXTRAPOLATE_FROM, estimate_ns
 from uet.sim.scenario import Progress, simulate
 
 MS = 1_000_000  # ns

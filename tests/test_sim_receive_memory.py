@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 from typing import Any
 
+from host_link_tap import Forward, tap_host_link
 from uet.fabric.model import Fabric
 from uet.fabric.profiles import load_topology
 
@@ -40,21 +41,20 @@ def _run(eng: Engine, coro: object) -> object:
 
 
 def _permutation(corrupt_frame: int | None) -> dict[str, Any]:
-    """A 4-host permutation of 256 KiB flows; ``corrupt_frame``: the index of host 0's frame whose
-    last payload byte is flipped on its way into the fabric."""
+    """A 4-host permutation of 256 KiB flows; ``corrupt_frame``: the index of host 0's data frame
+    whose last payload byte is flipped on host 0's link."""
     eng, eps = _net(4)
     wl = Permutation(4, message_bytes=256 << 10, seed=3)
-    nic = eng.fabric.nics[0]
-    send = nic.send
     seen = [0]
 
-    def tap(frame: bytes | bytearray, now: int) -> None:
-        if seen[0] == corrupt_frame:
-            frame = frame[:-1] + bytes([frame[-1] ^ 0x40])
-        seen[0] += 1
-        send(frame, now)
+    def tap(frame: bytearray, forward: Forward) -> None:
+        if len(frame) > 1024:  # a data frame (ACKs, CLEARs are smaller)
+            if seen[0] == corrupt_frame:
+                frame[-1] ^= 0x40
+            seen[0] += 1
+        forward(frame)
 
-    nic.send = tap  # type: ignore[method-assign]
+    tap_host_link(eng.fabric, 0, tap)
     addresses = [ep.address for ep in eps]
     reports = [RankReport() for _ in eps]
 
@@ -93,22 +93,21 @@ def test_a_sprayed_message_goes_into_the_sink_not_into_a_reassembly_buffer() -> 
             assert all(p.buf is None for p in fast._partial.values())  # no mmap of the message
 
     sink = Watched(len(data))
-    # frames 5 and 6 of the sender leave after frame 12: their packets arrive behind later ones
-    nic = eng.fabric.nics[0]
-    send = nic.send
+    # frames 5 and 6 of the sender reach the far end with frame 12, behind it: their packets
+    # arrive behind later ones
     count, late = [0], []
 
-    def reorder(frame: bytes | bytearray, now: int) -> None:
+    def reorder(frame: bytearray, forward: Forward) -> None:
         count[0] += 1
         if count[0] in (5, 6):
             late.append(frame)
             return
-        send(frame, now)
+        forward(frame)
         if count[0] == 12:
             for f in late:
-                send(f, now)
+                forward(f)
 
-    nic.send = reorder  # type: ignore[method-assign]
+    tap_host_link(eng.fabric, 0, reorder)
 
     async def main() -> object:
         got, _ = await asyncio.gather(b.recv_into(sink, source=a.address), a.send(b.address, data))

@@ -40,7 +40,7 @@ from uet.tools.cli import ArgumentParser, RunFailed, UsageError, output_file, ru
 from uet.tools.link_options import add_link_options, check_link_options
 
 from uet.conformance import all_cases
-from uet.conformance.case import Case, Result, run_case
+from uet.conformance.case import Result, run_case
 from uet.conformance.profile import (
     PEER_DEFAULT_JOB,
     ProfileError,
@@ -50,7 +50,9 @@ from uet.conformance.profile import (
     profile_from_identity,
 )
 from uet.conformance.report import list_cases, summary, table, to_json, write_junit, write_tap
+from uet.conformance.selection import select
 from uet.conformance.session import Session, Target
+from uet.conformance.verdict import foreign_jobs, must_skipped
 
 __all__ = ["main"]
 
@@ -117,17 +119,6 @@ def _seconds(text: str) -> float:
     if not 0 < v < 1e6:
         raise argparse.ArgumentTypeError(f"{text} s: give a time above 0 and below 10^6 s")
     return v
-
-
-def select(cases: list[Case], exprs: list[str]) -> list[Case]:
-    inc = [e.lower() for e in exprs if not e.lower().startswith("not ")]
-    exc = [e[4:].strip().lower() for e in exprs if e.lower().startswith("not ")]
-
-    def text(c: Case) -> str:
-        return f"{c.id} {c.area} {c.title}".lower()
-
-    out = [c for c in cases if not inc or any(e in text(c) for e in inc)]
-    return [c for c in out if not any(e in text(c) for e in exc)]
 
 
 def default_local(target: str) -> str:
@@ -338,33 +329,6 @@ def _probe(session: Session, link: str) -> None:
             f"the target {t.address} port {t.port} (--link {link}) did not answer a liveness probe within "
             f"{session.timeout:g} s: is it running there, with this port and link?"
         ) from None
-
-
-def must_skipped(results: list[Result]) -> list[Result]:
-    """The MUST cases skipped for a missing precondition the user can supply: a region or a
-    receive the tester was not told of (their reasons name ``--region`` / ``--receive``). Cases
-    that do not apply to this target (TSS cases without ``--keys``, fixed Start PSNs of a secure
-    target, a send the target did not defer) are not counted."""
-    return [
-        r
-        for r in results
-        if r.outcome == "skip" and r.case.level == "MUST" and ("--region" in r.reason or "--receive" in r.reason)
-    ]
-
-
-def foreign_jobs(log: list[tuple[str, bytes]], job: int) -> list[int]:
-    """The JobIDs other than ``job`` in the SES responses the target sent (``Session.log``)."""
-    from uet.conformance.wirekit import decode_reply
-
-    seen: set[int] = set()
-    for direction, data in log:
-        if direction != "received":
-            continue
-        ses = decode_reply(data).ses
-        jid = getattr(ses, "job_id", None)
-        if jid is not None and jid != job:
-            seen.add(jid)
-    return sorted(seen)
 
 
 if __name__ == "__main__":

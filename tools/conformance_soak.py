@@ -16,16 +16,9 @@ runs against one peer.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import random
-import select
-import signal
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,10 +26,12 @@ from typing import Any
 from uet.tools.cli import ArgumentParser, RunFailed, UsageError, int_arg, run_main
 from uet.tools.conformance_mutants import loopback_pair
 
-__all__ = ["main", "soak"]
+from uet.conformance.soak import SoakError, soak
 
-#: peer counters worth reporting after the runs: PDCs closed in error or by the idle timer
-PEER_COUNTERS = ("pdc_close_target", "pdc_close_target_error", "target_idle_close", "pdc_pending_expired")
+__all__ = ["main"]
+
+#: the peer every run is pointed at: this project's ``uet-peer``
+PEER = (sys.executable, "-m", "uet.tools.peer")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,96 +62,6 @@ def _addresses(address: str | None, port: int | None) -> tuple[str, str, int]:
     return address, local, port if port is not None else rng.randrange(20000, 40000)
 
 
-def soak(
-    runs: int, *, timeout: float = 5.0, address: str | None = None, port: int | None = None, keys: str | None = None,
-    select_: Sequence[str] = (), fail_fast: bool = False, progress: Any = None, peer_args: Sequence[str] = (),
-) -> dict[str, Any]:  # fmt: skip
-    """Start one ``uet-peer``, run the suite ``runs`` times against it, stop it; the record
-    (``runs``: one dict per run, ``clean``: how many exited 0, ``peer``: its counters)."""
-    addr, local, port = _addresses(address, port)
-    key_args = ["--keys", keys] if keys else []
-    with tempfile.TemporaryDirectory(prefix="uet-soak-") as tmp, open(Path(tmp) / "peer.err", "w+") as err:
-        # stderr to a file: a pipe nobody reads while the runs go on could fill and stall the peer
-        peer = subprocess.Popen(  # noqa: S603 - our own argv
-            [sys.executable, "-m", "uet.tools.peer", addr, "--port", str(port), "--agent", "127.0.0.1:0", *key_args,
-             *peer_args],
-            stdout=subprocess.PIPE, stderr=err, text=True,
-        )  # fmt: skip
-        assert peer.stdout is not None
-        records: list[dict[str, Any]] = []
-        try:
-            r, _, _ = select.select([peer.stdout], [], [], 60.0)
-            line = peer.stdout.readline() if r else ""
-            if not line:
-                raise RunFailed(f"uet-peer did not start on {addr} port {port}")
-            ident = Path(tmp) / "peer.json"
-            ident.write_text(line)
-            sel = [a for e in select_ for a in ("-k", e)]
-            for i in range(runs):
-                if peer.poll() is not None:
-                    raise RunFailed(f"uet-peer exited (status {peer.returncode}) after {i} runs")
-                rec = _one_run(addr, local, port, ident, timeout, [*key_args, *sel])
-                if rec["rc"] == 130:  # Ctrl-C reached the run (uet-conformance reports it so): stop here
-                    raise KeyboardInterrupt
-                rec["run"] = i + 1
-                records.append(rec)
-                if progress is not None:
-                    progress(rec)
-                if fail_fast and rec["rc"] != 0:
-                    break
-        finally:
-            counters = _stop(peer)
-            err.seek(0)
-            errors = [x for x in err.read().splitlines() if not x.startswith("uet-peer: warning:")]
-    return {
-        "peer": {
-            "address": addr,
-            "port": port,
-            "counters": {k: counters.get(k, 0) for k in PEER_COUNTERS},
-            "stderr": errors[-20:],
-        },
-        "runs": records,
-        "clean": sum(r["rc"] == 0 for r in records),
-    }
-
-
-def _one_run(addr: str, local: str, port: int, ident: Path, timeout: float, extra: list[str]) -> dict[str, Any]:
-    """One ``uet-conformance`` run (in this process: its own socket, seed and session)."""
-    from uet.tools import conformance
-
-    t0 = time.monotonic()
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = conformance.main(["--target", addr, "--port", str(port), "--local", local, "--identity", str(ident),
-                               "--json", "--timeout", str(timeout), *extra])  # fmt: skip
-    rec: dict[str, Any] = {"rc": rc, "seconds": round(time.monotonic() - t0, 1)}
-    try:
-        report = json.loads(out.getvalue())
-    except ValueError:
-        rec["error"] = err.getvalue().strip().splitlines()[-1:] or ["no report"]
-        return rec
-    rec["seed"] = report["target"]["seed"]
-    rec["summary"] = {k: report["summary"][k] for k in ("total", "passed", "failed", "skipped", "warnings")}
-    rec["not_passed"] = {c["id"]: c["outcome"] + (" (SHOULD)" if c["level"] != "MUST" else "")
-                         for c in report["cases"] if c["outcome"] in ("fail", "error", "timeout")}  # fmt: skip
-    return rec
-
-
-def _stop(peer: subprocess.Popen[str]) -> dict[str, int]:
-    """SIGINT the peer; its counters (the last line it prints), or {} when it printed none."""
-    if peer.poll() is None:
-        peer.send_signal(signal.SIGINT)
-    try:
-        out, _ = peer.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        peer.kill()
-        out, _ = peer.communicate()
-    try:
-        return dict(json.loads(out.strip().splitlines()[-1]).get("counters", {}))
-    except (ValueError, IndexError, AttributeError):
-        return {}
-
-
 def _line(rec: dict[str, Any]) -> str:
     if "error" in rec:
         return f"run {rec['run']:3}: exit {rec['rc']}  {rec['error'][0]}"
@@ -171,8 +76,15 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.keys and not Path(args.keys).is_file():
         raise UsageError(f"--keys {args.keys}: no such file")
     progress = None if args.json else (lambda rec: print(_line(rec), flush=True))
-    res = soak(args.runs, timeout=args.timeout, address=args.address, port=args.port, keys=args.keys,
-               select_=args.select, fail_fast=args.fail_fast, progress=progress, peer_args=args.peer_arg)  # fmt: skip
+    from uet.tools import conformance
+
+    address, local, port = _addresses(args.address, args.port)
+    try:
+        res = soak(args.runs, run_suite=conformance.main, peer=PEER, address=address, local=local, port=port,
+                   timeout=args.timeout, keys=args.keys, select_=args.select, fail_fast=args.fail_fast,
+                   progress=progress, peer_args=args.peer_arg)  # fmt: skip
+    except SoakError as e:
+        raise RunFailed(str(e)) from None
     if args.json:
         print(json.dumps(res, indent=1))
     else:

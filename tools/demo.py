@@ -33,6 +33,7 @@ from uet.tools.bench.options import (
     pair_notes,
 )
 from uet.tools.bench.pair import run_pair
+from uet.tools.bench.report import passed
 from uet.tools.capture_options import add_capture_options
 from uet.tools.cli import (
     ArgumentParser,
@@ -86,16 +87,8 @@ def _modes(text: str) -> list[str]:
     return modes
 
 
-def _good(rec: dict[str, Any]) -> bool:
-    """Every message once and intact; for UUD (best effort, no flow control: behaviour.md §2.15)
-    no error and no duplicate — what arrived is reported, not failed (issue 15 item 19)."""
-    if rec["mode"] == "uud":
-        return rec.get("error") is None and rec["duplicates"] == 0
-    return bool(rec["intact"]) and rec["duplicates"] == 0
-
-
 def _row(rec: dict[str, Any]) -> tuple[str, ...]:
-    good = _good(rec)
+    good = passed(rec)
     if rec["mode"] == "uud" and good:
         verdict = f"[yellow]best effort: {rec.get('messages_delivered', 0)}/{rec.get('messages', 0)} messages[/]"
     else:
@@ -161,7 +154,7 @@ def _body(argv: Sequence[str] | None) -> int:
         interrupted = True  # the modes that completed are printed below
     except UetError as e:
         raise RunFailed(str(e)) from None
-    ok = bool(runs) and all(_good(r) for r in runs)
+    ok = bool(runs) and all(passed(r) for r in runs)
     if ns.json:
         sys.stdout.write(json.dumps({"ok": ok and not interrupted, "interrupted": interrupted, "runs": runs}) + "\n")
     elif runs:

@@ -13,16 +13,15 @@ simulator's figures beside its own and this verdict (:func:`uet.tools.run.main`)
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from typing import Any
 
 from uet.tools.cli import RunFailed, UsageError, int_arg, size_arg
 
-from uet.experiments.differential import CASES, SPREAD, TOLERANCE, judge
+from uet.experiments.differential import CASES, SPREAD, TOLERANCE, LiveRunError, run_case
 
-__all__ = ["add_parser", "beside", "render_verdict", "run_case", "spread_runs", "verdict_lines"]
+__all__ = ["add_parser", "beside", "render_verdict", "verdict_lines"]
 
 _LABEL = {"uet": "UET", "roce": "RoCEv2"}
 
@@ -82,52 +81,6 @@ def beside(live: dict[str, dict[str, Any]], sim: dict[str, dict[str, Any]]) -> d
     return out
 
 
-def spread_runs(
-    s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], *, faults: Any = None
-) -> list[dict[str, dict[str, Any]]]:
-    """The simulator's further runs of ``s``'s seed for the bar's spread (module docstring):
-    :data:`SPREAD` − 1 runs whose endpoint cores draw from other seeds (``endpoint_seed``,
-    uet.sim.scenario), the workload, fabric and RoCEv2 paths the run seed's."""
-    from uet.tools.run import simulate_runs
-
-    seed = int(s["seed"])
-    return [simulate_runs({**s, "endpoint_seed": (seed << 16) + k}, topo, ep, faults=faults) for k in range(1, SPREAD)]
-
-
-def run_case(
-    workload: str,
-    endpoints: int,
-    *,
-    dilation: float | str = "auto",
-    messages: int | None = None,
-    message_bytes: int | None = None,
-) -> dict[str, Any]:
-    """One case of the bar: ``uet-run -w WORKLOAD -n ENDPOINTS --transport both`` (``messages``
-    and ``message_bytes``: ``--messages`` and ``--size``) live, time-dilated (``dilation``), and
-    in virtual time, the settings from the scenario model (:func:`uet.scenario.read.resolve`);
-    returns ``{"workload", "endpoints", "live", "sim", "bar"}``."""
-    from uet.tools.run import simulate_runs
-    from uet.tools.run_settings import usage_errors
-
-    from uet.live.process import RunError
-    from uet.live.runs import dilation_for, live_runs
-    from uet.scenario.read import Given, resolve
-    from uet.workloads import WORKLOADS
-
-    run = {"workload": workload, "endpoints": endpoints, "transport": "both", "messages": messages}
-    with usage_errors():
-        s, topo, ep = resolve(
-            "live", None, Given(run={**run, "message_bytes": message_bytes}), workloads=WORKLOADS
-        ).tables()
-    try:
-        live = asyncio.run(live_runs(s, topo, ep, dilation_for(dilation, s, topo, ep)))
-    except RunError as e:
-        raise RunFailed(str(e)) from None
-    sim = simulate_runs(s, topo, ep)
-    spread = spread_runs(s, topo, ep)
-    return {"workload": workload, "endpoints": endpoints, "live": live, "sim": sim, "bar": judge(live, sim, spread)}
-
-
 def _figures(case: dict[str, Any]) -> list[list[str]]:
     rows = []
     for t, row in case["bar"]["transports"].items():
@@ -157,6 +110,8 @@ def _figures(case: dict[str, Any]) -> list[list[str]]:
 
 
 def _run(ns: argparse.Namespace) -> int:
+    from uet.tools.run_settings import usage_errors
+
     names = ns.only.split(",") if ns.only else [c[0] for c in CASES]
     bad = [n for n in names if n not in {c[0] for c in CASES}]
     if bad:
@@ -164,7 +119,11 @@ def _run(ns: argparse.Namespace) -> int:
     cases = [c for c in CASES if c[0] in names]
     done = []
     for wl, n in cases:
-        case = run_case(wl, n, dilation=ns.dilation, messages=ns.messages, message_bytes=ns.size)
+        try:
+            with usage_errors():  # settings the scenario model refuses
+                case = run_case(wl, n, dilation=ns.dilation, messages=ns.messages, message_bytes=ns.size)
+        except LiveRunError as e:
+            raise RunFailed(str(e)) from None
         done.append(case)
         if not ns.json:
             sys.stderr.write(f"uet-bench: {wl} {n}: {'holds' if case['bar']['ok'] else 'FAILS'}\n")

@@ -5,7 +5,7 @@ Run: ``python -m uet.tools.roce_experiments`` (``--json`` for one object). Each 
 committed scenario file in ``scenarios/roce/`` (100 Gb/s, the datacenter profile, a 4-leaf ×
 8-spine leaf/spine with 32 hosts; UET as a UET NIC would run there — NSCC with the fabric's base
 RTT, REPS over 256 entropies —, RoCE with DCQCN on the lossless class), run by ``uet-run
---engine sim`` (:func:`uet.tools.run.simulate_runs`), reduced to the §9.1 metrics
+--engine sim`` (:func:`uet.sim.runs.simulate_runs`), reduced to the §9.1 metrics
 (:mod:`uet.experiments.compare`) and checked against what §9.2/§9.3 lead one to expect
 (:mod:`uet.experiments.roce`). A check that does not hold is reported as a **surprise**, not an
 error: the table is a measurement, and every surprise is explained in the issue note. Exit status
@@ -40,14 +40,11 @@ def default_dir() -> str:
 def run_experiments(names: Sequence[str], folder: str, given: Given, *, progress: bool = False) -> dict[str, Any]:
     """The named experiments (:func:`uet.experiments.roce.run_experiments`) on ``uet-run --engine
     sim``'s runs (``progress``: its progress line on stderr). A mistake is a :class:`UsageError`."""
-    from uet.tools.run import simulate_runs
     from uet.tools.run_settings import usage_errors
-
-    def simulate(s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        return simulate_runs(s, topo, ep, progress=progress)
+    from uet.tools.sim_progress import progress_lines
 
     with usage_errors():
-        return experiments(names, folder, given, simulate)
+        return experiments(names, folder, given, progress=progress_lines("uet-run", progress))
 
 
 #: the metrics the table shows per experiment

@@ -97,7 +97,7 @@ from uet.fabric.profiles import (
     REALTIME_RATE_BPS,
     merge,
 )
-from uet.tools.capture_options import add_capture_options, open_captures
+from uet.tools.capture_options import add_capture_options
 from uet.tools.cli import (
     ArgumentParser,
     RunFailed,
@@ -118,7 +118,13 @@ from uet.tools.cli import (
 )
 from uet.tools.fault_options import add_fault_options, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
-from uet.tools.run_settings import add_placement_options, add_workload_option, load_scenario, read_settings
+from uet.tools.run_settings import (
+    add_placement_options,
+    add_workload_option,
+    load_scenario,
+    read_settings,
+    usage_errors,
+)
 
 from uet.live.dilation import TIMER_GRAIN_NS, Dilation, short_of_cpu
 from uet.live.launcher import CaptureSpec, Launcher, build_workload
@@ -683,16 +689,19 @@ def _body(argv: Sequence[str] | None) -> int:
     dilation = dilation_for(args.dilation, *settings)
     s = settings[0]
     faults = faults_from(args, _fault_table(s), int(s["seed"]))
-    sim = simulate_runs(*settings, faults=faults) if len(transports(s)) > 1 else None
+    sim = None
     spread: list[dict[str, dict[str, Any]]] = []
-    if sim:
-        from uet.tools.differential import spread_runs
+    if len(transports(s)) > 1:
+        from uet.experiments.differential import spread_runs
+        from uet.sim.runs import simulate_runs
 
         def cut(parts: Iterable[dict[str, dict[str, Any]]]) -> bool:
             return any(r.get("interrupted") for part in parts for r in part.values())
 
-        if not cut([sim]):
-            spread = spread_runs(*settings, faults=faults)  # the simulator's range (tools/differential.py)
+        with usage_errors():
+            sim = simulate_runs(*settings, faults=faults)
+            if not cut([sim]):
+                spread = spread_runs(*settings, faults=faults)  # the simulator's range (uet.experiments.differential)
         if cut([sim, *spread]):
             raise KeyboardInterrupt  # Ctrl-C during the simulation: nothing ran live yet
     return asyncio.run(_main(args, settings, dilation, sim, spread))
@@ -811,15 +820,14 @@ def _simulate(args: argparse.Namespace, settings: tuple[dict[str, Any], dict[str
     ``--transport both`` runs UET, then RoCEv2, on the same scenario (plots in ``DIR/uet`` and
     ``DIR/roce``) and prints the side-by-side table."""
     from uet.tools.sim import render as sim_render
+    from uet.tools.sim import simulate_for
 
     s, topo, ep = settings
     for opt in ("telemetry", "interval"):
         if getattr(args, opt):
             raise UsageError(f"--{opt} works with the live engine only (the simulator has --plot)")
     faults = faults_from(args, _fault_table(s), int(s["seed"]))
-    runs = simulate_runs(
-        s, topo, ep, plot=args.plot, progress=args.progress or sys.stderr.isatty(), faults=faults, capture=args
-    )
+    runs = simulate_for(args, s, topo, ep, faults=faults, prog="uet-run")
     interrupted = any(r.get("interrupted") for r in runs.values())
     if len(transports(s)) > 1:
         _emit_both(args, s, ep, runs, not_run=[t for t in transports(s) if t not in runs])
@@ -841,59 +849,6 @@ def _emit_one(args: argparse.Namespace, result: dict[str, Any], show: Any) -> di
     else:
         show(result, summary=args.summary)
     return result
-
-
-def simulate_runs(
-    s: dict[str, Any],
-    topo: dict[str, Any],
-    ep: dict[str, Any],
-    *,
-    plot: str | None = None,
-    progress: bool = False,
-    faults: Any = None,
-    capture: argparse.Namespace | None = None,
-    prog: str = "uet-run",
-) -> dict[str, dict[str, Any]]:
-    """The scenario in virtual time on each transport ``s["transport"]`` names (both: UET, then
-    RoCEv2; plots then in ``plot/uet`` and ``plot/roce``): transport → ``uet-run``'s result.
-    A run cut short by Ctrl-C (``interrupted``) is the last one. ``progress``: ``prog``'s
-    progress line on stderr (tools/sim_progress.py)."""
-    from uet.tools.sim import run_sim
-
-    runs: dict[str, dict[str, Any]] = {}
-    for tr in transports(s):
-        st = {**s, "transport": tr}
-        where = os.path.join(plot, tr) if plot and s.get("transport") == "both" else plot
-        cap = open_captures(capture, transport=tr if s.get("transport") == "both" else None) if capture else None
-        try:
-            result = run_sim(
-                st,
-                topo,
-                ep,
-                progress=progress,
-                prog=prog,
-                plot=where,
-                faults=faults,
-                taps=cap.taps if cap else None,
-                event_log=cap.log if cap else None,
-            )
-        finally:
-            if cap is not None:
-                cap.close()
-        if cap is not None:
-            cap.report(result)
-        if where:
-            from uet.sim.plots import write_plots
-
-            result["plots"] = write_plots(result, where)
-        for key in ("timeline", "thresholds", "cc_timeline", "fault_series"):
-            result.pop(key, None)
-        result["elapsed_s"] = result["virtual_s"]
-        result["settings"] = settings_record(st, ep)
-        runs[tr] = result
-        if result.get("interrupted"):
-            break
-    return runs
 
 
 def _fault_table(s: dict[str, Any]) -> dict[str, Any] | None:

@@ -56,7 +56,7 @@ from uet.tools.fault_options import add_fault_options, faults_from
 from uet.tools.run_settings import add_placement_options, add_workload_option, load_scenario, read_settings
 from uet.tools.sim_compare import parse_seeds
 
-__all__ = ["build_parser", "main", "settings_from"]
+__all__ = ["build_parser", "main", "settings_from", "simulate_for"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,44 +116,35 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
     return read_settings(args, "sim", SIM_OPTIONS)
 
 
-def run_sim(
+def simulate_for(
+    args: argparse.Namespace,
     s: dict[str, Any],
     topo: dict[str, Any],
     ep: dict[str, Any],
     *,
-    progress: bool = False,
-    plot: str | None = None,
-    faults: Any = None,
-    taps: Any = None,
-    event_log: Any = None,
-    prog: str = "uet-sim",
-) -> dict[str, Any]:
-    """Run the scenario; UsageError for settings the model refuses. ``taps`` / ``event_log``:
-    as :func:`uet.sim.scenario.simulate` takes them (tools/capture_options.py). ``progress``:
-    the progress line on stderr (tools/sim_progress.py), prefixed ``prog``."""
-    from uet.tools.sim_progress import SimProgress
+    faults: Any,
+    prog: str,
+) -> dict[str, dict[str, Any]]:
+    """The scenario's runs (:func:`uet.sim.runs.simulate_runs`) as ``uet-sim`` and ``uet-run
+    --engine sim`` make them: ``prog``'s progress line on stderr (a terminal, or ``--progress``;
+    tools/sim_progress.py), ``--plot``, the capture options; what the simulator refuses is a
+    :class:`UsageError`."""
+    from uet.tools.capture_options import open_captures
+    from uet.tools.run_settings import usage_errors
+    from uet.tools.sim_progress import progress_lines
 
-    from uet.errors import UetError
-    from uet.sim.scenario import simulate
+    from uet.sim.runs import simulate_runs
 
-    bar = SimProgress(prog, tty=sys.stderr.isatty()) if progress else None
-    try:
-        try:
-            return simulate(
-                s,
-                topo or None,
-                ep,
-                on_progress=bar,
-                timeline=bool(plot),
-                faults=faults,
-                taps=taps,
-                event_log=event_log,
-            )
-        finally:
-            if bar is not None:
-                bar.close()
-    except (UetError, ValueError, TypeError, OSError) as e:
-        raise UsageError(str(e)) from None
+    with usage_errors():
+        return simulate_runs(
+            s,
+            topo,
+            ep,
+            plot=args.plot,
+            progress=progress_lines(prog, args.progress or sys.stderr.isatty()),
+            faults=faults,
+            captures=lambda transport: open_captures(args, transport=transport),
+        )
 
 
 def render(res: dict[str, Any], *, summary: bool = False) -> None:
@@ -199,23 +190,17 @@ def _body(argv: Sequence[str] | None) -> int:
 
         require_matplotlib()
         check_outputs(args)
-    from uet.tools.run import _emit_both, simulate_runs
+    from uet.tools.run import _emit_both
+    from uet.tools.run_settings import usage_errors
 
     from uet.live.runs import transports
+    from uet.sim.runs import run_one
 
     if args.baseline and len(transports(s)) > 1:
         raise UsageError("--baseline compares one transport's run: drop --transport both")
-    base = run_sim(s, topo, ep) if args.baseline else None
-    runs = simulate_runs(
-        s,
-        topo,
-        ep,
-        plot=args.plot,
-        progress=args.progress or sys.stderr.isatty(),
-        faults=faults,
-        capture=args,
-        prog="uet-sim",
-    )
+    with usage_errors():
+        base = run_one(s, topo, ep) if args.baseline else None
+    runs = simulate_for(args, s, topo, ep, faults=faults, prog="uet-sim")
     interrupted = any(r.get("interrupted") for r in runs.values())
     if args.json and not args.timing:  # CPU figures: the one thing that differs between two runs
         for r in runs.values():

@@ -11,9 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from uet.tools.cli import UsageError
-
-from uet.experiments.lb_compare import compare_lbs
+from uet.experiments.lb_compare import compare_lb_runs
 
 __all__ = ["parse_seeds", "render_compare", "run_compare"]
 
@@ -32,29 +30,21 @@ def parse_seeds(text: str) -> list[int]:
 def run_compare(
     args: argparse.Namespace, s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], table: Any
 ) -> dict[str, Any]:
-    """Every (load balancer, seed) run (:func:`uet.experiments.lb_compare.compare_lbs`): rows
-    plus the mean tail per load balancer."""
+    """Every (load balancer, seed) run (:func:`uet.experiments.lb_compare.compare_lb_runs`): rows
+    plus the mean tail per load balancer. :class:`UsageError` for a mistake."""
     from uet.tools.fault_options import faults_from
-    from uet.tools.sim import run_sim
+    from uet.tools.run_settings import usage_errors
 
-    from uet.cc.registry import LOAD_BALANCERS
-    from uet.scenario import deep_update
-
-    lbs = [x.strip() for x in args.compare_lb.split(",") if x.strip()]
-    bad = [x for x in lbs if x not in LOAD_BALANCERS]
-    if bad or not lbs:
-        raise UsageError(f"--compare-lb: {bad[0] if bad else '(none)'!r}: one of {', '.join(LOAD_BALANCERS)}")
-    if s.get("transport", "uet") != "uet":
-        raise UsageError("--compare-lb compares UET load balancers: use --transport uet")
-    seeds = args.seeds or [int(s["seed"])]
-
-    def run(lb: str, seed: int, faulted: bool) -> dict[str, Any]:
-        e = deep_update(ep, {"pds": {"lb": lb}})
-        st = {**s, "seed": seed}
-        return run_sim(st, topo, e, faults=faults_from(args, table, seed)) if faulted else run_sim(st, topo, e)
-
-    out = compare_lbs(lbs, seeds, run, baseline=bool(args.baseline))
-    return {"workload": s["workload"], "endpoints": s["endpoints"], **out}
+    with usage_errors():
+        return compare_lb_runs(
+            args.compare_lb,
+            args.seeds,
+            s,
+            topo,
+            ep,
+            lambda seed: faults_from(args, table, seed),
+            baseline=bool(args.baseline),
+        )
 
 
 def render_compare(out: dict[str, Any]) -> None:

@@ -5,14 +5,10 @@
     uet-sim: virtual 37.2 µs of ≈ 168 µs (22 %), 312 of 4,096 messages, 1.5 µs per second, ETA 1 min 28 s
 
 * **virtual time** advanced so far (the engine's clock);
-* **the virtual time the run needs**, estimated (:func:`estimate_ns`): the larger of the lower
-  bound from the workload's bytes and the bottleneck rates
-  (:func:`uet.sim.scenario.virtual_bound_ns`: the busiest host link's frames at its rate, or the
-  longest flow's ideal completion time) and the extrapolation from the payload received so far
-  (virtual time × total bytes / bytes received: messages completed / total when nothing better
-  is known), once :data:`EXTRAPOLATE_FROM` of the payload arrived or the run is past the bound.
-  Once the run is past every estimate the line says so and gives no ETA rather than
-  a wrong one;
+* **the virtual time the run needs**, estimated by the simulator library
+  (:func:`uet.sim.progress.estimate_ns`: the workload's lower bound from the bottleneck rates, or the
+  extrapolation from the payload received so far). Once the run is past every estimate the line
+  says so and gives no ETA rather than a wrong one;
 * **the speed** measured over the last :data:`WINDOW_S` seconds of wall time (virtual time per
   second, from the samples at which a line was shown), and **the ETA**: the virtual time left at that speed.
 
@@ -30,41 +26,24 @@ from collections.abc import Callable
 
 from uet.tools.cli import format_seconds
 
+from uet.sim.progress import estimate_ns
 from uet.sim.scenario import Progress
 
 __all__ = [
-    "EXTRAPOLATE_FROM",
     "LINE_EVERY_S",
     "TTY_EVERY_S",
     "WINDOW_S",
     "SimProgress",
-    "estimate_ns",
     "format_duration",
+    "progress_lines",
 ]
 
 #: the speed is measured over this much wall time (older samples are dropped)
 WINDOW_S = 30.0
-#: the share of the payload received from which the extrapolation counts while the run is still
-#: within the bound (before, the first messages' start-up latency inflates it many times)
-EXTRAPOLATE_FROM = 0.05
 #: a terminal's line is redrawn at most this often
 TTY_EVERY_S = 0.2
 #: a file or pipe gets a line at most this often
 LINE_EVERY_S = 5.0
-
-
-def estimate_ns(p: Progress) -> int | None:
-    """The virtual time the run needs (module docstring), or None once the run is past it."""
-    est = p.bound_ns
-    if p.bytes_total and p.bytes:
-        done = p.bytes / p.bytes_total
-    elif p.messages_total:
-        done = p.messages / p.messages_total
-    else:
-        done = 0.0
-    if done >= EXTRAPOLATE_FROM or (done > 0 and est <= p.now_ns):
-        est = max(est, round(p.now_ns / done))
-    return est if est > p.now_ns else None
 
 
 def format_duration(s: float) -> str:
@@ -149,3 +128,11 @@ class SimProgress:
         if self.tty and self.shown:
             self.write("\r\x1b[K")
         self.shown = False
+
+
+def progress_lines(prog: str, show: bool) -> Callable[[], SimProgress] | None:
+    """:func:`uet.sim.runs.simulate_runs`'s ``progress``: a fresh line on stderr for each run,
+    prefixed ``prog`` (None when not ``show``)."""
+    if not show:
+        return None
+    return lambda: SimProgress(prog, tty=sys.stderr.isatty())

@@ -16,7 +16,6 @@ t + serialisation + propagation, and the far end processes it then (store-and-fo
 
 from __future__ import annotations
 
-import heapq
 from typing import Any
 
 from uet.fabric.model.config import FabricError, check_thresholds
@@ -207,20 +206,17 @@ class Fabric:
         The simulator's loop: one call crosses all the instants at which only the fabric works
         (a frame moving between switches), instead of one poll per instant."""
         ev = self.events
-        heap = ev._heap
-        pop = heapq.heappop
+        times = ev._times
+        run_instant = ev.run_instant
         delivered = self._delivered
         if delivered:
             return ev.now
-        while heap:
-            t = heap[0][0]
-            if limit is not None and t > limit:
+        while times:
+            if limit is not None and times[0] > limit:
                 break
-            if delivered and t > ev.now:
+            run_instant()
+            if delivered:
                 return ev.now
-            _, _, fn, a, b = pop(heap)
-            ev.now = t
-            fn(a, b, t)
         if delivered:
             return ev.now
         if limit is not None and limit > ev.now:

@@ -160,11 +160,14 @@ class HostNic:
         if port.down and len(self.ports) == 1:  # the host's link failed: nothing leaves (failover)
             self._lost("link_down", len(buf))
             return
-        try:
-            et, ip, pcp = l3_offset(buf)
-        except DecodeError:
-            self.counters[("nic_malformed", self.name)] += 1
-            return
+        if len(buf) >= 34 and buf[12] == 8 and buf[13] == 0:
+            et, ip, pcp = _ETH_IPV4, 14, -1  # untagged IPv4: l3_offset's answer without the call
+        else:
+            try:
+                et, ip, pcp = l3_offset(buf)
+            except DecodeError:
+                self.counters[("nic_malformed", self.name)] += 1
+                return
         if len(self.ports) > 1 and et == _ETH_IPV4:
             chosen = self._plane_port(buf, ip)
             if chosen is None:
@@ -259,9 +262,15 @@ class HostNic:
         self._kick(port, now)
 
     def _kick(self, port: Port, now: int) -> None:
-        tc = port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
-        if tc is None:
-            return
+        if port.busy_until <= now and port.backlog and not port.ctrl:
+            tc = port.pick(now)  # Port.ready's idle case, inlined (as Switch._kick does)
+            if tc is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
+                port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
+                return
+        else:
+            tc = port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
+            if tc is None:
+                return
         if tc == CTRL:
             frame = bytearray(port.ctrl.popleft())
         else:

@@ -283,13 +283,18 @@ class Port:
         queues = self.queues
         budget = self.strict_budget
         pu, ign = self.paused_until, self.ignore_pause
+        rest = self.backlog  # packets outside the strict classes (-1: not counted)
         for tc in self.strict:
-            if queues[tc] and (pu[tc] <= now or ign[tc]):
-                if budget is not None and self._strict_run >= budget and self._dwrr_eligible(now):
-                    break
-                self._strict_run += queues[tc][0].size
-                return tc
-        pick = self._dwrr_pick(now)
+            q = queues[tc]
+            if q:
+                if pu[tc] <= now or ign[tc]:
+                    if budget is not None and self._strict_run >= budget and self._dwrr_eligible(now):
+                        rest = -1
+                        break
+                    self._strict_run += q[0].size
+                    return tc
+                rest -= len(q)
+        pick = self._dwrr_pick(now, rest)
         if pick is not None:
             self._strict_run = 0
         return pick
@@ -298,14 +303,19 @@ class Port:
         pu, ign = self.paused_until, self.ignore_pause
         return any(self.queues[tc] and (pu[tc] <= now or ign[tc]) for tc in self.dwrr)
 
-    def _dwrr_pick(self, now: int) -> int | None:
+    def _dwrr_pick(self, now: int, rest: int = -1) -> int | None:
+        """The weighted round robin's class; ``rest``: the packets queued in its classes, when
+        the caller counted them (a class holding them all is the only one eligible)."""
         queues, pu, ign = self.queues, self.paused_until, self.ignore_pause
         first = -1
         many = False
         for c in self.dwrr:  # the eligible classes: none, one (the usual case) or several
-            if queues[c] and (pu[c] <= now or ign[c]):
+            q = queues[c]
+            if q and (pu[c] <= now or ign[c]):
                 if first < 0:
                     first = c
+                    if len(q) == rest:  # the others are empty: no need to look at them
+                        break
                 else:
                     many = True
                     break

@@ -45,7 +45,7 @@ from typing import Any
 
 from uet.fabric.model.buffer import Mmu
 from uet.fabric.model.config import FabricError, SwitchConfig
-from uet.fabric.model.events import EventQueue
+from uet.fabric.model.events import Event, EventQueue
 from uet.fabric.model.frames import (
     IP_DST,
     IP_LEN,
@@ -515,7 +515,6 @@ class Switch:
                                 self._release(pkt, now)
                                 continue
                 forward_rewrite(frame, ip, tos)
-                frame[0:12] = port.l2_rewrite
                 port.last_tx[tc] = now
                 port.tx_tc_bytes[tc] += size
                 if self._sample_ns and (now - port.last_sample[tc] >= self._sample_ns or not port.qbytes[tc]):
@@ -530,21 +529,39 @@ class Switch:
             port.busy_until = end
             port.tx_bytes += n
             port.tx_frames += 1
-            ev = self.events
+            ev = self.events  # EventQueue.schedule, inlined below (the contract is in its class)
             if port.backlog or port.ctrl:
                 port.free_at = end
-                heapq.heappush(ev._heap, (end, next(ev._seq), self._on_port_free, port, None))
+                bucket = ev._at.get(end)
+                if bucket is None:
+                    ev._at[end] = [(self._on_port_free, port, None)]
+                    heapq.heappush(ev._times, end)
+                else:
+                    bucket.append((self._on_port_free, port, None))
             tx = self.on_transmit
             if tx is self.link_tx:
                 # inside a Fabric, untapped: the frame reaches the far end after the propagation
                 # delay (Fabric._on_transmit, inlined); a switch peer gets the packet itself
                 at = end + port.delay_ns
+                event: Event
                 if pkt is not None and port.peer_arrive is not None:
-                    heapq.heappush(ev._heap, (at, next(ev._seq), port.peer_arrive, port.peer_port, pkt))
+                    # no MAC rewrite: no switch reads a forwarded packet's MACs, and the one that
+                    # sends it to a host or a tap (below) writes them
+                    event = (port.peer_arrive, port.peer_port, pkt)
                 else:
+                    if pkt is not None:
+                        frame[0:12] = port.l2_rewrite
                     ingress: Any = port.peer_ingress  # set for every port of a Fabric
-                    heapq.heappush(ev._heap, (at, next(ev._seq), ingress, port.peer_port, frame))
+                    event = (ingress, port.peer_port, frame)
+                bucket = ev._at.get(at)
+                if bucket is None:
+                    ev._at[at] = [event]
+                    heapq.heappush(ev._times, at)
+                else:
+                    bucket.append(event)
             else:
+                if pkt is not None:
+                    frame[0:12] = port.l2_rewrite
                 tx(self, port.index, frame, now, end)
             if pkt is not None:
                 path = pkt.path

@@ -14,7 +14,17 @@ from uet.tools.bench.options import PairOptions
 
 from uet.stats import percentile
 
-__all__ = ["MEDIANS", "ROUND_KEYS", "SUMS", "aggregate", "latency", "percentile", "print_rtt_sweep", "print_table"]
+__all__ = [
+    "MEDIANS",
+    "ROUND_KEYS",
+    "SUMS",
+    "aggregate",
+    "latency",
+    "passed",
+    "percentile",
+    "print_rtt_sweep",
+    "print_table",
+]
 
 #: per-round figures reported as the median over the rounds (the rest: sums, all/any, first error)
 MEDIANS = (
@@ -33,6 +43,15 @@ MEDIANS = (
 SUMS = ("raw_stalls", "duplicates", "retransmits", "nacks_sent", "nacks_received", "impaired")
 #: what each entry of ``rounds`` shows
 ROUND_KEYS = ("raw_udp_gbps", "raw_candidate", "goodput_gbps", "ratio", "cpu_ratio", "intact", "retransmits")
+
+
+def passed(rec: dict[str, Any]) -> bool:
+    """``uet-demo``'s pass rule for a pair record: every message once and intact; for UUD (best
+    effort, no flow control: behaviour.md §2.15) no error and no duplicate — what arrived is
+    reported, not failed (issue 15 item 19)."""
+    if rec["mode"] == "uud":
+        return rec.get("error") is None and rec["duplicates"] == 0
+    return bool(rec["intact"]) and rec["duplicates"] == 0
 
 
 def aggregate(rounds: list[dict[str, Any]]) -> dict[str, Any]:

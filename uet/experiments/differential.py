@@ -9,7 +9,7 @@ figures can be held to the simulator's. The **bar** (:func:`judge`), for each tr
 * every message intact on both engines;
 * FCT p50 and p99 within :data:`TOLERANCE` (10 %) of the simulator's **spread**: the range of the
   figure over :data:`SPREAD` simulator runs of the run's seed — its own run and runs whose
-  endpoints draw from other seeds (``uet.tools.differential.spread_runs``) — widened by :data:`TOLERANCE` at each end;
+  endpoints draw from other seeds (:func:`spread_runs`) — widened by :data:`TOLERANCE` at each end;
 
 
 and across transports: the same **winner**, the transport with the lower FCT p99. Two p99s within
@@ -31,15 +31,19 @@ window's, not the model's. A live figure within 10 % of one sample of such a dis
 within 10 % of its range is the claim the simulator supports. Where the draws do not matter the
 range is a point and the bar is the plain 10 %.
 
-``uet-bench differential`` and ``uet-run --transport both`` run it (tools/differential.py).
+One case of the bar, live and simulated, is :func:`run_case`. ``uet-bench differential`` and
+``uet-run --transport both`` run it (tools/differential.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CASES", "SPREAD", "TIE", "TOLERANCE", "judge"]
+from uet.errors import UetError
+
+__all__ = ["CASES", "SPREAD", "TIE", "TOLERANCE", "LiveRunError", "judge", "run_case", "spread_runs"]
 
 #: (workload, endpoints) of the bar
 CASES: tuple[tuple[str, int], ...] = (("incast", 9), ("permutation", 16), ("allreduce", 8))
@@ -50,6 +54,24 @@ TOLERANCE = 0.10
 SPREAD = 6
 #: two transports whose FCT p99 differ by less than this (relative) are a tie
 TIE = 0.05
+
+
+class LiveRunError(UetError):
+    """The live run of a case could not be carried out (a process died or did not report): the
+    message says why."""
+
+
+def spread_runs(
+    s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], *, faults: Any = None
+) -> list[dict[str, dict[str, Any]]]:
+    """The simulator's further runs of ``s``'s seed for the bar's spread (module docstring):
+    :data:`SPREAD` − 1 runs (:func:`uet.sim.runs.simulate_runs`) whose endpoint cores draw from
+    other seeds (``endpoint_seed``, uet.sim.scenario), the workload, fabric and RoCEv2 paths the
+    run seed's. Raises :class:`~uet.scenario.check.ScenarioError` for what the simulator refuses."""
+    from uet.sim.runs import simulate_runs
+
+    seed = int(s["seed"])
+    return [simulate_runs({**s, "endpoint_seed": (seed << 16) + k}, topo, ep, faults=faults) for k in range(1, SPREAD)]
 
 
 def _rel(live: float | None, sim: float | None) -> float | None:
@@ -90,7 +112,7 @@ def judge(
     spread: Sequence[dict[str, dict[str, Any]]] = (),
 ) -> dict[str, Any]:
     """The bar (module docstring) for live and simulated runs keyed by transport, ``spread`` the
-    simulator's further runs of the same seed (``uet.tools.differential.spread_runs``; none: the bar is the plain
+    simulator's further runs of the same seed (:func:`spread_runs`; none: the bar is the plain
     10 % of ``sim``): ``{"ok", "transports": {t: {"intact", "p50": {"live", "sim", "delta",
     "range", "outside"}, "p99": {...}, "ok"}}, "winner": {"live", "sim", "live_margin",
     "sim_margin", "ok"}}``. ``delta`` is the live figure's distance from the run seed's simulated
@@ -127,3 +149,36 @@ def judge(
     out["winner"] = {"live": lw, "sim": sw, "live_margin": lm, "sim_margin": sm, "ok": same}
     out["ok"] = ok and same
     return out
+
+
+def run_case(
+    workload: str,
+    endpoints: int,
+    *,
+    dilation: float | str = "auto",
+    messages: int | None = None,
+    message_bytes: int | None = None,
+) -> dict[str, Any]:
+    """One case of the bar: ``uet-run -w WORKLOAD -n ENDPOINTS --transport both`` (``messages``
+    and ``message_bytes``: ``--messages`` and ``--size``) live, time-dilated (``dilation``), and
+    in virtual time, the settings from the scenario model (:func:`uet.scenario.read.resolve`);
+    returns ``{"workload", "endpoints", "live", "sim", "bar"}``. Raises
+    :class:`~uet.scenario.check.ScenarioError` for settings the model refuses and
+    :class:`LiveRunError` when the live run cannot be carried out."""
+    from uet.live.process import RunError
+    from uet.live.runs import dilation_for, live_runs
+    from uet.scenario.read import Given, resolve
+    from uet.sim.runs import simulate_runs
+    from uet.workloads import WORKLOADS
+
+    run = {"workload": workload, "endpoints": endpoints, "transport": "both", "messages": messages}
+    s, topo, ep = resolve(
+        "live", None, Given(run={**run, "message_bytes": message_bytes}), workloads=WORKLOADS
+    ).tables()
+    try:
+        live = asyncio.run(live_runs(s, topo, ep, dilation_for(dilation, s, topo, ep)))
+    except RunError as e:
+        raise LiveRunError(str(e)) from None
+    sim = simulate_runs(s, topo, ep)
+    spread = spread_runs(s, topo, ep)
+    return {"workload": workload, "endpoints": endpoints, "live": live, "sim": sim, "bar": judge(live, sim, spread)}

@@ -14,13 +14,9 @@ from typing import Any
 from uet.experiments.compare import comparison
 from uet.scenario.check import ScenarioError
 from uet.scenario.read import Given, resolve
+from uet.sim.runs import ProgressLine, simulate_runs
 
-__all__ = ["CHECKS", "EXPERIMENTS", "Check", "Metrics", "SimulateRuns", "check_outcomes", "run_experiments"]
-
-#: The engine an experiment runs on: a scenario's (run, topology, endpoint) tables in virtual time
-#: on each transport its run names → transport → result (``uet-run --engine sim``'s runs, with
-#: ``elapsed_s`` and the ``settings`` echoed).
-SimulateRuns = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], dict[str, dict[str, Any]]]
+__all__ = ["CHECKS", "EXPERIMENTS", "Check", "Metrics", "check_outcomes", "run_experiments"]
 
 #: name → scenario file (under ``scenarios/roce``), in the order of §9.2
 EXPERIMENTS: dict[str, str] = {
@@ -139,9 +135,12 @@ def check_outcomes(metrics: dict[str, Metrics]) -> list[dict[str, Any]]:
     return checks
 
 
-def run_experiments(names: Sequence[str], folder: str, given: Given, simulate: SimulateRuns) -> dict[str, Any]:
+def run_experiments(
+    names: Sequence[str], folder: str, given: Given, *, progress: Callable[[], ProgressLine] | None = None
+) -> dict[str, Any]:
     """Run the named experiments (their files under ``folder``, ``given`` laid over each: smaller
-    messages, say) with ``simulate``; ``{"ok", "experiments": {name: comparison}, "checks":
+    messages, say) in virtual time (:func:`uet.sim.runs.simulate_runs`, ``progress`` making each
+    run's progress display); ``{"ok", "experiments": {name: comparison}, "checks":
     [{"experiment", "expected", "held"}]}``. A run that Ctrl-C cut short stops the experiments
     (KeyboardInterrupt), instead of going on to the next one; a missing file or a setting the
     scenario model refuses is a :class:`~uet.scenario.check.ScenarioError`."""
@@ -155,7 +154,7 @@ def run_experiments(names: Sequence[str], folder: str, given: Given, simulate: S
         if not os.path.exists(path):
             raise ScenarioError(f"{path}: no such scenario file (--dir names the folder)")
         s, topo, ep = resolve("sim", path, given, workloads=WORKLOADS).tables()
-        runs = simulate(s, topo, ep)
+        runs = simulate_runs(s, topo, ep, progress=progress)
         if any(r.get("interrupted") for r in runs.values()):
             raise KeyboardInterrupt  # Ctrl-C: the simulator stopped; stop here, not at the next experiment
         cmp = comparison(runs)

@@ -40,11 +40,12 @@ async def live_runs(
     s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], dil: Dilation
 ) -> dict[str, dict[str, Any]]:
     """The scenario on the live engine on each transport ``s["transport"]`` names, without output
-    (tools/differential.py), with time dilation ``dil`` (:func:`dilation_for`): transport →
-    result; a failed run raises :class:`~uet.live.process.RunError` (its message begins with the
-    transport). With the automatic factor, a run whose CPU did
-    not keep up (uet/live/dilation.py) runs once more at twice the factor (its result's ``dilation``
-    says ``retried_from``): the caller judges figures, which such a run does not give."""
+    (the live/sim differential, :func:`uet.experiments.differential.run_case`), with time
+    dilation ``dil`` (:func:`dilation_for`): transport → result; a failed run raises
+    :class:`~uet.live.process.RunError` (its message begins with the transport). With the
+    automatic factor, a run whose CPU did not keep up (uet/live/dilation.py) runs once more at
+    twice the factor (its result's ``dilation`` says ``retried_from``): the caller judges
+    figures, which such a run does not give."""
     runs: dict[str, dict[str, Any]] = {}
     for tr in transports(s):
         result = await _live_quiet({**s, "transport": tr}, topo, ep, dil)

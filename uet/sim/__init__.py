@@ -5,7 +5,9 @@
   coroutines written against :mod:`uet.transport` run unchanged;
 * :mod:`uet.sim.endpoint` — :class:`SimEndpoint`: a FEP core behind the transport contract;
 * :mod:`uet.sim.scenario` — :func:`simulate`: a workload on a topology, with results, CPU time
-  and speed (``uet-sim`` and ``uet-run --engine sim``).
+  and speed;
+* :mod:`uet.sim.runs` — :func:`~uet.sim.runs.simulate_runs`: a scenario's run on each of its
+  transports in ``uet-run``'s result shape (``uet-sim`` and ``uet-run --engine sim``).
 """
 
 from __future__ import annotations

@@ -81,6 +81,7 @@ from uet.scenario.derive import DATA_OVERHEAD, MIN_WIRE, ROCE_DATA_OVERHEAD, der
 from uet.scenario.model import Scenario, run_defaults
 from uet.sim.endpoint import SimEndpoint
 from uet.sim.engine import Engine, SimulationError
+from uet.sim.gcpolicy import collector_for_run
 from uet.sim.loop import VirtualTimeLoop
 from uet.tss import SdMode, SecureDomain, SecureDomainTable
 from uet.tss.stage import SecurityConfig
@@ -326,7 +327,8 @@ def simulate(
     loop = VirtualTimeLoop(engine)
     interrupted = False
     try:
-        loop.run_until_complete(main())
+        with collector_for_run():
+            loop.run_until_complete(main())
     except SimulationError as e:
         stalled = engine.now
         error = str(e)
