@@ -1,4 +1,4 @@
-"""``uet-mutate`` itself (uet/tools/mutate.py, uet/experiments/mutants.py) on a tiny module.
+"""``uet-mutate`` itself (uet/tools/mutate.py, uet/experiments/mutants.py and mutation.py) on a tiny module.
 
 The real mutation runs take minutes per module and stay out of the CI suite; these check that the
 tool generates the mutants it documents, kills what the tests notice, reports what they do not,
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from uet.tools import mutate
 
+from uet.experiments import mutation
 from uet.experiments.mutants import list_mutants
 from uet.experiments.mutants import mutate as apply_mutant
 
@@ -132,6 +133,9 @@ def test_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: p
     monkeypatch.chdir(tmp_path)
     assert mutate.main(["no_such_module_xyz", "--recheck"]) == 2
     assert "no Python source" in capsys.readouterr().err
+    for name in ("no_such_package_xyz.mod", "builtins"):  # these were tracebacks under --list
+        assert mutate.main([name, "--list"]) == 2
+        assert capsys.readouterr().err == f"uet-mutate: error: no Python source for module {name!r}\n"
     assert mutate.main(["uet.tss.replay", "--list", "--lines", "56"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out and all(line.startswith("uet.tss.replay:56:") for line in out)
@@ -155,10 +159,10 @@ def test_recheck_has_a_time_out_and_needs_passing_tests(
             return (0 if recheck_ok else 1), 10.0
         return (-1 if index == 0 else 1 if index == 1 else 0), 1.0
 
-    monkeypatch.setattr(mutate, "_run", fake_run)
+    monkeypatch.setattr(mutation, "_run", fake_run)
     monkeypatch.syspath_prepend(str(tmp_path))
     sys.modules.pop("mutdemo", None)
-    out = mutate.run_module("mutdemo", tests=["sel.py"], recheck=["all"], root=tmp_path)
+    out = mutation.run_module("mutdemo", tests=["sel.py"], recheck=["all"], root=tmp_path)
     status = [o.status for o in out]
     if recheck_ok:
         assert status == ["timeout", "killed", "survived"]

@@ -1,4 +1,4 @@
-"""``uet-peer``'s receive loops keep serving after a receive fails (tools/peer.py)."""
+"""``uet-peer``'s receive loops keep serving after a receive fails (uet/conformance/peer.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import random
 
 from uet.tools import peer as peer_tool
 
+from uet.conformance.peer import Peer
+from uet.conformance.profile import default_profile
 from uet.endpoint import Endpoint
 from uet.ses.errors import TooLong
 
@@ -20,7 +22,7 @@ async def test_an_echo_peer_keeps_echoing_after_receives_fail(monkeypatch) -> No
     b = a.rsplit(".", 1)[0] + "." + str(int(a.rsplit(".", 1)[1]) + 1)
     port = rng.randrange(20000, 40000)
     args = peer_tool.build_parser().parse_args([a, "--mode", "echo", "--port", str(port)])
-    p = peer_tool.Peer(args, peer_tool.default_profile(args.job))
+    p = Peer(peer_tool.settings_from(args), default_profile(args.job))
     failures = {"left": 8}  # more than the peer's receive tasks: every one of them fails at least once
     real_recv = Endpoint.recv
 

@@ -39,33 +39,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import ipaddress
 import json
 import signal
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from uet.tools.capture_options import add_capture_options, live_captures
 from uet.tools.cli import ArgumentParser, UsageError, int_arg, port_number, rate_arg, run_main
 from uet.tools.link_options import add_link_options, check_link_options, link_config
 from uet.tools.run_settings import max_payload
 
-from uet.conformance.faults import FAULTS, FaultLink
-from uet.conformance.profile import (
-    PEER_DEFAULT_JOB,
-    Profile,
-    ProfileError,
-    default_profile,
-    load_profile,
-    register_regions,
-)
-from uet.endpoint import Endpoint, EndpointClosed, EndpointConfig
+from uet.conformance.faults import FAULTS
+from uet.conformance.peer import Peer, PeerMode, PeerSettings
+from uet.conformance.profile import PEER_DEFAULT_JOB, Profile, ProfileError, default_profile, load_profile
+from uet.endpoint import EndpointConfig
 from uet.errors import UetError
-from uet.link.base import Link
+from uet.tss.establish import StartPsnMethod
 
 __all__ = ["main"]
 
@@ -132,163 +123,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-class Peer:
-    """The running peer: the endpoint, its regions and the receive/echo loops."""
+#: ``--secure-start``: how a new PDC's Start PSN is agreed under TSS (behaviour.md §2.3.2)
+START_PSN = {"1rtt": StartPsnMethod.RANDOM_1RTT_START, "0rtt": StartPsnMethod.EXPECTED_0RTT_START}
 
-    def __init__(self, args: argparse.Namespace, profile: Profile) -> None:
-        self.args = args
-        self.profile = profile
-        self.ep: Endpoint | None = None
-        self.buffers: list[bytearray] = []
-        self.stats = dict.fromkeys(
-            ("messages", "bytes", "echoed", "echo_failed", "receives_posted", "receive_failed"), 0
-        )
-        self.tasks: list[asyncio.Task[None]] = []
-        self.taps: Any = None
-        self.log: Any = None
 
-    async def open(self) -> None:
-        a = self.args
-        security = None
-        if a.keys:
-            from uet.keyfile import load_key_file
-            from uet.tss.context import TssConfig
-            from uet.tss.stage import SecurityConfig
-
-            tss = TssConfig(replay_window=0) if "answer-replay" in a.fault else TssConfig()
-            # seeded from the clock: a restarted peer must not repeat the IVs of its last run (§5.6)
-            table = load_key_file(a.keys, wall_ns=time.time_ns())
-            from uet.tss.establish import StartPsnMethod
-
-            method = StartPsnMethod.RANDOM_1RTT_START
-            if a.secure_start == "0rtt":
-                method = StartPsnMethod.EXPECTED_0RTT_START
-            security = SecurityConfig(table, sdi=a.sdi, tss=tss, method=method)
-        link: Link | None = None
-        rewriters = [f for f in a.fault if FAULTS[f][0] is not None]
-        if a.fabric is not None:
-            from uet.link.fabric import FabricLink
-
-            extra = {} if a.rate is None else {"rate_bps": a.rate}
-            link = FabricLink(a.address, a.fabric, deliver_trimmed=True, **extra)
-        if rewriters:
-            from uet.link.direct import DirectLink
-
-            link = FaultLink(DirectLink(a.address, a.port, read_ecn=True), rewriters)
-        # read the ECN field of what arrives: a CE mark is echoed as M in the ACK (behaviour.md §4.7)
-        cfg = link_config(a, EndpointConfig(seed=a.seed, ecn_feedback=True))
-        if a.fabric is not None:
-            cfg = replace(cfg, payload_size=min(cfg.payload_size, max_payload(a.mtu)))
-        elif link is None and a.link != "direct":
-            from uet.link.select import open_link
-
-            link = open_link(a.link, a.address, config=cfg, proto=a.ip_proto)
-        self.taps, self.log = live_captures(a.pcap, a.eventlog, a.capture_max, a.address)
-        if self.taps is not None:  # --pcap: frames built at the link (uet.link.tap)
-            from uet.link.select import open_link
-            from uet.link.tap import TapLink
-
-            link = TapLink(link or open_link("direct", a.address, config=cfg, port=a.port), self.taps)
-        self.ep = await Endpoint.open(
-            a.address,
-            a.job,
-            a.pid,
-            port=a.port,
-            resource_index=a.ri,
-            config=cfg,
-            link=link,
-            security=security,
-            event_log=self.log,
-        )
-        self.buffers = register_regions(self.ep, self.profile)
-        for rcv in self.profile.receives:
-            self.tasks.append(asyncio.ensure_future(self._posted(rcv.size, rcv.tag, rcv.truncate)))
-        # several waiting receives: a deferred send whose initiator never restarts (§6.7) holds one
-        self.tasks += [asyncio.ensure_future(self._untagged()) for _ in range(4)]
-        self.tasks.append(asyncio.ensure_future(self._sweep_tagged()))
-
-    def identity(self) -> dict[str, Any]:
-        ep = self.ep
-        assert ep is not None
-        a = self.args
-        sdi = getattr(ep.link, "sdi", None)
-        return {
-            "uet_peer": 1, "address": ep.address, "port": a.port, "job": a.job, "pid": a.pid, "ri": a.ri,
-            "fabric": None if a.fabric is None else f"{a.fabric[0]}:{a.fabric[1]}",
-            "mode": a.mode, "tss_sdi": sdi, "faults": a.fault, "link": a.link if a.fabric is None else "fabric",
-            "data_protect": ep.config.data_protect if sdi is None else "tss", **self.profile.as_json(),
-        }  # fmt: skip
-
-    async def _posted(self, size: int, tag: int | None, truncate: bool) -> None:
-        ep = self.ep
-        assert ep is not None
-        while True:
-            buf = bytearray(size)
-            self.stats["receives_posted"] += 1
-            try:
-                h = ep.post_recv(buf, tag=tag, truncate=truncate)
-            except EndpointClosed:
-                return
-            # a receive failed at shutdown has nobody left to read its error
-            h.future.add_done_callback(lambda f: f.cancelled() or f.exception())
-            try:
-                m = await h
-                self._count(m.nbytes)
-            except EndpointClosed:
-                return
-            except UetError:
-                pass  # TOO_LONG and friends: the initiator was told; post again
-
-    async def _untagged(self) -> None:
-        ep = self.ep
-        assert ep is not None
-        while True:
-            try:
-                m = await ep.recv()
-            except EndpointClosed:
-                return
-            except UetError:  # e.g. TOO_LONG, DROPPED: the initiator was told; this receiver keeps serving
-                self.stats["receive_failed"] += 1
-                continue
-            self._count(m.nbytes)
-            if self.args.mode == "echo":
-                self.tasks.append(asyncio.ensure_future(self._echo(m.source, bytes(m.data))))
-                self.tasks = [t for t in self.tasks if not t.done()]
-
-    async def _echo(self, source: str, data: bytes) -> None:
-        assert self.ep is not None
-        try:
-            await self.ep.send(source, data)
-            self.stats["echoed"] += 1
-        except (UetError, OSError):
-            self.stats["echo_failed"] += 1
-
-    async def _sweep_tagged(self) -> None:
-        """Tagged messages no posted receive wanted wait on the unexpected list; a sink drops them
-        once a second so the list stays bounded."""
-        ep = self.ep
-        assert ep is not None
-        while True:
-            await asyncio.sleep(1.0)
-            while (m := ep.recv_nowait(tag=0, ignore=(1 << 64) - 1)) is not None:
-                self._count(m.nbytes)
-
-    def _count(self, n: int) -> None:
-        self.stats["messages"] += 1
-        self.stats["bytes"] += n
-
-    async def close(self) -> dict[str, Any]:
-        for t in self.tasks:
-            t.cancel()
-        out: dict[str, Any] = {"stopped": True, **self.stats}
-        if self.ep is not None:
-            out["counters"] = self.ep.counters
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.ep.close(), 3.0)
-        for c in (self.taps, self.log):
-            if c is not None:
-                c.close()
-        return out
+def settings_from(args: argparse.Namespace) -> PeerSettings:
+    """The peer the command line asks for."""
+    # read the ECN field of what arrives: a CE mark is echoed as M in the ACK (behaviour.md §4.7)
+    cfg = link_config(args, EndpointConfig(seed=args.seed, ecn_feedback=True))
+    if args.fabric is not None:
+        cfg = replace(cfg, payload_size=min(cfg.payload_size, max_payload(args.mtu)))
+    return PeerSettings(
+        address=args.address, job=args.job, pid=args.pid, ri=args.ri, port=args.port, mode=PeerMode(args.mode),
+        config=cfg, keys=args.keys, sdi=args.sdi, start_psn=START_PSN[args.secure_start], faults=tuple(args.fault),
+        fabric=args.fabric, rate=args.rate, link=args.link, ip_proto=args.ip_proto,
+    )  # fmt: skip
 
 
 def reachable_from_elsewhere(args: argparse.Namespace) -> bool:
@@ -311,7 +160,10 @@ def open_memory_warning(args: argparse.Namespace) -> str:
 
 
 async def _serve(args: argparse.Namespace, profile: Profile) -> int:
-    peer = Peer(args, profile)
+    peer = Peer(
+        settings_from(args), profile,
+        captures=lambda: live_captures(args.pcap, args.eventlog, args.capture_max, args.address),
+    )  # fmt: skip
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -14,6 +14,8 @@
 * :mod:`uet.experiments.dcqcn` — DCQCN's two-flow convergence (``python -m uet.tools.dcqcn_plot``).
 * :mod:`uet.experiments.mutants` — single-point mutants of a module's syntax tree (``uet-mutate``,
   ``python -m uet.tools.mutate``).
+* :mod:`uet.experiments.mutation` — those mutants run against the tests that cover the module,
+  classified and scored (``python -m uet.tools.mutate``).
 * :mod:`uet.experiments.impair_matrix` — two PDS cores on a seeded lossy link, per mode, loss rate
   and seed (``uet-bench matrix``).
 * :mod:`uet.experiments.ecmp` — the worst link's flow count under our ECMP against uniformly random
