@@ -305,3 +305,22 @@ async def test_a_stranger_cannot_take_over_a_host_port():
         fp.close()
         for h in (h0, h1, evil):
             h.close()
+
+
+def test_check_switch_refuses_mistakes_with_the_scenario_error() -> None:
+    """The switch process's checks (uet.live.switch) before a socket is opened: one line each."""
+    from uet.live.switch import check_switch, host_addrs
+    from uet.scenario.check import ScenarioError
+
+    topo, rate = check_switch("default", "realtime", None, [], base_port=0, addrs=["1=127.0.0.9:5000"])
+    assert rate > 0 and len(topo.plan().hosts) > 1
+    assert host_addrs(["1=127.0.0.9:5000"]) == {1: ("127.0.0.9", 5000)}
+    for kw, msg in (
+        ({"profile": "lab", "rate_bps": 10**9}, "--rate sets the realtime profile's link rate"),
+        ({"overrides": ["no_such_option=1"]}, "unknown option 'no_such_option'"),
+        ({"base_port": 65530}, "hosts need ports up to"),
+        ({"addrs": ["1=:5000"]}, "give I=IP:PORT"),
+    ):
+        args: dict[str, Any] = {"profile": "realtime", "rate_bps": None, "overrides": [], "base_port": 0, "addrs": []}
+        with pytest.raises(ScenarioError, match=msg):
+            check_switch("default", **{**args, **kw})

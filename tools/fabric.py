@@ -23,20 +23,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import signal
 import sys
-import tomllib
 from collections.abc import Sequence
 from typing import Any
 
-from uet.fabric.profiles import PROFILES, REALTIME_RATE_BPS, load_topology, overrides_to_dict
+from uet.fabric.profiles import PROFILES, REALTIME_RATE_BPS
 from uet.fabric.switch import FabricProcess, ProcessConfig
-from uet.fabric.telemetry_io import plot, switch_thresholds
 from uet.tools.cli import ArgumentParser, UsageError, float_arg, format_rate, int_arg, rate_arg, run_main, size_arg
 from uet.tools.fault_options import add_fault_options, faults_from
 
 from uet.errors import UetError
+from uet.live.switch import check_switch, host_addrs, run_switch, switch_topology
 
 __all__ = ["build_parser", "main", "serve"]
 
@@ -85,20 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _host_addrs(items: list[str]) -> dict[int, tuple[str, int]]:
-    out = {}
-    for item in items:
-        idx, _, addr = item.partition("=")
-        ip, _, port = addr.rpartition(":")
-        try:
-            out[int(idx)] = (ip, int(port))
-            if not ip or not 0 <= int(port) <= 65535 or int(idx) < 0:
-                raise ValueError
-        except ValueError:
-            raise UsageError(f"--host-addr {item!r}: give I=IP:PORT (host index, address, UDP port)") from None
-    return out
-
-
 def rate_for(profile: str, rate: int | None) -> int:
     """The realtime profile's link rate; ``--rate`` with another profile is refused, never ignored
     (:func:`uet.scenario.read.refuse_rate`)."""
@@ -132,23 +115,17 @@ def check_outputs(args: argparse.Namespace) -> None:
 
 
 def check_args(args: argparse.Namespace) -> Any:
-    """Validate everything before a socket is opened; returns the topology."""
-    from uet.fabric.model.config import FabricError as _FabricError
+    """Validate everything before a socket is opened (:func:`uet.live.switch.check_switch`);
+    returns the topology."""
+    from uet.tools.run_settings import usage_errors
 
     if args.plot:
         require_matplotlib()
     check_outputs(args)
-    args.rate = rate_for(args.profile, args.rate)
-    try:
-        topo = load_topology(
-            args.topology, profile=args.profile, rate_bps=args.rate, overrides=overrides_to_dict(args.overrides)
+    with usage_errors():
+        topo, args.rate = check_switch(
+            args.topology, args.profile, args.rate, args.overrides, base_port=args.base_port, addrs=args.host_addr
         )
-    except (_FabricError, UetError, ValueError, TypeError, OSError, tomllib.TOMLDecodeError) as e:
-        raise UsageError(str(e) or type(e).__name__) from None
-    nhosts = len(topo.plan().hosts)
-    if args.base_port and args.base_port + nhosts - 1 > 65535:
-        raise UsageError(f"--base-port {args.base_port}: {nhosts} hosts need ports up to {args.base_port + nhosts - 1}")
-    _host_addrs(args.host_addr)
     return topo
 
 
@@ -199,23 +176,23 @@ def _live_table(fp: FabricProcess, prev: dict[tuple[str, int], int], dt: float) 
 
 
 async def serve(args: argparse.Namespace, ready_out: Any = None) -> dict[str, Any]:
-    """Run the fabric until SIGINT/SIGTERM; returns the summary."""
-    topo = load_topology(
-        args.topology,
-        profile=args.profile,
-        rate_bps=int(args.rate or REALTIME_RATE_BPS),
-        overrides=overrides_to_dict(args.overrides),
-    )
+    """Run the fabric of the options until SIGINT/SIGTERM (:func:`uet.live.switch.run_switch`);
+    returns the summary."""
+    from uet.tools.run_settings import usage_errors
+
+    topo = switch_topology(args.topology, args.profile, args.rate, args.overrides)
     table = None
     if args.faults:
         from uet.tools.run_settings import load_scenario
 
         table = load_scenario(args.faults).get("faults")
+    with usage_errors():
+        addrs = host_addrs(args.host_addr)
     cfg = ProcessConfig(
         faults=faults_from(args, table, args.seed),
         host=args.bind,
         base_port=args.base_port,
-        host_addrs=_host_addrs(args.host_addr),
+        host_addrs=addrs,
         telemetry=args.telemetry,
         keep_telemetry=bool(args.plot),
         sample_ns=int(args.sample_ms * 1e6),
@@ -227,32 +204,14 @@ async def serve(args: argparse.Namespace, ready_out: Any = None) -> dict[str, An
         dilation=args.dilation,
         start_ns=args.start_ns,
     )
-    fp = FabricProcess(topo, cfg)
-    await fp.start()
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    out = ready_out or sys.stdout
-    hosts = [
-        {"host": h.name, "ip": h.ip, "leaf": h.switch, "leaf_port": h.port, "udp": list(fp.ports[i])}
-        for i, h in enumerate(fp.fabric.hosts)
-    ]
-    out.write(json.dumps({"event": "ready", "timer": fp.timer.backend, "hosts": hosts}) + "\n")
-    out.flush()
-    live_task = None
-    if args.live:
-        live_task = asyncio.ensure_future(_live(fp, stop))
-    summary = await fp.run(stop)
-    if live_task is not None:
-        await live_task
-    if args.plot:
-        summary["plots"] = plot(
-            fp.sink.kept, args.plot, thresholds=switch_thresholds(topo.switch), label=args.plot_label
-        )
-    out.write(json.dumps({"event": "summary", **summary}) + "\n")
-    out.flush()
-    return summary
+    return await run_switch(
+        topo,
+        cfg,
+        ready_out or sys.stdout,
+        plot_dir=args.plot,
+        plot_label=args.plot_label,
+        watch=_live if args.live else None,
+    )
 
 
 async def _live(fp: FabricProcess, stop: asyncio.Event) -> None:

@@ -12,6 +12,7 @@ decision stays in the cores the processes run.
 * :mod:`uet.live.result`: what a result says beyond its flows (settings, CPU starvation);
 * :mod:`uet.live.runs`: whole runs per transport, without output (``uet-bench differential``);
 * :mod:`uet.live.hosts`: ``uet-run --hosts``, the ranks on real addresses, no software switch.
+* :mod:`uet.live.switch`: the switch process (``uet-fabric``), checked and run until a signal.
 
 Nothing is imported here: an endpoint process (``python -m uet.live.worker``) starts without the
 launcher's imports.
