@@ -51,7 +51,7 @@ from uet.conformance.profile import (
 )
 from uet.conformance.report import list_cases, summary, table, to_json, write_junit, write_tap
 from uet.conformance.selection import select
-from uet.conformance.session import Session, Target
+from uet.conformance.session import Session, Target, default_local
 from uet.conformance.verdict import foreign_jobs, must_skipped
 
 __all__ = ["main"]
@@ -119,23 +119,6 @@ def _seconds(text: str) -> float:
     if not 0 < v < 1e6:
         raise argparse.ArgumentTypeError(f"{text} s: give a time above 0 and below 10^6 s")
     return v
-
-
-def default_local(target: str) -> str:
-    """An address next to the target: another loopback address, or the host's route to it."""
-    ip = ipaddress.ip_address(target)
-    if ip.is_loopback and ip.version == 4:
-        n = int(ip)
-        return str(ipaddress.ip_address(n + 1 if (n & 0xFF) < 250 else n - 1))
-    import socket
-
-    s = socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        s.connect((target, 9))
-        local: str = s.getsockname()[0]
-        return local
-    finally:
-        s.close()
 
 
 def build_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Target:
