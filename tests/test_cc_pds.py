@@ -430,3 +430,33 @@ def test_base_rtt_probe_is_wanted_once_after_the_first_nack_too() -> None:
     r = Ccc(cfg, [CreditSender(cfg)], lb="default", rng=random.Random(1))
     r.on_ack(1, 1000, 1000, 0, 12_000, 0, False, 6_000)
     assert not r.take_probe()
+
+
+def test_new_message_without_credit_asks_for_it_at_once() -> None:
+    """§4.1 ``on_new_data`` → RCCC, §4.5 (the target goes "in a CREDIT_REQ CP when no data is
+    going"): a message queued on a PDC with no credit, whose receiver has granted everything it
+    was asked for, is announced in a CREDIT_REQ at once. Before, it waited for the no-credit
+    timeout, ``credit_req_ns`` plus twice the smoothed time between grants after the last send:
+    here 12 + 2 × 50 µs, the ~100 µs per message the double binary tree paid with ``rccc``."""
+    p = Pair(PdsConfig(cc="rccc", start_psn=1000))
+    submit(p.a.core, 1, 4000, 0)
+    ((d1, _a, _e),) = p.take(p.a)  # speculative, SYN
+    g0 = hdr(d1).credit_target
+    p.inject(p.b, d1, A_ADDR)
+    (ack,) = [d for d, _a, _e in p.take(p.b) if d[0] >> 3 != 11]
+    a = p.a.core
+    a.receive_datagram(ack, 4_000, source=B_ADDR)  # speculation ends, PDC established
+    lp, rp = hdr(d1).spdcid, hdr(ack).spdcid
+    for t, g in ((10_000, g0 + 1), (60_000, g0 + 2)):  # two grants of 256 B, 50 µs apart
+        a.receive_datagram(control(int(w.ControlType.CREDIT), 0, rp, lp, payload=g), t, source=B_ADDR)
+    submit(a, 1, 4000, 60_000)  # goes on 512 B of credit, which it overdraws
+    ((d2, _a, _e),) = a.datagrams_to_send(60_000)
+    c = credit_of(gate_of(a))
+    assert hdr(d2).credit_target == c.pull == g0 + 2 and c.credit < 0  # nothing more to ask for
+    submit(a, 1, 4000, 61_000)
+    (req,) = [hdr(d) for d, _a, _e in a.datagrams_to_send(61_000)]
+    assert req.ctl_type == w.ControlType.CREDIT_REQ
+    nominal = 512 - int(c.credit)  # the message's packet, as the overdrawn one
+    assert req.payload == g0 + 2 + -(-nominal // 256)
+    wake = a.get_timer()
+    assert wake is not None and wake >= 61_000 + 12_000  # a repeat only after a grant is overdue

@@ -82,7 +82,9 @@ def test_sender_credit_request_deadline_and_wrap() -> None:
     assert c.request_deadline() is None  # speculating
     c.on_grant(0, 0)  # ends speculation (credit → 0)
     assert c.credit == 0
-    assert c.request_deadline() == c.last_req + 12_000
+    # the receiver granted all it was asked for: the backlog is new demand, announced at once
+    assert c.credit_request_due(0)
+    c.target()  # the CREDIT_REQ carries it; then a repeat only once per credit_req_ns
     c.on_request_sent(5_000)
     assert c.request_deadline() == 17_000
     c.pull = 0xFFFFF0
@@ -143,12 +145,14 @@ def test_credit_request_waits_for_an_overdue_grant() -> None:
     c.on_grant(64, 0)  # speculation ends; 16 384 B of credit
     for k in range(4):
         c.on_send(4_096, k * 100)
+    c.target()  # the packets carried the target beyond the grants
     assert c.credit == 0 and c.request_deadline() == 300 + 12_000  # no gap known yet
     c.on_grant(128, 20_000)  # 20 µs after the first: gap 20 000
     c.on_grant(192, 40_000)  # another 20 µs
     assert c.grant_gap == 20_000
     for k in range(8):  # spends both grants
         c.on_send(4_096, 40_000 + k * 100)
+    c.target()
     assert c.credit == 0 and c.request_deadline() == 40_700 + 2 * 20_000 + 12_000
     c.on_request_sent(92_700)
     assert c.request_deadline() == 92_700 + 12_000

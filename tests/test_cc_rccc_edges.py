@@ -95,6 +95,7 @@ def test_a_source_waiting_only_to_resend_asks_at_once() -> None:
     c.rtx_backlog = 4_096
     d = c.request_deadline()
     assert d is not None and d < 0  # never sent a target nor heard a grant: no wait
+    c.target()  # the CREDIT_REQ carried the target
     c.on_request_sent(5_000)
     assert c.request_deadline() == 17_000
     c.rtx_backlog, c.backlog = 0, 1  # one byte to send is something to send
@@ -237,3 +238,18 @@ def test_each_poll_with_grants_is_logged() -> None:
     s.poll(1_323)
     s.poll(5_000)  # nothing due: no record
     assert recs == [{"t": 1_323, "ev": "cc", "algo": "rccc_rx", "grants": 2, "active": 0}]
+
+
+def test_new_demand_request_that_could_not_go_is_not_retried_at_once() -> None:
+    """New demand is announced at once (``request_deadline`` due now), but a request that could
+    not go (its PDC not yet established: no target went) falls back to the no-credit timeout
+    instead of being due again at the same instant, which spun a 16→1 incast."""
+    c = blocked()
+    c.backlog = 4_096
+    c.on_send(0, 1_000)  # the receiver last heard from us at 1 µs
+    assert c.request_deadline() == 1_000  # due at once
+    c.on_request_sent(2_000)  # attempted; no target advertised
+    assert c.request_deadline() == 2_000 + 12_000
+    c.on_grant(1, 3_000)  # a grant: new demand beyond it is due at once again
+    c.on_send(300, 3_000)
+    assert c.credit < 0 and c.request_deadline() == 3_000

@@ -677,6 +677,7 @@ def test_conformance_ctrl_c_reports_the_cases_run_then_one_line_and_130(monkeypa
     the line came first, then the report, and exit 1 as for a failed MUST case)."""
     from uet.tools import conformance
 
+    from uet.conformance import case as case_module
     from uet.conformance.case import Result
     from uet.link import loopback_addresses
 
@@ -688,7 +689,7 @@ def test_conformance_ctrl_c_reports_the_cases_run_then_one_line_and_130(monkeypa
             raise KeyboardInterrupt
         return Result(case, "pass", 0.0)
 
-    monkeypatch.setattr(conformance, "run_case", run_case)
+    monkeypatch.setattr(case_module, "run_case", run_case)
     monkeypatch.setattr(conformance, "_probe", lambda session, link: None)  # no target runs here
     target, local = loopback_addresses(2)
     rc = conformance.main(["--target", target, "--local", local, "--port", "4899", "--json"])

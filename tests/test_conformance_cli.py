@@ -69,3 +69,10 @@ def test_responses_with_another_job_id_are_pointed_out(tmp_path: Path) -> None:
         rc, _report, err = _run(p, "--identity", str(p.ident_path), "-k", "SES-004", "--timeout", "3")
     assert rc == 1
     assert "responses carried JobID" in err and f"not --job {p.identity['job']:#x}" in err
+
+
+def test_the_tester_defaults_to_the_loopback_address_next_to_the_target() -> None:
+    from uet.conformance.session import default_local
+
+    assert default_local("127.0.0.5") == "127.0.0.6"
+    assert default_local("127.3.2.250") == "127.3.2.249"  # no .251: the neighbour below

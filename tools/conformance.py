@@ -40,7 +40,7 @@ from uet.tools.cli import ArgumentParser, RunFailed, UsageError, output_file, ru
 from uet.tools.link_options import add_link_options, check_link_options
 
 from uet.conformance import all_cases
-from uet.conformance.case import Result, run_case
+from uet.conformance.case import CaseRun
 from uet.conformance.profile import (
     PEER_DEFAULT_JOB,
     ProfileError,
@@ -51,7 +51,7 @@ from uet.conformance.profile import (
 )
 from uet.conformance.report import list_cases, summary, table, to_json, write_junit, write_tap
 from uet.conformance.selection import select
-from uet.conformance.session import Session, Target
+from uet.conformance.session import Session, Target, default_local
 from uet.conformance.verdict import foreign_jobs, must_skipped
 
 __all__ = ["main"]
@@ -119,23 +119,6 @@ def _seconds(text: str) -> float:
     if not 0 < v < 1e6:
         raise argparse.ArgumentTypeError(f"{text} s: give a time above 0 and below 10^6 s")
     return v
-
-
-def default_local(target: str) -> str:
-    """An address next to the target: another loopback address, or the host's route to it."""
-    ip = ipaddress.ip_address(target)
-    if ip.is_loopback and ip.version == 4:
-        n = int(ip)
-        return str(ipaddress.ip_address(n + 1 if (n & 0xFF) < 250 else n - 1))
-    import socket
-
-    s = socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        s.connect((target, 9))
-        local: str = s.getsockname()[0]
-        return local
-    finally:
-        s.close()
 
 
 def build_target(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Target:
@@ -248,23 +231,13 @@ def _main(argv: Sequence[str] | None) -> int:
         except DriverError as e:
             session.close()
             raise RunFailed(str(e)) from None
-    results: list[Result] = []
-    interrupted = out_of_time = False
+    interrupted = False
     t0 = time.monotonic()
-    run_end = t0 + args.max_time
+    run = CaseRun(session, t0, args.max_time, args.case_time, fail_fast=args.fail_fast)
+    results = run.results
     try:
         _probe(session, args.link)
-        for c in cases:
-            now = time.monotonic()
-            if now >= run_end:  # the rest is reported as not run: the report covers every case selected
-                out_of_time = True
-                results.append(Result(c, "skip", 0.0, reason=f"not run: --max-time {args.max_time:g} s reached"))
-                continue
-            r = run_case(c, session, min(run_end, now + args.case_time))
-            results.append(r)
-            out_of_time |= r.outcome == "timeout" and time.monotonic() >= run_end
-            if args.fail_fast and r.bad and not r.warning:
-                break
+        run.run(cases)
     except KeyboardInterrupt:
         interrupted = True  # the cases run so far are reported below, then "interrupted", 130
     finally:
@@ -311,9 +284,9 @@ def _main(argv: Sequence[str] | None) -> int:
             "receives (--identity, --config, --region, --receive) to run them",
             file=sys.stderr,
         )
-    if out_of_time:
+    if run.out_of_time:
         print(f"uet-conformance: --max-time {args.max_time:g} s reached: not every case ran", file=sys.stderr)
-    complete = len(results) == len(cases) and not out_of_time
+    complete = len(results) == len(cases) and not run.out_of_time
     return 0 if s["must_failed"] == 0 and not skipped and complete else 1
 
 

@@ -168,9 +168,22 @@ class CreditSender(CcAlgorithm):
         notes give only the rate limit; a blocked source in an N→1 incast waits about N grant
         times by design, and a request per RTT of that wait (htsim sends its RTS only on a
         retransmission timeout) was control traffic on the receiver's link — about one per
-        grant in the 15→1 incast."""
+        grant in the 15→1 incast.
+
+        New demand is due at once: blocked with backlog while the receiver has granted every
+        target we advertised (``pull`` reached ``advertised``), the receiver cannot know of it,
+        so the backlog the owner just reported is announced in a CREDIT_REQ now (§4.1
+        ``on_new_data`` → RCCC; §4.5: the target travels "in a CREDIT_REQ CP when no data is
+        going"). At most one per grant: the request raises ``advertised`` above ``pull``, and one
+        that could not go (the PDC not yet established) waits for the timeout unless a grant or a
+        data packet comes first (``last_req < last_heard``), never a retry at the same instant. Before,
+        a message queued behind a spent grant waited for the timeout above, whose smoothed gap
+        between grants includes the idle time between messages (~100 µs per message of the
+        double binary tree on 4 ranks)."""
         if self.credit > 0 or self.speculating or self.backlog + self.rtx_backlog <= 0:
             return None
+        if diff24(self.advertised, self.pull) <= 0 and self.last_req < self.last_heard:
+            return self.last_heard  # new demand the receiver has not heard of: due now
         heard = self.last_heard + int(2 * self.grant_gap)
         return max(self.last_req, heard) + self.req_interval
 

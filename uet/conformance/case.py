@@ -24,7 +24,7 @@ from typing import Any
 
 from uet.conformance.session import CheckFailed, Overran, Session, Skipped
 
-__all__ = ["CASES", "Case", "Result", "case", "run_case"]
+__all__ = ["CASES", "Case", "CaseRun", "Result", "case", "run_case"]
 
 MUST = "MUST"
 SHOULD = "SHOULD"
@@ -120,6 +120,39 @@ def run_case(c: Case, s: Session, deadline: float | None = None) -> Result:
     if r.outcome == "fail" and getattr(s, "one_rtt", False) and r.saw_new_start:
         r = _run_once(c, s, deadline)
     return r
+
+
+@dataclass
+class CaseRun:
+    """Cases run one after another on one session within the run's time: ``max_time`` seconds
+    from the monotonic time ``start`` (``--max-time``; a case still running then is cut short, the
+    cases after it are reported ``skip``, "not run", so the report covers every case given) and
+    ``case_time`` per case (``--case-time``). ``fail_fast`` stops at the first bad case that is
+    not a warning. :attr:`results` grows case by case: a run interrupted (Ctrl-C) keeps what ran."""
+
+    session: Session
+    start: float
+    max_time: float
+    case_time: float
+    fail_fast: bool = False
+    results: list[Result] = field(default_factory=list)
+    out_of_time: bool = False  # the run's time ran out: not every case ran
+
+    def run(self, cases: list[Case]) -> list[Result]:
+        run_end = self.start + self.max_time
+        for c in cases:
+            now = time.monotonic()
+            if now >= run_end:
+                self.out_of_time = True
+                reason = f"not run: --max-time {self.max_time:g} s reached"
+                self.results.append(Result(c, "skip", 0.0, reason=reason))
+                continue
+            r = run_case(c, self.session, min(run_end, now + self.case_time))
+            self.results.append(r)
+            self.out_of_time |= r.outcome == "timeout" and time.monotonic() >= run_end
+            if self.fail_fast and r.bad and not r.warning:
+                break
+        return self.results
 
 
 def _new_start_nacked(logged: list[tuple[str, bytes]]) -> bool:

@@ -31,6 +31,7 @@ probe's answer.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import random
 import select
 import socket
@@ -44,7 +45,7 @@ from uet.conformance.wirekit import M32, Reply, SesFields, control, decode_reply
 from uet.wire import crc
 from uet.wire import pds as P
 
-__all__ = ["CheckFailed", "Overran", "Pdc", "Session", "Skipped", "Target"]
+__all__ = ["CheckFailed", "Overran", "Pdc", "Session", "Skipped", "Target", "default_local"]
 
 #: control packets a target sends on its own timers about a PDC (behaviour.md §2.7, §2.12), never
 #: as the answer to a request (:meth:`Session.earlier_traffic`)
@@ -58,6 +59,21 @@ def start_tsc_from_clock(table: Any) -> None:
     sender whose TSC restarted at 0 would repeat GCM IVs of its previous run and a receiver's
     replay window would drop its packets as replays."""
     table.seed_tsc(time.time_ns())
+
+
+def default_local(target: str) -> str:
+    """An address next to the target: another loopback address, or the host's route to it."""
+    ip = ipaddress.ip_address(target)
+    if ip.is_loopback and ip.version == 4:
+        n = int(ip)
+        return str(ipaddress.ip_address(n + 1 if (n & 0xFF) < 250 else n - 1))
+    s = socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect((target, 9))
+        local: str = s.getsockname()[0]
+        return local
+    finally:
+        s.close()
 
 
 class CheckFailed(AssertionError):  # noqa: N818 - a check's verdict, read as "check failed"

@@ -924,18 +924,25 @@ class InitiatorMixin(PdsState):
         credit restates its target in a CREDIT_REQ CP, at most once per ``credit_req_ns``
         (§4.5 "Timeout with no credit")."""
         pdc.cc_wake = None
-        gate = pdc.gate
         self._cc_backlog(pdc)
+        self._credit_request(pdc, now)
+        self._dirty[pdc] = None
+
+    def _credit_request(self, pdc: InitiatorPdc, now: int) -> None:
+        """Send a CREDIT_REQ CP restating the credit target if one is due (§4.5)."""
+        gate = pdc.gate
         if gate.credit_request_due(now):
             if pdc.state is _S_ESTABLISHED:
                 self._send_ctl(pdc, _CT_CREDIT_REQ, 0, gate.credit_target(), now)
             gate.on_credit_request(now)  # (also when it could not go: never a timer in the past)
-        self._dirty[pdc] = None
 
     def _cc_blocked(self, pdc: InitiatorPdc, now: int) -> None:
         """The CCC refused to send: note when it may allow it without an ACK (its pacing or
-        CREDIT_REQ deadline, with the backlog brought up to date first)."""
+        CREDIT_REQ deadline, with the backlog brought up to date first). A source without credit
+        whose receiver has granted all it asked for announces its new backlog at once in a
+        CREDIT_REQ (§4.5 ``on_new_data``; :meth:`uet.cc.rccc.CreditSender.request_deadline`)."""
         self._cc_backlog(pdc)
+        self._credit_request(pdc, now)
         pdc.cc_wake = pdc.gate.deadline(now)
 
     def _cc_backlog(self, pdc: InitiatorPdc) -> None:
