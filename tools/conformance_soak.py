@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from uet.tools.cli import ArgumentParser, RunFailed, UsageError, int_arg, run_main
-from uet.tools.conformance_mutants import loopback_pair
 
+from uet.conformance.mutants import loopback_pair
 from uet.conformance.soak import SoakError, soak
 
 __all__ = ["main"]
