@@ -26,10 +26,9 @@ from collections.abc import Sequence
 from uet.tools.cli import ArgumentParser, UsageError, run_main
 
 from uet.conformance.breakages import BREAKAGES, Breakage
-from uet.conformance.mutants import IMPLS, BreakageError, check, loopback_pair, run_one, summary
+from uet.conformance.mutants import IMPLS, BreakageError, check, run_one, summary
 
-# loopback_pair: still imported from here by uet.tools.conformance_soak
-__all__ = ["loopback_pair", "main"]
+__all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -36,7 +36,7 @@ process and every endpoint; each maps real time to virtual time (virtual = start
 the run starts; ``--dilation 1`` is real time. The result's ``dilation`` says the factor, its
 basis and whether the CPU kept up; the tables say so above them and mark a run that did not.
 With ``--transport both`` the simulator's figures of the same scenario are printed beside the
-live ones, with the live/sim bar's verdict (tools/differential.py: the live figures against the
+live ones, with the live/sim bar's verdict (uet/experiments/differential.py: the live figures against the
 simulator's range over a few endpoint seeds). ``--timeout`` (``timeout_s``)
 is virtual time on both engines, as every other time of the run: a dilated live run waits TDF
 times longer in real time before it gives up (before, a run dilated ×1,500 gave up after 80 ms of
@@ -684,7 +684,7 @@ def _body(argv: Sequence[str] | None) -> int:
     if args.engine == "sim":
         return _simulate(args, settings)
     # one factor for every transport of the run, and with both transports the simulator's figures
-    # of the same scenario to print beside the live ones (tools/differential.py): both before the
+    # of the same scenario to print beside the live ones (uet.experiments.differential): both before the
     # event loop runs (each simulation runs on a loop of its own)
     dilation = dilation_for(args.dilation, *settings)
     s = settings[0]
@@ -868,7 +868,7 @@ def _emit_both(
     """``--transport both``: one object ``{"ok", "transport": "both", "comparison", "runs"}``
     (``--json``), or the side-by-side table (tools/compare.py) then each run's one-line verdict.
     ``sim``: the same scenario in the simulator beside live runs (the columns ``UET live``, ``UET
-    sim``...; ``sim`` and the live/sim ``differential`` in the object, tools/differential.py), the
+    sim``...; ``sim`` and the live/sim ``differential`` in the object, uet/experiments/differential.py), the
     time-dilation factor and whether the CPU kept up above the table.
     After Ctrl-C (a run marked ``interrupted``, or transports in ``not_run``): the same, the
     interrupted run's column and verdict saying so, ``"interrupted": true`` and ``not_run`` in the

@@ -53,7 +53,7 @@ core draws for itself — its PDCs' Start_PSNs, its entropy rotation, a queue pa
 from this seed, while the workload, the fabric and RoCEv2's connection parameters keep the run
 seed. A live run's endpoint processes draw those values on their own, so the simulator's runs of
 one run seed over several endpoint seeds are the spread a live run of that seed may land in
-(``uet-bench differential``, tools/differential.py).
+(``uet-bench differential``, :mod:`uet.experiments.differential`).
 
 **Stalls**: when every rank waits and nothing is left to happen (a message failed and its
 receiver waits for ever), the run stops, the ranks' partial reports are summarised (the flows
