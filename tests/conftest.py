@@ -29,7 +29,18 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 # A module is "serial" when its source, or the source of a tests/ helper it imports, matches
 # SERIAL_SOURCE; a module the pattern misses can say so itself with ``pytestmark =
 # pytest.mark.serial``. Erring towards serial only costs time; erring the other way costs flakiness.
-# ``-m "not serial"`` selects the in-memory tests alone (CI's second Python runs those).
+# ``-m "not serial and not processes"`` selects the in-memory tests alone (CI's second Python runs those).
+#
+# A module the pattern takes for serial because it starts processes, but whose processes only compute
+# (uet-sim and the other virtual-time tools, uet-decode, ruff: no socket, no live engine, no fixed
+# address or file shared with another module), says so with ``pytestmark = pytest.mark.processes``: it
+# is then a unit of its own beside the serial one, as an in-memory module is. The serial unit is the
+# suite's longest; every module taken out of it shortens the run.
+#
+# Order: the serial unit starts first, on one worker; then the tests marked ``unit_each`` (long
+# parametrized tests, such as the exactly-once soak's parts: each case a unit of its own, so both
+# workers share them), then the other modules, most tests first. The small ones come last and fill
+# the end of the run evenly.
 #
 # The units are made by a scheduler of our own (pytest_xdist_make_scheduler below) rather than
 # xdist's ``--dist loadgroup``, which renames node ids in a way pytest 9 no longer honours.
@@ -45,6 +56,9 @@ SERIAL_SOURCE = re.compile(
     r"|uet\.endpoint|Endpoint\(|open_endpoint|uet\.link|UdpLink|live_options|run_cli|uet\.runner"
     r"|fabric\.switch|multiprocessing|distributed|dask|tools\.(run|peer|fabric|demo|sweep|differential)\b"
 )
+PROCESSES_MARK = re.compile(r"^pytestmark = .*pytest\.mark\.processes\b", re.MULTILINE)
+#: a test function whose every case is a unit of its own (``@pytest.mark.unit_each`` above its ``def``)
+_UNIT_EACH = re.compile(r"^@pytest\.mark\.unit_each\n(?:@.*\n|\s.*\n)*?def (\w+)", re.MULTILINE)
 _HELPER_IMPORT = re.compile(r"^\s*(?:from|import)\s+(?:tests\.)?([a-z_][a-z0-9_]*)", re.MULTILINE)
 _TESTS = Path(__file__).parent
 _serial_cache: dict[Path, bool] = {}
@@ -58,7 +72,9 @@ def _is_serial(path: Path, seen: frozenset[Path] = frozenset()) -> bool:
         return True
     source = path.read_text(encoding="utf-8")
     serial = bool(SERIAL_SOURCE.search(source)) or "pytest.mark.serial" in source
-    if not serial:
+    if PROCESSES_MARK.search(source):  # audited: its processes only compute
+        serial = False
+    elif not serial:
         for name in _HELPER_IMPORT.findall(source):
             helper = _TESTS / f"{name}.py"
             if helper != path and helper not in seen and helper.is_file() and name != "conftest":
@@ -69,8 +85,23 @@ def _is_serial(path: Path, seen: frozenset[Path] = frozenset()) -> bool:
     return serial
 
 
+def _unit_each(path: Path) -> frozenset[str]:
+    """Names of the test functions of the module at ``path`` whose cases are units of their own."""
+    if path not in _unit_each_cache:
+        source = path.read_text(encoding="utf-8") if path.is_file() else ""
+        _unit_each_cache[path] = frozenset(_UNIT_EACH.findall(source))
+    return _unit_each_cache[path]
+
+
+_unit_each_cache: dict[Path, frozenset[str]] = {}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "serial: runs in the one unit of work that never overlaps itself")
+    config.addinivalue_line(
+        "markers", "processes: starts processes that only compute (no network): a unit beside the serial one"
+    )
+    config.addinivalue_line("markers", "unit_each: each case of this long test is a unit of work of its own")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -85,7 +116,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class SerialUnitScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return "serial" if _is_serial(config.rootpath / module) else module
+            module, _, test = nodeid.partition("::")
+            path = config.rootpath / module
+            if _is_serial(path):
+                return "serial"
+            if test.split("[", 1)[0] in _unit_each(path):
+                return nodeid
+            return module
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # xdist's queue holds the units most tests first (--loadscope-reorder); the serial unit,
+            # then the unit_each cases, go to its head (the order in the comment above)
+            def rank(scope: str) -> int:
+                return 0 if scope == "serial" else 1 if "::" in scope else 2
+
+            units = sorted(self.workqueue.items(), key=lambda unit: rank(unit[0]))
+            self.workqueue.clear()
+            self.workqueue.update(units)
+            super()._assign_work_unit(node)
 
     return SerialUnitScheduling(config, log)
