@@ -62,6 +62,19 @@ class Packet:
         self.path = 0
 
 
+_RR_AFTER: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, ...]] = {}
+
+
+def _rr_after(strict: tuple[int, ...], dwrr: tuple[int, ...]) -> tuple[int, ...]:
+    """:attr:`Port.rr_after` for these strict and DWRR classes, one tuple shared by every port
+    that has them."""
+    key = (strict, dwrr)
+    t = _RR_AFTER.get(key)
+    if t is None:
+        t = _RR_AFTER[key] = tuple(-1 if tc in strict else (dwrr.index(tc) + 1) % len(dwrr) for tc in range(8))
+    return t
+
+
 class Node(Protocol):
     """The switch or host NIC at a port's far end (:attr:`Port.peer`), as the port's users see
     it: named, with its ports, taking frames in (``Switch`` and ``HostNic`` both are one)."""
@@ -136,6 +149,9 @@ class Port:
         self.strict = tuple(sorted(strict, reverse=True))
         w = weights or {}
         self.dwrr = tuple(tc for tc in range(8) if tc not in self.strict)
+        #: per class, the round robin's position after serving it alone (-1: a strict class),
+        #: for :meth:`pick_alone`
+        self.rr_after = _rr_after(self.strict, self.dwrr)
         self.quantum = [max(1, w.get(tc, 1)) * self.max_frame for tc in range(8)]
         self.deficit = [0] * 8
         self._rr = 0
@@ -305,11 +321,11 @@ class Port:
         it without queueing it (``Switch._enqueue`` on an idle port). A strict class adds to the
         strict run; a DWRR class, served alone, moves the round robin past itself with a fresh
         turn, forgets its deficit and ends the strict run."""
-        if tc in self.strict:
+        nxt = self.rr_after[tc]
+        if nxt < 0:
             self._strict_run += size
             return
-        order = self.dwrr
-        self._rr = (order.index(tc) + 1) % len(order)
+        self._rr = nxt
         self._fresh = True
         self.deficit[tc] = 0
         self._strict_run = 0

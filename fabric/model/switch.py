@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import heapq
 import random
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,7 @@ from uet.fabric.model.frames import (
     IP_LEN,
     IP_TOS,
     IP_TTL,
+    flow_tuple,
     forward_rewrite,
     is_uet,
     l3_offset,
@@ -164,6 +166,9 @@ class Switch:
         self.mmu = Mmu(cfg, len(self.ports))
         self.lossless = self.mmu.lossless
         self.lb = LoadBalancer(cfg.lb, switch_id, self.rng)
+        #: per class: the load balancer hashes (ECMP), and its seed (Switch._arrive inlines it)
+        self._lb_ecmp = [m == "ecmp" for m in self.lb.modes]
+        self._lb_seed = self.lb.seed
         self._dscp_map = cfg.dscp_map
         self._ecn = [t.ecn for t in cfg.tcs]
         # marking per egress port: a class with ``last_hop`` off is not marked towards a host
@@ -385,8 +390,19 @@ class Switch:
         if not group:  # no route, or a withdrawn prefix
             self._drop(in_port, tc, "no_route", size, now)
             return
-        if len(group) == 1:
+        n = len(group)
+        if n == 1:
             out = group[0]
+        elif self._lb_ecmp[tc]:  # LoadBalancer.choose_pkt's ECMP, inlined (the rule is written there)
+            c = pkt.fcrc
+            if c < 0:
+                c = pkt.fcrc = zlib.crc32(flow_tuple(frame, ip))
+            h = zlib.crc32(self._lb_seed, c)
+            h ^= h >> 16  # mix32
+            h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+            h ^= h >> 13
+            h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+            out = group[(h ^ (h >> 16)) % n]
         else:
             out = self.lb.choose_pkt(group, self.ports, pkt, tc, now)
         pkt.in_port = in_port
@@ -404,11 +420,29 @@ class Switch:
             self._drop(out, tc, "watchdog", pkt.size, now)
             return
         mmu = self.mmu
+        size = pkt.size
         lossless = tc in self.lossless
+        reason = ""
         if lossless:
             reason = mmu.admit_lossless(pkt)
         else:
-            reason = mmu.admit_lossy(pkt, port.qbytes[tc])
+            # Mmu.admit_lossy, inlined (once per packet per hop; the rule is written there)
+            qbytes = port.qbytes[tc]
+            static = mmu._static[tc]
+            used = mmu.shared_used
+            if static is not None and qbytes + size > static:
+                reason = "queue_limit"
+            elif mmu._dynamic[tc] and qbytes + size > int(mmu._alpha * (mmu.shared_size - used)):
+                reason = "dynamic_threshold"
+            elif used + size > mmu.shared_size:
+                reason = "buffer_full"
+            else:
+                pkt.pool = "shared"
+                mmu.ingress[pkt.in_port][tc] += size
+                mmu.shared_used = used + size
+                u = mmu.used = mmu.used + size
+                if u > mmu.peak_used:
+                    mmu.peak_used = u
         if reason:
             trim_cfg = self.cfg.trim
             if reason in _TRIMMABLE_REASONS and trim_cfg.enabled and tc in trim_cfg.tcs and is_uet(pkt.frame, pkt.ip):
@@ -424,8 +458,16 @@ class Switch:
             and not self._queue_watch[tc]
         ):
             # an idle link and nothing queued: the packet leaves at once, without passing
-            # through its class queue (what _push and Port.pick would do, without the work)
-            port.pick_alone(tc, pkt.size)
+            # through its class queue (what _push and Port.pick would do, without the work);
+            # Port.pick_alone, inlined
+            nxt = port.rr_after[tc]
+            if nxt < 0:
+                port._strict_run += size
+            else:
+                port._rr = nxt
+                port._fresh = True
+                port.deficit[tc] = 0
+                port._strict_run = 0
             self._kick(port, now, pkt)
         else:
             self._push(port, pkt, now)
