@@ -40,7 +40,7 @@ CTRL = 8
 class Packet:
     """A frame held in a switch: its bytes and what ingress learned about it."""
 
-    __slots__ = ("frame", "size", "in_port", "tc", "ip", "pool", "t_enq", "dst", "fcrc", "path")
+    __slots__ = ("frame", "size", "in_port", "tc", "ip", "pool", "t_enq", "dst", "fcrc", "path", "hops")
 
     def __init__(self, frame: bytearray, in_port: int, tc: int, ip: int, t_enq: int, dst: int = -1) -> None:
         self.frame = frame
@@ -60,6 +60,10 @@ class Packet:
         #: the links crossed so far when the fabric counts per-link load, packed into one int
         #: (uet.fabric.model.linkload: ``path << bits | link id``, ids from 1); 0: not counted
         self.path = 0
+        #: switches that forwarded the packet since its TTL and IPv4 checksum were last written:
+        #: each takes one from the TTL, and the switch that hands the frame to a host or a tap
+        #: (or re-reads or trims it) writes them all at once (frames.forward_rewrite)
+        self.hops = 0
 
 
 _RR_AFTER: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, ...]] = {}

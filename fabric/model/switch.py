@@ -58,6 +58,7 @@ from uet.fabric.model.frames import (
     l3_offset,
     parse_pause,
     pfc_frame,
+    rewrite_tos_ttl,
     trim,
     uet_header_len,
 )
@@ -372,13 +373,14 @@ class Switch:
         frame = pkt.frame
         size = pkt.size
         if self._slow_ingress or size > pt.max_frame or pt.faulty:
+            forward_rewrite(frame, pkt.ip, pkt.hops)  # the whole pipeline reads the frame as sent
             self.ingress(in_port, frame, now)
             return
         pt.rx_bytes += size
         pt.rx_frames += 1
         ip = pkt.ip
         tc = self._dscp_map[frame[ip + IP_TOS] >> 2]
-        if frame[ip + IP_TTL] <= 1:
+        if frame[ip + IP_TTL] - pkt.hops <= 1:  # the TTL the frame has left
             self._drop(in_port, tc, "ttl_expired", size, now)
             return
         addr = pkt.dst
@@ -478,6 +480,9 @@ class Switch:
         """§8.4: cut to the headers, re-mark, queue in the trimmed class or drop if that is full."""
         tcfg = self.cfg.trim
         frame, ip = pkt.frame, pkt.ip
+        if pkt.hops:  # the stub is built from the frame as the switches before this one sent it
+            forward_rewrite(frame, ip, pkt.hops)
+            pkt.hops = 0
         keep = tcfg.trim_bytes or max(tcfg.min_bytes, uet_header_len(frame, ip))
         dscp = tcfg.dscp_lasthop if port.faces_host else tcfg.dscp_fabric
         stub = Packet(trim(frame, ip, keep, dscp), pkt.in_port, self._trim_tc, ip, now, pkt.dst)
@@ -564,16 +569,16 @@ class Switch:
             if pkt is not None:
                 size = pkt.size
                 frame, ip = pkt.frame, pkt.ip
-                tos = frame[ip + IP_TOS]
                 ecn = port.ecn[tc]
                 if ecn is not None:
                     q = port.avg_q[tc] if ecn.weight_shift else port.qbytes[tc]
                     if q > ecn.kmin:
                         p = ecn.probability(q)
                         if p >= 1.0 or self.rng.random() < p:
+                            tos = frame[ip + IP_TOS]
                             bits = tos & 3
                             if bits == 1 or bits == 2:
-                                tos |= 3
+                                rewrite_tos_ttl(frame, ip, tos | 3, frame[ip + IP_TTL])  # CE; the TTL waits (below)
                                 self.counters[("mark", self.name, port.index, tc)] += 1
                                 if self.telemetry.wants("ecn_mark"):
                                     self.telemetry.add(EcnMarked(now, self.name, port.index, tc, int(q)))
@@ -581,7 +586,7 @@ class Switch:
                                 self._drop(port.index, tc, "wred", pkt.size, now)
                                 self._release(pkt, now)
                                 continue
-                forward_rewrite(frame, ip, tos)
+                pkt.hops += 1  # TTL − 1, written when the frame leaves the switches (forward_rewrite)
                 port.last_tx[tc] = now
                 port.tx_tc_bytes[tc] += size
                 if self._sample_ns and (now - port.last_sample[tc] >= self._sample_ns or not port.qbytes[tc]):
@@ -618,6 +623,8 @@ class Switch:
                 else:
                     if pkt is not None:
                         frame[0:12] = port.l2_rewrite
+                        forward_rewrite(frame, pkt.ip, pkt.hops)
+                        pkt.hops = 0
                     ingress: Any = port.peer_ingress  # set for every port of a Fabric
                     event = (ingress, port.peer_port, frame)
                 bucket = ev._at.get(at)
@@ -629,6 +636,8 @@ class Switch:
             else:
                 if pkt is not None:
                     frame[0:12] = port.l2_rewrite
+                    forward_rewrite(frame, pkt.ip, pkt.hops)
+                    pkt.hops = 0
                 tx(self, port.index, frame, now, end)
             if pkt is not None:
                 path = pkt.path
