@@ -299,6 +299,21 @@ class Port:
             self._strict_run = 0
         return pick
 
+    def pick_alone(self, tc: int, size: int) -> None:
+        """What :meth:`pick` does to the scheduler's state when it serves a ``size``-byte packet
+        of class ``tc`` that is alone in this port's queues (and not paused): the caller sends
+        it without queueing it (``Switch._enqueue`` on an idle port). A strict class adds to the
+        strict run; a DWRR class, served alone, moves the round robin past itself with a fresh
+        turn, forgets its deficit and ends the strict run."""
+        if tc in self.strict:
+            self._strict_run += size
+            return
+        order = self.dwrr
+        self._rr = (order.index(tc) + 1) % len(order)
+        self._fresh = True
+        self.deficit[tc] = 0
+        self._strict_run = 0
+
     def _dwrr_eligible(self, now: int) -> bool:
         pu, ign = self.paused_until, self.ignore_pause
         return any(self.queues[tc] and (pu[tc] <= now or ign[tc]) for tc in self.dwrr)

@@ -198,6 +198,9 @@ class Switch:
         #: ingress options that need the whole pipeline even for a forwarded packet
         self._slow_ingress = bool(cfg.latency_ns) or cfg.trust_pcp
         self._ecn_avg = [e is not None and bool(e.weight_shift) for e in self._ecn]
+        #: per class: arrivals update an average or a sample of its queue, so every packet
+        #: enters the queue (no leaving at once from an idle port: _enqueue)
+        self._queue_watch = [avg or bool(self._sample_ns) for avg in self._ecn_avg]
         #: per-link accounting shared by a Fabric's switches (None: off); a packet then carries
         #: the links it crossed and the last switch reports it delivered (uet.fabric.model.linkload)
         self.link_load: LinkLoad | None = None
@@ -401,7 +404,8 @@ class Switch:
             self._drop(out, tc, "watchdog", pkt.size, now)
             return
         mmu = self.mmu
-        if tc in self.lossless:
+        lossless = tc in self.lossless
+        if lossless:
             reason = mmu.admit_lossless(pkt)
         else:
             reason = mmu.admit_lossy(pkt, port.qbytes[tc])
@@ -412,8 +416,20 @@ class Switch:
             else:
                 self._drop(out, tc, reason, pkt.size, now)
             return
-        self._push(port, pkt, now)
-        if tc in self.lossless and mmu.should_xoff(pkt.in_port, tc):
+        if (
+            not port.backlog
+            and port.busy_until <= now
+            and not port.ctrl
+            and (port.paused_until[tc] <= now or port.ignore_pause[tc])
+            and not self._queue_watch[tc]
+        ):
+            # an idle link and nothing queued: the packet leaves at once, without passing
+            # through its class queue (what _push and Port.pick would do, without the work)
+            port.pick_alone(tc, pkt.size)
+            self._kick(port, now, pkt)
+        else:
+            self._push(port, pkt, now)
+        if lossless and mmu.should_xoff(pkt.in_port, tc):
             self._send_pfc(pkt.in_port, tc, now, xon=False, refresh=False)
 
     def _trim(self, pkt: Packet, port: Port, now: int) -> None:
@@ -470,8 +486,10 @@ class Switch:
         port.wake_at = -1
         self._kick(port, now)
 
-    def _kick(self, port: Port, now: int) -> None:
-        """Start the next frame on an idle link, if any class may send.
+    def _kick(self, port: Port, now: int, first: Packet | None = None) -> None:
+        """Start the next frame on an idle link, if any class may send; ``first``: the packet
+        :meth:`_enqueue` found alone at an idle port (the scheduler's choice already made, by
+        :meth:`Port.pick_alone`), which leaves without entering its queue.
 
         A departing packet's buffer charge is released only after the link is marked busy: the
         XON that release may trigger can be queued on this very port and must not start a second
@@ -479,23 +497,30 @@ class Switch:
         (``Port.free_at``): a busy port given work schedules it then.
         """
         while True:
-            if port.busy_until <= now and port.backlog and not port.ctrl:
-                tc = port.pick(now)  # Port.ready's idle case, inlined
-                if tc is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
-                    port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
-                    return
+            pkt: Packet | None
+            if first is not None:
+                pkt, first = first, None
+                tc = pkt.tc
             else:
-                tc = port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)  # the rule NICs share
-                if tc is None:
-                    return
-            pkt = None
-            if tc == CTRL:
-                frame = bytearray(port.ctrl.popleft())
-            else:
-                pkt = port.queues[tc].popleft()  # Port.pop, inlined
+                if port.busy_until <= now and port.backlog and not port.ctrl:
+                    c = port.pick(now)  # Port.ready's idle case, inlined
+                    if c is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
+                        port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
+                        return
+                else:
+                    c = port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)  # the rule NICs share
+                    if c is None:
+                        return
+                tc = c
+                if tc == CTRL:
+                    pkt = None
+                    frame = bytearray(port.ctrl.popleft())
+                else:
+                    pkt = port.queues[tc].popleft()  # Port.pop, inlined
+                    port.qbytes[tc] -= pkt.size
+                    port.backlog -= 1
+            if pkt is not None:
                 size = pkt.size
-                port.qbytes[tc] -= size
-                port.backlog -= 1
                 frame, ip = pkt.frame, pkt.ip
                 tos = frame[ip + IP_TOS]
                 ecn = port.ecn[tc]
