@@ -173,7 +173,10 @@ class Ccc:
 
     def credit_request_due(self, now: int) -> bool:
         """A credit algorithm wants its target restated in a CREDIT_REQ now (§4.5)."""
-        return any(a.credit_request_due(now) for a in self.algorithms)
+        for a in self.algorithms:  # (a loop, as in can_send: once per blocked pump)
+            if a.credit_request_due(now):
+                return True
+        return False
 
     def on_credit_request(self, now: int) -> None:
         for a in self.algorithms:
