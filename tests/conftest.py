@@ -34,13 +34,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 # A module the pattern takes for serial because it starts processes, but whose processes only compute
 # (uet-sim and the other virtual-time tools, uet-decode, ruff: no socket, no live engine, no fixed
 # address or file shared with another module), says so with ``pytestmark = pytest.mark.processes``: it
-# is then a unit of its own beside the serial one, as an in-memory module is. The serial unit is the
-# suite's longest; every module taken out of it shortens the run.
+# is then a unit of its own beside the serial one, as an in-memory module is. In a serial module, a
+# test function decorated ``@pytest.mark.processes`` is such a unit by itself (its cases together).
+# The serial unit is the suite's longest; every test taken out of it shortens the run.
 #
-# Order: the serial unit starts first, on one worker; then the tests marked ``unit_each`` (long
-# parametrized tests, such as the exactly-once soak's parts: each case a unit of its own, so both
-# workers share them), then the other modules, most tests first. The small ones come last and fill
-# the end of the run evenly.
+# Order: the serial unit starts first, on one worker; then the units of marked functions: those above,
+# and those marked ``unit_each`` (long parametrized tests, such as the exactly-once soak's parts: each
+# case a unit of its own, so both workers share them); then the other modules, most tests first. The
+# small ones come last and fill the end of the run evenly.
 #
 # The units are made by a scheduler of our own (pytest_xdist_make_scheduler below) rather than
 # xdist's ``--dist loadgroup``, which renames node ids in a way pytest 9 no longer honours.
@@ -57,8 +58,8 @@ SERIAL_SOURCE = re.compile(
     r"|fabric\.switch|multiprocessing|distributed|dask|tools\.(run|peer|fabric|demo|sweep|differential)\b"
 )
 PROCESSES_MARK = re.compile(r"^pytestmark = .*pytest\.mark\.processes\b", re.MULTILINE)
-#: a test function whose every case is a unit of its own (``@pytest.mark.unit_each`` above its ``def``)
-_UNIT_EACH = re.compile(r"^@pytest\.mark\.unit_each\n(?:@.*\n|\s.*\n)*?def (\w+)", re.MULTILINE)
+#: a top-level test function's decorators and name
+_DECORATED = re.compile(r"^((?:@.*\n(?:[ )].*\n)*)+)def (\w+)", re.MULTILINE)
 _HELPER_IMPORT = re.compile(r"^\s*(?:from|import)\s+(?:tests\.)?([a-z_][a-z0-9_]*)", re.MULTILINE)
 _TESTS = Path(__file__).parent
 _serial_cache: dict[Path, bool] = {}
@@ -85,15 +86,31 @@ def _is_serial(path: Path, seen: frozenset[Path] = frozenset()) -> bool:
     return serial
 
 
-def _unit_each(path: Path) -> frozenset[str]:
-    """Names of the test functions of the module at ``path`` whose cases are units of their own."""
-    if path not in _unit_each_cache:
+def _marked(path: Path, mark: str) -> frozenset[str]:
+    """Names of the test functions of the module at ``path`` decorated with ``pytest.mark.<mark>``."""
+    key = (path, mark)
+    if key not in _marked_cache:
         source = path.read_text(encoding="utf-8") if path.is_file() else ""
-        _unit_each_cache[path] = frozenset(_UNIT_EACH.findall(source))
-    return _unit_each_cache[path]
+        wanted = re.compile(rf"^@pytest\.mark\.{mark}\b", re.MULTILINE)
+        found = (name for decorators, name in _DECORATED.findall(source) if wanted.search(decorators))
+        _marked_cache[key] = frozenset(found)
+    return _marked_cache[key]
 
 
-_unit_each_cache: dict[Path, frozenset[str]] = {}
+_marked_cache: dict[tuple[Path, str], frozenset[str]] = {}
+
+
+def _unit(nodeid: str, root: Path) -> str:
+    """The unit of work of the test ``nodeid``: "serial", its module, or its own (a unit_each case, or
+    the cases of a test function marked processes in a serial module)."""
+    module, _, test = nodeid.partition("::")
+    path = root / module
+    function = test.split("[", 1)[0]
+    if function in _marked(path, "unit_each"):
+        return nodeid
+    if _is_serial(path):
+        return f"{module}::{function}" if function in _marked(path, "processes") else "serial"
+    return module
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -106,7 +123,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if _is_serial(Path(str(item.fspath))):
+        if _unit(item.nodeid, config.rootpath) == "serial":
             item.add_marker(pytest.mark.serial)
 
 
@@ -116,17 +133,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class SerialUnitScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module, _, test = nodeid.partition("::")
-            path = config.rootpath / module
-            if _is_serial(path):
-                return "serial"
-            if test.split("[", 1)[0] in _unit_each(path):
-                return nodeid
-            return module
+            return _unit(nodeid, config.rootpath)
 
         def _assign_work_unit(self, node: Any) -> None:
             # xdist's queue holds the units most tests first (--loadscope-reorder); the serial unit,
-            # then the unit_each cases, go to its head (the order in the comment above)
+            # then the units of marked functions, go to its head (the order in the comment above)
             def rank(scope: str) -> int:
                 return 0 if scope == "serial" else 1 if "::" in scope else 2
 
