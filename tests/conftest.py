@@ -36,6 +36,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 # address or file shared with another module), says so with ``pytestmark = pytest.mark.processes``: it
 # is then a unit of its own beside the serial one, as an in-memory module is. In a serial module, a
 # test function decorated ``@pytest.mark.processes`` is such a unit by itself (its cases together).
+# A module the pattern takes for serial by mistake (the word "socket" in a comment, a socketpair)
+# says ``pytestmark = pytest.mark.in_memory``: an in-memory module like the others.
 # The serial unit is the suite's longest; every test taken out of it shortens the run.
 #
 # Order: the serial unit starts first, on one worker; then the units of marked functions: those above,
@@ -57,7 +59,7 @@ SERIAL_SOURCE = re.compile(
     r"|uet\.endpoint|Endpoint\(|open_endpoint|uet\.link|UdpLink|live_options|run_cli|uet\.runner"
     r"|fabric\.switch|multiprocessing|distributed|dask|tools\.(run|peer|fabric|demo|sweep|differential)\b"
 )
-PROCESSES_MARK = re.compile(r"^pytestmark = .*pytest\.mark\.processes\b", re.MULTILINE)
+PROCESSES_MARK = re.compile(r"^pytestmark = .*pytest\.mark\.(processes|in_memory)\b", re.MULTILINE)
 #: a top-level test function's decorators and name
 _DECORATED = re.compile(r"^((?:@.*\n(?:[ )].*\n)*)+)def (\w+)", re.MULTILINE)
 _HELPER_IMPORT = re.compile(r"^\s*(?:from|import)\s+(?:tests\.)?([a-z_][a-z0-9_]*)", re.MULTILINE)
@@ -73,7 +75,7 @@ def _is_serial(path: Path, seen: frozenset[Path] = frozenset()) -> bool:
         return True
     source = path.read_text(encoding="utf-8")
     serial = bool(SERIAL_SOURCE.search(source)) or "pytest.mark.serial" in source
-    if PROCESSES_MARK.search(source):  # audited: its processes only compute
+    if PROCESSES_MARK.search(source):  # audited: its processes only compute, or it has none
         serial = False
     elif not serial:
         for name in _HELPER_IMPORT.findall(source):
@@ -119,6 +121,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "processes: starts processes that only compute (no network): a unit beside the serial one"
     )
     config.addinivalue_line("markers", "unit_each: each case of this long test is a unit of work of its own")
+    config.addinivalue_line("markers", "in_memory: a module the serial pattern matches by mistake: in memory")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
