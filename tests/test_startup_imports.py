@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.processes  # one interpreter that only computes (virtual time)
+
 #: what a plain UET simulation never needs
 LAZY = (
     "cryptography",
