@@ -5,6 +5,8 @@ idempotent operations on idempotent-safe regions (behaviour.md §2.14). Before, 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from uet.tools import bench
@@ -34,3 +36,23 @@ def test_demo_pass_rule_per_mode() -> None:
     assert not passed({**rec, "mode": "rod", "intact": False})
     assert passed({**rec, "mode": "uud", "intact": False}) and not passed({**rec, "mode": "uud", "error": "x"})
     assert not passed({**rec, "mode": "uud", "duplicates": 2})
+
+
+def test_bench_pair_and_its_sweep_fail_a_duplicated_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``uet-bench pair`` and its size sweep exit 1 on the same rule as ``uet-demo``: a transfer
+    whose bytes all arrived intact but with a message delivered twice is a failure (exactly once)."""
+    import uet.tools.bench.pair as pair
+    import uet.tools.bench.sweep as sweep
+    from uet.tools.bench import main
+
+    def fake(dups: int) -> Callable[[Any], dict[str, Any]]:
+        def run(opts: Any) -> dict[str, Any]:
+            return {"mode": opts.mode, "intact": True, "duplicates": dups, "error": None, "message_size": 64}
+
+        return run
+
+    for dups, status in ((0, 0), (1, 1)):
+        monkeypatch.setattr(pair, "run_pair", fake(dups))
+        monkeypatch.setattr(sweep, "run_pair", fake(dups))
+        assert main(["pair", "--json", "--size", "4096"]) == status
+        assert main(["pair", "--json", "--sizes", "64,128", "--count", "2"]) == status

@@ -75,8 +75,20 @@ def test_incremental_checksum_equals_full_recompute(tos: int, ttl: int, ident: i
     assert inet_checksum(fresh) in (int.from_bytes(frame[24:26], "big"), 0xFFFF - int.from_bytes(frame[24:26], "big"))
 
 
-@given(tos=st.integers(0, 255), old_tos=st.integers(0, 255), ident=st.integers(0, 0xFFFF), old_ttl=st.integers(2, 255))
-def test_forward_rewrite_is_rewrite_tos_ttl_in_one_pass(tos: int, old_tos: int, ident: int, old_ttl: int) -> None:
+@given(
+    old_tos=st.integers(0, 255),
+    ident=st.integers(0, 0xFFFF),
+    old_ttl=st.integers(2, 255),
+    marks=st.lists(st.tuples(st.integers(0, 254), st.integers(0, 255)), max_size=4),
+    data=st.data(),
+)
+def test_forward_rewrite_is_rewrite_tos_ttl_hop_by_hop(
+    old_tos: int, ident: int, old_ttl: int, marks: list[tuple[int, int]], data: st.DataObject
+) -> None:
+    """A switch writes the TTL of the hops a packet made only where the frame leaves the switches,
+    in one pass (forward_rewrite), and a TOS change (an ECN mark) at once: the same bytes as
+    rewriting TOS and TTL at every hop (rewrite_tos_ttl)."""
+    hops = data.draw(st.integers(0, old_ttl - 1))
     hdr = IPV4.make(
         dscp=old_tos >> 2, ecn=old_tos & 3, total_length=1000, identification=ident, ttl=old_ttl,
         src=b"\x0a\0\0\1", dst=b"\x0a\0\1\2",
@@ -85,9 +97,15 @@ def test_forward_rewrite_is_rewrite_tos_ttl_in_one_pass(tos: int, old_tos: int, 
     raw[10:12] = inet_checksum(raw).to_bytes(2, "big")
     a = bytearray(14) + raw
     b = bytearray(a)
-    rewrite_tos_ttl(a, 14, tos, old_ttl - 1)
-    forward_rewrite(b, 14, tos)
+    at = {hop % max(hops, 1): tos for hop, tos in marks} if hops else {}
+    for hop in range(hops):  # hop by hop: the TOS (marked or not) and TTL − 1
+        rewrite_tos_ttl(a, 14, at.get(hop, a[15]), a[22] - 1)
+    for hop in range(hops):  # deferred: marks at once, the TTL of every hop at the end
+        if hop in at:
+            rewrite_tos_ttl(b, 14, at[hop], b[22])
+    forward_rewrite(b, 14, hops)
     assert a == b and ipv4_checksum_ok(b, 14)
+    assert b[22] == old_ttl - hops
 
 
 def test_uet_header_len_for_each_stack() -> None:
@@ -163,3 +181,17 @@ def test_flow_tuple_udp() -> None:
     assert flow_tuple(f, 14) == ip_bytes(SRC) + ip_bytes(DST) + b"\x11\x12\x34\x12\xb7"
     assert not is_uet(f, 14)
     assert is_uet(ipv4_frame(SRC, DST, b"x"), 14)
+
+
+@pytest.mark.parametrize(("checksum", "hops"), [(0xFDFE, 2), (0x0000, 1), (0xFFFF, 254), (0x0100, 255)])
+def test_forward_rewrite_folds_every_carry(checksum: int, hops: int) -> None:
+    """Checksums whose one's-complement sum carries twice (0xFDFE and two hops: 0x201 + 0x1FDFE
+    = 0x1FFFF, folded 0x10000, folded again 0x0001), at both ends of the field and of the TTL:
+    still the bytes of the hop-by-hop rewrite."""
+    a = bytearray(14) + bytearray(IPV4.encode(IPV4.make(ttl=255, total_length=20)))
+    a[24:26] = checksum.to_bytes(2, "big")
+    b = bytearray(a)
+    for _ in range(hops):
+        rewrite_tos_ttl(a, 14, a[15], a[22] - 1)
+    forward_rewrite(b, 14, hops)
+    assert a == b

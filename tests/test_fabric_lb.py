@@ -158,3 +158,25 @@ def test_per_tc_mode() -> None:
     fab.poll(t + 10**9)
     after = per_spine(fab)
     assert sorted(a - 100 for a in after) == [0, 0, 0, 100]
+
+
+def test_the_switch_hashes_a_forwarded_packet_as_choose_pkt_does() -> None:
+    """Switch._arrive inlines LoadBalancer.choose_pkt's ECMP for a packet from another switch:
+    for many flows, over groups of 2 to 5 ports, the same egress port."""
+    from uet.fabric.model.lb import LoadBalancer
+    from uet.fabric.model.port import Packet
+
+    sw = Switch("sw", 7, [PortSpec() for _ in range(6)])
+    lb = LoadBalancer(SwitchConfig().lb, 7, sw.rng)
+    chosen: list[int] = []
+    sw._enqueue = lambda pkt, out, now: chosen.append(out)  # type: ignore[method-assign]
+    for n in range(2, 6):
+        sw._install = lambda: None  # type: ignore[method-assign]
+        sw._lpm = [(0xFFFFFF00, {int.from_bytes(ip_bytes("10.0.1.0"), "big"): tuple(range(1, n + 1))})]
+        for sport in range(0, 4000, 37):
+            f = bytearray(frame("10.0.0.1", "10.0.1.2", sport))
+            dst = int.from_bytes(ip_bytes("10.0.1.2"), "big")
+            sw._arrive(0, Packet(bytearray(f), 0, 0, 14, 0, dst), 0)
+            want = lb.choose_pkt(tuple(range(1, n + 1)), sw.ports, Packet(bytearray(f), 0, 0, 14, 0, dst), 0, 0)
+            assert chosen[-1] == want
+    assert len(set(chosen)) == 5

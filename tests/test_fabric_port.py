@@ -222,3 +222,33 @@ def test_pcp_classification_when_trusted() -> None:
         assert sw.ingress_bytes(0, tc) == len(tagged)
         tx = drain(sw)
         assert tx[1].frame[12:16] == tagged[12:16] and IPV4.decode(tx[1].frame, 18).ttl == 63
+
+
+def test_pick_alone_leaves_the_scheduler_as_pick_does() -> None:
+    """A packet alone at an idle port leaves without entering its queue (Switch._enqueue): the
+    scheduler's state must then be what pushing it and Port.pick would have left, from any state
+    (round-robin position, fresh turn, deficits, strict run) and for every class."""
+    import random
+
+    from uet.fabric.model.port import Packet, Port
+
+    rng = random.Random(7)
+
+    def state(p: Port) -> tuple[object, ...]:
+        return (p._rr, p._fresh, list(p.deficit), p._strict_run)
+
+    for strict in ((7, 6), (7,), ()):
+        for _ in range(40):
+            weights = {tc: rng.randint(1, 4) for tc in range(8)}
+            budget = rng.choice((None, 0, 3000))
+            a, b = (Port(0, GBPS, 0, strict=strict, weights=weights, strict_budget=budget) for _ in range(2))
+            rr, fresh, run = rng.randrange(len(a.dwrr)), rng.random() < 0.5, rng.randrange(5000)
+            deficit = [rng.randrange(3 * a.max_frame) for _ in range(8)]
+            for p in (a, b):
+                p._rr, p._fresh, p._strict_run, p.deficit = rr, fresh, run, list(deficit)
+            tc = rng.randrange(8)
+            size = rng.randint(60, 1500)
+            a.push(Packet(bytearray(size), 0, tc, 14, 0))
+            assert a.pick(0) == tc
+            b.pick_alone(tc, size)
+            assert state(a) == state(b), (strict, tc)

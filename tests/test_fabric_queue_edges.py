@@ -254,3 +254,42 @@ def test_a_queue_is_sampled_again_exactly_one_interval_later() -> None:
     run(sw)
     got = [(r.t, r.bytes) for r in tel.of(QueueDepth) if r.port == 1 and r.tc == 0]
     assert got[:3] == [(0, FRAME), (0, 0), (20_000, 2 * FRAME)], got  # (the first left at once)
+
+
+def test_the_switch_admits_a_lossy_packet_as_mmu_admit_lossy_does() -> None:
+    """Switch._enqueue inlines Mmu.admit_lossy (once per packet per hop): through a static limit,
+    the dynamic threshold and a full shared buffer, its decision and the buffer state after it
+    are the ones the Mmu's own rule gives from the same state."""
+    import copy
+
+    rng = random.Random(3)
+    for limit, dynamic, size in ((6000, False, 512 * 1024), (None, True, 64 * 1024), (None, False, 40 * 1024)):
+        cfg = SwitchConfig()
+        cfg.tcs[0].limit, cfg.tcs[0].dynamic = limit, dynamic
+        cfg.buffer.size = size
+        cfg.trim.enabled = False
+        sw = Switch("sw", 1, [PortSpec(rate_bps=100 * GBPS, delay_ns=0), PortSpec(rate_bps=GBPS)], cfg)
+        sw.add_route("10.0.1.0/24", [1])
+        reasons = set()
+        for k in range(120):
+            f = ipv4_frame("10.0.0.1", "10.0.1.2", bytes(rng.randint(20, 1450)), dport=9)
+            pkt = Packet(bytearray(f), 0, 0, 14, 0)
+            shadow = copy.deepcopy(sw.mmu)
+            want = shadow.admit_lossy(Packet(bytearray(f), 0, 0, 14, 0), sw.ports[1].qbytes[0])
+            drops = sw.counters.total("drop")
+            sw._enqueue(pkt, 1, k)  # the port stays busy: every packet after the first is queued
+            if want:
+                reasons.add(want)
+                assert sw.counters[("drop", "sw", want)] and sw.counters.total("drop") == drops + 1
+            else:
+                assert sw.counters.total("drop") == drops
+                if k:  # the first leaves at once: its charge is given back as it starts
+                    assert pkt.pool == "shared"
+                    m, s = sw.mmu, shadow
+                    assert (m.used, m.shared_used, m.peak_used, m.ingress) == (
+                        s.used,
+                        s.shared_used,
+                        s.peak_used,
+                        s.ingress,
+                    )
+        assert reasons, (limit, dynamic, size)

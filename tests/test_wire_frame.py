@@ -9,7 +9,16 @@ from uet.fabric.model.frames import IP_TOS, trim
 
 from uet.errors import DecodeError
 from uet.wire.build import build_frame
-from uet.wire.frame import RxFrame, build_udp_frame, parse_udp_frame
+from uet.wire.frame import (
+    MARK_LASTHOP,
+    MARK_TRIMMED,
+    FrameBuilder,
+    RxFrame,
+    build_udp_frame,
+    ip_word_sum,
+    parse_marked,
+    parse_udp_frame,
+)
 from uet.wire.net import ip_bytes
 
 SRC, DST = "10.0.0.1", "10.1.2.3"
@@ -57,3 +66,66 @@ def test_not_uet_is_none_and_hostile_frames_raise() -> None:
         with pytest.raises(DecodeError) as e:
             parse_udp_frame(bad)
         assert e.value.header == where
+
+
+@given(
+    payload=st.binary(max_size=300),
+    sport=st.integers(0, 0x1FFFF),
+    tos=st.integers(0, 255),
+    dport=st.sampled_from([4793, 4791]),
+    checksum=st.booleans(),
+)
+def test_the_simulators_builder_is_build_udp_frame(
+    payload: bytes, sport: int, tos: int, dport: int, checksum: bool
+) -> None:
+    """FrameBuilder (the simulator's copy) gives build_udp_frame's bytes."""
+    fb = FrameBuilder(ip_bytes(SRC), src_mac=SRC_MAC, dst_mac=DST_MAC, dport=dport, udp_checksum=checksum)
+    dst = ip_bytes(DST)
+    want = build_udp_frame(
+        payload, ip_bytes(SRC), dst, sport=sport, dscp=tos >> 2, ecn=tos & 3, src_mac=SRC_MAC, dst_mac=DST_MAC,
+        dport=dport, udp_checksum=checksum,
+    )  # fmt: skip
+    assert fb.build(payload, dst, ip_word_sum(dst), sport, tos) == want
+
+
+def _packed(frame: bytes | bytearray, port: int = 4793) -> tuple[bytes, str, int] | None:
+    rx = parse_udp_frame(frame, port=port, verify=False)
+    if rx is None:
+        return None
+    return (rx.data, rx.source, rx.ecn | (MARK_TRIMMED | (MARK_LASTHOP if rx.last_hop else 0) if rx.trimmed else 0))
+
+
+@given(
+    payload=st.binary(max_size=120),
+    tos=st.integers(0, 255),
+    cut=st.integers(0, 200),
+    at=st.integers(0, 60),
+    x=st.integers(0, 255),
+)
+def test_parse_marked_is_parse_udp_frame(payload: bytes, tos: int, cut: int, at: int, x: int) -> None:
+    """parse_marked (the simulator's copy) gives parse_udp_frame's fields, None and errors, on
+    whole frames, trimmed ones, cut ones and frames with one byte changed."""
+    f = build_udp_frame(payload, ip_bytes(SRC), ip_bytes(DST), sport=9, dscp=tos >> 2, ecn=tos & 3)
+    frames = [f, bytes(trim(bytearray(f), 14, 64, 5)), bytes(trim(bytearray(f), 14, 64, 7)), f[:cut]]
+    if at < len(f):
+        frames.append(f[:at] + bytes([x]) + f[at + 1 :])
+    names: dict[bytes, str] = {}
+    for fr in frames:
+        for port in (4793, 4791):
+            try:
+                want: object = _packed(fr, port)
+            except DecodeError as e:
+                want = e.header
+            for cache in (None, names):
+                try:
+                    got: object = parse_marked(fr, port, cache)
+                except DecodeError as e:
+                    got = e.header
+                assert got == want
+    assert parse_marked(bytearray(f)) == _packed(f)
+
+
+def test_the_marks_are_the_cores() -> None:
+    from uet.fep import ECN_LASTHOP, ECN_TRIMMED
+
+    assert (MARK_TRIMMED, MARK_LASTHOP) == (ECN_TRIMMED, ECN_LASTHOP)

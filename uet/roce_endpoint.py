@@ -28,7 +28,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from uet.adapter import CoreDriver, CoreOperations
 from uet.clock import DilatedClock
@@ -42,7 +42,7 @@ from uet.wire.roce import ROCE_UDP_PORT
 if TYPE_CHECKING:
     from uet.transport import Transport
 
-__all__ = ["RoceEndpoint", "LIVE_RTT_NS"]
+__all__ = ["RoceEndpoint", "RoceOptions", "LIVE_RTT_NS"]
 
 #: The round trip the ACK timeout of a live endpoint is scaled for when no ``config`` is given:
 #: an asyncio loop's scheduling delay, not a fabric's (the real-time profile's effective 1 ms,
@@ -50,6 +50,18 @@ __all__ = ["RoceEndpoint", "LIVE_RTT_NS"]
 #: shorter than one turn of a loaded or traced loop: go-back-N then rewound every message before
 #: its last packet (the only one asking for an ACK) was sent, until ``retry_cnt`` ran out (issue 12).
 LIVE_RTT_NS = 1_000_000
+
+
+class RoceOptions(TypedDict, total=False):
+    """The keyword arguments :meth:`RoceEndpoint.open` and :meth:`RoceEndpoint.over_fabric` pass
+    on to the constructor (documented there)."""
+
+    config: QpConfig | None
+    cm: StaticCm | None
+    seed: int | None
+    log: Callable[[dict[str, Any]], None] | None
+    clock: Callable[[], int]
+    peer_config: Callable[[str], QpConfig | None] | None
 
 
 class RoceEndpoint(CoreOperations[str], CoreDriver):
@@ -92,10 +104,10 @@ class RoceEndpoint(CoreOperations[str], CoreDriver):
 
     @classmethod
     async def open(
-        cls, address: str, *, port: int = ROCE_UDP_PORT, peer_port: int | None = None, **kw: Any
+        cls, address: str, *, port: int = ROCE_UDP_PORT, peer_port: int | None = None, **kw: Unpack[RoceOptions]
     ) -> RoceEndpoint:
         """Over the direct link: UDP ``port`` (4791) on ``address``; peers listen on ``peer_port``
-        (default the same). ``kw``: the constructor's (``config``, ``cm``, ``seed``, ``log``)."""
+        (default the same). ``kw``: the constructor's (:class:`RoceOptions`)."""
         from uet.link.direct import DirectLink
 
         ep = cls(DirectLink(address, port, peer_port=peer_port, read_ecn=True, dont_fragment=True), **kw)
@@ -104,7 +116,7 @@ class RoceEndpoint(CoreOperations[str], CoreDriver):
 
     @classmethod
     async def over_fabric(
-        cls, address: str, switch: tuple[str, int], *, rate_bps: int = 100_000_000, **kw: Any
+        cls, address: str, switch: tuple[str, int], *, rate_bps: int = 100_000_000, **kw: Unpack[RoceOptions]
     ) -> RoceEndpoint:
         """Over the fabric link to the switch port ``switch`` (``uet-fabric``'s UDP socket for this
         host), with the host link's ``rate_bps`` for PFC pause quanta. A ``clock`` in ``kw`` (a

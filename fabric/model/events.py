@@ -61,13 +61,10 @@ class EventQueue:
         t = heapq.heappop(self._times)
         self.now = t
         q = self._at[t]
-        i = 0
-        while i < len(q):
-            fn, a, b = q[i]
-            i += 1
+        for fn, a, b in q:  # a list's iterator sees what is appended while it runs
             fn(a, b, t)
         del self._at[t]
-        return i
+        return len(q)
 
     def run_until(self, now: int) -> int:
         """Run every event due at or before ``now`` in time order; returns how many ran."""

@@ -79,25 +79,25 @@ def rewrite_tos_ttl(frame: bytearray, ip: int, tos: int, ttl: int) -> None:
     frame[ip + IP_CSUM + 1] = hc & 0xFF
 
 
-def forward_rewrite(frame: bytearray, ip: int, tos: int) -> None:
-    """A switch's per-hop rewrite in one pass: TTL − 1 and TOS := ``tos``, checksum patched.
+def forward_rewrite(frame: bytearray, ip: int, hops: int) -> None:
+    """The per-hop rewrite of ``hops`` switches in one pass: TTL − ``hops``, checksum patched.
 
-    The data path's own copy of :func:`rewrite_tos_ttl` (``tos``, TTL − 1), for speed: one call
-    instead of three. With TTL ≥ 1 (a switch drops TTL ≤ 1 before), the TTL/protocol word m
-    becomes m − 0x100, so RFC 1624 eqn. 3's ~m + m' is the constant 0xFEFF; the TOS word adds its
-    own term only when the TOS changes (an ECN mark). ``tests/test_fabric_frames.py`` proves the
-    two give the same bytes.
+    Each hop takes one from the TTL (a switch drops TTL ≤ 1 first, so the TTL stays ≥ 1); RFC
+    1624 eqn. 3's term ~m + m' for the TTL/protocol word m → m − 0x100 is the constant 0xFEFF.
+    One's-complement addition is associative and its end-around-carry sums of these terms are
+    never zero, so adding ``hops`` × 0xFEFF once gives the checksum ``hops`` successive
+    :func:`rewrite_tos_ttl` calls would (the TOS changes, ECN marks, are written at once with
+    :func:`rewrite_tos_ttl` and may come in between): the switch defers the TTL to where the
+    frame leaves the switches (``Packet.hops``). ``tests/test_fabric_frames.py`` proves the two
+    give the same bytes.
     """
-    old = frame[ip + IP_TOS]
+    if not hops:
+        return
     hc = (frame[ip + IP_CSUM] << 8) | frame[ip + IP_CSUM + 1]
-    s = (~hc & 0xFFFF) + 0xFEFF
-    if tos != old:
-        v = frame[ip] << 8
-        s += (~(v | old) & 0xFFFF) + (v | tos)
-        frame[ip + IP_TOS] = tos
+    s = (~hc & 0xFFFF) + 0xFEFF * hops
     s = (s & 0xFFFF) + (s >> 16)
     s = (s & 0xFFFF) + (s >> 16)
-    frame[ip + IP_TTL] -= 1
+    frame[ip + IP_TTL] -= hops
     hc = ~s & 0xFFFF
     frame[ip + IP_CSUM] = hc >> 8
     frame[ip + IP_CSUM + 1] = hc & 0xFF

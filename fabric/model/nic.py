@@ -183,6 +183,16 @@ class HostNic:
             if cap is not None and port.qbytes[tc] + len(buf) > cap:
                 self.counters[("drop", self.name, "nic_queue_full")] += 1
                 return
+            if (
+                not port.backlog
+                and port.busy_until <= now
+                and not port.ctrl
+                and (port.paused_until[tc] <= now or port.ignore_pause[tc])
+            ):
+                # an idle link and nothing queued: the frame leaves at once (as Switch._enqueue)
+                port.pick_alone(tc, len(buf))
+                self._kick(port, now, tc, buf)
+                return
             port.push(Packet(buf, 0, tc, ip, now))
         self._kick(port, now)
 
@@ -261,23 +271,30 @@ class HostNic:
         port.wake_at = -1
         self._kick(port, now)
 
-    def _kick(self, port: Port, now: int) -> None:
-        if port.busy_until <= now and port.backlog and not port.ctrl:
-            tc = port.pick(now)  # Port.ready's idle case, inlined (as Switch._kick does)
-            if tc is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
-                port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
-                return
+    def _kick(self, port: Port, now: int, tc: int = CTRL, first: bytearray | None = None) -> None:
+        """Start the next frame on an idle link, if any class may send; ``first``: a frame of
+        class ``tc`` that :meth:`send` found alone at an idle port (the scheduler's choice made
+        by :meth:`Port.pick_alone`), which leaves without entering its queue."""
+        if first is not None:
+            frame = first
         else:
-            tc = port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
-            if tc is None:
-                return
-        if tc == CTRL:
-            frame = bytearray(port.ctrl.popleft())
-        else:
-            pkt = port.pop(tc)
-            frame = pkt.frame
+            if port.busy_until <= now and port.backlog and not port.ctrl:
+                c = port.pick(now)  # Port.ready's idle case, inlined (as Switch._kick does)
+                if c is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
+                    port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
+                    return
+            else:
+                c = port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
+                if c is None:
+                    return
+            tc = c
+            if tc == CTRL:
+                frame = bytearray(port.ctrl.popleft())
+            else:
+                frame = port.pop(tc).frame
+        if tc != CTRL:
             port.last_tx[tc] = now
-            port.tx_tc_bytes[tc] += pkt.size
+            port.tx_tc_bytes[tc] += len(frame)  # a NIC's Packet.size: its frame is never changed
         end = port.start(len(frame), now)
         if port.backlog or port.ctrl:
             port.free_at = end

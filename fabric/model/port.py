@@ -40,7 +40,7 @@ CTRL = 8
 class Packet:
     """A frame held in a switch: its bytes and what ingress learned about it."""
 
-    __slots__ = ("frame", "size", "in_port", "tc", "ip", "pool", "t_enq", "dst", "fcrc", "path")
+    __slots__ = ("frame", "size", "in_port", "tc", "ip", "pool", "t_enq", "dst", "fcrc", "path", "hops")
 
     def __init__(self, frame: bytearray, in_port: int, tc: int, ip: int, t_enq: int, dst: int = -1) -> None:
         self.frame = frame
@@ -60,6 +60,23 @@ class Packet:
         #: the links crossed so far when the fabric counts per-link load, packed into one int
         #: (uet.fabric.model.linkload: ``path << bits | link id``, ids from 1); 0: not counted
         self.path = 0
+        #: switches that forwarded the packet since its TTL and IPv4 checksum were last written:
+        #: each takes one from the TTL, and the switch that hands the frame to a host or a tap
+        #: (or re-reads or trims it) writes them all at once (frames.forward_rewrite)
+        self.hops = 0
+
+
+_RR_AFTER: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, ...]] = {}
+
+
+def _rr_after(strict: tuple[int, ...], dwrr: tuple[int, ...]) -> tuple[int, ...]:
+    """:attr:`Port.rr_after` for these strict and DWRR classes, one tuple shared by every port
+    that has them."""
+    key = (strict, dwrr)
+    t = _RR_AFTER.get(key)
+    if t is None:
+        t = _RR_AFTER[key] = tuple(-1 if tc in strict else (dwrr.index(tc) + 1) % len(dwrr) for tc in range(8))
+    return t
 
 
 class Node(Protocol):
@@ -136,6 +153,9 @@ class Port:
         self.strict = tuple(sorted(strict, reverse=True))
         w = weights or {}
         self.dwrr = tuple(tc for tc in range(8) if tc not in self.strict)
+        #: per class, the round robin's position after serving it alone (-1: a strict class),
+        #: for :meth:`pick_alone`
+        self.rr_after = _rr_after(self.strict, self.dwrr)
         self.quantum = [max(1, w.get(tc, 1)) * self.max_frame for tc in range(8)]
         self.deficit = [0] * 8
         self._rr = 0
@@ -298,6 +318,21 @@ class Port:
         if pick is not None:
             self._strict_run = 0
         return pick
+
+    def pick_alone(self, tc: int, size: int) -> None:
+        """What :meth:`pick` does to the scheduler's state when it serves a ``size``-byte packet
+        of class ``tc`` that is alone in this port's queues (and not paused): the caller sends
+        it without queueing it (``Switch._enqueue`` on an idle port). A strict class adds to the
+        strict run; a DWRR class, served alone, moves the round robin past itself with a fresh
+        turn, forgets its deficit and ends the strict run."""
+        nxt = self.rr_after[tc]
+        if nxt < 0:
+            self._strict_run += size
+            return
+        self._rr = nxt
+        self._fresh = True
+        self.deficit[tc] = 0
+        self._strict_run = 0
 
     def _dwrr_eligible(self, now: int) -> bool:
         pu, ign = self.paused_until, self.ignore_pause

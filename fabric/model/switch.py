@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import heapq
 import random
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,11 +52,13 @@ from uet.fabric.model.frames import (
     IP_LEN,
     IP_TOS,
     IP_TTL,
+    flow_tuple,
     forward_rewrite,
     is_uet,
     l3_offset,
     parse_pause,
     pfc_frame,
+    rewrite_tos_ttl,
     trim,
     uet_header_len,
 )
@@ -164,6 +167,9 @@ class Switch:
         self.mmu = Mmu(cfg, len(self.ports))
         self.lossless = self.mmu.lossless
         self.lb = LoadBalancer(cfg.lb, switch_id, self.rng)
+        #: per class: the load balancer hashes (ECMP), and its seed (Switch._arrive inlines it)
+        self._lb_ecmp = [m == "ecmp" for m in self.lb.modes]
+        self._lb_seed = self.lb.seed
         self._dscp_map = cfg.dscp_map
         self._ecn = [t.ecn for t in cfg.tcs]
         # marking per egress port: a class with ``last_hop`` off is not marked towards a host
@@ -198,6 +204,9 @@ class Switch:
         #: ingress options that need the whole pipeline even for a forwarded packet
         self._slow_ingress = bool(cfg.latency_ns) or cfg.trust_pcp
         self._ecn_avg = [e is not None and bool(e.weight_shift) for e in self._ecn]
+        #: per class: arrivals update an average or a sample of its queue, so every packet
+        #: enters the queue (no leaving at once from an idle port: _enqueue)
+        self._queue_watch = [avg or bool(self._sample_ns) for avg in self._ecn_avg]
         #: per-link accounting shared by a Fabric's switches (None: off); a packet then carries
         #: the links it crossed and the last switch reports it delivered (uet.fabric.model.linkload)
         self.link_load: LinkLoad | None = None
@@ -364,13 +373,14 @@ class Switch:
         frame = pkt.frame
         size = pkt.size
         if self._slow_ingress or size > pt.max_frame or pt.faulty:
+            forward_rewrite(frame, pkt.ip, pkt.hops)  # the whole pipeline reads the frame as sent
             self.ingress(in_port, frame, now)
             return
         pt.rx_bytes += size
         pt.rx_frames += 1
         ip = pkt.ip
         tc = self._dscp_map[frame[ip + IP_TOS] >> 2]
-        if frame[ip + IP_TTL] <= 1:
+        if frame[ip + IP_TTL] - pkt.hops <= 1:  # the TTL the frame has left
             self._drop(in_port, tc, "ttl_expired", size, now)
             return
         addr = pkt.dst
@@ -382,8 +392,19 @@ class Switch:
         if not group:  # no route, or a withdrawn prefix
             self._drop(in_port, tc, "no_route", size, now)
             return
-        if len(group) == 1:
+        n = len(group)
+        if n == 1:
             out = group[0]
+        elif self._lb_ecmp[tc]:  # LoadBalancer.choose_pkt's ECMP, inlined (the rule is written there)
+            c = pkt.fcrc
+            if c < 0:
+                c = pkt.fcrc = zlib.crc32(flow_tuple(frame, ip))
+            h = zlib.crc32(self._lb_seed, c)
+            h ^= h >> 16  # mix32
+            h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+            h ^= h >> 13
+            h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+            out = group[(h ^ (h >> 16)) % n]
         else:
             out = self.lb.choose_pkt(group, self.ports, pkt, tc, now)
         pkt.in_port = in_port
@@ -401,10 +422,29 @@ class Switch:
             self._drop(out, tc, "watchdog", pkt.size, now)
             return
         mmu = self.mmu
-        if tc in self.lossless:
+        size = pkt.size
+        lossless = tc in self.lossless
+        reason = ""
+        if lossless:
             reason = mmu.admit_lossless(pkt)
         else:
-            reason = mmu.admit_lossy(pkt, port.qbytes[tc])
+            # Mmu.admit_lossy, inlined (once per packet per hop; the rule is written there)
+            qbytes = port.qbytes[tc]
+            static = mmu._static[tc]
+            used = mmu.shared_used
+            if static is not None and qbytes + size > static:
+                reason = "queue_limit"
+            elif mmu._dynamic[tc] and qbytes + size > int(mmu._alpha * (mmu.shared_size - used)):
+                reason = "dynamic_threshold"
+            elif used + size > mmu.shared_size:
+                reason = "buffer_full"
+            else:
+                pkt.pool = "shared"
+                mmu.ingress[pkt.in_port][tc] += size
+                mmu.shared_used = used + size
+                u = mmu.used = mmu.used + size
+                if u > mmu.peak_used:
+                    mmu.peak_used = u
         if reason:
             trim_cfg = self.cfg.trim
             if reason in _TRIMMABLE_REASONS and trim_cfg.enabled and tc in trim_cfg.tcs and is_uet(pkt.frame, pkt.ip):
@@ -412,14 +452,37 @@ class Switch:
             else:
                 self._drop(out, tc, reason, pkt.size, now)
             return
-        self._push(port, pkt, now)
-        if tc in self.lossless and mmu.should_xoff(pkt.in_port, tc):
+        if (
+            not port.backlog
+            and port.busy_until <= now
+            and not port.ctrl
+            and (port.paused_until[tc] <= now or port.ignore_pause[tc])
+            and not self._queue_watch[tc]
+        ):
+            # an idle link and nothing queued: the packet leaves at once, without passing
+            # through its class queue (what _push and Port.pick would do, without the work);
+            # Port.pick_alone, inlined
+            nxt = port.rr_after[tc]
+            if nxt < 0:
+                port._strict_run += size
+            else:
+                port._rr = nxt
+                port._fresh = True
+                port.deficit[tc] = 0
+                port._strict_run = 0
+            self._kick(port, now, pkt)
+        else:
+            self._push(port, pkt, now)
+        if lossless and mmu.should_xoff(pkt.in_port, tc):
             self._send_pfc(pkt.in_port, tc, now, xon=False, refresh=False)
 
     def _trim(self, pkt: Packet, port: Port, now: int) -> None:
         """§8.4: cut to the headers, re-mark, queue in the trimmed class or drop if that is full."""
         tcfg = self.cfg.trim
         frame, ip = pkt.frame, pkt.ip
+        if pkt.hops:  # the stub is built from the frame as the switches before this one sent it
+            forward_rewrite(frame, ip, pkt.hops)
+            pkt.hops = 0
         keep = tcfg.trim_bytes or max(tcfg.min_bytes, uet_header_len(frame, ip))
         dscp = tcfg.dscp_lasthop if port.faces_host else tcfg.dscp_fabric
         stub = Packet(trim(frame, ip, keep, dscp), pkt.in_port, self._trim_tc, ip, now, pkt.dst)
@@ -470,8 +533,10 @@ class Switch:
         port.wake_at = -1
         self._kick(port, now)
 
-    def _kick(self, port: Port, now: int) -> None:
-        """Start the next frame on an idle link, if any class may send.
+    def _kick(self, port: Port, now: int, first: Packet | None = None) -> None:
+        """Start the next frame on an idle link, if any class may send; ``first``: the packet
+        :meth:`_enqueue` found alone at an idle port (the scheduler's choice already made, by
+        :meth:`Port.pick_alone`), which leaves without entering its queue.
 
         A departing packet's buffer charge is released only after the link is marked busy: the
         XON that release may trigger can be queued on this very port and must not start a second
@@ -479,34 +544,41 @@ class Switch:
         (``Port.free_at``): a busy port given work schedules it then.
         """
         while True:
-            if port.busy_until <= now and port.backlog and not port.ctrl:
-                tc = port.pick(now)  # Port.ready's idle case, inlined
-                if tc is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
-                    port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
-                    return
+            pkt: Packet | None
+            if first is not None:
+                pkt, first = first, None
+                tc = pkt.tc
             else:
-                tc = port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)  # the rule NICs share
-                if tc is None:
-                    return
-            pkt = None
-            if tc == CTRL:
-                frame = bytearray(port.ctrl.popleft())
-            else:
-                pkt = port.queues[tc].popleft()  # Port.pop, inlined
+                if port.busy_until <= now and port.backlog and not port.ctrl:
+                    c = port.pick(now)  # Port.ready's idle case, inlined
+                    if c is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
+                        port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
+                        return
+                else:
+                    c = port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)  # the rule NICs share
+                    if c is None:
+                        return
+                tc = c
+                if tc == CTRL:
+                    pkt = None
+                    frame = bytearray(port.ctrl.popleft())
+                else:
+                    pkt = port.queues[tc].popleft()  # Port.pop, inlined
+                    port.qbytes[tc] -= pkt.size
+                    port.backlog -= 1
+            if pkt is not None:
                 size = pkt.size
-                port.qbytes[tc] -= size
-                port.backlog -= 1
                 frame, ip = pkt.frame, pkt.ip
-                tos = frame[ip + IP_TOS]
                 ecn = port.ecn[tc]
                 if ecn is not None:
                     q = port.avg_q[tc] if ecn.weight_shift else port.qbytes[tc]
                     if q > ecn.kmin:
                         p = ecn.probability(q)
                         if p >= 1.0 or self.rng.random() < p:
+                            tos = frame[ip + IP_TOS]
                             bits = tos & 3
                             if bits == 1 or bits == 2:
-                                tos |= 3
+                                rewrite_tos_ttl(frame, ip, tos | 3, frame[ip + IP_TTL])  # CE; the TTL waits (below)
                                 self.counters[("mark", self.name, port.index, tc)] += 1
                                 if self.telemetry.wants("ecn_mark"):
                                     self.telemetry.add(EcnMarked(now, self.name, port.index, tc, int(q)))
@@ -514,7 +586,7 @@ class Switch:
                                 self._drop(port.index, tc, "wred", pkt.size, now)
                                 self._release(pkt, now)
                                 continue
-                forward_rewrite(frame, ip, tos)
+                pkt.hops += 1  # TTL − 1, written when the frame leaves the switches (forward_rewrite)
                 port.last_tx[tc] = now
                 port.tx_tc_bytes[tc] += size
                 if self._sample_ns and (now - port.last_sample[tc] >= self._sample_ns or not port.qbytes[tc]):
@@ -551,6 +623,8 @@ class Switch:
                 else:
                     if pkt is not None:
                         frame[0:12] = port.l2_rewrite
+                        forward_rewrite(frame, pkt.ip, pkt.hops)
+                        pkt.hops = 0
                     ingress: Any = port.peer_ingress  # set for every port of a Fabric
                     event = (ingress, port.peer_port, frame)
                 bucket = ev._at.get(at)
@@ -562,6 +636,8 @@ class Switch:
             else:
                 if pkt is not None:
                     frame[0:12] = port.l2_rewrite
+                    forward_rewrite(frame, pkt.ip, pkt.hops)
+                    pkt.hops = 0
                 tx(self, port.index, frame, now, end)
             if pkt is not None:
                 path = pkt.path

@@ -68,7 +68,7 @@ from uet.tools.bench.options import (
 )
 from uet.tools.bench.procs import expect, spawn
 from uet.tools.bench.raw import BLAST_CANDIDATES, blast_receive, blast_send, loop_runner, raw_socket
-from uet.tools.bench.report import aggregate, print_table
+from uet.tools.bench.report import aggregate, passed, print_table
 from uet.tools.bench.tss import tss_fields
 from uet.tools.bench.uet_side import uet_figures, uet_receiver, uet_sender
 from uet.tools.cli import UsageError, float_arg, int_arg, probability, quiet_interrupt, size_arg
@@ -327,8 +327,7 @@ def pair_command(ns: argparse.Namespace) -> int:
         print_table(f"uet-bench pair ({opts.mode.upper()}, {opts.size} bytes, payload {opts.payload})", rec)
     if rec.get("interrupted"):
         raise KeyboardInterrupt
-    ok = rec["intact"] or (opts.mode == "uud" and rec["error"] is None)
-    return 0 if ok else 1
+    return 0 if passed(rec) else 1
 
 
 def pair_options(ns: argparse.Namespace) -> PairOptions:

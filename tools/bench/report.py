@@ -46,9 +46,9 @@ ROUND_KEYS = ("raw_udp_gbps", "raw_candidate", "goodput_gbps", "ratio", "cpu_rat
 
 
 def passed(rec: dict[str, Any]) -> bool:
-    """``uet-demo``'s pass rule for a pair record: every message once and intact; for UUD (best
-    effort, no flow control: behaviour.md §2.15) no error and no duplicate — what arrived is
-    reported, not failed (issue 15 item 19)."""
+    """The pass rule for a pair record (``uet-demo``, ``uet-bench pair`` and its size sweep):
+    every message once and intact; for UUD (best effort, no flow control: behaviour.md §2.15) no
+    error and no duplicate — what arrived is reported, not failed (issue 15 item 19)."""
     if rec["mode"] == "uud":
         return rec.get("error") is None and rec["duplicates"] == 0
     return bool(rec["intact"]) and rec["duplicates"] == 0

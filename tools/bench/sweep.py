@@ -16,6 +16,7 @@ from typing import Any
 
 from uet.tools.bench.options import MAX_PAIR_SIZE, PairOptions, pair_notes
 from uet.tools.bench.pair import run_pair
+from uet.tools.bench.report import passed
 from uet.tools.bench.rtt import SWEEP_SIZES
 from uet.tools.cli import quiet_interrupt, yes_no
 
@@ -44,8 +45,7 @@ def pair_sweep(ns: argparse.Namespace, base: PairOptions) -> int:
             _print(ns, base, rows)  # the sizes measured so far
         raise
     _print(ns, base, rows)
-    ok = all(r["intact"] or (base.mode == "uud" and r["error"] is None) for r in rows)
-    return 0 if ok else 1
+    return 0 if all(passed(r) for r in rows) else 1
 
 
 def _cell(row: dict[str, Any], col: str) -> str:

@@ -94,7 +94,10 @@ class Ccc:
         if not algos:
             return self.inflight_pkts < self.window
         size = nbytes + self.overhead
-        return all(a.can_send(size, now) for a in algos)
+        for a in algos:  # (a loop, not all() over a generator: once per packet sent)
+            if not a.can_send(size, now):
+                return False
+        return True
 
     def may_open(self, nbytes: int, now: int) -> bool:
         """May the first packet of a new PDC go although the gate refuses it? Yes when only
@@ -135,7 +138,10 @@ class Ccc:
         """Set AR on the packet of ``nbytes`` about to go (§4.3.3 ``ack_request``, evaluated as
         if it were already in flight; RCCC: it spends the last of the credit)."""
         size = nbytes + self.overhead
-        return any(a.ack_request(size) for a in self.algorithms)
+        for a in self.algorithms:  # (a loop, as in can_send)
+            if a.ack_request(size):
+                return True
+        return False
 
     def set_backlog(self, pdcid: int, npkts: int, nbytes: int) -> None:
         """The PDS reports a PDC's queued packets, each about ``nbytes`` (an estimate)."""
@@ -167,7 +173,10 @@ class Ccc:
 
     def credit_request_due(self, now: int) -> bool:
         """A credit algorithm wants its target restated in a CREDIT_REQ now (§4.5)."""
-        return any(a.credit_request_due(now) for a in self.algorithms)
+        for a in self.algorithms:  # (a loop, as in can_send: once per blocked pump)
+            if a.credit_request_due(now):
+                return True
+        return False
 
     def on_credit_request(self, now: int) -> None:
         for a in self.algorithms:

@@ -40,7 +40,8 @@ class Completions(FepState):
         """Handle every pending PDS event (an eager packet's plain Acked takes an inlined fast
         path), then the SES engines' completions."""
         if not self.pds._events:  # nothing from PDS (most calls of a request/response exchange)
-            self._drain_ses()
+            if self.waiters.queue or self.ses.has_events():  # else _drain_ses has nothing to do
+                self._drain_ses()
             return
         take = self.pds.take_events
         dirty = self._dirty
@@ -185,7 +186,7 @@ class Completions(FepState):
                 elif t is WriteCompleted:
                     out.append(ev)
                 ev = ses.next_event()
-        if self.waiters and ses.has_unexpected():
+        if self.waiters.queue and ses.has_unexpected():
             self.waiters.serve()
 
     def _on_recv_completed(self, ev: ses_events.RecvCompleted) -> None:

@@ -439,7 +439,8 @@ class PdsCore(
             if len(batch) != n:
                 c = self.counters
                 c["rx"] = c.get("rx", 0) + n - len(batch)
-        if hook is None or self._log is not None or cfg.ack_per_pkt:
+        if hook is None or self._log is not None or cfg.ack_per_pkt or (type(batch) is list and len(batch) == 1):
+            # (one datagram: nothing follows it to predict)
             for data, src, ecn in batch:
                 if ecn > 3:
                     rx(data, now, source=src, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
@@ -794,7 +795,7 @@ class PdsCore(
         the cost is O(touched · log n) instead of a scan of every PDC."""
         if self._tdirty:
             self._refresh_timers()
-        best = self._rudi_deadline()
+        best = self._rudi_deadline() if self._rudi_out else None
         cs = self.credit_scheduler
         if cs is not None:
             d = cs.deadline()

@@ -8,16 +8,17 @@ earliest deadline of any core (:meth:`FepCore.get_timer`) or of the fabric
    codec (:func:`uet.wire.frame.parse_udp_frame`) into a :class:`~uet.fep.Datagram` with its named
    fields (ECN bits, trimmed, last hop, source port) and the datagrams of one host and instant go
    to its core as one batch (``receive_batch``; a FEP core without TSS, whose links may hand it
-   tuples, takes them as its packed ``(data, source, ecn | trim marks)`` through ``receive_marked``:
-   no record per packet);
+   tuples, takes them as its packed ``(data, source, ecn | trim marks)`` through ``receive_marked``,
+   parsed by the codec's packed copy :func:`uet.wire.frame.parse_marked`: no record per packet);
 2. fires the timers of every core whose deadline has come (``handle_timer``);
 3. *flushes* every core that got input or an operation: ``datagrams_to_send(now)`` → each
    :class:`~uet.fep.Transmit` (for a FEP core without TSS its packed form,
    ``datagrams_to_send_packed`` with the TOS byte of the PDS type, ``FepCore.tos``) becomes one
    Ethernet/IPv4/UDP frame (entropy in the UDP source
-   port, DSCP and ECN in the TOS byte; :func:`uet.wire.frame.build_udp_frame`) injected at the
-   host's NIC; then the core's events go to the host's ``on_event`` callback and its timer is
-   re-armed.
+   port, DSCP and ECN in the TOS byte; built by the host's :class:`uet.wire.frame.FrameBuilder`,
+   the codec's copy of :func:`uet.wire.frame.build_udp_frame` with the sender's share of the
+   header computed once) injected at the host's NIC; then the core's events go to the host's
+   ``on_event`` callback and its timer is re-armed.
 
 **UDP checksums** (``udp_checksums``): nothing in the simulator verifies one (step 1 parses with
 ``verify=False``; switches never read the UDP header's checksum), so an engine built with
@@ -38,13 +39,13 @@ them) or ``limit`` is reached; the virtual-time event loop (:mod:`uet.sim.loop`)
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from uet.errors import UetError
 from uet.fabric.model import Fabric
-from uet.fep import ECN_LASTHOP, ECN_TRIMMED, Datagram, FepCore
-from uet.wire.frame import build_udp_frame, parse_udp_frame
+from uet.fep import Datagram, FepCore
+from uet.wire.frame import FrameBuilder, ip_word_sum, parse_marked, parse_udp_frame
 from uet.wire.net import UET_UDP_PORT, ip_bytes
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class Host:
         "port",
         "udp_checksum",
         "packed",
+        "frames",
     )
 
     def __init__(self, index: int, core: FepCore | RoceCore, ip: bytes, mac: bytes, gateway: bytes) -> None:
@@ -91,6 +93,8 @@ class Host:
         self.udp_checksum: bool = getattr(core, "udp_checksum", True)
         #: the core takes and gives the packed tuples (module docstring): a FEP core without TSS
         self.packed = isinstance(core, FepCore) and core.tss is None
+        #: builds this host's frames (set by :meth:`Engine.attach`)
+        self.frames: FrameBuilder | None = None
 
 
 class Engine:
@@ -103,9 +107,11 @@ class Engine:
         self.now = 0
         self.hosts: list[Host | None] = [None] * len(fabric.hosts)
         self._heap: list[tuple[int, int]] = []
-        #: destination address → its 4 bytes, one table for every host (a table per host grew
-        #: with the peers each talks to: hosts² entries in an all-to-all)
-        self._ips: dict[str, bytes] = {}
+        #: destination address → its 4 bytes and their share of the IPv4 header checksum, one
+        #: table for every host (a table per host grew with the peers each talks to: hosts²
+        #: entries in an all-to-all); and the reverse, 4 bytes → text, for the frames delivered
+        self._ips: dict[str, tuple[bytes, int]] = {}
+        self._names: dict[bytes, str] = {}
         self._dirty: list[Host] = []
         self._events_out = False
         self._same = 0
@@ -128,6 +134,7 @@ class Engine:
             raise SimulationError(f"host {hp.name} already has a core")
         h = Host(host, core, ip_bytes(hp.ip), hp.mac, self.fabric.gateway_mac(host))
         h.udp_checksum = h.udp_checksum and self.udp_checksums
+        h.frames = FrameBuilder(h.ip, src_mac=h.mac, dst_mac=h.gateway, dport=h.port, udp_checksum=h.udp_checksum)
         self.hosts[host] = h
         core.tick(self.now)
         return h
@@ -221,25 +228,28 @@ class Engine:
 
     def _deliver(self, arrivals: list[tuple[int, int, bytes]], now: int) -> None:
         hosts = self.hosts
+        names = self._names
         batch: dict[int, list[Any]] = {}
         for _t, hi, frame in arrivals:
             h = hosts[hi]
             if h is None:
                 continue
+            d: Datagram | tuple[bytes, str, int] | None
             try:
-                rx = parse_udp_frame(frame, port=h.port, verify=False)
+                if h.packed:  # (data, source, ecn | trim marks)
+                    d = parse_marked(frame, h.port, names)
+                else:
+                    rx = parse_udp_frame(frame, port=h.port, verify=False)
+                    d = (
+                        None
+                        if rx is None
+                        else Datagram(rx.data, rx.source, rx.ecn, rx.trimmed, rx.last_hop, rx.source_port)
+                    )
             except UetError:
                 continue
-            if rx is None:
+            if d is None:
                 continue
             self.frames_out += 1
-            d: Datagram | tuple[bytes, str, int]
-            if not h.packed:
-                d = Datagram(rx.data, rx.source, rx.ecn, rx.trimmed, rx.last_hop, rx.source_port)
-            elif rx.trimmed:
-                d = (rx.data, rx.source, rx.ecn | ECN_TRIMMED | (ECN_LASTHOP if rx.last_hop else 0))
-            else:
-                d = (rx.data, rx.source, rx.ecn)
             b = batch.get(hi)
             if b is None:
                 batch[hi] = [d]
@@ -258,46 +268,39 @@ class Engine:
 
     def _flush(self) -> None:
         now = self.now
-        fabric = self.fabric
-        build = build_udp_frame
+        nics = self.fabric.nics
+        ips = self._ips
         while self._dirty:
             dirty, self._dirty = self._dirty, []
             for h in dirty:
                 h.dirty = False
                 core = h.core
-                out: Sequence[tuple[bytes, str, int, int, int]]
+                build = h.frames.build  # type: ignore[union-attr]
                 if h.packed:  # (data, destination, entropy), the TOS byte by the PDS type
-                    tos = core.tos  # type: ignore[union-attr]
-                    out = [
-                        (d, dst, e, (b := tos[d[0] >> 3]) >> 2, b & 3)
-                        for d, dst, e in core.datagrams_to_send_packed(now)  # type: ignore[union-attr]
-                    ]
+                    out = core.datagrams_to_send_packed(now)  # type: ignore[union-attr]
+                    if out:
+                        tos = core.tos  # type: ignore[union-attr]
+                        send = nics[h.index].send
+                        for d, dst, e in out:
+                            ip = ips.get(dst)
+                            if ip is None:
+                                b = ip_bytes(dst)
+                                ip = ips[dst] = (b, ip_word_sum(b))
+                            send(build(d, ip[0], ip[1], e, tos[d[0] >> 3]), now)
+                        h.tx_frames += len(out)
+                        self.frames_in += len(out)
                 else:
-                    out = core.datagrams_to_send(now)
-                if out:
-                    ips = self._ips
-                    nic = fabric.nics[h.index]
-                    for t in out:
-                        dst = ips.get(t[1])
-                        if dst is None:
-                            dst = ips[t[1]] = ip_bytes(t[1])
-                        nic.send(
-                            build(
-                                t[0],
-                                h.ip,
-                                dst,
-                                sport=t[2],
-                                dscp=t[3],
-                                ecn=t[4],
-                                src_mac=h.mac,
-                                dst_mac=h.gateway,
-                                dport=h.port,
-                                udp_checksum=h.udp_checksum,
-                            ),
-                            now,
-                        )
-                    h.tx_frames += len(out)
-                    self.frames_in += len(out)
+                    tx = core.datagrams_to_send(now)
+                    if tx:
+                        send = nics[h.index].send
+                        for t in tx:
+                            ip = ips.get(t[1])
+                            if ip is None:
+                                b = ip_bytes(t[1])
+                                ip = ips[t[1]] = (b, ip_word_sum(b))
+                            send(build(bytes(t[0]), ip[0], ip[1], t[2], ((t[3] & 0x3F) << 2) | (t[4] & 3)), now)
+                        h.tx_frames += len(tx)
+                        self.frames_in += len(tx)
                 ev = core.next_event()
                 if ev is not None:
                     cb = h.on_event
