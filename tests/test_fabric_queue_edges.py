@@ -293,3 +293,19 @@ def test_the_switch_admits_a_lossy_packet_as_mmu_admit_lossy_does() -> None:
                         shadow.ingress,
                     )
         assert reasons, (limit, dynamic, size)
+
+
+def test_a_packet_leaving_an_idle_port_at_once_is_seen_by_the_peak_only() -> None:
+    """A lossy packet that finds its port idle and empty leaves at once (Switch._enqueue): its
+    charge and its release fall in one instant, so the buffer is empty after it and only the
+    peak shows it; a second packet behind it is charged until it leaves."""
+    sw = Switch("sw", 1, [PortSpec(rate_bps=100 * GBPS, delay_ns=0), PortSpec(rate_bps=GBPS)])
+    sw.add_route("10.0.1.0/24", [1])
+    f = ipv4_frame("10.0.0.1", "10.0.1.2", bytes(1000), dport=9)
+    sw.receive(0, f, 0)
+    m = sw.mmu
+    assert (m.used, m.shared_used, m.peak_used, m.ingress[0][0]) == (0, 0, len(f), 0)
+    sw.receive(0, f, 1)  # the link is busy: queued and charged
+    assert (m.used, m.shared_used, m.peak_used, m.ingress[0][0]) == (len(f), len(f), len(f), len(f))
+    assert len(run(sw)) == 2
+    assert (m.used, m.shared_used, m.peak_used, m.ingress[0][0]) == (0, 0, len(f), 0)
