@@ -46,6 +46,7 @@ from typing import Any
 
 from uet.fabric.model.buffer import Mmu
 from uet.fabric.model.config import FabricError, SwitchConfig
+from uet.fabric.model.emptyqueue import UNUSED
 from uet.fabric.model.events import Event, EventQueue
 from uet.fabric.model.frames import (
     IP_DST,
@@ -503,7 +504,10 @@ class Switch:
 
     def _push(self, port: Port, pkt: Packet, now: int) -> None:
         tc = pkt.tc
-        port.queues[tc].append(pkt)  # Port.push, inlined
+        q = port.queues[tc]  # Port.push, inlined
+        if q is UNUSED:
+            q = port.queue(tc)
+        q.append(pkt)
         port.qbytes[tc] += pkt.size
         port.backlog += 1
         if self._ecn_avg[tc]:
@@ -685,7 +689,7 @@ class Switch:
             return
         pfc = self.cfg.pfc
         quanta = 0 if xon else pfc.pause_quanta
-        port.ctrl.append(pfc_frame(port.mac, {tc: quanta}))
+        port.send_ctrl(pfc_frame(port.mac, {tc: quanta}))
         self.mmu.paused[p][tc] = not xon
         self._pfc_gen[p][tc] += 1
         self.counters[("pfc_tx", self.name, p, tc, "xon" if xon else "xoff")] += 1
