@@ -29,7 +29,21 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 # A module is "serial" when its source, or the source of a tests/ helper it imports, matches
 # SERIAL_SOURCE; a module the pattern misses can say so itself with ``pytestmark =
 # pytest.mark.serial``. Erring towards serial only costs time; erring the other way costs flakiness.
-# ``-m "not serial"`` selects the in-memory tests alone (CI's second Python runs those).
+# ``-m "not serial and not processes"`` selects the in-memory tests alone (CI's second Python runs those).
+#
+# A module the pattern takes for serial because it starts processes, but whose processes only compute
+# (uet-sim and the other virtual-time tools, uet-decode, ruff: no socket, no live engine, no fixed
+# address or file shared with another module), says so with ``pytestmark = pytest.mark.processes``: it
+# is then a unit of its own beside the serial one, as an in-memory module is. In a serial module, a
+# test function decorated ``@pytest.mark.processes`` is such a unit by itself (its cases together).
+# A module the pattern takes for serial by mistake (the word "socket" in a comment, a socketpair)
+# says ``pytestmark = pytest.mark.in_memory``: an in-memory module like the others.
+# The serial unit is the suite's longest; every test taken out of it shortens the run.
+#
+# Order: the serial unit starts first, on one worker; then the units of marked functions: those above,
+# and those marked ``unit_each`` (long parametrized tests, such as the exactly-once soak's parts: each
+# case a unit of its own, so both workers share them); then the other modules, most tests first. The
+# small ones come last and fill the end of the run evenly.
 #
 # The units are made by a scheduler of our own (pytest_xdist_make_scheduler below) rather than
 # xdist's ``--dist loadgroup``, which renames node ids in a way pytest 9 no longer honours.
@@ -45,6 +59,9 @@ SERIAL_SOURCE = re.compile(
     r"|uet\.endpoint|Endpoint\(|open_endpoint|uet\.link|UdpLink|live_options|run_cli|uet\.runner"
     r"|fabric\.switch|multiprocessing|distributed|dask|tools\.(run|peer|fabric|demo|sweep|differential)\b"
 )
+PROCESSES_MARK = re.compile(r"^pytestmark = .*pytest\.mark\.(processes|in_memory)\b", re.MULTILINE)
+#: a top-level test function's decorators and name
+_DECORATED = re.compile(r"^((?:@.*\n(?:[ )].*\n)*)+)def (\w+)", re.MULTILINE)
 _HELPER_IMPORT = re.compile(r"^\s*(?:from|import)\s+(?:tests\.)?([a-z_][a-z0-9_]*)", re.MULTILINE)
 _TESTS = Path(__file__).parent
 _serial_cache: dict[Path, bool] = {}
@@ -58,7 +75,9 @@ def _is_serial(path: Path, seen: frozenset[Path] = frozenset()) -> bool:
         return True
     source = path.read_text(encoding="utf-8")
     serial = bool(SERIAL_SOURCE.search(source)) or "pytest.mark.serial" in source
-    if not serial:
+    if PROCESSES_MARK.search(source):  # audited: its processes only compute, or it has none
+        serial = False
+    elif not serial:
         for name in _HELPER_IMPORT.findall(source):
             helper = _TESTS / f"{name}.py"
             if helper != path and helper not in seen and helper.is_file() and name != "conftest":
@@ -69,13 +88,45 @@ def _is_serial(path: Path, seen: frozenset[Path] = frozenset()) -> bool:
     return serial
 
 
+def _marked(path: Path, mark: str) -> frozenset[str]:
+    """Names of the test functions of the module at ``path`` decorated with ``pytest.mark.<mark>``."""
+    key = (path, mark)
+    if key not in _marked_cache:
+        source = path.read_text(encoding="utf-8") if path.is_file() else ""
+        wanted = re.compile(rf"^@pytest\.mark\.{mark}\b", re.MULTILINE)
+        found = (name for decorators, name in _DECORATED.findall(source) if wanted.search(decorators))
+        _marked_cache[key] = frozenset(found)
+    return _marked_cache[key]
+
+
+_marked_cache: dict[tuple[Path, str], frozenset[str]] = {}
+
+
+def _unit(nodeid: str, root: Path) -> str:
+    """The unit of work of the test ``nodeid``: "serial", its module, or its own (a unit_each case, or
+    the cases of a test function marked processes in a serial module)."""
+    module, _, test = nodeid.partition("::")
+    path = root / module
+    function = test.split("[", 1)[0]
+    if function in _marked(path, "unit_each"):
+        return nodeid
+    if _is_serial(path):
+        return f"{module}::{function}" if function in _marked(path, "processes") else "serial"
+    return module
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "serial: runs in the one unit of work that never overlaps itself")
+    config.addinivalue_line(
+        "markers", "processes: starts processes that only compute (no network): a unit beside the serial one"
+    )
+    config.addinivalue_line("markers", "unit_each: each case of this long test is a unit of work of its own")
+    config.addinivalue_line("markers", "in_memory: a module the serial pattern matches by mistake: in memory")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if _is_serial(Path(str(item.fspath))):
+        if _unit(item.nodeid, config.rootpath) == "serial":
             item.add_marker(pytest.mark.serial)
 
 
@@ -85,7 +136,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class SerialUnitScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return "serial" if _is_serial(config.rootpath / module) else module
+            return _unit(nodeid, config.rootpath)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # xdist's queue holds the units most tests first (--loadscope-reorder); the serial unit,
+            # then the units of marked functions, go to its head (the order in the comment above)
+            def rank(scope: str) -> int:
+                return 0 if scope == "serial" else 1 if "::" in scope else 2
+
+            units = sorted(self.workqueue.items(), key=lambda unit: rank(unit[0]))
+            self.workqueue.clear()
+            self.workqueue.update(units)
+            super()._assign_work_unit(node)
 
     return SerialUnitScheduling(config, log)

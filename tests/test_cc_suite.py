@@ -19,6 +19,8 @@ from uet.cc.registry import as_config
 from uet.experiments.cc_suite import _tail_ideal, row_result, select, suite_files
 from uet.scenario.read import resolve
 
+pytestmark = pytest.mark.processes  # uet-sim children in virtual time, no network (tests/conftest.py)
+
 SIM = [sys.executable, "-m", "uet.tools.sim"]
 
 

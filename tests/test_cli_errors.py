@@ -116,8 +116,25 @@ def tool(name: str, *args: str, timeout: float = 60, **kw) -> subprocess.Complet
     )
 
 
-@pytest.mark.parametrize("name,argv", CASES, ids=[f"{n}:{' '.join(a)}" for n, a in CASES])
+#: tools whose cases above are refused before any socket is bound (the others check their addresses
+#: and ports by binding them): those cases run beside the serial unit (tests/conftest.py)
+NO_SOCKET = ("run", "sim", "sweep", "decode")
+BINDING = [(n, a) for n, a in CASES if n not in NO_SOCKET]
+UNBOUND = [(n, a) for n, a in CASES if n in NO_SOCKET]
+
+
+@pytest.mark.parametrize("name,argv", BINDING, ids=[f"{n}:{' '.join(a)}" for n, a in BINDING])
 def test_bad_input_is_one_line_and_exit_2(name: str, argv: list[str]) -> None:
+    bad_input_is_one_line_and_exit_2(name, argv)
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("name,argv", UNBOUND, ids=[f"{n}:{' '.join(a)}" for n, a in UNBOUND])
+def test_bad_input_before_any_socket_is_one_line_and_exit_2(name: str, argv: list[str]) -> None:
+    bad_input_is_one_line_and_exit_2(name, argv)
+
+
+def bad_input_is_one_line_and_exit_2(name: str, argv: list[str]) -> None:
     r = tool(name, *argv)
     assert "Traceback" not in r.stderr, r.stderr
     assert r.returncode == 2, (r.returncode, r.stderr)
@@ -138,6 +155,7 @@ SCENARIOS = {
 }
 
 
+@pytest.mark.processes  # refused before any socket is bound (tests/conftest.py)
 @pytest.mark.parametrize("key", sorted(SCENARIOS))
 def test_bad_scenario_file_is_one_line_and_exit_2(tmp_path, key: str) -> None:
     sc = tmp_path / "bad.toml"
@@ -152,6 +170,7 @@ def test_unknown_key_names_the_valid_ones() -> None:
     assert "unknown key 'payload'" in r.stderr and "payload_size" in r.stderr and "max_inflight" in r.stderr
 
 
+@pytest.mark.processes  # --version binds nothing (tests/conftest.py)
 @pytest.mark.parametrize("name", ["bench", "demo", "fabric", "decode", "run"])
 def test_version(name: str) -> None:
     from importlib.metadata import version

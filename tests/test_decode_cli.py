@@ -18,6 +18,8 @@ from uet.pcap import PcapWriter
 from uet.wire import pds, ses
 from uet.wire.capture import parse_frame
 
+pytestmark = pytest.mark.processes  # uet-decode children, no network (tests/conftest.py)
+
 # wire-format.md §13.1, verbatim (hexdump offsets included).
 HEX_13 = """
 0000  45 00 00 59 00 00 40 00 40 11 26 92 0a 00 00 01

@@ -48,6 +48,7 @@ def test_req_clear_before_the_first_ack_does_not_reopen_the_target_pdc(mode: Mod
     assert pair.a.core.pds.counters["ctl_rx_REQ_CLEAR_before_ack"] >= 1
 
 
+@pytest.mark.unit_each  # five long parts: both workers share them (tests/conftest.py)
 @pytest.mark.parametrize("first", range(0, 50, 10))
 def test_soak_delivers_every_message_exactly_once(first: int) -> None:
     """10 seeds × 2,000 messages per case (100,000 in all), RUD/ROD/RUDI mixed, 5 % loss, 5 %

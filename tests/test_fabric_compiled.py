@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from uet.fabric.model import compiled
 
+pytestmark = pytest.mark.processes  # a Python child that simulates in virtual time, no network (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 _PROBE = (
     "import json, sys; import uet.fabric.model as m; from uet.sim.scenario import simulate; "

@@ -14,6 +14,8 @@ from uet.fabric.profiles import load_topology
 from uet.sim.scenario import simulate
 from uet.wire import pds, ses
 
+pytestmark = pytest.mark.processes  # uet-ecmp-check children, no network (tests/conftest.py)
+
 PAYLOAD = 1000
 
 

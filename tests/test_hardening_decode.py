@@ -30,6 +30,8 @@ from uet.tools.decode import main
 
 from uet.pcap import PcapError, PcapWriter, read_capture
 
+pytestmark = pytest.mark.processes  # uet-decode children, no network (tests/conftest.py)
+
 FRAMES = [f for _, _, f in sample_frames()]
 
 

@@ -8,6 +8,10 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
+
+pytestmark = pytest.mark.processes  # ruff, no network (tests/conftest.py)
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MAPPED = {"uet": "uet", "fabric": "uet.fabric", "tools": "uet.tools", "interop": "uet.interop"}
 

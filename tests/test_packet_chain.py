@@ -20,6 +20,8 @@ from uet.wire.chain import Sealed, parse_uet
 from uet.wire.pds import AckFlag, ControlType, NackCode, NextHeader, PdsType, ReqFlag
 from uet.wire.ses import AmoOp, ResponseOpcode, SesFlag, SesOpcode
 
+pytestmark = pytest.mark.in_memory  # the word socket in a comment (tests/conftest.py)
+
 T = TypeVar("T")
 
 

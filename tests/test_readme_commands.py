@@ -3,7 +3,9 @@
 Each ```sh block is run line by line, in order, in one scratch folder (so the decode examples
 read the pcaps the fabric example wrote), except a block preceded by an ``<!-- illustrative
 ... -->`` comment or by a section marker ``<!-- NAME:start -->`` (a block run as a whole script
-by its own test, e.g. the conformance section's in tests/test_conformance.py). A command is run
+by its own test, e.g. the conformance section's in tests/test_conformance.py). The commands that
+run in virtual time alone (:func:`virtual`) are a test of their own, run in order beside the serial
+unit (tests/conftest.py), in a scratch folder of their own. A command is run
 as written, ``.venv/bin/`` resolved to this interpreter's scripts, with options appended that
 only make it smaller (the last occurrence of an option wins in argparse) and fresh loopback
 addresses for the two-process tools. Its comment may state the exit status (``exit status 1``,
@@ -111,8 +113,35 @@ def scratch(tmp_path_factory) -> Path:
     return d
 
 
-@pytest.mark.parametrize("index", range(len(commands())), ids=[c for c, _ in commands()])
+def virtual(cmd: str) -> bool:
+    """Whether a README command runs in virtual time alone: the simulator (uet-sim, ``--engine sim``,
+    ``uet-bench sim``) and the decoding of its captures (caps/). No socket, no live engine: those run
+    beside the serial unit (tests/conftest.py), in a scratch folder of their own on that worker."""
+    argv = shlex.split(cmd)
+    tool = Path(argv[0]).name
+    if tool == "uet-decode":
+        return any(a.startswith("caps/") for a in argv)
+    sim = tool == "uet-sim" or (tool == "uet-bench" and argv[1:2] == ["sim"])
+    return sim or (tool == "uet-run" and "--engine sim" in " ".join(argv))
+
+
+def _indices(live: bool) -> list[int]:
+    return [i for i, (c, _) in enumerate(commands()) if virtual(c) != live]
+
+
+@pytest.mark.parametrize("index", _indices(live=True), ids=[commands()[i][0] for i in _indices(live=True)])
 def test_readme_command_runs(index: int, scratch: Path) -> None:
+    run_command(index, scratch)
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("index", _indices(live=False), ids=[commands()[i][0] for i in _indices(live=False)])
+def test_readme_virtual_command_runs(index: int, scratch: Path) -> None:
+    run_command(index, scratch)
+
+
+def run_command(index: int, scratch: Path) -> None:
+    """Run the README's command ``index`` as the module docstring says, in ``scratch``."""
     cmd, comment = commands()[index]
     argv = _argv(cmd)
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}

@@ -18,6 +18,8 @@ from uet.transport import Transport
 from uet.wire.capture import parse_frame
 from uet.workloads import WORKLOADS
 
+pytestmark = pytest.mark.processes  # uet-sim children in virtual time, no network (tests/conftest.py)
+
 G = 1e9
 MS = 1_000_000
 

@@ -7,6 +7,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.processes  # uet-sim and uet-run --engine sim children, no network (tests/conftest.py)
+
 SIM = [sys.executable, "-m", "uet.tools.sim"]
 RUN = [sys.executable, "-m", "uet.tools.run"]
 

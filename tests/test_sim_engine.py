@@ -19,6 +19,8 @@ from uet.transport import Received, Transport
 from uet.wire.capture import parse_frame
 from uet.workloads import WORKLOADS, Flow
 
+pytestmark = pytest.mark.in_memory  # a socketpair, the rest in virtual time (tests/conftest.py)
+
 T = TypeVar("T")
 
 

@@ -210,4 +210,7 @@ def test_the_readme_sweep_gives_the_same_runs_on_local_processes_and_a_dask_loca
         (cc, n) for cc in ("nscc", "rccc") for n in (5, 9, 17)
     }
     assert "LocalCluster (2 workers)" in b["executor"] and "local processes" in a["executor"]
-    assert a["runs"] == b["runs"] and a["rows"] == b["rows"]
+    # the same results; how many attempts a run took (a retry after a worker or a child died on a
+    # loaded machine) is the executor's, not the run's
+    assert [{**r, "attempts": 1} for r in a["runs"]] == [{**r, "attempts": 1} for r in b["runs"]]
+    assert a["rows"] == b["rows"]

@@ -13,6 +13,8 @@ import pytest
 
 from uet.workloads import Incast, from_spec, make
 
+pytestmark = pytest.mark.processes  # uet-sim children in virtual time, no network (tests/conftest.py)
+
 
 def test_incast_takes_its_fan_in_as_a_parameter() -> None:
     w = make("incast", 16, params={"senders": 4})
