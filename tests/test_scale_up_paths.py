@@ -33,6 +33,7 @@ GIVEN = Given(
 def _simulated(monkeypatch: pytest.MonkeyPatch, transport: str) -> dict[str, Any]:
     """What the simulator hands each core: address → its ``path_window`` (UET) or the core
     itself (RoCEv2: :func:`_qp`)."""
+    import uet.roce.core
     import uet.sim.scenario as sim
 
     seen: dict[str, Any] = {}
@@ -48,7 +49,7 @@ def _simulated(monkeypatch: pytest.MonkeyPatch, transport: str) -> dict[str, Any
             seen[address] = self
 
     monkeypatch.setattr(sim, "FepCore", Fep)
-    monkeypatch.setattr(sim, "RoceCore", Roce)
+    monkeypatch.setattr(uet.roce.core, "RoceCore", Roce)  # imported where a RoCEv2 run needs it
     s, topo, ep = resolve("sim", None, GIVEN).tables()
     assert sim.simulate({**s, "transport": transport}, topo or None, ep)["ok"]
     return seen

@@ -20,7 +20,6 @@ from typing import Any
 
 from uet.tools.cli import UsageError, int_arg
 
-from uet.link.select import LINK_MODES
 from uet.wire.net import UET_IP_PROTO
 
 __all__ = ["add_link_options", "check_link_options", "link_config", "local_link_options"]
@@ -28,6 +27,8 @@ __all__ = ["add_link_options", "check_link_options", "link_config", "local_link_
 
 def add_link_options(p: argparse.ArgumentParser, *, data_protect: bool = True) -> None:
     """Add ``--link --ip-proto`` (and ``--data-protect --udp-checksum``) to ``p``."""
+    from uet.link.select import LINK_MODES  # the socket links load only for a tool that offers them
+
     p.add_argument(
         "--link", choices=LINK_MODES, default="direct",
         help="direct: UET over UDP 4793 (default); ip: UET over IP protocol 253 (root or CAP_NET_RAW)",

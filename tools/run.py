@@ -127,8 +127,6 @@ from uet.tools.run_settings import (
 )
 
 from uet.live.dilation import TIMER_GRAIN_NS, Dilation, short_of_cpu
-from uet.live.launcher import CaptureSpec, Launcher, build_workload
-from uet.live.process import FaultsError, RunError
 from uet.live.result import settings_record
 from uet.live.runs import dilation_for, finish_live, sim_cm_secret, transports
 from uet.scenario.derive import fairness_note
@@ -583,6 +581,9 @@ async def _live_one(
     are printed beside this run's, so its RoCE endpoints take the simulator's seed-derived
     connection secret (the same QPNs, UDP source ports and ECMP paths; a run on its own keeps a
     random one)."""
+    from uet.live.launcher import CaptureSpec, Launcher, build_workload  # the live engine: only for a live run
+    from uet.live.process import FaultsError, RunError
+
     s, topo, ep = settings
     launcher = Launcher(s, topo, ep)
     launcher.dilation = dilation
@@ -788,6 +789,7 @@ def _run_hosts(
     from uet.endpoint import EndpointConfig
     from uet.errors import UetError
     from uet.live.hosts import launch_local, run_rank
+    from uet.live.process import RunError
     from uet.tss.errors import KeyFileError, TssError
 
     s, _topo, ep = settings

@@ -101,12 +101,12 @@ def resolve_args(args: Any, engine: str, keys: tuple[str, ...]) -> Resolved:
     """The run the command line ``args`` gives (:func:`given_from`, the scenario file
     ``args.scenario``) on ``engine``, read and checked by :func:`uet.scenario.read.resolve`.
     Raises :class:`UsageError`."""
-    from uet.tools.fabric import require_matplotlib
-
     from uet.workloads import WORKLOADS
 
     out = _usage(resolve, engine, args.scenario, given_from(args, keys), workloads=WORKLOADS)
     if out.run.get("plot"):
+        from uet.tools.fabric import require_matplotlib  # with the fabric process: only for --plot
+
         require_matplotlib()
     return out
 

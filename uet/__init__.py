@@ -12,10 +12,10 @@ import cycles.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from uet.errors import DecodeError, EncodeError, UetError
+from uet.lazy import lazy_names
 
 if TYPE_CHECKING:  # pragma: no cover
     from uet.endpoint import DeliveryError, Endpoint, EndpointClosed, EndpointConfig, Message, Peer, Receive
@@ -63,15 +63,4 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    """Import the public API names on first use."""
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'uet' has no attribute {name!r}")
-    value = getattr(import_module(mod), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -21,7 +21,7 @@ Definitions (**decisions** where §9.1 leaves a choice):
 * go-back-N amplification: retransmitted payload bytes ÷ goodput bytes; RoCE's sequence-error
   NAKs;
 * permutation only: goodput ÷ the bisection (one flow per host at the link rate), and the leaf
-  uplinks' load max ÷ mean (:func:`uet.fabric.switch.uplink_imbalance`).
+  uplinks' load max ÷ mean (:func:`uet.fabric.counters.uplink_imbalance`).
 """
 
 from __future__ import annotations

@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from uet.tss.context import as_address
 from uet.tss.nonce import entropy_header
 from uet.wire.crc import append_trailer, check_trailer, entropy_prefix, udp_prefix
+from uet.wire.net import as_address
 
 __all__ = ["CrcStage", "DATA_PROTECT", "FixedPorts", "UET_PORT"]
 

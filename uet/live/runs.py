@@ -4,14 +4,15 @@ per transport of the scenario, each on its own processes, and what a result adds
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uet.fabric.profiles import load_topology, overrides_to_dict
 from uet.live.dilation import Dilation, choose, short_of_cpu
 from uet.live.dilation import verdict as dilation_verdict
-from uet.live.launcher import Launcher, build_workload
-from uet.live.process import RunError
 from uet.live.result import cpu_starvation, settings_record
+
+if TYPE_CHECKING:  # pragma: no cover
+    from uet.live.launcher import Launcher
 
 __all__ = ["dilation_for", "finish_live", "live_runs", "sim_cm_secret", "transports"]
 
@@ -59,6 +60,9 @@ async def live_runs(
 
 async def _live_quiet(s: dict[str, Any], topo: dict[str, Any], ep: dict[str, Any], dil: Dilation) -> dict[str, Any]:
     """One transport's live run for :func:`live_runs`."""
+    from uet.live.launcher import Launcher  # the live engine loads only for a live run
+    from uet.live.process import RunError
+
     launcher = Launcher(s, topo, ep)
     launcher.dilation = dil
     launcher.cm_secret = sim_cm_secret(s)
@@ -76,6 +80,8 @@ def dilation_for(given: float | str, s: dict[str, Any], topo: dict[str, Any], ep
     """The run's time-dilation factor: ``given`` (``--dilation N``), or for ``auto`` the one
     uet/live/dilation.py chooses from the scenario's packet rate (its receivers' host links, the
     payload size) and the machine's cores."""
+    from uet.live.launcher import build_workload
+
     if given != "auto":
         return Dilation(float(given), "given")
     t = load_topology(

@@ -37,19 +37,26 @@ datagrams by destination QP number, and offers the FEP core's operations with th
 
 from __future__ import annotations
 
-import math
 import random
 import struct
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from uet.fep.errors import DeliveryError, EndpointClosed
 from uet.fep.events import Closed, Datagram, MessageReceived, OpCompleted, OpFailed, SendCompleted, Transmit
 from uet.roce import events as qev
 from uet.roce.cm import ConnectionCollision, StaticCm
-from uet.roce.config import QpConfig
+
+# the settings derived from the link live with the config (a run that derives them needs no queue pair)
+from uet.roce.config import (
+    REFERENCE_RTT_NS,
+    REFERENCE_TIMEOUT,
+    QpConfig,
+    config_at_rate,
+    config_for_link,
+    timeout_for_rtt,
+)
 from uet.roce.errors import RoceError
 from uet.roce.qp import QueuePair, icrc_contexts
 from uet.roce.states import QpState
@@ -59,10 +66,19 @@ from uet.ses.memory import Access, MemoryRegion, MemoryTable
 from uet.ses.message import Message
 from uet.ses.sink import ReceiveSink, receive_view
 from uet.wire import net
-from uet.wire.roce import PMTUS, ROCE_UDP_PORT, entropy_port, psn_diff
+from uet.wire.roce import ROCE_UDP_PORT, entropy_port, psn_diff
 from uet.wire.ses import AmoOp, AmoType, ReturnCode
 
-__all__ = ["RoceCore", "UnsupportedAtomic", "PROVIDER_HEADER", "config_for_link", "timeout_for_rtt"]
+__all__ = [
+    "PROVIDER_HEADER",
+    "REFERENCE_RTT_NS",
+    "REFERENCE_TIMEOUT",
+    "RoceCore",
+    "UnsupportedAtomic",
+    "config_at_rate",
+    "config_for_link",
+    "timeout_for_rtt",
+]
 
 #: The provider header before every SEND payload: flags, 7 reserved bytes, tag, header data.
 PROVIDER_HEADER = struct.Struct(">B7xQQ")
@@ -645,57 +661,3 @@ class RoceCore:
             out["retransmits_to:" + peer] = qp.stats.get("retransmitted_packets", 0)  # per flow
         out["retransmits"] = out.get("retransmitted_packets", 0)
         return out
-
-
-#: Base RTT of the reference scale the RoCE time constants are given for (rocev2-and-fabric.md
-#: §8.9: "reference ≈ 10 µs"), and the reference local ACK timeout code (§6.6: 8, ≈ 1.05 ms).
-REFERENCE_RTT_NS = 10_000
-REFERENCE_TIMEOUT = 8
-
-
-def timeout_for_rtt(rtt_ns: float | None) -> int:
-    """The local ACK timeout code for a fabric of base RTT ``rtt_ns`` (§8.9 scaling: the reference
-    RTO 1.05 ms × k_t, k_t = RTT ÷ 10 µs, never below the reference), to the nearest code (codes
-    are powers of two): the lab profile's 50 µs gives code 10 (4.2 ms), as §8.9 lists; the
-    real-time profile's effective 1 ms gives 15 (134 ms). With the reference code 8 at 100 Mb/s,
-    go-back-N timed out behind PFC pauses until ``retry_cnt`` ran out (issue 12: an 8:1 incast
-    with a victim failed every flow; all-to-all on 9 hosts needs code 15: each host's QPs queue
-    about 1 MB at its own NIC, 84 ms at 100 Mb/s)."""
-    if not rtt_ns or rtt_ns <= REFERENCE_RTT_NS:
-        return REFERENCE_TIMEOUT
-    return min(31, REFERENCE_TIMEOUT + round(math.log2(rtt_ns / REFERENCE_RTT_NS)))
-
-
-def config_for_link(
-    rate_bps: float, ip_mtu: int = 1500, *, dcqcn: str | None = "paper", rtt_ns: float | None = None
-) -> QpConfig:
-    """A queue pair configuration for hosts on links of ``rate_bps`` and ``ip_mtu``: the largest
-    PMTU that fits (PMTU + 64 ≤ IP MTU, §1.1), DCQCN's ``dcqcn`` profile scaled to the line
-    rate (None: no congestion control) and, given the fabric's base RTT ``rtt_ns``, the local
-    ACK timeout scaled to it (:func:`timeout_for_rtt`)."""
-    from uet.roce.dcqcn import DcqcnConfig
-
-    fits = [p for p in PMTUS if p + 64 <= ip_mtu]
-    if not fits:
-        raise ValueError(f"IP MTU {ip_mtu} is below the smallest RoCE path MTU + 64")
-    cc = None
-    if dcqcn == "paper":
-        cc = DcqcnConfig.paper(rate_bps)
-    elif dcqcn == "nvidia":
-        cc = DcqcnConfig.nvidia(rate_bps)
-    elif dcqcn is not None:
-        raise ValueError(f"DCQCN profile must be 'paper', 'nvidia' or None, not {dcqcn!r}")
-    return QpConfig(pmtu=max(fits), dcqcn=cc, timeout=timeout_for_rtt(rtt_ns))
-
-
-def config_at_rate(config: QpConfig, rate_bps: float) -> QpConfig:
-    """``config`` for a QP whose frames leave on a link of ``rate_bps``: its DCQCN profile scaled
-    to that rate as :func:`config_for_link` scales it (the rate limiter starts at, and recovers
-    to, the line rate of the port the QP sends on), everything else unchanged."""
-    from uet.roce.dcqcn import DcqcnConfig
-
-    cc = config.dcqcn
-    if cc is None or cc.line_rate == rate_bps:
-        return config
-    scaled = DcqcnConfig.nvidia(rate_bps) if cc.profile == "nvidia" else DcqcnConfig.paper(rate_bps)
-    return replace(config, dcqcn=scaled)

@@ -63,8 +63,7 @@ from uet.fabric.profiles import REALTIME_RTT_NS, merge
 from uet.fabric.topology import Topology
 from uet.fep import FepConfig
 from uet.pds.config import PathWindow
-from uet.roce.config import QpConfig
-from uet.roce.core import config_at_rate, config_for_link
+from uet.roce.config import QpConfig, config_at_rate, config_for_link
 from uet.scenario.model import Scenario, deep_update
 
 T = TypeVar("T")

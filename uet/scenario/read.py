@@ -223,9 +223,9 @@ def check(
     (module docstring). Returns the run's :class:`~uet.fabric.topology.Topology` and its derived
     settings (:func:`uet.scenario.derive`: ``endpoint`` laid over every default the scenario's
     physics gives)."""
-    from uet.endpoint import EndpointConfig
     from uet.errors import UetError
     from uet.fabric.model.config import FabricError
+    from uet.fep.config import FepConfig as EndpointConfig  # the same class, without the asyncio endpoint
 
     _check_run(s, rate_given, engine, workloads)
     check_dataclass(EndpointConfig(), endpoint, "[endpoint]")

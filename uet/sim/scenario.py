@@ -66,28 +66,27 @@ import asyncio
 import hashlib
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from uet.fabric.counters import fabric_counters
 from uet.fabric.model import Fabric, Telemetry
 from uet.fabric.model.faults import FaultConfig
 from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.model.port import Port
-from uet.fabric.switch import fabric_counters
 from uet.fabric.telemetry_io import switch_thresholds
 from uet.fep import FepCore
-from uet.roce.cm import StaticCm
-from uet.roce.core import PROVIDER_HEADER, RoceCore
 from uet.scenario.derive import DATA_OVERHEAD, MIN_WIRE, ROCE_DATA_OVERHEAD, derive, scale_up_qps, scale_up_windows
 from uet.scenario.model import Scenario, run_defaults
 from uet.sim.endpoint import SimEndpoint
 from uet.sim.engine import Engine, SimulationError
 from uet.sim.gcpolicy import collector_for_run
 from uet.sim.loop import VirtualTimeLoop
-from uet.tss import SdMode, SecureDomain, SecureDomainTable
-from uet.tss.stage import SecurityConfig
 from uet.wire.net import ip_bytes, ip_str
 from uet.workloads import Flow, RankReport, RxReport, Workload, make
 from uet.workloads.report import credit_moved_bytes, payload_received, summarize
+
+if TYPE_CHECKING:  # pragma: no cover
+    from uet.tss import SecureDomain
 
 __all__ = ["Progress", "ideal_seconds", "secure_domain", "simulate", "virtual_bound_ns"]
 
@@ -96,6 +95,8 @@ def secure_domain(seed: int) -> SecureDomain:
     """``tss``: the run's one secure domain (SDI 1, cluster mode, behaviour.md §5.1), every
     endpoint a member. Its key is derived from the run seed (SHA-256), not drawn at random, so a
     secure run is as reproducible as any other; a simulation protects nothing, it measures."""
+    from uet.tss.domain import SdMode, SecureDomain
+
     key = hashlib.sha256(b"uet-sim secure domain/%d" % seed).digest()
     return SecureDomain.with_key(1, SdMode.CLUSTER, key)
 
@@ -118,7 +119,11 @@ def _links(fabric: Fabric, a: int, b: int) -> int:
 def _frames(flow: Flow, payload: int, roce: bool) -> list[int]:
     """The wire size of each data frame of ``flow`` (module docstring, "Ideal completion time")."""
     overhead = ROCE_DATA_OVERHEAD if roce else DATA_OVERHEAD
-    extra = PROVIDER_HEADER.size if roce else 0
+    extra = 0
+    if roce:  # RoCEv2's modules load only for a RoCEv2 run
+        from uet.roce.core import PROVIDER_HEADER
+
+        extra = PROVIDER_HEADER.size
     frames = []
     for _ in range(flow.messages):
         left = flow.nbytes + extra
@@ -252,6 +257,8 @@ def simulate(
     # RoCE: connection parameters derived from the run seed (uet.roce.cm.StaticCm), as the live
     # engine's endpoints derive them from the secret uet-bench differential hands them (the seed;
     # uet.live.runs.live_runs): the same QPNs, so the same UDP source ports and ECMP paths
+    from uet.roce.cm import StaticCm  # light: the queue pair loads only for a RoCEv2 run, below
+
     cm = StaticCm(seed)
     domain = secure_domain(seed) if s.get("tss") else None
     if domain is not None and roce_cfg is not None:
@@ -266,6 +273,8 @@ def simulate(
         core: Any
         ip = fabric.hosts[h].ip
         if roce_cfg is not None:
+            from uet.roce.core import RoceCore
+
             core = RoceCore(
                 ip,
                 config=roce_cfg,
@@ -275,7 +284,12 @@ def simulate(
                 peer_config=peer_qp.get(ip),
             )
         else:
-            sec = None if domain is None else SecurityConfig(SecureDomainTable([domain.provision()]))
+            sec = None
+            if domain is not None:  # TSS (and cryptography) load only for a secure run
+                from uet.tss.domain import SecureDomainTable
+                from uet.tss.stage import SecurityConfig
+
+                sec = SecurityConfig(SecureDomainTable([domain.provision()]))
             log = _cc_logger(cc_records, h) if timeline and cfg.pds.cc != "none" else None
             log = _host_log(event_log, log, h, ip)
             core = FepCore(

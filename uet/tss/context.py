@@ -79,7 +79,7 @@ from uet.tss.nonce import iv as build_iv
 from uet.tss.nonce import iv_source_id
 from uet.tss.replay import DEFAULT_WINDOW, ReplayWindow
 from uet.tss.secret import SecretBytes
-from uet.wire.net import ip_bytes
+from uet.wire.net import as_address
 from uet.wire.tss import ICV_LEN, TSS, TSS_SSI, TSS_TYPE
 
 __all__ = ["DropReason", "Opened", "TssConfig", "TssContext", "TxChannel", "as_address"]
@@ -153,17 +153,6 @@ class Opened:
     ssi: int | None = None
     epoch: int = 0
     tsc: int = 0
-
-
-def as_address(addr: bytes | bytearray | str) -> bytes:
-    """A 4- or 16-byte packed IP address from bytes or text."""
-    if type(addr) is bytes and (len(addr) == 4 or len(addr) == 16):
-        return addr
-    if isinstance(addr, str):
-        return ip_bytes(addr)
-    if len(addr) not in (4, 16):
-        raise ValueError("an IP address is 4 (IPv4) or 16 (IPv6) bytes")
-    return bytes(addr)
 
 
 _Derived = DerivedKey

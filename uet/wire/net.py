@@ -188,6 +188,17 @@ def ip_bytes(addr: str) -> bytes:
     return socket.inet_pton(fam, addr)
 
 
+def as_address(addr: bytes | bytearray | str) -> bytes:
+    """A 4- or 16-byte packed IP address from bytes or text."""
+    if type(addr) is bytes and (len(addr) == 4 or len(addr) == 16):
+        return addr
+    if isinstance(addr, str):
+        return ip_bytes(addr)
+    if len(addr) not in (4, 16):
+        raise ValueError("an IP address is 4 (IPv4) or 16 (IPv6) bytes")
+    return bytes(addr)
+
+
 def ip_str(raw: bytes) -> str:
     """Text form of a packed 4- or 16-byte address."""
     return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
