@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from uet.fabric.model import Fabric, PortSpec, Switch, SwitchConfig
 from uet.fabric.model.frames import ipv4_frame, pfc_frame
-from uet.fabric.model.port import MIN_FRAME, WIRE_OVERHEAD
+from uet.fabric.model.port import CTRL, MIN_FRAME, WIRE_OVERHEAD
 from uet.fabric.topology import Topology
 
 from uet.wire.net import IPV4
@@ -252,3 +252,25 @@ def test_pick_alone_leaves_the_scheduler_as_pick_does() -> None:
             assert a.pick(0) == tc
             b.pick_alone(tc, size)
             assert state(a) == state(b), (strict, tc)
+
+
+def test_a_port_keeps_no_queue_for_a_class_it_never_used() -> None:
+    """Issue 28 (memory): the queues of unused classes and the PFC queue of a port that sent no
+    PFC are one shared empty deque, which refuses to grow; a class's first packet gives the port
+    its own queue."""
+    import pytest
+    from uet.fabric.model.config import FabricError
+    from uet.fabric.model.emptyqueue import UNUSED
+    from uet.fabric.model.port import Packet, Port
+
+    p, q = Port(0, GBPS, 0), Port(1, GBPS, 0)
+    assert all(a is UNUSED and b is UNUSED for a, b in zip(p.queues, q.queues, strict=True))
+    assert p.ctrl is UNUSED and q.ctrl is UNUSED
+    for grow in (UNUSED.append, UNUSED.appendleft, UNUSED.extend, UNUSED.extendleft):
+        with pytest.raises(FabricError):
+            grow([1])
+    p.push(Packet(bytearray(100), 0, 3, 14, 0))
+    p.send_ctrl(bytes(60))
+    assert len(p.queues[3]) == 1 and len(p.ctrl) == 1
+    assert not UNUSED and q.queues[3] is UNUSED and q.ctrl is UNUSED
+    assert p.pick(0) == CTRL and p.pop(3).size == 100

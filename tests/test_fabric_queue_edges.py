@@ -260,8 +260,6 @@ def test_the_switch_admits_a_lossy_packet_as_mmu_admit_lossy_does() -> None:
     """Switch._enqueue inlines Mmu.admit_lossy (once per packet per hop): through a static limit,
     the dynamic threshold and a full shared buffer, its decision and the buffer state after it
     are the ones the Mmu's own rule gives from the same state."""
-    import copy
-
     rng = random.Random(3)
     for limit, dynamic, size in ((6000, False, 512 * 1024), (None, True, 64 * 1024), (None, False, 40 * 1024)):
         cfg = SwitchConfig()
@@ -274,7 +272,10 @@ def test_the_switch_admits_a_lossy_packet_as_mmu_admit_lossy_does() -> None:
         for k in range(120):
             f = ipv4_frame("10.0.0.1", "10.0.1.2", bytes(rng.randint(20, 1450)), dport=9)
             pkt = Packet(bytearray(f), 0, 0, 14, 0)
-            shadow = copy.deepcopy(sw.mmu)
+            shadow = Mmu(cfg, 2)  # the switch's buffer state, for the Mmu's own rule
+            m = sw.mmu
+            shadow.used, shadow.shared_used, shadow.peak_used = m.used, m.shared_used, m.peak_used
+            shadow.ingress = [list(row) for row in m.ingress]
             want = shadow.admit_lossy(Packet(bytearray(f), 0, 0, 14, 0), sw.ports[1].qbytes[0])
             drops = sw.counters.total("drop")
             sw._enqueue(pkt, 1, k)  # the port stays busy: every packet after the first is queued
@@ -285,11 +286,26 @@ def test_the_switch_admits_a_lossy_packet_as_mmu_admit_lossy_does() -> None:
                 assert sw.counters.total("drop") == drops
                 if k:  # the first leaves at once: its charge is given back as it starts
                     assert pkt.pool == "shared"
-                    m, s = sw.mmu, shadow
                     assert (m.used, m.shared_used, m.peak_used, m.ingress) == (
-                        s.used,
-                        s.shared_used,
-                        s.peak_used,
-                        s.ingress,
+                        shadow.used,
+                        shadow.shared_used,
+                        shadow.peak_used,
+                        shadow.ingress,
                     )
         assert reasons, (limit, dynamic, size)
+
+
+def test_a_packet_leaving_an_idle_port_at_once_is_seen_by_the_peak_only() -> None:
+    """A lossy packet that finds its port idle and empty leaves at once (Switch._enqueue): its
+    charge and its release fall in one instant, so the buffer is empty after it and only the
+    peak shows it; a second packet behind it is charged until it leaves."""
+    sw = Switch("sw", 1, [PortSpec(rate_bps=100 * GBPS, delay_ns=0), PortSpec(rate_bps=GBPS)])
+    sw.add_route("10.0.1.0/24", [1])
+    f = ipv4_frame("10.0.0.1", "10.0.1.2", bytes(1000), dport=9)
+    sw.receive(0, f, 0)
+    m = sw.mmu
+    assert (m.used, m.shared_used, m.peak_used, m.ingress[0][0]) == (0, 0, len(f), 0)
+    sw.receive(0, f, 1)  # the link is busy: queued and charged
+    assert (m.used, m.shared_used, m.peak_used, m.ingress[0][0]) == (len(f), len(f), len(f), len(f))
+    assert len(run(sw)) == 2
+    assert (m.used, m.shared_used, m.peak_used, m.ingress[0][0]) == (0, 0, len(f), 0)

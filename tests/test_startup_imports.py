@@ -9,6 +9,7 @@ import importlib
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -38,6 +39,9 @@ def loaded():
 
 import uet.tools.sim
 out = {"import": loaded()}
+with contextlib.redirect_stdout(io.StringIO()) as text:
+    out["version_rc"] = uet.tools.sim.main(["--version"])
+out["version"], out["version_text"] = loaded(), text.getvalue()
 tiny = ["-n", "2", "--messages", "1", "--size", "4096", "--json"]
 for name, extra in (("uet", []), ("tss", ["--tss"]), ("roce", ["--transport", "roce"])):
     with contextlib.redirect_stdout(io.StringIO()) as text:
@@ -49,12 +53,12 @@ print(json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def probe() -> dict[str, list[str]]:
+def probe() -> dict[str, Any]:
     """Modules loaded after ``import uet.tools.sim``, then after a UET run, a ``--tss`` run and a
     RoCEv2 run, one after the other in one fresh interpreter."""
     r = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    out: dict[str, list[str]] = json.loads(r.stdout)
+    out: dict[str, Any] = json.loads(r.stdout)
     return out
 
 
@@ -62,13 +66,20 @@ def _found(mods: list[str]) -> list[str]:
     return [m for m in mods if any(m == lazy or m.startswith(lazy + ".") for lazy in LAZY)]
 
 
-def test_import_and_a_plain_uet_run_load_none_of_the_lazy_modules(probe: dict[str, list[str]]) -> None:
+def test_import_and_a_plain_uet_run_load_none_of_the_lazy_modules(probe: dict[str, Any]) -> None:
     assert _found(probe["import"]) == []
     assert probe["uet_ok"]
     assert _found(probe["uet"]) == []
 
 
-def test_the_lazy_modules_load_when_a_run_needs_them(probe: dict[str, list[str]]) -> None:
+def test_a_lone_version_is_answered_before_the_parser_loads_the_package(probe: dict[str, Any]) -> None:
+    from uet.tools.cli import version
+
+    assert probe["version_rc"] == 0 and probe["version_text"] == f"uet-sim {version()}\n"
+    assert [m for m in probe["version"] if m.startswith(("uet.workloads", "uet.scenario", "uet.fabric"))] == []
+
+
+def test_the_lazy_modules_load_when_a_run_needs_them(probe: dict[str, Any]) -> None:
     assert probe["tss_ok"] and {"cryptography", "uet.tss.context", "uet.tss.stage"} <= set(probe["tss"])
     assert probe["roce_ok"] and {"uet.roce.core", "uet.roce.qp"} <= set(probe["roce"])
 

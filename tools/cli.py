@@ -384,11 +384,24 @@ def report_usage_error(prog: str, e: Exception) -> int:
     return 2
 
 
-def run_main(prog: str, body: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
+def run_main(
+    prog: str,
+    body: Callable[[Sequence[str] | None], int],
+    argv: Sequence[str] | None = None,
+    *,
+    early_version: bool = False,
+) -> int:
     """Run a tool's ``body(argv)`` with the shared exit-status rules (module docstring).
 
     ``body`` returns the exit status; it raises :class:`UsageError` for a usage or configuration
-    mistake and :class:`RunFailed` for a run that could not be carried out."""
+    mistake and :class:`RunFailed` for a run that could not be carried out.
+
+    ``early_version``: a lone ``--version`` is answered here, as the tool's parser (whose ``prog``
+    is ``prog``) answers it, before ``body`` builds a parser whose choices (workloads, profiles)
+    import most of the package."""
+    if early_version and list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+        sys.stdout.write(f"{prog} {version()}\n")
+        return 0
     try:
         return _run_body(prog, body, argv)
     finally:

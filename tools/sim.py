@@ -40,8 +40,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from uet.fabric.profiles import PROFILES
-from uet.tools.capture_options import add_capture_options
 from uet.tools.cli import (
     ArgumentParser,
     UsageError,
@@ -52,15 +50,20 @@ from uet.tools.cli import (
     size_arg,
     warn_low_rate,
 )
-from uet.tools.fault_options import add_fault_options, faults_from
-from uet.tools.run_settings import add_placement_options, add_workload_option, load_scenario, read_settings
-from uet.tools.sim_compare import parse_seeds
+
+# The scenario layer, the fabric model and the workloads are imported where they are used, so that
+# `uet-sim --version` (and `import uet.tools.sim`) does not load them.
 
 __all__ = ["build_parser", "main", "settings_from", "simulate_for"]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from uet.fabric.profiles import PROFILES
+    from uet.tools.capture_options import add_capture_options
+    from uet.tools.fault_options import add_fault_options
     from uet.tools.run import add_summary_option
+    from uet.tools.run_settings import add_placement_options, add_workload_option
+    from uet.tools.sim_compare import parse_seeds
 
     from uet.workloads import WORKLOADS
 
@@ -113,6 +116,8 @@ def settings_from(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
     scenario file, then the options, checked, every endpoint default derived from the scenario's
     physics by the scenario model (:func:`uet.scenario.read.resolve`) — exactly what ``uet-run
     --engine sim`` reads. Raises :class:`UsageError`."""
+    from uet.tools.run_settings import read_settings
+
     return read_settings(args, "sim", SIM_OPTIONS)
 
 
@@ -169,6 +174,9 @@ def render(res: dict[str, Any], *, summary: bool = False) -> None:
 
 
 def _body(argv: Sequence[str] | None) -> int:
+    from uet.tools.fault_options import faults_from
+    from uet.tools.run_settings import load_scenario
+
     args = build_parser().parse_args(argv)
     if args.suite:
         return _suite(args)
@@ -262,7 +270,7 @@ def _suite(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``uet-sim``: 0 intact, 1 not, 2 for a usage error, 130 on Ctrl-C."""
-    return run_main("uet-sim", _body, argv)
+    return run_main("uet-sim", _body, argv, early_version=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -174,7 +174,7 @@ class HostNic:
                 return
             port = chosen
         if et == _ETH_MAC_CONTROL:
-            port.ctrl.append(bytes(buf))
+            port.send_ctrl(bytes(buf))
         else:
             tc = 0
             if et == _ETH_IPV4 and len(buf) > ip + IP_TOS:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from uet.fabric.model.config import EcnConfig, FabricError
+from uet.fabric.model.emptyqueue import UNUSED
 
 #: Bytes a frame costs on the wire beyond its bytes without FCS: FCS 4, preamble/SFD 8, IFG 12.
 WIRE_OVERHEAD = 24
@@ -135,13 +136,15 @@ class Port:
         #: the link this port sends on, and of the link arriving at it (the peer's sending port)
         self.link_id = 0
         self.in_link = 0
-        self.queues: list[deque[Packet]] = [deque() for _ in range(8)]
+        #: per class, its queue (:data:`UNUSED` until its first packet: :meth:`queue`)
+        self.queues: list[deque[Packet]] = [UNUSED] * 8
         self.qbytes = [0] * 8
         #: packets in all class queues
         self.backlog = 0
         #: averaged queue per class for classic WRED (EcnConfig.weight_shift > 0)
         self.avg_q = [0.0] * 8
-        self.ctrl: deque[bytes] = deque()
+        #: PFC frames waiting to go (:data:`UNUSED` until the first: :meth:`send_ctrl`)
+        self.ctrl: deque[bytes] = UNUSED
         self.busy_until = 0
         #: time of the scheduled "link free" event (-1: none; scheduled only when work waits)
         self.free_at = -1
@@ -276,9 +279,22 @@ class Port:
 
     # -- queues ---------------------------------------------------------------------------------
 
+    def queue(self, tc: int) -> deque[Packet]:
+        """The queue of class ``tc``, to append to (made on the class's first packet)."""
+        q = self.queues[tc]
+        if q is UNUSED:
+            q = self.queues[tc] = deque()
+        return q
+
+    def send_ctrl(self, frame: bytes) -> None:
+        """Queue a MAC-control (PFC) frame; it goes before every class (:meth:`pick`)."""
+        if self.ctrl is UNUSED:
+            self.ctrl = deque()
+        self.ctrl.append(frame)
+
     def push(self, pkt: Packet) -> None:
         """Append to the queue of the packet's class."""
-        self.queues[pkt.tc].append(pkt)
+        self.queue(pkt.tc).append(pkt)
         self.qbytes[pkt.tc] += pkt.size
         self.backlog += 1
 

@@ -46,6 +46,7 @@ from typing import Any
 
 from uet.fabric.model.buffer import Mmu
 from uet.fabric.model.config import FabricError, SwitchConfig
+from uet.fabric.model.emptyqueue import UNUSED
 from uet.fabric.model.events import Event, EventQueue
 from uet.fabric.model.frames import (
     IP_DST,
@@ -424,6 +425,15 @@ class Switch:
         mmu = self.mmu
         size = pkt.size
         lossless = tc in self.lossless
+        # an idle link and nothing queued: the packet leaves at once, without passing through
+        # its class queue (what _push and Port.pick would do, without the work)
+        alone = (
+            not port.backlog
+            and port.busy_until <= now
+            and not port.ctrl
+            and (port.paused_until[tc] <= now or port.ignore_pause[tc])
+            and not self._queue_watch[tc]
+        )
         reason = ""
         if lossless:
             reason = mmu.admit_lossless(pkt)
@@ -439,12 +449,14 @@ class Switch:
             elif used + size > mmu.shared_size:
                 reason = "buffer_full"
             else:
-                pkt.pool = "shared"
-                mmu.ingress[pkt.in_port][tc] += size
-                mmu.shared_used = used + size
-                u = mmu.used = mmu.used + size
+                u = mmu.used + size
                 if u > mmu.peak_used:
                     mmu.peak_used = u
+                if not alone:  # one leaving at once is charged and given back in this instant:
+                    pkt.pool = "shared"  # only the peak sees it (its pool stays "": _kick)
+                    mmu.ingress[pkt.in_port][tc] += size
+                    mmu.shared_used = used + size
+                    mmu.used = u
         if reason:
             trim_cfg = self.cfg.trim
             if reason in _TRIMMABLE_REASONS and trim_cfg.enabled and tc in trim_cfg.tcs and is_uet(pkt.frame, pkt.ip):
@@ -452,17 +464,8 @@ class Switch:
             else:
                 self._drop(out, tc, reason, pkt.size, now)
             return
-        if (
-            not port.backlog
-            and port.busy_until <= now
-            and not port.ctrl
-            and (port.paused_until[tc] <= now or port.ignore_pause[tc])
-            and not self._queue_watch[tc]
-        ):
-            # an idle link and nothing queued: the packet leaves at once, without passing
-            # through its class queue (what _push and Port.pick would do, without the work);
-            # Port.pick_alone, inlined
-            nxt = port.rr_after[tc]
+        if alone:
+            nxt = port.rr_after[tc]  # Port.pick_alone, inlined
             if nxt < 0:
                 port._strict_run += size
             else:
@@ -501,7 +504,10 @@ class Switch:
 
     def _push(self, port: Port, pkt: Packet, now: int) -> None:
         tc = pkt.tc
-        port.queues[tc].append(pkt)  # Port.push, inlined
+        q = port.queues[tc]  # Port.push, inlined
+        if q is UNUSED:
+            q = port.queue(tc)
+        q.append(pkt)
         port.qbytes[tc] += pkt.size
         port.backlog += 1
         if self._ecn_avg[tc]:
@@ -584,7 +590,8 @@ class Switch:
                                     self.telemetry.add(EcnMarked(now, self.name, port.index, tc, int(q)))
                             elif bits == 0 and ecn.wred_drop and tc not in self.lossless:
                                 self._drop(port.index, tc, "wred", pkt.size, now)
-                                self._release(pkt, now)
+                                if pkt.pool:  # "": never charged (left alone, _enqueue)
+                                    self._release(pkt, now)
                                 continue
                 pkt.hops += 1  # TTL − 1, written when the frame leaves the switches (forward_rewrite)
                 port.last_tx[tc] = now
@@ -645,13 +652,14 @@ class Switch:
                     path = pkt.path = (path << self._link_bits) | port.link_id
                     if port.faces_host:
                         self.link_load.deliver(frame, pkt.ip, path)  # type: ignore[union-attr]
-                if pkt.pool == "shared" and tc not in self.lossless:
+                pool = pkt.pool
+                if pool == "shared" and tc not in self.lossless:
                     mmu = self.mmu  # Mmu.release of a lossy packet, inlined
                     mmu.ingress[pkt.in_port][tc] -= size
                     mmu.used -= size
                     mmu.shared_used -= size
                     pkt.pool = ""
-                else:
+                elif pool:  # "": a lossy packet that left alone was never charged (_enqueue)
                     self._release(pkt, now)
             return
 
@@ -681,7 +689,7 @@ class Switch:
             return
         pfc = self.cfg.pfc
         quanta = 0 if xon else pfc.pause_quanta
-        port.ctrl.append(pfc_frame(port.mac, {tc: quanta}))
+        port.send_ctrl(pfc_frame(port.mac, {tc: quanta}))
         self.mmu.paused[p][tc] = not xon
         self._pfc_gen[p][tc] += 1
         self.counters[("pfc_tx", self.name, p, tc, "xon" if xon else "xoff")] += 1
