@@ -165,9 +165,11 @@ class ReceiverCc(Protocol):
     each CC request's credit target and arrival, it paces cumulative grants to the senders'
     CCCs (``key`` = (peer, CCC ID)); ``route`` is where a sender's grants go (its PDC)."""
 
-    def note_target(self, key: Hashable, target: int, now: int, route: object = None, rx: int = 0) -> int | None:
-        """A credit target arrived; an int: the whole target was granted already (a grant was
-        lost), repeat this cumulative grant."""
+    def note_target(
+        self, key: Hashable, target: int, now: int, route: object = None, rx: int = 0, blocked: bool = False
+    ) -> int | None:
+        """A credit target arrived (``blocked``: in a CREDIT_REQ); an int: the whole target was
+        granted already (a grant was lost), repeat this cumulative grant."""
         ...
 
     def note_arrival(self, key: Hashable, core_trim: bool, now: int, ce: bool = False) -> None: ...

@@ -192,7 +192,7 @@ class CreditSender(CcAlgorithm):
 
 
 class _Peer:
-    __slots__ = ("target", "granted", "active", "route", "served", "rx", "pace", "ready", "given", "idle")
+    __slots__ = ("target", "granted", "active", "route", "served", "rx", "pace", "ready", "given", "idle", "owed")
 
     def __init__(self) -> None:
         self.target = 0
@@ -211,6 +211,9 @@ class _Peer:
         #: (``CcConfig.idle_credit``)
         self.given = 0
         self.idle = False
+        #: credit granted it that none of its packets has spent yet, by this receiver's count
+        #: (``CcConfig.idle_credit``: :class:`CreditScheduler`, "Credit outstanding per sender")
+        self.owed = 0
 
 
 class CreditScheduler:
@@ -254,7 +257,20 @@ class CreditScheduler:
     later. Inference: the notes do not say how slow; a grant only in spare time keeps the
     receiver's link within its rate, and a sender keeps at most ``MaxWnd`` of credit (as at its
     speculative start), so ``k`` idle senders can burst at most ``k × MaxWnd``. A sender being
-    trimmed in the core (its pull-rate share below 1) gets none."""
+    trimmed in the core (its pull-rate share below 1) gets none.
+
+    **Credit outstanding per sender** (with ``CcConfig.idle_credit``; inference, the notes are
+    silent): the pacer skips, in its turn, a sender that holds one bandwidth-delay product of
+    credit it has not spent — bytes granted less the data (or trimmed packets) that arrived from
+    it since, :attr:`_Peer.owed` — and serves the others; with every active sender at that bound
+    it waits for data to arrive. One BDP of credit in flight is what a sender needs to send at
+    the receiver's full rate, so the bound never slows a sender that spends its credit; it stops
+    credit from piling up at a sender whose own link is busy towards other receivers, which
+    another sender of this receiver could have used at once and which that sender later bursts
+    into this receiver's link on top of the paced grants. (A three-to-one convergence of the
+    double binary tree on a trimming fabric: docs/collectives.md.) A CREDIT_REQ says that its
+    sender holds no credit: its count restarts at zero, so a packet lost without a trim (which
+    the count never sees arrive) cannot hold a sender back for good."""
 
     def __init__(self, cfg: CcConfig, ports: int = 1, log: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.cfg = cfg
@@ -271,18 +287,27 @@ class CreditScheduler:
         #: idle senders waiting for unsolicited credit, in turn (``CcConfig.idle_credit``)
         self.idle_credit = cfg.idle_credit
         self.idle: list[Hashable] = []
+        #: the most credit a sender may hold unspent before the pacer skips it (0: no bound), and
+        #: whether the pacer stopped because every active sender is at that bound
+        self.cap = int(cfg.bdp) if cfg.idle_credit else 0
+        self.held = False
         self._log = log
 
-    def note_target(self, key: Hashable, target: int, now: int, route: object = None, rx: int = 0) -> int | None:
-        """Record a cumulative target and ``rx`` nominal bytes of data received from ``key``.
-        Returns the cumulative grant to repeat when the sender asks for nothing beyond what it was
-        granted (its CREDIT must have been lost), else None."""
+    def note_target(
+        self, key: Hashable, target: int, now: int, route: object = None, rx: int = 0, blocked: bool = False
+    ) -> int | None:
+        """Record a cumulative target and ``rx`` nominal bytes of data received from ``key``;
+        ``blocked``: the target came in a CREDIT_REQ (the sender holds no credit). Returns the
+        cumulative grant to repeat when the sender asks for nothing beyond what it was granted
+        (its CREDIT must have been lost), else None."""
         p = self.peers.get(key)
         if p is None:
             p = self.peers[key] = _Peer()
         if route is not None:
             p.route = route
         p.rx += rx
+        if rx or blocked:
+            self._spent(p, p.owed if blocked else rx, now)
         target &= M24
         if diff24(target, p.target) > 0:
             p.target = target
@@ -307,6 +332,7 @@ class CreditScheduler:
         p = self.peers.get(key)
         if p is None:
             return
+        self._spent(p, nbytes, now)  # the trimmed packet spent its credit
         base = p.target if diff24(p.target, p.granted) > 0 else p.granted
         p.target = (base + -(-nbytes // QUANTUM)) & M24
         self._activate(key, p, now)
@@ -318,6 +344,15 @@ class CreditScheduler:
             self.active.remove(key)
         if p is not None and p.idle:
             self.idle.remove(key)
+
+    def _spent(self, p: _Peer, nbytes: int, now: int) -> None:
+        """``nbytes`` of the credit ``p`` holds were spent (its packets arrived, whole or
+        trimmed); a pacer that stopped with every sender at the bound goes again."""
+        p.owed = p.owed - nbytes if p.owed > nbytes else 0
+        if self.held:
+            self.held = False
+            if self.next_time is None and self.active:
+                self.next_time = now
 
     def _activate(self, key: Hashable, p: _Peer, now: int) -> None:
         if not p.active and diff24(p.target, p.granted) > 0:
@@ -362,6 +397,7 @@ class CreditScheduler:
             q = min(self.grant_bytes, room) // QUANTUM
             p.granted = (p.granted + q) & M24
             p.given += q * QUANTUM
+            p.owed += q * QUANTUM
             if room - q * QUANTUM >= QUANTUM:
                 idle.append(key)
             else:
@@ -374,13 +410,15 @@ class CreditScheduler:
 
     def _pick(self, t: int) -> int:
         """Index in ``active`` of the least served sender (the first of equals) whose share of
-        the pull rate allows a grant at ``t``; -1 when none does."""
+        the pull rate allows a grant at ``t`` and who holds less than the bound of unspent
+        credit (class docstring); -1 when none does."""
         peers = self.peers
         best = -1
         low = -1
+        cap = self.cap - self.grant_bytes if self.cap else 0
         for i, k in enumerate(self.active):
             p = peers[k]
-            if p.ready > t:
+            if p.ready > t or (cap and p.owed > cap):
                 continue
             s = p.served if p.served > p.rx else p.rx
             if low < 0 or s < low:
@@ -403,9 +441,14 @@ class CreditScheduler:
                 nt += max(1, int(q * QUANTUM / self.rate_Bpns))
                 continue
             i = self._pick(nt)
-            if i < 0:  # every active sender waits for its share: so does the pacer
-                nt = min(self.peers[k].ready for k in active)
-                continue
+            if i < 0:  # every active sender waits for its share (so does the pacer) or is at the bound
+                ready = [r for r in (self.peers[k].ready for k in active) if r > nt]
+                if ready:
+                    nt = min(ready)
+                    continue
+                self.held = True  # until data arrives (_spent)
+                nt = None
+                break
             key = active.pop(i)
             p = self.peers[key]
             want = diff24(p.target, p.granted) * QUANTUM
@@ -413,6 +456,7 @@ class CreditScheduler:
             q = -(-g // QUANTUM)
             p.granted = (p.granted + q) & M24
             p.given += q * QUANTUM
+            p.owed += q * QUANTUM
             # data it delivered beyond its grants (its speculative window) is service too
             p.served = (p.served if p.served > p.rx else p.rx) + q * QUANTUM
             self.vtime = p.served

@@ -75,8 +75,10 @@ class PathPacers:
             self._of[key] = cs
         return cs
 
-    def note_target(self, key: Hashable, target: int, now: int, route: object = None, rx: int = 0) -> int | None:
-        return self.pacer(key).note_target(key, target, now, route, rx)
+    def note_target(
+        self, key: Hashable, target: int, now: int, route: object = None, rx: int = 0, blocked: bool = False
+    ) -> int | None:
+        return self.pacer(key).note_target(key, target, now, route, rx, blocked)
 
     def note_arrival(self, key: Hashable, core_trim: bool, now: int, ce: bool = False) -> None:
         self.pacer(key).note_arrival(key, core_trim, now, ce)

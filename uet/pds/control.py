@@ -205,7 +205,7 @@ class ControlMixin(PdsState):
         elif ctl == _CT_CREDIT_REQ and self.credit_scheduler is not None:
             # RCCC (§4.5): a source without credit restates its cumulative target; if everything
             # it asks for was granted already, a CREDIT was lost: repeat the cumulative grant
-            g = self.credit_scheduler.note_target((tp.peer, tp.ccc), payload, now, tp)
+            g = self.credit_scheduler.note_target((tp.peer, tp.ccc), payload, now, tp, blocked=True)
             if g is not None:
                 self._send_credit(tp, g)
         else:
