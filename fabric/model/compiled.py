@@ -41,7 +41,7 @@ ENV = "UET_COMPILED"
 #: subclassed by an interpreted one, so a subclass goes too: scaleup's GpuNic of nic's HostNic).
 #: The configuration, telemetry records, faults and routing stay interpreted: run once per run or
 #: per rare event, and mypyc builds their dataclasses wrongly (a ``ClassVar`` with a default taken
-#: for a field).
+#: for a field); so does ``emptyqueue`` (a subclass of ``deque``, which mypyc cannot compile).
 MODULES = ("buffer", "events", "fabric", "frames", "lb", "linkload", "nic", "port", "scaleup", "switch")
 
 
