@@ -86,6 +86,7 @@ from uet.ses.message import MAX_WIRE_PAYLOAD, initiator_id
 from uet.ses.segmenter import Segmenter
 from uet.ses.target import TargetConfig
 from uet.wire.crc import TRAILER_LEN
+from uet.wire.frame import MARK_LASTHOP, MARK_TRIMMED
 from uet.wire.net import UDP
 from uet.wire.tss import ENTROPY, ICV_LEN, TSS, TSS_SSI
 
@@ -97,8 +98,8 @@ __all__ = ["FepCore"]
 
 _tnew = tuple.__new__
 #: ``receive_marked`` ecn marks (the links' packed form): trimmed, trimmed at the last hop
-ECN_TRIMMED = 0x100
-ECN_LASTHOP = 0x200
+ECN_TRIMMED = MARK_TRIMMED
+ECN_LASTHOP = MARK_LASTHOP
 
 
 class FepCore(Operations, Completions):

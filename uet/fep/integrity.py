@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from uet.tss.nonce import entropy_header
 from uet.wire.crc import append_trailer, check_trailer, entropy_prefix, udp_prefix
+from uet.wire.frame import MARK_TRIMMED
 from uet.wire.net import as_address
 
 __all__ = ["CrcStage", "DATA_PROTECT", "FixedPorts", "UET_PORT"]
@@ -44,7 +45,7 @@ UET_PORT = 4793
 DATA_PROTECT = ("none", "crc", "tss")
 
 _tnew = tuple.__new__
-_ECN_TRIMMED = 0x100  # uet.fep.core.ECN_TRIMMED
+_ECN_TRIMMED = MARK_TRIMMED  # uet.fep.core.ECN_TRIMMED
 
 
 class FixedPorts(Protocol):

@@ -54,15 +54,15 @@ from uet.clock import DilatedClock
 from uet.errors import DecodeError, UetError
 from uet.fep.events import Datagram
 from uet.link.base import DSCP_DATA, Link, ReceiveCallback
-from uet.wire.frame import build_udp_frame, parse_udp_frame
+from uet.wire.frame import MARK_LASTHOP, MARK_TRIMMED, build_udp_frame, parse_udp_frame
 from uet.wire.net import UET_UDP_PORT, ip_bytes
 
 __all__ = ["ECN_LASTHOP", "ECN_TRIMMED", "FabricLink", "fa_mac"]
 
 #: Or-ed into the ``ecn`` of a received trimmed packet (``deliver_trimmed``): a switch cut it.
-ECN_TRIMMED = 0x100
+ECN_TRIMMED = MARK_TRIMMED
 #: Or-ed in besides :data:`ECN_TRIMMED` when the trim happened at the last hop (DSCP 5).
-ECN_LASTHOP = 0x200
+ECN_LASTHOP = MARK_LASTHOP
 
 _ECT0 = 2
 _BROADCAST = b"\xff" * 6

@@ -106,14 +106,15 @@ from uet.pds.seams import FixedWindowGate, RotatingEntropy, default_entropy, per
 from uet.pds.startpsn import AcceptEveryStartPsn
 from uet.pds.target import _REQ_TAIL, _SES_END
 from uet.pds.validation import SourceGuard
+from uet.wire.frame import MARK_LASTHOP, MARK_TRIMMED
 from uet.wire.pds import NACK, REQUEST, NackCode, psn_diff
 
 _tnew = tuple.__new__
 #: the whole RUD/ROD request header (SYN = 0): prologue word, clear_psn_offset, psn, SPDCID, DPDCID
 _REQ_WORDS = REQUEST._struct.unpack_from
 #: ``receive_batch`` ecn marks of the fabric link (uet.link.fabric ECN_TRIMMED / ECN_LASTHOP)
-_ECN_TRIMMED = 0x100
-_ECN_LASTHOP = 0x200
+_ECN_TRIMMED = MARK_TRIMMED
+_ECN_LASTHOP = MARK_LASTHOP
 
 
 class PdsCore(

@@ -48,6 +48,7 @@ from uet.tss.context import TssConfig, TssContext, as_address
 from uet.tss.domain import SecureDomainTable
 from uet.tss.errors import TssError
 from uet.tss.establish import InitiatorStartPsn, StartPsnMethod, StartPsnPolicy, start_psn_policy
+from uet.wire.frame import MARK_TRIMMED
 
 if TYPE_CHECKING:
     from uet.pds.core import PdsCore
@@ -58,7 +59,7 @@ __all__ = ["FINGERPRINT_LEN", "SecurityConfig", "Tamper", "TssStage", "tampered_
 #: transmission) plus the first ciphertext bytes.
 FINGERPRINT_LEN = 32
 #: ``ecn`` bit of the links' packed form for a packet a switch trimmed (uet.fep.core.ECN_TRIMMED).
-_ECN_TRIMMED = 0x100
+_ECN_TRIMMED = MARK_TRIMMED
 _tnew = tuple.__new__
 
 

@@ -54,7 +54,7 @@ _DF = 0x4000
 _ETH_IPV4 = 0x0800
 _ETH_VLAN = 0x8100
 #: the trim marks the packed form (:func:`parse_marked`) ors into the ECN value: a switch cut the
-#: payload off, at the last hop (the values of uet.fep.core.ECN_TRIMMED / ECN_LASTHOP)
+#: payload off, at the last hop (defined here once: the cores' and links' ECN_TRIMMED / ECN_LASTHOP)
 MARK_TRIMMED = 0x100
 MARK_LASTHOP = 0x200
 
