@@ -434,12 +434,16 @@ class FepCore(Operations, Completions):
             self._pump(now)
             if self._closing:
                 self._close_progress(now)
-        out = interleave(self.pds.datagrams_to_send(now))  # destinations round-robin
+        out = self.pds.datagrams_to_send(now)
+        if len(out) > 2:  # (interleave leaves two or fewer as they are)
+            out = interleave(out)  # destinations round-robin
         if self.crc is not None and out:
             out = self.crc.seal_batch(out)  # the CRC-32C trailer (uet.fep.integrity)
         if not self._closed:
-            if self._sweep_at is None and self._fast_held():
-                self._sweep_at = now + self._sweep_ns
+            if self._sweep_at is None:
+                fast = self.ses.fast  # the fast path holds partial or completed messages to sweep
+                if fast is not None and (fast.partial_count or fast._done):
+                    self._sweep_at = now + self._sweep_ns
             if out:
                 self._drain_events(now)  # UUD packets are Acked when handed out
         return out
@@ -484,10 +488,6 @@ class FepCore(Operations, Completions):
             self.tss.handle_timer(now)
         if self._closing:
             self._close_progress(now)
-
-    def _fast_held(self) -> bool:
-        fast = self.ses.fast
-        return fast is not None and bool(fast.partial_count or fast._done)
 
     # -- events -------------------------------------------------------------------------------------
 
@@ -557,7 +557,8 @@ class FepCore(Operations, Completions):
             for lane in dirty:
                 for msg in refill(lane, self.pds, self.segmenter, lane.limit, now, self._sdi):
                     self._maybe_finish(msg)
-        self._submit_engine(now)
+        if self.ses.has_packets():  # (:meth:`_submit_engine` has nothing to do otherwise)
+            self._submit_engine(now)
 
     def _submit_engine(self, now: int) -> None:
         """Hand every packet the SES engines have ready to the PDS core."""

@@ -158,6 +158,10 @@ class _Partial:
     huge: bool = False
     #: RUDI: the range of packet ids its packets carried (uet.ses.replay)
     ids: IdRange = None
+    #: SES header bytes 0–33 of the last middle packet accepted, with the resource generation
+    #: then (:meth:`Reassembler.deliver`'s fast path; b"": none yet)
+    prefix: bytes = b""
+    gen: int = 0
 
 
 class Reassembler:
@@ -238,9 +242,59 @@ class Reassembler:
         check of the header is made, in the target's order (the bulk of a message usually
         arrives through :meth:`deliver_datagram` instead). ``retx`` is the PDS ``retx`` flag;
         ``pkt_id`` the RUDI packet id (a RUDI copy of a completed message is told from a new
-        message reusing its id by it, see the module docstring)."""
+        message reusing its id by it, see the module docstring).
+
+        Fast path (:meth:`_continue`): a middle packet of a message whose last accepted middle
+        packet had the same SES header bytes 0–33 is placed without the checks of those bytes."""
         self._packets += 1
+        if next_hdr == _NH_STANDARD and mode != _MODE_RUDI and len(ses) == _SES_SIZE:
+            rec = self._partial.get((peer, (ses[2] << 8) | ses[3]))  # (peer, message_id)
+            if (
+                rec is not None
+                and rec.live
+                and rec.gen == self.generation
+                and ses[:_MID_PREFIX] == rec.prefix
+                and self._continue(rec, ses, payload)
+            ):
+                return None
         return self._deliver(peer, mode, next_hdr, ses, payload, retx, pkt_id)
+
+    def _continue(self, rec: _Partial, ses: bytes | memoryview, payload: bytes | memoryview) -> bool:
+        """Place a packet of message ``rec`` (same peer and message id) whose SES header equals the
+        last middle packet :meth:`_deliver` accepted for it in bytes 0–33 (``rec.prefix``:
+        everything but ``payload_length``, ``message_offset`` and ``request_length``, whose
+        checks passed for it), not RUDI (no packet ids to widen), the resource generation
+        unchanged (``rec.gen``), when it is what :meth:`_place`
+        would place without a branch: lengths that agree, in bounds, on bytes not yet received,
+        near the in-order front of an in-place buffer or receive memory, not completing the
+        message. Then it changes exactly what :meth:`_deliver` would (placed bytes, segment,
+        received count, time, byte counter) and returns True; otherwise False, having changed
+        nothing (:meth:`deliver` takes the general path). :meth:`deliver_datagram` is the same
+        rule for a whole datagram; ``tests/test_ses_fastpath.py`` checks both paths agree."""
+        plen, off, length = _MID_LENGTHS(ses, _MID_PREFIX)
+        n = len(payload)
+        view = rec.view
+        end = off + n
+        if (
+            (plen == n or (n > MAX_WIRE_PAYLOAD and not plen))
+            and length == rec.length
+            and view is not None
+            and rec.received + n < length
+            and end <= length
+            and off not in rec.segments
+        ):
+            ahead = rec.ahead
+            if end > ahead:
+                if off > ahead + _POPULATE_CHUNK:
+                    return False  # far ahead of the in-order front: the general path
+                self._populate(rec, end)
+            rec.last_ns = self.now
+            view[off:end] = payload
+            rec.segments[off] = n
+            rec.received += n
+            self._bytes += n
+            return True
+        return False
 
     def deliver_datagram(self, peer: str, next_hdr: int, data: bytes, ses_end: int, now: int) -> Any:
         """The PDS core's lean hook (``PdsCore.on_data``): one in-order packet of a predicted run,
@@ -407,11 +461,15 @@ class Reassembler:
             return _NH_RESPONSE, build_response(rec.error, message_id=mid, job_id=job, modified_length=0)
         elif length != rec.length:
             return self._fail(key, rec, ReturnCode.OP_VIOLATION, "length_changed")
-        if not som and not flags & _F_EOM and type(ses) is bytes:  # the checked header, for the next packet
-            self._last_rec = rec
-            self._last_peer = peer
-            self._last_prefix = ses[:_MID_PREFIX]
-            self._last_gen = self.generation
+        if not som and not flags & _F_EOM:  # the checked header, for the next packets
+            prefix = ses[:_MID_PREFIX] if type(ses) is bytes else bytes(ses[:_MID_PREFIX])
+            rec.prefix = prefix  # (:meth:`deliver`'s fast path)
+            rec.gen = self.generation
+            if type(ses) is bytes:  # (:meth:`deliver_datagram`'s one-entry cache)
+                self._last_rec = rec
+                self._last_peer = peer
+                self._last_prefix = prefix
+                self._last_gen = self.generation
         if mode == _MODE_RUDI:
             rec.ids = widen(rec.ids, pkt_id)
         return self._place(key, rec, off, n, payload, som, flags, hdata if som else 0)
