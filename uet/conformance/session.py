@@ -495,10 +495,9 @@ class Session:
             for i, r in enumerate(self._queue):
                 if r.error is None and pred(r):
                     return self._queue.pop(i)
-            for r in self._queue if refute is not None else ():
-                why = refute(r) if r.error is None else None
-                if why:
-                    raise CheckFailed(what, f"{r.describe()} ({why})")
+            wrong = [(r, why) for r in self._queue if refute is not None and r.error is None and (why := refute(r))]
+            if wrong:
+                raise CheckFailed(what, f"{wrong[0][0].describe()} ({wrong[0][1]})")
             if not self._read(deadline):
                 raise CheckFailed(f"expected {what}; nothing matching arrived within {wait:.1f} s")
 
@@ -664,11 +663,12 @@ class Pdc:
         """Why ``r`` is an ACK on this PDC naming a PSN after every PSN it sent (None when it is
         not): the target acknowledged a request that does not exist, and the ACK it owed for
         the real one (ACK PSN = CACK + ack_psn_offset, §2.8) went out as this one."""
-        if not (self.mine(r) and r.is_ack and not r.flags & P.AckFlag.P):
+        named = r.ack_psn if self.mine(r) and r.is_ack and not r.flags & P.AckFlag.P else None
+        if named is None:
             return None
         sent = self.newest if P.psn_after(self.newest, self.next_psn - 1) else (self.next_psn - 1) & M32
-        if P.psn_after(r.ack_psn, sent):
-            return f"it names PSN {r.ack_psn:#x}; the newest PSN sent on PDC {self.spdcid} is {sent:#x}"
+        if P.psn_after(named, sent):
+            return f"it names PSN {named:#x}; the newest PSN sent on PDC {self.spdcid} is {sent:#x}"
         return None
 
     def header(self, psn: int | None = None, **kw: Any) -> bytes:
