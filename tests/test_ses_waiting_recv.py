@@ -19,24 +19,33 @@ checked on the simulator's endpoint."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from fep_harness import Node, ses_of
+from test_ses_target import DC, EOM, REL, defer_hdr, som_hdr
 from uet.fabric.model import Fabric
 from uet.fabric.profiles import load_topology
 
 from uet.fep import Datagram, FepConfig, FepCore, MessageReceived, OpFailed, SendCompleted, Transmit
+from uet.pds import Mode
+from uet.pds.events import Delivery
 from uet.roce.core import RoceCore, config_for_link
+from uet.ses import SesFep
 from uet.ses.errors import Cancelled
 from uet.ses.fep import ENTRY_OVERHEAD
 from uet.ses.matching import MatchLimits
-from uet.ses.message import Message
+from uet.ses.message import Message, MessageConfig, initiator_id
+from uet.ses.target import TargetConfig
 from uet.sim import Engine, SimEndpoint
 from uet.sim.loop import run
-from uet.wire.pds import PdsType
+from uet.wire.pds import NextHeader, PdsType
+from uet.wire.ses import RESPONSE, STANDARD, SesOpcode
 
 A, B, C = "10.0.0.1", "10.0.0.2", "10.0.0.3"
 JOB = 7
+#: the target engine's tests' resource (tests/test_ses_target.py headers)
+JOB_T, PID, RI = 0x42, 3, 0
 #: 1,024-byte packets: a 2,000-byte message is two packets, a 500-byte one a single packet
 CFG = FepConfig(payload_size=1024)
 _ACKS = (PdsType.ACK, PdsType.ACK_CC, PdsType.ACK_CCX)
@@ -352,3 +361,53 @@ def test_a_waiting_recv_takes_one_message_over_roce_and_the_rest_count_unexpecte
         return [bytes(m.data) for m in got]
 
     assert run(eng, main()) == datas
+
+
+# -- entries of the target engine's unexpected list (deferrable, rendezvous, DC sends) --------------
+
+
+def _engine_fep() -> SesFep:
+    """An SES whose buffer-less receives hold at most 4,096 bytes (``MessageConfig.max_message``)."""
+    return SesFep(
+        B,
+        target=TargetConfig(max_payload=64),
+        fast=MessageConfig(payload_size=64, max_message=4096),
+        default=(PID, RI, JOB_T),
+    )
+
+
+def _deliver(f: SesFep, ses: bytes, payload: bytes, peer: str = A) -> Any:
+    return f.on_deliver(Delivery(peer, Mode.RUD, 5, 0, NextHeader.STANDARD, ses, payload, 0, False))
+
+
+def test_a_receive_without_buffer_does_not_take_a_deferral_longer_than_its_memory() -> None:
+    """A deferrable send that claims 1 MiB is remembered (the deferred signal, §6.7) at no cost;
+    a ``recv()`` would have to hold it in the endpoint's memory, which takes at most
+    ``max_message`` bytes, as the fast path does: it leaves the deferral to a receive posted with
+    a buffer that can hold it (which then sends the RTR). (Before, it allocated the claimed
+    length at once: a stranger's one packet claiming 4 GiB allocated 4 GiB.)"""
+    f = _engine_fep()
+    r = _deliver(f, defer_hdr(1, REL, 1, 1 << 20, 0x21, 0), b"a" * 64)
+    assert r is not None and RESPONSE.unpack(r[1])[0] == 1  # deferred: overflow list
+    assert f.take_unexpected(tagged=False) is None
+    assert [u.kind for u in f.default.matcher.unexpected] == ["deferred"]  # type: ignore[union-attr]
+    posted = f.post_recv(bytearray(1 << 20))  # a buffer that holds it takes it: the RTR goes out
+    [rtr] = f.packets_to_send()
+    assert posted.buffer is not None and STANDARD[(1, "match")].decode(rtr.ses).opcode == SesOpcode.DEFERRABLE_RTR
+    small = _deliver(f, defer_hdr(1, REL | EOM, 2, 64, 0x22, 0), b"b" * 64)
+    assert small is not None and RESPONSE.unpack(small[1])[0] == 1
+    got = f.take_unexpected(tagged=False)
+    assert got is not None and not isinstance(got, Message) and len(got.buffer) == 64
+
+
+def test_a_directed_receive_without_buffer_checks_where_an_engine_entry_came_from() -> None:
+    """A DC send (the target engine's unexpected list) from A whose SES header claims C's
+    initiator ID does not match a ``recv(source=C)``: the address PDS established must agree
+    with the ID, as for fast-path messages. (Before, only the claimed ID was compared.)"""
+    f = _engine_fep()
+    forged = som_hdr(SesOpcode.SEND, EOM | DC | REL, 1, 8, init=initiator_id(C), pid=PID, ri=RI, job=JOB_T)
+    r = _deliver(f, forged, b"x" * 8, peer=A)
+    assert r is not None and RESPONSE.unpack(r[1])[0] == 1  # buffered on the overflow list
+    assert f.take_unexpected(tagged=False, initiator=initiator_id(C), source=C) is None
+    got = f.take_unexpected(tagged=False)
+    assert got is not None and not isinstance(got, Message) and len(got.buffer) == 8

@@ -271,8 +271,15 @@ class SesFep:
         """A receive without a buffer (the endpoint's ``recv()``): the first matching fast-path
         message (returned), else the first matching entry of the target engine's unexpected list,
         for which a receive of exactly its length is posted (returned; its completion follows as a
-        :class:`RecvCompleted`), else None. ``source`` (a Fabric Address) restricts fast-path
-        messages to those that arrived from it (see :func:`_accepts`)."""
+        :class:`RecvCompleted`), else None. ``source`` (a Fabric Address) restricts both to
+        messages that arrived from it (see :func:`_accepts`).
+
+        The memory of a receive without a buffer is the endpoint's, bounded as the fast path's
+        reassembly is (``MessageConfig.max_message``): an engine entry claiming more (a deferral
+        or a rendezvous descriptor costs the target nothing until a receive takes it) is left for
+        a receive posted with a buffer that holds it, so one packet claiming 4 GiB cannot make a
+        ``recv()`` allocate 4 GiB (choice: the notes set no limit; the deferral then waits as it
+        would with no receive at all)."""
         for m in self.unexpected_messages:
             if _accepts(tagged, tag, ignore, initiator, m, source):
                 self.unexpected_messages.remove(m)
@@ -280,7 +287,10 @@ class SesFep:
         res = self.default
         if res is None:
             return None
+        most = self.fast.config.max_message if self.fast is not None else MessageConfig.max_message
         for u in res.matcher.unexpected:
+            if u.length > most or (source is not None and u.source != source):
+                continue
             if u.tagged == tagged and (not tagged or tag_matches(tag, u.tag, ignore)):
                 if initiator is None or initiator == u.initiator:
                     # exact tag and source: the matcher binds this very entry (the first one so)
