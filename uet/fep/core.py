@@ -45,9 +45,10 @@ event ends the sequence. Receives may still be posted while closing.
 
 Known limits (choices, as before this core existed): an eager message that fails part-way (a
 packet Failed in PDS) sends no MSG_ERROR, so its partial reassembly at the target expires after
-``reassembly_timeout_ns`` (the engine path sends MSG_ERROR, §6.4); completed fast-path messages
-wait on the unexpected list without a byte limit (only messages *in progress* are bounded, by
-``max_partial``, beyond which PDS NACKs ``NO_SES_MSG_AVAIL``); a message completed into a posted
+``reassembly_timeout_ns`` (the engine path sends MSG_ERROR, §6.4); the unexpected list's byte
+limit (``MatchLimits.max_unexpected_bytes``, NACK ``NO_SES_MSG_AVAIL`` beyond it) is checked when
+a message begins, against the messages already whole on it (messages in progress are bounded by
+the reassembly budget, :mod:`uet.ses.fep`); a message completed into a posted
 buffer reports ``mode`` 0 (the receive completion does not carry the PDS mode); read data returns
 in the ACKs of the read requests (``TargetConfig.max_ack_data`` = the payload size) when the whole
 read fits one payload, otherwise as RESPONSE_DATA requests in the return direction of the read's
@@ -191,7 +192,8 @@ class FepCore(Operations, Completions):
         self._recvs: dict[int, _Posted] = {}
         self.waiters = Waiters(self.ses, self._waiter_got)
         self.ses.on_unexpected = self.waiters.offer
-        self.ses.receive_waiting = self.waiters.waiting
+        self.ses.reserve = self.waiters.reserve
+        self.ses.on_reserved = self.waiters.reserved_done
         self.ses.target.on_unreserved = self.waiters.unbind
         self._events: deque[Event] = deque()
         self._next_handle = 1

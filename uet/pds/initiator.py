@@ -500,8 +500,11 @@ class InitiatorMixin(PdsState):
         a queued packet is a request (``ctl`` None: tracked CPs never queue), first sent (no
         RETX), not in SYN_SENT (no SYN header, no ``psn_offset`` limit); a new PDC's first
         packet is still offered to ``may_open`` when refused. The per-packet ``tx`` counter,
-        ``last_activity``, ``clear_needed`` and ``ar_psn`` are written once at the end, before a
-        refusal's :meth:`_cc_blocked` (nothing in the loop reads them from the PDC).
+        ``last_activity``, ``clear_needed`` and ``ar_psn`` are written once at the end (nothing
+        in the loop reads them from the PDC); a refusal asks only the gate's ``deadline``, not
+        :meth:`_cc_blocked`'s backlog and CREDIT_REQ, which only a credit algorithm uses
+        (without one, the backlog ``Ccc`` keeps is read by nothing and ``credit_request_due``
+        is False).
         ``fast_paths`` False takes the general loop instead; tests/test_pds_fastpath.py checks
         the two give the same packets, times and counters."""
         pending = pdc.pending
@@ -577,7 +580,9 @@ class InitiatorMixin(PdsState):
             c = self.counters
             c["tx"] = c.get("tx", 0) + sent
         if blocked:
-            self._cc_blocked(pdc, now)  # pacing: when to try without an ACK
+            # pacing: when to try without an ACK. (_cc_blocked's backlog report and CREDIT_REQ
+            # are for credit algorithms: this gate runs none, so they would do nothing)
+            pdc.cc_wake = gate.deadline(now)
 
     def _transmit(self, pdc: InitiatorPdc, pkt: TxPkt, now: int, retx: bool, ar: bool, gated: bool = False) -> None:
         """Build and queue one request or tracked CP; restamp clear PSN, SYN and flags (§2.5).

@@ -103,7 +103,8 @@ class Unexpected:
 
     ``kind`` is ``"eager"`` (message bytes buffered in ``data``), ``"deferred"`` (a deferrable send
     remembered for an RTR, §6.7) or ``"rendezvous"`` (eager bytes plus a read descriptor, §6.6);
-    ``record`` is the target engine's own bookkeeping.
+    ``record`` is the target engine's own bookkeeping; ``source`` the Fabric Address the message
+    came from (the PDC's peer, where ``initiator`` is only what its header claims).
     """
 
     kind: str
@@ -114,6 +115,7 @@ class Unexpected:
     length: int
     record: Any = None
     nbytes: int = 0
+    source: str = ""
 
 
 class Matcher:

@@ -565,13 +565,15 @@ class SesTarget:
         m = res.matcher
         if rec.kind == "deferrable" and m.can_buffer("deferred", 0):
             rec.deferred = True
-            m.add_unexpected(Unexpected("deferred", rec.tagged, rec.tag, rec.initiator, rec.job, rec.length, rec))
+            m.add_unexpected(
+                Unexpected("deferred", rec.tagged, rec.tag, rec.initiator, rec.job, rec.length, rec, source=rec.peer)
+            )
             self.counters["deferred"] += 1
             return True
         if self.config.overflow and rec.kind != "deferrable" and m.can_buffer("eager", rec.span):
             rec.data = bytearray(rec.span)
             rec.unexpected = Unexpected(
-                rec.kind, rec.tagged, rec.tag, rec.initiator, rec.job, rec.length, rec, rec.span
+                rec.kind, rec.tagged, rec.tag, rec.initiator, rec.job, rec.length, rec, rec.span, source=rec.peer
             )
             m.add_unexpected(rec.unexpected)
             self.counters["unexpected"] += 1
