@@ -411,3 +411,26 @@ def test_a_directed_receive_without_buffer_checks_where_an_engine_entry_came_fro
     assert f.take_unexpected(tagged=False, initiator=initiator_id(C), source=C) is None
     got = f.take_unexpected(tagged=False)
     assert got is not None and not isinstance(got, Message) and len(got.buffer) == 8
+
+
+def test_a_directed_posted_receive_checks_the_address_too() -> None:
+    """``recv_into(buffer, source=A)`` matches as ``recv(source=A)`` does: C's message whose SES
+    header claims A's initiator ID does not land in it (the address PDS established must agree
+    with the ID); it waits for a receive that takes it, and A's own message fills the buffer.
+    (Before, a posted buffer compared only the claimed ID.)"""
+    net = _Net()
+    buf = bytearray(600)
+    r = net.recv(buf, source=A)
+    net.c.core.segmenter.initiator = initiator_id(A)  # C claims to be A
+    forged, real = _data(20, 500), _data(21, 500)
+    net.c.core.send(B, forged)
+    for t in net.out(net.c):
+        net.arrive(net.c, t)
+    assert net.b.result(r) is None and net.b.core.pending_messages == 1
+    net.a.core.send(B, real)
+    for t in net.out(net.a):
+        net.arrive(net.a, t)
+    ev = net.b.result(r)
+    assert isinstance(ev, MessageReceived) and ev.message.source == A and bytes(ev.message.data) == real
+    m = net.b.core.recv_nowait()
+    assert m is not None and m.source == C and bytes(m.data) == forged

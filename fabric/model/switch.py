@@ -310,7 +310,12 @@ class Switch:
         pt.rx_frames += 1
         tol = self._police_tol[in_port]
         if tol >= 0:  # the frame took [now - ser, now] on the link: it may start once the last ended
-            tat = self._tat[in_port] + pt.ser_ns(len(frame))
+            n = len(frame)  # Port.ser_ns, inlined (once per frame a host sends)
+            tat = (
+                self._tat[in_port]
+                + (((n if n > MIN_FRAME else MIN_FRAME) + pt.wire_overhead) * 8_000_000_000 + pt.rate_bps - 1)
+                // pt.rate_bps
+            )
             if tat - now > tol:  # sooner than the link could carry it, beyond the burst
                 self._drop(in_port, 0, "policed", len(frame), now)
                 return
@@ -350,8 +355,12 @@ class Switch:
             self._drop(in_port, tc, "ttl_expired", len(frame), now)
             return
         dst = int.from_bytes(frame[ip + IP_DST : ip + IP_DST + 4], "big")
-        group = self.route(dst)
-        if group is None:
+        group = None
+        for mask, nets in self._lpm:  # Switch.route, inlined (as in _arrive)
+            group = nets.get(dst & mask)
+            if group is not None:
+                break
+        if not group:  # no route, or a withdrawn prefix
             self._drop(in_port, tc, "no_route", len(frame), now)
             return
         pkt = Packet(frame, in_port, tc, ip, now, dst)
