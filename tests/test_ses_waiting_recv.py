@@ -23,21 +23,18 @@ from typing import Any
 
 import pytest
 from fep_harness import Node, ses_of
+from test_adapter_operations import sim_endpoints
 from test_ses_target import DC, EOM, REL, defer_hdr, som_hdr
-from uet.fabric.model import Fabric
-from uet.fabric.profiles import load_topology
 
 from uet.fep import Datagram, FepConfig, FepCore, MessageReceived, OpFailed, SendCompleted, Transmit
 from uet.pds import Mode
 from uet.pds.events import Delivery
-from uet.roce.core import RoceCore, config_for_link
 from uet.ses import SesFep
 from uet.ses.errors import Cancelled
 from uet.ses.fep import ENTRY_OVERHEAD
 from uet.ses.matching import MatchLimits
 from uet.ses.message import Message, MessageConfig, initiator_id
 from uet.ses.target import TargetConfig
-from uet.sim import Engine, SimEndpoint
 from uet.sim.loop import run
 from uet.wire.pds import NextHeader, PdsType
 from uet.wire.ses import RESPONSE, STANDARD, SesOpcode
@@ -304,28 +301,12 @@ def test_a_refused_first_packet_gives_its_reservation_back() -> None:
 # -- the public API, in the simulator ---------------------------------------------------------------
 
 
-def _sim(hosts: int, roce: bool = False) -> tuple[Engine, list[SimEndpoint]]:
-    topo = load_topology({"kind": "fat_tree", "hosts": hosts}, profile="datacenter", rate_bps=100_000_000_000)
-    fab = Fabric(topo, seed=1)
-    eng = Engine(fab)
-    rconf = config_for_link(100e9, topo.host_link.mtu)
-    directory: dict[str, RoceCore] = {}
-
-    def core(i: int) -> FepCore | RoceCore:
-        ip = fab.hosts[i].ip
-        if roce:
-            return RoceCore(ip, config=rconf, seed=i, directory=directory)
-        return FepCore(ip, job=0, pid=0, config=FepConfig(payload_size=4096), seed=i)
-
-    return eng, [SimEndpoint(eng, eng.attach(i, core(i))) for i in range(hosts)]
-
-
 def test_recv_through_the_simulated_endpoint_matches_in_arrival_order() -> None:
     """``recv()`` and ``recv(source=a)`` wait on b; c's 256 KiB message starts arriving, then a's
     small one comes whole while c's still arrives: the first ``recv()`` gets c's message and the
     directed one a's, and only one message was counted on the expected list by a waiting
     receive. (Before, the first took a's message and the directed one never completed.)"""
-    eng, (a, b, c) = _sim(3)
+    eng, (a, b, c) = sim_endpoints(3)
     big, small = _data(11, 256 << 10), _data(12, 100)
 
     async def main() -> tuple[Message, Message]:
@@ -349,7 +330,7 @@ def test_a_waiting_recv_takes_one_message_over_roce_and_the_rest_count_unexpecte
     """The RoCE comparison mode has no expected/overflow list on the wire: a receive matches a
     message when the queue pair has it whole. One waiting ``recv()`` takes the first of three
     messages; the other two are counted unexpected and wait for the next receives, in order."""
-    eng, (a, b) = _sim(2, roce=True)
+    eng, (a, b) = sim_endpoints(2, roce=True)
     datas = [_data(13 + i, 20_000) for i in range(3)]
 
     async def main() -> list[bytes]:
@@ -411,3 +392,26 @@ def test_a_directed_receive_without_buffer_checks_where_an_engine_entry_came_fro
     assert f.take_unexpected(tagged=False, initiator=initiator_id(C), source=C) is None
     got = f.take_unexpected(tagged=False)
     assert got is not None and not isinstance(got, Message) and len(got.buffer) == 8
+
+
+def test_a_directed_posted_receive_checks_the_address_too() -> None:
+    """``recv_into(buffer, source=A)`` matches as ``recv(source=A)`` does: C's message whose SES
+    header claims A's initiator ID does not land in it (the address PDS established must agree
+    with the ID); it waits for a receive that takes it, and A's own message fills the buffer.
+    (Before, a posted buffer compared only the claimed ID.)"""
+    net = _Net()
+    buf = bytearray(600)
+    r = net.recv(buf, source=A)
+    net.c.core.segmenter.initiator = initiator_id(A)  # C claims to be A
+    forged, real = _data(20, 500), _data(21, 500)
+    net.c.core.send(B, forged)
+    for t in net.out(net.c):
+        net.arrive(net.c, t)
+    assert net.b.result(r) is None and net.b.core.pending_messages == 1
+    net.a.core.send(B, real)
+    for t in net.out(net.a):
+        net.arrive(net.a, t)
+    ev = net.b.result(r)
+    assert isinstance(ev, MessageReceived) and ev.message.source == A and bytes(ev.message.data) == real
+    m = net.b.core.recv_nowait()
+    assert m is not None and m.source == C and bytes(m.data) == forged

@@ -235,23 +235,28 @@ class SesFep:
         truncate: bool = False,
         context: Any = None,
         resource: Resource | None = None,
+        source: str | None = None,
     ) -> PostedReceive:
         """Post a receive on ``resource`` (default: the default resource). A matching fast-path
         message is taken first (its :class:`RecvCompleted` is queued at once); else the target
-        engine posts it (its own unexpected list is searched there)."""
+        engine posts it (its own unexpected list is searched there). ``source``: a directed
+        receive's Fabric Address, checked as well as ``initiator`` (:func:`_accepts`)."""
         res = resource or self.default
         if res is None:
             raise ValueError("no resource to post on")
         if res is self.default:
             for m in self.unexpected_messages:
-                if _accepts(tagged, tag, ignore, initiator, m):
+                if _accepts(tagged, tag, ignore, initiator, m, source):
                     self.unexpected_messages.remove(m)
-                    recv = PostedReceive(receive_view(buffer), tagged, tag, ignore, initiator, None, truncate, context)
+                    recv = PostedReceive(
+                        receive_view(buffer), tagged, tag, ignore, initiator, None, truncate, context, source
+                    )
                     self._fill(m, recv)
                     return recv
         return self.target.post_recv(
-            res, buffer, tagged=tagged, tag=tag, ignore=ignore, initiator=initiator, truncate=truncate, context=context
-        )
+            res, buffer, tagged=tagged, tag=tag, ignore=ignore, initiator=initiator, truncate=truncate, context=context,
+            source=source,
+        )  # fmt: skip
 
     def cancel_recv(self, recv: PostedReceive, resource: Resource | None = None) -> bool:
         """Cancel a posted receive (a ``CANCELLED`` completion follows); False if already taken."""
@@ -371,7 +376,7 @@ class SesFep:
           job) → False: the target engine handles the whole message and its errors."""
         res = self.default
         assert res is not None
-        first = res.matcher.first_posted(tagged, tag, initiator)
+        first = res.matcher.first_posted(tagged, tag, initiator, peer)
         if first is None:
             reserve = self.reserve
             if reserve is not None:
@@ -384,7 +389,7 @@ class SesFep:
             return True
         if len(first.buffer) < length or (first.job is not None and first.job != job):
             return False
-        recv = res.matcher.match(tagged=tagged, tag=tag, initiator=initiator, job=job)
+        recv = res.matcher.match(tagged=tagged, tag=tag, initiator=initiator, job=job, source=peer)
         assert recv is first
         return recv
 
@@ -410,7 +415,9 @@ class SesFep:
         res = self.default
         assert res is not None
         try:
-            recv = res.matcher.match(tagged=m.tag is not None, tag=m.tag or 0, initiator=m.initiator, job=m.job_id)
+            recv = res.matcher.match(
+                tagged=m.tag is not None, tag=m.tag or 0, initiator=m.initiator, job=m.job_id, source=m.source
+            )
         except SesError:  # a receive restricted to another job: leave the message unexpected
             recv = None
         if recv is None:

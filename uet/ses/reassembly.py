@@ -279,7 +279,7 @@ class Reassembler:
         message. Then it changes exactly what :meth:`_deliver` would (placed bytes, segment,
         received count, time, byte counter) and returns True; otherwise False, having changed
         nothing (:meth:`deliver` takes the general path). :meth:`deliver_datagram` is the same
-        rule for a whole datagram; ``tests/test_ses_fastpath.py`` checks both paths agree."""
+        rule for a whole datagram; ``tests/test_sim_fastpaths.py`` checks that it agrees with the general path."""
         plen, off, length = _MID_LENGTHS(ses, _MID_PREFIX)
         n = len(payload)
         view = rec.view

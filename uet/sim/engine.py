@@ -9,7 +9,8 @@ earliest deadline of any core (:meth:`FepCore.get_timer`) or of the fabric
    fields (ECN bits, trimmed, last hop, source port) and the datagrams of one host and instant go
    to its core as one batch (``receive_batch``; a FEP core without TSS, whose links may hand it
    tuples, takes them as its packed ``(data, source, ecn | trim marks)`` through ``receive_marked``,
-   parsed by the codec's packed copy :func:`uet.wire.frame.parse_marked`: no record per packet);
+   parsed by the codec's packed copy :func:`uet.wire.frame.parse_marked`: no record per packet;
+   an instant's only frame, the common case, goes to its core without the per-host batching);
 2. fires the timers of every core whose deadline has come (``handle_timer``);
 3. *flushes* every core that got input or an operation: ``datagrams_to_send(now)`` → each
    :class:`~uet.fep.Transmit` (for a FEP core without TSS its packed form,
