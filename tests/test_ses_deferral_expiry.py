@@ -9,14 +9,20 @@ receive posted later took a dead entry and sent an RTR nobody would answer. Now 
 message expired before its truncation packet goes with it (``reassembly_timeout_ns``), and one
 that was never taken goes after twice that (``deferrals_expired``).
 
-The SES core is fed exact packets at exact (virtual) times."""
+A buffer-less ``recv()`` bound to a target-engine message that then fails (expired, or a
+deferral whose restart never came) waits again, as it does on the fast path: ``recv()`` returns
+the next *message*, and a message that never arrived whole is nobody's.
+
+The SES core is fed exact packets at exact (virtual) times, the FEP cores exact datagrams."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from test_ses_target import EOM, REL, defer_hdr
+from test_ses_waiting_recv import _check_message, _data, _Net
 
+from uet.fep import FepConfig, SendCompleted
 from uet.pds import Mode
 from uet.pds.events import Delivery
 from uet.ses import SesFep
@@ -94,3 +100,29 @@ def test_a_deferral_taken_in_time_is_not_expired() -> None:
     assert rtr.peer == A
     _run_timers(f, 3 * SECOND)
     assert f.target.counters["deferrals_expired"] == 0
+
+
+# -- a recv() bound to an engine entry that fails waits again, as on the fast path ------------------
+
+
+def test_a_recv_bound_to_an_engine_message_that_expires_waits_again() -> None:
+    """C's delivery-complete send (the target engine's path) takes the waiting ``recv()`` with its
+    first packet (a sized receive is posted for the engine's entry), then C goes silent. A's
+    message waits on the overflow list. When C's partial message expires the ``recv()`` waits
+    again and takes A's message, as it does when the fast path's reservation expires (before, it
+    failed with DROPPED: one stranger's first packet failed the application's receive)."""
+    net = _Net(FepConfig(payload_size=1024, reassembly_timeout_ns=2_000_000, housekeeping_s=0.001))
+    w = net.recv()
+    net.c.core.send(B, _data(4, 2000), dc=True)
+    da = _data(5, 500)
+    sa = net.a.core.send(B, da)
+    rc, ra = net.out(net.c), net.out(net.a)
+    net.arrive(net.c, rc[0])
+    assert net.b.core.waiters.by_handle[w].posted is not None  # bound to the engine's entry
+    net.arrive(net.a, ra[0])
+    assert net.b.result(w) is None and net.b.core.pending_messages == 1
+    net.settle(max_ns=20_000_000, cut=frozenset({C}))
+    _check_message(net.b.result(w), da)
+    c = net.b.core.counters()
+    assert c["ses_tgt_expired"] == 1 and c["recvs_given_back"] == 1
+    assert isinstance(net.a.result(sa), SendCompleted) and net.b.core.pending_messages == 0
