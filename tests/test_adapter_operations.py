@@ -152,7 +152,14 @@ def test_a_tap_shows_the_source_port_a_received_record_carried() -> None:
 
 def _sim_pair(roce: bool = False) -> tuple[Engine, SimEndpoint, SimEndpoint]:
     """Two simulated endpoints on a 2-host fat tree, with FEP cores or RoCE cores."""
-    topo = load_topology({"kind": "fat_tree", "hosts": 2}, profile="datacenter", rate_bps=100_000_000_000)
+    eng, (a, b) = sim_endpoints(2, roce)
+    return eng, a, b
+
+
+def sim_endpoints(hosts: int, roce: bool = False) -> tuple[Engine, list[SimEndpoint]]:
+    """Simulated endpoints on a fat tree of ``hosts`` hosts (100 Gb/s), with FEP cores (4 KiB
+    payloads) or RoCE cores."""
+    topo = load_topology({"kind": "fat_tree", "hosts": hosts}, profile="datacenter", rate_bps=100_000_000_000)
     fab = Fabric(topo, seed=1)
     eng = Engine(fab)
     conf = FepConfig(payload_size=4096)
@@ -165,8 +172,7 @@ def _sim_pair(roce: bool = False) -> tuple[Engine, SimEndpoint, SimEndpoint]:
             return RoceCore(ip, config=rconf, seed=i, directory=directory)
         return FepCore(ip, job=0, pid=0, config=conf, seed=i)
 
-    a, b = (SimEndpoint(eng, eng.attach(i, core(i))) for i in (0, 1))
-    return eng, a, b
+    return eng, [SimEndpoint(eng, eng.attach(i, core(i))) for i in range(hosts)]
 
 
 def test_a_simulated_fep_takes_the_uet_options_and_posted_receives() -> None:

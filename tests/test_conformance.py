@@ -189,6 +189,10 @@ def test_each_fault_is_caught(tmp_path: Path, fault: str) -> None:
     got = failed(report)
     assert catchers <= got, f"{fault} not caught by {sorted(catchers - got)}"
     assert got == catchers, f"{fault} also broke {sorted(got - catchers)}"
+    # each catcher failed on the wrong answer itself, not by waiting out --timeout for the right one
+    # (Session.expect's refute: an ACK naming a PSN never sent, a response to a packet id never sent)
+    waited = sorted(c["id"] for c in report["cases"] if "nothing matching arrived" in c.get("expected", ""))
+    assert not waited, f"{fault}: {waited} waited out their timeout"
 
 
 def _key_file(tmp: Path) -> Path:

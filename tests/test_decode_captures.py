@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import struct
 
+import pytest
 from uet.tools.decode import main
 
 from uet.pcap import PcapWriter
 from uet.wire.build import build_frame
 from uet.wire.capture import parse_frame
 from uet.wire.net import ip_bytes
+
+pytestmark = pytest.mark.in_memory  # pcaps written and decoded here; 127.0.0.x only inside them
 
 ACK = bytes.fromhex("380000000000100000020001")
 

@@ -10,12 +10,15 @@ from typing import Any
 from uet.fabric.model import Fabric
 from uet.fabric.model.frames import ipv4_frame
 from uet.fabric.model.switch import Switch
+from uet.fabric.topology import Topology
 
 
 def _tap(fab: Fabric) -> list[tuple[str, int, bytes, int]]:
-    """Wrap every switch's ``on_transmit`` (as a pcap tap does): forces the general path."""
+    """Wrap every switch's and NIC's ``on_transmit`` (as a pcap tap does): forces the general
+    path (``Fabric._on_transmit`` and ``EventQueue.schedule``) at every link."""
     seen: list[tuple[str, int, bytes, int]] = []
-    for sw in fab.switches.values():
+    nodes: list[Any] = [*fab.switches.values(), *fab.nics]
+    for sw in nodes:
         orig = sw.on_transmit
 
         def tapped(n: Any, p: int, frame: bytearray, start: int, end: int, _orig: Any = orig) -> None:
@@ -46,6 +49,36 @@ def test_forwarded_packets_match_the_general_path_byte_for_byte() -> None:
     assert fast.stats() == slow.stats()
 
 
+def test_lossless_incast_with_pause_matches_the_general_path() -> None:
+    """PFC on every tier and at the NICs (paused classes, the wake-ups, PFC frames queued before
+    data, ``Port.free_at`` never cleared): the direct hand-offs of switches and NICs, and
+    ``Fabric.run_to_arrival`` stepping instant by instant, give what the general path gives."""
+
+    def incast(fab: Fabric) -> None:
+        for k in range(40):
+            for s in range(4, 12):
+                f = ipv4_frame(fab.host_ip(s), fab.host_ip(0), bytes(1000), sport=0xC000 + s, dport=4791, dscp=26)
+                fab.inject(s, f, k * 500)
+
+    topo = Topology(leaves=3, hosts_per_leaf=4)
+    fast, slow = Fabric(topo, deliver_pfc=True), Fabric(topo, deliver_pfc=True)
+    _tap(slow)
+    incast(fast)
+    incast(slow)
+    got: list[tuple[int, int, bytes]] = []
+    limit = fast.now  # the injections ran the fabric up to the last of them
+    while (t := fast.run_to_arrival(limit)) is not None or fast.next_deadline() is not None:
+        if t is None:  # nothing reached a host by the limit: the fabric stands there
+            assert fast.now == limit
+            limit += 7_777
+        else:
+            got += fast.take_arrivals()
+    want = slow.poll_timed(10**10)
+    assert len(want) >= 8 * 40 and got == want
+    assert fast.counters == slow.counters and fast.counters.total("pfc_tx") > 0
+    assert fast.stats(10**10) == slow.stats(10**10)
+
+
 def test_ttl_runs_out_on_a_forwarded_packet() -> None:
     """TTL 3 leaves the first leaf as 2, the spine as 1; the super-spine (a forwarded packet,
     no re-parse) must still drop it as expired."""
@@ -62,3 +95,7 @@ def test_a_fabric_switch_hands_frames_to_the_heap_until_someone_wraps_it() -> No
     assert isinstance(sw, Switch) and sw.on_transmit is sw.link_tx
     port = sw.ports[0]
     assert port.peer_ingress is not None and port.peer_port == port.peer[1]  # type: ignore[index]
+    nic = fab.nics[0]  # a NIC hands its frames to the leaf's ingress the same way
+    assert nic.on_transmit is nic.link_tx and nic.port.peer_ingress is not None
+    leaf, leaf_port = nic.port.peer  # type: ignore[misc]
+    assert nic.port.peer_ingress == leaf.ingress and nic.port.peer_port == leaf_port

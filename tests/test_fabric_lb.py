@@ -180,3 +180,27 @@ def test_the_switch_hashes_a_forwarded_packet_as_choose_pkt_does() -> None:
             assert tx.port == lb.choose_pkt(group, sw.ports, Packet(bytearray(f), 0, 0, 14, 0, dst), 0, 0)
             used.add(tx.port)
     assert used == {1, 2, 3, 4, 5}
+
+
+def test_choose_pkt_sprays_round_robin_as_choose_for_does() -> None:
+    """LoadBalancer.choose_pkt writes out choose_for → choose's spray_rr for a sprayed packet: from
+    random round-robin states, for UET and RoCE packets (RoCE is hashed, not sprayed) with and
+    without spray_all, over groups of 1 to 5 ports, the same port and the same state after."""
+    import random
+
+    from uet.fabric.model.lb import LoadBalancer
+    from uet.fabric.model.port import Packet
+
+    rng = random.Random(5)
+    ports = Switch("sw", 3, [PortSpec() for _ in range(6)]).ports
+    for spray_all in (False, True):
+        cfg = LbConfig(mode="spray_rr", spray_all=spray_all)
+        fast, slow = LoadBalancer(cfg, 3, random.Random(1)), LoadBalancer(cfg, 3, random.Random(1))
+        for _ in range(300):
+            group = tuple(rng.sample(range(6), rng.randint(1, 5)))
+            start = rng.randrange(len(group))
+            fast._rr[group] = slow._rr[group] = start
+            f = bytearray(frame("10.0.0.1", "10.0.1.2", rng.randrange(65536), dport=rng.choice((4793, 4791))))
+            got = fast.choose_pkt(group, ports, Packet(f, 0, 0, 14, 0), 0, 0)
+            assert got == slow.choose_for(group, ports, f, 14, 0, 0)
+            assert fast._rr == slow._rr

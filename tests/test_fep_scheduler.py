@@ -163,6 +163,12 @@ def test_a_batch_to_one_destination_is_returned_as_it_is() -> None:
     assert interleave(batch) is batch
 
 
+def test_two_datagrams_or_fewer_are_returned_as_they_are() -> None:
+    """What lets ``FepCore.datagrams_to_send_packed`` skip the call for such a batch."""
+    for batch in ([], [(b"p", B, 0)], [(b"p", B, 0), (b"q", C, 1)], [(b"p", C, 0), (b"q", B, 1)]):
+        assert interleave(batch) is batch
+
+
 _records = st.lists(st.tuples(st.sampled_from("abcde"), st.integers(0, 99)), max_size=60)
 
 

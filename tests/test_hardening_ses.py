@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +31,8 @@ from uet.ses.message import MessageConfig
 from uet.ses.target import TargetConfig
 from uet.wire.pds import NextHeader
 from uet.wire.ses import STANDARD, SesFlag, SesOpcode
+
+pytestmark = pytest.mark.in_memory  # SES cores in memory; uet.endpoint only named in the docstring
 
 JOB, PID, RI = 0x42, 3, 0
 KEY = 0x0000_1111_2222_3333

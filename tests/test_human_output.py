@@ -10,6 +10,8 @@ import re
 import pytest
 from uet.tools.cli import format_cell, format_number, format_seconds
 
+pytestmark = pytest.mark.in_memory  # uet-run's tables from results built here; no run starts
+
 #: What must never show in a human table.
 _PYTHON = re.compile(r"\b(None|True|False)\b|\de[-+]\d")
 

@@ -14,6 +14,8 @@ from uet.tools.bench import main as bench_main
 from uet.experiments.impair_matrix import run_cell
 from uet.pds import Mode
 
+pytestmark = pytest.mark.in_memory  # in-memory PDS cores; the word socket in a docstring
+
 
 @pytest.mark.parametrize("mode", [Mode.RUD, Mode.ROD, Mode.RUDI])
 @pytest.mark.parametrize("loss", [0.01, 0.05, 0.10, 0.20])

@@ -6,6 +6,8 @@ import pytest
 
 from uet.link.impair import Impairment, ImpairmentConfig
 
+pytestmark = pytest.mark.in_memory  # the seeded impairment decision alone, no link opened
+
 N = 20000
 
 

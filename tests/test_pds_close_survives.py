@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from fep_harness import A_ADDR, B_ADDR, FepPair, decode
 
 from uet.fep import FepConfig, OpFailed, Transmit
 from uet.fep.config import with_config
 from uet.wire.pds import ControlType, NackCode, PdsType
+
+pytestmark = pytest.mark.in_memory  # the in-memory FEP pair; the word socket in a docstring
 
 
 def _ctl(t: Transmit) -> int | None:

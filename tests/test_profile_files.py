@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from test_bad_files import CORPUS, _check, _run
 
+pytestmark = pytest.mark.in_memory  # the tools stop at the bad file, before any socket opens
+
 #: profile-specific mistakes on top of the shared corpus of bad files
 PROFILE_CORPUS: dict[str, bytes] = {
     **{

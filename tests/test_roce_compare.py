@@ -13,6 +13,8 @@ from uet.experiments.compare import metrics
 from uet.roce.core import timeout_for_rtt
 from uet.sim.scenario import simulate
 
+pytestmark = pytest.mark.in_memory  # uet-run --engine sim in this process: virtual time, no socket
+
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
     rc = run_main(["--engine", "sim", *argv, "--json"])

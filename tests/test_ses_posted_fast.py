@@ -173,29 +173,44 @@ def test_the_response_says_which_list_the_message_went_to() -> None:
     assert deliver(f, *p, mode=Mode.RUDI, retx=True) == expected
 
 
-def test_a_waiting_receive_without_buffer_makes_it_the_expected_list() -> None:
-    """The endpoint's ``recv()`` posts no buffer; when one waits for a message as its first
-    packet arrives, the message is reassembled by the message layer as before but reported on the
-    expected list (plain response, nothing for PDS to keep); the hook sees the arrival address."""
+def test_a_waiting_receive_without_buffer_is_reserved_by_one_message_on_the_expected_list() -> None:
+    """The endpoint's ``recv()`` posts no buffer; the first new message whose first packet finds
+    one waiting reserves it: that message is reassembled by the message layer as before but
+    reported on the expected list (plain response, nothing for PDS to keep) and handed to that
+    receive when whole; the next matching message takes the overflow list (the receive is no
+    longer waiting). The hook sees the arrival address."""
     f = fep()
-    asked = []
+    asked: list[tuple[bool, int, int, str]] = []
+    got: list[tuple[str, bytes | None]] = []
+    waiting = ["w1"]
 
-    def waiting(tagged, tag, initiator, source):
+    def reserve(tagged: bool, tag: int, initiator: int, source: str) -> str | None:
         asked.append((tagged, tag, initiator, source))
-        return tag == 1
+        return waiting.pop(0) if tag == 1 and waiting else None
 
-    f.receive_waiting = waiting
+    def reserved(token: str, m: Message | None) -> bool:
+        got.append((token, None if m is None else bytes(m.data)))
+        return True
+
+    f.reserve = reserve
+    f.on_reserved = reserved
     (p1,) = packets(b"w" * 30, 80, tag=1)
     (p2,) = packets(b"n" * 30, 81, tag=2)
-    r1, r2 = deliver(f, *p1), deliver(f, *p2)
+    (p3,) = packets(b"x" * 30, 83, tag=1)
+    r1, r2, r3 = deliver(f, *p1), deliver(f, *p2), deliver(f, *p3)
     assert RESPONSE.unpack(r1[1])[0] == 0 and normalize_response(r1)[2] is False
-    assert RESPONSE.unpack(r2[1])[0] == 1 and normalize_response(r2)[2] is True
-    assert asked == [(True, 1, 7, PEER), (True, 2, 7, PEER)]
-    assert [m.tag for m in f.unexpected_messages] == [1, 2]  # no on_unexpected hook here
-    big = packets(b"b" * 3000, 82, tag=1)  # multi-packet, in place or segmented alike
+    for r in (r2, r3):
+        assert RESPONSE.unpack(r[1])[0] == 1 and normalize_response(r)[2] is True
+    assert asked == [(True, 1, 7, PEER), (True, 2, 7, PEER), (True, 1, 7, PEER)]
+    assert got == [("w1", b"w" * 30)]
+    assert [m.tag for m in f.unexpected_messages] == [2, 1]  # no on_unexpected hook here
+    waiting.append("w2")
+    big = packets(b"b" * 3000, 82, tag=1)  # multi-packet: reserved by its first packet
     for p in big:
         r = deliver(f, *p)
     assert RESPONSE.unpack(r[1])[0] == 0 and response_fields(r[1])[1:] == (ReturnCode.OK, 82, 3000)
+    assert got[-1] == ("w2", b"b" * 3000) and not waiting
+    assert (f.counters["fast_expected_waiting"], f.counters["fast_unexpected"]) == (2, 2)
 
 
 def test_unexpected_list_is_bounded_by_bytes_and_nacks_when_full() -> None:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import re
 import sys
 
+import pytest
 from test_cli_errors import interrupt_on_line
 from uet.tools.sim_progress import LINE_EVERY_S, SimProgress, format_duration
 
 from uet.sim.progress import EXTRAPOLATE_FROM, estimate_ns
 from uet.sim.scenario import Progress, simulate
+
+pytestmark = pytest.mark.processes  # one uet-sim child in virtual time, no network (tests/conftest.py)
 
 MS = 1_000_000  # ns
 

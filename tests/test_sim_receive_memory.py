@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 from typing import Any
 
+import pytest
 from host_link_tap import Forward, tap_host_link
 from uet.fabric.model import Fabric
 from uet.fabric.profiles import load_topology
@@ -18,6 +19,8 @@ from uet.ses.sink import DigestSink
 from uet.sim import Engine, SimEndpoint, VirtualTimeLoop
 from uet.workloads import Permutation, RankReport
 from uet.workloads.report import summarize
+
+pytestmark = pytest.mark.in_memory  # the simulator in virtual time (SimEndpoint, no socket)
 
 
 def _net(hosts: int) -> tuple[Engine, list[SimEndpoint]]:

@@ -5,8 +5,10 @@ nothing needs clearing.
 
 This is why a secure all-to-all run whose receivers post ``recv_into(DigestSink)`` sends CLEARs a
 buffer-less ``recv()`` did not: a buffer-less receive that waits is served on the expected list
-even before a message arrives (uet.ses.fep ``receive_waiting``), while a sized receive posted
-after a flow's next message started arriving finds that message on the overflow list."""
+even before a message arrives (uet.ses.fep ``reserve``), while a sized receive posted after a
+flow's next message started arriving finds that message on the overflow list. (A ``recv()``
+called after that, too: one waiting receive is reserved by one message,
+tests/test_ses_waiting_recv.py.)"""
 
 from __future__ import annotations
 

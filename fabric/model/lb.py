@@ -78,8 +78,19 @@ class LoadBalancer:
         """:meth:`choose_for` for a packet a switch holds. ECMP (the default mode) hashes the
         flow tuple once per packet: the tuple never changes from hop to hop, and CRC-32 is
         streaming, so ``crc32(tuple + seed) == crc32(seed, crc32(tuple))`` — each switch only
-        continues the packet's stored CRC with its own seed (the same port as :meth:`choose`)."""
-        if self.modes[tc] != "ecmp":
+        continues the packet's stored CRC with its own seed (the same port as :meth:`choose`).
+
+        ``spray_rr`` for a packet it sprays (the mode of ``uet-bench sim``) is :meth:`choose`'s
+        round robin written out: what ``choose_for`` → ``choose`` do for it (no flow tuple read,
+        the group's turn taken and advanced), without their two calls per hop.
+        ``tests/test_fabric_lb.py`` checks the two from random states."""
+        mode = self.modes[tc]
+        if mode != "ecmp":
+            if mode == "spray_rr" and len(group) > 1 and (self.spray_all or is_uet(pkt.frame, pkt.ip)):
+                key = tuple(group)
+                i = self._rr.get(key, 0)
+                self._rr[key] = (i + 1) % len(group)
+                return group[i]
             return self.choose_for(group, ports, pkt.frame, pkt.ip, tc, now)
         c = pkt.fcrc
         if c < 0:

@@ -22,6 +22,7 @@ transmit side without a link model, for the live link, whose socket and switch p
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from uet.fabric.model.config import SwitchConfig
 from uet.fabric.model.events import EventQueue
@@ -147,6 +148,9 @@ class HostNic:
         self.counters = counters
         #: called as ``on_transmit(nic, 0, frame, start, end)`` when a frame starts on the link
         self.on_transmit: Callable[[HostNic, int, bytearray, int, int], None] | None = None
+        #: a Fabric's link hand-off; while ``on_transmit`` is this very object (nobody wrapped it)
+        #: a frame's arrival at the leaf goes straight onto the event queue (:meth:`_kick`)
+        self.link_tx: object = None
         #: called as ``on_deliver(host index, frame, time, is_pfc)`` for frames from the leaf
         self.on_deliver: Callable[[int, bytearray, int, bool], None] | None = None
         #: ``nic_bytes`` samples (host-side throughput) every this many ns, 0: none kept
@@ -191,10 +195,10 @@ class HostNic:
             ):
                 # an idle link and nothing queued: the frame leaves at once (as Switch._enqueue)
                 port.pick_alone(tc, len(buf))
-                self._kick(port, now, tc, buf)
+                self._kick(port, buf, now, tc)
                 return
             port.push(Packet(buf, 0, tc, ip, now))
-        self._kick(port, now)
+        self._kick(port, None, now)
 
     def _plane_port(self, buf: bytearray, ip: int) -> Port | None:
         """A NIC with a port in each plane: the port the frame's entropy (its UDP source port)
@@ -229,7 +233,7 @@ class HostNic:
                 self.counters[("pfc_rx", self.name, 0, prio, "xon" if quanta == 0 else "xoff")] += 1
                 if self.telemetry.wants("pfc_rx"):
                     self.telemetry.add(PfcReceived(now, self.name, 0, prio, quanta))
-            self._kick(port, now)
+            self._kick(port, None, now)
         if self.on_deliver is not None:
             self.on_deliver(self.index, frame, now, is_pfc)
 
@@ -260,31 +264,32 @@ class HostNic:
         port = self.ports[p]
         port.down = False
         port.faulty = port.loss_rng is not None
-        self._kick(port, now)
-
-    def _on_port_free(self, port: Port, _: object, now: int) -> None:
-        if port.free_at == now:
-            port.free_at = -1
-        self._kick(port, now)
+        self._kick(port, None, now)
 
     def _on_wake(self, port: Port, _: object, now: int) -> None:
         port.wake_at = -1
-        self._kick(port, now)
+        self._kick(port, None, now)
 
-    def _kick(self, port: Port, now: int, tc: int = CTRL, first: bytearray | None = None) -> None:
+    def _kick(self, port: Port, first: bytearray | None, now: int, tc: int = CTRL) -> None:
         """Start the next frame on an idle link, if any class may send; ``first``: a frame of
         class ``tc`` that :meth:`send` found alone at an idle port (the scheduler's choice made
-        by :meth:`Port.pick_alone`), which leaves without entering its queue."""
+        by :meth:`Port.pick_alone`), which leaves without entering its queue. The end of a frame
+        that leaves work waiting is the event ``(_kick, port, None)``: this method itself.
+
+        Inside a :class:`~uet.fabric.model.fabric.Fabric`, while nobody wrapped ``on_transmit``
+        (a pcap tap does), the frame's arrival at the leaf goes straight onto the event queue
+        (``link_tx``, as ``Switch._kick`` does): the event ``Fabric._on_transmit`` would have
+        scheduled, at the same point, without the two calls between."""
         if first is not None:
             frame = first
         else:
             if port.busy_until <= now and port.backlog and not port.ctrl:
                 c = port.pick(now)  # Port.ready's idle case, inlined (as Switch._kick does)
                 if c is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
-                    port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
+                    port.ready(now, self.events.schedule, self._kick, self._on_wake)
                     return
             else:
-                c = port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
+                c = port.ready(now, self.events.schedule, self._kick, self._on_wake)
                 if c is None:
                     return
             tc = c
@@ -292,15 +297,21 @@ class HostNic:
                 frame = bytearray(port.ctrl.popleft())
             else:
                 frame = port.pop(tc).frame
+        n = len(frame)
         if tc != CTRL:
             port.last_tx[tc] = now
-            port.tx_tc_bytes[tc] += len(frame)  # a NIC's Packet.size: its frame is never changed
-        end = port.start(len(frame), now)
+            port.tx_tc_bytes[tc] += n  # a NIC's Packet.size: its frame is never changed
+        end = port.start(n, now)
+        ev = self.events
         if port.backlog or port.ctrl:
             port.free_at = end
-            self.events.schedule(end, self._on_port_free, port)
-        if self.on_transmit is not None:
-            self.on_transmit(self, port.index, frame, now, end)
+            ev.schedule(end, self._kick, port)
+        tx = self.on_transmit
+        if tx is self.link_tx:
+            ingress: Any = port.peer_ingress  # set for every port of a Fabric
+            ev.schedule(end + port.delay_ns, ingress, port.peer_port, frame)
+        elif tx is not None:
+            tx(self, port.index, frame, now, end)
         if self._sample_ns and now - self._last_sample >= self._sample_ns:
             self._sample(now)
 

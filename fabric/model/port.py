@@ -146,7 +146,9 @@ class Port:
         #: PFC frames waiting to go (:data:`UNUSED` until the first: :meth:`send_ctrl`)
         self.ctrl: deque[bytes] = UNUSED
         self.busy_until = 0
-        #: time of the scheduled "link free" event (-1: none; scheduled only when work waits)
+        #: time of the last "link free" event scheduled (-1: none yet; scheduled only when work
+        #: waits). Only compared with ``busy_until`` while the link is busy: a value from the past
+        #: never equals it again (``busy_until`` only grows), so nothing clears it when it has run
         self.free_at = -1
         self.paused_until = [0] * 8
         self._pause_start = [0] * 8
@@ -240,8 +242,8 @@ class Port:
 
     def start(self, nbytes: int, now: int) -> int:
         """A frame of ``nbytes`` starts on the link at ``now``: the link is busy until the end of
-        its serialisation (:meth:`ser_ns`), returned."""
-        end = now + self.ser_ns(nbytes)
+        its serialisation (:meth:`ser_ns`, written out: once per frame a NIC sends), returned."""
+        end = now + ((max(nbytes, MIN_FRAME) + self.wire_overhead) * 8_000_000_000 + self.rate_bps - 1) // self.rate_bps
         self.busy_until = end
         self.tx_bytes += nbytes
         self.tx_frames += 1

@@ -310,7 +310,12 @@ class Switch:
         pt.rx_frames += 1
         tol = self._police_tol[in_port]
         if tol >= 0:  # the frame took [now - ser, now] on the link: it may start once the last ended
-            tat = self._tat[in_port] + pt.ser_ns(len(frame))
+            n = len(frame)  # Port.ser_ns, inlined (once per frame a host sends)
+            tat = (
+                self._tat[in_port]
+                + (((n if n > MIN_FRAME else MIN_FRAME) + pt.wire_overhead) * 8_000_000_000 + pt.rate_bps - 1)
+                // pt.rate_bps
+            )
             if tat - now > tol:  # sooner than the link could carry it, beyond the burst
                 self._drop(in_port, 0, "policed", len(frame), now)
                 return
@@ -350,8 +355,12 @@ class Switch:
             self._drop(in_port, tc, "ttl_expired", len(frame), now)
             return
         dst = int.from_bytes(frame[ip + IP_DST : ip + IP_DST + 4], "big")
-        group = self.route(dst)
-        if group is None:
+        group = None
+        for mask, nets in self._lpm:  # Switch.route, inlined (as in _arrive)
+            group = nets.get(dst & mask)
+            if group is not None:
+                break
+        if not group:  # no route, or a withdrawn prefix
             self._drop(in_port, tc, "no_route", len(frame), now)
             return
         pkt = Packet(frame, in_port, tc, ip, now, dst)
@@ -473,7 +482,7 @@ class Switch:
                 port._fresh = True
                 port.deficit[tc] = 0
                 port._strict_run = 0
-            self._kick(port, now, pkt)
+            self._kick(port, pkt, now)
         else:
             self._push(port, pkt, now)
         if lossless and mmu.should_xoff(pkt.in_port, tc):
@@ -516,10 +525,10 @@ class Switch:
         if self._sample_ns and now - port.last_sample[tc] >= self._sample_ns:
             self._sample(port, tc, now)
         if port.busy_until <= now:
-            self._kick(port, now)
+            self._kick(port, None, now)
         elif port.free_at != port.busy_until:
             port.free_at = port.busy_until
-            self.events.schedule(port.busy_until, self._on_port_free, port)
+            self.events.schedule(port.busy_until, self._kick, port)
 
     def _drop(self, port: int, tc: int, reason: str, size: int, now: int) -> None:
         c = self.counters
@@ -530,16 +539,11 @@ class Switch:
 
     # -- egress ---------------------------------------------------------------------------------
 
-    def _on_port_free(self, port: Port, _: object, now: int) -> None:
-        if port.free_at == now:
-            port.free_at = -1
-        self._kick(port, now)
-
     def _on_wake(self, port: Port, _: object, now: int) -> None:
         port.wake_at = -1
-        self._kick(port, now)
+        self._kick(port, None, now)
 
-    def _kick(self, port: Port, now: int, first: Packet | None = None) -> None:
+    def _kick(self, port: Port, first: Packet | None, now: int) -> None:
         """Start the next frame on an idle link, if any class may send; ``first``: the packet
         :meth:`_enqueue` found alone at an idle port (the scheduler's choice already made, by
         :meth:`Port.pick_alone`), which leaves without entering its queue.
@@ -547,7 +551,8 @@ class Switch:
         A departing packet's buffer charge is released only after the link is marked busy: the
         XON that release may trigger can be queued on this very port and must not start a second
         frame on it. The end of a frame is an event only when something waits for the link
-        (``Port.free_at``): a busy port given work schedules it then.
+        (``Port.free_at``): a busy port given work schedules it then, as ``(_kick, port, None)``:
+        the event is this method itself (its arguments in the event's order), no handler between.
         """
         while True:
             pkt: Packet | None
@@ -558,10 +563,10 @@ class Switch:
                 if port.busy_until <= now and port.backlog and not port.ctrl:
                     c = port.pick(now)  # Port.ready's idle case, inlined
                     if c is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
-                        port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)
+                        port.ready(now, self.events.schedule, self._kick, self._on_wake)
                         return
                 else:
-                    c = port.ready(now, self.events.schedule, self._on_port_free, self._on_wake)  # the rule NICs share
+                    c = port.ready(now, self.events.schedule, self._kick, self._on_wake)  # the rule NICs share
                     if c is None:
                         return
                 tc = c
@@ -613,10 +618,10 @@ class Switch:
                 port.free_at = end
                 bucket = ev._at.get(end)
                 if bucket is None:
-                    ev._at[end] = [(self._on_port_free, port, None)]
+                    ev._at[end] = [(self._kick, port, None)]
                     heapq.heappush(ev._times, end)
                 else:
-                    bucket.append((self._on_port_free, port, None))
+                    bucket.append((self._kick, port, None))
             tx = self.on_transmit
             if tx is self.link_tx:
                 # inside a Fabric, untapped: the frame reaches the far end after the propagation
@@ -698,7 +703,7 @@ class Switch:
         if not xon:
             every = pfc.refresh_ns or max(1, port.pause_ns(quanta) // 2)
             self.events.schedule(now + every, self._on_pfc_refresh, (p, tc), self._pfc_gen[p][tc])
-        self._kick(port, now)
+        self._kick(port, None, now)
 
     def _on_pfc_refresh(self, key: tuple[int, int], gen: int, now: int) -> None:
         p, tc = key
@@ -728,7 +733,7 @@ class Switch:
                 self.telemetry.add(PfcReceived(now, self.name, in_port, prio, quanta))
             if quanta and prio in self.lossless and self.cfg.watchdog.enabled:
                 self._wd_arm(now)
-        self._kick(port, now)
+        self._kick(port, None, now)
 
     def _wd_arm(self, now: int) -> None:
         if not self._wd_armed:
@@ -765,7 +770,7 @@ class Switch:
                         if port.paused_until[tc] > now:
                             port.apply_pause(tc, 0, now)
                         self.telemetry.add(WatchdogEvent(now, self.name, port.index, tc, "restored", wd.action, 0))
-                        self._kick(port, now)
+                        self._kick(port, None, now)
                     else:
                         keep = True
                         continue
@@ -803,7 +808,7 @@ class Switch:
                 dropped += 1
         self.counters[("watchdog", self.name, port.index, tc)] += 1
         self.telemetry.add(WatchdogEvent(now, self.name, port.index, tc, "storm", wd.action, dropped))
-        self._kick(port, now)
+        self._kick(port, None, now)
 
     # -- faults (uet.fabric.model.failover) -----------------------------------------------------
 
@@ -858,7 +863,7 @@ class Switch:
         port = self.ports[p]
         port.down = False
         port.faulty = port.loss_rng is not None
-        self._kick(port, now)
+        self._kick(port, None, now)
 
     # -- inspection -------------------------------------------------------------------------------
 

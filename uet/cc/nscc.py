@@ -174,21 +174,29 @@ class Nscc(CcAlgorithm):
         restore: bool = False,
     ) -> None:
         """One ACK: ``newly_rcvd`` nominal bytes newly delivered, ``ecn`` its ``m`` flag (or any
-        marked bytes), ``rtt`` a valid sample with the service time removed (None if invalid)."""
+        marked bytes), ``rtt`` a valid sample with the service time removed (None if invalid).
+
+        Once per ACK: the helpers that have nothing to do on most ACKs are called only when they
+        do (no penalty and no restore: ``apply_cwnd_penalty`` is a no-op; an RTT no smaller than
+        ``base_rtt``: so is ``update_base_rtt``; no event log: so is ``_changed``)."""
         self.inflight -= newly_rcvd
         self.bytes_ignored += newly_rcvd
         self.received_bytes += newly_rcvd
         self.achieved_bytes += newly_rcvd
-        limited = self.apply_cwnd_penalty(pend, restore, newly_rcvd)
+        limited = self.apply_cwnd_penalty(pend, restore, newly_rcvd) if pend > 0 or restore else False
+        log = self._log
         if rtt is None:
             self._clamp()  # a restored window may exceed a MaxWnd lowered since it was saved
-            self._changed(now)
+            if log is not None:
+                self._changed(now)
             return
-        self.update_base_rtt(rtt)
+        if rtt < self.base_rtt:
+            self.update_base_rtt(rtt)
         delay = rtt - self.base_rtt
         self.update_delay(delay, ecn)
         if self.quick_adapt(False, ecn, delay, now):
-            self._changed(now)
+            if log is not None:
+                self._changed(now)
             return
         st = self.stats
         tq = self.target_qdelay
@@ -206,7 +214,8 @@ class Nscc(CcAlgorithm):
         if now - self.last_adjust_time >= self.adjust_period or self.received_bytes > self.adjust_bytes:
             self.fulfill_adjustment(now)
         self._clamp()
-        self._changed(now)
+        if log is not None:
+            self._changed(now)
 
     def update_base_rtt(self, rtt: int) -> None:
         """A smaller RTT lowers ``base_rtt`` and re-derives ``max_wnd`` (§4.3.4)."""

@@ -187,6 +187,8 @@ class Session:
         self.log: list[tuple[str, bytes]] = []  # ("sent"|"received", plaintext)
         self._queue: list[Reply] = []
         self._used: set[int] = set()
+        #: the packet ids of every RUDI request sent (:meth:`rudi_unsent`), kept across cases
+        self._rudi_ids: set[int] = set()
         #: PDCIDs the target named that this session never chose (:meth:`_stray`): never chosen either
         self._foreign: set[int] = set()
         self.pdcs: list[Pdc] = []
@@ -344,7 +346,10 @@ class Session:
         """Send ``wire`` as is (already sealed, or deliberately malformed); to a CRC-trailer
         target with its trailer (a malformed packet still reaches the parser) unless ``trailer``
         is False (the case built the datagram's last 4 bytes itself)."""
-        self.log.append(("sent", note if note is not None else wire))
+        plain = note if note is not None else wire
+        self.log.append(("sent", plain))
+        if len(plain) >= 8 and plain[0] >> 3 == P.PdsType.RUDI_REQ:
+            self._rudi_ids.add(int.from_bytes(plain[4:8], "big"))
         if self.target.crc and trailer:
             wire = crc.append_trailer(wire, self.trailer_prefix(outgoing=True, uet_len=len(wire)))
         if self.over_ip is not None:
@@ -470,16 +475,38 @@ class Session:
         nack = P.NACK.make(nack_code=P.NackCode.INV_DPDCID, nack_psn=r.pds.psn, spdcid=0, dpdcid=r.pds.spdcid)
         self.send(P.NACK.encode(nack))
 
-    def expect(self, pred: Callable[[Reply], object], what: str, timeout: float | None = None) -> Reply:
-        """The first reply matching ``pred`` (consumed), or :class:`CheckFailed` saying ``what``."""
+    def expect(
+        self,
+        pred: Callable[[Reply], object],
+        what: str,
+        timeout: float | None = None,
+        refute: Callable[[Reply], str | None] | None = None,
+    ) -> Reply:
+        """The first reply matching ``pred`` (consumed), or :class:`CheckFailed` saying ``what``.
+
+        ``refute``: a reply for which it returns a reason is the target's answer, and a wrong one
+        (an ACK naming a PSN the PDC never sent, :meth:`Pdc.names_unsent`; a RUDI response to a
+        packet id never sent, :meth:`rudi_unsent`): the case fails at once with it rather than
+        waiting out ``timeout`` for an answer that cannot come any more. A reply matching
+        ``pred`` still wins, whenever it arrived."""
         wait = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + wait
         while True:
             for i, r in enumerate(self._queue):
                 if r.error is None and pred(r):
                     return self._queue.pop(i)
+            wrong = [(r, why) for r in self._queue if refute is not None and r.error is None and (why := refute(r))]
+            if wrong:
+                raise CheckFailed(what, f"{wrong[0][0].describe()} ({wrong[0][1]})")
             if not self._read(deadline):
                 raise CheckFailed(f"expected {what}; nothing matching arrived within {wait:.1f} s")
+
+    def rudi_unsent(self, r: Reply) -> str | None:
+        """Why ``r`` is a RUDI response to a packet id this session never sent in a RUDI request
+        (None when it is not): no later reply can be the answer such a response stood for."""
+        if r.ptype == P.PdsType.RUDI_RESP and r.pds.pkt_id not in self._rudi_ids:
+            return f"a response to packet id {r.pds.pkt_id:#x}, which was never sent"
+        return None
 
     def collect(
         self, pred: Callable[[Reply], object], until: Callable[[Reply], object], what: str, timeout: float | None = None
@@ -611,6 +638,7 @@ class Pdc:
         self.clear_psn = (self.start - 1) & M32
         self.closed = False
         self.restarted = False  # a NACK NEW_START_PSN moved the Start PSN (§2.3.2)
+        self.newest = self.clear_psn  # the newest PSN a request header was built for (:meth:`names_unsent`)
         s.pdcs.append(self)
         if start is None and s._tss is not None and s.one_rtt:
             self._ask_start()
@@ -631,8 +659,22 @@ class Pdc:
         """A reply addressed to this PDC (its DPDCID is our SPDCID)."""
         return r.pds is not None and getattr(r.pds, "dpdcid", None) == self.spdcid
 
+    def names_unsent(self, r: Reply) -> str | None:
+        """Why ``r`` is an ACK on this PDC naming a PSN after every PSN it sent (None when it is
+        not): the target acknowledged a request that does not exist, and the ACK it owed for
+        the real one (ACK PSN = CACK + ack_psn_offset, §2.8) went out as this one."""
+        named = r.ack_psn if self.mine(r) and r.is_ack and not r.flags & P.AckFlag.P else None
+        if named is None:
+            return None
+        sent = self.newest if P.psn_after(self.newest, self.next_psn - 1) else (self.next_psn - 1) & M32
+        if P.psn_after(named, sent):
+            return f"it names PSN {named:#x}; the newest PSN sent on PDC {self.spdcid} is {sent:#x}"
+        return None
+
     def header(self, psn: int | None = None, **kw: Any) -> bytes:
         psn = self.next_psn if psn is None else psn & M32
+        if P.psn_after(psn, self.newest):
+            self.newest = psn
         syn = kw.pop("syn", self.dpdcid is None)
         clear = kw.pop("clear_psn_offset", None)
         if clear is None:  # hostile PSNs far from the window: the nearest representable clear PSN
@@ -666,6 +708,7 @@ class Pdc:
             ),
             f"an ACK for PSN {psn:#x} on PDC {self.spdcid}",
             timeout,
+            self.names_unsent,
         )  # fmt: skip
         self.learn(r)
         return r
@@ -726,6 +769,7 @@ class Pdc:
         r = self.s.expect(
             lambda r: self.mine(r) and (r.is_ack and r.ack_psn == psn or r.is_nack and r.pds.nack_psn == psn),
             f"an ACK (or NACK) naming PSN {psn:#x} on PDC {self.spdcid}",
+            refute=self.names_unsent,
         )
         self.learn(r)
         if r.is_ack:

@@ -45,9 +45,10 @@ event ends the sequence. Receives may still be posted while closing.
 
 Known limits (choices, as before this core existed): an eager message that fails part-way (a
 packet Failed in PDS) sends no MSG_ERROR, so its partial reassembly at the target expires after
-``reassembly_timeout_ns`` (the engine path sends MSG_ERROR, §6.4); completed fast-path messages
-wait on the unexpected list without a byte limit (only messages *in progress* are bounded, by
-``max_partial``, beyond which PDS NACKs ``NO_SES_MSG_AVAIL``); a message completed into a posted
+``reassembly_timeout_ns`` (the engine path sends MSG_ERROR, §6.4); the unexpected list's byte
+limit (``MatchLimits.max_unexpected_bytes``, NACK ``NO_SES_MSG_AVAIL`` beyond it) is checked when
+a message begins, against the messages already whole on it (messages in progress are bounded by
+the reassembly budget, :mod:`uet.ses.fep`); a message completed into a posted
 buffer reports ``mode`` 0 (the receive completion does not carry the PDS mode); read data returns
 in the ACKs of the read requests (``TargetConfig.max_ack_data`` = the payload size) when the whole
 read fits one payload, otherwise as RESPONSE_DATA requests in the return direction of the read's
@@ -191,7 +192,8 @@ class FepCore(Operations, Completions):
         self._recvs: dict[int, _Posted] = {}
         self.waiters = Waiters(self.ses, self._waiter_got)
         self.ses.on_unexpected = self.waiters.offer
-        self.ses.receive_waiting = self.waiters.waiting
+        self.ses.reserve = self.waiters.reserve
+        self.ses.on_reserved = self.waiters.reserved_done
         self.ses.target.on_unreserved = self.waiters.unbind
         self._events: deque[Event] = deque()
         self._next_handle = 1
@@ -434,12 +436,16 @@ class FepCore(Operations, Completions):
             self._pump(now)
             if self._closing:
                 self._close_progress(now)
-        out = interleave(self.pds.datagrams_to_send(now))  # destinations round-robin
+        out = self.pds.datagrams_to_send(now)
+        if len(out) > 2:  # (interleave leaves two or fewer as they are)
+            out = interleave(out)  # destinations round-robin
         if self.crc is not None and out:
             out = self.crc.seal_batch(out)  # the CRC-32C trailer (uet.fep.integrity)
         if not self._closed:
-            if self._sweep_at is None and self._fast_held():
-                self._sweep_at = now + self._sweep_ns
+            if self._sweep_at is None:
+                fast = self.ses.fast  # the fast path holds partial or completed messages to sweep
+                if fast is not None and (fast.partial_count or fast._done):
+                    self._sweep_at = now + self._sweep_ns
             if out:
                 self._drain_events(now)  # UUD packets are Acked when handed out
         return out
@@ -484,10 +490,6 @@ class FepCore(Operations, Completions):
             self.tss.handle_timer(now)
         if self._closing:
             self._close_progress(now)
-
-    def _fast_held(self) -> bool:
-        fast = self.ses.fast
-        return fast is not None and bool(fast.partial_count or fast._done)
 
     # -- events -------------------------------------------------------------------------------------
 
@@ -557,7 +559,8 @@ class FepCore(Operations, Completions):
             for lane in dirty:
                 for msg in refill(lane, self.pds, self.segmenter, lane.limit, now, self._sdi):
                     self._maybe_finish(msg)
-        self._submit_engine(now)
+        if self.ses.has_packets():  # (:meth:`_submit_engine` has nothing to do otherwise)
+            self._submit_engine(now)
 
     def _submit_engine(self, now: int) -> None:
         """Hand every packet the SES engines have ready to the PDS core."""

@@ -258,8 +258,9 @@ class Operations(FepState):
         view = receive_view(buffer)
         rec = self._recvs[h] = _Posted(h, view)
         rec.posted = self.ses.post_recv(
-            view, tagged=tag is not None, tag=tag or 0, ignore=ignore, initiator=init, truncate=truncate, context=rec
-        )
+            view, tagged=tag is not None, tag=tag or 0, ignore=ignore, initiator=init, truncate=truncate, context=rec,
+            source=source,
+        )  # fmt: skip
         if self.ses.has_events():
             self._drain_ses()
         return h

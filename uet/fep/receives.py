@@ -1,13 +1,26 @@
 """Receives without a buffer (``recv``): their filters, and matching messages to them.
 
-A ``recv()`` posts no buffer, so it is not on the SES expected list; it waits here. Matching it
-is a protocol decision, not bookkeeping: when the first packet of a new message finds no posted
-receive, :class:`~uet.ses.fep.SesFep` asks :meth:`Waiters.waiting` whether a ``recv()`` would take
-the message, and the answer sets the SES response's ``list`` field (expected vs overflow, §6.4),
-which decides whether PDS treats the response as guaranteed (§6.9). Then:
+A ``recv()`` posts no buffer, so it is not on the SES expected list; it waits here, in call order.
+Matching it is a protocol decision, not bookkeeping, and it is made as for a posted buffer: on the
+first-arriving packet of a message (behaviour.md §6.3 step 5, §6.4). When that packet finds no
+posted receive, :class:`~uet.ses.fep.SesFep` asks :meth:`Waiters.reserve` for the oldest waiting
+``recv()`` that takes the message; that receive leaves the queue, *reserved* for this message
+alone, and the SES response says ``list`` = expected (a plain response, §6.9). Every other new
+message is unexpected: overflow list, its byte limit (NACK ``NO_SES_MSG_AVAIL`` beyond it), a
+guaranteed response. (A ``recv()`` used to be only asked whether it would take a message and kept
+waiting, so while one waited every new message was reported expected and skipped the limit,
+though only the first to complete went to it, in completion order rather than arrival order.)
+Then (:meth:`Waiters.reserved_done`):
 
-* a fast-path message no posted receive took is offered to the first matching waiter
-  (:meth:`Waiters.offer`, synchronously from ``on_deliver``);
+* the reserved message, when whole, goes to its receive; if the receive was cancelled meanwhile
+  the message is handled as an unexpected one (the next receive gets it);
+* a reserved message that will never be whole (its first packet refused for want of a
+  reassembly slot, too long, failed, expired) gives its receive back: it waits again, in its
+  call-order place (choice: ``recv()`` returns the next *message*, so a message that never
+  arrived whole takes nobody's receive; a posted buffer in that case completes with the error);
+* a fast-path message that began before any ``recv()`` waited (unexpected) and is whole after
+  one was called is offered to the first matching waiter (:meth:`Waiters.offer`, synchronously
+  from ``on_deliver``), as a buffer posted meanwhile would take it;
 * messages already on the unexpected lists are served to waiters in the order the ``recv()``
   calls were made (:meth:`Waiters.serve`); an entry of the target engine's own unexpected list
   (RTR / rendezvous) gets a sized receive posted for it, completing later.
@@ -95,6 +108,18 @@ class Waiters:
         self.queue.append(w)
         self.by_handle[w.handle] = w
 
+    def _requeue(self, w: Waiter) -> None:
+        """Put a waiter that was taken out of the queue back in its call-order place (handles
+        grow with each call) unless it was withdrawn meanwhile."""
+        if w.cancelled or w.handle not in self.by_handle:
+            return
+        q = self.queue
+        for i, other in enumerate(q):
+            if other.handle > w.handle:
+                q.insert(i, w)
+                return
+        q.append(w)
+
     def remove(self, w: Waiter) -> None:
         self.by_handle.pop(w.handle, None)
         try:
@@ -109,9 +134,25 @@ class Waiters:
                 return w
         return None
 
-    def waiting(self, tagged: bool, tag: int, initiator: int, source: str) -> bool:
-        """``SesFep.receive_waiting``: a ``recv()`` waits for a message arriving with these fields."""
-        return self.first(tagged, tag, initiator, source) is not None
+    def reserve(self, tagged: bool, tag: int, initiator: int, source: str) -> Waiter | None:
+        """``SesFep.reserve``: the oldest waiting ``recv()`` that takes a new message with these
+        fields, taken out of the queue for that message alone (``by_handle`` keeps it, so it can
+        still be cancelled), or None."""
+        w = self.first(tagged, tag, initiator, source)
+        if w is not None:
+            self.queue.remove(w)
+        return w
+
+    def reserved_done(self, w: Waiter, m: Message | None) -> bool:
+        """``SesFep.on_reserved``: the message reserved ``w`` is whole (``m``: delivered, True;
+        False when ``w`` was withdrawn meanwhile), or will never be (None: ``w`` waits again)."""
+        if m is None:
+            self._requeue(w)
+            return True
+        if w.cancelled or self.by_handle.pop(w.handle, None) is None:
+            return False
+        self.deliver(w, m)
+        return True
 
     def offer(self, m: Message) -> bool:
         """``SesFep.on_unexpected``: give a fast-path message to the first matching waiter."""
@@ -125,16 +166,15 @@ class Waiters:
     def unbind(self, recv: PostedReceive) -> bool:
         """``SesTarget.on_unreserved``: the sized receive posted for a deferred message's RTR is
         released because the RTR failed (its initiator does not know the deferral: a forged or
-        abandoned deferrable send). A ``recv()`` it was posted for goes back to the head of the
-        queue, to take the next matching message (issue 29 item 4: it stayed bound to the
+        abandoned deferrable send). A ``recv()`` it was posted for goes back to its call-order
+        place in the queue, to take the next matching message (issue 29 item 4: it stayed bound to the
         receive, which only the target engine could match, so the ``recv()`` never completed and
         every later message waited on the unexpected list). False for other receives."""
         w = recv.context
         if type(w) is not Waiter or w.posted is not recv:
             return False
         w.posted = None
-        if not w.cancelled and w.handle in self.by_handle:
-            self.queue.appendleft(w)
+        self._requeue(w)
         return True
 
     def serve(self) -> bool:

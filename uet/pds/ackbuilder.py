@@ -130,7 +130,7 @@ class AckBuilder:
         if self.plain:
             return (ACK_PROBE if probe else ACK).encode((int(PdsType.ACK), rnh, flags, off, cack, tp.lpdcid, tp.rpdcid))
         rcvd = tp.rcvd
-        soff, bm = sack_window(rcvd, cack, hi)
+        soff, bm = sack_window(rcvd, cack, hi) if rcvd else (1, 0)  # (nothing above CACK: no SACK)
         v: tuple[int, ...] = (
             self._type,
             rnh,

@@ -660,13 +660,14 @@ class PdsCore(
             due = self._ack_dirty
             self._ack_dirty = []
             td = self._tdirty
+            send_ack = self._send_ack
             for tp in due:
                 a = tp.ack
                 if a.due:
                     a.due = False
                     td.add(tp.lpdcid)  # a return-receive half shares its initiator's PDCID
-                    if tp.state is not _T_CLOSED:
-                        self._flush_ack(tp, now)
+                    if tp.state is not _T_CLOSED:  # (TargetMixin._flush_ack, without the call)
+                        send_ack(tp, a.trigger, a.flags, a.rnh, a.resp, now, tp.entropy)
         if self._dirty:
             dirty = self._dirty
             self._dirty = {}

@@ -36,6 +36,7 @@ from uet.pds._aliases import (
     _A_EPSN,
     _A_M,
     _A_P,
+    _A_RETX,
     _GATED,
     _M32,
     _N_M,
@@ -50,13 +51,14 @@ from uet.pds._aliases import (
     _NC_TRIMMED,
     _NC_TRIMMED_LASTHOP,
     _P_ACK,
+    _P_ACK_CC,
     _P_ACK_CCX,
     _S_CLOSED,
     _S_ESTABLISHED,
     _S_SYN_SENT,
 )
 from uet.pds.backoff import rtt_sample
-from uet.pds.events import NackReceived, ProbeAnswered
+from uet.pds.events import Acked, NackReceived, ProbeAnswered
 from uet.pds.pdc import InitiatorPdc, TxPkt
 from uet.pds.scoreboard import AckInfo, AckTally, parse_ack
 from uet.pds.state import PdsState
@@ -68,6 +70,8 @@ _NA_CLOSE = NackAction.CLOSE
 _A_CLS = int(AckFlag.REQ_CLOSE)
 _N_NT = int(NackFlag.NT)
 _RAW_CC = ACK_CC[(False, "raw")]
+_ACK_CC_LEN = _RAW_CC.size
+_HALF = 0x80000000  # half the PSN space (serial-number arithmetic, wire-format.md §15)
 _tnew = tuple.__new__
 _ACK_EPSN = ACK_EPSN
 _RAW_CC_P = ACK_CC[(True, "raw")]
@@ -89,6 +93,14 @@ class FeedbackMixin(PdsState):
         """Sender processing of ACK / ACK_CC / ACK_CCX (§2.8 "Sender processing of an ACK"):
         parse, find and check the PDC, apply it to the PDC's scoreboard (uet.pds.scoreboard),
         then the RTT, the congestion gate, and what the ACK asks of the PDC."""
+        if (
+            t == _P_ACK_CC
+            and not flags & _A_P
+            and self.fast_paths
+            and self._log is None
+            and self._rx_ack_fast(data, src, now, nh, flags)
+        ):
+            return
         a = parse_ack(data, t, flags)
         if a is None:
             self._drop("short_ack", now, src)
@@ -121,6 +133,137 @@ class FeedbackMixin(PdsState):
         if self._log is not None:
             self._log_ack(pdc, a, src, now)
         self._ack_after(pdc, a, data, now)
+
+    def _rx_ack_fast(self, data: bytes, src: str, now: int, nh: int, flags: int) -> bool:
+        """:meth:`_rx_ack` in one pass for the common ACK: an ACK_CC without P (not a PROBE's
+        answer) and without a SACK bitmap, for an ESTABLISHED initiator PDC of this peer and SDI,
+        naming its own SPDCID, and no event log. False, having changed nothing, for any other
+        ACK (too short, SACK bits, another PDC kind or state, a wrong peer, SDI or SPDCID, PSNs
+        never sent): the general path then checks, counts and drops it as before.
+
+        What it skips and why the result is the same: no :class:`AckInfo` / :class:`AckTally`
+        records (the header tuple and locals carry the same fields), no SYN_SENT transition (the
+        PDC is established), no SACK walk (the bitmap is 0, so ``claims_unsent``'s bitmap test
+        and ``_sack`` have nothing to do), no ACK_CCX marked-byte count (``ccx`` is -1 for
+        ACK_CC) and no EPSN (plain ACKs only); the named packet, MPR, CACK
+        (:meth:`SackScoreboard.cumulative`), the slide of ``tx_base`` and everything after the
+        scoreboard (:meth:`_rtt_sample`, :meth:`_cc_ack`, the RTO and ROD window rules, path
+        feedback, fast retransmit, close and clear requests) run in the general path's order,
+        through the same helpers where they are more than a line. ``fast_paths`` False takes
+        the general path; tests/test_pds_fastpath.py checks the two give the same packets,
+        times and counters."""
+        if len(data) < _ACK_CC_LEN:
+            return False
+        v = _RAW_CC.unpack(data)
+        if v[11]:  # a SACK bitmap
+            return False
+        pdc = self.pdcs.get(v[6])
+        if (
+            type(pdc) is not InitiatorPdc
+            or pdc.state is not _S_ESTABLISHED
+            or pdc.peer != src
+            or pdc.sdi != self._rx_sdi
+            or v[5] != pdc.rpdcid
+        ):
+            return False
+        off = v[3]
+        cack = v[4]
+        apsn = (cack + off) & _M32
+        last = (pdc.next_psn - 1) & _M32
+        cfg = self.config
+        # (serial-number differences written out: psn_diff(a, b) > 0 is 0 < (a - b) & M < 2^31,
+        # and psn_diff(a, b) itself is ((a - b + 2^31) & M) - 2^31)
+        if (
+            0 < (cack - last) & _M32 < _HALF
+            or 0 < (apsn - last) & _M32 < _HALF
+            or ((cack - pdc.tx_base + _HALF) & _M32) - _HALF < -cfg.mp_range - 1
+        ):
+            return False  # claims PSNs never sent: the general path drops it (claims_unsent)
+        c = self.counters
+        c["acks_rx"] = c.get("acks_rx", 0) + 1
+        board = pdc.board
+        out = pdc.outstanding
+        events = self._events
+        # the named packet (SackScoreboard.named)
+        rtt: int | None = None
+        ent: int | None = None
+        npk = nby = fresh = ecn_bytes = 0
+        pkt = out.pop(apsn, None)
+        if pkt is None:
+            c["acks_dup"] = c.get("acks_dup", 0) + 1
+        else:
+            npk = 1
+            nby = pkt.nbytes
+            ent = pkt.entropy
+            if not pkt.dst_received:
+                fresh = 1
+                if pkt.hole_at:
+                    board.late(pdc, pkt, now, not flags & _A_RETX)
+            if flags & _A_M:
+                ecn_bytes = nby
+            sends = pkt.sends
+            if (sends == 1 or (sends == 2 and flags & _A_RETX)) and not (pkt.rtx_wait or pkt.rearmed):
+                rtt = now - pkt.tx_time
+            if pkt.ctl is None:
+                events.append(_tnew(Acked, (pkt.token, nh, data[_ACK_CC_LEN:] if nh else b"")))
+            if 0 < (apsn - board.high_sack) & _M32 < _HALF:
+                board.high_sack = apsn
+        # the rest of the ACK (SackScoreboard.window without a bitmap)
+        mpr = v[9]
+        if mpr and 0 < (cack - board.mpr_cack) & _M32 < _HALF:
+            pdc.peer_mp = mpr * 128
+            board.mpr_cack = cack
+        ents: list[int] = []
+        if 0 < (cack - pdc.max_cack) & _M32 < _HALF:
+            n, b = board.cumulative(pdc, cack, events, self.acked_runs, ents, now)
+            npk += n
+            nby += b
+        p = pdc.tx_base
+        nxt = pdc.next_psn
+        while p != nxt and p not in out:
+            p = (p + 1) & _M32
+        pdc.tx_base = p
+        if rtt is not None:
+            self._rtt_sample(pdc, rtt)
+        # _ack_feedback (ACK_CC: no marked-byte count)
+        self._cc_ack(pdc, npk, nby, ecn_bytes, rtt, v[12] | (v[7] << 64), ents, now)
+        if pdc.cc_rtx and pdc.gate.resend is not _GATED:
+            pdc.rtx_credit += fresh + len(ents)
+        if npk:
+            c["acked"] = c.get("acked", 0) + npk
+            if not cfg.rto_adaptive:
+                pdc.rto_shift = 0
+            w = pdc.rod_win
+            if w:
+                pdc.rod_acc += npk
+                if pdc.rod_acc >= w:
+                    pdc.rod_acc -= w
+                    pdc.rod_win = w + 1 if w + 1 < cfg.max_outstanding else 0
+        if ent is not None:
+            pdc.entropy.feedback(ent, "ecn" if flags & _A_M else "ack", now)
+        # _ack_after (not a plain ACK: no EPSN)
+        thr = cfg.fast_retx_threshold
+        if thr and out and ((board.high_sack - pdc.tx_base + _HALF) & _M32) - _HALF >= thr:
+            self._fast_retransmit(pdc, now, thr)
+        cp = pdc.close_pkt
+        if cp is not None and cp.psn not in out:
+            self._free_ipdc(pdc, None, now)
+            return True
+        if flags & _A_CLR:
+            pdc.clear_needed = True
+        owner = pdc.owner
+        if owner is not None:
+            if not out and not pdc.pending:
+                self._ret_drained(owner, now)
+            self._dirty[pdc] = None
+            return True
+        if flags & _A_CLS:
+            self._start_close(pdc, "target REQ_CLOSE", now)
+        pdc.last_activity = now
+        if pdc.state is not _S_ESTABLISHED:
+            self._check_close_progress(pdc, now)
+        self._dirty[pdc] = None
+        return True
 
     def _ack_pdc(self, a: AckInfo, data: bytes, src: str, now: int) -> InitiatorPdc | None:
         """The initiator PDC an ACK is for, checked (peer, SDI, state, SPDCID, PSNs it claims);

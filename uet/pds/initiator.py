@@ -435,8 +435,12 @@ class InitiatorMixin(PdsState):
                     sent = n
                 if ar_psn >= 0:
                     pdc.ar_psn = ar_psn
+            elif st is not _S_SYN_SENT and not gate.cc_request and self.fast_paths:
+                self._pump_gated(pdc, gate, now, win, lim, per_pkt)
+                psn = pdc.next_psn
+                seq = pdc.tx_seq
             else:
-                # SYN phase (psn_offset limit, SYN header) or a per-packet gate: one at a time
+                # SYN phase (psn_offset limit, SYN header) or a credit gate: one at a time
                 while pending:
                     used = (psn - base) & _M32
                     if used >= win:
@@ -485,6 +489,100 @@ class InitiatorMixin(PdsState):
             self._check_close_progress(pdc, now)
         if pdc.clear_needed and pdc.state is not _S_CLOSED:
             self._send_clear(pdc, now)
+
+    def _pump_gated(self, pdc: InitiatorPdc, gate: Any, now: int, win: int, lim: int, per_pkt: bool) -> None:
+        """:meth:`_pump`'s loop for an established PDC whose gate is asked per packet
+        (``quota`` < 0) and sends plain requests (no credit algorithm, so no CC request header):
+        the CCC of NSCC / DCTCP. Each packet is checked with ``can_send`` (window, pacing), its
+        AR decided as the general loop does, then sent as :meth:`_transmit` sends a first
+        transmission on an established PDC (REQUEST header packed with its own struct, entropy,
+        transmission fields, ``on_send``), inline and without the checks that cannot apply here:
+        a queued packet is a request (``ctl`` None: tracked CPs never queue), first sent (no
+        RETX), not in SYN_SENT (no SYN header, no ``psn_offset`` limit); a new PDC's first
+        packet is still offered to ``may_open`` when refused. The per-packet ``tx`` counter,
+        ``last_activity``, ``clear_needed`` and ``ar_psn`` are written once at the end (nothing
+        in the loop reads them from the PDC); a refusal asks only the gate's ``deadline``, not
+        :meth:`_cc_blocked`'s backlog and CREDIT_REQ, which only a credit algorithm uses
+        (without one, the backlog ``Ccc`` keeps is read by nothing and ``credit_request_due``
+        is False).
+        ``fast_paths`` False takes the general loop instead; tests/test_pds_fastpath.py checks
+        the two give the same packets, times and counters."""
+        pending = pdc.pending
+        out = pdc.outstanding
+        psn = pdc.next_psn
+        base = pdc.tx_base
+        word = (_P_RUD_REQ if pdc.mode == _MODE_RUD else _P_ROD_REQ) << 11
+        lp = pdc.lpdcid
+        rp = pdc.rpdcid
+        peer = pdc.peer
+        next_ent = pdc.entropy.next_entropy
+        append = self._out.append
+        can_send = gate.can_send
+        on_send = gate.on_send
+        ack_request = gate.ack_request
+        log = self._log
+        seq = pdc.tx_seq
+        ar_psn = pdc.ar_psn
+        sent = 0
+        blocked = False
+        while pending:
+            used = (psn - base) & _M32
+            if used >= win:
+                break
+            d = (psn - lim) & _M32
+            if d and d < 0x80000000:
+                break
+            pkt = pending[0]
+            nb = pkt.nbytes
+            if not can_send(nb, now) and not (psn == pdc.start_psn and gate.may_open(nb, now)):
+                blocked = True
+                break
+            pending.popleft()
+            pkt.psn = psn
+            out[psn] = pkt  # (inserted last: already where _transmit's move-to-end puts it)
+            ar = pkt.eom or per_pkt
+            if not ar and (not pending or used + 1 >= win):
+                ar = ((ar_psn - base) & _M32) >= used  # no AR'd packet in flight
+            if not ar:
+                ar = ack_request(nb)  # §4.3.3
+            if ar:
+                ar_psn = psn
+                pkt.rtx_wait = False
+                if pkt.parked:
+                    pkt.parked = 0
+            cpo = -used - 1  # CLEAR_PSN = tx_base - 1, as a signed offset
+            if cpo < -0x8000:
+                cpo = -0x8000
+            hdr = _REQ_PACK(word | (pkt.next_hdr << 7) | (_AR if ar else 0), cpo, psn, lp, rp)
+            data = b"".join((hdr, pkt.ses, pkt.payload)) if nb else hdr
+            ent = next_ent()
+            pkt.entropy = ent
+            pkt.tx_time = now
+            if pkt.rearmed:
+                pkt.rearmed = False
+            if not pkt.sends:
+                pkt.first_tx = now
+            pkt.sends += 1
+            seq += 1
+            pkt.tx_seq = seq
+            on_send(nb, False, now)
+            append((data, peer, ent))
+            sent += 1
+            if log is not None:
+                self._log_tx(pdc, pkt, now, False, len(data), False)
+            psn = (psn + 1) & _M32
+        pdc.next_psn = psn
+        pdc.tx_seq = seq
+        pdc.ar_psn = ar_psn
+        if sent:
+            pdc.last_activity = now
+            pdc.clear_needed = False
+            c = self.counters
+            c["tx"] = c.get("tx", 0) + sent
+        if blocked:
+            # pacing: when to try without an ACK. (_cc_blocked's backlog report and CREDIT_REQ
+            # are for credit algorithms: this gate runs none, so they would do nothing)
+            pdc.cc_wake = gate.deadline(now)
 
     def _transmit(self, pdc: InitiatorPdc, pkt: TxPkt, now: int, retx: bool, ar: bool, gated: bool = False) -> None:
         """Build and queue one request or tracked CP; restamp clear PSN, SYN and flags (§2.5).

@@ -208,7 +208,9 @@ class SackScoreboard:
             pdc.peer_mp = a.mpr * 128
             self.mpr_cack = a.cack
         if _diff(a.cack, pdc.max_cack) > 0:
-            self._cack(pdc, a.cack, events, runs, t, now)
+            npk, nby = self.cumulative(pdc, a.cack, events, runs, t.ents, now)
+            t.npk += npk
+            t.nby += nby
         if a.bitmap:
             self._sack(pdc, a, t, now)
         self.slide(pdc)
@@ -242,15 +244,18 @@ class SackScoreboard:
             self.high_sack = apsn
         return True
 
-    def _cack(self, pdc: ScoredPdc[P], cack: int, events: deque[Event], runs: bool, t: AckTally, now: int) -> None:
-        """CACK: everything up to it is acknowledged, implicitly successful (§2.7)."""
+    def cumulative(
+        self, pdc: ScoredPdc[P], cack: int, events: deque[Event], runs: bool, ents: list[int], now: int
+    ) -> tuple[int, int]:
+        """A newer CACK: everything up to it is acknowledged, implicitly successful (§2.7).
+        Answers the packets and bytes it acknowledged for the first time; the entropies of those
+        not known received go to ``ents``."""
         pdc.max_cack = cack
         p = pdc.tx_base
         end = (cack + 1) & _M32
         nxt = pdc.next_psn
         append = events.append
         pop = pdc.outstanding.pop
-        ents = t.ents
         # tx_base may already be past CACK (packets acked one by one): never walk beyond CACK.
         # Checked once: walking forward from a tx_base at or before CACK meets ``end`` first.
         if _diff(cack, p) < 0:
@@ -280,10 +285,9 @@ class SackScoreboard:
             p = (p + 1) & _M32
         if run:
             append(_tnew(AckedRun, (tok, run)))
-        t.npk += npk
-        t.nby += nby
         if _diff(cack, self.high_sack) > 0:
             self.high_sack = cack
+        return npk, nby
 
     def _sack(self, pdc: ScoredPdc[P], a: AckInfo, t: AckTally, now: int) -> None:
         """The SACK bitmap: its 0 bits above CACK and below its newest set bit are holes (the

@@ -35,6 +35,12 @@ if TYPE_CHECKING:
 class PdsState:
     """Declared, typed state of one FEP's PDS (assigned by ``PdsCore.__init__``)."""
 
+    #: take the per-packet fast paths (the per-packet gate's send loop, uet.pds.initiator
+    #: ``_pump_gated``; the in-order ACK, uet.pds.feedback ``_rx_ack_fast``); False sends every
+    #: packet and ACK through the general code, which tests/test_pds_fastpath.py compares with
+    #: them packet for packet
+    fast_paths: bool = True
+
     #: this FEP's Fabric Address
     local: str
     config: PdsConfig

@@ -18,6 +18,12 @@ receive is posted are the common case (``Endpoint.recv()`` posts no buffer). Suc
   relative addressing); everything else — and every message whose first-arriving packet finds a
   matching posted receive — is declined and handled by :class:`~uet.ses.target.SesTarget`. The
   decision is made once per message (``(source FA, message id)``) and remembered.
+* A new message that finds no posted receive but a waiting receive without a buffer (the
+  owner's ``recv()``, asked through :attr:`SesFep.reserve`) *reserves* that receive: one receive,
+  one message, matched on the message's first-arriving packet as a posted buffer is (§6.3 step 5).
+  It is reported on the expected list and handed to that receive when whole
+  (:attr:`SesFep.on_reserved`); a reservation whose message is refused, fails or expires is given
+  back. Every other new message is unexpected, within the byte limit below.
 * A message completed on the fast path is bound at once (in ``on_deliver``) to the first posted
   receive that matches it (a receive posted while it was arriving); the copy into that buffer
   happens when the owner polls :meth:`next_event` (a :class:`RecvCompleted` with
@@ -31,7 +37,12 @@ messages waiting on it (each counted as its bytes plus :data:`ENTRY_OVERHEAD`) a
 claimed length would pass ``max_unexpected_bytes``, the new message's first-arriving packet raises
 :class:`uet.pds.SesNack`: PDS answers NACK ``NO_SES_MSG_AVAIL``, the transient shortage §2.6 step 7
 prescribes, and the initiator resends it later — by then the application may have received some
-(issue 15 item 15: 40,000 unreceived 4 KiB messages took 180 MB before).
+(issue 15 item 15: 40,000 unreceived 4 KiB messages took 180 MB before). The check is made for
+each new message against the messages already whole on the list; messages still arriving are
+bounded by the reassembly budget (``MessageConfig.max_partial_bytes``) until they join it, so the
+list holds at most ``max_unexpected_bytes`` plus what was in progress when it filled. A message
+that reserved a ``recv()`` is not unexpected and is not checked: if that receive is cancelled
+before the message is whole, the message joins the list as it is (it cannot be refused any more).
 
 Choices: arrival order is kept within each list; between a fast-path message and a message on
 the target engine's own unexpected list (deferrable, rendezvous, medium-header, DC sends), a
@@ -53,7 +64,7 @@ from uet.ses.events import OpCompleted, OpFailed, OutPacket, RecvCompleted, Writ
 from uet.ses.initiator import InitiatorConfig, SesInitiator
 from uet.ses.matching import MatchLimits, PostedReceive, tag_matches
 from uet.ses.memory import MemoryTable
-from uet.ses.message import DECLINED, EXPECTED, Message, MessageConfig
+from uet.ses.message import DECLINED, Message, MessageConfig, Reserved
 from uet.ses.reassembly import Reassembler
 from uet.ses.sink import ReceiveSink, receive_view
 from uet.ses.target import SesTarget, TargetConfig
@@ -145,12 +156,23 @@ class SesFep:
         #: endpoint's waiting buffer-less receives); True = taken, else it joins the list
         self.on_unexpected: Callable[[Message], bool] | None = None
         #: optional hook asked ``(tagged, tag, initiator, source FA)`` when a new message finds no
-        #: posted receive: True when a receive without a buffer is waiting that would take it, so
-        #: the message is reported on the expected list (uet.ses.message.EXPECTED)
-        self.receive_waiting: Callable[[bool, int, int, str], bool] | None = None
+        #: posted receive: the token of the oldest matching receive without a buffer, now
+        #: *reserved* for this message alone (it waits for nothing else), or None. The message is
+        #: then on the expected list (uet.ses.message.Reserved) and goes to that receive
+        #: (:attr:`on_reserved`); with None it is unexpected
+        self.reserve: Callable[[bool, int, int, str], Any] | None = None
+        #: hook told what became of a reservation: ``(token, message)`` when its message is whole
+        #: — True when the receive took it, False when it was withdrawn meanwhile (the message is
+        #: then handled as any unexpected one) —, ``(token, None)`` when the message will never
+        #: be whole (refused, failed, expired): the receive waits again
+        self.on_reserved: Callable[[Any, Message | None], bool] | None = None
         self._events: deque[RecvCompleted] = deque()
         #: first packets refused because the unexpected list was full (NACKed NO_SES_MSG_AVAIL)
         self.unexpected_full = 0
+        #: whole messages the fast path took on the overflow (unexpected) list, and on the
+        #: expected list for a waiting receive without a buffer (a reservation, :attr:`reserve`)
+        self.unexpected_count = 0
+        self.expected_waiting = 0
         if default is not None:
             pid, index, job = default
             self.default = self.resources.add(pid, index, job)
@@ -158,6 +180,7 @@ class SesFep:
                 self.fast = Reassembler(
                     job_id=job, pid_on_fep=pid, resource_index=index, config=fast, decline=True, admit=self._admit
                 )
+                self.fast.on_reserved = self._reserved_done
 
     # -- PDS side ---------------------------------------------------------------------------------
 
@@ -212,23 +235,28 @@ class SesFep:
         truncate: bool = False,
         context: Any = None,
         resource: Resource | None = None,
+        source: str | None = None,
     ) -> PostedReceive:
         """Post a receive on ``resource`` (default: the default resource). A matching fast-path
         message is taken first (its :class:`RecvCompleted` is queued at once); else the target
-        engine posts it (its own unexpected list is searched there)."""
+        engine posts it (its own unexpected list is searched there). ``source``: a directed
+        receive's Fabric Address, checked as well as ``initiator`` (:func:`_accepts`)."""
         res = resource or self.default
         if res is None:
             raise ValueError("no resource to post on")
         if res is self.default:
             for m in self.unexpected_messages:
-                if _accepts(tagged, tag, ignore, initiator, m):
+                if _accepts(tagged, tag, ignore, initiator, m, source):
                     self.unexpected_messages.remove(m)
-                    recv = PostedReceive(receive_view(buffer), tagged, tag, ignore, initiator, None, truncate, context)
+                    recv = PostedReceive(
+                        receive_view(buffer), tagged, tag, ignore, initiator, None, truncate, context, source
+                    )
                     self._fill(m, recv)
                     return recv
         return self.target.post_recv(
-            res, buffer, tagged=tagged, tag=tag, ignore=ignore, initiator=initiator, truncate=truncate, context=context
-        )
+            res, buffer, tagged=tagged, tag=tag, ignore=ignore, initiator=initiator, truncate=truncate, context=context,
+            source=source,
+        )  # fmt: skip
 
     def cancel_recv(self, recv: PostedReceive, resource: Resource | None = None) -> bool:
         """Cancel a posted receive (a ``CANCELLED`` completion follows); False if already taken."""
@@ -248,8 +276,15 @@ class SesFep:
         """A receive without a buffer (the endpoint's ``recv()``): the first matching fast-path
         message (returned), else the first matching entry of the target engine's unexpected list,
         for which a receive of exactly its length is posted (returned; its completion follows as a
-        :class:`RecvCompleted`), else None. ``source`` (a Fabric Address) restricts fast-path
-        messages to those that arrived from it (see :func:`_accepts`)."""
+        :class:`RecvCompleted`), else None. ``source`` (a Fabric Address) restricts both to
+        messages that arrived from it (see :func:`_accepts`).
+
+        The memory of a receive without a buffer is the endpoint's, bounded as the fast path's
+        reassembly is (``MessageConfig.max_message``): an engine entry claiming more (a deferral
+        or a rendezvous descriptor costs the target nothing until a receive takes it) is left for
+        a receive posted with a buffer that holds it, so one packet claiming 4 GiB cannot make a
+        ``recv()`` allocate 4 GiB (choice: the notes set no limit; the deferral then waits as it
+        would with no receive at all)."""
         for m in self.unexpected_messages:
             if _accepts(tagged, tag, ignore, initiator, m, source):
                 self.unexpected_messages.remove(m)
@@ -257,7 +292,10 @@ class SesFep:
         res = self.default
         if res is None:
             return None
+        most = self.fast.config.max_message if self.fast is not None else MessageConfig.max_message
         for u in res.matcher.unexpected:
+            if u.length > most or (source is not None and u.source != source):
+                continue
             if u.tagged == tagged and (not tagged or tag_matches(tag, u.tag, ignore)):
                 if initiator is None or initiator == u.initiator:
                     # exact tag and source: the matcher binds this very entry (the first one so)
@@ -316,6 +354,8 @@ class SesFep:
         if self.fast is not None:
             out.update({"fast_" + k: v for k, v in self.fast.counters.items()})
             out["fast_unexpected_full"] = self.unexpected_full
+            out["fast_unexpected"] = self.unexpected_count
+            out["fast_expected_waiting"] = self.expected_waiting
             out["fast_unexpected_bytes"] = self.unexpected_messages.nbytes
         return out
 
@@ -324,9 +364,11 @@ class SesFep:
     def _admit(self, tagged: bool, tag: int, initiator: int, job: int, length: int, peer: str) -> Any:
         """Where a new message on the default resource goes (asked at its first-arriving packet):
 
-        * no posted receive matches it → True: the overflow (unexpected) fast path, or
-          :data:`~uet.ses.message.EXPECTED` when :attr:`receive_waiting` says a receive without a
-          buffer waits for it (reassembled the same way, reported on the expected list);
+        * no posted receive matches it → a :class:`~uet.ses.message.Reserved` when
+          :attr:`reserve` reserved a waiting receive without a buffer for it (reassembled as on
+          the overflow path, reported on the expected list, handed to that receive); else True:
+          the overflow (unexpected) fast path, within ``max_unexpected_bytes`` (beyond it
+          :class:`~uet.pds.SesNack`);
         * the first matching receive has room for the whole message → that receive, consumed
           from the posted list: the fast path places the message straight into its buffer
           (expected list, §6.4);
@@ -334,18 +376,20 @@ class SesFep:
           job) → False: the target engine handles the whole message and its errors."""
         res = self.default
         assert res is not None
-        first = res.matcher.first_posted(tagged, tag, initiator)
+        first = res.matcher.first_posted(tagged, tag, initiator, peer)
         if first is None:
-            waiting = self.receive_waiting
-            if waiting is not None and waiting(tagged, tag, initiator, peer):
-                return EXPECTED
+            reserve = self.reserve
+            if reserve is not None:
+                token = reserve(tagged, tag, initiator, peer)
+                if token is not None:
+                    return Reserved(token)
             if self.unexpected_messages.nbytes + length + ENTRY_OVERHEAD > self._limits.max_unexpected_bytes:
                 self.unexpected_full += 1
                 raise SesNack(f"unexpected list full ({self.unexpected_messages.nbytes} bytes)")
             return True
         if len(first.buffer) < length or (first.job is not None and first.job != job):
             return False
-        recv = res.matcher.match(tagged=tagged, tag=tag, initiator=initiator, job=job)
+        recv = res.matcher.match(tagged=tagged, tag=tag, initiator=initiator, job=job, source=peer)
         assert recv is first
         return recv
 
@@ -361,17 +405,39 @@ class SesFep:
                               m.tag or 0, m.header_data, False)
             )  # fmt: skip
         while fast.completed:
-            m = fast.completed.popleft()
-            try:
-                recv = res.matcher.match(tagged=m.tag is not None, tag=m.tag or 0, initiator=m.initiator, job=m.job_id)
-            except SesError:  # a receive restricted to another job: leave the message unexpected
-                recv = None
-            if recv is None:
-                offer = self.on_unexpected
-                if offer is None or not offer(m):
-                    self.unexpected_messages.append(m)
-            else:
-                self._bound.append((m, recv))
+            self.unexpected_count += 1
+            self._arrived(fast.completed.popleft())
+
+    def _arrived(self, m: Message) -> None:
+        """A whole fast-path message no receive was reserved for: the first matching posted
+        receive (one posted while it arrived), else a waiting receive without a buffer, else the
+        unexpected list."""
+        res = self.default
+        assert res is not None
+        try:
+            recv = res.matcher.match(
+                tagged=m.tag is not None, tag=m.tag or 0, initiator=m.initiator, job=m.job_id, source=m.source
+            )
+        except SesError:  # a receive restricted to another job: leave the message unexpected
+            recv = None
+        if recv is None:
+            offer = self.on_unexpected
+            if offer is None or not offer(m):
+                self.unexpected_messages.append(m)
+        else:
+            self._bound.append((m, recv))
+
+    def _reserved_done(self, token: Any, m: Message | None) -> None:
+        """``Reassembler.on_reserved``: tell the owner (:attr:`on_reserved`); a whole message
+        whose receive was withdrawn meanwhile is then handled as any unexpected one."""
+        done = self.on_reserved
+        assert done is not None  # (reservations come from the owner's reserve hook)
+        if m is None:
+            done(token, None)
+        else:
+            self.expected_waiting += 1
+            if not done(token, m):
+                self._arrived(m)
 
     def _fill(self, m: Message, recv: PostedReceive) -> None:
         """Copy a fast-path message into a receive buffer (truncation rules of §6.4)."""

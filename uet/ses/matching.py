@@ -7,7 +7,11 @@ Rules implemented:
 * A tagged receive matches a tagged send when ``(tag & ~ignore) == (match_bits & ~ignore)``
   (the HPC wildcard rule the notes infer; ``ignore = 0`` is the reference's exact match).
 * A receive may be *directed*: it then matches only sends whose ``initiator`` equals its
-  ``initiator``; ``None`` accepts any source.
+  ``initiator``; ``None`` accepts any source. A directed receive that also names its ``source``
+  (a Fabric Address) matches only messages that arrived from that address: the ``initiator`` ID
+  is a claim in the SES header, the address is the PDC's peer, and both must agree (as for the
+  endpoint's buffer-less ``recv(source=...)``); a caller that does not know where a message came
+  from passes ``source=None`` and the ID alone decides.
 * Search is in post order: the **first** posted receive that matches wins (MPI ordering).
   If that receive is restricted to a JobID other than the request's, the send is refused with
   ``BAD_JOB_ID`` and the receive stays posted (§6.4 "If the buffer's JobID restriction does not
@@ -75,6 +79,8 @@ class PostedReceive:
         job: only this JobID, or None for any.
         truncate: accept longer messages, keeping the first ``len(buffer)`` bytes.
         context: opaque, returned in the completion.
+        source: a directed receive's Fabric Address: only messages that arrived from it (or
+            None: the ``initiator`` ID alone).
         id: unique handle (used by :meth:`Matcher.cancel`).
     """
 
@@ -86,15 +92,19 @@ class PostedReceive:
     job: int | None = None
     truncate: bool = False
     context: Any = None
+    source: str | None = None
     id: int = field(default_factory=lambda: next(_ids))
 
-    def accepts(self, tagged: bool, tag: int, initiator: int) -> bool:
-        """Tag and source rule (job checked separately)."""
+    def accepts(self, tagged: bool, tag: int, initiator: int, source: str | None = None) -> bool:
+        """Tag and source rule (job checked separately); ``source``: the Fabric Address the
+        message arrived from, where known."""
         if tagged != self.tagged:
             return False
         if tagged and not tag_matches(self.tag, tag, self.ignore):
             return False
-        return self.initiator is None or self.initiator == initiator
+        if self.initiator is None:
+            return True
+        return self.initiator == initiator and (self.source is None or source is None or self.source == source)
 
 
 @dataclass(eq=False)
@@ -103,7 +113,8 @@ class Unexpected:
 
     ``kind`` is ``"eager"`` (message bytes buffered in ``data``), ``"deferred"`` (a deferrable send
     remembered for an RTR, §6.7) or ``"rendezvous"`` (eager bytes plus a read descriptor, §6.6);
-    ``record`` is the target engine's own bookkeeping.
+    ``record`` is the target engine's own bookkeeping; ``source`` the Fabric Address the message
+    came from (the PDC's peer, where ``initiator`` is only what its header claims).
     """
 
     kind: str
@@ -114,6 +125,7 @@ class Unexpected:
     length: int
     record: Any = None
     nbytes: int = 0
+    source: str = ""
 
 
 class Matcher:
@@ -129,11 +141,11 @@ class Matcher:
         """Posted receives of one kind, in post order."""
         return list(self._posted[tagged])
 
-    def first_posted(self, tagged: bool, tag: int, initiator: int) -> PostedReceive | None:
+    def first_posted(self, tagged: bool, tag: int, initiator: int, source: str | None = None) -> PostedReceive | None:
         """The first posted receive that accepts a message with these fields (left posted), or
         None: :meth:`posted` without the copy of the list."""
         for r in self._posted[tagged]:
-            if r.accepts(tagged, tag, initiator):
+            if r.accepts(tagged, tag, initiator, source):
                 return r
         return None
 
@@ -141,7 +153,7 @@ class Matcher:
         """Post a receive. If an unexpected entry matches, it is removed from the list and
         returned and the receive is *not* queued (the caller completes it); else None."""
         for u in self.unexpected:
-            if recv.accepts(u.tagged, u.tag, u.initiator) and (recv.job is None or recv.job == u.job):
+            if recv.accepts(u.tagged, u.tag, u.initiator, u.source or None) and (recv.job is None or recv.job == u.job):
                 self.unexpected.remove(u)
                 self.unexpected_bytes -= u.nbytes
                 return u
@@ -152,12 +164,15 @@ class Matcher:
         """Put a receive back at the head of its list (a reserved receive whose restart failed)."""
         self._posted[recv.tagged].appendleft(recv)
 
-    def match(self, *, tagged: bool, tag: int, initiator: int, job: int) -> PostedReceive | None:
-        """Consume the first posted receive matching a send, or None. Raises :class:`BadJobId`
-        when that receive is restricted to another job (it stays posted)."""
+    def match(
+        self, *, tagged: bool, tag: int, initiator: int, job: int, source: str | None = None
+    ) -> PostedReceive | None:
+        """Consume the first posted receive matching a send (from ``source``, where known), or
+        None. Raises :class:`BadJobId` when that receive is restricted to another job (it stays
+        posted)."""
         q = self._posted[tagged]
         for r in q:
-            if r.accepts(tagged, tag, initiator):
+            if r.accepts(tagged, tag, initiator, source):
                 if r.job is not None and r.job != job:
                     raise BadJobId(f"receive restricted to job {r.job:#x}")
                 q.remove(r)

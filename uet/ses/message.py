@@ -38,12 +38,12 @@ __all__ = [
     "DATA_HEADER_BYTES",
     "DECLINED",
     "Declined",
-    "EXPECTED",
     "MAX_UDP_PAYLOAD",
     "MAX_WIRE_PAYLOAD",
     "Message",
     "MessageConfig",
     "MessageError",
+    "Reserved",
     "initiator_id",
 ]
 
@@ -89,10 +89,23 @@ _RC_DROPPED = int(ReturnCode.DROPPED)
 _EXPECTED = 0
 _OVERFLOW = 1
 
-#: ``Reassembler.admit`` answer: a receive without a buffer is waiting for this message (the
-#: endpoint's ``recv()``): reassemble it into a buffer of this layer, as on the overflow path, but
-#: it matched a receive posted before it arrived, so the response says ``list`` = expected.
-EXPECTED: Any = type("Expected", (), {"__repr__": lambda self: "EXPECTED", "__slots__": ()})()
+
+class Reserved:
+    """``Reassembler.admit`` answer: a receive without a buffer (the endpoint's ``recv()``) was
+    waiting for this message and is now reserved for it alone (``token`` names it). The message
+    is reassembled into a buffer of this layer, as on the overflow path, but it matched a receive
+    posted before it arrived, so its response says ``list`` = expected (behaviour.md §6.4), and
+    it goes to that receive, not to the overflow list: ``Reassembler.on_reserved(token, message)``
+    when it is whole, ``on_reserved(token, None)`` when it never will be (refused, failed,
+    expired), which gives the receive back."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, token: Any) -> None:
+        self.token = token
+
+    def __repr__(self) -> str:
+        return f"Reserved({self.token!r})"
 
 
 #: :meth:`Reassembler.deliver` in ``decline`` mode: "not mine, give it to the full SES target".

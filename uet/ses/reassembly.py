@@ -12,9 +12,10 @@ The response's ``list`` field says where the message went (behaviour.md §6.4): 
 placed into a posted receive (the expected list), 1 when it was buffered for a later receive (the
 overflow list) — a guaranteed-delivery response, which PDS keeps until the initiator clears its
 PSN (§2.7). A receive without a buffer (the endpoint's ``recv()``) that is waiting when the
-message's first packet arrives counts as posted: the message is reassembled in this layer's buffer
-and reported on the expected list (:data:`EXPECTED`; choice: the application posted the receive
-before the message came, only the buffer is the provider's).
+message's first packet arrives counts as posted: ``admit`` reserves it for that message alone
+(:class:`~uet.ses.message.Reserved`), the message is reassembled in this layer's buffer, reported
+on the expected list and handed to that receive (``on_reserved``); choice: the application posted
+the receive before the message came, only the buffer is the provider's.
 
 Choices where the spec notes are silent (behaviour.md §6.1, §6.9):
 
@@ -80,11 +81,11 @@ from uet.ses.message import (
     _SOM_UNPACK,
     _TSEND,
     DECLINED,
-    EXPECTED,
     MAX_WIRE_PAYLOAD,
     Declined,
     Message,
     MessageConfig,
+    Reserved,
 )
 from uet.ses.packets import build_response
 from uet.ses.replay import IdRange, is_copy, widen
@@ -154,10 +155,16 @@ class _Partial:
     recv: Any = None
     #: the response's ``list`` field for this message: 1 overflow, 0 expected (a receive waited)
     list_: int = 1
+    #: the token of the buffer-less receive reserved for this message (:class:`Reserved`), or None
+    reserved: Any = None
     #: its in-place buffer was advised to use 2 MiB pages (after a chunk arrived)
     huge: bool = False
     #: RUDI: the range of packet ids its packets carried (uet.ses.replay)
     ids: IdRange = None
+    #: SES header bytes 0–33 of the last middle packet accepted, with the resource generation
+    #: then (:meth:`Reassembler.deliver`'s fast path; b"": none yet)
+    prefix: bytes = b""
+    gen: int = 0
 
 
 class Reassembler:
@@ -184,11 +191,17 @@ class Reassembler:
         #: answered :data:`DECLINED` instead of an error, so the full SES target can take them
         self.decline = decline
         #: asked ``(tagged, tag, initiator, job, request_length, peer)`` for the first packet of a
-        #: new message in ``decline`` mode: True takes it on the overflow path, :data:`EXPECTED`
-        #: the same way but reported on the expected list (a receive without a buffer waits for
-        #: it), False declines the whole message, and a posted receive (already removed from its
-        #: list) places it straight into that receive's buffer (see :attr:`receives`)
+        #: new message in ``decline`` mode: True takes it on the overflow path, a
+        #: :class:`Reserved` the same way but reported on the expected list and handed to the
+        #: reserved receive without a buffer (:attr:`on_reserved`), False declines the whole
+        #: message, and a posted receive (already removed from its list) places it straight into
+        #: that receive's buffer (see :attr:`receives`)
         self.admit = admit
+        #: told ``(token, message)`` when a message that reserved a receive (:class:`Reserved`)
+        #: is whole, instead of queuing it on :attr:`completed`; ``(token, None)`` when it never
+        #: will be (its first packet refused, the message failed or expired): the receive is
+        #: free again. Set whenever ``admit`` may answer :class:`Reserved`.
+        self.on_reserved: Callable[[Any, Message | None], None] | None = None
         #: the resource generation requests must carry (others are declined, §6.3 step 4)
         self.generation = 0
         self._slow: OrderedDict[tuple[str, int], None] = OrderedDict()
@@ -238,9 +251,59 @@ class Reassembler:
         check of the header is made, in the target's order (the bulk of a message usually
         arrives through :meth:`deliver_datagram` instead). ``retx`` is the PDS ``retx`` flag;
         ``pkt_id`` the RUDI packet id (a RUDI copy of a completed message is told from a new
-        message reusing its id by it, see the module docstring)."""
+        message reusing its id by it, see the module docstring).
+
+        Fast path (:meth:`_continue`): a middle packet of a message whose last accepted middle
+        packet had the same SES header bytes 0–33 is placed without the checks of those bytes."""
         self._packets += 1
+        if next_hdr == _NH_STANDARD and mode != _MODE_RUDI and len(ses) == _SES_SIZE:
+            rec = self._partial.get((peer, (ses[2] << 8) | ses[3]))  # (peer, message_id)
+            if (
+                rec is not None
+                and rec.live
+                and rec.gen == self.generation
+                and ses[:_MID_PREFIX] == rec.prefix
+                and self._continue(rec, ses, payload)
+            ):
+                return None
         return self._deliver(peer, mode, next_hdr, ses, payload, retx, pkt_id)
+
+    def _continue(self, rec: _Partial, ses: bytes | memoryview, payload: bytes | memoryview) -> bool:
+        """Place a packet of message ``rec`` (same peer and message id) whose SES header equals the
+        last middle packet :meth:`_deliver` accepted for it in bytes 0–33 (``rec.prefix``:
+        everything but ``payload_length``, ``message_offset`` and ``request_length``, whose
+        checks passed for it), not RUDI (no packet ids to widen), the resource generation
+        unchanged (``rec.gen``), when it is what :meth:`_place`
+        would place without a branch: lengths that agree, in bounds, on bytes not yet received,
+        near the in-order front of an in-place buffer or receive memory, not completing the
+        message. Then it changes exactly what :meth:`_deliver` would (placed bytes, segment,
+        received count, time, byte counter) and returns True; otherwise False, having changed
+        nothing (:meth:`deliver` takes the general path). :meth:`deliver_datagram` is the same
+        rule for a whole datagram; ``tests/test_sim_fastpaths.py`` checks that it agrees with the general path."""
+        plen, off, length = _MID_LENGTHS(ses, _MID_PREFIX)
+        n = len(payload)
+        view = rec.view
+        end = off + n
+        if (
+            (plen == n or (n > MAX_WIRE_PAYLOAD and not plen))
+            and length == rec.length
+            and view is not None
+            and rec.received + n < length
+            and end <= length
+            and off not in rec.segments
+        ):
+            ahead = rec.ahead
+            if end > ahead:
+                if off > ahead + _POPULATE_CHUNK:
+                    return False  # far ahead of the in-order front: the general path
+                self._populate(rec, end)
+            rec.last_ns = self.now
+            view[off:end] = payload
+            rec.segments[off] = n
+            rec.received += n
+            self._bytes += n
+            return True
+        return False
 
     def deliver_datagram(self, peer: str, next_hdr: int, data: bytes, ses_end: int, now: int) -> Any:
         """The PDS core's lean hook (``PdsCore.on_data``): one in-order packet of a predicted run,
@@ -348,6 +411,7 @@ class Reassembler:
                     done[0], message_id=mid, job_id=job, modified_length=done[1], list_=done[4]
                 )
             lst = _OVERFLOW
+            reserved = None
             if self.decline:
                 slow = self._slow
                 if key in slow:
@@ -355,8 +419,9 @@ class Reassembler:
                 admit = self.admit
                 if admit is not None:
                     took = admit(op == _TSEND, mb, init, job, length, peer)
-                    if took is EXPECTED:
+                    if type(took) is Reserved:
                         lst = _EXPECTED
+                        reserved = took.token
                         took = True
                     if not took:
                         slow[key] = None
@@ -381,21 +446,24 @@ class Reassembler:
                             return self._complete(key, rec, mid, None)
         if rec is None:
             if length > self.config.max_message:
+                self._unreserve(reserved)
                 return self._fail_key(peer, mid, job, ReturnCode.TOO_LONG, "too_long", length)
             cap = self.config.max_partial_bytes
             if len(self._partial) >= self.config.max_partial or length > cap or self._partial_bytes + n > cap:
                 # Transient shortage: ask PDS to NACK (NO_SES_MSG_AVAIL) so the packet is resent
                 # later instead of failing the message (behaviour.md §2.6 step 7, §6.9).
                 self._count("no_reassembly_slot")
+                self._unreserve(reserved)
                 raise SesNack(f"no reassembly slot for message {mid} from {peer}")
             if length == n and som and flags & _F_EOM:
                 # One-packet message: no buffer, no bookkeeping beyond the duplicate memory.
                 return self._complete_single(
                     key, payload, mode, job, init, hdata if flags & _F_HD else None, mb if op == _TSEND else None,
-                    lst, widen(None, pkt_id) if mode == _MODE_RUDI else None,
+                    lst, widen(None, pkt_id) if mode == _MODE_RUDI else None, reserved,
                 )  # fmt: skip
             rec = _Partial(True, length, mode, job, init, self.now, tag=mb if op == _TSEND else None)
             rec.list_ = lst
+            rec.reserved = reserved
             if length >= self.config.inplace_threshold:
                 rec.buf = mmap.mmap(-1, length, flags=_MAP_FLAGS) if _MAP_FLAGS else mmap.mmap(-1, length)
                 # 4 KiB pages until the message has delivered a chunk (``_populate`` then asks for
@@ -407,11 +475,15 @@ class Reassembler:
             return _NH_RESPONSE, build_response(rec.error, message_id=mid, job_id=job, modified_length=0)
         elif length != rec.length:
             return self._fail(key, rec, ReturnCode.OP_VIOLATION, "length_changed")
-        if not som and not flags & _F_EOM and type(ses) is bytes:  # the checked header, for the next packet
-            self._last_rec = rec
-            self._last_peer = peer
-            self._last_prefix = ses[:_MID_PREFIX]
-            self._last_gen = self.generation
+        if not som and not flags & _F_EOM:  # the checked header, for the next packets
+            prefix = ses[:_MID_PREFIX] if type(ses) is bytes else bytes(ses[:_MID_PREFIX])
+            rec.prefix = prefix  # (:meth:`deliver`'s fast path)
+            rec.gen = self.generation
+            if type(ses) is bytes:  # (:meth:`deliver_datagram`'s one-entry cache)
+                self._last_rec = rec
+                self._last_peer = peer
+                self._last_prefix = prefix
+                self._last_gen = self.generation
         if mode == _MODE_RUDI:
             rec.ids = widen(rec.ids, pkt_id)
         return self._place(key, rec, off, n, payload, som, flags, hdata if som else 0)
@@ -550,9 +622,14 @@ class Reassembler:
         tag: int | None,
         lst: int = _OVERFLOW,
         ids: IdRange = None,
+        reserved: Any = None,
     ) -> tuple[int, bytes]:
         n = len(payload)
-        self.completed.append(Message(bytes(payload), key[0], mode, key[1], job, init, hdata, tag=tag))
+        m = Message(bytes(payload), key[0], mode, key[1], job, init, hdata, tag=tag)
+        if reserved is None:
+            self.completed.append(m)
+        else:
+            self._hand_over(reserved, m)
         if mode == _MODE_RUDI or mode == _MODE_UUD:  # (RUD/ROD copies never reach SES: _remember)
             self._remember(key, _RC_OK, n, job, lst, ids)
         self._counters["messages"] += 1
@@ -575,11 +652,15 @@ class Reassembler:
             if rec.view is not None:
                 data = rec.view.toreadonly()
                 rec.view = rec.buf = None
-            self.completed.append(
-                Message(
-                    data, key[0], rec.mode, mid, rec.job_id, rec.initiator, rec.header_data, parts=parts, tag=rec.tag
-                )
+            m = Message(
+                data, key[0], rec.mode, mid, rec.job_id, rec.initiator, rec.header_data, parts=parts, tag=rec.tag
             )
+            reserved = rec.reserved
+            if reserved is None:
+                self.completed.append(m)
+            else:
+                rec.reserved = None
+                self._hand_over(reserved, m)
         if rec.mode == _MODE_RUDI or rec.mode == _MODE_UUD:
             self._remember(key, _RC_OK, rec.length, rec.job_id, lst, rec.ids)
         self._counters["messages"] += 1
@@ -627,8 +708,27 @@ class Reassembler:
         self._fail_receive(key, rec, int(rc))
         return self._error(rc, key[1], rec.job_id, reason)
 
+    def _hand_over(self, token: Any, m: Message) -> None:
+        """A message that reserved a receive is whole: it goes to that receive (:class:`Reserved`)."""
+        on_reserved = self.on_reserved
+        assert on_reserved is not None  # (set whenever admit may answer Reserved)
+        on_reserved(token, m)
+
+    def _unreserve(self, token: Any) -> None:
+        """The message that reserved the receive ``token`` (if any) will not complete it: give it back."""
+        if token is not None:
+            on_reserved = self.on_reserved
+            assert on_reserved is not None
+            on_reserved(token, None)
+
     def _fail_receive(self, key: tuple[str, int], rec: _Partial, rc: int) -> None:
-        """A message bound to a posted receive failed: complete that receive with ``rc`` (once)."""
+        """A message bound to a posted receive failed: complete that receive with ``rc`` (once).
+        A receive without a buffer reserved for it is given back instead: it waits for the next
+        message (a message that never became whole is nobody's message)."""
+        reserved = rec.reserved
+        if reserved is not None:
+            rec.reserved = None
+            self._unreserve(reserved)
         recv = rec.recv
         if recv is not None:
             rec.recv = None

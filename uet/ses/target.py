@@ -320,10 +320,13 @@ class SesTarget:
         job: int | None = None,
         truncate: bool = False,
         context: Any = None,
+        source: str | None = None,
     ) -> PostedReceive:
         """Post a receive buffer on ``resource`` (§6.4). A matching unexpected message completes it
-        at once (a :class:`RecvCompleted` event); a matching deferred send gets its RTR."""
-        recv = PostedReceive(receive_view(buffer), tagged, tag, ignore, initiator, job, truncate, context)
+        at once (a :class:`RecvCompleted` event); a matching deferred send gets its RTR. A
+        directed receive (``initiator``) that names its ``source`` Fabric Address takes only
+        messages that arrived from it (:class:`PostedReceive`)."""
+        recv = PostedReceive(receive_view(buffer), tagged, tag, ignore, initiator, job, truncate, context, source)
         resource.gen_enabled = True  # a ROD initiator's in-order retry may now match (§6.4)
         u = resource.matcher.post(recv)
         if u is not None:
@@ -558,20 +561,24 @@ class SesTarget:
             self._reserved_at.pop(req.dst_token, None)
             recv = got[0]
         else:
-            recv = res.matcher.match(tagged=rec.tagged, tag=rec.tag, initiator=rec.initiator, job=rec.job)
+            recv = res.matcher.match(
+                tagged=rec.tagged, tag=rec.tag, initiator=rec.initiator, job=rec.job, source=rec.peer
+            )
         if recv is not None:
             self._attach(rec, recv)
             return False
         m = res.matcher
         if rec.kind == "deferrable" and m.can_buffer("deferred", 0):
             rec.deferred = True
-            m.add_unexpected(Unexpected("deferred", rec.tagged, rec.tag, rec.initiator, rec.job, rec.length, rec))
+            m.add_unexpected(
+                Unexpected("deferred", rec.tagged, rec.tag, rec.initiator, rec.job, rec.length, rec, source=rec.peer)
+            )
             self.counters["deferred"] += 1
             return True
         if self.config.overflow and rec.kind != "deferrable" and m.can_buffer("eager", rec.span):
             rec.data = bytearray(rec.span)
             rec.unexpected = Unexpected(
-                rec.kind, rec.tagged, rec.tag, rec.initiator, rec.job, rec.length, rec, rec.span
+                rec.kind, rec.tagged, rec.tag, rec.initiator, rec.job, rec.length, rec, rec.span, source=rec.peer
             )
             m.add_unexpected(rec.unexpected)
             self.counters["unexpected"] += 1
@@ -973,7 +980,7 @@ class SesTarget:
         ext = req.ext
         amo, dtype = ext.atomic_opcode, ext.atomic_datatype
         n, size = atomics.plan(amo, dtype, len(req.payload), req.buffer_offset)
-        recv = res.matcher.match(tagged=True, tag=req.match_bits, initiator=req.initiator, job=req.job_id)
+        recv = res.matcher.match(tagged=True, tag=req.match_bits, initiator=req.initiator, job=req.job_id, source=peer)
         if recv is None:
             raise NoMatch("no posted tagged receive for the atomic")
         end = req.buffer_offset + n * size

@@ -9,7 +9,8 @@ earliest deadline of any core (:meth:`FepCore.get_timer`) or of the fabric
    fields (ECN bits, trimmed, last hop, source port) and the datagrams of one host and instant go
    to its core as one batch (``receive_batch``; a FEP core without TSS, whose links may hand it
    tuples, takes them as its packed ``(data, source, ecn | trim marks)`` through ``receive_marked``,
-   parsed by the codec's packed copy :func:`uet.wire.frame.parse_marked`: no record per packet);
+   parsed by the codec's packed copy :func:`uet.wire.frame.parse_marked`: no record per packet;
+   an instant's only frame, the common case, goes to its core without the per-host batching);
 2. fires the timers of every core whose deadline has come (``handle_timer``);
 3. *flushes* every core that got input or an operation: ``datagrams_to_send(now)`` → each
    :class:`~uet.fep.Transmit` (for a FEP core without TSS its packed form,
@@ -227,6 +228,14 @@ class Engine:
                         self._dirty.append(h)
 
     def _deliver(self, arrivals: list[tuple[int, int, bytes]], now: int) -> None:
+        """Hand ``arrivals`` to their hosts' cores (step 1 of the module docstring)."""
+        if len(arrivals) == 1:
+            self._deliver_one(arrivals[0][1], arrivals[0][2], now)
+        else:
+            self._deliver_many(arrivals, now)
+
+    def _deliver_many(self, arrivals: list[tuple[int, int, bytes]], now: int) -> None:
+        """The general delivery: every frame parsed, one batch per host in first-arrival order."""
         hosts = self.hosts
         names = self._names
         batch: dict[int, list[Any]] = {}
@@ -265,6 +274,42 @@ class Engine:
             if not h.dirty:
                 h.dirty = True
                 self._dirty.append(h)
+
+    def _deliver_one(self, hi: int, frame: bytes, now: int) -> None:
+        """:meth:`_deliver_many` of one frame to host ``hi`` (most instants deliver one frame):
+        the same parse, the same one-item batch to the same core method and the same dirty
+        mark, without the per-host batch dict and its loop. ``tests/test_sim_fastpaths.py``
+        checks that runs give the same results through either."""
+        h = self.hosts[hi]
+        if h is None:
+            return
+        if not h.packed:
+            self._deliver_batch_of_one(h, frame, now)
+            return
+        try:
+            d = parse_marked(frame, h.port, self._names)
+        except UetError:
+            return
+        if d is None:
+            return
+        self.frames_out += 1
+        h.core.receive_marked([d], now)  # type: ignore[union-attr]
+        if not h.dirty:
+            h.dirty = True
+            self._dirty.append(h)
+
+    def _deliver_batch_of_one(self, h: Host, frame: bytes, now: int) -> None:
+        try:
+            rx = parse_udp_frame(frame, port=h.port, verify=False)
+        except UetError:
+            return
+        if rx is None:
+            return
+        self.frames_out += 1
+        h.core.receive_batch([Datagram(rx.data, rx.source, rx.ecn, rx.trimmed, rx.last_hop, rx.source_port)], now)
+        if not h.dirty:
+            h.dirty = True
+            self._dirty.append(h)
 
     def _flush(self) -> None:
         now = self.now

@@ -63,7 +63,8 @@ def _sack_hole(s: Session) -> None:
     p.send(_f(s), ar=False)  # start + 1; start + 2 is never sent
     psn = (p.start + 3) & 0xFFFFFFFF
     p.send(_f(s), psn=psn)
-    r = s.expect(lambda r: p.mine(r) and r.is_ack and r.ack_psn == psn, f"the ACK naming {psn:#x}")
+    naming = f"the ACK naming {psn:#x}"
+    r = s.expect(lambda r: p.mine(r) and r.is_ack and r.ack_psn == psn, naming, refute=p.names_unsent)
     check(r.pds.cack_psn == (p.start + 1) & 0xFFFFFFFF, f"CACK = {(p.start + 1) & 0xFFFFFFFF:#x} (hole at +2)", r)
     check(not r.has_sack or psn in r.sacked(), f"SACK bit for {psn:#x}", r)
 
@@ -74,7 +75,8 @@ def _sack_set(s: Session, offsets: list[int]) -> None:
     for q in sent[:-1]:
         p.send(_f(s), psn=q, ar=False)
     p.send(_f(s), psn=sent[-1])
-    r = s.expect(lambda r: p.mine(r) and r.is_ack and r.ack_psn == sent[-1], f"the ACK naming {sent[-1]:#x}")
+    what = f"the ACK naming {sent[-1]:#x}"
+    r = s.expect(lambda r: p.mine(r) and r.is_ack and r.ack_psn == sent[-1], what, refute=p.names_unsent)
     if not r.has_sack:
         r = _probe(s, p)
     check(r.has_sack, "an ACK_CC / ACK_CCX with a SACK bitmap (or SACK cannot be checked)", r)

@@ -17,7 +17,8 @@ O = "rod"  # noqa: E741
 def _rudi_reply(s: Session, pid: int) -> Reply:
     """The RUDI response to ``pid``; it carries the SES response (§2.14: every request is processed
     by SES and answered by one RUDI_RESP carrying the SES response)."""
-    r = s.expect(lambda r: r.ptype == P.PdsType.RUDI_RESP and r.pds.pkt_id == pid, f"a RUDI response to id {pid:#x}")
+    what = f"a RUDI response to id {pid:#x}"
+    r = s.expect(lambda r: r.ptype == P.PdsType.RUDI_RESP and r.pds.pkt_id == pid, what, refute=s.rudi_unsent)
     check(r.ses is not None, "a SES response in the RUDI response", r)
     return r
 
