@@ -283,3 +283,13 @@ def test_the_in_order_ack_path_equals_the_general_one(change: dict[str, int], sr
     fast = _ack_variant(True, change, src, cut)
     assert fast == _ack_variant(False, change, src, cut)
     assert fast[0].get("acks_rx", 0) + sum(v for k, v in fast[0].items() if k.startswith("drop_")) >= 2
+
+
+def test_fast_paths_across_the_psn_wrap() -> None:
+    """PSNs that wrap past 2^32 mid-run (the fast paths write serial-number differences out):
+    the same packets, times and counters as the general code, with loss and reordering."""
+    cfg = PdsConfig(cc="nscc", start_psn=0xFFFF_FFB0, close_idle_ns=None, target_idle_ns=None, amp_factor=0)
+    link = {"loss": 0.03, "reorder": 0.1}
+    fast = _traffic(cfg, True, link)
+    assert fast == _traffic(cfg, False, link)
+    assert len(fast[-1]) == 160 and fast[2][0][3] < 0x100  # (tx_base wrapped)

@@ -71,6 +71,7 @@ _A_CLS = int(AckFlag.REQ_CLOSE)
 _N_NT = int(NackFlag.NT)
 _RAW_CC = ACK_CC[(False, "raw")]
 _ACK_CC_LEN = _RAW_CC.size
+_HALF = 0x80000000  # half the PSN space (serial-number arithmetic, wire-format.md §15)
 _tnew = tuple.__new__
 _ACK_EPSN = ACK_EPSN
 _RAW_CC_P = ACK_CC[(True, "raw")]
@@ -170,7 +171,13 @@ class FeedbackMixin(PdsState):
         apsn = (cack + off) & _M32
         last = (pdc.next_psn - 1) & _M32
         cfg = self.config
-        if _diff(cack, last) > 0 or _diff(apsn, last) > 0 or _diff(cack, pdc.tx_base) < -cfg.mp_range - 1:
+        # (serial-number differences written out: psn_diff(a, b) > 0 is 0 < (a - b) & M < 2^31,
+        # and psn_diff(a, b) itself is ((a - b + 2^31) & M) - 2^31)
+        if (
+            0 < (cack - last) & _M32 < _HALF
+            or 0 < (apsn - last) & _M32 < _HALF
+            or ((cack - pdc.tx_base + _HALF) & _M32) - _HALF < -cfg.mp_range - 1
+        ):
             return False  # claims PSNs never sent: the general path drops it (claims_unsent)
         c = self.counters
         c["acks_rx"] = c.get("acks_rx", 0) + 1
@@ -199,15 +206,15 @@ class FeedbackMixin(PdsState):
                 rtt = now - pkt.tx_time
             if pkt.ctl is None:
                 events.append(_tnew(Acked, (pkt.token, nh, data[_ACK_CC_LEN:] if nh else b"")))
-            if _diff(apsn, board.high_sack) > 0:
+            if 0 < (apsn - board.high_sack) & _M32 < _HALF:
                 board.high_sack = apsn
         # the rest of the ACK (SackScoreboard.window without a bitmap)
         mpr = v[9]
-        if mpr and _diff(cack, board.mpr_cack) > 0:
+        if mpr and 0 < (cack - board.mpr_cack) & _M32 < _HALF:
             pdc.peer_mp = mpr * 128
             board.mpr_cack = cack
         ents: list[int] = []
-        if _diff(cack, pdc.max_cack) > 0:
+        if 0 < (cack - pdc.max_cack) & _M32 < _HALF:
             n, b = board.cumulative(pdc, cack, events, self.acked_runs, ents, now)
             npk += n
             nby += b
@@ -236,7 +243,7 @@ class FeedbackMixin(PdsState):
             pdc.entropy.feedback(ent, "ecn" if flags & _A_M else "ack", now)
         # _ack_after (not a plain ACK: no EPSN)
         thr = cfg.fast_retx_threshold
-        if thr and out and _diff(board.high_sack, pdc.tx_base) >= thr:
+        if thr and out and ((board.high_sack - pdc.tx_base + _HALF) & _M32) - _HALF >= thr:
             self._fast_retransmit(pdc, now, thr)
         cp = pdc.close_pkt
         if cp is not None and cp.psn not in out:
