@@ -415,3 +415,27 @@ def test_a_directed_posted_receive_checks_the_address_too() -> None:
     assert isinstance(ev, MessageReceived) and ev.message.source == A and bytes(ev.message.data) == real
     m = net.b.core.recv_nowait()
     assert m is not None and m.source == C and bytes(m.data) == forged
+
+
+def test_a_waiting_recv_takes_an_engine_message_that_arrived_first_in_the_same_batch() -> None:
+    """One ``recv()`` waits. In one batch, the first packet of C's delivery-complete send (the
+    target engine's path: it is buffered on the engine's unexpected list) comes before A's
+    one-packet eager send (the fast path): the receive is C's, the message that arrived first,
+    as it would be in two batches. (Before, the engine's entry was served to waiting receives
+    only after the batch, by which time A's message had taken the receive.)"""
+    net = _Net()
+    w = net.recv()
+    dc, da = _data(22, 2000), _data(23, 500)
+    net.c.core.send(B, dc, dc=True, header_data=22)
+    net.a.core.send(B, da, header_data=23)
+    rc, ra = net.out(net.c), net.out(net.a)
+    net.now += 1_000
+    batch = [Datagram(rc[0].data, C, rc[0].ecn, source_port=rc[0].entropy)]
+    batch.append(Datagram(ra[0].data, A, ra[0].ecn, source_port=ra[0].entropy))
+    net.b.core.receive_batch(batch, net.now)
+    net.b.drain()
+    net.arrive(net.c, rc[1])
+    assert net.got(w) == (C, 22)
+    _check_message(net.b.result(w), dc)
+    m = net.b.core.recv_nowait()
+    assert m is not None and bytes(m.data) == da

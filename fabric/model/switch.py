@@ -524,11 +524,18 @@ class Switch:
             port.avg_q[tc] += w * (port.qbytes[tc] - port.avg_q[tc])
         if self._sample_ns and now - port.last_sample[tc] >= self._sample_ns:
             self._sample(port, tc, now)
-        if port.busy_until <= now:
+        end = port.busy_until
+        if end <= now:
             self._kick(port, None, now)
-        elif port.free_at != port.busy_until:
-            port.free_at = port.busy_until
-            self.events.schedule(port.busy_until, self._kick, port)
+        elif port.free_at != end:
+            port.free_at = end
+            ev = self.events  # EventQueue.schedule, inlined (the contract is in its class)
+            bucket = ev._at.get(end)
+            if bucket is None:
+                ev._at[end] = [(self._kick, port, None)]
+                heapq.heappush(ev._times, end)
+            else:
+                bucket.append((self._kick, port, None))
 
     def _drop(self, port: int, tc: int, reason: str, size: int, now: int) -> None:
         c = self.counters

@@ -194,6 +194,7 @@ class FepCore(Operations, Completions):
         self.ses.on_unexpected = self.waiters.offer
         self.ses.reserve = self.waiters.reserve
         self.ses.on_reserved = self.waiters.reserved_done
+        self.ses.on_engine_unexpected = self.waiters.serve_now
         self.ses.target.on_unreserved = self.waiters.unbind
         self._events: deque[Event] = deque()
         self._next_handle = 1

@@ -23,7 +23,10 @@ Then (:meth:`Waiters.reserved_done`):
   from ``on_deliver``), as a buffer posted meanwhile would take it;
 * messages already on the unexpected lists are served to waiters in the order the ``recv()``
   calls were made (:meth:`Waiters.serve`); an entry of the target engine's own unexpected list
-  (RTR / rendezvous) gets a sized receive posted for it, completing later.
+  (RTR / rendezvous) gets a sized receive posted for it, completing later. A new engine entry is
+  served at once (:meth:`Waiters.serve_now`), so a ``recv()`` takes the message whose first
+  packet came first whichever path each took (the engine answers such a message as unexpected:
+  its entry exists before any receive takes it).
 
 A directed receive (``source``) checks the Fabric Address the message came from as well as the
 initiator ID its SES header claims: a copy of the source's packet sent by anyone else does not
@@ -176,6 +179,12 @@ class Waiters:
         w.posted = None
         self._requeue(w)
         return True
+
+    def serve_now(self) -> None:
+        """``SesFep.on_engine_unexpected``: the target engine buffered a new message; serve the
+        waiting receives now, before later packets of the same batch can reserve them."""
+        if self.queue:
+            self.serve()
 
     def serve(self) -> bool:
         """Give unexpected messages to waiters in call order; True when a sized receive was

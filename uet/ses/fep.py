@@ -166,6 +166,12 @@ class SesFep:
         #: then handled as any unexpected one) —, ``(token, None)`` when the message will never
         #: be whole (refused, failed, expired): the receive waits again
         self.on_reserved: Callable[[Any, Message | None], bool] | None = None
+        #: optional hook called when the target engine has put a new entry on the default
+        #: resource's unexpected list (a deferral, a rendezvous descriptor, a buffered DC or
+        #: medium-header send): the owner serves its waiting receives without a buffer at once
+        #: (:meth:`take_unexpected`), so they take messages in arrival order whichever path a
+        #: message took, not the engine's entry after the fast-path messages of the same batch
+        self.on_engine_unexpected: Callable[[], None] | None = None
         self._events: deque[RecvCompleted] = deque()
         #: first packets refused because the unexpected list was full (NACKed NO_SES_MSG_AVAIL)
         self.unexpected_full = 0
@@ -198,7 +204,11 @@ class SesFep:
                 return r
         if type(pl) is memoryview:  # the core's payload_views: the engine keeps bytes
             pl = pl.tobytes()
+        res = self.default
+        queued = len(res.matcher.unexpected) if res is not None else 0
         r2 = self.target.handle(peer, nh, ses, pl, mode=int(mode), pdc=pdc, now=self.now, retx=retx, pkt_id=pkt_id)
+        if res is not None and len(res.matcher.unexpected) > queued and self.on_engine_unexpected is not None:
+            self.on_engine_unexpected()
         return None if r2 is None else (r2.next_hdr, r2.data, r2.guaranteed)
 
     def on_ack(self, token: Any, response_next_hdr: int, response: bytes, now: int = 0) -> None:
