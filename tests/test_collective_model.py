@@ -124,7 +124,8 @@ def _on_64_gpus(algorithm: str) -> tuple[dict[str, Any], Collective, Path, Path,
 @pytest.mark.skipif(not os.environ.get("UET_HEAVY_TESTS"), reason="about 35 s of CPU: set UET_HEAVY_TESTS=1")
 def test_double_tree_on_64_gpus_matches_its_model() -> None:
     """The issue's setting and the double binary tree from 64 KiB to 4 MiB (check = false):
-    within 10 % of its model at every size (docs/collectives.md: 0.99 to 1.02). The model runs
+    within 10 % of its model at every size with the defaults — RCCC with idle credit, the derived
+    CC of a trimming rail fabric (docs/collectives.md: 0.992 to 1.018). The model runs
     the tree's schedule on each pair's own path — the scale-up link between GPUs of one server
     (the rail placement puts ranks r and r + 8 on one server), 2 links along a rail, 4 between
     rails."""
@@ -139,7 +140,7 @@ def test_double_tree_on_64_gpus_matches_its_model() -> None:
 def test_hierarchical_on_64_gpus_matches_its_model() -> None:
     """The issue's setting — 8 servers × 8 GPUs, rail-optimised, 400 Gb/s NICs, 8 spines, the
     default scale-up domain (3.6 Tb/s, 250 ns) — and the hierarchical all-reduce from 64 KiB to
-    4 MiB: within 10 % of its model at every size (docs/collectives.md: 0.96 to 1.00)."""
+    4 MiB: within 10 % of its model at every size (docs/collectives.md: 0.96 to 1.03)."""
     res, wl, path, scale_up, _ = _on_64_gpus("hierarchical")
     assert res["fabric"]["trims"] == 0
     for r in res["collective"]["rows"]:

@@ -3,10 +3,10 @@ virtual time on the built-in ``rail`` fabric (8 servers × 2 GPUs, 2:1 leaves).
 
 The bar itself — 16 ranks, 4 MiB at 100 Gb/s, rail-aligned ≥ 1.5× faster with 0 trims — costs some
 20 s of CPU, too much for every CI run: it runs with ``UET_HEAVY_TESTS=1`` (README, "Servers, GPUs
-and rails"). Measured: 926 µs and 0 trims rail-aligned, 1,601 µs and 3,196 trims server-major
-(1.73×). CI checks the same bar at a quarter of the scale — 512 KiB on 25 Gb/s links, the message
-against the bandwidth-delay product about as at full size: 339 µs and 0 trims against 879 µs and
-142 trims (2.6×), some 3 s of CPU."""
+and rails"). Measured: 664 µs and 0 trims rail-aligned, 1,531 µs and 517 trims server-major
+(2.31×; RCCC with idle credit, the derived CC of a trimming rail fabric). CI checks the same bar at
+a quarter of the scale — 512 KiB on 25 Gb/s links, the message against the bandwidth-delay product
+about as at full size: 341 µs and 0 trims against 794 µs and 75 trims (2.3×), some 3 s of CPU."""
 
 from __future__ import annotations
 

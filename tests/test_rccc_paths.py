@@ -150,16 +150,48 @@ def _allreduce(cc: str) -> float:
     return float(res["collective"]["rows"][0]["time_us"])
 
 
+_RAIL = {"kind": "rail", "rails": 4, "groups": 1, "hosts_per_leaf": 2, "spines": 2}
+_LOSSLESS = {"switch": {"tcs": {"0": {"lossless": True, "limit": None}}}}
+
+
 def test_the_scale_up_path_grants_idle_senders_credit() -> None:
-    """The derivation turns ``idle_credit`` on for the scale-up path only (and records it)."""
+    """The derivation turns ``idle_credit`` on for the scale-up path (and records it); on the NIC
+    path only where the rail fabric trims (the AI fabrics' CC, uet.scenario.derive)."""
     from uet.scenario import Scenario, derive
 
     run = {"workload": "collective", "endpoints": 4, "rate_bps": 100_000_000_000}
-    topo = {"kind": "rail", "rails": 4, "groups": 1, "hosts_per_leaf": 2, "spines": 2}
-    s = derive(Scenario("sim", run, topo, {"pds": {"cc": "rccc"}}))
+    s = derive(Scenario("sim", run, {**_RAIL, **_LOSSLESS}, {"pds": {"cc": "rccc"}}))
     assert s.scale_up is not None and s.scale_up.cc_params is not None and s.scale_up.cc_params.idle_credit
     assert s.record()["scale_up"]["cc_params"]["idle_credit"] is True
     assert "idle_credit" not in s.endpoint["pds"]["cc_params"]
+    assert derive(Scenario("sim", run, _RAIL, {"pds": {"cc": "rccc"}})).endpoint["pds"]["cc_params"]["idle_credit"]
+
+
+@pytest.mark.parametrize(
+    ("topo", "endpoint", "cc"),
+    [
+        (_RAIL, {}, "rccc"),  # a rail AI fabric that trims: RCCC with idle credit
+        ({**_RAIL, **_LOSSLESS}, {}, None),  # lossless data class: nothing trims, the fixed window
+        ({"kind": "leaf_spine"}, {}, None),  # not a rail fabric
+        (_RAIL, {"pds": {"cc": "none"}}, "none"),  # the user's choice wins
+        (_RAIL, {"pds": {"cc": "nscc"}}, "nscc"),
+    ],
+)
+def test_the_rail_ai_fabrics_derive_rccc_with_idle_credit(
+    topo: dict[str, Any], endpoint: dict[str, Any], cc: str | None
+) -> None:
+    """uet.scenario.derive, "congestion control of the rail AI fabrics": RCCC with idle credit on
+    the NIC path is the derived CC of a trimming rail fabric, a default (not a tuned key)."""
+    from uet.scenario import Scenario, derive
+
+    run = {"workload": "collective", "endpoints": 4, "rate_bps": 100_000_000_000}
+    s = derive(Scenario("sim", run, topo, endpoint))
+    assert s.endpoint["pds"].get("cc") == cc
+    params = s.endpoint["pds"].get("cc_params") or {}
+    assert params.get("idle_credit", False) is (cc == "rccc")
+    assert s.tuned == (["pds.cc"] if endpoint else [])
+    again = derive(Scenario("sim", run, topo, s.endpoint))  # a table derived once holds defaults only
+    assert again.endpoint == s.endpoint and again.tuned == s.tuned
 
 
 @pytest.mark.parametrize("cc", ["rccc", "nscc+rccc"])

@@ -207,7 +207,8 @@ class Ccc:
         self.inflight_pkts -= npkts
         if newly_rcvd is None:
             newly_rcvd = nbytes + npkts * self.overhead
-        self._fed()
+        if self._probe == 1:  # (_fed, once per ACK without the call)
+            self._probe = 2
         c = self.counters
         c["acks"] += 1
         if ecn_bytes:

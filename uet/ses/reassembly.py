@@ -263,12 +263,12 @@ class Reassembler:
                 and rec.live
                 and rec.gen == self.generation
                 and ses[:_MID_PREFIX] == rec.prefix
-                and self._continue(rec, ses, payload)
+                and self._continue(rec, ses, _MID_PREFIX, payload, self.now)
             ):
                 return None
         return self._deliver(peer, mode, next_hdr, ses, payload, retx, pkt_id)
 
-    def _continue(self, rec: _Partial, ses: bytes | memoryview, payload: bytes | memoryview) -> bool:
+    def _continue(self, rec: _Partial, hdr: bytes | memoryview, at: int, payload: bytes | memoryview, now: int) -> bool:
         """Place a packet of message ``rec`` (same peer and message id) whose SES header equals the
         last middle packet :meth:`_deliver` accepted for it in bytes 0–33 (``rec.prefix``:
         everything but ``payload_length``, ``message_offset`` and ``request_length``, whose
@@ -277,10 +277,12 @@ class Reassembler:
         would place without a branch: lengths that agree, in bounds, on bytes not yet received,
         near the in-order front of an in-place buffer or receive memory, not completing the
         message. Then it changes exactly what :meth:`_deliver` would (placed bytes, segment,
-        received count, time, byte counter) and returns True; otherwise False, having changed
-        nothing (:meth:`deliver` takes the general path). :meth:`deliver_datagram` is the same
-        rule for a whole datagram; ``tests/test_sim_fastpaths.py`` checks that it agrees with the general path."""
-        plen, off, length = _MID_LENGTHS(ses, _MID_PREFIX)
+        received count, time ``now``, byte counter) and returns True; otherwise False, having
+        changed nothing (the general path follows). The header's length fields are read from
+        ``hdr`` at ``at`` (the SES header, or :meth:`deliver_datagram`'s whole datagram, which
+        takes the same rule); ``tests/test_sim_fastpaths.py`` and ``tests/test_pds_receive_batch.py``
+        check both callers against the general path."""
+        plen, off, length = _MID_LENGTHS(hdr, at)
         n = len(payload)
         view = rec.view
         end = off + n
@@ -297,10 +299,10 @@ class Reassembler:
                 if off > ahead + _POPULATE_CHUNK:
                     return False  # far ahead of the in-order front: the general path
                 self._populate(rec, end)
-            rec.last_ns = self.now
             view[off:end] = payload
             rec.segments[off] = n
             rec.received += n
+            rec.last_ns = now
             self._bytes += n
             return True
         return False
@@ -327,31 +329,10 @@ class Reassembler:
             and data.startswith(self._last_prefix, 12)
             and peer == self._last_peer
             and self.generation == self._last_gen
+            and self._continue(rec, data, _DATA_LENGTHS, memoryview(data)[_DATA_END:], now)
         ):
-            plen, off, length = _MID_LENGTHS(data, _DATA_LENGTHS)
-            n = len(data) - _DATA_END
-            view = rec.view
-            end = off + n
-            if (
-                (plen == n or (n > MAX_WIRE_PAYLOAD and not plen))
-                and length == rec.length
-                and view is not None
-                and rec.received + n < length
-                and end <= length
-                and off not in rec.segments
-            ):
-                ahead = rec.ahead
-                if end > ahead:
-                    if off > ahead + _POPULATE_CHUNK:
-                        return DECLINED  # far ahead of the in-order front: the general path
-                    self._populate(rec, end)
-                view[off:end] = memoryview(data)[_DATA_END:]
-                rec.segments[off] = n
-                rec.received += n
-                rec.last_ns = now
-                self._packets += 1
-                self._bytes += n
-                return None
+            self._packets += 1
+            return None
         return DECLINED
 
     def _deliver(
