@@ -17,8 +17,11 @@ The SES core is fed exact packets at exact (virtual) times, the FEP cores exact 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import pytest
+from test_adapter_operations import sim_endpoints
 from test_ses_target import EOM, REL, defer_hdr
 from test_ses_waiting_recv import _check_message, _data, _Net
 
@@ -28,6 +31,7 @@ from uet.pds.events import Delivery
 from uet.ses import SesFep
 from uet.ses.message import MessageConfig
 from uet.ses.target import TargetConfig
+from uet.sim.loop import run
 from uet.wire.pds import NextHeader
 from uet.wire.ses import RESPONSE, STANDARD, ReturnCode, SesOpcode
 
@@ -126,3 +130,30 @@ def test_a_recv_bound_to_an_engine_message_that_expires_waits_again() -> None:
     c = net.b.core.counters()
     assert c["ses_tgt_expired"] == 1 and c["recvs_given_back"] == 1
     assert isinstance(net.a.result(sa), SendCompleted) and net.b.core.pending_messages == 0
+
+
+def test_abandoned_deferrals_do_not_refuse_later_deferrable_sends_simulated() -> None:
+    """The public API on the simulator: eight deferrable sends nobody receives each fail after
+    their RTR wait (5 s); their remembered deferrals, dead now, used to fill B's eight places for
+    good, so a later deferrable send was refused (NO_MATCH, retried, failed). Now they expire and
+    the later send is deferred, then received whole when B calls ``recv()``."""
+    eng, (a, b) = sim_endpoints(2)
+    size = 16_384  # above the deferrable threshold (8 KiB)
+
+    async def main() -> bytes:
+        sends = [asyncio.ensure_future(a.send(b.address, _data(i, size), protocol="deferrable")) for i in range(8)]
+        for s in sends:
+            with pytest.raises(Exception) as exc:
+                await s
+            assert type(exc.value).__name__ == "Dropped", repr(exc.value)
+        await asyncio.sleep(6.0)  # past twice B's reassembly timeout after the deferrals
+        data = _data(9, size)
+        sent = asyncio.ensure_future(a.send(b.address, data, protocol="deferrable"))
+        await asyncio.sleep(0.5)  # deferred, not refused: it waits for its RTR
+        assert (b.counters["ses_tgt_deferred"], a.counters["ses_init_retries"]) == (9, 0)
+        got = await asyncio.wait_for(b.recv(), 1.0)
+        await sent
+        assert b.counters["ses_tgt_deferrals_expired"] == 8
+        return bytes(got.data)
+
+    assert run(eng, main()) == _data(9, size)

@@ -40,7 +40,14 @@ prescribes, and the initiator resends it later — by then the application may h
 (issue 15 item 15: 40,000 unreceived 4 KiB messages took 180 MB before). The check is made for
 each new message against the messages already whole on the list; messages still arriving are
 bounded by the reassembly budget (``MessageConfig.max_partial_bytes``) until they join it, so the
-list holds at most ``max_unexpected_bytes`` plus what was in progress when it filled. A message
+list holds at most ``max_unexpected_bytes`` plus what was in progress when it filled, which is at
+most ``max_partial_bytes`` (messages that begin together each pass the check). Choice: in-progress
+bytes are not charged to the list. Charging claimed lengths would let one stranger's packet
+claiming a huge length hold the list for a reassembly timeout; charging each packet's bytes as it
+arrives would NACK the rest of messages that began together, none of which could then complete
+and make room (they would starve one another until they expire). The reassembly budget already
+charges what arrived, per packet, so the total memory is bounded by the two limits together. A
+message
 that reserved a ``recv()`` is not unexpected and is not checked: if that receive is cancelled
 before the message is whole, the message joins the list as it is (it cannot be refused any more).
 
