@@ -337,8 +337,10 @@ class SesFep:
         return bool(self.initiator._events or self._bound or self._events or self.target._events)
 
     def get_timer(self) -> int | None:
-        """Earliest deadline of either engine (retry backoff, RTR wait, reassembly expiry)."""
-        if not self.initiator._ops and not self.target._recs and not self.target._reserved_at:
+        """Earliest deadline of either engine (retry backoff, RTR wait, reassembly expiry, a
+        remembered deferral's expiry)."""
+        tgt = self.target
+        if not self.initiator._ops and not tgt._recs and not tgt._reserved_at and not tgt._deferrals:
             return None  # nothing in progress: skip the scans (called once per endpoint pump)
         ts = [t for t in (self.initiator.get_timer(), self.target.get_timer()) if t is not None]
         return min(ts) if ts else None
