@@ -577,8 +577,11 @@ class CoreOperations(CompletionFutures, Generic[PeerT]):
         ``tag=0, ignore=~0`` takes any tagged message); from ``source`` only, or any source. A
         directed receive checks the Fabric Address the message arrived from as well as the
         initiator ID its SES header claims: a copy of ``source``'s packet sent by anyone else does
-        not match. Raises :class:`~uet.fep.errors.EndpointClosed` when the endpoint closes while
-        waiting; cancelling the awaiting task withdraws the receive (:meth:`_received`)."""
+        not match. A message that begins but never arrives whole (expired, failed, a deferral
+        whose restart never comes) takes no receive: the ``recv()`` waits for the next one (its
+        sender's send fails; counted ``recvs_given_back``). Raises
+        :class:`~uet.fep.errors.EndpointClosed` when the endpoint closes while waiting;
+        cancelling the awaiting task withdraws the receive (:meth:`_received`)."""
         core = self._start()
         m = core.recv_nowait(tag, ignore, source=source)
         if m is not None:
