@@ -49,7 +49,7 @@ def test_usage_errors() -> None:
 
 
 def test_a_stale_breakage_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A breakage whose text no longer occurs exactly once raises the library's error, and the
+    """A breakage whose text no longer occurs as often as the catalogue says raises the library's error, and the
     command's ``--check`` prints it as one usage-error line."""
     stale = replace(next(x for x in BREAKAGES if x.id == "amo-mswap"), old="no such text in the core")
     with pytest.raises(mutants.BreakageError, match="occurs 0 times in uet/ses/atomics.py"):
@@ -60,5 +60,18 @@ def test_a_stale_breakage_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyP
     with contextlib.redirect_stderr(io.StringIO()) as err:
         assert cm.main(["--check"]) == 2
     assert err.getvalue() == (
-        "uet-conformance-mutants: error: breakage amo-mswap: the text to change occurs 0 times in uet/ses/atomics.py\n"
+        "uet-conformance-mutants: error: breakage amo-mswap: the text to change occurs 0 times in uet/ses/atomics.py,"
+        " not 1\n"
     )
+
+
+def test_a_rule_written_twice_is_broken_in_both_copies(tmp_path: Path) -> None:
+    """A rule the PDS also writes in its in-order ACK fast path (the catalogue's ``copies``) is broken
+    in every copy, so the mutant cannot pass by taking the path that still has the rule; one copy
+    fewer than the catalogue says is refused."""
+    b = next(x for x in BREAKAGES if x.id == "ini-req-clear")
+    assert b.copies == 2
+    text = (mutants.apply(b, tmp_path / "pkg") / b.path).read_text()
+    assert text.count(b.old) == 0 and text.count(b.new) == 2
+    with pytest.raises(mutants.BreakageError, match="occurs 2 times in uet/pds/feedback.py, not 1"):
+        mutants.check(replace(b, copies=1))

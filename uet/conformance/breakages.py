@@ -33,6 +33,9 @@ class Breakage:
     equivalent: str = ""  # why nothing on the wire can show it, when so
     peer: tuple[str, ...] = ()  # extra uet-peer options the breakage needs (--data-protect crc...)
     suite: tuple[str, ...] = ()  # -k selections of the suite run against it (default: all, or TSS with keys)
+    #: how often ``old`` occurs in ``path``: once, unless the rule is also written in a fast path
+    #: (the PDS's in-order ACK path repeats a few of the general path's lines); every copy is broken
+    copies: int = 1
 
 
 _T = "uet/pds/target.py"
@@ -317,11 +320,11 @@ BREAKAGES: list[Breakage] = [
              "                pass\n                if _diff(p, hi) > 0:",
              "ACK_CC SACK bits are not taken as received (RTO retransmits instead of ACK_REQ)"),
     Breakage("ini-req-clear", "initiator-clear", _FB, "        if flags & _A_CLR:\n            pdc.clear_needed = True",
-             "        if False:\n            pdc.clear_needed = True", "an ACK's REQ_CLEAR draws no CLEAR"),
+             "        if False:\n            pdc.clear_needed = True", "an ACK's REQ_CLEAR draws no CLEAR", copies=2),
     Breakage("ini-clear-req", "initiator-clear", _I, "        if ctl == _CT_REQ_CLEAR:\n            self._send_clear(pdc, now)",
              "        if ctl == _CT_REQ_CLEAR:\n            pass", "a CLEAR_REQ from the target is not answered"),
     Breakage("ini-req-close", "initiator-close", _FB, "            self._start_close(pdc, \"target REQ_CLOSE\", now)",
-             "            pass", "an ACK's REQ_CLOSE is ignored"),
+             "            pass", "an ACK's REQ_CLOSE is ignored", copies=2),
     Breakage("ini-close-req", "initiator-close", _I, "            self._start_close(pdc, \"target CLOSE_REQ\", now)",
              "            pass", "a CLOSE_REQ is acknowledged but the initiator never closes"),
     Breakage("ini-close-early", "initiator-close", _CL, "        if st is _S_ACK_WAIT and not pdc.outstanding:",

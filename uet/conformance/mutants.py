@@ -53,14 +53,15 @@ __all__ = [
 
 
 class BreakageError(UetError):
-    """A breakage of the catalogue no longer applies: its text to change does not occur exactly once."""
+    """A breakage of the catalogue no longer applies: its text to change does not occur as many times
+    as the catalogue says (:attr:`Breakage.copies`, once unless a rule has a fast path's copy)."""
 
 
-def _require_once(b: Breakage, text: str) -> None:
-    """Raise :class:`BreakageError` unless ``b.old`` occurs exactly once in ``text``."""
+def _require_copies(b: Breakage, text: str) -> None:
+    """Raise :class:`BreakageError` unless ``b.old`` occurs exactly ``b.copies`` times in ``text``."""
     n = text.count(b.old)
-    if n != 1:
-        raise BreakageError(f"breakage {b.id}: the text to change occurs {n} times in {b.path}")
+    if n != b.copies:
+        raise BreakageError(f"breakage {b.id}: the text to change occurs {n} times in {b.path}, not {b.copies}")
 
 
 #: installed package -> where its files live (``package-dir`` in pyproject: uet.tools is tools/...)
@@ -78,10 +79,11 @@ def package_roots() -> dict[str, Path]:
 
 
 def check(b: Breakage) -> None:
-    """Raise :class:`BreakageError` unless ``b`` applies to the installed packages (exactly once)."""
+    """Raise :class:`BreakageError` unless ``b`` applies to the installed packages (as many times as
+    the catalogue says)."""
     top, _, rest = b.path.partition("/")
     text = (package_roots()["uet"] / rest).read_text() if top == "uet" else ""
-    _require_once(b, text)
+    _require_copies(b, text)
 
 
 def apply(b: Breakage, root: Path) -> Path:
@@ -96,7 +98,7 @@ def apply(b: Breakage, root: Path) -> Path:
         shutil.copytree(roots[name], dst, ignore=shutil.ignore_patterns("__pycache__"))
     target = root / b.path
     text = target.read_text()
-    _require_once(b, text)
+    _require_copies(b, text)
     target.write_text(text.replace(b.old, b.new))
     return root
 

@@ -211,15 +211,19 @@ class Completions(FepState):
                 bytes(posted.buffer[: ev.length]), ev.source, 0, 0, 0, ev.initiator, ev.header_data,
                 tag=ev.tag if w.tagged else None, message_length=ev.message_length,
             )  # fmt: skip
-            if w.cancelled or self.waiters.by_handle.pop(w.handle, None) is None:
+            waiters = self.waiters
+            if w.cancelled or w.handle not in waiters.by_handle:
                 # the receive was withdrawn: the message goes to the next receive
                 if ev.return_code == _RC_OK:
                     self.ses.unexpected_messages.appendleft(m)
                 return
             if ev.return_code != _RC_OK:
-                self._events.append(OpFailed(w.handle, error_for(ev.return_code, "receive")))
-            else:
-                self._events.append(MessageReceived(w.handle, self._delivered(m)))
+                # the message failed (expired, its deferral's restart never came...): the
+                # recv() waits for the next one, as on the fast path (Waiters.give_back)
+                waiters.give_back(w)
+                return
+            del waiters.by_handle[w.handle]
+            self._events.append(MessageReceived(w.handle, self._delivered(m)))
 
     def _waiter_got(self, w: Waiter, m: Message) -> None:
         self._events.append(MessageReceived(w.handle, self._delivered(m)))

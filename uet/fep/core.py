@@ -335,8 +335,9 @@ class FepCore(Operations, Completions):
 
     @property
     def stats(self) -> dict[str, int]:
-        """The FEP's own counters (messages, bytes, operations, PDC events, timer fires, pumps)."""
-        return dict(self._stats)
+        """The FEP's own counters (messages, bytes, operations, PDC events, timer fires, pumps,
+        buffer-less receives given back because their message never completed)."""
+        return dict(self._stats, recvs_given_back=self.waiters.given_back)
 
     @property
     def pending_messages(self) -> int:
@@ -351,7 +352,7 @@ class FepCore(Operations, Completions):
         if self.crc is not None:
             out.update(self.crc.counters)
         out.update({"ses_" + k: v for k, v in self.ses.counters.items()})
-        out.update(self._stats)
+        out.update(self.stats)
         return out
 
     def busy(self) -> bool:

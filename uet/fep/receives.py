@@ -17,7 +17,11 @@ Then (:meth:`Waiters.reserved_done`):
 * a reserved message that will never be whole (its first packet refused for want of a
   reassembly slot, too long, failed, expired) gives its receive back: it waits again, in its
   call-order place (choice: ``recv()`` returns the next *message*, so a message that never
-  arrived whole takes nobody's receive; a posted buffer in that case completes with the error);
+  arrived whole takes nobody's receive; a posted buffer in that case completes with the error).
+  The same holds on the target engine's path: a ``recv()`` whose sized receive (below) completes
+  with an error — its message expired, failed, or was a deferral whose RTR went unanswered or
+  whose restart never began — waits again (:meth:`Waiters.give_back`, counted
+  ``recvs_given_back``) instead of failing with the message's error;
 * a fast-path message that began before any ``recv()`` waited (unexpected) and is whole after
   one was called is offered to the first matching waiter (:meth:`Waiters.offer`, synchronously
   from ``on_deliver``), as a buffer posted meanwhile would take it;
@@ -103,6 +107,9 @@ class Waiters:
         self.deliver = deliver
         self.queue: deque[Waiter] = deque()
         self.by_handle: dict[int, Waiter] = {}
+        #: receives given back to the queue because their message never completed
+        #: (:meth:`give_back`; the FEP's ``recvs_given_back`` counter)
+        self.given_back = 0
 
     def __bool__(self) -> bool:
         return bool(self.queue)
@@ -150,7 +157,7 @@ class Waiters:
         """``SesFep.on_reserved``: the message reserved ``w`` is whole (``m``: delivered, True;
         False when ``w`` was withdrawn meanwhile), or will never be (None: ``w`` waits again)."""
         if m is None:
-            self._requeue(w)
+            self.give_back(w)
             return True
         if w.cancelled or self.by_handle.pop(w.handle, None) is None:
             return False
@@ -176,9 +183,19 @@ class Waiters:
         w = recv.context
         if type(w) is not Waiter or w.posted is not recv:
             return False
-        w.posted = None
-        self._requeue(w)
+        self.give_back(w)
         return True
+
+    def give_back(self, w: Waiter) -> None:
+        """The message ``w`` was reserved or bound for will never complete it (refused, failed,
+        expired, its RTR unanswered or its restart never begun; on the fast path or the target
+        engine's alike): ``w`` waits again in its call-order place, counted in
+        :attr:`given_back`. (Choice: ``recv()`` returns the next *message*; a message that never
+        arrived whole is nobody's, so one stranger's first packet cannot fail an application's
+        receive. Its loss is reported to its sender, whose send fails, and counted here.)"""
+        w.posted = None
+        self.given_back += 1
+        self._requeue(w)
 
     def serve_now(self) -> None:
         """``SesFep.on_engine_unexpected``: the target engine buffered a new message; serve the

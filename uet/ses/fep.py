@@ -40,7 +40,14 @@ prescribes, and the initiator resends it later — by then the application may h
 (issue 15 item 15: 40,000 unreceived 4 KiB messages took 180 MB before). The check is made for
 each new message against the messages already whole on the list; messages still arriving are
 bounded by the reassembly budget (``MessageConfig.max_partial_bytes``) until they join it, so the
-list holds at most ``max_unexpected_bytes`` plus what was in progress when it filled. A message
+list holds at most ``max_unexpected_bytes`` plus what was in progress when it filled, which is at
+most ``max_partial_bytes`` (messages that begin together each pass the check). Choice: in-progress
+bytes are not charged to the list. Charging claimed lengths would let one stranger's packet
+claiming a huge length hold the list for a reassembly timeout; charging each packet's bytes as it
+arrives would NACK the rest of messages that began together, none of which could then complete
+and make room (they would starve one another until they expire). The reassembly budget already
+charges what arrived, per packet, so the total memory is bounded by the two limits together. A
+message
 that reserved a ``recv()`` is not unexpected and is not checked: if that receive is cancelled
 before the message is whole, the message joins the list as it is (it cannot be refused any more).
 
@@ -337,8 +344,10 @@ class SesFep:
         return bool(self.initiator._events or self._bound or self._events or self.target._events)
 
     def get_timer(self) -> int | None:
-        """Earliest deadline of either engine (retry backoff, RTR wait, reassembly expiry)."""
-        if not self.initiator._ops and not self.target._recs and not self.target._reserved_at:
+        """Earliest deadline of either engine (retry backoff, RTR wait, reassembly expiry, a
+        remembered deferral's expiry)."""
+        tgt = self.target
+        if not self.initiator._ops and not tgt._recs and not tgt._reserved_at and not tgt._deferrals:
             return None  # nothing in progress: skip the scans (called once per endpoint pump)
         ts = [t for t in (self.initiator.get_timer(), self.target.get_timer()) if t is not None]
         return min(ts) if ts else None

@@ -134,7 +134,12 @@ class TargetConfig:
             ``NO_MATCH`` like the reference.
         remembered: completed/failed message ids remembered to answer RUDI duplicates and late
             packets of failed messages.
-        reassembly_timeout_ns: a partially received message idle this long fails (§6.1).
+        reassembly_timeout_ns: a partially received message idle this long fails (§6.1). A
+            remembered deferral (§6.7) that no receive has taken is dropped twice this long after
+            it was deferred: its initiator waits for the RTR only for its idle limit (reference
+            5 s, the same figure), counted from its last ACK; the margin keeps an entry while its
+            initiator may still restart it, and a stranger's deferral (no initiator at all) does
+            not hold one of the ``max_deferred`` places for good.
     """
 
     max_payload: int = 4096
@@ -204,6 +209,9 @@ class SesTarget:
         #: per reservation: when :meth:`handle_timer` first saw it (None: not yet), and the
         #: deferred message's record
         self._reserved_at: dict[int, list[Any]] = {}
+        #: remembered deferrals in the order they were made: (when, entry, resource); an entry a
+        #: receive has taken meanwhile is no longer on its resource's unexpected list
+        self._deferrals: deque[tuple[int, Unexpected, Resource]] = deque()
         self._next_token = 1
         self._events: deque[RecvCompleted | WriteCompleted] = deque()
         self._out: deque[OutPacket] = deque()
@@ -224,6 +232,8 @@ class SesTarget:
             "deferred": 0,
             "expired": 0,
             "rtr_expired": 0,
+            #: remembered deferrals dropped untaken (their message expired, or no receive came)
+            "deferrals_expired": 0,
             #: payload bytes of request packets accepted (duplicates not counted): what a progress
             #: report counts as packets arrive, before their message completes
             "payload_bytes_received": 0,
@@ -361,6 +371,11 @@ class SesTarget:
             ts.append(sync_at)
         for at, _rec in self._reserved_at.values():
             ts.append(self._now if at is None else at + limit)
+        deferrals = self._deferrals
+        while deferrals and deferrals[0][1] not in deferrals[0][2].matcher.unexpected:
+            deferrals.popleft()  # taken by a receive
+        if deferrals:
+            ts.append(deferrals[0][0] + 2 * limit)
         return min(ts) if ts else None
 
     def handle_timer(self, now: int) -> None:
@@ -370,10 +385,13 @@ class SesTarget:
         limit = now - self.config.reassembly_timeout_ns
         self._expire_reservations(now, limit)
         self.sync.expire(now, self.config.reassembly_timeout_ns)
+        self._expire_deferrals(now - 2 * self.config.reassembly_timeout_ns)
         for rec in [r for r in self._recs.values() if r.last_ns <= limit]:
             self.counters["expired"] += 1
             rec.error = ReturnCode.DROPPED
-            rec.deferred = False
+            if rec.deferred:  # its truncation packet never came: the restart never will
+                rec.deferred = False
+                self._drop_deferral(rec)
             if rec.unexpected is not None and rec.unexpected in rec.resource.matcher.unexpected:
                 rec.resource.matcher.unexpected.remove(rec.unexpected)
                 rec.resource.matcher.unexpected_bytes -= rec.unexpected.nbytes
@@ -381,6 +399,24 @@ class SesTarget:
                 self._complete_recv(rec, rec.recv, ReturnCode.DROPPED, 0)
             self._recs.pop(rec.key, None)
             self._remember(rec.key, ReturnCode.DROPPED, 0, 0, rec.pdc, rec.ids)
+
+    def _expire_deferrals(self, limit: int) -> None:
+        """Drop the remembered deferrals made at or before ``limit`` that no receive took."""
+        deferrals = self._deferrals
+        while deferrals and deferrals[0][0] <= limit:
+            _at, entry, res = deferrals.popleft()
+            if entry in res.matcher.unexpected:
+                res.matcher.unexpected.remove(entry)
+                self.counters["deferrals_expired"] += 1
+
+    def _drop_deferral(self, rec: _Rec) -> None:
+        """Drop the remembered deferral of a message that failed before a receive took it."""
+        unexpected = rec.resource.matcher.unexpected
+        for entry in unexpected:
+            if entry.kind == "deferred" and entry.record is rec:
+                unexpected.remove(entry)
+                self.counters["deferrals_expired"] += 1
+                return
 
     def _expire_reservations(self, now: int, limit: int) -> None:
         """A receive reserved for a deferred message (RTR sent, §6.7) whose restarted message has
@@ -570,9 +606,11 @@ class SesTarget:
         m = res.matcher
         if rec.kind == "deferrable" and m.can_buffer("deferred", 0):
             rec.deferred = True
-            m.add_unexpected(
-                Unexpected("deferred", rec.tagged, rec.tag, rec.initiator, rec.job, rec.length, rec, source=rec.peer)
+            entry = Unexpected(
+                "deferred", rec.tagged, rec.tag, rec.initiator, rec.job, rec.length, rec, source=rec.peer
             )
+            m.add_unexpected(entry)
+            self._deferrals.append((self._now, entry, res))
             self.counters["deferred"] += 1
             return True
         if self.config.overflow and rec.kind != "deferrable" and m.can_buffer("eager", rec.span):
@@ -637,6 +675,9 @@ class SesTarget:
             if rec.unexpected is not None and rec.unexpected in rec.resource.matcher.unexpected:
                 rec.resource.matcher.unexpected.remove(rec.unexpected)
                 rec.resource.matcher.unexpected_bytes -= rec.unexpected.nbytes
+            if rec.deferred:  # failed after its deferral: no restart will come
+                rec.deferred = False
+                self._drop_deferral(rec)
             if rec.recv is not None:
                 self._complete_recv(rec, rec.recv, rec.error, 0)
             self._remember(rec.key, rec.error, 0, 0, rec.pdc, rec.ids)
