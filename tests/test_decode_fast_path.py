@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from uet.interop.samples import load_sample
@@ -87,6 +88,7 @@ def _check(fast: FastSummary, link: int, data: bytes) -> bool:
     return got is not None
 
 
+@pytest.mark.unit_each  # long: a unit of work of its own, started early (tests/conftest.py)
 def test_every_pds_type_ses_header_and_opcode() -> None:
     """Every PDS type, next header and flag pattern, every SES opcode, both families and both
     encapsulations: the lines agree, and every PDS, SES and extension layout was formatted."""

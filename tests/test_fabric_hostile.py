@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from uet.fabric.model import Fabric
 from uet.fabric.model.frames import ipv4_frame, pfc_frame
 from uet.fabric.topology import Topology
@@ -40,6 +41,7 @@ def _run(fab: Fabric, *, flood: bool = False, storm: bool = False, to_attacker: 
     return got
 
 
+@pytest.mark.unit_each  # long: a unit of work of its own, started early (tests/conftest.py)
 def test_a_host_far_above_its_link_rate_is_bounded_at_its_own_nic() -> None:
     fab = Fabric(Topology(), seed=1)
     got = _run(fab, flood=True)
@@ -87,6 +89,7 @@ def _victim_through_storm(storm: bool) -> tuple[int, int, Fabric]:
     return during, after, fab
 
 
+@pytest.mark.unit_each  # long: a unit of work of its own, started early (tests/conftest.py)
 def test_a_storm_of_short_pauses_is_caught_by_the_watchdog_and_spares_an_unrelated_flow() -> None:
     """Issue 29 item 12: such a storm cut the victim to 18 % of its baseline and the watchdog never
     fired (a frame left between two pauses, so the queue never looked stuck). A queue paused ≥ 90 %
@@ -126,6 +129,7 @@ def _victim_beside_a_rogue_host(flood: bool, police: bool = True) -> tuple[int, 
     return got[0], got[1], fab
 
 
+@pytest.mark.unit_each  # long: a unit of work of its own, started early (tests/conftest.py)
 def test_a_host_above_its_link_rate_is_policed_at_the_leaf_and_spares_an_unrelated_flow() -> None:
     """Issue 29 item 12: a host sending above its link rate (its NIC ignoring the link) cut the
     flow beside it to 5 % of its baseline; the leaf now polices each host-facing port at its link

@@ -100,6 +100,7 @@ def _request(draw: st.DrawFn) -> tuple[str, int, int, bytes, bytes]:
     return draw(st.sampled_from(PEERS)), int(mode), nh, bytes(ses), payload
 
 
+@pytest.mark.unit_each  # long: a unit of work of its own, started early (tests/conftest.py)
 @settings(max_examples=100)
 @given(st.lists(_request(), min_size=1, max_size=25), st.booleans())
 def test_hostile_requests_answer_or_nack_and_memory_stays_in_bounds(reqs, post_first: bool) -> None:

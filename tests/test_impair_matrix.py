@@ -54,6 +54,7 @@ def test_uet_bench_matrix_rod_buffering_against_go_back_n(capsys: pytest.Capture
     assert gbn["retransmissions"] > buffered["retransmissions"]
 
 
+@pytest.mark.unit_each  # long: a unit of work of its own, started early (tests/conftest.py)
 @pytest.mark.parametrize("mode", [Mode.RUD, Mode.ROD])
 def test_reordering_alone_draws_few_retransmissions(mode: Mode) -> None:
     """Issue 29 item 6: with 5 % reordering and no loss, SACK fast retransmit resent about 0.9

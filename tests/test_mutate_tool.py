@@ -106,6 +106,7 @@ EQUIVALENTS = textwrap.dedent(
 )
 
 
+@pytest.mark.unit_each  # long: a unit of work of its own, started early (tests/conftest.py)
 def test_runs_mutants_in_children_and_scores_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

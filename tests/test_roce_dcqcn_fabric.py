@@ -11,6 +11,7 @@ and seeded, so the figures are exact for this code.
 
 from __future__ import annotations
 
+import pytest
 from roce_fabric import RoceFabric
 from uet.fabric.model.config import KB, BufferConfig, EcnConfig, PfcConfig, SwitchConfig
 from uet.fabric.model.plan import LinkSpec
@@ -23,6 +24,7 @@ MS = 1_000_000
 MSG = 64 * 1024
 
 
+@pytest.mark.unit_each  # long: a unit of work of its own, started early (tests/conftest.py)
 def test_two_flows_converge_to_the_fair_share_and_cnps_respect_the_holdoff() -> None:
     link = LinkSpec(rate_bps=100_000_000_000, delay_ns=1_000, mtu=9000)
     sw = SwitchConfig()

@@ -41,6 +41,7 @@ def test_unknown_experiment_is_a_usage_error(capsys: pytest.CaptureFixture[str])
     assert "unknown experiment" in capsys.readouterr().err
 
 
+@pytest.mark.unit_each  # long: a unit of work of its own, started early (tests/conftest.py)
 def test_uet_sprays_the_permutation_near_full_bisection() -> None:
     """Issue 12: §9.2's "spraying near full bisection" at the file's own size (UET only, ≈ 2 s).
     With the PDS default (16 consecutive entropies) the switches' mixing ECMP hash loaded the
