@@ -283,8 +283,8 @@ class Engine:
         h = self.hosts[hi]
         if h is None:
             return
-        if not h.packed:
-            self._deliver_batch_of_one(h, frame, now)
+        if not h.packed:  # a TSS or RoCEv2 host: the general path, not the hot one
+            self._deliver_many([(now, hi, frame)], now)
             return
         try:
             d = parse_marked(frame, h.port, self._names)
@@ -294,19 +294,6 @@ class Engine:
             return
         self.frames_out += 1
         h.core.receive_marked([d], now)  # type: ignore[union-attr]
-        if not h.dirty:
-            h.dirty = True
-            self._dirty.append(h)
-
-    def _deliver_batch_of_one(self, h: Host, frame: bytes, now: int) -> None:
-        try:
-            rx = parse_udp_frame(frame, port=h.port, verify=False)
-        except UetError:
-            return
-        if rx is None:
-            return
-        self.frames_out += 1
-        h.core.receive_batch([Datagram(rx.data, rx.source, rx.ecn, rx.trimmed, rx.last_hop, rx.source_port)], now)
         if not h.dirty:
             h.dirty = True
             self._dirty.append(h)
