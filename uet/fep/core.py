@@ -63,7 +63,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from uet.errors import UetError
-from uet.fep.completions import Completions
 from uet.fep.config import FepConfig
 from uet.fep.errors import EndpointClosed
 from uet.fep.events import (
@@ -103,7 +102,7 @@ ECN_TRIMMED = MARK_TRIMMED
 ECN_LASTHOP = MARK_LASTHOP
 
 
-class FepCore(Operations, Completions):
+class FepCore(Operations):
     """One Fabric Endpoint, sans-I/O (module docstring).
 
     ``FepCore(address, job=..., pid=..., ri=0, config=None, security=None, seed=None)``: the FEP

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from uet.fep.completions import Completions
 from uet.fep.errors import DeliveryError, EndpointClosed
 from uet.fep.events import OpFailed
 from uet.fep.lanes import Lane, OutMessage
 from uet.fep.peer import Peer
 from uet.fep.receives import Waiter, _Posted, matches
-from uet.fep.state import FepState
 from uet.pds import Mode
 from uet.ses.errors import error_for
 from uet.ses.memory import Access, MemoryRegion, byte_view
@@ -27,10 +27,12 @@ from uet.wire.ses import CSWAP_OPS, AmoOp, AmoType, ReturnCode
 
 __all__ = ["Operations"]
 
-_OWN: Any = object()
+#: ``register``'s default job: this FEP's (an int, not a sentinel object: the compiled build,
+#: uet.compiled, checks the type of a default; Job IDs are never negative)
+_OWN = -1
 
 
-class Operations(FepState):
+class Operations(Completions):
     """The operations half of :class:`~uet.fep.core.FepCore` (a mixin: the state is the core's,
     declared in :class:`~uet.fep.state.FepState`)."""
 
@@ -41,7 +43,7 @@ class Operations(FepState):
     ) -> MemoryRegion:
         """Register ``buffer`` for remote access (``job``: default this FEP's job; None = any job;
         other jobs get ``BAD_MKEY``, §6.5). Raises :class:`~uet.ses.errors.RegistrationError`."""
-        return self.ses.memory.register(buffer, access, key=key, job=self.job if job is _OWN else job)
+        return self.ses.memory.register(buffer, access, key=key, job=self.job if job == _OWN else job)
 
     def deregister(self, region: MemoryRegion | int) -> None:
         """Remove a registration (a region or its key); later requests get ``BAD_MKEY``."""

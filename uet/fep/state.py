@@ -1,18 +1,20 @@
 """The state :class:`uet.fep.core.FepCore` and its two halves share, declared once with its types.
 
-``FepCore`` (:mod:`uet.fep.core`) composes :class:`~uet.fep.operations.Operations` (what the
-owner asks for) and :class:`~uet.fep.completions.Completions` (what PDS and SES report back).
-Both inherit :class:`FepState`, which declares the attributes ``FepCore.__init__`` assigns and the
-methods one half calls on the core or on the other half, so each half is type checked against the
-whole core. Declarations only: nothing here exists at run time but the class (the methods are
-declared under ``TYPE_CHECKING``; mypy checks each body against its declaration).
+``FepCore`` (:mod:`uet.fep.core`) is built on :class:`~uet.fep.operations.Operations` (what the
+owner asks for) over :class:`~uet.fep.completions.Completions` (what PDS and SES report back) over
+:class:`FepState`: one chain of single inheritance (the two halves define no method in common),
+because the optional compiled build (:mod:`uet.compiled`, mypyc) compiles single inheritance only.
+:class:`FepState` declares the attributes ``FepCore.__init__`` assigns and the methods one half
+calls on the core or on the other half, so each half is type checked against the whole core: the
+attributes are annotations only, each method a stub the core or a half overrides (mypy checks
+each override against its stub).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from uet.fep.config import FepConfig
 from uet.fep.events import Event
@@ -55,12 +57,19 @@ class FepState:
     _closed: bool
     _stats: dict[str, int]
 
-    if TYPE_CHECKING:
-        # uet.fep.core
-        def _handle(self) -> int: ...
-        def _log(self, ev: str, **fields: Any) -> None: ...
+    # uet.fep.core
+    def _handle(self) -> int:
+        raise NotImplementedError  # defined in a subclass (named above)
 
-        # uet.fep.completions
-        def _drain_ses(self) -> None: ...
-        def _delivered(self, m: Message) -> Message: ...
-        def _on_event(self, ev: Any, now: int) -> None: ...
+    def _log(self, ev: str, **fields: Any) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    # uet.fep.completions
+    def _drain_ses(self) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _delivered(self, m: Message) -> Message:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _on_event(self, ev: Any, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)

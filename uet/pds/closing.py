@@ -35,7 +35,7 @@ from uet.pds._aliases import _CT_CLOSE, _M32, _S_CLOSE_ACK_WAIT, _S_CLOSED, _S_E
 from uet.pds.config import PdsLimitError
 from uet.pds.events import Failed, PdcClosed
 from uet.pds.pdc import InitiatorPdc, TxPkt
-from uet.pds.state import PdsState
+from uet.pds.rudi import RudiMixin
 from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
 from uet.wire.pds import NackCode, psn_diff
 
@@ -55,7 +55,7 @@ RETRY_ON_NEW_PDC = frozenset(
 )
 
 
-class CloseMixin(PdsState):
+class CloseMixin(RudiMixin):
     """Close and reclamation of initiator PDCs, part of :class:`uet.pds.core.PdsCore`."""
 
     # -- close -------------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ class CloseMixin(PdsState):
             # packets after the active message's SOM belong to it; it stays open
             i = max(k for k, q in enumerate(moved) if q.som)
             complete, active_pkts = moved[:i], moved[i:]
-            entries = [(None, complete)] if complete else []
+            entries: list[tuple[Any, list[TxPkt]]] = [(None, complete)] if complete else []
             entries.append((act, active_pkts))
             wait_map = dict(wait_map)
             wait_map[act] = active_pkts
@@ -283,7 +283,8 @@ class CloseMixin(PdsState):
                 for q in g:
                     self._events.append(Failed(q.token, reason, code))
             return
-        for mk, g in reversed(groups):
+        for i in range(len(groups) - 1, -1, -1):  # newest first (not reversed(): mypyc 2.4 crashes on it)
+            mk, g = groups[i]
             if mk is not None:
                 new.wait_map[mk] = g
                 self.open_msg[mk] = new

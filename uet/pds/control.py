@@ -76,7 +76,7 @@ from uet.pds._aliases import (
 from uet.pds.backoff import retries_spent, rto_for
 from uet.pds.events import PdcClosed
 from uet.pds.pdc import InitiatorPdc, TargetPdc
-from uet.pds.state import PdsState
+from uet.pds.ret import ReturnMixin
 from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import CONTROL, CONTROL_SYN, ControlType, NackCode, psn_diff
 
@@ -88,7 +88,7 @@ _NC_RCVD_SES_PROCG = NackCode.RCVD_SES_PROCG
 TOMBS = 256
 
 
-class ControlMixin(PdsState):
+class ControlMixin(ReturnMixin):
     """Control packets and target close/timers, part of :class:`uet.pds.core.PdsCore`."""
 
     # -- control packets ---------------------------------------------------------------------------

@@ -69,7 +69,7 @@ from typing import Any
 
 from uet.cc.registry import build as build_cc
 from uet.errors import DecodeError
-from uet.pds import closing, control, feedback, initiator, ret, rudi, target, trimwait
+from uet.pds import initiator
 from uet.pds._aliases import (
     _AR,
     _M32,
@@ -117,16 +117,7 @@ _ECN_TRIMMED = MARK_TRIMMED
 _ECN_LASTHOP = MARK_LASTHOP
 
 
-class PdsCore(
-    initiator.InitiatorMixin,
-    feedback.FeedbackMixin,
-    closing.CloseMixin,
-    target.TargetMixin,
-    control.ControlMixin,
-    rudi.RudiMixin,
-    ret.ReturnMixin,
-    trimwait.TrimResendMixin,
-):
+class PdsCore(initiator.InitiatorMixin):
     """One FEP's PDS: PDC manager, both PDC roles, RUDI and UUD (see the module docstring)."""
 
     def __init__(

@@ -58,10 +58,10 @@ from uet.pds._aliases import (
     _S_SYN_SENT,
 )
 from uet.pds.backoff import rtt_sample
+from uet.pds.closing import CloseMixin
 from uet.pds.events import Acked, NackReceived, ProbeAnswered
 from uet.pds.pdc import InitiatorPdc, TxPkt
 from uet.pds.scoreboard import AckInfo, AckTally, parse_ack
-from uet.pds.state import PdsState
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import ACK_CC, ACK_EPSN, NACK, NACK_ACTION, AckFlag, NackAction, NackCode, NackFlag
 from uet.wire.pds import psn_diff as _diff  # the one serial-number difference (wire-format.md §15)
@@ -84,7 +84,7 @@ def _code_name(code: int) -> str:
         return f"0x{code:02X}"
 
 
-class FeedbackMixin(PdsState):
+class FeedbackMixin(CloseMixin):
     """ACK/NACK processing of initiator PDCs, part of :class:`uet.pds.core.PdsCore`."""
 
     # -- ACK processing ----------------------------------------------------------------------------

@@ -66,8 +66,8 @@ from uet.pds._aliases import (
 from uet.pds.backoff import next_shift, retries_spent, rto_for
 from uet.pds.config import Mode, PdsClosedError, PdsError, PdsLimitError
 from uet.pds.events import Failed, PdcOpened
+from uet.pds.feedback import FeedbackMixin
 from uet.pds.pdc import InitiatorPdc, TxPkt, earliest_deadline
-from uet.pds.state import PdsState
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK,
@@ -85,7 +85,7 @@ from uet.wire.pds import (
 _REQ_PACK = REQUEST._struct.pack
 
 
-class InitiatorMixin(PdsState):
+class InitiatorMixin(FeedbackMixin):
     """Initiator-role behaviour of :class:`uet.pds.core.PdsCore` (see the module docstring)."""
 
     # -- submission ------------------------------------------------------------------------------

@@ -42,10 +42,10 @@ from __future__ import annotations
 from uet.pds._aliases import _S_CLOSED, _S_ESTABLISHED, _S_SYN_SENT, _T_ESTABLISHED
 from uet.pds.events import Failed
 from uet.pds.pdc import InitiatorPdc, TargetPdc, TxPkt
-from uet.pds.state import PdsState
+from uet.pds.trimwait import TrimResendMixin
 
 
-class ReturnMixin(PdsState):
+class ReturnMixin(TrimResendMixin):
     """Return-direction behaviour of :class:`uet.pds.core.PdsCore` (see the module docstring)."""
 
     def submit_return(

@@ -43,8 +43,7 @@ from uet.pds.backoff import next_shift, retries_spent, rto_for
 from uet.pds.config import Mode, PdsError, PdsLimitError, SesNack
 from uet.pds.events import Failed, NackReceived, new_acked, new_delivery
 from uet.pds.pdc import RudiPkt, earliest_deadline
-from uet.pds.state import PdsState
-from uet.pds.target import normalize_response, ses_end, ses_extension_missing
+from uet.pds.target import TargetMixin, normalize_response, ses_end, ses_extension_missing
 from uet.wire.pds import NACK_ACTION, RUDI, UUD, NackAction, NackCode, NackFlag, NextHeader, RudiFlag
 from uet.wire.ses import RESPONSE, ResponseOpcode, ReturnCode
 
@@ -69,7 +68,7 @@ def default_response(ses: bytes | memoryview, nh: int, payload_len: int) -> byte
     return RESPONSE.encode((0, _DEFAULT_RESP, 0, _RC_NULL, mid, ses[4], job, payload_len & _M32))
 
 
-class RudiMixin(PdsState):
+class RudiMixin(TargetMixin):
     """RUDI/UUD behaviour of :class:`uet.pds.core.PdsCore` (see the module docstring)."""
 
     def _rudi_init(self) -> None:

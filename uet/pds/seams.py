@@ -90,17 +90,19 @@ class FixedWindowGate:
     once per burst (:meth:`quota`); resends go at once, trimmed ones on the ACK clock
     (:attr:`ResendPolicy.ACK_CLOCKED`, uet.pds.trimwait). The other signals are ignored."""
 
-    __slots__ = ("window", "inflight", "overhead")
+    __slots__ = ("window", "inflight", "overhead", "entropy")
 
     resend = ResendPolicy.ACK_CLOCKED
     cc_request = False
     ccc_id = 0
-    entropy: PathSelector | None = None
 
     def __init__(self, window: int) -> None:
         self.window = window
         self.inflight = 0
         self.overhead = 0  # counts packets, not bytes
+        #: no path selector of its own (an instance attribute: the compiled build, uet.compiled,
+        #: takes no class-level default of this type)
+        self.entropy: PathSelector | None = None
 
     def quota(self, now: int) -> int:
         q = self.window - self.inflight

@@ -1,13 +1,17 @@
 """The state :class:`uet.pds.core.PdsCore` and its mixins share, declared once with its types.
 
-``PdsCore`` is the public surface (:mod:`uet.pds.core`) over seven mixins, one per part of
-spec/behaviour.md §2 (initiator, feedback, closing, target, control, RUDI/UUD, return
-direction). Every mixin inherits :class:`PdsState`, which declares every attribute the parts
-share and the methods one part calls on another, so each mixin is type checked against the
-whole core. The declarations cost nothing at run time: attributes are annotations only
-(``PdsCore.__init__`` and ``RudiMixin._rudi_init`` assign them) and the cross-part methods are
-declared under ``TYPE_CHECKING`` (their bodies live in the mixin named beside each group; mypy
-checks each body against its declaration, so the two cannot drift apart).
+``PdsCore`` is the public surface (:mod:`uet.pds.core`) over eight parts, one per part of
+spec/behaviour.md §2 (initiator, feedback, closing, RUDI/UUD, target, control, return direction,
+trimmed resends). The parts form one chain of single inheritance, :class:`PdsState` at its root
+(``TrimResendMixin`` ← ``ReturnMixin`` ← ``ControlMixin`` ← ``TargetMixin`` ← ``RudiMixin`` ←
+``CloseMixin`` ← ``FeedbackMixin`` ← ``InitiatorMixin`` ← ``PdsCore``; no method is defined in
+two parts, so the order changes nothing but what each module imports), because the optional
+compiled build (:mod:`uet.compiled`, mypyc) compiles single inheritance only. :class:`PdsState`
+declares every attribute the parts share and the methods one part calls on another, so each
+part is type checked against the whole core: attributes are annotations only
+(``PdsCore.__init__`` and ``RudiMixin._rudi_init`` assign them), and each cross-part method is
+a stub here that the part named beside its group overrides (mypy checks each override against
+its stub, so the two cannot drift apart; a compiled call goes through the class's method table).
 """
 
 from __future__ import annotations
@@ -118,104 +122,188 @@ class PdsState:
     _rudi_shift: int
     _uud_q: list[tuple[bytes, str, Any]]
 
-    if TYPE_CHECKING:
-        # uet.pds.core
-        def _count(self, name: str, n: int = 1) -> None: ...
-        def _drop(self, reason: str, now: int, src: str = "") -> None: ...
-        def _emit(self, rec: dict[str, Any]) -> None: ...
-        def _alloc_pdcid(self) -> int: ...
-        def _proved(self, tp: TargetPdc) -> None: ...
-        def _is_proven(self, tp: TargetPdc) -> bool: ...
-        def _send_nack(
-            self,
-            dst: str,
-            code: NackCode,
-            psn: int,
-            spdcid: int,
-            dpdcid: int,
-            flags: int,
-            now: int,
-            payload: int = 0,
-            entropy: int | None = None,
-        ) -> None: ...
+    # uet.pds.core
+    def _count(self, name: str, n: int = 1) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
 
-        # uet.pds.initiator
-        def _promote(self, pdc: InitiatorPdc) -> None: ...
-        def _new_ipdc(self, key: tuple[Any, ...], now: int) -> InitiatorPdc: ...
-        def _pump(self, pdc: InitiatorPdc, now: int) -> None: ...
-        def _transmit(
-            self, pdc: InitiatorPdc, pkt: TxPkt, now: int, retx: bool, ar: bool, gated: bool = False
-        ) -> None: ...
-        def _send_clear(self, pdc: InitiatorPdc, now: int) -> None: ...
-        def send_probe(self, pdcid: int, opaque: int, now: int) -> bool: ...
-        def _parked_deadline(self, pdc: InitiatorPdc) -> int | None: ...
-        def _park(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None: ...
-        def _ipdc_deadline(self, pdc: InitiatorPdc) -> int | None: ...
-        def _ipdc_timer(self, pdc: InitiatorPdc, now: int) -> None: ...
-        def _go_back(self, pdc: InitiatorPdc, e: int, now: int) -> None: ...
-        def _cc_retransmit(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None: ...
-        def _rx_control_initiator(
-            self, pdc: InitiatorPdc, ctl: int, psn: int, payload: int, flags: int, now: int
-        ) -> None: ...
+    def _drop(self, reason: str, now: int, src: str = "") -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
 
-        # uet.pds.feedback
-        def _fast_retransmit(self, pdc: InitiatorPdc, now: int, thr: int) -> None: ...
+    def _emit(self, rec: dict[str, Any]) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
 
-        # uet.pds.trimwait
-        def _trim_wait(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None: ...
-        def _clocked_resend(self, pdc: InitiatorPdc, now: int) -> bool: ...
+    def _alloc_pdcid(self) -> int:
+        raise NotImplementedError  # defined in a subclass (named above)
 
-        # uet.pds.closing
-        def _start_close(self, pdc: InitiatorPdc, reason: str, now: int) -> None: ...
-        def _check_close_progress(self, pdc: InitiatorPdc, now: int) -> None: ...
-        def _close_error(
-            self, pdc: InitiatorPdc, reason: str, code: int | None, now: int, npsn: int = -1, payload: int = 0
-        ) -> None: ...
-        def _free_ipdc(self, pdc: InitiatorPdc, error: str | None, now: int) -> None: ...
+    def _proved(self, tp: TargetPdc) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
 
-        # uet.pds.target
-        def _admit_unproven(self, src: str, now: int) -> bool: ...
-        def _log_rx(self, tp: TargetPdc, src: str, psn: int, n: int, retx: int, now: int) -> None: ...
-        def _advance_cack(self, tp: TargetPdc) -> None: ...
-        def _send_ack(
-            self,
-            tp: TargetPdc,
-            trig: int,
-            flags: int,
-            rnh: int,
-            resp: bytes,
-            now: int,
-            ent: int,
-            opaque: int | None = None,
-            epsn: int | None = None,
-        ) -> None: ...
-        def _send_credit(self, tp: TargetPdc, grant: int) -> None: ...
-        def _flush_ack(self, tp: TargetPdc, now: int) -> None: ...
-        def _drop_rod_buf(self, tp: TargetPdc) -> None: ...
+    def _is_proven(self, tp: TargetPdc) -> bool:
+        raise NotImplementedError  # defined in a subclass (named above)
 
-        # uet.pds.control
-        def _rx_close(self, tp: TargetPdc, psn: int, retx: int, now: int) -> None: ...
-        def _rx_ack_target(
-            self, tp: TargetPdc, data: bytes, now: int, off: int, cack: int, spdcid: int, probe: int
-        ) -> None: ...
-        def _target_close_req(self, tp: TargetPdc, now: int) -> None: ...
-        def _target_close_error(self, tp: TargetPdc, reason: str, now: int, send_nack: bool = True) -> None: ...
-        def _free_tpdc(self, tp: TargetPdc, now: int) -> None: ...
-        def _tomb_answer(
-            self, src: str, dpdcid: int, spdcid: int, psn: int, retx: int, nfl: int, now: int, ent: int
-        ) -> bool: ...
-        def _tpdc_deadline(self, tp: TargetPdc) -> int | None: ...
+    def _send_nack(
+        self,
+        dst: str,
+        code: NackCode,
+        psn: int,
+        spdcid: int,
+        dpdcid: int,
+        flags: int,
+        now: int,
+        payload: int = 0,
+        entropy: int | None = None,
+    ) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
 
-        # uet.pds.rudi
-        def _rudi_init(self) -> None: ...
-        def _submit_unreliable(
-            self, peer: str, mode: Mode, nh: int, ses: bytes, payload: Any, token: Any, som: bool, eom: bool, now: int
-        ) -> None: ...
-        def _rudi_nack(self, src: str, code: int, pid: int, now: int) -> None: ...
+    # uet.pds.initiator
+    def _promote(self, pdc: InitiatorPdc) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
 
-        # uet.pds.ret
-        def _ret_busy(self, tp: TargetPdc) -> bool: ...
-        def _ret_drained(self, tp: TargetPdc, now: int) -> None: ...
-        def _ret_fail(self, tp: TargetPdc, reason: str, code: int | None) -> None: ...
-        def _rrx_for(self, pdc: InitiatorPdc, src: str, spdcid: int, nh: int, now: int) -> TargetPdc | None: ...
-        def _rrx_timer(self, pdc: InitiatorPdc, now: int) -> None: ...
+    def _new_ipdc(self, key: tuple[Any, ...], now: int) -> InitiatorPdc:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _pump(self, pdc: InitiatorPdc, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _transmit(self, pdc: InitiatorPdc, pkt: TxPkt, now: int, retx: bool, ar: bool, gated: bool = False) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _send_clear(self, pdc: InitiatorPdc, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def send_probe(self, pdcid: int, opaque: int, now: int) -> bool:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _parked_deadline(self, pdc: InitiatorPdc) -> int | None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _park(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _ipdc_deadline(self, pdc: InitiatorPdc) -> int | None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _ipdc_timer(self, pdc: InitiatorPdc, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _go_back(self, pdc: InitiatorPdc, e: int, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _cc_retransmit(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _rx_control_initiator(self, pdc: InitiatorPdc, ctl: int, psn: int, payload: int, flags: int, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    # uet.pds.feedback
+    def _fast_retransmit(self, pdc: InitiatorPdc, now: int, thr: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    # uet.pds.trimwait
+    def _trim_wait(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _clocked_resend(self, pdc: InitiatorPdc, now: int) -> bool:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    # uet.pds.closing
+    def _start_close(self, pdc: InitiatorPdc, reason: str, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _check_close_progress(self, pdc: InitiatorPdc, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _close_error(
+        self, pdc: InitiatorPdc, reason: str, code: int | None, now: int, npsn: int = -1, payload: int = 0
+    ) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _free_ipdc(self, pdc: InitiatorPdc, error: str | None, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    # uet.pds.target
+    def _admit_unproven(self, src: str, now: int) -> bool:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _log_rx(self, tp: TargetPdc, src: str, psn: int, n: int, retx: int, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _advance_cack(self, tp: TargetPdc) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _send_ack(
+        self,
+        tp: TargetPdc,
+        trig: int,
+        flags: int,
+        rnh: int,
+        resp: bytes,
+        now: int,
+        ent: int,
+        opaque: int | None = None,
+        epsn: int | None = None,
+    ) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _send_credit(self, tp: TargetPdc, grant: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _flush_ack(self, tp: TargetPdc, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _drop_rod_buf(self, tp: TargetPdc) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    # uet.pds.control
+    def _rx_close(self, tp: TargetPdc, psn: int, retx: int, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _rx_ack_target(
+        self, tp: TargetPdc, data: bytes, now: int, off: int, cack: int, spdcid: int, probe: int
+    ) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _target_close_req(self, tp: TargetPdc, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _target_close_error(self, tp: TargetPdc, reason: str, now: int, send_nack: bool = True) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _free_tpdc(self, tp: TargetPdc, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _tomb_answer(
+        self, src: str, dpdcid: int, spdcid: int, psn: int, retx: int, nfl: int, now: int, ent: int
+    ) -> bool:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _tpdc_deadline(self, tp: TargetPdc) -> int | None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    # uet.pds.rudi
+    def _rudi_init(self) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _submit_unreliable(
+        self, peer: str, mode: Mode, nh: int, ses: bytes, payload: Any, token: Any, som: bool, eom: bool, now: int
+    ) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _rudi_nack(self, src: str, code: int, pid: int, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    # uet.pds.ret
+    def _ret_busy(self, tp: TargetPdc) -> bool:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _ret_drained(self, tp: TargetPdc, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _ret_fail(self, tp: TargetPdc, reason: str, code: int | None) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _rrx_for(self, pdc: InitiatorPdc, src: str, spdcid: int, nh: int, now: int) -> TargetPdc | None:
+        raise NotImplementedError  # defined in a subclass (named above)
+
+    def _rrx_timer(self, pdc: InitiatorPdc, now: int) -> None:
+        raise NotImplementedError  # defined in a subclass (named above)

@@ -98,9 +98,9 @@ from uet.pds._aliases import (
     _T_PENDING,
 )
 from uet.pds.config import Mode, PdsError, SesNack
+from uet.pds.control import ControlMixin
 from uet.pds.events import Delivery, PdcOpened
 from uet.pds.pdc import InitiatorPdc, TargetPdc
-from uet.pds.state import PdsState
 from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK_EPSN,
@@ -185,7 +185,7 @@ def normalize_response(r: Any) -> tuple[int, bytes, bool]:
     return nh, bytes(b), bool(g)
 
 
-class TargetMixin(PdsState):
+class TargetMixin(ControlMixin):
     """Target-role behaviour of :class:`uet.pds.core.PdsCore` (see the module docstring)."""
 
     # -- requests ----------------------------------------------------------------------------------

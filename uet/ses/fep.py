@@ -75,50 +75,12 @@ from uet.ses.message import DECLINED, Message, MessageConfig, Reserved
 from uet.ses.reassembly import Reassembler
 from uet.ses.sink import ReceiveSink, receive_view
 from uet.ses.target import SesTarget, TargetConfig
+from uet.ses.unexpected import ENTRY_OVERHEAD, UnexpectedList
 from uet.wire.ses import ReturnCode
 
 _MODE_RUDI = Mode.RUDI
 
 __all__ = ["ENTRY_OVERHEAD", "SesFep"]
-
-#: bytes each message on the fast-path unexpected list is charged beyond its data (its objects)
-ENTRY_OVERHEAD = 256
-
-
-class _UnexpectedList(deque[Message]):
-    """The fast-path unexpected list: a deque of :class:`Message` that keeps ``nbytes``, the sum
-    of its messages' sizes plus :data:`ENTRY_OVERHEAD` each (the methods the owners use)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.nbytes = 0
-
-    def append(self, m: Message) -> None:
-        super().append(m)
-        self.nbytes += m.nbytes + ENTRY_OVERHEAD
-
-    def appendleft(self, m: Message) -> None:
-        super().appendleft(m)
-        self.nbytes += m.nbytes + ENTRY_OVERHEAD
-
-    def popleft(self) -> Message:
-        m = super().popleft()
-        self.nbytes -= m.nbytes + ENTRY_OVERHEAD
-        return m
-
-    def pop(self) -> Message:  # type: ignore[override]  # deque.pop takes no index
-        m = super().pop()
-        self.nbytes -= m.nbytes + ENTRY_OVERHEAD
-        return m
-
-    def remove(self, m: Message) -> None:
-        super().remove(m)
-        self.nbytes -= m.nbytes + ENTRY_OVERHEAD
-
-    def clear(self) -> None:
-        super().clear()
-        self.nbytes = 0
-
 
 _RC_OK = int(ReturnCode.OK)
 _RC_TOO_LONG = int(ReturnCode.TOO_LONG)
@@ -156,7 +118,7 @@ class SesFep:
         self.default: Resource | None = None
         self.fast: Reassembler | None = None
         #: fast-path messages no receive has taken yet, in arrival order
-        self.unexpected_messages: _UnexpectedList = _UnexpectedList()
+        self.unexpected_messages: UnexpectedList = UnexpectedList()
         self._limits = limits or MatchLimits()
         self._bound: deque[tuple[Message, PostedReceive]] = deque()
         #: optional hook offered each completed fast-path message no posted receive took (the
