@@ -411,13 +411,13 @@ class InitiatorMixin(FeedbackMixin):
                     pkt = popleft()
                     used += 1
                     if pkt.eom or per_pkt or (not ar_wait and (not pending or used >= win)):
-                        ar = _AR
+                        arf = _AR
                         ar_wait = True
                         ar_psn = psn
                     else:
-                        ar = 0
+                        arf = 0
                     # clear_psn_offset = (tx_base - 1) - psn = -used (|used| <= mp_range <= 4096)
-                    hdr = _REQ_PACK(word | (pkt.next_hdr << 7) | ar, -used, psn, lp, rp)
+                    hdr = _REQ_PACK(word | (pkt.next_hdr << 7) | arf, -used, psn, lp, rp)
                     ent = next_ent()
                     append((b"".join((hdr, pkt.ses, pkt.payload)), peer, ent))
                     out[psn] = pkt

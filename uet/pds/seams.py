@@ -90,9 +90,8 @@ class FixedWindowGate:
     once per burst (:meth:`quota`); resends go at once, trimmed ones on the ACK clock
     (:attr:`ResendPolicy.ACK_CLOCKED`, uet.pds.trimwait). The other signals are ignored."""
 
-    __slots__ = ("window", "inflight", "overhead", "entropy")
+    __slots__ = ("window", "inflight", "overhead", "entropy", "resend")
 
-    resend = ResendPolicy.ACK_CLOCKED
     cc_request = False
     ccc_id = 0
 
@@ -100,9 +99,10 @@ class FixedWindowGate:
         self.window = window
         self.inflight = 0
         self.overhead = 0  # counts packets, not bytes
-        #: no path selector of its own (an instance attribute: the compiled build, uet.compiled,
-        #: takes no class-level default of this type)
+        #: no path selector of its own; resends on the ACK clock (instance attributes: the compiled
+        #: build, uet.compiled, takes no class-level default of these types)
         self.entropy: PathSelector | None = None
+        self.resend = ResendPolicy.ACK_CLOCKED
 
     def quota(self, now: int) -> int:
         q = self.window - self.inflight
