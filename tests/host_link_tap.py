@@ -3,7 +3,7 @@ host sends (uet.fabric.model).
 
 It goes through the model's own hook, the NIC's ``on_transmit`` (a pcap tap uses it too:
 uet.fabric.telemetry_io.install_taps), not by replacing a NIC method: the compiled model
-(``UET_COMPILED=1``, uet.fabric.model.compiled) has native classes whose methods cannot be
+(``UET_COMPILED=1``, uet.compiled) has native classes whose methods cannot be
 replaced, so a test patching ``HostNic.send`` ran only on the pure-Python build.
 """
 

@@ -108,7 +108,19 @@ PACKAGE_DIRS = {"uet": "uet", "uet.fabric": "fabric", "uet.tools": "tools", "uet
 #: The layers, lowest first: a module imports only from its own layer or those below it. Each entry
 #: is a layer's name and the packages or modules in it (the longest matching prefix decides).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("uet.errors", "uet.lazy", "uet.wire", "uet.pcap", "uet.stats", "uet.config_file", "uet.states")),
+    (
+        "base",
+        (
+            "uet.errors",
+            "uet.lazy",
+            "uet.compiled",
+            "uet.wire",
+            "uet.pcap",
+            "uet.stats",
+            "uet.config_file",
+            "uet.states",
+        ),
+    ),
     ("congestion control", ("uet.cc",)),
     ("fabric model", ("uet.fabric.model", "uet.fabric.topology")),
     ("PDS", ("uet.pds",)),

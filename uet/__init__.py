@@ -12,7 +12,13 @@ import cycles.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
+
+if os.environ.get("UET_COMPILED", "0") not in ("", "0"):  # before any module it covers (uet.compiled)
+    from uet.compiled import enable as _enable_compiled
+
+    _enable_compiled()
 
 from uet.errors import DecodeError, EncodeError, UetError
 from uet.lazy import lazy_names

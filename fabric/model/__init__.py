@@ -5,15 +5,14 @@ Frames (bytes) and integer-nanosecond times go in; frames with departure/arrival
 deadline and telemetry records come out. Nothing here reads a clock or touches a socket.
 
 ``UET_COMPILED=1`` imports the modules from their optional compiled build instead, when one made
-from the current sources exists (:mod:`uet.fabric.model.compiled`; the pure-Python modules are the
-reference).
+from the current sources exists (:mod:`uet.compiled`; the pure-Python modules are the reference).
 """
 
 # ruff: noqa: E402 -- the modules below are imported after the choice between the two builds
-from uet.fabric.model.compiled import enable as _enable_compiled
+from uet.compiled import active as _compiled
 
-#: True when this package's modules are the compiled build (uet.fabric.model.compiled)
-COMPILED = _enable_compiled(__path__)
+#: True when this package's modules are the compiled build (uet.compiled, chosen when uet is imported)
+COMPILED = _compiled()
 
 from uet.fabric.model.config import (
     BufferConfig,

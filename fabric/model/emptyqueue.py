@@ -3,7 +3,7 @@
 A deque is 760 bytes: eight class queues and a PFC queue per port made 6.8 kB per port, 500 MB
 at 8,192 hosts, for classes most ports never see. A :class:`~uet.fabric.model.port.Port` starts
 with this queue in every place and gets its own on a class's first packet (``Port.queue``,
-``Port.send_ctrl``). Kept out of the compiled build (uet.fabric.model.compiled): mypyc cannot
+``Port.send_ctrl``). Kept out of the compiled build (uet.compiled): mypyc cannot
 compile a subclass of ``deque``.
 """
 

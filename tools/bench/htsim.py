@@ -14,9 +14,9 @@ Ours runs as installed software runs, from byte-compiled modules: the package is
 once before the rounds (:func:`byte_compile`; where ``PYTHONDONTWRITEBYTECODE`` is set nothing
 else writes them, and every run would compile about 140 modules again, ≈ 0.3 CPU s, as htsim's
 own build is not counted either). With ``compiled`` (``--compiled``) ours also runs with the
-optional compiled build of the switch model (``UET_COMPILED=1``, :mod:`uet.fabric.model.compiled`)
-in the same rounds, a column of its own; the pure-Python run is always the one with
-``UET_COMPILED=0``.
+optional compiled build of the per-packet path, switch model and endpoint side (``UET_COMPILED=1``,
+:mod:`uet.compiled`) in the same rounds, a column of its own; the pure-Python run is always the one
+with ``UET_COMPILED=0``.
 
 ``PATH`` is an uet-htsim checkout (or its ``htsim/sim`` folder) built as its README says
 (``cmake -S . -B build && cmake --build build`` in ``htsim/sim``): the ``htsim_uec`` binary is
@@ -173,7 +173,7 @@ def byte_compile() -> None:
 
 def _figures(out: bytes) -> Any:
     """A run's ``--json`` result without what is measured rather than simulated (its CPU time):
-    the compiled build must give the same (uet.fabric.model.compiled)."""
+    the compiled build must give the same (uet.compiled)."""
     try:
         res = json.loads(out)
     except ValueError:
@@ -189,8 +189,9 @@ def run_rows(
     """Each row: htsim and ours (and ours compiled, with ``compiled``) in alternating rounds
     (module docstring); one record per row."""
     binary, dc = find_htsim(path)
-    from uet.fabric.model.compiled import ENV
     from uet.tools.cc_suite import SUITES
+
+    from uet.compiled import ENV
 
     byte_compile()
     folder = SUITES["cc"]

@@ -81,7 +81,7 @@ def add_parser(sub: Any) -> None:
     h.add_argument(
         "--compiled",
         action="store_true",
-        help="with --against-htsim: also run ours with the compiled switch model (.ci/build-compiled, UET_COMPILED=1)",
+        help="with --against-htsim: also run ours compiled (.ci/build-compiled, UET_COMPILED=1)",
     )
     p.set_defaults(run=run)
 

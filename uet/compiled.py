@@ -1,0 +1,187 @@
+"""The optional compiled build of the simulator's per-packet path: opt-in, the pure-Python modules
+the reference.
+
+``.ci/build-compiled`` compiles :data:`MODULES` with mypyc as one group (one shared library,
+``uet.native__mypyc``, so that calls and attribute reads between the compiled modules are native:
+a compiled class used from interpreted code costs more than it saves, issue 28) into
+:data:`COMPILED_DIR` (``uet/_native/``, not kept in git), laid out by package, with
+:data:`DIGEST_FILE`, the SHA-256 of the sources they were built from. The modules are the switch
+model's data path (uet.fabric.model) and the endpoint side a packet crosses in the simulator: the
+engine's event loop (uet.sim.engine), the FEP core, the SES per packet, the PDS, the congestion
+control and the wire codecs they use.
+
+With ``UET_COMPILED=1`` in the environment, ``uet/__init__`` calls :func:`enable` before anything
+else is imported: when a build from the current sources for this interpreter is there, a finder in
+front of ``sys.meta_path`` imports every module of :data:`MODULES` from its extension module (same
+names, same classes, same behaviour: a run gives the same figures, which
+``tests/test_fabric_compiled.py`` checks). Without the variable, or when no build is there, or when
+the build is stale (a source changed since: the digest differs, and the compiled code would no
+longer be what the source says), or made for another Python, every module is the pure-Python one
+and a stale or missing build is reported with a warning.
+
+What a compiled class does not allow, which no code of the project does: an attribute its
+``__init__`` does not set, a method replaced on an instance or a class, ``vars()`` of an instance,
+an interpreted subclass (a few tests do these to look inside, so the suite as a whole runs on the
+pure-Python modules).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from importlib.abc import MetaPathFinder
+from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
+from pathlib import Path
+from types import ModuleType
+
+__all__ = [
+    "COMPILED_DIR",
+    "DIGEST_FILE",
+    "ENV",
+    "GROUP",
+    "MODULES",
+    "active",
+    "current",
+    "enable",
+    "extension",
+    "source",
+    "sources",
+    "sources_digest",
+]
+
+HERE = Path(__file__).resolve().parent
+#: where ``.ci/build-compiled`` puts the extension modules (``uet/pds/core.<suffix>`` and so on)
+COMPILED_DIR = HERE / "_native"
+#: the digest of the sources a build was made from, in :data:`COMPILED_DIR`
+DIGEST_FILE = "SOURCES.sha256"
+#: the environment variable that opts in
+ENV = "UET_COMPILED"
+#: the mypyc group: its shared library is the module ``GROUP + "__mypyc"``
+GROUP = "uet.native"
+#: the modules compiled. The switch model: the data path a frame takes hop by hop (a compiled class
+#: cannot be subclassed by an interpreted one, so a subclass goes too: scaleup's GpuNic of nic's
+#: HostNic); its configuration, telemetry records, faults and routing stay interpreted: run once
+#: per run or per rare event, and mypyc builds their dataclasses wrongly (a ``ClassVar`` with a
+#: default taken for a field); so does ``emptyqueue`` (a subclass of ``deque``). The endpoint
+#: side: what a packet crosses between the fabric and the cores, and the cores' per-packet parts
+#: (the PDS's parts are one class, PdsCore, so all of them go; FepCore likewise).
+MODULES = (
+    *(
+        f"uet.fabric.model.{m}"
+        for m in ("buffer", "events", "fabric", "frames", "lb", "linkload", "nic", "port", "scaleup", "switch")
+    ),
+    "uet.sim.engine",
+    *(
+        f"uet.pds.{m}"
+        for m in (
+            "ackbuilder",
+            "backoff",
+            "closing",
+            "control",
+            "core",
+            "feedback",
+            "initiator",
+            "pdc",
+            "ret",
+            "rudi",
+            "scoreboard",
+            "seams",
+            "state",
+            "target",
+            "trimwait",
+            "validation",
+        )
+    ),
+    *(f"uet.fep.{m}" for m in ("completions", "core", "lanes", "operations", "state")),
+    *(f"uet.ses.{m}" for m in ("fep", "reassembly", "segmenter", "sink")),  # not unexpected: a deque subclass
+    *(f"uet.cc.{m}" for m in ("base", "ccc", "dctcp", "entropy", "nscc", "pullrate", "rccc", "rccc_paths")),
+    "uet.wire.frame",
+    "uet.wire.pds",
+)
+
+#: the folder of ``uet.fabric``: ``uet/fabric`` where installed, the repository's ``fabric/``
+#: (beside ``uet/``) in a checkout
+_FABRIC = HERE / "fabric" if (HERE / "fabric").is_dir() else HERE.parent / "fabric"
+_ACTIVE = False
+
+
+def source(name: str) -> Path:
+    """The source file of module ``name`` (one of :data:`MODULES`)."""
+    parts = name.split(".")[1:]
+    if parts[0] == "fabric":
+        return _FABRIC.joinpath(*parts[1:]).with_suffix(".py")
+    return HERE.joinpath(*parts).with_suffix(".py")
+
+
+def sources() -> list[Path]:
+    """The source files of :data:`MODULES`."""
+    return [source(m) for m in MODULES]
+
+
+def sources_digest() -> str:
+    """SHA-256 over the names and contents of :func:`sources`."""
+    import hashlib  # here: only a run that opts in needs it
+
+    h = hashlib.sha256()
+    for m in MODULES:
+        h.update(m.encode() + b"\0" + source(m).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def extension(name: str, suffix: str = EXTENSION_SUFFIXES[0]) -> Path:
+    """Where a build keeps the extension module of ``name`` (``suffix``: this interpreter's)."""
+    return COMPILED_DIR.joinpath(*name.split(".")).with_name(name.rsplit(".", 1)[1] + suffix)
+
+
+class _Finder(MetaPathFinder):
+    """Imports the modules of a build from their extension modules (``files``: name → path)."""
+
+    def __init__(self, files: dict[str, Path]) -> None:
+        self.files = files
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        f = self.files.get(fullname)
+        return None if f is None else importlib.util.spec_from_file_location(fullname, f)
+
+
+def current() -> dict[str, Path] | None:
+    """The extension modules of a build from the current sources for this interpreter, by module
+    name (the group's shared library too); None, with a warning saying why, when there is none."""
+    digest = COMPILED_DIR / DIGEST_FILE
+    if not digest.is_file():
+        warnings.warn(f"{ENV}: no compiled build (.ci/build-compiled): pure Python", stacklevel=3)
+        return None
+    if digest.read_text().strip() != sources_digest():
+        warnings.warn(f"{ENV}: the compiled build is stale (rebuild it: .ci/build-compiled): pure Python", stacklevel=3)
+        return None
+    files = {m: extension(m) for m in (*MODULES, GROUP + "__mypyc")}
+    if not all(f.is_file() for f in files.values()):
+        warnings.warn(f"{ENV}: the compiled build is for another Python: pure Python", stacklevel=3)
+        return None
+    return files
+
+
+def enable() -> bool:
+    """With ``UET_COMPILED`` set (and not ``0``), import :data:`MODULES` from a current build
+    (:func:`current`) from now on; True when they will be (see the module docstring)."""
+    global _ACTIVE
+    if _ACTIVE:
+        return True
+    if os.environ.get(ENV, "0") in ("", "0"):
+        return False
+    files = current()
+    if files is None:
+        return False
+    sys.meta_path.insert(0, _Finder(files))
+    _ACTIVE = True
+    return True
+
+
+def active() -> bool:
+    """True when :data:`MODULES` are imported from the compiled build (:func:`enable`)."""
+    return _ACTIVE
