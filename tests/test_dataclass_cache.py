@@ -147,5 +147,5 @@ def test_a_second_plain_run_compiles_no_dataclass_method(tmp_path: Path) -> None
         assert json.loads(r.stdout)["ok"]
         seen.append(json.loads(r.stderr.strip().splitlines()[-1]))
     (hits0, misses0), (hits1, misses1) = seen
-    assert misses0 > 300 and hits1 == hits0 + misses0 and misses1 == 0
+    assert misses0 > 50 and hits1 == hits0 + misses0 and misses1 == 0
     assert list(tmp_path.rglob("dataclass-code.*"))
