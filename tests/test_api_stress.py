@@ -24,6 +24,8 @@ import struct
 from collections import Counter
 from typing import Any
 
+from hang_guard import within
+
 from uet import Access, AmoOp, AmoType, Endpoint
 from uet.endpoint import EndpointConfig, with_config
 from uet.link import ImpairmentConfig, loopback_addresses
@@ -123,8 +125,8 @@ async def test_thousand_mixed_operations_with_loss_and_reorder() -> None:
 
     try:
         recv_tasks = [asyncio.ensure_future(receiver(i)) for i in range(N_EP)]
-        results = await asyncio.wait_for(asyncio.gather(*(one(*p) for p in plan)), 120)
-        received = await asyncio.wait_for(asyncio.gather(*recv_tasks), 60)
+        results = await within(asyncio.gather(*(one(*p) for p in plan)), 120)
+        received = await within(asyncio.gather(*recv_tasks), 60)
     finally:
         for ep in eps:
             await ep.close()
