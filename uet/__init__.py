@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from uet.dataclass_cache import install as _install_dataclass_cache
 from uet.errors import DecodeError, EncodeError, UetError
 from uet.lazy import lazy_names
+
+_install_dataclass_cache()  # before the package's first dataclass (uet.dataclass_cache)
 
 if TYPE_CHECKING:  # pragma: no cover
     from uet.endpoint import DeliveryError, Endpoint, EndpointClosed, EndpointConfig, Message, Peer, Receive
