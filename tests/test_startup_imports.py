@@ -1,7 +1,7 @@
 """Start-up cost: a plain UET run of ``uet-sim`` imports only what it uses. TSS (and cryptography),
-the RoCEv2 queue pair, the live engine, the socket links, the asyncio endpoint and the real-time
-fabric process load on first use (imports inside the functions that need them, PEP 562 package
-names: :mod:`uet.lazy`), and still load when a run needs them."""
+the RoCEv2 queue pair, the live engine, the socket links, the asyncio endpoint, the real-time
+fabric process and the collective workloads load on first use (imports inside the functions that
+need them, PEP 562 package names: :mod:`uet.lazy`), and still load when a run needs them."""
 
 from __future__ import annotations
 
@@ -29,6 +29,12 @@ LAZY = (
     "uet.fabric.switch",
     "uet.tools.fabric",
     "rich",
+    "uet.workloads.collective",
+    "uet.workloads.allreduce",
+    "uet.workloads.training",
+    "uet.workloads.algorithms",
+    "uet.workloads.schedule",
+    "uet.workloads.executor",
 )
 
 _PROBE = r"""
@@ -84,7 +90,7 @@ def test_the_lazy_modules_load_when_a_run_needs_them(probe: dict[str, Any]) -> N
     assert probe["roce_ok"] and {"uet.roce.core", "uet.roce.qp"} <= set(probe["roce"])
 
 
-@pytest.mark.parametrize("package", ["uet", "uet.tss", "uet.roce"])
+@pytest.mark.parametrize("package", ["uet", "uet.tss", "uet.roce", "uet.sim", "uet.workloads"])
 def test_every_package_name_is_importable_as_before(package: str) -> None:
     pkg = importlib.import_module(package)
     for name in pkg.__all__:
@@ -92,3 +98,25 @@ def test_every_package_name_is_importable_as_before(package: str) -> None:
         assert name in dir(pkg)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         _ = pkg.nope
+
+
+def test_the_workload_registry_names_each_class_by_its_name() -> None:
+    from uet.workloads import WORKLOADS, Collective, RingAllReduce, Training
+
+    assert list(WORKLOADS) == [
+        "incast",
+        "pairs",
+        "permutation",
+        "all_to_all",
+        "incast_victim",
+        "allreduce",
+        "collective",
+        "training",
+    ]
+    assert all(cls.name == name for name, cls in WORKLOADS.items())
+    assert (WORKLOADS["collective"], WORKLOADS["allreduce"], WORKLOADS["training"]) == (
+        Collective,
+        RingAllReduce,
+        Training,
+    )
+    assert WORKLOADS.get("nope") is None and len(WORKLOADS) == 8

@@ -270,7 +270,10 @@ def _suite(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``uet-sim``: 0 intact, 1 not, 2 for a usage error, 130 on Ctrl-C."""
-    return run_main("uet-sim", _body, argv, early_version=True)
+    from uet.sim.gcpolicy import collector_for_startup
+
+    with collector_for_startup():
+        return run_main("uet-sim", _body, argv, early_version=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -20,8 +20,11 @@ if os.environ.get("UET_COMPILED", "0") not in ("", "0"):  # before any module it
 
     _enable_compiled()
 
+from uet.dataclass_cache import install as _install_dataclass_cache
 from uet.errors import DecodeError, EncodeError, UetError
 from uet.lazy import lazy_names
+
+_install_dataclass_cache()  # before the package's first dataclass (uet.dataclass_cache)
 
 if TYPE_CHECKING:  # pragma: no cover
     from uet.endpoint import DeliveryError, Endpoint, EndpointClosed, EndpointConfig, Message, Peer, Receive

@@ -12,8 +12,25 @@
 
 from __future__ import annotations
 
-from uet.sim.endpoint import SimEndpoint
-from uet.sim.engine import Engine, Host, SimulationError
-from uet.sim.loop import VirtualTimeLoop
+from typing import TYPE_CHECKING
+
+from uet.lazy import lazy_names
+
+if TYPE_CHECKING:  # pragma: no cover
+    from uet.sim.endpoint import SimEndpoint
+    from uet.sim.engine import Engine, Host, SimulationError
+    from uet.sim.loop import VirtualTimeLoop
+
+# Imported on first use (PEP 562): a light submodule (uet.sim.gcpolicy, which ``uet-sim --version``
+# imports) runs this file first, and these load the endpoint cores.
+_LAZY = {
+    "Engine": "uet.sim.engine",
+    "Host": "uet.sim.engine",
+    "SimEndpoint": "uet.sim.endpoint",
+    "SimulationError": "uet.sim.engine",
+    "VirtualTimeLoop": "uet.sim.loop",
+}
 
 __all__ = ["Engine", "Host", "SimEndpoint", "SimulationError", "VirtualTimeLoop"]
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -7,14 +7,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from uet.workloads.allreduce import RingAllReduce
+from uet.lazy import lazy_names
 from uet.workloads.base import Flow, FlowReport, RankReport, RxReport, Workload, message_data
-from uet.workloads.collective import Collective
 from uet.workloads.patterns import AllToAll, Incast, IncastVictim, Pairs, Permutation
-from uet.workloads.training import Training
+
+if TYPE_CHECKING:  # pragma: no cover
+    from uet.workloads.allreduce import RingAllReduce
+    from uet.workloads.collective import Collective
+    from uet.workloads.training import Training
+
+# Imported on first use (PEP 562, and by WORKLOADS on first lookup): the collective workloads bring
+# the collective library (algorithms, schedules, their executor), which a run of another never needs.
+_LAZY = {
+    "Collective": "uet.workloads.collective",
+    "RingAllReduce": "uet.workloads.allreduce",
+    "Training": "uet.workloads.training",
+}
 
 __all__ = [
     "WORKLOADS",
@@ -36,10 +48,40 @@ __all__ = [
     "message_data",
 ]
 
-#: Workload classes by name.
-WORKLOADS: dict[str, type[Workload]] = {
-    w.name: w for w in (Incast, Pairs, Permutation, AllToAll, IncastVictim, RingAllReduce, Collective, Training)
-}
+
+class _Registry(Mapping[str, type[Workload]]):
+    """Workload classes by name; an entry given as the name of a lazy class (:data:`_LAZY`) is
+    imported on its first lookup."""
+
+    def __init__(self, entries: dict[str, type[Workload] | str]) -> None:
+        self._entries = entries
+
+    def __getitem__(self, name: str) -> type[Workload]:
+        cls = self._entries[name]
+        if isinstance(cls, str):
+            cls = self._entries[name] = getattr(import_module(_LAZY[cls]), cls)
+        return cls
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+#: Workload classes by name (each class's ``name``).
+WORKLOADS: Mapping[str, type[Workload]] = _Registry(
+    {
+        Incast.name: Incast,
+        Pairs.name: Pairs,
+        Permutation.name: Permutation,
+        AllToAll.name: AllToAll,
+        IncastVictim.name: IncastVictim,
+        "allreduce": "RingAllReduce",
+        "collective": "Collective",
+        "training": "Training",
+    }
+)
 
 
 def make(
@@ -72,3 +114,6 @@ def from_spec(spec: Mapping[str, Any]) -> Workload:
     if spec.get("servers"):
         wl.place([[int(r) for r in s] for s in spec["servers"]])
     return wl
+
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -1,0 +1,151 @@
+"""The stored code of the project's dataclass methods (uet.dataclass_cache): the classes are the
+same as without it, a stored text is not compiled again, and a plain ``uet-sim`` run started a
+second time compiles none."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import marshal
+import os
+import subprocess
+import sys
+from importlib.util import MAGIC_NUMBER
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import uet.dataclass_cache as dc
+from uet.dataclass_cache import CodeCache, install
+
+TEXT = "def __create_fn__(x):\n def f(self):\n  return x + self\n return f"
+
+#: a module of the package (its globals' ``__name__``) and one outside it
+CLASS = """
+from dataclasses import dataclass, field
+
+@dataclass(frozen=True)
+class Point:
+    x: int
+    y: int = 2
+    tags: list[int] = field(default_factory=list)
+"""
+
+
+def _make(module: str) -> Any:
+    mod = ModuleType(module)
+    sys.modules[module] = mod
+    try:
+        exec(compile(CLASS, module, "exec", dont_inherit=True), mod.__dict__)  # noqa: S102 - the test's own class
+    finally:
+        del sys.modules[module]
+    return mod.Point
+
+
+def test_a_stored_text_is_read_back_not_compiled(tmp_path: Path) -> None:
+    path = str(tmp_path / "store")
+    first = CodeCache(path, write=True)
+    code = first.code(TEXT)
+    assert (first.hits, first.misses) == (0, 1)
+    assert code.co_filename == "<string>"
+    assert code.co_code == compile(TEXT, "<string>", "exec", dont_inherit=True).co_code
+    first.save()
+    again = CodeCache(path, write=True)
+    assert marshal.dumps(again.code(TEXT)) == marshal.dumps(code)
+    assert (again.hits, again.misses) == (1, 0)
+
+
+def test_nothing_is_written_without_permission_or_news(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    off = CodeCache(str(path), write=False)
+    off.code(TEXT)
+    off.save()
+    assert not path.exists()
+    on = CodeCache(str(path), write=True)
+    on.save()  # nothing new
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"garbage", marshal.dumps((b"\0\0\r\n", {TEXT: b"x"})), marshal.dumps([1, 2]), b""],
+    ids=["not-marshal", "other-python", "wrong-shape", "empty"],
+)
+def test_an_unreadable_or_foreign_store_is_ignored(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "store"
+    path.write_bytes(content)
+    cache = CodeCache(str(path), write=False)
+    cache.code(TEXT)
+    assert cache.misses == 1
+
+
+def test_a_store_that_cannot_be_written_is_left_alone(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    cache = CodeCache(str(blocker / "sub" / "store"), write=True)  # a directory under a file
+    cache.code(TEXT)
+    cache.save()
+    assert blocker.read_text() == "" and list(tmp_path.iterdir()) == [blocker]
+
+
+def test_the_store_keeps_what_was_used_when_it_is_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "store"
+    monkeypatch.setattr(dc, "MAX_ENTRIES", 2)
+    old = {f"# {i}\n": marshal.dumps(compile(f"# {i}\n", "<string>", "exec")) for i in range(2)}
+    path.write_bytes(marshal.dumps((MAGIC_NUMBER, old)))
+    cache = CodeCache(str(path), write=True)
+    cache.code("# 0\n")
+    cache.code(TEXT)
+    cache.save()
+    _magic, kept = marshal.loads(path.read_bytes())
+    assert sorted(kept) == sorted(["# 0\n", TEXT])
+
+
+def test_the_package_classes_are_the_same_with_the_cache(tmp_path: Path) -> None:
+    installed = install()
+    assert install() is installed  # once
+    try:
+        install(CodeCache(str(tmp_path / "store"), write=False))
+        cached = _make("uet.example")
+        mine = dc._installed
+        assert mine is not None and mine.misses > 0
+        again = _make("uet.example")  # the texts again: from the cache
+        assert mine.hits == mine.misses
+        outside = _make("example")  # another package's class: not looked up
+        assert mine.hits == mine.misses
+    finally:
+        install(installed)
+    for cls in (cached, again, outside):
+        p = cls(1)
+        assert repr(p) == "Point(x=1, y=2, tags=[])"
+        assert p == cls(1, 2) and p != cls(1, 3) and hash(cls(1, 2, ())) == hash(cls(1, 2, ()))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            p.x = 3
+        assert [f.name for f in dataclasses.fields(cls)] == ["x", "y", "tags"]
+        assert cls.__init__.__code__.co_filename == "<string>"
+
+
+def test_a_second_plain_run_compiles_no_dataclass_method(tmp_path: Path) -> None:
+    """Each process reports the store's hits and misses at exit; the stores go under a pycache
+    prefix of the test's own."""
+    probe = (
+        "import atexit, json, sys\n"
+        "import uet.dataclass_cache as dc\n"
+        "from uet.tools.sim import main\n"
+        "c = dc.install()\n"
+        "atexit.register(lambda: sys.stderr.write(json.dumps([c.hits, c.misses]) + '\\n'))\n"
+        "main(['-n', '2', '--messages', '1', '--size', '4096', '--json'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp_path)
+    seen = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["ok"]
+        seen.append(json.loads(r.stderr.strip().splitlines()[-1]))
+    (hits0, misses0), (hits1, misses1) = seen
+    assert misses0 > 50 and hits1 == hits0 + misses0 and misses1 == 0
+    assert list(tmp_path.rglob("dataclass-code.*"))

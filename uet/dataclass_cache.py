@@ -1,0 +1,126 @@
+"""The compiled code of the project's dataclass methods, kept between runs like a module's bytecode.
+
+``@dataclass`` writes the source of each method it adds (``__init__``, ``__repr__``, ``__eq__``,
+``__hash__``, a frozen class's ``__setattr__`` and ``__delattr__``) and compiles it with ``exec``
+every time the class is created: about a third of a short simulator run's CPU went into parsing
+and compiling those texts (110 classes), although they are the same from one run to the next.
+
+:func:`install` (called once by ``uet/__init__``) gives :mod:`dataclasses` an ``exec`` that looks
+each text up first, for the project's own modules only (a ``uet`` module's globals): a text seen
+before is run from its stored code object, a new one is compiled exactly as ``exec`` compiles it
+(``<string>``, no inherited ``__future__`` flags) and stored. The classes and their methods are
+the same as without the cache; only the parse and compile are skipped. Other modules' dataclasses
+go to the built-in ``exec`` unchanged.
+
+The store is one file beside the package's bytecode (``__pycache__``, or under
+``sys.pycache_prefix``), named for the interpreter's cache tag and checked against its bytecode
+magic number; it is written at exit when a text was new, unless bytecode writing is off
+(``PYTHONDONTWRITEBYTECODE``, ``-B``), atomically (a temporary file renamed), and a store that
+cannot be read or written is ignored. A text is its own key, so a changed class simply compiles
+anew; the store keeps at most :data:`MAX_ENTRIES` texts (beyond that, the ones this process used).
+"""
+
+from __future__ import annotations
+
+import atexit
+import builtins
+import dataclasses
+import marshal
+import os
+import sys
+from importlib.util import MAGIC_NUMBER, cache_from_source
+from types import CodeType
+from typing import Any
+
+__all__ = ["MAX_ENTRIES", "CodeCache", "install"]
+
+#: texts kept in the store at most
+MAX_ENTRIES = 4096
+
+
+class CodeCache:
+    """Code objects of dataclass method texts, by text, stored in ``path`` (module docstring)."""
+
+    def __init__(self, path: str | None, *, write: bool) -> None:
+        self.path = path
+        self.write = write and path is not None
+        self._stored: dict[str, bytes] = self._load()
+        self._used: dict[str, bytes] = {}
+        self._new = False
+        self.hits = 0
+        self.misses = 0
+
+    def _load(self) -> dict[str, bytes]:
+        if self.path is None:
+            return {}
+        try:
+            with open(self.path, "rb") as f:
+                magic, entries = marshal.loads(f.read())  # noqa: S302 - the project's own store
+        except (OSError, ValueError, EOFError, TypeError):
+            return {}
+        return entries if magic == MAGIC_NUMBER and isinstance(entries, dict) else {}
+
+    def code(self, text: str) -> CodeType:
+        """The code of ``text`` as ``exec(text)`` would compile it."""
+        data = self._stored.get(text)
+        if data is not None:
+            self.hits += 1
+            self._used[text] = data
+            return marshal.loads(data)  # type: ignore[no-any-return]  # noqa: S302
+        self.misses += 1
+        code = compile(text, "<string>", "exec", dont_inherit=True)
+        self._stored[text] = self._used[text] = marshal.dumps(code)
+        if self.write and not self._new:
+            atexit.register(self.save)
+        self._new = True
+        return code
+
+    def save(self) -> None:
+        """Write the store (when a text was new), atomically; a failure leaves it as it was."""
+        if not (self.write and self._new) or self.path is None:
+            return
+        entries = self._stored if len(self._stored) <= MAX_ENTRIES else self._used
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(marshal.dumps((MAGIC_NUMBER, entries)))
+            os.replace(tmp, self.path)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return
+        self._new = False
+
+
+def _store_path() -> str | None:
+    tag = sys.implementation.cache_tag
+    if tag is None:
+        return None
+    here = cache_from_source(__file__)  # .../__pycache__/dataclass_cache.<tag>.pyc, honours pycache_prefix
+    return os.path.join(os.path.dirname(here), f"dataclass-code.{tag}.marshal")
+
+
+_installed: CodeCache | None = None
+
+
+def install(cache: CodeCache | None = None) -> CodeCache:
+    """Give :mod:`dataclasses` the caching ``exec`` (module docstring) and return its cache; a second
+    call without ``cache`` returns the one installed."""
+    global _installed
+    if cache is None and _installed is not None:
+        return _installed
+    store = cache or CodeCache(_store_path(), write=not sys.dont_write_bytecode)
+    run = builtins.exec
+
+    def exec(source: Any, globals: dict[str, Any] | None = None, locals: Any = None, /) -> None:  # noqa: A001
+        name = globals.get("__name__") if globals is not None else None
+        if isinstance(source, str) and isinstance(name, str) and (name == "uet" or name.startswith("uet.")):
+            source = store.code(source)
+        run(source, globals, locals)
+
+    dataclasses.exec = exec  # type: ignore[attr-defined]  # found before the built-in by _create_fn
+    _installed = store
+    return store
