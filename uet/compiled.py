@@ -31,11 +31,14 @@ import importlib.util
 import os
 import sys
 import warnings
-from collections.abc import Sequence
-from importlib.abc import MetaPathFinder
-from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
-from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 __all__ = [
     "COMPILED_DIR",
@@ -136,8 +139,10 @@ def extension(name: str, suffix: str = EXTENSION_SUFFIXES[0]) -> Path:
     return COMPILED_DIR.joinpath(*name.split(".")).with_name(name.rsplit(".", 1)[1] + suffix)
 
 
-class _Finder(MetaPathFinder):
-    """Imports the modules of a build from their extension modules (``files``: name → path)."""
+class _Finder:
+    """Imports the modules of a build from their extension modules (``files``: name → path): a
+    meta path finder (``importlib.abc.MetaPathFinder``'s one method, without importing that
+    module at every start)."""
 
     def __init__(self, files: dict[str, Path]) -> None:
         self.files = files

@@ -74,7 +74,7 @@ class Host:
         "tx_frames",
         "port",
         "udp_checksum",
-        "packed",
+        "fep",
         "frames",
     )
 
@@ -92,8 +92,10 @@ class Host:
         #: the UDP port of the core's transport (4793 UET; a RoCE core says 4791 in ``udp_port``)
         self.port: int = getattr(core, "udp_port", UET_UDP_PORT)
         self.udp_checksum: bool = getattr(core, "udp_checksum", True)
-        #: the core takes and gives the packed tuples (module docstring): a FEP core without TSS
-        self.packed = isinstance(core, FepCore) and core.tss is None
+        #: the core when it takes and gives the packed tuples (module docstring): a FEP core
+        #: without TSS; None for the others (typed apart from ``core``, so that the compiled build,
+        #: uet.compiled, calls it natively)
+        self.fep: FepCore | None = core if isinstance(core, FepCore) and core.tss is None else None
         #: builds this host's frames (set by :meth:`Engine.attach`)
         self.frames: FrameBuilder | None = None
 
@@ -245,7 +247,7 @@ class Engine:
                 continue
             d: Datagram | tuple[bytes, str, int] | None
             try:
-                if h.packed:  # (data, source, ecn | trim marks)
+                if h.fep is not None:  # (data, source, ecn | trim marks)
                     d = parse_marked(frame, h.port, names)
                 else:
                     rx = parse_udp_frame(frame, port=h.port, verify=False)
@@ -267,8 +269,9 @@ class Engine:
         for hi, items in batch.items():
             h = hosts[hi]
             assert h is not None
-            if h.packed:
-                h.core.receive_marked(items, now)  # type: ignore[union-attr]
+            fep = h.fep
+            if fep is not None:
+                fep.receive_marked(items, now)
             else:
                 h.core.receive_batch(items, now)
             if not h.dirty:
@@ -283,7 +286,8 @@ class Engine:
         h = self.hosts[hi]
         if h is None:
             return
-        if not h.packed:  # a TSS or RoCEv2 host: the general path, not the hot one
+        fep = h.fep
+        if fep is None:  # a TSS or RoCEv2 host: the general path, not the hot one
             self._deliver_many([(now, hi, frame)], now)
             return
         try:
@@ -293,7 +297,7 @@ class Engine:
         if d is None:
             return
         self.frames_out += 1
-        h.core.receive_marked([d], now)  # type: ignore[union-attr]
+        fep.receive_marked([d], now)
         if not h.dirty:
             h.dirty = True
             self._dirty.append(h)
@@ -307,11 +311,12 @@ class Engine:
             for h in dirty:
                 h.dirty = False
                 core = h.core
+                fep = h.fep
                 build = h.frames.build  # type: ignore[union-attr]
-                if h.packed:  # (data, destination, entropy), the TOS byte by the PDS type
-                    out = core.datagrams_to_send_packed(now)  # type: ignore[union-attr]
+                if fep is not None:  # (data, destination, entropy), the TOS byte by the PDS type
+                    out = fep.datagrams_to_send_packed(now)
                     if out:
-                        tos = core.tos  # type: ignore[union-attr]
+                        tos = fep.tos
                         send = nics[h.index].send
                         for d, dst, e in out:
                             ip = ips.get(dst)

@@ -279,9 +279,11 @@ def parse_marked(
                 src = f"{frame[26]}.{frame[27]}.{frame[28]}.{frame[29]}"
             else:
                 key = bytes(frame[26:30])
-                src = names.get(key)  # type: ignore[assignment]
-                if src is None:
+                cached = names.get(key)  # (not assigned to src: the compiled build checks its type)
+                if cached is None:
                     src = names[key] = f"{frame[26]}.{frame[27]}.{frame[28]}.{frame[29]}"
+                else:
+                    src = cached
             return (data if type(data) is bytes else bytes(data), src, ecn)
     rx = parse_udp_frame(frame, port=port, verify=False)
     if rx is None:
