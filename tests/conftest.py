@@ -47,6 +47,13 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 #
 # The units are made by a scheduler of our own (pytest_xdist_make_scheduler below) rather than
 # xdist's ``--dist loadgroup``, which renames node ids in a way pytest 9 no longer honours.
+#
+# A test decorated ``@pytest.mark.after_compiled_build`` uses the optional compiled build
+# (.ci/build-compiled), which CI makes beside the tests rather than before them (a few CPU-minutes
+# that would otherwise hold back the whole suite): where ``UET_CI_COMPILED_BUILD_DONE`` names a
+# file, the test first waits for that file (CI writes it when the build has ended, built or not).
+# Such a test is a unit of its own and the last one handed out, so the build has the whole suite's
+# time to finish and no worker waits on it while other work is left.
 
 import re  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -110,9 +117,23 @@ def _unit(nodeid: str, root: Path) -> str:
     function = test.split("[", 1)[0]
     if function in _marked(path, "unit_each"):
         return nodeid
+    if function in _marked(path, "after_compiled_build"):
+        return f"{module}::{function}"
     if _is_serial(path):
         return f"{module}::{function}" if function in _marked(path, "processes") else "serial"
     return module
+
+
+def _rank(scope: str, root: Path) -> int:
+    """Where the unit ``scope`` goes in the queue (the order in the comments above): the serial unit
+    first, then the units of marked functions, then the modules, and last the tests that wait for the
+    compiled build."""
+    if scope == "serial":
+        return 0
+    if "::" not in scope:
+        return 2
+    module, _, test = scope.partition("::")
+    return 3 if test.split("[", 1)[0] in _marked(root / module, "after_compiled_build") else 1
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -122,6 +143,25 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line("markers", "unit_each: each case of this long test is a unit of work of its own")
     config.addinivalue_line("markers", "in_memory: a module the serial pattern matches by mistake: in memory")
+    config.addinivalue_line(
+        "markers", "after_compiled_build: uses the compiled build: waits for CI's build, a unit handed out last"
+    )
+
+
+#: where CI runs .ci/build-compiled beside the tests: a file it writes once the build has ended
+COMPILED_BUILD_DONE = "UET_CI_COMPILED_BUILD_DONE"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    done = os.environ.get(COMPILED_BUILD_DONE)
+    if done and item.get_closest_marker("after_compiled_build") is not None:
+        import time
+
+        deadline = time.monotonic() + 3600  # a guard against a build that never ends
+        while not Path(done).exists():
+            if time.monotonic() > deadline:
+                pytest.fail(f"the compiled build did not end ({done} never appeared)")
+            time.sleep(0.5)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -139,12 +179,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return _unit(nodeid, config.rootpath)
 
         def _assign_work_unit(self, node: Any) -> None:
-            # xdist's queue holds the units most tests first (--loadscope-reorder); the serial unit,
-            # then the units of marked functions, go to its head (the order in the comment above)
-            def rank(scope: str) -> int:
-                return 0 if scope == "serial" else 1 if "::" in scope else 2
-
-            units = sorted(self.workqueue.items(), key=lambda unit: rank(unit[0]))
+            # xdist's queue holds the units most tests first (--loadscope-reorder); a stable sort by
+            # rank keeps that order within a rank
+            units = sorted(self.workqueue.items(), key=lambda unit: _rank(unit[0], config.rootpath))
             self.workqueue.clear()
             self.workqueue.update(units)
             super()._assign_work_unit(node)

@@ -111,6 +111,7 @@ def _run(flag: str) -> dict[str, object]:
     return res
 
 
+@pytest.mark.after_compiled_build  # CI builds beside the tests: this waits for it (tests/conftest.py)
 def test_compiled_build_gives_the_same_run() -> None:
     if not _current():
         if not os.environ.get("UET_HEAVY_TESTS"):

@@ -7,6 +7,7 @@ from functools import cache
 
 from uet.fabric.model import EcnConfig, PortSpec, Switch, SwitchConfig
 from uet.fabric.model.frames import ipv4_checksum_ok, ipv4_frame
+from uet.fabric.model.port import Marking
 
 from uet.wire.net import IPV4, Ecn
 
@@ -76,6 +77,22 @@ def test_probability_function() -> None:
     assert e.probability(12288) == 0.1
     assert e.probability(20480) == 0.2
     assert e.probability(20481) == 1.0
+
+
+def test_port_marking_is_the_configured_rule() -> None:
+    """The port's copy of a class's ECN settings (Port.ecn, read per departing packet) gives the
+    probability EcnConfig gives, for queues in bytes and averaged queues alike."""
+    for ecn in (EcnConfig(), EcnConfig(kmin=1000, kmax=3000, pmax=0.5), EcnConfig(kmin=7, kmax=90_001, pmax=1)):
+        m = Marking(ecn)
+        assert (m.kmin, m.kmax, m.wred_drop, m.weight_shift, m.last_hop) == (
+            ecn.kmin,
+            ecn.kmax,
+            ecn.wred_drop,
+            ecn.weight_shift,
+            ecn.last_hop,
+        )
+        for q in [*range(0, 100_000, 97), ecn.kmin, ecn.kmax, ecn.kmax + 1, 1234.5678, 2999.999]:
+            assert m.probability(q) == ecn.probability(q)
 
 
 def test_not_ect_is_never_marked_and_ce_stays_ce() -> None:

@@ -29,6 +29,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import replace
 
+from hang_guard import within
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from uet.fabric.profiles import load_topology
@@ -42,7 +43,7 @@ from uet.wire.build import build_frame, build_pfc_frame
 from uet.wire.net import EtherType
 from uet.wire.pds import ACK, NACK, REQUEST, PdsType, ReqFlag
 
-TIMEOUT = 10.0
+TIMEOUT = 10.0  # a guard against a hang, in the test's own time (tests/hang_guard.py): load does not trip it
 LEGIT = b"LEGIT-FRAME-0001"
 DECOY = b"DECOY-FRAME-0002"
 
@@ -61,7 +62,7 @@ class _Nic:
         self.sock.sendto(frame, self.port)
 
     async def recv(self) -> bytes:
-        return await asyncio.wait_for(asyncio.get_running_loop().sock_recv(self.sock, 65536), TIMEOUT)
+        return await within(asyncio.get_running_loop().sock_recv(self.sock, 65536), TIMEOUT)
 
     def close(self) -> None:
         self.sock.close()
@@ -301,18 +302,18 @@ async def test_endpoints_behind_the_switch_survive_garbage() -> None:
             futs = [ea.send_nowait(eb.address, m, tag=t) for m, t in zip(msgs, tags, strict=True)]
             got = []
             for t in tags:
-                m = await asyncio.wait_for(eb.recv(tag=t), TIMEOUT)
+                m = await within(eb.recv(tag=t), TIMEOUT)
                 assert m.source == ea.address
                 got.append(bytes(m.data))
-            await asyncio.wait_for(asyncio.gather(*futs), TIMEOUT)
+            await within(asyncio.gather(*futs), TIMEOUT)
             return got
 
-        got, _ = await asyncio.wait_for(asyncio.gather(transfer(), attack()), 3 * TIMEOUT)
+        got, _ = await within(asyncio.gather(transfer(), attack()), 3 * TIMEOUT)
         assert got == msgs
         tail = [b"after" + bytes([i]) for i in range(3)]  # forwarding and both FEPs still serve
         for i, m in enumerate(tail):
-            await asyncio.wait_for(ea.send(eb.address, m, tag=i), TIMEOUT)
-            assert bytes((await asyncio.wait_for(eb.recv(tag=i), TIMEOUT)).data) == m
+            await within(ea.send(eb.address, m, tag=i), TIMEOUT)
+            assert bytes((await within(eb.recv(tag=i), TIMEOUT)).data) == m
         for ep, b in zip(eps, before, strict=True):
             c = ep.counters
             drops = sum(v - b.get(k, 0) for k, v in c.items() if k.startswith(("drop_", "link_rx_malformed")))
@@ -320,7 +321,7 @@ async def test_endpoints_behind_the_switch_survive_garbage() -> None:
             assert c["messages_failed"] == 0
         assert fp.summary()["fabric"]["drops"] > 0
     finally:
-        await asyncio.wait_for(asyncio.gather(ea.close(), eb.close()), TIMEOUT)
+        await within(asyncio.gather(ea.close(), eb.close()), TIMEOUT)
         fp.close()
         nic.close()
         loop.set_exception_handler(old_handler)

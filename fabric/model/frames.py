@@ -10,6 +10,8 @@ trimming recomputes it with :func:`uet.wire.net.inet_checksum`.
 
 from __future__ import annotations
 
+from typing import Final
+
 from uet.errors import DecodeError
 from uet.wire.net import (
     ETH_MIN_FRAME,
@@ -29,19 +31,19 @@ from uet.wire.ses import extension_layout, ses_layout
 from uet.wire.tss import ENTROPY, TSS_TYPE, tss_layout
 
 #: Classic 802.3x PAUSE opcode (all priorities share one timer).
-PAUSE_OPCODE = 0x0001
-ETH_LEN = ETHERNET.size
-VLAN_TAG_LEN = 4
+PAUSE_OPCODE: Final = 0x0001
+ETH_LEN: Final = ETHERNET.size
+VLAN_TAG_LEN: Final = 4
 # byte offsets inside the IPv4 header, from the one declaration in uet.wire.net
-IP_TOS = IPV4.field_offset["dscp"]
-IP_LEN = IPV4.field_offset["total_length"]
-IP_TTL = IPV4.field_offset["ttl"]
-IP_PROTO = IPV4.field_offset["protocol"]
-IP_CSUM = IPV4.field_offset["checksum"]
-IP_SRC = IPV4.field_offset["src"]
-IP_DST = IPV4.field_offset["dst"]
-UDP_LEN = UDP.field_offset["length"]
-UDP_CSUM = UDP.field_offset["checksum"]
+IP_TOS: Final = IPV4.field_offset["dscp"]
+IP_LEN: Final = IPV4.field_offset["total_length"]
+IP_TTL: Final = IPV4.field_offset["ttl"]
+IP_PROTO: Final = IPV4.field_offset["protocol"]
+IP_CSUM: Final = IPV4.field_offset["checksum"]
+IP_SRC: Final = IPV4.field_offset["src"]
+IP_DST: Final = IPV4.field_offset["dst"]
+UDP_LEN: Final = UDP.field_offset["length"]
+UDP_CSUM: Final = UDP.field_offset["checksum"]
 _REQUEST_SES = (NextHeader.SMALL, NextHeader.MEDIUM, NextHeader.STANDARD)
 
 

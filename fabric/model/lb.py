@@ -28,8 +28,8 @@ unless ``LbConfig.spray_all`` forces every packet through the mode (§9.2's nega
 from __future__ import annotations
 
 import random
-import zlib
 from collections.abc import Sequence
+from zlib import crc32
 
 from uet.fabric.model.config import LbConfig
 from uet.fabric.model.frames import flow_tuple, is_uet
@@ -60,7 +60,7 @@ class LoadBalancer:
 
     def ecmp_index(self, tup: bytes, n: int) -> int:
         """Index of the next hop ECMP picks for the 13-byte tuple among ``n``."""
-        return mix32(zlib.crc32(tup + self.seed)) % n
+        return mix32(crc32(tup + self.seed)) % n
 
     def choose_for(
         self, group: Sequence[int], ports: Sequence[Port], frame: bytes | bytearray, ip: int, tc: int, now: int
@@ -94,8 +94,8 @@ class LoadBalancer:
             return self.choose_for(group, ports, pkt.frame, pkt.ip, tc, now)
         c = pkt.fcrc
         if c < 0:
-            c = pkt.fcrc = zlib.crc32(flow_tuple(pkt.frame, pkt.ip))
-        h = zlib.crc32(self.seed, c)
+            c = pkt.fcrc = crc32(flow_tuple(pkt.frame, pkt.ip))
+        h = crc32(self.seed, c)
         h ^= h >> 16  # mix32, inlined (one call per hop)
         h = (h * 0x85EBCA6B) & 0xFFFFFFFF
         h ^= h >> 13
@@ -111,7 +111,7 @@ class LoadBalancer:
             return group[0]
         mode = self.modes[tc]
         if mode == "ecmp" or not sprayable:
-            return group[mix32(zlib.crc32(tup + self.seed)) % n]
+            return group[mix32(crc32(tup + self.seed)) % n]
         if mode == "spray_rr":
             key = tuple(group)
             i = self._rr.get(key, 0)
@@ -127,7 +127,7 @@ class LoadBalancer:
             self._flowlets[tup] = (ent[0], now, ent[2])
             return ent[0]
         fid = 0 if ent is None else ent[2] + 1
-        port = group[mix32(zlib.crc32(tup + self.seed + fid.to_bytes(4, "big"))) % n]
+        port = group[mix32(crc32(tup + self.seed + fid.to_bytes(4, "big"))) % n]
         self._flowlets[tup] = (port, now, fid)
         return port
 

@@ -21,9 +21,9 @@ transmit side without a link model, for the live link, whose socket and switch p
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
-from typing import Any
+from heapq import heappush
+from typing import Any, Final
 
 from uet.fabric.model.config import SwitchConfig
 from uet.fabric.model.events import EventQueue
@@ -34,8 +34,8 @@ from uet.fabric.model.telemetry import Counters, NicBytes, PfcReceived, Telemetr
 from uet.errors import DecodeError
 from uet.wire.net import EtherType
 
-_ETH_IPV4 = int(EtherType.IPV4)
-_ETH_MAC_CONTROL = int(EtherType.MAC_CONTROL)
+_ETH_IPV4: Final = int(EtherType.IPV4)
+_ETH_MAC_CONTROL: Final = int(EtherType.MAC_CONTROL)
 
 
 def receive_pause(port: Port, frame: bytes | bytearray, now: int, off: int = ETH_LEN) -> dict[int, int] | None:
@@ -157,6 +157,13 @@ class HostNic:
         #: ``nic_bytes`` samples (host-side throughput) every this many ns, 0: none kept
         self._sample_ns = cfg.sample_ns if telemetry.wants("nic_bytes") else 0
         self._last_sample = -(1 << 62)
+        #: what :meth:`send` reads of the configuration per frame, read once here
+        self._trust_pcp: bool = bool(cfg.trust_pcp)
+        self._dscp_map: tuple[int, ...] = tuple(cfg.dscp_map)
+        self._queue_cap: int | None = cfg.nic_queue_bytes
+        #: the event handlers as bound-method objects made once (an event is ``(fn, a, b)``)
+        self._kick_ev: Callable[[Port, bytearray | None, int], None] = self._kick
+        self._wake_ev: Callable[[Port, object, int], None] = self._on_wake
 
     def send(self, frame: bytes | bytearray, now: int) -> None:
         """Queue a frame for transmission at ``now`` (after everything due before it)."""
@@ -183,8 +190,8 @@ class HostNic:
         else:
             tc = 0
             if et == _ETH_IPV4 and len(buf) > ip + IP_TOS:
-                tc = pcp if (pcp >= 0 and self.cfg.trust_pcp) else self.cfg.dscp_map[buf[ip + IP_TOS] >> 2]
-            cap = self.cfg.nic_queue_bytes
+                tc = pcp if (pcp >= 0 and self._trust_pcp) else self._dscp_map[buf[ip + IP_TOS] >> 2]
+            cap = self._queue_cap
             if cap is not None and port.qbytes[tc] + len(buf) > cap:
                 self.counters[("drop", self.name, "nic_queue_full")] += 1
                 return
@@ -287,10 +294,10 @@ class HostNic:
             if port.busy_until <= now and port.backlog and not port.ctrl:
                 c = port.pick(now)  # Port.ready's idle case, inlined (as Switch._kick does)
                 if c is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
-                    port.ready(now, self.events.schedule, self._kick, self._on_wake)
+                    port.ready(now, self.events.schedule, self._kick_ev, self._wake_ev)
                     return
             else:
-                c = port.ready(now, self.events.schedule, self._kick, self._on_wake)
+                c = port.ready(now, self.events.schedule, self._kick_ev, self._wake_ev)
                 if c is None:
                     return
             tc = c
@@ -301,20 +308,21 @@ class HostNic:
         n = len(frame)
         if tc != CTRL:
             port.last_tx[tc] = now
-            port.tx_tc_bytes[tc] += n  # a NIC's Packet.size: its frame is never changed
+            tcb = port.tx_tc_bytes
+            tcb[tc] = tcb[tc] + n  # a NIC's Packet.size: its frame is never changed
         end = port.start(n, now)
         ev = self.events
         if port.backlog or port.ctrl:
             port.free_at = end
-            ev.schedule(end, self._kick, port)
+            ev.schedule(end, self._kick_ev, port)
         tx = self.on_transmit
         if tx is self.link_tx:
-            at = end + port.delay_ns  # EventQueue.schedule, inlined (the contract is in its class)
+            at: Any = end + port.delay_ns  # EventQueue.schedule, inlined (its contract); boxed once when compiled
             ingress: Any = port.peer_ingress  # set for every port of a Fabric
             bucket = ev._at.get(at)
             if bucket is None:
                 ev._at[at] = [(ingress, port.peer_port, frame)]
-                heapq.heappush(ev._times, at)
+                heappush(ev._times, at)
             else:
                 bucket.append((ingress, port.peer_port, frame))
         elif tx is not None:

@@ -23,19 +23,47 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from math import gcd
+from typing import Final, Protocol, final
 
 from uet.fabric.model.config import EcnConfig, FabricError
 from uet.fabric.model.emptyqueue import UNUSED
 
 #: Bytes a frame costs on the wire beyond its bytes without FCS: FCS 4, preamble/SFD 8, IFG 12.
-WIRE_OVERHEAD = 24
+WIRE_OVERHEAD: Final = 24
 #: Minimum Ethernet frame without FCS; shorter frames are padded on the wire.
-MIN_FRAME = 60
+MIN_FRAME: Final = 60
 #: Pause quantum in bit times (IEEE 802.1Qbb).
-QUANTUM_BITS = 512
+QUANTUM_BITS: Final = 512
 #: Index :meth:`Port.pick` returns for the MAC-control (PFC) frame queue.
-CTRL = 8
+CTRL: Final = 8
+
+
+@final
+class Marking:
+    """An :class:`~uet.fabric.model.config.EcnConfig` as a port reads it once per departing packet
+    (``Port.ecn``): the same figures in plain attributes, which the compiled build keeps as native
+    ints, floats and bools (a configuration dataclass is read through generic attribute look-ups).
+    :meth:`probability` is ``EcnConfig.probability`` (the rule is written there;
+    ``tests/test_fabric_ecn.py`` checks the two agree)."""
+
+    __slots__ = ("kmin", "kmax", "pmax", "wred_drop", "weight_shift", "last_hop")
+
+    def __init__(self, cfg: EcnConfig) -> None:
+        self.kmin: int = cfg.kmin
+        self.kmax: int = cfg.kmax
+        self.pmax: float = float(cfg.pmax)
+        self.wred_drop: bool = bool(cfg.wred_drop)
+        self.weight_shift: int = cfg.weight_shift
+        self.last_hop: bool = bool(cfg.last_hop)
+
+    def probability(self, q: float) -> float:
+        """Marking probability for a queue of ``q`` bytes (``EcnConfig.probability``)."""
+        if q <= self.kmin:
+            return 0.0
+        if q > self.kmax:
+            return 1.0
+        return self.pmax * (q - self.kmin) / (self.kmax - self.kmin)
 
 
 class Packet:
@@ -124,7 +152,7 @@ class Port:
         #: the far end is a host NIC (last hop: trimmed DSCP 5, §8.4)
         self.faces_host = False
         #: ECN marking per TC on this port (None: no marking), set by the switch
-        self.ecn: list[EcnConfig | None] = [None] * 8
+        self.ecn: list[Marking | None] = [None] * 8
         self.peer_mac = b"\xff" * 6
         #: set by a Fabric: the far end's ``ingress(port, frame, t)``, and for a switch peer its
         #: ``_arrive(port, packet, t)`` (a forwarded packet keeps what ingress learned), and the
@@ -191,6 +219,23 @@ class Port:
         self.base_rate_bps = self.rate_bps
 
     @property
+    def rate_bps(self) -> int:
+        """The link rate in bit/s. Setting it (a degraded link: uet.fabric.model.failover) also
+        sets :attr:`ser_num` and :attr:`ser_den`."""
+        return self._rate_bps
+
+    @rate_bps.setter
+    def rate_bps(self, bps: int) -> None:
+        self._rate_bps = bps = int(bps)
+        g = gcd(8_000_000_000, bps)
+        #: the link's nanoseconds per byte, 8·10⁹ / rate, as a reduced fraction: a frame of ``b``
+        #: wire bytes takes ceil(b · ser_num / ser_den) ns (:meth:`ser_ns`). Small factors (100 Gb/s:
+        #: 2 / 25) keep the products machine-sized, which the compiled build multiplies natively
+        #: (b · 8·10⁹ it multiplies as Python ints); the quotient is the same integer.
+        self.ser_num = 8_000_000_000 // g
+        self.ser_den = bps // g
+
+    @property
     def peer_mac(self) -> bytes:
         """MAC of the far end (the destination MAC of frames this port forwards)."""
         return self._peer_mac
@@ -205,8 +250,7 @@ class Port:
 
     def ser_ns(self, nbytes: int) -> int:
         """Serialisation time of a frame of ``nbytes`` (without FCS) on this link, rounded up."""
-        bits = (max(nbytes, MIN_FRAME) + self.wire_overhead) * 8
-        return (bits * 1_000_000_000 + self.rate_bps - 1) // self.rate_bps
+        return ((max(nbytes, MIN_FRAME) + self.wire_overhead) * self.ser_num + self.ser_den - 1) // self.ser_den
 
     def pause_ns(self, quanta: int) -> int:
         """Duration of ``quanta`` pause quanta (512 bit times each) at this link's rate."""
@@ -243,7 +287,7 @@ class Port:
     def start(self, nbytes: int, now: int) -> int:
         """A frame of ``nbytes`` starts on the link at ``now``: the link is busy until the end of
         its serialisation (:meth:`ser_ns`, written out: once per frame a NIC sends), returned."""
-        end = now + ((max(nbytes, MIN_FRAME) + self.wire_overhead) * 8_000_000_000 + self.rate_bps - 1) // self.rate_bps
+        end = now + ((max(nbytes, MIN_FRAME) + self.wire_overhead) * self.ser_num + self.ser_den - 1) // self.ser_den
         self.busy_until = end
         self.tx_bytes += nbytes
         self.tx_frames += 1

@@ -37,12 +37,12 @@ frames straight to the link.
 
 from __future__ import annotations
 
-import heapq
 import random
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from heapq import heappush
+from typing import Any, Final
+from zlib import crc32
 
 from uet.fabric.model.buffer import Mmu
 from uet.fabric.model.config import FabricError, SwitchConfig
@@ -65,7 +65,7 @@ from uet.fabric.model.frames import (
 )
 from uet.fabric.model.lb import LoadBalancer
 from uet.fabric.model.linkload import LinkLoad
-from uet.fabric.model.port import CTRL, MIN_FRAME, Packet, Port
+from uet.fabric.model.port import CTRL, MIN_FRAME, Marking, Packet, Port
 from uet.fabric.model.telemetry import (
     Counters,
     Dropped,
@@ -83,12 +83,12 @@ from uet.errors import DecodeError
 from uet.wire.net import EtherType as _Et
 from uet.wire.net import ip_bytes
 
-_ETH_IPV4 = int(_Et.IPV4)
-_ETH_MAC_CONTROL = int(_Et.MAC_CONTROL)
-_TRIMMABLE_REASONS = ("queue_limit", "dynamic_threshold", "buffer_full")
+_ETH_IPV4: Final = int(_Et.IPV4)
+_ETH_MAC_CONTROL: Final = int(_Et.MAC_CONTROL)
+_TRIMMABLE_REASONS: Final = ("queue_limit", "dynamic_threshold", "buffer_full")
 #: the PFC watchdog's storm test: a queue paused at least this fraction of a poll interval
 #: (**decision**: 0.9; the spec notes give only "paused for detect time")
-STORM_PAUSED = 0.9
+STORM_PAUSED: Final = 0.9
 
 
 @dataclass
@@ -167,12 +167,14 @@ class Switch:
         ]
         self.mmu = Mmu(cfg, len(self.ports))
         self.lossless = self.mmu.lossless
+        #: per class: lossless (``tc in lossless`` as a list look-up, once per packet per hop)
+        self._lossless = [tc in self.lossless for tc in range(8)]
         self.lb = LoadBalancer(cfg.lb, switch_id, self.rng)
         #: per class: the load balancer hashes (ECMP), and its seed (Switch._arrive inlines it)
         self._lb_ecmp = [m == "ecmp" for m in self.lb.modes]
         self._lb_seed = self.lb.seed
         self._dscp_map = cfg.dscp_map
-        self._ecn = [t.ecn for t in cfg.tcs]
+        self._ecn: list[Marking | None] = [None if t.ecn is None else Marking(t.ecn) for t in cfg.tcs]
         # marking per egress port: a class with ``last_hop`` off is not marked towards a host
         lasthop = [e if e is None or e.last_hop else None for e in self._ecn]
         for port in self.ports:
@@ -204,6 +206,13 @@ class Switch:
         self.link_tx: object = None
         #: ingress options that need the whole pipeline even for a forwarded packet
         self._slow_ingress = bool(cfg.latency_ns) or cfg.trust_pcp
+        self._latency_ns: int = cfg.latency_ns
+        self._trust_pcp: bool = bool(cfg.trust_pcp)
+        #: the event handlers as bound-method objects made once (an event is ``(fn, a, b)``)
+        self._kick_ev: Callable[[Port, Packet | None, int], None] = self._kick
+        self._wake_ev: Callable[[Port, object, int], None] = self._on_wake
+        self._process_ev: Callable[[int, bytearray, int], None] = self._process
+        self._schedule: Callable[..., None] = self.events.schedule
         self._ecn_avg = [e is not None and bool(e.weight_shift) for e in self._ecn]
         #: per class: arrivals update an average or a sample of its queue, so every packet
         #: enters the queue (no leaving at once from an idle port: _enqueue)
@@ -304,27 +313,26 @@ class Switch:
     def ingress(self, in_port: int, frame: bytearray, now: int) -> None:
         """Ingress pipeline for a frame that is fully received at ``now`` (may be mutated)."""
         pt = self.ports[in_port]
-        if pt.faulty and self._rx_fault(pt, len(frame), now):
+        n = len(frame)
+        if pt.faulty and self._rx_fault(pt, n, now):
             return
-        pt.rx_bytes += len(frame)
+        pt.rx_bytes += n
         pt.rx_frames += 1
         tol = self._police_tol[in_port]
         if tol >= 0:  # the frame took [now - ser, now] on the link: it may start once the last ended
-            n = len(frame)  # Port.ser_ns, inlined (once per frame a host sends)
-            tat = (
+            tat = (  # Port.ser_ns, inlined (once per frame a host sends)
                 self._tat[in_port]
-                + (((n if n > MIN_FRAME else MIN_FRAME) + pt.wire_overhead) * 8_000_000_000 + pt.rate_bps - 1)
-                // pt.rate_bps
+                + (((n if n > MIN_FRAME else MIN_FRAME) + pt.wire_overhead) * pt.ser_num + pt.ser_den - 1) // pt.ser_den
             )
             if tat - now > tol:  # sooner than the link could carry it, beyond the burst
-                self._drop(in_port, 0, "policed", len(frame), now)
+                self._drop(in_port, 0, "policed", n, now)
                 return
             self._tat[in_port] = tat if tat > now else now
-        if len(frame) > pt.max_frame:
-            self._drop(in_port, 0, "oversize", len(frame), now)
+        if n > pt.max_frame:
+            self._drop(in_port, 0, "oversize", n, now)
             return
-        if self.cfg.latency_ns:
-            self.events.schedule(now + self.cfg.latency_ns, self._process, in_port, frame)
+        if self._latency_ns:
+            self.events.schedule(now + self._latency_ns, self._process_ev, in_port, frame)
         else:
             self._process(in_port, frame, now)
 
@@ -350,7 +358,7 @@ class Switch:
         if hl < 20 or tot < hl or len(frame) < ip + tot:
             self._drop(in_port, 0, "malformed", len(frame), now)
             return
-        tc = pcp if (pcp >= 0 and self.cfg.trust_pcp) else self._dscp_map[frame[ip + IP_TOS] >> 2]
+        tc = pcp if (pcp >= 0 and self._trust_pcp) else self._dscp_map[frame[ip + IP_TOS] >> 2]
         if frame[ip + IP_TTL] <= 1:
             self._drop(in_port, tc, "ttl_expired", len(frame), now)
             return
@@ -408,8 +416,8 @@ class Switch:
         elif self._lb_ecmp[tc]:  # LoadBalancer.choose_pkt's ECMP, inlined (the rule is written there)
             c = pkt.fcrc
             if c < 0:
-                c = pkt.fcrc = zlib.crc32(flow_tuple(frame, ip))
-            h = zlib.crc32(self._lb_seed, c)
+                c = pkt.fcrc = crc32(flow_tuple(frame, ip))
+            h = crc32(self._lb_seed, c)
             h ^= h >> 16  # mix32
             h = (h * 0x85EBCA6B) & 0xFFFFFFFF
             h ^= h >> 13
@@ -433,7 +441,7 @@ class Switch:
             return
         mmu = self.mmu
         size = pkt.size
-        lossless = tc in self.lossless
+        lossless = self._lossless[tc]
         # an idle link and nothing queued: the packet leaves at once, without passing through
         # its class queue (what _push and Port.pick would do, without the work)
         alone = (
@@ -463,7 +471,8 @@ class Switch:
                     mmu.peak_used = u
                 if not alone:  # one leaving at once is charged and given back in this instant:
                     pkt.pool = "shared"  # only the peak sees it (its pool stays "": _kick)
-                    mmu.ingress[pkt.in_port][tc] += size
+                    charged = mmu.ingress[pkt.in_port]
+                    charged[tc] = charged[tc] + size
                     mmu.shared_used = used + size
                     mmu.used = u
         if reason:
@@ -517,11 +526,13 @@ class Switch:
         if q is UNUSED:
             q = port.queue(tc)
         q.append(pkt)
-        port.qbytes[tc] += pkt.size
+        qb = port.qbytes
+        qb[tc] = qb[tc] + pkt.size
         port.backlog += 1
         if self._ecn_avg[tc]:
             w = 1.0 / (1 << self._ecn[tc].weight_shift)  # type: ignore[union-attr]
-            port.avg_q[tc] += w * (port.qbytes[tc] - port.avg_q[tc])
+            avg = port.avg_q
+            avg[tc] = avg[tc] + w * (qb[tc] - avg[tc])
         if self._sample_ns and now - port.last_sample[tc] >= self._sample_ns:
             self._sample(port, tc, now)
         end = port.busy_until
@@ -530,12 +541,13 @@ class Switch:
         elif port.free_at != end:
             port.free_at = end
             ev = self.events  # EventQueue.schedule, inlined (the contract is in its class)
-            bucket = ev._at.get(end)
+            key: Any = end  # one int object for the look-up, the new bucket and the heap (compiled: boxed once)
+            bucket = ev._at.get(key)
             if bucket is None:
-                ev._at[end] = [(self._kick, port, None)]
-                heapq.heappush(ev._times, end)
+                ev._at[key] = [(self._kick_ev, port, None)]
+                heappush(ev._times, key)
             else:
-                bucket.append((self._kick, port, None))
+                bucket.append((self._kick_ev, port, None))
 
     def _drop(self, port: int, tc: int, reason: str, size: int, now: int) -> None:
         c = self.counters
@@ -570,10 +582,10 @@ class Switch:
                 if port.busy_until <= now and port.backlog and not port.ctrl:
                     c = port.pick(now)  # Port.ready's idle case, inlined
                     if c is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
-                        port.ready(now, self.events.schedule, self._kick, self._on_wake)
+                        port.ready(now, self._schedule, self._kick_ev, self._wake_ev)
                         return
                 else:
-                    c = port.ready(now, self.events.schedule, self._kick, self._on_wake)  # the rule NICs share
+                    c = port.ready(now, self._schedule, self._kick_ev, self._wake_ev)  # the rule NICs share
                     if c is None:
                         return
                 tc = c
@@ -582,7 +594,8 @@ class Switch:
                     frame = bytearray(port.ctrl.popleft())
                 else:
                     pkt = port.queues[tc].popleft()  # Port.pop, inlined
-                    port.qbytes[tc] -= pkt.size
+                    qb = port.qbytes
+                    qb[tc] = qb[tc] - pkt.size
                     port.backlog -= 1
             if pkt is not None:
                 size = pkt.size
@@ -600,22 +613,23 @@ class Switch:
                                 self.counters[("mark", self.name, port.index, tc)] += 1
                                 if self.telemetry.wants("ecn_mark"):
                                     self.telemetry.add(EcnMarked(now, self.name, port.index, tc, int(q)))
-                            elif bits == 0 and ecn.wred_drop and tc not in self.lossless:
+                            elif bits == 0 and ecn.wred_drop and not self._lossless[tc]:
                                 self._drop(port.index, tc, "wred", pkt.size, now)
                                 if pkt.pool:  # "": never charged (left alone, _enqueue)
                                     self._release(pkt, now)
                                 continue
                 pkt.hops += 1  # TTL − 1, written when the frame leaves the switches (forward_rewrite)
                 port.last_tx[tc] = now
-                port.tx_tc_bytes[tc] += size
+                tcb = port.tx_tc_bytes
+                tcb[tc] = tcb[tc] + size
                 if self._sample_ns and (now - port.last_sample[tc] >= self._sample_ns or not port.qbytes[tc]):
                     self._sample(port, tc, now)  # and always when the queue drained: plots end at 0
             n = len(frame)
             # Port.ser_ns, inlined (the hottest line of the model)
             end = (
                 now
-                + (((n if n > MIN_FRAME else MIN_FRAME) + port.wire_overhead) * 8_000_000_000 + port.rate_bps - 1)
-                // port.rate_bps
+                + (((n if n > MIN_FRAME else MIN_FRAME) + port.wire_overhead) * port.ser_num + port.ser_den - 1)
+                // port.ser_den
             )
             port.busy_until = end
             port.tx_bytes += n
@@ -623,17 +637,18 @@ class Switch:
             ev = self.events  # EventQueue.schedule, inlined below (the contract is in its class)
             if port.backlog or port.ctrl:
                 port.free_at = end
-                bucket = ev._at.get(end)
+                key: Any = end  # boxed once (compiled build), as in _push
+                bucket = ev._at.get(key)
                 if bucket is None:
-                    ev._at[end] = [(self._kick, port, None)]
-                    heapq.heappush(ev._times, end)
+                    ev._at[key] = [(self._kick_ev, port, None)]
+                    heappush(ev._times, key)
                 else:
-                    bucket.append((self._kick, port, None))
+                    bucket.append((self._kick_ev, port, None))
             tx = self.on_transmit
             if tx is self.link_tx:
                 # inside a Fabric, untapped: the frame reaches the far end after the propagation
                 # delay (Fabric._on_transmit, inlined); a switch peer gets the packet itself
-                at = end + port.delay_ns
+                at: Any = end + port.delay_ns  # boxed once (compiled build), as in _push
                 event: Event
                 if pkt is not None and port.peer_arrive is not None:
                     # no MAC rewrite: no switch reads a forwarded packet's MACs, and the one that
@@ -649,7 +664,7 @@ class Switch:
                 bucket = ev._at.get(at)
                 if bucket is None:
                     ev._at[at] = [event]
-                    heapq.heappush(ev._times, at)
+                    heappush(ev._times, at)
                 else:
                     bucket.append(event)
             else:
@@ -662,12 +677,14 @@ class Switch:
                 path = pkt.path
                 if path:
                     path = pkt.path = (path << self._link_bits) | port.link_id
-                    if port.faces_host:
-                        self.link_load.deliver(frame, pkt.ip, path)  # type: ignore[union-attr]
+                    load = self.link_load
+                    if port.faces_host and load is not None:
+                        load.deliver(frame, pkt.ip, path)
                 pool = pkt.pool
-                if pool == "shared" and tc not in self.lossless:
+                if pool == "shared" and not self._lossless[tc]:
                     mmu = self.mmu  # Mmu.release of a lossy packet, inlined
-                    mmu.ingress[pkt.in_port][tc] -= size
+                    charged = mmu.ingress[pkt.in_port]
+                    charged[tc] = charged[tc] - size
                     mmu.used -= size
                     mmu.shared_used -= size
                     pkt.pool = ""
