@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from uet.fabric.model import Fabric, PortSpec, Switch, SwitchConfig
 from uet.fabric.model.frames import ipv4_frame, pfc_frame
-from uet.fabric.model.port import CTRL, MIN_FRAME, WIRE_OVERHEAD
+from uet.fabric.model.port import CTRL, MIN_FRAME, WIRE_OVERHEAD, Port
 from uet.fabric.topology import Topology
 
 from uet.wire.net import IPV4
@@ -56,6 +56,22 @@ def test_serialisation_timing_is_exact() -> None:
             assert x.arrival == x.end + 1_000
             t = x.end
     assert ser(1042, GBPS) == 8528 and ser(50, GBPS) == 672
+
+
+def test_serialisation_from_the_reduced_ratio_is_ceil_of_bits_over_rate() -> None:
+    """Ports time frames with 8·10⁹ / rate reduced to ser_num / ser_den (small factors); the
+    result is ceil(wire bits × 10⁹ / rate) for any rate, also after the rate changes (a degraded
+    link), and a frame's end (Port.start) agrees with Port.ser_ns."""
+    rates = [1, 3, 1_000_000_000, 25_000_000_000, 100_000_000_000, 400_000_000_000, 7_777_777_777, 123_456_789]
+    for rate in rates:
+        port = Port(0, rate, 0)
+        for rate2 in (rate, max(1, rate // 3)):
+            port.rate_bps = rate2
+            assert port.rate_bps == rate2
+            for n in (0, 59, 60, 61, 64, 1500, 4096, 9018):
+                wire = (max(n, MIN_FRAME) + WIRE_OVERHEAD) * 8
+                assert port.ser_ns(n) == -(-wire * 1_000_000_000 // rate2)
+                assert port.start(n, 1000) - 1000 == port.ser_ns(n)
 
 
 def test_frame_arriving_while_busy_waits_for_the_link() -> None:

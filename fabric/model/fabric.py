@@ -219,11 +219,12 @@ class Fabric:
         if delivered:
             return ev.now
         bound = (1 << 62) if limit is None else limit
+        pop = heappop
         while times:
             t = times[0]
             if t > bound:
                 break
-            heappop(times)  # EventQueue.run_instant, inlined
+            pop(times)  # EventQueue.run_instant, inlined
             ev.now = t
             key: Any = t  # the time as one object for every event of the instant (compiled: boxed once)
             bucket = at[key]

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, final
 
 from uet.fabric.model.port import MIN_FRAME
 
@@ -48,12 +48,15 @@ if TYPE_CHECKING:
 __all__ = ["LinkInfo", "LinkLoad"]
 
 #: PDS types that carry a PSN at byte 4 and SES data (wire-format.md §5.1, §5.2)
-_DATA_TYPES = frozenset(int(t) for t in (PdsType.RUD_REQ, PdsType.ROD_REQ, PdsType.RUD_CC_REQ, PdsType.ROD_CC_REQ))
-_PORT_HI, _PORT_LO = UET_UDP_PORT >> 8, UET_UDP_PORT & 0xFF
+_DATA_TYPES: Final = frozenset(
+    int(t) for t in (PdsType.RUD_REQ, PdsType.ROD_REQ, PdsType.RUD_CC_REQ, PdsType.ROD_CC_REQ)
+)
+_PORT_HI: Final = UET_UDP_PORT >> 8
+_PORT_LO: Final = UET_UDP_PORT & 0xFF
 #: PSNs kept below the first one seen of a PDC (sprayed packets arrive out of order)
-_BEFORE = 1 << 12
+_BEFORE: Final = 1 << 12
 #: an ACK on the way back: a minimum frame (60 bytes + 24 of preamble, FCS and gap)
-_ACK_WIRE = MIN_FRAME
+_ACK_WIRE: Final = MIN_FRAME
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,17 @@ class LinkInfo:
     wire_overhead: int
 
 
+@final
+class _Window:
+    """The PSNs of one PDC delivered so far: bit ``i`` of ``bits`` is PSN ``base + i`` (mod 2³²)."""
+
+    __slots__ = ("base", "bits")
+
+    def __init__(self, base: int, bits: bytearray) -> None:
+        self.base = base
+        self.bits = bits
+
+
 class LinkLoad:
     """The accounting of one fabric (module docstring). Links are numbered by the fabric
     (:meth:`add_link`); :meth:`deliver` is called by the last switch of every delivered packet."""
@@ -78,8 +92,8 @@ class LinkLoad:
         self.links: list[LinkInfo] = []
         #: width of one link id in a packed path
         self.bits = 1
-        #: PDC key (source, destination, SPDCID as one int) → [base PSN, bitmap]
-        self._seen: dict[int, list[Any]] = {}
+        #: PDC key (source, destination, SPDCID as one int) → its delivered PSNs
+        self._seen: dict[int, _Window] = {}
         #: (flow as an int, packed path) → [distinct data wire bytes, frames, smallest frame]
         self._paths: dict[tuple[int, int], list[int]] = {}
 
@@ -116,10 +130,10 @@ class LinkLoad:
         psn = (frame[off + 4] << 24) | (frame[off + 5] << 16) | (frame[off + 6] << 8) | frame[off + 7]
         ent = self._seen.get(pdc)
         if ent is None:
-            ent = self._seen[pdc] = [(psn - _BEFORE) & 0xFFFFFFFF, bytearray((_BEFORE >> 3) + 64)]
-        i = (psn - ent[0]) & 0xFFFFFFFF
+            ent = self._seen[pdc] = _Window((psn - _BEFORE) & 0xFFFFFFFF, bytearray((_BEFORE >> 3) + 64))
+        i = (psn - ent.base) & 0xFFFFFFFF
         if i < 0x80000000:  # else older than the PDC's window: counted, as the docstring says
-            bits = ent[1]
+            bits = ent.bits
             byte = i >> 3
             if byte >= len(bits):
                 bits.extend(bytes(max(byte + 1 - len(bits), len(bits))))
@@ -135,8 +149,8 @@ class LinkLoad:
         if acc is None:
             self._paths[key] = [wire, 1, wire]
         else:
-            acc[0] += wire
-            acc[1] += 1
+            acc[0] = acc[0] + wire  # (not +=: the compiled build makes that a generic in-place add)
+            acc[1] = acc[1] + 1
             if wire < acc[2]:
                 acc[2] = wire
 

@@ -317,7 +317,7 @@ class HostNic:
             ev.schedule(end, self._kick_ev, port)
         tx = self.on_transmit
         if tx is self.link_tx:
-            at = end + port.delay_ns  # EventQueue.schedule, inlined (the contract is in its class)
+            at: Any = end + port.delay_ns  # EventQueue.schedule, inlined (its contract); boxed once when compiled
             ingress: Any = port.peer_ingress  # set for every port of a Fabric
             bucket = ev._at.get(at)
             if bucket is None:

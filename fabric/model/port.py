@@ -23,6 +23,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
+from math import gcd
 from typing import Final, Protocol, final
 
 from uet.fabric.model.config import EcnConfig, FabricError
@@ -218,6 +219,23 @@ class Port:
         self.base_rate_bps = self.rate_bps
 
     @property
+    def rate_bps(self) -> int:
+        """The link rate in bit/s. Setting it (a degraded link: uet.fabric.model.failover) also
+        sets :attr:`ser_num` and :attr:`ser_den`."""
+        return self._rate_bps
+
+    @rate_bps.setter
+    def rate_bps(self, bps: int) -> None:
+        self._rate_bps = bps = int(bps)
+        g = gcd(8_000_000_000, bps)
+        #: the link's nanoseconds per byte, 8·10⁹ / rate, as a reduced fraction: a frame of ``b``
+        #: wire bytes takes ceil(b · ser_num / ser_den) ns (:meth:`ser_ns`). Small factors (100 Gb/s:
+        #: 2 / 25) keep the products machine-sized, which the compiled build multiplies natively
+        #: (b · 8·10⁹ it multiplies as Python ints); the quotient is the same integer.
+        self.ser_num = 8_000_000_000 // g
+        self.ser_den = bps // g
+
+    @property
     def peer_mac(self) -> bytes:
         """MAC of the far end (the destination MAC of frames this port forwards)."""
         return self._peer_mac
@@ -232,8 +250,7 @@ class Port:
 
     def ser_ns(self, nbytes: int) -> int:
         """Serialisation time of a frame of ``nbytes`` (without FCS) on this link, rounded up."""
-        bits = (max(nbytes, MIN_FRAME) + self.wire_overhead) * 8
-        return (bits * 1_000_000_000 + self.rate_bps - 1) // self.rate_bps
+        return ((max(nbytes, MIN_FRAME) + self.wire_overhead) * self.ser_num + self.ser_den - 1) // self.ser_den
 
     def pause_ns(self, quanta: int) -> int:
         """Duration of ``quanta`` pause quanta (512 bit times each) at this link's rate."""
@@ -270,7 +287,7 @@ class Port:
     def start(self, nbytes: int, now: int) -> int:
         """A frame of ``nbytes`` starts on the link at ``now``: the link is busy until the end of
         its serialisation (:meth:`ser_ns`, written out: once per frame a NIC sends), returned."""
-        end = now + ((max(nbytes, MIN_FRAME) + self.wire_overhead) * 8_000_000_000 + self.rate_bps - 1) // self.rate_bps
+        end = now + ((max(nbytes, MIN_FRAME) + self.wire_overhead) * self.ser_num + self.ser_den - 1) // self.ser_den
         self.busy_until = end
         self.tx_bytes += nbytes
         self.tx_frames += 1

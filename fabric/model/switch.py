@@ -322,8 +322,7 @@ class Switch:
         if tol >= 0:  # the frame took [now - ser, now] on the link: it may start once the last ended
             tat = (  # Port.ser_ns, inlined (once per frame a host sends)
                 self._tat[in_port]
-                + (((n if n > MIN_FRAME else MIN_FRAME) + pt.wire_overhead) * 8_000_000_000 + pt.rate_bps - 1)
-                // pt.rate_bps
+                + (((n if n > MIN_FRAME else MIN_FRAME) + pt.wire_overhead) * pt.ser_num + pt.ser_den - 1) // pt.ser_den
             )
             if tat - now > tol:  # sooner than the link could carry it, beyond the burst
                 self._drop(in_port, 0, "policed", n, now)
@@ -542,10 +541,11 @@ class Switch:
         elif port.free_at != end:
             port.free_at = end
             ev = self.events  # EventQueue.schedule, inlined (the contract is in its class)
-            bucket = ev._at.get(end)
+            key: Any = end  # one int object for the look-up, the new bucket and the heap (compiled: boxed once)
+            bucket = ev._at.get(key)
             if bucket is None:
-                ev._at[end] = [(self._kick_ev, port, None)]
-                heappush(ev._times, end)
+                ev._at[key] = [(self._kick_ev, port, None)]
+                heappush(ev._times, key)
             else:
                 bucket.append((self._kick_ev, port, None))
 
@@ -628,8 +628,8 @@ class Switch:
             # Port.ser_ns, inlined (the hottest line of the model)
             end = (
                 now
-                + (((n if n > MIN_FRAME else MIN_FRAME) + port.wire_overhead) * 8_000_000_000 + port.rate_bps - 1)
-                // port.rate_bps
+                + (((n if n > MIN_FRAME else MIN_FRAME) + port.wire_overhead) * port.ser_num + port.ser_den - 1)
+                // port.ser_den
             )
             port.busy_until = end
             port.tx_bytes += n
@@ -637,17 +637,18 @@ class Switch:
             ev = self.events  # EventQueue.schedule, inlined below (the contract is in its class)
             if port.backlog or port.ctrl:
                 port.free_at = end
-                bucket = ev._at.get(end)
+                key: Any = end  # boxed once (compiled build), as in _push
+                bucket = ev._at.get(key)
                 if bucket is None:
-                    ev._at[end] = [(self._kick_ev, port, None)]
-                    heappush(ev._times, end)
+                    ev._at[key] = [(self._kick_ev, port, None)]
+                    heappush(ev._times, key)
                 else:
                     bucket.append((self._kick_ev, port, None))
             tx = self.on_transmit
             if tx is self.link_tx:
                 # inside a Fabric, untapped: the frame reaches the far end after the propagation
                 # delay (Fabric._on_transmit, inlined); a switch peer gets the packet itself
-                at = end + port.delay_ns
+                at: Any = end + port.delay_ns  # boxed once (compiled build), as in _push
                 event: Event
                 if pkt is not None and port.peer_arrive is not None:
                     # no MAC rewrite: no switch reads a forwarded packet's MACs, and the one that
