@@ -30,6 +30,7 @@ from uet.wire.pds import CONTROL, REQUEST_SYN, ControlType, PdsType, ReqFlag
 from uet.wire.ses import RENDEZVOUS_EXT, STANDARD, AmoOp, AmoType, SesFlag, SesOpcode
 
 TIMEOUT = 30.0
+CLOSE_TIMEOUT_S = 0.5
 RSS_BOUND = 150 << 20  # growth allowed across one attack and the honest transfer after it
 _SOM_STD = STANDARD[(1, "none")]
 
@@ -71,6 +72,9 @@ async def _setup(seed: int, secure: bool = False, **cfg):  # noqa: ANN202
     port = 20000 + sysrng.randrange(20000)
     sd = domain() if secure else None
     sec = (lambda: security(sd, StartPsnMethod.RANDOM_1RTT_START)) if sd else (lambda: None)
+    # the attacker never answers a close: the FEPs' closes at the end wait for it only briefly
+    # (close_timeout_s, 2 s by default), what they owe each other closes within it
+    cfg = {"close_timeout_s": CLOSE_TIMEOUT_S, **cfg}
     ea = await Endpoint.open(a, port=port, config=config(seed, **cfg), security=sec())
     eb = await Endpoint.open(b, port=port, config=config(seed + 1, **cfg), security=sec())
     return ea, eb, Attacker(c, port)

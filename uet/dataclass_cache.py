@@ -28,11 +28,13 @@ import dataclasses
 import marshal
 import os
 import sys
+from collections.abc import Iterable
+from importlib import import_module
 from importlib.util import MAGIC_NUMBER, cache_from_source
 from types import CodeType
 from typing import Any
 
-__all__ = ["MAX_ENTRIES", "CodeCache", "install"]
+__all__ = ["MAX_ENTRIES", "CodeCache", "install", "write_store"]
 
 #: texts kept in the store at most
 MAX_ENTRIES = 4096
@@ -125,3 +127,17 @@ def install(cache: CodeCache | None = None) -> CodeCache:
     dataclasses.exec = exec  # type: ignore[attr-defined]  # found before the built-in by _create_fn
     _installed = store
     return store
+
+
+def write_store(modules: Iterable[str] = ()) -> str | None:
+    """Import ``modules``, then write the store with every text this process has compiled or
+    read, even where bytecode writing is off: what byte-compiling the package does for its
+    modules (``uet-bench sim --against-htsim`` runs the simulator as installed software runs).
+    Returns the store's path (None where the interpreter keeps no bytecode cache)."""
+    cache = install()
+    for name in modules:
+        import_module(name)
+    if cache.path is not None:
+        cache.write = cache._new = True
+        cache.save()
+    return cache.path
