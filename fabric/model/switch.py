@@ -366,7 +366,8 @@ class Switch:
         if frame[ip + IP_TTL] <= 1:
             self._drop(in_port, tc, "ttl_expired", len(frame), now)
             return
-        dst = int.from_bytes(frame[ip + IP_DST : ip + IP_DST + 4], "big")
+        d = ip + IP_DST  # the destination address as an int, read byte by byte (no slice, no call)
+        dst = (frame[d] << 24) | (frame[d + 1] << 16) | (frame[d + 2] << 8) | frame[d + 3]
         group = None
         for mask, nets in self._lpm:  # Switch.route, inlined (as in _arrive)
             group = nets.get(dst & mask)
