@@ -11,7 +11,7 @@ import struct
 import pytest
 
 from uet import Access, AmoOp, AmoType, Endpoint, Peer, ReturnCode, SesError, UetError
-from uet.endpoint import DeliveryError, EndpointConfig, Mode
+from uet.endpoint import DeliveryError, EndpointConfig, Mode, with_config
 from uet.link import DirectLink, loopback_addresses
 from uet.ses import errors as E
 
@@ -272,7 +272,8 @@ async def test_operations_in_other_modes(mode: Mode) -> None:
 
 async def test_send_failure_to_absent_peer_is_delivery_error() -> None:
     (a, nobody) = loopback_addresses(2)
-    ea = await Endpoint.open(a, job=JOB, pid=1, port=0)
+    # the retry budget's time part (retry_time_ns, 2 s by default) cut short: the count still applies
+    ea = await Endpoint.open(a, job=JOB, pid=1, port=0, config=with_config(EndpointConfig(), retry_time_ns=200_000_000))
     async with ea:
         with pytest.raises(DeliveryError) as ei:
             await w(ea.send(nobody, b"hello"))

@@ -16,6 +16,8 @@ from uet.tools.bench.decode import LARGE, add_parser, made_capture_size, mixed_c
 
 from uet.pcap import read_capture
 
+pytestmark = pytest.mark.processes  # tshark reads a capture file: no network (tests/conftest.py)
+
 
 def test_mixed_capture_holds_the_incast_and_the_sample(tmp_path: Path) -> None:
     n = mixed_capture(tmp_path / "m.pcapng", hosts=3, size=8192)

@@ -34,6 +34,17 @@ class Point:
 """
 
 
+#: a plain ``uet-sim`` run that says at exit how many method texts it found stored and compiled
+RUN = (
+    "import atexit, json, sys\n"
+    "import uet.dataclass_cache as dc\n"
+    "from uet.tools.sim import main\n"
+    "c = dc.install()\n"
+    "atexit.register(lambda: sys.stderr.write(json.dumps([c.hits, c.misses]) + '\\n'))\n"
+    "main(['-n', '2', '--messages', '1', '--size', '4096', '--json'])\n"
+)
+
+
 def _make(module: str) -> Any:
     mod = ModuleType(module)
     sys.modules[module] = mod
@@ -130,22 +141,33 @@ def test_the_package_classes_are_the_same_with_the_cache(tmp_path: Path) -> None
 def test_a_second_plain_run_compiles_no_dataclass_method(tmp_path: Path) -> None:
     """Each process reports the store's hits and misses at exit; the stores go under a pycache
     prefix of the test's own."""
-    probe = (
-        "import atexit, json, sys\n"
-        "import uet.dataclass_cache as dc\n"
-        "from uet.tools.sim import main\n"
-        "c = dc.install()\n"
-        "atexit.register(lambda: sys.stderr.write(json.dumps([c.hits, c.misses]) + '\\n'))\n"
-        "main(['-n', '2', '--messages', '1', '--size', '4096', '--json'])\n"
-    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(tmp_path)
     seen = []
     for _ in range(2):
-        r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+        r = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["ok"]
         seen.append(json.loads(r.stderr.strip().splitlines()[-1]))
     (hits0, misses0), (hits1, misses1) = seen
     assert misses0 > 50 and hits1 == hits0 + misses0 and misses1 == 0
     assert list(tmp_path.rglob("dataclass-code.*"))
+
+
+def test_the_benchmark_stores_a_run_s_methods_where_bytecode_writing_is_off(tmp_path: Path) -> None:
+    """``uet-bench sim --against-htsim`` byte-compiles the package, and stores the dataclass
+    methods of a simulator run (tools/bench/htsim.py): the run then compiles none, although
+    ``PYTHONDONTWRITEBYTECODE`` forbids it to write the store itself."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(tmp_path)}
+    store = (
+        "from uet.dataclass_cache import write_store\n"
+        "from uet.tools.bench.htsim import SIM_MODULES\n"
+        "print(write_store(SIM_MODULES))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", store], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert Path(r.stdout.strip()).is_file()
+    r = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    hits, misses = json.loads(r.stderr.strip().splitlines()[-1])
+    assert hits > 50 and misses == 0

@@ -9,7 +9,16 @@ import os
 
 import pytest
 
-from uet.endpoint import DeliveryError, Endpoint, EndpointClosed, EndpointConfig, Mode, install_uvloop, run
+from uet.endpoint import (
+    DeliveryError,
+    Endpoint,
+    EndpointClosed,
+    EndpointConfig,
+    Mode,
+    install_uvloop,
+    run,
+    with_config,
+)
 from uet.eventlog import EventLog, read_events
 from uet.link import DirectLink, ImpairmentConfig, loopback_addresses
 from uet.ses.errors import SesError
@@ -95,7 +104,8 @@ async def test_target_error_raises_delivery_error() -> None:
 
 
 async def test_send_to_absent_peer_fails_after_retries() -> None:
-    cfg = EndpointConfig()
+    # the retry budget's time part (retry_time_ns, 2 s by default) cut short: the count still applies
+    cfg = with_config(EndpointConfig(), retry_time_ns=200_000_000)
     (a, nobody) = loopback_addresses(2)
     ea = await Endpoint.open(a, port=0, config=cfg)
     async with ea:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.processes  # a Python child that only imports: no network (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 CORES = ("uet/fep", "uet/pds", "uet/ses", "uet/tss", "uet/cc", "uet/roce", "fabric/model")
 BANNED_MODULES = {"asyncio", "socket", "selectors", "time"}

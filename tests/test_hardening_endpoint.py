@@ -124,8 +124,10 @@ async def _open_pair(secure: bool, seed: int, **cfg: Any) -> tuple[Endpoint, End
     for i, addr in enumerate((a, b)):
         tap = _TapLink(DirectLink(addr, port))
         sec = security(sd) if sd is not None else None
-        # PDCs stay open between the phases (no idle close): the forgeries name the live PDC.
-        ep_cfg = config(seed + i, **{"close_idle_ns": None, **cfg})
+        # PDCs stay open between the phases (no idle close): the forgeries name the live PDC. The
+        # strangers never answer a close: the FEPs' closes at the end wait for them only briefly
+        # (close_timeout_s, 2 s by default), what the FEPs owe each other closes within it.
+        ep_cfg = config(seed + i, **{"close_idle_ns": None, "close_timeout_s": 0.5, **cfg})
         eps.append(await Endpoint.open(addr, port=port, config=ep_cfg, security=sec, link=tap))
         taps.append(tap)
     return eps[0], eps[1], taps[0], taps[1]

@@ -28,6 +28,8 @@ from uet.wire.layout import Raw
 from uet.wire.lua import LAYOUTS, generate
 from uet.workloads.base import RankReport, Workload
 
+pytestmark = pytest.mark.processes  # tshark reads capture files; the simulator is in virtual time (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 LUA = ROOT / "interop" / "wireshark" / "uet.lua"
 TSHARK = shutil.which("tshark")

@@ -120,3 +120,13 @@ def test_the_workload_registry_names_each_class_by_its_name() -> None:
         Training,
     )
     assert WORKLOADS.get("nope") is None and len(WORKLOADS) == 8
+
+
+def test_a_workload_a_user_registers_is_made_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from uet.workloads import WORKLOADS, Pairs, make
+
+    class Mine(Pairs):
+        name = "mine"
+
+    monkeypatch.setitem(WORKLOADS, "mine", Mine)
+    assert type(make("mine", 4)) is Mine and "mine" in WORKLOADS

@@ -84,12 +84,11 @@ class EcnConfig:
     last_hop: bool = True
 
     def probability(self, q: float) -> float:
-        """Marking probability for a queue of ``q`` bytes."""
-        if q <= self.kmin:
-            return 0.0
-        if q > self.kmax:
-            return 1.0
-        return self.pmax * (q - self.kmin) / (self.kmax - self.kmin)
+        """Marking probability for a queue of ``q`` bytes (the rule is written once, in the copy
+        a port reads per departing packet: :class:`uet.fabric.model.port.Marking`)."""
+        from uet.fabric.model.port import Marking  # here: port imports this module
+
+        return Marking(self).probability(q)
 
 
 @dataclass

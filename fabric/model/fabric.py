@@ -16,7 +16,7 @@ t + serialisation + propagation, and the far end processes it then (store-and-fo
 
 from __future__ import annotations
 
-from heapq import heappop
+import heapq
 from typing import Any
 
 from uet.fabric.model.config import FabricError, check_thresholds
@@ -219,7 +219,7 @@ class Fabric:
         if delivered:
             return ev.now
         bound = (1 << 62) if limit is None else limit
-        pop = heappop
+        pop = heapq.heappop
         while times:
             t = times[0]
             if t > bound:

@@ -115,16 +115,18 @@ def flow_tuple(frame: bytes | bytearray, ip: int) -> bytes:
     """The 13 bytes ECMP hashes (§8.7): source IP, destination IP, protocol, source and
     destination port. For UET directly over IP the entropy header's 16-bit entropy stands in for
     the source port and the destination port is 0 (**decision**: keeps the tuple 13 bytes)."""
-    ihl = (frame[ip] & 15) * 4
     proto = frame[ip + IP_PROTO]
-    l4 = ip + ihl
+    l4 = ip + (frame[ip] & 15) * 4
+    tup = bytearray(frame[ip + IP_SRC : ip + IP_DST + 4])  # built in place: one copy out at the end
+    tup.append(proto)
     if proto == 17:
-        ports = bytes(frame[l4 : l4 + 4])
+        tup += frame[l4 : l4 + 4]
     elif proto == UET_IP_PROTO:
-        ports = bytes(frame[l4 : l4 + 2]) + b"\0\0"
+        tup += frame[l4 : l4 + 2]
+        tup += b"\0\0"
     else:
-        ports = b"\0\0\0\0"
-    return bytes(frame[ip + IP_SRC : ip + IP_DST + 4]) + bytes((proto,)) + ports
+        tup += b"\0\0\0\0"
+    return bytes(tup)
 
 
 def is_uet(frame: bytes | bytearray, ip: int) -> bool:

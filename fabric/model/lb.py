@@ -28,12 +28,17 @@ unless ``LbConfig.spray_all`` forces every packet through the mode (§9.2's nega
 from __future__ import annotations
 
 import random
+import zlib
 from collections.abc import Sequence
-from zlib import crc32
+from typing import Final
 
 from uet.fabric.model.config import LbConfig
 from uet.fabric.model.frames import flow_tuple, is_uet
 from uet.fabric.model.port import Packet, Port
+
+#: a C function as a Final name: the compiled build keeps it in a C static (an imported name is a
+#: look-up in the module's globals at every call)
+crc32: Final = zlib.crc32
 
 
 def mix32(h: int) -> int:

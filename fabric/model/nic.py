@@ -21,8 +21,8 @@ transmit side without a link model, for the live link, whose socket and switch p
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
-from heapq import heappush
 from typing import Any, Final
 
 from uet.fabric.model.config import SwitchConfig
@@ -34,6 +34,9 @@ from uet.fabric.model.telemetry import Counters, NicBytes, PfcReceived, Telemetr
 from uet.errors import DecodeError
 from uet.wire.net import EtherType
 
+#: a C function as a Final name: the compiled build keeps it in a C static (an imported name is a
+#: look-up in the module's globals at every call)
+heappush: Final = heapq.heappush
 _ETH_IPV4: Final = int(EtherType.IPV4)
 _ETH_MAC_CONTROL: Final = int(EtherType.MAC_CONTROL)
 

@@ -44,8 +44,7 @@ class Marking:
     """An :class:`~uet.fabric.model.config.EcnConfig` as a port reads it once per departing packet
     (``Port.ecn``): the same figures in plain attributes, which the compiled build keeps as native
     ints, floats and bools (a configuration dataclass is read through generic attribute look-ups).
-    :meth:`probability` is ``EcnConfig.probability`` (the rule is written there;
-    ``tests/test_fabric_ecn.py`` checks the two agree)."""
+    :meth:`probability` is the marking rule (§8.2; ``EcnConfig.probability`` asks it)."""
 
     __slots__ = ("kmin", "kmax", "pmax", "wred_drop", "weight_shift", "last_hop")
 

@@ -37,12 +37,12 @@ frames straight to the link.
 
 from __future__ import annotations
 
+import heapq
 import random
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from heapq import heappush
 from typing import Any, Final
-from zlib import crc32
 
 from uet.fabric.model.buffer import Mmu
 from uet.fabric.model.config import FabricError, SwitchConfig
@@ -83,6 +83,10 @@ from uet.errors import DecodeError
 from uet.wire.net import EtherType as _Et
 from uet.wire.net import ip_bytes
 
+#: a C function as a Final name: the compiled build keeps it in a C static (an imported name is a
+#: look-up in the module's globals at every call)
+heappush: Final = heapq.heappush
+crc32: Final = zlib.crc32
 _ETH_IPV4: Final = int(_Et.IPV4)
 _ETH_MAC_CONTROL: Final = int(_Et.MAC_CONTROL)
 _TRIMMABLE_REASONS: Final = ("queue_limit", "dynamic_threshold", "buffer_full")
@@ -362,7 +366,8 @@ class Switch:
         if frame[ip + IP_TTL] <= 1:
             self._drop(in_port, tc, "ttl_expired", len(frame), now)
             return
-        dst = int.from_bytes(frame[ip + IP_DST : ip + IP_DST + 4], "big")
+        d = ip + IP_DST  # the destination address as an int, read byte by byte (no slice, no call)
+        dst = (frame[d] << 24) | (frame[d + 1] << 16) | (frame[d + 2] << 8) | frame[d + 3]
         group = None
         for mask, nets in self._lpm:  # Switch.route, inlined (as in _arrive)
             group = nets.get(dst & mask)
@@ -602,7 +607,7 @@ class Switch:
                 frame, ip = pkt.frame, pkt.ip
                 ecn = port.ecn[tc]
                 if ecn is not None:
-                    q = port.avg_q[tc] if ecn.weight_shift else port.qbytes[tc]
+                    q: float = port.avg_q[tc] if ecn.weight_shift else port.qbytes[tc]  # (compiled: a native float)
                     if q > ecn.kmin:
                         p = ecn.probability(q)
                         if p >= 1.0 or self.rng.random() < p:

@@ -13,10 +13,11 @@ is kept for each, so a burst of other load on a shared machine disturbs neither 
 Ours runs as installed software runs, from byte-compiled modules: the package is byte-compiled
 once before the rounds (:func:`byte_compile`; where ``PYTHONDONTWRITEBYTECODE`` is set nothing
 else writes them, and every run would compile about 140 modules again, ≈ 0.3 CPU s, as htsim's
-own build is not counted either). With ``compiled`` (``--compiled``) ours also runs with the
-optional compiled build of the per-packet path, switch model and endpoint side (``UET_COMPILED=1``,
-:mod:`uet.compiled`) in the same rounds, a column of its own; the pure-Python run is always the one
-with ``UET_COMPILED=0``.
+own build is not counted either), and the compiled methods of its dataclasses are stored as its
+first run after an install stores them (:mod:`uet.dataclass_cache`). With ``compiled``
+(``--compiled``) ours also runs with the optional compiled build of the per-packet path, switch
+model and endpoint side (``UET_COMPILED=1``, :mod:`uet.compiled`) in the same rounds, a column of
+its own; the pure-Python run is always the one with ``UET_COMPILED=0``.
 
 ``PATH`` is an uet-htsim checkout (or its ``htsim/sim`` folder) built as its README says
 (``cmake -S . -B build && cmake --build build`` in ``htsim/sim``): the ``htsim_uec`` binary is
@@ -157,18 +158,26 @@ def _ours_tail_us(out: bytes) -> float | None:
     return None if mx is None else round(mx * 1e6, 1)
 
 
+#: the modules whose dataclasses a ``uet-sim`` run creates, for :func:`byte_compile`
+SIM_MODULES = ("uet.tools.sim", "uet.tools.run", "uet.tools.run_settings", "uet.tools.fault_options", "uet.sim.runs")
+
+
 def byte_compile() -> None:
-    """Byte-compile the modules of the ``uet`` package (module docstring): what an install does."""
+    """Byte-compile the modules of the ``uet`` package (module docstring): what an install does;
+    and store the compiled methods of the dataclasses a simulator run creates, as its first run
+    after an install does (:mod:`uet.dataclass_cache`)."""
     import compileall
 
     import uet.fabric
     import uet.tools
 
     import uet
+    from uet.dataclass_cache import write_store
 
     for pkg in (uet, uet.fabric, uet.tools):
         for d in pkg.__path__:
             compileall.compile_dir(d, quiet=2)
+    write_store(SIM_MODULES)
 
 
 def _figures(out: bytes) -> Any:

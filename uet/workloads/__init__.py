@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -49,9 +49,9 @@ __all__ = [
 ]
 
 
-class _Registry(Mapping[str, type[Workload]]):
-    """Workload classes by name; an entry given as the name of a lazy class (:data:`_LAZY`) is
-    imported on its first lookup."""
+class _Registry(MutableMapping[str, type[Workload]]):
+    """Workload classes by name, a dict to its users; an entry given as the name of a lazy class
+    (:data:`_LAZY`) is imported on its first lookup."""
 
     def __init__(self, entries: dict[str, type[Workload] | str]) -> None:
         self._entries = entries
@@ -62,6 +62,12 @@ class _Registry(Mapping[str, type[Workload]]):
             cls = self._entries[name] = getattr(import_module(_LAZY[cls]), cls)
         return cls
 
+    def __setitem__(self, name: str, cls: type[Workload]) -> None:
+        self._entries[name] = cls
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
 
@@ -70,7 +76,7 @@ class _Registry(Mapping[str, type[Workload]]):
 
 
 #: Workload classes by name (each class's ``name``).
-WORKLOADS: Mapping[str, type[Workload]] = _Registry(
+WORKLOADS: MutableMapping[str, type[Workload]] = _Registry(
     {
         Incast.name: Incast,
         Pairs.name: Pairs,
