@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from uet.cc.base import CcAlgorithm
+from uet.cc.base import CcAlgorithm, ReceiverCc
 from uet.cc.config import CcConfig
 from uet.cc.pullrate import PullRate
 
@@ -216,7 +216,7 @@ class _Peer:
         self.owed = 0
 
 
-class CreditScheduler:
+class CreditScheduler(ReceiverCc):
     """Receiver pacer of one FEP (§4.5 "Receiver pacer"), keyed by sender (any hashable key).
 
     ``note_target(key, target, now, route, rx)`` records a sender's cumulative target (and where

@@ -420,9 +420,9 @@ class FeedbackMixin(CloseMixin):
         gate.on_ack(npk, nby, newly, ecn_bytes, rtt, pend, restore, now)
         self._cc_probe(pdc, now)
         if ents:
-            fb = pdc.entropy.feedback
+            sel = pdc.entropy
             for e in ents:
-                fb(e, "ack", now)
+                sel.feedback(e, "ack", now)
 
     def _cc_probe(self, pdc: InitiatorPdc, now: int) -> None:
         """§4.3.6: after a new CCC's first ACK or NACK, one PROBE CP on the control class for a
