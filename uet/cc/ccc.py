@@ -16,15 +16,15 @@ target counts (§4.2: UDP length + 40 = PDS header + nbytes + 48).
 from __future__ import annotations
 
 import random
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from uet.cc.base import CcAlgorithm, ResendPolicy, SenderCc
 from uet.cc.config import CcConfig
 from uet.cc.entropy import SELECTORS
 
 #: nominal size − ``TxPkt.nbytes``: UDP (8) + 40, plus the PDS request header (12, CC request 16)
-OVERHEAD_REQ = 12 + 48
-OVERHEAD_CC_REQ = 16 + 48
+OVERHEAD_REQ: Final = 12 + 48
+OVERHEAD_CC_REQ: Final = 16 + 48
 
 A = TypeVar("A", bound=CcAlgorithm)
 

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Final
 
 from uet.cc.base import PathSelector
 from uet.cc.config import CcConfig
 
-PENALTY_MAX = 15
-PENALTY = {"ecn": 1, "trim": 4, "loss": 4}
+PENALTY_MAX: Final = 15
+PENALTY: Final = {"ecn": 1, "trim": 4, "loss": 4}
 
 
 def _base(rng: random.Random, paths: int) -> int:

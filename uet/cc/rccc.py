@@ -29,14 +29,14 @@ of ``credit_target`` in the CC request and of ``credit`` in the credit ACK state
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, Final
 
 from uet.cc.base import CcAlgorithm, ReceiverCc
 from uet.cc.config import CcConfig
 from uet.cc.pullrate import PullRate
 
-QUANTUM = 256
-M24 = 0xFFFFFF
+QUANTUM: Final = 256
+M24: Final = 0xFFFFFF
 
 
 def diff24(a: int, b: int) -> int:

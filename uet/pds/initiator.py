@@ -31,7 +31,7 @@ Choices where the notes are silent (inference):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from uet.pds._aliases import (
     _AR,
@@ -82,7 +82,7 @@ from uet.wire.pds import (
 )
 
 #: REQUEST's own struct (one definition of the header, uet.wire.pds): prologue word, fields
-_REQ_PACK = REQUEST._struct.pack
+_REQ_PACK: Final = REQUEST._struct.pack
 
 
 class InitiatorMixin(FeedbackMixin):
