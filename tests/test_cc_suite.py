@@ -4,13 +4,17 @@ one table that sets our figures beside uet-htsim's."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hang_guard import within
 from uet.tools.cc_suite import SUITES, scenario_files
 from uet.tools.sim import build_parser
 
@@ -166,6 +170,87 @@ def test_suite_one_row_json_and_table() -> None:
 def test_suite_usage_errors(args: list[str], msg: str) -> None:
     r = _run(*args)
     assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr
+
+
+#: a process running each_in_a_process (the runner behind ``--jobs``) on items whose worker blocks
+#: for ever, dies without a result, or raises; it prints what the call raised and whether any
+#: worker process is left, running or defunct (os.waitpid: no child at all once all are reaped)
+_WORKERS = r"""
+import json, os, sys, threading
+from uet.experiments.cc_suite import each_in_a_process
+
+def work(kind):
+    if kind == "die":
+        os._exit(3)
+    if kind == "raise":
+        raise ValueError("a bad row")
+    threading.Event().wait()  # "block": never returns
+
+try:
+    each_in_a_process(work, sys.argv[1].split(","), 2, lambda i, r: None)
+    error = None
+except Exception as e:
+    error = [type(e).__name__, str(e)]
+try:
+    left = os.waitpid(-1, os.WNOHANG)[0] or "running"
+except ChildProcessError:
+    left = None
+print(json.dumps({"error": error, "left": left}))
+"""
+
+
+def _workers(items: str) -> dict[str, Any]:
+    """Run :data:`_WORKERS` on ``items``; a hang fails the test (the guard only ends it)."""
+
+    async def go() -> bytes:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _WORKERS, items, stdout=subprocess.PIPE, start_new_session=True
+        )
+        try:
+            out, _ = await within(proc.communicate(), 60)
+        finally:
+            if proc.returncode is None:
+                os.killpg(proc.pid, signal.SIGKILL)  # the hang: the process and its workers
+                await proc.wait()
+        return out
+
+    return json.loads(asyncio.run(go()))
+
+
+def test_jobs_a_worker_that_dies_ends_the_suite_and_the_blocked_worker_is_killed_and_reaped() -> None:
+    """A row's worker that dies without a result (killed, out of memory) is an error, not a wait
+    for ever, and the other row's worker, blocked, is killed: no worker left, running or defunct.
+    (With multiprocessing.Pool the dead worker's result never came and the suite hung.)"""
+    out = _workers("block,die")
+    assert (
+        out["error"][0] == "WorkerDied"
+        and out["error"][1] == "die: its worker process ended without a result (exit status 3)"
+    )
+    assert out["left"] is None
+
+
+def test_jobs_a_row_error_does_not_wait_for_a_blocked_worker_and_reaps_it() -> None:
+    """A row that raises stops the suite with its error at once: the worker of a row that would
+    never end is killed, not waited for, and reaped."""
+    out = _workers("block,raise")
+    assert out == {"error": ["ValueError", "a bad row"], "left": None}
+
+
+def test_settings_are_checked_before_any_worker_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mistake in the settings of any row is found in the suite's process before any row's
+    worker starts: the suite fails with it and the worker runner is never called."""
+    from uet.tools.run_settings import given_from
+    from uet.tools.sim import SIM_OPTIONS
+
+    import uet.experiments.cc_suite as cc
+    from uet.scenario.check import ScenarioError
+
+    calls: list[object] = []
+    monkeypatch.setattr(cc, "each_in_a_process", lambda *a: calls.append(a))
+    ns = build_parser().parse_args(["--suite", "cc", "--endpoint-set", "pds.nope=1"])
+    with pytest.raises(ScenarioError, match="nope"):
+        cc.run_suite("cc", scenario_files("cc")[:3], given_from(ns, SIM_OPTIONS), jobs=2)
+    assert calls == []
 
 
 def test_jobs_run_rows_in_parallel_with_the_same_figures_in_suite_order() -> None:

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from uet.tools.cli import UsageError
+from uet.tools.cli import RunFailed, UsageError
 from uet.tools.run_settings import given_from, usage_errors
 
 from uet.errors import UetError
@@ -74,7 +74,8 @@ def run_suite(args: argparse.Namespace, on_row: Callable[[dict[str, Any]], None]
     ``uet-sim`` options apply to each as they do to one scenario (``--seed``, ``--size``, ``-o``,
     ``--endpoint-set``...), ``--max-hosts`` scales rows down, ``--only`` keeps the scenarios named
     by one of its words, ``--jobs N`` runs up to N rows at once. A setting the scenario model or
-    the simulator refuses is a :class:`UsageError`."""
+    the simulator refuses is a :class:`UsageError`; a row's worker process that dies is a
+    :class:`RunFailed`."""
     from uet.tools.sim import SIM_OPTIONS
 
     files = scenario_files(args.suite)
@@ -87,6 +88,8 @@ def run_suite(args: argparse.Namespace, on_row: Callable[[dict[str, Any]], None]
         return cc_suite.run_suite(
             args.suite, files, given, max_hosts=args.max_hosts, jobs=getattr(args, "jobs", None) or 1, on_row=on_row
         )
+    except cc_suite.WorkerDied as e:
+        raise RunFailed(str(e)) from None
     except (UetError, ValueError, TypeError, OSError) as e:
         raise UsageError(str(e)) from None
 

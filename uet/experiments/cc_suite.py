@@ -14,13 +14,32 @@ from __future__ import annotations
 import math
 import signal
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 from uet.scenario.read import Given, read_file, resolve
 
-__all__ = ["HTSIM_FLOW_BYTES", "retx_causes", "row_result", "run_row", "run_suite", "select", "suite_files"]
+T = TypeVar("T")
+R = TypeVar("R")
+
+__all__ = [
+    "HTSIM_FLOW_BYTES",
+    "RowPlan",
+    "WorkerDied",
+    "each_in_a_process",
+    "plan_row",
+    "retx_causes",
+    "row_result",
+    "run_plan",
+    "run_row",
+    "run_suite",
+    "select",
+    "suite_files",
+]
 
 #: the flow size of every htsim validation run of issue 11's table
 HTSIM_FLOW_BYTES = 2_000_000
@@ -157,12 +176,21 @@ def select(files: Sequence[Path], only: str) -> list[Path]:
     return [p for p in files if any(w == p.stem if w in stems else w in p.stem for w in words)]
 
 
-def run_row(path: Path, given: Given, max_hosts: int | None = None) -> dict[str, Any]:
-    """One row: scenario file ``path`` with ``given`` laid over it, on the simulator's defaults
+class RowPlan(NamedTuple):
+    """One row's settings, resolved and checked: what :func:`run_plan` runs."""
+
+    path: Path
+    run: dict[str, Any]
+    topology: dict[str, Any]
+    endpoint: dict[str, Any]
+    scaled: str | None
+
+
+def plan_row(path: Path, given: Given, max_hosts: int | None = None) -> RowPlan:
+    """Scenario file ``path`` with ``given`` laid over it, on the simulator's defaults
     (:func:`uet.scenario.read.resolve`), scaled down to ``max_hosts`` if it is larger (an incast
     becomes (N−1)→1, a permutation N hosts; the endpoint settings stay those of the full size).
-    Raises what the scenario model and the simulator raise for settings they refuse."""
-    from uet.sim.scenario import simulate
+    Raises what the scenario model raises for settings it refuses."""
     from uet.workloads import WORKLOADS
 
     s, topo, ep = resolve("sim", str(path), given, workloads=WORKLOADS).tables()
@@ -172,12 +200,27 @@ def run_row(path: Path, given: Given, max_hosts: int | None = None) -> dict[str,
         s["endpoints"] = max_hosts
         if topo.get("hosts", 0) > max_hosts:
             topo = {**topo, "hosts": max_hosts}
+    return RowPlan(path, s, topo, ep, scaled)
+
+
+def run_plan(plan: RowPlan) -> dict[str, Any]:
+    """The row of ``plan``, simulated in virtual time. Raises what the simulator raises for
+    settings it refuses."""
+    from uet.sim.scenario import simulate
+
     cpu0 = time.process_time()
-    res = simulate(s, topo or None, ep)
+    res = simulate(plan.run, plan.topology or None, plan.endpoint)
     res.setdefault("timing", {})["cpu_s"] = round(time.process_time() - cpu0, 3)
-    pds = ep.get("pds", {})
-    res.update(cc=pds.get("cc", "none"), lb=pds.get("lb", "default"), payload_size=ep.get("payload_size", 4096))
-    return row_result(path, res, read_file(str(path)).get("reference", {}), scaled)
+    pds = plan.endpoint.get("pds", {})
+    res.update(
+        cc=pds.get("cc", "none"), lb=pds.get("lb", "default"), payload_size=plan.endpoint.get("payload_size", 4096)
+    )
+    return row_result(plan.path, res, read_file(str(plan.path)).get("reference", {}), plan.scaled)
+
+
+def run_row(path: Path, given: Given, max_hosts: int | None = None) -> dict[str, Any]:
+    """One row: :func:`plan_row`, then :func:`run_plan`."""
+    return run_plan(plan_row(path, given, max_hosts))
 
 
 def run_suite(
@@ -191,57 +234,110 @@ def run_suite(
 ) -> dict[str, Any]:
     """Run every scenario of ``files`` (suite ``name``) with ``given`` laid over each, as over one
     scenario (seed, size, ``-o``, endpoint overrides...), rows larger than ``max_hosts`` scaled
-    down (:func:`run_row`). ``jobs``: up to that many rows at once, each in its own process (a row
-    is one single-threaded simulation, so the table of a machine with N cores takes about 1/N of
-    the time; each row's figures, CPU time included, are those of its own process and do not
-    depend on ``jobs``). ``on_row`` is called with each row as it finishes; the rows of the result
-    keep the order of ``files``."""
-    jobs = min(jobs, len(files))
-    if jobs <= 1:
-        rows = []
-        for p in files:
-            rows.append(run_row(p, given, max_hosts))
-            if on_row is not None:
-                on_row(rows[-1])
-    else:
-        rows = _run_parallel(files, given, max_hosts, jobs, on_row)
-    return {"suite": name, "ok": all(r["ok"] for r in rows), "rows": rows}
-
-
-def _worker_init() -> None:
-    """A row's process leaves Ctrl-C to the suite's process, which stops the pool (no traceback
-    from every worker)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _row_job(job: tuple[int, Path, Given, int | None]) -> tuple[int, dict[str, Any]]:
-    i, p, given, max_hosts = job
-    return i, run_row(p, given, max_hosts)
-
-
-def _run_parallel(
-    files: Sequence[Path],
-    given: Given,
-    max_hosts: int | None,
-    jobs: int,
-    on_row: Callable[[dict[str, Any]], None] | None,
-) -> list[dict[str, Any]]:
-    """The rows of :func:`run_suite` with ``jobs`` worker processes. A row that raises stops the
-    suite with that error, as it would run alone; Ctrl-C (or any error) terminates the workers
-    first."""
-    import multiprocessing
-
+    down (:func:`run_row`). Every row's settings are checked (:func:`plan_row`) before the first
+    row runs, so a mistake in them is reported before any row's work (and any worker process)
+    starts. ``jobs``: up to that many rows at once, each in its own process (a row is one
+    single-threaded simulation, so the table of a machine with N cores takes about 1/N of the
+    time; each row's figures, CPU time included, are those of its own process and do not depend
+    on ``jobs``). ``on_row`` is called with each row as it finishes; the rows of the result keep
+    the order of ``files``."""
+    plans = [plan_row(p, given, max_hosts) for p in files]
     rows: dict[int, dict[str, Any]] = {}
-    pool = multiprocessing.Pool(jobs, initializer=_worker_init)
+
+    def done(i: int, row: dict[str, Any]) -> None:
+        rows[i] = row
+        if on_row is not None:
+            on_row(row)
+
+    jobs = min(jobs, len(plans))
+    if jobs <= 1:
+        for i, plan in enumerate(plans):
+            done(i, run_plan(plan))
+    else:
+        each_in_a_process(run_plan, plans, jobs, done, name=lambda plan: plan.path.stem)
+    ordered = [rows[i] for i in range(len(plans))]
+    return {"suite": name, "ok": all(r["ok"] for r in ordered), "rows": ordered}
+
+
+class WorkerDied(RuntimeError):
+    """A worker process of :func:`each_in_a_process` ended without a result."""
+
+
+def _in_child(fn: Callable[[T], R], item: T, out: Connection) -> None:
+    """A worker process: ``fn(item)``, and the result, or what it raised, sent on ``out``. Ctrl-C
+    is left to the parent, which stops the workers (no traceback from every worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        for i, row in pool.imap_unordered(_row_job, [(i, p, given, max_hosts) for i, p in enumerate(files)]):
-            rows[i] = row
-            if on_row is not None:
-                on_row(row)
-    except BaseException:
-        pool.terminate()
-        pool.join()
-        raise
-    pool.close()
-    pool.join()
-    return [rows[i] for i in range(len(files))]
+        msg: tuple[bool, Any] = (True, fn(item))
+    except Exception as e:  # noqa: BLE001 - every error of the item goes to the parent
+        msg = (False, e)
+    try:
+        out.send(msg)
+    except Exception as e:  # noqa: BLE001 - a result or an error that does not pickle
+        out.send((False, RuntimeError(f"{type(e).__name__}: {e}")))
+    out.close()
+
+
+def each_in_a_process(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    jobs: int,
+    on_result: Callable[[int, R], None],
+    name: Callable[[T], str] = str,
+) -> None:
+    """``fn(item)`` for each of ``items``, each in its own worker process, up to ``jobs`` at once;
+    ``on_result(index, result)`` is called here as each finishes. The first item that raises
+    stops the whole with its error, raised here; a worker that ends without a result (killed,
+    ``os._exit``) raises :class:`WorkerDied` (``name(item)`` names the item). However it ends
+    (Ctrl-C too), every worker still running is killed and every worker is reaped before this
+    returns or raises.
+
+    Not :class:`multiprocessing.pool.Pool`: its workers share locks on the task and result queues
+    and it runs helper threads, and ``terminate()`` after an error could wait for ever: a worker
+    killed while it held the result queue's write lock (it was sending the next row's error) left
+    the lock held, the pool's task thread then blocked putting its end marker on that queue, and
+    ``terminate()`` joined that thread, for ever, before it reaped the killed workers (left
+    defunct); and a worker that dies mid-task leaves the pool waiting for ever on a result that
+    never comes. Here each worker has its own pipe, nothing is shared and the parent runs no
+    thread: it waits on the pipes and on the processes' sentinels, so an error, a blocked worker
+    or a dead one all end the wait, and the rows' settings are checked before any worker starts
+    (:func:`run_suite`)."""
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    ctx = multiprocessing.get_context()
+    todo = deque(enumerate(items))
+    running: dict[Connection, tuple[int, BaseProcess]] = {}  # result pipe -> (index, worker)
+    names: dict[int, str] = {}
+    try:
+        while todo or running:
+            while todo and len(running) < jobs:
+                i, item = todo.popleft()
+                names[i] = name(item)
+                recv, send = ctx.Pipe(duplex=False)
+                new = ctx.Process(target=_in_child, args=(fn, item, send), daemon=True)
+                new.start()
+                send.close()  # the worker holds the only write end: its exit is an EOF here
+                running[recv] = (i, new)
+            ready = wait(list(running))
+            for conn in [c for c in running if c in ready]:
+                i, worker = running.pop(conn)
+                try:
+                    ok, value = conn.recv()
+                except EOFError:
+                    worker.join()
+                    raise WorkerDied(
+                        f"{names[i]}: its worker process ended without a result (exit status {worker.exitcode})"
+                    ) from None
+                finally:
+                    conn.close()
+                worker.join()
+                if not ok:
+                    raise value
+                on_result(i, value)
+    finally:
+        for _, worker in running.values():
+            worker.kill()
+        for conn, (_, worker) in running.items():
+            worker.join()
+            conn.close()
