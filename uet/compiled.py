@@ -70,7 +70,10 @@ GROUP = "uet.native"
 #: per run or per rare event, and mypyc builds their dataclasses wrongly (a ``ClassVar`` with a
 #: default taken for a field); so does ``emptyqueue`` (a subclass of ``deque``). The endpoint
 #: side: what a packet crosses between the fabric and the cores, and the cores' per-packet parts
-#: (the PDS's parts are one class, PdsCore, so all of them go; FepCore likewise).
+#: (the PDS's parts are one class, PdsCore, so all of them go; FepCore likewise; and ``_aliases``,
+#: the PDS's constants: a module constant annotated ``Final`` is a C static (an integer literal
+#: inlined) in every module of the group, where a plain one is a dict lookup in the module's
+#: globals at every use).
 MODULES = (
     *(
         f"uet.fabric.model.{m}"
@@ -80,6 +83,7 @@ MODULES = (
     *(
         f"uet.pds.{m}"
         for m in (
+            "_aliases",
             "ackbuilder",
             "backoff",
             "closing",

@@ -44,7 +44,7 @@ IP_SRC: Final = IPV4.field_offset["src"]
 IP_DST: Final = IPV4.field_offset["dst"]
 UDP_LEN: Final = UDP.field_offset["length"]
 UDP_CSUM: Final = UDP.field_offset["checksum"]
-_REQUEST_SES = (NextHeader.SMALL, NextHeader.MEDIUM, NextHeader.STANDARD)
+_REQUEST_SES: Final = (NextHeader.SMALL, NextHeader.MEDIUM, NextHeader.STANDARD)
 
 
 def l3_offset(frame: bytes | bytearray) -> tuple[int, int, int]:

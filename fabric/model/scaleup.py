@@ -19,6 +19,7 @@ l = group · rails + rail (:mod:`uet.fabric.topology`), so the rail is l mod rai
 from __future__ import annotations
 
 import copy
+from typing import Final
 
 from uet.fabric.model.config import BufferConfig, SwitchConfig
 from uet.fabric.model.frames import l3_offset
@@ -28,7 +29,7 @@ from uet.fabric.model.port import Port
 from uet.errors import DecodeError
 from uet.wire.net import EtherType
 
-ETH_IPV4 = int(EtherType.IPV4)
+ETH_IPV4: Final = int(EtherType.IPV4)
 
 __all__ = ["GpuNic", "scale_up_config"]
 

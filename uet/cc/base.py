@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Hashable
-from typing import Any, Protocol
+from typing import Any
 
 from uet.cc.config import CcConfig
 
@@ -45,17 +45,28 @@ class ResendPolicy(enum.Enum):
     ACK_CLOCKED = "ack_clocked"
 
 
-class PathSelector(Protocol):
-    """A CCC's path selector (§4.6; uet.cc.entropy), shared by the CCC's RUD PDCs."""
+class PathSelector:
+    """A CCC's path selector (§4.6; uet.cc.entropy), shared by the CCC's RUD PDCs: a base class
+    (not a ``Protocol``), so that the compiled build (uet.compiled) calls its methods natively."""
 
-    def next_entropy(self) -> int: ...
+    __slots__ = ()
 
-    def feedback(self, entropy: int, event: str, now: int = 0) -> None: ...
+    def next_entropy(self) -> int:
+        """The entropy value for the next transmission."""
+        raise NotImplementedError
+
+    def feedback(self, entropy: int, event: str, now: int = 0) -> None:
+        """``event`` is ``"ack"``, ``"ecn"``, ``"trim"`` (not at the last hop), ``"loss"``
+        (SACK-inferred) or ``"timeout"`` (uet.cc.entropy)."""
+        raise NotImplementedError
 
 
-class SenderCc(Protocol):
+class SenderCc:
     """One CCC as the PDS sees it (module docstring). ``nbytes`` is ``TxPkt.nbytes`` (SES header
-    + payload); the gate adds its own per-packet overhead to get nominal sizes."""
+    + payload); the gate adds its own per-packet overhead to get nominal sizes. A base class
+    (not a ``Protocol``): the compiled build (uet.compiled) calls a native class's methods and
+    reads its attributes natively, an object of a structural type only through Python's generic
+    calls (once per packet and signal). Its implementations set every attribute in ``__init__``."""
 
     #: the retransmission discipline the PDS applies to this CCC's PDCs
     resend: ResendPolicy
@@ -71,52 +82,55 @@ class SenderCc(Protocol):
     def quota(self, now: int) -> int:
         """First transmissions allowed now, asked once per burst and answered with
         :meth:`on_send_many`; -1: ask :meth:`can_send` per packet instead."""
-        ...
+        raise NotImplementedError
 
-    def can_send(self, nbytes: int, now: int) -> bool: ...
+    def can_send(self, nbytes: int, now: int) -> bool:
+        raise NotImplementedError
 
     def may_open(self, nbytes: int, now: int) -> bool:
         """May a new PDC's first packet go although :meth:`can_send` refused it?"""
-        ...
+        raise NotImplementedError
 
-    def on_send(self, nbytes: int, retx: bool, now: int) -> None: ...
+    def on_send(self, nbytes: int, retx: bool, now: int) -> None:
+        raise NotImplementedError
 
     def on_send_many(self, npkts: int, nbytes: int, now: int) -> None:
         """``npkts`` first transmissions of ``nbytes`` in all (pairs with :meth:`quota`)."""
-        ...
+        raise NotImplementedError
 
     def ack_request(self, nbytes: int) -> bool:
         """Set AR on the packet of ``nbytes`` about to go (§4.3.3)?"""
-        ...
+        raise NotImplementedError
 
     def deadline(self, now: int) -> int | None:
         """When a sender refused now may try again without any packet arriving (pacing, a due
         CREDIT_REQ), or None."""
-        ...
+        raise NotImplementedError
 
     def take_probe(self) -> bool:
         """True once, when the CCC wants a PROBE CP for a clean base-RTT sample (§4.3.6)."""
-        ...
+        raise NotImplementedError
 
     def set_backlog(self, pdcid: int, npkts: int, nbytes: int) -> None:
         """PDC ``pdcid`` has ``npkts`` packets waiting, each about ``nbytes`` (an estimate)."""
-        ...
+        raise NotImplementedError
 
     def credit_target(self) -> int:
         """The cumulative 24-bit credit target for the next CC request (§4.5; 0 without RCCC)."""
-        ...
+        raise NotImplementedError
 
     def credit_request_due(self, now: int) -> bool:
         """Is a CREDIT_REQ CP restating :meth:`credit_target` due now (§4.5 "Timeout with no
         credit")? The PDS answers with :meth:`on_credit_request` (also when it could not send
         one: never a deadline in the past)."""
-        ...
+        raise NotImplementedError
 
-    def on_credit_request(self, now: int) -> None: ...
+    def on_credit_request(self, now: int) -> None:
+        raise NotImplementedError
 
     def on_grant(self, grant: int, now: int) -> bool:
         """A cumulative grant (CREDIT CP or credit ACK); False: this CCC takes no credit."""
-        ...
+        raise NotImplementedError
 
     def on_ack(
         self,
@@ -133,58 +147,62 @@ class SenderCc(Protocol):
         nominal bytes the target newly received by its ACK_CC state (None: a plain ACK, count
         what it acknowledged); ``ecn_bytes`` reported ECN-CE marked; ``rtt`` a valid sample less
         the service time, or None; the receiver window penalty ``pend``/``restore`` (§4.4)."""
-        ...
+        raise NotImplementedError
 
     def on_nack(self, code: int, ecn: bool, now: int) -> None:
         """Any NACK reached the PDC (before it is attributed to a packet)."""
-        ...
+        raise NotImplementedError
 
     def on_nack_packet(self, nbytes: int, ecn: bool, rtt: int | None, trimmed: bool, lasthop: bool, now: int) -> None:
         """A NACK for an outstanding packet of ``nbytes`` that will be resent (§4.1 ``on_nack``)."""
-        ...
+        raise NotImplementedError
 
     def on_loss(self, nbytes: int, timeout: bool, now: int) -> None:
         """A packet inferred lost and resent: by its RTO (``timeout``) or the SACK."""
-        ...
+        raise NotImplementedError
 
     def on_discarded(self, nbytes: int) -> None:
         """A packet the target discarded unseen (ROD go-back-N) is about to be resent."""
-        ...
+        raise NotImplementedError
 
     def on_done(self, npkts: int, nbytes: int = 0) -> None:
         """``npkts`` packets (``nbytes`` in all) left flight without an ACK (their PDC failed)."""
-        ...
+        raise NotImplementedError
 
     def snapshot(self) -> dict[str, Any]:
         """Current figures (tools, tests, the event log)."""
-        ...
+        raise NotImplementedError
 
 
-class ReceiverCc(Protocol):
+class ReceiverCc:
     """The receiver side of a credit algorithm (RCCC's credit pacer, §4.5), one per FEP: told
     each CC request's credit target and arrival, it paces cumulative grants to the senders'
-    CCCs (``key`` = (peer, CCC ID)); ``route`` is where a sender's grants go (its PDC)."""
+    CCCs (``key`` = (peer, CCC ID)); ``route`` is where a sender's grants go (its PDC). A base
+    class, as :class:`SenderCc`."""
 
     def note_target(
         self, key: Hashable, target: int, now: int, route: object = None, rx: int = 0, blocked: bool = False
     ) -> int | None:
         """A credit target arrived (``blocked``: in a CREDIT_REQ); an int: the whole target was
         granted already (a grant was lost), repeat this cumulative grant."""
-        ...
+        raise NotImplementedError
 
-    def note_arrival(self, key: Hashable, core_trim: bool, now: int, ce: bool = False) -> None: ...
+    def note_arrival(self, key: Hashable, core_trim: bool, now: int, ce: bool = False) -> None:
+        raise NotImplementedError
 
-    def add_demand(self, key: Hashable, nbytes: int, now: int) -> None: ...
+    def add_demand(self, key: Hashable, nbytes: int, now: int) -> None:
+        raise NotImplementedError
 
-    def forget(self, key: Hashable) -> None: ...
+    def forget(self, key: Hashable) -> None:
+        raise NotImplementedError
 
     def deadline(self) -> int | None:
         """When the next grant is due, or None."""
-        ...
+        raise NotImplementedError
 
     def poll(self, now: int) -> list[tuple[Hashable, object, int]]:
         """The grants due at ``now``: ``(key, route, cumulative grant)``."""
-        ...
+        raise NotImplementedError
 
 
 class CcAlgorithm:

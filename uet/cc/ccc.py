@@ -16,20 +16,20 @@ target counts (§4.2: UDP length + 40 = PDS header + nbytes + 48).
 from __future__ import annotations
 
 import random
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
-from uet.cc.base import CcAlgorithm, PathSelector, ResendPolicy
+from uet.cc.base import CcAlgorithm, ResendPolicy, SenderCc
 from uet.cc.config import CcConfig
 from uet.cc.entropy import SELECTORS
 
 #: nominal size − ``TxPkt.nbytes``: UDP (8) + 40, plus the PDS request header (12, CC request 16)
-OVERHEAD_REQ = 12 + 48
-OVERHEAD_CC_REQ = 16 + 48
+OVERHEAD_REQ: Final = 12 + 48
+OVERHEAD_CC_REQ: Final = 16 + 48
 
 A = TypeVar("A", bound=CcAlgorithm)
 
 
-class Ccc:
+class Ccc(SenderCc):
     """Per-CCC gate over a list of algorithms (see the module docstring)."""
 
     def __init__(
@@ -50,7 +50,7 @@ class Ccc:
         #: be resent, its count never falling
         self.resend = ResendPolicy.GATED if algorithms else ResendPolicy.ACK_CLOCKED
         #: RUD path selector shared by the CCC's PDCs (None: each PDC gets the PDS default)
-        self.entropy: PathSelector | None = SELECTORS[lb](rng, cfg) if lb in SELECTORS else None
+        self.entropy = SELECTORS[lb](rng, cfg) if lb in SELECTORS else None
         self.window = window
         self.inflight_pkts = 0
         self.ccc_id = ccc_id & 0xFF

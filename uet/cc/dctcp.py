@@ -13,13 +13,13 @@ loss (RTO or SACK) halves the window, at most once per window. The window starts
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from uet.cc.base import CcAlgorithm, Log
 from uet.cc.config import CcConfig
 
 #: RFC 8257 §4.2: the weight of a new window's marked fraction in α
-GAIN = 1 / 16
+GAIN: Final = 1 / 16
 
 
 class Dctcp(CcAlgorithm):

@@ -1,7 +1,7 @@
 """Multipath path selection: which entropy value (EV) each packet carries (spec/behaviour.md §4.6).
 
 Every selector draws from ``paths`` consecutive EVs above a random base (the UDP source ports a
-switch hashes for ECMP) and follows the ``EntropyStrategy`` seam of :mod:`uet.pds.seams`:
+switch hashes for ECMP) and follows the :class:`uet.cc.base.PathSelector` seam:
 ``next_entropy()`` and ``feedback(entropy, event, now)``. Events:
 
 - ``"ack"``: the packet was delivered unmarked (also a last-hop trim without ``m``, §3.4);
@@ -21,18 +21,21 @@ counts as a trim (+4) for the bitmap.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from typing import Final
 
+from uet.cc.base import PathSelector
 from uet.cc.config import CcConfig
 
-PENALTY_MAX = 15
-PENALTY = {"ecn": 1, "trim": 4, "loss": 4}
+PENALTY_MAX: Final = 15
+PENALTY: Final = {"ecn": 1, "trim": 4, "loss": 4}
 
 
 def _base(rng: random.Random, paths: int) -> int:
     return rng.randrange(0x4000, 0x10000 - paths + 1)
 
 
-class Single:
+class Single(PathSelector):
     """One EV for the whole life of the PDC (single path, ROD, §2.13)."""
 
     __slots__ = ("value",)
@@ -47,7 +50,7 @@ class Single:
         """Nothing to learn with one path."""
 
 
-class Oblivious:
+class Oblivious(PathSelector):
     """Oblivious spraying (§4.6): a modular counter from a random start over ``paths`` EVs, so
     each EV is used once before any repeats. Feedback is ignored."""
 
@@ -69,7 +72,7 @@ class Oblivious:
         """Oblivious: nothing to learn."""
 
 
-class Reps:
+class Reps(PathSelector):
     """REPS, recycled entropies (§4.6): a circular buffer of EVs that came back unmarked; each is
     reused once. A timeout (with trimming) freezes the buffer for ``reps_freeze_ns``: the cached
     EVs are reused cyclically instead of exploring; leaving the freeze clears the buffer and
@@ -146,7 +149,7 @@ class Reps:
                 self.stats["freezes"] += 1
 
 
-class Bitmap:
+class Bitmap(PathSelector):
     """Bitmap / STrack-style selection (§4.6): walk the EVs in a pseudo-random permutation
     ``(index XOR r) mod 2^k`` (new ``r`` at each wrap, indexes ≥ ``paths`` skipped); an EV with a
     penalty is skipped once (penalty − 1), at most one full cycle. Penalties: +1 ECN, +4 trim
@@ -196,4 +199,9 @@ class Bitmap:
 
 
 #: load-balancing selectors by name (§4.6)
-SELECTORS = {"single": Single, "oblivious": Oblivious, "reps": Reps, "bitmap": Bitmap}
+SELECTORS: dict[str, Callable[[random.Random, CcConfig], PathSelector]] = {
+    "single": Single,
+    "oblivious": Oblivious,
+    "reps": Reps,
+    "bitmap": Bitmap,
+}

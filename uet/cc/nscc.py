@@ -37,18 +37,18 @@ Choices where the notes leave room (inference):
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from uet.cc.base import CcAlgorithm
 from uet.cc.config import REF_BDP, REF_RTT_NS, CcConfig
 
 #: htsim's EWMA weight of one delay sample (§4.3.5)
-DELAY_EWMA = 0.0125
+DELAY_EWMA: Final = 0.0125
 #: "delay ≈ 0" for fast increase (htsim: < 1 µs, §4.3.1)
-FAST_INCREASE_NS = 1_000
-GAMMA = 0.8
-MAX_MD_JUMP = 0.5
-QA_GATE = 3
+FAST_INCREASE_NS: Final = 1_000
+GAMMA: Final = 0.8
+MAX_MD_JUMP: Final = 0.5
+QA_GATE: Final = 3
 
 
 class Nscc(CcAlgorithm):

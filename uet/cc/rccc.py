@@ -29,14 +29,14 @@ of ``credit_target`` in the CC request and of ``credit`` in the credit ACK state
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, Final
 
-from uet.cc.base import CcAlgorithm
+from uet.cc.base import CcAlgorithm, ReceiverCc
 from uet.cc.config import CcConfig
 from uet.cc.pullrate import PullRate
 
-QUANTUM = 256
-M24 = 0xFFFFFF
+QUANTUM: Final = 256
+M24: Final = 0xFFFFFF
 
 
 def diff24(a: int, b: int) -> int:
@@ -216,7 +216,7 @@ class _Peer:
         self.owed = 0
 
 
-class CreditScheduler:
+class CreditScheduler(ReceiverCc):
     """Receiver pacer of one FEP (§4.5 "Receiver pacer"), keyed by sender (any hashable key).
 
     ``note_target(key, target, now, route, rx)`` records a sender's cumulative target (and where

@@ -36,7 +36,7 @@ from uet.cc.base import ReceiverCc
 from uet.cc.config import CcConfig
 
 
-class PathPacers:
+class PathPacers(ReceiverCc):
     """A :class:`~uet.cc.base.ReceiverCc` that routes each sender to the credit pacer of its path
     (module docstring). Keys are ``(peer, CCC ID)`` as the PDS gives them; ``params_of(peer)`` names
     the CC parameters of the path from ``peer`` (None: the FEP's own, ``default``), and

@@ -10,7 +10,7 @@ waiting buffer-less receives are served from the unexpected lists (:mod:`uet.fep
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from uet.fep.errors import DeliveryError
 from uet.fep.events import MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
@@ -27,8 +27,8 @@ from uet.wire.ses import ReturnCode
 __all__ = ["Completions"]
 
 _tnew = tuple.__new__
-_RC_OK = int(ReturnCode.OK)
-_SEND_KINDS = frozenset({"send", "deferrable", "rendezvous"})
+_RC_OK: Final = int(ReturnCode.OK)
+_SEND_KINDS: Final = frozenset({"send", "deferrable", "rendezvous"})
 _MISSING: Any = object()
 
 

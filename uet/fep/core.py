@@ -60,7 +60,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from uet.errors import UetError
 from uet.fep.config import FepConfig
@@ -98,8 +98,8 @@ __all__ = ["FepCore"]
 
 _tnew = tuple.__new__
 #: ``receive_marked`` ecn marks (the links' packed form): trimmed, trimmed at the last hop
-ECN_TRIMMED = MARK_TRIMMED
-ECN_LASTHOP = MARK_LASTHOP
+ECN_TRIMMED: Final = MARK_TRIMMED
+ECN_LASTHOP: Final = MARK_LASTHOP
 
 
 class FepCore(Operations):

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import islice
-from typing import Any
+from typing import Any, Final
 
 from uet.errors import UetError
 from uet.fep.errors import DeliveryError
@@ -44,14 +44,14 @@ from uet.wire.ses import RESPONSE, ReturnCode
 
 __all__ = ["Lane", "OutMessage", "apply_response", "failed", "refill", "unconfirmed"]
 
-_NH_STANDARD = int(NextHeader.STANDARD)
-_NH_RESPONSE = int(NextHeader.RESPONSE)
-_RC_OK = int(ReturnCode.OK)
-_RC_GOOD = (int(ReturnCode.NULL), _RC_OK)
-_RC_BAD_GENERATION = int(ReturnCode.BAD_GENERATION)
-_WHOLE = (Mode.RUDI, Mode.UUD)
-_RUDI = Mode.RUDI  # (an Enum class attribute lookup costs ~0.2 µs: once per message here)
-_RESP_UNPACK = RESPONSE.unpack  # parse_response's decoder of a plain RESPONSE header (§11.1)
+_NH_STANDARD: Final = int(NextHeader.STANDARD)
+_NH_RESPONSE: Final = int(NextHeader.RESPONSE)
+_RC_OK: Final = int(ReturnCode.OK)
+_RC_GOOD: Final = (int(ReturnCode.NULL), _RC_OK)
+_RC_BAD_GENERATION: Final = int(ReturnCode.BAD_GENERATION)
+_WHOLE: Final = (Mode.RUDI, Mode.UUD)
+_RUDI: Final = Mode.RUDI  # (an Enum class attribute lookup costs ~0.2 µs: once per message here)
+_RESP_UNPACK: Final = RESPONSE.unpack  # parse_response's decoder of a plain RESPONSE header (§11.1)
 
 
 class OutMessage:

@@ -10,7 +10,7 @@ initiator engine, with message ids from one space.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from uet.fep.completions import Completions
 from uet.fep.errors import DeliveryError, EndpointClosed
@@ -29,7 +29,7 @@ __all__ = ["Operations"]
 
 #: ``register``'s default job: this FEP's (an int, not a sentinel object: the compiled build,
 #: uet.compiled, checks the type of a default; Job IDs are never negative)
-_OWN = -1
+_OWN: Final = -1
 
 
 class Operations(Completions):

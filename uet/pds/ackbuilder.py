@@ -17,13 +17,13 @@ than 64 beyond CACK, the 64 PSNs ending at it (§2.8). It is a fast copy of
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Protocol
+from typing import Final, Protocol
 
 from uet.pds.config import PdsConfig
 from uet.wire.pds import ACK, ACK_CC, ACK_CCX, ACK_PROBE, PdsType, psn_diff
 
-_M32 = 0xFFFFFFFF
-_M24 = 0xFFFFFF
+_M32: Final = 0xFFFFFFFF
+_M24: Final = 0xFFFFFF
 
 
 def sack_window(rcvd: Collection[int], cack: int, hi: int) -> tuple[int, int]:

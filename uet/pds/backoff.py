@@ -46,14 +46,14 @@ of every exact-packet test stays as it was); ``uet-run`` turns it on for the liv
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Final, Protocol
 
 from uet.pds.config import PdsConfig
 
 #: the shift never grows past this (2^16 × any sane RTO is beyond every cap)
-MAX_SHIFT = 16
+MAX_SHIFT: Final = 16
 #: upper bound of the adaptive RTO: RFC 6298 (2.5) allows a maximum of at least 60 s
-RTO_EST_MAX_NS = 60_000_000_000
+RTO_EST_MAX_NS: Final = 60_000_000_000
 
 
 class RttState(Protocol):

@@ -29,7 +29,7 @@ it), cannot have been assembled and moves too (``_never_delivered_from``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from uet.pds._aliases import _CT_CLOSE, _M32, _S_CLOSE_ACK_WAIT, _S_CLOSED, _S_ESTABLISHED, _S_SYN_SENT
 from uet.pds.config import PdsLimitError
@@ -39,8 +39,8 @@ from uet.pds.rudi import RudiMixin
 from uet.pds.states import INITIATOR_TRANSITIONS, InitiatorState, transition
 from uet.wire.pds import NackCode, psn_diff
 
-_S_ACK_WAIT = InitiatorState.ACK_WAIT
-_S_QUIESCE = InitiatorState.QUIESCE
+_S_ACK_WAIT: Final = InitiatorState.ACK_WAIT
+_S_QUIESCE: Final = InitiatorState.QUIESCE
 #: fatal NACKs whose prescribed reaction is "close PDC; retry on a new PDC" (behaviour.md §2.10)
 RETRY_ON_NEW_PDC = frozenset(
     int(c)

@@ -42,6 +42,8 @@ Choices where the notes are silent (inference):
 
 from __future__ import annotations
 
+from typing import Final
+
 from uet.pds._aliases import (
     _A_RETX,
     _AR,
@@ -80,12 +82,12 @@ from uet.pds.ret import ReturnMixin
 from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import CONTROL, CONTROL_SYN, ControlType, NackCode, psn_diff
 
-_NC_CLOSING_IN_ERR = NackCode.CLOSING_IN_ERR
-_NC_RCVD_SES_PROCG = NackCode.RCVD_SES_PROCG
+_NC_CLOSING_IN_ERR: Final = NackCode.CLOSING_IN_ERR
+_NC_RCVD_SES_PROCG: Final = NackCode.RCVD_SES_PROCG
 
 
 #: target PDCs closed in error remembered at once (module docstring)
-TOMBS = 256
+TOMBS: Final = 256
 
 
 class ControlMixin(ReturnMixin):

@@ -65,7 +65,7 @@ import warnings
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from heapq import heapify, heappop, heappush, heapreplace
-from typing import Any
+from typing import Any, Final
 
 from uet.cc.registry import build as build_cc
 from uet.errors import DecodeError
@@ -111,10 +111,10 @@ from uet.wire.pds import NACK, REQUEST, NackCode, psn_diff
 
 _tnew = tuple.__new__
 #: the whole RUD/ROD request header (SYN = 0): prologue word, clear_psn_offset, psn, SPDCID, DPDCID
-_REQ_WORDS = REQUEST._struct.unpack_from
+_REQ_WORDS: Final = REQUEST._struct.unpack_from
 #: ``receive_batch`` ecn marks of the fabric link (uet.link.fabric ECN_TRIMMED / ECN_LASTHOP)
-_ECN_TRIMMED = MARK_TRIMMED
-_ECN_LASTHOP = MARK_LASTHOP
+_ECN_TRIMMED: Final = MARK_TRIMMED
+_ECN_LASTHOP: Final = MARK_LASTHOP
 
 
 class PdsCore(initiator.InitiatorMixin):

@@ -31,6 +31,8 @@ Choices where the notes are silent (inference):
 
 from __future__ import annotations
 
+from typing import Final
+
 from uet.pds._aliases import (
     _A_CLR,
     _A_EPSN,
@@ -66,15 +68,15 @@ from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import ACK_CC, ACK_EPSN, NACK, NACK_ACTION, AckFlag, NackAction, NackCode, NackFlag
 from uet.wire.pds import psn_diff as _diff  # the one serial-number difference (wire-format.md §15)
 
-_NA_CLOSE = NackAction.CLOSE
-_A_CLS = int(AckFlag.REQ_CLOSE)
-_N_NT = int(NackFlag.NT)
-_RAW_CC = ACK_CC[(False, "raw")]
-_ACK_CC_LEN = _RAW_CC.size
-_HALF = 0x80000000  # half the PSN space (serial-number arithmetic, wire-format.md §15)
+_NA_CLOSE: Final = NackAction.CLOSE
+_A_CLS: Final = int(AckFlag.REQ_CLOSE)
+_N_NT: Final = int(NackFlag.NT)
+_RAW_CC: Final = ACK_CC[(False, "raw")]
+_ACK_CC_LEN: Final = _RAW_CC.size
+_HALF: Final = 0x80000000  # half the PSN space (serial-number arithmetic, wire-format.md §15)
 _tnew = tuple.__new__
-_ACK_EPSN = ACK_EPSN
-_RAW_CC_P = ACK_CC[(True, "raw")]
+_ACK_EPSN: Final = ACK_EPSN
+_RAW_CC_P: Final = ACK_CC[(True, "raw")]
 
 
 def _code_name(code: int) -> str:
@@ -420,9 +422,9 @@ class FeedbackMixin(CloseMixin):
         gate.on_ack(npk, nby, newly, ecn_bytes, rtt, pend, restore, now)
         self._cc_probe(pdc, now)
         if ents:
-            fb = pdc.entropy.feedback
+            sel = pdc.entropy
             for e in ents:
-                fb(e, "ack", now)
+                sel.feedback(e, "ack", now)
 
     def _cc_probe(self, pdc: InitiatorPdc, now: int) -> None:
         """§4.3.6: after a new CCC's first ACK or NACK, one PROBE CP on the control class for a

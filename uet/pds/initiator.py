@@ -31,7 +31,7 @@ Choices where the notes are silent (inference):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from uet.pds._aliases import (
     _AR,
@@ -82,7 +82,7 @@ from uet.wire.pds import (
 )
 
 #: REQUEST's own struct (one definition of the header, uet.wire.pds): prologue word, fields
-_REQ_PACK = REQUEST._struct.pack
+_REQ_PACK: Final = REQUEST._struct.pack
 
 
 class InitiatorMixin(FeedbackMixin):
@@ -386,7 +386,7 @@ class InitiatorMixin(FeedbackMixin):
             lp = pdc.lpdcid
             rp = pdc.rpdcid
             peer = pdc.peer
-            next_ent = pdc.entropy.next_entropy
+            sel = pdc.entropy
             append = self._out.append
             seq = pdc.tx_seq
             sent = nbytes = 0
@@ -418,7 +418,7 @@ class InitiatorMixin(FeedbackMixin):
                         arf = 0
                     # clear_psn_offset = (tx_base - 1) - psn = -used (|used| <= mp_range <= 4096)
                     hdr = _REQ_PACK(word | (pkt.next_hdr << 7) | arf, -used, psn, lp, rp)
-                    ent = next_ent()
+                    ent = sel.next_entropy()
                     append((b"".join((hdr, pkt.ses, pkt.payload)), peer, ent))
                     out[psn] = pkt
                     pkt.psn = psn
@@ -515,11 +515,10 @@ class InitiatorMixin(FeedbackMixin):
         lp = pdc.lpdcid
         rp = pdc.rpdcid
         peer = pdc.peer
-        next_ent = pdc.entropy.next_entropy
+        # the selector and the gate, not their bound methods: the compiled build (uet.compiled)
+        # calls a native class's methods natively, a bound method only through Python's call
+        sel = pdc.entropy
         append = self._out.append
-        can_send = gate.can_send
-        on_send = gate.on_send
-        ack_request = gate.ack_request
         log = self._log
         seq = pdc.tx_seq
         ar_psn = pdc.ar_psn
@@ -534,7 +533,7 @@ class InitiatorMixin(FeedbackMixin):
                 break
             pkt = pending[0]
             nb = pkt.nbytes
-            if not can_send(nb, now) and not (psn == pdc.start_psn and gate.may_open(nb, now)):
+            if not gate.can_send(nb, now) and not (psn == pdc.start_psn and gate.may_open(nb, now)):
                 blocked = True
                 break
             pending.popleft()
@@ -544,7 +543,7 @@ class InitiatorMixin(FeedbackMixin):
             if not ar and (not pending or used + 1 >= win):
                 ar = ((ar_psn - base) & _M32) >= used  # no AR'd packet in flight
             if not ar:
-                ar = ack_request(nb)  # §4.3.3
+                ar = gate.ack_request(nb)  # §4.3.3
             if ar:
                 ar_psn = psn
                 pkt.rtx_wait = False
@@ -555,7 +554,7 @@ class InitiatorMixin(FeedbackMixin):
                 cpo = -0x8000
             hdr = _REQ_PACK(word | (pkt.next_hdr << 7) | (_AR if ar else 0), cpo, psn, lp, rp)
             data = b"".join((hdr, pkt.ses, pkt.payload)) if nb else hdr
-            ent = next_ent()
+            ent = sel.next_entropy()
             pkt.entropy = ent
             pkt.tx_time = now
             if pkt.rearmed:
@@ -565,7 +564,7 @@ class InitiatorMixin(FeedbackMixin):
             pkt.sends += 1
             seq += 1
             pkt.tx_seq = seq
-            on_send(nb, False, now)
+            gate.on_send(nb, False, now)
             append((data, peer, ent))
             sent += 1
             if log is not None:

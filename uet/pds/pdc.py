@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, Literal, Protocol
 
-from uet.cc.base import SenderCc
+from uet.cc.base import PathSelector, SenderCc
 from uet.pds._aliases import _P_ROD_REQ, _P_RUD_REQ
 from uet.pds.ackbuilder import AckPending
 from uet.pds.config import Mode
@@ -186,7 +186,14 @@ class InitiatorPdc:
     role: Literal["initiator"] = "initiator"
 
     def __init__(
-        self, key: tuple[Any, ...], peer: str, mode: Mode, lpdcid: int, start_psn: int, entropy: Any, gate: SenderCc
+        self,
+        key: tuple[Any, ...],
+        peer: str,
+        mode: Mode,
+        lpdcid: int,
+        start_psn: int,
+        entropy: PathSelector,
+        gate: SenderCc,
     ) -> None:
         self.key = key
         self.peer = peer
@@ -207,7 +214,7 @@ class InitiatorPdc:
         self.close_pkt: TxPkt | None = None
         self.clear_needed = False
         self.last_activity = 0
-        self.entropy = entropy
+        self.entropy: PathSelector = entropy
         self.gate: SenderCc = gate
         self.tx_seq = 0
         self.gbn_from: int | None = None

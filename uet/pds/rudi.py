@@ -23,7 +23,7 @@ handed out. The target hands it to SES and ignores the return value.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, Final
 
 from uet.pds._aliases import (
     _M32,
@@ -48,13 +48,13 @@ from uet.wire.pds import NACK_ACTION, RUDI, UUD, NackAction, NackCode, NackFlag,
 from uet.wire.ses import RESPONSE, ResponseOpcode, ReturnCode
 
 #: RUDI request / response header length (wire-format.md §5.9)
-_RUDI_LEN = RUDI.size
+_RUDI_LEN: Final = RUDI.size
 
-_NA_RETRANSMIT = NackAction.RETRANSMIT
-_NH_STANDARD = int(NextHeader.STANDARD)
-_DEFAULT_RESP = int(ResponseOpcode.DEFAULT_RESPONSE)
-_RC_NULL = int(ReturnCode.NULL)
-_NT = int(NackFlag.NT)
+_NA_RETRANSMIT: Final = NackAction.RETRANSMIT
+_NH_STANDARD: Final = int(NextHeader.STANDARD)
+_DEFAULT_RESP: Final = int(ResponseOpcode.DEFAULT_RESPONSE)
+_RC_NULL: Final = int(ReturnCode.NULL)
+_NT: Final = int(NackFlag.NT)
 
 
 def default_response(ses: bytes | memoryview, nh: int, payload_len: int) -> bytes:

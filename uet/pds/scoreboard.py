@@ -18,26 +18,26 @@ that ``tests/test_pds_scoreboard.py`` proves equal to it.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from uet.pds.events import Acked, AckedRun, Event
 from uet.wire.pds import ACK, ACK_CC, ACK_CCX, ACK_EPSN, AckFlag, PdsType
 from uet.wire.pds import psn_diff as _diff
 
-_M32 = 0xFFFFFFFF
-_A_EPSN = int(AckFlag.EPSN)
-_A_M = int(AckFlag.M)
-_A_P = int(AckFlag.P)
-_A_RETX = int(AckFlag.RETX)
-_ACK = int(PdsType.ACK)
-_ACK_CC = int(PdsType.ACK_CC)
-_RAW_CC = ACK_CC[(False, "raw")]
-_RAW_CC_P = ACK_CC[(True, "raw")]
+_M32: Final = 0xFFFFFFFF
+_A_EPSN: Final = int(AckFlag.EPSN)
+_A_M: Final = int(AckFlag.M)
+_A_P: Final = int(AckFlag.P)
+_A_RETX: Final = int(AckFlag.RETX)
+_ACK: Final = int(PdsType.ACK)
+_ACK_CC: Final = int(PdsType.ACK_CC)
+_RAW_CC: Final = ACK_CC[(False, "raw")]
+_RAW_CC_P: Final = ACK_CC[(True, "raw")]
 #: header lengths (the layouts' own sizes): ACK, ACK with EPSN, ACK_CC, ACK_CCX
-_ACK_LEN = ACK.size
-_ACK_EPSN_LEN = ACK_EPSN.size
-_ACK_CC_LEN = _RAW_CC.size
-_ACK_CCX_LEN = ACK_CCX[(False, "raw")].size
+_ACK_LEN: Final = ACK.size
+_ACK_EPSN_LEN: Final = ACK_EPSN.size
+_ACK_CC_LEN: Final = _RAW_CC.size
+_ACK_CCX_LEN: Final = ACK_CCX[(False, "raw")].size
 _tnew = tuple.__new__
 
 

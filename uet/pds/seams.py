@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from uet.cc.base import PathSelector, ReceiverCc, ResendPolicy, SenderCc
 from uet.cc.config import CcConfig
@@ -27,20 +27,12 @@ from uet.pds.config import Mode, PathWindow
 GateFactory = Callable[[str, int], SenderCc]
 
 
-class EntropyStrategy(Protocol):
-    """Chooses the entropy value (UDP source port) of each packet of one PDC."""
-
-    def next_entropy(self) -> int:
-        """The entropy value for the next transmission."""
-        ...
-
-    def feedback(self, entropy: int, event: str, now: int = 0) -> None:
-        """``event`` is ``"ack"``, ``"ecn"``, ``"trim"`` (not at the last hop), ``"loss"``
-        (SACK-inferred) or ``"timeout"`` (uet.cc.entropy)."""
-        ...
+#: chooses the entropy value (UDP source port) of each packet of one PDC (declared in
+#: :mod:`uet.cc.base`)
+EntropyStrategy = PathSelector
 
 
-class RotatingEntropy:
+class RotatingEntropy(PathSelector):
     """Oblivious spraying over ``paths`` consecutive values from a random base (§4.6)."""
 
     __slots__ = ("_base", "_paths", "_i")
@@ -61,7 +53,7 @@ class RotatingEntropy:
         """Oblivious: feedback is ignored (REPS uses it, uet.cc.entropy)."""
 
 
-class SingleEntropy:
+class SingleEntropy(PathSelector):
     """One entropy value for the PDC's life: ROD single path (§2.13)."""
 
     __slots__ = ("value",)
@@ -85,23 +77,22 @@ def default_entropy(mode: Mode, rng: random.Random, paths: int) -> EntropyStrate
 CongestionGate = SenderCc
 
 
-class FixedWindowGate:
+class FixedWindowGate(SenderCc):
     """The ``none`` algorithm: at most ``window`` first transmissions in flight per CCC, asked
     once per burst (:meth:`quota`); resends go at once, trimmed ones on the ACK clock
     (:attr:`ResendPolicy.ACK_CLOCKED`, uet.pds.trimwait). The other signals are ignored."""
 
-    __slots__ = ("window", "inflight", "overhead", "entropy", "resend")
-
-    cc_request = False
-    ccc_id = 0
+    __slots__ = ("window", "inflight", "overhead", "entropy", "resend", "cc_request", "ccc_id")
 
     def __init__(self, window: int) -> None:
         self.window = window
+        self.cc_request = False
+        self.ccc_id = 0
         self.inflight = 0
         self.overhead = 0  # counts packets, not bytes
         #: no path selector of its own; resends on the ACK clock (instance attributes: the compiled
         #: build, uet.compiled, takes no class-level default of these types)
-        self.entropy: PathSelector | None = None
+        self.entropy = None
         self.resend = ResendPolicy.ACK_CLOCKED
 
     def quota(self, now: int) -> int:

@@ -28,7 +28,7 @@ from uet.pds.seams import RotatingEntropy
 from uet.pds.startpsn import InitiatorStartPsnHook, StartPsnPolicy
 
 if TYPE_CHECKING:
-    from uet.cc.base import ReceiverCc, SenderCc
+    from uet.cc.base import PathSelector, ReceiverCc, SenderCc
     from uet.cc.config import CcConfig
     from uet.pds.ackbuilder import AckBuilder
     from uet.pds.pdc import RudiPkt, TxPkt
@@ -95,7 +95,7 @@ class PdsState:
     initiator_start_psn: InitiatorStartPsnHook | None
     #: CCC seams (uet.pds.seams): one ``uet.cc.base.SenderCc`` per (peer, traffic class)
     gate_factory: Callable[[str, int], SenderCc]
-    entropy_factory: Callable[[Mode, random.Random, int], Any]
+    entropy_factory: Callable[[Mode, random.Random, int], PathSelector]
     payload_views: bool
     on_data: Callable[[str, int, bytes, int, int], Any] | None
     acked_runs: bool

@@ -57,7 +57,7 @@ Choices where the notes are silent (inference):
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Final
 
 from uet.pds._aliases import (
     _A_CLR,
@@ -114,17 +114,17 @@ from uet.wire.pds import (
 )
 from uet.wire.ses import extension_layout, ses_layout
 
-_NC_INVALID_SYN = NackCode.INVALID_SYN
-_NC_PDC_MODE_MISMATCH = NackCode.PDC_MODE_MISMATCH
-_REQ_NH = (1, 2, 3)
-_NH_RESPONSE_DATA = 5
-_ROD = _MODE_ROD
-_RUD = _MODE_RUD
+_NC_INVALID_SYN: Final = NackCode.INVALID_SYN
+_NC_PDC_MODE_MISMATCH: Final = NackCode.PDC_MODE_MISMATCH
+_REQ_NH: Final = (1, 2, 3)
+_NH_RESPONSE_DATA: Final = 5
+_ROD: Final = _MODE_ROD
+_RUD: Final = _MODE_RUD
 _SES_END: dict[tuple[int, int, int], int] = {}
 _tnew = tuple.__new__
 #: the request header after the prologue: clear_psn_offset, psn, spdcid, dpdcid (REQUEST's own
 #: struct, so the field layout stays defined once, in uet.wire.pds)
-_REQ_TAIL = struct.Struct(REQUEST._struct.format.replace("H", "", 1)).unpack_from
+_REQ_TAIL: Final = struct.Struct(REQUEST._struct.format.replace("H", "", 1)).unpack_from
 
 
 def ses_end(data: bytes, off: int, nh: int) -> int | None:

@@ -63,7 +63,7 @@ Counters: ``amp_held``, ``amp_dropped``, ``amp_released``, ``amp_proof_req``, ``
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from uet.pds._aliases import _A_CLR, _CT_CREDIT, _CT_REQ_CLEAR, _M32, _SYN
 from uet.pds.config import PdsConfig
@@ -73,19 +73,19 @@ __all__ = ["SourceBudget", "SourceGuard"]
 
 #: PDS types whose datagram names a PDC in bytes 8–11 (SPDCID, DPDCID): RUD/ROD requests (with
 #: and without CC), ACK / ACK_CC / ACK_CCX, NACK / NACK_CCX, control
-_REQ_TYPES = (PdsType.RUD_REQ, PdsType.ROD_REQ, PdsType.RUD_CC_REQ, PdsType.ROD_CC_REQ)
-_ACK_TYPES = frozenset((PdsType.ACK, PdsType.ACK_CC, PdsType.ACK_CCX))
-_PDC_TYPES = frozenset((*_REQ_TYPES, *_ACK_TYPES, PdsType.NACK, PdsType.NACK_CCX, PdsType.CONTROL))
+_REQ_TYPES: Final = (PdsType.RUD_REQ, PdsType.ROD_REQ, PdsType.RUD_CC_REQ, PdsType.ROD_CC_REQ)
+_ACK_TYPES: Final = frozenset((PdsType.ACK, PdsType.ACK_CC, PdsType.ACK_CCX))
+_PDC_TYPES: Final = frozenset((*_REQ_TYPES, *_ACK_TYPES, PdsType.NACK, PdsType.NACK_CCX, PdsType.CONTROL))
 #: what waits for the proof when over the budget: ACKs and requests (return data)
-_HELD_TYPES = frozenset((*_ACK_TYPES, *_REQ_TYPES))
+_HELD_TYPES: Final = frozenset((*_ACK_TYPES, *_REQ_TYPES))
 #: the PDS types whose flags may carry SYN (requests and control packets)
-_SYN_TYPES = frozenset((*_REQ_TYPES, PdsType.CONTROL))
-_RUDI_RESPONSE = int(PdsType.RUDI_RESP)
+_SYN_TYPES: Final = frozenset((*_REQ_TYPES, PdsType.CONTROL))
+_RUDI_RESPONSE: Final = int(PdsType.RUDI_RESP)
 #: the ``req`` bits of an ACK's flags (REQ_CLEAR, REQ_CLOSE)
-_ACK_REQ_BITS = int(AckFlag.REQ_CLEAR | AckFlag.REQ_CLOSE)
-_CONTROL = int(PdsType.CONTROL)
+_ACK_REQ_BITS: Final = int(AckFlag.REQ_CLEAR | AckFlag.REQ_CLOSE)
+_CONTROL: Final = int(PdsType.CONTROL)
 #: the PDS types whose SYN opens a target PDC (RUD/ROD requests, with and without CC)
-_NEW_PDC_TYPES = frozenset(_REQ_TYPES)
+_NEW_PDC_TYPES: Final = frozenset(_REQ_TYPES)
 
 
 class SourceBudget:

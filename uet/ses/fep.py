@@ -62,7 +62,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from uet.pds.config import Mode, SesNack
 from uet.ses.addressing import Resource, ResourceTable
@@ -78,12 +78,12 @@ from uet.ses.target import SesTarget, TargetConfig
 from uet.ses.unexpected import ENTRY_OVERHEAD, UnexpectedList
 from uet.wire.ses import ReturnCode
 
-_MODE_RUDI = Mode.RUDI
+_MODE_RUDI: Final = Mode.RUDI
 
 __all__ = ["ENTRY_OVERHEAD", "SesFep"]
 
-_RC_OK = int(ReturnCode.OK)
-_RC_TOO_LONG = int(ReturnCode.TOO_LONG)
+_RC_OK: Final = int(ReturnCode.OK)
+_RC_TOO_LONG: Final = int(ReturnCode.TOO_LONG)
 
 
 class SesFep:

@@ -54,7 +54,7 @@ import sys
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from uet.pds.config import SesNack
 from uet.ses.message import (
@@ -96,13 +96,13 @@ __all__ = ["Reassembler"]
 
 #: ``madvise(MADV_POPULATE_WRITE)`` (Linux ≥ 5.14): fault a range of a reassembly buffer in with
 #: one system call instead of one page fault per 4 KiB page while packets are copied in.
-_MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23 if sys.platform == "linux" else None)
+_MADV_POPULATE_WRITE: Final = getattr(mmap, "MADV_POPULATE_WRITE", 23 if sys.platform == "linux" else None)
 #: Bytes of a reassembly buffer populated ahead at a time (one transparent huge page).
-_POPULATE_CHUNK = 2 << 20
+_POPULATE_CHUNK: Final = 2 << 20
 #: the least a populate step covers (a message's first step: see ``Reassembler._populate``)
-_POPULATE_MIN = 64 << 10
-_MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
-_MADV_NOHUGEPAGE = getattr(mmap, "MADV_NOHUGEPAGE", None)
+_POPULATE_MIN: Final = 64 << 10
+_MADV_HUGEPAGE: Final = getattr(mmap, "MADV_HUGEPAGE", None)
+_MADV_NOHUGEPAGE: Final = getattr(mmap, "MADV_NOHUGEPAGE", None)
 
 
 def _advise(buf: mmap.mmap, advice: int | None) -> None:
@@ -114,10 +114,10 @@ def _advise(buf: mmap.mmap, advice: int | None) -> None:
             pass
 
 
-_MAP_FLAGS = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
+_MAP_FLAGS: Final = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
 #: ``build_response`` of a plain RESPONSE without its keyword call (the one-packet message's path)
-_RESP_ENCODE = RESPONSE.encode
-_RESP_OP = int(ResponseOpcode.RESPONSE)
+_RESP_ENCODE: Final = RESPONSE.encode
+_RESP_OP: Final = int(ResponseOpcode.RESPONSE)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Final
 
 from uet.errors import DecodeError
 from uet.wire.net import UET_UDP_PORT, inet_checksum
@@ -42,21 +43,21 @@ __all__ = [
 ]
 
 #: DSCP a switch gives a packet it trimmed towards another switch / towards the host (§8.4).
-DSCP_TRIM_FABRIC = 7
-DSCP_TRIM_LASTHOP = 5
+DSCP_TRIM_FABRIC: Final = 7
+DSCP_TRIM_LASTHOP: Final = 5
 #: Ethernet (14) + IPv4 (20) + UDP (8): the bytes in front of the UET datagram.
-HEADER_BYTES = 42
-_ETH_MIN = 60
-_HDR = struct.Struct("!6s6sHBBHHHBBH4s4sHHHH")
-_IP_AT = 14
-_UDP_AT = 34
-_DF = 0x4000
-_ETH_IPV4 = 0x0800
-_ETH_VLAN = 0x8100
+HEADER_BYTES: Final = 42
+_ETH_MIN: Final = 60
+_HDR: Final = struct.Struct("!6s6sHBBHHHBBH4s4sHHHH")
+_IP_AT: Final = 14
+_UDP_AT: Final = 34
+_DF: Final = 0x4000
+_ETH_IPV4: Final = 0x0800
+_ETH_VLAN: Final = 0x8100
 #: the trim marks the packed form (:func:`parse_marked`) ors into the ECN value: a switch cut the
 #: payload off, at the last hop (defined here once: the cores' and links' ECN_TRIMMED / ECN_LASTHOP)
-MARK_TRIMMED = 0x100
-MARK_LASTHOP = 0x200
+MARK_TRIMMED: Final = 0x100
+MARK_LASTHOP: Final = 0x200
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +189,7 @@ def parse_udp_frame(frame: bytes | bytearray, *, port: int = UET_UDP_PORT, verif
 # copies of build_udp_frame / parse_udp_frame for that path, kept here beside the originals;
 # tests/test_wire_frame.py proves they give the same bytes and the same fields.
 
-_FAST = struct.Struct("!15sBH6sH4s4sHHHH")
+_FAST: Final = struct.Struct("!15sBH6sH4s4sHHHH")
 
 
 def ip_word_sum(ip: bytes) -> int:

@@ -8,6 +8,7 @@ fields Wireshark's dissector switches on.
 from __future__ import annotations
 
 from enum import IntEnum, IntFlag
+from typing import Final
 
 from uet.wire.layout import F, Item, Layout, R
 
@@ -229,7 +230,7 @@ CC_REQUEST_SYN = Layout(
     defaults=_d(PdsType.RUD_CC_REQ, NextHeader.STANDARD, ReqFlag.SYN),
     doc="RUD/ROD CC request, SYN = 1 (§5.2).",
 )
-ACK = Layout("ack", _prologue() + _ACK_PSN + _ACK_TAIL, defaults=_d(PdsType.ACK), doc="ACK (§5.3).")
+ACK: Final = Layout("ack", _prologue() + _ACK_PSN + _ACK_TAIL, defaults=_d(PdsType.ACK), doc="ACK (§5.3).")
 ACK_PROBE = Layout(
     "ack_probe",
     _prologue() + _PROBE + _ACK_TAIL,
@@ -272,14 +273,14 @@ for _probe in (False, True):
             doc=f"ACK_CCX with {_kind} state (§5.5, provider split [Δ11]).",
         )
 
-NACK = Layout("nack", _prologue() + _NACK, defaults=_d(PdsType.NACK), doc="NACK (§5.6).")
+NACK: Final = Layout("nack", _prologue() + _NACK, defaults=_d(PdsType.NACK), doc="NACK (§5.6).")
 NACK_CCX = Layout(
     "nack_ccx",
     _prologue() + _NACK + _NACK_CCX,
     defaults=_d(PdsType.NACK_CCX),
     doc="NACK_CCX (§5.7, provider layout [Δ13]).",
 )
-_CTL_D = {"type": int(PdsType.CONTROL), "ctl_type": 0, "flags": 0}
+_CTL_D: Final = {"type": int(PdsType.CONTROL), "ctl_type": 0, "flags": 0}
 CONTROL = Layout(
     "control",
     _prologue("ctl_type", ControlType) + _CONTROL + _DPDCID + _CONTROL_TAIL,
@@ -302,7 +303,7 @@ UUD = Layout(
     "uud", _prologue() + [R(16)], defaults=_d(PdsType.UUD_REQ, NextHeader.STANDARD), doc="UUD request (§5.10)."
 )
 
-PROLOGUE = Layout("pds_prologue", _prologue(), doc="The first 16 bits of every PDS header (§4).")
+PROLOGUE: Final = Layout("pds_prologue", _prologue(), doc="The first 16 bits of every PDS header (§4).")
 
 ALL_LAYOUTS: list[Layout] = [
     REQUEST,
@@ -323,12 +324,12 @@ ALL_LAYOUTS: list[Layout] = [
     UUD,
 ]
 
-_REQ_TYPES = (int(PdsType.RUD_REQ), int(PdsType.ROD_REQ))
-_CC_REQ_TYPES = (int(PdsType.RUD_CC_REQ), int(PdsType.ROD_CC_REQ))
+_REQ_TYPES: Final = (int(PdsType.RUD_REQ), int(PdsType.ROD_REQ))
+_CC_REQ_TYPES: Final = (int(PdsType.RUD_CC_REQ), int(PdsType.ROD_CC_REQ))
 # plain ints: ``flags & IntFlag member`` goes through the enum's Python-level operator
 _SYN_BIT, _P_BIT, _EPSN_BIT = int(ReqFlag.SYN), int(AckFlag.P), int(AckFlag.EPSN)
 _ACK, _ACK_CC, _ACK_CCX, _NSCC = int(PdsType.ACK), int(PdsType.ACK_CC), int(PdsType.ACK_CCX), int(CcType.NSCC)
-_CC_KIND = {_NSCC: "nscc", int(CcType.CREDIT): "credit"}
+_CC_KIND: Final = {_NSCC: "nscc", int(CcType.CREDIT): "credit"}
 _FIXED: dict[int, Layout] = {
     PdsType.NACK: NACK,
     PdsType.NACK_CCX: NACK_CCX,
@@ -369,7 +370,7 @@ def pds_layout(first: int, flags: int, cc_byte: int | None = None) -> Layout | N
 
 # -- PSN helpers (wire-format.md §15) ------------------------------------------------------------
 
-PSN_MOD = 1 << 32
+PSN_MOD: Final = 1 << 32
 
 
 def psn_add(psn: int, delta: int) -> int:
