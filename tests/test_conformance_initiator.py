@@ -20,7 +20,7 @@ import select
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +30,7 @@ from uet.tools import conformance
 from uet.conformance import all_cases
 from uet.conformance.driver import Driver
 from uet.conformance.rules import RULES, TARGET_CASE_RULES
+from uet.conformance.wirekit import Reply
 
 #: the slow initiator cases (a 1 MiB window fill, a whole retry budget): run against
 #: uet-peer in the whole-suite test, left out of the other runs here
@@ -169,3 +170,61 @@ def test_agent_address_mistakes() -> None:
         [sys.executable, "-m", "uet.tools.conformance", *argv], capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cannot reach the agent" in r.stderr, r.stderr
+
+
+class _ScriptedIut:
+    """The tester's side of INI-006 fed an exact packet sequence: ``request`` returns the next
+    packet its predicate takes, as the real one waits for it; ACKs and completions are recorded."""
+
+    secure = False
+
+    def __init__(self, _session: object, packets: list[Reply]) -> None:
+        self.packets = list(packets)
+        self.acked: list[Reply] = []
+
+    def start(self, *_args: object, **_kw: object) -> int:
+        return 0
+
+    def request(self, what: str, pred: Callable[[Reply], object]) -> Reply:
+        while self.packets:
+            r = self.packets.pop(0)
+            if pred(r):
+                return r
+        raise AssertionError(f"no more packets for {what}")
+
+    def ack(self, r: Reply, **_kw: object) -> None:
+        self.acked.append(r)
+
+    def expect_ok(self, *_args: object) -> None:
+        pass
+
+
+def test_ini006_counts_a_resend_without_retx_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """INI-006 withholds its ACKs until both messages ended, so a slow tester may see the RTO
+    resend a packet; a resend whose RETX flag is missing (INI-007's finding, the fault
+    ``no-retx-flag``) is still a repeat of a PSN already taken, not a new packet of the PDC, and
+    must not be judged an interleaving (it was, under load, in the fault test above)."""
+    from types import SimpleNamespace
+
+    from uet.conformance.cases import initiator
+    from uet.wire import ses as S
+
+    F = S.SesFlag
+
+    def pkt(psn: int, mid: int, flags: int) -> Reply:
+        ses = SimpleNamespace(message_id=mid, flags=flags)
+        return SimpleNamespace(flags=0, pds=SimpleNamespace(spdcid=7, psn=psn), ses=ses)  # type: ignore[return-value]
+
+    m1 = [pkt(0, 1, F.SOM), pkt(1, 1, 0), pkt(2, 1, F.EOM)]
+    m2 = [pkt(3, 2, F.SOM), pkt(4, 2, F.EOM)]
+    resend = pkt(0, 1, F.SOM)  # the RTO's resend of PSN 0, RETX missing
+    scripted = _ScriptedIut(None, [*m1, resend, *m2])
+    monkeypatch.setattr(initiator, "Iut", lambda s: scripted)
+    initiator.ini_no_interleave(None)  # type: ignore[arg-type]  # raises CheckFailed on a wrong verdict
+    assert [r.pds.psn for r in scripted.acked] == [4]
+    # an interleaving is still one: the second message's PSNs between the first's
+    mixed = [pkt(0, 1, F.SOM), pkt(1, 2, F.SOM), pkt(2, 1, 0), pkt(3, 2, F.EOM), pkt(4, 1, F.EOM)]
+    scripted = _ScriptedIut(None, mixed)
+    monkeypatch.setattr(initiator, "Iut", lambda s: scripted)
+    with pytest.raises(initiator.CheckFailed):
+        initiator.ini_no_interleave(None)  # type: ignore[arg-type]

@@ -196,10 +196,15 @@ def ini_no_interleave(s: Session) -> None:
     iut = Iut(s)
     cids = [iut.start("write", key=KEY, offset=0, data=(bytes([n]) * MULTI).hex()) for n in (1, 2)]
     seen: list[Reply] = []
+    sent: set[tuple[int, int]] = set()  # (SPDCID, PSN) of every packet taken: a repeat is a resend
     eoms = 0
     while eoms < 2:
+        # The ACKs wait until both messages were seen, so on a slow tester the RTO may resend: a
+        # resend is not a new packet whether or not it carries RETX (that flag is INI-007's).
         r = iut.request(f"packets of two concurrent WRITEs ({len(seen)} so far)",
-                        lambda r: r.ses is not None and not r.flags & RF.RETX)  # fmt: skip
+                        lambda r: r.ses is not None and not r.flags & RF.RETX
+                        and (r.pds.spdcid, r.pds.psn) not in sent)  # fmt: skip
+        sent.add((r.pds.spdcid, r.pds.psn))
         if iut.secure and not seen and r.flags & RF.SYN:  # a secure first flight may wait for it (Iut.message)
             iut.ack(r, ses=False)
         seen.append(r)
