@@ -20,15 +20,11 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Final, Protocol, TypeVar
 
+from uet.pds._aliases import _A_EPSN, _A_M, _A_P, _A_RETX, _M32
 from uet.pds.events import Acked, AckedRun, Event
-from uet.wire.pds import ACK, ACK_CC, ACK_CCX, ACK_EPSN, AckFlag, PdsType
+from uet.wire.pds import ACK, ACK_CC, ACK_CCX, ACK_EPSN, PdsType
 from uet.wire.pds import psn_diff as _diff
 
-_M32: Final = 0xFFFFFFFF
-_A_EPSN: Final = int(AckFlag.EPSN)
-_A_M: Final = int(AckFlag.M)
-_A_P: Final = int(AckFlag.P)
-_A_RETX: Final = int(AckFlag.RETX)
 _ACK: Final = int(PdsType.ACK)
 _ACK_CC: Final = int(PdsType.ACK_CC)
 _RAW_CC: Final = ACK_CC[(False, "raw")]
