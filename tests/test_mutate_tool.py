@@ -173,3 +173,19 @@ def test_recheck_has_a_time_out_and_needs_passing_tests(
     else:
         assert status == ["survived"] * 3
         assert [c for c in calls if c[1] == ("all",)] == [(None, ("all",), None)]
+
+
+def test_a_child_is_timed_out_by_its_cpu_time_not_by_a_starved_wall_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child that waits without using CPU (as one a loaded machine starves does) outlives its
+    limit in wall-clock time and still passes; a child that loops is stopped by its CPU limit."""
+    from uet.experiments import mutation
+
+    (tmp_path / "test_waits.py").write_text("import time\n\ndef test_waits():\n    time.sleep(3.5)\n")
+    (tmp_path / "test_loops.py").write_text("def test_loops():\n    while True:\n        pass\n")
+    monkeypatch.chdir(tmp_path)
+    rc, took = mutation._run("x", "x.py", None, ["test_waits.py"], 2.0)
+    assert (rc, took > 3.5) == (0, True)
+    rc, _ = mutation._run("x", "x.py", None, ["test_loops.py"], 1.0)
+    assert rc == -1

@@ -15,9 +15,13 @@ score is ``killed / (mutants - equivalent)`` (:func:`score`).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.util
+import math
 import os
+import resource
+import signal
 import subprocess
 import sys
 import time
@@ -108,6 +112,10 @@ def child() -> None:
     sys.exit(pytest.main(sys.argv[4:]))
 
 
+#: a child's wall-clock limit, in multiples of its CPU-time limit (:func:`_run`)
+WALL_FACTOR = 10
+
+
 def _run(name: str, path: str, index: int | None, tests: Sequence[str], timeout: float | None) -> tuple[int, float]:
     """Run pytest on ``tests`` with mutant ``index`` (None: unmutated); (exit status, seconds)."""
     if index is None:
@@ -117,10 +125,22 @@ def _run(name: str, path: str, index: int | None, tests: Sequence[str], timeout:
         cmd = [sys.executable, "-c", entry, name, path, str(index), *_PYTEST, *tests]
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     t0 = time.monotonic()
-    try:
-        out = subprocess.DEVNULL
-        rc = subprocess.run(cmd, env=env, stdout=out, stderr=out, timeout=timeout).returncode  # noqa: S603
-    except subprocess.TimeoutExpired:
+    out = subprocess.DEVNULL
+    with subprocess.Popen(cmd, env=env, stdout=out, stderr=out) as proc:  # noqa: S603
+        if timeout is not None and hasattr(resource, "prlimit"):
+            # The limit is the child's CPU time: a mutant that loops burns CPU and is stopped by
+            # SIGXCPU, while a child a loaded machine starves of CPU is not judged a timeout. The
+            # wall-clock limit, WALL_FACTOR times longer, is left for a mutant that blocks.
+            cpu = max(1, math.ceil(timeout))
+            with contextlib.suppress(OSError):
+                resource.prlimit(proc.pid, resource.RLIMIT_CPU, (cpu, cpu + 5))
+        try:
+            rc = proc.wait(timeout=None if timeout is None else WALL_FACTOR * timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            rc = -1
+    if rc in (-signal.SIGXCPU, -signal.SIGKILL):
         rc = -1
     return rc, time.monotonic() - t0
 
