@@ -73,7 +73,6 @@ from uet.fabric.model import Fabric, Telemetry
 from uet.fabric.model.faults import FaultConfig
 from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.model.port import Port
-from uet.fabric.telemetry_io import switch_thresholds
 from uet.fep import FepCore
 from uet.scenario.derive import DATA_OVERHEAD, MIN_WIRE, ROCE_DATA_OVERHEAD, derive, scale_up_qps, scale_up_windows
 from uet.scenario.model import Scenario, run_defaults
@@ -425,6 +424,8 @@ def simulate(
             ),
         )
     if timeline:
+        from uet.fabric.telemetry_io import switch_thresholds  # it loads the pcap writers: plots only
+
         if fabric.failover is not None:
             res["fault_series"] = fault_series(fabric)
         res["timeline"] = [r.as_dict() for r in tel.records]
