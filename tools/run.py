@@ -112,6 +112,7 @@ from uet.tools.cli import (
     rate_arg,
     run_main,
     size_arg,
+    table_console,
     transport_label,
     warn_low_rate,
     yes_no,
@@ -294,10 +295,9 @@ def dilation_lines(runs: dict[str, dict[str, Any]]) -> list[str]:
 def render(result: dict[str, Any], *, summary: bool = False) -> None:
     """The results table (stdout). ``summary``: the aggregates and the :data:`WORST_FLOWS` worst
     flows instead of a row per flow (``--summary``, for runs of hundreds of flows)."""
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console(width=None if sys.stdout.isatty() else 120)  # no 80-column wrap when piped
+    con = table_console(120)
     for line in dilation_lines({str(result.get("transport", "uet")): result}):  # above the table
         con.print(line, highlight=False, markup=False)
     mark = f" {SHORT_MARK} CPU short" if short_of_cpu(result) else ""

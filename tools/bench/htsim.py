@@ -43,7 +43,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from uet.tools.cli import UsageError
+from uet.tools.cli import UsageError, table_console
 
 __all__ = ["HTSIM_ROWS", "Measured", "find_htsim", "htsim_command", "measure", "run_rows"]
 
@@ -305,4 +305,4 @@ def render(rows: list[dict[str, Any]], file: Any = None, width: int | None = Non
             cells += [f"{r['compiled_cpu_s']:.2f}", times(r["compiled_ratio"])]
         cells += [f"≤ {r['target']:.0f}×", f"{r['htsim_rss_mb']:.0f}", f"{r['ours_rss_mb']:.0f}", tails]
         t.add_row(*cells)
-    Console(file=file, width=width).print(t)
+    (table_console(200, file=file) if width is None else Console(file=file, width=width)).print(t)
