@@ -1,6 +1,6 @@
 """Start-up cost: a plain UET run of ``uet-sim`` imports only what it uses. TSS (and cryptography),
 the RoCEv2 queue pair, the live engine, the socket links, the asyncio endpoint, the real-time
-fabric process, the collective workloads and the capture writers load on first use (imports
+fabric process, the collective workloads, the capture writers and hashlib load on first use (imports
 inside the functions that need them, PEP 562 package names: :mod:`uet.lazy`), and still load when
 a run needs them; ``ssl`` not at all (tools/sim.py)."""
 
@@ -40,13 +40,15 @@ LAZY = (
     "uet.fabric.telemetry_io",
     "uet.eventlog",
     "ssl",
+    "hashlib",
+    "uet.roce.cm",
 )
 
 _PROBE = r"""
 import contextlib, io, json, sys
 
 def loaded():
-    return sorted(m for m in sys.modules if m.split(".")[0] in ("cryptography", "rich", "uet", "ssl"))
+    return sorted(m for m in sys.modules if m.split(".")[0] in ("cryptography", "rich", "uet", "ssl", "hashlib"))
 
 import uet.tools.sim
 out = {"import": loaded()}
@@ -100,7 +102,7 @@ def test_a_lone_version_is_answered_before_the_parser_loads_the_package(probe: d
 
 def test_the_lazy_modules_load_when_a_run_needs_them(probe: dict[str, Any]) -> None:
     assert probe["tss_ok"] and {"cryptography", "uet.tss.context", "uet.tss.stage"} <= set(probe["tss"])
-    assert probe["roce_ok"] and {"uet.roce.core", "uet.roce.qp"} <= set(probe["roce"])
+    assert probe["roce_ok"] and {"uet.roce.core", "uet.roce.qp", "uet.roce.cm", "hashlib"} <= set(probe["roce"])
 
 
 @pytest.mark.parametrize("package", ["uet", "uet.tss", "uet.roce", "uet.sim", "uet.workloads"])
