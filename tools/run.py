@@ -120,7 +120,9 @@ from uet.tools.cli import (
 from uet.tools.fault_options import add_fault_options, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
 from uet.tools.run_settings import (
+    WORST_FLOWS,
     add_placement_options,
+    add_summary_option,
     add_workload_option,
     load_scenario,
     read_settings,
@@ -205,18 +207,8 @@ def write_csv(result: dict[str, Any], path: str) -> None:
             )
 
 
-#: flows from which the table suggests ``--summary``, and the worst flows it then shows
+#: flows from which the table suggests ``--summary`` (which then shows :data:`WORST_FLOWS` flows)
 SUMMARY_FROM = 100
-WORST_FLOWS = 10
-
-
-def add_summary_option(p: argparse.ArgumentParser) -> None:
-    """``--summary`` (uet-run and uet-sim)."""
-    p.add_argument(
-        "--summary",
-        action="store_true",
-        help=f"the flows' aggregates and the {WORST_FLOWS} worst flows instead of a row per flow (large runs)",
-    )
 
 
 def worst_flows(flows: list[dict[str, Any]], n: int = WORST_FLOWS) -> list[dict[str, Any]]:

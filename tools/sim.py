@@ -61,8 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     from uet.fabric.profiles import PROFILES
     from uet.tools.capture_options import add_capture_options
     from uet.tools.fault_options import add_fault_options
-    from uet.tools.run import add_summary_option
-    from uet.tools.run_settings import add_placement_options, add_workload_option
+    from uet.tools.run_settings import add_placement_options, add_summary_option, add_workload_option
     from uet.tools.sim_compare import parse_seeds
 
     from uet.workloads import WORKLOADS
@@ -199,7 +198,6 @@ def _body(argv: Sequence[str] | None) -> int:
 
         require_matplotlib()
         check_outputs(args)
-    from uet.tools.run import _emit_both
     from uet.tools.run_settings import usage_errors
 
     from uet.live.runs import transports
@@ -215,6 +213,8 @@ def _body(argv: Sequence[str] | None) -> int:
         for r in runs.values():
             r.pop("timing", None)
     if len(transports(s)) > 1:
+        from uet.tools.run import _emit_both
+
         code = _emit_both(args, s, ep, runs, not_run=[t for t in transports(s) if t not in runs])
         if interrupted:
             sys.stdout.flush()
