@@ -53,7 +53,7 @@ from uet.fabric.model.frames import (
     IP_LEN,
     IP_TOS,
     IP_TTL,
-    flow_tuple,
+    flow_crc,
     forward_rewrite,
     is_uet,
     l3_offset,
@@ -438,12 +438,12 @@ class Switch:
         elif self._lb_ecmp[tc]:  # LoadBalancer.choose_pkt's ECMP, inlined (the rule is written there)
             c = pkt.fcrc
             if c < 0:
-                c = pkt.fcrc = crc32(flow_tuple(frame, ip))
+                c = pkt.fcrc = flow_crc(frame, ip)
             h = crc32(self._lb_seed, c)
             h ^= h >> 16  # mix32
-            h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+            h = (h * 0xCA6B + (((h * 0x85EB) & 0xFFFF) << 16)) & 0xFFFFFFFF
             h ^= h >> 13
-            h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+            h = (h * 0xAE35 + (((h * 0xC2B2) & 0xFFFF) << 16)) & 0xFFFFFFFF
             out = group[(h ^ (h >> 16)) % n]
         else:
             out = self.lb.choose_pkt(group, self.ports, pkt, tc, now)
