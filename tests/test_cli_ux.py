@@ -128,7 +128,7 @@ def test_partial_result_counts_the_bytes_of_unfinished_flows() -> None:
 
     wl = make("incast", 3, message_bytes=1000, messages=2, seed=1)
     f0 = wl.flows()[0]
-    rx = [{"flow": f0.id, "index": i, "src": "b", "bytes": 1000, "sha256": "x", "t": 0.1} for i in range(2)]
+    rx = [{"flow": f0.id, "index": i, "src": "b", "bytes": 1000, "crc32": 1, "t": 0.1} for i in range(2)]
     reports = [{"flows": [], "rx": rx, "error": None, "check": None}] + [
         {"flows": [], "rx": [], "error": None, "check": None} for _ in range(2)
     ]

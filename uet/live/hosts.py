@@ -16,7 +16,7 @@ The ranks coordinate over UET itself, with tagged messages on tags no workload u
 (:data:`TAG_HELLO` …): every rank says hello to rank 0 until it gets through (ranks may start in
 any order, within ``--timeout``); rank 0 answers ``go`` when all are there; each rank runs its part
 of the workload (:mod:`uet.workloads`, the objects the fabric engine and ``uet-sim`` run), sends
-its report (flows sent with SHA-256 per message, messages received) to rank 0, and waits for
+its report (flows sent with the digest of each message, messages received) to rank 0, and waits for
 rank 0's ``bye`` before it closes. Rank 0 checks every message arrived intact
 (:func:`uet.workloads.report.summarize`) and prints the result in the fabric engine's shape
 (``--json``: one object; ``"engine": "hosts"``, no fabric counters); the other ranks print their

@@ -18,8 +18,9 @@ Protocol: JSON lines on stdout, commands on stdin.
 2. Waits for ``go`` (so every endpoint starts together), then runs its rank of the workload
    object (:meth:`uet.workloads.Workload.run`, the same object ``uet-sim`` runs in virtual time).
 3. Reports what the rank measured: per flow sent ``{"event": "flow", ...}`` (bytes, completion
-   time, retransmits, the SHA-256 of every message, error), per message received ``{"event":
-   "rx", "flow", "index", "src", "bytes", "sha256", "t"}``, then ``{"event": "done", "check"}``.
+   time, retransmits, ``crc32``: the digest of every message (:func:`uet.ses.sink.digest`), error),
+   per message received ``{"event": "rx", "flow", "index", "src", "bytes", "crc32", "t"}``, then
+   ``{"event": "done", "check"}``.
    When the timeout (real seconds) expires first: the flows finished, every unfinished flow with error
    ``timeout`` and its retransmissions so far (:meth:`uet.workloads.Workload.unfinished`), the
    messages received, then ``{"event": "error", "error": "timeout", "counters"}``.

@@ -12,7 +12,8 @@ is real time with a factor of 1).
 Message identity (as ``uet-run`` did before): message ``index`` of flow ``flow`` carries
 ``flow << 32 | index`` as its SES header data, and its payload is :func:`message_data` of the run
 seed, so a receiver can report what arrived and the launcher can check every message arrived once
-and intact (SHA-256 of the bytes sent against the bytes received).
+and intact (the digest of the bytes sent against that of the bytes received: CRC-32,
+:func:`uet.ses.sink.digest`, which says why it suffices).
 
 **Parameters**: besides the common four (ranks, message size and count, seed), a workload class
 declares its own parameters as a frozen dataclass ``Params`` (its fields, types and defaults; an
@@ -26,14 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import random
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from uet.ses.sink import DigestSink
+from uet.ses.sink import DigestSink, digest
 from uet.transport import Transport, error_name
 
 __all__ = ["Flow", "FlowReport", "NoParams", "RankReport", "RxReport", "Workload", "message_data", "parse_params"]
@@ -112,8 +112,9 @@ class Flow:
 @dataclass
 class FlowReport:
     """What the sender of a flow measured: completion time from the rank's start to the last
-    message's completion, its retransmissions (to its destination), the SHA-256 of every message
-    sent, and the first error (a name from :func:`uet.transport.error_name`)."""
+    message's completion, its retransmissions (to its destination), the digest of every message
+    sent (``crc32``: :func:`uet.ses.sink.digest`, by message index), and the first error (a name
+    from :func:`uet.transport.error_name`)."""
 
     flow: int
     src: str
@@ -122,21 +123,21 @@ class FlowReport:
     messages: int
     completion_s: float
     retransmits: int
-    sha256: list[str]
+    crc32: list[int]
     error: str | None = None
 
 
 @dataclass
 class RxReport:
-    """One message a rank received: its flow and index, source, length, SHA-256 (None when its
-    receive memory could not vouch for its bytes: :meth:`uet.ses.sink.DigestSink.hexdigest`),
-    arrival time."""
+    """One message a rank received: its flow and index, source, length, digest (``crc32``:
+    :func:`uet.ses.sink.digest`; None when its receive memory could not vouch for its bytes:
+    :meth:`uet.ses.sink.DigestSink.digest`), arrival time."""
 
     flow: int | None
     index: int | None
     src: str
     bytes: int
-    sha256: str | None
+    crc32: int | None
     t: float
 
 
@@ -325,7 +326,7 @@ class Workload:
         with the rank's ``error`` instead of waiting forever for messages that cannot come.
 
         Each is received into a :class:`~uet.ses.sink.DigestSink` of the flow's message size: the
-        rank keeps the SHA-256 of the bytes as they arrive, not the bytes (a rank of a 1,024-host
+        rank keeps the digest of the bytes as they arrive, not the bytes (a rank of a 1,024-host
         permutation of 2 MiB flows held its whole message until it completed)."""
         for _ in range(f.messages):
             sink = DigestSink(f.nbytes)
@@ -346,8 +347,8 @@ def _flow_report(
     f: Flow, ep: Transport, dst: str, t: float, data: list[bytes | memoryview], error: str | None
 ) -> FlowReport:
     """The sender's report of flow ``f`` (messages ``data``) to ``dst``, ``t`` s after the start."""
-    hashes = [hashlib.sha256(d).hexdigest() for d in data]
-    return FlowReport(f.id, ep.address, dst, f.messages * f.nbytes, f.messages, t, _retransmits(ep, dst), hashes, error)
+    crcs = [digest(d) for d in data]
+    return FlowReport(f.id, ep.address, dst, f.messages * f.nbytes, f.messages, t, _retransmits(ep, dst), crcs, error)
 
 
 def _retransmits(ep: Transport, dst: str) -> int:
@@ -358,7 +359,7 @@ def _retransmits(ep: Transport, dst: str) -> int:
 
 
 def _rx(m: Any, t: float, sink: DigestSink | None = None) -> RxReport:
-    """The report of message ``m`` received ``t`` s after the start: the SHA-256 of ``m.data``, or
+    """The report of message ``m`` received ``t`` s after the start: the digest of ``m.data``, or
     the one ``sink`` (the receive memory it was placed into) kept."""
     hd = m.header_data
     return RxReport(
@@ -366,6 +367,6 @@ def _rx(m: Any, t: float, sink: DigestSink | None = None) -> RxReport:
         None if hd is None else hd & 0xFFFFFFFF,
         m.source,
         m.nbytes,
-        hashlib.sha256(m.data).hexdigest() if sink is None else sink.hexdigest(),
+        digest(m.data) if sink is None else sink.digest(),
         t,
     )

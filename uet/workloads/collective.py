@@ -27,7 +27,7 @@ rank is). Between runs (a sweep, or ``iters`` > 1) the ranks meet at a barrier o
 part (:meth:`Collective._barrier`).
 
 **Reports**: one flow per (size, sending rank, peer) — its messages, bytes and the rank's time
-— so the engines' per-flow accounting checks every message arrived once and intact (SHA-256, as
+— so the engines' per-flow accounting checks every message arrived once and intact (its digest, as
 for every workload); ``check`` is whether each rank's result is right (the reduction is bitwise
 XOR: :mod:`uet.workloads.executor`). With ``check = false`` the same messages move but nothing is
 computed, hashed or checked: large sweeps measure the network and not CPython. The run result
@@ -39,12 +39,12 @@ gets a ``collective`` table (:meth:`Collective.result_extra`).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from uet.ses.sink import digest
 from uet.transport import Transport, error_name
 from uet.workloads import algorithms as alg
 from uet.workloads.base import Flow, FlowReport, RankReport, Workload, _retransmits, _rx, message_data
@@ -267,7 +267,7 @@ class Collective(Workload):
         check = bool(self.params.check)
         ops = self.schedule(k).ops[rank]
         peers = sorted(self._peers(k, rank))
-        hashes: dict[int, list[str]] = {p: [] for p in peers}
+        hashes: dict[int, list[int]] = {p: [] for p in peers}
         count = dict.fromkeys(peers, 0)
         rtx0 = {p: _retransmits(ep, addresses[p]) for p in peers}
 
@@ -275,7 +275,7 @@ class Collective(Workload):
             i = count[op.peer]
             count[op.peer] = i + 1
             if check:
-                hashes[op.peer].append(hashlib.sha256(payload).hexdigest())
+                hashes[op.peer].append(digest(payload))
             return (self._flow_of[(k, rank, op.peer)] << 32) | i
 
         def on_recv(op: Op, m: Any) -> None:

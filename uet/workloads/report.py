@@ -1,7 +1,8 @@
 """Per-flow and per-run results of a workload, the same for the live engine and the simulator.
 
-:func:`summarize` checks every message of every flow arrived exactly once with the bytes sent
-(SHA-256), and adds what a reader of a run wants first: per flow bytes, completion time, goodput,
+:func:`summarize` checks every message of every flow arrived exactly once with the bytes sent (the
+digest the sender reported of each, ``crc32``, against the receiver's: :func:`uet.ses.sink.digest`),
+and adds what a reader of a run wants first: per flow bytes, completion time, goodput,
 retransmissions, intact; per run the flow completion time (FCT) percentiles (nearest rank), the
 max/min FCT ratio (fairness) and, when the caller knows the ideal completion time of each flow,
 the slowdown FCT / ideal.
@@ -29,12 +30,12 @@ def summarize(
     (objects or their :meth:`RankReport.as_dict`)."""
     dicts = [r.as_dict() if isinstance(r, RankReport) else r for r in reports]
     sent = {f["flow"]: f for r in dicts for f in r["flows"]}
-    got: dict[tuple[int, int], list[str]] = {}
+    got: dict[tuple[int, int], list[int | None]] = {}
     rx_bytes: dict[int, int] = {}
     for r in dicts:
         for m in r["rx"]:
             if m["flow"] is not None:
-                got.setdefault((m["flow"], m["index"]), []).append(m["sha256"])
+                got.setdefault((m["flow"], m["index"]), []).append(m["crc32"])
                 rx_bytes[m["flow"]] = rx_bytes.get(m["flow"], 0) + int(m.get("bytes", 0))
     checks = {i: r.get("check") for i, r in enumerate(dicts)}
     flows_out = []
@@ -51,8 +52,8 @@ def summarize(
                 error=dicts[fl.src].get("error") or "no report from the sender",
             )
         else:
-            hashes = f["sha256"]
-            intact = f["error"] is None and all(got.get((fl.id, i)) == [h] for i, h in enumerate(hashes))
+            digests = f["crc32"]
+            intact = f["error"] is None and all(got.get((fl.id, i)) == [h] for i, h in enumerate(digests))
             if checks.get(fl.src) is False:
                 intact = False
             dt = f["completion_s"]
@@ -62,7 +63,7 @@ def summarize(
                 completion_s=round(dt, 9),
                 goodput_gbps=round(f["bytes"] * 8 / dt / 1e9, 6) if dt > 0 else 0.0,
                 retransmits=f["retransmits"],
-                delivered=sum(1 for i in range(len(hashes)) if (fl.id, i) in got),
+                delivered=sum(1 for i in range(len(digests)) if (fl.id, i) in got),
                 intact=intact,
                 error=f["error"],
             )

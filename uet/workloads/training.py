@@ -52,11 +52,11 @@ concurrent messages count once and neither can exceed the iteration:
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from uet.ses.sink import digest
 from uet.transport import Transport, error_name
 from uet.workloads import algorithms as alg
 from uet.workloads.base import Flow, FlowReport, RankReport, Workload, _retransmits, _rx
@@ -374,7 +374,7 @@ class Training(Workload):
         ops = self.schedule.ops[rank]
         peers = sorted({op.peer for op in ops if op.kind is OpKind.SEND})
         count = dict.fromkeys(peers, 0)
-        hashes: dict[int, list[str]] = {q: [] for q in peers}
+        hashes: dict[int, list[int]] = {q: [] for q in peers}
         rtx0 = {q: _retransmits(ep, addresses[q]) for q in peers}
         trace: list[tuple[str, float, float]] = []
         sends: list[tuple[str, float, float]] = []
@@ -383,7 +383,7 @@ class Training(Workload):
         def on_send(op: Any, payload: bytes | memoryview) -> int:
             i = count[op.peer]
             count[op.peer] = i + 1
-            hashes[op.peer].append(hashlib.sha256(payload).hexdigest())
+            hashes[op.peer].append(digest(payload))
             return (self._flow_of[(rank, op.peer)] << 32) | i
 
         def on_recv(op: Any, m: Any) -> None:
