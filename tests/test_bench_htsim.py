@@ -81,3 +81,12 @@ def test_the_table_shows_the_compiled_column_only_when_measured() -> None:
     assert _figures(b'{"fct": 1, "elapsed_s": 3, "timing": {}}') == _figures(b'{"fct": 1, "elapsed_s": 4}')
     assert _figures(b'{"fct": 1}') != _figures(b'{"fct": 2}')
     assert _figures(b"not json") is None
+    # piped (pytest's stdout is not a terminal) and no width given: not rich's 80 columns, which
+    # cut the row names short and wrapped every cell
+    piped = io.StringIO()
+    render(
+        [{**row, "row": "incast127_nscc_rccc", "compiled_cpu_s": 10.1, "compiled_ratio": 17.2, "compiled_ok": True}],
+        file=piped,
+    )
+    lines = piped.getvalue().splitlines()
+    assert any("incast127_nscc_rccc" in line and "17.2×" in line for line in lines), piped.getvalue()

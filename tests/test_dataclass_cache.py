@@ -68,6 +68,31 @@ def test_a_stored_text_is_read_back_not_compiled(tmp_path: Path) -> None:
     assert (again.hits, again.misses) == (1, 0)
 
 
+def test_a_header_codec_is_stored_under_its_file_name(tmp_path: Path) -> None:
+    """The layout codecs (uet.wire.layout) keep their file name in tracebacks, and a text stored
+    under one name is not taken for another's."""
+    from uet.wire.layout import F, Layout
+
+    path = str(tmp_path / "store")
+    first = CodeCache(path, write=True)
+    code = first.code(TEXT, "<layout x>")
+    assert code.co_filename == "<layout x>" and first.misses == 1
+    assert first.code(TEXT).co_filename == "<string>" and first.misses == 2
+    first.save()
+    again = CodeCache(path, write=False)
+    assert again.code(TEXT, "<layout x>").co_filename == "<layout x>" and (again.hits, again.misses) == (1, 0)
+    installed = install()
+    try:
+        mine = install(CodeCache(path, write=False))
+        hdr = Layout("store_test", [F("a", 8), F("b", 8)])
+        hdr.compile()
+        assert mine.misses == 1 and hdr.decode(b"\x01\x02") == hdr.T(1, 2) and hdr.encode((3, 4)) == b"\x03\x04"
+        Layout("store_test", [F("a", 8), F("b", 8)]).compile()  # the same header again: from the store
+        assert (mine.hits, mine.misses) == (1, 1)
+    finally:
+        install(installed)
+
+
 def test_nothing_is_written_without_permission_or_news(tmp_path: Path) -> None:
     path = tmp_path / "store"
     off = CodeCache(str(path), write=False)
@@ -156,14 +181,10 @@ def test_a_second_plain_run_compiles_no_dataclass_method(tmp_path: Path) -> None
 
 def test_the_benchmark_stores_a_run_s_methods_where_bytecode_writing_is_off(tmp_path: Path) -> None:
     """``uet-bench sim --against-htsim`` byte-compiles the package, and stores the dataclass
-    methods of a simulator run (tools/bench/htsim.py): the run then compiles none, although
-    ``PYTHONDONTWRITEBYTECODE`` forbids it to write the store itself."""
+    methods and header codecs of a simulator run (tools/bench/htsim.py): the run then compiles
+    none, although ``PYTHONDONTWRITEBYTECODE`` forbids it to write the store itself."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(tmp_path)}
-    store = (
-        "from uet.dataclass_cache import write_store\n"
-        "from uet.tools.bench.htsim import SIM_MODULES\n"
-        "print(write_store(SIM_MODULES))\n"
-    )
+    store = "from uet.tools.bench.htsim import store_run_code\nprint(store_run_code())\n"
     r = subprocess.run([sys.executable, "-c", store], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert Path(r.stdout.strip()).is_file()

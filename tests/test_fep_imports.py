@@ -116,6 +116,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "uet.errors",
             "uet.lazy",
             "uet.compiled",
+            "uet.dataclass_cache",
             "uet.wire",
             "uet.pcap",
             "uet.stats",

@@ -1,7 +1,8 @@
 """Start-up cost: a plain UET run of ``uet-sim`` imports only what it uses. TSS (and cryptography),
 the RoCEv2 queue pair, the live engine, the socket links, the asyncio endpoint, the real-time
-fabric process and the collective workloads load on first use (imports inside the functions that
-need them, PEP 562 package names: :mod:`uet.lazy`), and still load when a run needs them."""
+fabric process, the collective workloads, the capture writers and hashlib load on first use (imports
+inside the functions that need them, PEP 562 package names: :mod:`uet.lazy`), and still load when
+a run needs them; ``ssl`` not at all (tools/sim.py)."""
 
 from __future__ import annotations
 
@@ -35,13 +36,19 @@ LAZY = (
     "uet.workloads.algorithms",
     "uet.workloads.schedule",
     "uet.workloads.executor",
+    "uet.pcap",
+    "uet.fabric.telemetry_io",
+    "uet.eventlog",
+    "ssl",
+    "hashlib",
+    "uet.roce.cm",
 )
 
 _PROBE = r"""
 import contextlib, io, json, sys
 
 def loaded():
-    return sorted(m for m in sys.modules if m.split(".")[0] in ("cryptography", "rich", "uet"))
+    return sorted(m for m in sys.modules if m.split(".")[0] in ("cryptography", "rich", "uet", "ssl", "hashlib"))
 
 import uet.tools.sim
 out = {"import": loaded()}
@@ -54,6 +61,8 @@ for name, extra in (("uet", []), ("tss", ["--tss"]), ("roce", ["--transport", "r
         rc = uet.tools.sim.main(tiny + extra)
     out[name] = loaded()
     out[name + "_ok"] = rc == 0 and json.loads(text.getvalue())["ok"]
+import asyncio.base_events, ssl
+out["tls"] = [asyncio.base_events.ssl is None, ssl.PROTOCOL_TLS_CLIENT is not None]
 print(json.dumps(out))
 """
 
@@ -78,6 +87,12 @@ def test_import_and_a_plain_uet_run_load_none_of_the_lazy_modules(probe: dict[st
     assert _found(probe["uet"]) == []
 
 
+def test_asyncio_is_loaded_without_tls_and_ssl_still_imports(probe: dict[str, Any]) -> None:
+    """uet-sim imports asyncio with ``ssl`` marked missing (tools/sim.py): asyncio then offers no
+    TLS in that process, and an ``import ssl`` after it still works."""
+    assert probe["tls"] == [True, True]
+
+
 def test_a_lone_version_is_answered_before_the_parser_loads_the_package(probe: dict[str, Any]) -> None:
     from uet.tools.cli import version
 
@@ -87,7 +102,7 @@ def test_a_lone_version_is_answered_before_the_parser_loads_the_package(probe: d
 
 def test_the_lazy_modules_load_when_a_run_needs_them(probe: dict[str, Any]) -> None:
     assert probe["tss_ok"] and {"cryptography", "uet.tss.context", "uet.tss.stage"} <= set(probe["tss"])
-    assert probe["roce_ok"] and {"uet.roce.core", "uet.roce.qp"} <= set(probe["roce"])
+    assert probe["roce_ok"] and {"uet.roce.core", "uet.roce.qp", "uet.roce.cm", "hashlib"} <= set(probe["roce"])
 
 
 @pytest.mark.parametrize("package", ["uet", "uet.tss", "uet.roce", "uet.sim", "uet.workloads"])

@@ -90,17 +90,17 @@ def open_captures(args: argparse.Namespace, *, epoch_ns: int = 0, transport: str
     """The taps and event log the options ask for (UsageError when a file cannot be opened).
     ``transport`` (``uet-run --transport both``): captures in ``DIR/<transport>``, the event log
     with ``-<transport>`` before its suffix."""
-    from uet.fabric.telemetry_io import PcapTaps
-
-    from uet.eventlog import EventLog
-
-    cap = Captures()
+    cap = Captures()  # the capture modules load only where a capture is asked for
     try:
         if getattr(args, "pcap", None):
+            from uet.fabric.telemetry_io import PcapTaps
+
             where = os.path.join(args.pcap, transport) if transport else args.pcap
             per = getattr(args, "pcap_per", None) or "host"
             cap.taps = PcapTaps(where, epoch_ns, per=per, fmt="pcapng", max_bytes=args.capture_max)
         if getattr(args, "eventlog", None):
+            from uet.eventlog import EventLog
+
             root, ext = os.path.splitext(args.eventlog)
             path = f"{root}-{transport}{ext}" if transport else args.eventlog
             cap.log = EventLog(path, max_bytes=args.capture_max)

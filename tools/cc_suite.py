@@ -44,7 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from uet.tools.cli import RunFailed, UsageError
+from uet.tools.cli import RunFailed, UsageError, table_console
 from uet.tools.run_settings import given_from, usage_errors
 
 from uet.errors import UetError
@@ -100,10 +100,9 @@ def _f(v: Any, spec: str = ",.1f") -> str:
 
 def render(out: dict[str, Any], file: Any = None) -> None:
     """The table (rich), one row per scenario file."""
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console(file=file or sys.stdout, width=None if sys.stdout.isatty() else 230)
+    con = table_console(230, file=file or sys.stdout)
     t = Table(title=f"uet-sim --suite {out['suite']}: ours beside uet-htsim (FCT in µs)")
     for col in (
         "scenario",

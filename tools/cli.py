@@ -64,6 +64,7 @@ __all__ = [
     "run_main",
     "settle_ctrl_c",
     "size_arg",
+    "table_console",
     "transport_label",
     "int_arg",
     "float_arg",
@@ -257,6 +258,16 @@ probability = float_arg(0.0, 1.0)
 probability.__name__ = "probability"
 port_number = int_arg(0, 65535)
 port_number.__name__ = "port"
+
+
+def table_console(width: int, *, file: Any = None) -> Any:
+    """A rich ``Console`` for a tool's tables: the terminal's width on a terminal, ``width`` columns
+    when stdout is a pipe or a file (rich's own default there is 80 columns, which wraps every cell
+    of a wide table onto several lines and cuts its names short). rich is imported here, on first
+    use, so that a run printing no table does not load it."""
+    from rich.console import Console
+
+    return Console(file=file, width=None if sys.stdout.isatty() else width)
 
 
 def yes_no(flag: bool) -> str:

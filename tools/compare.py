@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from uet.tools.cli import format_cell, format_seconds, transport_label
+from uet.tools.cli import format_cell, format_seconds, table_console, transport_label
 
 from uet.experiments.compare import ROWS
 
@@ -22,12 +22,9 @@ def fmt(v: Any, key: str = "") -> str:
 
 def render_comparison(cmp: dict[str, Any], title: str) -> None:
     """The side-by-side table on stdout: one row per metric a run has, one column per transport."""
-    import sys
-
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console(width=None if sys.stdout.isatty() else 120)
+    con = table_console(120)
     t = Table(title=title)
     t.add_column("metric")
     names = list(cmp["metrics"])

@@ -43,6 +43,7 @@ from uet.tools.cli import (
     quiet_interrupt,
     run_main,
     size_arg,
+    table_console,
     yes_no,
 )
 
@@ -110,10 +111,9 @@ def _body(argv: Sequence[str] | None) -> int:
     modes = _modes(ns.modes)
     (a, b), port, _cfg = check_transfer(ns, "uet-demo")
 
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=None if sys.stdout.isatty() else 120)  # no 80-column wrap when piped
+    console = table_console(120)
     table = Table(title=f"UET demo: {a} → {b}, loss {ns.loss:.0%}, reorder {ns.reorder:.0%}, dup {ns.dup:.0%}")
     for col in ("mode", "bytes", "s", "goodput (Gbit/s)", "retransmits", "NACKs", "dups", "intact"):
         table.add_column(col, justify="right")

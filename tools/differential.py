@@ -17,7 +17,7 @@ import json
 import sys
 from typing import Any
 
-from uet.tools.cli import RunFailed, UsageError, int_arg, size_arg
+from uet.tools.cli import RunFailed, UsageError, int_arg, size_arg, table_console
 
 from uet.experiments.differential import CASES, SPREAD, TOLERANCE, LiveRunError, run_case
 
@@ -139,7 +139,6 @@ def _run(ns: argparse.Namespace) -> int:
         out = {"ok": ok, "tolerance": TOLERANCE, "cases": records}
         sys.stdout.write(json.dumps(out) + "\n")
         return 0 if ok else 1
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(
@@ -152,7 +151,7 @@ def _run(ns: argparse.Namespace) -> int:
     for c in done:
         for row in _figures(c):
             t.add_row(*row)
-    con = Console(width=None if sys.stdout.isatty() else 140)
+    con = table_console(140)
     from uet.tools.run import dilation_lines
 
     for c in done:  # a run whose CPU did not keep up says so above the figures (marked "CPU short")

@@ -10,12 +10,11 @@ or ``uplinks:N``; times take a unit (``150us``, ``2ms``).
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from uet.fabric.model.config import FabricError
 from uet.fabric.model.faults import OPTIONS, FaultConfig, parse_ns
-from uet.tools.cli import UsageError, int_arg
+from uet.tools.cli import UsageError, int_arg, table_console
 
 __all__ = ["add_fault_options", "fault_argv", "faults_from", "render_faults"]
 
@@ -73,12 +72,11 @@ def fault_argv(args: argparse.Namespace) -> list[str]:
 
 def render_faults(res: dict[str, Any]) -> None:
     """The fault part of a run's result as a few lines of text (after the run's tables)."""
-    from rich.console import Console
 
     f = res.get("faults")
     if not f:
         return
-    con = Console(width=None if sys.stdout.isatty() else 120)
+    con = table_console(120)
     for e in f["events"]:
         con.print(f"fault: {e['t_ns'] / 1e3:,.1f} µs  {e['what']}  {e['event']}")
     lost = f["lost_packets"]

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from uet.tools.cli import ArgumentParser, UsageError, int_arg, run_main, size_arg
+from uet.tools.cli import ArgumentParser, UsageError, int_arg, run_main, size_arg, table_console
 
 from uet.experiments.roce import EXPERIMENTS
 from uet.experiments.roce import run_experiments as experiments
@@ -68,11 +68,10 @@ _SHOWN = (
 
 
 def render(res: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
     from uet.tools.compare import fmt
 
-    con = Console(width=None if sys.stdout.isatty() else 140)
+    con = table_console(140)
     t = Table(title="§9.2 experiments at 100 Gb/s, 32-host leaf/spine (virtual time): UET | RoCEv2")
     t.add_column("metric")
     names = list(res["experiments"])

@@ -112,6 +112,7 @@ from uet.tools.cli import (
     rate_arg,
     run_main,
     size_arg,
+    table_console,
     transport_label,
     warn_low_rate,
     yes_no,
@@ -119,7 +120,9 @@ from uet.tools.cli import (
 from uet.tools.fault_options import add_fault_options, fault_argv, faults_from, render_faults
 from uet.tools.link_options import add_link_options, check_link_options
 from uet.tools.run_settings import (
+    WORST_FLOWS,
     add_placement_options,
+    add_summary_option,
     add_workload_option,
     load_scenario,
     read_settings,
@@ -204,18 +207,8 @@ def write_csv(result: dict[str, Any], path: str) -> None:
             )
 
 
-#: flows from which the table suggests ``--summary``, and the worst flows it then shows
+#: flows from which the table suggests ``--summary`` (which then shows :data:`WORST_FLOWS` flows)
 SUMMARY_FROM = 100
-WORST_FLOWS = 10
-
-
-def add_summary_option(p: argparse.ArgumentParser) -> None:
-    """``--summary`` (uet-run and uet-sim)."""
-    p.add_argument(
-        "--summary",
-        action="store_true",
-        help=f"the flows' aggregates and the {WORST_FLOWS} worst flows instead of a row per flow (large runs)",
-    )
 
 
 def worst_flows(flows: list[dict[str, Any]], n: int = WORST_FLOWS) -> list[dict[str, Any]]:
@@ -294,10 +287,9 @@ def dilation_lines(runs: dict[str, dict[str, Any]]) -> list[str]:
 def render(result: dict[str, Any], *, summary: bool = False) -> None:
     """The results table (stdout). ``summary``: the aggregates and the :data:`WORST_FLOWS` worst
     flows instead of a row per flow (``--summary``, for runs of hundreds of flows)."""
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console(width=None if sys.stdout.isatty() else 120)  # no 80-column wrap when piped
+    con = table_console(120)
     for line in dilation_lines({str(result.get("transport", "uet")): result}):  # above the table
         con.print(line, highlight=False, markup=False)
     mark = f" {SHORT_MARK} CPU short" if short_of_cpu(result) else ""

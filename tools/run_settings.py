@@ -69,6 +69,20 @@ def add_placement_options(p: Any) -> None:
     )
 
 
+#: the worst flows ``--summary`` shows
+WORST_FLOWS = 10
+
+
+def add_summary_option(p: Any) -> None:
+    """``--summary`` (``uet-run`` and ``uet-sim``): the aggregates and the :data:`WORST_FLOWS` worst
+    flows instead of a row per flow."""
+    p.add_argument(
+        "--summary",
+        action="store_true",
+        help=f"the flows' aggregates and the {WORST_FLOWS} worst flows instead of a row per flow (large runs)",
+    )
+
+
 def add_workload_option(p: Any) -> None:
     """``--workload-set KEY=VALUE`` (``uet-run`` and ``uet-sim``): a parameter of the workload's own."""
     p.add_argument(

@@ -61,8 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     from uet.fabric.profiles import PROFILES
     from uet.tools.capture_options import add_capture_options
     from uet.tools.fault_options import add_fault_options
-    from uet.tools.run import add_summary_option
-    from uet.tools.run_settings import add_placement_options, add_workload_option
+    from uet.tools.run_settings import add_placement_options, add_summary_option, add_workload_option
     from uet.tools.sim_compare import parse_seeds
 
     from uet.workloads import WORKLOADS
@@ -177,6 +176,7 @@ def _body(argv: Sequence[str] | None) -> int:
     from uet.tools.fault_options import faults_from
     from uet.tools.run_settings import load_scenario
 
+    _asyncio_without_tls()  # before the parser: its options load the run tool, which imports asyncio
     args = build_parser().parse_args(argv)
     if args.suite:
         return _suite(args)
@@ -198,7 +198,6 @@ def _body(argv: Sequence[str] | None) -> int:
 
         require_matplotlib()
         check_outputs(args)
-    from uet.tools.run import _emit_both
     from uet.tools.run_settings import usage_errors
 
     from uet.live.runs import transports
@@ -214,6 +213,8 @@ def _body(argv: Sequence[str] | None) -> int:
         for r in runs.values():
             r.pop("timing", None)
     if len(transports(s)) > 1:
+        from uet.tools.run import _emit_both
+
         code = _emit_both(args, s, ep, runs, not_run=[t for t in transports(s) if t not in runs])
         if interrupted:
             sys.stdout.flush()
@@ -266,6 +267,25 @@ def _suite(args: argparse.Namespace) -> int:
     else:
         render(out)
     return 0 if out["ok"] else 1
+
+
+def _asyncio_without_tls() -> None:
+    """Import :mod:`asyncio` without :mod:`ssl` when neither is loaded yet (**decision**).
+
+    The simulator drives its workloads on an asyncio loop (:mod:`uet.sim.loop`) but opens no
+    connection, and asyncio imports ``ssl`` (and with it OpenSSL's TLS library) only to offer TLS:
+    about 5 % of a short run's instructions. asyncio supports an interpreter without ``ssl`` (its
+    modules then hold ``ssl = None``), so the import is made with ``ssl`` marked missing for that
+    moment only: asyncio in this process offers no TLS, and ``import ssl`` works as usual
+    afterwards. A process that loaded either already (a test calling :func:`main`) is left as it
+    is."""
+    if "asyncio" in sys.modules or "ssl" in sys.modules:
+        return
+    sys.modules["ssl"] = None  # type: ignore[assignment]  # `import ssl` raises ImportError meanwhile
+    try:
+        import asyncio  # noqa: F401
+    finally:
+        del sys.modules["ssl"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

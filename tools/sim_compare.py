@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from uet.tools.cli import table_console
+
 from uet.experiments.lb_compare import compare_lb_runs
 
 __all__ = ["parse_seeds", "render_compare", "run_compare"]
@@ -49,12 +51,9 @@ def run_compare(
 
 def render_compare(out: dict[str, Any]) -> None:
     """The comparison as a table (stdout)."""
-    import sys
-
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console(width=None if sys.stdout.isatty() else 120)
+    con = table_console(120)
     base = any("baseline_tail_us" in r for r in out["rows"])
     t = Table(title=f"uet-sim {out['workload']}, {out['endpoints']} endpoints: tail FCT by load balancer")
     for col in (

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from uet.tools.cli import ArgumentParser, UsageError, float_arg, int_arg, run_main
+from uet.tools.cli import ArgumentParser, UsageError, float_arg, int_arg, run_main, table_console
 
 from uet.experiments.sweep import (
     RUN_TIMEOUT_S,
@@ -98,10 +98,9 @@ def _cell(agg: dict[str, Any] | None, scale: float, seeds: int) -> str:
 
 
 def render(spec: SweepSpec, rows: list[dict[str, Any]], results: list[RunResult], where: str) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console(width=None if sys.stdout.isatty() else 160)
+    con = table_console(160)
     seeds = len(spec.seeds)
     t = Table(title=f"uet-sweep: {len(results):,} runs ({seeds} seed{'s' if seeds > 1 else ''} each) on {where}")
     for key, _ in spec.vary:

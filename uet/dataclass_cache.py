@@ -10,7 +10,8 @@ each text up first, for the project's own modules only (a ``uet`` module's globa
 before is run from its stored code object, a new one is compiled exactly as ``exec`` compiles it
 (``<string>``, no inherited ``__future__`` flags) and stored. The classes and their methods are
 the same as without the cache; only the parse and compile are skipped. Other modules' dataclasses
-go to the built-in ``exec`` unchanged.
+go to the built-in ``exec`` unchanged. The project's other generated code (the header codecs of
+:mod:`uet.wire.layout`) is kept in the same store (:func:`stored_code`), by file name and text.
 
 The store is one file beside the package's bytecode (``__pycache__``, or under
 ``sys.pycache_prefix``), named for the interpreter's cache tag (and ``-O`` level) and checked
@@ -34,7 +35,7 @@ from importlib.util import MAGIC_NUMBER, cache_from_source
 from types import CodeType
 from typing import Any
 
-__all__ = ["MAX_ENTRIES", "CodeCache", "install", "write_store"]
+__all__ = ["MAX_ENTRIES", "CodeCache", "install", "stored_code", "write_store"]
 
 #: texts kept in the store at most
 MAX_ENTRIES = 4096
@@ -62,16 +63,18 @@ class CodeCache:
             return {}
         return entries if magic == MAGIC_NUMBER and isinstance(entries, dict) else {}
 
-    def code(self, text: str) -> CodeType:
-        """The code of ``text`` as ``exec(text)`` would compile it."""
-        data = self._stored.get(text)
+    def code(self, text: str, filename: str = "<string>") -> CodeType:
+        """The code of ``text`` as ``exec(text)`` would compile it (``filename``: as
+        ``compile(text, filename, "exec", dont_inherit=True)`` would)."""
+        key = text if filename == "<string>" else f"{filename}\0{text}"
+        data = self._stored.get(key)
         if data is not None:
             self.hits += 1
-            self._used[text] = data
+            self._used[key] = data
             return marshal.loads(data)  # type: ignore[no-any-return]  # noqa: S302
         self.misses += 1
-        code = compile(text, "<string>", "exec", dont_inherit=True)
-        self._stored[text] = self._used[text] = marshal.dumps(code)
+        code = compile(text, filename, "exec", dont_inherit=True)
+        self._stored[key] = self._used[key] = marshal.dumps(code)
         if self.write and not self._new:
             atexit.register(self.save)
         self._new = True
@@ -127,6 +130,13 @@ def install(cache: CodeCache | None = None) -> CodeCache:
     dataclasses.exec = exec  # type: ignore[attr-defined]  # found before the built-in by _create_fn
     _installed = store
     return store
+
+
+def stored_code(text: str, filename: str) -> CodeType:
+    """``compile(text, filename, "exec", dont_inherit=True)``, kept in the store between runs like a
+    dataclass method's text (module docstring): for the project's other generated code, such as
+    the header codecs of :mod:`uet.wire.layout`."""
+    return install().code(text, filename)
 
 
 def write_store(modules: Iterable[str] = ()) -> str | None:

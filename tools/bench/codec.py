@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from uet.tools.cli import int_arg
+from uet.tools.cli import int_arg, table_console
 
 from uet.wire import datapath, net, pds, ses, tss
 from uet.wire.layout import Layout
@@ -154,7 +154,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(results))
         return 0
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title="header codec time per packet (µs, best of runs)")
@@ -172,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
             f"{r['construct_decode_us']:.1f}",
             f"{slow / fast:.0f}×",
         )
-    Console(width=None if sys.stdout.isatty() else 130).print(t)
+    table_console(130).print(t)
     return 0
 
 

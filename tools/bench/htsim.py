@@ -13,8 +13,9 @@ is kept for each, so a burst of other load on a shared machine disturbs neither 
 Ours runs as installed software runs, from byte-compiled modules: the package is byte-compiled
 once before the rounds (:func:`byte_compile`; where ``PYTHONDONTWRITEBYTECODE`` is set nothing
 else writes them, and every run would compile about 140 modules again, ≈ 0.3 CPU s, as htsim's
-own build is not counted either), and the compiled methods of its dataclasses are stored as its
-first run after an install stores them (:mod:`uet.dataclass_cache`). With ``compiled``
+own build is not counted either), and the code it generates as it starts (its dataclasses'
+methods, its header codecs) is stored as its first run after an install stores it
+(:mod:`uet.dataclass_cache`). With ``compiled``
 (``--compiled``) ours also runs with the optional compiled build of the per-packet path, switch
 model and endpoint side (``UET_COMPILED=1``, :mod:`uet.compiled`) in the same rounds, a column of
 its own; the pure-Python run is always the one with ``UET_COMPILED=0``.
@@ -38,10 +39,11 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from uet.tools.cli import UsageError
+from uet.tools.cli import UsageError, table_console
 
 __all__ = ["HTSIM_ROWS", "Measured", "find_htsim", "htsim_command", "measure", "run_rows"]
 
@@ -162,22 +164,40 @@ def _ours_tail_us(out: bytes) -> float | None:
 SIM_MODULES = ("uet.tools.sim", "uet.tools.run", "uet.tools.run_settings", "uet.tools.fault_options", "uet.sim.runs")
 
 
+def store_run_code() -> str | None:
+    """Store the code a simulator run generates as it starts (:mod:`uet.dataclass_cache`), even
+    where bytecode writing is off: the methods of the dataclasses of :data:`SIM_MODULES` and the
+    codecs of every header the wire modules they load declare (:class:`uet.wire.layout.Layout`).
+    Returns the store's path (None where the interpreter keeps no bytecode cache)."""
+    from uet.dataclass_cache import write_store
+    from uet.wire.layout import Layout
+
+    for name in SIM_MODULES:
+        import_module(name)
+    for name, module in list(sys.modules.items()):
+        if name.startswith("uet.wire.") and module is not None:
+            for value in vars(module).values():
+                for layout in value.values() if isinstance(value, dict) else (value,):  # a table of headers too
+                    if isinstance(layout, Layout):
+                        layout.compile()
+    return write_store()
+
+
 def byte_compile() -> None:
     """Byte-compile the modules of the ``uet`` package (module docstring): what an install does;
-    and store the compiled methods of the dataclasses a simulator run creates, as its first run
-    after an install does (:mod:`uet.dataclass_cache`)."""
+    and store the code a simulator run generates as it starts (:func:`store_run_code`), as its
+    first run after an install does (:mod:`uet.dataclass_cache`)."""
     import compileall
 
     import uet.fabric
     import uet.tools
 
     import uet
-    from uet.dataclass_cache import write_store
 
     for pkg in (uet, uet.fabric, uet.tools):
         for d in pkg.__path__:
             compileall.compile_dir(d, quiet=2)
-    write_store(SIM_MODULES)
+    store_run_code()
 
 
 def _figures(out: bytes) -> Any:
@@ -285,4 +305,4 @@ def render(rows: list[dict[str, Any]], file: Any = None, width: int | None = Non
             cells += [f"{r['compiled_cpu_s']:.2f}", times(r["compiled_ratio"])]
         cells += [f"≤ {r['target']:.0f}×", f"{r['htsim_rss_mb']:.0f}", f"{r['ours_rss_mb']:.0f}", tails]
         t.add_row(*cells)
-    Console(file=file, width=width).print(t)
+    (table_console(200, file=file) if width is None else Console(file=file, width=width)).print(t)

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from uet.tools.cli import int_arg, probability
+from uet.tools.cli import int_arg, probability, table_console
 
 from uet.experiments.impair_matrix import as_dicts, run_matrix
 from uet.pds import Mode, PdsConfig
@@ -74,7 +74,6 @@ def run(ns: argparse.Namespace) -> int:
         for r in results:
             sys.stdout.write(json.dumps(r) + "\n")
     else:
-        from rich.console import Console
         from rich.table import Table
 
         slow = f", receiver 1 datagram / {ns.rx_ns} ns" if ns.rx_ns else ""
@@ -95,5 +94,5 @@ def run(ns: argparse.Namespace) -> int:
             t.add_column(c, justify="right")
         for r in results:
             t.add_row(*(str(r[c]) for c in (*cols, "virtual_ms")))
-        Console(width=None if sys.stdout.isatty() else 140).print(t)
+        table_console(140).print(t)
     return 0 if all(r["intact"] for r in results) else 1

@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any
 
 from uet.tools.bench.options import PairOptions
+from uet.tools.cli import table_console
 
 from uet.stats import percentile
 
@@ -99,14 +100,13 @@ def latency(prefix: str, xs: list[float]) -> dict[str, float]:
 def print_table(title: str, rec: dict[str, Any]) -> None:
     """``rec`` as a metric/value table (a third column says which figures are medians over the
     rounds and which are sums); its ``rounds`` and ``secure`` records as tables of their own."""
-    from rich.console import Console
     from rich.table import Table
-    from uet.tools.cli import yes_no
+    from uet.tools.cli import table_console, yes_no
 
     def show(v: Any) -> str:
         return "" if v is None else yes_no(v) if isinstance(v, bool) else str(v)
 
-    console = Console(width=None if sys.stdout.isatty() else 120)  # no 80-column wrap in pipes
+    console = table_console(120)
     rounds = rec.get("rounds")
     t = Table(title=title)
     t.add_column("metric")
@@ -143,7 +143,6 @@ def print_rtt_sweep(ns: argparse.Namespace, opts: PairOptions, rows: list[dict[s
     if ns.json:
         sys.stdout.write(json.dumps({"mode": opts.mode, "count": ns.count, "results": rows}) + "\n")
         return
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=f"uet-bench rtt sweep ({opts.mode.upper()}, {ns.count} round trips per size, µs)")
@@ -152,4 +151,4 @@ def print_rtt_sweep(ns: argparse.Namespace, opts: PairOptions, rows: list[dict[s
         t.add_column(c.replace("_us", "").replace("p999", "p99.9"), justify="right")
     for r in rows:
         t.add_row(*(str(r[c]) for c in cols))
-    Console(width=None if sys.stdout.isatty() else 120).print(t)
+    table_console(120).print(t)

@@ -22,7 +22,7 @@ import resource
 import sys
 from typing import Any
 
-from uet.tools.cli import int_arg, size_arg
+from uet.tools.cli import int_arg, size_arg, table_console
 
 __all__ = ["add_parser", "bench"]
 
@@ -93,7 +93,6 @@ def run(ns: argparse.Namespace) -> int:
     if ns.json:
         sys.stdout.write(json.dumps(rec) + "\n")
     else:
-        from rich.console import Console
         from rich.table import Table
 
         t = Table(title=f"uet-bench sim: {rec['workload']} of {rec['bytes_per_flow']} B on {rec['hosts']} hosts")
@@ -110,7 +109,7 @@ def run(ns: argparse.Namespace) -> int:
         ):
             v = rec[k]
             t.add_row(k, f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v))
-        Console().print(t)
+        table_console(100).print(t)
     if rec.get("interrupted"):
         raise KeyboardInterrupt  # after the partial figures: "uet-bench: interrupted", exit 130
     return 0 if rec["ok"] else 1

@@ -18,7 +18,7 @@ from uet.tools.bench.options import MAX_PAIR_SIZE, PairOptions, pair_notes
 from uet.tools.bench.pair import run_pair
 from uet.tools.bench.report import passed
 from uet.tools.bench.rtt import SWEEP_SIZES
-from uet.tools.cli import quiet_interrupt, yes_no
+from uet.tools.cli import quiet_interrupt, table_console, yes_no
 
 __all__ = ["SWEEP_COLUMNS", "pair_sweep"]
 
@@ -61,7 +61,6 @@ def _print(ns: argparse.Namespace, base: PairOptions, rows: list[dict[str, Any]]
         rec.update(pair_notes(base))
         sys.stdout.write(json.dumps(rec) + "\n")
         return
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=f"uet-bench pair sweep ({base.mode.upper()}, {ns.count} messages per size, payload {base.payload})")
@@ -69,7 +68,7 @@ def _print(ns: argparse.Namespace, base: PairOptions, rows: list[dict[str, Any]]
         t.add_column(c.replace("_gbps", " (Gbit/s)").replace("message_size", "size"), justify="right")
     for r in rows:
         t.add_row(*(_cell(r, c) for c in SWEEP_COLUMNS))
-    con = Console(width=None if sys.stdout.isatty() else 120)
+    con = table_console(120)
     con.print(t)
     for note in pair_notes(base).values():
         con.print(f"note: {note}")

@@ -63,7 +63,6 @@ concerned are not intact) and ``stalled`` says when.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -73,7 +72,6 @@ from uet.fabric.model import Fabric, Telemetry
 from uet.fabric.model.faults import FaultConfig
 from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.model.port import Port
-from uet.fabric.telemetry_io import switch_thresholds
 from uet.fep import FepCore
 from uet.scenario.derive import DATA_OVERHEAD, MIN_WIRE, ROCE_DATA_OVERHEAD, derive, scale_up_qps, scale_up_windows
 from uet.scenario.model import Scenario, run_defaults
@@ -95,6 +93,8 @@ def secure_domain(seed: int) -> SecureDomain:
     """``tss``: the run's one secure domain (SDI 1, cluster mode, behaviour.md §5.1), every
     endpoint a member. Its key is derived from the run seed (SHA-256), not drawn at random, so a
     secure run is as reproducible as any other; a simulation protects nothing, it measures."""
+    import hashlib  # here: only a secure run needs it (OpenSSL's library loads with it)
+
     from uet.tss.domain import SdMode, SecureDomain
 
     key = hashlib.sha256(b"uet-sim secure domain/%d" % seed).digest()
@@ -254,18 +254,20 @@ def simulate(
         raise SimulationError(f"transport {transport!r}: one of uet, roce")
     roce_cfg = derived.qp if transport == "roce" else None
     cc_records: list[dict[str, Any]] = []  # ``timeline`` with CC on: cwnd / credit per sender
-    # RoCE: connection parameters derived from the run seed (uet.roce.cm.StaticCm), as the live
-    # engine's endpoints derive them from the secret uet-bench differential hands them (the seed;
-    # uet.live.runs.live_runs): the same QPNs, so the same UDP source ports and ECMP paths
-    from uet.roce.cm import StaticCm  # light: the queue pair loads only for a RoCEv2 run, below
-
-    cm = StaticCm(seed)
     domain = secure_domain(seed) if s.get("tss") else None
     if domain is not None and roce_cfg is not None:
         raise SimulationError("tss: secure endpoints are UET endpoints (transport uet)")
     placed = scn.hosts(topo, n)  # rank i runs on host placed[i]
     wl.place(topo.rank_servers(placed))
     ips = [fabric.hosts[h].ip for h in placed]
+    cm = None
+    if roce_cfg is not None:  # it loads hashlib: RoCEv2 runs only
+        # RoCE: connection parameters derived from the run seed (uet.roce.cm.StaticCm), as the live
+        # engine's endpoints derive them from the secret uet-bench differential hands them (the seed;
+        # uet.live.runs.live_runs): the same QPNs, so the same UDP source ports and ECMP paths
+        from uet.roce.cm import StaticCm
+
+        cm = StaticCm(seed)
     # towards a GPU of the same server: the scale-up path's QP rate or PDC window (uet.scenario.derive)
     peer_qp = scale_up_qps(topo, placed, ips, roce_cfg) if roce_cfg else {}
     path_window = scale_up_windows(topo, placed, ips, derived) if roce_cfg is None else {}
@@ -425,6 +427,8 @@ def simulate(
             ),
         )
     if timeline:
+        from uet.fabric.telemetry_io import switch_thresholds  # it loads the pcap writers: plots only
+
         if fabric.failover is not None:
             res["fault_series"] = fault_series(fabric)
         res["timeline"] = [r.as_dict() for r in tel.records]

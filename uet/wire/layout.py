@@ -36,6 +36,7 @@ from enum import IntEnum, IntFlag
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from uet.dataclass_cache import stored_code
 from uet.errors import DecodeError, EncodeError
 
 if TYPE_CHECKING:
@@ -168,6 +169,12 @@ class Layout:
             self._compile_steps()
             return self.__dict__[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def compile(self) -> None:
+        """Make the named tuple and the codec now instead of on first use (their code is then
+        in the store of :mod:`uet.dataclass_cache` for the runs that follow)."""
+        if "decode" not in self.__dict__:
+            self._compile()
 
     @classmethod
     def concat(cls, name: str, *parts: Layout, doc: str = "") -> Layout:
@@ -362,7 +369,7 @@ class Layout:
             "_short": self._short,
             "_enc_error": self._enc_error,
         }
-        exec(compile("\n".join(src), f"<layout {self.name}>", "exec"), ns)  # noqa: S102
+        exec(stored_code("\n".join(src), f"<layout {self.name}>"), ns)  # noqa: S102 - compiled once (the store)
         # Plain functions stored on the instance: calling them costs one frame, no method binding.
         self.decode: Callable[..., Any] = ns["decode"]
         """``decode(buf, offset=0)``: ``self.size`` bytes at ``offset`` as a ``self.T`` (fast)."""
