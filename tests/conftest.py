@@ -29,7 +29,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 # A module is "serial" when its source, or the source of a tests/ helper it imports, matches
 # SERIAL_SOURCE; a module the pattern misses can say so itself with ``pytestmark =
 # pytest.mark.serial``. Erring towards serial only costs time; erring the other way costs flakiness.
-# ``-m "not serial and not processes"`` selects the in-memory tests alone (CI's second Python runs those).
+# ``-m "not serial and not processes"`` selects the in-memory tests alone (CI's second Python runs those,
+# less the ``more_seeds`` repetitions below).
 #
 # A module the pattern takes for serial because it starts processes, but whose processes only compute
 # (uet-sim and the other virtual-time tools, uet-decode, ruff: no socket, no live engine, no fixed
@@ -48,6 +49,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 # The units are made by a scheduler of our own (pytest_xdist_make_scheduler below) rather than
 # xdist's ``--dist loadgroup``, which renames node ids in a way pytest 9 no longer honours.
 #
+# Repetitions: a case marked ``more_seeds`` (``pytest.param(..., marks=pytest.mark.more_seeds)``) runs
+# the same check as the test's unmarked case(s) on other seeds, so the same code: it is not measured by
+# coverage (it runs untraced, pytest_runtest_call below: tracing costs 3-4x on a simulation and finds
+# nothing the unmarked case has not found), and CI's second Python (.ci/newest-python) leaves it to
+# the first, which runs every case. The unmarked cases stay measured and run on both.
+#
 # A test decorated ``@pytest.mark.after_compiled_build`` uses the optional compiled build
 # (.ci/build-compiled), which CI makes beside the tests rather than before them (a few CPU-minutes
 # that would otherwise hold back the whole suite): where ``UET_CI_COMPILED_BUILD_DONE`` names a
@@ -56,6 +63,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 # time to finish and no worker waits on it while other work is left.
 
 import re  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -144,6 +152,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "unit_each: each case of this long test is a unit of work of its own")
     config.addinivalue_line("markers", "in_memory: a module the serial pattern matches by mistake: in memory")
     config.addinivalue_line(
+        "markers", "more_seeds: the first case's check on other seeds: not measured by coverage, not on CI's 3.13"
+    )
+    config.addinivalue_line(
         "markers", "after_compiled_build: uses the compiled build: waits for CI's build, a unit handed out last"
     )
 
@@ -162,6 +173,22 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             if time.monotonic() > deadline:
                 pytest.fail(f"the compiled build did not end ({done} never appeared)")
             time.sleep(0.5)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """A ``more_seeds`` case runs untraced: no coverage tracer (nor any other trace function) on its
+    thread while it runs. pytest-cov's own ``no_cover`` marker does not do it under pytest-xdist: its
+    pause leaves the worker's tracer running."""
+    if item.get_closest_marker("more_seeds") is None:
+        yield
+        return
+    tracer = sys.gettrace()
+    sys.settrace(None)
+    try:
+        yield
+    finally:
+        sys.settrace(tracer)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -49,10 +49,11 @@ def test_req_clear_before_the_first_ack_does_not_reopen_the_target_pdc(mode: Mod
 
 
 @pytest.mark.unit_each  # five long parts: both workers share them (tests/conftest.py)
-@pytest.mark.parametrize("first", range(0, 50, 10))
+@pytest.mark.parametrize("first", [0, *(pytest.param(f, marks=pytest.mark.more_seeds) for f in range(10, 50, 10))])
 def test_soak_delivers_every_message_exactly_once(first: int) -> None:
     """10 seeds × 2,000 messages per case (100,000 in all), RUD/ROD/RUDI mixed, 5 % loss, 5 %
-    reordering, 2.5 % duplication both ways, idle pauses that close and re-open PDCs."""
+    reordering, 2.5 % duplication both ways, idle pauses that close and re-open PDCs. The cases
+    after the first run the same code on other seeds (``more_seeds``, tests/conftest.py)."""
     for seed in range(first, first + 10):
         r = soak(seed, 2000)
         assert r.ok, r

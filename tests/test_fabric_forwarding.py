@@ -94,8 +94,8 @@ def test_a_fabric_switch_hands_frames_to_the_heap_until_someone_wraps_it() -> No
     sw = next(iter(fab.switches.values()))
     assert isinstance(sw, Switch) and sw.on_transmit is sw.link_tx
     port = sw.ports[0]
-    assert port.peer_ingress is not None and port.peer_port == port.peer[1]  # type: ignore[index]
+    assert port.peer_node is not None and port.peer_port == port.peer[1]  # type: ignore[index]
     nic = fab.nics[0]  # a NIC hands its frames to the leaf's ingress the same way
-    assert nic.on_transmit is nic.link_tx and nic.port.peer_ingress is not None
+    assert nic.on_transmit is nic.link_tx and nic.port.peer_node is not None
     leaf, leaf_port = nic.port.peer  # type: ignore[misc]
-    assert nic.port.peer_ingress == leaf.ingress and nic.port.peer_port == leaf_port
+    assert nic.port.peer_node is leaf and nic.port.peer_port == leaf_port

@@ -3,16 +3,17 @@ adaptive; RoCE is never sprayed."""
 
 from __future__ import annotations
 
+import random
 import zlib
 from functools import cache
 
 import pytest
 from uet.fabric.model import Fabric, LbConfig, PortSpec, Switch, SwitchConfig
-from uet.fabric.model.frames import ipv4_frame, pfc_frame
+from uet.fabric.model.frames import flow_crc, flow_tuple, ipv4_frame, pfc_frame
 from uet.fabric.model.lb import mix32
 from uet.fabric.topology import Topology
 
-from uet.wire.net import ip_bytes
+from uet.wire.net import UET_IP_PROTO, ip_bytes
 
 GBPS = 1_000_000_000
 SPINES = 4
@@ -60,6 +61,35 @@ def test_ecmp_hash_is_mixed_crc32_of_tuple_and_switch_id() -> None:
 
 def test_mix32_is_murmur3_fmix32() -> None:
     assert [mix32(x) for x in (0, 1, 0xFFFFFFFF)] == [0, 0x514E28B7, 0x81F16F39]
+
+
+def test_mix32_products_taken_in_halves_are_the_whole_products() -> None:
+    """mix32 multiplies in two halves of each constant (machine integers in the compiled build):
+    the same as the 64-bit products taken mod 2³², on random and edge inputs."""
+
+    def fmix32(h: int) -> int:  # the finaliser as MurmurHash3 writes it
+        h ^= h >> 16
+        h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+        h ^= h >> 13
+        h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+        return h ^ (h >> 16)
+
+    rng = random.Random(5)
+    for x in [0, 1, 0xFFFF, 0x10000, 0xFFFFFFFF, *(rng.getrandbits(32) for _ in range(2000))]:
+        assert mix32(x) == fmix32(x)
+
+
+def test_flow_crc_is_the_crc_of_the_flow_tuple() -> None:
+    """flow_crc streams the tuple's bytes from the frame: UDP, UET directly over IP, another
+    protocol, an IPv4 header with options, a frame cut inside its ports."""
+    udp = ipv4_frame("10.0.0.1", "10.0.1.2", bytes(40), sport=0xBEEF, dport=4793)
+    other = bytearray(udp)
+    other[14 + 9] = 6
+    uet_ip = bytearray(udp)
+    uet_ip[14 + 9] = UET_IP_PROTO
+    opts = bytearray(udp[:14]) + bytes([0x46]) + udp[15:34] + bytes(4) + udp[34:]
+    for frame in (udp, other, uet_ip, opts, udp[: 14 + 20 + 3], uet_ip[: 14 + 20 + 1]):
+        assert flow_crc(frame, 14) == zlib.crc32(flow_tuple(frame, 14))
 
 
 @pytest.mark.parametrize("k", [4, 8])

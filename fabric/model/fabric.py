@@ -27,7 +27,7 @@ from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.model.linkload import LinkLoad
 from uet.fabric.model.nic import HostNic
 from uet.fabric.model.plan import HostPlan, TopologyLike
-from uet.fabric.model.port import Port
+from uet.fabric.model.port import Packet, Port
 from uet.fabric.model.scaleup import GpuNic, scale_up_config
 from uet.fabric.model.switch import Switch
 from uet.fabric.model.telemetry import Counters, Telemetry
@@ -132,13 +132,14 @@ class Fabric:
                 peer = nodes[peer_name]
                 port.peer = (peer, peer_port)
                 port.peer_mac = peer.ports[peer_port].mac
-                port.peer_ingress = peer.ingress
-                port.peer_arrive = peer._arrive if isinstance(peer, Switch) else None
+                port.peer_node = peer
+                port.peer_switch = isinstance(peer, Switch)
                 port.peer_port = peer_port
                 peer.ports[peer_port].peer = (sw, port.index)
                 peer.ports[peer_port].peer_mac = port.mac
                 if not isinstance(peer, Switch):  # a NIC's port hands its frames to this one (HostNic._kick)
-                    peer.ports[peer_port].peer_ingress = sw.ingress
+                    peer.ports[peer_port].peer_node = sw
+                    peer.ports[peer_port].peer_switch = True
                     peer.ports[peer_port].peer_port = port.index
         self._delivered: list[tuple[int, int, bytes]] = []
         #: per-link flows and distinct data bytes (None unless ``link_load``)
@@ -211,7 +212,11 @@ class Fabric:
         The simulator's loop: one call crosses all the instants at which only the fabric works
         (a frame moving between switches), instead of one poll per instant. Each instant is run
         as :meth:`EventQueue.run_instant` runs it, written out here (one call fewer per instant:
-        about one per packet-hop in an incast, where most instants hold a single event)."""
+        about one per packet-hop in an incast, where most instants hold a single event), and the
+        data path's events, whose handler is a switch or a NIC (``(node, a, b)``:
+        :class:`~uet.fabric.model.port.Node`), are dispatched here as their ``__call__`` does:
+        a direct call of the method (the compiled build calls it natively, without a call through
+        a bound-method object and the parsing of its arguments)."""
         ev = self.events
         times = ev._times
         at = ev._at
@@ -229,7 +234,20 @@ class Fabric:
             key: Any = t  # the time as one object for every event of the instant (compiled: boxed once)
             bucket = at[key]
             for fn, a, b in bucket:
-                fn(a, b, key)
+                if type(fn) is Switch:  # Switch.__call__, written out (by frequency)
+                    if type(b) is Packet:
+                        fn._arrive(a, b, t)
+                    elif b is None:
+                        fn._kick(a, None, t)
+                    else:
+                        fn.ingress(a, b, t)
+                elif isinstance(fn, HostNic):  # HostNic.__call__, written out
+                    if b is None:
+                        fn._kick(a, None, t)
+                    else:
+                        fn.ingress(a, b, t)
+                else:
+                    fn(a, b, key)
             del at[key]
             if delivered:
                 return t

@@ -10,6 +10,7 @@ trimming recomputes it with :func:`uet.wire.net.inet_checksum`.
 
 from __future__ import annotations
 
+import zlib
 from typing import Final
 
 from uet.errors import DecodeError
@@ -127,6 +128,26 @@ def flow_tuple(frame: bytes | bytearray, ip: int) -> bytes:
     else:
         tup += b"\0\0\0\0"
     return bytes(tup)
+
+
+#: a C function as a Final name (the compiled build keeps it in a C static)
+crc32: Final = zlib.crc32
+#: each byte value as a one-byte ``bytes`` (the protocol byte of :func:`flow_crc`)
+_BYTE: Final = tuple(bytes((i,)) for i in range(256))
+
+
+def flow_crc(frame: bytes | bytearray, ip: int) -> int:
+    """``zlib.crc32(flow_tuple(frame, ip))``, fed from the frame's own bytes in turn (CRC-32 is
+    streaming) without building the tuple: what ECMP hashes once per packet
+    (``LoadBalancer.choose_pkt``, ``Switch._arrive``)."""
+    proto = frame[ip + IP_PROTO]
+    c = crc32(_BYTE[proto], crc32(frame[ip + IP_SRC : ip + IP_DST + 4]))
+    l4 = ip + (frame[ip] & 15) * 4
+    if proto == 17:
+        return crc32(frame[l4 : l4 + 4], c)
+    if proto == UET_IP_PROTO:
+        return crc32(b"\0\0", crc32(frame[l4 : l4 + 2], c))
+    return crc32(b"\0\0\0\0", c)
 
 
 def is_uet(frame: bytes | bytearray, ip: int) -> bool:

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from uet.fabric.model.config import LbConfig
-from uet.fabric.model.frames import flow_tuple, is_uet
+from uet.fabric.model.frames import flow_crc, flow_tuple, is_uet
 from uet.fabric.model.port import Packet, Port
 
 #: a C function as a Final name: the compiled build keeps it in a C static (an imported name is a
@@ -43,11 +43,15 @@ crc32: Final = zlib.crc32
 
 def mix32(h: int) -> int:
     """MurmurHash3's 32-bit finaliser ``fmix32``: a bijection whose output bits each depend
-    non-linearly on every input bit, so hashes of one tuple under two seeds are unrelated."""
+    non-linearly on every input bit, so hashes of one tuple under two seeds are unrelated.
+
+    Each product ``h × C mod 2³²`` is taken in two halves of ``C`` (``h × C_lo + (h × C_hi mod
+    2¹⁶) · 2¹⁶``), so no intermediate exceeds 2⁴⁹: the compiled build keeps them machine
+    integers (a 64-bit product is a Python long there, allocated)."""
     h ^= h >> 16
-    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h = (h * 0xCA6B + (((h * 0x85EB) & 0xFFFF) << 16)) & 0xFFFFFFFF
     h ^= h >> 13
-    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    h = (h * 0xAE35 + (((h * 0xC2B2) & 0xFFFF) << 16)) & 0xFFFFFFFF
     return h ^ (h >> 16)
 
 
@@ -99,12 +103,12 @@ class LoadBalancer:
             return self.choose_for(group, ports, pkt.frame, pkt.ip, tc, now)
         c = pkt.fcrc
         if c < 0:
-            c = pkt.fcrc = crc32(flow_tuple(pkt.frame, pkt.ip))
+            c = pkt.fcrc = flow_crc(pkt.frame, pkt.ip)
         h = crc32(self.seed, c)
         h ^= h >> 16  # mix32, inlined (one call per hop)
-        h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+        h = (h * 0xCA6B + (((h * 0x85EB) & 0xFFFF) << 16)) & 0xFFFFFFFF
         h ^= h >> 13
-        h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+        h = (h * 0xAE35 + (((h * 0xC2B2) & 0xFFFF) << 16)) & 0xFFFFFFFF
         return group[(h ^ (h >> 16)) % len(group)]
 
     def choose(

@@ -164,8 +164,9 @@ class HostNic:
         self._trust_pcp: bool = bool(cfg.trust_pcp)
         self._dscp_map: tuple[int, ...] = tuple(cfg.dscp_map)
         self._queue_cap: int | None = cfg.nic_queue_bytes
-        #: the event handlers as bound-method objects made once (an event is ``(fn, a, b)``)
-        self._kick_ev: Callable[[Port, bytearray | None, int], None] = self._kick
+        #: the event handler of a pause's end as a bound-method object made once (an event is
+        #: ``(fn, a, b)``); the end of a frame is the event ``(self, port, None)``: the NIC itself
+        #: (:meth:`__call__`)
         self._wake_ev: Callable[[Port, object, int], None] = self._on_wake
 
     def send(self, frame: bytes | bytearray, now: int) -> None:
@@ -227,6 +228,15 @@ class HostNic:
             self._lost("link_down", len(buf))
             return None
         return port
+
+    def __call__(self, a: Any, b: Any, now: int) -> None:
+        """The NIC as an event handler (:class:`~uet.fabric.model.port.Node`): ``(nic, port, None)``
+        ends the frame on ``port`` (:meth:`_kick`), ``(nic, port index, frame)`` brings a frame
+        (:meth:`ingress`). ``Fabric.run_to_arrival`` makes these calls itself."""
+        if b is None:
+            self._kick(a, None, now)
+        else:
+            self.ingress(a, b, now)
 
     def ingress(self, _port: int, frame: bytearray, now: int) -> None:
         """A frame from the leaf arrived completely at ``now``."""
@@ -297,10 +307,10 @@ class HostNic:
             if port.busy_until <= now and port.backlog and not port.ctrl:
                 c = port.pick(now)  # Port.ready's idle case, inlined (as Switch._kick does)
                 if c is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
-                    port.ready(now, self.events.schedule, self._kick_ev, self._wake_ev)
+                    port.ready(now, self.events.schedule, self, self._wake_ev)
                     return
             else:
-                c = port.ready(now, self.events.schedule, self._kick_ev, self._wake_ev)
+                c = port.ready(now, self.events.schedule, self, self._wake_ev)
                 if c is None:
                     return
             tc = c
@@ -310,24 +320,23 @@ class HostNic:
                 frame = port.pop(tc).frame
         n = len(frame)
         if tc != CTRL:
-            port.last_tx[tc] = now
             tcb = port.tx_tc_bytes
             tcb[tc] = tcb[tc] + n  # a NIC's Packet.size: its frame is never changed
         end = port.start(n, now)
         ev = self.events
         if port.backlog or port.ctrl:
             port.free_at = end
-            ev.schedule(end, self._kick_ev, port)
+            ev.schedule(end, self, port)
         tx = self.on_transmit
         if tx is self.link_tx:
             at: Any = end + port.delay_ns  # EventQueue.schedule, inlined (its contract); boxed once when compiled
-            ingress: Any = port.peer_ingress  # set for every port of a Fabric
+            peer: Any = port.peer_node  # set for every port of a Fabric
             bucket = ev._at.get(at)
             if bucket is None:
-                ev._at[at] = [(ingress, port.peer_port, frame)]
+                ev._at[at] = [(peer, port.peer_port, frame)]
                 heappush(ev._times, at)
             else:
-                bucket.append((ingress, port.peer_port, frame))
+                bucket.append((peer, port.peer_port, frame))
         elif tx is not None:
             tx(self, port.index, frame, now, end)
         if self._sample_ns and now - self._last_sample >= self._sample_ns:

@@ -24,7 +24,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Sequence
 from math import gcd
-from typing import Final, Protocol, final
+from typing import Any, Final, Protocol, final
 
 from uet.fabric.model.config import EcnConfig, FabricError
 from uet.fabric.model.emptyqueue import UNUSED
@@ -119,6 +119,13 @@ class Node(Protocol):
 
     def ingress(self, port: int, frame: bytearray, now: int) -> None: ...
 
+    def __call__(self, a: Any, b: Any, now: int) -> None:
+        """The node as the handler of an event ``(node, a, b)`` (:mod:`uet.fabric.model.events`):
+        ``(node, port, None)``: the frame on that egress :class:`Port` ended (the node's ``_kick``);
+        ``(node, port index, frame)``: a frame arrived (``ingress``); ``(switch, port index,
+        packet)``: a packet another switch forwarded arrived (``Switch._arrive``)."""
+        ...
+
 
 class Port:
     """Egress queues, scheduler and link timing of one port; see the module docstring."""
@@ -153,11 +160,12 @@ class Port:
         #: ECN marking per TC on this port (None: no marking), set by the switch
         self.ecn: list[Marking | None] = [None] * 8
         self.peer_mac = b"\xff" * 6
-        #: set by a Fabric: the far end's ``ingress(port, frame, t)``, and for a switch peer its
-        #: ``_arrive(port, packet, t)`` (a forwarded packet keeps what ingress learned), and the
-        #: far end's port index
-        self.peer_ingress: Callable[[int, bytearray, int], None] | None = None
-        self.peer_arrive: Callable[[int, Packet, int], None] | None = None
+        #: set by a Fabric: the far end, which is the handler of the events that bring it frames
+        #: (``(node, port index, frame)``; ``(switch, port index, packet)`` for a packet forwarded
+        #: to a switch, which keeps what ingress learned: :class:`Node`), whether it is a switch,
+        #: and the far end's port index
+        self.peer_node: Node | None = None
+        self.peer_switch = False
         self.peer_port = 0
         #: per-link accounting (uet.fabric.model.linkload), set by a Fabric: the id (from 1) of
         #: the link this port sends on, and of the link arriving at it (the peer's sending port)
@@ -199,7 +207,8 @@ class Port:
         self.rx_bytes = 0
         self.rx_frames = 0
         self.tx_tc_bytes = [0] * 8
-        #: time of the last frame start per class (watchdog: "sent nothing since")
+        #: time of the last frame start per class, for the PFC watchdog's "sent nothing since":
+        #: kept by a switch for its lossless classes, the ones the watchdog watches (a NIC has none)
         self.last_tx = [0] * 8
         #: time a wake-up for the end of a pause is scheduled for (-1: none)
         self.wake_at = -1

@@ -53,7 +53,7 @@ from uet.fabric.model.frames import (
     IP_LEN,
     IP_TOS,
     IP_TTL,
-    flow_tuple,
+    flow_crc,
     forward_rewrite,
     is_uet,
     l3_offset,
@@ -187,6 +187,11 @@ class Switch:
         tel = self.telemetry
         # queue-depth / port-byte samples cost a check per packet: none when nobody keeps them
         self._sample_ns = cfg.sample_ns if tel.wants("queue_depth") or tel.wants("port_bytes") else 0
+        #: whether records of a mark, a trim and a drop are kept, asked once here (as the samples'
+        #: above): a marked packet otherwise costs a call of the (interpreted) telemetry
+        self._tel_mark = tel.wants("ecn_mark")
+        self._tel_trim = tel.wants("trim")
+        self._tel_drop = tel.wants("drop")
         self._routes: list[tuple[int, int, int, tuple[int, ...]]] = []
         self._static: list[tuple[int, int, int, tuple[int, ...]]] = []
         self._overrides: dict[tuple[int, int], tuple[int, ...]] = {}
@@ -212,8 +217,8 @@ class Switch:
         self._slow_ingress = bool(cfg.latency_ns) or cfg.trust_pcp
         self._latency_ns: int = cfg.latency_ns
         self._trust_pcp: bool = bool(cfg.trust_pcp)
-        #: the event handlers as bound-method objects made once (an event is ``(fn, a, b)``)
-        self._kick_ev: Callable[[Port, Packet | None, int], None] = self._kick
+        #: the event handlers as bound-method objects made once (an event is ``(fn, a, b)``); the
+        #: end of a frame is the event ``(self, port, None)``: the switch itself (:meth:`__call__`)
         self._wake_ev: Callable[[Port, object, int], None] = self._on_wake
         self._process_ev: Callable[[int, bytearray, int], None] = self._process
         self._schedule: Callable[..., None] = self.events.schedule
@@ -311,6 +316,18 @@ class Switch:
 
     def _to_outbox(self, sw: Switch, port: int, frame: bytearray, start: int, end: int) -> None:
         self.outbox.append(Transmission(port, bytes(frame), start, end, end + self.ports[port].delay_ns))
+
+    def __call__(self, a: Any, b: Any, now: int) -> None:
+        """The switch as an event handler (:class:`~uet.fabric.model.port.Node`): ``(switch, port,
+        None)`` ends the frame on ``port`` (:meth:`_kick`), ``(switch, port index, packet)`` brings
+        a forwarded :class:`Packet` (:meth:`_arrive`), ``(switch, port index, frame)`` a frame
+        (:meth:`ingress`). ``Fabric.run_to_arrival`` makes these calls itself."""
+        if b is None:
+            self._kick(a, None, now)
+        elif type(b) is Packet:
+            self._arrive(a, b, now)
+        else:
+            self.ingress(a, b, now)
 
     # -- ingress --------------------------------------------------------------------------------
 
@@ -421,12 +438,12 @@ class Switch:
         elif self._lb_ecmp[tc]:  # LoadBalancer.choose_pkt's ECMP, inlined (the rule is written there)
             c = pkt.fcrc
             if c < 0:
-                c = pkt.fcrc = crc32(flow_tuple(frame, ip))
+                c = pkt.fcrc = flow_crc(frame, ip)
             h = crc32(self._lb_seed, c)
             h ^= h >> 16  # mix32
-            h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+            h = (h * 0xCA6B + (((h * 0x85EB) & 0xFFFF) << 16)) & 0xFFFFFFFF
             h ^= h >> 13
-            h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+            h = (h * 0xAE35 + (((h * 0xC2B2) & 0xFFFF) << 16)) & 0xFFFFFFFF
             out = group[(h ^ (h >> 16)) % n]
         else:
             out = self.lb.choose_pkt(group, self.ports, pkt, tc, now)
@@ -521,7 +538,7 @@ class Switch:
             return
         mmu.charge_unconditional(stub)
         self.counters[("trim", self.name, port.index)] += 1
-        if self.telemetry.wants("trim"):
+        if self._tel_trim:
             self.telemetry.add(Trimmed(now, self.name, port.index, pkt.size, stub.size, stub.frame[ip + IP_TOS] >> 2))
         self._push(port, stub, now)
 
@@ -549,16 +566,16 @@ class Switch:
             key: Any = end  # one int object for the look-up, the new bucket and the heap (compiled: boxed once)
             bucket = ev._at.get(key)
             if bucket is None:
-                ev._at[key] = [(self._kick_ev, port, None)]
+                ev._at[key] = [(self, port, None)]
                 heappush(ev._times, key)
             else:
-                bucket.append((self._kick_ev, port, None))
+                bucket.append((self, port, None))
 
     def _drop(self, port: int, tc: int, reason: str, size: int, now: int) -> None:
         c = self.counters
         c[("drop", self.name, reason)] += 1
         c[("drop_port", self.name, port, tc, reason)] += 1
-        if self.telemetry.wants("drop"):
+        if self._tel_drop:
             self.telemetry.add(Dropped(now, self.name, port, tc, reason, size))
 
     # -- egress ---------------------------------------------------------------------------------
@@ -587,10 +604,10 @@ class Switch:
                 if port.busy_until <= now and port.backlog and not port.ctrl:
                     c = port.pick(now)  # Port.ready's idle case, inlined
                     if c is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
-                        port.ready(now, self._schedule, self._kick_ev, self._wake_ev)
+                        port.ready(now, self._schedule, self, self._wake_ev)
                         return
                 else:
-                    c = port.ready(now, self._schedule, self._kick_ev, self._wake_ev)  # the rule NICs share
+                    c = port.ready(now, self._schedule, self, self._wake_ev)  # the rule NICs share
                     if c is None:
                         return
                 tc = c
@@ -616,7 +633,7 @@ class Switch:
                             if bits == 1 or bits == 2:
                                 rewrite_tos_ttl(frame, ip, tos | 3, frame[ip + IP_TTL])  # CE; the TTL waits (below)
                                 self.counters[("mark", self.name, port.index, tc)] += 1
-                                if self.telemetry.wants("ecn_mark"):
+                                if self._tel_mark:
                                     self.telemetry.add(EcnMarked(now, self.name, port.index, tc, int(q)))
                             elif bits == 0 and ecn.wred_drop and not self._lossless[tc]:
                                 self._drop(port.index, tc, "wred", pkt.size, now)
@@ -624,7 +641,8 @@ class Switch:
                                     self._release(pkt, now)
                                 continue
                 pkt.hops += 1  # TTL − 1, written when the frame leaves the switches (forward_rewrite)
-                port.last_tx[tc] = now
+                if self._lossless[tc]:  # only the watchdog reads it (Port.last_tx)
+                    port.last_tx[tc] = now
                 tcb = port.tx_tc_bytes
                 tcb[tc] = tcb[tc] + size
                 if self._sample_ns and (now - port.last_sample[tc] >= self._sample_ns or not port.qbytes[tc]):
@@ -645,27 +663,27 @@ class Switch:
                 key: Any = end  # boxed once (compiled build), as in _push
                 bucket = ev._at.get(key)
                 if bucket is None:
-                    ev._at[key] = [(self._kick_ev, port, None)]
+                    ev._at[key] = [(self, port, None)]
                     heappush(ev._times, key)
                 else:
-                    bucket.append((self._kick_ev, port, None))
+                    bucket.append((self, port, None))
             tx = self.on_transmit
             if tx is self.link_tx:
                 # inside a Fabric, untapped: the frame reaches the far end after the propagation
                 # delay (Fabric._on_transmit, inlined); a switch peer gets the packet itself
                 at: Any = end + port.delay_ns  # boxed once (compiled build), as in _push
                 event: Event
-                if pkt is not None and port.peer_arrive is not None:
+                peer: Any = port.peer_node  # set for every port of a Fabric
+                if pkt is not None and port.peer_switch:
                     # no MAC rewrite: no switch reads a forwarded packet's MACs, and the one that
                     # sends it to a host or a tap (below) writes them
-                    event = (port.peer_arrive, port.peer_port, pkt)
+                    event = (peer, port.peer_port, pkt)
                 else:
                     if pkt is not None:
                         frame[0:12] = port.l2_rewrite
                         forward_rewrite(frame, pkt.ip, pkt.hops)
                         pkt.hops = 0
-                    ingress: Any = port.peer_ingress  # set for every port of a Fabric
-                    event = (ingress, port.peer_port, frame)
+                    event = (peer, port.peer_port, frame)
                 bucket = ev._at.get(at)
                 if bucket is None:
                     ev._at[at] = [event]
