@@ -50,10 +50,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 # xdist's ``--dist loadgroup``, which renames node ids in a way pytest 9 no longer honours.
 #
 # Repetitions: a case marked ``more_seeds`` (``pytest.param(..., marks=pytest.mark.more_seeds)``) runs
-# the same check as the test's first case on other seeds, so the same code: it is not measured by
+# the same check as the test's unmarked case(s) on other seeds, so the same code: it is not measured by
 # coverage (it runs untraced, pytest_runtest_call below: tracing costs 3-4x on a simulation and finds
-# nothing the first case has not found), and CI's second Python (.ci/newest-python) leaves it to the
-# first, which runs every case. The first case stays measured and runs on both.
+# nothing the unmarked case has not found), and CI's second Python (.ci/newest-python) leaves it to
+# the first, which runs every case. The unmarked cases stay measured and run on both.
 #
 # A test decorated ``@pytest.mark.after_compiled_build`` uses the optional compiled build
 # (.ci/build-compiled), which CI makes beside the tests rather than before them (a few CPU-minutes

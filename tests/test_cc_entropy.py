@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 from uet.cc import Bitmap, CcConfig, Oblivious, Reps, Single
+from uet.cc.entropy import below
 
 CFG = CcConfig(paths=16)
 
@@ -178,3 +179,11 @@ def test_bitmap_first_round_covers_every_entropy_and_each_round_draws_a_new_orde
         rounds = [[m.next_entropy() for _ in range(16)] for _ in range(4)]
         assert all(sorted(r) == list(range(m.base, m.base + 16)) for r in rounds)
         assert len({tuple(r) for r in rounds}) > 1  # a new XOR mask at each wrap
+
+
+def test_below_draws_what_randrange_draws() -> None:
+    """The per-packet draw of the selectors (entropy.below) is randrange's, draw for draw, so the
+    figures of every run stay what they were."""
+    a, b = random.Random(5), random.Random(5)
+    for n in (1, 2, 3, 7, 64, 127, 128, 129, 1000, 1 << 16):
+        assert [below(a, n) for _ in range(200)] == [b.randrange(n) for _ in range(200)]

@@ -176,7 +176,7 @@ def _body(argv: Sequence[str] | None) -> int:
     from uet.tools.fault_options import faults_from
     from uet.tools.run_settings import load_scenario
 
-    _asyncio_without_tls()  # before the parser: its options load the run tool, which imports asyncio
+    _asyncio_without_tls()  # first: the parser (its options) and the simulator import asyncio
     args = build_parser().parse_args(argv)
     if args.suite:
         return _suite(args)

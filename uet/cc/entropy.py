@@ -31,6 +31,19 @@ PENALTY_MAX: Final = 15
 PENALTY: Final = {"ecn": 1, "trim": 4, "loss": 4}
 
 
+def below(rng: random.Random, n: int) -> int:
+    """``rng.randrange(n)`` for ``n`` > 0, the same draw: CPython's ``Random._randbelow`` (3.11
+    onwards) written out — ``getrandbits(n.bit_length())`` until the result is below ``n`` — so
+    that a selector drawing per packet calls the generator's C method instead of two interpreted
+    functions (the compiled build, issue 28). tests/test_cc_entropy.py checks the draws are
+    randrange's."""
+    k = n.bit_length()
+    r = rng.getrandbits(k)
+    while r >= n:
+        r = rng.getrandbits(k)
+    return r
+
+
 def _base(rng: random.Random, paths: int) -> int:
     return rng.randrange(0x4000, 0x10000 - paths + 1)
 
@@ -96,7 +109,7 @@ class Reps(PathSelector):
         self.stats = {"recycled": 0, "random": 0, "explored": 0, "frozen_reuse": 0, "freezes": 0}
 
     def _random(self) -> int:
-        return self.base + self.rng.randrange(self.paths)
+        return self.base + below(self.rng, self.paths)
 
     def _thaw(self) -> None:
         fu = self.frozen_until
@@ -169,7 +182,7 @@ class Bitmap(PathSelector):
         while True:
             if self.i == self.size:
                 self.i = 0
-                self.r = self.rng.randrange(self.size)
+                self.r = below(self.rng, self.size)
             j = self.i ^ self.r
             self.i += 1
             if j < self.paths:

@@ -74,6 +74,7 @@ from uet.pds._aliases import (
     _AR,
     _M32,
     _MODE_ROD,
+    _NC_NAMES,
     _P_ACK,
     _P_ACK_CC,
     _P_ACK_CCX,
@@ -277,9 +278,10 @@ class PdsCore(initiator.InitiatorMixin):
         """Queue a NACK (wire-format.md §5.6) on the control class."""
         hdr = NACK.encode((_P_NACK, 0, flags, int(code), 0, psn & _M32, spdcid, dpdcid, payload & _M32))
         self._out.append((hdr, dst, self.config.control_entropy if entropy is None else entropy))
-        self._count("nack_tx_" + code.name)
+        name = _NC_NAMES[code]
+        self._count("nack_tx_" + name)
         if self._log is not None:
-            self._log({"t": now, "ev": "nack_tx", "peer": dst, "pdc": spdcid, "psn": psn, "code": code.name})
+            self._log({"t": now, "ev": "nack_tx", "peer": dst, "pdc": spdcid, "psn": psn, "code": name})
 
     # -- public surface ------------------------------------------------------------------------
 

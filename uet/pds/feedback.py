@@ -45,6 +45,7 @@ from uet.pds._aliases import (
     _N_RETX,
     _NA_IGNORE,
     _NACK_LEN,
+    _NC_NAMES,
     _NC_NEW_START_PSN,
     _NC_NO_PDC_AVAIL,
     _NC_NO_RESOURCE,
@@ -65,7 +66,7 @@ from uet.pds.events import Acked, NackReceived, ProbeAnswered
 from uet.pds.pdc import InitiatorPdc, TxPkt
 from uet.pds.scoreboard import AckInfo, AckTally, parse_ack
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
-from uet.wire.pds import ACK_CC, ACK_EPSN, NACK, NACK_ACTION, AckFlag, NackAction, NackCode, NackFlag
+from uet.wire.pds import ACK_CC, ACK_EPSN, NACK, NACK_ACTION, AckFlag, NackAction, NackFlag
 from uet.wire.pds import psn_diff as _diff  # the one serial-number difference (wire-format.md §15)
 
 _NA_CLOSE: Final = NackAction.CLOSE
@@ -80,10 +81,8 @@ _RAW_CC_P: Final = ACK_CC[(True, "raw")]
 
 
 def _code_name(code: int) -> str:
-    try:
-        return NackCode(code).name
-    except ValueError:
-        return f"0x{code:02X}"
+    name = _NC_NAMES.get(code)
+    return f"0x{code:02X}" if name is None else name
 
 
 class FeedbackMixin(CloseMixin):

@@ -40,6 +40,7 @@ from uet.pds._aliases import (
     _CT_CLOSE,
     _CT_CREDIT,
     _CT_CREDIT_REQ,
+    _CT_NAMES,
     _CT_NOOP,
     _CT_PROBE,
     _CT_REQ_CLEAR,
@@ -77,7 +78,6 @@ from uet.wire.pds import (
     CONTROL_SYN,
     REQUEST,
     REQUEST_SYN,
-    ControlType,
     psn_diff,
 )
 
@@ -691,7 +691,7 @@ class InitiatorMixin(FeedbackMixin):
         else:
             hdr = CONTROL.encode((_P_CONTROL, ctl, flags, 0, psn & _M32, pdc.lpdcid, pdc.rpdcid, payload & _M32))
         self._out.append((hdr, pdc.peer, self.config.control_entropy))
-        self._count("ctl_tx_" + ControlType(ctl).name)
+        self._count("ctl_tx_" + _CT_NAMES[ctl])
 
     def _send_clear(self, pdc: InitiatorPdc, now: int) -> None:
         """CLEAR CP: payload = CLEAR_PSN = tx_base − 1, PSN 0, untracked (§2.7)."""

@@ -190,6 +190,10 @@ def parse_udp_frame(frame: bytes | bytearray, *, port: int = UET_UDP_PORT, verif
 # tests/test_wire_frame.py proves they give the same bytes and the same fields.
 
 _FAST: Final = struct.Struct("!15sBH6sH4s4sHHHH")
+#: what parse_marked reads of bytes 12–37: EtherType, version/IHL, TOS, total length, protocol,
+#: source address, UDP destination port (one C call: a frame is a bytearray, and the compiled
+#: build reads a bytearray's bytes one by one through Python's generic item access)
+_MARKED: Final = struct.Struct("!HBBH5xB2x4s6xH")
 
 
 def ip_word_sum(ip: bytes) -> int:
@@ -263,12 +267,13 @@ def parse_marked(
     (DSCP 5) or-ed into ``ecn``; None and :class:`DecodeError` exactly where it gives them.
     ``names``: a cache of source addresses' text forms (4 bytes → text) the caller keeps."""
     n = len(frame)
-    if n >= 42 and frame[12] == 8 and frame[13] == 0 and frame[14] == 0x45 and frame[23] == 17:
-        total = (frame[16] << 8) | frame[17]
-        if total >= 28 and total + 14 <= n:  # an untagged IPv4/UDP frame (anything else below)
-            if ((frame[36] << 8) | frame[37]) != port:
+    if n >= 42:
+        h: tuple[int, int, int, int, int, bytes, int] = _MARKED.unpack_from(frame, 12)
+        et, vihl, tos, total, proto, sip, dport = h
+        # an untagged IPv4/UDP frame (anything else below)
+        if et == 0x0800 and vihl == 0x45 and proto == 17 and total >= 28 and total + 14 <= n:
+            if dport != port:
                 return None
-            tos = frame[15]
             ecn = tos & 3
             dscp = tos >> 2
             if dscp == DSCP_TRIM_FABRIC:
@@ -277,12 +282,11 @@ def parse_marked(
                 ecn |= MARK_TRIMMED | MARK_LASTHOP
             data = frame[42 : 14 + total]
             if names is None:
-                src = f"{frame[26]}.{frame[27]}.{frame[28]}.{frame[29]}"
+                src = f"{sip[0]}.{sip[1]}.{sip[2]}.{sip[3]}"
             else:
-                key = bytes(frame[26:30])
-                cached = names.get(key)  # (not assigned to src: the compiled build checks its type)
+                cached = names.get(sip)  # (not assigned to src: the compiled build checks its type)
                 if cached is None:
-                    src = names[key] = f"{frame[26]}.{frame[27]}.{frame[28]}.{frame[29]}"
+                    src = names[sip] = f"{sip[0]}.{sip[1]}.{sip[2]}.{sip[3]}"
                 else:
                     src = cached
             return (data if type(data) is bytes else bytes(data), src, ecn)
