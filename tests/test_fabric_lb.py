@@ -64,7 +64,7 @@ def test_mix32_is_murmur3_fmix32() -> None:
 
 
 def test_mix32_products_taken_in_halves_are_the_whole_products() -> None:
-    """mix32 multiplies in two halves of each constant (machine integers in the compiled build):
+    """mix32 multiplies in 16-bit halves of its operands (machine integers in the compiled build):
     the same as the 64-bit products taken mod 2³², on random and edge inputs."""
 
     def fmix32(h: int) -> int:  # the finaliser as MurmurHash3 writes it

@@ -45,13 +45,16 @@ def mix32(h: int) -> int:
     """MurmurHash3's 32-bit finaliser ``fmix32``: a bijection whose output bits each depend
     non-linearly on every input bit, so hashes of one tuple under two seeds are unrelated.
 
-    Each product ``h × C mod 2³²`` is taken in two halves of ``C`` (``h × C_lo + (h × C_hi mod
-    2¹⁶) · 2¹⁶``), so no intermediate exceeds 2⁴⁹: the compiled build keeps them machine
-    integers (a 64-bit product is a Python long there, allocated)."""
+    Each product ``h × C mod 2³²`` is taken in 16-bit halves of ``h`` and ``C`` (``h_lo × C_lo +
+    (h_hi × C_lo + h_lo × C_hi) · 2¹⁶``): every factor is below 2¹⁶ and no intermediate exceeds
+    2⁵⁰, so the compiled build multiplies machine integers (it takes a product of a factor of
+    2³⁰ or more, and any 64-bit one, as Python longs, allocated)."""
     h ^= h >> 16
-    h = (h * 0xCA6B + (((h * 0x85EB) & 0xFFFF) << 16)) & 0xFFFFFFFF
+    lo = h & 0xFFFF
+    h = (lo * 0xCA6B + (((h >> 16) * 0xCA6B + lo * 0x85EB) << 16)) & 0xFFFFFFFF
     h ^= h >> 13
-    h = (h * 0xAE35 + (((h * 0xC2B2) & 0xFFFF) << 16)) & 0xFFFFFFFF
+    lo = h & 0xFFFF
+    h = (lo * 0xAE35 + (((h >> 16) * 0xAE35 + lo * 0xC2B2) << 16)) & 0xFFFFFFFF
     return h ^ (h >> 16)
 
 
@@ -106,9 +109,11 @@ class LoadBalancer:
             c = pkt.fcrc = flow_crc(pkt.frame, pkt.ip)
         h = crc32(self.seed, c)
         h ^= h >> 16  # mix32, inlined (one call per hop)
-        h = (h * 0xCA6B + (((h * 0x85EB) & 0xFFFF) << 16)) & 0xFFFFFFFF
+        lo = h & 0xFFFF
+        h = (lo * 0xCA6B + (((h >> 16) * 0xCA6B + lo * 0x85EB) << 16)) & 0xFFFFFFFF
         h ^= h >> 13
-        h = (h * 0xAE35 + (((h * 0xC2B2) & 0xFFFF) << 16)) & 0xFFFFFFFF
+        lo = h & 0xFFFF
+        h = (lo * 0xAE35 + (((h >> 16) * 0xAE35 + lo * 0xC2B2) << 16)) & 0xFFFFFFFF
         return group[(h ^ (h >> 16)) % len(group)]
 
     def choose(

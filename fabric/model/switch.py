@@ -441,9 +441,11 @@ class Switch:
                 c = pkt.fcrc = flow_crc(frame, ip)
             h = crc32(self._lb_seed, c)
             h ^= h >> 16  # mix32
-            h = (h * 0xCA6B + (((h * 0x85EB) & 0xFFFF) << 16)) & 0xFFFFFFFF
+            lo = h & 0xFFFF
+            h = (lo * 0xCA6B + (((h >> 16) * 0xCA6B + lo * 0x85EB) << 16)) & 0xFFFFFFFF
             h ^= h >> 13
-            h = (h * 0xAE35 + (((h * 0xC2B2) & 0xFFFF) << 16)) & 0xFFFFFFFF
+            lo = h & 0xFFFF
+            h = (lo * 0xAE35 + (((h >> 16) * 0xAE35 + lo * 0xC2B2) << 16)) & 0xFFFFFFFF
             out = group[(h ^ (h >> 16)) % n]
         else:
             out = self.lb.choose_pkt(group, self.ports, pkt, tc, now)
