@@ -54,6 +54,15 @@ def test_measure_takes_cpu_and_rss_of_the_child() -> None:
     assert m.rss_mb >= 64 and m.cpu_s > 0
 
 
+def test_measure_takes_cpu_time_finer_than_hundredths() -> None:
+    # GNU time prints CPU time in steps of 10 ms; htsim's small rows take 30-50 ms in all, so the
+    # figure must come from the kernel's microseconds: five short children all landing on a
+    # hundredth would be a coincidence of about 1e-20
+    runs = [measure([sys.executable, "-c", "sum(range(2 * 10**5))"]).cpu_s for _ in range(5)]
+    assert all(c > 0 for c in runs)
+    assert any(abs(c * 100 - round(c * 100)) > 1e-6 for c in runs), runs
+
+
 def test_the_table_shows_the_compiled_column_only_when_measured() -> None:
     import io
 

@@ -99,7 +99,12 @@ def measure(cmd: list[str], cwd: str | None = None, env: dict[str, str] | None =
     kernel's peak RSS of the child then counts (tens of MB: more than htsim uses). So the child
     runs under GNU ``time`` where it is installed, a small process whose own child's figures
     (``wait4``) it reports; without it the child's own ``wait4`` figures are taken, whose RSS is
-    then at least this process's."""
+    then at least this process's.
+
+    The CPU time is always this process's ``wait4`` of its child, which counts the child's reaped
+    children too (so, under GNU ``time``, the command and ``time`` itself, a millisecond or less),
+    to the microsecond: GNU ``time`` prints it in hundredths of a second, a step as large as a
+    third of htsim's whole run on the small rows, which made their ratios swing by a quarter."""
     gnu_time = shutil.which("time")
     with tempfile.NamedTemporaryFile("r", suffix=".time") as rec:
         run = [gnu_time, "-q", "-f", "%e %U %S %M", "-o", rec.name, *cmd] if gnu_time else cmd
@@ -110,7 +115,7 @@ def measure(cmd: list[str], cwd: str | None = None, env: dict[str, str] | None =
             proc.returncode = os.waitstatus_to_exitcode(status)
         fields = rec.read().split() if gnu_time else []
     if len(fields) >= 4:  # the last line: elapsed, user, system, max RSS in KiB
-        return Measured(float(fields[-3]) + float(fields[-2]), int(fields[-1]) / 1024, proc.returncode, out)
+        return Measured(ru.ru_utime + ru.ru_stime, int(fields[-1]) / 1024, proc.returncode, out)
     return Measured(ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, proc.returncode, out)
 
 
@@ -245,8 +250,8 @@ def run_rows(
         ratio = o_best.cpu_s / h_best.cpu_s if h_best.cpu_s > 0 else None
         rec = {
             "row": row,
-            "htsim_cpu_s": round(h_best.cpu_s, 3),
-            "ours_cpu_s": round(o_best.cpu_s, 3),
+            "htsim_cpu_s": round(h_best.cpu_s, 4),
+            "ours_cpu_s": round(o_best.cpu_s, 4),
             "ratio": None if ratio is None else round(ratio, 2),
             "target": target,
             "meets_target": ratio is not None and ratio <= target,
@@ -261,7 +266,7 @@ def run_rows(
         c_best = best.get("compiled")
         if c_best is not None:
             c_ratio = c_best.cpu_s / h_best.cpu_s if h_best.cpu_s > 0 else None
-            rec["compiled_cpu_s"] = round(c_best.cpu_s, 3)
+            rec["compiled_cpu_s"] = round(c_best.cpu_s, 4)
             rec["compiled_ratio"] = None if c_ratio is None else round(c_ratio, 2)
             rec["compiled_ok"] = c_best.rc == 0 and _figures(c_best.out) == _figures(o_best.out)
         out.append(rec)
