@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import sys
 import textwrap
 from pathlib import Path
@@ -179,13 +180,28 @@ def test_a_child_is_timed_out_by_its_cpu_time_not_by_a_starved_wall_clock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A child that waits without using CPU (as one a loaded machine starves does) outlives its
-    limit in wall-clock time and still passes; a child that loops is stopped by its CPU limit."""
+    limit in wall-clock time and still passes; a child that loops is stopped by its CPU limit.
+
+    The limit must cover pytest's own start-up in the child (which writes no bytecode, so it
+    compiles every module it imports: over 2 CPU s on a fresh Python 3.13 venv), so it is set from
+    a child measured in the same run, and the waiting child sleeps past it."""
+    import resource
+
     from uet.experiments import mutation
 
-    (tmp_path / "test_waits.py").write_text("import time\n\ndef test_waits():\n    time.sleep(3.5)\n")
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
     (tmp_path / "test_loops.py").write_text("def test_loops():\n    while True:\n        pass\n")
     monkeypatch.chdir(tmp_path)
-    rc, took = mutation._run("x", "x.py", None, ["test_waits.py"], 2.0)
-    assert (rc, took > 3.5) == (0, True)
+
+    def children_cpu() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return ru.ru_utime + ru.ru_stime
+
+    before = children_cpu()
+    assert mutation._run("x", "x.py", None, ["test_nothing.py"], None)[0] == 0
+    limit = math.ceil(1.5 * (children_cpu() - before) + 0.5)
+    (tmp_path / "test_waits.py").write_text(f"import time\n\ndef test_waits():\n    time.sleep({limit + 1})\n")
+    rc, took = mutation._run("x", "x.py", None, ["test_waits.py"], limit)
+    assert (rc, took > limit + 1) == (0, True)
     rc, _ = mutation._run("x", "x.py", None, ["test_loops.py"], 1.0)
     assert rc == -1
