@@ -41,7 +41,7 @@ _CT_REQ_CLEAR: Final = ControlType.REQ_CLEAR
 _CT_REQ_CLOSE: Final = ControlType.REQ_CLOSE
 #: the counters' names of the control types and the NACK codes by value (an enum member's
 #: ``.name``, and a member looked up by value, run Python code at every control packet and NACK)
-_CT_NAMES: Final = tuple(ControlType(i).name for i in range(10))
+_CT_NAMES: Final = tuple(ControlType(i).name for i in range(len(ControlType)))  # values 0.. in order
 _NC_NAMES: Final = {int(c): c.name for c in NackCode}
 _ISROD: Final = int(ReqFlag.ISROD)
 _M32: Final = 0xFFFFFFFF

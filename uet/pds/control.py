@@ -127,7 +127,7 @@ class ControlMixin(ReturnMixin):
             self._drop("sdi_mismatch", now, src)
             return
         self._tdirty.add(pdc.lpdcid)
-        self._count("ctl_rx_" + (_CT_NAMES[ctl] if ctl <= 9 else str(ctl)))
+        self._count("ctl_rx_" + (_CT_NAMES[ctl] if ctl < len(_CT_NAMES) else str(ctl)))
         if pdc.role == "initiator":
             if ctl == _CT_ACK_REQ or ctl == _CT_CLEAR:  # about return data (uet.pds.ret)
                 if pdc.rrx is not None:
@@ -151,7 +151,7 @@ class ControlMixin(ReturnMixin):
         cumulative and may overtake that ACK (§4.5); and a CLEAR_REQ is answered: a target that
         holds its ACKs until we prove we receive (uet.pds.validation) asks with it, and the CLEAR
         names the target's PDCID (``spdcid``, not adopted: only an ACK establishes the PDC)."""
-        self._count("ctl_rx_" + (_CT_NAMES[ctl] if ctl <= 9 else str(ctl)) + "_before_ack")
+        self._count("ctl_rx_" + (_CT_NAMES[ctl] if ctl < len(_CT_NAMES) else str(ctl)) + "_before_ack")
         if ctl == _CT_CREDIT and pdc.gate.on_grant(payload, now):
             self._dirty[pdc] = None
         elif ctl == _CT_REQ_CLEAR and spdcid:
