@@ -541,3 +541,61 @@ def test_a_close_req_for_a_pdc_no_case_holds_is_answered_inv_dpdcid() -> None:
     finally:
         s.close()
         tgt.close()
+
+
+def test_a_first_syn_refused_invalid_syn_is_retried_on_a_new_pdcid() -> None:
+    """A long-lived target may still hold a PDC of an earlier run under the PDCID the tester
+    picked: it refuses the new Start PSN with NACK INVALID_SYN (§2.2). The tester, as any
+    initiator after that PDC-fatal NACK, opens the PDC again under another PDCID and Start PSN,
+    and the case goes on; a target that refuses every first SYN fails the case after four."""
+    import socket
+    import threading
+
+    from uet.conformance.session import CheckFailed, Pdc, Session, Target
+    from uet.conformance.wirekit import decode_reply
+    from uet.wire import pds as P
+
+    addr, local, port = _addr_port()
+    tgt = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tgt.bind((addr, port))
+    tgt.settimeout(PEER_TIMEOUT)
+    seen: list[tuple[int, int]] = []  # (SPDCID, PSN) of each first SYN
+
+    def target(refuse: int) -> None:
+        while True:
+            data, src = tgt.recvfrom(2048)
+            r = decode_reply(data)
+            if not (r.pds is not None and r.flags & P.ReqFlag.SYN):
+                continue
+            seen.append((r.pds.spdcid, r.pds.psn))
+            if len(seen) <= refuse:
+                nack = P.NACK.make(nack_code=P.NackCode.INVALID_SYN, nack_psn=r.pds.psn, spdcid=0x77,
+                                   dpdcid=r.pds.spdcid)  # fmt: skip
+                tgt.sendto(P.NACK.encode(nack), src)
+                continue
+            ack = P.ACK.make(cack_psn=r.pds.psn, spdcid=0x55, dpdcid=r.pds.spdcid)
+            tgt.sendto(P.ACK.encode(ack), src)
+            return
+
+    s = Session(Target(addr, port=port), local, seed=3, timeout=5.0)
+    try:
+        th = threading.Thread(target=target, args=(2,), daemon=True)
+        th.start()
+        p = Pdc(s)
+        first = p.spdcid
+        r = p.open()
+        th.join(PEER_TIMEOUT)
+        assert r.is_ack and p.dpdcid == 0x55
+        assert len(seen) == 3 and len({sp for sp, _ in seen}) == 3 and seen[0][0] == first
+        assert p.spdcid == seen[-1][0] and p.next_psn == (seen[-1][1] + 1) & 0xFFFFFFFF
+        assert first not in {s.new_pdcid() for _ in range(2000)}
+        # a target that refuses the first SYN of every PDC: the case fails, it does not loop
+        seen.clear()
+        th = threading.Thread(target=target, args=(99,), daemon=True)
+        th.start()
+        with pytest.raises(CheckFailed, match="first SYN of a new PDC") as e:
+            Pdc(s).open()
+        assert "INVALID_SYN for the first SYN of four PDCs" in e.value.got and len(seen) == 4
+    finally:
+        s.close()
+        tgt.close()

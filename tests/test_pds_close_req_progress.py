@@ -4,7 +4,7 @@ never closed in error; exact packets and a fake clock."""
 
 from __future__ import annotations
 
-from pds_harness import A_ADDR, B_ADDR, Pair, hdr
+from pds_harness import A_ADDR, B_ADDR, Pair, hdr, request
 from test_pds_rud import START, establish, submit
 
 from uet.pds import Acked, Failed, PdsConfig, TargetState
@@ -94,3 +94,40 @@ def test_close_req_time_still_closes_a_silent_initiator() -> None:
     pair.now += 1
     _timers(pair)
     assert [c.error for c in pair.b.closed()] == ["no CLOSE after CLOSE_REQ"]
+
+
+def test_a_syn_reusing_the_pdcid_of_a_pdc_in_close_wait_opens_a_new_pdc() -> None:
+    """An initiator that forgot a PDC (it restarted, or a tester's earlier run) reuses its PDCID
+    with a new Start_PSN while the target waits in CLOSE_WAIT for a CLOSE that will never come:
+    the old PDC is closed in error at once and quietly (no CLOSING_IN_ERR naming the reused
+    PDCID), and the SYN opens a new PDC that is acknowledged as any other."""
+    pair = Pair(CFG)
+    ipdc, tp, _ = establish(pair)
+    pair.take(pair.a)
+    pair.take(pair.b)
+    pair.now += 1000 * MS
+    _timers(pair)
+    assert tp.state is TargetState.CLOSE_WAIT
+    pair.take(pair.b)  # the CLOSE_REQ: its initiator is gone
+    pair.inject(pair.b, request(START + 900, ipdc.lpdcid, syn_offset=0), A_ADDR)
+    out = pair.take(pair.b)
+    assert [(k[0], k[2]) for k in _kinds(out)] == [(PdsType.ACK_CC, None)]  # an ACK (with CC state)
+    (new,) = pair.b.core.pdcs.values()
+    assert new is not tp and new.state is TargetState.ESTABLISHED and new.start_psn == START + 900
+    assert hdr(out[0][0]).dpdcid == ipdc.lpdcid and hdr(out[0][0]).spdcid == new.lpdcid
+    assert [c.error for c in pair.b.closed()] == ["initiator reused its PDCID for a new PDC"]
+    # nothing of the old PDC follows (its CLOSE_REQ would be resent within its RTOs); the new
+    # one is idle for less than target_idle_ns
+    for _ in range(50):
+        pair.now += 10 * MS
+        _timers(pair)
+        assert pair.take(pair.b) == []
+
+
+def test_a_syn_with_another_start_psn_on_an_established_pdc_is_still_refused() -> None:
+    pair = Pair(CFG)
+    ipdc, tp, _ = establish(pair)
+    pair.take(pair.b)
+    pair.inject(pair.b, request(START + 900, ipdc.lpdcid, syn_offset=0), A_ADDR)
+    assert [k[2] for k in _kinds(pair.take(pair.b))] == [NackCode.INVALID_SYN]
+    assert list(pair.b.core.pdcs.values()) == [tp] and tp.state is TargetState.ESTABLISHED

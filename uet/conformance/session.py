@@ -732,21 +732,42 @@ class Pdc:
 
         # a secure PDC (§2.3.2) answers NEW_START_PSN: restart from the Start PSN it demands. A
         # target frees a PENDING PDC after New_PDC_Time (5 ms in the mirror): a tester slower than that
-        # (a loaded machine) is told a new one again, so follow up to three of them
+        # (a loaded machine) is told a new one again, so follow up to three of them.
+        # NACK INVALID_SYN for this first SYN means the target still holds a PDC of an earlier
+        # session under our PDCID (a long-lived target, a tester run before this one): its other
+        # Start PSN is refused (§2.2). As any initiator does after that PDC-fatal NACK (§2.10),
+        # retry on a new PDC: another PDCID and Start PSN (up to three times); the stale PDC's
+        # later CLOSE_REQ names a PDCID no PDC of ours has, and is answered as a stray's.
         def answer(r: Reply, psn: int) -> bool:
             if not self.mine(r):
                 return False
             if r.is_nack:
-                return bool(r.pds.nack_code == P.NackCode.NEW_START_PSN)
+                code = r.pds.nack_code
+                stale = code == P.NackCode.INVALID_SYN and r.pds.nack_psn == psn
+                return bool(code == P.NackCode.NEW_START_PSN or stale)
             covers = r.is_ack and (r.ack_psn == psn or not P.psn_after(psn, r.pds.cack_psn))
             return covers and not r.flags & P.AckFlag.P
 
-        for _ in range(4):
+        restarts = stale = 0
+        while True:
             r = self.s.expect(
                 functools.partial(answer, psn=psn),
                 f"an ACK (or NACK NEW_START_PSN) for the SYN PSN {psn:#x} on PDC {self.spdcid}",
             )
             if not r.is_nack:
+                break
+            if r.pds.nack_code == P.NackCode.INVALID_SYN:
+                stale += 1
+                if stale > 3:
+                    raise CheckFailed(f"an ACK for the first SYN of a new PDC (PDC {self.spdcid})", r.describe()
+                                      + " (NACK INVALID_SYN for the first SYN of four PDCs in turn)")  # fmt: skip
+                self.spdcid = self.s.new_pdcid()
+                self.start = self.next_psn = self.s.new_start_psn()
+                self.clear_psn = self.newest = (self.start - 1) & M32
+                psn = self.send(ses)
+                continue
+            restarts += 1
+            if restarts > 3:
                 break
             self.restarted = True
             self.start = self.next_psn = r.pds.payload

@@ -28,7 +28,11 @@ Choices where the notes are silent (inference):
   again, in case the NACK or the restarted head was lost): one NACK per loss instead of one
   per packet in flight.
 - A SYN for a new PDC while the core is closing (or at ``max_pdcs``) gets ``NO_PDC_AVAIL``. A SYN
-  with a new Start_PSN from a PDCID whose old PDC still lingers in CLOSING replaces it.
+  with a new Start_PSN from a PDCID whose old PDC still lingers in CLOSING replaces it; so does
+  one whose old PDC is in CLOSE_WAIT (this target asked for a CLOSE the initiator, having
+  forgotten that PDC, will never send: a tester or a process that restarted). The old PDC is
+  closed in error at once, without the NACK ``CLOSING_IN_ERR``, which would name the reused
+  PDCID and reach the new PDC. On an ESTABLISHED PDC the SYN is refused (``INVALID_SYN``, §2.2).
 - Coalescing (§2.8, the rule written once in ``_accept`` and ``_coalesce``): ACK at once on
   SYN/RETX, on a guaranteed SES response, on CE (``ack_on_ecn``), with ``ack_per_pkt``. Any
   other request — with no response or a non-guaranteed one (plain RESPONSE, list 0,
@@ -93,6 +97,7 @@ from uet.pds._aliases import (
     _RETX,
     _S_SYN_SENT,
     _SYN,
+    _T_CLOSE_WAIT,
     _T_CLOSING,
     _T_ESTABLISHED,
     _T_PENDING,
@@ -242,9 +247,18 @@ class TargetMixin(ControlMixin):
         if syn:
             start = (psn - poff) & _M32
             tp = self.target_by_peer.get((src, spdcid))
-            if tp is not None and tp.state is _T_CLOSING and start != tp.start_psn:
-                self._free_tpdc(tp, now)  # the initiator reused its PDCID for a new PDC
-                tp = None
+            if tp is not None and start != tp.start_psn:
+                # the initiator reused its PDCID for a new PDC: the old one is gone on its side
+                if tp.state is _T_CLOSING:
+                    self._free_tpdc(tp, now)
+                    tp = None
+                elif tp.state is _T_CLOSE_WAIT:
+                    # the old PDC was waiting for a CLOSE that its initiator, having forgotten it,
+                    # will never send: close it in error now (its forward direction was delivered
+                    # and its return direction drained before the CLOSE_REQ, §2.12), quietly, since
+                    # a NACK CLOSING_IN_ERR names the reused PDCID and would reach the new PDC
+                    self._target_close_error(tp, "initiator reused its PDCID for a new PDC", now, False)
+                    tp = None
             if tp is None:
                 if nh not in _REQ_NH or spdcid == 0:
                     self._send_nack(src, _NC_PDC_HDR_MISMATCH, psn, 0, spdcid, nfl, now, entropy=entropy)
