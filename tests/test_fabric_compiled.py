@@ -59,6 +59,7 @@ def test_pure_python_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _fake_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, digest: str | None, suffix: str) -> None:
     monkeypatch.setattr(compiled, "COMPILED_DIR", tmp_path)
+    tmp_path.mkdir(exist_ok=True)
     if digest is not None:
         (tmp_path / compiled.DIGEST_FILE).write_text(digest + "\n")
     for m in (*compiled.MODULES, compiled.GROUP + "__mypyc"):
@@ -85,6 +86,78 @@ def test_a_stale_build_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     _fake_build(tmp_path, monkeypatch, "0" * 64, EXTENSION_SUFFIXES[0])
     with pytest.warns(UserWarning, match="stale"):
         assert compiled.current() is None
+
+
+def _own_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Copies of the compiled modules' sources in ``tmp_path``, which :mod:`uet.compiled` reads
+    from now on."""
+    copies = {}
+    for m in compiled.MODULES:
+        copies[m] = tmp_path / "src" / (m + ".py")
+        copies[m].parent.mkdir(exist_ok=True)
+        shutil.copyfile(compiled.source(m), copies[m])
+    monkeypatch.setattr(compiled, "source", copies.__getitem__)
+    return copies
+
+
+def test_a_recorded_build_is_not_hashed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sources that still show the size, times, inode and device recorded when they last matched
+    the digest are taken as those sources, without hashing them (uet.compiled's stat record)."""
+    _own_sources(tmp_path, monkeypatch)
+    _fake_build(tmp_path / "build", monkeypatch, compiled.sources_digest(), EXTENSION_SUFFIXES[0])
+    monkeypatch.setattr(compiled, "SETTLE_NS", -(10**12))  # the copies were just made: settled anyway
+    assert compiled.current() is not None
+    assert (tmp_path / "build" / compiled.STAT_FILE).is_file()
+
+    def no_hash() -> str:
+        raise AssertionError("hashed")
+
+    monkeypatch.setattr(compiled, "sources_digest", no_hash)
+    assert compiled.current() is not None
+
+
+@pytest.mark.parametrize("keep_mtime", [False, True])
+def test_a_stale_build_is_refused_after_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_mtime: bool
+) -> None:
+    """A source changed after the stat record was written (same size, even with its modification
+    time set back) is hashed again, and the build is refused as stale."""
+    copies = _own_sources(tmp_path, monkeypatch)
+    _fake_build(tmp_path / "build", monkeypatch, compiled.sources_digest(), EXTENSION_SUFFIXES[0])
+    monkeypatch.setattr(compiled, "SETTLE_NS", -(10**12))
+    assert compiled.current() is not None
+    f = copies["uet.pds.core"]
+    st = f.stat()
+    text = f.read_bytes()
+    f.write_bytes(text.replace(b"def ", b"def_", 1))  # same size, other content
+    if keep_mtime:
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.warns(UserWarning, match="stale"):
+        assert compiled.current() is None
+
+
+def test_sources_just_changed_are_not_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A source changed less than SETTLE_NS ago could change again within the same tick of the
+    filesystem's clock and keep its times: no record is written, the next start hashes again."""
+    _own_sources(tmp_path, monkeypatch)
+    _fake_build(tmp_path / "build", monkeypatch, compiled.sources_digest(), EXTENSION_SUFFIXES[0])
+    assert compiled.current() is not None
+    assert not (tmp_path / "build" / compiled.STAT_FILE).exists()
+
+
+def test_a_read_only_build_is_still_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _own_sources(tmp_path, monkeypatch)
+    _fake_build(tmp_path / "build", monkeypatch, compiled.sources_digest(), EXTENSION_SUFFIXES[0])
+    monkeypatch.setattr(compiled, "SETTLE_NS", -(10**12))
+    real_replace = os.replace
+
+    def refuse(src: object, dst: object) -> None:
+        raise PermissionError("read-only")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    assert compiled.current() is not None
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert sorted(p.name for p in (tmp_path / "build").iterdir()) == sorted(["uet", compiled.DIGEST_FILE])
 
 
 def test_a_missing_build_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,16 @@ the build is stale (a source changed since: the digest differs, and the compiled
 longer be what the source says), or made for another Python, every module is the pure-Python one
 and a stale or missing build is reported with a warning.
 
+Hashing the sources at every start cost about 20 M instructions (a tenth of a small run), so once
+they matched the build's digest, the size, times, inode and device of each source are kept beside
+it (:data:`STAT_FILE`), and a later start whose sources still show exactly those hashes nothing;
+any other start hashes as before. **Decision** (as git's index does): a content change gives a
+file a new ``st_ctime_ns``, which no program can set back (unlike ``st_mtime_ns``); a file
+rewritten within one tick of the filesystem's clock after it was recorded could keep its times,
+so sources changed less than :data:`SETTLE_NS` before a check are not recorded (hashed again next
+time). The record is written atomically, only when it would change, and not at all where
+:data:`COMPILED_DIR` is read-only.
+
 What a compiled class does not allow, which no code of the project does: an attribute its
 ``__init__`` does not set, a method replaced on an instance or a class, ``vars()`` of an instance,
 an interpreted subclass (a few tests do these to look inside, so the suite as a whole runs on the
@@ -27,9 +37,11 @@ pure-Python modules).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
+import time
 import warnings
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
@@ -46,6 +58,8 @@ __all__ = [
     "ENV",
     "GROUP",
     "MODULES",
+    "SETTLE_NS",
+    "STAT_FILE",
     "active",
     "current",
     "enable",
@@ -60,6 +74,10 @@ HERE = Path(__file__).resolve().parent
 COMPILED_DIR = HERE / "_native"
 #: the digest of the sources a build was made from, in :data:`COMPILED_DIR`
 DIGEST_FILE = "SOURCES.sha256"
+#: the size, times, inode and device of each source seen to match the digest (module docstring)
+STAT_FILE = "SOURCES.stat"
+#: sources changed less than this long before a check are not recorded in :data:`STAT_FILE`
+SETTLE_NS = 2_000_000_000
 #: the environment variable that opts in
 ENV = "UET_COMPILED"
 #: the mypyc group: its shared library is the module ``GROUP + "__mypyc"``
@@ -138,6 +156,43 @@ def sources_digest() -> str:
     return h.hexdigest()
 
 
+def _stat_lines(newest_ns: int) -> tuple[list[str], bool]:
+    """A line per module of :data:`MODULES`: its name and its source's size, times, inode and
+    device; and whether every source last changed before ``newest_ns``."""
+    lines = []
+    settled = True
+    for m in MODULES:
+        st = os.stat(source(m))
+        settled = settled and max(st.st_mtime_ns, st.st_ctime_ns) < newest_ns
+        lines.append(f"{m} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino} {st.st_dev}")
+    return lines, settled
+
+
+def _sources_match(built: str) -> bool:
+    """The sources are those the build whose digest is ``built`` was made from: their stat
+    record (:data:`STAT_FILE`) says so, or else their digest does (module docstring)."""
+    newest_ns = time.time_ns() - SETTLE_NS  # before the stat calls: a change after them is newer
+    lines, settled = _stat_lines(newest_ns)
+    record = "\n".join([built, *lines]) + "\n"
+    path = COMPILED_DIR / STAT_FILE
+    try:
+        if path.read_text() == record:
+            return True
+    except (OSError, UnicodeDecodeError):
+        pass
+    if sources_digest() != built:
+        return False
+    if settled:
+        tmp = path.with_name(f"{STAT_FILE}.{os.getpid()}")
+        try:
+            tmp.write_text(record)
+            os.replace(tmp, path)
+        except OSError:  # a read-only build: hash at every start
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+    return True
+
+
 def extension(name: str, suffix: str = EXTENSION_SUFFIXES[0]) -> Path:
     """Where a build keeps the extension module of ``name`` (``suffix``: this interpreter's)."""
     return COMPILED_DIR.joinpath(*name.split(".")).with_name(name.rsplit(".", 1)[1] + suffix)
@@ -165,7 +220,7 @@ def current() -> dict[str, Path] | None:
     if not digest.is_file():
         warnings.warn(f"{ENV}: no compiled build (.ci/build-compiled): pure Python", stacklevel=3)
         return None
-    if digest.read_text().strip() != sources_digest():
+    if not _sources_match(digest.read_text().strip()):
         warnings.warn(f"{ENV}: the compiled build is stale (rebuild it: .ci/build-compiled): pure Python", stacklevel=3)
         return None
     files = {m: extension(m) for m in (*MODULES, GROUP + "__mypyc")}
