@@ -69,9 +69,41 @@ def test_message_data_is_reproducible_and_distinct() -> None:
 def test_large_messages_share_one_buffer_at_distinct_offsets() -> None:
     """Senders of a big simulation hold views of one buffer, not a copy each (message_data)."""
     views = [message_data(1, f, 0, 2 << 20) for f in range(1024)]
-    first = views[0]
-    assert isinstance(first, memoryview) and all(isinstance(v, memoryview) and v.obj is first.obj for v in views)
+    objs = [v.obj for v in views if isinstance(v, memoryview)]
+    # the first flow's message is a view of the part drawn first (uet.workloads.base._Drawn), every
+    # other one of the whole buffer
+    assert len(objs) == 1024 and len({id(o) for o in objs}) == 2 and all(o is objs[1] for o in objs[1:])
     assert len({bytes(v[:64]) for v in views}) == 1024  # 1,024 flows, 1,024 different messages
+
+
+def test_message_buffers_are_drawn_only_as_far_as_messages_read(monkeypatch) -> None:
+    """A one-flow run's 2 MB message reads 2 MB of its 3 MiB buffer: only that much is drawn,
+    and the bytes are those of the whole buffer drawn at once, before and after the rest is drawn."""
+    import random
+
+    import uet.workloads.base as base
+
+    monkeypatch.setattr(base, "_views", {})
+    monkeypatch.setattr(base, "_pools", {})
+    whole = random.Random("uet-workload/7/2097152").randbytes((1 << 20) + (2 << 20))
+    first = base.message_data(7, 0, 0, 2_000_001)  # starts at 0
+    assert len(base._views[(7, 2 << 20)].data) == 2_000_004  # a whole number of 32-bit words
+    assert bytes(first) == whole[:2_000_001]
+    other = base.message_data(7, 1, 0, 2_000_001)
+    assert len(base._views[(7, 2 << 20)].data) == len(whole)
+    start = (1 << 10) * 0x9E3779B1 & ((1 << 20) - 1)
+    assert bytes(other) == whole[start : start + 2_000_001] and bytes(first) == whole[:2_000_001]
+
+    pool = random.Random("uet-workload/7").randbytes(1 << 20)
+    small = base.message_data(7, 0, 0, 1000)
+    at = random.Random("7/0/0").randrange(1 << 20)
+    drawn = len(base._pools[7].data)
+    assert small[16:] == pool[at : at + 984] and drawn == min(-(-(at + 984) // 4) * 4, 1 << 20)
+    for i in range(1, 40):  # some of them wrap around the end of the pool: drawn whole
+        m = base.message_data(7, 0, i, 60_000)
+        at = random.Random(f"7/0/{i}").randrange(1 << 20)
+        assert m[16:] == (pool + pool)[at : at + 60_000 - 16]
+    assert len(base._pools[7].data) == 1 << 20
 
 
 def test_summary_flags_a_lost_or_corrupted_message() -> None:
