@@ -114,6 +114,11 @@ def test_whole_suite_against_uet_peer(tmp_path: Path) -> None:
     assert len(root.findall("./testsuite/testcase/skipped")) == s["skipped"]
     # the peer shut down cleanly and reports what it did
     assert counters["stopped"] is True and counters["counters"]["rx"] > 0
+    # the run left no PDC open at the peer (its counters are read as it is stopped, before its
+    # close sequence): each case closed the PDCs it opened, by a Pdc, a raw SYN (the hostile ones
+    # the peer never answered too) or the peer itself toward the tester (the RTRs and READs)
+    c = counters["counters"]
+    assert c["pdcs_opened"] == c["pdcs_closed"] and c["pdc_open_initiator"] > 0, c
 
 
 #: fault -> (cases that must fail, tester options); every other selected case must pass
@@ -563,7 +568,10 @@ def test_a_first_syn_refused_invalid_syn_is_retried_on_a_new_pdcid() -> None:
 
     def target(refuse: int) -> None:
         while True:
-            data, src = tgt.recvfrom(2048)
+            try:
+                data, src = tgt.recvfrom(2048)
+            except OSError:  # closed at the end of the test, or its timeout: the tester gave up
+                return
             r = decode_reply(data)
             if not (r.pds is not None and r.flags & P.ReqFlag.SYN):
                 continue
@@ -599,3 +607,24 @@ def test_a_first_syn_refused_invalid_syn_is_retried_on_a_new_pdcid() -> None:
     finally:
         s.close()
         tgt.close()
+
+
+def test_an_unknown_dpdcid_is_none_the_target_ever_named() -> None:
+    """The DPDCID of a control packet "for a PDC that does not exist" (CTL-019..024, the liveness
+    probe) is drawn from the top of the 16-bit space, but never one the target named as its own
+    PDCID: a target choosing PDCIDs at random may hold a live PDC up there, and CTL-023 once drew
+    PDC_HDR_MISMATCH from uet-peer's live PDC instead of INV_DPDCID."""
+    from uet.conformance.session import Session, Target
+    from uet.conformance.wirekit import decode_reply
+    from uet.wire import pds as P
+
+    addr, local, port = _addr_port()
+    s = Session(Target(addr, port=port), local, seed=5)
+    try:
+        named = set(range(0xFFFF - 63, 0x10000)) - {0xFFFF - 17}
+        for v in named:  # an ACK from each of the target's PDCs in the top 64 values but one
+            s._stray(decode_reply(P.ACK.encode(P.ACK.make(spdcid=v, dpdcid=s.new_pdcid()))))
+        drawn = {s.unused_dpdcid() for _ in range(200)}
+        assert not drawn & named and 0xFFFF - 17 in drawn and min(drawn) >= 0xFC00, drawn
+    finally:
+        s.close()

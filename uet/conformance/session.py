@@ -156,6 +156,40 @@ class Target:
         return None
 
 
+@dataclass
+class _RawPdc:
+    """A PDC a case opened with requests sent as bytes, as the case's log tells it
+    (:meth:`Session._raw_pdcs`): its Start PSN (the first SYN's PSN − ``psn_offset``), the PSN
+    after the newest request sent, its first SYN's PDS type and the PSNs sent (as offsets from
+    the Start PSN); from the target's datagrams naming our PDCID (``named``): the target's PDCID
+    (an ACK's, else a NACK's) and the newest CACK of its ACKs."""
+
+    start: int
+    nxt: int
+    ptype: int
+    sent: set[int] = field(default_factory=set)
+    named: bool = False
+    theirs: int = 0
+    acked: bool = False
+    cack: int | None = None
+
+    @property
+    def rod(self) -> bool:
+        return self.ptype in (P.PdsType.ROD_REQ, P.PdsType.ROD_CC_REQ)
+
+    def close_psn(self) -> int:
+        """The PSN of a CLOSE the target takes (§2.12: a CLOSE follows every PSN): after the newest
+        request sent, unless a PSN below it was never sent (a hostile ``psn_offset``): then the
+        PSN the target expects next, one after the newest CACK it reported; the Start PSN when
+        only a NACK named the PDC (the target refused the SYN, yet holds a PDC for it)."""
+        if not self.acked:
+            return self.start
+        n = (self.nxt - self.start) & M32
+        if n <= 4096 and len(self.sent) >= n or self.cack is None:
+            return self.nxt
+        return (self.cack + 1) & M32
+
+
 class Session:
     """One socket toward the target (module docstring)."""
 
@@ -191,6 +225,8 @@ class Session:
         self._rudi_ids: set[int] = set()
         #: PDCIDs the target named that this session never chose (:meth:`_stray`): never chosen either
         self._foreign: set[int] = set()
+        #: the target's own PDCIDs, each it ever named as SPDCID (:meth:`unused_dpdcid` avoids them)
+        self._theirs: set[int] = set()
         self.pdcs: list[Pdc] = []
         self.start_floor: int | None = None
         #: monotonic time at which the running case is cut short (:class:`Overran`), or None
@@ -201,6 +237,10 @@ class Session:
         self.driver: Driver | None = None
         #: what a case asks to run after it (uet.conformance.driver_target), before the PDCs close
         self.cleanups: list[Callable[[], None]] = []
+        #: PDCs the target initiated and the tester serves (:meth:`serve`): our PDCID -> (the
+        #: target's PDCID, the PSN of a CLOSE_REQ); those the running case served
+        self.served: dict[int, tuple[int, int]] = {}
+        self._case_served: set[int] = set()
         self._mid = self.rng.randrange(1, 0xFFFF)
         self._ips = (socket.inet_pton(fam, local), socket.inet_pton(fam, target.address))  # (ours, the target's)
         self._tss = None
@@ -219,10 +259,20 @@ class Session:
         """Close every PDC the case opened (CLOSE CP each, §2.12), so the target frees them now
         rather than after its idle timer (whose CLOSE_REQs would otherwise run into later cases,
         and into later runs against a long-lived target); failures here are not the case's
-        verdict. That is each :class:`Pdc` and each PDC a raw SYN of the case opened (its ACK
-        named the target's PDCID): all CLOSEs go at once, then their ACKs are awaited together.
-        A PDC whose CLOSE the target cannot accept (a hostile case left a gap) it later asks to
-        close, and :meth:`_stray` answers."""
+        verdict. All the case's PDCs close together, then their answers are awaited together:
+
+        * each :class:`Pdc`, and each PDC a raw SYN of the case opened (its ACK named the
+          target's PDCID);
+        * each raw SYN the target answered with nothing at all (a hostile case's SYN with a
+          garbled or missing SES header: the target may hold a PDC for it all the same and cannot
+          say so): its request is sent again whole (the same PDS header, a NO_OP), and the PDC
+          that ACK names is closed;
+        * each PDC the target initiated toward the tester and the tester served (:meth:`serve`):
+          a CLOSE_REQ asks the target to close it, and its CLOSE is acknowledged (:meth:`_stray`).
+
+        What stays open is what the target cannot close: a PDC whose CLOSE it refuses because a
+        hostile case left a gap in its PSNs (a CLOSE follows every PSN, §2.12). It later asks to
+        close it, and :meth:`_stray` answers."""
         cleanups, self.cleanups = self.cleanups, []
         for fn in cleanups:
             fn()
@@ -233,39 +283,87 @@ class Session:
                 p.dpdcid = self._opened_by_log({p.spdcid: p.next_psn}).get(p.spdcid, (None, 0))[0]
             if p.dpdcid is not None and not p.closed:
                 closing[p.spdcid] = (p.send_close(), p)
-        held = {p.spdcid for p in pdcs}
-        for mine, (theirs, psn) in self._opened_by_log(self._raw_syns(held)).items():
-            self.send(control(P.ControlType.CLOSE, psn=psn, spdcid=mine, dpdcid=theirs, flags=P.ReqFlag.AR))
-            closing[mine] = (psn, None)
+        learning: dict[int, int] = {}  # our PDCID of an unanswered raw SYN -> its CLOSE PSN
+        for mine, raw in self._raw_pdcs({p.spdcid for p in pdcs}).items():
+            if raw.theirs:
+                psn = raw.close_psn()
+                self.send(control(P.ControlType.CLOSE, psn=psn, spdcid=mine, dpdcid=raw.theirs, flags=P.ReqFlag.AR))
+                closing[mine] = (psn, None)
+            elif not raw.named:  # the request again, whole, at the Start PSN
+                self.send(request(psn=raw.start, spdcid=mine, syn=True, rod=raw.rod) + ses_standard(self.ses(opcode=0)))
+                learning[mine] = (raw.start + 1) & M32
+        serving, self._case_served = self._case_served, set()
+        for mine in serving:
+            theirs, psn = self.served[mine]
+            self.send(control(P.ControlType.REQ_CLOSE, psn=psn, spdcid=mine, dpdcid=theirs, flags=P.ReqFlag.AR))
         deadline = time.monotonic() + 0.3
 
         def answer(r: Reply) -> bool:
-            e = closing.get(getattr(r.pds, "dpdcid", -1))
-            return e is not None and (r.is_nack or r.is_ack and r.ack_psn == e[0])
+            dp = getattr(r.pds, "dpdcid", -1)
+            if dp in closing:
+                return r.is_nack or r.is_ack and r.ack_psn == closing[dp][0]
+            if dp in learning:
+                return r.is_nack or r.is_ack and bool(r.pds.spdcid)
+            if dp in serving:  # its CLOSE (acknowledged as it was read), or a NACK: it was gone
+                return r.is_nack or r.is_control and r.pds.ctl_type == P.ControlType.CLOSE
+            return False
 
-        while closing:
+        while closing or learning or serving:
             try:
                 r = self.expect(answer, "the ACKs of the CLOSEs", max(0.0, deadline - time.monotonic()))
             except CheckFailed:
                 return
-            held_by = closing.pop(r.pds.dpdcid)[1]
-            if held_by is not None:
-                held_by.closing_ack(r)
+            dp = r.pds.dpdcid
+            if dp in closing:
+                held_by = closing.pop(dp)[1]
+                if held_by is not None:
+                    held_by.closing_ack(r)
+            elif dp in learning:
+                psn = learning.pop(dp)
+                if r.is_ack:
+                    self.send(control(P.ControlType.CLOSE, psn=psn, spdcid=dp, dpdcid=r.pds.spdcid, flags=P.ReqFlag.AR))
+                    closing[dp] = (psn, None)
+            else:
+                serving.discard(dp)
 
-    def _raw_syns(self, held: set[int]) -> dict[int, int]:
-        """Our PDCIDs that opened a PDC by a request sent as bytes (no :class:`Pdc` in ``held``),
-        each with the PSN after the newest one it sent (what a CLOSE on it takes)."""
-        out: dict[int, int] = {}
+    def serve(self, mine: int, r: Reply) -> None:
+        """The tester answers ``r``, a request on a PDC the target initiated toward it (a
+        DEFERRABLE_RTR, a rendezvous READ), as that PDC's target under our PDCID ``mine``. The
+        target closes such a PDC itself once it is idle: its CLOSE is acknowledged whenever it
+        comes (:meth:`_stray`), and the case's :meth:`cleanup` asks for it at once (CLOSE_REQ,
+        §2.12), so that no case, and no run, leaves it open."""
+        if mine not in self.served:
+            self.served[mine] = (r.pds.spdcid, r.pds.psn)
+        self._case_served.add(mine)
+
+    def _raw_pdcs(self, held: set[int]) -> dict[int, _RawPdc]:
+        """Our PDCIDs that sent a SYN request as bytes in this case (none of the :class:`Pdc`
+        objects in ``held``), each with what the case's log says of its PDC (:class:`_RawPdc`)."""
+        out: dict[int, _RawPdc] = {}
         for d, b in self.log:
-            if d != "sent":
-                continue
             r = decode_reply(b)
-            if r.pds is None or r.ptype not in _REQUEST_TYPES or r.pds.spdcid in held:  # a bad SES header too
+            if r.pds is None:
                 continue
-            sp, nxt = r.pds.spdcid, (r.pds.psn + 1) & M32
-            if r.flags & P.ReqFlag.SYN or sp in out:
-                if sp not in out or P.psn_after(nxt, out[sp]):
-                    out[sp] = nxt
+            if d == "sent":
+                if r.ptype not in _REQUEST_TYPES or not r.pds.spdcid or r.pds.spdcid in held:  # a bad SES header too
+                    continue
+                sp, psn = r.pds.spdcid, r.pds.psn
+                raw = out.get(sp)
+                if raw is None:
+                    if not r.flags & P.ReqFlag.SYN:
+                        continue
+                    raw = out[sp] = _RawPdc((psn - r.pds.psn_offset) & M32, psn, r.ptype)
+                raw.sent.add((psn - raw.start) & M32)
+                if P.psn_after((psn + 1) & M32, raw.nxt):
+                    raw.nxt = (psn + 1) & M32
+            elif r.error is None and (raw := out.get(getattr(r.pds, "dpdcid", 0))) is not None:
+                raw.named = True
+                if r.is_ack and r.pds.spdcid:
+                    raw.theirs, raw.acked = r.pds.spdcid, True
+                    if raw.cack is None or P.psn_after(r.pds.cack_psn, raw.cack):
+                        raw.cack = r.pds.cack_psn
+                elif r.is_nack and r.pds.spdcid and not raw.acked:
+                    raw.theirs = r.pds.spdcid
         return out
 
     def _opened_by_log(self, ours: dict[int, int]) -> dict[int, tuple[int, int]]:
@@ -462,14 +560,21 @@ class Session:
           (§2.11, SPDCID 0, §1.4), a PDC-fatal code (§2.10), so the target frees its half at once
           instead of retransmitting the CLOSE_REQ into later cases (and later runs) until its
           retry budget is spent. A case that judges the target's own close (NAK-015) holds its
-          PDC, so its CLOSE_REQ reaches it unanswered."""
+          PDC, so its CLOSE_REQ reaches it unanswered.
+        * A CLOSE of a PDC the target initiated and the tester serves (:meth:`serve`) is
+          acknowledged, as its target would (§2.12), whenever it comes."""
         if r.error is not None or r.pds is None:
             return
+        if sp := getattr(r.pds, "spdcid", 0):
+            self._theirs.add(sp)
         dp = getattr(r.pds, "dpdcid", None)
         if not dp:
             return
         if dp not in self._used:
             self._foreign.add(dp)
+        if r.is_control and r.pds.ctl_type == P.ControlType.CLOSE and dp in self.served:
+            self.send(P.ACK.encode(P.ACK.make(cack_psn=r.pds.psn, spdcid=dp, dpdcid=r.pds.spdcid)))
+            return
         if not (r.is_control and r.pds.ctl_type == P.ControlType.REQ_CLOSE) or any(p.spdcid == dp for p in self.pdcs):
             return
         nack = P.NACK.make(nack_code=P.NackCode.INV_DPDCID, nack_psn=r.pds.psn, spdcid=0, dpdcid=r.pds.spdcid)
@@ -534,8 +639,16 @@ class Session:
         return nonce
 
     def unused_dpdcid(self) -> int:
-        """A DPDCID the target has almost surely not assigned (top of the 16-bit space)."""
-        return 0xFFFF - self.rng.randrange(0, 64)
+        """A DPDCID the target has almost surely not assigned: in the top of the 16-bit space, and
+        none it ever named (:attr:`_theirs`). A target that picks its PDCIDs at random (§1.3) may
+        hold a live PDC up there; a control packet for it with our fresh SPDCID would draw
+        ``PDC_HDR_MISMATCH``, not the ``INV_DPDCID`` a case about an unknown PDC expects (CTL-023
+        failed so, once in a whole run against uet-peer)."""
+        v = 0xFFFF - self.rng.randrange(0, 64)
+        if v in self._theirs:
+            free = sorted(set(range(0xFFFF - 1023, 0x10000)) - self._theirs)
+            v = free[-1 - self.rng.randrange(min(64, len(free)))] if free else v
+        return v
 
     def replies_before_probe(self, pred: Callable[[Reply], object], timeout: float | None = None) -> list[Reply]:
         """Send a liveness probe; return the replies matching ``pred`` that arrived before its answer."""

@@ -456,6 +456,7 @@ class _Cycle:
         rtr = self.rtr
         # we are the target of the target's PDC: answer with our PDCID for it (a new one on SYN)
         mine = s.new_pdcid() if rtr.flags & P.ReqFlag.SYN else rtr.pds.dpdcid
+        s.serve(mine, rtr)
         s.send(P.ACK.encode(P.ACK.make(cack_psn=rtr.pds.psn, spdcid=mine, dpdcid=rtr.pds.spdcid)))
         self.final = op(s, self.pdc, OP.DEFERRABLE_SEND, self.data, src_token=self.token,
                         dst_token=rtr.ses.src_restart_token)  # fmt: skip
@@ -532,6 +533,7 @@ class _Rndv:
                              "a READ from the target naming the rendezvous key")  # fmt: skip
         rd = self.read
         mine = s.new_pdcid() if rd.flags & P.ReqFlag.SYN else rd.pds.dpdcid
+        s.serve(mine, rd)
         want = rd.ses.request_length
         start = rd.ses.buffer_offset - self.OFF
         resp = S.RESPONSE_DATA.encode(
