@@ -1,8 +1,9 @@
 """Start-up cost: a plain UET run of ``uet-sim`` imports only what it uses. TSS (and cryptography),
 the RoCEv2 queue pair, the live engine, the socket links, the asyncio endpoint, the real-time
-fabric process, the collective workloads, the capture writers and hashlib load on first use (imports
-inside the functions that need them, PEP 562 package names: :mod:`uet.lazy`), and still load when
-a run needs them; ``ssl`` not at all (tools/sim.py)."""
+fabric process, the collective workloads, the capture writers, hashlib, ``--compare-lb``'s runs
+and the progress line load on first use (imports inside the functions that need them, PEP 562
+package names: :mod:`uet.lazy`), and still load when a run needs them; ``ssl`` not at all
+(tools/sim.py)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ LAZY = (
     "ssl",
     "hashlib",
     "uet.roce.cm",
+    "uet.experiments",  # --compare-lb's runs
+    "uet.tools.sim_progress",  # the progress line, drawn on a terminal or with --progress
+    "uet.sim.progress",
 )
 
 _PROBE = r"""

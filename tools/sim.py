@@ -135,17 +135,21 @@ def simulate_for(
     :class:`UsageError`."""
     from uet.tools.capture_options import open_captures
     from uet.tools.run_settings import usage_errors
-    from uet.tools.sim_progress import progress_lines
 
     from uet.sim.runs import simulate_runs
 
+    progress = None
+    if args.progress or sys.stderr.isatty():  # the progress line's modules only where it is drawn
+        from uet.tools.sim_progress import progress_lines
+
+        progress = progress_lines(prog, True)
     with usage_errors():
         return simulate_runs(
             s,
             topo,
             ep,
             plot=args.plot,
-            progress=progress_lines(prog, args.progress or sys.stderr.isatty()),
+            progress=progress,
             faults=faults,
             captures=lambda transport: open_captures(args, transport=transport),
         )

@@ -13,8 +13,6 @@ from typing import Any
 
 from uet.tools.cli import table_console
 
-from uet.experiments.lb_compare import compare_lb_runs
-
 __all__ = ["parse_seeds", "render_compare", "run_compare"]
 
 
@@ -36,6 +34,8 @@ def run_compare(
     plus the mean tail per load balancer. :class:`UsageError` for a mistake."""
     from uet.tools.fault_options import faults_from
     from uet.tools.run_settings import usage_errors
+
+    from uet.experiments.lb_compare import compare_lb_runs  # here: a plain uet-sim run parses --seeds only
 
     with usage_errors():
         return compare_lb_runs(
