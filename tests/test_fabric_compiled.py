@@ -72,8 +72,8 @@ def test_a_current_build_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     _fake_build(tmp_path, monkeypatch, compiled.sources_digest(), EXTENSION_SUFFIXES[0])
     files = compiled.current()
     assert files is not None
-    assert files["uet.pds.core"] == tmp_path / "uet" / "pds" / f"core{EXTENSION_SUFFIXES[0]}"
-    assert files["uet.fabric.model.switch"].is_file() and files["uet.native__mypyc"].is_file()
+    assert Path(files["uet.pds.core"]) == tmp_path / "uet" / "pds" / f"core{EXTENSION_SUFFIXES[0]}"
+    assert Path(files["uet.fabric.model.switch"]).is_file() and Path(files["uet.native__mypyc"]).is_file()
 
 
 def test_a_build_for_another_python_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,7 +96,8 @@ def _own_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, P
         copies[m] = tmp_path / "src" / (m + ".py")
         copies[m].parent.mkdir(exist_ok=True)
         shutil.copyfile(compiled.source(m), copies[m])
-    monkeypatch.setattr(compiled, "source", copies.__getitem__)
+    monkeypatch.setattr(compiled, "_source_file", lambda m: str(copies[m]))
+    assert compiled.source("uet.pds.core") == copies["uet.pds.core"]
     return copies
 
 
@@ -143,6 +144,20 @@ def test_sources_just_changed_are_not_recorded(tmp_path: Path, monkeypatch: pyte
     _fake_build(tmp_path / "build", monkeypatch, compiled.sources_digest(), EXTENSION_SUFFIXES[0])
     assert compiled.current() is not None
     assert not (tmp_path / "build" / compiled.STAT_FILE).exists()
+
+
+def test_the_start_check_works_on_plain_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check at every start joins and tests plain strings (os.path; a pathlib.Path costs
+    several µs to make): a build folder given as a string works throughout, the stat record
+    included."""
+    _own_sources(tmp_path, monkeypatch)
+    _fake_build(tmp_path / "build", monkeypatch, compiled.sources_digest(), EXTENSION_SUFFIXES[0])
+    monkeypatch.setattr(compiled, "COMPILED_DIR", str(tmp_path / "build"))
+    monkeypatch.setattr(compiled, "SETTLE_NS", -(10**12))
+    for _ in range(2):  # the second from the stat record
+        files = compiled.current()
+        assert files is not None and files["uet.pds.core"] == str(compiled.extension("uet.pds.core"))
+    assert (tmp_path / "build" / compiled.STAT_FILE).is_file()
 
 
 def test_a_read_only_build_is_still_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

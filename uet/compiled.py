@@ -130,15 +130,23 @@ MODULES = (
 #: the folder of ``uet.fabric``: ``uet/fabric`` where installed, the repository's ``fabric/``
 #: (beside ``uet/``) in a checkout
 _FABRIC = HERE / "fabric" if (HERE / "fabric").is_dir() else HERE.parent / "fabric"
+_HERE_DIR = str(HERE)
+_FABRIC_DIR = str(_FABRIC)
 _ACTIVE = False
 
 
 def source(name: str) -> Path:
     """The source file of module ``name`` (one of :data:`MODULES`)."""
+    return Path(_source_file(name))
+
+
+def _source_file(name: str) -> str:
+    """:func:`source` as a string: the check at every start builds no :class:`Path` (several
+    µs each)."""
     parts = name.split(".")[1:]
     if parts[0] == "fabric":
-        return _FABRIC.joinpath(*parts[1:]).with_suffix(".py")
-    return HERE.joinpath(*parts).with_suffix(".py")
+        return os.path.join(_FABRIC_DIR, *parts[1:]) + ".py"
+    return os.path.join(_HERE_DIR, *parts) + ".py"
 
 
 def sources() -> list[Path]:
@@ -152,7 +160,8 @@ def sources_digest() -> str:
 
     h = hashlib.sha256()
     for m in MODULES:
-        h.update(m.encode() + b"\0" + source(m).read_bytes() + b"\0")
+        with open(_source_file(m), "rb") as f:
+            h.update(m.encode() + b"\0" + f.read() + b"\0")
     return h.hexdigest()
 
 
@@ -162,7 +171,7 @@ def _stat_lines(newest_ns: int) -> tuple[list[str], bool]:
     lines = []
     settled = True
     for m in MODULES:
-        st = os.stat(source(m))
+        st = os.stat(_source_file(m))
         settled = settled and max(st.st_mtime_ns, st.st_ctime_ns) < newest_ns
         lines.append(f"{m} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino} {st.st_dev}")
     return lines, settled
@@ -174,28 +183,35 @@ def _sources_match(built: str) -> bool:
     newest_ns = time.time_ns() - SETTLE_NS  # before the stat calls: a change after them is newer
     lines, settled = _stat_lines(newest_ns)
     record = "\n".join([built, *lines]) + "\n"
-    path = COMPILED_DIR / STAT_FILE
+    path = os.path.join(COMPILED_DIR, STAT_FILE)
     try:
-        if path.read_text() == record:
-            return True
+        with open(path) as f:
+            if f.read() == record:
+                return True
     except (OSError, UnicodeDecodeError):
         pass
     if sources_digest() != built:
         return False
     if settled:
-        tmp = path.with_name(f"{STAT_FILE}.{os.getpid()}")
+        tmp = f"{path}.{os.getpid()}"
         try:
-            tmp.write_text(record)
+            with open(tmp, "w") as f:
+                f.write(record)
             os.replace(tmp, path)
         except OSError:  # a read-only build: hash at every start
             with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
+                os.unlink(tmp)
     return True
 
 
 def extension(name: str, suffix: str = EXTENSION_SUFFIXES[0]) -> Path:
     """Where a build keeps the extension module of ``name`` (``suffix``: this interpreter's)."""
-    return COMPILED_DIR.joinpath(*name.split(".")).with_name(name.rsplit(".", 1)[1] + suffix)
+    return Path(_extension_file(name, suffix))
+
+
+def _extension_file(name: str, suffix: str = EXTENSION_SUFFIXES[0]) -> str:
+    """:func:`extension` as a string (see :func:`_source_file`)."""
+    return os.path.join(COMPILED_DIR, *name.split(".")) + suffix
 
 
 class _Finder:
@@ -203,7 +219,7 @@ class _Finder:
     meta path finder (``importlib.abc.MetaPathFinder``'s one method, without importing that
     module at every start)."""
 
-    def __init__(self, files: dict[str, Path]) -> None:
+    def __init__(self, files: dict[str, str]) -> None:
         self.files = files
 
     def find_spec(
@@ -213,18 +229,21 @@ class _Finder:
         return None if f is None else importlib.util.spec_from_file_location(fullname, f)
 
 
-def current() -> dict[str, Path] | None:
-    """The extension modules of a build from the current sources for this interpreter, by module
-    name (the group's shared library too); None, with a warning saying why, when there is none."""
-    digest = COMPILED_DIR / DIGEST_FILE
-    if not digest.is_file():
+def current() -> dict[str, str] | None:
+    """The extension modules' files of a build from the current sources for this interpreter, by
+    module name (the group's shared library too); None, with a warning saying why, when there is
+    none."""
+    try:
+        with open(os.path.join(COMPILED_DIR, DIGEST_FILE)) as f:
+            built = f.read().strip()
+    except OSError:
         warnings.warn(f"{ENV}: no compiled build (.ci/build-compiled): pure Python", stacklevel=3)
         return None
-    if not _sources_match(digest.read_text().strip()):
+    if not _sources_match(built):
         warnings.warn(f"{ENV}: the compiled build is stale (rebuild it: .ci/build-compiled): pure Python", stacklevel=3)
         return None
-    files = {m: extension(m) for m in (*MODULES, GROUP + "__mypyc")}
-    if not all(f.is_file() for f in files.values()):
+    files = {m: _extension_file(m) for m in (*MODULES, GROUP + "__mypyc")}
+    if not all(os.path.isfile(f) for f in files.values()):
         warnings.warn(f"{ENV}: the compiled build is for another Python: pure Python", stacklevel=3)
         return None
     return files
