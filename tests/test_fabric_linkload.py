@@ -3,6 +3,7 @@ virtual time, and the route bound against a simulated permutation."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -106,6 +107,43 @@ def test_trimmed_copies_count_nothing_and_their_resends_count_once() -> None:
         run(fab)
     by_name = {n: nb for n, _, nb in fab.link_load.summary()["links"]}  # type: ignore[union-attr]
     assert set(by_name.values()) == {60 * w}
+
+
+def test_pdcs_of_one_source_and_spdcid_to_two_destinations_are_counted_apart() -> None:
+    """A PDC is (source, destination, SPDCID): the accounting keys it by source and SPDCID with
+    the destination beside (a machine-sized key), so a second destination under the same key must
+    still be told apart, not taken for duplicates of the first one's PSNs."""
+    fab = fabric()
+    a = fab.host_ip(0)
+    for dst in (15, 14, 15):  # the third frame: a duplicate of the first
+        fab.inject(0, data(a, fab.host_ip(dst), 9, spdcid=3), fab.now)
+        run(fab)
+    by_name = {n: nb for n, _, nb in fab.link_load.summary()["links"]}  # type: ignore[union-attr]
+    w = wire(data(a, fab.host_ip(15), 9))
+    assert by_name["h0>pod0-leaf0"] == 2 * w
+    assert by_name["pod3-leaf1:1>h15"] == w and by_name["pod3-leaf1:0>h14"] == w
+
+
+@pytest.mark.parametrize("hosts", [1024, 8192])
+def test_a_packed_path_stays_a_machine_sized_int_at_scale(hosts: int) -> None:
+    """Issue 28: the path a packet carries across a fat tree's 6 links fits in 62 bits (the
+    compiled build's native ints), which one link id per hop did not (13 bits each at 1,024
+    hosts: 78 in all; 16 at 8,192: 96), and it unpacks to the links the frame crossed."""
+    fab = fabric(hosts=hosts)
+    load = fab.link_load
+    assert load is not None
+    last = hosts - 1
+    fab.inject(0, data(fab.host_ip(0), fab.host_ip(last), 1), 0)
+    assert len(run(fab)) == 1
+    ((_, path),) = load._paths
+    assert path.bit_length() <= 62
+    links = load.unpack(path)
+    names = [load.links[li - 1].name for li in links]
+    assert len(names) == 6 and names[0] == "h0>pod0-leaf0" and names[-1].endswith(f">h{last}")
+    for a, b in pairwise(names):  # each link leaves the node the one before it reached
+        assert b.startswith(a.split(">")[1] + ":")
+    assert load.pack(links) == path
+    assert [n for n, _, _ in load.summary()["links"]] == sorted(names, key=lambda n: links[names.index(n)])
 
 
 def test_no_accounting_where_switches_re_parse_frames() -> None:

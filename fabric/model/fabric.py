@@ -169,11 +169,14 @@ class Fabric:
                 port.link_id = load.add_link(f"{sw.name}:{port.index}>{peer.name}", port)
         nodes: list[Any] = [*self.switches.values(), *self.nics]  # switches and NICs alike
         for node in nodes:
+            out = [port.link_id for port in node.ports]
             for port in node.ports:
                 peer, peer_port = port.peer
                 port.in_link = peer.ports[peer_port].link_id
+                load.set_next(port.in_link, out)
         for sw in self.switches.values():
-            sw._link_bits = load.bits
+            sw._path_mark = load.mark
+            sw._port_bits = load.port_bits
         return load
 
     # -- the sans-I/O surface --------------------------------------------------------------------

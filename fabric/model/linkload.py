@@ -14,11 +14,17 @@ records, for each directed link (a host NIC's uplink, or one switch egress port)
   whole data once, and for a sprayed flow the links share it.
 
 How (**decision**, to keep the simulator's speed, a tracked figure): a packet carries the links
-it crossed packed into one integer (``Packet.path``: per hop ``path << bits | link id``, link ids
-from 1 and ``bits`` wide — an int, so no object per packet for the garbage collector to track);
-the last switch, as it sends a data frame to its host, hands the frame and its path to
-:meth:`LinkLoad.deliver`, which keeps one bit per PSN per PDC (a bytearray rebased on the PDC's
-first PSN seen) and one counter per (flow, path); paths are unpacked once, in :meth:`per_link`.
+it crossed packed into one integer (``Packet.path`` — an int, so no object per packet for the
+garbage collector to track): the first switch sets it to its ingress link's id (from 1,
+:attr:`LinkLoad.link_bits` wide) under a marker bit (``1 << link_bits``), and every switch that
+sends it on appends the index of its egress port (``path << port_bits | port index``,
+:attr:`LinkLoad.port_bits` wide): a port index says the link, since the switch is the far end of
+the link before it. So a path stays a machine-sized integer (under 63 bits, which the compiled
+build keeps native) on every fabric of the model: 34 bits for a 6-link path at 1,024 hosts, 42
+at 8,192, where one link id per hop took 78 and 96 (issue 28). The last switch, as it sends a
+data frame to its host, hands the frame and its path to :meth:`LinkLoad.deliver`, which keeps one
+bit per PSN per PDC (a bytearray rebased on the PDC's first PSN seen) and one counter per (flow,
+path); paths are unpacked into link ids once, in :meth:`per_link`.
 A trimmed stub carries no path. Frames other than UET data requests (ACKs, NACKs, control, RoCE,
 TSS-sealed frames whose PDS header is ciphertext) are not counted. A PSN more than 4,096 packets
 older than the first one seen for its PDC cannot be told apart from a new one and is counted.
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Final, final
 
 from uet.fabric.model.port import MIN_FRAME
@@ -51,6 +58,8 @@ __all__ = ["LinkInfo", "LinkLoad"]
 _DATA_TYPES: Final = frozenset(
     int(t) for t in (PdsType.RUD_REQ, PdsType.ROD_REQ, PdsType.RUD_CC_REQ, PdsType.ROD_CC_REQ)
 )
+#: the same as a bit mask over the 5-bit type field (a test per frame without a set look-up)
+_DATA_MASK: Final = sum(1 << t for t in _DATA_TYPES)
 _PORT_HI: Final = UET_UDP_PORT >> 8
 _PORT_LO: Final = UET_UDP_PORT & 0xFF
 #: PSNs kept below the first one seen of a PDC (sprayed packets arrive out of order)
@@ -74,63 +83,105 @@ class LinkInfo:
 class _Window:
     """The PSNs of one PDC delivered so far: bit ``i`` of ``bits`` is PSN ``base + i`` (mod 2³²)."""
 
-    __slots__ = ("base", "bits")
+    __slots__ = ("base", "bits", "dst")
 
-    def __init__(self, base: int, bits: bytearray) -> None:
+    def __init__(self, base: int, bits: bytearray, dst: int) -> None:
         self.base = base
         self.bits = bits
+        #: the PDC's destination IPv4 (its key in :attr:`LinkLoad._seen` holds the source and SPDCID)
+        self.dst = dst
 
 
 class LinkLoad:
     """The accounting of one fabric (module docstring). Links are numbered by the fabric
     (:meth:`add_link`); :meth:`deliver` is called by the last switch of every delivered packet."""
 
-    __slots__ = ("links", "bits", "_seen", "_paths")
+    __slots__ = ("links", "link_bits", "port_bits", "_next", "_seen", "_seen_more", "_paths")
 
     def __init__(self) -> None:
         #: the links by id − 1
         self.links: list[LinkInfo] = []
-        #: width of one link id in a packed path
-        self.bits = 1
-        #: PDC key (source, destination, SPDCID as one int) → its delivered PSNs
+        #: width of the first link's id in a packed path (module docstring)
+        self.link_bits = 1
+        #: width of one egress port index in a packed path
+        self.port_bits = 1
+        #: by link id: the ids of the links leaving the node that link arrives at, by port index
+        self._next: list[tuple[int, ...]] = [()]
+        #: a PDC (source IPv4 and SPDCID as one int, ``source << 16 | spdcid``: a machine-sized
+        #: int, where one with the destination too took 80 bits) → its delivered PSNs, for the
+        #: first destination seen with that key; a PDC of another destination with the same
+        #: source and SPDCID, if any, in :attr:`_seen_more` by (source, destination, SPDCID)
         self._seen: dict[int, _Window] = {}
+        self._seen_more: dict[tuple[int, int, int], _Window] = {}
         #: (flow as an int, packed path) → [distinct data wire bytes, frames, smallest frame]
         self._paths: dict[tuple[int, int], list[int]] = {}
 
     def add_link(self, name: str, port: Port) -> int:
         """Number a directed link whose sending end is ``port``; returns its id (from 1)."""
         self.links.append(LinkInfo(name, port.rate_bps, port.delay_ns, port.wire_overhead))
-        self.bits = len(self.links).bit_length()
+        self.link_bits = len(self.links).bit_length()
+        self._next.append(())
         return len(self.links)
+
+    def set_next(self, link: int, out: Sequence[int]) -> None:
+        """Link ``link`` arrives at a node whose ports send on the links ``out`` (by port index):
+        what :meth:`unpack` follows. Called once every link is numbered (the widths are final)."""
+        self._next[link] = tuple(out)
+        self.port_bits = max(self.port_bits, (len(out) - 1).bit_length())
+
+    @property
+    def mark(self) -> int:
+        """The marker bit above the first link's id in a packed path (module docstring)."""
+        return 1 << self.link_bits
+
+    def pack(self, links: Sequence[int]) -> int:
+        """The packed path of the link ids ``links`` (each leaving the node the one before it
+        arrives at), as the switches build it hop by hop: the inverse of :meth:`unpack`."""
+        path = self.mark | links[0]
+        for prev, li in pairwise(links):
+            path = (path << self.port_bits) | self._next[prev].index(li)
+        return path
 
     def unpack(self, path: int) -> list[int]:
         """The link ids of a packed path, first link first."""
-        bits, mask = self.bits, (1 << self.bits) - 1
-        out = []
-        while path:
-            out.append(path & mask)
-            path >>= bits
-        out.reverse()
+        pbits, lbits = self.port_bits, self.link_bits
+        hops = (path.bit_length() - lbits - 1) // pbits
+        link = (path >> (hops * pbits)) & ((1 << lbits) - 1)
+        out = [link]
+        mask = (1 << pbits) - 1
+        for k in range(hops - 1, -1, -1):
+            link = self._next[link][(path >> (k * pbits)) & mask]
+            out.append(link)
         return out
 
     # -- the data path ------------------------------------------------------------------------------
 
-    def deliver(self, frame: bytes | bytearray, ip: int, path: int) -> None:
+    def deliver(self, frame: bytearray, ip: int, path: int, wire_overhead: int) -> None:
         """The untrimmed frame whose IPv4 header is at ``ip`` goes to its host after crossing the
-        links of the packed ``path``: charge it to them if it is a UET data request seen for the
-        first time."""
+        links of the packed ``path``, the last one with ``wire_overhead`` bytes per frame: charge
+        it to them if it is a UET data request seen for the first time."""
         l4 = ip + ((frame[ip] & 15) << 2)
         if frame[ip + 9] != 17 or frame[l4 + 2] != _PORT_HI or frame[l4 + 3] != _PORT_LO:
             return
         off = l4 + 8
-        if len(frame) < off + 12 or (frame[off] >> 3) not in _DATA_TYPES:
+        if len(frame) < off + 12 or not (_DATA_MASK >> (frame[off] >> 3)) & 1:
             return
-        flow = int.from_bytes(frame[ip + 12 : ip + 20], "big")
-        pdc = (flow << 16) | (frame[off + 8] << 8) | frame[off + 9]
+        a = ip + 12  # the addresses byte by byte: no slice, no call, machine-sized ints
+        src = (frame[a] << 24) | (frame[a + 1] << 16) | (frame[a + 2] << 8) | frame[a + 3]
+        dst = (frame[a + 4] << 24) | (frame[a + 5] << 16) | (frame[a + 6] << 8) | frame[a + 7]
+        spdcid = (frame[off + 8] << 8) | frame[off + 9]
         psn = (frame[off + 4] << 24) | (frame[off + 5] << 16) | (frame[off + 6] << 8) | frame[off + 7]
-        ent = self._seen.get(pdc)
+        key = (src << 16) | spdcid
+        ent = self._seen.get(key)
         if ent is None:
-            ent = self._seen[pdc] = _Window((psn - _BEFORE) & 0xFFFFFFFF, bytearray((_BEFORE >> 3) + 64))
+            ent = self._seen[key] = _Window((psn - _BEFORE) & 0xFFFFFFFF, bytearray((_BEFORE >> 3) + 64), dst)
+        elif ent.dst != dst:
+            more = self._seen_more.get((src, dst, spdcid))
+            if more is None:
+                more = self._seen_more[(src, dst, spdcid)] = _Window(
+                    (psn - _BEFORE) & 0xFFFFFFFF, bytearray((_BEFORE >> 3) + 64), dst
+                )
+            ent = more
         i = (psn - ent.base) & 0xFFFFFFFF
         if i < 0x80000000:  # else older than the PDC's window: counted, as the docstring says
             bits = ent.bits
@@ -142,12 +193,12 @@ class LinkLoad:
                 return
             bits[byte] |= m
         n = len(frame)
-        last = self.links[(path & ((1 << self.bits) - 1)) - 1]
-        wire = (n if n > MIN_FRAME else MIN_FRAME) + last.wire_overhead
-        key = (flow, path)
-        acc = self._paths.get(key)
+        wire = (n if n > MIN_FRAME else MIN_FRAME) + wire_overhead
+        flow = (src << 32) | dst
+        fkey = (flow, path)
+        acc = self._paths.get(fkey)
         if acc is None:
-            self._paths[key] = [wire, 1, wire]
+            self._paths[fkey] = [wire, 1, wire]
         else:
             acc[0] = acc[0] + wire  # (not +=: the compiled build makes that a generic in-place add)
             acc[1] = acc[1] + 1

@@ -86,7 +86,8 @@ class Packet:
         #: (-1: not yet); each switch continues it with its own seed (LoadBalancer.choose_pkt)
         self.fcrc = -1
         #: the links crossed so far when the fabric counts per-link load, packed into one int
-        #: (uet.fabric.model.linkload: ``path << bits | link id``, ids from 1); 0: not counted
+        #: (uet.fabric.model.linkload: the first link's id, then ``path << port bits | egress
+        #: port index`` per switch); 0: not counted
         self.path = 0
         #: switches that forwarded the packet since its TTL and IPv4 checksum were last written:
         #: each takes one from the TTL, and the switch that hands the frame to a host or a tap

@@ -229,7 +229,9 @@ class Switch:
         #: per-link accounting shared by a Fabric's switches (None: off); a packet then carries
         #: the links it crossed and the last switch reports it delivered (uet.fabric.model.linkload)
         self.link_load: LinkLoad | None = None
-        self._link_bits = 0
+        #: a packed path's marker bit and the width of a port index in it (LinkLoad.mark, .port_bits)
+        self._path_mark = 0
+        self._port_bits = 0
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -395,7 +397,7 @@ class Switch:
             return
         pkt = Packet(frame, in_port, tc, ip, now, dst)
         if self.link_load is not None:
-            pkt.path = self.ports[in_port].in_link
+            pkt.path = self._path_mark | self.ports[in_port].in_link
         if len(group) == 1:
             out = group[0]
         else:
@@ -701,10 +703,10 @@ class Switch:
             if pkt is not None:
                 path = pkt.path
                 if path:
-                    path = pkt.path = (path << self._link_bits) | port.link_id
+                    path = pkt.path = (path << self._port_bits) | port.index
                     load = self.link_load
                     if port.faces_host and load is not None:
-                        load.deliver(frame, pkt.ip, path)
+                        load.deliver(frame, pkt.ip, path, port.wire_overhead)
                 pool = pkt.pool
                 if pool == "shared" and not self._lossless[tc]:
                     mmu = self.mmu  # Mmu.release of a lossy packet, inlined
