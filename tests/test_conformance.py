@@ -628,3 +628,28 @@ def test_an_unknown_dpdcid_is_none_the_target_ever_named() -> None:
         assert not drawn & named and 0xFFFF - 17 in drawn and min(drawn) >= 0xFC00, drawn
     finally:
         s.close()
+
+
+def test_a_case_closes_its_pdc_at_the_psn_the_target_refused() -> None:
+    """A case whose last request the target refused (NAK-003: a ROD request on a RUD PDC,
+    EST-021: a SYN with another Start PSN) leaves a gap: a CLOSE after it is dropped, the cleanup
+    waited out its 0.3 s and the PDC stayed for the target's idle timer. The CLOSE takes the
+    refused PSN, the one the target expects next; once an ACK covers that PSN, the next one."""
+    from uet.conformance.session import Session, Target
+    from uet.wire import pds as P
+
+    addr, local, port = _addr_port()
+    s = Session(Target(addr, port=port), local, seed=9)
+    try:
+        ours, nxt = s.new_pdcid(), 1003
+        ack = P.ACK.encode(P.ACK.make(cack_psn=1000, spdcid=77, dpdcid=ours))
+        nack = P.NACK.encode(P.NACK.make(nack_code=P.NackCode.PDC_MODE_MISMATCH, nack_psn=1001, spdcid=77, dpdcid=ours))
+        other = P.NACK.encode(P.NACK.make(nack_code=P.NackCode.INV_DPDCID, nack_psn=1001, dpdcid=ours + 1))
+        s.log[:] = [("received", ack), ("received", other)]
+        assert s._first_refused(ours, nxt) == nxt
+        s.log.append(("received", nack))
+        assert s._first_refused(ours, nxt) == 1001
+        s.log.append(("received", P.ACK.encode(P.ACK.make(cack_psn=1002, spdcid=77, dpdcid=ours))))
+        assert s._first_refused(ours, nxt) == nxt
+    finally:
+        s.close()

@@ -282,11 +282,11 @@ class Session:
             if p.dpdcid is None:  # a case that read its ACKs itself: learn the target's PDCID from them
                 p.dpdcid = self._opened_by_log({p.spdcid: p.next_psn}).get(p.spdcid, (None, 0))[0]
             if p.dpdcid is not None and not p.closed:
-                closing[p.spdcid] = (p.send_close(), p)
+                closing[p.spdcid] = (p.send_close(self._first_refused(p.spdcid, p.next_psn)), p)
         learning: dict[int, int] = {}  # our PDCID of an unanswered raw SYN -> its CLOSE PSN
         for mine, raw in self._raw_pdcs({p.spdcid for p in pdcs}).items():
             if raw.theirs:
-                psn = raw.close_psn()
+                psn = self._first_refused(mine, raw.close_psn())
                 self.send(control(P.ControlType.CLOSE, psn=psn, spdcid=mine, dpdcid=raw.theirs, flags=P.ReqFlag.AR))
                 closing[mine] = (psn, None)
             elif not raw.named:  # the request again, whole, at the Start PSN
@@ -325,6 +325,26 @@ class Session:
                     closing[dp] = (psn, None)
             else:
                 serving.discard(dp)
+
+    def _first_refused(self, ours: int, nxt: int) -> int:
+        """The PSN a CLOSE on our PDC ``ours`` takes (§2.12: a CLOSE follows every PSN the target
+        received): ``nxt``, the PSN after the newest request sent, unless the target NACKed a
+        request after the newest CACK it reported in this case (NAK-003: a ROD request on a RUD
+        PDC; EST-021: a SYN with another Start PSN). Nothing from that PSN on was received, and
+        a CLOSE after it would be dropped for the gap (the case then waited out the CLOSEs'
+        0.3 s and left the PDC to the target's idle timer): the CLOSE takes the lowest such PSN."""
+        cack: int | None = None
+        refused: list[int] = []
+        for d, b in self.log:
+            r = decode_reply(b) if d == "received" else None
+            if r is None or r.error is not None or r.pds is None or getattr(r.pds, "dpdcid", None) != ours:
+                continue
+            if r.is_ack and not r.flags & P.AckFlag.P and (cack is None or P.psn_after(r.pds.cack_psn, cack)):
+                cack = r.pds.cack_psn
+            elif r.is_nack:
+                refused.append(r.pds.nack_psn)
+        below = [q for q in refused if P.psn_after(nxt, q) and (cack is None or P.psn_after(q, cack))]
+        return min(below, key=lambda q: P.psn_diff(q, nxt)) if below else nxt
 
     def serve(self, mine: int, r: Reply) -> None:
         """The tester answers ``r``, a request on a PDC the target initiated toward it (a
@@ -917,10 +937,11 @@ class Pdc:
         assert self.dpdcid is not None
         self.s.send(control(P.ControlType.CLEAR, psn=0, spdcid=self.spdcid, dpdcid=self.dpdcid, payload=psn))
 
-    def send_close(self) -> int:
-        """Send CLOSE (a new PSN, AR, §2.12); returns its PSN."""
+    def send_close(self, psn: int | None = None) -> int:
+        """Send CLOSE (a new PSN, AR, §2.12; or ``psn``, where the target refused a request and
+        expects that PSN next); returns its PSN."""
         assert self.dpdcid is not None
-        psn = self.next_psn
+        psn = self.next_psn if psn is None else psn
         self.next_psn = (psn + 1) & M32
         self.closed = True
         self.s.send(control(P.ControlType.CLOSE, psn=psn, spdcid=self.spdcid, dpdcid=self.dpdcid, flags=P.ReqFlag.AR))
