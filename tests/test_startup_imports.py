@@ -2,8 +2,8 @@
 the RoCEv2 queue pair, the live engine, the socket links, the asyncio endpoint, the real-time
 fabric process, the collective workloads, the capture writers, hashlib, ``--compare-lb``'s runs
 and the progress line load on first use (imports inside the functions that need them, PEP 562
-package names: :mod:`uet.lazy`), and still load when a run needs them; ``ssl`` not at all
-(tools/sim.py)."""
+package names: :mod:`uet.lazy`), and still load when a run needs them; asyncio only for a run
+that needs its loop (uet.sim.tasks), and ``ssl`` not at all."""
 
 from __future__ import annotations
 
@@ -46,13 +46,15 @@ LAZY = (
     "uet.experiments",  # --compare-lb's runs
     "uet.tools.sim_progress",  # the progress line, drawn on a terminal or with --progress
     "uet.sim.progress",
+    "asyncio",  # the plain traffic patterns run on the simulator's own loop (uet.sim.tasks)
 )
 
 _PROBE = r"""
 import contextlib, io, json, sys
 
 def loaded():
-    return sorted(m for m in sys.modules if m.split(".")[0] in ("cryptography", "rich", "uet", "ssl", "hashlib"))
+    top = ("cryptography", "rich", "uet", "ssl", "hashlib", "asyncio")
+    return sorted(m for m in sys.modules if m.split(".")[0] in top)
 
 import uet.tools.sim
 out = {"import": loaded()}
@@ -65,6 +67,10 @@ for name, extra in (("uet", []), ("tss", ["--tss"]), ("roce", ["--transport", "r
         rc = uet.tools.sim.main(tiny + extra)
     out[name] = loaded()
     out[name + "_ok"] = rc == 0 and json.loads(text.getvalue())["ok"]
+with contextlib.redirect_stdout(io.StringIO()) as text:  # a collective: asyncio's loop
+    rc = uet.tools.sim.main(["-w", "allreduce", "-n", "4", "--messages", "1", "--size", "4096", "--json"])
+out["collective"] = loaded()
+out["collective_ok"] = rc == 0 and json.loads(text.getvalue())["ok"]
 import asyncio.base_events, ssl
 out["tls"] = [asyncio.base_events.ssl is None, ssl.PROTOCOL_TLS_CLIENT is not None]
 print(json.dumps(out))
@@ -92,8 +98,10 @@ def test_import_and_a_plain_uet_run_load_none_of_the_lazy_modules(probe: dict[st
 
 
 def test_asyncio_is_loaded_without_tls_and_ssl_still_imports(probe: dict[str, Any]) -> None:
-    """uet-sim imports asyncio with ``ssl`` marked missing (tools/sim.py): asyncio then offers no
-    TLS in that process, and an ``import ssl`` after it still works."""
+    """A run that needs asyncio's loop (a collective) imports asyncio with ``ssl`` marked missing
+    (uet.sim.tasks.asyncio_without_tls): asyncio then offers no TLS in that process, and an
+    ``import ssl`` after it still works."""
+    assert probe["collective_ok"] and "asyncio" in probe["collective"] and "ssl" not in probe["collective"]
     assert probe["tls"] == [True, True]
 
 

@@ -35,6 +35,7 @@ bytes their receivers got so far, and the fabric counters; with ``--json`` one o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -177,10 +178,10 @@ def render(res: dict[str, Any], *, summary: bool = False) -> None:
 
 
 def _body(argv: Sequence[str] | None) -> int:
+    _asyncio_without_tls()  # before anything may import asyncio (the runs that need its loop)
     from uet.tools.fault_options import faults_from
     from uet.tools.run_settings import load_scenario
 
-    _asyncio_without_tls()  # first: the parser (its options) and the simulator import asyncio
     args = build_parser().parse_args(argv)
     if args.suite:
         return _suite(args)
@@ -273,23 +274,51 @@ def _suite(args: argparse.Namespace) -> int:
     return 0 if out["ok"] else 1
 
 
-def _asyncio_without_tls() -> None:
-    """Import :mod:`asyncio` without :mod:`ssl` when neither is loaded yet (**decision**).
+class _AsyncioWithoutTls:
+    """Import :mod:`asyncio` without :mod:`ssl` when this process first imports it (**decision**):
+    a meta path finder that stands aside for every other module and removes itself then.
 
-    The simulator drives its workloads on an asyncio loop (:mod:`uet.sim.loop`) but opens no
-    connection, and asyncio imports ``ssl`` (and with it OpenSSL's TLS library) only to offer TLS:
-    about 5 % of a short run's instructions. asyncio supports an interpreter without ``ssl`` (its
-    modules then hold ``ssl = None``), so the import is made with ``ssl`` marked missing for that
-    moment only: asyncio in this process offers no TLS, and ``import ssl`` works as usual
-    afterwards. A process that loaded either already (a test calling :func:`main`) is left as it
-    is."""
+    The simulator drives the runs that need asyncio (collectives, training, a time limit:
+    uet.sim.tasks) on an asyncio loop but opens no connection, and asyncio imports ``ssl`` (and
+    with it OpenSSL's TLS library) only to offer TLS: about 5 % of a short run's instructions.
+    asyncio supports an interpreter without ``ssl`` (its modules then hold ``ssl = None``), so its
+    import is made with ``ssl`` marked missing for that moment only: asyncio in this process offers
+    no TLS, and ``import ssl`` works as usual afterwards. A process that loaded either already (a
+    test calling :func:`main`) is left as it is; a plain run never imports asyncio at all."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != "asyncio":
+            return None
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+        if "ssl" in sys.modules:
+            return None
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        exec_module = loader.exec_module
+
+        def without_ssl(module: Any) -> None:
+            sys.modules["ssl"] = None  # type: ignore[assignment]  # `import ssl` raises ImportError meanwhile
+            try:
+                exec_module(module)
+            finally:
+                if sys.modules.get("ssl", 0) is None:
+                    del sys.modules["ssl"]
+
+        loader.exec_module = without_ssl  # type: ignore[method-assign]
+        return spec
+
+
+def _asyncio_without_tls() -> None:
+    """Install :class:`_AsyncioWithoutTls` unless asyncio or ssl is loaded already."""
     if "asyncio" in sys.modules or "ssl" in sys.modules:
         return
-    sys.modules["ssl"] = None  # type: ignore[assignment]  # `import ssl` raises ImportError meanwhile
-    try:
-        import asyncio  # noqa: F401
-    finally:
-        del sys.modules["ssl"]
+    if not any(isinstance(f, _AsyncioWithoutTls) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AsyncioWithoutTls())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

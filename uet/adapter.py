@@ -24,7 +24,6 @@ being the driver. None of them decides anything about packets or protocol timers
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -33,12 +32,15 @@ from uet.clock import DilatedClock, ns_to_seconds
 from uet.fep.errors import EndpointClosed
 from uet.fep.events import Closed, MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
 from uet.pds import Mode
+from uet.runner import running_loop
 from uet.ses.memory import Access, MemoryRegion
 from uet.ses.message import Message
 from uet.ses.sink import ReceiveSink, receive_view
 from uet.wire.ses import AmoOp, AmoType
 
 if TYPE_CHECKING:
+    import asyncio
+
     from uet.link.base import Link
 
 __all__ = ["CompletionFutures", "CoreDriver", "CoreOperations", "OperationsCore", "Receive"]
@@ -47,6 +49,17 @@ __all__ = ["CompletionFutures", "CoreDriver", "CoreOperations", "OperationsCore"
 PeerT = TypeVar("PeerT")
 #: How a core names a target (:class:`OperationsCore`).
 PeerT_contra = TypeVar("PeerT_contra", contravariant=True)
+
+
+def _cancelled_error() -> type[BaseException]:
+    """``asyncio.CancelledError``, imported when a cancellation is matched: the simulator's own
+    loop (uet.sim.tasks) runs this module's futures without asyncio, and raises asyncio's
+    ``CancelledError`` only when a run is cancelled."""
+    import asyncio
+
+    return asyncio.CancelledError
+
+
 #: ``register``'s default ``job``: the endpoint's own (the core's default), told apart from None (any job).
 _OWN: Any = object()
 
@@ -78,7 +91,8 @@ class CompletionFutures:
 
     def _wait(self, handle: int) -> asyncio.Future[Any]:
         """The future of operation ``handle``."""
-        fut = self._futures[handle] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Any] = running_loop().create_future()
+        self._futures[handle] = fut
         self._posted()
         return fut
 
@@ -125,7 +139,7 @@ class CompletionFutures:
             return self._writes.popleft()
         if self._closed:
             raise EndpointClosed(f"{self} is closed")
-        fut: asyncio.Future[WriteCompleted] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[WriteCompleted] = running_loop().create_future()
         self._write_waiters.append(fut)
         return await fut
 
@@ -231,6 +245,8 @@ class CoreDriver(CompletionFutures):
             self._closed_future = self.loop.create_future()
             close(self.clock())
             self._schedule_pump()
+        import asyncio  # the live drivers' (the simulator's loop has no shield)
+
         await asyncio.shield(self._closed_future)
 
     def _finish_close(self) -> None:
@@ -649,7 +665,7 @@ class CoreOperations(CompletionFutures, Generic[PeerT]):
         fut = self._wait(handle)
         try:
             got: Message = await fut
-        except asyncio.CancelledError:
+        except _cancelled_error():
             self._futures.pop(handle, None)
             if self._opcore.cancel(handle):
                 self._posted()  # the core has an event (the receive's CANCELLED) to hand out

@@ -9,14 +9,16 @@ protocol: every decision is the core's.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from uet.adapter import CoreOperations
 from uet.fep import Closed, FepCore
+from uet.runner import running_loop
 from uet.sim.engine import Engine, Host
 
 if TYPE_CHECKING:
+    import asyncio
+
     from uet.roce.core import RoceCore
     from uet.transport import Transport
 
@@ -67,7 +69,7 @@ class SimEndpoint(CoreOperations[str]):
         core = self.core
         if core.closed:
             return
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         if self._close_future is None:
             self._close_future = loop.create_future()
             core.close(self.engine.now)

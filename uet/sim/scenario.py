@@ -62,7 +62,6 @@ concerned are not intact) and ``stalled`` says when.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -78,7 +77,7 @@ from uet.scenario.model import Scenario, run_defaults
 from uet.sim.endpoint import SimEndpoint
 from uet.sim.engine import Engine, SimulationError
 from uet.sim.gcpolicy import collector_for_run
-from uet.sim.loop import VirtualTimeLoop
+from uet.sim.tasks import SimLoop
 from uet.wire.net import ip_bytes, ip_str
 from uet.workloads import Flow, RankReport, RxReport, Workload, make
 from uet.workloads.report import credit_moved_bytes, payload_received, summarize
@@ -86,7 +85,11 @@ from uet.workloads.report import credit_moved_bytes, payload_received, summarize
 if TYPE_CHECKING:  # pragma: no cover
     from uet.tss import SecureDomain
 
-__all__ = ["Progress", "ideal_seconds", "secure_domain", "simulate", "virtual_bound_ns"]
+__all__ = ["OWN_LOOP", "Progress", "ideal_seconds", "secure_domain", "simulate", "virtual_bound_ns"]
+
+#: run the plain traffic patterns on the simulator's own coroutine runner (uet.sim.tasks), not on
+#: asyncio's loop: the same results (tests/test_sim_tasks.py compares the two), without asyncio
+OWN_LOOP = True
 
 
 def secure_domain(seed: int) -> SecureDomain:
@@ -321,26 +324,41 @@ def simulate(
     limit: float | None = None if s.get("timeout_s") is None else float(s["timeout_s"])
     timed_out = False
 
+    # The plain traffic patterns without a time limit run on the simulator's own coroutine runner
+    # (uet.sim.tasks: no asyncio), everything else on asyncio's loop: the same order either way.
+    own = OWN_LOOP and limit is None and type(wl).run is Workload.run
+    loop: Any
+    if own:
+        loop = SimLoop(engine)
+        spawn, gather, all_tasks = loop.create_task, loop.gather, loop.all_tasks
+    else:
+        import asyncio
+
+        from uet.sim.loop import VirtualTimeLoop
+
+        loop = VirtualTimeLoop(engine)
+        spawn, gather = asyncio.ensure_future, asyncio.gather
+        all_tasks = lambda: asyncio.all_tasks(loop)  # noqa: E731
+
     async def main() -> None:
         nonlocal timed_out
-        tasks = [asyncio.ensure_future(wl.run(i, ep, addresses, reports[i])) for i, ep in enumerate(eps)]
+        tasks = [spawn(wl.run(i, ep, addresses, reports[i])) for i, ep in enumerate(eps)]
         if on_progress is not None:
             total = wl.total_bytes()
             bound = virtual_bound_ns(fabric, wl.flows(), payload, roce=roce_cfg is not None, hosts=placed)
             engine.on_progress = lambda now: on_progress(Progress(now, got[0], expected, got[1], total, bound))
         try:
             if limit is None:
-                await asyncio.gather(*tasks)
+                await gather(*tasks)
             else:  # the loop's clock is the engine's: this is virtual time (module docstring)
                 try:
-                    await asyncio.wait_for(asyncio.gather(*tasks), limit)
+                    await asyncio.wait_for(gather(*tasks), limit)
                 except TimeoutError:
                     timed_out = True
         finally:
             for t in tasks:
                 t.cancel()
 
-    loop = VirtualTimeLoop(engine)
     interrupted = False
     try:
         with collector_for_run():
@@ -351,11 +369,11 @@ def simulate(
     except KeyboardInterrupt:
         interrupted = True  # Ctrl-C: what finished so far is the result (module docstring)
     finally:
-        pending = asyncio.all_tasks(loop)
+        pending = all_tasks()
         for t in pending:
             t.cancel()
         if pending:  # let the cancelled ranks unwind (each wakes at once, no time passes)
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(gather(*pending, return_exceptions=True))
         loop.close()
     end_ns = engine.now
     cpu = time.process_time() - cpu0

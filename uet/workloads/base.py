@@ -25,7 +25,6 @@ table to wherever it runs (``uet.workloads.from_spec``).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import random
 import typing
@@ -33,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from uet.runner import gather, running_loop
 from uet.ses.sink import DigestSink, digest
 from uet.transport import Transport, error_name
 
@@ -312,12 +312,12 @@ class Workload:
         results go into ``report`` as they happen (pass one to keep what a cancelled or stalled
         run achieved). ``now``: the clock times are measured on, in seconds (default: the running
         loop's ``time``)."""
-        clock = now or asyncio.get_running_loop().time
+        clock = now or running_loop().time
         t0 = clock()
         report = report if report is not None else RankReport()
         mine = [f for f in self._flows if f.src == rank]
         since = _since(clock, t0)
-        await asyncio.gather(
+        await gather(
             *(self._receive(ep, addresses[f.src], f, report, since) for f in self._flows if f.dst == rank),
             *(self._send_flow(ep, f, addresses, report, since) for f in mine),
         )
@@ -344,7 +344,7 @@ class Workload:
     ) -> None:
         data = [message_data(self.seed, f.id, i, f.nbytes) for i in range(f.messages)]
         dst = addresses[f.dst]
-        results = await asyncio.gather(
+        results = await gather(
             *(ep.send(dst, d, header_data=(f.id << 32) | i) for i, d in enumerate(data)), return_exceptions=True
         )
         err = next((error_name(r) for r in results if isinstance(r, BaseException)), None)
