@@ -89,6 +89,26 @@ def test_ttl_runs_out_on_a_forwarded_packet() -> None:
     assert len(expired) == 1 and next(iter(expired))[1].startswith("ss")
 
 
+def test_a_nic_hands_frames_to_its_fabric_until_someone_wraps_its_hook() -> None:
+    """HostNic.ingress calls Fabric._on_deliver directly while ``on_deliver`` is the fabric's
+    own hook, and a wrapper put in its place gets every frame instead."""
+    fab = Fabric("default")
+    nic = fab.nics[1]
+    assert nic.fabric is fab and nic.on_deliver is fab.deliver_hook
+    seen: list[int] = []
+    hook = fab.deliver_hook
+
+    def wrapped(host: int, frame: bytearray, now: int, is_pfc: bool) -> None:
+        seen.append(host)
+        hook(host, frame, now, is_pfc)
+
+    nic.on_deliver = wrapped
+    for h in (1, 2):
+        fab.inject(0, ipv4_frame(fab.host_ip(0), fab.host_ip(h), bytes(100)), 0)
+    got = fab.poll(10**9)
+    assert sorted(h for h, _ in got) == [1, 2] and seen == [1]
+
+
 def test_a_fabric_switch_hands_frames_to_the_heap_until_someone_wraps_it() -> None:
     fab = Fabric("default")
     sw = next(iter(fab.switches.values()))

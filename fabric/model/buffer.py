@@ -19,7 +19,7 @@ for every class, lossless or not.
 from __future__ import annotations
 
 from uet.fabric.model.config import FabricError, SwitchConfig
-from uet.fabric.model.port import Packet
+from uet.fabric.model.port import Packet, shared_table
 
 
 class Mmu:
@@ -36,8 +36,9 @@ class Mmu:
             raise FabricError("buffer too small for the reserve and headroom of every lossless PG")
         self.shared_used = 0
         #: per class, read once here like the rest of the switch's configuration
-        self._static = [t.limit for t in cfg.tcs]
-        self._dynamic = [t.dynamic for t in cfg.tcs]
+        # read per packet per hop: one list for every switch with the same (port.shared_table)
+        self._static: list[int | None] = shared_table("static", [t.limit for t in cfg.tcs])
+        self._dynamic: list[bool] = shared_table("dynamic", [t.dynamic for t in cfg.tcs])
         self._alpha = cfg.buffer.alpha
         #: bytes charged per (ingress port, priority), all classes
         self.ingress = [[0] * 8 for _ in range(nports)]

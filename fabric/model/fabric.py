@@ -75,6 +75,9 @@ class Fabric:
         self.telemetry = telemetry if telemetry is not None else Telemetry()
         self.counters = Counters()
         self.deliver_pfc = deliver_pfc
+        #: every NIC's ``on_deliver``: one bound-method object, which HostNic.ingress compares by
+        #: identity to call :meth:`_on_deliver` directly
+        self.deliver_hook = self._on_deliver
         self.switches: dict[str, Switch] = {}
         cfg = topology.switch
         up_cfg = scale_up_config(cfg) if topology.has_scale_up else cfg
@@ -117,7 +120,8 @@ class Fabric:
                 if hp.gpu == 0:  # one set of addresses per server, shared by its GPUs
                     mates = frozenset(_ip_int(h.ip) for h in plan.hosts[hp.server * g : (hp.server + 1) * g])
                 nic.setup(_ip_int(hp.ip), mates, hp.gpu, g, topology.cross_rail_scale_up)
-            nic.on_deliver = self._on_deliver
+            nic.on_deliver = self.deliver_hook
+            nic.fabric = self
             self.nics.append(nic)
             self._host_ids[hp.name] = i
             self._host_ids[hp.ip] = i

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from uet.fabric.model.config import SwitchConfig
 from uet.fabric.model.events import EventQueue
@@ -33,6 +33,9 @@ from uet.fabric.model.telemetry import Counters, NicBytes, PfcReceived, Telemetr
 
 from uet.errors import DecodeError
 from uet.wire.net import EtherType
+
+if TYPE_CHECKING:
+    from uet.fabric.model.fabric import Fabric
 
 #: a C function as a Final name: the compiled build keeps it in a C static (an imported name is a
 #: look-up in the module's globals at every call)
@@ -157,6 +160,11 @@ class HostNic:
         self.link_tx: object = None
         #: called as ``on_deliver(host index, frame, time, is_pfc)`` for frames from the leaf
         self.on_deliver: Callable[[int, bytearray, int, bool], None] | None = None
+        #: the Fabric that set ``on_deliver``: while ``on_deliver`` is still its ``deliver_hook``
+        #: (nobody wrapped it) the NIC calls ``Fabric._on_deliver`` directly, which the compiled
+        #: build does natively (a callable attribute is a generic call that parses its arguments,
+        #: once per frame a host receives)
+        self.fabric: Fabric | None = None
         #: ``nic_bytes`` samples (host-side throughput) every this many ns, 0: none kept
         self._sample_ns = cfg.sample_ns if telemetry.wants("nic_bytes") else 0
         self._last_sample = -(1 << 62)
@@ -255,8 +263,13 @@ class HostNic:
                 if self.telemetry.wants("pfc_rx"):
                     self.telemetry.add(PfcReceived(now, self.name, 0, prio, quanta))
             self._kick(port, None, now)
-        if self.on_deliver is not None:
-            self.on_deliver(self.index, frame, now, is_pfc)
+        deliver = self.on_deliver
+        if deliver is not None:
+            fab = self.fabric
+            if fab is not None and deliver is fab.deliver_hook:
+                fab._on_deliver(self.index, frame, now, is_pfc)
+            else:
+                deliver(self.index, frame, now, is_pfc)
 
     def port_down(self, p: int, now: int) -> None:
         """The host's link failed at ``now``: the frames in the NIC's queues are lost and counted

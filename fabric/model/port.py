@@ -68,7 +68,7 @@ class Marking:
 class Packet:
     """A frame held in a switch: its bytes and what ingress learned about it."""
 
-    __slots__ = ("frame", "size", "in_port", "tc", "ip", "pool", "t_enq", "dst", "fcrc", "path", "hops")
+    __slots__ = ("frame", "size", "in_port", "tc", "ip", "pool", "t_enq", "dst", "fcrc", "path", "hops", "dmap", "ttl")
 
     def __init__(self, frame: bytearray, in_port: int, tc: int, ip: int, t_enq: int, dst: int = -1) -> None:
         self.frame = frame
@@ -93,6 +93,13 @@ class Packet:
         #: each takes one from the TTL, and the switch that hands the frame to a host or a tap
         #: (or re-reads or trims it) writes them all at once (frames.forward_rewrite)
         self.hops = 0
+        #: the DSCP → TC table ``tc`` was read from (None: not from the frame's DSCP, e.g. a
+        #: trimmed stub's class): a switch with the very same table takes ``tc`` as it is
+        #: instead of reading the DSCP again (only a trim changes it, which makes a new packet)
+        self.dmap: tuple[int, ...] | None = None
+        #: the TTL in the frame as last written (-1: not read), kept beside it so that a switch
+        #: tests ``ttl - hops`` without reading the frame (Switch._arrive)
+        self.ttl = -1
 
 
 _RR_AFTER: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, ...]] = {}
@@ -105,6 +112,20 @@ def _rr_after(strict: tuple[int, ...], dwrr: tuple[int, ...]) -> tuple[int, ...]
     t = _RR_AFTER.get(key)
     if t is None:
         t = _RR_AFTER[key] = tuple(-1 if tc in strict else (dwrr.index(tc) + 1) % len(dwrr) for tc in range(8))
+    return t
+
+
+_SHARED: dict[tuple[str, tuple[Any, ...]], list[Any]] = {}
+
+
+def shared_table(kind: str, items: list[Any]) -> list[Any]:
+    """One list object for every switch whose per-class table ``kind`` holds ``items`` (equal by
+    value; a list never written after it is built): the switches of a fabric read these at every
+    hop, and one copy of each stays in cache where 320 copies (1,024 hosts) did not."""
+    key = (kind, tuple(items))
+    t = _SHARED.get(key)
+    if t is None:
+        t = _SHARED[key] = items
     return t
 
 
@@ -146,21 +167,49 @@ class Port:
     ) -> None:
         if rate_bps <= 0:
             raise FabricError("link rate must be positive")
-        self.index = index
-        self.rate_bps = int(rate_bps)
-        self.delay_ns = int(delay_ns)
+        # The attributes a packet reads at every hop come first, in this order: the compiled
+        # build lays a class's attributes out in the order of their first assignment, so these
+        # share a few cache lines (at 1,024 hosts a hop finds its port's lines in no cache).
+        self.down = False
+        self.faulty = False
+        #: packets in all class queues
+        self.backlog = 0
+        self.busy_until = 0
+        #: time of the last "link free" event scheduled (-1: none yet; scheduled only when work
+        #: waits). Only compared with ``busy_until`` while the link is busy: a value from the past
+        #: never equals it again (``busy_until`` only grows), so nothing clears it when it has run
+        self.free_at = -1
+        #: PFC frames waiting to go (:data:`UNUSED` until the first: :meth:`send_ctrl`)
+        self.ctrl: deque[bytes] = UNUSED
+        #: per class, its queue (:data:`UNUSED` until its first packet: :meth:`queue`)
+        self.queues: list[deque[Packet]] = [UNUSED] * 8
+        self.qbytes = [0] * 8
+        self.paused_until = [0] * 8
+        #: classes whose received pauses are ignored (watchdog "forward" action)
+        self.ignore_pause = [False] * 8
+        self.strict = tuple(sorted(strict, reverse=True))
+        self.dwrr = tuple(tc for tc in range(8) if tc not in self.strict)
+        #: per class, the round robin's position after serving it alone (-1: a strict class),
+        #: for :meth:`pick_alone`
+        self.rr_after = _rr_after(self.strict, self.dwrr)
+        self.deficit = [0] * 8
+        self._rr = 0
+        self._fresh = True
+        self._strict_run = 0
+        #: ECN marking per TC on this port (None: no marking), set by the switch
+        self.ecn: list[Marking | None] = [None] * 8
+        self.tx_tc_bytes = [0] * 8
+        self.wire_overhead = wire_overhead
+        self.ser_num = 1  # set with the rate, below (rate_bps)
+        self.ser_den = 1
+        self.tx_bytes = 0
+        self.tx_frames = 0
+        self.rx_bytes = 0
+        self.rx_frames = 0
         self.mtu = mtu
         #: largest frame without FCS: MTU + Ethernet header + one 802.1Q tag
         self.max_frame = mtu + 18
-        self.mac = bytes(mac)
-        self.wire_overhead = wire_overhead
-        #: (node, port index) at the far end of the link, set when the topology is wired
-        self.peer: tuple[Node, int] | None = None
-        #: the far end is a host NIC (last hop: trimmed DSCP 5, §8.4)
-        self.faces_host = False
-        #: ECN marking per TC on this port (None: no marking), set by the switch
-        self.ecn: list[Marking | None] = [None] * 8
-        self.peer_mac = b"\xff" * 6
+        self.delay_ns = int(delay_ns)
         #: set by a Fabric: the far end, which is the handler of the events that bring it frames
         #: (``(node, port index, frame)``; ``(switch, port index, packet)`` for a packet forwarded
         #: to a switch, which keeps what ingress learned: :class:`Node`), whether it is a switch,
@@ -168,46 +217,27 @@ class Port:
         self.peer_node: Node | None = None
         self.peer_switch = False
         self.peer_port = 0
+        self.index = index
+        #: the far end is a host NIC (last hop: trimmed DSCP 5, §8.4)
+        self.faces_host = False
+        self.l2_rewrite = b""  # set with the peer's MAC, below (peer_mac)
+        # the rest
+        self.rate_bps = int(rate_bps)
+        self.mac = bytes(mac)
+        #: (node, port index) at the far end of the link, set when the topology is wired
+        self.peer: tuple[Node, int] | None = None
+        self.peer_mac = b"\xff" * 6
         #: per-link accounting (uet.fabric.model.linkload), set by a Fabric: the id (from 1) of
         #: the link this port sends on, and of the link arriving at it (the peer's sending port)
         self.link_id = 0
         self.in_link = 0
-        #: per class, its queue (:data:`UNUSED` until its first packet: :meth:`queue`)
-        self.queues: list[deque[Packet]] = [UNUSED] * 8
-        self.qbytes = [0] * 8
-        #: packets in all class queues
-        self.backlog = 0
         #: averaged queue per class for classic WRED (EcnConfig.weight_shift > 0)
         self.avg_q = [0.0] * 8
-        #: PFC frames waiting to go (:data:`UNUSED` until the first: :meth:`send_ctrl`)
-        self.ctrl: deque[bytes] = UNUSED
-        self.busy_until = 0
-        #: time of the last "link free" event scheduled (-1: none yet; scheduled only when work
-        #: waits). Only compared with ``busy_until`` while the link is busy: a value from the past
-        #: never equals it again (``busy_until`` only grows), so nothing clears it when it has run
-        self.free_at = -1
-        self.paused_until = [0] * 8
         self._pause_start = [0] * 8
         self._paused_acc = [0] * 8
-        #: classes whose received pauses are ignored (watchdog "forward" action)
-        self.ignore_pause = [False] * 8
-        self.strict = tuple(sorted(strict, reverse=True))
         w = weights or {}
-        self.dwrr = tuple(tc for tc in range(8) if tc not in self.strict)
-        #: per class, the round robin's position after serving it alone (-1: a strict class),
-        #: for :meth:`pick_alone`
-        self.rr_after = _rr_after(self.strict, self.dwrr)
         self.quantum = [max(1, w.get(tc, 1)) * self.max_frame for tc in range(8)]
-        self.deficit = [0] * 8
-        self._rr = 0
-        self._fresh = True
         self.strict_budget = strict_budget
-        self._strict_run = 0
-        self.tx_bytes = 0
-        self.tx_frames = 0
-        self.rx_bytes = 0
-        self.rx_frames = 0
-        self.tx_tc_bytes = [0] * 8
         #: time of the last frame start per class, for the PFC watchdog's "sent nothing since":
         #: kept by a switch for its lossless classes, the ones the watchdog watches (a NIC has none)
         self.last_tx = [0] * 8
@@ -215,16 +245,14 @@ class Port:
         self.wake_at = -1
         #: last telemetry sample time per class, index 8 for the port's byte counters
         self.last_sample = [-(1 << 62)] * 9
-        #: faults (uet.fabric.model.failover): the link is down (frames queued for it, started on
-        #: it or arriving over it are lost); in the ECMP groups (routing's view, which follows
-        #: ``down`` after the detection delay and the hold-down); frames arriving over it are
-        #: lost with probability ``loss`` drawn from ``loss_rng``; ``faulty``: down or lossy (the
-        #: one flag the data path tests); ``base_rate_bps``: the rate before any degradation
-        self.down = False
+        #: faults (uet.fabric.model.failover): the link is down (``down``: frames queued for it,
+        #: started on it or arriving over it are lost); in the ECMP groups (routing's view, which
+        #: follows ``down`` after the detection delay and the hold-down); frames arriving over it
+        #: are lost with probability ``loss`` drawn from ``loss_rng``; ``faulty``: down or lossy
+        #: (the one flag the data path tests); ``base_rate_bps``: the rate before any degradation
         self.routable = True
         self.loss = 0.0
         self.loss_rng: random.Random | None = None
-        self.faulty = False
         self.base_rate_bps = self.rate_bps
 
     @property

@@ -65,7 +65,7 @@ from uet.fabric.model.frames import (
 )
 from uet.fabric.model.lb import LoadBalancer
 from uet.fabric.model.linkload import LinkLoad
-from uet.fabric.model.port import CTRL, MIN_FRAME, Marking, Packet, Port
+from uet.fabric.model.port import CTRL, MIN_FRAME, Marking, Packet, Port, shared_table
 from uet.fabric.model.telemetry import (
     Counters,
     Dropped,
@@ -120,6 +120,22 @@ class Transmission:
     arrival: int
 
 
+def _markings(kind: str, ecn: list[Marking | None]) -> list[Marking | None]:
+    """:func:`~uet.fabric.model.port.shared_table` for a list of markings, equal when their
+    figures are: the first switch's list (its Marking objects) for every switch with the same."""
+    key = (
+        kind,
+        tuple(None if m is None else (m.kmin, m.kmax, m.pmax, m.wred_drop, m.weight_shift, m.last_hop) for m in ecn),
+    )
+    t = _MARKINGS.get(key)
+    if t is None:
+        t = _MARKINGS[key] = ecn
+    return t
+
+
+_MARKINGS: dict[tuple[str, tuple[tuple[int, int, float, bool, int, bool] | None, ...]], list[Marking | None]] = {}
+
+
 class Switch:
     """One switch of the model; see the module docstring."""
 
@@ -171,16 +187,18 @@ class Switch:
         ]
         self.mmu = Mmu(cfg, len(self.ports))
         self.lossless = self.mmu.lossless
+        # the per-class tables a packet reads at every hop: one list shared by every switch whose
+        # table is the same (port.shared_table)
         #: per class: lossless (``tc in lossless`` as a list look-up, once per packet per hop)
-        self._lossless = [tc in self.lossless for tc in range(8)]
+        self._lossless: list[bool] = shared_table("lossless", [tc in self.lossless for tc in range(8)])
         self.lb = LoadBalancer(cfg.lb, switch_id, self.rng)
         #: per class: the load balancer hashes (ECMP), and its seed (Switch._arrive inlines it)
-        self._lb_ecmp = [m == "ecmp" for m in self.lb.modes]
+        self._lb_ecmp: list[bool] = shared_table("lb_ecmp", [m == "ecmp" for m in self.lb.modes])
         self._lb_seed = self.lb.seed
         self._dscp_map = cfg.dscp_map
-        self._ecn: list[Marking | None] = [None if t.ecn is None else Marking(t.ecn) for t in cfg.tcs]
+        self._ecn: list[Marking | None] = _markings("ecn", [None if t.ecn is None else Marking(t.ecn) for t in cfg.tcs])
         # marking per egress port: a class with ``last_hop`` off is not marked towards a host
-        lasthop = [e if e is None or e.last_hop else None for e in self._ecn]
+        lasthop = _markings("lasthop", [e if e is None or e.last_hop else None for e in self._ecn])
         for port in self.ports:
             port.ecn = lasthop if port.faces_host else self._ecn
         self._trim_tc = cfg.trim.tc
@@ -222,10 +240,12 @@ class Switch:
         self._wake_ev: Callable[[Port, object, int], None] = self._on_wake
         self._process_ev: Callable[[int, bytearray, int], None] = self._process
         self._schedule: Callable[..., None] = self.events.schedule
-        self._ecn_avg = [e is not None and bool(e.weight_shift) for e in self._ecn]
+        self._ecn_avg: list[bool] = shared_table("ecn_avg", [e is not None and bool(e.weight_shift) for e in self._ecn])
         #: per class: arrivals update an average or a sample of its queue, so every packet
         #: enters the queue (no leaving at once from an idle port: _enqueue)
-        self._queue_watch = [avg or bool(self._sample_ns) for avg in self._ecn_avg]
+        self._queue_watch: list[bool] = shared_table(
+            "queue_watch", [avg or bool(self._sample_ns) for avg in self._ecn_avg]
+        )
         #: per-link accounting shared by a Fabric's switches (None: off); a packet then carries
         #: the links it crossed and the last switch reports it delivered (uet.fabric.model.linkload)
         self.link_load: LinkLoad | None = None
@@ -381,8 +401,10 @@ class Switch:
         if hl < 20 or tot < hl or len(frame) < ip + tot:
             self._drop(in_port, 0, "malformed", len(frame), now)
             return
-        tc = pcp if (pcp >= 0 and self._trust_pcp) else self._dscp_map[frame[ip + IP_TOS] >> 2]
-        if frame[ip + IP_TTL] <= 1:
+        by_pcp = pcp >= 0 and self._trust_pcp
+        tc = pcp if by_pcp else self._dscp_map[frame[ip + IP_TOS] >> 2]
+        ttl = frame[ip + IP_TTL]
+        if ttl <= 1:
             self._drop(in_port, tc, "ttl_expired", len(frame), now)
             return
         d = ip + IP_DST  # the destination address as an int, read byte by byte (no slice, no call)
@@ -396,6 +418,9 @@ class Switch:
             self._drop(in_port, tc, "no_route", len(frame), now)
             return
         pkt = Packet(frame, in_port, tc, ip, now, dst)
+        pkt.ttl = ttl
+        if not by_pcp:
+            pkt.dmap = self._dscp_map
         if self.link_load is not None:
             pkt.path = self._path_mark | self.ports[in_port].in_link
         if len(group) == 1:
@@ -421,8 +446,16 @@ class Switch:
         pt.rx_bytes += size
         pt.rx_frames += 1
         ip = pkt.ip
-        tc = self._dscp_map[frame[ip + IP_TOS] >> 2]
-        if frame[ip + IP_TTL] - pkt.hops <= 1:  # the TTL the frame has left
+        dmap = self._dscp_map
+        if pkt.dmap is dmap:  # the class the switch before read with this very table
+            tc = pkt.tc
+        else:
+            tc = dmap[frame[ip + IP_TOS] >> 2]
+            pkt.dmap = dmap
+        ttl = pkt.ttl
+        if ttl < 0:
+            ttl = pkt.ttl = frame[ip + IP_TTL]
+        if ttl - pkt.hops <= 1:  # the TTL the frame has left
             self._drop(in_port, tc, "ttl_expired", size, now)
             return
         addr = pkt.dst
@@ -530,6 +563,7 @@ class Switch:
         if pkt.hops:  # the stub is built from the frame as the switches before this one sent it
             forward_rewrite(frame, ip, pkt.hops)
             pkt.hops = 0
+            pkt.ttl = -1
         keep = tcfg.trim_bytes or max(tcfg.min_bytes, uet_header_len(frame, ip))
         dscp = tcfg.dscp_lasthop if port.faces_host else tcfg.dscp_fabric
         stub = Packet(trim(frame, ip, keep, dscp), pkt.in_port, self._trim_tc, ip, now, pkt.dst)
@@ -687,6 +721,7 @@ class Switch:
                         frame[0:12] = port.l2_rewrite
                         forward_rewrite(frame, pkt.ip, pkt.hops)
                         pkt.hops = 0
+                        pkt.ttl = -1
                     event = (peer, port.peer_port, frame)
                 bucket = ev._at.get(at)
                 if bucket is None:
@@ -699,6 +734,7 @@ class Switch:
                     frame[0:12] = port.l2_rewrite
                     forward_rewrite(frame, pkt.ip, pkt.hops)
                     pkt.hops = 0
+                    pkt.ttl = -1
                 tx(self, port.index, frame, now, end)
             if pkt is not None:
                 path = pkt.path
@@ -706,7 +742,7 @@ class Switch:
                     path = pkt.path = (path << self._port_bits) | port.index
                     load = self.link_load
                     if port.faces_host and load is not None:
-                        load.deliver(frame, pkt.ip, path, port.wire_overhead)
+                        load.deliver(frame, pkt.ip, path, port.wire_overhead, pkt.dst)
                 pool = pkt.pool
                 if pool == "shared" and not self._lossless[tc]:
                     mmu = self.mmu  # Mmu.release of a lossy packet, inlined
