@@ -182,7 +182,12 @@ class Message:
 
     ``data`` is the whole message (``bytes``; a ``memoryview`` of the caller's buffer for a
     receive posted with a buffer; a read-only ``memoryview`` of the reassembly buffer for a
-    message of at least :attr:`MessageConfig.inplace_threshold` bytes reassembled in place);
+    message of at least :attr:`MessageConfig.inplace_threshold` bytes reassembled in place; the
+    sink itself for a receive posted with a :class:`~uet.ses.sink.ReceiveSink`, the one case its
+    annotation leaves out, since such a receive's owner reads the sink, not ``data``). The
+    annotation must name every type compiled code may read here: the compiled build checks a
+    value read from a pure-Python class against it (a ``memoryview`` read as ``bytes`` raised
+    ``TypeError`` there);
     ``source`` the initiator's Fabric Address; ``mode`` the PDS delivery mode it arrived in (an
     int equal to :class:`uet.pds.Mode`); ``tag`` the 64-bit match bits of a tagged send, None for
     an untagged one; ``header_data`` the 64-bit immediate data when the initiator set ``HD``,
@@ -235,7 +240,7 @@ class Message:
         self.message_length = self.nbytes if message_length is None else message_length
 
     @property
-    def data(self) -> bytes:
+    def data(self) -> bytes | memoryview:
         d = self._data
         if d is None:
             d = self._data = b"".join(self._parts or ())
