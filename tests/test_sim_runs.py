@@ -105,3 +105,19 @@ def test_what_the_simulator_refuses_is_a_scenario_error_in_one_line() -> None:
         run_one(TINY, {}, {}, progress=display, faults=faults)
     assert isinstance(e.value.__cause__, FabricError)  # the simulator's own error stays the cause
     assert display.closed == 1
+
+
+def test_a_fault_of_the_simulator_itself_is_not_passed_off_as_a_scenario_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A TypeError inside a run is a defect of the code, not of the scenario: it propagates with
+    its traceback (a compiled build's type check once read as ``uet-sim: error: bytes object
+    expected; got memoryview``, exit 2, as if the user had written something wrong)."""
+    import uet.sim.runs as runs
+
+    def broken(*args: Any, **kw: Any) -> dict[str, Any]:
+        raise TypeError("bytes object expected; got memoryview")
+
+    monkeypatch.setattr(runs, "simulate", broken)
+    display = Display()
+    with pytest.raises(TypeError, match="memoryview"):
+        run_one(TINY, {}, {}, progress=display)
+    assert display.closed == 1

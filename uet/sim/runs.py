@@ -80,7 +80,7 @@ def run_one(
                 progress.close()
     except ScenarioError:
         raise
-    except (UetError, ValueError, TypeError, OSError) as e:
+    except (UetError, ValueError, OSError) as e:
         raise ScenarioError(str(e)) from e
 
 
