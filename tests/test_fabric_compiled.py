@@ -95,12 +95,14 @@ def _own_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, P
     """Copies of the compiled modules' sources in ``tmp_path``, which :mod:`uet.compiled` reads
     from now on."""
     copies = {}
-    for m in compiled.MODULES:
+    for m in compiled.covered():
         copies[m] = tmp_path / "src" / (m + ".py")
         copies[m].parent.mkdir(exist_ok=True)
         shutil.copyfile(compiled.source(m), copies[m])
-    monkeypatch.setattr(compiled, "_source_file", lambda m: str(copies[m]))
+    absent = tmp_path / "absent"
+    monkeypatch.setattr(compiled, "_source_file", lambda m: str(copies.get(m, absent / (m + ".py"))))
     assert compiled.source("uet.pds.core") == copies["uet.pds.core"]
+    assert compiled.covered() == sorted(copies)
     return copies
 
 
@@ -138,6 +140,40 @@ def test_a_stale_build_is_refused_after_its_record(
         os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
     with pytest.warns(UserWarning, match="stale"):
         assert compiled.current() is None
+
+
+@pytest.mark.parametrize("module", ["uet.ses.message", "uet.pds.__init__"])
+def test_a_build_is_stale_when_a_module_it_was_compiled_against_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str
+) -> None:
+    """A module the compiled ones import but that is not compiled itself (``Message``'s
+    annotations are checked by the compiled SES when it reads them) is covered by the digest and
+    by the stat record: a build older than a change to it is refused as stale."""
+    assert module not in compiled.MODULES and module in compiled.covered()
+    copies = _own_sources(tmp_path, monkeypatch)
+    _fake_build(tmp_path / "build", monkeypatch, compiled.sources_digest(), EXTENSION_SUFFIXES[0])
+    monkeypatch.setattr(compiled, "SETTLE_NS", -(10**12))
+    assert compiled.current() is not None
+    assert module in (tmp_path / "build" / compiled.STAT_FILE).read_text()
+    f = copies[module]
+    f.write_text(f.read_text() + "\n# changed\n")
+    with pytest.warns(UserWarning, match="stale"):
+        assert compiled.current() is None
+
+
+def test_a_module_newly_imported_by_a_compiled_one_is_covered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    copies = _own_sources(tmp_path, monkeypatch)
+    before = compiled.sources_digest()
+    assert "uet.tools.cli" not in copies
+    extra = tmp_path / "src" / "uet.newmod.py"
+    extra.write_text("X = 1\n")
+    copies["uet.newmod"] = extra
+    f = copies["uet.wire.pds"]
+    f.write_text(f.read_text() + "\nfrom uet.newmod import X  # noqa\n")
+    assert "uet.newmod" in compiled.covered()
+    changed = compiled.sources_digest()
+    extra.write_text("X = 2\n")
+    assert len({before, changed, compiled.sources_digest()}) == 3
 
 
 def test_sources_just_changed_are_not_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

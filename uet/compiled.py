@@ -19,6 +19,9 @@ the build is stale (a source changed since: the digest differs, and the compiled
 longer be what the source says), or made for another Python, every module is the pure-Python one
 and a stale or missing build is reported with a warning.
 
+The digest covers more than :data:`MODULES`: every module of the project they import, whose types
+the compiled code was built with (:func:`covered`).
+
 Hashing the sources at every start cost about 20 M instructions (a tenth of a small run), so once
 they matched the build's digest, the size, times, inode and device of each source are kept beside
 it (:data:`STAT_FILE`), and a later start whose sources still show exactly those hashes nothing;
@@ -61,6 +64,7 @@ __all__ = [
     "SETTLE_NS",
     "STAT_FILE",
     "active",
+    "covered",
     "current",
     "enable",
     "extension",
@@ -154,23 +158,72 @@ def sources() -> list[Path]:
     return [source(m) for m in MODULES]
 
 
+def _module_key(name: str) -> str | None:
+    """``name`` as :func:`_source_file` finds its source: the name itself for a module, the name
+    and ``.__init__`` for a package; None when the project has no source by that name."""
+    for key in (name, name + ".__init__"):
+        if os.path.isfile(_source_file(key)):
+            return key
+    return None
+
+
+def covered() -> list[str]:
+    """The sources a build depends on, as :func:`_source_file` keys, in order: :data:`MODULES`
+    and every module and package of the project they import, directly or not (``import`` and
+    ``from … import`` statements anywhere in a source, ``TYPE_CHECKING`` blocks included).
+
+    mypyc compiles a module with the types of everything it imports: a compiled module that reads
+    an attribute of a pure-Python class checks the value against that class's annotation, so an
+    annotation changed in a module that is not compiled changes what the compiled code does
+    (``Message.data`` annotated ``bytes`` while it could be a ``memoryview`` made the compiled
+    SES raise ``TypeError`` on messages reassembled in place). The digest therefore covers all of
+    them: a build older than any of them is stale."""
+    import ast  # here: only a hash (after a build, or after a source changed) needs it
+
+    seen: set[str] = set()
+    todo = list(MODULES)
+    while todo:
+        key = _module_key(todo.pop())
+        if key is None or key in seen:
+            continue
+        seen.add(key)
+        with open(_source_file(key), "rb") as f:
+            text = f.read()
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):  # covered, its imports unknown: the digest differs anyway
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for n in names:
+                parts = n.split(".")
+                if parts[0] == "uet":
+                    todo.extend(".".join(parts[:i]) for i in range(2, len(parts) + 1))
+    return sorted(seen)
+
+
 def sources_digest() -> str:
-    """SHA-256 over the names and contents of :func:`sources`."""
+    """SHA-256 over the names and contents of the sources a build depends on (:func:`covered`)."""
     import hashlib  # here: only a run that opts in needs it
 
     h = hashlib.sha256()
-    for m in MODULES:
+    for m in covered():
         with open(_source_file(m), "rb") as f:
             h.update(m.encode() + b"\0" + f.read() + b"\0")
     return h.hexdigest()
 
 
-def _stat_lines(newest_ns: int) -> tuple[list[str], bool]:
-    """A line per module of :data:`MODULES`: its name and its source's size, times, inode and
-    device; and whether every source last changed before ``newest_ns``."""
+def _stat_lines(names: Sequence[str], newest_ns: int) -> tuple[list[str], bool]:
+    """A line per source of ``names`` (:func:`_source_file` keys): its name and its size, times,
+    inode and device; and whether every source last changed before ``newest_ns``."""
     lines = []
     settled = True
-    for m in MODULES:
+    for m in names:
         st = os.stat(_source_file(m))
         settled = settled and max(st.st_mtime_ns, st.st_ctime_ns) < newest_ns
         lines.append(f"{m} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino} {st.st_dev}")
@@ -181,17 +234,19 @@ def _sources_match(built: str) -> bool:
     """The sources are those the build whose digest is ``built`` was made from: their stat
     record (:data:`STAT_FILE`) says so, or else their digest does (module docstring)."""
     newest_ns = time.time_ns() - SETTLE_NS  # before the stat calls: a change after them is newer
-    lines, settled = _stat_lines(newest_ns)
-    record = "\n".join([built, *lines]) + "\n"
     path = os.path.join(COMPILED_DIR, STAT_FILE)
     try:
         with open(path) as f:
-            if f.read() == record:
-                return True
-    except (OSError, UnicodeDecodeError):
+            kept = f.read()
+        names = [line.split(" ", 1)[0] for line in kept.splitlines()[1:]]
+        if "\n".join([built, *_stat_lines(names, newest_ns)[0]]) + "\n" == kept:
+            return True
+    except (OSError, UnicodeDecodeError):  # no record, or a source it names is gone
         pass
     if sources_digest() != built:
         return False
+    lines, settled = _stat_lines(covered(), newest_ns)
+    record = "\n".join([built, *lines]) + "\n"
     if settled:
         tmp = f"{path}.{os.getpid()}"
         try:
