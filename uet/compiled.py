@@ -129,6 +129,7 @@ MODULES = (
     *(f"uet.cc.{m}" for m in ("base", "ccc", "dctcp", "entropy", "nscc", "pullrate", "rccc", "rccc_paths")),
     "uet.wire.frame",
     "uet.wire.pds",
+    "uet.wire.pdsfast",
 )
 
 #: the folder of ``uet.fabric``: ``uet/fabric`` where installed, the repository's ``fabric/``

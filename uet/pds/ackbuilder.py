@@ -21,6 +21,7 @@ from typing import Final, Protocol
 
 from uet.pds.config import PdsConfig
 from uet.wire.pds import ACK, ACK_CC, ACK_CCX, ACK_PROBE, PdsType, psn_diff
+from uet.wire.pdsfast import ack_cc_nscc, ack_ccx_nscc
 
 _M32: Final = 0xFFFFFFFF
 _M24: Final = 0xFFFFFF
@@ -131,6 +132,35 @@ class AckBuilder:
             return (ACK_PROBE if probe else ACK).encode((int(PdsType.ACK), rnh, flags, off, cack, tp.lpdcid, tp.rpdcid))
         rcvd = tp.rcvd
         soff, bm = sack_window(rcvd, cack, hi) if rcvd else (1, 0)  # (nothing above CACK: no SACK)
+        if not probe:  # the common case: uet.wire.pdsfast's copy of the codec, compiled
+            st = min(service_us, 0xFFFF)
+            rb = ((tp.rcvd_bytes + 255) >> 8) & _M24
+            ooo = min(len(rcvd), 0xFFFF)
+            if self.ccx:
+                xs = (((tp.ecn_bytes + 255) >> 8) & _M24) << 40
+                return ack_ccx_nscc(
+                    self._type,
+                    rnh,
+                    flags,
+                    off,
+                    cack,
+                    tp.lpdcid,
+                    tp.rpdcid,
+                    0,
+                    0,
+                    self.mpr,
+                    soff,
+                    bm,
+                    st,
+                    0,
+                    0,
+                    rb,
+                    ooo,
+                    xs,
+                )
+            return ack_cc_nscc(
+                self._type, rnh, flags, off, cack, tp.lpdcid, tp.rpdcid, 0, 0, self.mpr, soff, bm, st, 0, 0, rb, ooo
+            )
         v: tuple[int, ...] = (
             self._type,
             rnh,

@@ -82,6 +82,7 @@ from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.ret import ReturnMixin
 from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import CONTROL, CONTROL_SYN, NackCode, psn_diff
+from uet.wire.pdsfast import unpack_control
 
 _NC_CLOSING_IN_ERR: Final = NackCode.CLOSING_IN_ERR
 _NC_RCVD_SES_PROCG: Final = NackCode.RCVD_SES_PROCG
@@ -110,7 +111,7 @@ class ControlMixin(ReturnMixin):
                 self._send_nack(src, code, psn, 0, spdcid, 0, now, entropy=entropy)
                 return
         else:
-            _t, _c, _f, opq, psn, spdcid, dpdcid, payload = CONTROL.unpack(data)
+            _t, _c, _f, opq, psn, spdcid, dpdcid, payload = unpack_control(data)
             pdc = self.pdcs.get(dpdcid)
             if pdc is None:
                 ent = self.config.control_entropy if entropy is None else entropy

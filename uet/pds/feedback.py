@@ -68,6 +68,7 @@ from uet.pds.scoreboard import AckInfo, AckTally, parse_ack
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import ACK_CC, ACK_EPSN, NACK, NACK_ACTION, AckFlag, NackAction, NackFlag
 from uet.wire.pds import psn_diff as _diff  # the one serial-number difference (wire-format.md §15)
+from uet.wire.pdsfast import unpack_ack_cc_raw
 
 _NA_CLOSE: Final = NackAction.CLOSE
 _A_CLS: Final = int(AckFlag.REQ_CLOSE)
@@ -155,7 +156,7 @@ class FeedbackMixin(CloseMixin):
         times and counters."""
         if len(data) < _ACK_CC_LEN:
             return False
-        v = _RAW_CC.unpack(data)
+        v = unpack_ack_cc_raw(data)
         if v[11]:  # a SACK bitmap
             return False
         pdc = self.pdcs.get(v[6])

@@ -72,7 +72,6 @@ from uet.pds.pdc import InitiatorPdc, TxPkt, earliest_deadline
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK,
-    CC_REQUEST,
     CC_REQUEST_SYN,
     CONTROL,
     CONTROL_SYN,
@@ -80,6 +79,7 @@ from uet.wire.pds import (
     REQUEST_SYN,
     psn_diff,
 )
+from uet.wire.pdsfast import cc_request, control
 
 #: REQUEST's own struct (one definition of the header, uet.wire.pds): prologue word, fields
 _REQ_PACK: Final = REQUEST._struct.pack
@@ -615,8 +615,8 @@ class InitiatorMixin(FeedbackMixin):
                     v = (t + 11, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid, 0, psn - pdc.start_psn, *cst)
                     hdr = CC_REQUEST_SYN.encode(v)
                 else:
-                    hdr = CC_REQUEST.encode(
-                        (t + _P_CC_REQ_DELTA, pkt.next_hdr, flags, cpo, psn, pdc.lpdcid, pdc.rpdcid, *cst)
+                    hdr = cc_request(
+                        t + _P_CC_REQ_DELTA, pkt.next_hdr, flags, cpo, psn, pdc.lpdcid, pdc.rpdcid, cst[0], cst[1]
                     )
             elif syn:
                 hdr = REQUEST_SYN.encode((t, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid, 0, psn - pdc.start_psn))
@@ -626,7 +626,7 @@ class InitiatorMixin(FeedbackMixin):
         else:
             if pdc.mode == 1:
                 flags |= _ISROD
-            data = CONTROL.encode((_P_CONTROL, pkt.ctl, flags, 0, psn, pdc.lpdcid, pdc.rpdcid, 0))
+            data = control(_P_CONTROL, pkt.ctl, flags, 0, psn, pdc.lpdcid, pdc.rpdcid, 0)
         ent = pdc.entropy.next_entropy()
         pkt.entropy = ent
         pkt.tx_time = now
@@ -689,7 +689,7 @@ class InitiatorMixin(FeedbackMixin):
                 )
             )
         else:
-            hdr = CONTROL.encode((_P_CONTROL, ctl, flags, 0, psn & _M32, pdc.lpdcid, pdc.rpdcid, payload & _M32))
+            hdr = control(_P_CONTROL, ctl, flags, 0, psn & _M32, pdc.lpdcid, pdc.rpdcid, payload & _M32)
         self._out.append((hdr, pdc.peer, self.config.control_entropy))
         self._count("ctl_tx_" + _CT_NAMES[ctl])
 

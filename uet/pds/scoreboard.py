@@ -24,6 +24,7 @@ from uet.pds._aliases import _A_EPSN, _A_M, _A_P, _A_RETX, _M32
 from uet.pds.events import Acked, AckedRun, Event
 from uet.wire.pds import ACK, ACK_CC, ACK_CCX, ACK_EPSN, PdsType
 from uet.wire.pds import psn_diff as _diff
+from uet.wire.pdsfast import unpack_ack_cc_raw
 
 _ACK: Final = int(PdsType.ACK)
 _ACK_CC: Final = int(PdsType.ACK_CC)
@@ -108,7 +109,7 @@ def parse_ack(data: bytes, t: int, flags: int) -> AckInfo | None:
     hl = _ACK_CC_LEN if t == _ACK_CC else _ACK_CCX_LEN
     if len(data) < hl:
         return None
-    v = (_RAW_CC_P if flags & _A_P else _RAW_CC).unpack(data)
+    v: tuple[int, ...] = _RAW_CC_P.unpack(data) if flags & _A_P else unpack_ack_cc_raw(data)
     a = AckInfo(t, flags, hl, v[3], v[4], v[5], v[6])
     a.mpr, a.sack_off, a.bitmap = v[9], v[10], v[11]
     if t == _ACK_CC:

@@ -109,14 +109,13 @@ from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK_EPSN,
-    CC_REQUEST,
     CC_REQUEST_SYN,
-    CONTROL,
     REQUEST,
     REQUEST_SYN,
     NackCode,
     psn_diff,
 )
+from uet.wire.pdsfast import control, unpack_cc_request
 from uet.wire.ses import extension_layout, ses_layout
 
 _NC_INVALID_SYN: Final = NackCode.INVALID_SYN
@@ -232,13 +231,17 @@ class TargetMixin(ControlMixin):
             self._drop("short_request", now, src)
             return
         syn = flags & _SYN
+        cid = ctgt = 0  # a CC request's CCC ID and credit target, wire-format.md §5.2
         if syn:
             v = (CC_REQUEST_SYN if cc else REQUEST_SYN).unpack(data)
             cpo, psn, spdcid, poff = v[3], v[4], v[5], v[7]
+            if cc:
+                cid, ctgt = v[8], v[9]
+        elif cc:
+            _t, _nh, _f, cpo, psn, spdcid, dpdcid, cid, ctgt = unpack_cc_request(data)
         else:
-            v = (CC_REQUEST if cc else REQUEST).unpack(data)
+            v = REQUEST.unpack(data)
             cpo, psn, spdcid, dpdcid = v[3], v[4], v[5], v[6]
-        ccs = v[-2:] if cc else None  # (CCC ID, credit target), wire-format.md §5.2
         mode = _ROD if t == _P_ROD_REQ or t == _P_ROD_CC_REQ else _RUD
         retx = flags & _RETX
         nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
@@ -334,9 +337,9 @@ class TargetMixin(ControlMixin):
             return
         ent = cfg.control_entropy if entropy is None else entropy
         tp.last_rx = now
-        if ccs is not None and self.credit_scheduler is not None:
+        if cc and self.credit_scheduler is not None:
             nominal = 0 if trimmed else len(data) + 48 + self.wire_overhead
-            self._note_credit_target(tp, ccs[0], ccs[1], nominal, now, trimmed and not lasthop, ecn == 3)
+            self._note_credit_target(tp, cid, ctgt, nominal, now, trimmed and not lasthop, ecn == 3)
         if cpo < 0:
             self._note_clear(tp, (psn + cpo) & _M32)
         d = (psn - tp.rx_base) & _M32
@@ -723,6 +726,6 @@ class TargetMixin(ControlMixin):
     def _send_credit(self, tp: TargetPdc, grant: int) -> None:
         """One CREDIT CP (wire-format.md §5.8): payload = the cumulative 24-bit grant."""
         flags = _ISROD if tp.mode is _ROD else 0
-        hdr = CONTROL.encode((_P_CONTROL, _CT_CREDIT, flags, 0, 0, tp.lpdcid, tp.rpdcid, grant))
+        hdr = control(_P_CONTROL, _CT_CREDIT, flags, 0, 0, tp.lpdcid, tp.rpdcid, grant)
         self._out.append((hdr, tp.peer, self.config.control_entropy))
         self._count("ctl_tx_CREDIT")
