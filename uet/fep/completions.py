@@ -43,26 +43,29 @@ class Completions(FepState):
             if self.waiters.queue or self.ses.has_events():  # else _drain_ses has nothing to do
                 self._drain_ses()
             return
-        take = self.pds.take_events
+        pds = self.pds
         dirty = self._dirty
-        finish = self._maybe_finish
         acked = 0
         # Events are dispatched on ``type(ev)`` kept in a local (one call per event on the data
-        # path); mypy cannot narrow through that alias, so they are typed Any here.
-        evs: Sequence[Any] = take()
+        # path); mypy cannot narrow through that alias, so they are typed Any here, and the
+        # message of a plain Acked is read through a typed name (``om``: the compiled build then
+        # reads its fields natively, not through Python's generic attribute lookup).
+        evs: Sequence[Any] = pds.take_events()
+        om: OutMessage
         while evs:
             for ev in evs:
                 t = type(ev)
                 if t is AckedRun:  # (pds.acked_runs) packets of one token, implicitly Acked
                     msg, cnt = ev
                     if type(msg) is OutMessage:
-                        msg.done += cnt
-                        lane = msg.lane
+                        om = msg
+                        om.done += cnt
+                        lane = om.lane
                         lane.inflight -= cnt
                         dirty[lane] = None
                         acked += cnt
-                        if msg.done >= msg.submitted:
-                            finish(msg)
+                        if om.done >= om.submitted:
+                            self._maybe_finish(om)
                         continue
                     for _ in range(cnt):
                         self._on_event(_tnew(Acked, (msg, 0, b"")), now)
@@ -70,16 +73,17 @@ class Completions(FepState):
                 if t is Acked:
                     msg, rnh, _resp = ev
                     if not rnh and type(msg) is OutMessage:
-                        msg.done += 1
-                        lane = msg.lane
+                        om = msg
+                        om.done += 1
+                        lane = om.lane
                         lane.inflight -= 1
                         dirty[lane] = None
                         acked += 1
-                        if msg.done >= msg.submitted:
-                            finish(msg)
+                        if om.done >= om.submitted:
+                            self._maybe_finish(om)
                         continue
                 self._on_event(ev, now)
-            evs = take()  # (handlers never queue PDS events today; drained again to be sure)
+            evs = pds.take_events()  # (handlers never queue PDS events today; drained again to be sure)
         self._stats["packets_acked"] += acked
         self._drain_ses()
 

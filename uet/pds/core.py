@@ -422,7 +422,6 @@ class PdsCore(initiator.InitiatorMixin):
         other than None, or ``SesNack`` ends the run (its state written first) and the datagram
         takes :meth:`receive_datagram`. Without ``on_data``, with an event log or with
         ``ack_per_pkt`` every datagram takes :meth:`receive_datagram`."""
-        rx = self.receive_datagram
         hook = self.on_data
         cfg = self.config
         g = self.guard
@@ -437,10 +436,10 @@ class PdsCore(initiator.InitiatorMixin):
             # (one datagram: nothing follows it to predict)
             for data, src, ecn in batch:
                 if ecn > 3:
-                    rx(data, now, source=src, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
-                       last_hop=bool(ecn & _ECN_LASTHOP), sdi=sdi)  # fmt: skip
+                    self.receive_datagram(data, now, source=src, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
+                                          last_hop=bool(ecn & _ECN_LASTHOP), sdi=sdi)  # fmt: skip
                 else:
-                    rx(data, now, source=src, ecn=ecn, sdi=sdi)
+                    self.receive_datagram(data, now, source=src, ecn=ecn, sdi=sdi)
             return
         pdcs = self.pdcs
         trig = cfg.ack_gen_trigger
@@ -501,10 +500,10 @@ class PdsCore(initiator.InitiatorMixin):
                     self._end_run(tp, nxt, k, nbytes, gen, mc, due, nondue, now, hp if held else None, arp)
                 tp = None
             if ecn > 3:
-                rx(data, now, source=src, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
-                   last_hop=bool(ecn & _ECN_LASTHOP), sdi=sdi)  # fmt: skip
+                self.receive_datagram(data, now, source=src, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
+                                      last_hop=bool(ecn & _ECN_LASTHOP), sdi=sdi)  # fmt: skip
                 continue
-            rx(data, now, source=src, ecn=ecn, sdi=sdi)
+            self.receive_datagram(data, now, source=src, ecn=ecn, sdi=sdi)
             if i == last:
                 continue  # nothing follows to predict
             # start a run after a request accepted as the newest PSN of its PDC: either in order

@@ -315,9 +315,21 @@ class SesFep:
         return min(ts) if ts else None
 
     def handle_timer(self, now: int) -> None:
-        """Fire due timers of both engines (the fast path is swept by :meth:`expire`)."""
+        """Fire due timers of both engines (the fast path is swept by :meth:`expire`). With
+        nothing in progress in either (no operation, message, reservation, deferral or sync
+        group) both would do nothing: they are not called (the FEP core calls this at every
+        timer of the PDS, thousands per run, and the engines are interpreted code)."""
+        tgt = self.target
+        if (
+            not self.initiator._ops
+            and not tgt._recs
+            and not tgt._reserved_at
+            and not tgt._deferrals
+            and not tgt.sync._groups
+        ):
+            return
         self.initiator.handle_timer(now)
-        self.target.handle_timer(now)
+        tgt.handle_timer(now)
 
     def expire(self, now: int) -> None:
         """Housekeeping: drop idle partial fast-path messages (reassembly timeout, §6.1)."""

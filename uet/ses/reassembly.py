@@ -89,6 +89,7 @@ from uet.ses.message import (
 )
 from uet.ses.packets import build_response
 from uet.ses.replay import IdRange, is_copy, widen
+from uet.ses.sink import ReceiveSink
 from uet.wire.ses import RESPONSE, ResponseOpcode, ReturnCode
 
 __all__ = ["Reassembler"]
@@ -144,9 +145,10 @@ class _Partial:
     error: int = 0
     tag: int | None = None
     #: in-place reassembly (``MessageConfig.inplace_threshold``): the buffer, a writable view of
-    #: it, and how far its pages are populated
+    #: it (or the posted receive's memory: a view of its buffer or a receive sink, uet.ses.sink),
+    #: and how far its pages are populated
     buf: mmap.mmap | None = None
-    view: memoryview | None = None
+    view: memoryview | ReceiveSink | None = None
     ahead: int = 0
     #: bytes this message has charged to ``Reassembler._partial_bytes`` (MessageConfig.max_partial_bytes)
     charged: int = 0
@@ -299,7 +301,11 @@ class Reassembler:
                 if off > ahead + _POPULATE_CHUNK:
                     return False  # far ahead of the in-order front: the general path
                 self._populate(rec, end)
-            view[off:end] = payload
+            if isinstance(view, ReceiveSink):  # its write without a slice object: end <= length == len(view)
+                if n:
+                    view.place(off, payload)
+            else:
+                view[off:end] = payload
             rec.segments[off] = n
             rec.received += n
             rec.last_ns = now
@@ -630,8 +636,10 @@ class Reassembler:
             self.receives.append((recv, _RC_OK, m))
         else:
             data = None
-            if rec.view is not None:
-                data = rec.view.toreadonly()
+            view = rec.view
+            if view is not None:
+                assert isinstance(view, memoryview)  # the in-place buffer (a receive's memory has recv)
+                data = view.toreadonly()
                 rec.view = rec.buf = None
             m = Message(
                 data, key[0], rec.mode, mid, rec.job_id, rec.initiator, rec.header_data, parts=parts, tag=rec.tag
