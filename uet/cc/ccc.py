@@ -151,7 +151,9 @@ class Ccc(SenderCc):
         else:
             b.pop(pdcid, None)
         if self.cc_request:
-            total = sum(b.values())
+            total = 0
+            for v in b.values():  # (a loop: the compiled build calls sum() as Python's builtin)
+                total += v
             for a in self.algorithms:
                 a.set_backlog(total)
 

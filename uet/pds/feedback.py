@@ -190,10 +190,11 @@ class FeedbackMixin(CloseMixin):
         rtt: int | None = None
         ent: int | None = None
         npk = nby = fresh = ecn_bytes = 0
-        pkt = out.pop(apsn, None)
+        pkt = out.get(apsn)  # (get and del: the compiled build has no native dict.pop)
         if pkt is None:
             c["acks_dup"] = c.get("acks_dup", 0) + 1
         else:
+            del out[apsn]
             npk = 1
             nby = pkt.nbytes
             ent = pkt.entropy

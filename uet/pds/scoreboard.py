@@ -252,7 +252,7 @@ class SackScoreboard:
         end = (cack + 1) & _M32
         nxt = pdc.next_psn
         append = events.append
-        pop = pdc.outstanding.pop
+        out = pdc.outstanding
         # tx_base may already be past CACK (packets acked one by one): never walk beyond CACK.
         # Checked once: walking forward from a tx_base at or before CACK meets ``end`` first.
         if _diff(cack, p) < 0:
@@ -261,8 +261,9 @@ class SackScoreboard:
         run = 0
         npk = nby = 0
         while p != end and p != nxt:
-            pkt = pop(p, None)
+            pkt = out.get(p)  # (get and del: the compiled build has no native dict.pop)
             if pkt is not None:
+                del out[p]
                 npk += 1
                 nby += pkt.nbytes
                 if not pkt.dst_received:
