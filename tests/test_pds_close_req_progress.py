@@ -131,3 +131,18 @@ def test_a_syn_with_another_start_psn_on_an_established_pdc_is_still_refused() -
     pair.inject(pair.b, request(START + 900, ipdc.lpdcid, syn_offset=0), A_ADDR)
     assert [k[2] for k in _kinds(pair.take(pair.b))] == [NackCode.INVALID_SYN]
     assert list(pair.b.core.pdcs.values()) == [tp] and tp.state is TargetState.ESTABLISHED
+
+
+def test_a_syn_whose_ses_header_cannot_be_read_opens_no_pdc() -> None:
+    """A SYN with a cut SES header is dropped and counted as on a PDC, before a PDC is made for
+    it: no reply, nothing left for its initiator (who never learns a PDCID) to close. A whole
+    SYN from the same PDCID then opens the PDC as usual."""
+    pair = Pair(CFG)
+    whole = request(START, 0x321, syn_offset=0)
+    cut = whole[: len(whole) - len(b"data") - 3]  # the SES header three bytes short
+    pair.inject(pair.b, cut, A_ADDR)
+    assert pair.take(pair.b) == [] and not pair.b.core.pdcs
+    assert pair.b.core.counters["drop_ses_header"] == 1
+    pair.inject(pair.b, whole, A_ADDR)
+    (tp,) = pair.b.core.pdcs.values()
+    assert tp.state is TargetState.ESTABLISHED and [k[0] for k in _kinds(pair.take(pair.b))] == [PdsType.ACK_CC]

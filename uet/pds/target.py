@@ -27,6 +27,10 @@ Choices where the notes are silent (inference):
   discarded silently until ``rod_nack_holdoff_ns`` has passed (then the next one is NACKed
   again, in case the NACK or the restarted head was lost): one NACK per loss instead of one
   per packet in flight.
+- A SYN whose SES header cannot be read (cut short, or of no known kind) is dropped and counted
+  (``drop_ses_header``) before any PDC is made for it, as such a request on a PDC is: nothing
+  answers it, so a PDC made for it would never be closed by its initiator. A trimmed SYN still
+  opens its PDC and is NACKed ``TRIMMED`` (its header may be cut by a short ``trim_bytes``).
 - A SYN for a new PDC while the core is closing (or at ``max_pdcs``) gets ``NO_PDC_AVAIL``. A SYN
   with a new Start_PSN from a PDCID whose old PDC still lingers in CLOSING replaces it; so does
   one whose old PDC is in CLOSE_WAIT (this target asked for a CLOSE the initiator, having
@@ -265,6 +269,12 @@ class TargetMixin(ControlMixin):
             if tp is None:
                 if nh not in _REQ_NH or spdcid == 0:
                     self._send_nack(src, _NC_PDC_HDR_MISMATCH, psn, 0, spdcid, nfl, now, entropy=entropy)
+                    return
+                if not trimmed and ses_end(data, hl, nh) is None and not ses_extension_missing(data, hl, nh):
+                    # an SES header that cannot be read (cut short, unknown kind): dropped, as on
+                    # a PDC, before a PDC is made for it; one would never be answered, so never
+                    # closed by its initiator, and any sender could fill max_pdcs with them
+                    self._drop("ses_header", now, src)
                     return
                 g = self.guard
                 proven = g is None or src in g.verified
