@@ -25,7 +25,7 @@ from uet.fabric.model.failover import Failover
 from uet.fabric.model.faults import FaultConfig
 from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.model.linkload import LinkLoad
-from uet.fabric.model.nic import HostNic
+from uet.fabric.model.nic import FrameSink, HostNic
 from uet.fabric.model.plan import HostPlan, TopologyLike
 from uet.fabric.model.port import Packet, Port
 from uet.fabric.model.scaleup import GpuNic, scale_up_config
@@ -35,7 +35,7 @@ from uet.fabric.model.telemetry import Counters, Telemetry
 from uet.wire.net import ip_bytes
 
 
-class Fabric:
+class Fabric(FrameSink):
     """Switches and host NICs of ``topology`` wired together; see the module docstring.
 
     ``deliver_pfc``: also hand PFC frames the leaf sends to a host to ``poll`` (the NIC model

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from uet.fabric.model.config import SwitchConfig
 from uet.fabric.model.events import EventQueue
@@ -33,9 +33,6 @@ from uet.fabric.model.telemetry import Counters, NicBytes, PfcReceived, Telemetr
 
 from uet.errors import DecodeError
 from uet.wire.net import EtherType
-
-if TYPE_CHECKING:
-    from uet.fabric.model.fabric import Fabric
 
 #: a C function as a Final name: the compiled build keeps it in a C static (an imported name is a
 #: look-up in the module's globals at every call)
@@ -132,6 +129,21 @@ class PfcTransmit:
                 port.pop(tc)
 
 
+class FrameSink:
+    """What a :class:`HostNic` hands the frames it receives to while nobody wrapped its
+    ``on_deliver``: the :class:`~uet.fabric.model.fabric.Fabric`, which subclasses this. A base
+    class here rather than the Fabric's own type, so that this module need not name the fabric's
+    module, which imports it (an import cycle), while the compiled build still calls
+    :meth:`_on_deliver` natively (a method of a compiled class, through its method table)."""
+
+    #: the bound method set as every NIC's ``on_deliver`` (compared by identity)
+    deliver_hook: Callable[[int, bytearray, int, bool], None]
+
+    def _on_deliver(self, host: int, frame: bytearray, now: int, is_pfc: bool) -> None:
+        """Take a frame the NIC of host index ``host`` received at ``now``."""
+        raise NotImplementedError
+
+
 class HostNic:
     """Host ``index`` (named ``name``) attached by one link; ``port`` is its transmit side."""
 
@@ -164,7 +176,7 @@ class HostNic:
         #: (nobody wrapped it) the NIC calls ``Fabric._on_deliver`` directly, which the compiled
         #: build does natively (a callable attribute is a generic call that parses its arguments,
         #: once per frame a host receives)
-        self.fabric: Fabric | None = None
+        self.fabric: FrameSink | None = None
         #: ``nic_bytes`` samples (host-side throughput) every this many ns, 0: none kept
         self._sample_ns = cfg.sample_ns if telemetry.wants("nic_bytes") else 0
         self._last_sample = -(1 << 62)
