@@ -98,7 +98,7 @@ class AckPending:
 class AckBuilder:
     """Encodes a target PDC's ACKs in the configured format (module docstring)."""
 
-    __slots__ = ("plain", "ccx", "mpr", "_cc", "_cc_probe", "_type")
+    __slots__ = ("plain", "ccx", "mpr", "_cc_probe", "_type")
 
     def __init__(self, cfg: PdsConfig) -> None:
         #: plain ACKs (``ack_format = "ack"``): no SACK, no CC state
@@ -108,9 +108,8 @@ class AckBuilder:
         self.ccx = not cfg.ack_on_ecn
         #: the MPR advertised (§2.4, in units of 128 PSNs)
         self.mpr = min(255, max(1, cfg.mp_range // 128))
-        table = ACK_CCX if self.ccx else ACK_CC
-        self._cc = table[(False, "nscc")]
-        self._cc_probe = table[(True, "nscc")]
+        #: the probe-answer layout (the other ACKs go through uet.wire.pdsfast)
+        self._cc_probe = (ACK_CCX if self.ccx else ACK_CC)[(True, "nscc")]
         self._type = int(PdsType.ACK_CCX if self.ccx else PdsType.ACK_CC)
 
     def build(
@@ -132,54 +131,19 @@ class AckBuilder:
             return (ACK_PROBE if probe else ACK).encode((int(PdsType.ACK), rnh, flags, off, cack, tp.lpdcid, tp.rpdcid))
         rcvd = tp.rcvd
         soff, bm = sack_window(rcvd, cack, hi) if rcvd else (1, 0)  # (nothing above CACK: no SACK)
+        st = min(service_us, 0xFFFF)
+        rb = ((tp.rcvd_bytes + 255) >> 8) & _M24
+        ooo = min(len(rcvd), 0xFFFF)
+        xs = (((tp.ecn_bytes + 255) >> 8) & _M24) << 40 if self.ccx else 0
         if not probe:  # the common case: uet.wire.pdsfast's copy of the codec, compiled
-            st = min(service_us, 0xFFFF)
-            rb = ((tp.rcvd_bytes + 255) >> 8) & _M24
-            ooo = min(len(rcvd), 0xFFFF)
             if self.ccx:
-                xs = (((tp.ecn_bytes + 255) >> 8) & _M24) << 40
                 return ack_ccx_nscc(
-                    self._type,
-                    rnh,
-                    flags,
-                    off,
-                    cack,
-                    tp.lpdcid,
-                    tp.rpdcid,
-                    0,
-                    0,
-                    self.mpr,
-                    soff,
-                    bm,
-                    st,
-                    0,
-                    0,
-                    rb,
-                    ooo,
-                    xs,
-                )
+                    self._type, rnh, flags, off, cack, tp.lpdcid, tp.rpdcid, 0, 0, self.mpr, soff, bm, st, 0, 0, rb,
+                    ooo, xs,
+                )  # fmt: skip
             return ack_cc_nscc(
                 self._type, rnh, flags, off, cack, tp.lpdcid, tp.rpdcid, 0, 0, self.mpr, soff, bm, st, 0, 0, rb, ooo
             )
-        v: tuple[int, ...] = (
-            self._type,
-            rnh,
-            flags,
-            off,
-            cack,
-            tp.lpdcid,
-            tp.rpdcid,
-            0,
-            0,
-            self.mpr,
-            soff,
-            bm,
-            min(service_us, 0xFFFF),
-            0,
-            0,
-            ((tp.rcvd_bytes + 255) >> 8) & _M24,
-            min(len(rcvd), 0xFFFF),
-        )
-        if self.ccx:
-            v = (*v, (((tp.ecn_bytes + 255) >> 8) & _M24) << 40)
-        return (self._cc_probe if probe else self._cc).encode(v)
+        v: tuple[int, ...] = (self._type, rnh, flags, off, cack, tp.lpdcid, tp.rpdcid, 0, 0, self.mpr, soff, bm, st, 0,
+                              0, rb, ooo)  # fmt: skip
+        return self._cc_probe.encode((*v, xs) if self.ccx else v)
