@@ -95,7 +95,7 @@ BREAKAGES: list[Breakage] = [
              "i = (p - base + 1) & _M32\n        if i < 64:", "SACK bits shifted by one PSN"),
     Breakage("ack-rcvd-bytes", "ack", _T, "nominal = n + 48 + self.wire_overhead", "nominal = n",
              "rcvd_bytes counts payload bytes, not the nominal size"),
-    Breakage("ack-ooo-count", "ack", _AB, "min(len(rcvd), 0xFFFF),", "0,", "ooo_count always 0",
+    Breakage("ack-ooo-count", "ack", _AB, "ooo = min(len(rcvd), 0xFFFF)", "ooo = 0", "ooo_count always 0",
              equivalent="not a MUST: the notes name the ACK_CC field only (wire-format.md §5.4), not what it "
                         "counts; ACK-024 (SHOULD) notices it"),
     Breakage("ack-dup-resp", "ack", _T,
