@@ -189,14 +189,27 @@ def test_each_fault_is_caught(tmp_path: Path, fault: str) -> None:
         # a generous timeout by default: a passing case never waits for it, and a loaded CI machine
         # must not turn a slow reply into a failure
         _rc, report = run_suite(p, *(opts or ["--timeout", "3"]))
-    ran = {c["id"] for c in report["cases"]}
-    assert catchers <= ran
-    got = failed(report)
-    assert catchers <= got, f"{fault} not caught by {sorted(catchers - got)}"
-    assert got == catchers, f"{fault} also broke {sorted(got - catchers)}"
+        ran = {c["id"] for c in report["cases"]}
+        assert catchers <= ran
+        got = failed(report)
+        assert catchers <= got, f"{fault} not caught by {sorted(catchers - got)}"
+        # a case outside the catchers that failed only by waiting out its timeout (a starved peer
+        # on a loaded machine) runs once more, alone and with a longer timeout, and must pass then;
+        # one that failed on a wrong answer fails this test at once, with what it saw
+        extra = {c["id"]: c for c in report["cases"] if c["id"] in got - catchers}
+        slow = sorted(i for i, c in extra.items() if "nothing matching arrived" in c.get("expected", ""))
+        if slow and len(slow) == len(extra):
+            again = run_suite(p, *[a for i in slow for a in ("-k", i)], "--timeout", "10")[1]
+            assert {c["id"] for c in again["cases"]} >= set(slow)
+            got -= set(slow) - failed(again)
+            extra.update({c["id"]: c for c in again["cases"] if c["id"] in got - catchers})
+    details = {i: {k: c.get(k) for k in ("outcome", "expected", "got")} for i, c in extra.items() if i in got}
+    assert got == catchers, f"{fault} also broke {sorted(got - catchers)}: {details}"
     # each catcher failed on the wrong answer itself, not by waiting out --timeout for the right one
     # (Session.expect's refute: an ACK naming a PSN never sent, a response to a packet id never sent)
-    waited = sorted(c["id"] for c in report["cases"] if "nothing matching arrived" in c.get("expected", ""))
+    waited = sorted(
+        c["id"] for c in report["cases"] if c["id"] in catchers and "nothing matching arrived" in c.get("expected", "")
+    )
     assert not waited, f"{fault}: {waited} waited out their timeout"
 
 
