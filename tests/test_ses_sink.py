@@ -4,11 +4,11 @@ in message order, whatever order the packets come in, holding only the pieces ah
 from __future__ import annotations
 
 import random
-import zlib
 
 import pytest
 
 from uet.ses.sink import DigestSink, ReceiveSink, digest, receive_view
+from uet.wire.crc import crc32c, crc32c_reference
 
 
 def _pieces(data: bytes, size: int) -> list[tuple[int, bytes]]:
@@ -24,7 +24,7 @@ def test_out_of_order_pieces_give_the_digest_of_the_message_in_order() -> None:
     for at, piece in pieces:
         sink[at : at + len(piece)] = memoryview(piece)
         most = max(most, sink.held)
-    assert sink.digest() == digest(data) == zlib.crc32(data)
+    assert sink.digest() == digest(data) == crc32c(data)
     assert sink.received == len(data) and sink.held == 0
     assert 0 < most < len(data)  # only what arrived ahead of a gap was ever kept
 
@@ -35,7 +35,7 @@ def test_pieces_in_order_are_never_held() -> None:
     for at, piece in _pieces(data, 1000):
         sink[at : at + len(piece)] = piece
         assert sink.held == 0
-    assert sink.digest() == digest(data) == zlib.crc32(data)
+    assert sink.digest() == digest(data) == crc32c(data)
 
 
 def test_a_gap_or_a_byte_written_twice_withholds_the_digest() -> None:
@@ -112,3 +112,13 @@ def test_every_bit_flipped_and_two_packets_swapped_change_the_digest() -> None:
     sink[512:1024] = data[512:]
     got = sink.digest()
     assert got is not None and got != sent
+
+
+def test_the_digest_is_crc32c_of_bytes_a_bytearray_or_a_view_alike() -> None:
+    data = random.Random(3).randbytes(5000)
+    want = crc32c_reference(data)
+    assert digest(data) == digest(bytearray(data)) == digest(memoryview(data)[0:]) == want
+    sink = DigestSink(len(data))
+    sink[2000:5000] = memoryview(bytearray(data))[2000:]  # held ahead of the gap, then folded in
+    sink[0:2000] = memoryview(data)[:2000]
+    assert sink.digest() == want

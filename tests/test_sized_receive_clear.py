@@ -12,12 +12,11 @@ tests/test_ses_waiting_recv.py.)"""
 
 from __future__ import annotations
 
-import zlib
-
 from fep_harness import FepPair
 
 from uet.fep import MessageReceived
 from uet.ses.sink import DigestSink
+from uet.wire.crc import crc32c
 
 SIZE = 30_000
 
@@ -47,7 +46,7 @@ def test_a_sized_receive_posted_late_finds_the_message_on_the_overflow_list_and_
     assert pair.run_until(lambda: pair.b.result(r) is not None)
     ev = pair.b.result(r)
     assert isinstance(ev, MessageReceived) and ev.message.message_length == SIZE
-    assert sink.digest() == zlib.crc32(data)
+    assert sink.digest() == crc32c(data)
     assert pair.run_until(lambda: pair.a.core.counters().get("ctl_tx_CLEAR", 0) > base)
     assert pair.b.core.counters().get("ctl_rx_CLEAR", 0) >= 1
 
@@ -60,6 +59,6 @@ def test_a_sized_receive_posted_first_takes_the_expected_list_and_nothing_is_cle
     r = pair.b.core.post_recv(sink)
     s = pair.a.core.send(pair.b.address, data)
     assert pair.run_until(lambda: pair.b.result(r) is not None and pair.a.result(s) is not None)
-    assert sink.digest() == zlib.crc32(data)
+    assert sink.digest() == crc32c(data)
     pair.run_until(lambda: False, max_ns=50_000_000)  # long past any CLEAR timer
     assert pair.a.core.counters().get("ctl_tx_CLEAR", 0) == base

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import zlib
 
 import pytest
 
 from uet.endpoint import Endpoint, EndpointConfig
 from uet.stats import percentile
 from uet.transport import Transport
+from uet.wire.crc import crc32c
 from uet.workloads import WORKLOADS, FlowReport, RankReport, make, message_data
 from uet.workloads.report import summarize
 
@@ -141,7 +141,7 @@ async def test_an_unfinished_flow_reports_its_retransmissions() -> None:
         (f,) = wl.unfinished(0, ep, addrs, report, 0.3)
         assert f.error == "timeout" and f.dst == addrs[1] and f.completion_s == 0.3
         assert f.retransmits == ep.counters["retransmits_to:" + addrs[1]] > 0
-        assert f.crc32 == [zlib.crc32(message_data(5, 0, i, 3000)) for i in range(2)]
+        assert f.crc32 == [crc32c(message_data(5, 0, i, 3000)) for i in range(2)]
         res = summarize(wl, addrs, [report_with(report, f), RankReport()])
         (row,) = res["flows"]
         assert row["retransmits"] == f.retransmits and not row["intact"] and row["delivered"] == 0

@@ -12,7 +12,7 @@ is real time with a factor of 1).
 Message identity (as ``uet-run`` did before): message ``index`` of flow ``flow`` carries
 ``flow << 32 | index`` as its SES header data, and its payload is :func:`message_data` of the run
 seed, so a receiver can report what arrived and the launcher can check every message arrived once
-and intact (the digest of the bytes sent against that of the bytes received: CRC-32,
+and intact (the digest of the bytes sent against that of the bytes received: CRC-32C,
 :func:`uet.ses.sink.digest`, which says why it suffices).
 
 **Parameters**: besides the common four (ranks, message size and count, seed), a workload class
