@@ -11,10 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from uet.pds.ackbuilder import sack_window
-from uet.pds.scoreboard import parse_ack, sack_walk
+from uet.pds.scoreboard import ack_cc_info, parse_ack, sack_walk
 from uet.wire import pds as w
 from uet.wire.layout import Layout
 from uet.wire.pds import ACK, ACK_CC, ACK_CCX, ACK_EPSN, AckFlag, PdsType, psns_to_sack, sack_to_psns
+from uet.wire.pdsfast import unpack_ack_cc_raw
 
 PDS = Path(__file__).resolve().parent.parent / "uet" / "pds"
 PSN = st.integers(0, 0xFFFFFFFF)
@@ -61,6 +62,37 @@ def test_parse_ack_reads_each_kind_and_refuses_short_ones() -> None:
     opaque = ccx.encode((PdsType.ACK_CCX, 0, 0, 0, 1000, 7, 9, 1, 0, 1, 1, 0, 5, 77))  # CCX type 1: undefined
     a = parse_ack(opaque, PdsType.ACK_CCX, 0)
     assert a is not None and a.ccw == -1 and a.ccx == -1
+
+
+_FIELDS = ("t", "flags", "hl", "off", "cack", "spdcid", "dpdcid", "mpr", "sack_off", "bitmap", "ccw", "ccx")
+
+
+@given(
+    st.integers(0, 0x7F),
+    st.integers(-0x8000, 0x7FFF),
+    PSN,
+    st.integers(0, 0xFFFF),
+    st.integers(0, 0xFFFF),
+    st.integers(0, 0xF),
+    st.integers(0, 0xFF),
+    st.integers(-0x8000, 0x7FFF),
+    st.integers(0, (1 << 64) - 1),
+    st.integers(0, (1 << 64) - 1),
+)
+def test_the_ack_cc_record_from_the_fast_paths_read_is_the_layouts(
+    flags: int, off: int, cack: int, sp: int, dp: int, cc_type: int, mpr: int, soff: int, bm: int, state: int
+) -> None:
+    """The ACK path reads an ACK_CC once for its fast path and builds the general path's record
+    from those values (uet.pds.feedback): the same record as the layout's own decoding."""
+    flags &= ~int(AckFlag.P)
+    cc = ACK_CC[(False, "raw")]
+    data = cc.encode((PdsType.ACK_CC, 0, flags, off, cack, sp, dp, cc_type, 0, mpr, soff, bm, state))
+    t, _nh, f, o, c, s_, d, ct, _cf, m, so, b, st_ = cc.decode(data)
+    want = (int(t), f, cc.size, o, c, s_, d, m, so, b, st_ | ct << 64, -1)
+    got = ack_cc_info(unpack_ack_cc_raw(data), flags)
+    assert tuple(getattr(got, n) for n in _FIELDS) == want
+    a = parse_ack(data, PdsType.ACK_CC, flags)
+    assert a is not None and tuple(getattr(a, n) for n in _FIELDS) == want
 
 
 def _layouts() -> set[str]:

@@ -64,7 +64,7 @@ from uet.pds.backoff import rtt_sample
 from uet.pds.closing import CloseMixin
 from uet.pds.events import Acked, NackReceived, ProbeAnswered
 from uet.pds.pdc import InitiatorPdc, TxPkt
-from uet.pds.scoreboard import AckInfo, AckTally, parse_ack
+from uet.pds.scoreboard import AckInfo, AckTally, ack_cc_info, parse_ack
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import ACK_CC, ACK_EPSN, NACK, NACK_ACTION, AckFlag, NackAction, NackFlag
 from uet.wire.pds import psn_diff as _diff  # the one serial-number difference (wire-format.md §15)
@@ -95,15 +95,13 @@ class FeedbackMixin(CloseMixin):
         """Sender processing of ACK / ACK_CC / ACK_CCX (§2.8 "Sender processing of an ACK"):
         parse, find and check the PDC, apply it to the PDC's scoreboard (uet.pds.scoreboard),
         then the RTT, the congestion gate, and what the ACK asks of the PDC."""
-        if (
-            t == _P_ACK_CC
-            and not flags & _A_P
-            and self.fast_paths
-            and self._log is None
-            and self._rx_ack_fast(data, src, now, nh, flags)
-        ):
-            return
-        a = parse_ack(data, t, flags)
+        if t == _P_ACK_CC and not flags & _A_P and self.fast_paths and self._log is None and len(data) >= _ACK_CC_LEN:
+            v = unpack_ack_cc_raw(data)  # read once, for the fast path and, if it declines, for the record
+            if self._rx_ack_fast(v, data, src, now, nh, flags):
+                return
+            a: AckInfo | None = ack_cc_info(v, flags)
+        else:
+            a = parse_ack(data, t, flags)
         if a is None:
             self._drop("short_ack", now, src)
             return
@@ -136,12 +134,22 @@ class FeedbackMixin(CloseMixin):
             self._log_ack(pdc, a, src, now)
         self._ack_after(pdc, a, data, now)
 
-    def _rx_ack_fast(self, data: bytes, src: str, now: int, nh: int, flags: int) -> bool:
+    def _rx_ack_fast(
+        self,
+        v: tuple[int, int, int, int, int, int, int, int, int, int, int, int, int],
+        data: bytes,
+        src: str,
+        now: int,
+        nh: int,
+        flags: int,
+    ) -> bool:
         """:meth:`_rx_ack` in one pass for the common ACK: an ACK_CC without P (not a PROBE's
         answer) and without a SACK bitmap, for an ESTABLISHED initiator PDC of this peer and SDI,
-        naming its own SPDCID, and no event log. False, having changed nothing, for any other
-        ACK (too short, SACK bits, another PDC kind or state, a wrong peer, SDI or SPDCID, PSNs
-        never sent): the general path then checks, counts and drops it as before.
+        naming its own SPDCID, and no event log; ``v`` is its header as
+        :func:`~uet.wire.pdsfast.unpack_ack_cc_raw` read it (:meth:`_rx_ack` reads it once, for
+        both paths). False, having changed nothing, for any other ACK (SACK bits, another PDC
+        kind or state, a wrong peer, SDI or SPDCID, PSNs never sent): the general path then
+        checks, counts and drops it as before.
 
         What it skips and why the result is the same: no :class:`AckInfo` / :class:`AckTally`
         records (the header tuple and locals carry the same fields), no SYN_SENT transition (the
@@ -154,9 +162,6 @@ class FeedbackMixin(CloseMixin):
         through the same helpers where they are more than a line. ``fast_paths`` False takes
         the general path; tests/test_pds_fastpath.py checks the two give the same packets,
         times and counters."""
-        if len(data) < _ACK_CC_LEN:
-            return False
-        v = unpack_ack_cc_raw(data)
         if v[11]:  # a SACK bitmap
             return False
         pdc = self.pdcs.get(v[6])

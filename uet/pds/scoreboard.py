@@ -18,13 +18,16 @@ that ``tests/test_pds_scoreboard.py`` proves equal to it.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from uet.pds._aliases import _A_EPSN, _A_M, _A_P, _A_RETX, _M32
 from uet.pds.events import Acked, AckedRun, Event
 from uet.wire.pds import ACK, ACK_CC, ACK_CCX, ACK_EPSN, PdsType
 from uet.wire.pds import psn_diff as _diff
 from uet.wire.pdsfast import unpack_ack_cc_raw
+
+if TYPE_CHECKING:
+    from uet.pds.pdc import TxPkt
 
 _ACK: Final = int(PdsType.ACK)
 _ACK_CC: Final = int(PdsType.ACK_CC)
@@ -38,32 +41,15 @@ _ACK_CCX_LEN: Final = ACK_CCX[(False, "raw")].size
 _tnew = tuple.__new__
 
 
-class ScoredPkt(Protocol):
-    """What the scoreboard reads and marks on a packet in flight (``uet.pds.pdc.TxPkt``)."""
-
-    token: Any
-    nbytes: int
-    entropy: int
-    ctl: int | None
-    sends: int
-    tx_time: int
-    rtx_wait: bool
-    rearmed: bool
-    #: known received (a SACK bit), reported missing (a SACK hole) and when
-    dst_received: bool
-    sack_hole: bool
-    hole_at: int
-
-
-P = TypeVar("P", bound=ScoredPkt)
-
-
-class ScoredPdc(Protocol[P]):
+class ScoredPdc(Protocol):
     """What the scoreboard reads and moves on its PDC (``uet.pds.pdc.InitiatorPdc``, which owns
-    it: declared here so the two modules do not name each other)."""
+    it: declared here so the two modules do not import each other at run time). Its packets are
+    :class:`uet.pds.pdc.TxPkt` by name, not a protocol: the compiled build reads and marks the
+    fields of a named class natively, where a protocol's are generic attribute look-ups (about
+    ten per SACK bit; issue 28)."""
 
     #: packets in flight by PSN
-    outstanding: dict[int, P]
+    outstanding: dict[int, TxPkt]
     next_psn: int
     tx_base: int
     max_cack: int
@@ -109,6 +95,8 @@ def parse_ack(data: bytes, t: int, flags: int) -> AckInfo | None:
     hl = _ACK_CC_LEN if t == _ACK_CC else _ACK_CCX_LEN
     if len(data) < hl:
         return None
+    if t == _ACK_CC and not flags & _A_P:
+        return ack_cc_info(unpack_ack_cc_raw(data), flags)
     v: tuple[int, ...] = _RAW_CC_P.unpack(data) if flags & _A_P else unpack_ack_cc_raw(data)
     a = AckInfo(t, flags, hl, v[3], v[4], v[5], v[6])
     a.mpr, a.sack_off, a.bitmap = v[9], v[10], v[11]
@@ -117,6 +105,16 @@ def parse_ack(data: bytes, t: int, flags: int) -> AckInfo | None:
     elif v[7] == 0:  # ACK_CCX of CCX type 0: NSCC state, then the ECN-marked bytes
         a.ccw = v[12]
         a.ccx = int.from_bytes(data[_ACK_CC_LEN:_ACK_CCX_LEN], "big")
+    return a
+
+
+def ack_cc_info(v: tuple[int, int, int, int, int, int, int, int, int, int, int, int, int], flags: int) -> AckInfo:
+    """:func:`parse_ack` of an ACK_CC without P (flags ``flags``) from its header as
+    :func:`uet.wire.pdsfast.unpack_ack_cc_raw` read it: the sender's ACK path, which reads the
+    header once for its fast path (uet.pds.feedback), builds the record from the same values."""
+    a = AckInfo(_ACK_CC, flags, _ACK_CC_LEN, v[3], v[4], v[5], v[6])
+    a.mpr, a.sack_off, a.bitmap = v[9], v[10], v[11]
+    a.ccw = v[12] | (v[7] << 64)
     return a
 
 
@@ -162,7 +160,7 @@ class SackScoreboard:
         self.high_sack = (self.high_sack + delta) & _M32
         self.mpr_cack = (self.mpr_cack + delta) & _M32
 
-    def late(self, pdc: ScoredPdc[P], pkt: P, now: int, original: bool) -> None:
+    def late(self, pdc: ScoredPdc, pkt: TxPkt, now: int, original: bool) -> None:
         """A packet an ACK had reported missing turns out received. When its first copy is the
         one that arrived (``original``: the ACK names it without RETX, or it was sent once, or
         the acknowledgement came sooner after its resend than ``min_rtt``), it was reordered,
@@ -181,7 +179,7 @@ class SackScoreboard:
             self.reo_wnd = late
         pkt.hole_at = 0
 
-    def claims_unsent(self, pdc: ScoredPdc[P], a: AckInfo, mp_range: int) -> bool:
+    def claims_unsent(self, pdc: ScoredPdc, a: AckInfo, mp_range: int) -> bool:
         """Does the ACK acknowledge a PSN this PDC never sent, or a CACK behind its window? A
         target acknowledges only what it received, so such an ACK is forged (or corrupt) and is
         dropped whole: none of it is applied (issue 29 item 5). In plaintext this is all a
@@ -197,7 +195,7 @@ class SackScoreboard:
         bm = a.bitmap
         return bool(bm) and _diff((cack + a.sack_off + bm.bit_length() - 1) & _M32, last) > 0
 
-    def window(self, pdc: ScoredPdc[P], a: AckInfo, events: deque[Event], runs: bool, t: AckTally, now: int) -> None:
+    def window(self, pdc: ScoredPdc, a: AckInfo, events: deque[Event], runs: bool, t: AckTally, now: int) -> None:
         """Apply the rest of an ACK after its named packet (:meth:`named`, or a PROBE's answer):
         MPR, CACK, the SACK bitmap, then slide ``tx_base``; ``Acked`` events (``AckedRun``
         with ``runs``) go to ``events``."""
@@ -213,13 +211,15 @@ class SackScoreboard:
         self.slide(pdc)
 
     def named(
-        self, pdc: ScoredPdc[P], a: AckInfo, data: bytes, nh: int, events: deque[Event], t: AckTally, now: int
+        self, pdc: ScoredPdc, a: AckInfo, data: bytes, nh: int, events: deque[Event], t: AckTally, now: int
     ) -> bool:
         """The packet the ACK names (ACK_PSN = CACK + offset); False when it is not outstanding."""
         apsn = (a.cack + a.off) & _M32
-        pkt = pdc.outstanding.pop(apsn, None)
+        out = pdc.outstanding
+        pkt = out.get(apsn)  # (get and del: the compiled build has no native dict.pop)
         if pkt is None:
             return False
+        del out[apsn]
         flags = a.flags
         t.npk = 1
         t.nby = pkt.nbytes
@@ -242,7 +242,7 @@ class SackScoreboard:
         return True
 
     def cumulative(
-        self, pdc: ScoredPdc[P], cack: int, events: deque[Event], runs: bool, ents: list[int], now: int
+        self, pdc: ScoredPdc, cack: int, events: deque[Event], runs: bool, ents: list[int], now: int
     ) -> tuple[int, int]:
         """A newer CACK: everything up to it is acknowledged, implicitly successful (§2.7).
         Answers the packets and bytes it acknowledged for the first time; the entropies of those
@@ -287,7 +287,7 @@ class SackScoreboard:
             self.high_sack = cack
         return npk, nby
 
-    def _sack(self, pdc: ScoredPdc[P], a: AckInfo, t: AckTally, now: int) -> None:
+    def _sack(self, pdc: ScoredPdc, a: AckInfo, t: AckTally, now: int) -> None:
         """The SACK bitmap: its 0 bits above CACK and below its newest set bit are holes (the
         only PSNs SACK fast retransmit may resend, §2.8; uet.pds.feedback docstring), its set
         bits packets known received."""
@@ -320,7 +320,7 @@ class SackScoreboard:
         self.high_sack = hi
 
     @staticmethod
-    def slide(pdc: ScoredPdc[P]) -> None:
+    def slide(pdc: ScoredPdc) -> None:
         """Slide ``tx_base`` over the leading acknowledged run."""
         b = pdc.tx_base
         nxt = pdc.next_psn
