@@ -16,9 +16,10 @@ from wire_strategies import layout_values
 from uet.errors import DecodeError, EncodeError
 from uet.wire import pdsfast
 from uet.wire.layout import Layout
-from uet.wire.pds import ACK_CC, ACK_CCX, CC_REQUEST, CONTROL
+from uet.wire.pds import ACK_CC, ACK_CCX, CC_REQUEST, CONTROL, REQUEST
 
 ENCODERS: list[tuple[Callable[..., bytes], Layout]] = [
+    (pdsfast.request, REQUEST),
     (pdsfast.cc_request, CC_REQUEST),
     (pdsfast.ack_cc_nscc, ACK_CC[(False, "nscc")]),
     (pdsfast.ack_ccx_nscc, ACK_CCX[(False, "nscc")]),
@@ -107,9 +108,9 @@ def test_every_hot_codec_is_compared() -> None:
 _CHILD = """
 import json, random
 from uet.wire import pdsfast
-from uet.wire.pds import ACK_CC, ACK_CCX, CC_REQUEST, CONTROL
+from uet.wire.pds import ACK_CC, ACK_CCX, CC_REQUEST, CONTROL, REQUEST
 from uet.errors import DecodeError, EncodeError
-enc = [(pdsfast.cc_request, CC_REQUEST), (pdsfast.ack_cc_nscc, ACK_CC[(False, "nscc")]),
+enc = [(pdsfast.request, REQUEST), (pdsfast.cc_request, CC_REQUEST), (pdsfast.ack_cc_nscc, ACK_CC[(False, "nscc")]),
        (pdsfast.ack_ccx_nscc, ACK_CCX[(False, "nscc")]), (pdsfast.control, CONTROL)]
 dec = [(pdsfast.unpack_cc_request, CC_REQUEST), (pdsfast.unpack_ack_cc_raw, ACK_CC[(False, "raw")]),
        (pdsfast.unpack_control, CONTROL)]

@@ -79,7 +79,7 @@ from uet.wire.pds import (
     REQUEST_SYN,
     psn_diff,
 )
-from uet.wire.pdsfast import cc_request, control
+from uet.wire.pdsfast import cc_request, control, request
 
 #: REQUEST's own struct (one definition of the header, uet.wire.pds): prologue word, fields
 _REQ_PACK: Final = REQUEST._struct.pack
@@ -621,7 +621,7 @@ class InitiatorMixin(FeedbackMixin):
             elif syn:
                 hdr = REQUEST_SYN.encode((t, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid, 0, psn - pdc.start_psn))
             else:
-                hdr = REQUEST.encode((t, pkt.next_hdr, flags, cpo, psn, pdc.lpdcid, pdc.rpdcid))
+                hdr = request(t, pkt.next_hdr, flags, cpo, psn, pdc.lpdcid, pdc.rpdcid)
             data = b"".join((hdr, pkt.ses, pkt.payload)) if pkt.nbytes else hdr
         else:
             if pdc.mode == 1:

@@ -243,9 +243,8 @@ class TargetMixin(ControlMixin):
                 cid, ctgt = v[8], v[9]
         elif cc:
             _t, _nh, _f, cpo, psn, spdcid, dpdcid, cid, ctgt = unpack_cc_request(data)
-        else:
-            v = REQUEST.unpack(data)
-            cpo, psn, spdcid, dpdcid = v[3], v[4], v[5], v[6]
+        else:  # (REQUEST.unpack's fields after the prologue, by its own struct: the length was checked)
+            cpo, psn, spdcid, dpdcid = _REQ_TAIL(data, 2)
         mode = _ROD if t == _P_ROD_REQ or t == _P_ROD_CC_REQ else _RUD
         retx = flags & _RETX
         nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)

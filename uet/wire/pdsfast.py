@@ -4,10 +4,10 @@ The layouts of :mod:`uet.wire.pds` generate their fast codecs as Python source r
 (:mod:`uet.wire.layout`), so the optional compiled build (:mod:`uet.compiled`) cannot compile
 them: every data packet, ACK and credit of a simulated run called them as interpreted code from
 compiled code (issue 28: 14–22 k calls per incast run, about 3–4 k instructions each). These are
-the same codecs written out for the headers of the data path — the CC request, the ACK_CC with its
-raw state (decoded by the sender), the ACK_CC / ACK_CCX with the NSCC state (built by the
-receiver) and the control packet — in a module the compiled build compiles, with positional
-arguments instead of a tuple of values.
+the same codecs written out for the headers of the data path — the request, the CC request, the
+ACK_CC with its raw state (decoded by the sender), the ACK_CC / ACK_CCX with the NSCC state (built
+by the receiver) and the control packet — in a module the compiled build compiles, with
+positional arguments instead of a tuple of values.
 
 Each is the generic codec of its layout, field for field: the same ``struct`` format (taken from
 the layout, so the widths stay declared once), the same masks on the sub-word fields, the same
@@ -22,13 +22,14 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from uet.wire.pds import ACK_CC, ACK_CCX, CC_REQUEST, CONTROL
+from uet.wire.pds import ACK_CC, ACK_CCX, CC_REQUEST, CONTROL, REQUEST
 
 __all__ = [
     "ack_cc_nscc",
     "ack_ccx_nscc",
     "cc_request",
     "control",
+    "request",
     "unpack_ack_cc_raw",
     "unpack_cc_request",
     "unpack_control",
@@ -38,12 +39,14 @@ _RAW_CC: Final = ACK_CC[(False, "raw")]
 _NSCC_CC: Final = ACK_CC[(False, "nscc")]
 _NSCC_CCX: Final = ACK_CCX[(False, "nscc")]
 
+_REQ_S: Final = struct.Struct(REQUEST._struct.format)  # >HhIHH
 _CC_REQ_S: Final = struct.Struct(CC_REQUEST._struct.format)  # >HhIHHI
 _RAW_CC_S: Final = struct.Struct(_RAW_CC._struct.format)  # >HhIHHBBhQQ
 _NSCC_CC_S: Final = struct.Struct(_NSCC_CC._struct.format)  # >HhIHHBBhQHIH
 _NSCC_CCX_S: Final = struct.Struct(_NSCC_CCX._struct.format)  # >HhIHHBBhQHIHQ
 _CONTROL_S: Final = struct.Struct(CONTROL._struct.format)  # >HHIHHI
 
+_REQ_PACK: Final = _REQ_S.pack
 _CC_REQ_PACK: Final = _CC_REQ_S.pack
 _CC_REQ_UNPACK: Final = _CC_REQ_S.unpack_from
 _RAW_CC_UNPACK: Final = _RAW_CC_S.unpack_from
@@ -56,6 +59,18 @@ _CONTROL_UNPACK: Final = _CONTROL_S.unpack_from
 def _prologue(t: int, nh: int, flags: int) -> int:
     """The first 16 bits of a PDS header: type (5), next header or control type (4), flags (7)."""
     return ((t & 0x1F) << 11) | ((nh & 0xF) << 7) | (flags & 0x7F)
+
+
+# -- the request (wire-format.md §5.1, SYN = 0) ---------------------------------------------------
+
+
+def request(t: int, nh: int, flags: int, cpo: int, psn: int, spdcid: int, dpdcid: int) -> bytes:
+    """``REQUEST.encode((t, nh, flags, cpo, psn, spdcid, dpdcid))``: the header of every RUD/ROD
+    data packet after the first."""
+    try:
+        return _REQ_PACK(_prologue(t, nh, flags), cpo, psn, spdcid, dpdcid)
+    except (struct.error, TypeError, ValueError) as e:
+        raise REQUEST._enc_error((t, nh, flags, cpo, psn, spdcid, dpdcid), e) from None
 
 
 # -- the CC request (wire-format.md §5.2, SYN = 0) ------------------------------------------------
