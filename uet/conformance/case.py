@@ -82,6 +82,9 @@ class Result:
     reason: str = ""
     exchange: list[tuple[str, str]] = field(default_factory=list)
     saw_new_start: bool = False  # a NACK NEW_START_PSN arrived during the case
+    #: the target asked to close a PDC of the case (CLOSE_REQ) or closed one in error (NACK
+    #: CLOSING_IN_ERR) while the case ran (:func:`_close_asked`)
+    saw_close_asked: bool = False
 
     @property
     def warning(self) -> bool:
@@ -115,9 +118,15 @@ def run_case(c: Case, s: Session, deadline: float | None = None) -> Result:
     Against a secure target that mints Start PSNs (RANDOM_1RTT_START, behaviour.md §2.3.2) a PDC
     whose Start PSN was assigned waits PENDING for ``New_PDC_Time`` only (milliseconds); on a
     loaded machine the case's first SYN can miss it and draw a fresh NACK ``NEW_START_PSN``. That
-    is a missed precondition, not a verdict: such a case is run once more."""
+    is a missed precondition, not a verdict: such a case is run once more.
+
+    So is a case that failed after the target asked to close one of its PDCs (CLOSE_REQ) or
+    closed one in error: a target closes a PDC on which nothing arrived for its idle time (a
+    second in uet-peer, ``PdsConfig.target_idle_ns``), and a case never pauses that long between
+    two requests of its own unless the tester got no CPU meanwhile (a loaded machine). Its next
+    request then met no PDC (NACK ``INV_DPDCID``): that says nothing of the target either."""
     r = _run_once(c, s, deadline)
-    if r.outcome == "fail" and getattr(s, "one_rtt", False) and r.saw_new_start:
+    if r.outcome == "fail" and (getattr(s, "one_rtt", False) and r.saw_new_start or r.saw_close_asked):
         r = _run_once(c, s, deadline)
     return r
 
@@ -166,6 +175,28 @@ def _new_start_nacked(logged: list[tuple[str, bytes]]) -> bool:
     return False
 
 
+def _close_asked(logged: list[tuple[str, bytes]]) -> bool:
+    """The target sent a CLOSE_REQ for a PDC the case sent from, or the NACK ``CLOSING_IN_ERR``
+    that ends one unanswered (behaviour.md §2.12)."""
+    from uet.conformance.wirekit import decode_reply
+    from uet.wire import pds as P
+
+    ours: set[int] = set()
+    for d, b in logged:
+        rep = decode_reply(b)
+        if rep.pds is None or rep.error is not None:
+            continue
+        if d == "sent":
+            if sp := getattr(rep.pds, "spdcid", 0):
+                ours.add(sp)
+        elif d == "received" and getattr(rep.pds, "dpdcid", None) in ours:
+            if rep.is_control and rep.pds.ctl_type == P.ControlType.REQ_CLOSE:
+                return True
+            if rep.is_nack and rep.pds.nack_code == P.NackCode.CLOSING_IN_ERR:
+                return True
+    return False
+
+
 def _run_once(c: Case, s: Session, deadline: float | None = None) -> Result:
     s.drain()
     s.log.clear()
@@ -196,4 +227,5 @@ def _run_once(c: Case, s: Session, deadline: float | None = None) -> Result:
             pass
     dt = time.monotonic() - t0
     exchange = [(d, b.hex()) for d, b in logged[-12:]] if outcome in ("fail", "error", "timeout") else []
-    return Result(c, outcome, dt, expected, got, reason, exchange, _new_start_nacked(logged))
+    asked = outcome == "fail" and _close_asked(logged)
+    return Result(c, outcome, dt, expected, got, reason, exchange, _new_start_nacked(logged), asked)
