@@ -340,7 +340,8 @@ class PdsCore(initiator.InitiatorMixin):
         # straight to ``TargetMixin._accept`` (delivery and the ACK rule, written once there).
         # Anything else takes the general path below.
         if (t == _P_RUD_REQ or t == _P_ROD_REQ) and not flags & _SYN and not trimmed and n >= _REQUEST_LEN + 2:
-            cpo, psn, spdcid, dpdcid = _REQ_TAIL(data, 2)
+            hv: tuple[int, int, int, int] = _REQ_TAIL(data, 2)  # (typed: native ints when compiled)
+            cpo, psn, spdcid, dpdcid = hv
             tp = self.pdcs.get(dpdcid)
             if (
                 type(tp) is TargetPdc

@@ -333,10 +333,20 @@ class SackScoreboard:
 def sack_walk(base: int, bitmap: int) -> list[int]:
     """The PSNs of the set bits of ``bitmap`` (bit 0 = ``base``), lowest first: the scoreboard's
     fast copy of ``uet.wire.pds.sack_to_psns`` (it visits set bits only; a property test proves
-    the two equal)."""
+    the two equal). It walks the bitmap in 32-bit halves: the compiled build keeps an int below
+    2^62 unboxed, and a 64-bit bitmap's top bit — set whenever the target's window ends at its
+    newest PSN (uet.pds.ackbuilder) — made every step of a whole-bitmap walk a Python long
+    operation."""
     out = []
-    while bitmap:
-        low = bitmap & -bitmap
+    half = bitmap & 0xFFFFFFFF
+    while half:
+        low = half & -half
         out.append((base + low.bit_length() - 1) & _M32)
-        bitmap ^= low
+        half ^= low
+    half = bitmap >> 32
+    base += 32
+    while half:
+        low = half & -half
+        out.append((base + low.bit_length() - 1) & _M32)
+        half ^= low
     return out

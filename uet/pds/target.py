@@ -236,6 +236,12 @@ class TargetMixin(ControlMixin):
             return
         syn = flags & _SYN
         cid = ctgt = 0  # a CC request's CCC ID and credit target, wire-format.md §5.2
+        # declared ints: the compiled build keeps them unboxed and does their arithmetic natively
+        # (the layouts' and the struct's tuples are untyped)
+        cpo: int
+        psn: int
+        spdcid: int
+        dpdcid: int
         if syn:
             v = (CC_REQUEST_SYN if cc else REQUEST_SYN).unpack(data)
             cpo, psn, spdcid, poff = v[3], v[4], v[5], v[7]
