@@ -121,6 +121,7 @@ MODULES = (
             "state",
             "target",
             "trimwait",
+            "txpkt",
             "validation",
         )
     ),

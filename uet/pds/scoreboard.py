@@ -18,16 +18,14 @@ that ``tests/test_pds_scoreboard.py`` proves equal to it.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
 from uet.pds._aliases import _A_EPSN, _A_M, _A_P, _A_RETX, _M32
 from uet.pds.events import Acked, AckedRun, Event
+from uet.pds.txpkt import TxPkt
 from uet.wire.pds import ACK, ACK_CC, ACK_CCX, ACK_EPSN, PdsType
 from uet.wire.pds import psn_diff as _diff
 from uet.wire.pdsfast import unpack_ack_cc_raw
-
-if TYPE_CHECKING:
-    from uet.pds.pdc import TxPkt
 
 _ACK: Final = int(PdsType.ACK)
 _ACK_CC: Final = int(PdsType.ACK_CC)
@@ -43,8 +41,8 @@ _tnew = tuple.__new__
 
 class ScoredPdc(Protocol):
     """What the scoreboard reads and moves on its PDC (``uet.pds.pdc.InitiatorPdc``, which owns
-    it: declared here so the two modules do not import each other at run time). Its packets are
-    :class:`uet.pds.pdc.TxPkt` by name, not a protocol: the compiled build reads and marks the
+    it: declared here so the two modules do not import each other). Its packets are
+    :class:`uet.pds.txpkt.TxPkt` by name, not a protocol: the compiled build reads and marks the
     fields of a named class natively, where a protocol's are generic attribute look-ups (about
     ten per SACK bit; issue 28)."""
 
