@@ -196,7 +196,8 @@ class Reply:
     ses: Any = None
     data: bytes = b""
     error: str | None = None
-    #: when the tester read it (its monotonic clock, seconds): intervals between replies, never a deadline
+    #: when it arrived (the kernel's stamp, else when the tester read it), on the monotonic clock in
+    #: seconds: intervals between replies, never a deadline (:meth:`uet.conformance.session.Session._recv`)
     at: float = 0.0
 
     @property
