@@ -52,3 +52,24 @@ def test_an_event_scheduled_for_the_running_instant_runs_in_it_after_the_others(
     q.schedule(7 + 5, second)  # joins the pending instant, after ``later``
     assert q.run_until(12) == 2
     assert ran[3:] == [(12, "later"), (12, "second")]
+
+
+def test_a_bucket_holds_its_events_flat_in_scheduling_order() -> None:
+    """Issue 28: an instant's bucket is ``[fn, a, b, fn, a, b, ...]``, no tuple per event (the
+    contract the switches' and NICs' hand-written scheduling keeps); running it calls each event
+    once, in order, events it schedules for itself included, and empties the queue."""
+    q = EventQueue()
+    ran: list[tuple[Any, Any, int]] = []
+
+    def rec(a: Any, b: Any, t: int) -> None:
+        ran.append((a, b, t))
+        if a == "x":
+            q.schedule(t, rec, "y", None)
+
+    q.schedule(5, rec, "x", 1)
+    q.schedule(5, rec, "z")
+    assert q._at[5] == [rec, "x", 1, rec, "z", None]
+    assert len(q) == 2
+    assert q.run_instant() == 3
+    assert ran == [("x", 1, 5), ("z", None, 5), ("y", None, 5)]
+    assert len(q) == 0 and not q._at

@@ -240,7 +240,12 @@ class Fabric(FrameSink):
             ev.now = t
             key: Any = t  # the time as one object for every event of the instant (compiled: boxed once)
             bucket = at[key]
-            for fn, a, b in bucket:
+            i = 0
+            while i < len(bucket):  # a flat bucket (uet.fabric.model.events), its length read each
+                fn = bucket[i]  # time: events the instant schedules for itself run in turn
+                a = bucket[i + 1]
+                b = bucket[i + 2]
+                i += 3
                 if type(fn) is Switch:  # Switch.__call__, written out (by frequency)
                     if type(b) is Packet:
                         fn._arrive(a, b, t)

@@ -356,12 +356,15 @@ class HostNic:
         if tx is self.link_tx:
             at: Any = end + port.delay_ns  # EventQueue.schedule, inlined (its contract); boxed once when compiled
             peer: Any = port.peer_node  # set for every port of a Fabric
+            peer_port: Any = port.peer_port  # boxed once (compiled build)
             bucket = ev._at.get(at)
             if bucket is None:
-                ev._at[at] = [(peer, port.peer_port, frame)]
+                ev._at[at] = [peer, peer_port, frame]
                 heappush(ev._times, at)
             else:
-                bucket.append((peer, port.peer_port, frame))
+                bucket.append(peer)
+                bucket.append(peer_port)
+                bucket.append(frame)
         elif tx is not None:
             tx(self, port.index, frame, now, end)
         if self._sample_ns and now - self._last_sample >= self._sample_ns:

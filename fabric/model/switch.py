@@ -47,7 +47,7 @@ from typing import Any, Final
 from uet.fabric.model.buffer import Mmu
 from uet.fabric.model.config import FabricError, SwitchConfig
 from uet.fabric.model.emptyqueue import UNUSED
-from uet.fabric.model.events import Event, EventQueue
+from uet.fabric.model.events import EventQueue
 from uet.fabric.model.frames import (
     IP_DST,
     IP_LEN,
@@ -604,10 +604,12 @@ class Switch:
             key: Any = end  # one int object for the look-up, the new bucket and the heap (compiled: boxed once)
             bucket = ev._at.get(key)
             if bucket is None:
-                ev._at[key] = [(self, port, None)]
+                ev._at[key] = [self, port, None]
                 heappush(ev._times, key)
             else:
-                bucket.append((self, port, None))
+                bucket.append(self)
+                bucket.append(port)
+                bucket.append(None)
 
     def _drop(self, port: int, tc: int, reason: str, size: int, now: int) -> None:
         c = self.counters
@@ -701,34 +703,39 @@ class Switch:
                 key: Any = end  # boxed once (compiled build), as in _push
                 bucket = ev._at.get(key)
                 if bucket is None:
-                    ev._at[key] = [(self, port, None)]
+                    ev._at[key] = [self, port, None]
                     heappush(ev._times, key)
                 else:
-                    bucket.append((self, port, None))
+                    bucket.append(self)
+                    bucket.append(port)
+                    bucket.append(None)
             tx = self.on_transmit
             if tx is self.link_tx:
                 # inside a Fabric, untapped: the frame reaches the far end after the propagation
                 # delay (Fabric._on_transmit, inlined); a switch peer gets the packet itself
                 at: Any = end + port.delay_ns  # boxed once (compiled build), as in _push
-                event: Event
+                what: Any  # the event's third part (a flat bucket: uet.fabric.model.events)
                 peer: Any = port.peer_node  # set for every port of a Fabric
                 if pkt is not None and port.peer_switch:
                     # no MAC rewrite: no switch reads a forwarded packet's MACs, and the one that
                     # sends it to a host or a tap (below) writes them
-                    event = (peer, port.peer_port, pkt)
+                    what = pkt
                 else:
                     if pkt is not None:
                         frame[0:12] = port.l2_rewrite
                         forward_rewrite(frame, pkt.ip, pkt.hops)
                         pkt.hops = 0
                         pkt.ttl = -1
-                    event = (peer, port.peer_port, frame)
+                    what = frame
+                peer_port: Any = port.peer_port  # boxed once (compiled build)
                 bucket = ev._at.get(at)
                 if bucket is None:
-                    ev._at[at] = [event]
+                    ev._at[at] = [peer, peer_port, what]
                     heappush(ev._times, at)
                 else:
-                    bucket.append(event)
+                    bucket.append(peer)
+                    bucket.append(peer_port)
+                    bucket.append(what)
             else:
                 if pkt is not None:
                     frame[0:12] = port.l2_rewrite
