@@ -290,3 +290,57 @@ def test_a_port_keeps_no_queue_for_a_class_it_never_used() -> None:
     assert len(p.queues[3]) == 1 and len(p.ctrl) == 1
     assert not UNUSED and q.queues[3] is UNUSED and q.ctrl is UNUSED
     assert p.pick(0) == CTRL and p.pop(3).size == 100
+
+
+def test_bytes_per_class_count_every_frame_of_interleaved_classes() -> None:
+    """Issue 28: a port counts the bytes of its running class apart (Port.count_tc) and adds
+    them to the per-class list when another class sends; ``tx_tc_bytes`` is always the whole
+    count, whatever the order of the classes and wherever it is read."""
+    import random
+
+    rng = random.Random(3)
+    p = Port(0, GBPS, 0)
+    want = [0] * 8
+    assert p.tx_tc_bytes == want
+    for _ in range(500):
+        tc = rng.choice((0, 0, 0, 3, 7))
+        n = rng.randint(60, 4200)
+        p.count_tc(tc, n)
+        want[tc] += n
+        if rng.random() < 0.1:
+            assert p.tx_tc_bytes == want
+    assert p.tx_tc_bytes == want
+    p.tx_tc_bytes[0] += 1  # a copy: the count itself is not changed through it
+    assert p.tx_tc_bytes == want
+
+
+def test_the_switch_counts_bytes_per_class_of_interleaved_classes() -> None:
+    """The data path's inlined count (Switch._kick) gives the per-class bytes that were sent."""
+    cfg = SwitchConfig()
+    sw = switch(cfg=cfg)
+    frames = [data(dscp=d, payload=p) for d, p in ((0, 1000), (0, 500), (26, 700), (0, 300), (26, 64), (46, 90))]
+    for i, f in enumerate(frames):
+        sw.receive(0, f, i * 10)
+    sent = drain(sw)
+    want = [0] * 8
+    for f in frames:
+        want[tc_of(f)] += len(f)
+    assert len(sent) == len(frames) and sw.ports[1].tx_tc_bytes == want
+
+
+def test_pause_high_water_mark_says_when_no_class_is_paused() -> None:
+    """Issue 28: ``Port.pause_hi``, the latest end of any pause, lets the data path skip the
+    per-class pause list when no class can be paused; a pause still stops only its class until
+    it ends, and an XON (0 quanta) ends it at once."""
+    from uet.fabric.model.port import Packet
+
+    p = Port(0, GBPS, 0)
+    assert p.pause_hi == 0
+    p.apply_pause(3, 100, 1_000)
+    until = p.paused_until[3]
+    assert p.pause_hi == until > 1_000
+    p.push(Packet(bytearray(100), 0, 3, 14, 0))
+    assert p.pick(1_000) is None and p.pick(until) == 3
+    p.apply_pause(3, 0, 2_000)  # XON: the class resumes; the mark only ever grows
+    assert p.paused_until[3] == 2_000 and p.pause_hi == until
+    assert p.pick(2_000) == 3

@@ -216,14 +216,14 @@ class HostNic:
             if et == _ETH_IPV4 and len(buf) > ip + IP_TOS:
                 tc = pcp if (pcp >= 0 and self._trust_pcp) else self._dscp_map[buf[ip + IP_TOS] >> 2]
             cap = self._queue_cap
-            if cap is not None and port.qbytes[tc] + len(buf) > cap:
+            if cap is not None and (port.qbytes[tc] if port.backlog else 0) + len(buf) > cap:
                 self.counters[("drop", self.name, "nic_queue_full")] += 1
                 return
             if (
                 not port.backlog
                 and port.busy_until <= now
                 and not port.ctrl
-                and (port.paused_until[tc] <= now or port.ignore_pause[tc])
+                and (port.pause_hi <= now or port.paused_until[tc] <= now or port.ignore_pause[tc])
             ):
                 # an idle link and nothing queued: the frame leaves at once (as Switch._enqueue)
                 port.pick_alone(tc, len(buf))
@@ -345,8 +345,10 @@ class HostNic:
                 frame = port.pop(tc).frame
         n = len(frame)
         if tc != CTRL:
-            tcb = port.tx_tc_bytes
-            tcb[tc] = tcb[tc] + n  # a NIC's Packet.size: its frame is never changed
+            if tc == port.tc_run:  # Port.count_tc, inlined (a NIC's Packet.size: its frame is never changed)
+                port.tc_run_bytes += n
+            else:
+                port.count_tc(tc, n)
         end = port.start(n, now)
         ev = self.events
         if port.backlog or port.ctrl:

@@ -179,6 +179,17 @@ class Port:
         #: waits). Only compared with ``busy_until`` while the link is busy: a value from the past
         #: never equals it again (``busy_until`` only grows), so nothing clears it when it has run
         self.free_at = -1
+        #: the latest end of a pause any class of this port was given (0: never paused): at or
+        #: after it no class is paused, which the data path tests on this one attribute, in the
+        #: port's first cache lines, before it reads :attr:`paused_until` (a list of its own,
+        #: which a 1,024-host run finds in no cache: issue 28)
+        self.pause_hi = 0
+        #: bytes sent per class (:attr:`tx_tc_bytes`): the running class (-1: none) and the bytes
+        #: of its current run, added to ``_tx_tc`` when another class sends (:meth:`count_tc`): an
+        #: add per frame to a list made an int object and touched the list's two cache lines,
+        #: which a 1,024-host run finds in no cache (issue 28)
+        self.tc_run = -1
+        self.tc_run_bytes = 0
         #: PFC frames waiting to go (:data:`UNUSED` until the first: :meth:`send_ctrl`)
         self.ctrl: deque[bytes] = UNUSED
         #: per class, its queue (:data:`UNUSED` until its first packet: :meth:`queue`)
@@ -198,7 +209,7 @@ class Port:
         self._strict_run = 0
         #: ECN marking per TC on this port (None: no marking), set by the switch
         self.ecn: list[Marking | None] = [None] * 8
-        self.tx_tc_bytes = [0] * 8
+        self._tx_tc = [0] * 8
         self.wire_overhead = wire_overhead
         self.ser_num = 1  # set with the rate, below (rate_bps)
         self.ser_den = 1
@@ -283,6 +294,27 @@ class Port:
         #: destination + source MAC of a forwarded frame, the 12 bytes a switch writes per hop
         self.l2_rewrite = self._peer_mac + self.mac
 
+    @property
+    def tx_tc_bytes(self) -> list[int]:
+        """Bytes sent per class (frames without FCS; a new list)."""
+        out = list(self._tx_tc)
+        if self.tc_run >= 0:
+            out[self.tc_run] += self.tc_run_bytes
+        return out
+
+    def count_tc(self, tc: int, nbytes: int) -> None:
+        """A frame of ``nbytes`` of class ``tc`` started on the link: counted in
+        :attr:`tx_tc_bytes`. The data path writes the common case, another frame of the running
+        class, out (``port.tc_run_bytes += n`` when ``tc == port.tc_run``)."""
+        if tc == self.tc_run:
+            self.tc_run_bytes += nbytes
+            return
+        if self.tc_run >= 0:
+            acc = self._tx_tc
+            acc[self.tc_run] = acc[self.tc_run] + self.tc_run_bytes
+        self.tc_run = tc
+        self.tc_run_bytes = nbytes
+
     # -- link timing --------------------------------------------------------------------------
 
     def ser_ns(self, nbytes: int) -> int:
@@ -339,7 +371,9 @@ class Port:
         else:
             self._paused_acc[tc] += self.paused_until[tc] - self._pause_start[tc]
         self._pause_start[tc] = now
-        self.paused_until[tc] = now + self.pause_ns(quanta)
+        until = self.paused_until[tc] = now + self.pause_ns(quanta)
+        if until > self.pause_hi:
+            self.pause_hi = until
 
     def is_paused(self, tc: int, now: int) -> bool:
         return self.paused_until[tc] > now and not self.ignore_pause[tc]
@@ -401,12 +435,13 @@ class Port:
             return None
         queues = self.queues
         budget = self.strict_budget
+        free = self.pause_hi <= now  # no class paused: the pause lists are not read
         pu, ign = self.paused_until, self.ignore_pause
         rest = self.backlog  # packets outside the strict classes (-1: not counted)
         for tc in self.strict:
             q = queues[tc]
             if q:
-                if pu[tc] <= now or ign[tc]:
+                if free or pu[tc] <= now or ign[tc]:
                     if budget is not None and self._strict_run >= budget and self._dwrr_eligible(now):
                         rest = -1
                         break
@@ -441,11 +476,12 @@ class Port:
         """The weighted round robin's class; ``rest``: the packets queued in its classes, when
         the caller counted them (a class holding them all is the only one eligible)."""
         queues, pu, ign = self.queues, self.paused_until, self.ignore_pause
+        free = self.pause_hi <= now  # no class paused: the pause lists are not read
         first = -1
         many = False
         for c in self.dwrr:  # the eligible classes: none, one (the usual case) or several
             q = queues[c]
-            if q and (pu[c] <= now or ign[c]):
+            if q and (free or pu[c] <= now or ign[c]):
                 if first < 0:
                     first = c
                     if len(q) == rest:  # the others are empty: no need to look at them

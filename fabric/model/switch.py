@@ -507,7 +507,7 @@ class Switch:
             not port.backlog
             and port.busy_until <= now
             and not port.ctrl
-            and (port.paused_until[tc] <= now or port.ignore_pause[tc])
+            and (port.pause_hi <= now or port.paused_until[tc] <= now or port.ignore_pause[tc])
             and not self._queue_watch[tc]
         )
         reason = ""
@@ -515,7 +515,7 @@ class Switch:
             reason = mmu.admit_lossless(pkt)
         else:
             # Mmu.admit_lossy, inlined (once per packet per hop; the rule is written there)
-            qbytes = port.qbytes[tc]
+            qbytes = port.qbytes[tc] if port.backlog else 0  # (nothing queued: every class's is 0)
             static = mmu._static[tc]
             used = mmu.shared_used
             if static is not None and qbytes + size > static:
@@ -683,8 +683,10 @@ class Switch:
                 pkt.hops += 1  # TTL − 1, written when the frame leaves the switches (forward_rewrite)
                 if self._lossless[tc]:  # only the watchdog reads it (Port.last_tx)
                     port.last_tx[tc] = now
-                tcb = port.tx_tc_bytes
-                tcb[tc] = tcb[tc] + size
+                if tc == port.tc_run:  # Port.count_tc, inlined
+                    port.tc_run_bytes += size
+                else:
+                    port.count_tc(tc, size)
                 if self._sample_ns and (now - port.last_sample[tc] >= self._sample_ns or not port.qbytes[tc]):
                     self._sample(port, tc, now)  # and always when the queue drained: plots end at 0
             n = len(frame)
