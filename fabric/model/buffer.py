@@ -26,15 +26,17 @@ class Mmu:
     """Buffer state of one switch with ``nports`` ports."""
 
     def __init__(self, cfg: SwitchConfig, nports: int) -> None:
-        self.cfg = cfg
-        self.lossless = tuple(tc for tc in range(8) if cfg.tcs[tc].lossless and cfg.pfc.enabled)
-        npg = nports * len(self.lossless)
-        self.reserve = cfg.buffer.reserve
-        self.headroom = cfg.pfc.headroom
-        self.shared_size = cfg.buffer.size - npg * (self.reserve + self.headroom)
+        # what a packet reads and writes at every hop first, in one or two cache lines (the
+        # compiled build lays attributes out in the order of their first assignment: Port)
+        lossless = tuple(tc for tc in range(8) if cfg.tcs[tc].lossless and cfg.pfc.enabled)
+        npg = nports * len(lossless)
+        self.shared_size = cfg.buffer.size - npg * (cfg.buffer.reserve + cfg.pfc.headroom)
         if self.shared_size <= 0:
             raise FabricError("buffer too small for the reserve and headroom of every lossless PG")
         self.shared_used = 0
+        #: bytes in the buffer, all pools, and the highest value seen
+        self.used = 0
+        self.peak_used = 0
         #: per class, read once here like the rest of the switch's configuration
         # read per packet per hop: one list for every switch with the same (port.shared_table)
         self._static: list[int | None] = shared_table("static", [t.limit for t in cfg.tcs])
@@ -47,9 +49,10 @@ class Mmu:
         self.pg_headroom = [[0] * 8 for _ in range(nports)]
         #: XOFF sent and not yet cancelled, per (ingress port, priority)
         self.paused = [[False] * 8 for _ in range(nports)]
-        #: bytes in the buffer, all pools, and the highest value seen
-        self.used = 0
-        self.peak_used = 0
+        self.cfg = cfg
+        self.lossless = lossless
+        self.reserve = cfg.buffer.reserve
+        self.headroom = cfg.pfc.headroom
 
     def free_shared(self) -> int:
         return self.shared_size - self.shared_used

@@ -172,6 +172,11 @@ class Port:
         # share a few cache lines (at 1,024 hosts a hop finds its port's lines in no cache).
         self.down = False
         self.faulty = False
+        # what a hop reads and writes of the port a packet arrives on: in the same first line
+        self.rx_bytes = 0
+        self.rx_frames = 0
+        #: largest frame without FCS: MTU + Ethernet header + one 802.1Q tag
+        self.max_frame = mtu + 18
         #: packets in all class queues
         self.backlog = 0
         self.busy_until = 0
@@ -192,34 +197,22 @@ class Port:
         self.tc_run_bytes = 0
         #: PFC frames waiting to go (:data:`UNUSED` until the first: :meth:`send_ctrl`)
         self.ctrl: deque[bytes] = UNUSED
-        #: per class, its queue (:data:`UNUSED` until its first packet: :meth:`queue`)
-        self.queues: list[deque[Packet]] = [UNUSED] * 8
-        self.qbytes = [0] * 8
-        self.paused_until = [0] * 8
-        #: classes whose received pauses are ignored (watchdog "forward" action)
-        self.ignore_pause = [False] * 8
-        self.strict = tuple(sorted(strict, reverse=True))
-        self.dwrr = tuple(tc for tc in range(8) if tc not in self.strict)
+        strict_t = tuple(sorted(strict, reverse=True))
+        dwrr_t = tuple(tc for tc in range(8) if tc not in strict_t)
         #: per class, the round robin's position after serving it alone (-1: a strict class),
         #: for :meth:`pick_alone`
-        self.rr_after = _rr_after(self.strict, self.dwrr)
+        self.rr_after = _rr_after(strict_t, dwrr_t)
         self.deficit = [0] * 8
         self._rr = 0
         self._fresh = True
         self._strict_run = 0
         #: ECN marking per TC on this port (None: no marking), set by the switch
         self.ecn: list[Marking | None] = [None] * 8
-        self._tx_tc = [0] * 8
         self.wire_overhead = wire_overhead
         self.ser_num = 1  # set with the rate, below (rate_bps)
         self.ser_den = 1
         self.tx_bytes = 0
         self.tx_frames = 0
-        self.rx_bytes = 0
-        self.rx_frames = 0
-        self.mtu = mtu
-        #: largest frame without FCS: MTU + Ethernet header + one 802.1Q tag
-        self.max_frame = mtu + 18
         self.delay_ns = int(delay_ns)
         #: set by a Fabric: the far end, which is the handler of the events that bring it frames
         #: (``(node, port index, frame)``; ``(switch, port index, packet)`` for a packet forwarded
@@ -232,7 +225,18 @@ class Port:
         #: the far end is a host NIC (last hop: trimmed DSCP 5, §8.4)
         self.faces_host = False
         self.l2_rewrite = b""  # set with the peer's MAC, below (peer_mac)
+        # what a packet that waits reads (a queued packet, a served queue, a paused class)
+        #: per class, its queue (:data:`UNUSED` until its first packet: :meth:`queue`)
+        self.queues: list[deque[Packet]] = [UNUSED] * 8
+        self.qbytes = [0] * 8
+        self.paused_until = [0] * 8
+        #: classes whose received pauses are ignored (watchdog "forward" action)
+        self.ignore_pause = [False] * 8
+        self.strict = strict_t
+        self.dwrr = dwrr_t
         # the rest
+        self._tx_tc = [0] * 8
+        self.mtu = mtu
         self.rate_bps = int(rate_bps)
         self.mac = bytes(mac)
         #: (node, port index) at the far end of the link, set when the topology is wired

@@ -151,17 +151,62 @@ class Switch:
         counters: Counters | None = None,
         seed: int = 0,
     ) -> None:
+        cfg = cfg or SwitchConfig()
+        tel = telemetry if telemetry is not None else Telemetry()
+        rng = random.Random(f"{seed}/{switch_id}")
+        lb = LoadBalancer(cfg.lb, switch_id, rng)
+        mmu = Mmu(cfg, len(ports))
+        ecn = _markings("ecn", [None if t.ecn is None else Marking(t.ecn) for t in cfg.tcs])
+        # The attributes a packet reads at every hop come first, in the order a hop reads them:
+        # the compiled build lays a class's attributes out in the order of their first
+        # assignment (as Port's), so a hop finds them in the object's first three cache lines,
+        # where they were spread over all seven (issue 28: at 1,024 hosts a hop finds its
+        # switch in no cache)
+        #: ingress options that need the whole pipeline even for a forwarded packet
+        self._slow_ingress = bool(cfg.latency_ns) or cfg.trust_pcp
+        self.ports: list[Port] = []
+        self._dscp_map = cfg.dscp_map
+        #: the routing table as one exact-match dict per prefix length, longest first:
+        #: ``(mask, {network: ports})`` (``()``: a withdrawn prefix); see :meth:`route`
+        self._lpm: list[tuple[int, dict[int, tuple[int, ...]]]] = []
+        # the per-class tables a packet reads at every hop: one list shared by every switch whose
+        # table is the same (port.shared_table)
+        #: per class: the load balancer hashes (ECMP), and its seed (Switch._arrive inlines it)
+        self._lb_ecmp: list[bool] = shared_table("lb_ecmp", [m == "ecmp" for m in lb.modes])
+        self._lb_seed = lb.seed
+        self._wd_dropping: set[tuple[int, int]] = set()
+        self.mmu = mmu
+        #: per class: lossless (``tc in lossless`` as a list look-up, once per packet per hop)
+        self._lossless: list[bool] = shared_table("lossless", [tc in mmu.lossless for tc in range(8)])
+        self._ecn_avg: list[bool] = shared_table("ecn_avg", [e is not None and bool(e.weight_shift) for e in ecn])
+        # queue-depth / port-byte samples cost a check per packet: none when nobody keeps them
+        self._sample_ns = cfg.sample_ns if tel.wants("queue_depth") or tel.wants("port_bytes") else 0
+        #: per class: arrivals update an average or a sample of its queue, so every packet
+        #: enters the queue (no leaving at once from an idle port: _enqueue)
+        self._queue_watch: list[bool] = shared_table(
+            "queue_watch", [avg or bool(self._sample_ns) for avg in self._ecn_avg]
+        )
+        self.events = events if events is not None else EventQueue()
+        #: called as ``on_transmit(switch, port, frame, start, end)`` when a frame starts on a link
+        self.on_transmit: Callable[[Switch, int, bytearray, int, int], None] = self._to_outbox
+        #: a Fabric's link hand-off; while ``on_transmit`` is this very object (nobody wrapped it,
+        #: e.g. with a pcap tap) a frame goes straight onto the shared event heap (``_kick``)
+        self.link_tx: object = None
+        #: a packed path's marker bit and the width of a port index in it (LinkLoad.mark, .port_bits)
+        self._port_bits = 0
+        #: per-link accounting shared by a Fabric's switches (None: off); a packet then carries
+        #: the links it crossed and the last switch reports it delivered (uet.fabric.model.linkload)
+        self.link_load: LinkLoad | None = None
+        self.rng = rng
+        # the rest
         self.name = name
         self.id = switch_id
-        self.cfg = cfg = cfg or SwitchConfig()
+        self.cfg = cfg
         self._own_events = events is None
-        self.events = events if events is not None else EventQueue()
-        self.telemetry = telemetry if telemetry is not None else Telemetry()
+        self.telemetry = tel
         self.counters = counters if counters is not None else Counters()
-        self.rng = random.Random(f"{seed}/{switch_id}")
         strict = tuple(tc for tc in range(8) if cfg.tcs[tc].strict)
         weights = {tc: cfg.tcs[tc].weight for tc in range(8)}
-        self.ports: list[Port] = []
         for i, spec in enumerate(ports):
             mac = spec.mac or bytes((0x02, 0x5A, (switch_id >> 8) & 0xFF, switch_id & 0xFF, 0, i & 0xFF))
             port = Port(
@@ -185,26 +230,14 @@ class Switch:
             else -1
             for p in self.ports
         ]
-        self.mmu = Mmu(cfg, len(self.ports))
-        self.lossless = self.mmu.lossless
-        # the per-class tables a packet reads at every hop: one list shared by every switch whose
-        # table is the same (port.shared_table)
-        #: per class: lossless (``tc in lossless`` as a list look-up, once per packet per hop)
-        self._lossless: list[bool] = shared_table("lossless", [tc in self.lossless for tc in range(8)])
-        self.lb = LoadBalancer(cfg.lb, switch_id, self.rng)
-        #: per class: the load balancer hashes (ECMP), and its seed (Switch._arrive inlines it)
-        self._lb_ecmp: list[bool] = shared_table("lb_ecmp", [m == "ecmp" for m in self.lb.modes])
-        self._lb_seed = self.lb.seed
-        self._dscp_map = cfg.dscp_map
-        self._ecn: list[Marking | None] = _markings("ecn", [None if t.ecn is None else Marking(t.ecn) for t in cfg.tcs])
+        self.lossless = mmu.lossless
+        self.lb = lb
+        self._ecn: list[Marking | None] = ecn
         # marking per egress port: a class with ``last_hop`` off is not marked towards a host
         lasthop = _markings("lasthop", [e if e is None or e.last_hop else None for e in self._ecn])
         for port in self.ports:
             port.ecn = lasthop if port.faces_host else self._ecn
         self._trim_tc = cfg.trim.tc
-        tel = self.telemetry
-        # queue-depth / port-byte samples cost a check per packet: none when nobody keeps them
-        self._sample_ns = cfg.sample_ns if tel.wants("queue_depth") or tel.wants("port_bytes") else 0
         #: whether records of a mark, a trim and a drop are kept, asked once here (as the samples'
         #: above): a marked packet otherwise costs a call of the (interpreted) telemetry
         self._tel_mark = tel.wants("ecn_mark")
@@ -213,26 +246,15 @@ class Switch:
         self._routes: list[tuple[int, int, int, tuple[int, ...]]] = []
         self._static: list[tuple[int, int, int, tuple[int, ...]]] = []
         self._overrides: dict[tuple[int, int], tuple[int, ...]] = {}
-        #: the routing table as one exact-match dict per prefix length, longest first:
-        #: ``(mask, {network: ports})`` (``()``: a withdrawn prefix); see :meth:`route`
-        self._lpm: list[tuple[int, dict[int, tuple[int, ...]]]] = []
         self._pfc_gen = [[0] * 8 for _ in self.ports]
         self._wd_armed = False
         self._wd_prev = 0
         self._wd_since: dict[tuple[int, int], int] = {}
         self._wd_restore: dict[tuple[int, int], int] = {}
-        self._wd_dropping: set[tuple[int, int]] = set()
         #: per (port, priority): the last XOFF received, and the paused time at the last poll
         self._wd_last_xoff: dict[tuple[int, int], int] = {}
         self._wd_paused: dict[tuple[int, int], int] = {}
-        #: called as ``on_transmit(switch, port, frame, start, end)`` when a frame starts on a link
-        self.on_transmit: Callable[[Switch, int, bytearray, int, int], None] = self._to_outbox
         self.outbox: list[Transmission] = []
-        #: a Fabric's link hand-off; while ``on_transmit`` is this very object (nobody wrapped it,
-        #: e.g. with a pcap tap) a frame goes straight onto the shared event heap (``_kick``)
-        self.link_tx: object = None
-        #: ingress options that need the whole pipeline even for a forwarded packet
-        self._slow_ingress = bool(cfg.latency_ns) or cfg.trust_pcp
         self._latency_ns: int = cfg.latency_ns
         self._trust_pcp: bool = bool(cfg.trust_pcp)
         #: the event handlers as bound-method objects made once (an event is ``(fn, a, b)``); the
@@ -240,18 +262,8 @@ class Switch:
         self._wake_ev: Callable[[Port, object, int], None] = self._on_wake
         self._process_ev: Callable[[int, bytearray, int], None] = self._process
         self._schedule: Callable[..., None] = self.events.schedule
-        self._ecn_avg: list[bool] = shared_table("ecn_avg", [e is not None and bool(e.weight_shift) for e in self._ecn])
-        #: per class: arrivals update an average or a sample of its queue, so every packet
-        #: enters the queue (no leaving at once from an idle port: _enqueue)
-        self._queue_watch: list[bool] = shared_table(
-            "queue_watch", [avg or bool(self._sample_ns) for avg in self._ecn_avg]
-        )
-        #: per-link accounting shared by a Fabric's switches (None: off); a packet then carries
-        #: the links it crossed and the last switch reports it delivered (uet.fabric.model.linkload)
-        self.link_load: LinkLoad | None = None
-        #: a packed path's marker bit and the width of a port index in it (LinkLoad.mark, .port_bits)
+        #: a packed path's marker bit (LinkLoad.mark; its port width: ``_port_bits``, above)
         self._path_mark = 0
-        self._port_bits = 0
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -664,7 +676,8 @@ class Switch:
                 frame, ip = pkt.frame, pkt.ip
                 ecn = port.ecn[tc]
                 if ecn is not None:
-                    q: float = port.avg_q[tc] if ecn.weight_shift else port.qbytes[tc]  # (compiled: a native float)
+                    # the queue left behind (compiled: a native float); nothing queued: every class's is 0
+                    q: float = port.avg_q[tc] if ecn.weight_shift else (port.qbytes[tc] if port.backlog else 0)
                     if q > ecn.kmin:
                         p = ecn.probability(q)
                         if p >= 1.0 or self.rng.random() < p:
