@@ -92,6 +92,20 @@ def test_flow_crc_is_the_crc_of_the_flow_tuple() -> None:
         assert flow_crc(frame, 14) == zlib.crc32(flow_tuple(frame, 14))
 
 
+def test_flow_crc_of_udp_without_options_is_the_crc_of_the_flow_tuple() -> None:
+    """Issue 28: a UDP packet without IP options has its tuple read in one unpack (bytes or
+    bytearray, any addresses and ports, any offset of the IPv4 header)."""
+    import random
+
+    rng = random.Random(5)
+    for _ in range(200):
+        a, b = (".".join(str(rng.randrange(256)) for _ in range(4)) for _ in range(2))
+        f = ipv4_frame(a, b, bytes(rng.randrange(0, 64)), sport=rng.randrange(1 << 16), dport=rng.randrange(1 << 16))
+        tagged = f[:12] + bytes((0x81, 0, 0, 5)) + f[12:]  # an 802.1Q tag: the header at 18
+        for frame, ip in ((f, 14), (bytearray(f), 14), (bytearray(tagged), 18)):
+            assert flow_crc(frame, ip) == zlib.crc32(flow_tuple(frame, ip))
+
+
 @pytest.mark.parametrize("k", [4, 8])
 def test_ecmp_sprays_one_flow_over_every_core_switch_of_a_fat_tree(k: int) -> None:
     """No hash polarisation (issue 11): a CRC is affine, so with the bare CRC a pod spine re-picked

@@ -10,6 +10,7 @@ trimming recomputes it with :func:`uet.wire.net.inet_checksum`.
 
 from __future__ import annotations
 
+import struct
 import zlib
 from typing import Final
 
@@ -134,12 +135,26 @@ def flow_tuple(frame: bytes | bytearray, ip: int) -> bytes:
 crc32: Final = zlib.crc32
 #: each byte value as a one-byte ``bytes`` (the protocol byte of :func:`flow_crc`)
 _BYTE: Final = tuple(bytes((i,)) for i in range(256))
+#: an IPv4 header and the ports behind it, from the header's first byte, in one call: version and
+#: IHL, protocol, both addresses as one 64-bit int, both ports as one 32-bit int
+_FLOW_UNPACK: Final = struct.Struct("!B8xB2xQI").unpack_from
+#: the flow tuple of a UDP packet from those: addresses, protocol, ports
+_FLOW_PACK: Final = struct.Struct("!QBI").pack
 
 
 def flow_crc(frame: bytes | bytearray, ip: int) -> int:
     """``zlib.crc32(flow_tuple(frame, ip))``, fed from the frame's own bytes in turn (CRC-32 is
     streaming) without building the tuple: what ECMP hashes once per packet
-    (``LoadBalancer.choose_pkt``, ``Switch._arrive``)."""
+    (``LoadBalancer.choose_pkt``, ``Switch._arrive``).
+
+    A UDP packet without IP options, every UET packet of a run, has its tuple built in one piece
+    from one unpack of the header and hashed in one call: a slice or a byte of a bytearray costs
+    the compiled build a generic call each, and this ran once per packet (about 3,900
+    instructions a packet at the first switch that hashes it, issue 28)."""
+    if len(frame) >= ip + 24:
+        h: tuple[int, int, int, int] = _FLOW_UNPACK(frame, ip)
+        if h[0] & 15 == 5 and h[1] == 17:
+            return crc32(_FLOW_PACK(h[2], 17, h[3]))
     proto = frame[ip + IP_PROTO]
     c = crc32(_BYTE[proto], crc32(frame[ip + IP_SRC : ip + IP_DST + 4]))
     l4 = ip + (frame[ip] & 15) * 4
