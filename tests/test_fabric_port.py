@@ -344,3 +344,37 @@ def test_pause_high_water_mark_says_when_no_class_is_paused() -> None:
     p.apply_pause(3, 0, 2_000)  # XON: the class resumes; the mark only ever grows
     assert p.paused_until[3] == 2_000 and p.pause_hi == until
     assert p.pick(2_000) == 3
+
+
+def test_ingress_reads_untagged_and_tagged_headers_alike() -> None:
+    """Issue 28: ingress reads an untagged IPv4 frame's header fields in one unpack and a tagged
+    one byte by byte; both give the same verdict for a good frame, another IP version, a header
+    shorter than 20 bytes, a total length beyond the frame, an expiring TTL and no route."""
+
+    def edit(f: bytes, **kw: int) -> bytearray:
+        b = bytearray(f)
+        for off, v in kw.items():
+            b[14 + int(off[1:])] = v
+        return b
+
+    good = data()
+    cases = {
+        "forwarded": bytearray(good),
+        "not_ipv4": edit(good, o0=0x65),
+        "malformed": edit(good, o0=0x44),
+        "malformed_len": edit(good, o2=0xFF),
+        "ttl_expired": edit(good, o8=1),
+        "no_route": edit(good, o16=11),
+    }
+    for tagged in (False, True):
+        for name, f in cases.items():
+            sw = switch()
+            frame = f[:12] + bytes((0x81, 0, 0, 0)) + f[12:] if tagged else f
+            sw.receive(0, bytes(frame), 0)
+            sent = drain(sw)
+            reason = name.split("_len")[0]
+            drops = {k[2]: v for k, v in sw.counters.items() if k[0] == "drop"}
+            if name == "forwarded":
+                assert len(sent) == 1 and not drops, tagged
+            else:
+                assert not sent and drops == {reason: 1}, (name, tagged, drops)
