@@ -77,33 +77,65 @@ def test_large_messages_share_one_buffer_at_distinct_offsets() -> None:
 
 
 def test_message_buffers_are_drawn_only_as_far_as_messages_read(monkeypatch) -> None:
-    """A one-flow run's 2 MB message reads 2 MB of its 3 MiB buffer: only that much is drawn,
-    and the bytes are those of the whole buffer drawn at once, before and after the rest is drawn."""
+    """A one-flow run's 2 MB message reads 2 MB of its 3 MiB buffer: only the pieces up to there
+    are made, and the bytes are those of the whole buffer made at once, before and after the rest
+    is made."""
     import random
 
     import uet.workloads.base as base
 
     monkeypatch.setattr(base, "_views", {})
     monkeypatch.setattr(base, "_pools", {})
-    whole = random.Random("uet-workload/7/2097152").randbytes((1 << 20) + (2 << 20))
+    whole = base._Drawn("uet-workload/7/2097152", (1 << 20) + (2 << 20)).upto(1 << 30)
+    assert len(whole) == (1 << 20) + (2 << 20)
     first = base.message_data(7, 0, 0, 2_000_001)  # starts at 0
-    assert len(base._views[(7, 2 << 20)].data) == 2_000_004  # a whole number of 32-bit words
+    assert len(base._views[(7, 2 << 20)].data) == 31 * base._BLOCK  # whole pieces, up to the end read
     assert bytes(first) == whole[:2_000_001]
     other = base.message_data(7, 1, 0, 2_000_001)
     assert len(base._views[(7, 2 << 20)].data) == len(whole)
     start = (1 << 10) * 0x9E3779B1 & ((1 << 20) - 1)
     assert bytes(other) == whole[start : start + 2_000_001] and bytes(first) == whole[:2_000_001]
 
-    pool = random.Random("uet-workload/7").randbytes(1 << 20)
+    pool = base._Drawn("uet-workload/7", 1 << 20).upto(1 << 20)
     small = base.message_data(7, 0, 0, 1000)
     at = random.Random("7/0/0").randrange(1 << 20)
     drawn = len(base._pools[7].data)
-    assert small[16:] == pool[at : at + 984] and drawn == min(-(-(at + 984) // 4) * 4, 1 << 20)
-    for i in range(1, 40):  # some of them wrap around the end of the pool: drawn whole
+    assert small[16:] == pool[at : at + 984] and drawn == -(-(at + 984) // base._BLOCK) * base._BLOCK
+    for i in range(1, 40):  # some of them wrap around the end of the pool: made whole
         m = base.message_data(7, 0, i, 60_000)
         at = random.Random(f"7/0/{i}").randrange(1 << 20)
         assert m[16:] == (pool + pool)[at : at + 60_000 - 16]
     assert len(base._pools[7].data) == 1 << 20
+
+
+def test_message_pools_are_the_same_however_they_are_made() -> None:
+    """A pool's bytes depend on its key only: made in one step, in two, or piece by piece, and in
+    another process (pinned by their CRC-32: a change of the generator changes every run's
+    payloads and must be said); other keys give other bytes, every piece its own."""
+    import zlib
+
+    import uet.workloads.base as base
+
+    size = (1 << 20) + 2048  # not a whole number of pieces: the last one is cut
+    whole = base._Drawn("k", size).upto(size)
+    assert len(whole) == size
+    steps = base._Drawn("k", size)
+    assert steps.upto(1) == whole[: base._BLOCK] and steps.upto(size) == whole
+    piecewise = base._Drawn("k", size)
+    for end in range(base._BLOCK, size + base._BLOCK, base._BLOCK):
+        got = piecewise.upto(end)
+        assert got == whole[: len(got)] and len(got) >= min(end, size)
+    assert base._Drawn("k2", size).upto(size) != whole
+    pieces = {whole[at : at + 4096] for at in range(0, size, 4096)}
+    assert len(pieces) == -(-size // 4096)  # no two 4 KiB packets alike
+    assert zlib.crc32(bytes(message_data(1, 0, 0, 2_000_000))) == PAYLOAD_CRC
+    assert zlib.crc32(message_data(1, 2, 3, 5_000)) == SMALL_PAYLOAD_CRC
+
+
+#: CRC-32 of ``message_data(1, 0, 0, 2_000_000)`` and ``message_data(1, 2, 3, 5_000)``: the payload
+#: generator of uet.workloads.base._Drawn
+PAYLOAD_CRC = 2180436189
+SMALL_PAYLOAD_CRC = 196726835
 
 
 def test_summary_flags_a_lost_or_corrupted_message() -> None:
@@ -152,23 +184,3 @@ async def test_an_unfinished_flow_reports_its_retransmissions() -> None:
 
 def report_with(report: RankReport, flow: FlowReport) -> RankReport:
     return RankReport(flows=[*report.flows, flow], rx=list(report.rx))
-
-
-def test_message_pools_beyond_one_randbytes_call_are_drawn_in_pieces(monkeypatch) -> None:
-    """A 256 MiB message's pool is more than one ``randbytes`` call can draw (8 × n bits must fit
-    a C int): it is drawn in pieces of ``_RANDBYTES_MAX`` from the same generator; anything up to
-    that is the one call every run used before."""
-    import random
-
-    import uet.workloads.base as base
-
-    monkeypatch.setattr(base, "_RANDBYTES_MAX", 1000)
-    small = base._random_bytes(random.Random("x"), 1000)
-    assert small == random.Random("x").randbytes(1000)
-    big = base._random_bytes(random.Random("x"), 2500)
-    r = random.Random("x")
-    assert big == r.randbytes(1000) + r.randbytes(1000) + r.randbytes(500) and big[:1000] == small
-    monkeypatch.setattr(base, "_views", {})
-    monkeypatch.setattr(base, "VIEW_BYTES", 64)
-    view = base.message_data(1, 0, 0, 1500)  # a 2 KiB size class: a pool of 1 MiB + 2 KiB, in pieces
-    assert len(view) == 1500 and bytes(view) == bytes(base.message_data(1, 0, 0, 1500))

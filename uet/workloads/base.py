@@ -42,47 +42,69 @@ __all__ = ["Flow", "FlowReport", "NoParams", "RankReport", "RxReport", "Workload
 _POOL_BYTES = 1 << 20
 #: Messages at least this long are views of a shared buffer (see :func:`message_data`).
 VIEW_BYTES = 1 << 16
-#: the most bytes one ``Random.randbytes`` call may draw: it draws 8 × n bits at once, and CPython
-#: refuses a bit count above a C int (2^31 − 1), so a 256 MiB message's pool failed with
-#: OverflowError
-_RANDBYTES_MAX = (1 << 28) - 8
-
-
-def _random_bytes(rng: random.Random, n: int) -> bytes:
-    """``n`` random bytes of ``rng``: one ``randbytes`` call up to :data:`_RANDBYTES_MAX` (the
-    bytes every existing run used), consecutive calls of that size beyond it."""
-    if n <= _RANDBYTES_MAX:
-        return rng.randbytes(n)
-    return b"".join(rng.randbytes(min(_RANDBYTES_MAX, n - at)) for at in range(0, n, _RANDBYTES_MAX))
+#: the block a pool is made of (see :class:`_Drawn`): drawn once from the generator, then each
+#: :data:`_BLOCK`-byte piece of the pool is a rotation of it through a substitution of its own
+_BLOCK = 1 << 16
 
 
 class _Drawn:
-    """The random bytes of ``rng`` that ``_random_bytes(rng, size)`` would give, drawn only as far
-    as messages read them: a one-flow run reads 2 MB of its 3 MiB buffer, and drawing costs about
-    38 M instructions per MiB (issue 28).
+    """A pool of ``size`` reproducible pseudo-random bytes of one key, made only as far as
+    messages read it: a one-flow run reads 2 MB of its 3 MiB buffer.
 
-    ``randbytes(n)`` is the generator's next ``n / 4`` 32-bit words, little-endian, when ``n`` is a
-    multiple of 4, so a draw continued from such a length gives the same bytes as one draw of the
-    whole: :meth:`upto` draws the first ``end`` bytes (rounded up to 4) once, then at the first read
-    beyond them the rest at once (one copy of the prefix: at most two buffers per pool).
+    **Decision** (issue 28): payload bytes only have to be reproducible per seed, distinct per
+    message and without repeats a misplaced packet could hide behind; they are not secrets. Drawing
+    all of them from the Mersenne Twister (``random.randbytes``) cost about 36 instructions a byte,
+    72 M of a one-flow run's 660 M (a keystream from ``cryptography`` costs less per byte but 36 M
+    to import). So a pool is made of pieces of :data:`_BLOCK` bytes from one block of as many
+    random bytes (``random.Random(key).randbytes``): piece ``j`` is the block rotated by ``o_j``
+    bytes and passed through the byte substitution ``t_j`` (``bytes.translate``), where ``o_j``
+    and ``t_j`` come from the next 32-bit word of the same generator — the block's offset (16
+    bits) and two rotations (8 bits each) of one random permutation of the 256 byte values drawn
+    after the block, composed. About 13 instructions a byte. Two pieces share both rotation and
+    substitution only by a 1-in-2^32 chance, and within a piece every byte of the block appears
+    once, so no two packets of a pool carry the same payload (but by that chance). Piece ``j``
+    depends only on the key and ``j``: the bytes are the same however far, and in how many steps,
+    the pool is made. Not a cryptographic generator, nor meant as one.
     """
 
-    __slots__ = ("data", "rng", "size")
+    __slots__ = ("block", "data", "perm", "rng", "size")
 
-    def __init__(self, rng: random.Random, size: int) -> None:
-        self.rng = rng
+    def __init__(self, key: str, size: int) -> None:
+        self.rng = random.Random(key)
         self.size = size
         self.data = b""
+        self.block = b""
+        self.perm = b""
+
+    def _pieces(self, count: int) -> bytes:
+        """The next ``count`` pieces of the pool."""
+        rng = self.rng
+        if not self.block:
+            block = rng.randbytes(_BLOCK)
+            self.block = block + block  # a rotation is one slice of the block twice
+            order = list(range(256))
+            rng.shuffle(order)
+            self.perm = bytes(order) * 2
+        block, perm, getrandbits = self.block, self.perm, rng.getrandbits
+        parts = []
+        for _ in range(count):
+            k = getrandbits(32)
+            at, a, b = k & (_BLOCK - 1), (k >> 16) & 255, k >> 24
+            parts.append(block[at : at + _BLOCK].translate(perm[a : a + 256].translate(perm[b : b + 256])))
+        return b"".join(parts)
 
     def upto(self, end: int) -> bytes:
-        """The bytes drawn so far, at least the first ``min(end, size)``."""
+        """The bytes made so far, at least the first ``min(end, size)``: at the first read the
+        pieces up to ``end``, at the first read beyond them all the rest (one copy of the prefix:
+        at most two buffers per pool)."""
         data = self.data
         if len(data) >= end or len(data) == self.size:
             return data
-        if not data and (n := -(-end // 4) * 4) < self.size:
-            self.data = _random_bytes(self.rng, n)
-        else:  # the rest: n is a multiple of 4, so the stream continues where it stopped
-            self.data = data + _random_bytes(self.rng, self.size - len(data))
+        if not data and end < self.size:
+            count = -(-end // _BLOCK)
+        else:
+            count = -(-(self.size - len(data)) // _BLOCK)
+        self.data = (data + self._pieces(count))[: self.size]
         return self.data
 
 
@@ -93,13 +115,13 @@ _views: dict[tuple[int, int], _Drawn] = {}
 def message_data(seed: int, flow: int, index: int, nbytes: int) -> bytes | memoryview:
     """The payload of message ``index`` of ``flow`` in a run seeded ``seed``.
 
-    **Decision**: 16 bytes naming (seed, flow, index) followed by bytes from a 1 MiB random pool of
-    the seed, starting at an offset drawn from (flow, index) and wrapping around: every message is
-    distinct and reproducible, and a 1,024-flow run does not spend seconds drawing 2 GB of random
-    numbers.
+    **Decision**: 16 bytes naming (seed, flow, index) followed by bytes from a 1 MiB pool of the
+    seed (:class:`_Drawn`), starting at an offset drawn from (flow, index) and wrapping around:
+    every message is distinct and reproducible, and a 1,024-flow run does not spend seconds drawing
+    2 GB of random numbers.
 
-    Messages of :data:`VIEW_BYTES` or more are instead read-only views of one shared random
-    buffer of the seed (1 MiB longer than the message, made once per size class), starting at
+    Messages of :data:`VIEW_BYTES` or more are instead read-only views of one shared pool of the
+    seed (1 MiB longer than the message, made once per size class), starting at
     ``((flow << 10) + index) × 0x9E3779B1 mod 2^20``: an odd multiplier is a bijection of the
     20-bit key, so up to 1,024 flows of up to 1,024 messages each start at distinct offsets, and
     the senders of a many-host simulation share one buffer instead of holding a copy each (the
@@ -109,7 +131,7 @@ def message_data(seed: int, flow: int, index: int, nbytes: int) -> bytes | memor
         size = 1 << max(nbytes - 1, 1).bit_length()  # the size class: the next power of two
         drawn = _views.get((seed, size))
         if drawn is None:
-            drawn = _views[(seed, size)] = _Drawn(random.Random(f"uet-workload/{seed}/{size}"), _POOL_BYTES + size)
+            drawn = _views[(seed, size)] = _Drawn(f"uet-workload/{seed}/{size}", _POOL_BYTES + size)
         start = (((flow << 10) + index) * 0x9E3779B1) & (_POOL_BYTES - 1)
         return memoryview(drawn.upto(start + nbytes))[start : start + nbytes]
     head = seed.to_bytes(8, "big", signed=True) + flow.to_bytes(4, "big") + index.to_bytes(4, "big")
@@ -119,7 +141,7 @@ def message_data(seed: int, flow: int, index: int, nbytes: int) -> bytes | memor
     need = nbytes - len(head)
     drawn = _pools.get(seed)
     if drawn is None:
-        drawn = _pools[seed] = _Drawn(random.Random(f"uet-workload/{seed}"), _POOL_BYTES)
+        drawn = _pools[seed] = _Drawn(f"uet-workload/{seed}", _POOL_BYTES)
     pool = drawn.upto(start + need)  # the whole pool when the message wraps around
     parts = [head]
     while need > 0:
