@@ -97,6 +97,37 @@ def test_import_and_a_plain_uet_run_load_none_of_the_lazy_modules(probe: dict[st
     assert _found(probe["uet"]) == []
 
 
+#: standard modules a plain UET run does not load (issue 28: start-up of the one-flow rows)
+STDLIB_LAZY = (
+    "socket",  # uet.wire.net takes its four names from _socket
+    "shutil",  # argparse's formatters get the terminal's width from uet.tools.cli, not shutil
+    "ast",  # inspect, and with it ast, dis and tokenize, loads at its first use (uet.dataclass_cache)
+    "dis",
+    "tokenize",
+)
+
+_PLAIN_RUN = r"""
+import contextlib, io, json, sys
+import uet.tools.sim
+with contextlib.redirect_stdout(io.StringIO()) as text:
+    rc = uet.tools.sim.main(["-n", "2", "--messages", "1", "--size", "4096", "--json"])
+ok = rc == 0 and json.loads(text.getvalue())["ok"]
+import dataclasses
+print(json.dumps({"ok": ok, "loaded": sorted(set(sys.modules) & set(sys.argv[1:])),
+                  "signature": dataclasses.inspect.signature(print) is not None}))
+"""
+
+
+def test_a_plain_uet_run_loads_none_of_the_standard_modules_it_does_not_use() -> None:
+    """Nor does the run need them: ``inspect`` is there (what dataclasses imports), loaded when
+    first used."""
+    r = subprocess.run(
+        [sys.executable, "-c", _PLAIN_RUN, *STDLIB_LAZY], capture_output=True, text=True, timeout=120, check=True
+    )
+    out = json.loads(r.stdout)
+    assert out == {"ok": True, "loaded": [], "signature": True}
+
+
 def test_asyncio_is_loaded_without_tls_and_ssl_still_imports(probe: dict[str, Any]) -> None:
     """A run that needs asyncio's loop (a collective) imports asyncio with ``ssl`` marked missing
     (uet.sim.tasks.asyncio_without_tls): asyncio then offers no TLS in that process, and an

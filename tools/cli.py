@@ -313,8 +313,30 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
 
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse makes a formatter for every add_argument (to check its metavar), and a formatter
+        # without a width imports shutil (with bz2 and lzma: about 5 M instructions of a one-flow
+        # uet-sim run's start-up) to ask for the terminal's; the same width, asked without it
+        formatter_class: Callable[..., argparse.HelpFormatter] = self.formatter_class
+        return formatter_class(prog=self.prog, width=terminal_columns() - 2)
+
     def format_help(self) -> str:
         return plain_text(super().format_help())
+
+
+def terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns`` without importing shutil: ``COLUMNS`` when set and
+    positive, else the width of the terminal on standard output, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 #: reST markup a description taken from a module docstring carries: ``literal``, :role:`target`

@@ -147,6 +147,8 @@ class InitiatorConfig:
 
 @dataclass(eq=False)
 class _Op:
+    """One operation the initiator runs (a send, a write, a read, an atomic) and its state."""
+
     id: int
     kind: str
     opcode: int
@@ -183,6 +185,8 @@ class _Op:
 
 @dataclass(eq=False)
 class _Msg:
+    """One message of an operation: its packets waiting and in flight."""
+
     op: _Op
     msg_id: int
     data_off: int

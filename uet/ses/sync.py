@@ -41,6 +41,8 @@ __all__ = ["SyncGroups"]
 
 @dataclass(eq=False)
 class _Group:
+    """One sync group: the operations it counts, those done, and what runs when all are."""
+
     count: int
     done: int = 0
     pending: Callable[[], Any] | None = None

@@ -6,7 +6,9 @@ fabric data path gets precompiled codecs and the decoder gets construct-backed e
 
 from __future__ import annotations
 
-import socket
+# _socket, not socket: socket.py builds four IntEnums at import (with selectors, about 9 M
+# instructions of a one-flow uet-sim run's start-up), and only these four names are used here
+from _socket import AF_INET, AF_INET6, inet_ntop, inet_pton
 from enum import IntEnum
 
 from uet.wire.layout import F, Layout, R, Raw
@@ -184,8 +186,7 @@ def udp_checksum(src: bytes, dst: bytes, udp: bytes | bytearray | memoryview) ->
 
 def ip_bytes(addr: str) -> bytes:
     """Packed bytes of an IPv4 or IPv6 address string."""
-    fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
-    return socket.inet_pton(fam, addr)
+    return inet_pton(AF_INET6 if ":" in addr else AF_INET, addr)
 
 
 def as_address(addr: bytes | bytearray | str) -> bytes:
@@ -201,7 +202,7 @@ def as_address(addr: bytes | bytearray | str) -> bytes:
 
 def ip_str(raw: bytes) -> str:
     """Text form of a packed 4- or 16-byte address."""
-    return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
+    return inet_ntop(AF_INET if len(raw) == 4 else AF_INET6, raw)
 
 
 def mac_str(raw: bytes) -> str:
