@@ -205,7 +205,7 @@ def _body(argv: Sequence[str] | None) -> int:
         check_outputs(args)
     from uet.tools.run_settings import usage_errors
 
-    from uet.live.runs import transports
+    from uet.live.result import transports
     from uet.sim.runs import run_one
 
     if args.baseline and len(transports(s)) > 1:

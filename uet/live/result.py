@@ -8,7 +8,15 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["KERNEL_QUEUE_NOTE", "LATE_TIMER_US", "cpu_starvation", "endpoint_lag", "settings_record", "written"]
+__all__ = [
+    "KERNEL_QUEUE_NOTE",
+    "LATE_TIMER_US",
+    "cpu_starvation",
+    "endpoint_lag",
+    "settings_record",
+    "transports",
+    "written",
+]
 
 #: switch timer lateness (p99, µs) above which the fabric process is taken to be short of CPU: ten
 #: frame times of a 1500-byte frame at the realtime profile's 100 Mb/s
@@ -59,6 +67,12 @@ def written(folder: str | None, suffix: str) -> list[str]:
     if not folder or not os.path.isdir(folder):
         return []
     return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(suffix))
+
+
+def transports(s: dict[str, Any]) -> tuple[str, ...]:
+    """The transports a scenario runs on, in order: ``both`` is UET, then RoCEv2 (here, not in
+    :mod:`uet.live.runs`, so that a simulator run does not import the live engine's dilation)."""
+    return ("uet", "roce") if s.get("transport") == "both" else (str(s.get("transport", "uet")),)
 
 
 def settings_record(s: dict[str, Any], endpoint: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from uet.fabric.profiles import load_topology, overrides_to_dict
 from uet.live.dilation import Dilation, choose, short_of_cpu
 from uet.live.dilation import verdict as dilation_verdict
-from uet.live.result import cpu_starvation, settings_record
+from uet.live.result import cpu_starvation, settings_record, transports
 
 if TYPE_CHECKING:  # pragma: no cover
     from uet.live.launcher import Launcher
@@ -92,8 +92,3 @@ def dilation_for(given: float | str, s: dict[str, Any], topo: dict[str, Any], ep
     )
     receivers = len({f.dst for f in build_workload(s).flows()})
     return choose(receivers, t.host_link.rate_bps, int(ep.get("payload_size", 1024)))
-
-
-def transports(s: dict[str, Any]) -> tuple[str, ...]:
-    """The transports a scenario runs on, in order: ``both`` is UET, then RoCEv2."""
-    return ("uet", "roce") if s.get("transport") == "both" else (str(s.get("transport", "uet")),)

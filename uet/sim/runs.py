@@ -17,8 +17,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from uet.errors import UetError
-from uet.live.result import settings_record
-from uet.live.runs import transports
+from uet.live.result import settings_record, transports
 from uet.scenario.check import ScenarioError
 from uet.sim.scenario import Progress, simulate
 
