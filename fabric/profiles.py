@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
-import tomllib
 from dataclasses import replace
 from typing import Any
 
@@ -133,6 +132,8 @@ def apply_profile(topology: Topology, profile: str = "realtime", rate_bps: int =
 def parse_value(text: str) -> Any:
     """A ``-o key=value`` value as a TOML literal (``100e6``, ``true``, ``"spray_rr"``, ``[1, 2]``),
     falling back to the bare text as a string (``spray_rr``)."""
+    import tomllib  # here: a run without -o values needs no TOML parser (uet.config_file.read_toml)
+
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:

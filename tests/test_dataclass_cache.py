@@ -192,3 +192,58 @@ def test_the_benchmark_stores_a_run_s_methods_where_bytecode_writing_is_off(tmp_
     assert r.returncode == 0, r.stderr
     hits, misses = json.loads(r.stderr.strip().splitlines()[-1])
     assert hits > 50 and misses == 0
+
+
+def test_a_toml_text_s_tables_are_kept_by_the_text(tmp_path: Path) -> None:
+    """uet.dataclass_cache.stored_table's store: the tables again, a fresh copy, without parsing;
+    tables marshal cannot write (a TOML date) are parsed every time; at most max_entries texts."""
+    import datetime
+    import tomllib
+
+    path = str(tmp_path / "tables")
+    text = 'a = 1\n[b]\nc = [1.5, "x", true]\n'
+    calls: list[str] = []
+
+    def parse(t: str) -> Any:
+        calls.append(t)
+        return tomllib.loads(t)
+
+    first = CodeCache(path, write=True, max_entries=2)
+    assert first.value(text, lambda: parse(text)) == {"a": 1, "b": {"c": [1.5, "x", True]}}
+    first.save()
+    again = CodeCache(path, write=True, max_entries=2)
+    got = again.value(text, lambda: parse(text))
+    got["b"]["c"].append(2)  # a copy: the next one is as stored
+    assert again.value(text, lambda: parse(text)) == {"a": 1, "b": {"c": [1.5, "x", True]}}
+    assert calls == [text] and (again.hits, again.misses) == (2, 0)
+    dated = "d = 2026-01-02\n"
+    for _ in range(2):
+        assert again.value(dated, lambda: parse(dated)) == {"d": datetime.date(2026, 1, 2)}
+    assert calls == [text, dated, dated]
+    for t in ("x = 1\n", "x = 2\n"):
+        again.value(t, lambda t=t: parse(t))  # type: ignore[misc]
+    again.save()
+    _magic, kept = marshal.loads(Path(path).read_bytes())
+    assert sorted(kept) == sorted([text, "x = 1\n", "x = 2\n"])  # over 2: those this process used
+
+
+def test_a_scenario_read_before_needs_no_toml_parser(tmp_path: Path) -> None:
+    """The second run of a scenario file finds its tables stored (uet.config_file.read_toml) and
+    does not import tomllib."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[run]\nworkload = "pairs"\nendpoints = 2\nmessage_bytes = 4096\nmessages = 1\n')
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "cache")
+    run = (
+        "import contextlib, io, json, sys\n"
+        "from uet.tools.sim import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        f"    rc = main([{str(scenario)!r}, '--json'])\n"
+        "print(json.dumps([rc, json.loads(out.getvalue())['ok'], 'tomllib' in sys.modules]))\n"
+    )
+    seen = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", run], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        seen.append(json.loads(r.stdout))
+    assert seen == [[0, True, True], [0, True, False]]

@@ -12,7 +12,6 @@ Sizes and rates in these files (and on command lines) may be written as text: :f
 from __future__ import annotations
 
 import re
-import tomllib
 from typing import Any
 
 __all__ = ["MAX_CONFIG_BYTES", "ConfigFileError", "parse_rate", "parse_size", "read_toml"]
@@ -41,6 +40,18 @@ def read_toml(path: str, max_bytes: int = MAX_CONFIG_BYTES) -> dict[str, Any]:
         raise ConfigFileError(f"{path}: not UTF-8 text (byte {e.start}); TOML files are UTF-8") from None
     if "\0" in text:
         raise ConfigFileError(f"{path}: a binary file (NUL bytes), not TOML")
+    from uet.dataclass_cache import stored_table
+
+    tables: dict[str, Any] = stored_table(text, lambda: _parse(path, text))
+    return tables
+
+
+def _parse(path: str, text: str) -> dict[str, Any]:
+    """``tomllib.loads(text)``, its errors as :class:`ConfigFileError` naming ``path``;
+    :func:`read_toml` keeps the tables by the text (:func:`uet.dataclass_cache.stored_table`), so a
+    file read before needs neither this nor importing :mod:`tomllib`."""
+    import tomllib
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -21,6 +21,12 @@ imports the real module at the first use of one of its names, puts it in its pla
 names: ``import inspect`` and ``from inspect import signature`` work as before, at the cost of the
 import when first used.
 
+**TOML tables**: the tables of the TOML files the tools read (:func:`uet.config_file.read_toml`)
+are kept the same way by their text, in a second store (``toml-tables``, at most
+:data:`MAX_TABLES` texts): a scenario read before is not parsed again, and a run then does not
+import :mod:`tomllib` (with datetime: about 12 M instructions of a one-flow ``uet-sim`` run).
+Tables :mod:`marshal` cannot write (a TOML date or time) are parsed every time.
+
 The store is one file beside the package's bytecode (``__pycache__``, or under
 ``sys.pycache_prefix``), named for the interpreter's cache tag (and ``-O`` level) and checked
 against its bytecode magic number; it is written at exit when a text was new, unless bytecode
@@ -36,7 +42,7 @@ import builtins
 import marshal
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib import import_module
 from importlib.util import MAGIC_NUMBER, cache_from_source, find_spec
 from types import CodeType, ModuleType
@@ -71,17 +77,20 @@ def _defer(name: str) -> None:
 _defer("inspect")
 import dataclasses  # noqa: E402 - after _defer: dataclasses imports inspect
 
-__all__ = ["MAX_ENTRIES", "CodeCache", "install", "stored_code", "write_store"]
+__all__ = ["MAX_ENTRIES", "MAX_TABLES", "CodeCache", "install", "stored_code", "stored_table", "write_store"]
 
 #: texts kept in the store at most
 MAX_ENTRIES = 4096
+#: TOML texts whose tables are kept at most (:func:`stored_table`): tests read many generated files
+MAX_TABLES = 64
 
 
 class CodeCache:
     """Code objects of dataclass method texts, by text, stored in ``path`` (module docstring)."""
 
-    def __init__(self, path: str | None, *, write: bool) -> None:
+    def __init__(self, path: str | None, *, write: bool, max_entries: int | None = None) -> None:
         self.path = path
+        self.max_entries = max_entries  # None: MAX_ENTRIES
         self.write = write and path is not None
         self._stored: dict[str, bytes] = self._load()
         self._used: dict[str, bytes] = {}
@@ -116,11 +125,31 @@ class CodeCache:
         self._new = True
         return code
 
+    def value(self, text: str, make: Callable[[], Any]) -> Any:
+        """``make()``, a value that depends on ``text`` alone, kept by ``text`` when :mod:`marshal`
+        can write it (plain dicts, lists, strings, numbers); a fresh copy at every call."""
+        data = self._stored.get(text)
+        if data is not None:
+            self.hits += 1
+            self._used[text] = data
+            return marshal.loads(data)  # noqa: S302 - the project's own store
+        self.misses += 1
+        value = make()
+        try:
+            self._stored[text] = self._used[text] = marshal.dumps(value)
+        except ValueError:  # not a marshal type (a TOML date or time): made every time
+            return value
+        if self.write and not self._new:
+            atexit.register(self.save)
+        self._new = True
+        return value
+
     def save(self) -> None:
         """Write the store (when a text was new), atomically; a failure leaves it as it was."""
         if not (self.write and self._new) or self.path is None:
             return
-        entries = self._stored if len(self._stored) <= MAX_ENTRIES else self._used
+        limit = MAX_ENTRIES if self.max_entries is None else self.max_entries
+        entries = self._stored if len(self._stored) <= limit else self._used
         tmp = f"{self.path}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
@@ -136,13 +165,13 @@ class CodeCache:
         self._new = False
 
 
-def _store_path() -> str | None:
+def _store_path(name: str = "dataclass-code") -> str | None:
     tag = sys.implementation.cache_tag
     if tag is None:
         return None
     here = cache_from_source(__file__)  # .../__pycache__/dataclass_cache.<tag>.pyc, honours pycache_prefix
     opt = f".opt-{sys.flags.optimize}" if sys.flags.optimize else ""  # as a .pyc's name says -O
-    return os.path.join(os.path.dirname(here), f"dataclass-code.{tag}{opt}.marshal")
+    return os.path.join(os.path.dirname(here), f"{name}.{tag}{opt}.marshal")
 
 
 _installed: CodeCache | None = None
@@ -173,6 +202,18 @@ def stored_code(text: str, filename: str) -> CodeType:
     dataclass method's text (module docstring): for the project's other generated code, such as
     the header codecs of :mod:`uet.wire.layout`."""
     return install().code(text, filename)
+
+
+_tables: CodeCache | None = None
+
+
+def stored_table(text: str, make: Callable[[], Any]) -> Any:
+    """``make()``, the tables of the TOML document ``text``, kept between runs (module docstring):
+    a fresh copy at every call."""
+    global _tables
+    if _tables is None:
+        _tables = CodeCache(_store_path("toml-tables"), write=not sys.dont_write_bytecode, max_entries=MAX_TABLES)
+    return _tables.value(text, make)
 
 
 def write_store(modules: Iterable[str] = ()) -> str | None:
