@@ -50,6 +50,21 @@ def test_a_sync_group_still_expires() -> None:
 def test_an_operation_in_progress_calls_both() -> None:
     f = SesFep("10.0.0.9")
     calls = _spy(f)
+    assert f.get_timer() is None  # idle: no engine asked
     f.initiator.send(SesAddress(PEER, job_id=1, pid_on_fep=2, resource_index=0), b"x" * 10)
+    assert f.get_timer() == f.initiator.get_timer()  # the engine's own deadline (or None)
     f.handle_timer(1)
     assert calls == ["initiator", "target"]
+
+
+def test_has_events_sees_each_engines_completions() -> None:
+    """SesFep.has_events reads the engines' queues through its own references to them."""
+    f = SesFep("10.0.0.9")
+    assert not f.has_events()
+    f.initiator._events.append(object())  # type: ignore[arg-type]
+    assert f.has_events()
+    f.initiator._events.clear()
+    f.target._events.append(object())  # type: ignore[arg-type]
+    assert f.has_events()
+    f.target._events.clear()
+    assert not f.has_events()
