@@ -104,6 +104,7 @@ STDLIB_LAZY = (
     "ast",  # inspect, and with it ast, dis and tokenize, loads at its first use (uet.dataclass_cache)
     "dis",
     "tokenize",
+    "threading",  # uet.tools asks whether it runs in the main thread without it (in_main_thread)
 )
 
 _PLAIN_RUN = r"""
@@ -188,3 +189,17 @@ def test_a_workload_a_user_registers_is_made_by_name(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setitem(WORKLOADS, "mine", Mine)
     assert type(make("mine", 4)) is Mine and "mine" in WORKLOADS
+
+
+def test_in_main_thread_says_whether_this_is_the_main_thread() -> None:
+    """What the tools' Ctrl-C rule asks, without importing threading (threading is imported here,
+    by pytest; a fresh tool process answers without it, test above)."""
+    import threading
+
+    from uet.tools import in_main_thread
+
+    seen: list[bool] = []
+    t = threading.Thread(target=lambda: seen.append(in_main_thread()))
+    t.start()
+    t.join()
+    assert in_main_thread() and seen == [False]

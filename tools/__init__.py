@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 from types import FrameType
 
 #: the modules behind the console scripts of pyproject.toml (``uet-NAME`` runs ``uet.tools.NAME``)
@@ -58,7 +57,15 @@ def take_start_interrupt() -> bool:
     return came
 
 
-_tool_process = threading.current_thread() is threading.main_thread() and started_as_tool(
+def in_main_thread() -> bool:
+    """Whether this is the main thread, without importing :mod:`threading` (3.8 M instructions
+    a tool does not otherwise need): a thread started through it has imported it, and until it is
+    imported the thread that imports it becomes its main thread, so the answer is the same."""
+    threading = sys.modules.get("threading")
+    return threading is None or threading.current_thread() is threading.main_thread()
+
+
+_tool_process = in_main_thread() and started_as_tool(
     sys.argv[0] if sys.argv else "", list(getattr(sys, "orig_argv", []))
 )
 if _tool_process and signal.getsignal(signal.SIGINT) in (signal.default_int_handler, signal.SIG_IGN, signal.SIG_DFL):

@@ -31,7 +31,6 @@ import os
 import re
 import signal
 import sys
-import threading
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -387,9 +386,9 @@ def honour_ctrl_c() -> None:
     tool now does the same. A Ctrl-C that came while the tool was starting (noted by
     :mod:`uet.tools`, before ``run_main`` ran) is raised here. Main thread only (signal handlers
     can be set nowhere else)."""
-    from uet.tools import note_start_interrupt, take_start_interrupt
+    from uet.tools import in_main_thread, note_start_interrupt, take_start_interrupt
 
-    if threading.current_thread() is not threading.main_thread():
+    if not in_main_thread():
         return
     if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, note_start_interrupt):
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -405,9 +404,9 @@ def settle_ctrl_c() -> None:
     process silently, since Python gives SIGINT its default action back while it shuts down: a
     complete run, its results printed, then ended by SIGINT without a word. Only in a tool's own
     process (:func:`uet.tools.is_tool_process`); its children are stopped by then."""
-    from uet.tools import is_tool_process
+    from uet.tools import in_main_thread, is_tool_process
 
-    if is_tool_process() and threading.current_thread() is threading.main_thread():
+    if is_tool_process() and in_main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
