@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from uet.roce.dcqcn import DcqcnConfig
 from uet.wire.net import Ecn
-from uet.wire.roce import DSCP_CNP, DSCP_DATA, PMTUS
+from uet.wire.roceconst import DSCP_CNP, DSCP_DATA, PMTUS
 
 #: Frame bytes around a RoCE datagram on the wire: Ethernet 14 + FCS 4 + preamble/SFD and
 #: inter-frame gap 20 + IPv4 20 + UDP 8 (§1.1), what the rate limiter and byte counter charge.

@@ -11,6 +11,9 @@ from __future__ import annotations
 from enum import IntEnum
 
 from uet.wire.layout import F, Layout, R
+from uet.wire.roceconst import DSCP_CNP as DSCP_CNP  # DSCPs (§1.4) and path MTUs (§1.1): offered here too
+from uet.wire.roceconst import DSCP_DATA as DSCP_DATA
+from uet.wire.roceconst import PMTUS as PMTUS
 
 #: UDP destination port of RoCEv2 (§1.2).
 ROCE_UDP_PORT = 4791
@@ -22,11 +25,6 @@ PSN_MOD = 1 << PSN_BITS
 PSN_MASK = PSN_MOD - 1
 #: QP numbers are 24 bits (§2.1).
 QPN_MASK = (1 << 24) - 1
-#: Path MTUs RoCE allows (§1.1).
-PMTUS = (256, 512, 1024, 2048, 4096)
-#: DSCP of RoCE data/ACK traffic and of CNPs (§1.4 Decision).
-DSCP_DATA = 26
-DSCP_CNP = 48
 
 
 class OpCode(IntEnum):
