@@ -205,3 +205,19 @@ def test_in_main_thread_says_whether_this_is_the_main_thread() -> None:
     t.start()
     t.join()
     assert in_main_thread() and seen == [False]
+
+
+_TABLE_RUN = r"""
+import contextlib, io, json, sys
+import uet.tools.sim
+with contextlib.redirect_stdout(io.StringIO()) as text:
+    rc = uet.tools.sim.main(["-n", "2", "--messages", "1", "--size", "4096"])
+print(json.dumps({"rc": rc, "tables": "packet-hops" in text.getvalue(), "asyncio": "asyncio" in sys.modules}))
+"""
+
+
+def test_a_run_printed_as_tables_does_not_load_asyncio() -> None:
+    """uet-sim prints its tables with uet-run's (uet.tools.run), whose asyncio loads only for a
+    live run."""
+    r = subprocess.run([sys.executable, "-c", _TABLE_RUN], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(r.stdout.splitlines()[-1]) == {"rc": 0, "tables": True, "asyncio": False}

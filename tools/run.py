@@ -83,7 +83,6 @@ fabric's counters; with ``--json`` one object with ``"interrupted": true``).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -473,6 +472,8 @@ class _CtrlC:
     Python's KeyboardInterrupt and lost every result."""
 
     def __init__(self) -> None:
+        import asyncio  # here, not at import: uet-sim renders its tables with this module
+
         self.interrupted = False
         self.task = asyncio.current_task()
         self.loop = asyncio.get_running_loop()
@@ -511,6 +512,8 @@ async def _main(
     process; pcaps and plots then in ``DIR/uet`` and ``DIR/roce``), then the output. After Ctrl-C
     the output is what ran: with ``both``, the runs already complete beside the interrupted one's
     partial results (:func:`_emit_both`), exit 130."""
+    import asyncio
+
     s, topo, ep = settings
     runs: dict[str, dict[str, Any]] = {}
     args.transport_both = s.get("transport") == "both"
@@ -573,6 +576,8 @@ async def _live_one(
     are printed beside this run's, so its RoCE endpoints take the simulator's seed-derived
     connection secret (the same QPNs, UDP source ports and ECMP paths; a run on its own keeps a
     random one)."""
+    import asyncio
+
     from uet.live.launcher import CaptureSpec, Launcher, build_workload  # the live engine: only for a live run
     from uet.live.process import FaultsError, RunError
 
@@ -655,6 +660,8 @@ def _dilation_arg(text: str) -> float | str:
 
 
 def _body(argv: Sequence[str] | None) -> int:
+    import asyncio
+
     args = build_parser().parse_args(argv)
     if args.hosts:
         return _on_hosts(args, list(sys.argv[1:] if argv is None else argv))
@@ -776,6 +783,8 @@ def _run_hosts(
 ) -> int:
     """``uet-run --hosts``: one rank (``--rank``) or all of them here (each a child running this
     very command line with its ``--rank``)."""
+    import asyncio
+
     from uet.tools.link_options import link_config
 
     from uet.endpoint import EndpointConfig
