@@ -774,6 +774,36 @@ def test_a_ctrl_c_after_the_results_are_out_changes_nothing() -> None:
     assert (r.returncode, r.stdout, r.stderr) == (0, "results\n", "")
 
 
+_CTRL_C_INSIDE_EXEC = """
+import os, sys
+sys.argv[0] = os.path.join(os.path.dirname(sys.executable), "uet-bench")  # a console script
+import uet.tools
+from uet.tools.cli import run_main
+def body(argv):
+    try:
+        exec("raise KeyboardInterrupt")  # Ctrl-C inside code made from a string (namedtuple)
+    except KeyboardInterrupt:
+        if sys.argv[1:] == ["absorbed"]:  # a tool that handles it itself and completes
+            return 0
+        raise
+sys.exit(run_main("uet-bench", body, []))
+"""
+
+
+@pytest.mark.parametrize("case,status,err", [("raised", 130, "uet-bench: interrupted\n"), ("absorbed", 0, "")])
+def test_a_ctrl_c_inside_exec_ends_in_the_runs_status_not_a_death_by_sigint(
+    case: str, status: int, err: str, tmp_path
+) -> None:
+    """A KeyboardInterrupt raised inside ``exec``/``eval`` of a string (seen under load: inside
+    ``collections.namedtuple`` while ``uet-bench pair`` imported uvloop) leaves CPython's
+    "unhandled KeyboardInterrupt" flag set although it was caught, and CPython then kills a
+    ``python -m`` program with SIGINT at exit: exit status -2 after ``interrupted`` (before)."""
+    (tmp_path / "ctrl_c_inside_exec.py").write_text(_CTRL_C_INSIDE_EXEC)
+    argv = [sys.executable, "-m", "ctrl_c_inside_exec", case]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (status, err)
+
+
 def test_run_ctrl_c_while_its_processes_start_leaves_none_behind() -> None:
     """``uet-run``, Ctrl-C as soon as its first child (the fabric) exists, before any endpoint:
     one line, exit 130, and no process it started survives (the endpoints it had not started

@@ -403,11 +403,20 @@ def settle_ctrl_c() -> None:
     Ctrl-C in that time (interpreter shutdown: tens of milliseconds, more under load) killed the
     process silently, since Python gives SIGINT its default action back while it shuts down: a
     complete run, its results printed, then ended by SIGINT without a word. Only in a tool's own
-    process (:func:`uet.tools.is_tool_process`); its children are stopped by then."""
+    process (:func:`uet.tools.is_tool_process`); its children are stopped by then.
+
+    Also forgets a KeyboardInterrupt that CPython noted as unhandled although ``run_main`` (or
+    the tool) caught it: when one is raised inside code run from a *string* by ``exec`` or
+    ``eval`` (``collections.namedtuple`` and ``dataclasses`` make their methods so, and a tool
+    imports modules defining them while it runs), CPython 3.11 sets its "unhandled
+    KeyboardInterrupt" flag, never clears it when the exception is caught, and at exit kills the
+    process with SIGINT (bpo-1054041's exit path): ``uet-bench pair`` printed ``interrupted``,
+    then died by SIGINT instead of exiting 130. Evaluating any string clears that flag."""
     from uet.tools import in_main_thread, is_tool_process
 
     if is_tool_process() and in_main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    eval("None")  # noqa: S307 - a constant; evaluating a string is what clears the flag
 
 
 def report_usage_error(prog: str, e: Exception) -> int:
