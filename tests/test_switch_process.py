@@ -121,10 +121,14 @@ async def test_unknown_host_is_counted_then_learned():
 
 
 async def test_pfc_pause_frames_reach_senders_and_nothing_is_lost():
-    # 10 Mb/s host links, lossless TC3 with a low XOFF: two senders into one receiver
+    # 1 Mb/s host links, lossless TC3 with a low XOFF: two senders into one receiver. The queue
+    # builds only while both senders' frames arrive faster than the receiver's link drains them,
+    # so the burst must not be spread out by the test process losing the CPU: at 10 Mb/s, 2 ms
+    # between the pairs of frames (60 ms in all, a loaded CI machine) left no XOFF in 3 runs of 3;
+    # at 1 Mb/s the same spread still pauses (a frame takes 8 ms; XOFF needs 8 of them queued)
     fp = await start(
         [
-            "host_link.rate_bps=10e6",
+            "host_link.rate_bps=1e6",
             "switch.pfc.xoff=8000",
             "switch.pfc.xon=5000",
             "switch.pfc.headroom=20000",
