@@ -16,11 +16,11 @@ import os
 import shutil
 import subprocess
 import sys
-import warnings
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
+from compiled_child import have_current_build, run_child
 
 from uet import compiled
 
@@ -230,38 +230,17 @@ def test_the_digest_follows_every_compiled_source() -> None:
     assert len(compiled.sources_digest()) == 64
 
 
-def _current() -> bool:
-    """A build from the current sources for this interpreter is there."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return compiled.current() is not None
-
-
-def _run(flag: str) -> dict[str, object]:
-    env = {**os.environ, compiled.ENV: flag}
-    out = subprocess.run(
-        [sys.executable, "-W", "error::UserWarning", "-c", _PROBE],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    ).stdout
-    res: dict[str, object] = json.loads(out)
-    return res
-
-
 @pytest.mark.after_compiled_build  # CI builds beside the tests: this waits for it (tests/conftest.py)
 def test_compiled_build_gives_the_same_run() -> None:
-    if not _current():
+    if not have_current_build():
         if not os.environ.get("UET_HEAVY_TESTS"):
             pytest.skip("no current compiled build (.ci/build-compiled; UET_HEAVY_TESTS=1 builds it)")
         if shutil.which("cc") is None:
             pytest.skip("no C compiler")
         env = {**os.environ, "PYTHON": sys.executable}  # built for the Python running the tests
         subprocess.run([str(ROOT / ".ci" / "build-compiled")], env=env, check=True, timeout=1800)
-    pure, native = _run("0"), _run("1")
+    pure, native = run_child(_PROBE, "0", 600), run_child(_PROBE, "1", 600)
     assert pure["compiled"] is False and str(pure["switch"]).endswith(".py") and str(pure["pds"]).endswith(".py")
     assert native["compiled"] is True and str(native["switch"]).endswith(".so") and str(native["pds"]).endswith(".so")
-    assert all(r["ok"] for r in pure["results"]), [r.get("errors") for r in pure["results"]]  # type: ignore[attr-defined]
+    assert all(r["ok"] for r in pure["results"]), [r.get("errors") for r in pure["results"]]
     assert json.dumps(native["results"], sort_keys=True) == json.dumps(pure["results"], sort_keys=True)

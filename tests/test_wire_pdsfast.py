@@ -141,33 +141,12 @@ print(json.dumps(out))
 def test_compiled_codecs_equal_the_layouts() -> None:
     """The compiled module (what a run with ``UET_COMPILED=1`` calls) against the generic codecs,
     and against itself run as Python."""
-    import json
-    import os
-    import subprocess
-    import sys
-    import warnings
+    from compiled_child import have_current_build, run_child
 
-    from uet import compiled
+    if not have_current_build():
+        pytest.skip("no current compiled build (.ci/build-compiled)")
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if compiled.current() is None:
-            pytest.skip("no current compiled build (.ci/build-compiled)")
-
-    def run(flag: str) -> dict[str, Any]:
-        env = {**os.environ, compiled.ENV: flag}
-        text = subprocess.run(
-            [sys.executable, "-W", "error::UserWarning", "-c", _CHILD],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=300,
-        ).stdout
-        res: dict[str, Any] = json.loads(text)
-        return res
-
-    pure, native = run("0"), run("1")
+    pure, native = run_child(_CHILD, "0", 300), run_child(_CHILD, "1", 300)
     assert pure["compiled"] == "function" and native["compiled"] != "function"
     assert all(a == b for a, b in native["checks"])
     assert native["checks"] == pure["checks"]
