@@ -19,8 +19,8 @@ delivered, not of what the application expected, so a byte corrupted in flight (
 below) shows as a digest that differs from the sender's.
 
 **Decision — the digest is CRC-32C** (the Castagnoli CRC-32 of iSCSI and SCTP, an unsigned
-32-bit int, computed by ``google_crc32c``, as the CRC trailer's is: :mod:`uet.wire.crc`), not a
-cryptographic hash. It checks a simulation or a test run against the project's own bugs, not
+32-bit int, computed by the CRC trailer's :func:`uet.wire.crc.crc32c`, with ``google_crc32c``),
+not a cryptographic hash. It checks a simulation or a test run against the project's own bugs, not
 against an adversary: what it must show is a byte lost, duplicated, misplaced or changed between
 the sender's memory and the receiver's. Of these, the sink itself tells every lost, duplicated or
 overlapping byte for certain (:meth:`DigestSink.digest` is None unless each byte was written
@@ -41,18 +41,12 @@ takes nothing else). The reports' field keeps its name, ``crc32``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Final
-
-import google_crc32c
+from typing import Any
 
 from uet.ses.memory import byte_view
+from uet.wire.crc import crc32c, extend
 
 __all__ = ["DigestSink", "ReceiveSink", "digest", "receive_view"]
-
-# google_crc32c declares extend(crc, chunk) without types; this is its documented signature
-# (``bytes`` only: a ``memoryview`` or ``bytearray`` is refused, so the callers copy those)
-_extend: Final[Callable[[int, bytes], int]] = google_crc32c.extend
 
 
 class ReceiveSink:
@@ -111,7 +105,7 @@ def receive_view(buffer: Any) -> memoryview | ReceiveSink:
 def digest(data: bytes | bytearray | memoryview) -> int:
     """The digest of a whole message's bytes (CRC-32C, module docstring): what a sender reports of a
     message and what :meth:`DigestSink.digest` gives of the same bytes received."""
-    return _extend(0, data if type(data) is bytes else bytes(data))
+    return crc32c(data)
 
 
 class _Digest:
@@ -147,13 +141,13 @@ class DigestSink(ReceiveSink):
         d = self._d
         front = d.front
         if offset == front:
-            crc = _extend(d.crc, data if type(data) is bytes else bytes(data))
+            crc = extend(d.crc, data if type(data) is bytes else bytes(data))
             front += len(data)
             ahead = d.ahead
             while front in ahead:
                 piece = ahead.pop(front)
                 d.ahead_bytes -= len(piece)
-                crc = _extend(crc, piece)
+                crc = extend(crc, piece)
                 front += len(piece)
             d.crc = crc
             d.front = front

@@ -35,6 +35,7 @@ from collections.abc import Callable
 import google_crc32c
 
 __all__ = [
+    "extend",
     "TRAILER_LEN",
     "crc32c",
     "crc32c_reference",
@@ -67,11 +68,13 @@ _LE32 = struct.Struct("<I")
 
 def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     """CRC-32C of ``data``; pass a previous result as ``crc`` to continue over more bytes."""
-    return _extend(crc, bytes(data) if type(data) is not bytes else data)
+    return extend(crc, bytes(data) if type(data) is not bytes else data)
 
 
 # google_crc32c declares extend(crc, chunk) without types; this is its documented signature.
-_extend: Callable[[int, bytes], int] = google_crc32c.extend
+#: ``google_crc32c.extend(crc, chunk)`` itself, for per-packet callers that hold ``bytes``: it
+#: refuses a ``bytearray`` or ``memoryview`` (:func:`crc32c` copies those first)
+extend: Callable[[int, bytes], int] = google_crc32c.extend
 
 
 def crc32c_reference(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
@@ -107,6 +110,6 @@ def check_trailer(packet: bytes | bytearray | memoryview, prefix: bytes) -> byte
     if n < 0:
         return None
     body = bytes(packet[:n])
-    if _LE32.unpack_from(packet, n)[0] != _extend(_extend(0, prefix), body):
+    if _LE32.unpack_from(packet, n)[0] != extend(extend(0, prefix), body):
         return None
     return body
