@@ -48,6 +48,10 @@ LAZY = (
     "uet.tools.sim_progress",  # the progress line, drawn on a terminal or with --progress
     "uet.sim.progress",
     "asyncio",  # the plain traffic patterns run on the simulator's own loop (uet.sim.tasks)
+    "uet.fabric.model.records",  # the switch model's telemetry records, built only when kept
+    "uet.fabric.model.failover",  # a fabric's fault schedule, only when it has faults
+    "uet.transport",  # the transport contract's Protocols (annotations and failure names only)
+    "uet.ses.atomics",  # the AMO codecs, where an atomic is posted or executed
 )
 
 _PROBE = r"""
@@ -106,6 +110,7 @@ STDLIB_LAZY = (
     "dis",
     "tokenize",
     "threading",  # uet.tools asks whether it runs in the main thread without it (in_main_thread)
+    "locale",  # argparse's gettext finds no catalogue folder to look in (uet.tools.cli)
 )
 
 _PLAIN_RUN = r"""
@@ -221,3 +226,37 @@ def test_a_run_printed_as_tables_does_not_load_asyncio() -> None:
     live run."""
     r = subprocess.run([sys.executable, "-c", _TABLE_RUN], capture_output=True, text=True, timeout=120, check=True)
     assert json.loads(r.stdout.splitlines()[-1]) == {"rc": 0, "tables": True, "asyncio": False}
+
+
+def test_the_telemetry_records_are_still_offered_by_the_telemetry_module() -> None:
+    from uet.fabric.model import records, telemetry
+
+    assert telemetry.Dropped is records.Dropped and telemetry.Record is records.Record
+    assert {"Dropped", "NicBytes", "QueueDepth", "Telemetry"} <= set(dir(telemetry))
+    tel = telemetry.Telemetry()
+    tel.add(records.Trimmed(5, "sw", 1, 4218, 64, 10))
+    assert [r.as_dict() for r in tel.of(telemetry.Trimmed)] == [
+        {"event": "trim", "t": 5, "node": "sw", "port": 1, "size": 4218, "trimmed": 64, "dscp": 10}
+    ]
+
+
+def test_argparse_texts_are_what_gettext_gives(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """uet.tools.cli answers argparse's own texts without a catalogue search where gettext's folder
+    does not exist, and hands them to gettext where it does (a folder bound to the domain)."""
+    import argparse
+    import gettext
+
+    import uet.tools.cli as cli
+
+    assert argparse._ is cli._argparse_gettext  # type: ignore[attr-defined]
+    for text in ("options", "show this help message and exit", "usage: "):
+        assert cli._argparse_gettext(text) == gettext.gettext(text)
+    asked: list[tuple[str, str]] = []
+
+    def dgettext(domain: str, text: str) -> str:
+        asked.append((domain, text))
+        return "x"
+
+    monkeypatch.setattr(gettext, "dgettext", dgettext)
+    monkeypatch.setitem(gettext._localedirs, gettext._current_domain, str(tmp_path))  # type: ignore[attr-defined]
+    assert cli._argparse_gettext("options") == "x" and asked == [(gettext._current_domain, "options")]  # type: ignore[attr-defined]

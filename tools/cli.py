@@ -25,6 +25,7 @@ Units (the same in every tool):
 from __future__ import annotations
 
 import argparse
+import gettext
 import ipaddress
 import math
 import os
@@ -36,7 +37,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from uet.config_file import parse_rate, parse_size
-from uet.transport import transport_label
 
 __all__ = [
     "ArgumentParser",
@@ -70,6 +70,43 @@ __all__ = [
     "version",
     "yes_no",
 ]
+
+
+def transport_label(name: str) -> str:
+    """:func:`uet.transport.transport_label`, imported when first called: ``uet.transport`` defines
+    the transport contract's Protocols (about 1.4 M instructions at import), which a tool that only
+    parses its arguments (every ``uet-sim`` run) does not need."""
+    from uet.transport import transport_label as label
+
+    return label(name)
+
+
+def _argparse_gettext(message: str) -> str:
+    """``gettext.gettext`` for :mod:`argparse`, without the catalogue search when there is no
+    catalogue folder to search (**decision**).
+
+    argparse translates each of its own texts (``options``, ``show this help message and exit``,
+    ...) through ``gettext.gettext`` as it builds a parser, and each call looks for a catalogue
+    again: it imports :mod:`locale` and expands the ``LANGUAGE``/``LC_*``/``LANG`` names before it
+    looks for ``<folder>/<language>/LC_MESSAGES/<domain>.mo`` and finds none (about 4.6 M
+    instructions of a one-flow ``uet-sim`` run; the interpreter ships no ``.mo`` files). When the
+    folder gettext would look in (the one bound to the current domain, else its default) does not
+    exist, no catalogue can be found there and the text comes back unchanged, as gettext would
+    return it; otherwise (a folder there, a domain bound elsewhere) gettext does exactly what it
+    did."""
+    domain = gettext._current_domain  # type: ignore[attr-defined]  # gettext's own state, read as dgettext reads it
+    folder = gettext._localedirs.get(domain) or gettext._default_localedir  # type: ignore[attr-defined]
+    known = _FOLDER_EXISTS.get(folder)
+    if known is None:
+        known = _FOLDER_EXISTS[folder] = os.path.isdir(folder)
+    return gettext.dgettext(domain, message) if known else message
+
+
+#: whether each catalogue folder :func:`_argparse_gettext` was asked about exists
+_FOLDER_EXISTS: dict[str, bool] = {}
+
+if getattr(argparse, "_", None) is gettext.gettext:  # argparse's own binding, not replaced by anyone else
+    argparse._ = _argparse_gettext  # type: ignore[attr-defined]
 
 
 class UsageError(Exception):

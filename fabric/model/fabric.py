@@ -17,11 +17,10 @@ t + serialisation + propagation, and the far end processes it then (store-and-fo
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uet.fabric.model.config import FabricError, check_thresholds
 from uet.fabric.model.events import EventQueue
-from uet.fabric.model.failover import Failover
 from uet.fabric.model.faults import FaultConfig
 from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.model.linkload import LinkLoad
@@ -33,6 +32,9 @@ from uet.fabric.model.switch import Switch
 from uet.fabric.model.telemetry import Counters, Telemetry
 
 from uet.wire.net import ip_bytes
+
+if TYPE_CHECKING:
+    from uet.fabric.model.failover import Failover
 
 
 class Fabric(FrameSink):
@@ -155,7 +157,11 @@ class Fabric(FrameSink):
         #: per-flow delivery record (uet.fabric.model.flowmeter), None unless a caller sets one
         self.flow_meter: FlowMeter | None = None
         #: the fault schedule being applied (None: a perfect fabric)
-        self.failover: Failover | None = Failover(self, faults) if faults else None
+        self.failover: Failover | None = None
+        if faults:  # the module only when there are faults: a fault-free run never needs it
+            from uet.fabric.model.failover import Failover
+
+            self.failover = Failover(self, faults)
 
     def _number_links(self) -> LinkLoad:
         """Give every directed link an id (host NIC ports first, in host order, then each switch's

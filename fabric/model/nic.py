@@ -29,7 +29,7 @@ from uet.fabric.model.config import SwitchConfig
 from uet.fabric.model.events import EventQueue
 from uet.fabric.model.frames import ETH_LEN, IP_TOS, l3_offset, parse_pause
 from uet.fabric.model.port import CTRL, Packet, Port
-from uet.fabric.model.telemetry import Counters, NicBytes, PfcReceived, Telemetry
+from uet.fabric.model.telemetry import Counters, Telemetry
 
 from uet.errors import DecodeError
 from uet.wire.net import EtherType
@@ -273,6 +273,8 @@ class HostNic:
             for prio, quanta in (receive_pause(port, frame, now) or {}).items():
                 self.counters[("pfc_rx", self.name, 0, prio, "xon" if quanta == 0 else "xoff")] += 1
                 if self.telemetry.wants("pfc_rx"):
+                    from uet.fabric.model.records import PfcReceived  # records only when kept (telemetry)
+
                     self.telemetry.add(PfcReceived(now, self.name, 0, prio, quanta))
             self._kick(port, None, now)
         deliver = self.on_deliver
@@ -375,4 +377,6 @@ class HostNic:
     def _sample(self, now: int) -> None:
         self._last_sample = now
         p = self.port
+        from uet.fabric.model.records import NicBytes  # records only when kept (telemetry)
+
         self.telemetry.add(NicBytes(now, self.name, 0, p.tx_bytes, p.rx_bytes, p.tx_frames, p.rx_frames))

@@ -67,18 +67,7 @@ from uet.fabric.model.frames import (
 from uet.fabric.model.lb import LoadBalancer
 from uet.fabric.model.linkload import LinkLoad
 from uet.fabric.model.port import CTRL, MIN_FRAME, Marking, Packet, Port, shared_table
-from uet.fabric.model.telemetry import (
-    Counters,
-    Dropped,
-    EcnMarked,
-    PfcReceived,
-    PfcSent,
-    PortBytes,
-    QueueDepth,
-    Telemetry,
-    Trimmed,
-    WatchdogEvent,
-)
+from uet.fabric.model.telemetry import Counters, Telemetry
 
 from uet.errors import DecodeError
 from uet.wire.net import EtherType as _Et
@@ -604,6 +593,8 @@ class Switch:
         mmu.charge_unconditional(stub)
         self.counters[("trim", self.name, port.index)] += 1
         if self._tel_trim:
+            from uet.fabric.model.records import Trimmed  # records only when kept (telemetry)
+
             self.telemetry.add(Trimmed(now, self.name, port.index, pkt.size, stub.size, stub.frame[ip + IP_TOS] >> 2))
         self._push(port, stub, now)
 
@@ -643,6 +634,8 @@ class Switch:
         c[("drop", self.name, reason)] += 1
         c[("drop_port", self.name, port, tc, reason)] += 1
         if self._tel_drop:
+            from uet.fabric.model.records import Dropped  # records only when kept (telemetry)
+
             self.telemetry.add(Dropped(now, self.name, port, tc, reason, size))
 
     # -- egress ---------------------------------------------------------------------------------
@@ -702,6 +695,8 @@ class Switch:
                                 rewrite_tos_ttl(frame, ip, tos | 3, frame[ip + IP_TTL])  # CE; the TTL waits (below)
                                 self.counters[("mark", self.name, port.index, tc)] += 1
                                 if self._tel_mark:
+                                    from uet.fabric.model.records import EcnMarked  # records only when kept (telemetry)
+
                                     self.telemetry.add(EcnMarked(now, self.name, port.index, tc, int(q)))
                             elif bits == 0 and ecn.wred_drop and not self._lossless[tc]:
                                 self._drop(port.index, tc, "wred", pkt.size, now)
@@ -803,9 +798,13 @@ class Switch:
         last[tc] = now
         tel = self.telemetry
         if tel.wants("queue_depth"):
+            from uet.fabric.model.records import QueueDepth  # records only when kept (telemetry)
+
             tel.add(QueueDepth(now, self.name, port.index, tc, port.qbytes[tc], len(port.queues[tc])))
         if now - last[8] >= self.cfg.sample_ns and tel.wants("port_bytes"):
             last[8] = now
+            from uet.fabric.model.records import PortBytes  # records only when kept (telemetry)
+
             tel.add(PortBytes(now, self.name, port.index, port.tx_bytes, port.rx_bytes, port.tx_frames, port.rx_frames))
 
     # -- PFC: sender side (§8.5) ---------------------------------------------------------------
@@ -823,6 +822,8 @@ class Switch:
         self._pfc_gen[p][tc] += 1
         self.counters[("pfc_tx", self.name, p, tc, "xon" if xon else "xoff")] += 1
         if self.telemetry.wants("pfc_tx"):
+            from uet.fabric.model.records import PfcSent  # records only when kept (telemetry)
+
             self.telemetry.add(PfcSent(now, self.name, p, tc, quanta, self.mmu.ingress[p][tc], refresh))
         if not xon:
             every = pfc.refresh_ns or max(1, port.pause_ns(quanta) // 2)
@@ -854,6 +855,8 @@ class Switch:
                 if port.ignore_pause[prio]:
                     self.counters[("watchdog_ignored", self.name, in_port, prio)] += 1
             if self.telemetry.wants("pfc_rx"):
+                from uet.fabric.model.records import PfcReceived  # records only when kept (telemetry)
+
                 self.telemetry.add(PfcReceived(now, self.name, in_port, prio, quanta))
             if quanta and prio in self.lossless and self.cfg.watchdog.enabled:
                 self._wd_arm(now)
@@ -893,6 +896,8 @@ class Switch:
                         port.ignore_pause[tc] = False
                         if port.paused_until[tc] > now:
                             port.apply_pause(tc, 0, now)
+                        from uet.fabric.model.records import WatchdogEvent  # records only when kept (telemetry)
+
                         self.telemetry.add(WatchdogEvent(now, self.name, port.index, tc, "restored", wd.action, 0))
                         self._kick(port, None, now)
                     else:
@@ -931,6 +936,8 @@ class Switch:
                 self._drop(port.index, tc, "watchdog", pkt.size, now)
                 dropped += 1
         self.counters[("watchdog", self.name, port.index, tc)] += 1
+        from uet.fabric.model.records import WatchdogEvent  # records only when kept (telemetry)
+
         self.telemetry.add(WatchdogEvent(now, self.name, port.index, tc, "storm", wd.action, dropped))
         self._kick(port, None, now)
 

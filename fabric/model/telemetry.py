@@ -2,136 +2,68 @@
 
 Records are small frozen dataclasses, one type per kind of observation (§9.1 metrics: queue
 occupancy, ECN marks, drops by reason, trims, PFC frames sent and received, watchdog storms, bytes
-per port). A :class:`Telemetry` collects them in order; :meth:`Telemetry.drain` hands them to a
-writer (the asyncio switch process writes them as JSON lines). Counters that every test and report
+per port), defined in :mod:`uet.fabric.model.records` and imported from here on first use (a run
+that keeps none does not create them). A :class:`Telemetry` collects them in order;
+:meth:`Telemetry.drain` hands them to a writer (the asyncio switch process writes them as JSON
+lines). Counters that every test and report
 needs (drops by reason, marks, trims, pause frames, bytes) live in :class:`Counters`, which cost
 one dict update per event whether or not records are kept.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
+from uet.lazy import lazy_names
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """Base of all records: the virtual time ``t`` (ns) and the switch or NIC name ``node``."""
+if TYPE_CHECKING:
+    from uet.fabric.model.records import (
+        Dropped,
+        EcnMarked,
+        NicBytes,
+        PfcReceived,
+        PfcSent,
+        PortBytes,
+        QueueDepth,
+        Record,
+        Trimmed,
+        WatchdogEvent,
+    )
 
-    kind: ClassVar[str] = "record"
-    t: int
-    node: str
+__all__ = [
+    "DROP_REASONS",
+    "Counters",
+    "Dropped",
+    "EcnMarked",
+    "NicBytes",
+    "PfcReceived",
+    "PfcSent",
+    "PortBytes",
+    "QueueDepth",
+    "Record",
+    "Telemetry",
+    "Trimmed",
+    "WatchdogEvent",
+]
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict with the record kind under ``"event"``."""
-        d = {"event": self.kind}
-        d.update(dataclasses.asdict(self))
-        return d
-
-
-@dataclass(frozen=True, slots=True)
-class QueueDepth(Record):
-    """Bytes and packets in an (egress port, TC) queue, sampled on change at most every
-    ``SwitchConfig.sample_ns``."""
-
-    kind: ClassVar[str] = "queue_depth"
-    port: int
-    tc: int
-    bytes: int
-    packets: int
-
-
-@dataclass(frozen=True, slots=True)
-class EcnMarked(Record):
-    """A packet set to CE at dequeue; ``qbytes`` is the queue the decision saw."""
-
-    kind: ClassVar[str] = "ecn_mark"
-    port: int
-    tc: int
-    qbytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class Dropped(Record):
-    """A dropped packet; ``reason`` is one of the :data:`DROP_REASONS`."""
-
-    kind: ClassVar[str] = "drop"
-    port: int
-    tc: int
-    reason: str
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class Trimmed(Record):
-    """A UET packet trimmed from ``size`` to ``trimmed`` bytes and re-marked ``dscp``."""
-
-    kind: ClassVar[str] = "trim"
-    port: int
-    size: int
-    trimmed: int
-    dscp: int
-
-
-@dataclass(frozen=True, slots=True)
-class PfcSent(Record):
-    """A PFC frame sent out of ``port`` (towards the upstream peer) for ``prio``; 0 quanta = XON."""
-
-    kind: ClassVar[str] = "pfc_tx"
-    port: int
-    prio: int
-    quanta: int
-    ingress_bytes: int
-    refresh: bool
-
-
-@dataclass(frozen=True, slots=True)
-class PfcReceived(Record):
-    """A PFC frame received on ``port``: its egress ``prio`` queue pauses for ``quanta``."""
-
-    kind: ClassVar[str] = "pfc_rx"
-    port: int
-    prio: int
-    quanta: int
-
-
-@dataclass(frozen=True, slots=True)
-class WatchdogEvent(Record):
-    """The PFC watchdog declared a storm (``state`` "storm") or restored a queue ("restored")."""
-
-    kind: ClassVar[str] = "pfc_watchdog"
-    port: int
-    tc: int
-    state: str
-    action: str
-    dropped: int
-
-
-@dataclass(frozen=True, slots=True)
-class PortBytes(Record):
-    """Cumulative bytes and frames sent and received on a port, sampled with queue depths."""
-
-    kind: ClassVar[str] = "port_bytes"
-    port: int
-    tx_bytes: int
-    rx_bytes: int
-    tx_frames: int
-    rx_frames: int
-
-
-@dataclass(frozen=True, slots=True)
-class NicBytes(Record):
-    """Cumulative bytes and frames a host NIC sent and received (``node`` is the host), sampled
-    at most every ``SwitchConfig.sample_ns`` as frames come and go: the host-side throughput."""
-
-    kind: ClassVar[str] = "nic_bytes"
-    port: int
-    tx_bytes: int
-    rx_bytes: int
-    tx_frames: int
-    rx_frames: int
+#: the record types (:mod:`uet.fabric.model.records`), imported when one is first asked for here
+_LAZY = dict.fromkeys(
+    (
+        "Dropped",
+        "EcnMarked",
+        "NicBytes",
+        "PfcReceived",
+        "PfcSent",
+        "PortBytes",
+        "QueueDepth",
+        "Record",
+        "Trimmed",
+        "WatchdogEvent",
+    ),
+    "uet.fabric.model.records",
+)
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 #: Why a packet was dropped.

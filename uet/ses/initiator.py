@@ -68,7 +68,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from uet.errors import DecodeError
-from uet.ses import atomics
 from uet.ses.errors import Dropped, OpViolation, SesError, Undeliverable, error_for
 from uet.ses.events import OpCompleted, OpFailed, OutPacket
 from uet.ses.memory import Access, MemoryTable, byte_view
@@ -365,6 +364,8 @@ class SesInitiator:
         (non-fetching). ``tagged``: TSEND_ATOMIC / TSEND_FETCH_ATOMIC, ``key`` is then the tag
         of the posted receive whose buffer the atomic applies to (module docstring).
         """
+        from uet.ses import atomics  # the AMO code (enums, codecs) only where atomics are used
+
         if sync is not None and (fetch or tagged):
             raise ValueError("SYNC_ATOMIC is a plain (non-fetching, untagged) atomic")
         if sync is not None:
@@ -676,6 +677,8 @@ class SesInitiator:
                     self._msg_error(msg, OpViolation("read response outside the request"))
                 return
             if op.kind == "atomic" and op.fetch:
+                from uet.ses import atomics  # the AMO code (enums, codecs) only where atomics are used
+
                 vals = atomics.decode_values(op.atomic_type, r.data)
                 op.result = vals[0] if len(vals) == 1 else tuple(vals)
                 op.modified_length = len(r.data)

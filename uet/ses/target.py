@@ -76,7 +76,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uet.errors import DecodeError
-from uet.ses import atomics
 from uet.ses.addressing import Resource, ResourceTable
 from uet.ses.errors import NoMatch, OpViolation, SesError, TooLong, UnsupportedOp
 from uet.ses.events import OutPacket, RecvCompleted, SesResponse, WriteCompleted
@@ -965,6 +964,8 @@ class SesTarget:
             self.sync.terminate(key, rec.ext.count, lambda: self._events.append(event), self._now)
 
     def _atomic(self, peer: str, req: SesRequest, res: Resource, mode: int) -> SesResponse:
+        from uet.ses import atomics  # the AMO code (enums, codecs) only where atomics are used
+
         ResourceTable.check_generation(res, req.ri_generation)
         if req.ie:
             return self._err(ReturnCode.INITIATOR_ERR, req.message_id, req.job_id, req.ri_generation)
@@ -1011,6 +1012,8 @@ class SesTarget:
     def _tagged_atomic(self, peer: str, req: SesRequest, res: Resource, mode: int) -> SesResponse:
         """TSEND_ATOMIC / TSEND_FETCH_ATOMIC: the atomic applies to the buffer of the posted
         tagged receive its tag matches (module docstring)."""
+        from uet.ses import atomics  # the AMO code (enums, codecs) only where atomics are used
+
         ResourceTable.check_generation(res, req.ri_generation)
         if req.ie:
             return self._err(ReturnCode.INITIATOR_ERR, req.message_id, req.job_id, req.ri_generation)

@@ -29,6 +29,7 @@ reference the golden tests hold the fast one to.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 
@@ -51,7 +52,10 @@ TRAILER_LEN = 4
 _POLY = 0x82F63B78  # CRC-32C (Castagnoli), reflected
 
 
+@functools.cache
 def _table() -> tuple[int, ...]:
+    """The 256 steps of :func:`crc32c_reference`, made at its first call (about 2.5 M instructions:
+    not at import, which every simulator run pays and none uses)."""
     out = []
     for n in range(256):
         c = n
@@ -61,7 +65,6 @@ def _table() -> tuple[int, ...]:
     return tuple(out)
 
 
-_TABLE = _table()
 _UDP = struct.Struct(">HHHH")
 _LE32 = struct.Struct("<I")
 
@@ -79,7 +82,7 @@ extend: Callable[[int, bytes], int] = google_crc32c.extend
 
 def crc32c_reference(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     """:func:`crc32c` in plain Python, one table step per byte (the reference; slow)."""
-    t = _TABLE
+    t = _table()
     c = crc ^ 0xFFFFFFFF
     for b in bytes(data):
         c = t[(c ^ b) & 0xFF] ^ (c >> 8)

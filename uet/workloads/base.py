@@ -30,11 +30,13 @@ import random
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uet.runner import gather, running_loop
 from uet.ses.sink import DigestSink, digest
-from uet.transport import Transport, error_name
+
+if TYPE_CHECKING:
+    from uet.transport import Transport
 
 __all__ = ["Flow", "FlowReport", "NoParams", "RankReport", "RxReport", "Workload", "message_data", "parse_params"]
 
@@ -369,7 +371,11 @@ class Workload:
         results = await gather(
             *(ep.send(dst, d, header_data=(f.id << 32) | i) for i, d in enumerate(data)), return_exceptions=True
         )
-        err = next((error_name(r) for r in results if isinstance(r, BaseException)), None)
+        err = None
+        if any(isinstance(r, BaseException) for r in results):
+            from uet.transport import error_name  # the contract's Protocols only on a failure
+
+            err = next(error_name(r) for r in results if isinstance(r, BaseException))
         report.add_flow(_flow_report(f, ep, dst, since(), data, err))
 
     async def _receive(
@@ -387,6 +393,8 @@ class Workload:
             try:
                 m = await ep.recv_into(sink, source=source)
             except Exception as e:
+                from uet.transport import error_name  # the contract's Protocols only on a failure
+
                 report.error = report.error or error_name(e)
                 return
             report.add_rx(_rx(m, since(), sink))
