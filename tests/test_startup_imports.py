@@ -260,3 +260,50 @@ def test_argparse_texts_are_what_gettext_gives(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setattr(gettext, "dgettext", dgettext)
     monkeypatch.setitem(gettext._localedirs, gettext._current_domain, str(tmp_path))  # type: ignore[attr-defined]
     assert cli._argparse_gettext("options") == "x" and asked == [(gettext._current_domain, "options")]  # type: ignore[attr-defined]
+
+
+def test_the_scenario_checks_see_the_hints_get_type_hints_gives() -> None:
+    """uet.scenario.check reads the fields' hints without compiling their texts where each is a
+    name or names joined by ``|``; every configuration dataclass gets what get_type_hints gives
+    (others, and a hint that names nothing, go to get_type_hints itself)."""
+    import dataclasses
+    import typing
+
+    import uet.tools.run_settings  # noqa: F401 - the configuration dataclasses a run checks
+
+    import uet.scenario.derive
+    from uet.scenario.check import type_hints
+
+    classes = {
+        v
+        for m in list(sys.modules.values())
+        if m is not None and m.__name__.startswith("uet.")
+        for v in list(vars(m).values())
+        if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__.startswith("uet.")
+    }
+    assert len(classes) > 50
+
+    def outcome(hints: Any, cls: type) -> Any:
+        try:
+            return hints(cls)
+        except NameError as e:  # a hint naming a type only imported for type checking
+            return str(e)
+
+    for cls in classes:
+        assert outcome(type_hints, cls) == outcome(typing.get_type_hints, cls), cls
+
+    @dataclasses.dataclass
+    class Odd:
+        a: int | None
+        b: "dict[str, int]"  # noqa: UP037 - a text that is not a name: get_type_hints
+        c: "None | bool"  # noqa: UP037
+
+    assert type_hints(Odd) == typing.get_type_hints(Odd) == {"a": int | None, "b": dict[str, int], "c": None | bool}
+
+    @dataclasses.dataclass
+    class Missing:
+        a: "NoSuchName"  # type: ignore[name-defined]  # noqa: F821, UP037
+
+    with pytest.raises(NameError):
+        type_hints(Missing)
+    assert uet.scenario.derive is not None

@@ -26,8 +26,7 @@ from collections.abc import Callable
 
 from uet.tools.cli import format_seconds
 
-from uet.sim.progress import estimate_ns
-from uet.sim.scenario import Progress
+from uet.sim.progress import Progress, estimate_ns
 
 __all__ = [
     "LINE_EVERY_S",

@@ -22,7 +22,9 @@ Every error is a :class:`ScenarioError` (one line; a tool prints it and exits wi
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
+import sys
 import types
 import typing
 from typing import Any
@@ -40,6 +42,56 @@ class ScenarioError(UetError, ValueError):
 def describe_keys(names: typing.Iterable[str]) -> str:
     """``a, b, c`` (sorted), for "valid keys: ..." messages."""
     return ", ".join(sorted(names))
+
+
+def type_hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints(cls)``, the same hints, without compiling the annotations' texts when
+    each is a name or names joined by ``|`` that are classes (``int``, ``int | None``,
+    ``PdsConfig``): those are looked up as ``get_type_hints`` evaluates them (the defining module's
+    names, then the class's, then the builtins) and joined as ``|`` joins them. ``get_type_hints``
+    compiles each text it evaluates (``typing.ForwardRef``), and the first ``compile()`` of a
+    process sets up the syntax tree's types (about 9 M instructions, with the compiles about a
+    fiftieth of a one-flow ``uet-sim`` run, issue 28). A class with any other annotation, or one
+    whose lookup fails, gets ``get_type_hints`` itself (which then raises as it does)."""
+    hints: dict[str, Any] = {}
+    for base in reversed(cls.__mro__):
+        ann = base.__dict__.get("__annotations__", {})
+        if not isinstance(ann, dict):
+            return typing.get_type_hints(cls)
+        module = getattr(sys.modules.get(base.__module__, None), "__dict__", {})
+        names = vars(base)
+        for name, text in ann.items():
+            hint = _simple_hint(text, module, names) if isinstance(text, str) else None
+            if hint is None:
+                return typing.get_type_hints(cls)
+            hints[name] = hint
+    return hints
+
+
+def _simple_hint(text: str, module: dict[str, Any], names: Any) -> Any:
+    """The class or union of classes ``text`` names (:func:`type_hints`), or None."""
+    values: list[Any] = []
+    for word in text.split(" | "):
+        if word == "None":
+            values.append(None)
+            continue
+        if not word.isidentifier():
+            return None
+        for space in (module, names, builtins.__dict__):
+            if word in space:
+                value = space[word]
+                if type(value) is not type:
+                    return None
+                values.append(value)
+                break
+        else:
+            return None
+    if len(values) == 1:
+        return type(None) if values[0] is None else values[0]
+    out = values[0]
+    for value in values[1:]:
+        out = out | value  # as the text's ``A | B | C`` evaluates, left to right
+    return out
 
 
 def _hint_types(hint: Any) -> tuple[set[type], bool] | None:
@@ -100,7 +152,7 @@ def check_dataclass(obj: Any, table: dict[str, Any], where: str) -> Any:
         raise ScenarioError(f"{where} must be a table of keys, not {table!r}")
     fields = {f.name: f for f in dataclasses.fields(obj) if f.init}
     try:
-        hints = typing.get_type_hints(type(obj))
+        hints = type_hints(type(obj))
     except Exception:  # a hint naming a type only imported for type checking: no type checks
         hints = {}
     changes: dict[str, Any] = {}

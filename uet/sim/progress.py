@@ -11,9 +11,23 @@ run is past every estimate it is None (no estimate rather than a wrong one). The
 
 from __future__ import annotations
 
-from uet.sim.scenario import Progress
+from typing import NamedTuple
 
-__all__ = ["EXTRAPOLATE_FROM", "estimate_ns"]
+__all__ = ["EXTRAPOLATE_FROM", "Progress", "estimate_ns"]
+
+
+class Progress(NamedTuple):
+    """What ``simulate``'s ``on_progress`` is told as the run goes: the virtual clock, the messages
+    and payload bytes received whole so far and in all, and
+    :func:`~uet.sim.scenario.virtual_bound_ns`."""
+
+    now_ns: int
+    messages: int
+    messages_total: int
+    bytes: int
+    bytes_total: int
+    bound_ns: int
+
 
 #: the share of the payload received from which the extrapolation counts while the run is still
 #: within the bound (before, the first messages' start-up latency inflates it many times)

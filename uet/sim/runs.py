@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from uet.errors import UetError
 from uet.live.result import settings_record, transports
 from uet.scenario.check import ScenarioError
-from uet.sim.scenario import Progress, simulate
+from uet.sim.scenario import simulate
+
+if TYPE_CHECKING:
+    from uet.sim.progress import Progress
 
 __all__ = ["Captures", "ProgressLine", "run_one", "simulate_runs"]
 

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from uet.fabric.counters import fabric_counters
 from uet.fabric.model import Fabric, Telemetry
@@ -72,6 +72,7 @@ from uet.fabric.model.faults import FaultConfig
 from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.model.port import Port
 from uet.fep import FepCore
+from uet.lazy import lazy_names
 from uet.scenario.derive import DATA_OVERHEAD, MIN_WIRE, ROCE_DATA_OVERHEAD, derive, scale_up_qps, scale_up_windows
 from uet.scenario.model import Scenario, run_defaults
 from uet.sim.endpoint import SimEndpoint
@@ -83,9 +84,14 @@ from uet.workloads import Flow, RankReport, RxReport, Workload, make
 from uet.workloads.report import credit_moved_bytes, payload_received, summarize
 
 if TYPE_CHECKING:  # pragma: no cover
+    from uet.sim.progress import Progress
     from uet.tss import SecureDomain
 
 __all__ = ["OWN_LOOP", "Progress", "ideal_seconds", "secure_domain", "simulate", "virtual_bound_ns"]
+
+#: :class:`~uet.sim.progress.Progress`, what ``on_progress`` is told, offered here on first use (a
+#: NamedTuple class whose creation compiles its annotations' texts: only for a run that reports it)
+__getattr__, __dir__ = lazy_names(__name__, {"Progress": "uet.sim.progress"})
 
 #: run the plain traffic patterns on the simulator's own coroutine runner (uet.sim.tasks), not on
 #: asyncio's loop: the same results (tests/test_sim_tasks.py compares the two), without asyncio
@@ -181,18 +187,6 @@ def virtual_bound_ns(
             load[key, id(port)] = load.get((key, id(port)), 0.0) + wire / port.rate_bps
         longest = max(longest, ideal_seconds(fabric, f, payload, roce=roce, hosts=hosts))
     return round(max(max(load.values(), default=0.0), longest * 1e9))
-
-
-class Progress(NamedTuple):
-    """What ``simulate``'s ``on_progress`` is told as the run goes: the virtual clock, the messages
-    and payload bytes received whole so far and in all, and :func:`virtual_bound_ns`."""
-
-    now_ns: int
-    messages: int
-    messages_total: int
-    bytes: int
-    bytes_total: int
-    bound_ns: int
 
 
 def simulate(
@@ -346,6 +340,8 @@ def simulate(
         if on_progress is not None:
             total = wl.total_bytes()
             bound = virtual_bound_ns(fabric, wl.flows(), payload, roce=roce_cfg is not None, hosts=placed)
+            from uet.sim.progress import Progress  # the progress record only for a run that reports it
+
             engine.on_progress = lambda now: on_progress(Progress(now, got[0], expected, got[1], total, bound))
         try:
             if limit is None:
