@@ -9,7 +9,7 @@ from functools import cache
 
 import pytest
 from uet.fabric.model import Fabric, LbConfig, PortSpec, Switch, SwitchConfig
-from uet.fabric.model.frames import flow_crc, flow_tuple, ipv4_frame, pfc_frame
+from uet.fabric.model.frames import flow_crc, flow_key, flow_tuple, ipv4_frame, pfc_frame, seed_key
 from uet.fabric.model.lb import mix32
 from uet.fabric.topology import Topology
 
@@ -104,6 +104,54 @@ def test_flow_crc_of_udp_without_options_is_the_crc_of_the_flow_tuple() -> None:
         tagged = f[:12] + bytes((0x81, 0, 0, 5)) + f[12:]  # an 802.1Q tag: the header at 18
         for frame, ip in ((f, 14), (bytearray(f), 14), (bytearray(tagged), 18)):
             assert flow_crc(frame, ip) == zlib.crc32(flow_tuple(frame, ip))
+
+
+def test_flow_key_xor_seed_key_is_the_crc_of_tuple_and_seed() -> None:
+    """Issue 28: a packet keeps its tuple's key (frames.flow_key) and each switch hashes it with
+    one XOR of its seed's key, where it continued a CRC over its seed: the same CRC-32 of the
+    tuple and the seed, for UDP without options (the table path: any addresses and ports, bytes
+    or bytearray, any header offset), and for UDP with options, UET directly over IP, another
+    protocol and frames cut inside their ports (the fallback), under random and edge seeds."""
+    rng = random.Random(11)
+    seeds = [bytes(4), b"\xff" * 4, *(rng.getrandbits(32).to_bytes(4, "big") for _ in range(30))]
+    frames: list[tuple[bytes | bytearray, int]] = []
+    for _ in range(300):
+        a, b = (".".join(str(rng.randrange(256)) for _ in range(4)) for _ in range(2))
+        f = ipv4_frame(a, b, bytes(rng.randrange(0, 64)), sport=rng.randrange(1 << 16), dport=rng.randrange(1 << 16))
+        tagged = bytearray(f[:12] + bytes((0x81, 0, 0, 5)) + f[12:])
+        frames += [(f, 14), (bytearray(f), 14), (tagged, 18)]
+    udp = ipv4_frame("10.0.0.1", "10.0.1.2", bytes(40), sport=0xBEEF, dport=4793)
+    other = bytearray(udp)
+    other[14 + 9] = 6
+    uet_ip = bytearray(udp)
+    uet_ip[14 + 9] = UET_IP_PROTO
+    opts = bytearray(udp[:14]) + bytes([0x46]) + udp[15:34] + bytes(4) + udp[34:]
+    frames += [(g, 14) for g in (other, uet_ip, opts, udp[: 14 + 20 + 3], uet_ip[: 14 + 20 + 1])]
+    for fr, ip in frames:
+        key = flow_key(fr, ip)
+        tup = flow_tuple(fr, ip)
+        for seed in rng.sample(seeds, 4):
+            assert key ^ seed_key(seed) == zlib.crc32(tup + seed)
+    with pytest.raises(ValueError):
+        seed_key(b"\0\0\0")
+
+
+def test_a_port_rewrites_macs_from_a_bytearray() -> None:
+    """Issue 28: the 12 bytes a switch writes into a frame it hands a host are a bytearray (a
+    bytes value assigned to a slice of a bytearray is first copied into a new one), equal to the
+    peer's MAC and the port's own, and a delivered frame carries them."""
+    fab = fabric("ecmp")
+    send_flow(fab, 1)
+    leaf = fab.switches["leaf1"]
+    port = leaf.ports[0]
+    assert type(port.l2_rewrite) is bytearray
+    assert port.l2_rewrite == port.peer_mac + port.mac
+    fab2 = fabric("ecmp")
+    src, dst = fab2.host_ip(0), fab2.host_ip(4)
+    fab2.inject(0, frame(src, dst, 0x4242), 0)
+    ((host, got),) = fab2.poll(10**12)
+    down = fab2.switches[fab2.hosts[host].switch].ports
+    assert any(got[:12] == p.peer_mac + p.mac for p in down)
 
 
 @pytest.mark.parametrize("k", [4, 8])

@@ -165,6 +165,95 @@ def flow_crc(frame: bytes | bytearray, ip: int) -> int:
     return crc32(b"\0\0\0\0", c)
 
 
+#: :func:`flow_key`'s tables, built on first use (:func:`_flow_tables`): for each byte of a UDP
+#: flow tuple but the protocol (source and destination address, source and destination port),
+#: 256 entries, one per value of that byte, flat (position × 256 + value); then, at index 3,072,
+#: the key of the tuple whose bytes are all 0 but the protocol, 17
+_FLOW_TABLES: Final[list[int]] = []
+#: an IPv4 header's first byte, protocol, addresses and ports as four 32-bit ints, in one call
+_FLOW_UNPACK32: Final = struct.Struct("!B8xB2xIII").unpack_from
+#: bytes of the flow tuple (13) and of the seed behind it (4) that the ECMP hash covers
+_TUPLE_LEN: Final = 13
+_SEED_LEN: Final = 4
+
+
+def _flow_tables() -> list[int]:
+    """:data:`_FLOW_TABLES`, built from :func:`zlib.crc32` itself: CRC-32 is affine over GF(2)
+    for messages of one length (``crc(a ^ b) == crc(a) ^ crc(b) ^ crc(0)``), so the key of a
+    tuple is the all-zero tuple's key XOR one entry per byte, and the entry of a byte value is
+    the XOR of the entries of its bits (8 CRCs per byte position, not 256)."""
+    t = _FLOW_TABLES
+    if t:
+        return t
+    n = _TUPLE_LEN + _SEED_LEN
+    zero = bytearray(n)
+    zero[8] = 17
+    base = crc32(zero)
+    out = [0] * (12 * 256 + 1)
+    for k, pos in enumerate((0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12)):
+        row = k * 256
+        for bit in range(8):
+            m = bytearray(zero)
+            m[pos] = 1 << bit
+            out[row + (1 << bit)] = crc32(m) ^ base
+        for v in range(3, 256):
+            low = v & -v
+            if v != low:
+                out[row + v] = out[row + low] ^ out[row + (v ^ low)]
+    out[12 * 256] = base
+    t.extend(out)
+    return t
+
+
+def flow_key(frame: bytes | bytearray, ip: int) -> int:
+    """The flow tuple's share of the ECMP hash: ``crc32(flow_tuple(frame, ip) + bytes(4))``, so
+    that ``crc32(tuple + seed) == flow_key(...) ^ seed_key(seed)`` for every 4-byte seed (CRC-32
+    is affine for messages of one length: the tuple's bytes and the seed's add up by XOR). A
+    packet's key is computed once, at the first switch that hashes it, and each switch then
+    hashes it with one XOR (``Switch._arrive``, ``LoadBalancer.choose_pkt``), where a CRC call
+    per hop continued the tuple's CRC with the switch's seed.
+
+    A UDP packet without IP options (every UET packet of a run) is hashed from one unpack of its
+    header with tables (:data:`_FLOW_TABLES`): twelve look-ups of machine integers in the
+    compiled build, where packing the tuple and hashing it was two calls and a bytes object (a
+    slice or a byte of a bytearray costs that build a generic call each: about 3,300
+    instructions a packet for :func:`flow_crc`, issue 28). Any other packet: :func:`flow_crc`,
+    continued over the four zero bytes. ``tests/test_fabric_lb.py`` checks both against
+    :func:`zlib.crc32` of the tuple and the seed."""
+    if len(frame) >= ip + 24:
+        h: tuple[int, int, int, int, int] = _FLOW_UNPACK32(frame, ip)
+        if h[0] & 15 == 5 and h[1] == 17:
+            t = _FLOW_TABLES if _FLOW_TABLES else _flow_tables()
+            s = h[2]
+            d = h[3]
+            p = h[4]
+            return (
+                t[3072]
+                ^ t[s >> 24]
+                ^ t[256 + ((s >> 16) & 0xFF)]
+                ^ t[512 + ((s >> 8) & 0xFF)]
+                ^ t[768 + (s & 0xFF)]
+                ^ t[1024 + (d >> 24)]
+                ^ t[1280 + ((d >> 16) & 0xFF)]
+                ^ t[1536 + ((d >> 8) & 0xFF)]
+                ^ t[1792 + (d & 0xFF)]
+                ^ t[2048 + (p >> 24)]
+                ^ t[2304 + ((p >> 16) & 0xFF)]
+                ^ t[2560 + ((p >> 8) & 0xFF)]
+                ^ t[2816 + (p & 0xFF)]
+            )
+    return crc32(bytes(_SEED_LEN), flow_crc(frame, ip))
+
+
+def seed_key(seed: bytes) -> int:
+    """A 4-byte ECMP seed's share of the hash: ``crc32(tuple + seed) == flow_key(...) ^
+    seed_key(seed)`` (:func:`flow_key`; the all-zero message's CRC counted once)."""
+    if len(seed) != _SEED_LEN:
+        raise ValueError(f"an ECMP seed is {_SEED_LEN} bytes, not {len(seed)}")
+    n = _TUPLE_LEN + _SEED_LEN
+    return crc32(bytes(_TUPLE_LEN) + seed) ^ crc32(bytes(n))
+
+
 def is_uet(frame: bytes | bytearray, ip: int) -> bool:
     """UET packet: UDP to port 4793 or IP protocol 253 (§8.4 rule 1)."""
     proto = frame[ip + IP_PROTO]

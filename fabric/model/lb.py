@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from uet.fabric.model.config import LbConfig
-from uet.fabric.model.frames import flow_crc, flow_tuple, is_uet
+from uet.fabric.model.frames import flow_key, flow_tuple, is_uet, seed_key
 from uet.fabric.model.port import Packet, Port
 
 #: a C function as a Final name: the compiled build keeps it in a C static (an imported name is a
@@ -64,6 +64,9 @@ class LoadBalancer:
     def __init__(self, cfg: LbConfig, switch_id: int, rng: random.Random) -> None:
         self.cfg = cfg
         self.seed = (switch_id if cfg.seed is None else cfg.seed).to_bytes(4, "big")
+        #: the seed's share of the ECMP hash: ``crc32(tuple + seed) == pkt.fcrc ^ key``
+        #: (frames.flow_key)
+        self.key = seed_key(self.seed)
         self.rng = rng
         self.modes = [cfg.per_tc.get(tc, cfg.mode) for tc in range(8)]
         self.spray_all = cfg.spray_all
@@ -89,8 +92,10 @@ class LoadBalancer:
     def choose_pkt(self, group: Sequence[int], ports: Sequence[Port], pkt: Packet, tc: int, now: int) -> int:
         """:meth:`choose_for` for a packet a switch holds. ECMP (the default mode) hashes the
         flow tuple once per packet: the tuple never changes from hop to hop, and CRC-32 is
-        streaming, so ``crc32(tuple + seed) == crc32(seed, crc32(tuple))`` — each switch only
-        continues the packet's stored CRC with its own seed (the same port as :meth:`choose`).
+        affine for messages of one length, so ``crc32(tuple + seed) == flow_key(tuple) ^
+        seed_key(seed)`` (:func:`~uet.fabric.model.frames.flow_key`) — the packet keeps its
+        tuple's key and each switch hashes it with one XOR of its own (the same port as
+        :meth:`choose`).
 
         ``spray_rr`` for a packet it sprays (the mode of ``uet-bench sim``) is :meth:`choose`'s
         round robin written out: what ``choose_for`` → ``choose`` do for it (no flow tuple read,
@@ -106,8 +111,8 @@ class LoadBalancer:
             return self.choose_for(group, ports, pkt.frame, pkt.ip, tc, now)
         c = pkt.fcrc
         if c < 0:
-            c = pkt.fcrc = flow_crc(pkt.frame, pkt.ip)
-        h = crc32(self.seed, c)
+            c = pkt.fcrc = flow_key(pkt.frame, pkt.ip)
+        h = c ^ self.key
         h ^= h >> 16  # mix32, inlined (one call per hop)
         lo = h & 0xFFFF
         h = (lo * 0xCA6B + (((h >> 16) * 0xCA6B + lo * 0x85EB) << 16)) & 0xFFFFFFFF

@@ -82,8 +82,9 @@ class Packet:
         #: the IPv4 destination as an integer (the route lookup key; -1: not read), read once at
         #: the first switch; the packet travels from switch to switch with it (Switch._arrive)
         self.dst = dst
-        #: CRC-32 of the packet's ECMP flow tuple, computed at the first switch that hashes it
-        #: (-1: not yet); each switch continues it with its own seed (LoadBalancer.choose_pkt)
+        #: the ECMP flow tuple's share of the hash (frames.flow_key), computed at the first
+        #: switch that hashes the packet (-1: not yet); each switch XORs it with its seed's
+        #: (LoadBalancer.choose_pkt)
         self.fcrc = -1
         #: the links crossed so far when the fabric counts per-link load, packed into one int
         #: (uet.fabric.model.linkload: the first link's id, then ``path << port bits | egress
@@ -224,7 +225,7 @@ class Port:
         self.index = index
         #: the far end is a host NIC (last hop: trimmed DSCP 5, §8.4)
         self.faces_host = False
-        self.l2_rewrite = b""  # set with the peer's MAC, below (peer_mac)
+        self.l2_rewrite = bytearray()  # set with the peer's MAC, below (peer_mac)
         # what a packet that waits reads (a queued packet, a served queue, a paused class)
         #: per class, its queue (:data:`UNUSED` until its first packet: :meth:`queue`)
         self.queues: list[deque[Packet]] = [UNUSED] * 8
@@ -296,7 +297,10 @@ class Port:
     def peer_mac(self, mac: bytes) -> None:
         self._peer_mac = bytes(mac)
         #: destination + source MAC of a forwarded frame, the 12 bytes a switch writes per hop
-        self.l2_rewrite = self._peer_mac + self.mac
+        #: (``frame[0:12] = l2_rewrite``). A bytearray, never changed: assigned to a slice of a
+        #: bytearray, a ``bytes`` value is first copied into a new bytearray (CPython's
+        #: ``bytearray_ass_subscript``), about 800 instructions per frame a switch hands a host
+        self.l2_rewrite = bytearray(self._peer_mac + self.mac)
 
     @property
     def tx_tc_bytes(self) -> list[int]:

@@ -40,7 +40,6 @@ from __future__ import annotations
 import heapq
 import random
 import struct
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -54,7 +53,7 @@ from uet.fabric.model.frames import (
     IP_LEN,
     IP_TOS,
     IP_TTL,
-    flow_crc,
+    flow_key,
     forward_rewrite,
     is_uet,
     l3_offset,
@@ -76,7 +75,8 @@ from uet.wire.net import ip_bytes
 #: a C function as a Final name: the compiled build keeps it in a C static (an imported name is a
 #: look-up in the module's globals at every call)
 heappush: Final = heapq.heappush
-crc32: Final = zlib.crc32
+#: the shared empty queue, as a Final name for the same reason (read once per packet queued)
+_UNUSED: Final = UNUSED
 _ETH_IPV4: Final = int(_Et.IPV4)
 _ETH_MAC_CONTROL: Final = int(_Et.MAC_CONTROL)
 #: what ingress reads of an untagged frame's Ethernet and IPv4 headers, in one call: EtherType,
@@ -165,9 +165,9 @@ class Switch:
         self._lpm: list[tuple[int, dict[int, tuple[int, ...]]]] = []
         # the per-class tables a packet reads at every hop: one list shared by every switch whose
         # table is the same (port.shared_table)
-        #: per class: the load balancer hashes (ECMP), and its seed (Switch._arrive inlines it)
+        #: per class: the load balancer hashes (ECMP), and its seed's key (Switch._arrive inlines it)
         self._lb_ecmp: list[bool] = shared_table("lb_ecmp", [m == "ecmp" for m in lb.modes])
-        self._lb_seed = lb.seed
+        self._lb_key = lb.key
         self._wd_dropping: set[tuple[int, int]] = set()
         self.mmu = mmu
         #: per class: lossless (``tc in lossless`` as a list look-up, once per packet per hop)
@@ -489,8 +489,8 @@ class Switch:
         elif self._lb_ecmp[tc]:  # LoadBalancer.choose_pkt's ECMP, inlined (the rule is written there)
             c = pkt.fcrc
             if c < 0:
-                c = pkt.fcrc = flow_crc(frame, ip)
-            h = crc32(self._lb_seed, c)
+                c = pkt.fcrc = flow_key(frame, ip)
+            h = c ^ self._lb_key
             h ^= h >> 16  # mix32
             lo = h & 0xFFFF
             h = (lo * 0xCA6B + (((h >> 16) * 0xCA6B + lo * 0x85EB) << 16)) & 0xFFFFFFFF
@@ -601,7 +601,7 @@ class Switch:
     def _push(self, port: Port, pkt: Packet, now: int) -> None:
         tc = pkt.tc
         q = port.queues[tc]  # Port.push, inlined
-        if q is UNUSED:
+        if q is _UNUSED:
             q = port.queue(tc)
         q.append(pkt)
         qb = port.qbytes
