@@ -25,17 +25,17 @@ clocks trimmed packets out on ACKs (uet.pds.trimwait).
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Hashable
 from typing import Any
 
 from uet.cc.config import CcConfig
+from uet.enums import Enum
 
 #: an event-log sink (``{"ev": "cc", ...}`` records, uet.eventlog)
 Log = Callable[[dict[str, Any]], None]
 
 
-class ResendPolicy(enum.Enum):
+class ResendPolicy(Enum):
     """How a PDC resends packets its gate has been told are lost or NACKed."""
 
     #: queued behind the gate: resent when ``can_send`` allows, spending window and credit like

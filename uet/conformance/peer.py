@@ -14,12 +14,12 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from uet.conformance.faults import FAULTS, FaultLink
 from uet.conformance.profile import Profile, register_regions
 from uet.endpoint import Endpoint, EndpointClosed, EndpointConfig
+from uet.enums import StrEnum
 from uet.errors import UetError
 from uet.link.base import Link
 from uet.tss.establish import StartPsnMethod

@@ -6,14 +6,14 @@ give several); each field's docstring says where. Times are integer nanoseconds.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 from uet.cc.config import CcConfig
+from uet.enums import IntEnum
 from uet.errors import UetError
 
 
-class Mode(enum.IntEnum):
+class Mode(IntEnum):
     """PDS delivery mode (spec/behaviour.md §2.1)."""
 
     RUD = 0

@@ -19,11 +19,12 @@ import enum
 from collections.abc import Mapping
 from typing import TypeVar
 
+from uet.enums import Enum
 from uet.pds.config import PdcStateError
 from uet.states import check_move
 
 
-class InitiatorState(enum.Enum):
+class InitiatorState(Enum):
     """Initiator-role PDC states (spec/behaviour.md §2.2)."""
 
     CLOSED = "CLOSED"
@@ -34,7 +35,7 @@ class InitiatorState(enum.Enum):
     CLOSE_ACK_WAIT = "CLOSE_ACK_WAIT"
 
 
-class TargetState(enum.Enum):
+class TargetState(Enum):
     """Target-role PDC states (spec/behaviour.md §2.2)."""
 
     CLOSED = "CLOSED"

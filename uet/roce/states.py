@@ -12,8 +12,7 @@ always a QP error here — **Decision**, as soft-RoCE does for RC).
 
 from __future__ import annotations
 
-import enum
-
+from uet.enums import Enum
 from uet.errors import UetError
 from uet.states import check_move
 
@@ -22,7 +21,7 @@ class QpStateError(UetError):
     """An operation or a transition the QP's current state does not allow."""
 
 
-class QpState(enum.Enum):
+class QpState(Enum):
     RESET = "RESET"
     INIT = "INIT"
     RTR = "RTR"

@@ -26,9 +26,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import IntFlag
 from typing import Any
 
+from uet.enums import IntFlag
 from uet.ses.errors import BadAddr, BadMkey, PermViolation, RegistrationError, UnsupportedSize
 
 __all__ = ["Access", "KEY_IDEMPOTENT_SAFE", "KEY_OPTIMIZED", "MemoryRegion", "MemoryTable"]

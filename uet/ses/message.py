@@ -19,12 +19,12 @@ Choices where the spec notes are silent (behaviour.md §6.1):
 
 from __future__ import annotations
 
-import enum
 import ipaddress
 import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from uet.enums import Enum
 from uet.errors import UetError
 from uet.pds.config import Mode
 from uet.ses.packets import MAX_WIRE_PAYLOAD
@@ -109,7 +109,7 @@ class Reserved:
 
 
 #: :meth:`Reassembler.deliver` in ``decline`` mode: "not mine, give it to the full SES target".
-class Declined(enum.Enum):
+class Declined(Enum):
     """The type of :data:`DECLINED` (a one-member enum, so a type checker narrows ``r is DECLINED``)."""
 
     DECLINED = "DECLINED"

@@ -10,8 +10,7 @@ deferred waits for the target's RTR (WAIT_RTR), or it completed or failed (DONE)
 
 from __future__ import annotations
 
-import enum
-
+from uet.enums import Enum
 from uet.errors import UetError
 from uet.states import check_move
 
@@ -22,7 +21,7 @@ class OpStateError(UetError):
     """An illegal operation state transition was attempted (a bug, never ignored)."""
 
 
-class OpState(enum.Enum):
+class OpState(Enum):
     """States of an initiator operation (module docstring)."""
 
     ACTIVE = "active"

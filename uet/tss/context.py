@@ -65,11 +65,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from enum import StrEnum
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from uet.enums import StrEnum
 from uet.tss.channel import RxChannel, TxChannel, aad_prefix
 from uet.tss.domain import DerivedKey, DerivedKeyInputs, KeySlot, SdMode, SecureDomain, SecureDomainTable, SlotState
 from uet.tss.errors import CounterExhaustedError, DomainStateError, TssError, UnknownDomainError, UnknownPeerError

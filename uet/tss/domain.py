@@ -50,11 +50,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from uet.enums import Enum
 from uet.states import check_move
 from uet.tss.errors import DomainStateError, KeyRotationError
 from uet.tss.kdf import DERIVED_LEN, KEY_LEN, LABEL_CLUSTER, LABEL_SERVER, kdf, kdf_context

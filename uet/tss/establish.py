@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import random
 import secrets
-from enum import Enum
 from typing import Protocol
 
+from uet.enums import Enum
 from uet.wire.pds import psn_add, psn_after
 
 __all__ = [

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any
 
+from uet.enums import IntEnum
 from uet.errors import DecodeError, UetError
 from uet.wire import crc as crc_mod
 from uet.wire import net

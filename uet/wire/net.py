@@ -9,8 +9,8 @@ from __future__ import annotations
 # _socket, not socket: socket.py builds four IntEnums at import (with selectors, about 9 M
 # instructions of a one-flow uet-sim run's start-up), and only these four names are used here
 from _socket import AF_INET, AF_INET6, inet_ntop, inet_pton
-from enum import IntEnum
 
+from uet.enums import IntEnum
 from uet.wire.layout import F, Layout, R, Raw
 
 #: UDP destination port of UET (wire-format.md §1.1 [Δ1]).

@@ -7,9 +7,9 @@ fields Wireshark's dissector switches on.
 
 from __future__ import annotations
 
-from enum import IntEnum, IntFlag
 from typing import Final
 
+from uet.enums import IntEnum, IntFlag
 from uet.wire.layout import F, Item, Layout, R
 
 

@@ -8,8 +8,7 @@ header chain (opcode → extension headers → payload, pad, ICRC) in :mod:`uet.
 
 from __future__ import annotations
 
-from enum import IntEnum
-
+from uet.enums import IntEnum
 from uet.wire.layout import F, Layout, R
 from uet.wire.roceconst import DSCP_CNP as DSCP_CNP  # DSCPs (§1.4) and path MTUs (§1.1): offered here too
 from uet.wire.roceconst import DSCP_DATA as DSCP_DATA

@@ -8,8 +8,7 @@ length and message offset) and the restart token that replaces ``buffer_offset``
 
 from __future__ import annotations
 
-from enum import IntEnum, IntFlag
-
+from uet.enums import IntEnum, IntFlag
 from uet.wire.layout import F, Item, Layout, R
 from uet.wire.pds import NextHeader
 

@@ -29,20 +29,21 @@ collectives); 1 is the separate output of the all-to-all and send/recv.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
+
+from uet.enums import IntEnum
 
 __all__ = ["Builder", "Op", "OpKind", "Schedule", "compute", "split"]
 
 
-class OpKind(enum.IntEnum):
+class OpKind(IntEnum):
     SEND = 0
     RECV = 1
     #: local work of ``seconds`` (a training step's forward or backward pass): no message
     COMPUTE = 2
 
 
-class Apply(enum.IntEnum):
+class Apply(IntEnum):
     """What a receive does with its bytes."""
 
     COPY = 0
