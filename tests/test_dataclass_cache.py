@@ -247,3 +247,98 @@ def test_a_scenario_read_before_needs_no_toml_parser(tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
         seen.append(json.loads(r.stdout))
     assert seen == [[0, True, True], [0, True, False]]
+
+
+ANNOTATIONS = [
+    "int",
+    "int | None",
+    "ClassVar[int]",
+    "ClassVar",
+    " ClassVar [int]",
+    "typing.ClassVar[int]",
+    "t.ClassVar[int]",
+    "typing . ClassVar",
+    "CV[int]",
+    "InitVar[int]",
+    "dataclasses.InitVar[str]",
+    "dc.InitVar",
+    "KW_ONLY",
+    "dataclasses.KW_ONLY",
+    "'int'",
+    "(int)",
+    "",
+    "list[ClassVar[int]]",
+    "Missing.ClassVar",
+    "typing.Missing",
+]
+
+
+def test_an_annotation_is_read_as_the_standard_library_reads_it() -> None:
+    """``_is_type`` keeps each annotation's match; its answers are those of dataclasses' own, for
+    annotations of every form and a module binding the names several ways."""
+    import typing
+
+    assert dc._standard_is_type is not None and dataclasses._is_type is dc._is_type  # type: ignore[attr-defined]
+    module = ModuleType("uet.annotations_probe")
+    module.__dict__.update(
+        typing=typing, t=typing, dataclasses=dataclasses, dc=dataclasses, CV=typing.ClassVar, Missing=None
+    )
+    module.__dict__.update(ClassVar=typing.ClassVar, InitVar=dataclasses.InitVar, KW_ONLY=dataclasses.KW_ONLY)
+    bare = ModuleType("uet.annotations_bare")
+    checks = [
+        (typing, typing.ClassVar, dataclasses._is_classvar),  # type: ignore[attr-defined]
+        (dataclasses, dataclasses.InitVar, dataclasses._is_initvar),  # type: ignore[attr-defined]
+        (dataclasses, dataclasses.KW_ONLY, dataclasses._is_kw_only),  # type: ignore[attr-defined]
+    ]
+    seen = 0
+    for mod in (module, bare):
+        sys.modules[mod.__name__] = mod
+        try:
+            cls = type("Probe", (), {"__module__": mod.__name__})
+            for text in ANNOTATIONS * 2:  # the second time from what was kept
+                for a_module, a_type, predicate in checks:
+                    want = dc._standard_is_type(text, cls, a_module, a_type, predicate)
+                    assert dc._is_type(text, cls, a_module, a_type, predicate) is want, (text, a_type, mod)
+                    seen += want
+        finally:
+            del sys.modules[mod.__name__]
+    assert seen > 10  # a few of each kind were found
+
+
+def test_classvar_initvar_and_kw_only_fields_are_the_standard_ones() -> None:
+    source = (
+        "from __future__ import annotations\n"
+        "import dataclasses, typing\n"
+        "from dataclasses import KW_ONLY, InitVar, dataclass\n"
+        "from typing import ClassVar\n"
+        "@dataclass\n"
+        "class Mixed:\n"
+        "    '''Fields of every kind.'''\n"
+        "    a: int\n"
+        "    limit: ClassVar[int] = 3\n"
+        "    other: typing.ClassVar[str] = 'x'\n"
+        "    seed: InitVar[int] = 0\n"
+        "    _: KW_ONLY\n"
+        "    b: int = 1\n"
+        "    c: dataclasses.InitVar[int] = 2\n"
+        "    def __post_init__(self, seed: int, c: int) -> None:\n"
+        "        self.total = self.a + self.b + seed + c\n"
+    )
+
+    def build(is_type: Any) -> Any:
+        module = ModuleType("uet.annotations_mixed")
+        sys.modules[module.__name__] = module
+        saved = dataclasses._is_type  # type: ignore[attr-defined]
+        dataclasses._is_type = is_type  # type: ignore[attr-defined]
+        try:
+            exec(compile(source, "<mixed>", "exec"), module.__dict__)  # noqa: S102
+        finally:
+            dataclasses._is_type = saved  # type: ignore[attr-defined]
+            del sys.modules[module.__name__]
+        return module.Mixed
+
+    fast, standard = build(dc._is_type), build(dc._standard_is_type)
+    kinds = {name: (f._field_type, f.kw_only, f.default) for name, f in fast.__dataclass_fields__.items()}
+    assert kinds == {name: (f._field_type, f.kw_only, f.default) for name, f in standard.__dataclass_fields__.items()}
+    assert [f.name for f in dataclasses.fields(fast)] == ["a", "b"]
+    assert fast(1, 5, b=2, c=3).total == standard(1, 5, b=2, c=3).total == 11
