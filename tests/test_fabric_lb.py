@@ -274,6 +274,39 @@ def test_the_switch_hashes_a_forwarded_packet_as_choose_pkt_does() -> None:
     assert used == {1, 2, 3, 4, 5}
 
 
+def test_the_switch_hashes_a_frame_from_a_host_as_choose_pkt_does() -> None:
+    """Issue 28: Switch._process hashes an untagged UDP packet without IP options from the fields
+    its one unpack read (frames.flow_key_udp), and hands others to LoadBalancer.choose_pkt: for
+    many flows, over groups of 2 to 5 ports, untagged and 802.1Q-tagged, the port the bare rule
+    (mix32 of the CRC-32 of tuple and seed) gives, and the packet keeps its tuple's key."""
+    from uet.fabric.model.port import Packet
+
+    used = set()
+    for n in range(2, 6):
+        sw = Switch("sw", 9, [PortSpec() for _ in range(6)])
+        group = tuple(range(1, n + 1))
+        sw.add_route("10.0.1.0/24", group)
+        seed = (9).to_bytes(4, "big")
+        held: list[Packet] = []
+
+        def enqueue(pkt: Packet, out: int, now: int, held: list[Packet] = held, sw: Switch = sw) -> None:
+            held.append(pkt)
+            Switch._enqueue(sw, pkt, out, now)
+
+        sw._enqueue = enqueue  # type: ignore[method-assign]  # (looks inside: the suite runs pure Python)
+        for k, sport in enumerate(range(0, 4000, 37)):
+            f = frame("10.0.0.1", "10.0.1.2", sport)
+            tagged = f[:12] + bytes((0x81, 0, 0, 5)) + f[12:]
+            want = group[mix32(zlib.crc32(flow_tuple(f, 14) + seed)) % n]
+            for g in (f, tagged):
+                sw.receive(0, g, 2 * k * 100_000 + (len(g) - len(f)) * 25_000)  # every port idle again
+                (tx,) = sw.take_transmissions()
+                assert tx.port == want
+                assert held.pop().fcrc == flow_key(f, 14)
+            used.add(tx.port)
+    assert used == {1, 2, 3, 4, 5}
+
+
 def test_choose_pkt_sprays_round_robin_as_choose_for_does() -> None:
     """LoadBalancer.choose_pkt writes out choose_for → choose's spray_rr for a sprayed packet: from
     random round-robin states, for UET and RoCE packets (RoCE is hashed, not sprayed) with and

@@ -81,6 +81,23 @@ def test_a_vlan_tagged_pause_is_read_after_the_tag() -> None:
     assert m.receive(tagged, 18, 0) and m.paused_until(0)[3] == m.port.pause_ns(4)
 
 
+def test_the_host_nic_tells_pfc_frames_by_their_whole_ethertype() -> None:
+    """Issue 28: HostNic.ingress reads the EtherType's second byte only when the first is MAC
+    control's: a PFC frame is applied and flagged, frames whose EtherType shares either byte with
+    0x8808 (0x8847, 0x0808, IPv4 0x0800) are not."""
+    events = EventQueue()
+    nic = HostNic(0, "h0", Port(0, RATE, 0), SwitchConfig(), events, Telemetry(), Counters())
+    got: list[bool] = []
+    nic.on_deliver = lambda _h, _f, _now, is_pfc: got.append(is_pfc)
+    nic.ingress(0, bytearray(pfc_frame(MAC, {0: 1})), 1_000)
+    assert got == [True] and nic.port.paused_until[0] > 1_000
+    for et in (b"\x88\x47", b"\x08\x08", b"\x08\x00"):
+        f = bytearray(_frame(b"a"))
+        f[12:14] = et
+        nic.ingress(0, f, 2_000)
+    assert got == [True, False, False, False]
+
+
 def test_the_simulated_host_nic_resumes_at_the_same_time() -> None:
     """A HostNic (simulator) paused by the same frame starts its held frame exactly when the
     live link's model releases it."""

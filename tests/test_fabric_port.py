@@ -270,6 +270,25 @@ def test_pick_alone_leaves_the_scheduler_as_pick_does() -> None:
             assert state(a) == state(b), (strict, tc)
 
 
+def test_dwrr_positions_are_the_round_robin_order() -> None:
+    """Issue 28: Port.dwrr_pos (read by _dwrr_pick instead of ``dwrr.index``) is each DWRR
+    class's place in the round robin's order and -1 for a strict class; a class served alone
+    leaves the round robin past itself when it sent its last packet, on itself otherwise."""
+    from uet.fabric.model.port import Packet
+
+    for strict in ((7, 6), (7,), (), (5, 2)):
+        p = Port(0, GBPS, 0, strict=strict)
+        assert p.dwrr_pos == tuple(p.dwrr.index(tc) if tc in p.dwrr else -1 for tc in range(8))
+        for tc in p.dwrr:
+            for queued in (1, 2):
+                q = Port(0, GBPS, 0, strict=strict)
+                for _ in range(queued):
+                    q.push(Packet(bytearray(100), 0, tc, 14, 0))
+                assert q.pick(0) == tc
+                i = q.dwrr.index(tc)
+                assert q._rr == ((i + 1) % len(q.dwrr) if queued == 1 else i)
+
+
 def test_a_port_keeps_no_queue_for_a_class_it_never_used() -> None:
     """Issue 28 (memory): the queues of unused classes and the PFC queue of a port that sent no
     PFC are one shared empty deque, which refuses to grow; a class's first packet gives the port

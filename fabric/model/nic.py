@@ -268,7 +268,9 @@ class HostNic:
         port.rx_frames += 1
         if self._sample_ns and now - self._last_sample >= self._sample_ns:
             self._sample(now)
-        is_pfc = len(frame) >= 14 and ((frame[12] << 8) | frame[13]) == _ETH_MAC_CONTROL
+        # the EtherType byte by byte, the second only when the first is MAC control's: one read
+        # (a generic call in the compiled build) per data frame
+        is_pfc = len(frame) >= 14 and frame[12] == _ETH_MAC_CONTROL >> 8 and frame[13] == _ETH_MAC_CONTROL & 0xFF
         if is_pfc:
             for prio, quanta in (receive_pause(port, frame, now) or {}).items():
                 self.counters[("pfc_rx", self.name, 0, prio, "xon" if quanta == 0 else "xoff")] += 1

@@ -116,6 +116,17 @@ def _rr_after(strict: tuple[int, ...], dwrr: tuple[int, ...]) -> tuple[int, ...]
     return t
 
 
+_DWRR_POS: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
+def _dwrr_pos(dwrr: tuple[int, ...]) -> tuple[int, ...]:
+    """:attr:`Port.dwrr_pos` for these DWRR classes, one tuple shared by every port that has them."""
+    t = _DWRR_POS.get(dwrr)
+    if t is None:
+        t = _DWRR_POS[dwrr] = tuple(dwrr.index(tc) if tc in dwrr else -1 for tc in range(8))
+    return t
+
+
 _SHARED: dict[tuple[str, tuple[Any, ...]], list[Any]] = {}
 
 
@@ -203,6 +214,9 @@ class Port:
         #: per class, the round robin's position after serving it alone (-1: a strict class),
         #: for :meth:`pick_alone`
         self.rr_after = _rr_after(strict_t, dwrr_t)
+        #: per class, its place in the round robin's order (-1: a strict class), for
+        #: :meth:`_dwrr_pick` (``dwrr.index(tc)`` is a generic method call in the compiled build)
+        self.dwrr_pos = _dwrr_pos(dwrr_t)
         self.deficit = [0] * 8
         self._rr = 0
         self._fresh = True
@@ -503,8 +517,7 @@ class Port:
         if not many:
             # one backlogged class: it is served alone, starting a fresh turn when others return
             tc = first
-            i = order.index(tc)
-            self._rr = (i + 1) % len(order) if len(queues[tc]) == 1 else i
+            self._rr = self.rr_after[tc] if len(queues[tc]) == 1 else self.dwrr_pos[tc]
             self._fresh = True
             self.deficit[tc] = 0
             return tc

@@ -54,6 +54,7 @@ from uet.fabric.model.frames import (
     IP_TOS,
     IP_TTL,
     flow_key,
+    flow_key_udp,
     forward_rewrite,
     is_uet,
     l3_offset,
@@ -63,7 +64,7 @@ from uet.fabric.model.frames import (
     trim,
     uet_header_len,
 )
-from uet.fabric.model.lb import LoadBalancer
+from uet.fabric.model.lb import LoadBalancer, mix32
 from uet.fabric.model.linkload import LinkLoad
 from uet.fabric.model.port import CTRL, MIN_FRAME, Marking, Packet, Port, shared_table
 from uet.fabric.model.telemetry import Counters, Telemetry
@@ -81,8 +82,10 @@ _ETH_IPV4: Final = int(_Et.IPV4)
 _ETH_MAC_CONTROL: Final = int(_Et.MAC_CONTROL)
 #: what ingress reads of an untagged frame's Ethernet and IPv4 headers, in one call: EtherType,
 #: version and IHL, TOS, total length, TTL, destination address (a byte of a bytearray costs the
-#: compiled build a generic call: eleven of them per frame a host sent, issue 28)
-_L3_UNPACK: Final = struct.Struct("!12xHBBH4xB7xI").unpack_from
+#: compiled build a generic call: eleven of them per frame a host sent, issue 28); and, for the
+#: ECMP hash of a UDP packet without IP options (frames.flow_key_udp), the protocol, the source
+#: address and the 4 bytes behind a 20-byte header (its ports), which the hash read again
+_L3_UNPACK: Final = struct.Struct("!12xHBBH4xBB2xIII").unpack_from
 _TRIMMABLE_REASONS: Final = ("queue_limit", "dynamic_threshold", "buffer_full")
 #: the PFC watchdog's storm test: a queue paused at least this fraction of a poll interval
 #: (**decision**: 0.9; the spec notes give only "paused for detect time")
@@ -386,14 +389,15 @@ class Switch:
             self._process(in_port, frame, now)
 
     def _process(self, in_port: int, frame: bytearray, now: int) -> None:
-        h: tuple[int, int, int, int, int, int] | None = None
-        if len(frame) >= 34:
+        h: tuple[int, int, int, int, int, int, int, int, int] | None = None
+        if len(frame) >= 38:
             h = _L3_UNPACK(frame, 0)
         if h is not None and h[0] == _ETH_IPV4:
             # untagged IPv4: l3_offset's answer without the call, the header's fields in one read
             ip, pcp = 14, -1
-            _et, vihl, tos, tot, ttl, dst = h
+            _et, vihl, tos, tot, ttl, proto, src, dst, ports = h
         else:
+            proto = src = ports = -1  # (not read: the load balancer reads the frame if it hashes)
             try:
                 et, ip, pcp = l3_offset(frame)
             except DecodeError:
@@ -439,8 +443,14 @@ class Switch:
             pkt.dmap = self._dscp_map
         if self.link_load is not None:
             pkt.path = self._path_mark | self.ports[in_port].in_link
-        if len(group) == 1:
+        n = len(group)
+        if n == 1:
             out = group[0]
+        elif proto == 17 and vihl == 0x45 and self._lb_ecmp[tc]:
+            # LoadBalancer.choose_pkt's ECMP (as in _arrive), the flow key (frames.flow_key) from
+            # the fields read above
+            c = pkt.fcrc = flow_key_udp(src, dst, ports)
+            out = group[mix32(c ^ self._lb_key) % n]
         else:
             out = self.lb.choose_pkt(group, self.ports, pkt, tc, now)
         self._enqueue(pkt, out, now)
