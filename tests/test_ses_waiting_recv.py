@@ -27,6 +27,7 @@ from test_adapter_operations import sim_endpoints
 from test_ses_target import DC, EOM, REL, defer_hdr, som_hdr
 
 from uet.fep import Datagram, FepConfig, FepCore, MessageReceived, OpFailed, SendCompleted, Transmit
+from uet.fep.receives import Waiter
 from uet.pds import Mode
 from uet.pds.events import Delivery
 from uet.ses import SesFep
@@ -439,3 +440,16 @@ def test_a_waiting_recv_takes_an_engine_message_that_arrived_first_in_the_same_b
     _check_message(net.b.result(w), dc)
     m = net.b.core.recv_nowait()
     assert m is not None and bytes(m.data) == da
+
+
+def test_serve_keeps_the_queue_the_core_holds() -> None:
+    """Waiters.serve puts the receives it could not serve back in the same deque, never a new
+    one: FepCore tests that deque through its own reference (``_wq``) at every drain."""
+    core = FepCore(B, job=JOB, pid=1, config=CFG, seed=2)
+    q = core.waiters.queue
+    assert core._wq is q
+    w = Waiter(1, True, 5, 0, None, None)
+    core.waiters.add(w)
+    core.waiters.serve()  # nothing unexpected: the receive stays waiting
+    assert core.waiters.queue is q and core._wq is q
+    assert list(q) == [w]

@@ -40,7 +40,7 @@ class Completions(FepState):
         """Handle every pending PDS event (an eager packet's plain Acked takes an inlined fast
         path), then the SES engines' completions."""
         if not self.pds._events:  # nothing from PDS (most calls of a request/response exchange)
-            if self.waiters.queue or self.ses.has_events():  # else _drain_ses has nothing to do
+            if self._wq or self.ses.has_events():  # else _drain_ses has nothing to do
                 self._drain_ses()
             return
         pds = self.pds
@@ -190,7 +190,7 @@ class Completions(FepState):
                 elif t is WriteCompleted:
                     out.append(ev)
                 ev = ses.next_event()
-        if self.waiters.queue and ses.has_unexpected():
+        if self._wq and ses.has_unexpected():
             self.waiters.serve()
 
     def _on_recv_completed(self, ev: ses_events.RecvCompleted) -> None:

@@ -190,6 +190,9 @@ class FepCore(Operations):
         self._ops: dict[int, memoryview | None] = {}
         self._recvs: dict[int, _Posted] = {}
         self.waiters = Waiters(self.ses, self._waiter_got)
+        # its queue, held here too: Waiters is an interpreted class, each attribute of it a generic
+        # look-up in the compiled build, and the queue is tested at every drain (issue 28)
+        self._wq = self.waiters.queue
         self.ses.on_unexpected = self.waiters.offer
         self.ses.reserve = self.waiters.reserve
         self.ses.on_reserved = self.waiters.reserved_done

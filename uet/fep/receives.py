@@ -105,6 +105,7 @@ class Waiters:
     def __init__(self, ses: SesFep, deliver: Callable[[Waiter, Message], None]) -> None:
         self.ses = ses
         self.deliver = deliver
+        #: made once and never replaced (FepCore tests it through its own reference, ``_wq``)
         self.queue: deque[Waiter] = deque()
         self.by_handle: dict[int, Waiter] = {}
         #: receives given back to the queue because their message never completed
@@ -209,8 +210,9 @@ class Waiters:
         ses = self.ses
         posted = False
         keep: deque[Waiter] = deque()
-        while self.queue:
-            w = self.queue.popleft()
+        q = self.queue
+        while q:
+            w = q.popleft()
             if not ses.has_unexpected():
                 keep.append(w)
                 continue
@@ -227,5 +229,5 @@ class Waiters:
                 # leaves the queue and completes with that receive (by_handle keeps it)
                 w.posted = got
                 posted = True
-        self.queue = keep
+        q.extend(keep)  # the same deque, never a new one: FepCore holds a reference to it
         return posted

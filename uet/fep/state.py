@@ -20,7 +20,7 @@ from uet.fep.config import FepConfig
 from uet.fep.events import Event
 from uet.fep.lanes import Lane, OutMessage
 from uet.fep.peer import PeerBook
-from uet.fep.receives import Waiters, _Posted
+from uet.fep.receives import Waiter, Waiters, _Posted
 from uet.pds import Mode, PathWindow, PdsCore
 from uet.ses.fep import SesFep
 from uet.ses.message import Message
@@ -50,6 +50,8 @@ class FepState:
     _ops: dict[int, memoryview | None]
     _recvs: dict[int, _Posted]
     waiters: Waiters
+    #: ``waiters.queue`` (the same deque, made once)
+    _wq: deque[Waiter]
     #: completion events (uet.fep.events) not yet taken by the owner
     _events: deque[Event]
     _now: int
