@@ -68,3 +68,16 @@ def test_has_events_sees_each_engines_completions() -> None:
     assert f.has_events()
     f.target._events.clear()
     assert not f.has_events()
+
+
+def test_has_packets_sees_each_engines_packets() -> None:
+    """SesFep.has_packets reads the engines' ready queues through its own references to them."""
+    f = SesFep("10.0.0.9")
+    assert not f.has_packets()
+    f.initiator._ready.append(object())  # type: ignore[arg-type]
+    assert f.has_packets()
+    f.initiator._ready.clear()
+    f.target._out.append(object())  # type: ignore[arg-type]
+    assert f.has_packets()
+    f.target._out.clear()
+    assert not f.has_packets()

@@ -123,6 +123,9 @@ class SesFep:
         self._tgt_recs: dict[Any, Any] = self.target._recs
         self._tgt_reserved: dict[int, list[Any]] = self.target._reserved_at
         self._tgt_deferrals: deque[Any] = self.target._deferrals
+        # and their packets ready to go, for :meth:`has_packets` (twice per endpoint flush)
+        self._ini_ready: deque[Any] = self.initiator._ready
+        self._tgt_out: deque[Any] = self.target._out
         #: current time (ns) for the target engine's reassembly bookkeeping; set by the owner
         self.now = 0
         self.default: Resource | None = None
@@ -204,7 +207,7 @@ class SesFep:
 
     def has_packets(self) -> bool:
         """Whether :meth:`packets_to_send` would return anything (cheap check for the owner)."""
-        return bool(self.initiator._ready) or bool(self.target._out)
+        return bool(self._ini_ready or self._tgt_out)
 
     def alloc_message_id(self) -> int:
         """A message id from the initiator engine's space, for messages segmented outside it
