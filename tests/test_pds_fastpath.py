@@ -293,3 +293,20 @@ def test_fast_paths_across_the_psn_wrap() -> None:
     fast = _traffic(cfg, True, link)
     assert fast == _traffic(cfg, False, link)
     assert len(fast[-1]) == 160 and fast[2][0][3] < 0x100  # (tx_base wrapped)
+
+
+def test_heap_entry_fields_are_written_on_either_pdc_class() -> None:
+    """``_set_tent`` / ``_clear_tent`` (the timer heap's writes, one branch per PDC class so the
+    compiled build writes them natively) set exactly the live-entry fields of an initiator PDC
+    and of a target PDC."""
+    pair = Pair(CFG)
+    _establish(pair)
+    pdcs = [*pair.a.core.pdcs.values(), *pair.b.core.pdcs.values()]
+    assert {type(p).__name__ for p in pdcs} == {"InitiatorPdc", "TargetPdc"}
+    for p in pdcs:
+        key, dl = p.tkey, p.tdl
+        pds_core._set_tent(p, 7, 123)
+        assert (p.tent, p.tentd) == (7, 123)
+        pds_core._clear_tent(p)
+        assert (p.tent, p.tentd) == (0, 123)  # only the entry's sequence number is cleared
+        assert (p.tkey, p.tdl) == (key, dl)
