@@ -112,9 +112,9 @@ class Engine:
         self._heap: list[tuple[int, int]] = []
         #: destination address → its 4 bytes and their share of the IPv4 header checksum, one
         #: table for every host (a table per host grew with the peers each talks to: hosts²
-        #: entries in an all-to-all); and the reverse, 4 bytes → text, for the frames delivered
+        #: entries in an all-to-all); and the reverse, address (an integer) → text, for the frames delivered
         self._ips: dict[str, tuple[bytes, int]] = {}
-        self._names: dict[bytes, str] = {}
+        self._names: dict[int, str] = {}
         self._dirty: list[Host] = []
         self._events_out = False
         self._same = 0

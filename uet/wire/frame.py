@@ -22,6 +22,7 @@ reason.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -191,13 +192,26 @@ def parse_udp_frame(frame: bytes | bytearray, *, port: int = UET_UDP_PORT, verif
 
 _FAST: Final = struct.Struct("!15sBH6sH4s4sHHHH")
 #: what parse_marked reads of bytes 12–37: EtherType, version/IHL, TOS, total length, protocol,
-#: source address, UDP destination port (one C call: a frame is a bytearray, and the compiled
+#: source address (as one integer: a dict key hashed at no cost, where 4 new bytes are hashed
+#: anew per frame), UDP destination port (one C call: a frame is a bytearray, and the compiled
 #: build reads a bytearray's bytes one by one through Python's generic item access)
-_MARKED: Final = struct.Struct("!HBBH5xB2x4s6xH")
+_MARKED: Final = struct.Struct("!HBBH5xB2xI6xH")
 # their methods bound once: the compiled build calls a method of a module constant by looking it up
 # on every call (about a thousand instructions a packet each), a bound one directly
 _FAST_PACK: Final = _FAST.pack
 _MARKED_UNPACK: Final = _MARKED.unpack_from
+#: per datagram length n, the bound ``unpack_from`` of ``struct.Struct(f"{n}s")``: the datagram of
+#: a bytearray frame as bytes in one C call and one copy (a slice of a bytearray is a bytearray,
+#: and ``bytes()`` of it a second copy through a generic call: about 1,700 instructions a frame in
+#: the compiled build, against about 500). At most one entry per datagram length (below the MTU).
+_DATAGRAM: Final[dict[int, Callable[[bytes | bytearray, int], tuple[bytes]]]] = {}
+
+
+def _datagram_reader(n: int) -> Callable[[bytes | bytearray, int], tuple[bytes]]:
+    """The reader of an ``n``-byte datagram (:data:`_DATAGRAM`), made on first use."""
+    rd: Callable[[bytes | bytearray, int], tuple[bytes]] = struct.Struct(f"{n}s").unpack_from
+    _DATAGRAM[n] = rd
+    return rd
 
 
 def ip_word_sum(ip: bytes) -> int:
@@ -264,15 +278,16 @@ class FrameBuilder:
 
 
 def parse_marked(
-    frame: bytes | bytearray, port: int = UET_UDP_PORT, names: dict[bytes, str] | None = None
+    frame: bytes | bytearray, port: int = UET_UDP_PORT, names: dict[int, str] | None = None
 ) -> tuple[bytes, str, int] | None:
     """:func:`parse_udp_frame` with ``verify=False`` in the packed form the cores take:
     ``(data, source, ecn)`` with :data:`MARK_TRIMMED` (DSCP 5 or 7) and :data:`MARK_LASTHOP`
     (DSCP 5) or-ed into ``ecn``; None and :class:`DecodeError` exactly where it gives them.
-    ``names``: a cache of source addresses' text forms (4 bytes → text) the caller keeps."""
+    ``names``: a cache of source addresses' text forms (the address as a big-endian integer →
+    text) the caller keeps."""
     n = len(frame)
     if n >= 42:
-        h: tuple[int, int, int, int, int, bytes, int] = _MARKED_UNPACK(frame, 12)
+        h: tuple[int, int, int, int, int, int, int] = _MARKED_UNPACK(frame, 12)
         et, vihl, tos, total, proto, sip, dport = h
         # an untagged IPv4/UDP frame (anything else below)
         if et == 0x0800 and vihl == 0x45 and proto == 17 and total >= 28 and total + 14 <= n:
@@ -284,16 +299,23 @@ def parse_marked(
                 ecn |= MARK_TRIMMED
             elif dscp == DSCP_TRIM_LASTHOP:
                 ecn |= MARK_TRIMMED | MARK_LASTHOP
-            data = frame[42 : 14 + total]
+            if type(frame) is bytes:
+                fb: bytes = frame
+                data = fb[42 : 14 + total]
+            else:  # a bytearray (every frame a switch forwarded): see _DATAGRAM
+                rd = _DATAGRAM.get(total - 28)
+                if rd is None:
+                    rd = _datagram_reader(total - 28)
+                data = rd(frame, 42)[0]
             if names is None:
-                src = f"{sip[0]}.{sip[1]}.{sip[2]}.{sip[3]}"
+                src = f"{sip >> 24}.{(sip >> 16) & 255}.{(sip >> 8) & 255}.{sip & 255}"
             else:
                 cached = names.get(sip)  # (not assigned to src: the compiled build checks its type)
                 if cached is None:
-                    src = names[sip] = f"{sip[0]}.{sip[1]}.{sip[2]}.{sip[3]}"
+                    src = names[sip] = f"{sip >> 24}.{(sip >> 16) & 255}.{(sip >> 8) & 255}.{sip & 255}"
                 else:
                     src = cached
-            return (data if type(data) is bytes else bytes(data), src, ecn)
+            return (data, src, ecn)
     rx = parse_udp_frame(frame, port=port, verify=False)
     if rx is None:
         return None
