@@ -433,8 +433,9 @@ class PdsCore(initiator.InitiatorMixin):
             if len(batch) != n:
                 c = self.counters
                 c["rx"] = c.get("rx", 0) + n - len(batch)
-        if hook is None or self._log is not None or cfg.ack_per_pkt or (type(batch) is list and len(batch) == 1):
-            # (one datagram: nothing follows it to predict)
+        # (one datagram, the usual batch: nothing follows it to predict; tested before the
+        # configuration, whose fields are generic look-ups in the compiled build)
+        if hook is None or (type(batch) is list and len(batch) == 1) or self._log is not None or cfg.ack_per_pkt:
             for data, src, ecn in batch:
                 if ecn > 3:
                     self.receive_datagram(data, now, source=src, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
