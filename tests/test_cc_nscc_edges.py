@@ -347,3 +347,16 @@ def test_sub_packet_window_with_bytes_still_in_flight_waits_for_an_ack() -> None
     assert n.inflight == 1
     assert n.pacing_deadline(20_000) is None  # not 25 µs: only an ACK opens the window
     assert not n.can_send(4_200, 30_000)
+
+
+@pytest.mark.parametrize(("pacing", "off"), [(False, False), (True, True)])
+def test_the_per_packet_switches_are_the_configurations(pacing: bool, off: bool) -> None:
+    """NSCC keeps ``pacing`` and ``disable_quick_adapt`` as its own fields (read per packet) and
+    they act as the configuration says: the pacer holds a second packet, quick adapt stays off."""
+    n = Nscc(CcConfig(pacing=pacing, disable_quick_adapt=off, qa_threshold_ns=1), now=0)
+    assert (n.pacing, n.quick_adapt_off) == (pacing, off)
+    n.on_send(4096, 0)
+    assert n.can_send(4096, 0) is not pacing
+    assert (n.pacing_deadline(0) is not None) is pacing
+    n.bytes_to_ignore = 1  # a CE mark while bytes are still being ignored: quick adapt acts
+    assert n.quick_adapt(False, True, 0.0, 1) is (not off)

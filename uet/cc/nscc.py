@@ -63,6 +63,10 @@ class Nscc(CcAlgorithm):
     def __init__(self, cfg: CcConfig, now: int = 0, log: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.cfg = cfg
         self.mtu = cfg.mtu
+        # read per packet (can_send, on_send, quick_adapt): kept here, where the compiled build
+        # reads them natively (a field of the configuration is a generic look-up there)
+        self.pacing = cfg.pacing
+        self.quick_adapt_off = cfg.disable_quick_adapt
         self.config_base_rtt = cfg.base_rtt_ns
         self.link_Bpns = cfg.link_bps / 8e9  # bytes per ns
         bdp = cfg.bdp
@@ -122,7 +126,7 @@ class Nscc(CcAlgorithm):
             return False
         if self.cwnd < self.mtu and now < self.sub_packet_time():
             return False
-        return not (self.cfg.pacing and now < self.next_send)
+        return not (self.pacing and now < self.next_send)
 
     def sub_packet_time(self) -> int:
         """With ``cwnd < mtu``: the earliest time the next packet may leave, ``mtu × base_rtt /
@@ -135,7 +139,7 @@ class Nscc(CcAlgorithm):
         """When the pacer (or a sub-packet window with nothing in flight) lets the next packet
         go, or None: not pacing now, or only an ACK can open the window."""
         d = None
-        if self.cfg.pacing and self.next_send > now:
+        if self.pacing and self.next_send > now:
             d = self.next_send
         if self.cwnd < self.mtu and self.inflight <= 0:
             t = self.sub_packet_time()
@@ -152,7 +156,7 @@ class Nscc(CcAlgorithm):
     def on_send(self, size: int, now: int) -> None:
         self.inflight += size
         self.last_tx = now
-        if self.cfg.pacing:
+        if self.pacing:
             gap = int(size * self.base_rtt / self.cwnd)
             self.next_send = max(self.next_send, now) + gap
 
@@ -284,7 +288,7 @@ class Nscc(CcAlgorithm):
 
     def quick_adapt(self, is_loss: bool, ecn: bool, qdelay: float, now: int) -> bool:
         """Collapse cwnd to the bytes achieved in the last window when congestion is severe."""
-        if self.cfg.disable_quick_adapt:
+        if self.quick_adapt_off:
             return False
         done = False
         if self.bytes_ignored < self.bytes_to_ignore and ecn:
