@@ -326,3 +326,21 @@ def test_the_first_flights_of_an_incast_up_to_the_cap_draw_their_replies_at_once
     c = b.counters()
     assert not c.get("amp_held") and not c.get("amp_dropped") and not c.get("drop_unverified_pdc_rate")
     assert len(out) == n * flight and c["delivered"] == n * flight  # an ACK per packet, each message once
+
+
+def test_the_guard_keeps_the_configurations_limits() -> None:
+    """SourceGuard reads the limits it applies per reply from its own fields, taken from the
+    configuration it was made with."""
+    from uet.pds.validation import SourceGuard
+
+    cfg = PdsConfig(amp_factor=5, unverified_reply_burst=7, unverified_reply_rate=11, unverified_total_burst=13,
+                    unverified_total_rate=17, unverified_pdcs_per_source=3)  # fmt: skip
+    g = SourceGuard(cfg, lambda *a: None)
+    assert (g._amp, g._reply_burst, g._reply_rate, g._total_burst, g._total_rate, g._per_source) == (
+        5, 7, 11, 13, 17, 3,
+    )  # fmt: skip
+    g.credit("10.0.0.9", 100, 0)
+    for lp in range(3):
+        assert not g.at_cap("10.0.0.9")
+        g.add_pdc("10.0.0.9", lp)
+    assert g.at_cap("10.0.0.9") and "10.0.0.9" in g.muted

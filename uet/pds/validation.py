@@ -116,6 +116,14 @@ class SourceGuard:
     def __init__(self, config: PdsConfig, count: Callable[..., None]) -> None:
         self.cfg = config
         self._count = count
+        # the limits read per reply and per datagram of an unverified source, kept here: the
+        # compiled build reads its own fields natively, a field of the configuration generically
+        self._amp = config.amp_factor
+        self._reply_burst = config.unverified_reply_burst
+        self._reply_rate = config.unverified_reply_rate
+        self._total_burst = config.unverified_total_burst
+        self._total_rate = config.unverified_total_rate
+        self._per_source = config.unverified_pdcs_per_source
         #: verified addresses (LRU: insertion order, refreshed on proof)
         self.verified: dict[str, None] = {}
         #: unverified sources heard from (LRU)
@@ -202,16 +210,15 @@ class SourceGuard:
         if rudi:
             b.tx_pkts += 1
             return True
-        cfg = self.cfg
-        if b.tx_bytes + n > cfg.amp_factor * b.rx_bytes:
+        if b.tx_bytes + n > self._amp * b.rx_bytes:
             return False
         dt = now - b.t_last
         if dt > 0:
-            b.tokens = min(float(cfg.unverified_reply_burst), b.tokens + dt * cfg.unverified_reply_rate / 1e9)
+            b.tokens = min(float(self._reply_burst), b.tokens + dt * self._reply_rate / 1e9)
             b.t_last = now
         dt = now - self._t_last
         if dt > 0:
-            self._tokens = min(float(cfg.unverified_total_burst), self._tokens + dt * cfg.unverified_total_rate / 1e9)
+            self._tokens = min(float(self._total_burst), self._tokens + dt * self._total_rate / 1e9)
             self._t_last = now
         if b.tokens < 1 or self._tokens < 1:
             return False
@@ -296,7 +303,7 @@ class SourceGuard:
         b = self.budgets.get(src)
         if b is None:  # (credit() runs first; an entry evicted meanwhile has no budget)
             return False, None
-        if len(b.pdcs) >= self.cfg.unverified_pdcs_per_source:
+        if len(b.pdcs) >= self._per_source:
             return False, None
         cfg = self.cfg
         dt = now - self._pdc_t
@@ -315,14 +322,14 @@ class SourceGuard:
     def at_cap(self, src: str) -> bool:
         """``src`` (unverified) holds all the target PDCs it may (:meth:`admit_pdc` would refuse)."""
         b = self.budgets.get(src)
-        return b is not None and len(b.pdcs) >= self.cfg.unverified_pdcs_per_source
+        return b is not None and len(b.pdcs) >= self._per_source
 
     def add_pdc(self, src: str, lpdcid: int) -> None:
         b = self.budgets.get(src)
         if b is not None:
             b.pdcs.add(lpdcid)
             self.unproven[lpdcid] = src
-            if len(b.pdcs) >= self.cfg.unverified_pdcs_per_source:
+            if len(b.pdcs) >= self._per_source:
                 self.muted.add(src)
 
     def drop_pdc(self, lpdcid: int) -> None:
