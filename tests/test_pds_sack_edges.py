@@ -439,3 +439,13 @@ def test_a_late_hole_reported_received_by_a_sack_bit_grows_the_window() -> None:
     pkt.sends, pkt.tx_time = 2, 4500  # resent; this copy's ACK comes long after min_rtt
     apply(board, pdc, ack(99, sack_off=1, bitmap=0b111), now=9000)
     assert board.reo_wnd == 3000  # a resent packet's arrival says nothing of reordering
+
+
+def test_the_ack_builder_keeps_the_ack_rules_fields() -> None:
+    """The ACK rule's configuration fields, read per accepted request (uet.pds.target ``_accept``)
+    from the builder, are the configuration's."""
+    cfg = PdsConfig(ack_per_pkt=True, ack_on_ecn=False, ack_gen_trigger=8192, ack_gen_min_pkt_add=512)
+    b = AckBuilder(cfg)
+    assert (b.per_pkt, b.on_ecn, b.trigger, b.min_add) == (True, False, 8192, 512)
+    d = AckBuilder(PdsConfig())
+    assert (d.per_pkt, d.on_ecn, d.trigger, d.min_add) == (False, True, 16384, 1024)

@@ -98,7 +98,7 @@ class AckPending:
 class AckBuilder:
     """Encodes a target PDC's ACKs in the configured format (module docstring)."""
 
-    __slots__ = ("plain", "ccx", "mpr", "_cc_probe", "_type")
+    __slots__ = ("plain", "ccx", "mpr", "_cc_probe", "_type", "per_pkt", "on_ecn", "trigger", "min_add")
 
     def __init__(self, cfg: PdsConfig) -> None:
         #: plain ACKs (``ack_format = "ack"``): no SACK, no CC state
@@ -111,6 +111,14 @@ class AckBuilder:
         #: the probe-answer layout (the other ACKs go through uet.wire.pdsfast)
         self._cc_probe = (ACK_CCX if self.ccx else ACK_CC)[(True, "nscc")]
         self._type = int(PdsType.ACK_CCX if self.ccx else PdsType.ACK_CC)
+        # the ACK rule's fields (§2.8: ``ack_per_pkt``, ``ack_on_ecn``, ``ack_gen_trigger``,
+        # ``ack_gen_min_pkt_add``), read for every accepted request (uet.pds.target ``_accept``):
+        # kept here, where the compiled build reads them natively (a field of the interpreted
+        # PdsConfig is a generic look-up there)
+        self.per_pkt = cfg.ack_per_pkt
+        self.on_ecn = cfg.ack_on_ecn
+        self.trigger = cfg.ack_gen_trigger
+        self.min_add = cfg.ack_gen_min_pkt_add
 
     def build(
         self,

@@ -435,7 +435,7 @@ class PdsCore(initiator.InitiatorMixin):
                 c["rx"] = c.get("rx", 0) + n - len(batch)
         # (one datagram, the usual batch: nothing follows it to predict; tested before the
         # configuration, whose fields are generic look-ups in the compiled build)
-        if hook is None or (type(batch) is list and len(batch) == 1) or self._log is not None or cfg.ack_per_pkt:
+        if hook is None or (type(batch) is list and len(batch) == 1) or self._log is not None or self._acks.per_pkt:
             for data, src, ecn in batch:
                 if ecn > 3:
                     self.receive_datagram(data, now, source=src, ecn=ecn & 3, trimmed=bool(ecn & _ECN_TRIMMED),
@@ -444,8 +444,8 @@ class PdsCore(initiator.InitiatorMixin):
                     self.receive_datagram(data, now, source=src, ecn=ecn, sdi=sdi)
             return
         pdcs = self.pdcs
-        trig = cfg.ack_gen_trigger
-        min_add = cfg.ack_gen_min_pkt_add
+        trig = self._acks.trigger
+        min_add = self._acks.min_add
         mp = cfg.mp_range
         nominal = 48 + self.wire_overhead  # a packet's nominal size beyond its PDS bytes (§4.2)
         tp: Any = None

@@ -515,12 +515,13 @@ class TargetMixin(ControlMixin):
             ah = tp.ar_held  # keep the newest: an older AR'd PSN arriving late must not hide it
             if ah is None or psn_diff(psn, ah) > 0:
                 tp.ar_held = psn
-        if flags & (_SYN | _RETX) or gtd or cfg.ack_per_pkt or (ecn == 3 and cfg.ack_on_ecn):
+        ab = self._acks  # (the ACK rule's configuration fields, read natively)
+        if flags & (_SYN | _RETX) or gtd or ab.per_pkt or (ecn == 3 and ab.on_ecn):
             self._send_ack(tp, psn, aflags, rnh, resp, now, ent)
             return True
         n -= end
-        gen = tp.ack.gen_count + (n if n > cfg.ack_gen_min_pkt_add else cfg.ack_gen_min_pkt_add)
-        due = flags & _AR != 0 or gen >= cfg.ack_gen_trigger or filled
+        gen = tp.ack.gen_count + (n if n > ab.min_add else ab.min_add)
+        due = flags & _AR != 0 or gen >= ab.trigger or filled
         self._coalesce(tp, psn, aflags, rnh, resp, ent, gen, due, not due, now)
         return True
 
