@@ -310,3 +310,21 @@ def test_heap_entry_fields_are_written_on_either_pdc_class() -> None:
         pds_core._clear_tent(p)
         assert (p.tent, p.tentd) == (0, 123)  # only the entry's sequence number is cleared
         assert (p.tkey, p.tdl) == (key, dl)
+
+
+def test_syn_requests_by_the_request_struct_are_the_layouts() -> None:
+    """A SYN request's header, sent by ``pdsfast.request`` with the PSN offset's low 12 bits as the
+    DPDCID word and read back through the request's struct (uet.pds.initiator ``_transmit``,
+    uet.pds.target ``_rx_request``), is REQUEST_SYN's, across the PSN wrap."""
+    from uet.pds.target import _REQ_TAIL
+    from uet.wire.pds import REQUEST_SYN
+    from uet.wire.pdsfast import request
+
+    for start, psn, cpo in ((0, 5, -1), (0xFFFF_FFF0, 0x0000_0010, -32768), (100, 100 + 4095, 0), (7, 7 + 4096, 3)):
+        for flags in (0x10, 0x11, 0x13):  # SYN, with AR and RETX
+            want = REQUEST_SYN.encode((2, 2, flags, cpo, psn, 77, 0, psn - start))
+            got = request(2, 2, flags, cpo, psn, 77, (psn - start) & 0xFFF)
+            assert got == want
+            v = REQUEST_SYN.unpack(want)
+            c, p, s, w = _REQ_TAIL(want, 2)
+            assert (c, p, s, w & 0xFFF) == (v[3], v[4], v[5], v[7])

@@ -77,7 +77,6 @@ from uet.wire.pds import (
     CONTROL,
     CONTROL_SYN,
     REQUEST,
-    REQUEST_SYN,
     psn_diff,
 )
 from uet.wire.pdsfast import cc_request, control, request
@@ -621,7 +620,9 @@ class InitiatorMixin(FeedbackMixin):
                         t + _P_CC_REQ_DELTA, pkt.next_hdr, flags, cpo, psn, pdc.lpdcid, pdc.rpdcid, cst[0], cst[1]
                     )
             elif syn:
-                hdr = REQUEST_SYN.encode((t, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid, 0, psn - pdc.start_psn))
+                # REQUEST_SYN's bytes (use_rsv_pdc 0, psn_offset in the low 12 bits of the DPDCID
+                # word) by the compiled request encoder, not the layout's interpreted codec
+                hdr = request(t, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid, (psn - pdc.start_psn) & 0xFFF)
             else:
                 hdr = request(t, pkt.next_hdr, flags, cpo, psn, pdc.lpdcid, pdc.rpdcid)
             data = b"".join((hdr, pkt.ses, pkt.payload)) if pkt.nbytes else hdr

@@ -115,7 +115,6 @@ from uet.wire.pds import (
     ACK_EPSN,
     CC_REQUEST_SYN,
     REQUEST,
-    REQUEST_SYN,
     NackCode,
     psn_diff,
 )
@@ -242,11 +241,13 @@ class TargetMixin(ControlMixin):
         psn: int
         spdcid: int
         dpdcid: int
-        if syn:
-            v = (CC_REQUEST_SYN if cc else REQUEST_SYN).unpack(data)
+        if syn and cc:
+            v = CC_REQUEST_SYN.unpack(data)
             cpo, psn, spdcid, poff = v[3], v[4], v[5], v[7]
-            if cc:
-                cid, ctgt = v[8], v[9]
+            cid, ctgt = v[8], v[9]
+        elif syn:  # REQUEST_SYN's fields by the request's struct: psn_offset, the low 12 bits of its last word
+            cpo, psn, spdcid, w = _REQ_TAIL(data, 2)
+            poff = w & 0xFFF
         elif cc:
             _t, _nh, _f, cpo, psn, spdcid, dpdcid, cid, ctgt = unpack_cc_request(data)
         else:  # (REQUEST.unpack's fields after the prologue, by its own struct: the length was checked)
