@@ -49,7 +49,10 @@ _HOOKS = frozenset(("__new__", "__init__", "__init_subclass__", "__set_name__", 
 #: the methods a Flag class gets from :class:`enum.Flag` unless it defines them (as EnumType does)
 _FLAG_OPS = ("__or__", "__and__", "__xor__", "__ror__", "__rand__", "__rxor__", "__invert__")
 _FIXUPS = ("__repr__", "__str__", "__format__", "__reduce_ex__")
+#: what EnumType.__setattr__ does for a name that is not a member's
 _enum_setattr = type.__setattr__
+#: Enum.__init__, which does nothing (3.11)
+_ENUM_INIT = enum.Enum.__init__
 #: each base below and the standard enum behind it (filled once they are made)
 _STANDARD: dict[type, type] = {}
 #: per standard base: (new_member, use_args, value_repr, member type, value types allowed, base names)
@@ -112,15 +115,18 @@ def _build(etype: Any, cls: str, classdict: dict[str, Any]) -> Any:
     enum_class: Any = type.__new__(enum.EnumType, cls, (etype,), body)
     flag_mask = singles = 0
     is_object = member_type is object
+    noop_init = enum_class.__init__ is _ENUM_INIT
     for name, given in members:
         member = new_member(enum_class, given) if use_args else new_member(enum_class)
-        if not hasattr(member, "_value_"):
-            member._value_ = given if is_object else member_type(given)
-        value = member._value_
-        member._name_ = name
-        member.__objclass__ = enum_class
-        member.__init__(given)
-        member._sort_order_ = len(member_names)
+        attrs = member.__dict__  # as setattr would (no class of these bases has _value_ or __setattr__)
+        if "_value_" not in attrs:
+            attrs["_value_"] = given if is_object else member_type(given)
+        value = attrs["_value_"]
+        attrs["_name_"] = name
+        attrs["__objclass__"] = enum_class
+        if not noop_init:
+            member.__init__(given)
+        attrs["_sort_order_"] = len(member_names)
         if is_flag:
             flag_mask |= value
             single = value != 0 and value & (value - 1) == 0
@@ -135,24 +141,24 @@ def _build(etype: Any, cls: str, classdict: dict[str, Any]) -> Any:
         member_map[name] = member
         value2member.setdefault(value, member)
     if is_flag:
-        enum_class._flag_mask_ = flag_mask
-        enum_class._singles_mask_ = singles
-        enum_class._all_bits_ = 2 ** (flag_mask.bit_length()) - 1
+        _enum_setattr(enum_class, "_flag_mask_", flag_mask)
+        _enum_setattr(enum_class, "_singles_mask_", singles)
+        _enum_setattr(enum_class, "_all_bits_", 2 ** (flag_mask.bit_length()) - 1)
     own = enum_class.__dict__
     for name in _FIXUPS:
         if name not in own:
             found = getattr(enum_class, name)
             if found is getattr(member_type, name) or found is getattr(object, name):
-                setattr(enum_class, name, getattr(etype, name))
+                _enum_setattr(enum_class, name, getattr(etype, name))
     if is_flag:
         for name in _FLAG_OPS:
             if name not in own:
-                setattr(enum_class, name, getattr(enum.Flag, name))
-    enum_class.__new__ = enum.Enum.__new__
+                _enum_setattr(enum_class, name, getattr(enum.Flag, name))
+    _enum_setattr(enum_class, "__new__", enum.Enum.__new__)
     if is_flag:
         values = [m._value_ for m in enum_class]
         if values != sorted(values):
-            enum_class._iter_member_ = enum_class._iter_member_by_def_
+            _enum_setattr(enum_class, "_iter_member_", enum_class._iter_member_by_def_)
     return enum_class
 
 
