@@ -117,6 +117,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "uet.lazy",
             "uet.compiled",
             "uet.dataclass_cache",
+            "uet.enums",
             "uet.wire",
             "uet.pcap",
             "uet.stats",
