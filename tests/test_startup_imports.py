@@ -307,3 +307,34 @@ def test_the_scenario_checks_see_the_hints_get_type_hints_gives() -> None:
     with pytest.raises(NameError):
         type_hints(Missing)
     assert uet.scenario.derive is not None
+
+
+_NO_FORWARD_REFS = r"""
+import builtins, contextlib, io, json, sys
+real = builtins.compile
+texts = []
+
+def spy(source, *args, **kw):
+    if sys._getframe(1).f_globals.get("__name__") == "typing":  # typing.ForwardRef compiles its text
+        texts.append(str(source))
+    return real(source, *args, **kw)
+
+builtins.compile = spy
+import uet.tools.sim
+with contextlib.redirect_stdout(io.StringIO()) as text:
+    rc = uet.tools.sim.main([sys.argv[1], "--json"])
+print(json.dumps({"ok": rc == 0 and json.loads(text.getvalue())["ok"], "texts": texts}))
+"""
+
+
+def test_a_one_flow_run_compiles_no_annotation_text() -> None:
+    """typing compiles an annotation given as text (a NamedTuple's fields, a TypeVar's bound,
+    get_type_hints), and a process's first compile() also sets up the syntax tree's types (about
+    9 M instructions); a one-flow run from its scenario file makes none of those compiles."""
+    from pathlib import Path
+
+    row = Path(__file__).resolve().parents[1] / "tools" / "scenarios" / "cc" / "one_flow_nscc.toml"
+    r = subprocess.run(
+        [sys.executable, "-c", _NO_FORWARD_REFS, str(row)], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(r.stdout) == {"ok": True, "texts": []}

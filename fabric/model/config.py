@@ -23,11 +23,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from uet.errors import UetError
 
+#: any config dataclass (for the helpers that copy one with changes and return its own type); the
+#: bound for type checkers only: a bound given as text is compiled when the TypeVar is made, and
+#: a process's first compile() sets up the syntax tree's types (about 9 M instructions of a
+#: one-flow uet-sim run, issue 28)
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-#: any config dataclass (for the helpers that copy one with changes and return its own type)
-DataclassT = TypeVar("DataclassT", bound="DataclassInstance")
+    DataclassT = TypeVar("DataclassT", bound=DataclassInstance)
+else:
+    DataclassT = TypeVar("DataclassT")
 
 KB = 1024
 
