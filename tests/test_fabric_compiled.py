@@ -47,6 +47,16 @@ for settings, endpoint in (
     r.pop('timing', None)
     r.pop('elapsed_s', None)
     out['results'].append(r)
+# a fault schedule (uet.fabric.model.failover, imported by the compiled Fabric when it has faults)
+# and the timeline's records (uet.fabric.model.records, imported where the compiled switch and NIC
+# build one)
+from uet.fabric.model.faults import FaultConfig
+faults = FaultConfig(seed=3).with_option('degrade', 'uplinks:2=0.25')
+r = simulate({**run, 'workload': 'permutation', 'endpoints': 8, 'messages': 1}, {'kind': 'fat_tree'}, {},
+             faults=faults, timeline=True)
+r.pop('timing', None)
+r.pop('elapsed_s', None)
+out['results'].append(r)
 print(json.dumps(out, sort_keys=True))
 """
 
