@@ -9,6 +9,7 @@ from functools import cache
 
 import pytest
 from uet.fabric.model import Fabric, LbConfig, PortSpec, Switch, SwitchConfig
+from uet.fabric.model.config import FabricError
 from uet.fabric.model.frames import flow_crc, flow_key, flow_tuple, ipv4_frame, pfc_frame, seed_key
 from uet.fabric.model.lb import mix32
 from uet.fabric.topology import Topology
@@ -305,6 +306,29 @@ def test_the_switch_hashes_a_frame_from_a_host_as_choose_pkt_does() -> None:
                 assert held.pop().fcrc == flow_key(f, 14)
             used.add(tx.port)
     assert used == {1, 2, 3, 4, 5}
+
+
+def test_routes_added_at_once_give_the_table_added_one_by_one() -> None:
+    """Issue 28: Switch.add_routes builds the table once (a Fabric's switches take their routes
+    so): the same static routes, in the same order, and the same look-ups as add_route called
+    for each; a bad route raises and adds nothing."""
+    rng = random.Random(3)
+    routes = []
+    for _ in range(60):
+        plen = rng.choice((8, 16, 24, 32, 24))
+        addr = ".".join(str(rng.randrange(256)) for _ in range(4))
+        routes.append((f"{addr}/{plen}", tuple(rng.sample(range(6), rng.randint(1, 3)))))
+    one, many = (Switch("sw", 1, [PortSpec() for _ in range(6)]) for _ in range(2))
+    for prefix, ports in routes:
+        one.add_route(prefix, ports)
+    many.add_routes(routes)
+    assert one.static_routes() == many.static_routes()
+    for _ in range(500):
+        key = rng.getrandbits(32)
+        assert one.route(key) == many.route(key)
+    with pytest.raises(FabricError):
+        many.add_routes([("10.9.0.0/16", (1,)), ("10.8.0.0/16", (9,))])
+    assert one.static_routes() == many.static_routes()
 
 
 def test_choose_pkt_sprays_round_robin_as_choose_for_does() -> None:

@@ -64,6 +64,41 @@ def test_one_flow_charges_its_data_once_to_each_link_of_its_path() -> None:
     assert s["max_flows"] == 1 and s["bottleneck"]["flows"] == 1
 
 
+def test_deliver_with_the_source_the_first_switch_read_counts_as_reading_it() -> None:
+    """Issue 28: the first switch keeps the source of a UDP packet to the UET port without IP
+    options (Packet.uet_src) and LinkLoad.deliver takes it instead of reading the frame again:
+    the same charges as reading it, for data, duplicates, ACKs and other ports; a RoCE packet
+    or a tagged frame is not marked (-1) and is read."""
+    from uet.fabric.model.linkload import LinkLoad
+    from uet.fabric.model.port import Packet
+
+    fab = fabric()
+    a, b = fab.host_ip(0), fab.host_ip(15)
+    held: list[Packet] = []
+    leaf = fab.switches[fab.hosts[0].switch]
+
+    def enqueue(pkt: Packet, out: int, now: int, held: list[Packet] = held) -> None:
+        held.append(pkt)
+
+    leaf._enqueue = enqueue  # type: ignore[method-assign]  # (looks inside: the suite runs pure Python)
+    d = data(a, b, 7)
+    frames = [d, d, data(a, b, 8, spdcid=3), ack(a, b, 7), ipv4_frame(a, b, bytes(64), sport=9, dport=4791)]
+    frames.append(d[:12] + bytes((0x81, 0, 0, 0)) + d[12:])
+    for t, f in enumerate(frames):
+        fab.inject(0, f, t * 10_000)
+    run(fab)
+    srcs = [p.uet_src for p in held]
+    src = int.from_bytes(bytes(int(x) for x in a.split(".")), "big")
+    assert srcs == [src, src, src, src, -1, -1]
+    known, read = LinkLoad(), LinkLoad()
+    dst = int.from_bytes(bytes(int(x) for x in b.split(".")), "big")
+    for p in held:
+        known.deliver(p.frame, p.ip, 5, 24, dst, p.uet_src)
+        read.deliver(p.frame, p.ip, 5, 24, dst)
+    assert known._paths == read._paths and len(known._paths) == 1
+    assert list(known._paths.values()) == [[2 * wire(d), 2, wire(d)]]  # PSN 7 (once) and 8
+
+
 def test_flows_sharing_a_link_are_counted_each_and_the_bound_is_their_sum() -> None:
     fab = fabric()
     dst = fab.host_ip(15)

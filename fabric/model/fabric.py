@@ -94,8 +94,7 @@ class Fabric(FrameSink):
                 counters=self.counters,
                 seed=seed,
             )
-            for prefix, ports in sp.routes:
-                sw.add_route(prefix, ports)
+            sw.add_routes(sp.routes)
             sw.on_transmit = self._on_transmit
             self.switches[sp.name] = sw
         self.hosts: list[HostPlan] = plan.hosts

@@ -156,20 +156,24 @@ class LinkLoad:
 
     # -- the data path ------------------------------------------------------------------------------
 
-    def deliver(self, frame: bytearray, ip: int, path: int, wire_overhead: int, dst: int) -> None:
+    def deliver(self, frame: bytearray, ip: int, path: int, wire_overhead: int, dst: int, src: int = -1) -> None:
         """The untrimmed frame whose IPv4 header is at ``ip`` goes to its host after crossing the
         links of the packed ``path``, the last one with ``wire_overhead`` bytes per frame: charge
         it to them if it is a UET data request seen for the first time. ``dst``: its IPv4
         destination as an int (``Packet.dst``: not read again, a bytearray read costs the
-        compiled build a generic call)."""
-        l4 = ip + ((frame[ip] & 15) << 2)
-        if frame[ip + 9] != 17 or frame[l4 + 2] != _PORT_HI or frame[l4 + 3] != _PORT_LO:
-            return
-        off = l4 + 8
+        compiled build a generic call); ``src``: its IPv4 source as an int when the first switch
+        read a UDP packet to the UET port without IP options (``Packet.uet_src``; -1: read here)."""
+        if src >= 0:  # the IP header, its protocol and ports known: the PDS header follows
+            off = ip + 28
+        else:
+            l4 = ip + ((frame[ip] & 15) << 2)
+            if frame[ip + 9] != 17 or frame[l4 + 2] != _PORT_HI or frame[l4 + 3] != _PORT_LO:
+                return
+            off = l4 + 8
+            a = ip + 12  # the source address byte by byte: no slice, no call, a machine-sized int
+            src = (frame[a] << 24) | (frame[a + 1] << 16) | (frame[a + 2] << 8) | frame[a + 3]
         if len(frame) < off + 12 or not (_DATA_MASK >> (frame[off] >> 3)) & 1:
             return
-        a = ip + 12  # the source address byte by byte: no slice, no call, a machine-sized int
-        src = (frame[a] << 24) | (frame[a + 1] << 16) | (frame[a + 2] << 8) | frame[a + 3]
         spdcid = (frame[off + 8] << 8) | frame[off + 9]
         psn = (frame[off + 4] << 24) | (frame[off + 5] << 16) | (frame[off + 6] << 8) | frame[off + 7]
         key = (src << 16) | spdcid

@@ -68,7 +68,22 @@ class Marking:
 class Packet:
     """A frame held in a switch: its bytes and what ingress learned about it."""
 
-    __slots__ = ("frame", "size", "in_port", "tc", "ip", "pool", "t_enq", "dst", "fcrc", "path", "hops", "dmap", "ttl")
+    __slots__ = (
+        "frame",
+        "size",
+        "in_port",
+        "tc",
+        "ip",
+        "pool",
+        "t_enq",
+        "dst",
+        "fcrc",
+        "path",
+        "hops",
+        "dmap",
+        "ttl",
+        "uet_src",
+    )
 
     def __init__(self, frame: bytearray, in_port: int, tc: int, ip: int, t_enq: int, dst: int = -1) -> None:
         self.frame = frame
@@ -101,6 +116,10 @@ class Packet:
         #: the TTL in the frame as last written (-1: not read), kept beside it so that a switch
         #: tests ``ttl - hops`` without reading the frame (Switch._arrive)
         self.ttl = -1
+        #: the IPv4 source as an integer when the first switch read a UDP packet to the UET port
+        #: without IP options (-1: not known): what LinkLoad.deliver would read of the frame
+        #: again, one generic call per byte in the compiled build
+        self.uet_src = -1
 
 
 _RR_AFTER: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, ...]] = {}

@@ -70,14 +70,15 @@ from uet.fabric.model.port import CTRL, MIN_FRAME, Marking, Packet, Port, shared
 from uet.fabric.model.telemetry import Counters, Telemetry
 
 from uet.errors import DecodeError
+from uet.wire.net import UET_UDP_PORT, ip_bytes
 from uet.wire.net import EtherType as _Et
-from uet.wire.net import ip_bytes
 
 #: a C function as a Final name: the compiled build keeps it in a C static (an imported name is a
 #: look-up in the module's globals at every call)
 heappush: Final = heapq.heappush
 #: the shared empty queue, as a Final name for the same reason (read once per packet queued)
 _UNUSED: Final = UNUSED
+_UET_PORT: Final = UET_UDP_PORT
 _ETH_IPV4: Final = int(_Et.IPV4)
 _ETH_MAC_CONTROL: Final = int(_Et.MAC_CONTROL)
 #: what ingress reads of an untagged frame's Ethernet and IPv4 headers, in one call: EtherType,
@@ -266,14 +267,23 @@ class Switch:
 
     def add_route(self, prefix: str, ports: Sequence[int]) -> None:
         """Route ``prefix`` ("10.0.1.0/24") over the equal-cost egress ``ports``."""
-        addr, _, plen_s = prefix.partition("/")
-        plen = int(plen_s) if plen_s else 32
-        mask = ((1 << 32) - 1) ^ ((1 << (32 - plen)) - 1)
-        net = int.from_bytes(ip_bytes(addr), "big") & mask
-        if not ports or any(not 0 <= p < len(self.ports) for p in ports):
-            raise FabricError(f"{self.name}: bad egress ports {ports} for {prefix}")
-        self._static.append((plen, net, mask, tuple(ports)))
-        self._static.sort(key=lambda r: -r[0])
+        self.add_routes([(prefix, ports)])
+
+    def add_routes(self, routes: Sequence[tuple[str, Sequence[int]]]) -> None:
+        """:meth:`add_route` for each ``(prefix, ports)`` of ``routes`` in turn, the table built
+        once at the end (a Fabric's switches take their routes this way: one build per route
+        made a switch's set-up quadratic in its routes, issue 28)."""
+        new = []
+        for prefix, ports in routes:
+            addr, _, plen_s = prefix.partition("/")
+            plen = int(plen_s) if plen_s else 32
+            mask = ((1 << 32) - 1) ^ ((1 << (32 - plen)) - 1)
+            net = int.from_bytes(ip_bytes(addr), "big") & mask
+            if not ports or any(not 0 <= p < len(self.ports) for p in ports):
+                raise FabricError(f"{self.name}: bad egress ports {ports} for {prefix}")
+            new.append((plen, net, mask, tuple(ports)))
+        self._static.extend(new)
+        self._static.sort(key=lambda r: -r[0])  # stable: routes of one length stay in their order
         self._install()
 
     def set_route_overrides(self, overrides: dict[tuple[int, int], tuple[int, ...]]) -> None:
@@ -443,6 +453,8 @@ class Switch:
             pkt.dmap = self._dscp_map
         if self.link_load is not None:
             pkt.path = self._path_mark | self.ports[in_port].in_link
+            if proto == 17 and vihl == 0x45 and ports & 0xFFFF == _UET_PORT:
+                pkt.uet_src = src
         n = len(group)
         if n == 1:
             out = group[0]
@@ -784,7 +796,7 @@ class Switch:
                     path = pkt.path = (path << self._port_bits) | port.index
                     load = self.link_load
                     if port.faces_host and load is not None:
-                        load.deliver(frame, pkt.ip, path, port.wire_overhead, pkt.dst)
+                        load.deliver(frame, pkt.ip, path, port.wire_overhead, pkt.dst, pkt.uet_src)
                 pool = pkt.pool
                 if pool == "shared" and not self._lossless[tc]:
                     mmu = self.mmu  # Mmu.release of a lossy packet, inlined
