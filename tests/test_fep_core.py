@@ -427,3 +427,29 @@ def test_two_lanes_sharing_one_congestion_gate_both_complete() -> None:
     assert isinstance(p.a.done[h1], SendCompleted) and h2 in p.a.done
     assert bytes(p.b.value(r1).data) == b"1" * 30000
     assert len({pds_of(t).spdcid for t, _k in _requests(p, p.a)}) == 2
+
+
+def test_a_lane_submits_a_messages_first_packet_then_the_rest_in_one_run() -> None:
+    """uet.fep.lanes.refill calls the PDS core's ``submit`` for the SOM packet (it picks the PDC)
+    and ``submit_run`` once for the packets after it, and submits nothing when the lane is full."""
+    p = FepPair(seed=1)
+    core = p.a.core.pds
+    calls: list[str] = []
+    submit, submit_run = core.submit, core.submit_run
+
+    def spy_submit(*a: object, **k: object) -> object:
+        calls.append("submit")
+        return submit(*a, **k)  # type: ignore[arg-type]
+
+    def spy_run(*a: object, **k: object) -> int:
+        calls.append("submit_run")
+        return submit_run(*a, **k)  # type: ignore[arg-type]
+
+    core.submit = spy_submit  # type: ignore[method-assign,assignment]
+    core.submit_run = spy_run  # type: ignore[method-assign]
+    r = p.b.core.post_recv(None)
+    h = p.a.core.send(B_ADDR, bytes(4096 * 3))  # 3 packets
+    (msg,) = p.complete(p.b, r)
+    p.complete(p.a, h)
+    assert len(msg.data) == 4096 * 3
+    assert calls == ["submit", "submit_run"]

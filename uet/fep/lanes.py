@@ -126,9 +126,9 @@ def refill(lane: Lane, core: PdsCore, seg: Segmenter, limit: int, now: int, sdi:
 
     A RUD/ROD message's SOM packet goes through ``submit`` (it picks the PDC), the rest in runs
     through ``submit_run`` (one call per refill); its segmenter resumes where the last call
-    stopped."""
-    submit = core.submit
-    submit_run = core.submit_run
+    stopped. (The core's methods are called on it, not kept bound: most calls find the lane full
+    and submit nothing, and the compiled build makes a bound method as a new object and calls it
+    generically, parsing its keyword arguments, where a call on the typed core is native.)"""
     peer, mode, tc, _job = lane.key
     job_id = lane.job_id
     whole = mode in _WHOLE
@@ -154,7 +154,7 @@ def refill(lane: Lane, core: PdsCore, seg: Segmenter, limit: int, now: int, sdi:
         try:
             if whole:
                 for ses, payload, _som, eom in msg.it:
-                    submit(
+                    core.submit(
                         peer, mode, _NH_STANDARD, ses, payload, token=msg, som=True, eom=True, now=now,
                         job_id=job_id, tc=tc, sdi=sdi,
                     )  # fmt: skip
@@ -176,7 +176,7 @@ def refill(lane: Lane, core: PdsCore, seg: Segmenter, limit: int, now: int, sdi:
                         som = eom = True
                     else:
                         ses, payload, som, eom = next(msg.it)
-                    submit(
+                    core.submit(
                         peer, mode, _NH_STANDARD, ses, payload, token=msg, som=som, eom=eom, now=now,
                         job_id=job_id, tc=tc, sdi=sdi,
                     )  # fmt: skip
@@ -184,7 +184,7 @@ def refill(lane: Lane, core: PdsCore, seg: Segmenter, limit: int, now: int, sdi:
                     msg.eom_submitted = eom
                 if not msg.eom_submitted:
                     if n < room:  # the rest of the message, up to the room, in one call
-                        n += submit_run(
+                        n += core.submit_run(
                             peer, mode, _NH_STANDARD, islice(msg.it, room - n), token=msg, now=now,
                             job_id=job_id, tc=tc, sdi=sdi,
                         )  # fmt: skip
