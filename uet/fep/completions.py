@@ -26,7 +26,7 @@ from uet.wire.ses import ReturnCode
 
 __all__ = ["Completions"]
 
-_tnew = tuple.__new__
+_tnew: Final = tuple.__new__  # (Final: a C static in the compiled build, not a globals look-up)
 _RC_OK: Final = int(ReturnCode.OK)
 _SEND_KINDS: Final = frozenset({"send", "deferrable", "rendezvous"})
 _MISSING: Any = object()

@@ -96,7 +96,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FepCore"]
 
-_tnew = tuple.__new__
+_tnew: Final = tuple.__new__  # (Final: a C static in the compiled build, not a globals look-up)
 #: ``receive_marked`` ecn marks (the links' packed form): trimmed, trimmed at the last hop
 ECN_TRIMMED: Final = MARK_TRIMMED
 ECN_LASTHOP: Final = MARK_LASTHOP

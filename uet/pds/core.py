@@ -110,7 +110,7 @@ from uet.pds.validation import SourceGuard
 from uet.wire.frame import MARK_LASTHOP, MARK_TRIMMED
 from uet.wire.pds import NACK, REQUEST, NackCode, psn_diff
 
-_tnew = tuple.__new__
+_tnew: Final = tuple.__new__  # (Final: a C static in the compiled build, not a globals look-up)
 #: the whole RUD/ROD request header (SYN = 0): prologue word, clear_psn_offset, psn, SPDCID, DPDCID
 _REQ_WORDS: Final = REQUEST._struct.unpack_from
 #: ``receive_batch`` ecn marks of the fabric link (uet.link.fabric ECN_TRIMMED / ECN_LASTHOP)

@@ -76,7 +76,7 @@ _N_NT: Final = int(NackFlag.NT)
 _RAW_CC: Final = ACK_CC[(False, "raw")]
 _ACK_CC_LEN: Final = _RAW_CC.size
 _HALF: Final = 0x80000000  # half the PSN space (serial-number arithmetic, wire-format.md §15)
-_tnew = tuple.__new__
+_tnew: Final = tuple.__new__  # (Final: a C static in the compiled build, not a globals look-up)
 _ACK_EPSN: Final = ACK_EPSN
 _RAW_CC_P: Final = ACK_CC[(True, "raw")]
 

@@ -36,7 +36,7 @@ _ACK_LEN: Final = ACK.size
 _ACK_EPSN_LEN: Final = ACK_EPSN.size
 _ACK_CC_LEN: Final = _RAW_CC.size
 _ACK_CCX_LEN: Final = ACK_CCX[(False, "raw")].size
-_tnew = tuple.__new__
+_tnew: Final = tuple.__new__  # (Final: a C static in the compiled build, not a globals look-up)
 
 
 class ScoredPdc(Protocol):

@@ -169,6 +169,10 @@ class _Partial:
     gen: int = 0
 
 
+#: the builtin, bound once (see uet.pds.target ``_memoryview``)
+_memoryview: Final = memoryview
+
+
 class Reassembler:
     """Target half of the message layer: the ``on_deliver`` logic for SES standard requests.
 
@@ -335,7 +339,7 @@ class Reassembler:
             and data.startswith(self._last_prefix, 12)
             and peer == self._last_peer
             and self.generation == self._last_gen
-            and self._continue(rec, data, _DATA_LENGTHS, memoryview(data)[_DATA_END:], now)
+            and self._continue(rec, data, _DATA_LENGTHS, _memoryview(data)[_DATA_END:], now)
         ):
             self._packets += 1
             return None
