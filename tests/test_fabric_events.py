@@ -73,3 +73,106 @@ def test_a_bucket_holds_its_events_flat_in_scheduling_order() -> None:
     assert q.run_instant() == 3
     assert ran == [("x", 1, 5), ("z", None, 5), ("y", None, 5)]
     assert len(q) == 0 and not q._at
+
+
+def test_pop_time_pops_as_heapq_does_and_keeps_a_heap() -> None:
+    """Issue 28: the compiled build's pop (events.pop_time) returns the smallest time, the very
+    object pushed, and leaves a heap that heapq's push and pop accept, at every size and with
+    pushes between pops (distinct times: one per bucket)."""
+    import heapq
+    import random
+
+    from uet.fabric.model.events import pop_time
+
+    rng = random.Random(28)
+    for size in (1, 2, 3, 4, 5, 7, 8, 9, 31, 200):
+        times = rng.sample(range(1 << 40, (1 << 40) + 10 * size), size)
+        heap: list[Any] = []
+        for t in times:
+            heapq.heappush(heap, t)
+        ref = list(heap)
+        out: list[int] = []
+        while heap:
+            ids = {id(x): x for x in heap}
+            got = pop_time(heap)
+            assert got is ids[id(got)]  # the object itself, not a new int
+            out.append(got)
+            assert all(heap[(c - 1) // 2] < heap[c] for c in range(1, len(heap)))  # still a heap
+        assert out == sorted(times)
+        assert [heapq.heappop(ref) for _ in range(size)] == out
+    # interleaved pushes and pops, against heapq on a copy
+    heap, ref = [], []
+    pending: set[int] = set()
+    for _ in range(2000):
+        if pending and rng.random() < 0.45:
+            a, b = pop_time(heap), heapq.heappop(ref)
+            assert a == b == min(pending)
+            pending.discard(a)
+        else:
+            t = rng.randrange(1 << 20)
+            if t not in pending:
+                pending.add(t)
+                heapq.heappush(heap, t)
+                heapq.heappush(ref, t)
+
+
+def _scripted_run(q: EventQueue, drive: Any) -> list[tuple[int, str]]:
+    """Events that schedule more events (same instant, later instants, ties) and the order they ran."""
+    ran: list[tuple[int, str]] = []
+
+    def ev(a: Any, b: Any, t: int) -> None:
+        ran.append((t, a))
+        for dt, name in b or ():
+            q.schedule(t + dt, ev, name, None)
+
+    q.schedule(10, ev, "a", [(0, "a+0"), (5, "a+5"), (3, "a+3")])
+    q.schedule(10, ev, "b", [(0, "b+0"), (5, "b+5")])
+    q.schedule(13, ev, "c", [(0, "c+0"), (2, "c+2")])
+    q.schedule(15, ev, "d", [(1, "d+1")])
+    q.schedule(12, ev, "e", [(3, "e+3"), (0, "e+0"), (4, "e+4")])
+    for t in (40, 33, 36, 30, 31, 39, 35):
+        q.schedule(t, ev, f"x{t}", [(0, f"x{t}+0")] if t % 2 else None)
+    drive(q)
+    return ran
+
+
+def test_the_native_pop_runs_events_in_the_same_order(monkeypatch: Any) -> None:
+    """Issue 28: the queue with the compiled build's pop (NATIVE_POP) runs the same events in
+    the same order as with heapq's: same instants, ties, events scheduled while running."""
+    from uet.fabric.model import events
+
+    orders = []
+    for native in (False, True):
+        monkeypatch.setattr(events, "NATIVE_POP", native)
+        orders.append(_scripted_run(EventQueue(), lambda q: q.run_until(1000)))
+        # one instant at a time, as many as were pending before the first ran: a prefix of the run
+        orders.append(_scripted_run(EventQueue(), lambda q: [q.run_instant() for _ in range(len(q._at))]))
+    assert orders[0][:8] == [
+        (10, "a"),
+        (10, "b"),
+        (10, "a+0"),
+        (10, "b+0"),
+        (12, "e"),
+        (12, "e+0"),
+        (13, "c"),
+        (13, "a+3"),
+    ]
+    assert orders[0] == orders[2]
+    assert len(orders[0]) == 27  # 12 scheduled first, 15 by events as they ran
+    assert orders[1] == orders[3] and orders[1] == orders[0][: len(orders[1])]
+
+
+def test_run_to_arrival_with_the_native_pop_runs_events_in_the_same_order(monkeypatch: Any) -> None:
+    """Issue 28: Fabric.run_to_arrival's inlined loop, heapq's pop and the compiled build's, on
+    the same script of events (its generic branch: handlers that are no switch or NIC)."""
+    from uet.fabric.model import fabric as fabric_mod
+    from uet.fabric.model.fabric import Fabric
+
+    orders = []
+    for native in (False, True):
+        monkeypatch.setattr(fabric_mod, "NATIVE_POP", native)
+        fab = Fabric("lab")
+        orders.append(_scripted_run(fab.events, lambda q, f=fab: f.run_to_arrival(35)))
+        assert fab.now == 35 and fab.next_deadline() == 35 + 1
+    assert orders[0] == orders[1]
+    assert orders[0][-1][0] == 35 and all(t <= 35 for t, _ in orders[0])

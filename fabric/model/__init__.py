@@ -12,7 +12,7 @@ from the current sources exists (:mod:`uet.compiled`; the pure-Python modules ar
 from uet.compiled import active as _compiled
 
 #: True when this package's modules are the compiled build (uet.compiled, chosen when uet is imported)
-COMPILED = _compiled()
+COMPILED: bool = _compiled()
 
 from uet.fabric.model.config import (
     BufferConfig,

@@ -20,7 +20,7 @@ import heapq
 from typing import TYPE_CHECKING, Any
 
 from uet.fabric.model.config import FabricError, check_thresholds
-from uet.fabric.model.events import EventQueue
+from uet.fabric.model.events import NATIVE_POP, EventQueue, pop_time
 from uet.fabric.model.faults import FaultConfig
 from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.model.linkload import LinkLoad
@@ -237,13 +237,19 @@ class Fabric(FrameSink):
             return ev.now
         bound = (1 << 62) if limit is None else limit
         pop = heapq.heappop
+        native_pop = NATIVE_POP
+        key: Any
         while times:
             t = times[0]
             if t > bound:
                 break
-            pop(times)  # EventQueue.run_instant, inlined
+            # EventQueue.run_instant, inlined; the popped object is the time for every event of
+            # the instant (compiled: never boxed again)
+            if native_pop:
+                key = pop_time(times)
+            else:
+                key = pop(times)
             ev.now = t
-            key: Any = t  # the time as one object for every event of the instant (compiled: boxed once)
             bucket = at[key]
             i = 0
             while i < len(bucket):  # a flat bucket (uet.fabric.model.events), its length read each
