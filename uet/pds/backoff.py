@@ -69,9 +69,16 @@ def rto_for(cfg: PdsConfig, shift: int, base: int = 0) -> int:
     """The RTO in force after ``shift`` back-offs: ``base << shift`` (``base``: the PDC's
     adaptive RTO, 0 = none yet or fixed mode: ``rto_ns``), at most ``rto_max_ns`` (a cap below
     the base means no back-off at all)."""
-    b = base or cfg.rto_ns
+    return rto_ns_for(cfg.rto_ns, cfg.rto_max_ns, shift, base)
+
+
+def rto_ns_for(rto_ns: int, rto_max_ns: int, shift: int, base: int = 0) -> int:
+    """:func:`rto_for` of the configuration's ``rto_ns`` and ``rto_max_ns`` given as ints: the PDS
+    core's form (it keeps both as typed attributes, ``PdsCore._rto_ns`` and ``_rto_max_ns``; a
+    ``PdsConfig`` field read is a generic attribute look-up in the compiled build, issue 28)."""
+    b = base or rto_ns
     r = b << shift
-    cap = cfg.rto_max_ns if cfg.rto_max_ns > b else b
+    cap = rto_max_ns if rto_max_ns > b else b
     return r if r <= cap else cap
 
 

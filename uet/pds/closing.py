@@ -196,7 +196,7 @@ class CloseMixin(RudiMixin):
         if code != NackCode.INV_DPDCID or not payload:
             return None
         back = psn_diff(pdc.tx_base, payload)
-        if back > self.config.mp_range or psn_diff(payload, pdc.next_psn) > 0:
+        if back > self._mp_range or psn_diff(payload, pdc.next_psn) > 0:
             return None
         return payload & _M32
 

@@ -76,7 +76,7 @@ from uet.pds._aliases import (
     _T_ESTABLISHED,
     _T_PENDING,
 )
-from uet.pds.backoff import retries_spent, rto_for
+from uet.pds.backoff import retries_spent, rto_ns_for
 from uet.pds.events import PdcClosed
 from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.ret import ReturnMixin
@@ -114,7 +114,7 @@ class ControlMixin(ReturnMixin):
             _t, _c, _f, opq, psn, spdcid, dpdcid, payload = unpack_control(data)
             pdc = self.pdcs.get(dpdcid)
             if pdc is None:
-                ent = self.config.control_entropy if entropy is None else entropy
+                ent = self._control_entropy if entropy is None else entropy
                 if ctl != _CT_ACK_REQ or not self._tomb_answer(src, dpdcid, spdcid, psn, 0, 0, now, ent):
                     self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, 0, now, entropy=entropy)
                 return
@@ -158,7 +158,7 @@ class ControlMixin(ReturnMixin):
         elif ctl == _CT_REQ_CLEAR and spdcid:
             fl = _ISROD if pdc.mode == _MODE_ROD else 0
             hdr = CONTROL.encode((_P_CONTROL, _CT_CLEAR, fl, 0, 0, pdc.lpdcid, spdcid, (pdc.tx_base - 1) & _M32))
-            self._out.append((hdr, pdc.peer, self.config.control_entropy))
+            self._out.append((hdr, pdc.peer, self._control_entropy))
             self._count("ctl_tx_CLEAR")
 
     def _rx_control_target(
@@ -166,7 +166,7 @@ class ControlMixin(ReturnMixin):
     ) -> None:
         """ACK_REQ, CLEAR, CLOSE, PROBE, NOOP (and CREDIT_REQ when RCCC runs) at a target;
         anything else → UNEXP_EVENT (§2.11)."""
-        ent = self.config.control_entropy
+        ent = self._control_entropy
         st = tp.state
         retx = _A_RETX if flags & _RETX else 0
         if ctl == _CT_CLOSE:
@@ -176,7 +176,7 @@ class ControlMixin(ReturnMixin):
             self._send_nack(tp.peer, _NC_UNEXP_EVENT, psn, tp.lpdcid, tp.rpdcid, 0, now)
             return
         tp.last_rx = now
-        mp = self.config.mp_range
+        mp = self._mp_range
         if ctl == _CT_ACK_REQ:
             d = psn_diff(psn, tp.rx_base)
             if d >= mp or d < -mp:
@@ -217,7 +217,7 @@ class ControlMixin(ReturnMixin):
 
     def _rx_close(self, tp: TargetPdc, psn: int, retx: int, now: int) -> None:
         """CLOSE CP (§2.12): implicitly clear everything, ACK it, → CLOSING (linger), report."""
-        ent = self.config.control_entropy
+        ent = self._control_entropy
         st = tp.state
         if st is _T_CLOSING:
             if psn == tp.close_psn:
@@ -230,7 +230,7 @@ class ControlMixin(ReturnMixin):
             self._send_nack(tp.peer, _NC_UNEXP_EVENT, psn, tp.lpdcid, tp.rpdcid, 0, now)
             return
         d = psn_diff(psn, tp.rx_base)
-        if d < 0 or d >= self.config.mp_range:
+        if d < 0 or d >= self._mp_range:
             self._send_nack(tp.peer, _NC_PSN_OOR_WINDOW, psn, tp.lpdcid, tp.rpdcid, 0, now)
             return
         if self._ret_busy(tp):  # return data still in flight: answer once it drains (uet.pds.ret)
@@ -300,7 +300,7 @@ class ControlMixin(ReturnMixin):
         cr = tp.close_req
         assert cr is not None  # set by _target_close_req before any CLOSE_REQ is sent
         hdr = CONTROL.encode((_P_CONTROL, _CT_REQ_CLOSE, flags, 0, cr[0], tp.lpdcid, tp.rpdcid, 0))
-        self._out.append((hdr, tp.peer, self.config.control_entropy))
+        self._out.append((hdr, tp.peer, self._control_entropy))
         self._count("ctl_tx_REQ_CLOSE")
 
     def _target_close_error(self, tp: TargetPdc, reason: str, now: int, send_nack: bool = True) -> None:
@@ -394,12 +394,14 @@ class ControlMixin(ReturnMixin):
             if ret.parked:
                 x = self._parked_deadline(ret)
             else:
-                x = next(iter(ret.outstanding.values())).tx_time + rto_for(self.config, ret.rto_shift, ret.rto)
+                x = next(iter(ret.outstanding.values())).tx_time + rto_ns_for(
+                    self._rto_ns, self._rto_max_ns, ret.rto_shift, ret.rto
+                )
             if x is not None and (best is None or x < best):
                 best = x
         cr = tp.close_req
         if cr is not None:
-            x = cr[1] + rto_for(self.config, cr[2])
+            x = cr[1] + rto_ns_for(self._rto_ns, self._rto_max_ns, cr[2])
             if best is None or x < best:
                 best = x
         if st is _T_CLOSE_WAIT:
@@ -440,7 +442,7 @@ class ControlMixin(ReturnMixin):
             self._count("acks_timer")
             self._flush_ack(tp, now)
         cr = tp.close_req
-        if cr is not None and now >= cr[1] + rto_for(cfg, cr[2]):
+        if cr is not None and now >= cr[1] + rto_ns_for(self._rto_ns, self._rto_max_ns, cr[2]):
             last = cr[3] if cr[3] > tp.last_rx else tp.last_rx
             if retries_spent(cfg, cr[2], last, now):
                 self._target_close_error(tp, "CLOSE_REQ not acknowledged", now)
@@ -458,11 +460,11 @@ class ControlMixin(ReturnMixin):
             if tp.gtd and tp.clear_reqs < cfg.max_clear_req and self._is_proven(tp):
                 hi = max(tp.gtd, key=lambda p: psn_diff(p, tp.rx_base))
                 hdr = CONTROL.encode((_P_CONTROL, _CT_REQ_CLEAR, 0, 0, 0, tp.lpdcid, tp.rpdcid, hi))
-                self._out.append((hdr, tp.peer, cfg.control_entropy))
+                self._out.append((hdr, tp.peer, self._control_entropy))
                 self._count("ctl_tx_REQ_CLEAR")
                 tp.clear_reqs += 1
                 tp.clear_req_last = now
-                tp.clear_req_at = now + max(cfg.clear_ns, rto_for(cfg, tp.clear_reqs))
+                tp.clear_req_at = now + max(cfg.clear_ns, rto_ns_for(self._rto_ns, self._rto_max_ns, tp.clear_reqs))
             else:
                 if tp.gtd:
                     self._count("clear_req_exhausted")

@@ -132,7 +132,17 @@ class PdsCore(initiator.InitiatorMixin):
     ) -> None:
         self.local = local
         self.config = config or PdsConfig()
-        self._nack_retx_ns = self.config.nack_retx_ns or self.config.rto_ns
+        cfg = self.config
+        self._nack_retx_ns = cfg.nack_retx_ns or cfg.rto_ns
+        # the per-packet path's fields of the (frozen) configuration, typed (uet.pds.state)
+        self._rto_ns = cfg.rto_ns
+        self._rto_max_ns = cfg.rto_max_ns
+        self._mp_range = cfg.mp_range
+        self._fast_retx_thr = cfg.fast_retx_threshold
+        self._rto_adaptive = cfg.rto_adaptive
+        self._max_outstanding = cfg.max_outstanding
+        self._control_entropy = cfg.control_entropy
+        self._ack_timer_ns = cfg.ack_timer_ns
         self.rng = rng or random.Random()  # noqa: S311 - PSNs/PDCIDs are not secrets here
         self._log = log
         self.counters = {}
@@ -277,7 +287,7 @@ class PdsCore(initiator.InitiatorMixin):
     ) -> None:
         """Queue a NACK (wire-format.md §5.6) on the control class."""
         hdr = NACK.encode((_P_NACK, 0, flags, int(code), 0, psn & _M32, spdcid, dpdcid, payload & _M32))
-        self._out.append((hdr, dst, self.config.control_entropy if entropy is None else entropy))
+        self._out.append((hdr, dst, self._control_entropy if entropy is None else entropy))
         name = _NC_NAMES[code]
         self._count("nack_tx_" + name)
         if self._log is not None:
@@ -360,7 +370,7 @@ class PdsCore(initiator.InitiatorMixin):
                     tp.last_rx = now
                     if cpo < 0:
                         self._note_clear(tp, (psn + cpo) & _M32)
-                    ent = self.config.control_entropy if entropy is None else entropy
+                    ent = self._control_entropy if entropy is None else entropy
                     self._accept(
                         tp, src, tp.mode, psn, spdcid, nh, flags, data, _REQUEST_LEN, ecn, now, ent, size + _REQUEST_LEN
                     )
@@ -424,7 +434,6 @@ class PdsCore(initiator.InitiatorMixin):
         takes :meth:`receive_datagram`. Without ``on_data``, with an event log or with
         ``ack_per_pkt`` every datagram takes :meth:`receive_datagram`."""
         hook = self.on_data
-        cfg = self.config
         g = self.guard
         if g is not None and g.muted and self._log is None:  # a flood's SYNs, before any decoding
             batch = batch if type(batch) is list else list(batch)
@@ -446,7 +455,7 @@ class PdsCore(initiator.InitiatorMixin):
         pdcs = self.pdcs
         trig = self._acks.trigger
         min_add = self._acks.min_add
-        mp = cfg.mp_range
+        mp = self._mp_range
         nominal = 48 + self.wire_overhead  # a packet's nominal size beyond its PDS bytes (§4.2)
         tp: Any = None
         # the run: its PDC, the predicted PSN / IDs / header bytes, and what it has added up;
@@ -603,7 +612,7 @@ class PdsCore(initiator.InitiatorMixin):
         if not tp.proven:  # the run's packets name the PDC without SYN (uet.pds.validation)
             self._proved(tp)
         # the run's packets carried no SES response: its newest PSN is the trigger (§2.8)
-        self._coalesce(tp, last, 0, 0, b"", self.config.control_entropy, gen, due, nondue, now)
+        self._coalesce(tp, last, 0, 0, b"", self._control_entropy, gen, due, nondue, now)
         self._tdirty.add(tp.lpdcid)
         c = self.counters
         c["rx"] = c.get("rx", 0) + k

@@ -177,13 +177,12 @@ class FeedbackMixin(CloseMixin):
         cack = v[4]
         apsn = (cack + off) & _M32
         last = (pdc.next_psn - 1) & _M32
-        cfg = self.config
         # (serial-number differences written out: psn_diff(a, b) > 0 is 0 < (a - b) & M < 2^31,
         # and psn_diff(a, b) itself is ((a - b + 2^31) & M) - 2^31)
         if (
             0 < (cack - last) & _M32 < _HALF
             or 0 < (apsn - last) & _M32 < _HALF
-            or ((cack - pdc.tx_base + _HALF) & _M32) - _HALF < -cfg.mp_range - 1
+            or ((cack - pdc.tx_base + _HALF) & _M32) - _HALF < -self._mp_range - 1
         ):
             return False  # claims PSNs never sent: the general path drops it (claims_unsent)
         c = self.counters
@@ -239,18 +238,18 @@ class FeedbackMixin(CloseMixin):
             pdc.rtx_credit += fresh + len(ents)
         if npk:
             c["acked"] = c.get("acked", 0) + npk
-            if not cfg.rto_adaptive:
+            if not self._rto_adaptive:
                 pdc.rto_shift = 0
             w = pdc.rod_win
             if w:
                 pdc.rod_acc += npk
                 if pdc.rod_acc >= w:
                     pdc.rod_acc -= w
-                    pdc.rod_win = w + 1 if w + 1 < cfg.max_outstanding else 0
+                    pdc.rod_win = w + 1 if w + 1 < self._max_outstanding else 0
         if ent is not None:
             pdc.entropy.feedback(ent, "ecn" if flags & _A_M else "ack", now)
         # _ack_after (not a plain ACK: no EPSN)
-        thr = cfg.fast_retx_threshold
+        thr = self._fast_retx_thr
         if thr and out and ((board.high_sack - pdc.tx_base + _HALF) & _M32) - _HALF >= thr:
             self._fast_retransmit(pdc, now, thr)
         cp = pdc.close_pkt
@@ -302,7 +301,7 @@ class FeedbackMixin(CloseMixin):
         if (a.spdcid == 0) if st is _S_SYN_SENT else (a.spdcid != pdc.rpdcid):
             self._drop("ack_spdcid", now, src)
             return None
-        if not a.flags & _A_P and pdc.board.claims_unsent(pdc, a, self.config.mp_range):
+        if not a.flags & _A_P and pdc.board.claims_unsent(pdc, a, self._mp_range):
             self._drop("ack_cack_ahead", now, src)
             return None
         return pdc
@@ -311,7 +310,7 @@ class FeedbackMixin(CloseMixin):
         """A valid RTT sample: the PDC's smallest, and SRTT (with the adaptive RTO, uet.pds.backoff)."""
         if rtt < pdc.min_rtt or not pdc.min_rtt:
             pdc.min_rtt = rtt
-        if self.config.rto_adaptive:
+        if self._rto_adaptive:
             rtt_sample(pdc, rtt, self.config)  # SRTT, RTTVAR, RTO; ends a back-off (uet.pds.backoff)
         else:
             pdc.srtt = rtt if not pdc.srtt else pdc.srtt + ((rtt - pdc.srtt) >> 3)
@@ -333,14 +332,14 @@ class FeedbackMixin(CloseMixin):
         if npk:
             c = self.counters
             c["acked"] = c.get("acked", 0) + npk
-            if not self.config.rto_adaptive:
+            if not self._rto_adaptive:
                 pdc.rto_shift = 0  # progress: the backed-off RTO returns to its initial value (§2.9)
             w = pdc.rod_win
             if w:  # ROD go-back-N window grows by one packet per window acknowledged (§2.13)
                 pdc.rod_acc += npk
                 if pdc.rod_acc >= w:
                     pdc.rod_acc -= w
-                    pdc.rod_win = w + 1 if w + 1 < self.config.max_outstanding else 0
+                    pdc.rod_win = w + 1 if w + 1 < self._max_outstanding else 0
         if t.ent is not None:
             pdc.entropy.feedback(t.ent, "ecn" if a.flags & _A_M else "ack", now)
 
@@ -363,7 +362,7 @@ class FeedbackMixin(CloseMixin):
         close, the target's CLEAR and CLOSE requests (§2.8, §2.11, §2.12)."""
         out = pdc.outstanding
         flags = a.flags
-        thr = self.config.fast_retx_threshold
+        thr = self._fast_retx_thr
         if thr and out and _diff(pdc.board.high_sack, pdc.tx_base) >= thr:
             self._fast_retransmit(pdc, now, thr)
         if flags & _A_EPSN and a.t == _P_ACK:
@@ -464,7 +463,7 @@ class FeedbackMixin(CloseMixin):
         head = (pdc.max_cack + 1) & _M32  # CACK says it is not received (or not yet cleared)
         # reported missing at or before ``since``: lost, not reordered (``SackScoreboard.late``)
         # before any reordering was seen: a quarter of the smallest RTT (RFC 8985 §6.2 step 4)
-        wnd = min(pdc.board.reo_wnd or (pdc.min_rtt >> 2), self.config.rto_ns)
+        wnd = min(pdc.board.reo_wnd or (pdc.min_rtt >> 2), self._rto_ns)
         since = now - wnd
         pdc.fast_at = None
         while p != stop:
@@ -576,7 +575,7 @@ class FeedbackMixin(CloseMixin):
         out = pdc.outstanding
         e = payload if 0 <= _diff(payload, pdc.tx_base) < _diff(pdc.next_psn, pdc.tx_base) else pdc.tx_base
         cfg = self.config
-        hold = pdc.srtt * cfg.rod_gbn_holdoff if pdc.srtt else cfg.rto_ns // 4
+        hold = pdc.srtt * cfg.rod_gbn_holdoff if pdc.srtt else self._rto_ns // 4
         if e not in out or self._gbn_stale(pdc, e, npsn, flags & _N_RETX, now, hold):
             self._count("nack_gbn_stale")
             return

@@ -65,7 +65,7 @@ from uet.pds._aliases import (
     _S_SYN_SENT,
     _SYN,
 )
-from uet.pds.backoff import next_shift, retries_spent, rto_for
+from uet.pds.backoff import next_shift, retries_spent, rto_ns_for
 from uet.pds.config import Mode, PdsClosedError, PdsError, PdsLimitError
 from uet.pds.events import Failed, PdcOpened
 from uet.pds.feedback import FeedbackMixin
@@ -325,7 +325,7 @@ class InitiatorMixin(FeedbackMixin):
             # a secure first flight a 1-RTT target will refuse: send little of it (config doc)
             if hook is None or not hook.ini_start_psn(sdi):
                 pdc.syn_cap = cfg.secure_syn_window
-        pdc.peer_mp = min(128, cfg.mp_range)
+        pdc.peer_mp = min(128, self._mp_range)
         pdc.state = transition(INITIATOR_TRANSITIONS, pdc.state, _S_SYN_SENT)
         pdc.last_activity = now
         self.pdcs[pdc.lpdcid] = pdc
@@ -374,7 +374,7 @@ class InitiatorMixin(FeedbackMixin):
         if st is not _S_CLOSE_ACK_WAIT and pdc.pending:
             pending = pdc.pending
             cfg = self.config
-            win = pdc.rod_win or cfg.max_outstanding
+            win = pdc.rod_win or self._max_outstanding
             gate = pdc.gate
             per_pkt = cfg.ack_per_pkt
             lim = (pdc.max_cack + pdc.peer_mp) & _M32  # the peer's MPR window (§2.4)
@@ -693,7 +693,7 @@ class InitiatorMixin(FeedbackMixin):
             )
         else:
             hdr = control(_P_CONTROL, ctl, flags, 0, psn & _M32, pdc.lpdcid, pdc.rpdcid, payload & _M32)
-        self._out.append((hdr, pdc.peer, self.config.control_entropy))
+        self._out.append((hdr, pdc.peer, self._control_entropy))
         self._count("ctl_tx_" + _CT_NAMES[ctl])
 
     def _send_clear(self, pdc: InitiatorPdc, now: int) -> None:
@@ -731,7 +731,7 @@ class InitiatorMixin(FeedbackMixin):
             hdr = CONTROL.encode(
                 (_P_CONTROL, _CT_PROBE, flags, opaque, pdc.tx_base, pdc.lpdcid, pdc.rpdcid, (pdc.max_cack + 1) & _M32)
             )
-        self._out.append((hdr, pdc.peer, self.config.control_entropy))
+        self._out.append((hdr, pdc.peer, self._control_entropy))
         self._count("ctl_tx_PROBE")
         return True
 
@@ -757,9 +757,9 @@ class InitiatorMixin(FeedbackMixin):
         if out:
             if pdc.parked:
                 return self._parked_deadline(pdc)
-            return next(iter(out.values())).tx_time + rto_for(self.config, pdc.rto_shift, pdc.rto)
+            return next(iter(out.values())).tx_time + rto_ns_for(self._rto_ns, self._rto_max_ns, pdc.rto_shift, pdc.rto)
         if self._window_stalled(pdc):
-            return pdc.last_activity + rto_for(self.config, pdc.rto_shift, pdc.rto)
+            return pdc.last_activity + rto_ns_for(self._rto_ns, self._rto_max_ns, pdc.rto_shift, pdc.rto)
         if pdc.owner is not None or pdc.locks:
             return None
         ci = self.config.close_idle_ns
@@ -778,7 +778,9 @@ class InitiatorMixin(FeedbackMixin):
         resource-shortage NACK, :meth:`_park`): their resend times and the others' RTOs. A scan
         of at most ``max_outstanding`` packets, only while something is parked; it also recounts
         ``pdc.parked`` (packets acknowledged while parked leave the count stale-high)."""
-        best, pdc.parked = earliest_deadline(pdc.outstanding.values(), rto_for(self.config, pdc.rto_shift, pdc.rto))
+        best, pdc.parked = earliest_deadline(
+            pdc.outstanding.values(), rto_ns_for(self._rto_ns, self._rto_max_ns, pdc.rto_shift, pdc.rto)
+        )
         return best
 
     def _park(self, pdc: InitiatorPdc, pkt: TxPkt, now: int) -> None:
@@ -885,10 +887,10 @@ class InitiatorMixin(FeedbackMixin):
         f = pdc.fast_at
         if f is not None and f <= now:
             pdc.fast_at = None
-            thr = self.config.fast_retx_threshold
+            thr = self._fast_retx_thr
             if thr and pdc.outstanding and psn_diff(pdc.board.high_sack, pdc.tx_base) >= thr:
                 self._fast_retransmit(pdc, now, thr)
-        rto = rto_for(self.config, pdc.rto_shift, pdc.rto)
+        rto = rto_ns_for(self._rto_ns, self._rto_max_ns, pdc.rto_shift, pdc.rto)
         rto0 = self.counters.get("rto", 0)
         try:
             self._ipdc_timer_rto(pdc, now, rto)
@@ -952,8 +954,7 @@ class InitiatorMixin(FeedbackMixin):
         reordered or lost packet among them discards again (inference: §2.13 fixes only the
         restart point; the window after a go-back is the sender's choice). The window grows back by
         one packet per window acknowledged (uet.pds.feedback)."""
-        cfg = self.config
-        pdc.rod_win = max((pdc.rod_win or cfg.max_outstanding) // 2, min(4, cfg.max_outstanding))
+        pdc.rod_win = max((pdc.rod_win or self._max_outstanding) // 2, min(4, self._max_outstanding))
         pdc.rod_acc = 0
         pdc.gbn_from = e
         pdc.gbn_end = pdc.next_psn
@@ -973,7 +974,7 @@ class InitiatorMixin(FeedbackMixin):
             p = base  # acknowledged meanwhile
         out = pdc.outstanding
         nxt = pdc.gbn_end
-        win = pdc.rod_win or self.config.max_outstanding
+        win = pdc.rod_win or self._max_outstanding
         gate = pdc.gate
         while p != nxt and psn_diff(nxt, p) > 0:
             if psn_diff(p, base) >= win and not restart:
@@ -1082,7 +1083,7 @@ class InitiatorMixin(FeedbackMixin):
         elif ctl == _CT_REQ_CLOSE:
             # ACK the CLOSE_REQ's return-direction PSN, then begin our own close (§2.12)
             hdr = ACK.encode((_P_ACK, 0, 0, 0, psn & _M32, pdc.lpdcid, pdc.rpdcid))
-            self._out.append((hdr, pdc.peer, self.config.control_entropy))
+            self._out.append((hdr, pdc.peer, self._control_entropy))
             self._count("acks_tx")
             self._start_close(pdc, "target CLOSE_REQ", now)
         elif ctl == _CT_NOOP:

@@ -39,7 +39,7 @@ from uet.pds._aliases import (
     _P_RUDI_RESP,
     _P_UUD_REQ,
 )
-from uet.pds.backoff import next_shift, retries_spent, rto_for
+from uet.pds.backoff import next_shift, retries_spent, rto_ns_for
 from uet.pds.config import Mode, PdsError, PdsLimitError, SesNack
 from uet.pds.events import Failed, NackReceived, new_acked, new_delivery
 from uet.pds.pdc import RudiPkt, earliest_deadline
@@ -165,19 +165,23 @@ class RudiMixin(TargetMixin):
         if self._rudi_out:
             if self._rudi_parked:
                 return self._rudi_parked_deadline()
-            return next(iter(self._rudi_out.values())).tx_time + rto_for(self.config, self._rudi_shift)
+            return next(iter(self._rudi_out.values())).tx_time + rto_ns_for(
+                self._rto_ns, self._rto_max_ns, self._rudi_shift
+            )
         return None
 
     def _rudi_parked_deadline(self) -> int | None:
         """Earliest RTO or parked resend among outstanding RUDI requests (a scan, only while some
         are parked); recounts ``_rudi_parked``."""
-        best, self._rudi_parked = earliest_deadline(self._rudi_out.values(), rto_for(self.config, self._rudi_shift))
+        best, self._rudi_parked = earliest_deadline(
+            self._rudi_out.values(), rto_ns_for(self._rto_ns, self._rto_max_ns, self._rudi_shift)
+        )
         return best
 
     def _rudi_timer(self, now: int) -> None:
         """Per-request RTO (§2.14) with the back-off and retry budget of uet.pds.backoff."""
         rto0 = self.counters.get("rto", 0)
-        self._rudi_timer_rto(now, rto_for(self.config, self._rudi_shift))
+        self._rudi_timer_rto(now, rto_ns_for(self._rto_ns, self._rto_max_ns, self._rudi_shift))
         if self.counters.get("rto", 0) != rto0:
             self._rudi_shift = next_shift(self._rudi_shift)
         if self._rudi_wait:

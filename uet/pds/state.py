@@ -50,6 +50,18 @@ class PdsState:
     config: PdsConfig
     #: NACK-triggered retransmission delay: ``config.nack_retx_ns`` or the RTO
     _nack_retx_ns: int
+    #: the per-packet path's fields of ``config``, copied once as typed attributes (a field of the
+    #: frozen ``PdsConfig`` is a generic attribute look-up in the compiled build; issue 28):
+    #: ``rto_ns``, ``rto_max_ns``, ``mp_range``, ``fast_retx_threshold``, ``rto_adaptive``,
+    #: ``max_outstanding``, ``control_entropy``, ``ack_timer_ns``
+    _rto_ns: int
+    _rto_max_ns: int
+    _mp_range: int
+    _fast_retx_thr: int
+    _rto_adaptive: bool
+    _max_outstanding: int
+    _control_entropy: int
+    _ack_timer_ns: int
     rng: random.Random
     #: JSON-lines event log (aioquic qlog style), or None
     _log: Callable[[dict[str, Any]], None] | None

@@ -324,7 +324,7 @@ class TargetMixin(ControlMixin):
         else:
             tp = self.pdcs.get(dpdcid)
             if tp is None:
-                ent = cfg.control_entropy if entropy is None else entropy
+                ent = self._control_entropy if entropy is None else entropy
                 if not self._tomb_answer(src, dpdcid, spdcid, psn, retx, nfl, now, ent):
                     self._send_nack(src, _NC_INV_DPDCID, psn, 0, spdcid, nfl, now, entropy=entropy)
                 return
@@ -354,7 +354,7 @@ class TargetMixin(ControlMixin):
         if tp.close_psn is not None and psn_diff(psn, tp.close_psn) > 0:
             self._send_nack(src, _NC_CLOSING, psn, tp.lpdcid, spdcid, nfl, now, entropy=entropy)
             return
-        ent = cfg.control_entropy if entropy is None else entropy
+        ent = self._control_entropy if entropy is None else entropy
         tp.last_rx = now
         if cc and self.credit_scheduler is not None:
             nominal = 0 if trimmed else len(data) + 48 + self.wire_overhead
@@ -362,7 +362,7 @@ class TargetMixin(ControlMixin):
         if cpo < 0:
             self._note_clear(tp, (psn + cpo) & _M32)
         d = (psn - tp.rx_base) & _M32
-        mp = cfg.mp_range
+        mp = self._mp_range
         if d >= mp:
             if d < 0x100000000 - mp:  # neither current nor previous window
                 code = _NC_INVALID_SYN if syn else _NC_PSN_OOR_WINDOW
@@ -395,7 +395,7 @@ class TargetMixin(ControlMixin):
                 e = tp.rod_next
                 rn = tp.rod_nack
                 hold = cfg.rod_nack_holdoff_ns
-                if rn is not None and rn[0] == e and now - rn[1] < (cfg.rto_ns // 4 if hold is None else hold):
+                if rn is not None and rn[0] == e and now - rn[1] < (self._rto_ns // 4 if hold is None else hold):
                     self._count("rod_ooo_discarded")
                     return
                 tp.rod_nack = (e, now)
@@ -559,7 +559,7 @@ class TargetMixin(ControlMixin):
             a.due = True
             self._ack_dirty.append(tp)
         if timer and a.deadline is None:
-            a.deadline = now + self.config.ack_timer_ns
+            a.deadline = now + self._ack_timer_ns
             tp.first_rx = now
 
     def _flush_ack(self, tp: TargetPdc, now: int) -> None:
@@ -747,5 +747,5 @@ class TargetMixin(ControlMixin):
         """One CREDIT CP (wire-format.md §5.8): payload = the cumulative 24-bit grant."""
         flags = _ISROD if tp.mode is _ROD else 0
         hdr = control(_P_CONTROL, _CT_CREDIT, flags, 0, 0, tp.lpdcid, tp.rpdcid, grant)
-        self._out.append((hdr, tp.peer, self.config.control_entropy))
+        self._out.append((hdr, tp.peer, self._control_entropy))
         self._count("ctl_tx_CREDIT")
