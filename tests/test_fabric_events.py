@@ -76,13 +76,13 @@ def test_a_bucket_holds_its_events_flat_in_scheduling_order() -> None:
 
 
 def test_pop_time_pops_as_heapq_does_and_keeps_a_heap() -> None:
-    """Issue 28: the compiled build's pop (events.pop_time) returns the smallest time, the very
-    object pushed, and leaves a heap that heapq's push and pop accept, at every size and with
-    pushes between pops (distinct times: one per bucket)."""
+    """Issue 28: the compiled build's pop and push (events.pop_time, events.push_time): the pop
+    returns the smallest time, the very object pushed, and both leave a heap that heapq's push
+    and pop accept, at every size and with pushes between pops (distinct times: one per bucket)."""
     import heapq
     import random
 
-    from uet.fabric.model.events import pop_time
+    from uet.fabric.model.events import pop_time, push_time
 
     rng = random.Random(28)
     for size in (1, 2, 3, 4, 5, 7, 8, 9, 31, 200):
@@ -100,10 +100,10 @@ def test_pop_time_pops_as_heapq_does_and_keeps_a_heap() -> None:
             assert all(heap[(c - 1) // 2] < heap[c] for c in range(1, len(heap)))  # still a heap
         assert out == sorted(times)
         assert [heapq.heappop(ref) for _ in range(size)] == out
-    # interleaved pushes and pops, against heapq on a copy
+    # interleaved pushes and pops (events.push_time, the compiled build's push), against heapq
     heap, ref = [], []
     pending: set[int] = set()
-    for _ in range(2000):
+    for _ in range(3000):
         if pending and rng.random() < 0.45:
             a, b = pop_time(heap), heapq.heappop(ref)
             assert a == b == min(pending)
@@ -112,8 +112,9 @@ def test_pop_time_pops_as_heapq_does_and_keeps_a_heap() -> None:
             t = rng.randrange(1 << 20)
             if t not in pending:
                 pending.add(t)
-                heapq.heappush(heap, t)
+                push_time(heap, t)
                 heapq.heappush(ref, t)
+        assert all(heap[(c - 1) // 2] < heap[c] for c in range(1, len(heap)))
 
 
 def _scripted_run(q: EventQueue, drive: Any) -> list[tuple[int, str]]:
@@ -137,13 +138,13 @@ def _scripted_run(q: EventQueue, drive: Any) -> list[tuple[int, str]]:
 
 
 def test_the_native_pop_runs_events_in_the_same_order(monkeypatch: Any) -> None:
-    """Issue 28: the queue with the compiled build's pop (NATIVE_POP) runs the same events in
+    """Issue 28: the queue with the compiled build's pop (NATIVE_HEAP) runs the same events in
     the same order as with heapq's: same instants, ties, events scheduled while running."""
     from uet.fabric.model import events
 
     orders = []
     for native in (False, True):
-        monkeypatch.setattr(events, "NATIVE_POP", native)
+        monkeypatch.setattr(events, "NATIVE_HEAP", native)
         orders.append(_scripted_run(EventQueue(), lambda q: q.run_until(1000)))
         # one instant at a time, as many as were pending before the first ran: a prefix of the run
         orders.append(_scripted_run(EventQueue(), lambda q: [q.run_instant() for _ in range(len(q._at))]))
@@ -170,9 +171,29 @@ def test_run_to_arrival_with_the_native_pop_runs_events_in_the_same_order(monkey
 
     orders = []
     for native in (False, True):
-        monkeypatch.setattr(fabric_mod, "NATIVE_POP", native)
+        monkeypatch.setattr(fabric_mod, "NATIVE_HEAP", native)
         fab = Fabric("lab")
         orders.append(_scripted_run(fab.events, lambda q, f=fab: f.run_to_arrival(35)))
         assert fab.now == 35 and fab.next_deadline() == 35 + 1
     assert orders[0] == orders[1]
     assert orders[0][-1][0] == 35 and all(t <= 35 for t, _ in orders[0])
+
+
+def test_a_simulation_with_the_native_heap_gives_the_same_results(monkeypatch: Any) -> None:
+    """Issue 28: a whole run (switches and NICs pushing onto the heap by hand, the fabric's loop
+    popping it) gives the same figures with the compiled build's heap functions as with heapq's."""
+    import json
+
+    from uet.fabric.model import events, fabric, nic, switch
+
+    from uet.sim.scenario import simulate
+
+    s = {"workload": "permutation", "endpoints": 16, "message_bytes": 64 << 10, "messages": 1, "seed": 3}
+    out = []
+    for native in (False, True):
+        for mod in (events, fabric, nic, switch):
+            monkeypatch.setattr(mod, "NATIVE_HEAP", native)
+        res = simulate(s)
+        res.pop("timing")
+        out.append(json.dumps(res, sort_keys=True))
+    assert out[0] == out[1]

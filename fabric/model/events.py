@@ -20,19 +20,20 @@ writes to its neighbours in that list, which a 1,024-host run finds in no cache 
 of the row's time in ``PyObject_GC_UnTrack`` alone). Three appends to a list whose storage is
 already there touch nothing new.
 
-**The heap's pop, compiled.** ``heapq.heappop`` compares the heap's ints through the generic
-rich comparison, about 1,000 instructions a pop on a one-flow row (a sixth of the queue's cost
-per event there). The compiled build pops with :func:`pop_time` instead: the same heap, ints
-compared natively, objects moved without boxing. The heap holds *distinct* times (one per
+**The heap, compiled.** ``heapq.heappop`` compares the heap's ints through the generic rich
+comparison, about 1,000 instructions a pop on a one-flow row (a sixth of the queue's cost per
+event there), and ``heappush`` about 280 a push with its call. The compiled build pops and pushes
+with :func:`pop_time` and :func:`push_time` instead (when :data:`NATIVE_HEAP`): the same heap,
+ints compared natively, objects moved without boxing. The heap holds *distinct* times (one per
 bucket), so any correct pop gives the same time: the order events run in is unchanged. Pure
-Python keeps ``heapq.heappop`` (C, faster than any interpreted pop).
+Python keeps ``heapq`` (C, faster than any interpreted heap).
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from uet.fabric.model import COMPILED
 
@@ -40,8 +41,27 @@ from uet.fabric.model import COMPILED
 Event = tuple[Callable[[Any, Any, int], None], Any, Any]
 
 
-#: the pop :class:`EventQueue` and ``Fabric.run_to_arrival`` use (module docstring)
-NATIVE_POP = COMPILED
+#: the compiled build: push and pop with :func:`push_time` and :func:`pop_time`, not ``heapq``
+#: (module docstring); everything that pushes or pops the heap of times reads it
+NATIVE_HEAP: Final = COMPILED
+
+
+def push_time(times: list[Any], t_o: Any) -> None:
+    """Push the int ``t_o`` onto the binary min-heap ``times`` (as ``heapq.heappush``: the heap
+    stays one ``heapq`` accepts). For the compiled build, which compares the ints natively; pure
+    Python uses ``heapq.heappush``."""
+    t: int = t_o
+    i = len(times)
+    times.append(t_o)
+    while i > 0:  # move the new item up while its parent is larger
+        p = (i - 1) >> 1
+        p_o = times[p]
+        pt: int = p_o
+        if pt <= t:
+            break
+        times[i] = p_o
+        i = p
+    times[i] = t_o
 
 
 def pop_time(times: list[Any]) -> Any:
@@ -83,7 +103,8 @@ class EventQueue:
 
     #: The model's hot path (uet.fabric.model.switch) schedules by hand, saving a call per frame
     #: per hop: ``q = _at.get(t)``, then ``q.append(fn)``, ``q.append(a)``, ``q.append(b)``, or,
-    #: when no bucket exists, ``_at[t] = [fn, a, b]`` and ``heappush(_times, t)``. That is the
+    #: when no bucket exists, ``_at[t] = [fn, a, b]`` and ``heappush(_times, t)`` (``push_time``
+    #: when :data:`NATIVE_HEAP`). That is the
     #: contract (a bucket is flat: the module docstring).
 
     def __init__(self) -> None:
@@ -101,7 +122,10 @@ class EventQueue:
         q = self._at.get(t)
         if q is None:
             self._at[t] = [fn, a, b]
-            heapq.heappush(self._times, t)
+            if NATIVE_HEAP:
+                push_time(self._times, t)
+            else:
+                heapq.heappush(self._times, t)
         else:
             q.append(fn)
             q.append(a)
@@ -114,7 +138,7 @@ class EventQueue:
     def run_instant(self) -> int:
         """Run every event of the earliest pending instant (those it schedules for itself too);
         returns how many ran. The queue must not be empty."""
-        t: int = pop_time(self._times) if NATIVE_POP else heapq.heappop(self._times)
+        t: int = pop_time(self._times) if NATIVE_HEAP else heapq.heappop(self._times)
         self.now = t
         q = self._at[t]
         i = 0

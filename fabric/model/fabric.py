@@ -20,7 +20,7 @@ import heapq
 from typing import TYPE_CHECKING, Any
 
 from uet.fabric.model.config import FabricError, check_thresholds
-from uet.fabric.model.events import NATIVE_POP, EventQueue, pop_time
+from uet.fabric.model.events import NATIVE_HEAP, EventQueue, pop_time
 from uet.fabric.model.faults import FaultConfig
 from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.model.linkload import LinkLoad
@@ -237,7 +237,7 @@ class Fabric(FrameSink):
             return ev.now
         bound = (1 << 62) if limit is None else limit
         pop = heapq.heappop
-        native_pop = NATIVE_POP
+        native_pop = NATIVE_HEAP
         key: Any
         while times:
             t = times[0]

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from uet.fabric.model.config import SwitchConfig
-from uet.fabric.model.events import EventQueue
+from uet.fabric.model.events import NATIVE_HEAP, EventQueue, push_time
 from uet.fabric.model.frames import ETH_LEN, IP_TOS, l3_offset, parse_pause
 from uet.fabric.model.port import CTRL, Packet, Port
 from uet.fabric.model.telemetry import Counters, Telemetry
@@ -366,7 +366,10 @@ class HostNic:
             bucket = ev._at.get(at)
             if bucket is None:
                 ev._at[at] = [peer, peer_port, frame]
-                heappush(ev._times, at)
+                if NATIVE_HEAP:
+                    push_time(ev._times, at)
+                else:
+                    heappush(ev._times, at)
             else:
                 bucket.append(peer)
                 bucket.append(peer_port)

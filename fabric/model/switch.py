@@ -47,7 +47,7 @@ from typing import Any, Final
 from uet.fabric.model.buffer import Mmu
 from uet.fabric.model.config import FabricError, SwitchConfig
 from uet.fabric.model.emptyqueue import UNUSED
-from uet.fabric.model.events import EventQueue
+from uet.fabric.model.events import NATIVE_HEAP, EventQueue, push_time
 from uet.fabric.model.frames import (
     IP_DST,
     IP_LEN,
@@ -645,7 +645,10 @@ class Switch:
             bucket = ev._at.get(key)
             if bucket is None:
                 ev._at[key] = [self, port, None]
-                heappush(ev._times, key)
+                if NATIVE_HEAP:
+                    push_time(ev._times, key)
+                else:
+                    heappush(ev._times, key)
             else:
                 bucket.append(self)
                 bucket.append(port)
@@ -751,7 +754,10 @@ class Switch:
                 bucket = ev._at.get(key)
                 if bucket is None:
                     ev._at[key] = [self, port, None]
-                    heappush(ev._times, key)
+                    if NATIVE_HEAP:
+                        push_time(ev._times, key)
+                    else:
+                        heappush(ev._times, key)
                 else:
                     bucket.append(self)
                     bucket.append(port)
@@ -778,7 +784,10 @@ class Switch:
                 bucket = ev._at.get(at)
                 if bucket is None:
                     ev._at[at] = [peer, peer_port, what]
-                    heappush(ev._times, at)
+                    if NATIVE_HEAP:
+                        push_time(ev._times, at)
+                    else:
+                        heappush(ev._times, at)
                 else:
                     bucket.append(peer)
                     bucket.append(peer_port)
