@@ -182,3 +182,40 @@ def test_the_hook_declines_whatever_it_cannot_place_without_changing_anything() 
     assert ra.deliver(A, 0, 3, pk[5][12:56], pk[5][56:]) is not None  # completes: RC_OK response
     (m,) = ra.completed
     assert bytes(m.data) == data
+
+
+def test_the_hook_hands_receive_memory_that_digests_a_slice_of_the_datagram() -> None:
+    """Into a posted receive that is a :class:`~uet.ses.sink.ReceiveSink`, the hook places each
+    packet's payload as ``bytes`` (the sink's copy, sliced from the datagram), not as a view; the
+    digest is the message's."""
+    from types import SimpleNamespace
+
+    from uet.ses.sink import DigestSink, digest
+
+    class Recording(DigestSink):
+        __slots__ = ("kinds",)
+
+        def __init__(self, size: int) -> None:
+            super().__init__(size)
+            self.kinds: list[type] = []
+
+        def place(self, offset: int, data: bytes | memoryview) -> None:
+            self.kinds.append(type(data))
+            super().place(offset, data)
+
+    data = random.Random(8).randbytes(PAYLOAD * 6)
+    sink = Recording(len(data))
+    ra = Reassembler(config=MessageConfig(payload_size=PAYLOAD, inplace_threshold=2048))
+    ra.decline = True  # (as the FEP runs it: posted receives are offered through ``admit``)
+    ra.admit = lambda tagged, mb, init, job, length, peer: SimpleNamespace(buffer=sink)
+    seg = Segmenter(job_id=0, initiator=1, payload_size=PAYLOAD)
+    pk = [b"\0" * 12 + s + bytes(p) for s, p, _som, _eom in seg.packets(data, 3)]
+    som_ses = pk[0][12 : len(pk[0]) - PAYLOAD]
+    assert ra.deliver(A, 0, 3, som_ses, pk[0][len(som_ses) + 12 :]) is None
+    assert ra.deliver(A, 0, 3, pk[1][12:56], pk[1][56:]) is None
+    del sink.kinds[:]
+    for p in pk[2:5]:
+        assert ra.deliver_datagram(A, 3, p, 56, 2) is None
+    assert sink.kinds == [bytes] * 3
+    ra.deliver(A, 0, 3, pk[5][12:56], pk[5][56:])
+    assert sink.digest() == digest(data)

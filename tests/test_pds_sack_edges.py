@@ -449,3 +449,20 @@ def test_the_ack_builder_keeps_the_ack_rules_fields() -> None:
     assert (b.per_pkt, b.on_ecn, b.trigger, b.min_add) == (True, False, 8192, 512)
     d = AckBuilder(PdsConfig())
     assert (d.per_pkt, d.on_ecn, d.trigger, d.min_add) == (False, True, 16384, 1024)
+
+
+@pytest.mark.parametrize("fmt", ["ack", "cc", "ccx"])
+def test_the_ack_builder_from_fields_is_the_builder_from_a_pdc(fmt: str) -> None:
+    """``build_from`` (the target's call: the PDC's fields as arguments, read natively) encodes
+    exactly what ``build`` of the PDC encodes, ACKs and PROBE answers, with and without SACK."""
+    cfg = PdsConfig(ack_format="ack") if fmt == "ack" else PdsConfig(ack_on_ecn=fmt == "cc")
+    b = AckBuilder(cfg)
+    for tp in (_Tp(set(), 0, 0), _Tp({1003, 1005, 1070}, 4097, 513), _Tp({1001}, (1 << 32) + 1, 1 << 30)):
+        for flags, rnh, off, probe, hi, st in (
+            (0, 0, 2, False, 1005, 70_000),
+            (int(AckFlag.P), 3, 0xBEEF, True, 1070, 0),
+        ):
+            fields = (tp.lpdcid, tp.rpdcid, tp.rcvd, tp.rcvd_bytes, tp.ecn_bytes)
+            assert b.build_from(*fields, flags, rnh, off, 1000, probe, hi, st) == b.build(
+                target(tp), flags, rnh, off, 1000, probe, hi, st
+            )

@@ -131,27 +131,49 @@ class AckBuilder:
         hi: int,
         service_us: int,
     ) -> bytes:
-        """The header of an ACK from ``tp``: ``off`` the ACK_PSN offset (or a PROBE's opaque
-        value with ``probe``), the SACK bitmap up to ``hi``, the named request's service time in
-        µs (§4.2), the NSCC receive state (received bytes and packets; ECN-marked bytes in
-        ACK_CCX), in 256-byte units with a 24-bit wrap."""
+        """The header of an ACK from ``tp``: :meth:`build_from` of its IDs and receive state."""
+        return self.build_from(
+            tp.lpdcid, tp.rpdcid, tp.rcvd, tp.rcvd_bytes, tp.ecn_bytes, flags, rnh, off, cack, probe, hi, service_us
+        )
+
+    def build_from(
+        self,
+        lpdcid: int,
+        rpdcid: int,
+        rcvd: Collection[int],
+        rcvd_bytes: int,
+        ecn_bytes: int,
+        flags: int,
+        rnh: int,
+        off: int,
+        cack: int,
+        probe: bool,
+        hi: int,
+        service_us: int,
+    ) -> bytes:
+        """The header of an ACK from the target PDC ``lpdcid`` (its peer's ``rpdcid``), which holds
+        ``rcvd`` (the PSNs received beyond CACK), ``rcvd_bytes`` and ``ecn_bytes``: ``off`` the
+        ACK_PSN offset (or a PROBE's opaque value with ``probe``), the SACK bitmap up to ``hi``,
+        the named request's service time in µs (§4.2), the NSCC receive state (received bytes and
+        packets; ECN-marked bytes in ACK_CCX), in 256-byte units with a 24-bit wrap. The PDC's
+        fields come as arguments, read natively by its caller (uet.pds.target ``_send_ack``): a
+        protocol's (:class:`AckedPdc`) are generic look-ups in the compiled build (issue 28)."""
         if self.plain:
-            return (ACK_PROBE if probe else ACK).encode((int(PdsType.ACK), rnh, flags, off, cack, tp.lpdcid, tp.rpdcid))
-        rcvd = tp.rcvd
+            return (ACK_PROBE if probe else ACK).encode((int(PdsType.ACK), rnh, flags, off, cack, lpdcid, rpdcid))
         soff, bm = sack_window(rcvd, cack, hi) if rcvd else (1, 0)  # (nothing above CACK: no SACK)
         st = min(service_us, 0xFFFF)
-        rb = ((tp.rcvd_bytes + 255) >> 8) & _M24
+        rb = ((rcvd_bytes + 255) >> 8) & _M24
         ooo = min(len(rcvd), 0xFFFF)
-        xs = (((tp.ecn_bytes + 255) >> 8) & _M24) << 40 if self.ccx else 0
+        xs = (((ecn_bytes + 255) >> 8) & _M24) << 40 if self.ccx else 0
         if not probe:  # the common case: uet.wire.pdsfast's copy of the codec, compiled
             if self.ccx:
                 return ack_ccx_nscc(
-                    self._type, rnh, flags, off, cack, tp.lpdcid, tp.rpdcid, 0, 0, self.mpr, soff, bm, st, 0, 0, rb,
+                    self._type, rnh, flags, off, cack, lpdcid, rpdcid, 0, 0, self.mpr, soff, bm, st, 0, 0, rb,
                     ooo, xs,
                 )  # fmt: skip
             return ack_cc_nscc(
-                self._type, rnh, flags, off, cack, tp.lpdcid, tp.rpdcid, 0, 0, self.mpr, soff, bm, st, 0, 0, rb, ooo
+                self._type, rnh, flags, off, cack, lpdcid, rpdcid, 0, 0, self.mpr, soff, bm, st, 0, 0, rb, ooo
             )
-        v: tuple[int, ...] = (self._type, rnh, flags, off, cack, tp.lpdcid, tp.rpdcid, 0, 0, self.mpr, soff, bm, st, 0,
+        v: tuple[int, ...] = (self._type, rnh, flags, off, cack, lpdcid, rpdcid, 0, 0, self.mpr, soff, bm, st, 0,
                               0, rb, ooo)  # fmt: skip
         return self._cc_probe.encode((*v, xs) if self.ccx else v)

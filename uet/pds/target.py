@@ -703,7 +703,20 @@ class TargetMixin(ControlMixin):
         # arrival on the PDC is the trigger), in µs rounded to nearest (units: a spec gap)
         st = (now - tp.last_rx + 500) // 1000 if trig == ack.trigger and opaque is None else 0
         hi = trig if sack_to is None else sack_to
-        hdr = self._acks.build(tp, flags, rnh, off, cack, opaque is not None, hi, st)
+        hdr = self._acks.build_from(
+            tp.lpdcid,
+            tp.rpdcid,
+            tp.rcvd,
+            tp.rcvd_bytes,
+            tp.ecn_bytes,
+            flags,
+            rnh,
+            off,
+            cack,
+            opaque is not None,
+            hi,
+            st,
+        )
         self._out.append((hdr + resp if resp else hdr, tp.peer, ent))
         ack.sent()
         c = self.counters

@@ -339,7 +339,15 @@ class Reassembler:
             and data.startswith(self._last_prefix, 12)
             and peer == self._last_peer
             and self.generation == self._last_gen
-            and self._continue(rec, data, _DATA_LENGTHS, _memoryview(data)[_DATA_END:], now)
+            and self._continue(
+                rec,
+                data,
+                _DATA_LENGTHS,
+                # receive memory that digests (uet.ses.sink) copies what it is given to bytes:
+                # a slice of the datagram is that copy, without a view first (issue 28)
+                data[_DATA_END:] if isinstance(rec.view, ReceiveSink) else _memoryview(data)[_DATA_END:],
+                now,
+            )
         ):
             self._packets += 1
             return None
