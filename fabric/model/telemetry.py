@@ -47,21 +47,10 @@ __all__ = [
     "WatchdogEvent",
 ]
 
-#: the record types (:mod:`uet.fabric.model.records`), imported when one is first asked for here
+#: the record types (:mod:`uet.fabric.model.records`): every name of ``__all__`` but this module's
+#: own three, imported when one is first asked for here
 _LAZY = dict.fromkeys(
-    (
-        "Dropped",
-        "EcnMarked",
-        "NicBytes",
-        "PfcReceived",
-        "PfcSent",
-        "PortBytes",
-        "QueueDepth",
-        "Record",
-        "Trimmed",
-        "WatchdogEvent",
-    ),
-    "uet.fabric.model.records",
+    (name for name in __all__ if name not in ("DROP_REASONS", "Counters", "Telemetry")), "uet.fabric.model.records"
 )
 __getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
