@@ -87,9 +87,10 @@ def test_a_header_codec_is_stored_under_its_file_name(tmp_path: Path) -> None:
         mine = install(CodeCache(path, write=False))
         hdr = Layout("store_test", [F("a", 8), F("b", 8)])
         hdr.compile()
-        assert mine.misses == 1 and hdr.decode(b"\x01\x02") == hdr.T(1, 2) and hdr.encode((3, 4)) == b"\x03\x04"
+        # the codec's text and its record's constructor (a named tuple)
+        assert mine.misses == 2 and hdr.decode(b"\x01\x02") == hdr.T(1, 2) and hdr.encode((3, 4)) == b"\x03\x04"
         Layout("store_test", [F("a", 8), F("b", 8)]).compile()  # the same header again: from the store
-        assert (mine.hits, mine.misses) == (1, 1)
+        assert (mine.hits, mine.misses) == (2, 2)
     finally:
         install(installed)
 
@@ -680,3 +681,82 @@ def test_a_class_dataclasses_refuses_is_refused_the_same(tmp_path: Path, source:
             _build("from dataclasses import dataclass, field\n" + source, fast, cache)
         errors.append((type(info.value), str(info.value)))
     assert errors[0] == errors[1] == errors[2] and cache.plan_hits == 0
+
+
+NAMED = """
+from collections import namedtuple
+from typing import NamedTuple
+
+Pair = namedtuple("Pair", "a b", defaults=(2,))
+
+
+class Typed(NamedTuple):
+    '''A typed named tuple.'''
+
+    x: int
+    y: str = "y"
+"""
+
+
+def _named(module: str, cache: CodeCache) -> dict[str, Any]:
+    mod = ModuleType(module)
+    sys.modules[module] = mod
+    installed = install()
+    try:
+        install(cache)
+        exec(compile(NAMED, module, "exec", dont_inherit=True), mod.__dict__)  # noqa: S102 - the test's own classes
+    finally:
+        install(installed)
+        del sys.modules[module]
+    return {"Pair": mod.Pair, "Typed": mod.Typed}
+
+
+def test_a_named_tuple_s_constructor_is_stored_for_the_package_only(tmp_path: Path) -> None:
+    """namedtuple compiles each class's ``__new__`` from a text (``eval``): for the project's
+    modules (typing.NamedTuple's too) that code is stored like a dataclass method's, the same code."""
+    cache = CodeCache(str(tmp_path / "store"), write=False)
+    outside = _named("example_named", cache)
+    assert (cache.hits, cache.misses) == (0, 0)
+    first = _named("uet.example_named", cache)
+    assert (cache.hits, cache.misses) == (0, 2)
+    again = _named("uet.example_named", cache)
+    assert (cache.hits, cache.misses) == (2, 2)
+    for name in ("Pair", "Typed"):
+        want = outside[name].__new__
+        for got in (first[name].__new__, again[name].__new__):
+            assert _code(got.__code__) == _code(want.__code__)
+            assert (got.__name__, got.__qualname__, got.__doc__, got.__defaults__) == (
+                want.__name__,
+                want.__qualname__.replace("example_named", "uet.example_named"),
+                want.__doc__,
+                want.__defaults__,
+            )
+            assert got.__globals__.keys() == want.__globals__.keys()
+    p = again["Pair"](1)
+    assert p == (1, 2) and repr(p) == "Pair(a=1, b=2)" and again["Typed"](3) == (3, "y")
+
+
+def test_another_package_s_methods_are_compiled_as_the_built_in_compiles_them() -> None:
+    """Outside the package, the texts of dataclasses and namedtuple are compiled as the built-in
+    exec and eval compile them for their caller: not with this module's ``__future__`` import
+    (which made another package's dataclass ``__init__`` annotations strings)."""
+    code = (
+        "import json, uet\n"
+        "from collections import namedtuple\n"
+        "from dataclasses import dataclass\n"
+        "@dataclass\n"
+        "class A:\n"
+        "    x: int\n"
+        "P = namedtuple('P', 'a b')\n"
+        "print(json.dumps([repr(A.__init__.__annotations__), A.__init__.__code__.co_flags,"
+        " P.__new__.__code__.co_flags, repr(eval('  1 + 1', {}))]))\n"
+    )
+    got = [
+        subprocess.run([sys.executable, "-c", c], capture_output=True, text=True, check=True).stdout
+        for c in (
+            code,
+            code.replace("import json, uet", "import json"),
+        )
+    ]
+    assert json.loads(got[0]) == json.loads(got[1])
+    assert "<class 'int'>" in json.loads(got[0])[0]
