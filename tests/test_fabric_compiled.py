@@ -18,6 +18,7 @@ import subprocess
 import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
+from typing import Any
 
 import pytest
 from compiled_child import have_current_build, run_child
@@ -164,7 +165,7 @@ def test_a_build_is_stale_when_a_module_it_was_compiled_against_changes(
     _fake_build(tmp_path / "build", monkeypatch, compiled.sources_digest(), EXTENSION_SUFFIXES[0])
     monkeypatch.setattr(compiled, "SETTLE_NS", -(10**12))
     assert compiled.current() is not None
-    assert module in (tmp_path / "build" / compiled.STAT_FILE).read_text()
+    assert str(copies[module]).encode() in (tmp_path / "build" / compiled.STAT_FILE).read_bytes()
     f = copies[module]
     f.write_text(f.read_text() + "\n# changed\n")
     with pytest.warns(UserWarning, match="stale"):
@@ -210,6 +211,43 @@ def test_the_start_check_works_on_plain_paths(tmp_path: Path, monkeypatch: pytes
         files = compiled.current()
         assert files is not None and files["uet.pds.core"] == str(compiled.extension("uet.pds.core"))
     assert (tmp_path / "build" / compiled.STAT_FILE).is_file()
+
+
+def test_a_record_is_used_only_for_its_build_folder_and_suffix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stat record names the build's files for one build folder and one interpreter's suffix:
+    under another suffix (another Python reading the same build) the start checks the build's
+    files again and refuses them, as it did before there was a record."""
+    _own_sources(tmp_path, monkeypatch)
+    _fake_build(tmp_path / "build", monkeypatch, compiled.sources_digest(), EXTENSION_SUFFIXES[0])
+    monkeypatch.setattr(compiled, "SETTLE_NS", -(10**12))
+    assert compiled.current() is not None
+    assert (tmp_path / "build" / compiled.STAT_FILE).is_file()
+    monkeypatch.setattr(compiled, "EXTENSION_SUFFIXES", [".cpython-399-x86_64-linux-gnu.so"])
+    monkeypatch.setattr(compiled._extension_file, "__defaults__", (".cpython-399-x86_64-linux-gnu.so",))
+    with pytest.warns(UserWarning, match="another Python"):
+        assert compiled.current() is None
+
+
+def test_the_finder_makes_the_spec_file_locations_make(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled modules' specs are made directly, and are what
+    ``importlib.util.spec_from_file_location`` makes of the same files."""
+    import importlib.util
+
+    _fake_build(tmp_path, monkeypatch, compiled.sources_digest(), EXTENSION_SUFFIXES[0])
+    files = compiled.current()
+    assert files is not None
+    finder = compiled._Finder(files)
+    assert finder.find_spec("uet.pds.nope", None) is None
+    for name in ("uet.pds.core", "uet.fabric.model.switch", compiled.GROUP + "__mypyc"):
+        got = finder.find_spec(name, None)
+        want = importlib.util.spec_from_file_location(name, files[name])
+        assert got is not None and want is not None and type(got.loader) is type(want.loader)
+
+        def seen(s: Any) -> tuple[Any, ...]:
+            return (s.name, s.origin, s.loader.name, s.loader.path, s.has_location, s.cached, s.parent)
+
+        assert seen(got) == seen(want)
+        assert got.submodule_search_locations is want.submodule_search_locations is None
 
 
 def test_a_read_only_build_is_still_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
