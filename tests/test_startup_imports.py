@@ -52,6 +52,8 @@ LAZY = (
     "uet.fabric.model.failover",  # a fabric's fault schedule, only when it has faults
     "uet.transport",  # the transport contract's Protocols (annotations and failure names only)
     "uet.ses.atomics",  # the AMO codecs, where an atomic is posted or executed
+    "uet.live",  # the live engine: a run's transports and settings record come from uet.scenario.model
+    "uet.tools.sim_compare",  # --compare-lb's table: --seeds is parsed by uet.tools.cli
 )
 
 _PROBE = r"""
@@ -111,6 +113,7 @@ STDLIB_LAZY = (
     "tokenize",
     "threading",  # uet.tools asks whether it runs in the main thread without it (in_main_thread)
     "locale",  # argparse's gettext finds no catalogue folder to look in (uet.tools.cli)
+    "signal",  # uet.tools and uet.tools.cli read and set SIGINT's handler through _signal
 )
 
 _PLAIN_RUN = r"""

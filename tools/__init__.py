@@ -11,14 +11,26 @@ console script ``uet-NAME`` or ``python -m uet.tools.NAME`` for a NAME of
 usual ``interrupted`` line and exit status 130. At the other end, once ``run_main`` has its
 outcome printed, :func:`uet.tools.cli.settle_ctrl_c` makes a late Ctrl-C change nothing. Any
 other program importing ``uet.tools`` (a test suite, a notebook) keeps its own SIGINT handling.
+
+**Decision**: this package and :mod:`uet.tools.cli` read and set the SIGINT handler through
+``_signal``, the C module :mod:`signal` is written over: the same functions, without the enums
+:mod:`signal` builds when it is imported (``Signals``, ``Handlers``, ``Sigmasks``, made by scanning
+its names: about 3 M instructions of a one-flow ``uet-sim`` run, which needs none of them).
+``getsignal`` then gives ``SIG_IGN`` and ``SIG_DFL`` as the plain integers those enums equal, and
+a tool that uses :mod:`signal` itself (``uet-run``, ``uet-peer``) imports it as before.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the same functions and names, typed by the signal module's stubs (module docstring)
+    import signal as _signal
+else:
+    import _signal
 
 #: the modules behind the console scripts of pyproject.toml (``uet-NAME`` runs ``uet.tools.NAME``)
 TOOL_MODULES = ("bench", "conformance", "decode", "demo", "fabric", "peer", "run", "sim")
@@ -68,5 +80,9 @@ def in_main_thread() -> bool:
 _tool_process = in_main_thread() and started_as_tool(
     sys.argv[0] if sys.argv else "", list(getattr(sys, "orig_argv", []))
 )
-if _tool_process and signal.getsignal(signal.SIGINT) in (signal.default_int_handler, signal.SIG_IGN, signal.SIG_DFL):
-    signal.signal(signal.SIGINT, note_start_interrupt)
+if _tool_process and _signal.getsignal(_signal.SIGINT) in (
+    _signal.default_int_handler,
+    _signal.SIG_IGN,
+    _signal.SIG_DFL,
+):
+    _signal.signal(_signal.SIGINT, note_start_interrupt)

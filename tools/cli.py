@@ -30,13 +30,17 @@ import ipaddress
 import math
 import os
 import re
-import signal
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from uet.config_file import parse_rate, parse_size
+
+if TYPE_CHECKING:  # the same functions and names, typed by the signal module's stubs (uet.tools)
+    import signal as _signal
+else:
+    import _signal
 
 __all__ = [
     "ArgumentParser",
@@ -53,6 +57,7 @@ __all__ = [
     "format_seconds",
     "honour_ctrl_c",
     "parse_rate",
+    "parse_seeds",
     "parse_size",
     "plain_text",
     "port_number",
@@ -279,6 +284,17 @@ def float_arg(lo: float | None = None, hi: float | None = None, *, open_lo: bool
     return conv
 
 
+def parse_seeds(text: str) -> list[int]:
+    """An argparse ``type=``: ``1,2,3`` → [1, 2, 3], 1 to 100 seeds (``uet-sim --seeds``)."""
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated integers, e.g. 1,2,3") from None
+    if not seeds or any(s < 0 for s in seeds) or len(seeds) > 100:
+        raise argparse.ArgumentTypeError(f"{text!r}: 1 to 100 non-negative integers")
+    return seeds
+
+
 def ip_address_arg(text: str) -> str:
     """An argparse ``type=``: one IPv4 or IPv6 address, as text (a port goes in its own option)."""
     try:
@@ -376,13 +392,15 @@ def terminal_columns() -> int:
 
 
 #: reST markup a description taken from a module docstring carries: ``literal``, :role:`target`
-_REST = re.compile(r"``(.+?)``|:[a-z]+:`~?(.+?)`")
+#: (a pattern :mod:`re` compiles at the first help text: a run prints none, and compiling it cost
+#: about 0.5 M instructions of every tool's start-up)
+_REST = r"``(.+?)``|:[a-z]+:`~?(.+?)`"
 
 
 def plain_text(text: str) -> str:
     """Help text as a terminal shows it: ``x`` and :func:`x` become x (the descriptions of the
     tools are the first paragraph of their module docstrings, written for the documentation)."""
-    return _REST.sub(lambda m: m.group(1) or m.group(2), text)
+    return re.sub(_REST, lambda m: m.group(1) or m.group(2), text)
 
 
 def _stderr_line(prog: str, text: str) -> None:
@@ -427,9 +445,9 @@ def honour_ctrl_c() -> None:
 
     if not in_main_thread():
         return
-    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, note_start_interrupt):
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if _signal.getsignal(_signal.SIGINT) in (_signal.SIG_IGN, _signal.SIG_DFL, note_start_interrupt):
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    _signal.pthread_sigmask(_signal.SIG_UNBLOCK, {_signal.SIGINT})
     if is_tool_process() and not isinstance(sys.unraisablehook, _KeepSwallowedCtrlC):
         sys.unraisablehook = _KeepSwallowedCtrlC(sys.unraisablehook)
     if take_start_interrupt():
@@ -466,11 +484,11 @@ class _KeepSwallowedCtrlC:
             return
         from uet.tools import in_main_thread
 
-        _swallowed_ctrl_c.append(signal.SIGINT)
-        handler = signal.getsignal(signal.SIGINT)
+        _swallowed_ctrl_c.append(_signal.SIGINT)
+        handler = _signal.getsignal(_signal.SIGINT)
         if not in_main_thread() or not callable(handler) or isinstance(handler, _RaiseSwallowedCtrlC):
             return  # not raised again (SIG_IGN: the run is settling) or already on its way
-        signal.signal(signal.SIGINT, _RaiseSwallowedCtrlC(handler))
+        _signal.signal(_signal.SIGINT, _RaiseSwallowedCtrlC(handler))
         import _thread
 
         _thread.start_new_thread(_thread.interrupt_main, ())
@@ -484,7 +502,7 @@ class _RaiseSwallowedCtrlC:
         self.handler = handler
 
     def __call__(self, signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGINT, self.handler)
+        _signal.signal(_signal.SIGINT, self.handler)
         _swallowed_ctrl_c.clear()
         raise KeyboardInterrupt
 
@@ -510,7 +528,7 @@ def settle_ctrl_c() -> bool:
     from uet.tools import in_main_thread, is_tool_process
 
     if is_tool_process() and in_main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
     eval("None")  # noqa: S307 - a constant; evaluating a string is what clears the flag
     swallowed = bool(_swallowed_ctrl_c)
     _swallowed_ctrl_c.clear()
@@ -525,7 +543,7 @@ def _settle_at_the_end() -> bool:
         try:
             return settle_ctrl_c()
         except KeyboardInterrupt:
-            _swallowed_ctrl_c.append(signal.SIGINT)
+            _swallowed_ctrl_c.append(_signal.SIGINT)
 
 
 def report_usage_error(prog: str, e: Exception) -> int:

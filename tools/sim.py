@@ -46,6 +46,7 @@ from uet.tools.cli import (
     UsageError,
     format_seconds,
     int_arg,
+    parse_seeds,
     rate_arg,
     run_main,
     size_arg,
@@ -63,7 +64,6 @@ def build_parser() -> argparse.ArgumentParser:
     from uet.tools.capture_options import add_capture_options
     from uet.tools.fault_options import add_fault_options
     from uet.tools.run_settings import add_placement_options, add_summary_option, add_workload_option
-    from uet.tools.sim_compare import parse_seeds
 
     from uet.workloads import WORKLOADS
 
@@ -205,7 +205,7 @@ def _body(argv: Sequence[str] | None) -> int:
         check_outputs(args)
     from uet.tools.run_settings import usage_errors
 
-    from uet.live.result import transports
+    from uet.scenario.model import transports
     from uet.sim.runs import run_one
 
     if args.baseline and len(transports(s)) > 1:

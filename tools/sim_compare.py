@@ -11,20 +11,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from uet.tools.cli import table_console
+from uet.tools.cli import parse_seeds, table_console  # parse_seeds: there for every uet-sim run, offered here
 
 __all__ = ["parse_seeds", "render_compare", "run_compare"]
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``1,2,3`` → [1, 2, 3] (argparse type)."""
-    try:
-        seeds = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated integers, e.g. 1,2,3") from None
-    if not seeds or any(s < 0 for s in seeds) or len(seeds) > 100:
-        raise argparse.ArgumentTypeError(f"{text!r}: 1 to 100 non-negative integers")
-    return seeds
 
 
 def run_compare(

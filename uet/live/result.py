@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from uet.lazy import lazy_names
+
+if TYPE_CHECKING:  # pragma: no cover
+    from uet.scenario.model import settings_record, transports
 
 __all__ = [
     "KERNEL_QUEUE_NOTE",
@@ -69,24 +74,6 @@ def written(folder: str | None, suffix: str) -> list[str]:
     return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(suffix))
 
 
-def transports(s: dict[str, Any]) -> tuple[str, ...]:
-    """The transports a scenario runs on, in order: ``both`` is UET, then RoCEv2 (here, not in
-    :mod:`uet.live.runs`, so that a simulator run does not import the live engine's dilation)."""
-    return ("uet", "roce") if s.get("transport") == "both" else (str(s.get("transport", "uet")),)
-
-
-def settings_record(s: dict[str, Any], endpoint: dict[str, Any]) -> dict[str, Any]:
-    """The run's settings as the result echoes them (``settings``): what was run, reproducibly."""
-    keys = ("workload", "endpoints", "message_bytes", "messages", "seed", "timeout_s", "profile", "rate_bps")
-    out = {k: s[k] for k in (*keys, "transport") if k in s}
-    out["topology"] = s.get("scenario") or s.get("topology")
-    out["overrides"] = list(s.get("overrides", []))
-    if s.get("workload_params"):
-        out["workload_params"] = s["workload_params"]
-    out["endpoint"] = endpoint
-    return out
-
-
 def endpoint_lag(lags: Iterable[dict[str, Any]], factor: float) -> dict[str, Any]:
     """The endpoints' event-loop wake-up lateness over a run (uet/live/worker.py's ``lag``
     events): the worst rank's p99 and max, in real µs and in the run's virtual µs (÷ ``factor``)."""
@@ -100,3 +87,11 @@ def endpoint_lag(lags: Iterable[dict[str, Any]], factor: float) -> dict[str, Any
         "p99_us": round(p99 / factor, 2),
         "max_us": round(worst / factor, 2),
     }
+
+
+#: :func:`~uet.scenario.model.transports` and :func:`~uet.scenario.model.settings_record`, offered
+#: here as before, from the scenario model on first use (a simulator run imports them from there,
+#: without this package; this module's own users do not load the scenario model for them)
+__getattr__, __dir__ = lazy_names(
+    __name__, {"settings_record": "uet.scenario.model", "transports": "uet.scenario.model"}
+)

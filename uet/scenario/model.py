@@ -35,7 +35,17 @@ from uet.fabric.profiles import (
 )
 from uet.fabric.topology import Topology
 
-__all__ = ["ENGINES", "RUN_DEFAULTS", "Scenario", "deep_update", "profile_rate", "run_defaults", "sizing_overrides"]
+__all__ = [
+    "ENGINES",
+    "RUN_DEFAULTS",
+    "Scenario",
+    "deep_update",
+    "profile_rate",
+    "run_defaults",
+    "settings_record",
+    "sizing_overrides",
+    "transports",
+]
 
 #: The engines: ``live`` (endpoint processes through the software switch) and ``sim`` (virtual time).
 ENGINES = ("live", "sim")
@@ -144,3 +154,22 @@ class Scenario:
         default rail-major on the rail kinds (:meth:`uet.fabric.topology.Topology.placement`)."""
         n = int(self.run["endpoints"]) if ranks is None else ranks
         return topo.placement(n, self.run.get("placement", "default"))
+
+
+def transports(s: dict[str, Any]) -> tuple[str, ...]:
+    """The transports a scenario runs on, in order: ``both`` is UET, then RoCEv2 (here, in the
+    scenario model every engine imports, not in :mod:`uet.live`, so that a simulator run imports
+    none of the live engine)."""
+    return ("uet", "roce") if s.get("transport") == "both" else (str(s.get("transport", "uet")),)
+
+
+def settings_record(s: dict[str, Any], endpoint: dict[str, Any]) -> dict[str, Any]:
+    """The run's settings as the result echoes them (``settings``): what was run, reproducibly."""
+    keys = ("workload", "endpoints", "message_bytes", "messages", "seed", "timeout_s", "profile", "rate_bps")
+    out = {k: s[k] for k in (*keys, "transport") if k in s}
+    out["topology"] = s.get("scenario") or s.get("topology")
+    out["overrides"] = list(s.get("overrides", []))
+    if s.get("workload_params"):
+        out["workload_params"] = s["workload_params"]
+    out["endpoint"] = endpoint
+    return out

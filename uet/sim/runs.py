@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from uet.errors import UetError
-from uet.live.result import settings_record, transports
 from uet.scenario.check import ScenarioError
+from uet.scenario.model import settings_record, transports
 from uet.sim.scenario import simulate
 
 if TYPE_CHECKING:
