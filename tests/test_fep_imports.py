@@ -116,6 +116,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "uet.errors",
             "uet.lazy",
             "uet.compiled",
+            "uet.finder",
             "uet.dataclass_cache",
             "uet.enums",
             "uet.wire",

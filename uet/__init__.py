@@ -15,14 +15,18 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from uet.finder import install as _install_finder
+
+_install_finder()  # the package's modules found without the path search (uet.finder)
+
 if os.environ.get("UET_COMPILED", "0") not in ("", "0"):  # before any module it covers (uet.compiled)
     from uet.compiled import enable as _enable_compiled
 
     _enable_compiled()
 
-from uet.dataclass_cache import install as _install_dataclass_cache
-from uet.errors import DecodeError, EncodeError, UetError
-from uet.lazy import lazy_names
+from uet.dataclass_cache import install as _install_dataclass_cache  # noqa: E402 - after the finders
+from uet.errors import DecodeError, EncodeError, UetError  # noqa: E402
+from uet.lazy import lazy_names  # noqa: E402
 
 _install_dataclass_cache()  # before the package's first dataclass (uet.dataclass_cache)
 
