@@ -17,6 +17,7 @@ from types import CodeType, FunctionType, ModuleType
 from typing import Any
 
 import pytest
+from compiled_child import have_current_build
 
 import uet.dataclass_cache as dc
 from uet.dataclass_cache import CodeCache, install
@@ -41,7 +42,8 @@ RUN = (
     "import uet.dataclass_cache as dc\n"
     "from uet.tools.sim import main\n"
     "c = dc.install()\n"
-    "atexit.register(lambda: sys.stderr.write(json.dumps([c.hits, c.misses, c.plan_hits]) + '\\n'))\n"
+    "atexit.register(lambda: sys.stderr.write(json.dumps([c.hits, c.misses, c.plan_hits, c._texts._entries is None])"
+    " + '\\n'))\n"
     "main(['-n', '2', '--messages', '1', '--size', '4096', '--json'])\n"
 )
 
@@ -165,19 +167,31 @@ def test_the_package_classes_are_the_same_with_the_cache(tmp_path: Path) -> None
         assert cls.__init__.__code__.co_filename == "<string>"
 
 
-def test_a_second_plain_run_compiles_no_dataclass_method(tmp_path: Path) -> None:
+@pytest.mark.parametrize("build", ["pure", pytest.param("compiled", marks=pytest.mark.after_compiled_build)])
+def test_a_second_plain_run_compiles_no_dataclass_method(tmp_path: Path, build: str) -> None:
     """Each process reports the store's hits and misses at exit; the stores go under a pycache
-    prefix of the test's own."""
+    prefix of the test's own. Compiled, the compiled modules' dataclasses (built the standard way)
+    find their texts in the first file too."""
+    if build == "compiled" and not have_current_build():
+        pytest.skip("no current compiled build (.ci/build-compiled)")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(tmp_path)
+    env["UET_COMPILED"] = "1" if build == "compiled" else "0"
     seen = []
     for _ in range(2):
-        r = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-W", "error::UserWarning", "-c", RUN],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["ok"]
         seen.append(json.loads(r.stderr.strip().splitlines()[-1]))
-    (hits0, misses0, plans0), (hits1, misses1, plans1) = seen
-    assert misses0 > 50 and plans0 == 0 and misses1 == 0 and plans1 > 40  # the dataclasses from their plans
+    (hits0, misses0, plans0, unread0), (hits1, misses1, plans1, unread1) = seen
+    assert misses0 > 50 and plans0 == 0 and not unread0
+    assert misses1 == 0 and plans1 > 40 and unread1  # the dataclasses from their plans: no method text read
     assert list(tmp_path.rglob("dataclass-code.*"))
 
 
@@ -192,8 +206,8 @@ def test_the_benchmark_stores_a_run_s_methods_where_bytecode_writing_is_off(tmp_
     assert Path(r.stdout.strip()).is_file()
     r = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    hits, misses, plans = json.loads(r.stderr.strip().splitlines()[-1])
-    assert plans > 40 and misses == 0
+    hits, misses, plans, unread = json.loads(r.stderr.strip().splitlines()[-1])
+    assert plans > 40 and misses == 0 and unread
 
 
 def test_a_toml_text_s_tables_are_kept_by_the_text(tmp_path: Path) -> None:

@@ -69,12 +69,17 @@ standard way, with plans recorded and from stored plans, and compares the classe
 key by key, methods' code, defaults, annotations and closures, fields, parameters), and does the
 same for classes of every shape, in and out of the plans.
 
-The store is one file beside the package's bytecode (``__pycache__``, or under
+The store is two files beside the package's bytecode (``__pycache__``, or under
 ``sys.pycache_prefix``), named for the interpreter's cache tag (and ``-O`` level) and checked
-against its bytecode magic number; it is written at exit when a text was new, unless bytecode
-writing is off (``PYTHONDONTWRITEBYTECODE``, ``-B``), atomically (a temporary file renamed), and a
-store that cannot be read or written is ignored. A text is its own key, so a changed class simply compiles
-anew; the store keeps at most :data:`MAX_ENTRIES` texts (beyond that, the ones this process used).
+against its bytecode magic number: ``dataclass-plans`` holds what a run started before needs (the
+plans, the header codecs, the named tuples' constructors, the texts of classes built without a
+plan), ``dataclass-code`` the method texts of the classes built from plans, read only when a text
+is not found in the first (a class whose plan is being recorded): reading both cost 3.2 M
+instructions of a one-flow run, the first alone 1.7 M (**Decision**). Each is read at its first
+look-up and written at exit when an entry was new, unless bytecode writing is off
+(``PYTHONDONTWRITEBYTECODE``, ``-B``), atomically (a temporary file renamed), and a file that
+cannot be read or written is ignored. A text is its own key, so a changed class simply compiles
+anew; each file keeps at most :data:`MAX_ENTRIES` entries (beyond that, the ones this process used).
 """
 
 from __future__ import annotations
@@ -131,19 +136,20 @@ MAX_ENTRIES = 4096
 MAX_TABLES = 64
 
 
-class CodeCache:
-    """Code objects of dataclass method texts, by text, stored in ``path`` (module docstring)."""
+class _Shelf:
+    """One store file: its entries (read at the first look-up), and those this process used."""
 
-    def __init__(self, path: str | None, *, write: bool, max_entries: int | None = None) -> None:
+    def __init__(self, path: str | None) -> None:
         self.path = path
-        self.max_entries = max_entries  # None: MAX_ENTRIES
-        self.write = write and path is not None
-        self._stored: dict[Any, bytes] = self._load()  # by text, or a class plan's key (a tuple)
-        self._used: dict[Any, bytes] = {}
-        self._new = False
-        self.hits = 0
-        self.misses = 0
-        self.plan_hits = 0
+        self._entries: dict[Any, bytes] | None = None
+        self.used: dict[Any, bytes] = {}
+        self.new = False
+
+    @property
+    def entries(self) -> dict[Any, bytes]:
+        if self._entries is None:
+            self._entries = self._load()
+        return self._entries
 
     def _load(self) -> dict[Any, bytes]:
         if self.path is None:
@@ -155,67 +161,22 @@ class CodeCache:
             return {}
         return entries if magic == MAGIC_NUMBER and isinstance(entries, dict) else {}
 
-    def code(self, text: str, filename: str = "<string>", mode: str = "exec") -> CodeType:
-        """The code of ``text`` as ``exec(text)`` would compile it (``filename``, ``mode``: as
-        ``compile(text, filename, mode, dont_inherit=True)`` would)."""
-        if mode != "exec":
-            key = f"{mode}\0{filename}\0{text}"
-        else:
-            key = text if filename == "<string>" else f"{filename}\0{text}"
-        data = self._stored.get(key)
+    def get(self, key: Any) -> bytes | None:
+        data = self.entries.get(key)
         if data is not None:
-            self.hits += 1
-            self._used[key] = data
-            return marshal.loads(data)  # type: ignore[no-any-return]  # noqa: S302
-        self.misses += 1
-        code = compile(text, filename, mode, dont_inherit=True)
-        self._stored[key] = self._used[key] = marshal.dumps(code)
-        if self.write and not self._new:
-            atexit.register(self.save)
-        self._new = True
-        return code
+            self.used[key] = data
+        return data
 
-    def value(self, text: str, make: Callable[[], Any]) -> Any:
-        """``make()``, a value that depends on ``text`` alone, kept by ``text`` when :mod:`marshal`
-        can write it (plain dicts, lists, strings, numbers); a fresh copy at every call."""
-        data = self._stored.get(text)
-        if data is not None:
-            self.hits += 1
-            self._used[text] = data
-            return marshal.loads(data)  # noqa: S302 - the project's own store
-        self.misses += 1
-        value = make()
-        try:
-            self._stored[text] = self._used[text] = marshal.dumps(value)
-        except ValueError:  # not a marshal type (a TOML date or time): made every time
-            return value
-        if self.write and not self._new:
-            atexit.register(self.save)
-        self._new = True
-        return value
+    def put(self, key: Any, data: bytes) -> None:
+        self.entries[key] = self.used[key] = data
+        self.new = True
 
-    def plan(self, key: tuple[Any, ...]) -> tuple[tuple[CodeType, tuple[str, ...]], ...] | None:
-        """The codes kept under ``key`` (:meth:`keep`), None when there are none."""
-        data = self._stored.get(key)
-        if data is None:
-            return None
-        self.plan_hits += 1
-        self._used[key] = data
-        return marshal.loads(data)  # type: ignore[no-any-return]  # noqa: S302
-
-    def keep(self, key: tuple[Any, ...], codes: tuple[tuple[CodeType, tuple[str, ...]], ...]) -> None:
-        """Keep ``codes`` under ``key`` (a tuple of strings, numbers and such, as marshal writes)."""
-        self._stored[key] = self._used[key] = marshal.dumps(codes)
-        if self.write and not self._new:
-            atexit.register(self.save)
-        self._new = True
-
-    def save(self) -> None:
-        """Write the store (when a text was new), atomically; a failure leaves it as it was."""
-        if not (self.write and self._new) or self.path is None:
+    def save(self, limit: int, *, everything: bool = False) -> None:
+        """Write the file (when an entry was new, or ``everything``: when it was read),
+        atomically; a failure leaves it as it was."""
+        if self.path is None or self._entries is None or not (self.new or everything):
             return
-        limit = MAX_ENTRIES if self.max_entries is None else self.max_entries
-        entries = self._stored if len(self._stored) <= limit else self._used
+        entries = self._entries if len(self._entries) <= limit else self.used
         tmp = f"{self.path}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
@@ -228,6 +189,92 @@ class CodeCache:
             except OSError:
                 pass
             return
+        self.new = False
+
+
+class CodeCache:
+    """Code objects of dataclass method texts, by text, stored in ``path`` (module docstring);
+    with ``texts``, the method texts of classes built from plans are kept in that second file,
+    read only when a text is not found in the first (a run whose classes all have plans, or
+    whose other classes' texts are in the first file, never reads it)."""
+
+    def __init__(
+        self, path: str | None, *, write: bool, max_entries: int | None = None, texts: str | None = None
+    ) -> None:
+        self.path = path
+        self.max_entries = max_entries  # None: MAX_ENTRIES
+        self.write = write and path is not None
+        self._main = _Shelf(path)  # by text, or a class plan's key (a tuple)
+        self._texts = _Shelf(texts) if texts is not None else self._main
+        self._new = False
+        self.hits = 0
+        self.misses = 0
+        self.plan_hits = 0
+
+    def _added(self, shelf: _Shelf, key: Any, data: bytes) -> None:
+        shelf.put(key, data)
+        if self.write and not self._new:
+            atexit.register(self.save)
+        self._new = True
+
+    def code(self, text: str, filename: str = "<string>", mode: str = "exec", *, planned: bool = False) -> CodeType:
+        """The code of ``text`` as ``exec(text)`` would compile it (``filename``, ``mode``: as
+        ``compile(text, filename, mode, dont_inherit=True)`` would). ``planned``: a method text
+        of a class whose plan is being recorded, kept with the texts (``texts``), which a run
+        reads only when a class has no plan; any other is kept in the first file."""
+        if mode != "exec":
+            key = f"{mode}\0{filename}\0{text}"
+        else:
+            key = text if filename == "<string>" else f"{filename}\0{text}"
+        data = self._main.get(key)
+        if data is None and self._texts is not self._main:
+            data = self._texts.get(key)
+            if data is not None and not planned:  # needed without a plan: in the first file from now on
+                self._added(self._main, key, data)
+        if data is not None:
+            self.hits += 1
+            return marshal.loads(data)  # type: ignore[no-any-return]  # noqa: S302
+        self.misses += 1
+        code = compile(text, filename, mode, dont_inherit=True)
+        self._added(self._texts if planned else self._main, key, marshal.dumps(code))
+        return code
+
+    def value(self, text: str, make: Callable[[], Any]) -> Any:
+        """``make()``, a value that depends on ``text`` alone, kept by ``text`` when :mod:`marshal`
+        can write it (plain dicts, lists, strings, numbers); a fresh copy at every call."""
+        data = self._main.get(text)
+        if data is not None:
+            self.hits += 1
+            return marshal.loads(data)  # noqa: S302 - the project's own store
+        self.misses += 1
+        value = make()
+        try:
+            data = marshal.dumps(value)
+        except ValueError:  # not a marshal type (a TOML date or time): made every time
+            return value
+        self._added(self._main, text, data)
+        return value
+
+    def plan(self, key: tuple[Any, ...]) -> tuple[CodeType, ...] | None:
+        """The codes kept under ``key`` (:meth:`keep`), None when there are none."""
+        data = self._main.get(key)
+        if data is None:
+            return None
+        self.plan_hits += 1
+        return marshal.loads(data)  # type: ignore[no-any-return]  # noqa: S302
+
+    def keep(self, key: tuple[Any, ...], codes: tuple[CodeType, ...]) -> None:
+        """Keep ``codes`` under ``key`` (a tuple of strings, numbers and such, as marshal writes)."""
+        self._added(self._main, key, marshal.dumps(codes))
+
+    def save(self, *, everything: bool = False) -> None:
+        """Write the store's files (those with a new entry; ``everything``: those read), atomically;
+        a failure leaves a file as it was."""
+        if not (self.write and (self._new or everything)):
+            return
+        limit = MAX_ENTRIES if self.max_entries is None else self.max_entries
+        for shelf in {id(self._main): self._main, id(self._texts): self._texts}.values():
+            shelf.save(limit, everything=everything)
         self._new = False
 
 
@@ -276,7 +323,7 @@ FAST = sys.version_info[:2] == (3, 11)
 _standard_process_class = getattr(dataclasses, "_process_class", None)
 #: the key of every plan begins with this: the interpreter's exact version, whose dataclasses
 #: wrote the texts
-_PLAN = ("dataclass-plan", sys.hexversion)
+_PLAN = ("dataclass-plan-2", sys.hexversion)
 #: the parameters of __create_fn__ a plan can give values to (the others: not stored)
 _KNOWN_LOCALS = frozenset(
     ("MISSING", "_HAS_DEFAULT_FACTORY", "__dataclass_builtins_object__", "_return_type", "cls", "FrozenInstanceError")
@@ -375,7 +422,10 @@ def _process_class(
     found = []
     shape = []
     for fname, ftype in annotations.items():
-        if _pseudo_field(ftype, ns, typing):
+        groups = _groups.get(ftype, ()) if type(ftype) is str else ()
+        if groups is None or (groups and not groups[0] and ns.get(groups[1]) is None):
+            pass  # a text that names nothing, or a name its module does not bind: a field
+        elif _pseudo_field(ftype, ns, typing):
             return standard(cls, *params)
         if simple_bases and fname not in _TYPE_NAMES:
             default = d.get(fname, MISSING)
@@ -438,11 +488,9 @@ def _process_class(
         values["_type_" + fname] = f.type
         values["_dflt_" + fname] = f.default if f.default_factory is MISSING else f.default_factory
     set_new = dataclasses._set_new_attribute  # type: ignore[attr-defined]
-    run = builtins.exec
-    for code, names in codes:
-        space: dict[str, Any] = {}
-        run(code, ns, space)
-        fn = space["__create_fn__"](**{k: values[k] for k in names})
+    function = types.FunctionType
+    for code in codes:  # what the text's ``def __create_fn__`` makes, called as _create_fn calls it
+        fn = function(code, ns)(**{k: values[k] for k in code.co_varnames[: code.co_argcount]})
         method = fn.__name__
         if method == "__repr__":
             set_new(cls, method, dataclasses._recursive_repr(fn))  # type: ignore[attr-defined]
@@ -471,13 +519,22 @@ def _record(store: CodeCache, key: tuple[Any, ...], cls: Any, params: tuple[bool
         _recording = outer
     plan = []
     for code in codes:
-        inner = [c for c in code.co_consts if isinstance(c, CodeType)]
-        if len(inner) != 1 or inner[0].co_name != "__create_fn__":
+        # the text only defines __create_fn__, with neither defaults nor annotations nor free
+        # variables: the function it makes is FunctionType(its code, the globals)
+        inner = code.co_consts[0] if code.co_consts else None
+        if not (
+            isinstance(inner, CodeType)
+            and code.co_consts == (inner, None)
+            and code.co_names == ("__create_fn__",)
+            and inner.co_name == "__create_fn__"
+            and not inner.co_freevars
+            and not inner.co_kwonlyargcount
+        ):
             return made
-        names = inner[0].co_varnames[: inner[0].co_argcount]
+        names = inner.co_varnames[: inner.co_argcount]
         if not all(name in _KNOWN_LOCALS or name.startswith(("_type_", "_dflt_")) for name in names):
             return made
-        plan.append((code, names))
+        plan.append(inner)
     store.keep(key, tuple(plan))
     return made
 
@@ -508,14 +565,16 @@ def install(cache: CodeCache | None = None) -> CodeCache:
     global _installed
     if cache is None and _installed is not None:
         return _installed
-    store = cache or CodeCache(_store_path(), write=not sys.dont_write_bytecode)
+    store = cache or CodeCache(
+        _store_path("dataclass-plans"), write=not sys.dont_write_bytecode, texts=_store_path("dataclass-code")
+    )
     run, evaluate = builtins.exec, builtins.eval
 
     def exec(source: Any, globals: dict[str, Any] | None = None, locals: Any = None, /) -> None:  # noqa: A001
         if isinstance(source, str):
             name = globals.get("__name__") if globals is not None else None
             if isinstance(name, str) and (name == "uet" or name.startswith("uet.")):
-                source = store.code(source)
+                source = store.code(source, planned=_recording is not None)
                 if _recording is not None:
                     _recording.append(source)
             else:
@@ -580,6 +639,6 @@ def write_store(modules: Iterable[str] = ()) -> str | None:
     for name in modules:
         import_module(name)
     if cache.path is not None:
-        cache.write = cache._new = True
-        cache.save()
+        cache.write = True
+        cache.save(everything=True)
     return cache.path
