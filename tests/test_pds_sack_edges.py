@@ -6,6 +6,7 @@ the ones :class:`uet.pds.scoreboard.ScoredPdc` declares."""
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from dataclasses import dataclass, field
 from typing import cast
@@ -13,11 +14,14 @@ from typing import cast
 import pytest
 from pds_harness import SES_NH, hdr
 
+from uet.errors import EncodeError
+from uet.pds import Mode, PdsCore
 from uet.pds.ackbuilder import AckBuilder, sack_window
 from uet.pds.config import PdsConfig
 from uet.pds.events import Acked, AckedRun, Event
-from uet.pds.pdc import TargetPdc, TxPkt
+from uet.pds.pdc import InitiatorPdc, TargetPdc, TxPkt
 from uet.pds.scoreboard import AckInfo, AckTally, SackScoreboard, parse_ack, sack_walk
+from uet.pds.states import InitiatorState
 from uet.wire import pds as w
 from uet.wire.pds import AckFlag, PdsType, offset16, psns_to_sack, sack_to_psns
 
@@ -466,3 +470,64 @@ def test_the_ack_builder_from_fields_is_the_builder_from_a_pdc(fmt: str) -> None
             assert b.build_from(*fields, flags, rnh, off, 1000, probe, hi, st) == b.build(
                 target(tp), flags, rnh, off, 1000, probe, hi, st
             )
+
+
+@pytest.mark.parametrize("ccx", [False, True])
+@pytest.mark.parametrize("opaque", [0, 1, 0x7FFF, 0x8000, 0xBEEF, 0xFFFF])
+def test_a_probe_answer_is_the_probe_layouts_both_ways(ccx: bool, opaque: int) -> None:
+    """A PROBE's answer is built and read by the compiled copies of the plain ACK_CC / ACK_CCX
+    codec (uet.wire.pdsfast; the probe layout differs only in reading bytes 2-3 unsigned): the
+    bytes are the probe layout's own encoding, the opaque value comes back unsigned (the upper
+    half of the 16-bit range included), and a value outside the field still raises the layout's
+    error."""
+    b = AckBuilder(PdsConfig(ack_on_ecn=not ccx))
+    layout = (w.ACK_CCX if ccx else w.ACK_CC)[(True, "nscc")]
+    raw = (w.ACK_CCX if ccx else w.ACK_CC)[(True, "raw")]
+    flags = int(AckFlag.P) | int(AckFlag.M)
+    for tp in (_Tp(set(), 0, 0), _Tp({1003, 1005}, 4097, 513)):
+        data = b.build(target(tp), flags, 3, opaque, 1000, True, 1005, 70_000)
+        soff, bm = sack_window(tp.rcvd, 1000, 1005) if tp.rcvd else (1, 0)
+        xs = ((((tp.ecn_bytes + 255) >> 8) & 0xFFFFFF) << 40,) if ccx else ()
+        v = (
+            b._type,
+            3,
+            flags,
+            opaque,
+            1000,
+            7,
+            9,
+            0,
+            0,
+            b.mpr,
+            soff,
+            bm,
+            0xFFFF,
+            0,
+            0,
+            (tp.rcvd_bytes + 255) >> 8,
+            len(tp.rcvd),
+        )
+        assert data == layout.encode((*v, *xs))
+        a = parse_ack(data, b._type, flags)
+        assert a is not None and a.off == opaque == raw.unpack(data)[3]
+        assert (a.cack, a.spdcid, a.dpdcid, a.sack_off, a.bitmap) == (1000, 7, 9, soff, bm)
+    with pytest.raises(EncodeError):
+        b.build(target(_Tp(set(), 0, 0)), flags, 3, 0x10000, 1000, True, 1000, 0)
+
+
+def test_a_probe_cp_is_the_control_layouts() -> None:
+    """The PROBE control packet of an established PDC (``send_probe``) is the CONTROL layout's
+    encoding of its fields (built by the compiled copy, uet.wire.pdsfast ``control``)."""
+    core = PdsCore("10.0.0.1", PdsConfig(), rng=random.Random(5))
+    core.submit("10.0.0.2", Mode.RUD, SES_NH, b"h" * 8, b"x", token=0, som=True, eom=True, now=0)
+    core.datagrams_to_send(0)
+    pdc = next(iter(core.pdcs.values()))
+    assert isinstance(pdc, InitiatorPdc)
+    pdc.state, pdc.rpdcid = InitiatorState.ESTABLISHED, 77
+    for opaque in (0, 0x8001, 0xFFFF):
+        assert core.send_probe(pdc.lpdcid, opaque, 10)
+        ((data, dst, _e),) = core.datagrams_to_send(10)
+        assert dst == "10.0.0.2"
+        assert data == w.CONTROL.encode(
+            (int(PdsType.CONTROL), int(w.ControlType.PROBE), 0, opaque, pdc.tx_base, pdc.lpdcid, 77, pdc.max_cack + 1)
+        )

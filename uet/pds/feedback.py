@@ -77,8 +77,8 @@ _RAW_CC: Final = ACK_CC[(False, "raw")]
 _ACK_CC_LEN: Final = _RAW_CC.size
 _HALF: Final = 0x80000000  # half the PSN space (serial-number arithmetic, wire-format.md §15)
 _tnew: Final = tuple.__new__  # (Final: a C static in the compiled build, not a globals look-up)
+_ACKED: Final = Acked  # (interpreted uet.pds.events' class as a C static, likewise)
 _ACK_EPSN: Final = ACK_EPSN
-_RAW_CC_P: Final = ACK_CC[(True, "raw")]
 
 
 def _code_name(code: int) -> str:
@@ -212,7 +212,7 @@ class FeedbackMixin(CloseMixin):
             if (sends == 1 or (sends == 2 and flags & _A_RETX)) and not (pkt.rtx_wait or pkt.rearmed):
                 rtt = now - pkt.tx_time
             if pkt.ctl is None:
-                events.append(_tnew(Acked, (pkt.token, nh, data[_ACK_CC_LEN:] if nh else b"")))
+                events.append(_tnew(_ACKED, (pkt.token, nh, data[_ACK_CC_LEN:] if nh else b"")))
             if 0 < (apsn - board.high_sack) & _M32 < _HALF:
                 board.high_sack = apsn
         # the rest of the ACK (SackScoreboard.window without a bitmap)
@@ -222,7 +222,8 @@ class FeedbackMixin(CloseMixin):
             board.mpr_cack = cack
         ents: list[int] = []
         if 0 < (cack - pdc.max_cack) & _M32 < _HALF:
-            n, b = board.cumulative(pdc, cack, events, self.acked_runs, ents, now)
+            pdc.max_cack = cack
+            n, b = board.cumulative(pdc, out, pdc.tx_base, pdc.next_psn, cack, events, self.acked_runs, ents, now)
             npk += n
             nby += b
         p = pdc.tx_base

@@ -74,7 +74,6 @@ from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK,
     CC_REQUEST_SYN,
-    CONTROL,
     CONTROL_SYN,
     REQUEST,
     psn_diff,
@@ -728,8 +727,8 @@ class InitiatorMixin(FeedbackMixin):
                 )
             )
         else:
-            hdr = CONTROL.encode(
-                (_P_CONTROL, _CT_PROBE, flags, opaque, pdc.tx_base, pdc.lpdcid, pdc.rpdcid, (pdc.max_cack + 1) & _M32)
+            hdr = control(
+                _P_CONTROL, _CT_PROBE, flags, opaque, pdc.tx_base, pdc.lpdcid, pdc.rpdcid, (pdc.max_cack + 1) & _M32
             )
         self._out.append((hdr, pdc.peer, self._control_entropy))
         self._count("ctl_tx_PROBE")

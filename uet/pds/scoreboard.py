@@ -30,13 +30,15 @@ from uet.wire.pdsfast import unpack_ack_cc_raw
 _ACK: Final = int(PdsType.ACK)
 _ACK_CC: Final = int(PdsType.ACK_CC)
 _RAW_CC: Final = ACK_CC[(False, "raw")]
-_RAW_CC_P: Final = ACK_CC[(True, "raw")]
 #: header lengths (the layouts' own sizes): ACK, ACK with EPSN, ACK_CC, ACK_CCX
 _ACK_LEN: Final = ACK.size
 _ACK_EPSN_LEN: Final = ACK_EPSN.size
 _ACK_CC_LEN: Final = _RAW_CC.size
 _ACK_CCX_LEN: Final = ACK_CCX[(False, "raw")].size
 _tnew: Final = tuple.__new__  # (Final: a C static in the compiled build, not a globals look-up)
+#: the event classes (of interpreted uet.pds.events) as C statics of this module, likewise
+_ACKED: Final = Acked
+_ACKED_RUN: Final = AckedRun
 
 
 class ScoredPdc(Protocol):
@@ -95,8 +97,12 @@ def parse_ack(data: bytes, t: int, flags: int) -> AckInfo | None:
         return None
     if t == _ACK_CC and not flags & _A_P:
         return ack_cc_info(unpack_ack_cc_raw(data), flags)
-    v: tuple[int, ...] = _RAW_CC_P.unpack(data) if flags & _A_P else unpack_ack_cc_raw(data)
-    a = AckInfo(t, flags, hl, v[3], v[4], v[5], v[6])
+    # (with P, bytes 2-3 are the probe's opaque value, unsigned: the probe layout differs from
+    # the other in that field's sign only, so its raw header is the compiled copy's with the
+    # field read back unsigned; the layout's generic codec, compiled on first use, cost about
+    # 1 M instructions in a run that gets one base-RTT probe answered, issue 28)
+    v = unpack_ack_cc_raw(data)
+    a = AckInfo(t, flags, hl, v[3] & 0xFFFF if flags & _A_P else v[3], v[4], v[5], v[6])
     a.mpr, a.sack_off, a.bitmap = v[9], v[10], v[11]
     if t == _ACK_CC:
         a.ccw = v[12] | (v[7] << 64)
@@ -201,7 +207,10 @@ class SackScoreboard:
             pdc.peer_mp = a.mpr * 128
             self.mpr_cack = a.cack
         if _diff(a.cack, pdc.max_cack) > 0:
-            npk, nby = self.cumulative(pdc, a.cack, events, runs, t.ents, now)
+            pdc.max_cack = a.cack
+            npk, nby = self.cumulative(
+                pdc, pdc.outstanding, pdc.tx_base, pdc.next_psn, a.cack, events, runs, t.ents, now
+            )
             t.npk += npk
             t.nby += nby
         if a.bitmap:
@@ -240,17 +249,26 @@ class SackScoreboard:
         return True
 
     def cumulative(
-        self, pdc: ScoredPdc, cack: int, events: deque[Event], runs: bool, ents: list[int], now: int
+        self,
+        pdc: ScoredPdc,
+        out: dict[int, TxPkt],
+        p: int,
+        nxt: int,
+        cack: int,
+        events: deque[Event],
+        runs: bool,
+        ents: list[int],
+        now: int,
     ) -> tuple[int, int]:
-        """A newer CACK: everything up to it is acknowledged, implicitly successful (§2.7).
-        Answers the packets and bytes it acknowledged for the first time; the entropies of those
-        not known received go to ``ents``."""
-        pdc.max_cack = cack
-        p = pdc.tx_base
+        """A newer CACK (the caller has made it ``pdc.max_cack``): everything up to it is
+        acknowledged, implicitly successful (§2.7). Answers the packets and bytes it acknowledged
+        for the first time; the entropies of those not known received go to ``ents``. The PDC's
+        fields it reads come as arguments, ``out`` its outstanding packets, ``p`` its
+        ``tx_base``, ``nxt`` its ``next_psn``: the ACK fast path (uet.pds.feedback) reads them
+        natively from the PDC's class, where this module's reads of the :class:`ScoredPdc`
+        protocol are generic look-ups in the compiled build (issue 28)."""
         end = (cack + 1) & _M32
-        nxt = pdc.next_psn
         append = events.append
-        out = pdc.outstanding
         # tx_base may already be past CACK (packets acked one by one): never walk beyond CACK.
         # Checked once: walking forward from a tx_base at or before CACK meets ``end`` first.
         if _diff(cack, p) < 0:
@@ -270,17 +288,17 @@ class SackScoreboard:
                         self.late(pdc, pkt, now, pkt.sends == 1)
                 if pkt.ctl is None:
                     if not runs:  # (owner opt-in: one AckedRun per run of the same token)
-                        append(_tnew(Acked, (pkt.token, 0, b"")))
+                        append(_tnew(_ACKED, (pkt.token, 0, b"")))
                     elif pkt.token is tok:
                         run += 1
                     else:
                         if run:
-                            append(_tnew(AckedRun, (tok, run)))
+                            append(_tnew(_ACKED_RUN, (tok, run)))
                         tok = pkt.token
                         run = 1
             p = (p + 1) & _M32
         if run:
-            append(_tnew(AckedRun, (tok, run)))
+            append(_tnew(_ACKED_RUN, (tok, run)))
         if _diff(cack, self.high_sack) > 0:
             self.high_sack = cack
         return npk, nby
