@@ -143,6 +143,8 @@ def test_runs_take_the_hook_and_a_declined_packet_takes_the_general_path() -> No
     fast.receive_batch([(d, A, 2) for d, _dst, _e in snd.datagrams_to_send(0)], 5)
     for d, _dst, _e in fast.datagrams_to_send(5):
         snd.receive_datagram(d, 6, source=B)
+    assert calls == [False]  # (offered by the general path too, it declined a whole message)
+    calls.clear()
     data = random.Random(4).randbytes(PAYLOAD * 20)
     for ses, pl, som, eom in seg.packets(data, 9):
         snd.submit(B, Mode.RUD, 3, ses, bytes(pl), token=1, som=som, eom=eom, now=7)
@@ -152,8 +154,10 @@ def test_runs_take_the_hook_and_a_declined_packet_takes_the_general_path() -> No
     # packet 0 (SOM) takes receive_datagram and starts a run predicting SOM headers; packet 1 (the
     # first middle packet: another SES header kind) ends it, takes receive_datagram (the message
     # layer checks that header in full) and starts a run of middle packets: 2..18 are predicted;
-    # the last one (EOM: another header kind again) takes receive_datagram, which completes it
-    assert calls == [True] * 17
+    # the last one (EOM: another header kind again) takes receive_datagram, which completes it.
+    # receive_datagram offers each of those three to the hook first, which declines them (a new
+    # message, a header not yet checked, the packet that completes it)
+    assert calls == [False, False] + [True] * 17 + [False]
     _hello, m = ra.completed
     assert bytes(m.data) == data
     assert fast.counters["rx"] == fast.counters["delivered"] == 21

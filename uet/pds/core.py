@@ -32,7 +32,8 @@ with_sdi=True)`` and ``sdi_of`` (the SDI to seal a datagram with), ``start_psn_p
 once), the ``payload_views`` attribute (PDC request payloads delivered as ``memoryview``
 slices of the datagram, for an owner that copies them anyway), ``receive_batch`` with the
 ``on_data`` hook (header prediction for runs of in-order data, exactly equivalent to one
-``receive_datagram`` per datagram) and the ``acked_runs`` attribute (``AckedRun`` events for
+``receive_datagram`` per datagram; every request without CC state a PDC accepts is offered to it
+first) and the ``acked_runs`` attribute (``AckedRun`` events for
 runs of implicitly acknowledged packets of one token). An initiator whose window only a lost
 ACK could open probes the target once per RTO (persist timer, uet.pds.initiator).
 
@@ -204,7 +205,11 @@ class PdsCore(initiator.InitiatorMixin):
         #: ``datagram[12:ses_end]`` and the payload the rest. It returns None when it placed the
         #: packet and the default response applies; any other value means it did nothing (the
         #: packet then goes to ``on_deliver`` as usual). It may raise ``SesNack``, having done
-        #: nothing. None: every packet goes to ``on_deliver``.
+        #: nothing. None: every packet goes to ``on_deliver``. Every other RUD/ROD request
+        #: without CC state a PDC accepts (uet.pds.target ``_accept``) is offered to it first
+        #: too, so a run that arrives one datagram per batch (the simulator's usual instant)
+        #: also goes without a ``Delivery``; a hook that declines (or raises ``SesNack``) sends
+        #: the packet to ``on_deliver``, which then decides.
         self.on_data = None
         #: Owner opt-in (addition): report packets a CACK acknowledges implicitly as one
         #: ``AckedRun(token, count)`` per run of consecutive packets with the same token instead

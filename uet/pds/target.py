@@ -127,7 +127,7 @@ _REQ_NH: Final = (1, 2, 3)
 _NH_RESPONSE_DATA: Final = 5
 _ROD: Final = _MODE_ROD
 _RUD: Final = _MODE_RUD
-_SES_END: dict[tuple[int, int, int], int] = {}
+_SES_END: Final[dict[tuple[int, int, int], int]] = {}
 _tnew: Final = tuple.__new__  # (Final: a C static in the compiled build, not a globals look-up)
 #: the builtin, bound once: the compiled build looks a builtin name up in the builtins module at
 #: every use (about 250 instructions), a Final name not
@@ -464,20 +464,37 @@ class TargetMixin(ControlMixin):
                     self._drop("ses_header", now, src)
                     return False
                 end = len(data)  # SES refuses it with OP_VIOLATION (ses_extension_missing)
-        try:
-            r = self.on_deliver(
-                _tnew(
-                    Delivery,
-                    (
-                        src, mode, tp.lpdcid, psn, nh, data[hl:end],
-                        _memoryview(data)[end:] if self.payload_views else data[end:], ecn, retx != 0,
-                    ),
-                )
-            )  # fmt: skip
-        except SesNack:
-            nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
-            self._send_nack(src, _NC_NO_SES_MSG_AVAIL, psn, tp.lpdcid, spdcid, nfl, now, entropy=ent)
-            return False
+        # the owner's lean hook first (``on_data``, PdsCore): a packet it places (the expected
+        # continuation of the message the last one continued) needs no Delivery record, no slices
+        # and no generic ``on_deliver``; it gets the whole datagram, SES header at bytes 12 to
+        # ``end``, so only a request without CC state (PDS header ``_REQUEST_LEN`` bytes) is offered.
+        # Anything else it declines having changed nothing (a SesNack too: ``on_deliver`` then
+        # decides), and the packet goes to ``on_deliver`` as before
+        hook = self.on_data
+        if hook is not None and hl == _REQUEST_LEN:
+            try:
+                placed = hook(src, nh, data, end, now) is None
+            except SesNack:
+                placed = False
+        else:
+            placed = False
+        if placed:
+            r: Any = None
+        else:
+            try:
+                r = self.on_deliver(
+                    _tnew(
+                        Delivery,
+                        (
+                            src, mode, tp.lpdcid, psn, nh, data[hl:end],
+                            _memoryview(data)[end:] if self.payload_views else data[end:], ecn, retx != 0,
+                        ),
+                    )
+                )  # fmt: skip
+            except SesNack:
+                nfl = (_N_M if ecn == 3 else 0) | (_N_RETX if retx else 0)
+                self._send_nack(src, _NC_NO_SES_MSG_AVAIL, psn, tp.lpdcid, spdcid, nfl, now, entropy=ent)
+                return False
         if r is None:
             rnh = 0
             resp = b""

@@ -57,31 +57,23 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from uet.pds.config import SesNack
+from uet.ses import message as _message
 from uet.ses.message import (
-    _DATA_END,
-    _DATA_LENGTHS,
     _EXPECTED,
     _F_EOM,
     _F_HD,
     _F_IE_DC,
     _F_REL,
     _F_SOM,
-    _MID_LENGTHS,
-    _MID_PREFIX,
     _MID_UNPACK,
-    _MODE_RUDI,
     _MODE_UUD,
     _NH_RESPONSE,
-    _NH_STANDARD,
     _OVERFLOW,
     _RC_DROPPED,
     _RC_OK,
     _SEND,
-    _SES_SIZE,
     _SOM_UNPACK,
     _TSEND,
-    DECLINED,
-    MAX_WIRE_PAYLOAD,
     Declined,
     Message,
     MessageConfig,
@@ -93,6 +85,20 @@ from uet.ses.sink import ReceiveSink
 from uet.wire.ses import RESPONSE, ResponseOpcode, ReturnCode
 
 __all__ = ["Reassembler"]
+
+#: the message layer's constants its per-packet paths read, as this module's own ``Final`` names:
+#: a name imported from an interpreted module (uet.ses.message is one) is a look-up in the module's
+#: globals at every use in the compiled build, a ``Final`` one of a compiled module a C static
+#: (about six look-ups a packet: issue 28)
+_DATA_END: Final = _message._DATA_END
+_DATA_LENGTHS: Final = _message._DATA_LENGTHS
+_MID_LENGTHS: Final = _message._MID_LENGTHS
+_MID_PREFIX: Final = _message._MID_PREFIX
+_MODE_RUDI: Final = _message._MODE_RUDI
+_NH_STANDARD: Final = _message._NH_STANDARD
+_SES_SIZE: Final = _message._SES_SIZE
+MAX_WIRE_PAYLOAD: Final = _message.MAX_WIRE_PAYLOAD
+DECLINED: Final = _message.DECLINED
 
 
 #: ``madvise(MADV_POPULATE_WRITE)`` (Linux ≥ 5.14): fault a range of a reassembly buffer in with
@@ -288,7 +294,8 @@ class Reassembler:
         ``hdr`` at ``at`` (the SES header, or :meth:`deliver_datagram`'s whole datagram, which
         takes the same rule); ``tests/test_sim_fastpaths.py`` and ``tests/test_pds_receive_batch.py``
         check both callers against the general path."""
-        plen, off, length = _MID_LENGTHS(hdr, at)
+        lens: tuple[int, int, int] = _MID_LENGTHS(hdr, at)  # (typed: native ints when compiled)
+        plen, off, length = lens
         n = len(payload)
         view = rec.view
         end = off + n
@@ -319,7 +326,8 @@ class Reassembler:
 
     def deliver_datagram(self, peer: str, next_hdr: int, data: bytes, ses_end: int, now: int) -> Any:
         """The PDS core's lean hook (``PdsCore.on_data``): one in-order packet of a predicted run,
-        as the whole datagram (SES header at bytes 12 to ``ses_end``, then the payload).
+        or any request a PDC accepted (offered first, before :meth:`deliver`), as the whole
+        datagram (SES header at bytes 12 to ``ses_end``, then the payload).
 
         It places the packet only when it is the expected continuation of the message the last
         accepted middle packet belonged to: its SES header bytes 0–33 (everything but
