@@ -306,6 +306,7 @@ class CloseMixin(RudiMixin):
             self._events.append(Failed(q.token, error or "pdc closed", None))
         pdc.pending.clear()
         self.pdcs.pop(pdc.lpdcid, None)
+        pdc.tent = 0  # its timer-heap entry, if any, is superseded (uet.pds.core ``_top_live``)
         if self.usable.get(pdc.key) is pdc:
             del self.usable[pdc.key]
         self._dirty.pop(pdc, None)

@@ -374,6 +374,7 @@ class ControlMixin(ReturnMixin):
             self._ret_fail(tp, "pdc closed", None)
         tp.state = transition(TARGET_TRANSITIONS, tp.state, _T_CLOSED)
         self.pdcs.pop(tp.lpdcid, None)
+        tp.tent = 0  # its timer-heap entry, if any, is superseded (uet.pds.core ``_top_live``)
         if self.target_by_peer.get((tp.peer, tp.rpdcid)) is tp:
             del self.target_by_peer[(tp.peer, tp.rpdcid)]
         tp.rcvd.clear()

@@ -65,7 +65,10 @@ import struct
 import warnings
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
-from heapq import heapify, heappop, heappush, heapreplace
+from heapq import heapify
+from heapq import heappop as _heappop
+from heapq import heappush as _heappush
+from heapq import heapreplace as _heapreplace
 from typing import Any, Final
 
 from uet.cc.registry import build as build_cc
@@ -112,6 +115,10 @@ from uet.wire.frame import MARK_LASTHOP, MARK_TRIMMED
 from uet.wire.pds import NACK, REQUEST, NackCode, psn_diff
 
 _tnew: Final = tuple.__new__  # (Final: a C static in the compiled build, not a globals look-up)
+#: the timer heap's operations, as C statics likewise (each get_timer call makes one or two)
+heappop: Final = _heappop
+heappush: Final = _heappush
+heapreplace: Final = _heapreplace
 #: the whole RUD/ROD request header (SYN = 0): prologue word, clear_psn_offset, psn, SPDCID, DPDCID
 _REQ_WORDS: Final = REQUEST._struct.unpack_from
 #: ``receive_batch`` ecn marks of the fabric link (uet.link.fabric ECN_TRIMMED / ECN_LASTHOP)
@@ -668,14 +675,15 @@ class PdsCore(initiator.InitiatorMixin):
             due = self._ack_dirty
             self._ack_dirty = []
             td = self._tdirty
-            send_ack = self._send_ack
             for tp in due:
                 a = tp.ack
                 if a.due:
                     a.due = False
                     td.add(tp.lpdcid)  # a return-receive half shares its initiator's PDCID
                     if tp.state is not _T_CLOSED:  # (TargetMixin._flush_ack, without the call)
-                        send_ack(tp, a.trigger, a.flags, a.rnh, a.resp, now, tp.entropy)
+                        # (called on self: the compiled build calls a method natively, where a
+                        # bound method kept in a local is a generic call)
+                        self._send_ack(tp, a.trigger, a.flags, a.rnh, a.resp, now, tp.entropy)
         if self._dirty:
             dirty = self._dirty
             self._dirty = {}
@@ -785,32 +793,33 @@ class PdsCore(initiator.InitiatorMixin):
         self._tseq = seq
         self._tdirty.clear()
         if len(heap) > 4 * len(pdcs) + 64:  # compact: drop superseded entries (amortised O(1))
-            heap[:] = [e for e in heap if e[2].tent == e[1] and pdcs.get(e[2].lpdcid) is e[2]]
+            heap[:] = [e for e in heap if e[2].tent == e[1]]
             heapify(heap)
 
-    def _top_live(self) -> tuple[int, int, InitiatorPdc | TargetPdc] | None:
-        """The heap's earliest entry that is live and current, or None: superseded entries and
-        freed PDCs are dropped, a deferred entry (its PDC's deadline moved later or went,
-        :meth:`_refresh_timers`) is replaced by one at the recorded deadline."""
+    def _top_live(self) -> int:
+        """The deadline of the heap's earliest entry that is live and current, which is then
+        ``_theap[0]``; -1 when there is none: superseded entries (and a freed PDC's, whose
+        ``tent`` was cleared when it left ``pdcs``) are dropped, a deferred entry (its PDC's
+        deadline moved later or went, :meth:`_refresh_timers`) is replaced by one at the recorded
+        deadline. (An int, not the entry: the compiled build holds a typed tuple unboxed, and
+        boxes it again, a new tuple, wherever it is returned or compared.)"""
         heap = self._theap
-        pdcs = self.pdcs
         while heap:
-            e = heap[0]
-            pdc = e[2]
-            if pdc.tent != e[1] or pdcs.get(pdc.lpdcid) is not pdc:
-                heappop(heap)  # superseded entry or freed PDC
+            d, k, pdc = heap[0]
+            if pdc.tent != k:
+                heappop(heap)  # superseded
                 continue
-            if pdc.tkey != e[1]:  # deferred
-                d = pdc.tdl
-                if d is None:
+            if pdc.tkey != k:  # deferred
+                t = pdc.tdl
+                if t is None:
                     _clear_tent(pdc)
                     heappop(heap)
                 else:
-                    _set_tent(pdc, pdc.tkey, d)
-                    heapreplace(heap, (d, pdc.tkey, pdc))
+                    _set_tent(pdc, pdc.tkey, t)
+                    heapreplace(heap, (t, pdc.tkey, pdc))
                 continue
-            return e
-        return None
+            return d
+        return -1
 
     def get_timer(self) -> int | None:
         """The earliest deadline (ns) at which :meth:`handle_timer` has work, or None.
@@ -826,9 +835,10 @@ class PdsCore(initiator.InitiatorMixin):
             d = cs.deadline()
             if d is not None and (best is None or d < best):
                 best = d
-        e = self._top_live() if self._theap else None
-        if e is not None and (best is None or e[0] < best):
-            best = e[0]
+        if self._theap:
+            top = self._top_live()
+            if top >= 0 and (best is None or top < best):
+                best = top
         return best
 
     def handle_timer(self, now: int) -> None:
@@ -838,11 +848,10 @@ class PdsCore(initiator.InitiatorMixin):
         heap = self._theap
         due: list[InitiatorPdc | TargetPdc] = []
         while heap:
-            e = self._top_live()
-            if e is None or e[0] > now:
+            top = self._top_live()
+            if top < 0 or top > now:
                 break
-            heappop(heap)
-            pdc = e[2]
+            pdc = heappop(heap)[2]
             _clear_tent(pdc)
             due.append(pdc)
         td = self._tdirty
