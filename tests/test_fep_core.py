@@ -453,3 +453,44 @@ def test_a_lane_submits_a_messages_first_packet_then_the_rest_in_one_run() -> No
     p.complete(p.a, h)
     assert len(msg.data) == 4096 * 3
     assert calls == ["submit", "submit_run"]
+
+
+def test_stats_count_pumps_acknowledged_packets_and_timer_fires() -> None:
+    """``pumps`` (one per ``datagrams_to_send``), ``packets_acked`` (each data packet once, the
+    per-packet ones kept apart from the stats dict, uet.fep.state) and ``timer_fires`` (one per
+    ``handle_timer``) count what happened, in the stats' own key order, and the close record
+    reports them."""
+    p = FepPair(seed=3, log=True)
+    calls = {"pumps": 0, "timers": 0}
+    core = p.a.core
+    dts, ht = core.datagrams_to_send, core.handle_timer
+
+    def counted_dts(now: int, **kw: object) -> list[Transmit]:
+        calls["pumps"] += 1
+        return dts(now, **kw)  # type: ignore[arg-type]
+
+    def counted_ht(now: int) -> None:
+        calls["timers"] += 1
+        ht(now)
+
+    core.datagrams_to_send = counted_dts  # type: ignore[method-assign]
+    core.handle_timer = counted_ht  # type: ignore[method-assign]
+    r = p.b.core.post_recv(None)
+    h = p.a.core.send(B_ADDR, bytes(4096 * 5))
+    p.complete(p.b, r)
+    p.complete(p.a, h)
+
+    def settled() -> bool:  # (the ACK timers and anything else due have run)
+        t = core.get_timer()
+        return t is None or t > p.now + 10**9
+
+    p.run_until(settled, max_ns=10**10)
+    st = core.stats
+    assert st["packets_acked"] == 5
+    assert st["pumps"] == calls["pumps"] > 0
+    assert st["timer_fires"] == calls["timers"]
+    assert list(st)[-4:] == ["packets_acked", "timer_fires", "pumps", "recvs_given_back"]
+    core.close(p.now)
+    p.run_until(lambda: p.a.closed is not None)
+    (rec,) = [x for x in p.records if x["ev"] == "close" and x["fep"] == A_ADDR]
+    assert rec["packets_acked"] == 5 and rec["pumps"] == core.stats["pumps"]

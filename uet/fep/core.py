@@ -251,6 +251,7 @@ class FepCore(Operations):
             "timer_fires": 0,
             "pumps": 0,
         }
+        self._n_pumps = self._n_acked = self._n_timer_fires = 0
 
     def __repr__(self) -> str:
         return f"FepCore({self.address!r}, job={self.job}, pid={self.pid})"
@@ -339,7 +340,15 @@ class FepCore(Operations):
     def stats(self) -> dict[str, int]:
         """The FEP's own counters (messages, bytes, operations, PDC events, timer fires, pumps,
         buffer-less receives given back because their message never completed)."""
-        return dict(self._stats, recvs_given_back=self.waiters.given_back)
+        return dict(self._counts(), recvs_given_back=self.waiters.given_back)
+
+    def _counts(self) -> dict[str, int]:
+        """``_stats`` with the counters kept as ints (uet.fep.state) added in, in its order."""
+        out = dict(self._stats)
+        out["packets_acked"] += self._n_acked
+        out["timer_fires"] += self._n_timer_fires
+        out["pumps"] += self._n_pumps
+        return out
 
     @property
     def pending_messages(self) -> int:
@@ -483,7 +492,7 @@ class FepCore(Operations):
         if self._closed:
             return
         self._now = now
-        self._stats["timer_fires"] += 1
+        self._n_timer_fires += 1
         self.ses.now = now
         self.pds.handle_timer(now)
         self.ses.handle_timer(now)
@@ -548,14 +557,14 @@ class FepCore(Operations):
         self._recvs.clear()
         self.waiters.queue.clear()
         self.waiters.by_handle.clear()
-        self._log("close", **{k: v for k, v in self._stats.items() if v})
+        self._log("close", **{k: v for k, v in self._counts().items() if v})
         ev.append(Closed(graceful))
 
     # -- the pump -----------------------------------------------------------------------------------
 
     def _pump(self, now: int) -> None:
         """PDS events -> refill lanes -> submit engine packets."""
-        self._stats["pumps"] += 1
+        self._n_pumps += 1
         self._drain_events(now)
         if self._dirty:
             dirty = self._dirty
