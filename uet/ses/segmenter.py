@@ -112,12 +112,13 @@ class Segmenter:
             if n > 2
             else b""
         )
+        mid_len = ps if ps <= MAX_WIRE_PAYLOAD else 0  # a middle packet's payload_length
         last = n - 1
         for i in range(start, n):
             off = i * ps
             if 0 < i < last:  # a middle packet: full payload, no SOM/EOM
                 yield (
-                    pack_mid(prefix, ps if ps <= MAX_WIRE_PAYLOAD else 0, off, length),
+                    pack_mid(prefix, mid_len, off, length),
                     view[off : off + ps],
                     False,
                     False,

@@ -41,10 +41,14 @@ takes nothing else). The reports' field keeps its name, ``crc32``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from uet.ses.memory import byte_view
 from uet.wire.crc import crc32c, extend
+
+#: (a Final name: a C static in the compiled build, where a name imported from interpreted
+#: uet.wire.crc is a look-up in this module's globals at every call)
+_extend: Final = extend
 
 __all__ = ["DigestSink", "ReceiveSink", "digest", "receive_view"]
 
@@ -141,13 +145,13 @@ class DigestSink(ReceiveSink):
         d = self._d
         front = d.front
         if offset == front:
-            crc = extend(d.crc, data if type(data) is bytes else bytes(data))
+            crc = _extend(d.crc, data if type(data) is bytes else bytes(data))
             front += len(data)
             ahead = d.ahead
             while front in ahead:
                 piece = ahead.pop(front)
                 d.ahead_bytes -= len(piece)
-                crc = extend(crc, piece)
+                crc = _extend(crc, piece)
                 front += len(piece)
             d.crc = crc
             d.front = front
