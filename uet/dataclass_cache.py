@@ -56,18 +56,22 @@ own ``__hash__``, and per field its name, kind of default and ``init``/``repr``/
 ``hash`` flags). The build then takes the standard build's steps in its order (the same
 ``Field`` objects, class attributes set and deleted in the same order, the same closures, the
 standard library's own helpers for ``__repr__``'s wrapper, ``__slots__`` and abstract methods);
-only the texts are neither written nor looked up. A shape without a plan is built the standard
-way, its texts recorded as the plan. The common shape: Python 3.11 (whose ``dataclasses`` this
-follows), a class of a ``uet`` module made by a class statement (not a mypyc-compiled one), with
-a docstring, no dataclass base, annotations none of which may name ``ClassVar``, ``InitVar`` or
-``KW_ONLY``, no field named ``__x__``, no mutable default, no ``kw_only``, ``order``,
-``unsafe_hash``, ``weakref_slot`` or ``match_args=False``, ``init`` on; anything else, or
-:data:`FAST` false, goes to the standard library (which also raises every error, with its
-message). Measured: a one-flow ``uet-sim`` run 703.5 -> 680.0 M instructions pure, 447.7 ->
-426.6 M compiled. ``tests/test_dataclass_cache.py`` builds every dataclass of the project the
-standard way, with plans recorded and from stored plans, and compares the classes (dictionaries
-key by key, methods' code, defaults, annotations and closures, fields, parameters), and does the
-same for classes of every shape, in and out of the plans.
+only the texts are neither written nor looked up, and each method's function is made from the
+stored ``__create_fn__`` code as the text's ``def`` makes it. A shape without a plan is built the
+standard way, its texts recorded as the plan (per thread; kept only when they are one text per
+method the shape makes, in the standard order, each defining only ``__create_fn__``). The common
+shape: Python 3.11 (whose ``dataclasses`` this follows), a class of a ``uet`` module made by a
+class statement (not a mypyc-compiled one), with a docstring, no dataclass base, annotations none
+of which may name ``ClassVar``, ``InitVar`` or ``KW_ONLY``, no field named ``__x__``, no mutable
+default, no ``kw_only``, ``order``, ``unsafe_hash``, ``weakref_slot`` or ``match_args=False``,
+``init`` on; anything else, or :data:`FAST` false, goes to the standard library (which also raises
+every error, with its message). Measured: a one-flow ``uet-sim`` run 703.5 -> 680.0 M
+instructions pure, 447.7 -> 426.6 M compiled (with the functions made from their ``__create_fn__``
+code and the store in two files, below: 673.3 M pure, 419.8 M compiled, named tuples included).
+``tests/test_dataclass_cache.py`` builds every dataclass of the project the standard way, with
+plans recorded and from stored plans, and compares the classes (dictionaries key by key, methods'
+code, defaults, annotations and closures, fields, parameters), and does the same for classes of
+every shape, in and out of the plans.
 
 The store is two files beside the package's bytecode (``__pycache__``, or under
 ``sys.pycache_prefix``), named for the interpreter's cache tag (and ``-O`` level) and checked
@@ -93,6 +97,7 @@ import marshal
 import os
 import sys
 import types
+from _thread import get_ident
 from collections.abc import Callable, Iterable
 from importlib import import_module
 from importlib.util import MAGIC_NUMBER, cache_from_source, find_spec
@@ -336,7 +341,7 @@ _FUTURE_FLAGS = 0
 for _feature in __future__.all_feature_names:
     _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
 #: the outer code of each method text the standard build of the class being planned ran
-_recording: list[CodeType] | None = None
+_recordings: dict[int, list[CodeType]] = {}  # by thread
 
 
 def _pseudo_field(annotation: Any, module: dict[str, Any], typing: Any) -> bool:
@@ -455,7 +460,10 @@ def _process_class(
     key = (*_PLAN, repr, eq, frozen, slots, has_post_init, explicit_hash, tuple(shape))
     codes = store.plan(key)
     if codes is None:
-        return _record(store, key, cls, params)
+        methods = ("__init__",) + ("__repr__",) * repr + ("__eq__",) * eq + ("__setattr__", "__delattr__") * frozen
+        if hash_action is dataclasses._hash_add:  # type: ignore[attr-defined]
+            methods += ("__hash__",)
+        return _record(store, key, cls, params, methods)
     # pass 2: the standard build's steps, in its order, with the stored method codes
     cls.__dataclass_params__ = dataclasses._DataclassParams(init, repr, eq, order, unsafe_hash, frozen)  # type: ignore[attr-defined]
     fields: dict[str, Any] = {}
@@ -507,18 +515,26 @@ def _process_class(
     return cls
 
 
-def _record(store: CodeCache, key: tuple[Any, ...], cls: Any, params: tuple[bool, ...]) -> Any:
-    """The standard build of ``cls``; the method texts it ran are stored as the plan of ``key``."""
-    global _recording
+def _record(
+    store: CodeCache, key: tuple[Any, ...], cls: Any, params: tuple[bool, ...], methods: tuple[str, ...]
+) -> Any:
+    """The standard build of ``cls``; the method texts it ran (which must make ``methods``, in
+    this order) are stored as the plan of ``key``."""
     assert _standard_process_class is not None
-    outer, _recording = _recording, []
+    thread = get_ident()
+    outer = _recordings.get(thread)
+    codes = _recordings[thread] = []
     try:
         made = _standard_process_class(cls, *params)
-        codes = _recording
     finally:
-        _recording = outer
+        if outer is None:
+            del _recordings[thread]
+        else:
+            _recordings[thread] = outer
+    if len(codes) != len(methods):
+        return made
     plan = []
-    for code in codes:
+    for code, method in zip(codes, methods, strict=True):
         # the text only defines __create_fn__, with neither defaults nor annotations nor free
         # variables: the function it makes is FunctionType(its code, the globals)
         inner = code.co_consts[0] if code.co_consts else None
@@ -529,6 +545,7 @@ def _record(store: CodeCache, key: tuple[Any, ...], cls: Any, params: tuple[bool
             and inner.co_name == "__create_fn__"
             and not inner.co_freevars
             and not inner.co_kwonlyargcount
+            and [c.co_name for c in inner.co_consts if isinstance(c, CodeType)] == [method]
         ):
             return made
         names = inner.co_varnames[: inner.co_argcount]
@@ -574,9 +591,10 @@ def install(cache: CodeCache | None = None) -> CodeCache:
         if isinstance(source, str):
             name = globals.get("__name__") if globals is not None else None
             if isinstance(name, str) and (name == "uet" or name.startswith("uet.")):
-                source = store.code(source, planned=_recording is not None)
-                if _recording is not None:
-                    _recording.append(source)
+                recording = _recordings.get(get_ident()) if _recordings else None
+                source = store.code(source, planned=recording is not None)
+                if recording is not None:
+                    recording.append(source)
             else:
                 source = _as_builtin(source, "exec")
         if globals is None:
