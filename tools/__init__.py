@@ -86,3 +86,7 @@ if _tool_process and _signal.getsignal(_signal.SIGINT) in (
     _signal.SIG_DFL,
 ):
     _signal.signal(_signal.SIGINT, note_start_interrupt)
+if _tool_process:  # the patterns the tool compiles, kept between runs (uet.tools.regex_store)
+    from uet.tools.regex_store import install as _keep_patterns
+
+    _keep_patterns()
