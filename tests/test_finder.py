@@ -34,9 +34,19 @@ def _seen(spec: ModuleSpec | None) -> tuple[Any, ...] | None:
 
 
 @pytest.mark.parametrize(
-    "name", ["uet.errors", "uet.pds.core", "uet.fabric.model.port", "uet.tools.cli", "uet.sim.scenario"]
+    "name",
+    [
+        "uet.errors",
+        "uet.pds.core",
+        "uet.fabric.model.port",
+        "uet.tools.cli",
+        "uet.sim.scenario",
+        "uet.pds",
+        "uet.fabric.model",
+        "uet.wire",
+    ],
 )
-def test_a_module_of_the_package_gets_the_spec_of_the_path_search(name: str) -> None:
+def test_a_module_or_package_of_the_package_gets_the_spec_of_the_path_search(name: str) -> None:
     parent = importlib.import_module(name.rpartition(".")[0])
     path = list(parent.__path__)
     got = Finder().find_spec(name, path)
@@ -52,17 +62,24 @@ def _folder(tmp_path: Path) -> list[str]:
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg.py").write_text("X = 1\n")
     (tmp_path / "compiled_only.pyc").write_bytes(b"")
+    (tmp_path / "namespace").mkdir()
+    (tmp_path / "namespace" / "inside.py").write_text("X = 1\n")
+    (tmp_path / "extpkg").mkdir()
+    (tmp_path / "extpkg" / "__init__.py").write_text("")
+    (tmp_path / "extpkg" / f"__init__{EXTENSION_SUFFIXES[0]}").write_bytes(b"")
     return [str(tmp_path)]
 
 
-def test_only_plain_source_modules_of_the_package_are_answered(tmp_path: Path) -> None:
-    """A package folder, an extension module beside the source (the path search takes them
-    first), a module kept as bytecode only, a missing module and a module of another package are
-    left to the path search."""
+def test_only_plain_source_modules_and_packages_of_the_package_are_answered(tmp_path: Path) -> None:
+    """An extension module beside the source or in a package's folder (the path search takes it
+    first), a module kept as bytecode only, a namespace package, a missing module and a module of
+    another package are left to the path search."""
     path = _folder(tmp_path)
     finder = Finder()
-    assert _seen(finder.find_spec("uet.x.plain", path)) == _seen(PathFinder.find_spec("uet.x.plain", path))
-    for name in ("uet.x.both", "uet.x.pkg", "uet.x.compiled_only", "uet.x.missing"):
+    for name in ("uet.x.plain", "uet.x.pkg"):  # a package folder wins over a module of its name
+        assert _seen(finder.find_spec(name, path)) == _seen(PathFinder.find_spec(name, path)), name
+    assert finder.find_spec("uet.x.pkg", path).submodule_search_locations == [str(tmp_path / "pkg")]  # type: ignore[union-attr]
+    for name in ("uet.x.both", "uet.x.compiled_only", "uet.x.missing", "uet.x.namespace", "uet.x.extpkg"):
         assert finder.find_spec(name, path) is None, name
     assert finder.find_spec("other.plain", path) is None
     assert finder.find_spec("uet", None) is None

@@ -12,10 +12,12 @@ of the package's modules from their sources (more without the compiled build).
 :class:`Finder`, first in ``sys.meta_path`` once :mod:`uet` is imported (:func:`install`), answers
 for a module of the package (a name under ``uet.``, looked for in its parent package's one folder)
 whose folder holds its source (``NAME.py``) and nothing the path search would take first: no
-folder ``NAME`` (a package) and no extension module ``NAME`` with one of the interpreter's
-suffixes. Its spec is then the one the path search makes (the same loader, origin, location and
-cached bytecode path); any other module (a package, a module kept as bytecode only, a module of
-another package, one the folder's listing does not show) is left to the path search as before.
+folder ``NAME`` and no extension module ``NAME`` with one of the interpreter's suffixes; and for a
+package of it whose folder ``NAME`` holds ``__init__.py`` and no extension module ``__init__``.
+Its spec is then the one the path search makes (the same loader, origin, location, cached bytecode
+path, and a package's folder); any other module (one kept as bytecode only, a namespace package, a
+module of another package, one the folder's listing does not show) is left to the path search as
+before.
 The listing of each folder is read once and read again when the folder's modification time
 changes, as the path search does; :func:`importlib.invalidate_caches` forgets it.
 
@@ -57,7 +59,7 @@ class _Folder:
 
 
 class Finder:
-    """A meta path finder for the package's modules kept as source (module docstring)."""
+    """A meta path finder for the package's modules and packages kept as source (module docstring)."""
 
     def __init__(self) -> None:
         #: each folder looked in: its listing, or False when the path search is left to for it
@@ -73,6 +75,32 @@ class Finder:
         if path is None or not fullname.startswith("uet.") or len(path) != 1:
             return None
         where = path[0]
+        folder = self._listing(where)
+        if folder is None:
+            return None
+        name = fullname.rpartition(".")[2]
+        names = folder.names
+        if name in names:  # a package, if its folder holds its source and no extension module
+            where = os.path.join(where, name)
+            folder = self._listing(where)
+            if folder is None or not _source_only(folder.names, "__init__"):
+                return None
+            filename = os.path.join(where, "__init__.py")
+            spec = ModuleSpec(fullname, SourceFileLoader(fullname, filename), origin=filename)
+            spec.submodule_search_locations = [where]
+            name = "__init__"
+        elif _source_only(names, name):
+            filename = os.path.join(where, name + ".py")
+            spec = ModuleSpec(fullname, SourceFileLoader(fullname, filename), origin=filename)
+        else:
+            return None
+        spec.has_location = True
+        spec.cached = folder.before + name + folder.after
+        return spec
+
+    def _listing(self, where: str) -> _Folder | None:
+        """What is known of the folder ``where``: read again when its modification time changed;
+        None where the path search is left to (:meth:`_folder`)."""
         folder = self._folders.get(where)
         if folder is False:
             return None
@@ -81,22 +109,8 @@ class Finder:
         except (OSError, TypeError, ValueError):
             return None
         if folder is None or folder.mtime != mtime or folder.prefix != sys.pycache_prefix:
-            folder = self._folder(where, mtime)
-            if folder is None:
-                return None
-        name = fullname.rpartition(".")[2]
-        source = name + ".py"
-        names = folder.names
-        if source not in names or name in names:
-            return None
-        for suffix in EXTENSION_SUFFIXES:
-            if name + suffix in names:
-                return None
-        filename = os.path.join(where, source)
-        spec = ModuleSpec(fullname, SourceFileLoader(fullname, filename), origin=filename)
-        spec.has_location = True
-        spec.cached = folder.before + name + folder.after
-        return spec
+            return self._folder(where, mtime)
+        return folder
 
     def _folder(self, where: str, mtime: int) -> _Folder | None:
         """The listing of the folder ``where`` (an absolute path), kept; None for anything else (a
@@ -110,6 +124,17 @@ class Finder:
             pass
         self._folders[where] = False
         return None
+
+
+def _source_only(names: frozenset[str], name: str) -> bool:
+    """The listing ``names`` holds the source of module ``name`` and no extension module of that
+    name, which the path search would take first."""
+    if name + ".py" not in names:
+        return False
+    for suffix in EXTENSION_SUFFIXES:
+        if name + suffix in names:
+            return False
+    return True
 
 
 def install() -> Finder:
