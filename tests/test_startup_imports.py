@@ -54,6 +54,7 @@ LAZY = (
     "uet.ses.atomics",  # the AMO codecs, where an atomic is posted or executed
     "uet.live",  # the live engine: a run's transports and settings record come from uet.scenario.model
     "uet.tools.sim_compare",  # --compare-lb's table: --seeds is parsed by uet.tools.cli
+    "uet.clock",  # the live adapters' clocks (uet.adapter.CoreDriver): the simulator drives no clock
 )
 
 _PROBE = r"""

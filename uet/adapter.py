@@ -28,7 +28,6 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from uet.clock import DilatedClock, ns_to_seconds
 from uet.fep.errors import EndpointClosed
 from uet.fep.events import Closed, MessageReceived, OpCompleted, OpFailed, SendCompleted, WriteCompleted
 from uet.pds import Mode
@@ -162,6 +161,8 @@ class CoreDriver(CompletionFutures):
         #: the sans-I/O core: ``get_timer``, ``handle_timer``, ``next_event``
         self._driven = core
         #: real seconds a virtual delay (ns) lasts: the clock's mapping (uet.clock)
+        from uet.clock import DilatedClock, ns_to_seconds  # here: the simulator's adapter drives no clock
+
         clock = self.clock
         self._real_delay: Callable[[float], float] = (
             clock.real_delay if isinstance(clock, DilatedClock) else ns_to_seconds
