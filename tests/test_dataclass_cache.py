@@ -472,11 +472,14 @@ print(json.dumps({{"classes": out, "failed": failed, "plans": dc.install().plan_
 """
 
 
-def _project_dataclasses(fast: bool, prefix: Path) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "UET_COMPILED")}
+def _project_dataclasses(fast: bool, prefix: Path, compiled: str = "0") -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(prefix)
+    env["UET_COMPILED"] = compiled
     code = _PLAN_CHILD.format(fast=fast, tests=str(_ROOT / "tests"), modules=_dataclass_modules())
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-W", "error::UserWarning", "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stderr
     res: dict[str, Any] = json.loads(r.stdout)
     return res
@@ -774,3 +777,17 @@ def test_another_package_s_methods_are_compiled_as_the_built_in_compiles_them() 
     ]
     assert json.loads(got[0]) == json.loads(got[1])
     assert "<class 'int'>" in json.loads(got[0])[0]
+
+
+@pytest.mark.after_compiled_build  # CI builds beside the tests: this waits for it (tests/conftest.py)
+def test_every_dataclass_of_the_compiled_build_is_the_standard_one(tmp_path: Path) -> None:
+    """The same with the compiled modules, whose dataclasses mypyc hands to ``dataclass``."""
+    if not have_current_build():
+        pytest.skip("no current compiled build (.ci/build-compiled)")
+    standard = _project_dataclasses(False, tmp_path / "standard", "1")
+    _project_dataclasses(True, tmp_path / "fast", "1")
+    replayed = _project_dataclasses(True, tmp_path / "fast", "1")
+    assert replayed["plans"] > 100
+    assert json.dumps(replayed["classes"], sort_keys=True) == json.dumps(standard["classes"], sort_keys=True)
+    native = [name for name in standard["classes"] if name.startswith("uet.fabric.model.switch.")]
+    assert native  # compiled classes among them

@@ -60,8 +60,9 @@ only the texts are neither written nor looked up, and each method's function is 
 stored ``__create_fn__`` code as the text's ``def`` makes it. A shape without a plan is built the
 standard way, its texts recorded as the plan (per thread; kept only when they are one text per
 method the shape makes, in the standard order, each defining only ``__create_fn__``). The common
-shape: Python 3.11 (whose ``dataclasses`` this follows), a class of a ``uet`` module made by a
-class statement (not a mypyc-compiled one), with a docstring, no dataclass base, annotations none
+shape: Python 3.11 (whose ``dataclasses`` this follows), a class of a ``uet`` module (a
+mypyc-compiled one too: mypyc hands ``dataclass`` the class as Python would see it, then puts its
+native methods back), with a docstring, no dataclass base, annotations none
 of which may name ``ClassVar``, ``InitVar`` or ``KW_ONLY``, no field named ``__x__``, no mutable
 default, no ``kw_only``, ``order``, ``unsafe_hash``, ``weakref_slot`` or ``match_args=False``,
 ``init`` on; anything else, or :data:`FAST` false, goes to the standard library (which also raises
@@ -412,7 +413,6 @@ def _process_class(
     d = cls.__dict__
     if (
         typing is None
-        or "__mypyc_attrs__" in d
         or getattr(cls, "__dataclass_fields__", None) is not None
         or not cls.__doc__
         or any(fname[:2] == "__" for fname in d.get("__annotations__", ()))
