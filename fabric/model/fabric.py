@@ -16,11 +16,10 @@ t + serialisation + propagation, and the far end processes it then (store-and-fo
 
 from __future__ import annotations
 
-import heapq
 from typing import TYPE_CHECKING, Any
 
 from uet.fabric.model.config import FabricError, check_thresholds
-from uet.fabric.model.events import NATIVE_HEAP, EventQueue, pop_time
+from uet.fabric.model.events import EventQueue
 from uet.fabric.model.faults import FaultConfig
 from uet.fabric.model.flowmeter import FlowMeter
 from uet.fabric.model.linkload import LinkLoad
@@ -230,27 +229,22 @@ class Fabric(FrameSink):
         a direct call of the method (the compiled build calls it natively, without a call through
         a bound-method object and the parsing of its arguments)."""
         ev = self.events
-        times = ev._times
-        at = ev._at
+        near = ev._near
+        nb = ev._nb
         delivered = self._delivered
         if delivered:
             return ev.now
         bound = (1 << 62) if limit is None else limit
-        pop = heapq.heappop
-        native_pop = NATIVE_HEAP
-        key: Any
-        while times:
-            t = times[0]
+        while ev.refill():
+            head = ev._head
+            t = near[head]
             if t > bound:
                 break
-            # EventQueue.run_instant, inlined; the popped object is the time for every event of
-            # the instant (compiled: never boxed again)
-            if native_pop:
-                key = pop_time(times)
-            else:
-                key = pop(times)
+            # EventQueue.run_instant, inlined: the head near time (the earliest) and its bucket,
+            # which stay at the head while the instant runs (events it schedules for itself join
+            # the bucket)
             ev.now = t
-            bucket = at[key]
+            bucket = nb[head]
             i = 0
             while i < len(bucket):  # a flat bucket (uet.fabric.model.events), its length read each
                 fn = bucket[i]  # time: events the instant schedules for itself run in turn
@@ -270,8 +264,8 @@ class Fabric(FrameSink):
                     else:
                         fn.ingress(a, b, t)
                 else:
-                    fn(a, b, key)
-            del at[key]
+                    fn(a, b, t)
+            ev.done(head, t)
             if delivered:
                 return t
         if delivered:

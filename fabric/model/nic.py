@@ -21,12 +21,11 @@ transmit side without a link model, for the live link, whose socket and switch p
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 from typing import Any, Final
 
 from uet.fabric.model.config import SwitchConfig
-from uet.fabric.model.events import NATIVE_HEAP, EventQueue, push_time
+from uet.fabric.model.events import EventQueue
 from uet.fabric.model.frames import ETH_LEN, IP_TOS, l3_offset, parse_pause
 from uet.fabric.model.port import CTRL, Packet, Port
 from uet.fabric.model.telemetry import Counters, Telemetry
@@ -34,9 +33,6 @@ from uet.fabric.model.telemetry import Counters, Telemetry
 from uet.errors import DecodeError
 from uet.wire.net import EtherType
 
-#: a C function as a Final name: the compiled build keeps it in a C static (an imported name is a
-#: look-up in the module's globals at every call)
-heappush: Final = heapq.heappush
 _ETH_IPV4: Final = int(EtherType.IPV4)
 _ETH_MAC_CONTROL: Final = int(EtherType.MAC_CONTROL)
 
@@ -188,6 +184,9 @@ class HostNic:
         #: ``(fn, a, b)``); the end of a frame is the event ``(self, port, None)``: the NIC itself
         #: (:meth:`__call__`)
         self._wake_ev: Callable[[Port, object, int], None] = self._on_wake
+        #: the queue's ``schedule`` as a bound-method object made once (as the switch's), handed
+        #: to ``Port.ready`` when a frame ends and the port has more to send
+        self._schedule: Callable[..., None] = events.schedule
 
     def send(self, frame: bytes | bytearray, now: int) -> None:
         """Queue a frame for transmission at ``now`` (after everything due before it)."""
@@ -336,10 +335,10 @@ class HostNic:
             if port.busy_until <= now and port.backlog and not port.ctrl:
                 c = port.pick(now)  # Port.ready's idle case, inlined (as Switch._kick does)
                 if c is None:  # every waiting class paused: ready() arms the wake-up (pick changes nothing then)
-                    port.ready(now, self.events.schedule, self, self._wake_ev)
+                    port.ready(now, self._schedule, self, self._wake_ev)
                     return
             else:
-                c = port.ready(now, self.events.schedule, self, self._wake_ev)
+                c = port.ready(now, self._schedule, self, self._wake_ev)
                 if c is None:
                     return
             tc = c
@@ -360,20 +359,13 @@ class HostNic:
             ev.schedule(end, self, port)
         tx = self.on_transmit
         if tx is self.link_tx:
-            at: Any = end + port.delay_ns  # EventQueue.schedule, inlined (its contract); boxed once when compiled
+            at = end + port.delay_ns  # EventQueue.schedule, inlined (its contract)
             peer: Any = port.peer_node  # set for every port of a Fabric
             peer_port: Any = port.peer_port  # boxed once (compiled build)
-            bucket = ev._at.get(at)
-            if bucket is None:
-                ev._at[at] = [peer, peer_port, frame]
-                if NATIVE_HEAP:
-                    push_time(ev._times, at)
-                else:
-                    heappush(ev._times, at)
-            else:
-                bucket.append(peer)
-                bucket.append(peer_port)
-                bucket.append(frame)
+            bucket = ev.bucket(at)
+            bucket.append(peer)
+            bucket.append(peer_port)
+            bucket.append(frame)
         elif tx is not None:
             tx(self, port.index, frame, now, end)
         if self._sample_ns and now - self._last_sample >= self._sample_ns:

@@ -37,7 +37,6 @@ frames straight to the link.
 
 from __future__ import annotations
 
-import heapq
 import random
 import struct
 from collections.abc import Callable, Sequence
@@ -47,7 +46,7 @@ from typing import Any, Final
 from uet.fabric.model.buffer import Mmu
 from uet.fabric.model.config import FabricError, SwitchConfig
 from uet.fabric.model.emptyqueue import UNUSED
-from uet.fabric.model.events import NATIVE_HEAP, EventQueue, push_time
+from uet.fabric.model.events import EventQueue
 from uet.fabric.model.frames import (
     IP_DST,
     IP_LEN,
@@ -73,10 +72,8 @@ from uet.errors import DecodeError
 from uet.wire.net import UET_UDP_PORT, ip_bytes
 from uet.wire.net import EtherType as _Et
 
-#: a C function as a Final name: the compiled build keeps it in a C static (an imported name is a
-#: look-up in the module's globals at every call)
-heappush: Final = heapq.heappush
-#: the shared empty queue, as a Final name for the same reason (read once per packet queued)
+#: the shared empty queue as a Final name: the compiled build keeps it in a C static (an imported
+#: name is a look-up in the module's globals at every use; read once per packet queued)
 _UNUSED: Final = UNUSED
 _UET_PORT: Final = UET_UDP_PORT
 _ETH_IPV4: Final = int(_Et.IPV4)
@@ -640,19 +637,10 @@ class Switch:
             self._kick(port, None, now)
         elif port.free_at != end:
             port.free_at = end
-            ev = self.events  # EventQueue.schedule, inlined (the contract is in its class)
-            key: Any = end  # one int object for the look-up, the new bucket and the heap (compiled: boxed once)
-            bucket = ev._at.get(key)
-            if bucket is None:
-                ev._at[key] = [self, port, None]
-                if NATIVE_HEAP:
-                    push_time(ev._times, key)
-                else:
-                    heappush(ev._times, key)
-            else:
-                bucket.append(self)
-                bucket.append(port)
-                bucket.append(None)
+            bucket = self.events.bucket(end)  # EventQueue.schedule, inlined (the contract is in its class)
+            bucket.append(self)
+            bucket.append(port)
+            bucket.append(None)
 
     def _drop(self, port: int, tc: int, reason: str, size: int, now: int) -> None:
         c = self.counters
@@ -750,23 +738,15 @@ class Switch:
             ev = self.events  # EventQueue.schedule, inlined below (the contract is in its class)
             if port.backlog or port.ctrl:
                 port.free_at = end
-                key: Any = end  # boxed once (compiled build), as in _push
-                bucket = ev._at.get(key)
-                if bucket is None:
-                    ev._at[key] = [self, port, None]
-                    if NATIVE_HEAP:
-                        push_time(ev._times, key)
-                    else:
-                        heappush(ev._times, key)
-                else:
-                    bucket.append(self)
-                    bucket.append(port)
-                    bucket.append(None)
+                bucket = ev.bucket(end)
+                bucket.append(self)
+                bucket.append(port)
+                bucket.append(None)
             tx = self.on_transmit
             if tx is self.link_tx:
                 # inside a Fabric, untapped: the frame reaches the far end after the propagation
                 # delay (Fabric._on_transmit, inlined); a switch peer gets the packet itself
-                at: Any = end + port.delay_ns  # boxed once (compiled build), as in _push
+                at = end + port.delay_ns
                 what: Any  # the event's third part (a flat bucket: uet.fabric.model.events)
                 peer: Any = port.peer_node  # set for every port of a Fabric
                 if pkt is not None and port.peer_switch:
@@ -781,17 +761,10 @@ class Switch:
                         pkt.ttl = -1
                     what = frame
                 peer_port: Any = port.peer_port  # boxed once (compiled build)
-                bucket = ev._at.get(at)
-                if bucket is None:
-                    ev._at[at] = [peer, peer_port, what]
-                    if NATIVE_HEAP:
-                        push_time(ev._times, at)
-                    else:
-                        heappush(ev._times, at)
-                else:
-                    bucket.append(peer)
-                    bucket.append(peer_port)
-                    bucket.append(what)
+                bucket = ev.bucket(at)
+                bucket.append(peer)
+                bucket.append(peer_port)
+                bucket.append(what)
             else:
                 if pkt is not None:
                     frame[0:12] = port.l2_rewrite
