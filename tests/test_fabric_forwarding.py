@@ -65,7 +65,7 @@ def test_lossless_incast_with_pause_matches_the_general_path() -> None:
     _tap(slow)
     incast(fast)
     incast(slow)
-    got: list[tuple[int, int, bytes]] = []
+    got: list[tuple[int, int, bytes | bytearray]] = []
     limit = fast.now  # the injections ran the fabric up to the last of them
     while (t := fast.run_to_arrival(limit)) is not None or fast.next_deadline() is not None:
         if t is None:  # nothing reached a host by the limit: the fabric stands there
@@ -119,3 +119,22 @@ def test_a_fabric_switch_hands_frames_to_the_heap_until_someone_wraps_it() -> No
     assert nic.on_transmit is nic.link_tx and nic.port.peer_node is not None
     leaf, leaf_port = nic.port.peer  # type: ignore[misc]
     assert nic.port.peer_node is leaf and nic.port.peer_port == leaf_port
+
+
+def test_take_arrivals_hands_over_the_carried_frames_and_poll_gives_bytes() -> None:
+    """Issue 28: ``take_arrivals`` hands the simulator each delivered frame as the bytearray the
+    fabric carried (no copy per delivery), while ``poll_timed`` still gives bytes; the same
+    frames, the same times, either way."""
+    frames = []
+    for fab in (Fabric("default"), Fabric("default")):
+        for k in range(3):
+            fab.inject(k + 1, ipv4_frame(fab.host_ip(k + 1), fab.host_ip(0), bytes(300 + k), sport=0xC000 + k), 0)
+        frames.append(fab)
+    fast, slow = frames
+    got: list[tuple[int, int, bytearray]] = []
+    while fast.run_to_arrival(None) is not None:
+        got += fast.take_arrivals()
+    want = slow.poll_timed(10**9)
+    assert len(got) == 3 and all(type(f) is bytearray for _, _, f in got)
+    assert all(type(f) is bytes for _, _, f in want)
+    assert [(t, h, bytes(f)) for t, h, f in got] == want

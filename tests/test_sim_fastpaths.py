@@ -86,7 +86,7 @@ def test_reassembly_fast_path_equals_the_general_path(seed: int, inplace: bool) 
 class _General(Engine):
     """The engine with every frame delivered through the general path."""
 
-    def _deliver_one(self, hi: int, frame: bytes, now: int) -> None:
+    def _deliver_one(self, hi: int, frame: bytearray, now: int) -> None:
         self._deliver_many([(now, hi, frame)], now)
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from uet.errors import UetError
 from uet.fabric.model import Fabric
@@ -53,6 +53,11 @@ if TYPE_CHECKING:
     from uet.roce.core import RoceCore
 
 __all__ = ["Engine", "Host", "SimulationError"]
+
+#: C functions as Final names: the compiled build keeps them in C statics (``heapq.heappop`` is a
+#: look-up of the module's attribute at every call)
+heappop: Final = heapq.heappop
+heappush: Final = heapq.heappush
 
 
 class SimulationError(UetError):
@@ -85,8 +90,9 @@ class Host:
         self.mac = mac
         self.gateway = gateway
         self.on_event: Callable[[Any], None] | None = None
-        #: the deadline this host has in the engine's heap (None: none)
-        self.armed: int | None = None
+        #: the deadline this host has in the engine's heap (-1: none; an int, not None, so that
+        #: the compiled build compares it natively)
+        self.armed = -1
         self.dirty = False
         self.tx_frames = 0
         #: the UDP port of the core's transport (4793 UET; a RoCE core says 4791 in ``udp_port``)
@@ -159,7 +165,7 @@ class Engine:
             h = hosts[i]
             if h is not None and h.armed == t:
                 return t
-            heapq.heappop(heap)
+            heappop(heap)
         return None
 
     def next_time(self) -> int | None:
@@ -220,23 +226,23 @@ class Engine:
             if t_arr is not None:
                 self._deliver(fabric.take_arrivals(), t)
             while heap and heap[0][0] <= t:
-                at, i = heapq.heappop(heap)
+                at, i = heappop(heap)
                 h = hosts[i]
                 if h is not None and h.armed == at:
-                    h.armed = None
+                    h.armed = -1
                     h.core.handle_timer(t)
                     if not h.dirty:
                         h.dirty = True
                         self._dirty.append(h)
 
-    def _deliver(self, arrivals: list[tuple[int, int, bytes]], now: int) -> None:
+    def _deliver(self, arrivals: list[tuple[int, int, bytearray]], now: int) -> None:
         """Hand ``arrivals`` to their hosts' cores (step 1 of the module docstring)."""
         if len(arrivals) == 1:
             self._deliver_one(arrivals[0][1], arrivals[0][2], now)
         else:
             self._deliver_many(arrivals, now)
 
-    def _deliver_many(self, arrivals: list[tuple[int, int, bytes]], now: int) -> None:
+    def _deliver_many(self, arrivals: list[tuple[int, int, bytearray]], now: int) -> None:
         """The general delivery: every frame parsed, one batch per host in first-arrival order."""
         hosts = self.hosts
         names = self._names
@@ -278,7 +284,7 @@ class Engine:
                 h.dirty = True
                 self._dirty.append(h)
 
-    def _deliver_one(self, hi: int, frame: bytes, now: int) -> None:
+    def _deliver_one(self, hi: int, frame: bytearray, now: int) -> None:
         """:meth:`_deliver_many` of one frame to host ``hi`` (most instants deliver one frame):
         the same parse, the same one-item batch to the same core method and the same dirty
         mark, without the per-host batch dict and its loop. ``tests/test_sim_fastpaths.py``
@@ -349,8 +355,9 @@ class Engine:
                             cb(ev)
                         ev = core.next_event()
                     self._events_out = True
-                at = core.get_timer()
+                timer = core.get_timer()
+                at = -1 if timer is None else timer
                 if at != h.armed:
                     h.armed = at
-                    if at is not None:
-                        heapq.heappush(self._heap, (at, h.index))
+                    if at >= 0:
+                        heappush(self._heap, (at, h.index))
