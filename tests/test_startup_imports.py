@@ -55,6 +55,7 @@ LAZY = (
     "uet.live",  # the live engine: a run's transports and settings record come from uet.scenario.model
     "uet.tools.sim_compare",  # --compare-lb's table: --seeds is parsed by uet.tools.cli
     "uet.clock",  # the live adapters' clocks (uet.adapter.CoreDriver): the simulator drives no clock
+    "uet.roce.dcqcn",  # DCQCN's reaction and notification points; its constants are in uet.roce.config
 )
 
 _PROBE = r"""
@@ -161,7 +162,7 @@ def test_a_lone_version_is_answered_before_the_parser_loads_the_package(probe: d
 
 def test_the_lazy_modules_load_when_a_run_needs_them(probe: dict[str, Any]) -> None:
     assert probe["tss_ok"] and {"cryptography", "uet.tss.context", "uet.tss.stage"} <= set(probe["tss"])
-    roce = {"uet.roce.core", "uet.roce.qp", "uet.roce.cm", "uet.wire.roce", "hashlib"}
+    roce = {"uet.roce.core", "uet.roce.qp", "uet.roce.cm", "uet.roce.dcqcn", "uet.wire.roce", "hashlib"}
     assert probe["roce_ok"] and roce <= set(probe["roce"])
 
 

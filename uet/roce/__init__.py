@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from uet.lazy import lazy_names
 
 if TYPE_CHECKING:  # pragma: no cover
-    from uet.roce.config import QpConfig
-    from uet.roce.dcqcn import DcqcnConfig, NotificationPoint, ReactionPoint
+    from uet.roce.config import DcqcnConfig, QpConfig
+    from uet.roce.dcqcn import NotificationPoint, ReactionPoint
     from uet.roce.events import (
         AtomicCompleted,
         Event,
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # scenario's derived settings need only uet.roce.config.
 _LAZY = {
     "QpConfig": "uet.roce.config",
-    "DcqcnConfig": "uet.roce.dcqcn",
+    "DcqcnConfig": "uet.roce.config",
     "NotificationPoint": "uet.roce.dcqcn",
     "ReactionPoint": "uet.roce.dcqcn",
     "AtomicCompleted": "uet.roce.events",

@@ -1,17 +1,112 @@
-"""Queue pair configuration: one dataclass, defaults from spec/rocev2-and-fabric.md §1, §6, App. A."""
+"""Queue pair configuration: one dataclass, defaults from spec/rocev2-and-fabric.md §1, §6, App. A,
+and the DCQCN constants it carries (:class:`DcqcnConfig`, §7.4; the algorithm: :mod:`uet.roce.dcqcn`)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
 
-from uet.roce.dcqcn import DcqcnConfig
 from uet.wire.net import Ecn
 from uet.wire.roceconst import DSCP_CNP, DSCP_DATA, PMTUS
+
+_US = 1_000
+_MBPS = 1e6
 
 #: Frame bytes around a RoCE datagram on the wire: Ethernet 14 + FCS 4 + preamble/SFD and
 #: inter-frame gap 20 + IPv4 20 + UDP 8 (§1.1), what the rate limiter and byte counter charge.
 WIRE_OVERHEAD = 66
+
+
+@dataclass(frozen=True)
+class DcqcnConfig:
+    """DCQCN constants (§7.4); build with :meth:`paper` or :meth:`nvidia` and :meth:`scaled`."""
+
+    profile: str = "paper"
+    #: line rate Rline, bit/s
+    line_rate: float = 100e9
+    #: α gain g
+    g: float = 1 / 256
+    #: α on a QP's first CNP
+    alpha0: float = 1.0
+    #: α timer K (paper) / α period Pα (nvidia), ns
+    alpha_period_ns: int = 55 * _US
+    #: rate-decrease period Pd (nvidia only), ns
+    decrease_period_ns: int = 4 * _US
+    #: rate-increase timer T, ns
+    increase_period_ns: int = 55 * _US
+    #: byte counter B, bytes (0 disables it)
+    byte_counter: int = 10 * 1024 * 1024
+    #: fast-recovery stages F
+    stages: int = 5
+    #: additive and hyper increase steps, bit/s
+    r_ai: float = 100 * _MBPS
+    r_hai: float = 500 * _MBPS
+    #: rate floor Rmin, bit/s
+    r_min: float = 250 * _MBPS
+    #: paper: halve T and B in hyper increase; Rt/8 on the first increase after a cut if Rt > 10 Rc
+    hyper_halving: bool = True
+    rt_div8: bool = True
+    #: nvidia: Rt ← Rc on every cut (otherwise only when time_stage > 0)
+    clamp_tgt_rate: bool = False
+    #: nvidia: one cut never takes the rate below this fraction of it
+    min_dec_fac: float = 0.0
+    #: notification point hold-off N between two CNPs of one QP, ns
+    cnp_holdoff_ns: int = 50 * _US
+
+    @classmethod
+    def paper(cls, line_rate: float = 100e9) -> DcqcnConfig:
+        """The paper profile (§7.2) with R_AI, R_HAI and Rmin scaled from their 40 Gb/s values
+        ∝ line rate (§8.9: 40 / 200 / 100 Mb/s at 40 Gb/s) and B scaled likewise (10 MB)."""
+        k = line_rate / 40e9
+        return cls(
+            profile="paper",
+            line_rate=line_rate,
+            r_ai=40 * _MBPS * k,
+            r_hai=200 * _MBPS * k,
+            r_min=100 * _MBPS * k,
+            byte_counter=round(10 * 1024 * 1024 * k),
+        )
+
+    @classmethod
+    def nvidia(cls, line_rate: float = 100e9) -> DcqcnConfig:
+        """The ConnectX-style profile (§7.3, §7.4): Pα 1 µs, Pd 4 µs, T 300 µs, F 1, R_AI 5 and
+        R_HAI 50 Mb/s at 25 Gb/s scaled ∝ line rate, Rmin 1 Mb/s, α0 1023/1024, hold-off 4 µs."""
+        k = line_rate / 25e9
+        return cls(
+            profile="nvidia",
+            line_rate=line_rate,
+            g=1 / 256,
+            alpha0=1023 / 1024,
+            alpha_period_ns=1 * _US,
+            decrease_period_ns=4 * _US,
+            increase_period_ns=300 * _US,
+            byte_counter=0,
+            stages=1,
+            r_ai=5 * _MBPS * k,
+            r_hai=50 * _MBPS * k,
+            r_min=1 * _MBPS,
+            hyper_halving=False,
+            rt_div8=False,
+            cnp_holdoff_ns=4 * _US,
+        )
+
+    def scaled(self, k_t: float) -> DcqcnConfig:
+        """Time constants (and the byte counter) × ``k_t`` (§8.9 scaling for a model whose base RTT
+        is ``k_t`` times the reference's)."""
+        return replace(
+            self,
+            alpha_period_ns=round(self.alpha_period_ns * k_t),
+            decrease_period_ns=round(self.decrease_period_ns * k_t),
+            increase_period_ns=round(self.increase_period_ns * k_t),
+            byte_counter=round(self.byte_counter * k_t),
+            cnp_holdoff_ns=round(self.cnp_holdoff_ns * k_t),
+        )
+
+    def __post_init__(self) -> None:
+        if self.profile not in ("paper", "nvidia"):
+            raise ValueError(f"DCQCN profile must be 'paper' or 'nvidia', not {self.profile!r}")
+        if self.line_rate <= 0 or not 0 < self.g <= 1:
+            raise ValueError("DCQCN needs a positive line rate and 0 < g <= 1")
 
 
 @dataclass(frozen=True)
