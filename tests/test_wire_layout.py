@@ -294,3 +294,45 @@ def test_fast_codec_source_is_straight_line() -> None:
     src = pds.REQUEST.source
     assert "for " not in src and "while " not in src
     assert pds.REQUEST._struct.size == pds.REQUEST.size
+
+
+def _merge_reference(groups: list[list[F | R] | Raw]) -> list[list[F | R] | Raw]:
+    """The rule of uet.wire.layout._merge written plainly, every width summed when needed."""
+    native = (8, 16, 32, 64)
+
+    def width(g: list[F | R]) -> int:
+        return sum(i.bits for i in g)
+
+    def plain(g: list[F | R]) -> bool:
+        return len(g) == 1 and isinstance(g[0], F) and width(g) in native
+
+    out: list[list[F | R] | Raw] = []
+    for g in groups:
+        prev = out[-1] if out else None
+        if isinstance(g, list) and isinstance(prev, list):
+            pw, gw = width(prev), width(g)
+            if (
+                (pw not in native and pw + gw <= 64)
+                or (gw not in native and pw + gw in native)
+                or (pw + gw in native and not plain(prev) and not plain(g))
+            ):
+                out[-1] = prev + g
+                continue
+        out.append(list(g) if isinstance(g, list) else g)
+    return out
+
+
+_RUN_ITEM = st.one_of(
+    st.builds(F, st.sampled_from(["a", "b"]), st.sampled_from([1, 2, 3, 4, 5, 8, 12, 16, 24, 32, 48, 64])),
+    st.builds(R, st.sampled_from([1, 3, 4, 8, 16])),
+)
+_GROUP = st.one_of(st.lists(_RUN_ITEM, min_size=1, max_size=3), st.builds(Raw, st.just("raw"), st.integers(1, 8)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_GROUP, min_size=1, max_size=8))
+def test_runs_are_joined_into_words_as_the_rule_says(groups: list[list[F | R] | Raw]) -> None:
+    """_merge keeps each run's width as it joins runs; the words are those of the plain rule."""
+    from uet.wire.layout import _merge
+
+    assert _merge(groups) == _merge_reference(groups)
