@@ -42,6 +42,9 @@ _CT_REQ_CLOSE: Final = ControlType.REQ_CLOSE
 #: the counters' names of the control types and the NACK codes by value (an enum member's
 #: ``.name``, and a member looked up by value, run Python code at every control packet and NACK)
 _CT_NAMES: Final = tuple(ControlType(i).name for i in range(len(ControlType)))  # values 0.. in order
+#: the received-control counters' names, made once: a name put together per packet is a new
+#: string, hashed again by the counters' dict (every RCCC grant is a control packet)
+_CT_RX_KEYS: Final = tuple("ctl_rx_" + n for n in _CT_NAMES)
 _NC_NAMES: Final = {int(c): c.name for c in NackCode}
 _ISROD: Final = int(ReqFlag.ISROD)
 _M32: Final = 0xFFFFFFFF

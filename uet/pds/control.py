@@ -58,6 +58,7 @@ from uet.pds._aliases import (
     _CT_PROBE,
     _CT_REQ_CLEAR,
     _CT_REQ_CLOSE,
+    _CT_RX_KEYS,
     _ISROD,
     _M32,
     _MODE_ROD,
@@ -128,7 +129,7 @@ class ControlMixin(ReturnMixin):
             self._drop("sdi_mismatch", now, src)
             return
         self._tdirty.add(pdc.lpdcid)
-        self._count("ctl_rx_" + (_CT_NAMES[ctl] if ctl < len(_CT_NAMES) else str(ctl)))
+        self._count(_CT_RX_KEYS[ctl] if ctl < len(_CT_RX_KEYS) else "ctl_rx_" + str(ctl))
         if pdc.role == "initiator":
             if ctl == _CT_ACK_REQ or ctl == _CT_CLEAR:  # about return data (uet.pds.ret)
                 if pdc.rrx is not None:

@@ -73,7 +73,6 @@ from uet.pds.pdc import InitiatorPdc, TxPkt, earliest_deadline
 from uet.pds.states import INITIATOR_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK,
-    CC_REQUEST_SYN,
     CONTROL_SYN,
     REQUEST,
     psn_diff,
@@ -612,8 +611,14 @@ class InitiatorMixin(FeedbackMixin):
                 self._cc_backlog(pdc)
                 cst = (gate.ccc_id, gate.credit_target())
                 if syn:
-                    v = (t + 11, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid, 0, psn - pdc.start_psn, *cst)
-                    hdr = CC_REQUEST_SYN.encode(v)
+                    # CC_REQUEST_SYN's bytes (use_rsv_pdc 0, psn_offset in the low 12 bits of the
+                    # DPDCID word, as the layout masks it) by the compiled CC request encoder, not
+                    # the layout's interpreted codec (compiled on first use, then about 2.5 k
+                    # instructions a packet: every packet sent before the first ACK carries SYN)
+                    hdr = cc_request(
+                        t + _P_CC_REQ_DELTA, pkt.next_hdr, flags | _SYN, cpo, psn, pdc.lpdcid,
+                        (psn - pdc.start_psn) & 0xFFF, cst[0], cst[1],
+                    )  # fmt: skip
                 else:
                     hdr = cc_request(
                         t + _P_CC_REQ_DELTA, pkt.next_hdr, flags, cpo, psn, pdc.lpdcid, pdc.rpdcid, cst[0], cst[1]

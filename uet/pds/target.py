@@ -113,7 +113,6 @@ from uet.pds.pdc import InitiatorPdc, TargetPdc
 from uet.pds.states import TARGET_TRANSITIONS, transition
 from uet.wire.pds import (
     ACK_EPSN,
-    CC_REQUEST_SYN,
     REQUEST,
     NackCode,
     psn_diff,
@@ -244,10 +243,9 @@ class TargetMixin(ControlMixin):
         psn: int
         spdcid: int
         dpdcid: int
-        if syn and cc:
-            v = CC_REQUEST_SYN.unpack(data)
-            cpo, psn, spdcid, poff = v[3], v[4], v[5], v[7]
-            cid, ctgt = v[8], v[9]
+        if syn and cc:  # (CC_REQUEST_SYN's fields by the CC request's compiled decoder: same struct)
+            _t, _nh, _f, cpo, psn, spdcid, w, cid, ctgt = unpack_cc_request(data)
+            poff = w & 0xFFF
         elif syn:  # REQUEST_SYN's fields by the request's struct: psn_offset, the low 12 bits of its last word
             cpo, psn, spdcid, w = _REQ_TAIL(data, 2)
             poff = w & 0xFFF
@@ -464,14 +462,14 @@ class TargetMixin(ControlMixin):
                     self._drop("ses_header", now, src)
                     return False
                 end = len(data)  # SES refuses it with OP_VIOLATION (ses_extension_missing)
-        # the owner's lean hook first (``on_data``, PdsCore): a packet it places (the expected
-        # continuation of the message the last one continued) needs no Delivery record, no slices
-        # and no generic ``on_deliver``; it gets the whole datagram, SES header at bytes 12 to
-        # ``end``, so only a request without CC state (PDS header ``_REQUEST_LEN`` bytes) is offered.
-        # Anything else it declines having changed nothing (a SesNack too: ``on_deliver`` then
-        # decides), and the packet goes to ``on_deliver`` as before
-        hook = self.on_data
-        if hook is not None and hl == _REQUEST_LEN:
+        # the owner's lean hook first (``on_data``, PdsCore; ``on_cc_data`` for a CC request): a
+        # packet it places (the expected continuation of the message the last one continued)
+        # needs no Delivery record, no slices and no generic ``on_deliver``; it gets the whole
+        # datagram, the SES header at bytes ``hl`` to ``end``. Anything else it declines having
+        # changed nothing (a SesNack too: ``on_deliver`` then decides), and the packet goes to
+        # ``on_deliver`` as before
+        hook = self.on_data if hl == _REQUEST_LEN else self.on_cc_data if hl == _CC_REQUEST_LEN else None
+        if hook is not None:
             try:
                 placed = hook(src, nh, data, end, now) is None
             except SesNack:
