@@ -10,12 +10,13 @@ both delivered the same messages, byte for byte."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from operator import attrgetter
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from uet.pds import Acked, Failed, Mode, PdsConfig, PdsCore
+from uet.pds import Acked, Delivery, Failed, Mode, PdsConfig, PdsCore
 from uet.pds.pdc import TargetPdc
 from uet.ses.message import DECLINED, MessageConfig
 from uet.ses.reassembly import Reassembler
@@ -223,3 +224,62 @@ def test_the_hook_hands_receive_memory_that_digests_a_slice_of_the_datagram() ->
     assert sink.kinds == [bytes] * 3
     ra.deliver(A, 0, 3, pk[5][12:56], pk[5][56:])
     assert sink.digest() == digest(data)
+
+
+def ra_hook(ra: Reassembler) -> Callable[[Delivery], object]:
+    """``on_deliver`` of a core whose message layer is ``ra``."""
+    return lambda d: ra.deliver(d.peer, d.mode, d.next_hdr, d.ses, d.payload)
+
+
+def test_cc_requests_are_offered_to_the_cc_hook_with_the_same_result() -> None:
+    """RCCC sends its data as CC requests (a 16-byte PDS header): every one a PDC accepts is
+    offered to ``on_cc_data`` (the reassembler's ``deliver_cc_datagram``) first, which places the
+    middle packets of a message itself; a twin receiver without the hook sends the same
+    datagrams (ACKs, grants), keeps the same PDC state and counters, and delivers the same bytes."""
+    cfg = PdsConfig(cc="rccc", ack_gen_trigger=4096)
+    recv = []
+    for _ in range(2):  # the hooked receiver, then its twin
+        core = PdsCore(B, cfg, rng=random.Random(7))
+        ra = Reassembler(config=MessageConfig(payload_size=PAYLOAD, inplace_threshold=2048))
+        core.on_deliver = ra_hook(ra)
+        core.payload_views = True
+        recv.append((core, ra))
+    calls: list[bool] = []
+    fast, fast_ra = recv[0]
+
+    def counting(*a: object) -> object:
+        r = fast_ra.deliver_cc_datagram(*a)  # type: ignore[arg-type]
+        calls.append(r is None)
+        return r
+
+    fast.on_cc_data = counting
+    snd = PdsCore(A, cfg, rng=random.Random(3))
+    seg = Segmenter(job_id=0, initiator=1, payload_size=PAYLOAD)
+    data = random.Random(4).randbytes(PAYLOAD * 20)
+    for ses, pl, som, eom in seg.packets(data, 9):
+        snd.submit(B, Mode.RUD, 3, ses, bytes(pl), token=1, som=som, eom=eom, now=0)
+    now = 0
+    for _ in range(2000):
+        out = snd.datagrams_to_send(now)
+        assert all(d[0] >> 3 != 2 for d, _dst, _e in out)  # (no plain RUD request: CC requests only)
+        for d, _dst, _e in out:
+            now += 100
+            for core, _ra in recv:
+                core.receive_datagram(d, now, source=A)
+            back = [core.datagrams_to_send(now) for core, _ra in recv]
+            assert back[0] == back[1]
+            for b, _dst, _e in back[0]:
+                snd.receive_datagram(b, now + 50, source=B)
+        now += 1000
+        for core in (snd, fast, recv[1][0]):
+            t = core.get_timer()
+            if t is not None and t <= now:
+                core.handle_timer(now)
+        if fast_ra.completed:
+            break
+    (m,) = fast_ra.completed
+    (m2,) = recv[1][1].completed
+    assert bytes(m.data) == bytes(m2.data) == data
+    assert state(fast) == state(recv[1][0]) and fast.counters == recv[1][0].counters
+    assert fast_ra.counters == recv[1][1].counters
+    assert calls.count(True) == 17 and len(calls) == 20  # the middle packets after the first one

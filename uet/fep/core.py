@@ -173,6 +173,7 @@ class FepCore(Operations):
         pds.acked_runs = True  # implicitly acknowledged packets of a message: one event per run
         if self.ses.fast is not None:  # predicted in-order runs go straight to the message layer
             pds.on_data = self.ses.fast.deliver_datagram
+            pds.on_cc_data = self.ses.fast.deliver_cc_datagram
         self.segmenter = Segmenter(
             job_id=job,
             initiator=self.initiator_id,

@@ -218,6 +218,9 @@ class PdsCore(initiator.InitiatorMixin):
         #: also goes without a ``Delivery``; a hook that declines (or raises ``SesNack``) sends
         #: the packet to ``on_deliver``, which then decides.
         self.on_data = None
+        #: Owner opt-in (addition): ``on_data`` for RUD/ROD CC requests (RCCC's data), whose SES
+        #: header is ``datagram[16:ses_end]``; offered every one a PDC accepts, as ``on_data`` is.
+        self.on_cc_data = None
         #: Owner opt-in (addition): report packets a CACK acknowledges implicitly as one
         #: ``AckedRun(token, count)`` per run of consecutive packets with the same token instead
         #: of one ``Acked(token, 0, b"")`` each (uet.pds.events.AckedRun).

@@ -110,6 +110,7 @@ class PdsState:
     entropy_factory: Callable[[Mode, random.Random, int], PathSelector]
     payload_views: bool
     on_data: Callable[[str, int, bytes, int, int], Any] | None
+    on_cc_data: Callable[[str, int, bytes, int, int], Any] | None
     acked_runs: bool
     wire_overhead: int
     _misc_entropy: RotatingEntropy

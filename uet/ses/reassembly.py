@@ -99,6 +99,8 @@ _NH_STANDARD: Final = _message._NH_STANDARD
 _SES_SIZE: Final = _message._SES_SIZE
 MAX_WIRE_PAYLOAD: Final = _message.MAX_WIRE_PAYLOAD
 DECLINED: Final = _message.DECLINED
+#: a CC request's PDS header is this much longer than a request's (wire-format.md §5.2)
+_CC_SHIFT: Final = 4
 
 
 #: ``madvise(MADV_POPULATE_WRITE)`` (Linux ≥ 5.14): fault a range of a reassembly buffer in with
@@ -338,22 +340,32 @@ class Reassembler:
         None (default response). Anything else returns :data:`DECLINED` having changed nothing,
         and the packet comes back through :meth:`deliver`. ``SesNack`` (reassembly memory
         exhausted) is raised before anything changes."""
+        return self._deliver_at(peer, next_hdr, data, ses_end, now, 0)
+
+    def deliver_cc_datagram(self, peer: str, next_hdr: int, data: bytes, ses_end: int, now: int) -> Any:
+        """:meth:`deliver_datagram` of a request with CC state (``PdsCore.on_cc_data``): the
+        SES header at bytes 16 to ``ses_end`` (the CC request's 16-byte PDS header before it)."""
+        return self._deliver_at(peer, next_hdr, data, ses_end, now, _CC_SHIFT)
+
+    def _deliver_at(self, peer: str, next_hdr: int, data: bytes, ses_end: int, now: int, shift: int) -> Any:
+        """:meth:`deliver_datagram` with the SES header ``shift`` bytes after byte 12."""
         rec = self._last_rec
+        end = _DATA_END + shift
         if (
             rec is not None
             and rec.live
-            and ses_end == _DATA_END
+            and ses_end == end
             and next_hdr == _NH_STANDARD
-            and data.startswith(self._last_prefix, 12)
+            and data.startswith(self._last_prefix, 12 + shift)
             and peer == self._last_peer
             and self.generation == self._last_gen
             and self._continue(
                 rec,
                 data,
-                _DATA_LENGTHS,
+                _DATA_LENGTHS + shift,
                 # receive memory that digests (uet.ses.sink) copies what it is given to bytes:
                 # a slice of the datagram is that copy, without a view first (issue 28)
-                data[_DATA_END:] if isinstance(rec.view, ReceiveSink) else _memoryview(data)[_DATA_END:],
+                data[end:] if isinstance(rec.view, ReceiveSink) else _memoryview(data)[end:],
                 now,
             )
         ):
