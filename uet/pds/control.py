@@ -396,9 +396,10 @@ class ControlMixin(ReturnMixin):
             if ret.parked:
                 x = self._parked_deadline(ret)
             else:
-                x = next(iter(ret.outstanding.values())).tx_time + rto_ns_for(
-                    self._rto_ns, self._rto_max_ns, ret.rto_shift, ret.rto
-                )
+                x = None
+                for first in ret.outstanding.values():  # the oldest (uet.pds.initiator _ipdc_deadline_tx)
+                    x = first.tx_time + rto_ns_for(self._rto_ns, self._rto_max_ns, ret.rto_shift, ret.rto)
+                    break
             if x is not None and (best is None or x < best):
                 best = x
         cr = tp.close_req

@@ -765,39 +765,50 @@ class PdsCore(initiator.InitiatorMixin):
         heap = self._theap
         pdcs = self.pdcs
         seq = self._tseq
+        td = self._tdirty
+        if len(td) == 1:  # (the usual call, one PDC touched: taken without an iterator over the set)
+            pdc = pdcs.get(td.pop())
+            if pdc is not None:
+                seq += 1
+                self._refresh_one(pdc, seq)
+        else:
+            for pid in td:
+                pdc = pdcs.get(pid)
+                if pdc is None:
+                    continue
+                seq += 1
+                self._refresh_one(pdc, seq)
+            td.clear()
+        self._tseq = seq
+        if len(heap) > 4 * len(pdcs) + 64:  # compact: drop superseded entries (amortised O(1))
+            heap[:] = [e for e in heap if e[2].tent == e[1]]
+            heapify(heap)
+
+    def _refresh_one(self, pdc: InitiatorPdc | TargetPdc, seq: int) -> None:
+        """:meth:`_refresh_timers` of one PDC, with the sequence number ``seq``."""
         # one branch per PDC class, each with a name of that class: the compiled build writes an
         # attribute of a union (InitiatorPdc | TargetPdc) through Python's generic setattr
         # (about 300 instructions a write, four or more writes per refresh), of a class natively
         ip: InitiatorPdc
         tp: TargetPdc
-        for pid in self._tdirty:
-            pdc = pdcs.get(pid)
-            if pdc is None:
-                continue
-            seq += 1
-            if isinstance(pdc, InitiatorPdc):
-                ip = pdc
-                d = self._ipdc_deadline(ip)
-                ip.tkey = seq
-                ip.tdl = d
-                if d is not None and (not ip.tent or d < ip.tentd):
-                    ip.tent = seq
-                    ip.tentd = d
-                    heappush(heap, (d, seq, ip))
-            else:
-                tp = pdc
-                d = self._tpdc_deadline(tp)
-                tp.tkey = seq
-                tp.tdl = d
-                if d is not None and (not tp.tent or d < tp.tentd):
-                    tp.tent = seq
-                    tp.tentd = d
-                    heappush(heap, (d, seq, tp))
-        self._tseq = seq
-        self._tdirty.clear()
-        if len(heap) > 4 * len(pdcs) + 64:  # compact: drop superseded entries (amortised O(1))
-            heap[:] = [e for e in heap if e[2].tent == e[1]]
-            heapify(heap)
+        if isinstance(pdc, InitiatorPdc):
+            ip = pdc
+            d = self._ipdc_deadline(ip)
+            ip.tkey = seq
+            ip.tdl = d
+            if d is not None and (not ip.tent or d < ip.tentd):
+                ip.tent = seq
+                ip.tentd = d
+                heappush(self._theap, (d, seq, ip))
+        else:
+            tp = pdc
+            d = self._tpdc_deadline(tp)
+            tp.tkey = seq
+            tp.tdl = d
+            if d is not None and (not tp.tent or d < tp.tentd):
+                tp.tent = seq
+                tp.tentd = d
+                heappush(self._theap, (d, seq, tp))
 
     def _top_live(self) -> int:
         """The deadline of the heap's earliest entry that is live and current, which is then

@@ -761,7 +761,12 @@ class InitiatorMixin(FeedbackMixin):
         if out:
             if pdc.parked:
                 return self._parked_deadline(pdc)
-            return next(iter(out.values())).tx_time + rto_ns_for(self._rto_ns, self._rto_max_ns, pdc.rto_shift, pdc.rto)
+            # the oldest outstanding packet (``outstanding`` is in order of latest transmission):
+            # the first value of a loop, which the compiled build iterates natively and reads as a
+            # TxPkt, where next(iter(out.values())) makes a view and an iterator, calls the builtin
+            # and reads the field generically (about 0.9 k instructions a call, one per refresh)
+            for first in out.values():
+                return first.tx_time + rto_ns_for(self._rto_ns, self._rto_max_ns, pdc.rto_shift, pdc.rto)
         if self._window_stalled(pdc):
             return pdc.last_activity + rto_ns_for(self._rto_ns, self._rto_max_ns, pdc.rto_shift, pdc.rto)
         if pdc.owner is not None or pdc.locks:
