@@ -322,6 +322,17 @@ def test_backlogs_are_summed_over_pdcs_for_a_credit_algorithm() -> None:
     assert h.backlogs == {1: 160} and w.take() == []
 
 
+def test_the_backlog_total_follows_every_change_of_a_pdcs_backlog() -> None:
+    """The total told to the credit algorithm is the sum of ``backlogs`` after every report: a
+    report of the same backlog, a grown and a shrunk one, a drained PDC and a PDC back again."""
+    cred = Recorder(credit_based=True)
+    g = ccc(cred)
+    for pdcid, n, nb in ((1, 2, 1000), (2, 1, 500), (1, 2, 1000), (2, 4, 500), (1, 1, 200), (2, 0, 0), (2, 3, 10)):
+        g.set_backlog(pdcid, n, nb)
+        assert cred.take()[-1] == ("set_backlog", (sum(g.backlogs.values()),))
+    assert g.backlogs == {1: 264, 2: 3 * 74}
+
+
 def test_grants_requests_and_may_open() -> None:
     cred, win = Recorder(credit_based=True, allow=False), Recorder(allow=True)
     g = ccc(cred, win)
