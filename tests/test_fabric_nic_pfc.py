@@ -114,3 +114,32 @@ def test_the_simulated_host_nic_resumes_at_the_same_time() -> None:
     m.receive(pfc_frame(MAC, {0: 1}), 14, 1_000)
     m.send(_frame(b"a"), 0, 1_000)
     assert m.next_deadline(1_000) == starts[0]
+
+
+def test_send_ipv4_keeps_the_frame_it_is_handed_and_queues_as_send_does() -> None:
+    """Issue 28: ``HostNic.send_ipv4`` (the simulator's frames: untagged IPv4, TOS byte known)
+    queues and starts frames exactly as ``send`` does, but keeps the very bytearray it is handed
+    (no copy); the frames leave in the same order at the same times with the same classes."""
+    out = []
+    for owned in (False, True):
+        ev = EventQueue()
+        cfg = SwitchConfig()
+        nic = HostNic(0, "h0", Port(0, 10**9, 1000), cfg, ev, Telemetry(), Counters())
+        sent: list[tuple[bytearray, int, int]] = []
+        nic.on_transmit = lambda node, port, frame, start, end, sent=sent: sent.append((frame, start, end))
+        frames = []
+        for k, dscp in enumerate((0, 26, 46, 0, 26)):
+            f = bytearray(build_ethernet(build_ip_packet(bytes(100 + k), "10.0.0.1", "10.0.0.2", entropy=k, dscp=dscp)))
+            frames.append(f)
+            if owned:
+                nic.send_ipv4(f, dscp << 2, k * 10)
+            else:
+                nic.send(f, k * 10)
+        ev.run_until(10**9)
+        assert len(sent) == 5
+        if owned:
+            assert all(any(fr is f for f in frames) for fr, _, _ in sent)
+        else:
+            assert not any(fr is f for fr, _, _ in sent for f in frames)
+        out.append([(bytes(fr), start, end) for fr, start, end in sent])
+    assert out[0] == out[1]

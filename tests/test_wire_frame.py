@@ -86,6 +86,8 @@ def test_the_simulators_builder_is_build_udp_frame(
         dport=dport, udp_checksum=checksum,
     )  # fmt: skip
     assert fb.build(payload, dst, ip_word_sum(dst), sport, tos) == want
+    arr = fb.build_array(payload, dst, ip_word_sum(dst), sport, tos)  # the simulator's: a new bytearray
+    assert type(arr) is bytearray and arr == want
 
 
 def _packed(frame: bytes | bytearray, port: int = 4793) -> tuple[bytes, str, int] | None:

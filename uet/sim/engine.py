@@ -18,7 +18,8 @@ earliest deadline of any core (:meth:`FepCore.get_timer`) or of the fabric
    Ethernet/IPv4/UDP frame (entropy in the UDP source
    port, DSCP and ECN in the TOS byte; built by the host's :class:`uet.wire.frame.FrameBuilder`,
    the codec's copy of :func:`uet.wire.frame.build_udp_frame` with the sender's share of the
-   header computed once) injected at the host's NIC; then the core's events go to the host's
+   header computed once, as a new bytearray handed to the NIC, ``HostNic.send_ipv4``: no copy
+   there) injected at the host's NIC; then the core's events go to the host's
    ``on_event`` callback and its timer is re-armed.
 
 **UDP checksums** (``udp_checksums``): nothing in the simulator verifies one (step 1 parses with
@@ -333,7 +334,8 @@ class Engine:
                             if ip is None:
                                 b = ip_bytes(dst)
                                 ip = ips[dst] = (b, ip_word_sum(b))
-                            nic.send(fb.build(d, ip[0], ip[1], e, tos[d[0] >> 3]), now)
+                            tb = tos[d[0] >> 3]
+                            nic.send_ipv4(fb.build_array(d, ip[0], ip[1], e, tb), tb, now)
                         h.tx_frames += len(out)
                         self.frames_in += len(out)
                 else:
@@ -344,7 +346,8 @@ class Engine:
                             if ip is None:
                                 b = ip_bytes(t[1])
                                 ip = ips[t[1]] = (b, ip_word_sum(b))
-                            nic.send(fb.build(bytes(t[0]), ip[0], ip[1], t[2], ((t[3] & 0x3F) << 2) | (t[4] & 3)), now)
+                            tb = ((t[3] & 0x3F) << 2) | (t[4] & 3)
+                            nic.send_ipv4(fb.build_array(bytes(t[0]), ip[0], ip[1], t[2], tb), tb, now)
                         h.tx_frames += len(tx)
                         self.frames_in += len(tx)
                 ev = core.next_event()

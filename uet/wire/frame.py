@@ -200,6 +200,9 @@ _MARKED: Final = struct.Struct("!HBBH5xB2xI6xH")
 # on every call (about a thousand instructions a packet each), a bound one directly
 _FAST_PACK: Final = _FAST.pack
 _MARKED_UNPACK: Final = _MARKED.unpack_from
+#: a new bytearray of the header and the datagram, each copied once (FrameBuilder.build_array;
+#: ``bytearray(header)`` and ``+=`` cost more than the bytes concatenation and copy they replace)
+_ARRAY_JOIN: Final = bytearray().join
 #: per datagram length n, the bound ``unpack_from`` of ``struct.Struct(f"{n}s")``: the datagram of
 #: a bytearray frame as bytes in one C call and one copy (a slice of a bytearray is a bytearray,
 #: and ``bytes()`` of it a second copy through a generic call: about 1,700 instructions a frame in
@@ -249,6 +252,21 @@ class FrameBuilder:
     def build(self, datagram: bytes, dst_ip: bytes, dst_sum: int, sport: int, tos: int) -> bytes:
         """The frame of ``datagram`` to ``dst_ip`` (see the class docstring); ``tos`` is the IP
         TOS byte (DSCP << 2 | ECN)."""
+        frame = self._header(datagram, dst_ip, dst_sum, sport, tos) + datagram
+        if len(frame) < _ETH_MIN:
+            frame += bytes(_ETH_MIN - len(frame))
+        return frame
+
+    def build_array(self, datagram: bytes, dst_ip: bytes, dst_sum: int, sport: int, tos: int) -> bytearray:
+        """:meth:`build` as a new bytearray (the simulator's NIC model keeps it and changes it in
+        place): one copy of the datagram, where bytes and a bytearray of them made two."""
+        frame = _ARRAY_JOIN((self._header(datagram, dst_ip, dst_sum, sport, tos), datagram))
+        if len(frame) < _ETH_MIN:
+            frame += bytes(_ETH_MIN - len(frame))
+        return frame
+
+    def _header(self, datagram: bytes, dst_ip: bytes, dst_sum: int, sport: int, tos: int) -> bytes:
+        """The Ethernet, IPv4 and UDP headers of :meth:`build`'s frame."""
         ulen = 8 + len(datagram)
         s = self._base + tos + ulen + dst_sum
         s = (s & 0xFFFF) + (s >> 16)
@@ -266,15 +284,9 @@ class FrameBuilder:
                 + (ulen << 16)
             )
             usum = inet_checksum(datagram, pseudo) or 0xFFFF
-        frame = (
-            _FAST_PACK(
-                self._head, tos, 20 + ulen, self._mid, ~s & 0xFFFF, self._src, dst_ip, sport, self.dport, ulen, usum
-            )
-            + datagram
+        return _FAST_PACK(
+            self._head, tos, 20 + ulen, self._mid, ~s & 0xFFFF, self._src, dst_ip, sport, self.dport, ulen, usum
         )
-        if len(frame) < _ETH_MIN:
-            frame += bytes(_ETH_MIN - len(frame))
-        return frame
 
 
 def parse_marked(
