@@ -32,6 +32,7 @@ def test_core_copies_the_per_packet_fields_of_its_configuration() -> None:
         max_outstanding=64,
         control_entropy=0x1234,
         ack_timer_ns=7_000,
+        target_idle_ns=9 * MS,
     )
     core = PdsCore("a", cfg)
     assert (
@@ -43,6 +44,7 @@ def test_core_copies_the_per_packet_fields_of_its_configuration() -> None:
         core._max_outstanding,
         core._control_entropy,
         core._ack_timer_ns,
+        core._target_idle_ns,
     ) == (
         cfg.rto_ns,
         cfg.rto_max_ns,
@@ -52,6 +54,7 @@ def test_core_copies_the_per_packet_fields_of_its_configuration() -> None:
         cfg.max_outstanding,
         cfg.control_entropy,
         cfg.ack_timer_ns,
+        cfg.target_idle_ns,
     )
     default = PdsCore("b")
     assert (default._rto_ns, default._mp_range, default._control_entropy) == (

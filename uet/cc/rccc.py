@@ -274,6 +274,9 @@ class CreditScheduler(ReceiverCc):
 
     def __init__(self, cfg: CcConfig, ports: int = 1, log: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.cfg = cfg
+        #: ``cfg.core_pull``, read per data packet (a field of the interpreted CcConfig is a
+        #: generic look-up in the compiled build)
+        self._core_pull = cfg.core_pull
         self.grant_bytes = cfg.grant_mtus * cfg.mtu
         self.rate_Bpns = cfg.link_bps * ports * cfg.pull_rate / 8e9
         self.allowance = int(cfg.max_wnd)
@@ -322,7 +325,7 @@ class CreditScheduler(ReceiverCc):
         """A data packet of ``key`` arrived; ``core_trim``: a switch before the last hop
         trimmed it (its DSCP says which, §3.2). Adjusts the sender's share of the pull rate
         (:mod:`uet.cc.pullrate`) when ``core_pull`` is on."""
-        if self.cfg.core_pull:
+        if self._core_pull:
             p = self.peers.get(key)
             if p is not None:
                 p.pace.on_data(core_trim, now, self.cfg, ce)

@@ -414,7 +414,7 @@ class ControlMixin(ReturnMixin):
         x = tp.clear_req_at
         if x is not None and (best is None or x < best):
             best = x
-        ti = self.config.target_idle_ns
+        ti = self._target_idle_ns
         if ti is not None and st is _T_ESTABLISHED:
             x = tp.last_rx + ti
             if best is None or x < best:

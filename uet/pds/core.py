@@ -151,6 +151,7 @@ class PdsCore(initiator.InitiatorMixin):
         self._max_outstanding = cfg.max_outstanding
         self._control_entropy = cfg.control_entropy
         self._ack_timer_ns = cfg.ack_timer_ns
+        self._target_idle_ns = cfg.target_idle_ns
         self.rng = rng or random.Random()  # noqa: S311 - PSNs/PDCIDs are not secrets here
         self._log = log
         self.counters = {}

@@ -371,10 +371,9 @@ class InitiatorMixin(FeedbackMixin):
                 return  # the rest of a ROD go-back first; the window is full
         if st is not _S_CLOSE_ACK_WAIT and pdc.pending:
             pending = pdc.pending
-            cfg = self.config
             win = pdc.rod_win or self._max_outstanding
             gate = pdc.gate
-            per_pkt = cfg.ack_per_pkt
+            per_pkt = self._acks.per_pkt  # (``ack_per_pkt``, kept natively by the ACK builder)
             lim = (pdc.max_cack + pdc.peer_mp) & _M32  # the peer's MPR window (§2.4)
             quota = gate.quota(now)
             out = pdc.outstanding
@@ -385,7 +384,7 @@ class InitiatorMixin(FeedbackMixin):
             rp = pdc.rpdcid
             peer = pdc.peer
             sel = pdc.entropy
-            append = self._out.append
+            outq = self._out  # (a list: its append is native in the compiled build, a bound method not)
             seq = pdc.tx_seq
             sent = nbytes = 0
             log = self._log
@@ -417,7 +416,7 @@ class InitiatorMixin(FeedbackMixin):
                     # clear_psn_offset = (tx_base - 1) - psn = -used (|used| <= mp_range <= 4096)
                     hdr = _REQ_PACK(word | (pkt.next_hdr << 7) | arf, -used, psn, lp, rp)
                     ent = sel.next_entropy()
-                    append((b"".join((hdr, pkt.ses, pkt.payload)), peer, ent))
+                    outq.append((b"".join((hdr, pkt.ses, pkt.payload)), peer, ent))
                     out[psn] = pkt
                     pkt.psn = psn
                     pkt.entropy = ent
@@ -517,7 +516,7 @@ class InitiatorMixin(FeedbackMixin):
         # the selector and the gate, not their bound methods: the compiled build (uet.compiled)
         # calls a native class's methods natively, a bound method only through Python's call
         sel = pdc.entropy
-        append = self._out.append
+        outq = self._out
         log = self._log
         seq = pdc.tx_seq
         ar_psn = pdc.ar_psn
@@ -564,7 +563,7 @@ class InitiatorMixin(FeedbackMixin):
             seq += 1
             pkt.tx_seq = seq
             gate.on_send(nb, False, now)
-            append((data, peer, ent))
+            outq.append((data, peer, ent))
             sent += 1
             if log is not None:
                 self._log_tx(pdc, pkt, now, False, len(data), False)

@@ -62,6 +62,8 @@ class PdsState:
     _max_outstanding: int
     _control_entropy: int
     _ack_timer_ns: int
+    #: ``target_idle_ns`` (read at every target PDC's deadline refresh)
+    _target_idle_ns: int | None
     rng: random.Random
     #: JSON-lines event log (aioquic qlog style), or None
     _log: Callable[[dict[str, Any]], None] | None

@@ -123,6 +123,9 @@ class SesFep:
         self._tgt_recs: dict[Any, Any] = self.target._recs
         self._tgt_reserved: dict[int, list[Any]] = self.target._reserved_at
         self._tgt_deferrals: deque[Any] = self.target._deferrals
+        #: the target's sync groups (the same dict: ``handle_timer`` tests it at every PDS timer,
+        #: two generic look-ups through the interpreted engine otherwise)
+        self._tgt_sync: dict[Any, Any] = self.target.sync._groups
         # and their packets ready to go, for :meth:`has_packets` (twice per endpoint flush)
         self._ini_ready: deque[Any] = self.initiator._ready
         self._tgt_out: deque[Any] = self.target._out
@@ -337,7 +340,7 @@ class SesFep:
             and not self._tgt_recs
             and not self._tgt_reserved
             and not self._tgt_deferrals
-            and not tgt.sync._groups
+            and not self._tgt_sync
         ):
             return
         self.initiator.handle_timer(now)
