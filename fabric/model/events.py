@@ -164,15 +164,10 @@ class EventQueue:
             return self._q1
         if t == self._c2:
             return self._q2
-        q = self._find(t)
         self._c2 = self._c1
         self._q2 = self._q1
-        self._c1 = t
-        self._q1 = q
-        return q
-
-    def _find(self, t: int) -> list[Any]:
-        """:meth:`bucket` without the two it gave last."""
+        self._c1 = t  # (its bucket, below, as it is returned)
+        q: list[Any]
         near = self._near
         n = len(near)
         head = self._head
@@ -199,8 +194,9 @@ class EventQueue:
             else:
                 i = bisect_left(near, t, head, n - 1)
             if near[i] == t:
-                return self._nb[i]
-            q: list[Any] = []
+                q = self._q1 = self._nb[i]
+                return q
+            q = self._q1 = []
             near.insert(i, t)
             self._nb.insert(i, q)
             if n - head >= NEAR_MAX:  # one too many: the latest near time joins the far ones
@@ -215,19 +211,20 @@ class EventQueue:
         if times:
             far = self._at.get(t)
             if far is not None:
+                self._q1 = far
                 return far
+            q = self._q1 = []
             if n - head < NEAR_MAX and t < times[0]:
-                q = []
                 near.append(t)
                 self._nb.append(q)
                 return q
-            q = self._at[t] = []
+            self._at[t] = q
             if NATIVE_HEAP:
                 push_time(times, t)
             else:
                 heapq.heappush(times, t)
             return q
-        q = []
+        q = self._q1 = []
         if n - head < NEAR_MAX:
             near.append(t)
             self._nb.append(q)
