@@ -300,14 +300,21 @@ _identifier = getattr(dataclasses, "_MODULE_IDENTIFIER_RE", None)
 _groups: dict[str, tuple[str | None, str] | None] = {}
 
 
-def _is_type(annotation: str, cls: type, a_module: Any, a_type: Any, is_type_predicate: Callable[..., bool]) -> bool:
-    """``dataclasses._is_type``, the match of ``annotation`` kept (module docstring)."""
+def _groups_of(annotation: str) -> tuple[str | None, str] | None:
+    """The module and name groups of ``dataclasses``' identifier pattern for ``annotation`` (None
+    when it does not match), matched once per text (module docstring)."""
     try:
-        groups = _groups[annotation]
+        return _groups[annotation]
     except KeyError:
         assert _identifier is not None
         match = _identifier.match(annotation)
         groups = _groups[annotation] = None if match is None else match.group(1, 2)
+        return groups
+
+
+def _is_type(annotation: str, cls: type, a_module: Any, a_type: Any, is_type_predicate: Callable[..., bool]) -> bool:
+    """``dataclasses._is_type``, the match of ``annotation`` kept (module docstring)."""
+    groups = _groups_of(annotation)
     if groups is None:
         return False
     module_name, name = groups
@@ -354,12 +361,7 @@ def _pseudo_field(annotation: Any, module: dict[str, Any], typing: Any) -> bool:
             or dataclasses._is_initvar(annotation, dataclasses)  # type: ignore[attr-defined]
             or annotation is dataclasses.KW_ONLY
         )
-    try:
-        groups = _groups[annotation]
-    except KeyError:
-        assert _identifier is not None
-        match = _identifier.match(annotation)
-        groups = _groups[annotation] = None if match is None else match.group(1, 2)
+    groups = _groups_of(annotation)
     if groups is None:
         return False
     module_name, name = groups
