@@ -99,3 +99,26 @@ def test_the_table_shows_the_compiled_column_only_when_measured() -> None:
     )
     lines = piped.getvalue().splitlines()
     assert any("incast127_nscc_rccc" in line and "17.2×" in line for line in lines), piped.getvalue()
+
+
+def test_each_build_s_ratio_is_held_to_the_row_s_target(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A row's record says for the pure and for the compiled run whether its ratio to htsim meets
+    the row's target (a CC row: 15x), from the least CPU of the rounds."""
+    import uet.tools.bench.htsim as bh
+
+    cpu = {"htsim": [0.010, 0.005], "0": [0.30, 0.25], "1": [0.08, 0.07]}
+    out = b'{"ok": true, "elapsed_s": 1.0}'
+
+    def fake_measure(cmd: list[str], cwd: str | None = None, env: dict[str, str] | None = None) -> bh.Measured:
+        who = "htsim" if env is None else env["UET_COMPILED"]
+        return bh.Measured(cpu[who].pop(0), 10.0, 0, out)
+
+    monkeypatch.setattr(bh, "find_htsim", lambda path: (tmp_path / "htsim_uec", tmp_path))
+    monkeypatch.setattr(bh, "byte_compile", lambda: None)
+    monkeypatch.setattr(bh, "measure", fake_measure)
+    (rec,) = bh.run_rows("checkout", ["one_flow_nscc"], 2, compiled=True)
+    assert rec["target"] == 15.0
+    assert (rec["htsim_cpu_s"], rec["ours_cpu_s"], rec["compiled_cpu_s"]) == (0.005, 0.25, 0.07)
+    assert (rec["ratio"], rec["meets_target"]) == (50.0, False)
+    assert (rec["compiled_ratio"], rec["compiled_meets_target"]) == (14.0, True)
+    assert rec["compiled_ok"]

@@ -18,7 +18,8 @@ methods, its header codecs) is stored as its first run after an install stores i
 (:mod:`uet.dataclass_cache`). With ``compiled``
 (``--compiled``) ours also runs with the optional compiled build of the per-packet path, switch
 model and endpoint side (``UET_COMPILED=1``, :mod:`uet.compiled`) in the same rounds, a column of
-its own; the pure-Python run is always the one with ``UET_COMPILED=0``.
+its own (in ``--json``: ``compiled_ratio`` and ``compiled_meets_target`` beside the pure run's
+``ratio`` and ``meets_target``); the pure-Python run is always the one with ``UET_COMPILED=0``.
 
 ``PATH`` is an uet-htsim checkout (or its ``htsim/sim`` folder) built as its README says
 (``cmake -S . -B build && cmake --build build`` in ``htsim/sim``): the ``htsim_uec`` binary is
@@ -268,6 +269,7 @@ def run_rows(
             c_ratio = c_best.cpu_s / h_best.cpu_s if h_best.cpu_s > 0 else None
             rec["compiled_cpu_s"] = round(c_best.cpu_s, 4)
             rec["compiled_ratio"] = None if c_ratio is None else round(c_ratio, 2)
+            rec["compiled_meets_target"] = c_ratio is not None and c_ratio <= target
             rec["compiled_ok"] = c_best.rc == 0 and _figures(c_best.out) == _figures(o_best.out)
         out.append(rec)
         if on_row is not None:
